@@ -1,0 +1,558 @@
+"""The abstract interface every backend implements — the one file to read first.
+
+Public methods live here: they check and coerce their arguments (raising ``InvalidArgument`` or
+``UseAfterFree`` naming the method), then call a private ``_method`` that a backend fills in. So every
+backend rejects bad input the same way, and a backend module only ever sees valid, normalised input.
+
+Semantics shared by every backend (the conformance suite, ``conformance/SPEC.md``, checks them):
+
+* Work on one stream happens in the order enqueued. ``copy_htod`` may return before the device has the
+  data, but the host array may be reused as soon as it returns. ``copy_dtoh`` fills the host array by the
+  time the stream has synchronized (or an event recorded after it has completed).
+* Sizes and offsets are in bytes, with no alignment requirement.
+* Kernel arguments: Buffers bind in argument order; sized numpy scalars (``np.float32(2)``,
+  ``np.uint32(n)``) are packed in argument order with natural alignment (``pack_scalars``). Grid and block
+  are chosen at launch; the grid counts blocks, as in CUDA.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+
+from .errors import InvalidArgument, OutOfMemory, Unsupported, UseAfterFree
+
+__all__ = [
+    "CAPABILITIES",
+    "LANGUAGES",
+    "BackendInfo",
+    "Limits",
+    "DeviceInfo",
+    "Buffer",
+    "Event",
+    "Stream",
+    "Module",
+    "Kernel",
+    "Device",
+    "Backend",
+    "Dim3",
+    "pack_scalars",
+]
+
+#: Capability names understood by ``Device.supports``. A conformance test that needs one of these asks
+#: ``supports`` first; a "no" is recorded as the not-supported outcome, never as a failure or a skip.
+CAPABILITIES: dict[str, str] = {
+    "events.timing": "Event.elapsed_ms between events recorded with timing=True",
+    "kernel.atomics.int32": "32-bit integer atomics on global and shared memory",
+    "kernel.atomics.float32": "atomic add on 32-bit floats",
+    "kernel.float64": "64-bit floats in kernels and as scalar arguments",
+    "kernel.int64": "64-bit integers in kernels and as scalar arguments",
+    "kernel.shared_memory": "per-block shared memory with a block-wide barrier",
+    "lang.cuda": "compile(lang='cuda'): CUDA C++",
+    "lang.ptx": "compile(lang='ptx'): PTX text",
+    "lang.glsl": "compile(lang='glsl'): GLSL compute shaders",
+    "lang.spirv": "compile(lang='spirv'): SPIR-V bytes",
+    "lang.wgsl": "compile(lang='wgsl'): WGSL",
+}
+
+#: Kernel languages, in the order a backend prefers them when it supports several.
+LANGUAGES = ("cuda", "ptx", "glsl", "spirv", "wgsl")
+
+Dim3 = tuple[int, int, int]
+
+
+@dataclass(frozen=True)
+class BackendInfo:
+    """What ``ironaccel.backends()`` reports for one registered backend; ``reason`` says why not."""
+
+    name: str
+    available: bool
+    reason: str = ""
+    version: str = ""
+    compute: bool = True  # False for probe-only backends (no compute path yet)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_alloc: int  # largest single allocation, bytes
+    max_threads_per_block: int
+    max_block: Dim3
+    max_grid: Dim3
+    max_shared_memory: int  # bytes per block
+    warp_size: int = 0  # subgroup/warp width, 0 when the backend cannot tell
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    backend: str
+    index: int
+    name: str
+    vendor: str
+    driver: str  # the driver's name: "llvmpipe", "SwiftShader", "NVIDIA", "ironaccel fake libcuda"
+    driver_version: str
+    simulated: bool  # a CPU/software device: results never count as hardware
+    memory: int  # bytes of device memory (0 when the backend cannot tell)
+    limits: Limits
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def _check_int(op: str, what: str, value: object, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InvalidArgument(op, f"{what} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise InvalidArgument(op, f"{what} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _host_bytes(op: str, obj: object, *, writable: bool) -> np.ndarray:
+    """A flat uint8 view of a C-contiguous host buffer (numpy array, bytes, bytearray, memoryview)."""
+    try:
+        view = memoryview(obj)  # type: ignore[arg-type]
+    except TypeError:
+        raise InvalidArgument(
+            op, f"host data must support the buffer protocol (numpy array, bytearray), got {type(obj).__name__}"
+        ) from None
+    if not view.c_contiguous:
+        raise InvalidArgument(op, "host array must be C-contiguous (use np.ascontiguousarray)")
+    if writable and view.readonly:
+        raise InvalidArgument(op, "host destination is read-only")
+    if view.nbytes == 0:
+        return np.empty(0, dtype=np.uint8)
+    return np.frombuffer(view, dtype=np.uint8)
+
+
+def _check_range(op: str, what: str, buf: Buffer, offset: object, nbytes: int) -> int:
+    offset = _check_int(op, f"{what} offset", offset)
+    if offset + nbytes > buf.nbytes:
+        raise InvalidArgument(
+            op, f"{what} range [{offset}, {offset + nbytes}) is outside the {buf.nbytes}-byte buffer"
+        )
+    return offset
+
+
+def _dim3(op: str, what: str, value: object) -> Dim3:
+    dims = (value,) if isinstance(value, (int, np.integer)) else value
+    if not isinstance(dims, (tuple, list)) or not 1 <= len(dims) <= 3:
+        raise InvalidArgument(op, f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    x, y, z = (*(_check_int(op, what, d, 1) for d in dims), 1, 1)[:3]
+    return (x, y, z)
+
+
+_SCALAR_KINDS = {"i", "u", "f"}
+
+
+def pack_scalars(scalars: Sequence[np.generic]) -> bytes:
+    """Pack scalar kernel arguments in order, each at an offset aligned to its own size.
+
+    This is the layout of CUDA's by-value parameters, of a Vulkan push-constant block (std430) and of a
+    WGSL uniform struct of 4-byte members, so one packing serves every backend.
+    """
+    out = bytearray()
+    for s in scalars:
+        size = s.dtype.itemsize
+        out += bytes(-len(out) % size)
+        out += s.tobytes()
+    return bytes(out)
+
+
+class Buffer(abc.ABC):
+    """Device memory of ``nbytes`` bytes. ``free()`` is idempotent; a context manager frees on exit."""
+
+    def __init__(self, device: Device, nbytes: int):
+        self._device = device
+        self._nbytes = nbytes
+        self._freed = False
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def nbytes(self) -> int:
+        return self._nbytes
+
+    @property
+    def freed(self) -> bool:
+        return self._freed
+
+    @property
+    def handle(self) -> Any:
+        """The backend's native object (CUDA: device pointer int, Vulkan: VkBuffer, WebGPU: GPUBuffer)."""
+        return self._backing("Buffer.handle")._native_handle()
+
+    def free(self) -> None:
+        if self._freed:
+            return
+        self._freed = True
+        self._release()
+
+    def _backing(self, op: str) -> Buffer:
+        """The backend buffer that holds the bytes; raises UseAfterFree once freed. Pools override this."""
+        if self._freed:
+            raise UseAfterFree(op, f"a {self._nbytes}-byte buffer")
+        return self
+
+    @abc.abstractmethod
+    def _release(self) -> None: ...
+
+    @abc.abstractmethod
+    def _native_handle(self) -> Any: ...
+
+    def __enter__(self) -> Buffer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.free()
+
+    def __repr__(self) -> str:
+        state = "freed" if self._freed else "live"
+        return f"<{type(self).__name__} {self._nbytes} B on {self._device.info.backend}:{self._device.info.index} {state}>"
+
+
+class Event(abc.ABC):
+    """A point in a stream's work. Complete once everything enqueued before it has completed."""
+
+    def __init__(self, stream: Stream, timing: bool):
+        self._stream = stream
+        self._timing = timing
+
+    @property
+    def stream(self) -> Stream:
+        return self._stream
+
+    def query(self) -> bool:
+        """True when the device has reached this event; never blocks."""
+        return self._query()
+
+    def synchronize(self) -> None:
+        """Block the calling thread until the event is complete."""
+        self._synchronize()
+
+    def elapsed_ms(self, end: Event) -> float:
+        """Milliseconds from this event to ``end``; both must be recorded with ``timing=True``."""
+        op = "Event.elapsed_ms"
+        if not isinstance(end, Event) or end._stream.device is not self._stream.device:
+            raise InvalidArgument(op, "end must be an Event of the same device")
+        if not (self._timing and end._timing):
+            raise InvalidArgument(op, "record both events with stream.record(timing=True) to time them")
+        return self._elapsed_ms(end)
+
+    @abc.abstractmethod
+    def _query(self) -> bool: ...
+
+    @abc.abstractmethod
+    def _synchronize(self) -> None: ...
+
+    @abc.abstractmethod
+    def _elapsed_ms(self, end: Event) -> float: ...
+
+
+class Kernel:
+    """One entry point of a compiled Module, launched with ``Stream.launch``."""
+
+    def __init__(self, module: Module, name: str):
+        self.module = module
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.name} ({self.module.lang})>"
+
+
+class Module(abc.ABC):
+    """Compiled kernel code; ``kernel(name)`` looks up an entry point."""
+
+    def __init__(self, device: Device, lang: str):
+        self.device = device
+        self.lang = lang
+        self._kernels: dict[str, Kernel] = {}
+
+    def kernel(self, name: str) -> Kernel:
+        if name not in self._kernels:
+            names = self._kernel_names()
+            if name not in names:
+                have = ", ".join(sorted(names)) or "none"
+                raise InvalidArgument("Module.kernel", f"no kernel {name!r} in this module (it has: {have})")
+            self._kernels[name] = self._make_kernel(name)
+        return self._kernels[name]
+
+    @abc.abstractmethod
+    def _kernel_names(self) -> Sequence[str]: ...
+
+    def _make_kernel(self, name: str) -> Kernel:
+        return Kernel(self, name)
+
+
+class Stream(abc.ABC):
+    """An in-order queue of device work."""
+
+    def __init__(self, device: Device):
+        self._device = device
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def _buffer(self, op: str, what: str, buf: object) -> Buffer:
+        if not isinstance(buf, Buffer):
+            raise InvalidArgument(op, f"{what} must be a Buffer, got {type(buf).__name__}")
+        backing = buf._backing(op)
+        if backing.device is not self._device:
+            raise InvalidArgument(op, f"{what} belongs to another device")
+        return backing
+
+    def copy_htod(self, dst: Buffer, src: object, *, dst_offset: int = 0) -> None:
+        """Copy all of host ``src`` into ``dst`` at ``dst_offset``. ``src`` is reusable on return."""
+        op = "Stream.copy_htod"
+        host = _host_bytes(op, src, writable=False)
+        buf = self._buffer(op, "dst", dst)
+        dst_offset = _check_range(op, "dst", buf, dst_offset, host.nbytes)
+        if host.nbytes:
+            self._device._check_open(op)
+            self._copy_htod(buf, dst_offset, host)
+
+    def copy_dtoh(self, dst: object, src: Buffer, *, src_offset: int = 0) -> None:
+        """Fill all of host ``dst`` from ``src`` at ``src_offset``; valid once the stream synchronizes."""
+        op = "Stream.copy_dtoh"
+        host = _host_bytes(op, dst, writable=True)
+        buf = self._buffer(op, "src", src)
+        src_offset = _check_range(op, "src", buf, src_offset, host.nbytes)
+        if host.nbytes:
+            self._device._check_open(op)
+            self._copy_dtoh(host, buf, src_offset)
+
+    def copy_dtod(self, dst: Buffer, src: Buffer, nbytes: int, *, dst_offset: int = 0, src_offset: int = 0) -> None:
+        """Copy ``nbytes`` between device buffers; overlapping ranges of one buffer are rejected."""
+        op = "Stream.copy_dtod"
+        nbytes = _check_int(op, "nbytes", nbytes)
+        d, s = self._buffer(op, "dst", dst), self._buffer(op, "src", src)
+        dst_offset = _check_range(op, "dst", d, dst_offset, nbytes)
+        src_offset = _check_range(op, "src", s, src_offset, nbytes)
+        if d is s and nbytes and dst_offset < src_offset + nbytes and src_offset < dst_offset + nbytes:
+            raise InvalidArgument(op, "source and destination ranges overlap")
+        if nbytes:
+            self._device._check_open(op)
+            self._copy_dtod(d, dst_offset, s, src_offset, nbytes)
+
+    def fill(self, buf: Buffer, value: int, *, offset: int = 0, nbytes: int | None = None) -> None:
+        """Set ``nbytes`` bytes (default: to the end) of ``buf`` from ``offset`` to the byte ``value``."""
+        op = "Stream.fill"
+        b = self._buffer(op, "buf", buf)
+        value = _check_int(op, "value", value)
+        if value > 255:
+            raise InvalidArgument(op, f"value is one byte, 0..255, got {value}")
+        offset = _check_int(op, "offset", offset)
+        nbytes = b.nbytes - offset if nbytes is None else _check_int(op, "nbytes", nbytes)
+        offset = _check_range(op, "buf", b, offset, max(nbytes, 0))
+        if nbytes:
+            self._device._check_open(op)
+            self._fill(b, offset, nbytes, value)
+
+    def record(self, *, timing: bool = False) -> Event:
+        """An event marking everything enqueued so far; ``timing=True`` makes it usable by elapsed_ms."""
+        op = "Stream.record"
+        self._device._check_open(op)
+        if timing and not self._device.supports("events.timing"):
+            raise Unsupported(op, "events.timing")
+        return self._record(bool(timing))
+
+    def wait(self, event: Event) -> None:
+        """Make later work on this stream wait until ``event`` completes (on any stream of the device)."""
+        op = "Stream.wait"
+        if not isinstance(event, Event) or event.stream.device is not self._device:
+            raise InvalidArgument(op, "event must be an Event recorded on a stream of this device")
+        self._device._check_open(op)
+        self._wait(event)
+
+    def synchronize(self) -> None:
+        """Block until all work enqueued on this stream has completed."""
+        self._device._check_open("Stream.synchronize")
+        self._synchronize()
+
+    def launch(self, kernel: Kernel, grid: object, block: object, args: Sequence[object] = ()) -> None:
+        """Run ``kernel`` over ``grid`` blocks of ``block`` threads with ``args`` (Buffers and numpy scalars)."""
+        op = "Stream.launch"
+        if not isinstance(kernel, Kernel) or kernel.module.device is not self._device:
+            raise InvalidArgument(op, "kernel must be a Kernel compiled on this device")
+        g, b = _dim3(op, "grid", grid), _dim3(op, "block", block)
+        lim = self._device.info.limits
+        threads = b[0] * b[1] * b[2]
+        if threads > lim.max_threads_per_block:
+            raise InvalidArgument(op, f"block {b} has {threads} threads; the device allows {lim.max_threads_per_block}")
+        for axis, (n, most) in enumerate(zip(b, lim.max_block)):
+            if n > most:
+                raise InvalidArgument(op, f"block {b}: axis {'xyz'[axis]} is {n}, the device allows {most}")
+        for axis, (n, most) in enumerate(zip(g, lim.max_grid)):
+            if n > most:
+                raise InvalidArgument(op, f"grid {g}: axis {'xyz'[axis]} is {n}, the device allows {most}")
+        checked: list[Buffer | np.generic] = []
+        for i, a in enumerate(args):
+            if isinstance(a, Buffer):
+                checked.append(self._buffer(op, f"argument {i}", a))
+            elif isinstance(a, np.generic) and a.dtype.kind in _SCALAR_KINDS and a.dtype.itemsize in (4, 8):
+                if a.dtype.itemsize == 8:
+                    need = "kernel.float64" if a.dtype.kind == "f" else "kernel.int64"
+                    if not self._device.supports(need):
+                        raise Unsupported(op, need, f"argument {i} is {a.dtype}")
+                checked.append(a)
+            else:
+                raise InvalidArgument(
+                    op,
+                    f"argument {i} is {type(a).__name__}; pass a Buffer or a sized numpy scalar "
+                    "such as np.float32(2.0) or np.uint32(n)",
+                )
+        self._device._check_open(op)
+        self._launch(kernel, g, b, checked)
+
+    @abc.abstractmethod
+    def _copy_htod(self, dst: Buffer, dst_offset: int, src: np.ndarray) -> None: ...
+
+    @abc.abstractmethod
+    def _copy_dtoh(self, dst: np.ndarray, src: Buffer, src_offset: int) -> None: ...
+
+    @abc.abstractmethod
+    def _copy_dtod(self, dst: Buffer, dst_offset: int, src: Buffer, src_offset: int, nbytes: int) -> None: ...
+
+    @abc.abstractmethod
+    def _fill(self, buf: Buffer, offset: int, nbytes: int, value: int) -> None: ...
+
+    @abc.abstractmethod
+    def _record(self, timing: bool) -> Event: ...
+
+    @abc.abstractmethod
+    def _wait(self, event: Event) -> None: ...
+
+    @abc.abstractmethod
+    def _synchronize(self) -> None: ...
+
+    @abc.abstractmethod
+    def _launch(self, kernel: Kernel, grid: Dim3, block: Dim3, args: list[Buffer | np.generic]) -> None: ...
+
+
+class Device(abc.ABC):
+    """An opened device: memory, streams, compilation. ``close()`` is idempotent."""
+
+    def __init__(self, info: DeviceInfo):
+        self._info = info
+        self._closed = False
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self._info
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self, op: str) -> None:
+        if self._closed:
+            raise UseAfterFree(op, f"device {self._info.backend}:{self._info.index}")
+
+    def supports(self, capability: str) -> bool:
+        """The only source of "not supported": ask before using an optional feature."""
+        if capability not in CAPABILITIES:
+            raise InvalidArgument("Device.supports", f"unknown capability {capability!r}; known: {', '.join(CAPABILITIES)}")
+        return capability in self._capabilities()
+
+    @property
+    def languages(self) -> tuple[str, ...]:
+        """Kernel languages this device compiles, in the backend's order of preference."""
+        return tuple(lang for lang in LANGUAGES if self.supports(f"lang.{lang}"))
+
+    @property
+    def default_stream(self) -> Stream:
+        self._check_open("Device.default_stream")
+        return self._default_stream()
+
+    def create_stream(self) -> Stream:
+        self._check_open("Device.create_stream")
+        return self._create_stream()
+
+    def alloc(self, nbytes: int) -> Buffer:
+        """``nbytes`` >= 1 of device memory; more than ``info.limits.max_alloc`` raises OutOfMemory."""
+        op = "Device.alloc"
+        nbytes = _check_int(op, "nbytes", nbytes, 1)
+        self._check_open(op)
+        if nbytes > self._info.limits.max_alloc:
+            raise OutOfMemory(
+                self._info.backend, op, None, "exceeds max_alloc",
+                f"{nbytes} bytes requested, the device allows {self._info.limits.max_alloc} in one allocation",
+            )
+        return self._alloc(nbytes)
+
+    def compile(self, source: str | bytes, lang: str, *, options: Sequence[str] = ()) -> Module:
+        """Compile kernel ``source`` written in ``lang``; a CompileError carries the compiler's log."""
+        op = "Device.compile"
+        if lang not in LANGUAGES:
+            raise InvalidArgument(op, f"unknown kernel language {lang!r}; known: {', '.join(LANGUAGES)}")
+        if not self.supports(f"lang.{lang}"):
+            raise Unsupported(op, f"lang.{lang}", f"this device compiles {', '.join(self.languages)}")
+        if lang == "spirv":
+            if not isinstance(source, (bytes, bytearray, memoryview)):
+                raise InvalidArgument(op, "SPIR-V source must be bytes")
+        elif not isinstance(source, str):
+            raise InvalidArgument(op, f"{lang} source must be str")
+        self._check_open(op)
+        return self._compile(source, lang, tuple(options))
+
+    def synchronize(self) -> None:
+        """Block until all work on every stream of this device has completed."""
+        self._check_open("Device.synchronize")
+        self._synchronize()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        i = self._info
+        return f"<{type(self).__name__} {i.backend}:{i.index} {i.name!r}>"
+
+    @abc.abstractmethod
+    def _capabilities(self) -> frozenset[str]: ...
+
+    @abc.abstractmethod
+    def _default_stream(self) -> Stream: ...
+
+    @abc.abstractmethod
+    def _create_stream(self) -> Stream: ...
+
+    @abc.abstractmethod
+    def _alloc(self, nbytes: int) -> Buffer: ...
+
+    @abc.abstractmethod
+    def _compile(self, source: str | bytes, lang: str, options: tuple[str, ...]) -> Module: ...
+
+    @abc.abstractmethod
+    def _synchronize(self) -> None: ...
+
+    @abc.abstractmethod
+    def _close(self) -> None: ...
+
+
+class Backend(abc.ABC):
+    """A registered backend (entry-point group ``ironaccel.backends``). ``probe`` never raises."""
+
+    name: ClassVar[str]
+    compute: ClassVar[bool] = True
+
+    @abc.abstractmethod
+    def probe(self) -> BackendInfo:
+        """Whether this machine can run the backend, and why not; never raises."""
+
+    @abc.abstractmethod
+    def device_count(self) -> int:
+        """Number of devices; NotAvailable when the runtime is missing."""
+
+    @abc.abstractmethod
+    def open_device(self, index: int = 0) -> Device:
+        """Open device ``index``; NotAvailable when the runtime is missing."""
