@@ -59,7 +59,7 @@ CAPABILITIES: dict[str, str] = {
 }
 
 #: Kernel languages, in the order a backend prefers them when it supports several.
-LANGUAGES = ("cuda", "ptx", "glsl", "spirv", "wgsl")
+LANGUAGES = ("cuda", "ptx", "spirv", "glsl", "wgsl")
 
 Dim3 = tuple[int, int, int]
 
