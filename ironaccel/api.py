@@ -502,6 +502,15 @@ class Device(abc.ABC):
         self._check_open("Device.synchronize")
         self._synchronize()
 
+    def diagnostics(self) -> list[str]:
+        """Drain the messages the driver reported since the last call (e.g. Vulkan validation layers).
+
+        The conformance plugin fails any test that leaves a message here."""
+        return self._drain_diagnostics()
+
+    def _drain_diagnostics(self) -> list[str]:
+        return []
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
