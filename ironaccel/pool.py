@@ -1,0 +1,458 @@
+"""MemPool: an opt-in cache of device buffers in power-of-two buckets, on every backend.
+
+    pool = MemPool(dev, stream)
+    with pool.alloc(1000) as buf:      # a PooledBuffer: a Buffer backed by a 1 KiB block
+        stream.copy_htod(buf, data)
+    pool.stats(); pool.trim(); pool.close()
+
+Buckets are the powers of two from 1 KiB to 256 MiB; a request is served by the smallest bucket that holds
+it (so anything up to 1 KiB uses the 1 KiB bucket). Larger requests, and buckets bigger than the device's
+``max_alloc``, bypass the buckets: they go straight to the device and back to it on free.
+
+Where a freed block waits for its next use, fastest first:
+
+* front: one per thread, ``FRONT_SLOTS`` blocks per bucket up to 1 MiB, touched without a lock. A warm
+  alloc+free cycle only ever touches the calling thread's front cache.
+* shared: one per pool, under a lock; blocks of every bucket, reachable from every thread.
+* the device: ``Device.alloc`` on a miss, ``Buffer.free`` when the cap is reached.
+
+The cap (``max_cached_bytes``, ``max_per_bucket``) counts cached blocks in every tier. A front cache may only
+fill slots it has reserved against the cap under the lock ("credit"), so its lock-free path cannot
+exceed the cap. Credit stays with a front cache while its slots are empty, so that the next free of a warm
+cycle needs no lock; a thread short of room takes back its own idle credit first, and a thread's credit
+and blocks return to the shared tier when the thread ends. Other threads' idle credit can make the pool
+release a block slightly before the cap is reached, never after it.
+
+Streams: a block is reused in the order of the pool's stream. A buffer last used on another stream is
+freed with ``buf.free(stream=that_stream)``; the pool records an event there and, before the block's next
+use, makes the pool's stream wait for it (unless it is already complete). A block handed out by ``alloc``
+is ready for work on the pool's stream; to use it on another stream, order that stream after the pool's
+stream first (an event and ``Stream.wait``), as with any stream-ordered allocator.
+
+Sizes: ``stats()`` and the cap count block sizes (a 1000-byte request holds a 1024-byte block).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+
+from .api import Buffer, Device, Event, Stream, _check_int
+from .errors import InvalidArgument, OutOfMemory, UseAfterFree
+
+__all__ = ["MemPool", "PooledBuffer", "PoolStats", "BUCKET_SIZES", "FRONT_SLOTS", "bucket_size"]
+
+MIN_SHIFT = 10  # 1 KiB
+MAX_SHIFT = 28  # 256 MiB
+BUCKET_SIZES = tuple(1 << s for s in range(MIN_SHIFT, MAX_SHIFT + 1))
+FRONT_BUCKETS = 11  # buckets 1 KiB .. 1 MiB have front slots; bigger blocks are rare enough for the lock
+FRONT_SLOTS = 4
+DIRECT = len(BUCKET_SIZES)  # bucket index of a block that bypasses the buckets
+
+DEFAULT_MAX_CACHED_BYTES = 1 << 30
+DEFAULT_MAX_PER_BUCKET = 64
+
+
+def bucket_size(nbytes: int) -> int | None:
+    """The block size that serves a request of ``nbytes``; None when it goes straight to the device."""
+    shift = (nbytes - 1).bit_length()
+    if shift > MAX_SHIFT:
+        return None
+    return 1 << max(shift, MIN_SHIFT)
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    """A snapshot of a MemPool. Bytes are block sizes; exact when no other thread is inside the pool."""
+
+    hits: int  # allocations served from a cache
+    misses: int  # allocations that went to the device (bypassing ones included)
+    bytes_live: int  # handed out and not yet freed
+    bytes_cached_front: int  # waiting in the threads' front caches
+    bytes_cached_shared: int  # waiting in the shared cache
+    high_water_bytes: int  # the most device memory the pool has held at once (live + cached)
+
+    @property
+    def bytes_cached(self) -> int:
+        return self.bytes_cached_front + self.bytes_cached_shared
+
+
+class _Block:
+    """A device buffer owned by the pool, with the event to wait for before its next use."""
+
+    __slots__ = ("buffer", "bucket", "size", "fence")
+
+    def __init__(self, buffer: Buffer, bucket: int, size: int):
+        self.buffer = buffer
+        self.bucket = bucket
+        self.size = size
+        self.fence: Event | None = None
+
+
+class _Front:
+    """One thread's front cache. Only its thread appends; other threads only pop (trim, close)."""
+
+    __slots__ = ("blocks", "credit", "hits")
+
+    def __init__(self) -> None:
+        self.blocks: list[list[_Block]] = [[] for _ in range(FRONT_BUCKETS)]
+        self.credit = [0] * FRONT_BUCKETS  # slots reserved against the cap, per bucket
+        self.hits = 0
+
+
+class _ThreadMark:
+    """Lives in the thread-local storage next to the front cache; its death tells the pool the thread ended."""
+
+    __slots__ = ("__weakref__",)
+
+
+class PooledBuffer(Buffer):
+    """A Buffer lent by a MemPool; usable wherever a Buffer is (backends resolve it through ``_backing``).
+
+    ``free(stream=None)`` returns the block to the pool; pass the stream that last used the buffer when it is
+    not the pool's. Unlike a plain Buffer, whose ``free`` is idempotent, a second free raises
+    InvalidArgument: a block returned twice could be handed out to two owners at once.
+    """
+
+    def __init__(self, pool: MemPool, block: _Block, nbytes: int):
+        # Buffer.__init__'s three fields, set here directly: this runs on every alloc.
+        self._device = pool._device
+        self._nbytes = nbytes
+        self._freed = False
+        self._pool = pool
+        self._block = block
+
+    def free(self, stream: Stream | None = None) -> None:
+        """Return the block to the pool; ``stream``: the stream that last used it, if not the pool's."""
+        if self._freed:
+            raise InvalidArgument(
+                "MemPool.free",
+                f"this {self._nbytes}-byte pooled buffer was already freed (a pooled block returned twice "
+                "could be handed out twice; plain Buffers allow it, pooled ones do not)",
+            )
+        pool = self._pool
+        if stream is not None and stream is not pool._stream:
+            pool._fence(self._block, stream)
+        self._freed = True
+        pool._put(self._block)
+
+    def _release(self) -> None:  # Buffer.free's hook; PooledBuffer.free replaces it
+        self.free()
+
+    def _backing(self, op: str) -> Buffer:
+        if self._freed:
+            raise UseAfterFree(op, f"a {self._nbytes}-byte pooled buffer (its block may serve another allocation now)")
+        return self._block.buffer
+
+    def _native_handle(self) -> object:
+        return self._block.buffer._native_handle()
+
+
+class MemPool:
+    """A cache of device buffers for ``device``, reused in the order of ``stream``; see the module docstring.
+
+    ``max_cached_bytes`` caps the bytes of cached blocks, ``max_per_bucket`` the number of cached blocks of
+    one size, both counted over every tier. Not thread-safe to ``close()`` while other threads use it.
+    """
+
+    def __init__(
+        self,
+        device: Device,
+        stream: Stream,
+        *,
+        max_cached_bytes: int = DEFAULT_MAX_CACHED_BYTES,
+        max_per_bucket: int = DEFAULT_MAX_PER_BUCKET,
+    ):
+        op = "MemPool"
+        if not isinstance(device, Device):
+            raise InvalidArgument(op, f"device must be a Device, got {type(device).__name__}")
+        if not isinstance(stream, Stream) or stream.device is not device:
+            raise InvalidArgument(op, "stream must be a Stream of the pool's device")
+        device._check_open(op)
+        self._device = device
+        self._stream = stream
+        self.max_cached_bytes = _check_int(op, "max_cached_bytes", max_cached_bytes)
+        self.max_per_bucket = _check_int(op, "max_per_bucket", max_per_bucket)
+        self._max_alloc = device.info.limits.max_alloc
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._closed = False
+        # Everything below is guarded by _lock.
+        self._fronts: set[_Front] = set()
+        self._ended: list[_Front] = []  # fronts of ended threads, appended by a finalizer (list.append is atomic)
+        self._shared: list[list[_Block]] = [[] for _ in BUCKET_SIZES]
+        self._shared_bytes = 0
+        self._room_bytes = self.max_cached_bytes  # cap minus shared bytes minus front credit
+        self._room_blocks = [self.max_per_bucket] * len(BUCKET_SIZES)
+        self._shared_hits = 0
+        self._ended_hits = 0
+        self._misses = 0
+        self._held = 0  # bytes obtained from the device and not given back
+        self._high_water = 0
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    @property
+    def stream(self) -> Stream:
+        return self._stream
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- the hot path -------------------------------------------------------------------------------------
+
+    def alloc(self, nbytes: int) -> PooledBuffer:
+        """A buffer of ``nbytes`` >= 1 bytes, ready for work on the pool's stream."""
+        if type(nbytes) is not int or nbytes < 1:
+            nbytes = _check_int("MemPool.alloc", "nbytes", nbytes, 1)
+        if nbytes <= 1024:
+            bucket = 0
+        else:
+            bucket = (nbytes - 1).bit_length() - MIN_SHIFT
+            if bucket >= FRONT_BUCKETS:
+                return self._alloc_slow(nbytes, bucket)
+        if self._device._closed:
+            self._check_usable("MemPool.alloc")
+        try:
+            front = self._local.front
+        except AttributeError:
+            front = self._new_front()
+        try:
+            block = front.blocks[bucket].pop()
+        except IndexError:
+            return self._alloc_slow(nbytes, bucket)
+        if block.fence is not None:
+            self._clear_fence(block)
+        front.hits += 1
+        return PooledBuffer(self, block, nbytes)
+
+    def _put(self, block: _Block) -> None:
+        """Cache a freed block, or give it back to the device when the cap is reached."""
+        bucket = block.bucket
+        if bucket < FRONT_BUCKETS:
+            try:
+                front = self._local.front
+            except AttributeError:
+                front = self._new_front()
+            slots = front.blocks[bucket]
+            if len(slots) < front.credit[bucket]:
+                slots.append(block)
+                return
+        self._put_slow(block)
+
+    # -- the slow paths -----------------------------------------------------------------------------------
+
+    def _new_front(self) -> _Front:
+        front = _Front()
+        mark = _ThreadMark()
+        weakref.finalize(mark, self._ended.append, front).atexit = False
+        self._local.front = front
+        self._local.mark = mark
+        with self._lock:
+            self._fronts.add(front)
+        return front
+
+    def _alloc_slow(self, nbytes: int, bucket: int) -> PooledBuffer:
+        size = BUCKET_SIZES[bucket] if bucket < DIRECT else nbytes
+        if bucket >= DIRECT or size > self._max_alloc:
+            bucket, size = DIRECT, nbytes  # too big for a bucket, or the bucket is more than the device allows
+        with self._lock:
+            self._check_usable("MemPool.alloc")
+            self._adopt_ended()
+            block = self._shared[bucket].pop() if bucket < DIRECT and self._shared[bucket] else None
+            if block is not None:
+                self._shared_bytes -= size
+                self._room_bytes += size
+                self._room_blocks[bucket] += 1
+                self._shared_hits += 1
+        if block is None:
+            block = _Block(self._device_alloc(size), bucket, size)
+        elif block.fence is not None:
+            self._clear_fence(block)
+        return PooledBuffer(self, block, nbytes)
+
+    def _device_alloc(self, size: int) -> Buffer:
+        """``Device.alloc``; on OutOfMemory, give every cached block back and try once more."""
+        try:
+            buffer = self._device.alloc(size)
+        except OutOfMemory:
+            if size > self._max_alloc:
+                raise  # no cache can help
+            self.trim()
+            buffer = self._device.alloc(size)
+        with self._lock:
+            self._misses += 1
+            self._held += size
+            self._high_water = max(self._high_water, self._held)
+        return buffer
+
+    def _put_slow(self, block: _Block) -> None:
+        bucket, size = block.bucket, block.size
+        with self._lock:
+            if not (self._closed or self._device._closed or bucket == DIRECT):
+                self._adopt_ended()
+                front = getattr(self._local, "front", None)
+                if self._fits(size, bucket, front):
+                    self._room_bytes -= size
+                    self._room_blocks[bucket] -= 1
+                    if front is not None and bucket < FRONT_BUCKETS and front.credit[bucket] < FRONT_SLOTS:
+                        front.credit[bucket] += 1
+                        front.blocks[bucket].append(block)
+                    else:
+                        self._shared[bucket].append(block)
+                        self._shared_bytes += size
+                    return
+            self._held -= size
+        self._give_to_device(block)
+
+    def _fits(self, size: int, bucket: int, front: _Front | None) -> bool:
+        """Whether the cap has room for one more block; takes back ``front``'s idle credit if that helps."""
+        if self._room_bytes >= size and self._room_blocks[bucket] > 0:
+            return True
+        if front is None:
+            return False
+        self._take_back_idle_credit(front)
+        return self._room_bytes >= size and self._room_blocks[bucket] > 0
+
+    def _take_back_idle_credit(self, front: _Front) -> None:
+        """Return the calling thread's reserved but empty front slots to the cap (caller holds the lock)."""
+        for b, slots in enumerate(front.blocks):
+            idle = front.credit[b] - len(slots)
+            if idle > 0:
+                front.credit[b] -= idle
+                self._room_bytes += idle * BUCKET_SIZES[b]
+                self._room_blocks[b] += idle
+
+    def _adopt_ended(self) -> None:
+        """Move the fronts of ended threads into the shared tier (caller holds the lock)."""
+        while self._ended:
+            front = self._ended.pop()
+            self._fronts.discard(front)
+            self._ended_hits += front.hits
+            for b, slots in enumerate(front.blocks):
+                self._room_bytes += (front.credit[b] - len(slots)) * BUCKET_SIZES[b]
+                self._room_blocks[b] += front.credit[b] - len(slots)
+                self._shared_bytes += len(slots) * BUCKET_SIZES[b]
+                self._shared[b] += slots
+                slots.clear()
+                front.credit[b] = 0
+
+    def _give_to_device(self, block: _Block) -> None:
+        """Free a block's buffer; not on a closed device, whose close already released it."""
+        if self._device._closed:
+            return
+        if block.fence is not None:
+            block.fence.synchronize()
+        block.buffer.free()
+
+    # -- streams ------------------------------------------------------------------------------------------
+
+    def _fence(self, block: _Block, stream: Stream) -> None:
+        """Record on ``stream`` the event the block's next user must wait for."""
+        if not isinstance(stream, Stream) or stream.device is not self._device:
+            raise InvalidArgument("MemPool.free", "stream must be a Stream of the pool's device")
+        if not self._device._closed:
+            block.fence = stream.record()
+
+    def _clear_fence(self, block: _Block) -> None:
+        fence, block.fence = block.fence, None
+        if fence is not None and not fence.query():
+            self._stream.wait(fence)
+
+    # -- the rest of the API ------------------------------------------------------------------------------
+
+    def _check_usable(self, op: str) -> None:
+        if self._closed:
+            raise UseAfterFree(op, "a closed MemPool")
+        if self._device._closed:
+            info = self._device.info
+            raise UseAfterFree(op, f"device {info.backend}:{info.index} (closed before its MemPool)")
+
+    def stats(self) -> PoolStats:
+        with self._lock:
+            self._adopt_ended()
+            front_bytes = sum(len(s) * BUCKET_SIZES[b] for f in self._fronts for b, s in enumerate(f.blocks))
+            return PoolStats(
+                hits=self._shared_hits + self._ended_hits + sum(f.hits for f in self._fronts),
+                misses=self._misses,
+                bytes_live=self._held - front_bytes - self._shared_bytes,
+                bytes_cached_front=front_bytes,
+                bytes_cached_shared=self._shared_bytes,
+                high_water_bytes=self._high_water,
+            )
+
+    def trim(self, keep_bytes: int = 0) -> int:
+        """Give cached blocks back to the device, biggest first, until at most ``keep_bytes`` stay cached.
+
+        Safe at any time, also while buffers are out and while other threads use the pool. Returns the
+        number of bytes given back."""
+        keep_bytes = _check_int("MemPool.trim", "keep_bytes", keep_bytes)
+        with self._lock:
+            victims = self._take_cached(keep_bytes)
+        for block in victims:
+            self._give_to_device(block)
+        return sum(b.size for b in victims)
+
+    def _take_cached(self, keep_bytes: int) -> list[_Block]:
+        """Remove cached blocks, biggest first, until at most ``keep_bytes`` stay (caller holds the lock)."""
+        self._adopt_ended()
+        mine = getattr(self._local, "front", None)
+        if mine is not None:
+            self._take_back_idle_credit(mine)
+        cached = self._shared_bytes + sum(
+            len(s) * BUCKET_SIZES[b] for f in self._fronts for b, s in enumerate(f.blocks))
+        victims: list[_Block] = []
+        for b in reversed(range(len(BUCKET_SIZES))):
+            size = BUCKET_SIZES[b]
+            shared = self._shared[b]
+            while cached > keep_bytes and shared:
+                victims.append(shared.pop())
+                cached -= size
+                self._shared_bytes -= size
+                self._room_bytes += size
+                self._room_blocks[b] += 1
+            for front in self._fronts if b < FRONT_BUCKETS else ():
+                slots = front.blocks[b]
+                while cached > keep_bytes:
+                    try:
+                        victims.append(slots.pop())  # the owner may pop concurrently; its credit stays
+                    except IndexError:
+                        break
+                    cached -= size
+                    if front is mine:
+                        front.credit[b] -= 1
+                        self._room_bytes += size
+                        self._room_blocks[b] += 1
+        self._held -= sum(v.size for v in victims)
+        return victims
+
+    def close(self) -> None:
+        """Give every cached block back to the device; later allocs raise. Idempotent.
+
+        Buffers still out stay valid; freeing them later gives them straight back to the device. Call it
+        once no other thread uses the pool. On a closed device the cache is dropped without freeing."""
+        with self._lock:
+            if self._closed:
+                return
+            victims = self._take_cached(0)
+            self._closed = True
+            for front in self._fronts:
+                front.credit = [0] * FRONT_BUCKETS
+            self._room_bytes = self.max_cached_bytes
+            self._room_blocks = [self.max_per_bucket] * len(BUCKET_SIZES)
+        for block in victims:
+            self._give_to_device(block)
+
+    def __enter__(self) -> MemPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return f"<MemPool on {self._device!r} {state}>"
