@@ -18,8 +18,6 @@ Decisions, written down here because WebGPU leaves them to us:
 from __future__ import annotations
 
 import re
-import threading
-import weakref
 from typing import Any, Sequence
 
 import numpy as np
@@ -145,8 +143,9 @@ class WebGPUDevice(api.Device):
         self._usage = wgpu.BufferUsage
         self._byte_kernel: Any = None
         self._fence_src: Any = None
-        self._lock = threading.Lock()
-        self._streams: weakref.WeakSet[WebGPUStream] = weakref.WeakSet()
+        self._unsubmitted: set[WebGPUStream] = set()  # streams with an open encoder: kept alive until flushed
+        self._readbacks: list[tuple[int, Any, int, np.ndarray]] = []  # (seq, mappable buffer, start, host)
+        self._readback_seq = 0
         self._default = WebGPUStream(self)
 
     def _capabilities(self) -> frozenset[str]:
@@ -183,8 +182,22 @@ class WebGPUDevice(api.Device):
         return WebGPUModule(self, source, shader)
 
     def _synchronize(self) -> None:
-        for s in list(self._streams):
-            s._synchronize()
+        for s in list(self._unsubmitted):
+            s._flush()
+        self._default._synchronize()  # one queue: a fence after everything covers every stream
+
+    def _deliver_readbacks(self, upto: int | None) -> None:
+        """Copy finished readbacks into their host arrays: all, or those enqueued up to ``upto``.
+
+        Readbacks live on the device, not the stream, so a dropped Stream object still delivers."""
+        ready = [r for r in self._readbacks if upto is None or r[0] <= upto]
+        if not ready:
+            return
+        self._readbacks = [r for r in self._readbacks if upto is not None and r[0] > upto]
+        for _, buf, start, host in ready:
+            _call("GPUBuffer.map", buf.map_sync, _wgpu.MapMode.READ)
+            host[:] = np.frombuffer(buf.read_mapped(), dtype=np.uint8)[start:start + host.nbytes]
+            buf.unmap()
 
     def _fence(self, encoder: Any) -> Any:
         """A promise that resolves once the GPU has run everything submitted up to ``encoder``.
@@ -286,12 +299,12 @@ class WebGPUEvent(api.Event):
     def _query(self) -> bool:
         if self._done._state == "pending":  # wgpu's promise: pending until the queue reached the event
             return False
-        self._stream._deliver_readbacks(self._readback_seq)
+        self._stream.device._deliver_readbacks(self._readback_seq)
         return True
 
     def _synchronize(self) -> None:
         _call("GPUBuffer.map_async", self._done.sync_wait)
-        self._stream._deliver_readbacks(self._readback_seq)
+        self._stream.device._deliver_readbacks(self._readback_seq)
 
     def _nanoseconds(self) -> int:
         if self._ns is None:
@@ -312,31 +325,19 @@ class WebGPUStream(api.Stream):
         super().__init__(device)
         self._dev: WebGPUDevice = device
         self._encoder: Any = None
-        self._readbacks: list[tuple[int, Any, int, np.ndarray]] = []  # (seq, buffer, start, host)
-        self._readback_seq = 0
-        device._streams.add(self)
 
     # -- batching ---------------------------------------------------------------------------------
     def _enc(self) -> Any:
         if self._encoder is None:
             self._encoder = self._dev._gpu.create_command_encoder()
+            self._dev._unsubmitted.add(self)
         return self._encoder
 
     def _flush(self) -> None:
         if self._encoder is not None:
             enc, self._encoder = self._encoder, None
+            self._dev._unsubmitted.discard(self)
             _call("GPUQueue.submit", self._dev._gpu.queue.submit, [enc.finish()])
-
-    def _deliver_readbacks(self, upto: int | None) -> None:
-        """Copy finished readbacks into their host arrays (all, or those recorded before ``upto``)."""
-        ready = [r for r in self._readbacks if upto is None or r[0] <= upto]
-        if not ready:
-            return
-        self._readbacks = [r for r in self._readbacks if r not in ready]
-        for _, buf, start, host in ready:
-            _call("GPUBuffer.map", buf.map_sync, _wgpu.MapMode.READ)
-            host[:] = np.frombuffer(buf.read_mapped(), dtype=np.uint8)[start:start + host.nbytes]
-            buf.unmap()
 
     def _bytes(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int, fill: int) -> None:
         """Byte-granular copy (``src`` given) or fill (``src`` None) through the internal kernel."""
@@ -384,8 +385,8 @@ class WebGPUStream(api.Stream):
         u = dev._usage
         readback = dev._new_buffer("GPUDevice.create_buffer", size, u.MAP_READ | u.COPY_DST)
         self._enc().copy_buffer_to_buffer(src._native_handle(), start, readback, 0, size)
-        self._readback_seq += 1
-        self._readbacks.append((self._readback_seq, readback, src_offset - start, dst))
+        dev._readback_seq += 1
+        dev._readbacks.append((dev._readback_seq, readback, src_offset - start, dst))
         self._flush()
 
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
@@ -420,7 +421,7 @@ class WebGPUStream(api.Stream):
             enc.copy_buffer_to_buffer(resolved, 0, stamp, 0, 8)
         fence = dev._fence(self._enc())
         self._flush()
-        return WebGPUEvent(self, timing, fence, self._readback_seq, stamp)
+        return WebGPUEvent(self, timing, fence, dev._readback_seq, stamp)
 
     def _wait(self, event: api.Event) -> None:
         """Nothing to enqueue: with one queue, and record() having submitted everything before the
@@ -430,7 +431,7 @@ class WebGPUStream(api.Stream):
         fence = self._dev._fence(self._enc())
         self._flush()
         _call("GPUBuffer.map", fence.map_sync, _wgpu.MapMode.READ)
-        self._deliver_readbacks(None)
+        self._dev._deliver_readbacks(None)
 
     def _launch(self, kernel: api.Kernel, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
         op = "Stream.launch"

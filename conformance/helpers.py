@@ -1,0 +1,58 @@
+"""Shared helpers of the conformance tests: poisoned buffers, round trips, the "device still works" check."""
+
+from __future__ import annotations
+
+import numpy as np
+
+POISON = 0xA5
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def random_bytes(n: int, seed: int = 0) -> np.ndarray:
+    """Random bytes with no zero byte, so a missed write can never look like a correct zero."""
+    return rng(seed).integers(1, 256, n, dtype=np.uint8)
+
+
+def poisoned(device, stream, nbytes: int):
+    """A buffer whose every byte is POISON, so untouched bytes are recognisable."""
+    buf = device.alloc(nbytes)
+    stream.fill(buf, POISON)
+    return buf
+
+
+def read(stream, buf, dtype=np.uint8, count: int | None = None, offset: int = 0) -> np.ndarray:
+    """Copy a buffer (or part of it) back and synchronize."""
+    itemsize = np.dtype(dtype).itemsize
+    n = (buf.nbytes - offset) // itemsize if count is None else count
+    out = np.empty(n, dtype=dtype)
+    out.view(np.uint8)[:] = 0x5A  # the opposite of POISON: a copy that never happened shows
+    stream.copy_dtoh(out, buf, src_offset=offset)
+    stream.synchronize()
+    return out
+
+
+def upload(device, stream, host: np.ndarray):
+    buf = device.alloc(host.nbytes)
+    stream.copy_htod(buf, host)
+    return buf
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def assert_device_works(device, kernels) -> None:
+    """A saxpy round trip gives numpy's result: the clause "the device still works"."""
+    s = device.create_stream()
+    n = 1000
+    x = rng(7).standard_normal(n).astype(np.float32)
+    y = rng(8).standard_normal(n).astype(np.float32)
+    bx, by = upload(device, s, x), upload(device, s, y)
+    s.launch(kernels("saxpy"), ceil_div(n, 64), 64, (bx, by, np.float32(3.0), np.uint32(n)))
+    got = read(s, by, np.float32)
+    np.testing.assert_allclose(got, np.float32(3.0) * x + y, rtol=1e-6, atol=1e-6)
+    bx.free()
+    by.free()

@@ -1,0 +1,12 @@
+override BLOCK_X: u32 = 64;
+override BLOCK_Y: u32 = 1;
+override BLOCK_Z: u32 = 1;
+struct Args { a: f32, n: u32 }
+@group(0) @binding(0) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> y: array<f32>;
+@group(0) @binding(2) var<uniform> args: Args;
+
+@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z)
+fn saxpy(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (g.x < args.n) { y[g.x] = args.a * x[g.x] + y[g.x]; }
+}

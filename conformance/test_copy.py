@@ -1,0 +1,115 @@
+"""COPY: host<->device and device<->device copies at any size and offset; bad ranges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import ironaccel as ia
+
+from .helpers import POISON, poisoned, random_bytes, read
+
+BUF = 4096
+
+
+@st.composite
+def ranges(draw, size: int = BUF):
+    nbytes = draw(st.integers(1, size), label="nbytes")
+    offset = draw(st.integers(0, size - nbytes), label="offset")
+    return offset, nbytes
+
+
+@pytest.mark.clause("COPY-1")
+@given(r=ranges(), seed=st.integers(0, 2**16))
+def test_htod_dtoh_round_trip(device, r, seed):
+    offset, nbytes = r
+    s = device.create_stream()
+    with poisoned(device, s, BUF) as buf:
+        data = random_bytes(nbytes, seed)
+        s.copy_htod(buf, data, dst_offset=offset)
+        expect = np.full(BUF, POISON, np.uint8)
+        expect[offset:offset + nbytes] = data
+        np.testing.assert_array_equal(read(s, buf), expect)
+        # and back out of the middle of the buffer
+        part = np.zeros(nbytes, np.uint8)
+        s.copy_dtoh(part, buf, src_offset=offset)
+        s.synchronize()
+        np.testing.assert_array_equal(part, data)
+
+
+@pytest.mark.clause("COPY-2")
+@given(src=ranges(), dst_offset=st.integers(0, BUF - 1), seed=st.integers(0, 2**16))
+def test_dtod_any_offsets(device, src, dst_offset, seed):
+    src_offset, nbytes = src
+    nbytes = min(nbytes, BUF - dst_offset)
+    s = device.create_stream()
+    data = random_bytes(BUF, seed)
+    with device.alloc(BUF) as a, poisoned(device, s, BUF) as b:
+        s.copy_htod(a, data)
+        s.copy_dtod(b, a, nbytes, dst_offset=dst_offset, src_offset=src_offset)
+        expect = np.full(BUF, POISON, np.uint8)
+        expect[dst_offset:dst_offset + nbytes] = data[src_offset:src_offset + nbytes]
+        np.testing.assert_array_equal(read(s, b), expect)
+
+
+@pytest.mark.clause("COPY-3", "ERR-1")
+@pytest.mark.parametrize("case", ["htod-past-end", "htod-negative", "dtoh-past-end", "dtod-src-past-end",
+                                  "dtod-dst-past-end", "dtod-negative-size"])
+def test_out_of_range_is_invalid_and_copies_nothing(device, stream, case):
+    buf = poisoned(device, stream, 64)
+    other = poisoned(device, stream, 64)
+    calls = {
+        "htod-past-end": ("Stream.copy_htod", lambda: stream.copy_htod(buf, np.ones(16, np.uint8), dst_offset=49)),
+        "htod-negative": ("Stream.copy_htod", lambda: stream.copy_htod(buf, np.ones(4, np.uint8), dst_offset=-1)),
+        "dtoh-past-end": ("Stream.copy_dtoh", lambda: stream.copy_dtoh(np.ones(65, np.uint8), buf)),
+        "dtod-src-past-end": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, 8, src_offset=60)),
+        "dtod-dst-past-end": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, 8, dst_offset=57)),
+        "dtod-negative-size": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, -8)),
+    }
+    op, call = calls[case]
+    with pytest.raises(ia.InvalidArgument, match=op.replace(".", r"\.")):
+        call()
+    assert (read(stream, buf) == POISON).all() and (read(stream, other) == POISON).all()
+
+
+@pytest.mark.clause("COPY-4")
+def test_htod_source_reusable_on_return(device, stream):
+    n = 1 << 16
+    host = random_bytes(n, 11)
+    expect = host.copy()
+    with device.alloc(n) as buf:
+        stream.copy_htod(buf, host)
+        host[:] = 0x11  # overwrite before the device is known to have the data
+        np.testing.assert_array_equal(read(stream, buf), expect)
+
+
+@pytest.mark.clause("COPY-5", "ERR-1")
+def test_host_layout_errors(device, stream):
+    with device.alloc(64) as buf:
+        strided = np.zeros(32, np.uint16)[::2]
+        with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_htod.*contiguous"):
+            stream.copy_htod(buf, strided)
+        readonly = np.zeros(16, np.uint8)
+        readonly.flags.writeable = False
+        with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_dtoh.*read-only"):
+            stream.copy_dtoh(readonly, buf)
+        with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_htod.*buffer protocol"):
+            stream.copy_htod(buf, [1, 2, 3])
+        # 2-D and typed arrays are fine: bytes are bytes
+        grid = np.arange(16, dtype=np.float32).reshape(4, 4)
+        stream.copy_htod(buf, grid)
+        np.testing.assert_array_equal(read(stream, buf, np.float32), grid.ravel())
+
+
+@pytest.mark.clause("COPY-6", "ERR-1")
+def test_dtod_within_one_buffer(device, stream):
+    data = random_bytes(256, 5)
+    with device.alloc(256) as buf:
+        stream.copy_htod(buf, data)
+        stream.copy_dtod(buf, buf, 61, dst_offset=131, src_offset=3)
+        expect = data.copy()
+        expect[131:192] = data[3:64]
+        np.testing.assert_array_equal(read(stream, buf), expect)
+        with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_dtod.*overlap"):
+            stream.copy_dtod(buf, buf, 64, dst_offset=10, src_offset=0)

@@ -1,0 +1,78 @@
+"""DEV: enumeration, device info, capabilities, opening and closing."""
+
+from __future__ import annotations
+
+import pytest
+
+import ironaccel as ia
+from ironaccel.backends import get as get_backend, registry
+from ironaccel.api import CAPABILITIES
+
+from .helpers import assert_device_works
+
+
+@pytest.mark.clause("DEV-1")
+def test_backends_lists_every_registered_backend(device):
+    infos = ia.backends()
+    names = [i.name for i in infos]
+    assert sorted(names) == sorted(registry())
+    for info in infos:
+        assert isinstance(info.available, bool)
+        assert info.reason, f"{info.name} gives no reason"
+    assert any(i.name == device.info.backend and i.available for i in infos)
+
+
+@pytest.mark.clause("DEV-2")
+def test_device_info_is_complete(device):
+    info = device.info
+    for field in ("backend", "name", "vendor", "driver", "driver_version"):
+        value = getattr(info, field)
+        assert isinstance(value, str) and value.strip(), f"DeviceInfo.{field} is empty"
+    assert isinstance(info.simulated, bool)
+    lim = info.limits
+    assert lim.max_alloc >= 1 << 20
+    assert lim.max_threads_per_block >= 64
+    assert all(b >= 1 for b in lim.max_block) and all(g >= 1 for g in lim.max_grid)
+    assert lim.max_threads_per_block <= lim.max_block[0] * lim.max_block[1] * lim.max_block[2]
+    assert lim.max_shared_memory >= 1024
+
+
+@pytest.mark.clause("DEV-3")
+@pytest.mark.parametrize("capability", sorted(CAPABILITIES))
+def test_supports_answers_every_capability(device, capability):
+    assert isinstance(device.supports(capability), bool)
+
+
+@pytest.mark.clause("DEV-3")
+def test_supports_rejects_unknown_names_and_languages_exist(device):
+    with pytest.raises(ia.InvalidArgument, match="Device.supports.*unknown capability"):
+        device.supports("teleportation")
+    assert device.languages, "the device compiles no kernel language"
+
+
+@pytest.mark.clause("DEV-4")
+def test_open_device_out_of_range(device):
+    backend = get_backend(device.info.backend)
+    count = backend.device_count()
+    with pytest.raises(ia.InvalidArgument, match="open_device"):
+        backend.open_device(count + 5)
+
+
+@pytest.mark.clause("DEV-5", "ERR-1")
+def test_closed_device_raises_use_after_free(device, kernels):
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    s = other.create_stream()
+    buf = other.alloc(64)
+    other.close()
+    other.close()  # idempotent
+    for op, call in [
+        ("Device.alloc", lambda: other.alloc(16)),
+        ("Device.create_stream", other.create_stream),
+        ("Device.synchronize", other.synchronize),
+        ("Stream.fill", lambda: s.fill(buf, 1)),
+        ("Stream.synchronize", s.synchronize),
+        ("Device.compile", lambda: other.compile("x", other.languages[0])),
+    ]:
+        with pytest.raises(ia.UseAfterFree, match=op.replace(".", r"\.")):
+            call()
+    assert_device_works(device, kernels)

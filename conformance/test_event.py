@@ -1,0 +1,80 @@
+"""EVENT: record, query, synchronize, timing."""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+
+from .helpers import ceil_div
+
+N = 1 << 16
+
+
+def busy(stream, kernels, buf, iters: int) -> None:
+    stream.launch(kernels("busy"), ceil_div(N, 128), 128, (buf, np.uint32(iters), np.uint32(N)))
+
+
+def lcg(iters: int) -> np.ndarray:
+    v = np.arange(N, dtype=np.uint32)
+    for _ in range(iters):
+        v = v * np.uint32(1664525) + np.uint32(1013904223)
+    return v
+
+
+@pytest.mark.clause("EVENT-1")
+def test_event_completes_after_work(device, stream, kernels):
+    with device.alloc(4 * N) as buf:
+        busy(stream, kernels, buf, 50)
+        host = np.zeros(N, np.uint32)
+        stream.copy_dtoh(host, buf)
+        ev = stream.record()
+        ev.synchronize()
+        assert ev.query() is True
+        np.testing.assert_array_equal(host, lcg(50))
+
+
+@pytest.mark.clause("EVENT-2")
+def test_elapsed_ms_monotonic(device, stream, kernels, require):
+    require("events.timing")
+    with device.alloc(4 * N) as buf:
+        e0 = stream.record(timing=True)
+        busy(stream, kernels, buf, 200)
+        e1 = stream.record(timing=True)
+        busy(stream, kernels, buf, 200)
+        e2 = stream.record(timing=True)
+        e2.synchronize()
+        first, total = e0.elapsed_ms(e1), e0.elapsed_ms(e2)
+        assert math.isfinite(first) and math.isfinite(total)
+        assert 0 <= first <= total
+        assert total > 0
+
+
+@pytest.mark.clause("EVENT-3", "ERR-1")
+def test_timing_errors(device, stream):
+    a, b = stream.record(), stream.record()
+    with pytest.raises(ia.InvalidArgument, match=r"Event\.elapsed_ms.*timing=True"):
+        a.elapsed_ms(b)
+    if not device.supports("events.timing"):
+        with pytest.raises(ia.Unsupported, match=r"Stream\.record.*events\.timing"):
+            stream.record(timing=True)
+
+
+@pytest.mark.clause("EVENT-4")
+def test_query_never_blocks(device, stream, kernels):
+    with device.alloc(4 * N) as buf:
+        for _ in range(5):
+            busy(stream, kernels, buf, 100)
+        ev = stream.record()
+        t0 = time.perf_counter()
+        first = ev.query()
+        assert time.perf_counter() - t0 < 0.5, "query() blocked"
+        assert isinstance(first, bool)
+        deadline = time.monotonic() + 60
+        while not ev.query():
+            assert time.monotonic() < deadline, "event never completed"
+            time.sleep(0.001)

@@ -1,0 +1,45 @@
+"""FILL: byte fills of any range; bad values and ranges."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+import ironaccel as ia
+
+from .helpers import POISON, poisoned, read
+
+BUF = 1024
+
+
+@pytest.mark.clause("FILL-1")
+@given(nbytes=st.integers(1, BUF), data=st.data(), value=st.integers(0, 255))
+def test_fill_exact_range(device, nbytes, data, value):
+    offset = data.draw(st.integers(0, BUF - nbytes), label="offset")
+    s = device.create_stream()
+    with poisoned(device, s, BUF) as buf:
+        s.fill(buf, value, offset=offset, nbytes=nbytes)
+        expect = np.full(BUF, POISON, np.uint8)
+        expect[offset:offset + nbytes] = value
+        np.testing.assert_array_equal(read(s, buf), expect)
+
+
+@pytest.mark.clause("FILL-1")
+def test_fill_defaults_to_the_end(device, stream):
+    with poisoned(device, stream, 100) as buf:
+        stream.fill(buf, 7, offset=33)
+        expect = np.full(100, POISON, np.uint8)
+        expect[33:] = 7
+        np.testing.assert_array_equal(read(stream, buf), expect)
+
+
+@pytest.mark.clause("FILL-2", "ERR-1")
+@pytest.mark.parametrize("kwargs", [dict(value=256), dict(value=-1), dict(value=1, offset=60, nbytes=5),
+                                    dict(value=1, offset=65), dict(value=1, nbytes=-2)])
+def test_fill_errors_write_nothing(device, stream, kwargs):
+    with poisoned(device, stream, 64) as buf:
+        value = kwargs.pop("value")
+        with pytest.raises(ia.InvalidArgument, match=r"Stream\.fill"):
+            stream.fill(buf, value, **kwargs)
+        assert (read(stream, buf) == POISON).all()

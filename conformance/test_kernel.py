@@ -1,0 +1,193 @@
+"""KERNEL: compilation errors, launches in 1-D/2-D/3-D, argument packing, shared memory, atomics."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+
+from .helpers import assert_device_works, ceil_div, poisoned, read, rng, upload
+
+BROKEN = {
+    "wgsl": "@compute @workgroup_size(1) fn broken() { let x: u32 = undefined_thing; }",
+    "cuda": 'extern "C" __global__ void broken() { int x = undefined_thing; }',
+    "ptx": ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken() { bogus.instruction; }",
+    "glsl": "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { uint x = undefined_thing; }",
+    "spirv": b"\x03\x02\x23\x07not really spir-v",
+}
+
+
+@pytest.mark.clause("KERNEL-1", "ERR-1", "ERR-2")
+def test_compile_error_carries_log(device, kernels):
+    lang = device.languages[0]
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(BROKEN[lang], lang)
+    err = info.value
+    assert err.log.strip(), "the compiler's log is empty"
+    assert err.lang == lang and err.op in str(err)
+    if lang not in ("spirv", "ptx"):
+        assert "undefined_thing" in err.log, err.log
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-2")
+@pytest.mark.parametrize("block", [1, 32, 64, 256])
+@pytest.mark.parametrize("n", [1, 1000, 4099])
+def test_fill_saxpy_vecadd(device, stream, kernels, block, n):
+    grid = ceil_div(n, block)
+    r = rng(n + block)
+    out = poisoned(device, stream, 4 * n + 64)
+    stream.launch(kernels("fill_u32"), grid, block, (out, np.uint32(0xC0FFEE), np.uint32(n)))
+    got = read(stream, out, np.uint32, count=n + 16)
+    assert (got[:n] == 0xC0FFEE).all()
+    assert (got[n:] == 0xA5A5A5A5).all(), "fill_u32 wrote past n"
+
+    x = r.standard_normal(n).astype(np.float32)
+    y = r.standard_normal(n).astype(np.float32)
+    bx, by = upload(device, stream, x), upload(device, stream, y)
+    stream.launch(kernels("saxpy"), grid, block, (bx, by, np.float32(-1.75), np.uint32(n)))
+    np.testing.assert_allclose(read(stream, by, np.float32), np.float32(-1.75) * x + y, rtol=1e-6, atol=1e-6)
+
+    bc = poisoned(device, stream, 4 * n)
+    stream.launch(kernels("vecadd"), grid, block, (bx, by, bc, np.uint32(n)))
+    np.testing.assert_allclose(read(stream, bc, np.float32), x + (np.float32(-1.75) * x + y), rtol=1e-6, atol=1e-6)
+    for b in (out, bx, by, bc):
+        b.free()
+
+
+@pytest.mark.clause("KERNEL-3")
+@pytest.mark.parametrize("block", [(16, 16), (8, 4), (1, 32), (32, 1)])
+def test_index2d(device, stream, kernels, block):
+    width, height = 77, 45
+    with poisoned(device, stream, 4 * width * height) as out:
+        grid = (ceil_div(width, block[0]), ceil_div(height, block[1]))
+        stream.launch(kernels("index2d"), grid, block, (out, np.uint32(width), np.uint32(height)))
+        y, x = np.mgrid[0:height, 0:width].astype(np.uint32)
+        np.testing.assert_array_equal(read(stream, out, np.uint32).reshape(height, width), (y << 16) | x)
+
+
+@pytest.mark.clause("KERNEL-4")
+@pytest.mark.parametrize("block", [(4, 4, 4), (8, 2, 1), (1, 1, 16), (2, 8, 4)])
+def test_index3d(device, stream, kernels, block):
+    nx, ny, nz = 13, 9, 7
+    with poisoned(device, stream, 4 * nx * ny * nz) as out:
+        grid = tuple(ceil_div(n, b) for n, b in zip((nx, ny, nz), block))
+        stream.launch(kernels("index3d"), grid, block, (out, np.uint32(nx), np.uint32(ny), np.uint32(nz)))
+        z, y, x = np.mgrid[0:nz, 0:ny, 0:nx].astype(np.uint32)
+        np.testing.assert_array_equal(read(stream, out, np.uint32).reshape(nz, ny, nx), x | (y << 10) | (z << 20))
+
+
+@pytest.mark.clause("KERNEL-5")
+@pytest.mark.parametrize("block", [1, 7, 96, 256])
+def test_block_and_thread_ids(device, stream, kernels, block):
+    n = 1000
+    with poisoned(device, stream, 4 * n) as out:
+        stream.launch(kernels("block_ids"), ceil_div(n, block), block, (out, np.uint32(n)))
+        i = np.arange(n, dtype=np.uint32)
+        np.testing.assert_array_equal(read(stream, out, np.uint32), ((i // block) << 16) | (i % block))
+
+
+@pytest.mark.clause("KERNEL-6")
+def test_argument_packing(device, stream, kernels):
+    with poisoned(device, stream, 16) as out_u, poisoned(device, stream, 8) as out_f:
+        stream.launch(kernels("pack_args"), 1, 1,
+                      (out_u, np.uint32(0xA1B2C3D4), np.float32(-2.5e-3), np.int32(-123456), out_f, np.uint32(77)))
+        got_u = read(stream, out_u, np.uint32)
+        assert list(got_u[:3]) == [0xA1B2C3D4, np.int32(-123456).view(np.uint32), 77]
+        assert got_u[3] == 0xA5A5A5A5
+        assert read(stream, out_f, np.float32)[0] == np.float32(-2.5e-3)
+
+
+@pytest.mark.clause("KERNEL-7")
+@pytest.mark.parametrize("block", [2, 32, 128, 256])
+def test_shared_memory_reduction(device, stream, kernels, block, require):
+    require("kernel.shared_memory")
+    n = 10_000
+    x = rng(block).integers(-8, 9, n).astype(np.float32)  # small integers: the sum is exact in f32
+    blocks = ceil_div(n, block)
+    bx = upload(device, stream, x)
+    with poisoned(device, stream, 4 * blocks) as partial:
+        stream.launch(kernels("reduce_sum"), blocks, block, (bx, partial, np.uint32(n)))
+        padded = np.zeros(blocks * block, np.float32)
+        padded[:n] = x
+        np.testing.assert_array_equal(read(stream, partial, np.float32), padded.reshape(blocks, block).sum(axis=1))
+    bx.free()
+
+
+@pytest.mark.clause("KERNEL-8")
+@pytest.mark.parametrize("block", [64, 256])
+def test_histogram_atomics(device, stream, kernels, block, require):
+    require("kernel.atomics.int32")
+    n = 50_000
+    x = rng(3).integers(0, 1 << 20, n, dtype=np.uint32)
+    bx = upload(device, stream, x)
+    with device.alloc(64 * 4) as bins:
+        start = rng(4).integers(0, 1000, 64, dtype=np.uint32)  # bins accumulate onto what is there
+        stream.copy_htod(bins, start)
+        stream.launch(kernels("histogram"), ceil_div(n, block), block, (bx, bins, np.uint32(n)))
+        np.testing.assert_array_equal(read(stream, bins, np.uint32), start + np.bincount(x % 64, minlength=64))
+    bx.free()
+
+
+@pytest.mark.clause("KERNEL-9")
+def test_float_atomic_add(device, stream, kernels, require):
+    require("kernel.atomics.float32")
+    n = 4096
+    x = rng(5).integers(-50, 50, n).astype(np.float32) / 4  # quarters: exact in any order
+    bx = upload(device, stream, x)
+    with device.alloc(4) as out:
+        stream.copy_htod(out, np.array([1.5], np.float32))
+        stream.launch(kernels("atomic_add_f32"), ceil_div(n, 128), 128, (bx, out, np.uint32(n)))
+        assert read(stream, out, np.float32)[0] == np.float32(1.5) + x.sum(dtype=np.float64)
+    bx.free()
+
+
+@pytest.mark.clause("KERNEL-10")
+def test_float64_daxpy(device, stream, kernels, require):
+    require("kernel.float64")
+    n = 1000
+    x, y = rng(6).standard_normal(n), rng(7).standard_normal(n)
+    bx, by = upload(device, stream, x), upload(device, stream, y)
+    a = np.float64(1.0 / 3.0)
+    stream.launch(kernels("daxpy"), ceil_div(n, 64), 64, (bx, by, a, np.uint32(n)))
+    np.testing.assert_allclose(read(stream, by, np.float64), a * x + y, rtol=1e-15, atol=1e-15)
+    bx.free()
+    by.free()
+
+
+@pytest.mark.clause("KERNEL-11", "ERR-1", "ERR-2")
+def test_bad_launches(device, stream, kernels):
+    k = kernels("fill_u32")
+    lim = device.info.limits
+    with device.alloc(64) as out:
+        bad = {
+            "python float": dict(grid=1, block=16, args=(out, 1.0, np.uint32(16))),
+            "python int": dict(grid=1, block=16, args=(out, np.uint32(1), 16)),
+            "zero grid": dict(grid=0, block=16, args=(out, np.uint32(1), np.uint32(16))),
+            "zero block": dict(grid=1, block=(16, 0), args=(out, np.uint32(1), np.uint32(16))),
+            "four dims": dict(grid=(1, 1, 1, 1), block=16, args=(out, np.uint32(1), np.uint32(16))),
+            "huge block": dict(grid=1, block=lim.max_threads_per_block + 1, args=(out, np.uint32(1), np.uint32(16))),
+            "huge grid": dict(grid=lim.max_grid[0] + 1, block=1, args=(out, np.uint32(1), np.uint32(16))),
+            "too few args": dict(grid=1, block=16, args=(out,)),
+            "not a buffer": dict(grid=1, block=16, args=(np.zeros(4), np.uint32(1), np.uint32(16))),
+        }
+        for what, kw in bad.items():
+            with pytest.raises(ia.InvalidArgument, match=r"Stream\.launch"):
+                stream.launch(k, **kw)
+                stream.synchronize()
+                pytest.fail(f"{what}: no InvalidArgument")
+        with pytest.raises(ia.InvalidArgument, match=r"Module\.kernel.*no_such_kernel"):
+            k.module.kernel("no_such_kernel")
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-12")
+def test_block_sizes_alternate(device, stream, kernels):
+    n = 3000
+    with device.alloc(4 * n) as buf:
+        stream.fill(buf, 0)
+        blocks = [32, 256, 32, 64, 256, 1, 64]
+        for b in blocks:
+            stream.launch(kernels("add_one"), ceil_div(n, b), b, (buf, np.uint32(n)))
+        assert (read(stream, buf, np.uint32) == len(blocks)).all()

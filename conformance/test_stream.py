@@ -1,0 +1,95 @@
+"""STREAM: in-order execution, synchronize, cross-stream waits, independent streams."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .helpers import ceil_div, poisoned, random_bytes, read
+
+N = 1 << 16
+
+
+def add_one(stream, kernels, buf, n: int) -> None:
+    stream.launch(kernels("add_one"), ceil_div(n, 128), 128, (buf, np.uint32(n)))
+
+
+@pytest.mark.clause("STREAM-1")
+def test_in_order_mixed_work(device, stream, kernels):
+    with device.alloc(4 * N) as buf, device.alloc(4 * N) as other:
+        stream.fill(buf, 0x01)  # every u32 = 0x01010101
+        for _ in range(5):
+            add_one(stream, kernels, buf, N)
+        stream.copy_dtod(other, buf, 4 * N)
+        stream.fill(buf, 0)
+        add_one(stream, kernels, other, N // 2)
+        got = read(stream, other, np.uint32)
+        expect = np.full(N, 0x01010101 + 5, np.uint32)
+        expect[: N // 2] += 1
+        np.testing.assert_array_equal(got, expect)
+        assert (read(stream, buf, np.uint32) == 0).all()
+
+
+@pytest.mark.clause("STREAM-2")
+def test_synchronize_completes_dtoh(device, stream, kernels):
+    with device.alloc(4 * N) as buf:
+        stream.fill(buf, 0)
+        for _ in range(20):
+            add_one(stream, kernels, buf, N)
+        host = np.full(N, 0xDEADBEEF, np.uint32)
+        stream.copy_dtoh(host, buf)
+        stream.synchronize()
+        assert (host == 20).all(), np.unique(host)
+
+
+@pytest.mark.clause("STREAM-3")
+def test_cross_stream_wait(device, kernels):
+    a, b = device.create_stream(), device.create_stream()
+    with device.alloc(4 * N) as buf:
+        a.fill(buf, 0)
+        for _ in range(30):
+            add_one(a, kernels, buf, N)
+        ev = a.record()
+        b.wait(ev)
+        add_one(b, kernels, buf, N)
+        host = np.zeros(N, np.uint32)
+        b.copy_dtoh(host, buf)
+        b.synchronize()
+        assert (host == 31).all(), np.unique(host)
+
+
+@pytest.mark.clause("STREAM-4")
+def test_streams_keep_their_own_order(device, kernels):
+    streams = [device.create_stream() for _ in range(3)]
+    bufs = [device.alloc(4 * N) for _ in streams]
+    for s, b in zip(streams, bufs):
+        s.fill(b, 0)
+    for step in range(6):
+        for i, (s, b) in enumerate(zip(streams, bufs)):
+            if step % (i + 1) == 0:
+                add_one(s, kernels, b, N)
+    for i, (s, b) in enumerate(zip(streams, bufs)):
+        expect = len([step for step in range(6) if step % (i + 1) == 0])
+        assert (read(s, b, np.uint32) == expect).all()
+        b.free()
+
+
+@pytest.mark.clause("STREAM-5")
+def test_default_stream_and_device_synchronize(device):
+    default = device.default_stream
+    assert default is device.default_stream
+    data = random_bytes(4096, 21)
+    outs = []
+    bufs = []
+    for i, s in enumerate([default, device.create_stream(), device.create_stream()]):
+        buf = poisoned(device, s, 4096)
+        s.copy_htod(buf, data[i:])
+        out = np.zeros(4096 - i, np.uint8)
+        s.copy_dtoh(out, buf)
+        outs.append(out)
+        bufs.append(buf)
+    device.synchronize()
+    for i, out in enumerate(outs):
+        np.testing.assert_array_equal(out, data[i:])
+    for b in bufs:
+        b.free()

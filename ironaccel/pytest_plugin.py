@@ -1,0 +1,347 @@
+"""The conformance plugin (entry point ``pytest11``): targets, clause marks, expectations, results files.
+
+Inert unless a target is given (``--target backend/driver`` or ``IRONACCEL_TARGET``). Then it:
+
+* puts the target's driver selection into the environment before any backend loads;
+* opens the first device of the backend that ``Target.matches`` — and fails every test, loudly, when no
+  device is the driver the target names (a silent fallback to another adapter never passes);
+* requires a ``@pytest.mark.clause("MEM-1", ...)`` on every conformance test, each id defined in SPEC.md;
+* applies ``conformance/expectations/<backend>-<driver>.txt`` (``id  xfail|skip|flaky  reason``; id is a
+  clause id or a test-id prefix; entries that match nothing are reported as warnings);
+* records not-supported only from ``Device.supports`` (the ``require`` fixture);
+* fails a test that leaves driver diagnostics (``Device.diagnostics()``, e.g. Vulkan validation messages);
+* writes the results file (``--results-json``; schema in ``ironaccel.results``) after every test, so a run
+  that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import warnings
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+NOT_SUPPORTED_PREFIX = "not-supported: "
+PACKAGES = ("ironaccel", "numpy", "wgpu", "vulkan", "cuda-bindings", "nvidia-cuda-nvrtc", "hypothesis", "pytest")
+VALIDATION_LAYER_JSON = "/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ironaccel", "ironaccel conformance")
+    group.addoption("--target", default=os.environ.get("IRONACCEL_TARGET"),
+                    help="conformance target backend/driver, e.g. webgpu/lavapipe (env IRONACCEL_TARGET)")
+    group.addoption("--results-json", default=None, help="write the results file for this target run here")
+    group.addoption("--expectations", default=None,
+                    help="expectations file (default: conformance/expectations/<backend>-<driver>.txt)")
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _register_hypothesis_profiles() -> None:
+    """Profiles ``dev`` and ``ci`` (derandomized, no deadline, no example database); env picks one."""
+    try:
+        from hypothesis import settings
+    except ImportError:
+        return
+    settings.register_profile("dev", max_examples=25, deadline=None)
+    settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True, database=None,
+                              print_blob=True)
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+@dataclass
+class Expectation:
+    key: str
+    kind: str  # xfail | skip | flaky
+    reason: str
+    used: bool = False
+
+
+def load_expectations(path: Path) -> list[Expectation]:
+    out: list[Expectation] = []
+    if not path.exists():
+        return out
+    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        parts = line.split(None, 2)
+        if len(parts) < 3 or parts[1] not in ("xfail", "skip", "flaky"):
+            raise pytest.UsageError(f"{path}:{n}: expected `id  xfail|skip|flaky  reason`, got {line!r}")
+        out.append(Expectation(parts[0], parts[1], parts[2]))
+    return out
+
+
+def test_id(item: pytest.Item) -> str:
+    """A test's id independent of where pytest was started: ``test_mem.py::test_alloc[1]``."""
+    return Path(item.nodeid.split("::", 1)[0]).name + "::" + item.nodeid.split("::", 1)[1]
+
+
+class Conformance:
+    """Per-session state of a conformance run on one target."""
+
+    def __init__(self, config: pytest.Config, target_name: str):
+        from . import targets
+        from .spec import conformance_dir, load_clauses, suite_hash
+
+        self.target = targets.get(target_name)
+        os.environ.update(self.target.environment())
+        if self.target.backend == "vulkan" and os.path.exists(VALIDATION_LAYER_JSON):
+            os.environ.setdefault("IRONACCEL_VK_VALIDATION", "1")
+        self.clauses = load_clauses()
+        self.suite_hash = suite_hash()
+        exp = config.getoption("--expectations")
+        self.expectations_path = Path(exp) if exp else (
+            conformance_dir() / "expectations" / f"{self.target.backend}-{self.target.driver}.txt")
+        self.expectations = load_expectations(self.expectations_path)
+        out = config.getoption("--results-json")
+        self.results_path = Path(out) if out else None
+        self.started = _now()
+        self.device: Any = None
+        self.device_error = ""
+        self.tests: dict[str, dict[str, Any]] = {}
+        self.nodeids: dict[str, str] = {}  # pytest node id -> test id
+        self.flaky: set[str] = set()
+
+    # -- the device under test ----------------------------------------------------------------------
+    def open_device(self) -> Any:
+        if self.device is None and not self.device_error:
+            from .backends import get as get_backend
+
+            seen = []
+            try:
+                backend = get_backend(self.target.backend)
+                for i in range(backend.device_count()):
+                    dev = backend.open_device(i)
+                    if self.target.matches(dev.info):
+                        self.device = dev
+                        break
+                    seen.append(f"{dev.info.name!r} (driver {dev.info.driver!r})")
+                    dev.close()
+                else:
+                    self.device_error = (f"target {self.target.name}: no device is the {self.target.driver} driver; "
+                                         f"the backend offered: {', '.join(seen) or 'no devices'}")
+            except Exception as exc:
+                self.device_error = f"target {self.target.name}: could not open a device: {type(exc).__name__}: {exc}"
+        if self.device is None:
+            pytest.fail(self.device_error, pytrace=False)
+        return self.device
+
+    # -- pytest hooks (this object is registered as a plugin) ----------------------------------------
+    def pytest_report_header(self) -> list[str]:
+        return [f"ironaccel target: {self.target.name}  suite hash: {self.suite_hash}  "
+                f"expectations: {self.expectations_path.name} ({len(self.expectations)} entries)"]
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        for item in items:
+            mark = item.get_closest_marker("clause")
+            if mark is None or not mark.args:
+                raise pytest.UsageError(f"{item.nodeid}: every conformance test needs @pytest.mark.clause(<ids>)")
+            unknown = [c for c in mark.args if c not in self.clauses]
+            if unknown:
+                raise pytest.UsageError(f"{item.nodeid}: clause(s) {unknown} are not defined in SPEC.md")
+            tid = test_id(item)
+            self.nodeids[item.nodeid] = tid
+            self.tests[tid] = {"id": tid, "clauses": list(mark.args), "outcome": "not-run", "duration": 0.0,
+                               "message": ""}
+            for exp in self.expectations:
+                if exp.key in mark.args or tid.startswith(exp.key):
+                    exp.used = True
+                    reason = f"{self.expectations_path.name}: {exp.reason}"
+                    if exp.kind == "xfail":
+                        item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
+                    elif exp.kind == "skip":
+                        item.add_marker(pytest.mark.skip(reason=reason))
+                    else:
+                        self.flaky.add(tid)
+        for exp in self.expectations:
+            if not exp.used:
+                warnings.warn(f"{self.expectations_path.name}: expectation {exp.key!r} matches no test", stacklevel=1)
+        self.write("crashed", "the run did not finish")
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        tid = self.nodeids.get(report.nodeid)
+        if tid is None:
+            return
+        wasxfail = hasattr(report, "wasxfail")
+        if report.passed:
+            if report.when == "call":
+                self.record(tid, "xpass" if wasxfail else "pass", report.duration,
+                            report.wasxfail if wasxfail else "")
+        elif report.skipped:
+            msg = _message(report)
+            if wasxfail:
+                self.record(tid, "xfail", report.duration, f"{report.wasxfail}\n{msg}".strip())
+            elif msg.startswith(NOT_SUPPORTED_PREFIX):
+                self.record(tid, "not-supported", report.duration, msg[len(NOT_SUPPORTED_PREFIX):])
+            else:
+                self.record(tid, "skip", report.duration, msg)
+        else:
+            self.record(tid, "fail", report.duration, f"[{report.when}] {_message(report)}")
+        if report.when == "teardown":
+            self.write("crashed", "the run did not finish")
+
+    def pytest_sessionfinish(self, exitstatus: int) -> None:
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        status = "error" if (self.device_error or interrupted) else "ok"
+        self.write(status, "interrupted" if interrupted else "")
+        if self.device is not None:
+            self.device.close()
+
+    # -- results ------------------------------------------------------------------------------------
+    def record(self, tid: str, outcome: str, duration: float, message: str) -> None:
+        """Record one phase's outcome; a failed phase is never overwritten by a later one."""
+        entry = self.tests[tid]
+        entry["duration"] = round(entry["duration"] + duration, 4)
+        if entry["outcome"] in ("fail", "flaky"):
+            return
+        if outcome == "fail" and tid in self.flaky:
+            outcome = "flaky"
+        entry.update(outcome=outcome, message=message[:2000])
+
+    def document(self, status: str, message: str = "") -> dict[str, Any]:
+        from . import __version__
+        from .results import SCHEMA_VERSION, summarize
+
+        info = self.device.info if self.device is not None else None
+        packages = {}
+        for name in PACKAGES:
+            try:
+                packages[name] = metadata.version(name)
+            except metadata.PackageNotFoundError:
+                pass
+        tests = [self.tests[k] for k in sorted(self.tests)]
+        return {
+            "schema": SCHEMA_VERSION,
+            "suite": {"version": __version__, "hash": self.suite_hash},
+            "target": {
+                "name": self.target.name, "backend": self.target.backend, "driver": self.target.driver,
+                "driver_version": info.driver_version if info else "", "device": info.name if info else "",
+                "vendor": info.vendor if info else "", "simulated": info.simulated if info else self.target.simulated,
+                "os": platform.platform(), "python": platform.python_version(), "packages": packages,
+            },
+            "started": self.started,
+            "finished": _now(),
+            "run": {"status": status, "message": message or self.device_error},
+            "tests": tests,
+            "summary": summarize(tests),
+        }
+
+    def write(self, status: str, message: str = "") -> None:
+        if self.results_path is not None:
+            from .results import dump
+
+            self.results_path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.results_path.with_suffix(".tmp")
+            dump(self.document(status, message), tmp)
+            tmp.replace(self.results_path)
+
+
+_KEY = pytest.StashKey[Conformance]()
+
+
+def _state(config: pytest.Config) -> Conformance | None:
+    return config.stash.get(_KEY, None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "clause(*ids): the SPEC.md clause ids this conformance test checks")
+    _register_hypothesis_profiles()
+    target = config.getoption("--target")
+    if target:
+        if getattr(config.option, "numprocesses", None):
+            raise pytest.UsageError("a conformance run is one process per target; `ironaccel certify --all` "
+                                    "runs targets in parallel (drop -n)")
+        state = Conformance(config, target)
+        config.stash[_KEY] = state
+        config.pluginmanager.register(state, "ironaccel-conformance")
+
+
+def _message(report: pytest.TestReport) -> str:
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    text = getattr(report, "longreprtext", "") or ""
+    # pytest's "E " lines carry the assertion and its values; otherwise keep the end of the text
+    lines = [ln for ln in text.splitlines() if ln.startswith("E ")] or text.splitlines()[-3:]
+    return "\n".join(ln[2:].strip() if ln.startswith("E ") else ln for ln in lines)
+
+
+# -- fixtures -------------------------------------------------------------------------------------------
+
+def _conformance(request: pytest.FixtureRequest) -> Conformance:
+    state = _state(request.config)
+    if state is None:
+        pytest.fail("conformance tests need a target: pass --target backend/driver (see `ironaccel doctor`)",
+                    pytrace=False)
+    return state
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> Any:
+    """The device of the target under test (asserted to be the driver the target names)."""
+    return _conformance(request).open_device()
+
+
+@pytest.fixture
+def stream(device: Any) -> Any:
+    """A fresh stream, synchronized after the test."""
+    s = device.create_stream()
+    yield s
+    if not device.closed:
+        s.synchronize()
+
+
+@pytest.fixture(autouse=True)
+def _no_driver_diagnostics(request: pytest.FixtureRequest) -> Any:
+    """Fail a conformance test that left driver diagnostics (validation messages)."""
+    yield
+    state = _state(request.config)
+    if state is not None and state.device is not None and not state.device.closed:
+        messages = state.device.diagnostics()
+        if messages:
+            pytest.fail("driver diagnostics:\n" + "\n".join(messages), pytrace=False)
+
+
+@pytest.fixture
+def require(device: Any) -> Callable[[str], None]:
+    """``require("events.timing")``: not-supported (not a skip, not a failure) when the device says no."""
+
+    def check(capability: str) -> None:
+        if not device.supports(capability):
+            pytest.skip(f"{NOT_SUPPORTED_PREFIX}{capability}")
+
+    return check
+
+
+_EXTENSIONS = {"cuda": "cu", "ptx": "ptx", "glsl": "comp", "spirv": "spv", "wgsl": "wgsl"}
+
+
+@pytest.fixture(scope="session")
+def kernels(device: Any) -> Callable[[str], Any]:
+    """``kernels("saxpy")``: the conformance kernel in the device's first language that has a file for it."""
+    from .spec import conformance_dir
+
+    root = conformance_dir() / "kernels"
+    cache: dict[str, Any] = {}
+
+    def load(name: str) -> Any:
+        if name not in cache:
+            for lang in device.languages:
+                path = root / lang / f"{name}.{_EXTENSIONS[lang]}"
+                if path.exists():
+                    source = path.read_bytes() if lang == "spirv" else path.read_text(encoding="utf-8")
+                    cache[name] = device.compile(source, lang).kernel(name)
+                    break
+            else:
+                raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} under {root}")
+        return cache[name]
+
+    return load
