@@ -1,0 +1,194 @@
+"""STATUS.md generation: golden output, determinism, certification levels, and the committed file.
+
+The golden inputs live in tests/golden/status/ (a tiny SPEC.md and results/*.json covering every outcome
+kind, stale files, a crashed run, a superseded run and a missing target). After an intended change to
+the generator, regenerate the golden file with ``UPDATE_GOLDEN=1 pytest tests/test_status.py`` and
+review its diff.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from ironaccel import results, spec, status
+from ironaccel.api import BackendInfo
+from ironaccel.targets import TARGETS, Target
+
+GOLDEN = Path(__file__).parent / "golden" / "status"
+REPO = Path(__file__).resolve().parent.parent
+CURRENT = "c0ffee00c0ffee00"  # the suite hash the golden results count as current
+
+BACKENDS = [
+    BackendInfo("cuda", False, "libcuda.so.1 cannot be loaded"),
+    BackendInfo("vulkan", True),
+    BackendInfo("webgpu", True),
+    BackendInfo("opencl", False, "ironaccel_opencl:Backend does not load: ModuleNotFoundError"),
+    BackendInfo("rocm", False, "probe only: detects the AMD ROCm HIP runtime; no compute path", compute=False),
+    BackendInfo("metal", False, "exists only on darwin | needs macOS", compute=False),
+]
+
+
+@pytest.fixture(scope="module")
+def clauses():
+    return spec.load_clauses(GOLDEN / "SPEC.md")
+
+
+@pytest.fixture(scope="module")
+def docs():
+    return status.load_results(GOLDEN / "results")
+
+
+def render(docs, clauses, backends=BACKENDS, current=CURRENT, targets=TARGETS):
+    return status.render(docs, clauses, backends, current, targets)
+
+
+def levels(text: str) -> dict[str, str]:
+    """Backend -> level, read back from the Certification table."""
+    section = text.split("## Certification")[1].split("\n## ")[0]
+    rows = [line.split(" | ") for line in section.splitlines() if line.startswith("| **")]
+    return {row[0].strip("| *"): row[1] for row in rows}
+
+
+def test_golden(docs, clauses):
+    text = render(docs, clauses)
+    golden = GOLDEN / "STATUS.md"
+    if os.environ.get("UPDATE_GOLDEN"):
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8"), "regenerate with UPDATE_GOLDEN=1 and review the diff"
+
+
+def test_golden_inputs_cover_every_case(docs):
+    outcomes = {t["outcome"] for d in docs for t in d["tests"]}
+    assert outcomes == set(results.OUTCOMES)
+    assert {d["run"]["status"] for d in docs} >= {"ok", "crashed"}
+    assert any(d["suite"]["hash"] != CURRENT for d in docs)
+    assert set(TARGETS) - {d["target"]["name"] for d in docs}, "a target with no results"
+
+
+def test_levels(docs, clauses):
+    assert levels(render(docs, clauses)) == {
+        "cuda": "simulated",  # cuda/nvidia passes everything but is stale
+        "vulkan": "partial",  # fails and a not-supported required clause on lavapipe; swiftshader stale
+        "webgpu": "production",  # nvidia + lavapipe certify; the crashed swiftshader run does not matter
+        "opencl": "unavailable",
+        "rocm": "probe",
+        "metal": "probe",
+    }
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_input_order_does_not_matter(docs, clauses, seed):
+    shuffled = copy.deepcopy(docs)
+    rng = random.Random(seed)
+    rng.shuffle(shuffled)
+    for d in shuffled:
+        rng.shuffle(d["tests"])
+    backends = list(BACKENDS)
+    rng.shuffle(backends)
+    assert render(shuffled, clauses, backends) == render(docs, clauses)
+
+
+def test_stale_results_are_marked_and_never_count(docs, clauses):
+    text = render(docs, clauses)
+    assert "0123456789abcdef **STALE**" in text
+    assert "cuda/nvidia (STALE)" in text
+    # With the old hash as current, the old files count and the current ones become stale.
+    old = levels(render(docs, clauses, current="0123456789abcdef"))
+    assert old["vulkan"] == "simulated"  # vulkan/swiftshader passes everything; lavapipe is now stale
+    assert old["cuda"] == "partial"  # cuda/nvidia alone: certified on hardware only
+
+
+def test_every_non_pass_is_listed_on_one_line(docs, clauses):
+    text = render(docs, clauses)
+    section = text.split("## Non-passes")[1].split("\n## ")[0]
+    listed = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| Target")]
+    non_passes = [t for d in docs for t in d["tests"] if t["outcome"] != "pass"]
+    crashed = [d for d in docs if d["run"]["status"] != "ok"]
+    assert len(listed) == len(non_passes) + len(crashed)
+    fail = next(line for line in listed if "test_roundtrip[4096]" in line and "| fail |" in line)
+    assert "index 3 \\| got 0" in fail  # '|' escaped, newline flattened
+    assert fail.endswith("… |") and len(fail) < 300  # long message cut
+
+
+def test_required_clause_with_only_not_supported_is_reported_as_such(docs, clauses):
+    text = render(docs, clauses)
+    assert "- **vulkan/lavapipe**: 1/4 pass; fail: MEM-1; not-supported: KERNEL-1; xfail: MEM-2" in text
+
+
+def test_every_registered_backend_has_a_row_with_its_reason(docs, clauses):
+    text = render(docs, clauses)
+    assert "| **metal** | probe | exists only on darwin \\| needs macOS |" in text
+    assert "| **opencl** | unavailable | no results at the current suite hash; ironaccel_opencl" in text
+
+
+def _doc(target: str, simulated: bool, outcome: str = "pass", suite: str = CURRENT) -> dict:
+    tests = [{"id": f"t::{cid}", "clauses": [cid], "outcome": outcome, "duration": 0.0, "message": ""}
+             for cid in ("DEV-1", "MEM-1", "MEM-2", "KERNEL-1")]
+    backend, driver = target.split("/")
+    return {"schema": 1, "suite": {"version": "0", "hash": suite},
+            "target": {"name": target, "backend": backend, "driver": driver, "simulated": simulated},
+            "started": "", "finished": "", "run": {"status": "ok", "message": ""}, "tests": tests,
+            "summary": results.summarize(tests)}
+
+
+def test_passes_on_the_fake_never_count_as_hardware(clauses):
+    lying_fake = _doc("cuda/fake", simulated=False)  # the registry knows cuda/fake is simulated
+    text = render([lying_fake, _doc("cuda/nvidia", False)], clauses, [BackendInfo("cuda", True)])
+    assert levels(text)["cuda"] == "production"
+    assert levels(render([lying_fake], clauses, [BackendInfo("cuda", True)]))["cuda"] == "simulated"
+
+
+def test_hardware_only_certification_is_partial(clauses):
+    text = render([_doc("webgpu/nvidia", False)], clauses, [BackendInfo("webgpu", True)])
+    assert levels(text)["webgpu"] == "partial"
+    assert "certified on hardware only" in text
+
+
+def test_a_clause_needs_a_test_to_pass(clauses):
+    doc = _doc("webgpu/lavapipe", True)
+    doc["tests"] = [t for t in doc["tests"] if t["clauses"] != ["MEM-2"]]
+    doc["summary"] = results.summarize(doc["tests"])
+    text = render([doc], clauses, [BackendInfo("webgpu", True)])
+    assert levels(text)["webgpu"] == "partial"
+    assert "untested: MEM-2" in text
+
+
+def test_results_of_an_unregistered_backend_still_get_a_row(clauses):
+    target = Target("plugin", "sim", True)
+    text = render([_doc("plugin/sim", True)], clauses, [], targets={target.name: target})
+    assert levels(text) == {"plugin": "simulated"}
+
+
+def test_command_writes_then_checks(tmp_path, capsys):
+    out = tmp_path / "STATUS.md"
+    empty = tmp_path / "results"
+    empty.mkdir()
+    assert status.command(empty, out, check=True) == 1
+    assert status.command(empty, out) == 0
+    assert status.check(empty, out)
+    assert status.command(empty, out, check=True) == 0
+    out.write_text(out.read_text() + "edited by hand\n")
+    assert not status.check(empty, out)
+    assert status.command(empty, out, check=True) == 1
+    assert "is stale" in capsys.readouterr().err
+
+
+def test_a_bad_results_file_is_named(tmp_path):
+    (tmp_path / "webgpu-lavapipe.json").write_text('{"schema": 1}')
+    with pytest.raises(ValueError, match=r"webgpu-lavapipe\.json: missing 'suite'"):
+        status.load_results(tmp_path)
+
+
+def test_committed_status_is_current():
+    results_dir = REPO / "results"
+    if not any(results_dir.glob("*.json")):
+        pytest.skip("results/ has no results files yet: nothing to generate STATUS.md from")
+    committed = REPO / "STATUS.md"
+    assert status.check(results_dir, committed), (
+        "STATUS.md differs from what results/ generates: run `ironaccel status` and commit it"
+    )
