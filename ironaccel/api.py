@@ -485,6 +485,7 @@ class Device(abc.ABC):
     def compile(self, source: str | bytes, lang: str, *, options: Sequence[str] = ()) -> Module:
         """Compile kernel ``source`` written in ``lang``; a CompileError carries the compiler's log."""
         op = "Device.compile"
+        self._check_open(op)  # a closed device says so whatever the source
         if lang not in LANGUAGES:
             raise InvalidArgument(op, f"unknown kernel language {lang!r}; known: {', '.join(LANGUAGES)}")
         if not self.supports(f"lang.{lang}"):
@@ -494,7 +495,6 @@ class Device(abc.ABC):
                 raise InvalidArgument(op, "SPIR-V source must be bytes")
         elif not isinstance(source, str):
             raise InvalidArgument(op, f"{lang} source must be str")
-        self._check_open(op)
         return self._compile(source, lang, tuple(options))
 
     def synchronize(self) -> None:
