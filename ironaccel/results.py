@@ -34,6 +34,8 @@ OUTCOMES = ("pass", "fail", "xfail", "xpass", "not-supported", "skip", "flaky", 
 
 RUN_STATUSES = ("ok", "error", "crashed", "timeout")
 
+JSON_TYPE_NAMES = {dict: "object", list: "array", str: "string"}
+
 
 def file_name(target: str) -> str:
     """results file name of a target: ``webgpu/lavapipe`` -> ``webgpu-lavapipe.json``."""
@@ -58,14 +60,22 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
     need(doc.get("schema") == SCHEMA_VERSION, f"schema must be {SCHEMA_VERSION}, got {doc.get('schema')!r}")
     for key in ("suite", "target", "run", "tests", "summary", "started", "finished"):
         need(key in doc, f"missing {key!r}")
+    for key, kind in (("suite", dict), ("target", dict), ("run", dict), ("tests", list), ("summary", dict),
+                      ("started", str), ("finished", str)):
+        need(isinstance(doc[key], kind), f"{key} must be a JSON {JSON_TYPE_NAMES[kind]}")
     need(isinstance(doc["suite"].get("hash"), str), "suite.hash must be a string")
     for key in ("name", "backend", "driver", "simulated"):
         need(key in doc["target"], f"target.{key} missing")
+    for key in ("name", "backend", "driver"):
+        need(isinstance(doc["target"][key], str), f"target.{key} must be a string")
+    need(isinstance(doc["target"]["simulated"], bool), "target.simulated must be true or false")
     need(doc["run"].get("status") in RUN_STATUSES, f"run.status must be one of {RUN_STATUSES}")
     for i, t in enumerate(doc["tests"]):
+        need(isinstance(t, dict), f"tests[{i}] must be a JSON object")
         need(isinstance(t.get("id"), str), f"tests[{i}].id must be a string")
         need(t.get("outcome") in OUTCOMES, f"tests[{i}].outcome {t.get('outcome')!r} is not one of {OUTCOMES}")
-        need(isinstance(t.get("clauses"), list), f"tests[{i}].clauses must be a list")
+        need(isinstance(t.get("clauses"), list) and all(isinstance(c, str) for c in t["clauses"]),
+             f"tests[{i}].clauses must be a list of clause id strings")
     need(doc["summary"] == summarize(doc["tests"]), "summary does not match the tests")
     return doc
 

@@ -1,0 +1,139 @@
+"""The results-file schema: a good document passes; each kind of bad one is a ValueError naming the field."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import pytest
+
+from ironaccel import results
+
+
+def good() -> dict:
+    tests = [
+        {"id": "test_mem.py::test_alloc[1]", "clauses": ["MEM-1"], "outcome": "pass", "duration": 0.01, "message": ""},
+        {"id": "test_event.py::test_timing", "clauses": ["EVENT-3"], "outcome": "not-supported", "duration": 0.0,
+         "message": "events.timing"},
+    ]
+    return {
+        "schema": results.SCHEMA_VERSION,
+        "suite": {"version": "0.1.0", "hash": "0123456789abcdef"},
+        "target": {"name": "webgpu/lavapipe", "backend": "webgpu", "driver": "lavapipe", "driver_version": "Mesa",
+                   "device": "llvmpipe", "vendor": "Mesa", "simulated": True, "os": "Linux", "python": "3.11.7",
+                   "packages": {"wgpu": "0.32.0"}},
+        "started": "2026-11-30T04:30:00Z",
+        "finished": "2026-11-30T04:31:10Z",
+        "run": {"status": "ok", "message": ""},
+        "tests": tests,
+        "summary": results.summarize(tests),
+    }
+
+
+def test_a_good_document_passes_and_round_trips(tmp_path):
+    doc = good()
+    assert results.validate(copy.deepcopy(doc)) == doc
+    path = tmp_path / results.file_name("webgpu/lavapipe")
+    results.dump(doc, path)
+    assert path.name == "webgpu-lavapipe.json"
+    assert results.load(path) == doc
+
+
+def test_a_run_that_never_reached_a_device_is_valid():
+    doc = good()
+    doc["target"].update(device="", driver_version="", vendor="")
+    doc["run"] = {"status": "crashed", "message": "no adapter"}
+    doc["tests"], doc["summary"] = [], results.summarize([])
+    results.validate(doc)
+
+
+def _parent(doc, path):
+    for key in path[:-1]:
+        doc = doc[key]
+    return doc
+
+
+def delete(*path):
+    """A change to a good document: remove the item at ``path``."""
+
+    def change(doc):
+        del _parent(doc, path)[path[-1]]
+        return doc
+
+    return change
+
+
+def set_to(value, *path):
+    """A change to a good document: replace the item at ``path``."""
+
+    def change(doc):
+        _parent(doc, path)[path[-1]] = value
+        return doc
+
+    return change
+
+
+BAD = {
+    "not an object": (lambda doc: [], "not a JSON object"),
+    "schema": (set_to(99, "schema"), "schema must be 1, got 99"),
+    "schema missing": (delete("schema"), "schema must be 1, got None"),
+    "suite missing": (delete("suite"), "missing 'suite'"),
+    "target missing": (delete("target"), "missing 'target'"),
+    "run missing": (delete("run"), "missing 'run'"),
+    "tests missing": (delete("tests"), "missing 'tests'"),
+    "summary missing": (delete("summary"), "missing 'summary'"),
+    "started missing": (delete("started"), "missing 'started'"),
+    "finished missing": (delete("finished"), "missing 'finished'"),
+    "suite not an object": (set_to("abc", "suite"), "suite must be a JSON object"),
+    "target not an object": (set_to("webgpu/lavapipe", "target"), "target must be a JSON object"),
+    "run not an object": (set_to("ok", "run"), "run must be a JSON object"),
+    "tests not an array": (set_to({}, "tests"), "tests must be a JSON array"),
+    "summary not an object": (set_to([], "summary"), "summary must be a JSON object"),
+    "finished not a string": (set_to(1764477070, "finished"), "finished must be a JSON string"),
+    "suite.hash": (delete("suite", "hash"), "suite.hash must be a string"),
+    "target.name": (delete("target", "name"), "target.name missing"),
+    "target.backend": (delete("target", "backend"), "target.backend missing"),
+    "target.driver": (delete("target", "driver"), "target.driver missing"),
+    "target.simulated": (delete("target", "simulated"), "target.simulated missing"),
+    "target.simulated type": (set_to("yes", "target", "simulated"), "target.simulated must be true or false"),
+    "target.name type": (set_to(None, "target", "name"), "target.name must be a string"),
+    "run.status": (set_to("exploded", "run", "status"), "run.status must be one of"),
+    "test not an object": (set_to("test_mem.py::x", "tests", 0), "tests[0] must be a JSON object"),
+    "test id": (delete("tests", 1, "id"), "tests[1].id must be a string"),
+    "test outcome": (set_to("passed", "tests", 0, "outcome"), "tests[0].outcome 'passed' is not one of"),
+    "test clauses": (set_to("MEM-1", "tests", 0, "clauses"), "tests[0].clauses must be a list"),
+    "test clause ids": (set_to([1], "tests", 0, "clauses"), "tests[0].clauses must be a list of clause id strings"),
+    "summary counts": (set_to(5, "summary", "pass"), "summary does not match the tests"),
+}
+
+
+@pytest.mark.parametrize("kind", BAD)
+def test_a_bad_document_is_rejected_naming_the_field(kind):
+    change, message = BAD[kind]
+    doc = change(good())
+    with pytest.raises(ValueError, match="^results/webgpu-lavapipe.json: " + re.escape(message)):
+        results.validate(doc, "results/webgpu-lavapipe.json")
+
+
+def test_load_names_the_file(tmp_path):
+    path = tmp_path / "cuda-fake.json"
+    doc = good()
+    doc["run"]["status"] = "maybe"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError, match=re.escape(f"{path}: run.status must be one of")):
+        results.load(path)
+
+
+def test_dump_refuses_to_write_a_bad_document(tmp_path):
+    doc = good()
+    doc["summary"]["fail"] = 1
+    path = tmp_path / "x.json"
+    with pytest.raises(ValueError, match="summary does not match"):
+        results.dump(doc, path)
+    assert not path.exists()
+
+
+def test_summarize_counts_every_outcome():
+    tests = [{"outcome": o} for o in results.OUTCOMES for _ in range(2)]
+    assert results.summarize(tests) == dict.fromkeys(results.OUTCOMES, 2)
