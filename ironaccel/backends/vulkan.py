@@ -147,7 +147,7 @@ def _spirv_words(code: bytes) -> np.ndarray:
     if len(words) >= 5 and words[0] == 0x03022307:
         words = words.byteswap()
     if len(words) < 5 or words[0] != 0x07230203:
-        raise InvalidArgument("Device.compile", "not a SPIR-V module (bad magic number or length not a multiple of 4)")
+        raise CompileError("Device.compile", "spirv", "not a SPIR-V module (bad magic number, or not a whole number of 32-bit words)")
     return words
 
 
@@ -169,7 +169,7 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
     while i < len(words):
         count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
         if count == 0 or i + count > len(words):
-            raise InvalidArgument("Device.compile", f"malformed SPIR-V instruction at word {i}")
+            raise CompileError("Device.compile", "spirv", f"malformed SPIR-V: instruction at word {i} has length {count}")
         op = [int(w) for w in words[i + 1 : i + count]]
         if opcode == 15 and op[0] == 5:  # OpEntryPoint GLCompute %id "name" %interface...
             raw = words[i + 3 : i + count].tobytes()
@@ -321,6 +321,12 @@ class _Instance:
         lib.vkDestroyInstance(self.handle, ffi.NULL)
 
 
+def _device_name(physical: Any) -> str:
+    props = _vk.ffi.new("VkPhysicalDeviceProperties*")
+    _vk.lib.vkGetPhysicalDeviceProperties(physical, props)
+    return _string(props.deviceName)
+
+
 def _validation_requested(validation: bool | None) -> bool:
     return os.environ.get(VALIDATION_ENV, "") not in ("", "0") if validation is None else validation
 
@@ -332,16 +338,16 @@ class VulkanBackend(api.Backend):
         try:
             instance = _Instance(validation=False)
             try:
-                count = len(instance.physical_devices())
+                names = [_device_name(pd) for pd in instance.physical_devices()]
             finally:
                 instance.destroy()
+            version = _version(_instance_version())
         except (NotAvailable, DriverError) as exc:
             return BackendInfo(self.name, False, str(exc))
-        version = _version(_instance_version())
-        if count == 0:
+        if not names:
             return BackendInfo(self.name, False, "no Vulkan 1.2 device: install a driver (apt-get install "
                                "mesa-vulkan-drivers for lavapipe) or set VK_DRIVER_FILES to its ICD json", version)
-        return BackendInfo(self.name, True, "", version)
+        return BackendInfo(self.name, True, f"{len(names)} device(s): {', '.join(names)}", version)
 
     def device_count(self) -> int:
         instance = _Instance(validation=False)
@@ -401,8 +407,11 @@ class _Block:
         _check("vkCreateBuffer", lib.vkCreateBuffer(dev._handle, info, ffi.NULL, out))
         self.buffer = out[0]
         try:
+            req = ffi.new("VkMemoryRequirements*")
+            lib.vkGetBufferMemoryRequirements(dev._handle, self.buffer, req)
             alloc = ffi.new("VkMemoryAllocateInfo*", {
-                "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "allocationSize": size, "memoryTypeIndex": type_index,
+                "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "allocationSize": req.size,
+                "memoryTypeIndex": type_index,
             })
             mem = ffi.new("VkDeviceMemory*")
             _check("vkAllocateMemory", lib.vkAllocateMemory(dev._handle, alloc, ffi.NULL, mem))
@@ -1125,7 +1134,9 @@ class VulkanDevice(api.Device):
         self._memory = _MemoryPool(self, device_type, self._direct_mapping, block)
         self._staging = _MemoryPool(self, staging_type, True, block)
 
-        max_alloc = min(max_allocation, limits.maxStorageBufferRange, heap) // ALIGNMENT * ALIGNMENT
+        # One granule under maxMemoryAllocationSize: SwiftShader 5.0 reports 1 GiB there but fails to allocate
+        # exactly 1 GiB (VK_ERROR_OUT_OF_DEVICE_MEMORY), and max_alloc promises an allocation that works.
+        max_alloc = min(max_allocation - ALIGNMENT, limits.maxStorageBufferRange, heap) // ALIGNMENT * ALIGNMENT
         driver = props["driver"]
         driver_name = _string(driver.driverName).removesuffix(" driver") or "unknown"
         core_props = props["core"].properties
