@@ -16,7 +16,8 @@ How the shared API maps onto Vulkan:
   bound whole to one VkBuffer; large ones get their own. ``Buffer.handle`` is that VkBuffer and
   ``VulkanBuffer.offset`` the buffer's byte offset in it. Copies go through host-visible staging memory; when
   device memory is itself host-visible, coherent and cached (lavapipe, SwiftShader) and the stream has no
-  work outstanding, copies and fills touch the mapped memory directly. A freed buffer's range is reused only
+  work outstanding, copies and fills touch the mapped memory directly (``IRONACCEL_VK_DIRECT_MAPPING=0`` turns
+  that off, so CPU drivers exercise the staging path discrete GPUs take). A freed buffer's range is reused only
   once every stream has finished the work enqueued before the free.
 * **Kernels** — ``lang="spirv"`` (bytes; kernel names are the GLCompute OpEntryPoint names) and
   ``lang="glsl"`` (glslangValidator; the kernel is ``main``, or ``NAME`` with ``options=("-e", NAME)``).
@@ -49,6 +50,7 @@ __all__ = ["VulkanBackend", "VulkanDevice", "VulkanStream", "VulkanEvent", "Vulk
            "spirv_entry_points"]
 
 VALIDATION_ENV = "IRONACCEL_VK_VALIDATION"
+DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 GLSLANG = "glslangValidator"
 
@@ -1127,7 +1129,7 @@ class VulkanDevice(api.Device):
             staging_type = first(visible | coherent)
         if device_type is None or staging_type is None:
             raise NotAvailable("vulkan", "memory type", f"device {index} has no memory type for storage buffers and staging")
-        self._direct_mapping = mappable is not None
+        self._direct_mapping = mappable is not None and os.environ.get(DIRECT_MAPPING_ENV, "1") != "0"
         heap = memory.memoryHeaps[heap_of[device_type]].size
         max_allocation = props["maintenance3"].maxMemoryAllocationSize
         block = max(1 << 20, min(BLOCK_SIZE, heap // 16, max_allocation))
