@@ -52,6 +52,8 @@ def _call(op: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     except wgpu.GPUOutOfMemoryError as exc:
         raise OutOfMemory(BACKEND, op, None, "GPUOutOfMemoryError", _first_line(exc)) from None
     except wgpu.GPUError as exc:
+        if "Not enough memory left" in str(exc):  # wgpu-native reports allocation failure as validation
+            raise OutOfMemory(BACKEND, op, None, "GPUOutOfMemoryError", _clean(exc)) from None
         raise DriverError(BACKEND, op, None, type(exc).__name__, _clean(exc)) from None
 
 
@@ -112,7 +114,7 @@ def _device_info(adapter: Any, index: int) -> DeviceInfo:
         name=name,
         vendor=vendor,
         driver=driver,
-        driver_version=info.get("description", ""),
+        driver_version=info.get("description") or "not reported by wgpu",
         simulated=cpu,
         memory=0,
         limits=Limits(

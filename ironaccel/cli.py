@@ -1,0 +1,128 @@
+"""The ``ironaccel`` command: devices, doctor, certify, status, fakes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DESCRIPTION = """\
+ironaccel: a GPU driver layer whose backends are proven by one shared conformance suite.
+
+A *target* is a backend on one driver, e.g. webgpu/lavapipe (WebGPU on Mesa's CPU Vulkan driver) or
+cuda/nvidia (CUDA on a real NVIDIA GPU). Typical use:
+
+  ironaccel devices                 which backends this machine has, and why not the others
+  ironaccel doctor                  which targets this machine can run, and how to fix the rest
+  ironaccel certify --all           run the conformance suite on every runnable target -> results/
+  ironaccel status                  regenerate STATUS.md from results/
+"""
+
+
+def _table(rows: list[list[str]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    import ironaccel as ia
+    from .backends import get
+
+    rows = [["backend", "available", "version", "details"]]
+    for info in ia.backends():
+        rows.append([info.name, "yes" if info.available else "no", info.version or "-", info.reason])
+        if info.available and info.compute:
+            backend = get(info.name)
+            for i in range(backend.device_count()):
+                with backend.open_device(i) as dev:
+                    d = dev.info
+                    kind = "simulated" if d.simulated else "hardware"
+                    rows.append(["", f"  #{i}", kind, f"{d.name} — {d.vendor}, driver {d.driver} {d.driver_version}"])
+    print(_table(rows))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import targets
+
+    rows = [["target", "runnable", "what to do"]]
+    for name, t in targets.TARGETS.items():
+        why = t.missing()
+        rows.append([name, "yes" if why is None else "no", "" if why is None else why])
+    print(_table(rows))
+    return 0
+
+
+def cmd_certify(args: argparse.Namespace) -> int:
+    from . import certify, targets
+
+    if args.all:
+        names = certify.runnable_targets()
+        if not names:
+            print("no target is runnable on this machine: see `ironaccel doctor`", file=sys.stderr)
+            return 2
+    elif args.target:
+        names = list(dict.fromkeys(args.target))
+        for name in names:
+            targets.get(name)  # unknown names fail before anything runs
+    else:
+        print("name targets with --target T (repeatable) or use --all; `ironaccel doctor` lists them", file=sys.stderr)
+        return 2
+    runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout)
+    print()
+    print(certify.summary_table(runs))
+    return 0 if all(r.ok for r in runs) else 1
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from . import status
+
+    return status.command(Path(args.results), Path(args.output), check=args.check)
+
+
+def cmd_fakes_build(args: argparse.Namespace) -> int:
+    from . import fakes
+
+    print(fakes.build())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ironaccel", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("devices", help="every registered backend, available or not, and its devices").set_defaults(func=cmd_devices)
+    sub.add_parser("doctor", help="which targets this machine can run; how to fix the others").set_defaults(func=cmd_doctor)
+
+    c = sub.add_parser("certify", help="run the conformance suite on targets and write results files")
+    c.add_argument("--target", action="append", metavar="BACKEND/DRIVER", help="a target to run (repeatable)")
+    c.add_argument("--all", action="store_true", help="every target this machine can run")
+    c.add_argument("--results", default="results", metavar="DIR", help="where results files go (default: results)")
+    c.add_argument("--jobs", type=int, default=None, help="parallel target processes (default: CPU count)")
+    c.add_argument("--timeout", type=float, default=1800, metavar="S", help="per-target time limit in seconds")
+    c.set_defaults(func=cmd_certify)
+
+    s = sub.add_parser("status", help="regenerate STATUS.md from results files")
+    s.add_argument("--results", default="results", metavar="DIR", help="results directory (default: results)")
+    s.add_argument("--output", default="STATUS.md", metavar="FILE", help="file to write (default: STATUS.md)")
+    s.add_argument("--check", action="store_true", help="exit 1 if FILE is not what the results generate")
+    s.set_defaults(func=cmd_status)
+
+    f = sub.add_parser("fakes", help="the fake libcuda.so.1 (a CUDA driver that computes on the CPU)")
+    fsub = f.add_subparsers(dest="fakes_command", required=True, metavar="ACTION")
+    fsub.add_parser("build", help="build (or find cached) and print the fake's path").set_defaults(func=cmd_fakes_build)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from .errors import IronAccelError
+
+    try:
+        return args.func(args)
+    except IronAccelError as exc:
+        print(f"ironaccel: {exc}", file=sys.stderr)
+        return 2
