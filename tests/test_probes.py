@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import re
 import sys
 
 import pytest
@@ -80,6 +81,14 @@ def test_a_library_that_fails_to_load_says_why(monkeypatch):
     assert "wrong ELF class" in reason
 
 
+def test_a_missing_dependency_is_not_taken_for_a_missing_runtime(monkeypatch):
+    def cdll(name, *args, **kwargs):
+        raise OSError("libhsa-runtime64.so.1: cannot open shared object file: No such file or directory")
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    assert "one failed to load: libhsa-runtime64.so.1: cannot open" in RocmProbe().probe().reason
+
+
 def test_an_unexpected_error_is_reported_in_the_reason(monkeypatch):
     def cdll(*args, **kwargs):
         raise Boom("loader exploded")
@@ -148,3 +157,15 @@ def test_platform_gated_runtimes_never_touch_ctypes_elsewhere(monkeypatch):
     monkeypatch.setattr(sys, "platform", "linux")
     for name, only_on in (("metal", "darwin"), ("d3d12", "win32")):
         assert probe_class(name)().probe().reason.endswith(f"exists only on {only_on}; this is linux")
+
+
+def test_the_version_comes_from_the_loaded_file_name(monkeypatch):
+    real_cdll = ctypes.CDLL
+    try:
+        vulkan = real_cdll("libvulkan.so.1")  # libvulkan.so.1 -> libvulkan.so.1.3.239 on Debian 12
+    except OSError:
+        pytest.skip("needs libvulkan.so.1 as a stand-in for a runtime with a versioned file name")
+    monkeypatch.setattr(ctypes, "CDLL", lambda name, *args, **kwargs: vulkan)
+    info = probe_class("levelzero")().probe()
+    assert info.reason.startswith("runtime found (libze_loader.so.1)")
+    assert re.fullmatch(r"1\.\d+\.\d+", info.version)

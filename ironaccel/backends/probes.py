@@ -77,6 +77,16 @@ class _Search:
         return ", ".join(name for name, _ in self.loaded)
 
 
+def _absent(candidate: str, exc: OSError) -> bool:
+    """Did dlopen fail because ``candidate`` itself is not there (rather than a dependency, or a bad file)?
+
+    glibc says "<name>: cannot open shared object file: No such file or directory" — naming the missing
+    dependency instead when that is what is missing, which must be reported, not taken for "not found"."""
+    msg = str(exc)
+    names_candidate = msg.startswith(f"{candidate}:") or msg.startswith(f"dlopen({candidate},")
+    return names_candidate and any(s in msg.lower() for s in ("no such file", "not found"))
+
+
 def _under(env: str, *parts: str) -> list[str]:
     root = os.environ.get(env)
     return [os.path.join(root, *parts)] if root else []
@@ -170,8 +180,8 @@ class ProbeBackend(Backend):
             search = _Search([], f"probing failed: {type(exc).__name__}: {exc}")
         if search.missing:
             raise NotAvailable(self.name, self._primary_library(), f"no compute path yet, and {search.missing}")
-        raise NotAvailable(self.name, search.names,
-                           f"no compute path yet: the {self.runtime.title} is present, but ironaccel cannot run work on it")
+        raise NotAvailable(self.name, search.names, f"no compute path yet: the {self.runtime.title} is present, "
+                           "but ironaccel cannot run work on it")
 
     def _primary_library(self) -> str:
         return self.runtime.libraries[0][0]
@@ -197,7 +207,7 @@ class ProbeBackend(Backend):
                     loaded.append((candidate, ctypes.CDLL(candidate)))
                     break
                 except OSError as exc:
-                    if "No such file" not in str(exc) and "not found" not in str(exc):
+                    if not _absent(candidate, exc):
                         failures.append(str(exc))
             else:
                 why = f"; one failed to load: {failures[0]}" if failures else ""
