@@ -34,7 +34,7 @@ import difflib
 import json
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -68,6 +68,7 @@ class _Run:
     doc: dict[str, Any]
     simulated: bool
     current: bool  # its suite hash is the current one
+    superseded: bool = False  # another results file of the same target is the one that counts
 
     @property
     def name(self) -> str:
@@ -81,10 +82,10 @@ class _Run:
     def finished(self) -> bool:
         return self.doc["run"]["status"] == "ok"
 
-    def label(self, *more: str) -> str:
+    def label(self) -> str:
         """The target name with what a reader must know before trusting its numbers."""
         marks = ([] if self.current else ["STALE"]) + ([] if self.finished else [self.doc["run"]["status"]])
-        marks += more
+        marks += ["superseded"] if self.superseded else []
         return f"{self.name} ({', '.join(marks)})" if marks else self.name
 
     def tests(self) -> list[dict[str, Any]]:
@@ -99,7 +100,8 @@ class _Run:
 
 
 def clause_state(outcomes: list[str]) -> str:
-    """"pass", "untested", or the non-pass outcomes seen (in OUTCOMES order, "/"-joined)."""
+    """A clause's state on one target from its tests' outcomes there: pass, untested, or the non-pass
+    outcomes seen, in OUTCOMES order joined by "/" (so "not-supported" alone means only not-supported)."""
     if not outcomes:
         return "untested"
     bad = [o for o in results_mod.OUTCOMES if o != "pass" and o in outcomes]
@@ -139,7 +141,7 @@ def _runs(
             reverse=True,
         )
         chosen.append(ranked[0])
-        superseded += ranked[1:]
+        superseded += [replace(r, superseded=True) for r in ranked[1:]]
     return chosen, superseded
 
 
@@ -296,7 +298,7 @@ def render(
         t, run_state = r.doc["target"], r.doc["run"]["status"]
         if r.doc["run"].get("message"):
             run_state += ": " + r.doc["run"]["message"]
-        if r in superseded:
+        if r.superseded:
             run_state = "superseded; " + run_state
         suite = r.doc["suite"]["hash"] + ("" if r.current else " **STALE**")
         rows.append([r.name, "simulated" if r.simulated else "hardware", _cell(t.get("device") or "—"),
@@ -313,8 +315,8 @@ def render(
 
     out += ["## Non-passes", ""]
     rows = []
-    for r in sorted(runs + superseded, key=lambda r: (r.name, r in superseded, _doc_key(r.doc))):
-        label = _cell(r.label(*(["superseded"] if r in superseded else [])))
+    for r in sorted(runs + superseded, key=lambda r: (r.name, r.superseded, _doc_key(r.doc))):
+        label = _cell(r.label())
         if not r.finished:
             rows.append([label, "(the run)", "—", f"run {r.doc['run']['status']}",
                          _cell(r.doc["run"].get("message", ""), MESSAGE_WIDTH)])

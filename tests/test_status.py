@@ -93,6 +93,13 @@ def test_input_order_does_not_matter(docs, clauses, seed):
     assert render(shuffled, clauses, backends) == render(docs, clauses)
 
 
+def test_a_duplicate_results_file_is_listed_as_superseded(docs, clauses):
+    once = render(docs, clauses)
+    twice = render(docs + [copy.deepcopy(docs[0])], clauses)
+    assert levels(twice) == levels(once)
+    assert twice.count("| superseded; ") == once.count("| superseded; ") + 1
+
+
 def test_stale_results_are_marked_and_never_count(docs, clauses):
     text = render(docs, clauses)
     assert "0123456789abcdef **STALE**" in text
