@@ -1,0 +1,315 @@
+"""The Vulkan backend's own behaviour, beyond the shared conformance suite: both copy paths (mapped and
+staged), sub-allocation, deferred frees, batching and back-pressure, descriptor-pool rotation, GLSL naming,
+launch checks against the SPIR-V interface, error mapping and validation-message collection.
+
+Runs on every software driver this machine has (lavapipe, SwiftShader), with the validation layer on when it
+is installed; each device must end its test with no validation message.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+from ironaccel import targets
+
+KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels"
+LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
+
+# (target, direct mapping): lavapipe both ways, so the staging path discrete GPUs take is tested here too.
+CONFIGS = [("vulkan/lavapipe", True), ("vulkan/lavapipe", False), ("vulkan/swiftshader", True)]
+
+
+def _missing(target: str) -> str | None:
+    return targets.get(target).missing()
+
+
+@pytest.fixture(params=CONFIGS, ids=[f"{t.split('/')[1]}-{'mapped' if d else 'staged'}" for t, d in CONFIGS])
+def device(request, monkeypatch):
+    target, direct = request.param
+    missing = _missing(target)
+    if missing:
+        pytest.skip(f"{target}: {missing}")
+    from ironaccel.backends.vulkan import VulkanBackend
+
+    for key, value in targets.get(target).environment().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("IRONACCEL_VK_DIRECT_MAPPING", "1" if direct else "0")
+    dev = VulkanBackend().open_device(0, validation=LAYER.exists())
+    assert targets.get(target).matches(dev.info), dev.info
+    yield dev
+    messages = dev.diagnostics()
+    dev.close()
+    assert not messages, "\n".join(messages)
+
+
+@pytest.fixture
+def stream(device):
+    return device.create_stream()
+
+
+def spirv(device, name):
+    return device.compile((KERNELS / "spirv" / f"{name}.spv").read_bytes(), "spirv").kernel(name)
+
+
+def read(stream, buf, count=None, offset=0):
+    out = np.zeros(buf.nbytes - offset if count is None else count, dtype=np.uint8)
+    stream.copy_dtoh(out, buf, src_offset=offset)
+    stream.synchronize()
+    return out
+
+
+def test_info_describes_the_driver(device):
+    info = device.info
+    assert info.driver in ("llvmpipe", "SwiftShader")
+    assert info.simulated and info.memory > 0 and info.vendor in ("Mesa", "Google")
+    assert info.limits.max_alloc % 256 == 0 and info.limits.warp_size > 0
+    assert device.supports("lang.spirv") and device.supports("kernel.shared_memory")
+    assert device.languages[0] == "spirv"
+
+
+def test_random_copies_and_fills_match_a_model(device, stream):
+    """Byte-granular htod/dtod/fill at arbitrary offsets, all enqueued before one synchronize."""
+    rng = np.random.default_rng(5)
+    size = 3001
+    bufs = [device.alloc(size) for _ in range(2)]
+    model = [np.zeros(size, np.uint8) for _ in range(2)]
+    for buf in bufs:
+        stream.fill(buf, 0)
+    for _ in range(300):
+        op, i = rng.integers(3), rng.integers(2)
+        start = int(rng.integers(size))
+        n = int(rng.integers(1, size - start + 1))
+        if op == 0:
+            data = rng.integers(0, 256, n, dtype=np.uint8)
+            stream.copy_htod(bufs[i], data, dst_offset=start)
+            model[i][start : start + n] = data
+            data[:] = 0  # the source is reusable on return
+        elif op == 1:
+            value = int(rng.integers(256))
+            stream.fill(bufs[i], value, offset=start, nbytes=n)
+            model[i][start : start + n] = value
+        else:
+            src_start = int(rng.integers(size - n + 1))
+            stream.copy_dtod(bufs[1 - i], bufs[i], n, dst_offset=start, src_offset=src_start)
+            model[1 - i][start : start + n] = model[i][src_start : src_start + n]
+    for buf, expected in zip(bufs, model):
+        np.testing.assert_array_equal(read(stream, buf), expected)
+
+
+@pytest.mark.parametrize("offset", range(5))
+@pytest.mark.parametrize("nbytes", [1, 2, 3, 4, 5, 6, 7, 8, 9, 63])
+def test_fill_unaligned_edges(device, stream, offset, nbytes):
+    with device.alloc(80) as buf:
+        stream.fill(buf, 0xAB)
+        stream.fill(buf, 0x5C, offset=offset, nbytes=nbytes)
+        expected = np.full(80, 0xAB, np.uint8)
+        expected[offset : offset + nbytes] = 0x5C
+        np.testing.assert_array_equal(read(stream, buf), expected)
+
+
+def test_thousands_of_buffers_share_a_few_blocks(device, stream):
+    bufs = [device.alloc(100 + i % 7) for i in range(3000)]
+    blocks = {id(b._allocation.block) for b in bufs}
+    assert len(blocks) <= 2
+    ranges = sorted((b._allocation.block.buffer, b.offset) for b in bufs)
+    assert len(set(ranges)) == len(bufs) and all(offset % 256 == 0 for _, offset in ranges)
+    for i in (0, 1234, 2999):
+        stream.copy_htod(bufs[i], np.full(bufs[i].nbytes, i % 251, np.uint8))
+    for i in (0, 1234, 2999):
+        assert (read(stream, bufs[i]) == i % 251).all()
+    for b in bufs:
+        b.free()
+    fresh = device.alloc(100)
+    assert fresh.offset == 0  # every range came back and merged
+    fresh.free()
+
+
+def test_free_keeps_the_range_until_enqueued_work_is_done(device):
+    """A buffer freed while a kernel still writes it is not handed out again until the kernel is done."""
+    busy = spirv(device, "busy")
+    writer, other = device.create_stream(), device.create_stream()
+    n = 4096
+    doomed = device.alloc(4 * n)
+    writer.launch(busy, grid=n // 64, block=64, args=(doomed, np.uint32(3000), np.uint32(n)))
+    doomed.free()
+    reused = device.alloc(4 * n)
+    other.fill(reused, 0)
+    other.synchronize()
+    writer.synchronize()
+    assert (read(other, reused) == 0).all()
+    reused.free()
+
+
+def test_long_batches_and_many_submissions(device, stream):
+    """Hundreds of launches in batches, and more events than submissions allowed in flight."""
+    add_one = spirv(device, "add_one")
+    n = 256
+    buf = device.alloc(4 * n)
+    stream.fill(buf, 0)
+    events = []
+    for i in range(300):
+        stream.launch(add_one, grid=n // 64, block=64, args=(buf, np.uint32(n)))
+        if i % 2:
+            events.append(stream.record())
+    events[-1].synchronize()
+    assert all(e.query() for e in events)
+    assert (read(stream, buf).view(np.uint32) == 300).all()
+    buf.free()
+
+
+def test_descriptor_pools_rotate_when_full(device, stream):
+    """A kernel with many buffers exhausts a batch's descriptor pool; the stream moves on to another."""
+    if not device.supports("lang.glsl"):
+        pytest.skip("glslangValidator is not on PATH")
+    k = min(20, device.info.extra["max_storage_buffers"])
+    decls = "\n".join(f"layout(set = 0, binding = {i}) buffer B{i} {{ uint v; }} b{i};" for i in range(k))
+    body = "\n".join(f"    b{i}.v += {i + 1}u;" for i in range(k))
+    source = f"#version 450\nlayout(local_size_x_id = 0) in;\n{decls}\nvoid main() {{\n{body}\n}}\n"
+    kernel = device.compile(source, "glsl", options=("-e", "many")).kernel("many")
+    bufs = [device.alloc(4) for _ in range(k)]
+    for b in bufs:
+        stream.fill(b, 0)
+    for _ in range(100):
+        stream.launch(kernel, grid=1, block=1, args=bufs)
+    for i, b in enumerate(bufs):
+        assert read(stream, b).view(np.uint32)[0] == 100 * (i + 1)
+
+
+def test_glsl_kernels_are_named_main_or_by_option(device):
+    if not device.supports("lang.glsl"):
+        pytest.skip("glslangValidator is not on PATH")
+    source = (KERNELS / "glsl" / "add_one.comp").read_text()
+    assert device.compile(source, "glsl").kernel("main").name == "main"
+    assert device.compile(source, "glsl", options=("-e", "add_one")).kernel("add_one").name == "add_one"
+    with pytest.raises(ia.CompileError, match="ERROR") as info:
+        device.compile(source.replace("+= 1u", "+= undefined_name"), "glsl")
+    assert "undefined_name" in info.value.log
+
+
+def test_glsl_without_glslang_is_not_available(device, monkeypatch):
+    if not device.supports("lang.glsl"):
+        pytest.skip("glslangValidator is not on PATH")
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(ia.NotAvailable, match="glslangValidator"):
+        device.compile("#version 450\nvoid main() {}\n", "glsl")
+
+
+def test_bad_spirv_is_a_compile_error(device):
+    good = (KERNELS / "spirv" / "saxpy.spv").read_bytes()
+    for bad in (b"", b"\x03\x02\x23\x07", good[:-2], good[:20] + b"\x00\x00\x00\x00" + good[24:]):
+        with pytest.raises(ia.CompileError, match=r"Device\.compile"):
+            device.compile(bad, "spirv")
+
+
+def test_launch_must_match_the_kernel_interface(device, stream):
+    saxpy = spirv(device, "saxpy")
+    buf = device.alloc(64)
+    with pytest.raises(ia.InvalidArgument, match="'saxpy' takes 2 buffer.*8 bytes.*got 1 buffer"):
+        stream.launch(saxpy, grid=1, block=16, args=(buf, np.float32(2), np.uint32(16)))
+    with pytest.raises(ia.InvalidArgument, match="got 2 buffer.*4 bytes"):
+        stream.launch(saxpy, grid=1, block=16, args=(buf, buf, np.uint32(16)))
+    if device.supports("lang.glsl"):
+        fixed = device.compile("#version 450\nlayout(local_size_x = 8) in;\nvoid main() {}\n", "glsl").kernel("main")
+        stream.launch(fixed, grid=1, block=8)
+        with pytest.raises(ia.InvalidArgument, match=r"fixed block \(8, 1, 1\)"):
+            stream.launch(fixed, grid=1, block=16)
+    buf.free()
+
+
+def test_timing_measures_a_busy_kernel(device, stream):
+    if not device.supports("events.timing"):
+        pytest.skip("not-supported: events.timing")
+    busy = spirv(device, "busy")
+    out = device.alloc(4 * 1024)
+    start = stream.record(timing=True)
+    stream.launch(busy, grid=16, block=64, args=(out, np.uint32(2000), np.uint32(1024)))
+    end = stream.record(timing=True)
+    assert start.elapsed_ms(end) > 0
+    assert end.elapsed_ms(start) < 0
+    out.free()
+
+
+def test_streams_on_threads(device):
+    """Threads each with their own stream allocate, copy, launch and free at the same time."""
+    add_one = spirv(device, "add_one")
+    errors = []
+
+    def work(seed):
+        try:
+            s = device.create_stream()
+            rng = np.random.default_rng(seed)
+            for _ in range(20):
+                n = int(rng.integers(1, 2000))
+                data = rng.integers(0, 1 << 30, n, dtype=np.uint32)
+                with device.alloc(4 * n) as buf:
+                    s.copy_htod(buf, data)
+                    s.launch(add_one, grid=(n + 63) // 64, block=64, args=(buf, np.uint32(n)))
+                    out = np.zeros(n, np.uint32)
+                    s.copy_dtoh(out, buf)
+                    s.synchronize()
+                    np.testing.assert_array_equal(out, data + 1)
+        except BaseException as exc:  # surfaced by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_validation_messages_are_collected_and_drained(device):
+    if not device.info.extra["validation"]:
+        pytest.skip("VK_LAYER_KHRONOS_validation is not installed")
+    import vulkan as vk
+
+    info = vk.ffi.new("VkBufferCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": 0,
+                                              "usage": vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT})
+    out = vk.ffi.new("VkBuffer*")
+    vk.lib.vkCreateBuffer(device._handle, info, vk.ffi.NULL, out)  # size 0 is invalid usage
+    vk.lib.vkDestroyBuffer(device._handle, out[0], vk.ffi.NULL)
+    messages = device.diagnostics()
+    assert any("VUID-VkBufferCreateInfo-size" in m for m in messages), messages
+    assert device.diagnostics() == []
+
+
+def test_vkresult_errors_name_the_call():
+    if _missing("vulkan/lavapipe") and _missing("vulkan/swiftshader"):
+        pytest.skip("no Vulkan driver")
+    from ironaccel.backends import vulkan as backend
+
+    backend._load()
+    oom = backend._error("vkAllocateMemory", -2)
+    assert isinstance(oom, ia.OutOfMemory) and oom.name == "VK_ERROR_OUT_OF_DEVICE_MEMORY"
+    assert "vkAllocateMemory" in str(oom)
+    lost = backend._error("vkQueueSubmit", -4)
+    assert type(lost) is ia.DriverError and (lost.op, lost.code, lost.name) == ("vkQueueSubmit", -4, "VK_ERROR_DEVICE_LOST")
+    assert backend._error("vkFoo", -123456).name == "VkResult(-123456)"
+
+
+def test_missing_package_is_not_available(monkeypatch):
+    from ironaccel.backends import vulkan as backend
+
+    monkeypatch.setattr(backend, "_vk", None)
+    monkeypatch.setitem(sys.modules, "vulkan", None)  # import vulkan -> ImportError
+    info = backend.VulkanBackend().probe()
+    assert not info.available and "pip install vulkan" in info.reason
+    with pytest.raises(ia.NotAvailable, match="vulkan"):
+        backend.VulkanBackend().open_device(0)
+
+
+def test_validation_requested_without_the_layer_is_not_available(monkeypatch):
+    if _missing("vulkan/lavapipe"):
+        pytest.skip(_missing("vulkan/lavapipe"))
+    from ironaccel.backends import vulkan as backend
+
+    monkeypatch.setattr(backend, "_instance_layers", lambda: set())
+    with pytest.raises(ia.NotAvailable, match="VK_LAYER_KHRONOS_validation"):
+        backend.VulkanBackend().open_device(0, validation=True)
