@@ -94,6 +94,13 @@ class Target:
             found = False
         if not found:
             return f"Python package {python_pkg[0]} is missing: {python_pkg[1]}"
+        from .backends import get as get_backend
+        from .errors import NotAvailable
+
+        try:
+            get_backend(self.backend)
+        except NotAvailable as exc:
+            return f"the {self.backend} backend does not load: {exc.detail}"
         if self.backend in ("vulkan", "webgpu"):
             if ctypes.util.find_library("vulkan") is None:
                 return "the Vulkan loader libvulkan.so.1 is missing: apt-get install libvulkan1"
