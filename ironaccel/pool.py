@@ -90,14 +90,23 @@ class _Block:
         self.fence: Event | None = None
 
 
-class _Front:
-    """One thread's front cache. Only its thread appends; other threads only pop (trim, close)."""
+class _Slots(list):
+    """One bucket of a front cache: its blocks, and ``credit``, how many it may hold (reserved in the cap)."""
 
-    __slots__ = ("blocks", "credit", "hits")
+    __slots__ = ("credit",)
 
     def __init__(self) -> None:
-        self.blocks: list[list[_Block]] = [[] for _ in range(FRONT_BUCKETS)]
-        self.credit = [0] * FRONT_BUCKETS  # slots reserved against the cap, per bucket
+        super().__init__()
+        self.credit = 0
+
+
+class _Front(list):
+    """One thread's front cache, a _Slots per front bucket. Only its thread appends; others only pop."""
+
+    __slots__ = ("hits",)
+
+    def __init__(self) -> None:
+        super().__init__(_Slots() for _ in range(FRONT_BUCKETS))
         self.hits = 0
 
 
@@ -131,11 +140,24 @@ class PooledBuffer(Buffer):
                 f"this {self._nbytes}-byte pooled buffer was already freed (a pooled block returned twice "
                 "could be handed out twice; plain Buffers allow it, pooled ones do not)",
             )
-        pool = self._pool
+        pool, block = self._pool, self._block
         if stream is not None and stream is not pool._stream:
-            pool._fence(self._block, stream)
+            pool._fence(block, stream)
+            self._freed = True
+            pool._put_slow(block)
+            return
         self._freed = True
-        pool._put(self._block)
+        # MemPool's hot path for a free, inlined: into this thread's front cache if it has a reserved slot.
+        bucket = block.bucket
+        if bucket < FRONT_BUCKETS:
+            try:
+                slots = pool._local.front[bucket]
+            except AttributeError:
+                slots = pool._new_front()[bucket]
+            if len(slots) < slots.credit:
+                slots.append(block)
+                return
+        pool._put_slow(block)
 
     def _release(self) -> None:  # Buffer.free's hook; PooledBuffer.free replaces it
         self.free()
@@ -179,7 +201,7 @@ class MemPool:
         self._lock = threading.Lock()
         self._closed = False
         # Everything below is guarded by _lock.
-        self._fronts: set[_Front] = set()
+        self._fronts: list[_Front] = []
         self._ended: list[_Front] = []  # fronts of ended threads, appended by a finalizer (list.append is atomic)
         self._shared: list[list[_Block]] = [[] for _ in BUCKET_SIZES]
         self._shared_bytes = 0
@@ -203,7 +225,7 @@ class MemPool:
     def closed(self) -> bool:
         return self._closed
 
-    # -- the hot path -------------------------------------------------------------------------------------
+    # -- the hot path (its free half is inlined in PooledBuffer.free) -------------------------------------
 
     def alloc(self, nbytes: int) -> PooledBuffer:
         """A buffer of ``nbytes`` >= 1 bytes, ready for work on the pool's stream."""
@@ -222,27 +244,11 @@ class MemPool:
         except AttributeError:
             front = self._new_front()
         try:
-            block = front.blocks[bucket].pop()
+            block = front[bucket].pop()
         except IndexError:
             return self._alloc_slow(nbytes, bucket)
-        if block.fence is not None:
-            self._clear_fence(block)
         front.hits += 1
         return PooledBuffer(self, block, nbytes)
-
-    def _put(self, block: _Block) -> None:
-        """Cache a freed block, or give it back to the device when the cap is reached."""
-        bucket = block.bucket
-        if bucket < FRONT_BUCKETS:
-            try:
-                front = self._local.front
-            except AttributeError:
-                front = self._new_front()
-            slots = front.blocks[bucket]
-            if len(slots) < front.credit[bucket]:
-                slots.append(block)
-                return
-        self._put_slow(block)
 
     # -- the slow paths -----------------------------------------------------------------------------------
 
@@ -253,7 +259,7 @@ class MemPool:
         self._local.front = front
         self._local.mark = mark
         with self._lock:
-            self._fronts.add(front)
+            self._fronts.append(front)
         return front
 
     def _alloc_slow(self, nbytes: int, bucket: int) -> PooledBuffer:
@@ -291,6 +297,9 @@ class MemPool:
         return buffer
 
     def _put_slow(self, block: _Block) -> None:
+        """Cache a freed block under the lock, or give it back to the device when the cap is reached.
+
+        Fenced blocks go to the shared tier only, so that the lock-free path never has a fence to check."""
         bucket, size = block.bucket, block.size
         with self._lock:
             if not (self._closed or self._device._closed or bucket == DIRECT):
@@ -299,9 +308,10 @@ class MemPool:
                 if self._fits(size, bucket, front):
                     self._room_bytes -= size
                     self._room_blocks[bucket] -= 1
-                    if front is not None and bucket < FRONT_BUCKETS and front.credit[bucket] < FRONT_SLOTS:
-                        front.credit[bucket] += 1
-                        front.blocks[bucket].append(block)
+                    slots = front[bucket] if front is not None and bucket < FRONT_BUCKETS else None
+                    if slots is not None and slots.credit < FRONT_SLOTS and block.fence is None:
+                        slots.credit += 1
+                        slots.append(block)
                     else:
                         self._shared[bucket].append(block)
                         self._shared_bytes += size
@@ -320,10 +330,10 @@ class MemPool:
 
     def _take_back_idle_credit(self, front: _Front) -> None:
         """Return the calling thread's reserved but empty front slots to the cap (caller holds the lock)."""
-        for b, slots in enumerate(front.blocks):
-            idle = front.credit[b] - len(slots)
+        for b, slots in enumerate(front):
+            idle = slots.credit - len(slots)
             if idle > 0:
-                front.credit[b] -= idle
+                slots.credit -= idle
                 self._room_bytes += idle * BUCKET_SIZES[b]
                 self._room_blocks[b] += idle
 
@@ -331,15 +341,16 @@ class MemPool:
         """Move the fronts of ended threads into the shared tier (caller holds the lock)."""
         while self._ended:
             front = self._ended.pop()
-            self._fronts.discard(front)
+            self._fronts = [f for f in self._fronts if f is not front]
             self._ended_hits += front.hits
-            for b, slots in enumerate(front.blocks):
-                self._room_bytes += (front.credit[b] - len(slots)) * BUCKET_SIZES[b]
-                self._room_blocks[b] += front.credit[b] - len(slots)
+            for b, slots in enumerate(front):
+                idle = slots.credit - len(slots)
+                self._room_bytes += idle * BUCKET_SIZES[b]
+                self._room_blocks[b] += idle
                 self._shared_bytes += len(slots) * BUCKET_SIZES[b]
                 self._shared[b] += slots
                 slots.clear()
-                front.credit[b] = 0
+                slots.credit = 0
 
     def _give_to_device(self, block: _Block) -> None:
         """Free a block's buffer; not on a closed device, whose close already released it."""
@@ -359,6 +370,7 @@ class MemPool:
             block.fence = stream.record()
 
     def _clear_fence(self, block: _Block) -> None:
+        """Order the pool's stream after the block's last use on another stream (unless that is done)."""
         fence, block.fence = block.fence, None
         if fence is not None and not fence.query():
             self._stream.wait(fence)
@@ -372,10 +384,13 @@ class MemPool:
             info = self._device.info
             raise UseAfterFree(op, f"device {info.backend}:{info.index} (closed before its MemPool)")
 
+    def _front_bytes(self) -> int:
+        return sum(len(slots) * BUCKET_SIZES[b] for front in self._fronts for b, slots in enumerate(front))
+
     def stats(self) -> PoolStats:
         with self._lock:
             self._adopt_ended()
-            front_bytes = sum(len(s) * BUCKET_SIZES[b] for f in self._fronts for b, s in enumerate(f.blocks))
+            front_bytes = self._front_bytes()
             return PoolStats(
                 hits=self._shared_hits + self._ended_hits + sum(f.hits for f in self._fronts),
                 misses=self._misses,
@@ -398,13 +413,14 @@ class MemPool:
         return sum(b.size for b in victims)
 
     def _take_cached(self, keep_bytes: int) -> list[_Block]:
-        """Remove cached blocks, biggest first, until at most ``keep_bytes`` stay (caller holds the lock)."""
+        """Remove cached blocks, biggest first, until at most ``keep_bytes`` stay (caller holds the lock).
+
+        Other threads' front caches keep their credit: their owners may be filling them right now."""
         self._adopt_ended()
         mine = getattr(self._local, "front", None)
         if mine is not None:
             self._take_back_idle_credit(mine)
-        cached = self._shared_bytes + sum(
-            len(s) * BUCKET_SIZES[b] for f in self._fronts for b, s in enumerate(f.blocks))
+        cached = self._shared_bytes + self._front_bytes()
         victims: list[_Block] = []
         for b in reversed(range(len(BUCKET_SIZES))):
             size = BUCKET_SIZES[b]
@@ -416,15 +432,15 @@ class MemPool:
                 self._room_bytes += size
                 self._room_blocks[b] += 1
             for front in self._fronts if b < FRONT_BUCKETS else ():
-                slots = front.blocks[b]
+                slots = front[b]
                 while cached > keep_bytes:
                     try:
-                        victims.append(slots.pop())  # the owner may pop concurrently; its credit stays
+                        victims.append(slots.pop())  # its owner may pop concurrently
                     except IndexError:
                         break
                     cached -= size
                     if front is mine:
-                        front.credit[b] -= 1
+                        slots.credit -= 1
                         self._room_bytes += size
                         self._room_blocks[b] += 1
         self._held -= sum(v.size for v in victims)
@@ -441,7 +457,8 @@ class MemPool:
             victims = self._take_cached(0)
             self._closed = True
             for front in self._fronts:
-                front.credit = [0] * FRONT_BUCKETS
+                for slots in front:
+                    slots.credit = 0
             self._room_bytes = self.max_cached_bytes
             self._room_blocks = [self.max_per_bucket] * len(BUCKET_SIZES)
         for block in victims:
