@@ -313,3 +313,27 @@ def test_validation_requested_without_the_layer_is_not_available(monkeypatch):
     monkeypatch.setattr(backend, "_instance_layers", lambda: set())
     with pytest.raises(ia.NotAvailable, match="VK_LAYER_KHRONOS_validation"):
         backend.VulkanBackend().open_device(0, validation=True)
+
+
+def test_dropped_streams_release_their_handles(device):
+    import gc
+
+    buf = device.alloc(64)
+    for _ in range(100):
+        s = device.create_stream()
+        s.fill(buf, 1)
+        s.record()
+    del s
+    device.synchronize()
+    gc.collect()
+    assert sum(f.alive for f in device._stream_handles) <= 2  # the default stream (and a straggler at most)
+    buf.free()
+
+
+def test_close_finishes_owed_copies(device, stream):
+    buf = device.alloc(256)
+    stream.fill(buf, 9)
+    out = np.zeros(256, np.uint8)
+    stream.copy_dtoh(out, buf)
+    device.close()
+    assert (out == 9).all()

@@ -659,7 +659,6 @@ class VulkanStream(api.Stream):
         self._in_flight: deque[_Batch] = deque()
         self._free_cmds: list[Any] = []
         self._free_descriptor_pools: list[_DescriptorPool] = []
-        self._semaphore = self._command_pool = None
         type_info = ffi.new("VkSemaphoreTypeCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO, "semaphoreType": vk.VK_SEMAPHORE_TYPE_TIMELINE,
         })
@@ -673,8 +672,14 @@ class VulkanStream(api.Stream):
             "queueFamilyIndex": device._family,
         })
         pool = ffi.new("VkCommandPool*")
-        _check("vkCreateCommandPool", lib.vkCreateCommandPool(device._handle, pool_info, ffi.NULL, pool))
+        result = lib.vkCreateCommandPool(device._handle, pool_info, ffi.NULL, pool)
+        if result < 0:
+            lib.vkDestroySemaphore(device._handle, self._semaphore, ffi.NULL)
+            raise _error("vkCreateCommandPool", result)
         self._command_pool = pool[0]
+        # Handles go when the stream is collected (the device holds busy streams) or the device closes.
+        self._destroy = weakref.finalize(self, _destroy_stream_handles, device._handle, self._semaphore,
+                                         self._command_pool, self._free_descriptor_pools)
 
     # -- recording ----------------------------------------------------------------------------------
 
@@ -696,6 +701,7 @@ class VulkanStream(api.Stream):
                 cmd = out[0]
             _check("vkBeginCommandBuffer", lib.vkBeginCommandBuffer(cmd, self._device._begin_info))
             batch = self._batch = _Batch(cmd)
+            self._device._busy.add(self)
         elif batch.commands:
             self._device._barrier(batch.cmd, self._device._between_commands)
         batch.commands += 1
@@ -746,9 +752,9 @@ class VulkanStream(api.Stream):
         self._submitted = value
         self._waits = []
         self._batch = None
-        if batch is not None:
-            batch.value = value
-            self._in_flight.append(batch)
+        batch = batch or _Batch(None)  # a submission of waits only: tracked so the stream stays alive for it
+        batch.value = value
+        self._in_flight.append(batch)
 
     def _pending_value(self) -> int:
         """The timeline value that will mark everything enqueued so far."""
@@ -768,16 +774,18 @@ class VulkanStream(api.Stream):
             if batch.descriptor_pool is not None:
                 batch.descriptor_pool.reset(self._device)
                 self._free_descriptor_pools.append(batch.descriptor_pool)
-            _check("vkResetCommandBuffer", _vk.lib.vkResetCommandBuffer(batch.cmd, 0))
-            self._free_cmds.append(batch.cmd)
+            if batch.cmd is not None:
+                _check("vkResetCommandBuffer", _vk.lib.vkResetCommandBuffer(batch.cmd, 0))
+                self._free_cmds.append(batch.cmd)
+        if not self._in_flight and self._batch is None and not self._waits:
+            self._device._busy.discard(self)
 
     def _idle(self) -> bool:
         """Nothing enqueued on this stream is outstanding: the host may touch its buffers directly."""
         if self._batch is not None or self._waits:
             return False
-        if self._completed < self._submitted:
-            self._device._counter(self)
-        return self._completed >= self._submitted
+        self._retire()  # first, so a staged copy_dtoh still owed lands before a direct copy that follows it
+        return not self._in_flight
 
     def _direct(self) -> bool:
         """Copy through mapped device memory on the host: it is mapped and this stream has nothing outstanding."""
@@ -873,6 +881,7 @@ class VulkanStream(api.Stream):
             if source is self or source._completed >= event._value:
                 return
             self._waits.append((source, event._value))
+            self._device._busy.add(self)
 
     def _synchronize(self) -> None:
         with self._device._lock:
@@ -910,15 +919,14 @@ class VulkanStream(api.Stream):
             lib.vkCmdDispatch(cmd, *grid)
             self._recorded()
 
-    def _destroy(self) -> None:
-        ffi, lib = _vk.ffi, _vk.lib
-        handle = self._device._handle
-        for pool in self._free_descriptor_pools:
-            lib.vkDestroyDescriptorPool(handle, pool.handle, ffi.NULL)
-        if self._command_pool is not None:
-            lib.vkDestroyCommandPool(handle, self._command_pool, ffi.NULL)  # frees its command buffers
-        if self._semaphore is not None:
-            lib.vkDestroySemaphore(handle, self._semaphore, ffi.NULL)
+
+
+def _destroy_stream_handles(device: Any, semaphore: Any, command_pool: Any, descriptor_pools: list[_DescriptorPool]) -> None:
+    ffi, lib = _vk.ffi, _vk.lib
+    for pool in descriptor_pools:
+        lib.vkDestroyDescriptorPool(device, pool.handle, ffi.NULL)
+    lib.vkDestroyCommandPool(device, command_pool, ffi.NULL)  # frees its command buffers
+    lib.vkDestroySemaphore(device, semaphore, ffi.NULL)
 
 
 def pack_scalars_for(args: Sequence[object]) -> bytes:
@@ -1030,7 +1038,8 @@ class VulkanDevice(api.Device):
         self._physical = physical
         self._handle = None
         self._lock = threading.RLock()
-        self._streams: list[VulkanStream] = []
+        self._busy: set[VulkanStream] = set()  # streams with work recorded, waiting or in flight
+        self._stream_handles: list[weakref.finalize] = []
         self._modules: list[VulkanModule] = []
         self._layouts: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._deferred: list[tuple[_Allocation, list[tuple[VulkanStream, int]]]] = []
@@ -1276,7 +1285,7 @@ class VulkanDevice(api.Device):
             self._retire()
 
     def _retire(self) -> None:
-        for stream in self._streams:
+        for stream in list(self._busy):
             stream._retire()
         if self._deferred:
             still = []
@@ -1292,7 +1301,7 @@ class VulkanDevice(api.Device):
         if self._closed:
             return
         with self._lock:
-            points = [(s, s._pending_value()) for s in self._streams if s._pending_value() > s._completed]
+            points = [(s, s._pending_value()) for s in self._busy if s._pending_value() > s._completed]
             if points:
                 self._deferred.append((allocation, points))
             else:
@@ -1369,7 +1378,9 @@ class VulkanDevice(api.Device):
         with self._lock:
             stream = VulkanStream(self, self._queues[self._next_queue % len(self._queues)])
             self._next_queue += 1
-            self._streams.append(stream)
+            if len(self._stream_handles) > 64:
+                self._stream_handles = [f for f in self._stream_handles if f.alive]
+            self._stream_handles.append(stream._destroy)
             return stream
 
     def _alloc(self, nbytes: int) -> api.Buffer:
@@ -1385,9 +1396,10 @@ class VulkanDevice(api.Device):
 
     def _synchronize(self) -> None:
         with self._lock:
-            for stream in self._streams:
+            busy = list(self._busy)
+            for stream in busy:
                 stream._submit()
-            points = [(s, s._submitted) for s in self._streams]
+            points = [(s, s._submitted) for s in busy]
         self._wait(points)
 
     def _compile(self, source: str | bytes, lang: str, options: tuple[str, ...]) -> api.Module:
@@ -1405,24 +1417,25 @@ class VulkanDevice(api.Device):
         return messages
 
     def _close(self) -> None:
+        """Finish enqueued work (so owed copy_dtoh results land), then destroy everything, device last."""
         ffi, lib = _vk.ffi, _vk.lib
         handle = self._handle
         try:
-            lib.vkDeviceWaitIdle(handle)
+            self._synchronize()
         finally:
+            lib.vkDeviceWaitIdle(handle)
             with self._lock:
                 for module in self._modules:
                     module._destroy(handle)
                 for layout, set_layout in self._layouts.values():
                     lib.vkDestroyPipelineLayout(handle, layout, ffi.NULL)
                     lib.vkDestroyDescriptorSetLayout(handle, set_layout, ffi.NULL)
-                for stream in self._streams:
-                    for batch in stream._in_flight:
-                        if batch.descriptor_pool is not None:
-                            stream._free_descriptor_pools.append(batch.descriptor_pool)
-                    if stream._batch is not None and stream._batch.descriptor_pool is not None:
-                        stream._free_descriptor_pools.append(stream._batch.descriptor_pool)
-                    stream._destroy()
+                for stream in self._busy:  # a failed synchronize leaves pools with batches
+                    pending = [*stream._in_flight, *([stream._batch] if stream._batch else [])]
+                    stream._free_descriptor_pools += [b.descriptor_pool for b in pending if b.descriptor_pool]
+                for destroy in self._stream_handles:
+                    destroy()
+                self._busy.clear()
                 self._timestamps.destroy()
                 lib.vkDestroyPipelineCache(handle, self._pipeline_cache, ffi.NULL)
                 self._memory.destroy()
