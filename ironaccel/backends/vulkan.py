@@ -5,10 +5,13 @@ How the shared API maps onto Vulkan:
 * **Device** — one VkInstance (validation layer and a debug-utils messenger when ``IRONACCEL_VK_VALIDATION=1``
   or ``open_device(..., validation=True)``), one physical device, one logical device with up to four queues
   of a compute-capable family. Physical devices older than Vulkan 1.2 (no timeline semaphores) are not listed.
-* **Stream** — a timeline semaphore. Work is recorded into the stream's open command buffer (a full memory
-  barrier between commands keeps stream order) and submitted, without any host wait, at ``record``,
-  ``synchronize``, ``Device.synchronize`` or every ``BATCH_COMMANDS`` commands. Each submission waits for the
-  stream's previous value and for the events passed to ``wait``, and signals the next value.
+* **Stream** — a timeline semaphore and a command pool (released when the stream is collected: the device
+  keeps only streams with work outstanding); streams take the device's queues in turn. Work is recorded into
+  the stream's open command buffer (a full memory barrier between commands keeps stream order) and submitted,
+  without a host wait, at ``record``, ``synchronize``, ``Device.synchronize`` or every ``BATCH_COMMANDS``
+  commands. Each submission waits for the stream's previous value and for the events passed to ``wait``, and
+  signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding.
+  Recorded work does not start before its batch is submitted: ``record()`` an event to start it early.
 * **Event** — a (stream, timeline value) pair; ``timing=True`` adds a timestamp query. Host-side work that a
   submission owes (filling a ``copy_dtoh`` destination from staging, recycling staging memory, command
   buffers and descriptor pools) runs when any event/stream/device query or wait sees it complete.
@@ -712,14 +715,15 @@ class VulkanStream(api.Stream):
             self._submit()
 
     def _submit(self) -> None:
-        """Submit the open batch and pending waits, signalling the next timeline value; never waits."""
+        """Submit the open batch and pending waits, signalling the next timeline value. The host waits only
+        when the stream already has MAX_IN_FLIGHT submissions outstanding (back-pressure)."""
         batch = self._batch
         if batch is None and not self._waits:
             return
         vk = _vk
         ffi, lib = vk.ffi, vk.lib
         dev = self._device
-        if len(self._in_flight) >= MAX_IN_FLIGHT:  # back-pressure: the only wait a submit can make
+        if len(self._in_flight) >= MAX_IN_FLIGHT:
             dev._wait([(self, self._in_flight[0].value)])
         waits = [(s._semaphore, v) for s, v in self._waits]
         if self._submitted > self._completed:
@@ -1110,99 +1114,104 @@ class VulkanDevice(api.Device):
         out = ffi.new("VkDevice*")
         _check("vkCreateDevice", lib.vkCreateDevice(physical, info, ffi.NULL, out))
         self._handle = out[0]
-        self._queues = []
-        for i in range(queue_count):
-            q = ffi.new("VkQueue*")
-            lib.vkGetDeviceQueue(self._handle, self._family, i, q)
-            self._queues.append(_Queue(q[0]))
+        try:
+            self._queues = []
+            for i in range(queue_count):
+                q = ffi.new("VkQueue*")
+                lib.vkGetDeviceQueue(self._handle, self._family, i, q)
+                self._queues.append(_Queue(q[0]))
 
-        # -- memory: a pool for buffers, one for staging
-        self._buffer_usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
-                              | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
-        type_bits = self._buffer_type_bits()
-        flags = [memory.memoryTypes[i].propertyFlags if type_bits >> i & 1 else None for i in range(memory.memoryTypeCount)]
-        heap_of = [memory.memoryTypes[i].heapIndex for i in range(memory.memoryTypeCount)]
-        local, visible = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
-        coherent, cached = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
+            # -- memory: a pool for buffers, one for staging
+            self._buffer_usage = (vk.VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | vk.VK_BUFFER_USAGE_TRANSFER_SRC_BIT
+                                  | vk.VK_BUFFER_USAGE_TRANSFER_DST_BIT)
+            type_bits = self._buffer_type_bits()
+            flags = [memory.memoryTypes[i].propertyFlags if type_bits >> i & 1 else None for i in range(memory.memoryTypeCount)]
+            heap_of = [memory.memoryTypes[i].heapIndex for i in range(memory.memoryTypeCount)]
+            local, visible = vk.VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, vk.VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT
+            coherent, cached = vk.VK_MEMORY_PROPERTY_HOST_COHERENT_BIT, vk.VK_MEMORY_PROPERTY_HOST_CACHED_BIT
 
-        def first(required: int, *, heap_at_least: int = 0) -> int | None:
-            return next((i for i, f in enumerate(flags) if f is not None and f & required == required
-                         and memory.memoryHeaps[heap_of[i]].size >= heap_at_least), None)
+            def first(required: int, *, heap_at_least: int = 0) -> int | None:
+                return next((i for i, f in enumerate(flags) if f is not None and f & required == required
+                             and memory.memoryHeaps[heap_of[i]].size >= heap_at_least), None)
 
-        mappable = first(local | visible | coherent | cached, heap_at_least=largest_heap)
-        device_type = mappable if mappable is not None else first(local)
-        if device_type is None:
-            device_type = first(0)
-        staging_type = first(visible | coherent | cached)
-        if staging_type is None:
-            staging_type = first(visible | coherent)
-        if device_type is None or staging_type is None:
-            raise NotAvailable("vulkan", "memory type", f"device {index} has no memory type for storage buffers and staging")
-        self._direct_mapping = mappable is not None and os.environ.get(DIRECT_MAPPING_ENV, "1") != "0"
-        heap = memory.memoryHeaps[heap_of[device_type]].size
-        max_allocation = props["maintenance3"].maxMemoryAllocationSize
-        block = max(1 << 20, min(BLOCK_SIZE, heap // 16, max_allocation))
-        self._memory = _MemoryPool(self, device_type, self._direct_mapping, block)
-        self._staging = _MemoryPool(self, staging_type, True, block)
+            mappable = first(local | visible | coherent | cached, heap_at_least=largest_heap)
+            device_type = mappable if mappable is not None else first(local)
+            if device_type is None:
+                device_type = first(0)
+            staging_type = first(visible | coherent | cached)
+            if staging_type is None:
+                staging_type = first(visible | coherent)
+            if device_type is None or staging_type is None:
+                raise NotAvailable("vulkan", "memory type", f"device {index} has no memory type for storage buffers and staging")
+            self._direct_mapping = mappable is not None and os.environ.get(DIRECT_MAPPING_ENV, "1") != "0"
+            heap = memory.memoryHeaps[heap_of[device_type]].size
+            max_allocation = props["maintenance3"].maxMemoryAllocationSize
+            block = max(1 << 20, min(BLOCK_SIZE, heap // 16, max_allocation))
+            self._memory = _MemoryPool(self, device_type, self._direct_mapping, block)
+            self._staging = _MemoryPool(self, staging_type, True, block)
 
-        # One granule under maxMemoryAllocationSize: SwiftShader 5.0 reports 1 GiB there but fails to allocate
-        # exactly 1 GiB (VK_ERROR_OUT_OF_DEVICE_MEMORY), and max_alloc promises an allocation that works.
-        max_alloc = min(max_allocation - ALIGNMENT, limits.maxStorageBufferRange, heap) // ALIGNMENT * ALIGNMENT
-        driver = props["driver"]
-        driver_name = _string(driver.driverName).removesuffix(" driver") or "unknown"
-        core_props = props["core"].properties
-        info_ = DeviceInfo(
-            backend="vulkan",
-            index=index,
-            name=_string(core_props.deviceName),
-            vendor=_VENDORS.get(core_props.vendorID, f"0x{core_props.vendorID:04x}"),
-            driver=driver_name,
-            driver_version=_string(driver.driverInfo) or _version(core_props.driverVersion),
-            simulated=core_props.deviceType == vk.VK_PHYSICAL_DEVICE_TYPE_CPU,
-            memory=sum(device_local),
-            limits=Limits(
-                max_alloc=max_alloc,
-                max_threads_per_block=limits.maxComputeWorkGroupInvocations,
-                max_block=tuple(limits.maxComputeWorkGroupSize),
-                max_grid=tuple(limits.maxComputeWorkGroupCount),
-                max_shared_memory=limits.maxComputeSharedMemorySize,
-                warp_size=props["subgroup"].subgroupSize,
-            ),
-            extra={
-                "api_version": _version(core_props.apiVersion),
-                "vendor_id": core_props.vendorID,
-                "device_id": core_props.deviceID,
-                "driver_id": driver.driverID,
-                "device_type": vk.ffi.typeof("VkPhysicalDeviceType").elements.get(core_props.deviceType, ""),
-                "queue_family": self._family,
-                "queues": queue_count,
-                "validation": instance._messenger is not None,
-                "direct_mapping": self._direct_mapping,
-                "max_push_constants": limits.maxPushConstantsSize,
-                "max_storage_buffers": limits.maxPerStageDescriptorStorageBuffers,
-            },
-        )
-        super().__init__(info_)
+            # One granule under maxMemoryAllocationSize: SwiftShader 5.0 reports 1 GiB there but fails to allocate
+            # exactly 1 GiB (VK_ERROR_OUT_OF_DEVICE_MEMORY), and max_alloc promises an allocation that works.
+            max_alloc = min(max_allocation - ALIGNMENT, limits.maxStorageBufferRange, heap) // ALIGNMENT * ALIGNMENT
+            driver = props["driver"]
+            driver_name = _string(driver.driverName).removesuffix(" driver") or "unknown"
+            core_props = props["core"].properties
+            info_ = DeviceInfo(
+                backend="vulkan",
+                index=index,
+                name=_string(core_props.deviceName),
+                vendor=_VENDORS.get(core_props.vendorID, f"0x{core_props.vendorID:04x}"),
+                driver=driver_name,
+                driver_version=_string(driver.driverInfo) or _version(core_props.driverVersion),
+                simulated=core_props.deviceType == vk.VK_PHYSICAL_DEVICE_TYPE_CPU,
+                memory=largest_heap,  # not the sum: a BAR heap is a window onto the same memory
+                limits=Limits(
+                    max_alloc=max_alloc,
+                    max_threads_per_block=limits.maxComputeWorkGroupInvocations,
+                    max_block=tuple(limits.maxComputeWorkGroupSize),
+                    max_grid=tuple(limits.maxComputeWorkGroupCount),
+                    max_shared_memory=limits.maxComputeSharedMemorySize,
+                    warp_size=props["subgroup"].subgroupSize,
+                ),
+                extra={
+                    "api_version": _version(core_props.apiVersion),
+                    "vendor_id": core_props.vendorID,
+                    "device_id": core_props.deviceID,
+                    "driver_id": driver.driverID,
+                    "device_type": vk.ffi.typeof("VkPhysicalDeviceType").elements.get(core_props.deviceType, ""),
+                    "queue_family": self._family,
+                    "queues": queue_count,
+                    "validation": instance._messenger is not None,
+                    "direct_mapping": self._direct_mapping,
+                    "max_push_constants": limits.maxPushConstantsSize,
+                    "max_storage_buffers": limits.maxPerStageDescriptorStorageBuffers,
+                },
+            )
+            super().__init__(info_)
 
-        # -- reusable structures of the hot path
-        self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
-            "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
-        })
-        memory_access = vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT
-        all_commands = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
-        self._between_commands = (all_commands, all_commands, ffi.new("VkMemoryBarrier*", {
-            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": memory_access, "dstAccessMask": memory_access}))
-        self._to_host = (all_commands, vk.VK_PIPELINE_STAGE_HOST_BIT, ffi.new("VkMemoryBarrier*", {
-            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
-            "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT}))
-        cache_info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO})
-        cache = ffi.new("VkPipelineCache*")
-        _check("vkCreatePipelineCache", lib.vkCreatePipelineCache(self._handle, cache_info, ffi.NULL, cache))
-        self._pipeline_cache = cache[0]
-        self._timestamps = _Timestamps(self, family.timestampValidBits, period)
-        self._next_queue = 0
-        self._default = self._create_stream()
+            # -- reusable structures of the hot path
+            self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+                "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
+            })
+            memory_access = vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT
+            all_commands = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
+            self._between_commands = (all_commands, all_commands, ffi.new("VkMemoryBarrier*", {
+                "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": memory_access, "dstAccessMask": memory_access}))
+            self._to_host = (all_commands, vk.VK_PIPELINE_STAGE_HOST_BIT, ffi.new("VkMemoryBarrier*", {
+                "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
+                "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT}))
+            cache_info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO})
+            cache = ffi.new("VkPipelineCache*")
+            _check("vkCreatePipelineCache", lib.vkCreatePipelineCache(self._handle, cache_info, ffi.NULL, cache))
+            self._pipeline_cache = cache[0]
+            self._timestamps = _Timestamps(self, family.timestampValidBits, period)
+            self._next_queue = 0
+            self._default = self._create_stream()
+        except BaseException:
+            lib.vkDeviceWaitIdle(self._handle)
+            lib.vkDestroyDevice(self._handle, ffi.NULL)  # children die with it; only an error path gets here
+            raise
 
     def _query(self, physical: Any, extensions: set[str]) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
         """Properties (core, driver, subgroup, maintenance3), features and queue families of a device."""
