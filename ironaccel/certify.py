@@ -58,6 +58,7 @@ def _placeholder(target: targets.Target, status: str, message: str, started: str
 
 def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S, extra_args: tuple[str, ...] = ()) -> TargetRun:
     target = targets.get(name)
+    results_dir = results_dir.resolve()
     out = results_dir / results.file_name(name)
     run = TargetRun(name, out)
     started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -69,7 +70,8 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
     out.unlink(missing_ok=True)
     log = results_dir / f".{out.stem}.log"
     with open(log, "w", encoding="utf-8") as log_file:
-        proc = subprocess.Popen(cmd, env=env, stdout=log_file, stderr=subprocess.STDOUT)
+        # cwd away from any checkout: `ironaccel` must import from where it is installed (or PYTHONPATH)
+        proc = subprocess.Popen(cmd, env=env, cwd=results_dir, stdout=log_file, stderr=subprocess.STDOUT)
         try:
             proc.wait(timeout=timeout_s)
             timed_out = False
