@@ -8,10 +8,10 @@ How the shared API maps onto Vulkan:
 * **Stream** — a timeline semaphore and a command pool (released when the stream is collected: the device
   keeps only streams with work outstanding); streams take the device's queues in turn. Work is recorded into
   the stream's open command buffer (a full memory barrier between commands keeps stream order) and submitted,
-  without a host wait, at ``record``, ``synchronize``, ``Device.synchronize`` or every ``BATCH_COMMANDS``
+  without a host wait, as soon as the stream's earlier submissions have completed (so work starts at once on
+  an idle device), else at ``record``, ``synchronize``, ``Device.synchronize`` or every ``BATCH_COMMANDS``
   commands. Each submission waits for the stream's previous value and for the events passed to ``wait``, and
   signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding.
-  Recorded work does not start before its batch is submitted: ``record()`` an event to start it early.
 * **Event** — a (stream, timeline value) pair; ``timing=True`` adds a timestamp query. Host-side work that a
   submission owes (filling a ``copy_dtoh`` destination from staging, recycling staging memory, command
   buffers and descriptor pools) runs when any event/stream/device query or wait sees it complete.
@@ -711,7 +711,10 @@ class VulkanStream(api.Stream):
         return batch
 
     def _recorded(self) -> None:
-        if self._batch is not None and self._batch.commands >= BATCH_COMMANDS:
+        """Submit now when the device has caught up with this stream (so work starts at once), else keep
+        batching while earlier work runs, up to BATCH_COMMANDS commands."""
+        batch = self._batch
+        if batch is not None and (batch.commands >= BATCH_COMMANDS or self._device._counter(self) >= self._submitted):
             self._submit()
 
     def _submit(self) -> None:
