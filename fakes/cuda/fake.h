@@ -1,0 +1,219 @@
+/* Shared declarations of the fake libcuda: handles, memory, streams, the decoded PTX form. */
+#ifndef FAKECUDA_FAKE_H
+#define FAKECUDA_FAKE_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "results.h"
+
+#define API __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef uint64_t CUdeviceptr;
+
+/* ---- entry points: one X-macro row per implemented function: C name, name asked for, since version ---- */
+#include "entry_points.h"
+
+enum EntryId {
+#define X(cname, base, since) EP_##cname,
+    ENTRY_POINTS(X)
+#undef X
+    EP_COUNT
+};
+
+/* Counts the call and fails it when a fault is injected for it (fault injection, faults.c). */
+CUresult fault_enter(int entry_id);
+#define ENTER(cname)                                    \
+    do {                                                \
+        CUresult enter_rc_ = fault_enter(EP_##cname);   \
+        if (enter_rc_ != CUDA_SUCCESS) return enter_rc_; \
+    } while (0)
+
+void fake_init_once(void);
+int fake_initialized(void);
+void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
+enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL };
+void handle_add(void *p, int kind);
+int handle_ok(const void *p, int kind);
+void handle_remove(void *p);
+
+/* ---- contexts ---- */
+typedef struct Stream Stream;
+typedef struct Context {
+    int device;
+    unsigned flags;
+    int is_primary;
+    int alive;
+    volatile CUresult sticky; /* set by a kernel fault: every later call on the context returns it */
+    Stream *null_stream;
+    unsigned long long id;
+} Context;
+
+Context *current_context(void);
+/* The current context, or an error (no context / sticky launch error). */
+CUresult need_context(Context **out);
+
+/* ---- memory (memory.c) ---- */
+enum AllocKind { A_DEVICE = 1, A_HOST_PINNED, A_HOST_REGISTERED, A_MODULE_GLOBAL };
+typedef struct Range {
+    uint64_t lo, hi;
+} Range;
+typedef struct AllocInfo {
+    uint64_t base, size;
+    int kind;
+    Context *ctx;
+    uint64_t serial;
+    unsigned flags;
+} AllocInfo;
+
+CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out);
+CUresult mem_free(uint64_t base, int kind_mask);
+int mem_find(uint64_t addr, AllocInfo *out);
+/* Is [addr, addr+n) inside one live allocation (device, pinned, registered or a module global)? */
+int mem_span_ok(uint64_t addr, uint64_t n);
+/* A sorted copy of the live ranges, for a launch to check accesses without a lock. */
+Range *mem_snapshot(int *count);
+void mem_describe(uint64_t addr, char *buf, size_t n);
+void mem_release_context(Context *ctx);
+uint64_t mem_total(void);
+uint64_t mem_used(void);
+int mem_is_host_pinned(const void *p);
+void leak_report_context(Context *ctx);
+/* How a host pointer given to a copy is treated: pinned memory allows truly async copies. */
+
+/* ---- streams and events (streams.c) ---- */
+typedef void (*WorkFn)(void *arg);
+struct Stream {
+    Context *ctx;
+    unsigned flags;
+    int priority;
+    int is_null;
+    pthread_t thread;
+    struct Work *head, *tail;
+    int running; /* an item is being executed */
+    int closing;
+    uint64_t enqueued, completed;
+};
+typedef struct Event {
+    Context *ctx;
+    unsigned flags;
+    uint64_t record_gen, done_gen;
+    int refs; /* the user's handle plus pending queue items */
+    int destroyed;
+    double time_ms;
+    int has_time;
+} Event;
+
+CUresult stream_resolve(void *h, Context *ctx, Stream **out);
+/* Queue fn(arg) on s (legacy default-stream ordering applied); free_arg runs after it. */
+CUresult stream_submit(Stream *s, WorkFn fn, void *arg);
+CUresult stream_sync(Stream *s);
+Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null);
+void streams_sync_context(Context *ctx);
+CUresult context_sticky(Context *ctx);
+
+/* ---- the decoded PTX form (ptx.c) and the interpreter (interp.c) ---- */
+enum Special {
+    SP_TRUE, SP_TID_X, SP_TID_Y, SP_TID_Z, SP_NTID_X, SP_NTID_Y, SP_NTID_Z, SP_CTAID_X, SP_CTAID_Y, SP_CTAID_Z,
+    SP_NCTAID_X, SP_NCTAID_Y, SP_NCTAID_Z, SP_LANEID, SP_WARPID, SP_NWARPID, SP_SMID, SP_NSMID, SP_GRIDID,
+    SP_LANEMASK_EQ, SP_LANEMASK_LT, SP_LANEMASK_LE, SP_LANEMASK_GT, SP_LANEMASK_GE, SP_CLOCK, SP_DYN_SMEM,
+    SP_TOTAL_SMEM, SP_SINK, SP_ZERO, SP_COUNT
+};
+
+typedef struct Inst {
+    uint16_t op;
+    uint8_t gneg;  /* guard negated */
+    uint8_t type;  /* operand type (enum PtxType) where the op needs it */
+    uint32_t guard; /* predicate slot; SP_TRUE when unguarded */
+    uint32_t d, a, b, c, e;
+    uint8_t sub, sub2, vec, flags; /* comparison / rounding / vector width / misc per op */
+    int64_t imm;
+} Inst;
+
+typedef struct CallInfo {
+    int callee;       /* function index */
+    int nargs;
+    uint32_t arg_off[16];  /* caller frame offsets of the argument params */
+    uint32_t ret_off;      /* caller frame offset of the return param, or UINT32_MAX */
+} CallInfo;
+
+typedef struct PtxParam {
+    char name[96];
+    uint32_t offset, size, align;
+} PtxParam;
+
+typedef struct PtxFunction {
+    char name[128];
+    int is_entry;
+    int defined;
+    uint32_t entry_pc, end_pc;
+    uint32_t nslots;        /* frame: specials, registers, constants */
+    uint32_t const_base, nconsts;
+    uint64_t *consts;
+    uint32_t frame_local;   /* bytes of local memory (depots, params) in one frame */
+    int nparams;
+    PtxParam *params;       /* entry: kernel param buffer layout; func: frame offsets */
+    uint32_t param_bytes;
+    int has_ret;
+    uint32_t ret_off, ret_size;
+    uint32_t stack_slots, stack_local; /* the deepest call chain from here, computed at load */
+    uint32_t reqntid, maxntid;
+    int line;
+} PtxFunction;
+
+typedef struct PtxModule {
+    Inst *code;
+    uint32_t ncode;
+    PtxFunction *funcs;
+    int nfuncs;
+    CallInfo *calls;
+    int ncalls;
+    uint32_t shared_static; /* bytes of module-level + function-level .shared */
+    int uses_dynamic_shared;
+    char **global_names;
+    uint64_t *global_addrs, *global_sizes;
+    int nglobals;
+    int *lines; /* source line of each instruction, for reports */
+} PtxModule;
+
+/* Parses PTX text; on failure returns NULL and writes "line N: ..." to err. */
+PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen);
+void ptx_free(PtxModule *m);
+
+typedef struct Module {
+    Context *ctx;
+    PtxModule *ptx;
+    int alive;
+} Module;
+
+typedef struct Function {
+    Module *module;
+    int index;
+    int max_dynamic_shared;
+} Function;
+
+typedef struct LaunchSpec {
+    Function *fn;
+    unsigned grid[3], block[3];
+    unsigned shared_bytes;
+    uint8_t *params;
+    uint32_t param_bytes;
+} LaunchSpec;
+
+/* Runs a whole grid; returns CUDA_SUCCESS or the error that ended it (with a report in report). */
+CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len);
+
+/* ---- fault injection, counts, control (faults.c) ---- */
+const char *entry_name(int id);
+int entry_lookup(const char *name);
+void faults_from_env(void);
+void set_last_report(const char *text);
+
+extern int g_block_threads; /* host threads that run blocks of one launch */
+
+#endif

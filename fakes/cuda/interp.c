@@ -1,0 +1,949 @@
+/* The PTX interpreter: runs a grid block by block, blocks spread over host threads. Inside a block each
+ * thread runs until it reaches a barrier, a warp collective (shfl, vote, redux, bar.warp.sync) or exits;
+ * then collectives are resolved per warp and barriers per block, so threads interleave exactly at
+ * synchronisation points. Every load/store is checked (memcheck) before it touches memory. */
+#define _GNU_SOURCE
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fake.h"
+#include "ops.h"
+
+#define MAX_DEPTH 32
+
+enum ThreadState { TS_RUN, TS_BAR, TS_WARP, TS_DONE, TS_FAULT };
+
+typedef struct Frame {
+    uint32_t ret_pc, call;
+    uint64_t *regs;
+    uint32_t lbase;
+} Frame;
+
+typedef struct Thread {
+    uint64_t *regs;
+    uint32_t pc, lbase;
+    uint8_t *local;
+    int state, depth;
+    unsigned tid[3], linear;
+    Frame stack[MAX_DEPTH];
+} Thread;
+
+typedef struct Exec {
+    const LaunchSpec *spec;
+    const PtxModule *m;
+    const PtxFunction *kernel;
+    const Range *ranges;
+    int nranges;
+    uint64_t cache_lo, cache_hi;
+    uint8_t *shared;
+    uint64_t shared_size;
+    uint32_t local_size;
+    unsigned block_id[3];
+    /* the fault that ended the launch */
+    CUresult fault;
+    uint64_t fault_addr;
+    unsigned fault_size;
+    int fault_store, fault_space;
+    uint32_t fault_pc;
+    Thread *fault_thread;
+    uint32_t *warp_active; /* lanes of each warp that have not exited */
+} Exec;
+
+static inline float f32(uint64_t v) { union { uint32_t u; float f; } x = {(uint32_t)v}; return x.f; }
+static inline double f64(uint64_t v) { union { uint64_t u; double f; } x = {v}; return x.f; }
+static inline uint64_t bits32(float f) { union { float f; uint32_t u; } x = {f}; return x.u; }
+static inline uint64_t bits64(double f) { union { double f; uint64_t u; } x = {f}; return x.u; }
+
+/* ---- memcheck ---- */
+
+static uint8_t *global_slow(Exec *X, uint64_t a, unsigned n) {
+    int lo = 0, hi = X->nranges - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (a < X->ranges[mid].lo) hi = mid - 1;
+        else if (a >= X->ranges[mid].hi) lo = mid + 1;
+        else {
+            if (a + n > X->ranges[mid].hi) return NULL;
+            X->cache_lo = X->ranges[mid].lo;
+            X->cache_hi = X->ranges[mid].hi;
+            return (uint8_t *)(uintptr_t)a;
+        }
+    }
+    return NULL;
+}
+
+static inline uint8_t *global_ptr(Exec *X, uint64_t a, unsigned n) {
+    if (a >= X->cache_lo && a + n <= X->cache_hi) return (uint8_t *)(uintptr_t)a;
+    return global_slow(X, a, n);
+}
+
+/* Host pointer for an access of n bytes at address a in a space, or NULL (a memcheck violation). */
+static uint8_t *address(Exec *X, Thread *T, int space, uint64_t a, unsigned n) {
+    if (n > 1 && (a & (n - 1))) return NULL;
+    switch (space) {
+    case SP_GLOBAL: return global_ptr(X, a, n);
+    case SP_SHARED: return a + n <= X->shared_size ? X->shared + a : NULL;
+    case SP_LOCAL: return a + n <= X->local_size ? T->local + a : NULL;
+    case SP_FRAME: a += T->lbase; return a + n <= X->local_size ? T->local + a : NULL;
+    case SP_KPARAM: return a + n <= X->spec->param_bytes ? X->spec->params + a : NULL;
+    default: {
+        uint64_t sh = (uint64_t)(uintptr_t)X->shared, lo = (uint64_t)(uintptr_t)T->local;
+        if (a - sh < X->shared_size) return a - sh + n <= X->shared_size ? (uint8_t *)(uintptr_t)a : NULL;
+        if (a - lo < X->local_size) return a - lo + n <= X->local_size ? (uint8_t *)(uintptr_t)a : NULL;
+        return global_ptr(X, a, n);
+    }
+    }
+}
+
+static int fault(Exec *X, Thread *T, CUresult code, uint64_t a, unsigned n, int store, int space, uint32_t pc) {
+    if (!X->fault) {
+        X->fault = code;
+        X->fault_addr = a;
+        X->fault_size = n;
+        X->fault_store = store;
+        X->fault_space = space;
+        X->fault_pc = pc;
+        X->fault_thread = T;
+    }
+    T->state = TS_FAULT;
+    return TS_FAULT;
+}
+
+/* ---- conversions ---- */
+
+static float half_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
+    if (exp == 0) return (sign ? -1.0f : 1.0f) * ldexpf((float)man, -24);
+    if (exp == 31) return f32(sign | 0x7F800000u | (man << 13));
+    return f32(sign | ((exp + 112) << 23) | (man << 13));
+}
+
+static uint16_t float_to_half(float f) { /* round to nearest even */
+    uint32_t x = (uint32_t)bits32(f), sign = (x >> 16) & 0x8000;
+    uint32_t absx = x & 0x7FFFFFFF;
+    if (absx >= 0x7F800000) return (uint16_t)(sign | 0x7C00 | (absx > 0x7F800000 ? 0x200 : 0));
+    if (absx >= 0x477FF000) return (uint16_t)(sign | 0x7C00); /* overflow after rounding */
+    if (absx < 0x38800000) { /* subnormal half */
+        float v = f32(absx) * 16777216.0f; /* scale by 2^24: exact integer part is the mantissa */
+        return (uint16_t)(sign | (uint32_t)nearbyintf(v));
+    }
+    uint32_t e = ((absx >> 23) - 112) << 10, m = (absx >> 13) & 0x3FF;
+    uint32_t rest = absx & 0x1FFF;
+    uint32_t h = e | m;
+    if (rest > 0x1000 || (rest == 0x1000 && (m & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+static int t_signed(int t) { return t == T_S8 || t == T_S16 || t == T_S32 || t == T_S64; }
+static int t_float(int t) { return t == T_F16 || t == T_F32 || t == T_F64; }
+static int t_bits(int t) {
+    switch (t) {
+    case T_B8: case T_U8: case T_S8: return 8;
+    case T_B16: case T_U16: case T_S16: case T_F16: return 16;
+    case T_B32: case T_U32: case T_S32: case T_F32: return 32;
+    default: return 64;
+    }
+}
+
+static double round_integral(double v, int rnd) {
+    switch (rnd) {
+    case R_RNI: return nearbyint(v);
+    case R_RMI: return floor(v);
+    case R_RPI: return ceil(v);
+    case R_RZI: return trunc(v);
+    default: return v;
+    }
+}
+
+static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
+    int sb = t_bits(st), db = t_bits(dt);
+    if (t_float(st)) {
+        double v = st == T_F64 ? f64(raw) : st == T_F32 ? (double)f32(raw) : (double)half_to_float((uint16_t)raw);
+        if (t_float(dt)) {
+            v = round_integral(v, rnd);
+            if (sat) v = isnan(v) ? 0.0 : v < 0 ? 0.0 : v > 1 ? 1.0 : v;
+            if (dt == T_F64) return bits64(v);
+            if (dt == T_F32) return bits32(st == T_F32 ? f32(bits32((float)v)) : (float)v);
+            return float_to_half((float)v);
+        }
+        if (isnan(v)) return 0;
+        v = round_integral(v, rnd == R_NONE ? R_RZI : rnd);
+        if (t_signed(dt)) {
+            double lo = -ldexp(1.0, db - 1), hi = ldexp(1.0, db - 1) - 1;
+            int64_t r = v <= lo ? (int64_t)lo : v >= hi ? (db == 64 ? INT64_MAX : (int64_t)hi) : (int64_t)v;
+            return (uint64_t)r;
+        }
+        double hi = ldexp(1.0, db) - 1;
+        return v <= 0 ? 0 : v >= hi ? (db == 64 ? UINT64_MAX : (uint64_t)hi) : (uint64_t)v;
+    }
+    /* integer source */
+    int64_t s = 0;
+    uint64_t u = 0;
+    if (t_signed(st)) s = sb == 8 ? (int8_t)raw : sb == 16 ? (int16_t)raw : sb == 32 ? (int32_t)raw : (int64_t)raw;
+    else u = sb == 8 ? (uint8_t)raw : sb == 16 ? (uint16_t)raw : sb == 32 ? (uint32_t)raw : raw;
+    if (t_float(dt)) {
+        double v = t_signed(st) ? (double)s : (double)u;
+        if (dt == T_F64) return t_signed(st) ? bits64((double)s) : bits64((double)u);
+        if (dt == T_F32) return t_signed(st) ? bits32((float)s) : bits32((float)u);
+        return float_to_half((float)v);
+    }
+    if (sat) {
+        if (t_signed(dt)) {
+            int64_t lo = db == 64 ? INT64_MIN : -((int64_t)1 << (db - 1)), hi = db == 64 ? INT64_MAX : ((int64_t)1 << (db - 1)) - 1;
+            if (t_signed(st)) s = s < lo ? lo : s > hi ? hi : s;
+            else s = u > (uint64_t)hi ? hi : (int64_t)u;
+            return (uint64_t)s;
+        }
+        uint64_t hi = db == 64 ? UINT64_MAX : ((uint64_t)1 << db) - 1;
+        if (t_signed(st)) u = s < 0 ? 0 : (uint64_t)s > hi ? hi : (uint64_t)s;
+        else u = u > hi ? hi : u;
+        return u;
+    }
+    uint64_t v = t_signed(st) ? (uint64_t)s : u;
+    if (db < 64) {
+        v &= ((uint64_t)1 << db) - 1;
+        if (t_signed(dt) && (v >> (db - 1)) & 1) v |= ~(((uint64_t)1 << db) - 1); /* sign-extend into the register */
+    }
+    return v;
+}
+
+/* ---- comparisons ---- */
+
+#define CMP_INT(a, b, c) ((c) == C_EQ ? (a) == (b) : (c) == C_NE ? (a) != (b) : (c) == C_LT ? (a) < (b) \
+                         : (c) == C_LE ? (a) <= (b) : (c) == C_GT ? (a) > (b) : (a) >= (b))
+
+static inline int cmp_float(double a, double b, int c) {
+    int un = isnan(a) || isnan(b);
+    switch (c) {
+    case C_EQ: return !un && a == b;
+    case C_NE: return !un && a != b;
+    case C_LT: return !un && a < b;
+    case C_LE: return !un && a <= b;
+    case C_GT: return !un && a > b;
+    case C_GE: return !un && a >= b;
+    case C_EQU: return un || a == b;
+    case C_NEU: return un || a != b;
+    case C_LTU: return un || a < b;
+    case C_LEU: return un || a <= b;
+    case C_GTU: return un || a > b;
+    case C_GEU: return un || a >= b;
+    case C_NUM: return !un;
+    default: return un;
+    }
+}
+
+static inline uint64_t combine(const Inst *in, const uint64_t *R, int p) {
+    if (!in->sub2) return (uint64_t)p;
+    int c = (int)(R[in->c] & 1) ^ (in->flags & F_NEG_C ? 1 : 0);
+    return (uint64_t)(in->sub2 == 1 ? (p & c) : in->sub2 == 2 ? (p | c) : (p ^ c));
+}
+
+/* ---- atomics ---- */
+
+static uint64_t atomic_rmw(uint8_t *p, int aop, int t, uint64_t b, uint64_t c) {
+    int wide = t_bits(t) == 64;
+    if (!wide) {
+        uint32_t *q = (uint32_t *)p, bv = (uint32_t)b;
+        switch (aop) {
+        case AT_ADD:
+            if (t == T_F32) {
+                uint32_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
+                do nv = (uint32_t)bits32(f32(old) + f32(bv));
+                while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+                return old;
+            }
+            return __atomic_fetch_add(q, bv, __ATOMIC_SEQ_CST);
+        case AT_AND: return __atomic_fetch_and(q, bv, __ATOMIC_SEQ_CST);
+        case AT_OR: return __atomic_fetch_or(q, bv, __ATOMIC_SEQ_CST);
+        case AT_XOR: return __atomic_fetch_xor(q, bv, __ATOMIC_SEQ_CST);
+        case AT_EXCH: return __atomic_exchange_n(q, bv, __ATOMIC_SEQ_CST);
+        case AT_CAS: {
+            uint32_t expected = bv;
+            __atomic_compare_exchange_n(q, &expected, (uint32_t)c, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+            return expected;
+        }
+        default: {
+            uint32_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
+            do {
+                switch (aop) {
+                case AT_MIN:
+                    nv = t == T_S32 ? (uint32_t)((int32_t)old < (int32_t)bv ? old : bv)
+                       : t == T_F32 ? (uint32_t)bits32(fminf(f32(old), f32(bv))) : (old < bv ? old : bv);
+                    break;
+                case AT_MAX:
+                    nv = t == T_S32 ? (uint32_t)((int32_t)old > (int32_t)bv ? old : bv)
+                       : t == T_F32 ? (uint32_t)bits32(fmaxf(f32(old), f32(bv))) : (old > bv ? old : bv);
+                    break;
+                case AT_INC: nv = old >= bv ? 0 : old + 1; break;
+                default: nv = (old == 0 || old > bv) ? bv : old - 1; break; /* AT_DEC */
+                }
+            } while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+            return old;
+        }
+        }
+    }
+    uint64_t *q = (uint64_t *)p;
+    switch (aop) {
+    case AT_ADD:
+        if (t == T_F64) {
+            uint64_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
+            do nv = bits64(f64(old) + f64(b));
+            while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+            return old;
+        }
+        return __atomic_fetch_add(q, b, __ATOMIC_SEQ_CST);
+    case AT_AND: return __atomic_fetch_and(q, b, __ATOMIC_SEQ_CST);
+    case AT_OR: return __atomic_fetch_or(q, b, __ATOMIC_SEQ_CST);
+    case AT_XOR: return __atomic_fetch_xor(q, b, __ATOMIC_SEQ_CST);
+    case AT_EXCH: return __atomic_exchange_n(q, b, __ATOMIC_SEQ_CST);
+    case AT_CAS: {
+        uint64_t expected = b;
+        __atomic_compare_exchange_n(q, &expected, c, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+        return expected;
+    }
+    default: {
+        uint64_t old = __atomic_load_n(q, __ATOMIC_RELAXED), nv;
+        do {
+            if (aop == AT_MIN) nv = t == T_S64 ? (uint64_t)((int64_t)old < (int64_t)b ? old : b)
+                                  : t == T_F64 ? bits64(fmin(f64(old), f64(b))) : (old < b ? old : b);
+            else if (aop == AT_MAX) nv = t == T_S64 ? (uint64_t)((int64_t)old > (int64_t)b ? old : b)
+                                       : t == T_F64 ? bits64(fmax(f64(old), f64(b))) : (old > b ? old : b);
+            else if (aop == AT_INC) nv = old >= b ? 0 : old + 1;
+            else nv = (old == 0 || old > b) ? b : old - 1;
+        } while (!__atomic_compare_exchange_n(q, &old, nv, 1, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
+        return old;
+    }
+    }
+}
+
+static uint64_t load_value(const uint8_t *p, int t) {
+    switch (t_bits(t)) {
+    case 8: return t_signed(t) ? (uint64_t)(int64_t)*(const int8_t *)p : *p;
+    case 16: { int16_t v; memcpy(&v, p, 2); return t_signed(t) ? (uint64_t)(int64_t)v : (uint16_t)v; }
+    case 32: { uint32_t v; memcpy(&v, p, 4); return t_signed(t) ? (uint64_t)(int64_t)(int32_t)v : v; }
+    default: { uint64_t v; memcpy(&v, p, 8); return v; }
+    }
+}
+
+static void store_value(uint8_t *p, int t, uint64_t v) {
+    switch (t_bits(t)) {
+    case 8: *p = (uint8_t)v; break;
+    case 16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
+    case 32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
+    default: memcpy(p, &v, 8); break;
+    }
+}
+
+static uint32_t brev32(uint32_t x) {
+    x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+    x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+    x = ((x >> 4) & 0x0F0F0F0Fu) | ((x & 0x0F0F0F0Fu) << 4);
+    return __builtin_bswap32(x);
+}
+
+static uint64_t bfe(uint64_t a, unsigned pos, unsigned len, int bits, int sgn) {
+    pos &= 0xFF, len &= 0xFF;
+    uint64_t mask = bits == 64 ? UINT64_MAX : 0xFFFFFFFFull;
+    a &= mask;
+    if (len == 0) return 0;
+    unsigned msb = pos + len - 1 < (unsigned)bits - 1 ? pos + len - 1 : (unsigned)bits - 1;
+    int sbit = sgn ? (int)((a >> msb) & 1) : 0;
+    uint64_t r = 0;
+    for (unsigned i = 0; i < (unsigned)bits; i++) {
+        uint64_t bit = i < len && pos + i <= (unsigned)bits - 1 ? (a >> (pos + i)) & 1 : (uint64_t)sbit;
+        r |= bit << i;
+    }
+    return r & mask;
+}
+
+/* ---- the dispatch loop: run one thread until it synchronises, exits or faults ---- */
+
+static int run_thread(Exec *X, Thread *T) {
+    const Inst *code = X->m->code;
+    uint64_t *R = T->regs;
+    uint32_t pc = T->pc;
+    for (;;) {
+        const Inst *in = &code[pc++];
+        if (((R[in->guard] & 1) ^ in->gneg) == 0) continue;
+        switch (in->op) {
+        case OP_NOP: break;
+        case OP_MOV: R[in->d] = R[in->a]; break;
+        case OP_MOV_PACK64: R[in->d] = (R[in->a] & 0xFFFFFFFFull) | (R[in->b] << 32); break;
+        case OP_MOV_UNPACK64: { uint64_t v = R[in->a]; R[in->d] = v & 0xFFFFFFFFull; R[in->b] = v >> 32; } break;
+        case OP_MOV_PACK32: R[in->d] = (R[in->a] & 0xFFFF) | ((R[in->b] & 0xFFFF) << 16); break;
+        case OP_MOV_UNPACK32: { uint64_t v = R[in->a]; R[in->d] = v & 0xFFFF; R[in->b] = (v >> 16) & 0xFFFF; } break;
+        case OP_LOCAL_ADDR: R[in->d] = T->lbase + (uint64_t)in->imm; break;
+        case OP_ADD_I16: case OP_ADD_I32: case OP_ADD_I64: R[in->d] = R[in->a] + R[in->b]; break;
+        case OP_ADD_F32: R[in->d] = bits32(f32(R[in->a]) + f32(R[in->b])); break;
+        case OP_ADD_F64: R[in->d] = bits64(f64(R[in->a]) + f64(R[in->b])); break;
+        case OP_SUB_I16: case OP_SUB_I32: case OP_SUB_I64: R[in->d] = R[in->a] - R[in->b]; break;
+        case OP_SUB_F32: R[in->d] = bits32(f32(R[in->a]) - f32(R[in->b])); break;
+        case OP_SUB_F64: R[in->d] = bits64(f64(R[in->a]) - f64(R[in->b])); break;
+        case OP_MUL_LO_I16: case OP_MUL_LO_I32: case OP_MUL_LO_I64: R[in->d] = R[in->a] * R[in->b]; break;
+        case OP_MUL_F32: R[in->d] = bits32(f32(R[in->a]) * f32(R[in->b])); break;
+        case OP_MUL_F64: R[in->d] = bits64(f64(R[in->a]) * f64(R[in->b])); break;
+        case OP_MUL_WIDE_S16: R[in->d] = (uint64_t)(int64_t)((int32_t)(int16_t)R[in->a] * (int32_t)(int16_t)R[in->b]); break;
+        case OP_MUL_WIDE_U16: R[in->d] = (uint32_t)((uint16_t)R[in->a] * (uint32_t)(uint16_t)R[in->b]); break;
+        case OP_MUL_WIDE_S32: R[in->d] = (uint64_t)((int64_t)(int32_t)R[in->a] * (int64_t)(int32_t)R[in->b]); break;
+        case OP_MUL_WIDE_U32: R[in->d] = (uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]; break;
+        case OP_MUL_HI_S32: R[in->d] = (uint64_t)(((int64_t)(int32_t)R[in->a] * (int32_t)R[in->b]) >> 32); break;
+        case OP_MUL_HI_U32: R[in->d] = ((uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]) >> 32; break;
+        case OP_MUL_HI_S64: R[in->d] = (uint64_t)(((__int128)(int64_t)R[in->a] * (int64_t)R[in->b]) >> 64); break;
+        case OP_MUL_HI_U64: R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64); break;
+        case OP_MUL24_LO_S32: R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)); break;
+        case OP_MUL24_LO_U32: R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF); break;
+        case OP_MAD_LO_I16: case OP_MAD_LO_I32: case OP_MAD_LO_I64: R[in->d] = R[in->a] * R[in->b] + R[in->c]; break;
+        case OP_MAD_WIDE_S32: R[in->d] = (uint64_t)((int64_t)(int32_t)R[in->a] * (int64_t)(int32_t)R[in->b]) + R[in->c]; break;
+        case OP_MAD_WIDE_U32: R[in->d] = (uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b] + R[in->c]; break;
+        case OP_MAD_WIDE_S16: R[in->d] = (uint64_t)(int64_t)((int32_t)(int16_t)R[in->a] * (int32_t)(int16_t)R[in->b]) + R[in->c]; break;
+        case OP_MAD_WIDE_U16: R[in->d] = (uint32_t)((uint16_t)R[in->a] * (uint32_t)(uint16_t)R[in->b]) + R[in->c]; break;
+        case OP_MAD_HI_S32: R[in->d] = (uint64_t)(((int64_t)(int32_t)R[in->a] * (int32_t)R[in->b]) >> 32) + R[in->c]; break;
+        case OP_MAD_HI_U32: R[in->d] = (((uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]) >> 32) + R[in->c]; break;
+        case OP_MAD_HI_S64: R[in->d] = (uint64_t)(((__int128)(int64_t)R[in->a] * (int64_t)R[in->b]) >> 64) + R[in->c]; break;
+        case OP_MAD_HI_U64: R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64) + R[in->c]; break;
+        case OP_MAD24_LO_S32: R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)) + R[in->c]; break;
+        case OP_MAD24_LO_U32: R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF) + R[in->c]; break;
+        case OP_FMA_F32: R[in->d] = bits32(fmaf(f32(R[in->a]), f32(R[in->b]), f32(R[in->c]))); break;
+        case OP_FMA_F64: R[in->d] = bits64(fma(f64(R[in->a]), f64(R[in->b]), f64(R[in->c]))); break;
+#define IDIV(OPN, T, ZERO) case OPN: { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
+            R[in->d] = (uint64_t)(b_ == 0 ? (T)(ZERO) : (b_ == (T)-1 && (T)(a_ * 0 - 1) < 0) ? (T)(0 - (uint64_t)a_) : a_ / b_); } break;
+        IDIV(OP_DIV_S16, int16_t, -1) IDIV(OP_DIV_U16, uint16_t, 0xFFFF) IDIV(OP_DIV_S32, int32_t, -1)
+        IDIV(OP_DIV_U32, uint32_t, 0xFFFFFFFFu) IDIV(OP_DIV_S64, int64_t, -1) IDIV(OP_DIV_U64, uint64_t, UINT64_MAX)
+#define IREM(OPN, T) case OPN: { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
+            R[in->d] = (uint64_t)(b_ == 0 ? a_ : (b_ == (T)-1) ? (T)0 : a_ % b_); } break;
+        IREM(OP_REM_S16, int16_t) IREM(OP_REM_U16, uint16_t) IREM(OP_REM_S32, int32_t) IREM(OP_REM_U32, uint32_t)
+        IREM(OP_REM_S64, int64_t) IREM(OP_REM_U64, uint64_t)
+        case OP_DIV_F32: R[in->d] = bits32(f32(R[in->a]) / f32(R[in->b])); break;
+        case OP_DIV_F64: R[in->d] = bits64(f64(R[in->a]) / f64(R[in->b])); break;
+#define MINMAX(OPN, T, CMP) case OPN: { T a_ = (T)R[in->a], b_ = (T)R[in->b]; R[in->d] = (uint64_t)(a_ CMP b_ ? a_ : b_); } break;
+        MINMAX(OP_MIN_S16, int16_t, <) MINMAX(OP_MIN_U16, uint16_t, <) MINMAX(OP_MIN_S32, int32_t, <)
+        MINMAX(OP_MIN_U32, uint32_t, <) MINMAX(OP_MIN_S64, int64_t, <) MINMAX(OP_MIN_U64, uint64_t, <)
+        MINMAX(OP_MAX_S16, int16_t, >) MINMAX(OP_MAX_U16, uint16_t, >) MINMAX(OP_MAX_S32, int32_t, >)
+        MINMAX(OP_MAX_U32, uint32_t, >) MINMAX(OP_MAX_S64, int64_t, >) MINMAX(OP_MAX_U64, uint64_t, >)
+        case OP_MIN_F32: R[in->d] = bits32(fminf(f32(R[in->a]), f32(R[in->b]))); break;
+        case OP_MAX_F32: R[in->d] = bits32(fmaxf(f32(R[in->a]), f32(R[in->b]))); break;
+        case OP_MIN_F64: R[in->d] = bits64(fmin(f64(R[in->a]), f64(R[in->b]))); break;
+        case OP_MAX_F64: R[in->d] = bits64(fmax(f64(R[in->a]), f64(R[in->b]))); break;
+        case OP_ABS_S16: { int16_t v = (int16_t)R[in->a]; R[in->d] = (uint16_t)(v < 0 ? -v : v); } break;
+        case OP_ABS_S32: { int32_t v = (int32_t)R[in->a]; R[in->d] = (uint32_t)(v < 0 ? 0u - (uint32_t)v : (uint32_t)v); } break;
+        case OP_ABS_S64: { int64_t v = (int64_t)R[in->a]; R[in->d] = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; } break;
+        case OP_ABS_F32: R[in->d] = R[in->a] & 0x7FFFFFFFull; break;
+        case OP_ABS_F64: R[in->d] = R[in->a] & 0x7FFFFFFFFFFFFFFFull; break;
+        case OP_NEG_I16: case OP_NEG_I32: case OP_NEG_I64: R[in->d] = 0 - R[in->a]; break;
+        case OP_NEG_F32: R[in->d] = (R[in->a] ^ 0x80000000ull) & 0xFFFFFFFFull; break;
+        case OP_NEG_F64: R[in->d] = R[in->a] ^ 0x8000000000000000ull; break;
+        case OP_AND: R[in->d] = R[in->a] & R[in->b]; break;
+        case OP_OR: R[in->d] = R[in->a] | R[in->b]; break;
+        case OP_XOR: R[in->d] = R[in->a] ^ R[in->b]; break;
+        case OP_NOT: R[in->d] = ~R[in->a]; break;
+        case OP_NOT_PRED: R[in->d] = (R[in->a] & 1) ^ 1; break;
+        case OP_CNOT: R[in->d] = R[in->a] == 0; break;
+        case OP_LOP3: {
+            uint32_t a = (uint32_t)R[in->a], b = (uint32_t)R[in->b], c = (uint32_t)R[in->c], r = 0;
+            for (int i = 0; i < 8; i++)
+                if ((in->imm >> i) & 1) r |= ((i & 4) ? a : ~a) & ((i & 2) ? b : ~b) & ((i & 1) ? c : ~c);
+            R[in->d] = r;
+        } break;
+        case OP_SHL_16: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 15 ? 0 : (uint16_t)(R[in->a] << s); } break;
+        case OP_SHL_32: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 31 ? 0 : (uint32_t)(R[in->a] << s); } break;
+        case OP_SHL_64: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 63 ? 0 : R[in->a] << s; } break;
+        case OP_SHR_U16: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 15 ? 0 : (uint16_t)R[in->a] >> s; } break;
+        case OP_SHR_S16: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint16_t)((int16_t)R[in->a] >> (s > 15 ? 15 : s)); } break;
+        case OP_SHR_U32: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 31 ? 0 : (uint32_t)R[in->a] >> s; } break;
+        case OP_SHR_S32: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint32_t)((int32_t)R[in->a] >> (s > 31 ? 31 : s)); } break;
+        case OP_SHR_U64: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 63 ? 0 : R[in->a] >> s; } break;
+        case OP_SHR_S64: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint64_t)((int64_t)R[in->a] >> (s > 63 ? 63 : s)); } break;
+        case OP_POPC_32: R[in->d] = (uint64_t)__builtin_popcount((uint32_t)R[in->a]); break;
+        case OP_POPC_64: R[in->d] = (uint64_t)__builtin_popcountll(R[in->a]); break;
+        case OP_CLZ_32: { uint32_t v = (uint32_t)R[in->a]; R[in->d] = v ? (uint64_t)__builtin_clz(v) : 32; } break;
+        case OP_CLZ_64: { uint64_t v = R[in->a]; R[in->d] = v ? (uint64_t)__builtin_clzll(v) : 64; } break;
+        case OP_BREV_32: R[in->d] = brev32((uint32_t)R[in->a]); break;
+        case OP_BREV_64: R[in->d] = ((uint64_t)brev32((uint32_t)R[in->a]) << 32) | brev32((uint32_t)(R[in->a] >> 32)); break;
+        case OP_BFE_U32: R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 32, 0); break;
+        case OP_BFE_S32: R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 32, 1); break;
+        case OP_BFE_U64: R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 64, 0); break;
+        case OP_BFE_S64: R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 64, 1); break;
+        case OP_BFI_32: case OP_BFI_64: {
+            int bits = in->op == OP_BFI_64 ? 64 : 32;
+            unsigned pos = (unsigned)R[in->c] & 0xFF, len = (unsigned)R[in->e] & 0xFF;
+            uint64_t f = R[in->a], r = R[in->b];
+            for (unsigned i = 0; i < len && pos + i < (unsigned)bits; i++)
+                r = (r & ~(1ull << (pos + i))) | (((f >> i) & 1) << (pos + i));
+            R[in->d] = bits == 32 ? (uint32_t)r : r;
+        } break;
+        case OP_PRMT: {
+            uint64_t bytes = ((R[in->b] & 0xFFFFFFFFull) << 32) | (R[in->a] & 0xFFFFFFFFull);
+            uint32_t sel = (uint32_t)R[in->c], r = 0;
+            for (int i = 0; i < 4; i++) {
+                unsigned s = (sel >> (4 * i)) & 0xF;
+                uint32_t byte = (uint32_t)(bytes >> (8 * (s & 7))) & 0xFF;
+                if (s & 8) byte = (byte & 0x80) ? 0xFF : 0;
+                r |= byte << (8 * i);
+            }
+            R[in->d] = r;
+        } break;
+        case OP_BFIND_U32: case OP_BFIND_S32: case OP_BFIND_U64: case OP_BFIND_S64: {
+            int bits = in->op == OP_BFIND_U64 || in->op == OP_BFIND_S64 ? 64 : 32;
+            uint64_t v = bits == 32 ? (uint32_t)R[in->a] : R[in->a];
+            if ((in->op == OP_BFIND_S32 && (v >> 31) & 1) || (in->op == OP_BFIND_S64 && (v >> 63) & 1))
+                v = ~v & (bits == 32 ? 0xFFFFFFFFull : UINT64_MAX);
+            uint32_t r = v ? (uint32_t)(63 - __builtin_clzll(v)) : 0xFFFFFFFFu;
+            if (v && (in->flags & F_SHIFTAMT)) r = (uint32_t)bits - 1 - r;
+            R[in->d] = r;
+        } break;
+        case OP_SETP_S16: { int16_t a = (int16_t)R[in->a], b = (int16_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
+        case OP_SETP_U16: { uint16_t a = (uint16_t)R[in->a], b = (uint16_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
+        case OP_SETP_S32: { int32_t a = (int32_t)R[in->a], b = (int32_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
+        case OP_SETP_U32: { uint32_t a = (uint32_t)R[in->a], b = (uint32_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
+        case OP_SETP_S64: { int64_t a = (int64_t)R[in->a], b = (int64_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
+        case OP_SETP_U64: { uint64_t a = R[in->a], b = R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
+        case OP_SETP_F32: { int p = cmp_float(f32(R[in->a]), f32(R[in->b]), in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
+        case OP_SETP_F64: { int p = cmp_float(f64(R[in->a]), f64(R[in->b]), in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
+        case OP_SELP: R[in->d] = (R[in->c] & 1) ? R[in->a] : R[in->b]; break;
+        case OP_CVT: R[in->d] = convert(R[in->a], in->type, in->sub, in->sub2, in->flags & F_SAT); break;
+        case OP_CVTA_SHARED: R[in->d] = (uint64_t)(uintptr_t)X->shared + (uint32_t)R[in->a]; break;
+        case OP_CVTA_TO_SHARED: R[in->d] = R[in->a] - (uint64_t)(uintptr_t)X->shared; break;
+        case OP_CVTA_LOCAL: R[in->d] = (uint64_t)(uintptr_t)T->local + R[in->a]; break;
+        case OP_CVTA_TO_LOCAL: R[in->d] = R[in->a] - (uint64_t)(uintptr_t)T->local; break;
+        case OP_ISSPACEP: {
+            uint64_t a = R[in->a], sh = (uint64_t)(uintptr_t)X->shared, lo = (uint64_t)(uintptr_t)T->local;
+            int is_sh = a - sh < X->shared_size, is_lo = a - lo < X->local_size;
+            R[in->d] = in->sub == SP_SHARED ? is_sh : in->sub == SP_LOCAL ? is_lo : (!is_sh && !is_lo);
+        } break;
+        case OP_SQRT_F32: R[in->d] = bits32(sqrtf(f32(R[in->a]))); break;
+        case OP_SQRT_F64: R[in->d] = bits64(sqrt(f64(R[in->a]))); break;
+        case OP_RSQRT_F32: R[in->d] = bits32(1.0f / sqrtf(f32(R[in->a]))); break;
+        case OP_RSQRT_F64: R[in->d] = bits64(1.0 / sqrt(f64(R[in->a]))); break;
+        case OP_RCP_F32: R[in->d] = bits32(1.0f / f32(R[in->a])); break;
+        case OP_RCP_F64: R[in->d] = bits64(1.0 / f64(R[in->a])); break;
+        case OP_EX2_F32: R[in->d] = bits32(exp2f(f32(R[in->a]))); break;
+        case OP_LG2_F32: R[in->d] = bits32(log2f(f32(R[in->a]))); break;
+        case OP_SIN_F32: R[in->d] = bits32(sinf(f32(R[in->a]))); break;
+        case OP_COS_F32: R[in->d] = bits32(cosf(f32(R[in->a]))); break;
+        case OP_TANH_F32: R[in->d] = bits32(tanhf(f32(R[in->a]))); break;
+        case OP_TESTP_F32: case OP_TESTP_F64: {
+            double v = in->op == OP_TESTP_F32 ? (double)f32(R[in->a]) : f64(R[in->a]);
+            int c = in->op == OP_TESTP_F32 ? fpclassify(f32(R[in->a])) : fpclassify(v);
+            int r;
+            switch (in->sub) {
+            case TP_FINITE: r = isfinite(v); break;
+            case TP_INFINITE: r = isinf(v) != 0; break;
+            case TP_NUMBER: r = !isnan(v); break;
+            case TP_NAN: r = isnan(v) != 0; break;
+            case TP_NORMAL: r = c == FP_NORMAL; break;
+            default: r = c == FP_SUBNORMAL; break;
+            }
+            R[in->d] = (uint64_t)r;
+        } break;
+        case OP_COPYSIGN_F32: R[in->d] = (R[in->b] & 0x7FFFFFFFull) | (R[in->a] & 0x80000000ull); break;
+        case OP_COPYSIGN_F64: R[in->d] = (R[in->b] & 0x7FFFFFFFFFFFFFFFull) | (R[in->a] & 0x8000000000000000ull); break;
+        case OP_LD_GLOBAL_32: {
+            uint64_t a = R[in->a] + (uint64_t)in->imm;
+            uint8_t *p = (a & 3) ? NULL : global_ptr(X, a, 4);
+            if (!p) { T->pc = pc - 1; return fault(X, T, (a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 4, 0, SP_GLOBAL, pc - 1); }
+            R[in->d] = *(uint32_t *)p;
+        } break;
+        case OP_LD_GLOBAL_64: {
+            uint64_t a = R[in->a] + (uint64_t)in->imm;
+            uint8_t *p = (a & 7) ? NULL : global_ptr(X, a, 8);
+            if (!p) { T->pc = pc - 1; return fault(X, T, (a & 7) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 8, 0, SP_GLOBAL, pc - 1); }
+            R[in->d] = *(uint64_t *)p;
+        } break;
+        case OP_ST_GLOBAL_32: {
+            uint64_t a = R[in->a] + (uint64_t)in->imm;
+            uint8_t *p = (a & 3) ? NULL : global_ptr(X, a, 4);
+            if (!p) { T->pc = pc - 1; return fault(X, T, (a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 4, 1, SP_GLOBAL, pc - 1); }
+            *(uint32_t *)p = (uint32_t)R[in->d];
+        } break;
+        case OP_ST_GLOBAL_64: {
+            uint64_t a = R[in->a] + (uint64_t)in->imm;
+            uint8_t *p = (a & 7) ? NULL : global_ptr(X, a, 8);
+            if (!p) { T->pc = pc - 1; return fault(X, T, (a & 7) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 8, 1, SP_GLOBAL, pc - 1); }
+            *(uint64_t *)p = R[in->d];
+        } break;
+        case OP_LD_SHARED_32: {
+            uint64_t a = (uint32_t)(R[in->a] + (uint64_t)in->imm);
+            if ((a & 3) || a + 4 > X->shared_size) { T->pc = pc - 1; return fault(X, T, (a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 4, 0, SP_SHARED, pc - 1); }
+            R[in->d] = *(uint32_t *)(X->shared + a);
+        } break;
+        case OP_ST_SHARED_32: {
+            uint64_t a = (uint32_t)(R[in->a] + (uint64_t)in->imm);
+            if ((a & 3) || a + 4 > X->shared_size) { T->pc = pc - 1; return fault(X, T, (a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 4, 1, SP_SHARED, pc - 1); }
+            *(uint32_t *)(X->shared + a) = (uint32_t)R[in->d];
+        } break;
+        case OP_LD_KPARAM_32: R[in->d] = *(uint32_t *)(X->spec->params + in->imm); break;
+        case OP_LD_KPARAM_64: { uint64_t v; memcpy(&v, X->spec->params + in->imm, 8); R[in->d] = v; } break;
+        case OP_LD: case OP_ST: {
+            int store = in->op == OP_ST;
+            unsigned size = (unsigned)t_bits(in->type) / 8;
+            uint64_t a = R[in->a] + (uint64_t)in->imm;
+            if (in->sub == SP_SHARED) a = (uint32_t)a;
+            unsigned total = size * in->vec;
+            uint8_t *p = address(X, T, in->sub, a, total);
+            if (!p) { T->pc = pc - 1; return fault(X, T, (total > 1 && (a & (total - 1))) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, total, store, in->sub, pc - 1); }
+            const uint32_t regs[4] = {in->d, in->b, in->c, in->e};
+            for (unsigned i = 0; i < in->vec; i++) {
+                if (store) store_value(p + i * size, in->type, R[regs[i]]);
+                else R[regs[i]] = load_value(p + i * size, in->type);
+            }
+        } break;
+        case OP_ATOM: {
+            unsigned size = (unsigned)t_bits(in->type) / 8;
+            uint64_t a = R[in->a] + (uint64_t)in->imm;
+            if (in->sub == SP_SHARED) a = (uint32_t)a;
+            uint8_t *p = address(X, T, in->sub, a, size);
+            if (!p) { T->pc = pc - 1; return fault(X, T, (a & (size - 1)) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, size, 1, in->sub, pc - 1); }
+            uint64_t old = atomic_rmw(p, in->sub2, in->type, R[in->b], R[in->c]);
+            R[in->d] = old;
+        } break;
+        case OP_BRA: pc = (uint32_t)in->imm; break;
+        case OP_CALL: {
+            const CallInfo *ci = &X->m->calls[in->imm];
+            const PtxFunction *callee = &X->m->funcs[ci->callee];
+            const PtxFunction *caller = NULL;
+            for (int i = 0; i < X->m->nfuncs; i++)
+                if (pc - 1 >= X->m->funcs[i].entry_pc && pc - 1 < X->m->funcs[i].end_pc) caller = &X->m->funcs[i];
+            if (T->depth == MAX_DEPTH) { T->pc = pc - 1; return fault(X, T, CUDA_ERROR_HARDWARE_STACK_ERROR, 0, 0, 0, 0, pc - 1); }
+            Frame *fr = &T->stack[T->depth++];
+            fr->ret_pc = pc;
+            fr->call = (uint32_t)in->imm;
+            fr->regs = R;
+            fr->lbase = T->lbase;
+            uint64_t *nr = R + caller->nslots;
+            uint32_t nl = T->lbase + caller->frame_local;
+            memcpy(nr, R, SP_COUNT * sizeof(uint64_t));
+            memcpy(nr + callee->const_base, callee->consts, callee->nconsts * sizeof(uint64_t));
+            for (int i = 0; i < ci->nargs && i < callee->nparams; i++)
+                memcpy(T->local + nl + callee->params[i].offset, T->local + T->lbase + ci->arg_off[i],
+                       callee->params[i].size);
+            R = T->regs = nr;
+            T->lbase = nl;
+            pc = callee->entry_pc;
+        } break;
+        case OP_RET: {
+            if (T->depth == 0) { T->state = TS_DONE; return TS_DONE; }
+            Frame *fr = &T->stack[--T->depth];
+            const CallInfo *ci = &X->m->calls[fr->call];
+            const PtxFunction *callee = &X->m->funcs[ci->callee];
+            if (ci->ret_off != UINT32_MAX && callee->has_ret)
+                memcpy(T->local + fr->lbase + ci->ret_off, T->local + T->lbase + callee->ret_off, callee->ret_size);
+            R = T->regs = fr->regs;
+            T->lbase = fr->lbase;
+            pc = fr->ret_pc;
+        } break;
+        case OP_EXIT: T->state = TS_DONE; return TS_DONE;
+        case OP_TRAP:
+            T->pc = pc - 1;
+            return fault(X, T, (in->flags & F_ASSERT) ? CUDA_ERROR_ASSERT : CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1, pc - 1);
+        case OP_COLLECTIVE:
+            T->pc = pc - 1;
+            T->state = in->sub <= COL_BAR_RED_OR ? TS_BAR : TS_WARP;
+            return T->state;
+        case OP_ACTIVEMASK: R[in->d] = X->warp_active[T->linear >> 5]; break;
+        default:
+            T->pc = pc - 1;
+            return fault(X, T, CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, 0, 0, -1, pc - 1);
+        }
+    }
+}
+
+/* ---- warp collectives and block barriers ---- */
+
+static void warp_collective(Exec *X, Thread *lanes, int nlanes, uint32_t group) {
+    const Inst *in = NULL;
+    for (int l = 0; l < nlanes; l++)
+        if (group >> l & 1) { in = &X->m->code[lanes[l].pc]; break; }
+    uint64_t vals[32] = {0};
+    int preds[32] = {0};
+    for (int l = 0; l < nlanes; l++) {
+        if (!(group >> l & 1)) continue;
+        uint64_t *R = lanes[l].regs;
+        vals[l] = R[in->a];
+        if (in->sub >= COL_VOTE_ALL && in->sub <= COL_VOTE_BALLOT) preds[l] = (int)((R[in->a] & 1) ^ (in->flags & F_NEG_C ? 1 : 0));
+    }
+    uint32_t ballot = 0;
+    int all = 1, any = 0;
+    for (int l = 0; l < nlanes; l++)
+        if (group >> l & 1) {
+            ballot |= (uint32_t)preds[l] << l;
+            all &= preds[l];
+            any |= preds[l];
+        }
+    uint64_t red = 0;
+    if (in->sub >= COL_REDUX_ADD) {
+        int first = 1;
+        for (int l = 0; l < nlanes; l++) {
+            if (!(group >> l & 1)) continue;
+            uint32_t v = (uint32_t)vals[l];
+            uint32_t r = (uint32_t)red;
+            int sgn = in->type == T_S32;
+            switch (in->sub) {
+            case COL_REDUX_ADD: r += v; break;
+            case COL_REDUX_MIN: r = first ? v : sgn ? ((int32_t)v < (int32_t)r ? v : r) : (v < r ? v : r); break;
+            case COL_REDUX_MAX: r = first ? v : sgn ? ((int32_t)v > (int32_t)r ? v : r) : (v > r ? v : r); break;
+            case COL_REDUX_AND: r = first ? v : (r & v); break;
+            case COL_REDUX_OR: r |= v; break;
+            default: r ^= v; break;
+            }
+            red = r;
+            first = 0;
+        }
+    }
+    for (int l = 0; l < nlanes; l++) {
+        if (!(group >> l & 1)) continue;
+        Thread *T = &lanes[l];
+        uint64_t *R = T->regs;
+        switch (in->sub) {
+        case COL_SHFL_UP: case COL_SHFL_DOWN: case COL_SHFL_BFLY: case COL_SHFL_IDX: {
+            int lane = l, b = (int)(R[in->b] & 31), c = (int)R[in->c];
+            int segmask = (c >> 8) & 31, cval = c & 31;
+            int max_lane = (lane & segmask) | (cval & ~segmask), min_lane = lane & segmask, j, ok;
+            if (in->sub == COL_SHFL_UP) { j = lane - b; ok = j >= max_lane; }
+            else if (in->sub == COL_SHFL_DOWN) { j = lane + b; ok = j <= max_lane; }
+            else if (in->sub == COL_SHFL_BFLY) { j = lane ^ b; ok = j <= max_lane; }
+            else { j = min_lane | (b & ~segmask); ok = j <= max_lane; }
+            if (!ok || j < 0 || j >= nlanes || !(group >> j & 1)) j = lane;
+            R[in->d] = vals[j] & 0xFFFFFFFFull;
+            R[in->e] = (uint64_t)ok;
+        } break;
+        case COL_VOTE_ALL: R[in->d] = (uint64_t)all; break;
+        case COL_VOTE_ANY: R[in->d] = (uint64_t)any; break;
+        case COL_VOTE_UNI: R[in->d] = (uint64_t)(all || !any); break;
+        case COL_VOTE_BALLOT: R[in->d] = ballot; break;
+        case COL_WARP_SYNC: break;
+        default: R[in->d] = red; break;
+        }
+        R[SP_SINK] = 0;
+        T->pc++;
+        T->state = TS_RUN;
+    }
+}
+
+static void release_barrier(Exec *X, Thread *threads, int n) {
+    const Inst *in = NULL;
+    int count = 0, all = 1, any = 0;
+    for (int i = 0; i < n; i++) {
+        if (threads[i].state != TS_BAR) continue;
+        in = &X->m->code[threads[i].pc];
+        if (in->sub != COL_BAR) {
+            int p = (int)((threads[i].regs[in->a] & 1) ^ (in->flags & F_NEG_C ? 1 : 0));
+            count += p, all &= p, any |= p;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        Thread *T = &threads[i];
+        if (T->state != TS_BAR) continue;
+        in = &X->m->code[T->pc];
+        if (in->sub == COL_BAR_RED_POPC) T->regs[in->d] = (uint64_t)count;
+        else if (in->sub == COL_BAR_RED_AND) T->regs[in->d] = (uint64_t)all;
+        else if (in->sub == COL_BAR_RED_OR) T->regs[in->d] = (uint64_t)any;
+        T->pc++;
+        T->state = TS_RUN;
+    }
+}
+
+typedef struct BlockMemory {
+    Thread *threads;
+    uint64_t *regs;
+    uint8_t *local, *shared;
+    uint32_t *warp_active;
+    size_t nthreads;
+} BlockMemory;
+
+/* Runs one block to completion; returns 0, or -1 when a thread faulted. */
+static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
+    const LaunchSpec *S = X->spec;
+    const PtxFunction *K = X->kernel;
+    int n = (int)B->nthreads;
+    memcpy(X->block_id, id, sizeof X->block_id);
+    memset(B->shared, 0, X->shared_size);
+    X->cache_lo = X->cache_hi = 0;
+    uint64_t base[SP_COUNT] = {0};
+    base[SP_TRUE] = 1;
+    base[SP_NTID_X] = S->block[0], base[SP_NTID_Y] = S->block[1], base[SP_NTID_Z] = S->block[2];
+    base[SP_CTAID_X] = id[0], base[SP_CTAID_Y] = id[1], base[SP_CTAID_Z] = id[2];
+    base[SP_NCTAID_X] = S->grid[0], base[SP_NCTAID_Y] = S->grid[1], base[SP_NCTAID_Z] = S->grid[2];
+    base[SP_NWARPID] = (uint64_t)((n + 31) / 32);
+    base[SP_NSMID] = (uint64_t)g_block_threads;
+    base[SP_DYN_SMEM] = S->shared_bytes;
+    base[SP_TOTAL_SMEM] = X->shared_size;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    base[SP_CLOCK] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    int i = 0;
+    for (unsigned z = 0; z < S->block[2]; z++)
+        for (unsigned y = 0; y < S->block[1]; y++)
+            for (unsigned x = 0; x < S->block[0]; x++, i++) {
+                Thread *T = &B->threads[i];
+                T->regs = B->regs + (size_t)i * K->stack_slots;
+                T->local = B->local + (size_t)i * X->local_size;
+                T->pc = K->entry_pc;
+                T->lbase = 0;
+                T->depth = 0;
+                T->state = TS_RUN;
+                T->linear = (unsigned)i;
+                uint64_t *R = T->regs;
+                memcpy(R, base, sizeof base);
+                memcpy(R + K->const_base, K->consts, K->nconsts * sizeof(uint64_t));
+                unsigned lane = (unsigned)i & 31;
+                R[SP_TID_X] = x, R[SP_TID_Y] = y, R[SP_TID_Z] = z;
+                R[SP_LANEID] = lane, R[SP_WARPID] = (unsigned)i >> 5;
+                R[SP_LANEMASK_EQ] = 1u << lane;
+                R[SP_LANEMASK_LT] = (1u << lane) - 1;
+                R[SP_LANEMASK_LE] = (uint32_t)((2ull << lane) - 1);
+                R[SP_LANEMASK_GT] = (uint32_t)~((2ull << lane) - 1);
+                R[SP_LANEMASK_GE] = (uint32_t)~((1u << lane) - 1);
+            }
+    int nwarps = (n + 31) / 32;
+    for (int w = 0; w < nwarps; w++) {
+        int lanes = n - w * 32 < 32 ? n - w * 32 : 32;
+        B->warp_active[w] = lanes == 32 ? 0xFFFFFFFFu : (1u << lanes) - 1;
+    }
+    X->warp_active = B->warp_active;
+    for (;;) {
+        int at_barrier = 0;
+        for (int w = 0; w < nwarps; w++) {
+            Thread *lanes = &B->threads[w * 32];
+            int nl = n - w * 32 < 32 ? n - w * 32 : 32;
+            for (;;) {
+                for (int l = 0; l < nl; l++) {
+                    if (lanes[l].state != TS_RUN) continue;
+                    int st = run_thread(X, &lanes[l]);
+                    if (st == TS_FAULT) return -1;
+                    if (st == TS_DONE) B->warp_active[w] &= ~(1u << l);
+                }
+                int first = -1;
+                for (int l = 0; l < nl && first < 0; l++)
+                    if (lanes[l].state == TS_WARP) first = l;
+                if (first < 0) break;
+                uint32_t group = 0;
+                for (int l = 0; l < nl; l++)
+                    if (lanes[l].state == TS_WARP && lanes[l].pc == lanes[first].pc) group |= 1u << l;
+                warp_collective(X, lanes, nl, group);
+            }
+            for (int l = 0; l < nl; l++) at_barrier |= lanes[l].state == TS_BAR;
+        }
+        if (!at_barrier) return 0;
+        release_barrier(X, B->threads, n);
+    }
+}
+
+typedef struct Grid {
+    const LaunchSpec *spec;
+    const PtxModule *m;
+    const PtxFunction *kernel;
+    Range *ranges;
+    int nranges;
+    uint64_t nblocks, next;
+    volatile int stop;
+    pthread_mutex_t mu;
+    Exec failed; /* the first fault */
+    int has_failure;
+} Grid;
+
+static void *grid_worker(void *arg) {
+    Grid *G = arg;
+    const LaunchSpec *S = G->spec;
+    Exec X = {0};
+    X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges;
+    X.shared_size = G->m->shared_static + S->shared_bytes;
+    X.local_size = (G->kernel->stack_local + 15) & ~15u;
+    BlockMemory B = {0};
+    B.nthreads = (size_t)S->block[0] * S->block[1] * S->block[2];
+    B.threads = calloc(B.nthreads, sizeof(Thread));
+    B.regs = calloc(B.nthreads * G->kernel->stack_slots + 1, sizeof(uint64_t));
+    B.local = calloc(B.nthreads * X.local_size + 16, 1);
+    B.shared = aligned_alloc(16, (X.shared_size + 16) & ~(uint64_t)15);
+    B.warp_active = calloc((B.nthreads + 31) / 32, sizeof(uint32_t));
+    X.shared = B.shared;
+    if (!B.threads || !B.regs || !B.local || !B.shared || !B.warp_active) {
+        pthread_mutex_lock(&G->mu);
+        if (!G->has_failure) { G->has_failure = 1; G->failed.fault = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; }
+        G->stop = 1;
+        pthread_mutex_unlock(&G->mu);
+    }
+    while (!G->stop) {
+        uint64_t b = __atomic_fetch_add(&G->next, 1, __ATOMIC_RELAXED);
+        if (b >= G->nblocks) break;
+        unsigned id[3] = {(unsigned)(b % S->grid[0]), (unsigned)(b / S->grid[0] % S->grid[1]),
+                          (unsigned)(b / ((uint64_t)S->grid[0] * S->grid[1]))};
+        if (run_block(&X, &B, id)) {
+            pthread_mutex_lock(&G->mu);
+            if (!G->has_failure) {
+                G->has_failure = 1;
+                G->failed = X;
+                Thread *T = X.fault_thread;
+                G->failed.fault_thread = NULL;
+                G->failed.block_id[0] = id[0], G->failed.block_id[1] = id[1], G->failed.block_id[2] = id[2];
+                G->failed.cache_lo = T->tid[0]; /* reused below as the faulting thread's index */
+                G->failed.cache_hi = T->linear;
+            }
+            G->stop = 1;
+            pthread_mutex_unlock(&G->mu);
+        }
+    }
+    free(B.threads), free(B.regs), free(B.local), free(B.shared), free(B.warp_active);
+    return NULL;
+}
+
+static const char *space_name(int space) {
+    static const char *NAMES[] = {"global", "shared", "local", "param", "param", "generic"};
+    return space >= 0 && space <= SP_GENERIC ? NAMES[space] : "";
+}
+
+CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) {
+    const PtxModule *m = spec->fn->module->ptx;
+    Grid G = {0};
+    G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index];
+    G.nblocks = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
+    G.ranges = mem_snapshot(&G.nranges);
+    pthread_mutex_init(&G.mu, NULL);
+    int helpers = g_block_threads - 1;
+    if ((uint64_t)helpers > G.nblocks - 1) helpers = (int)(G.nblocks - 1);
+    pthread_t tids[64];
+    int started = 0;
+    for (int i = 0; i < helpers; i++)
+        if (!pthread_create(&tids[started], NULL, grid_worker, &G)) started++;
+    grid_worker(&G);
+    for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    free(G.ranges);
+    pthread_mutex_destroy(&G.mu);
+    if (!G.has_failure) return CUDA_SUCCESS;
+    Exec *F = &G.failed;
+    unsigned linear = (unsigned)F->cache_hi;
+    unsigned tx = linear % spec->block[0], ty = linear / spec->block[0] % spec->block[1],
+             tz = linear / (spec->block[0] * spec->block[1]);
+    int line = F->fault_pc < m->ncode ? m->lines[F->fault_pc] : 0;
+    const char *name = G.kernel->name;
+    if (F->fault == CUDA_ERROR_ILLEGAL_ADDRESS || F->fault == CUDA_ERROR_MISALIGNED_ADDRESS) {
+        char where[256] = "";
+        if (F->fault_space == SP_GLOBAL || F->fault_space == SP_GENERIC) mem_describe(F->fault_addr, where, sizeof where);
+        else snprintf(where, sizeof where, "the block has %llu bytes of %s memory", (unsigned long long)
+                      (F->fault_space == SP_SHARED ? F->shared_size : F->local_size), space_name(F->fault_space));
+        snprintf(report, report_len,
+                 "memcheck: %s %s %s of %u bytes at 0x%llx in kernel %s, block (%u,%u,%u), thread (%u,%u,%u), "
+                 "PTX line %d: %s",
+                 F->fault == CUDA_ERROR_MISALIGNED_ADDRESS ? "misaligned" : "invalid", space_name(F->fault_space),
+                 F->fault_store ? "write" : "read", F->fault_size, (unsigned long long)F->fault_addr, name,
+                 F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line, where);
+    } else {
+        const char *what = F->fault == CUDA_ERROR_ASSERT ? "device-side assert"
+                         : F->fault == CUDA_ERROR_LAUNCH_FAILED ? "trap"
+                         : F->fault == CUDA_ERROR_HARDWARE_STACK_ERROR ? "call stack overflow"
+                         : "launch failure";
+        snprintf(report, report_len, "%s in kernel %s, block (%u,%u,%u), thread (%u,%u,%u), PTX line %d", what, name,
+                 F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line);
+    }
+    return F->fault;
+}

@@ -1,0 +1,293 @@
+/* Device memory: its own reserved address range, a table of live allocations (device, pinned host,
+ * registered host, module globals), a device memory limit, the leak report. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "fake.h"
+
+#define RESERVE_BYTES (1ull << 38) /* 256 GiB of address space, committed page by page */
+#define ALLOC_ALIGN 256
+#define PAGE 4096ull
+#define FREED_HISTORY 256
+
+static pthread_mutex_t g_mem_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint8_t *g_space;
+static uint64_t g_bump;
+static uint64_t g_total, g_used;
+static AllocInfo *g_allocs; /* sorted by base */
+static int g_nallocs, g_capallocs;
+static uint64_t g_serial;
+static AllocInfo g_freed[FREED_HISTORY];
+static int g_nfreed;
+
+static uint64_t parse_bytes(const char *s) {
+    char *end;
+    double v = strtod(s, &end);
+    switch (*end) {
+    case 'k': case 'K': v *= 1024.0; break;
+    case 'm': case 'M': v *= 1024.0 * 1024; break;
+    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
+    default: break;
+    }
+    return (uint64_t)v;
+}
+
+/* Called once from cuInit. */
+int mem_init(void) {
+    const char *limit = getenv("IRONACCEL_FAKE_CUDA_MEMORY");
+    g_total = limit && *limit ? parse_bytes(limit) : (16ull << 30);
+    g_space = mmap(NULL, RESERVE_BYTES, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (g_space == MAP_FAILED) {
+        g_space = NULL;
+        return -1;
+    }
+    g_bump = PAGE; /* address 0 is never handed out */
+    return 0;
+}
+
+uint64_t mem_total(void) { return g_total; }
+uint64_t mem_used(void) {
+    pthread_mutex_lock(&g_mem_mu);
+    uint64_t u = g_used;
+    pthread_mutex_unlock(&g_mem_mu);
+    return u;
+}
+
+static int find_index_locked(uint64_t addr) {
+    int lo = 0, hi = g_nallocs - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        AllocInfo *a = &g_allocs[mid];
+        if (addr < a->base) hi = mid - 1;
+        else if (addr >= a->base + (a->size ? a->size : 1)) lo = mid + 1;
+        else return mid;
+    }
+    return -1;
+}
+
+static void insert_locked(AllocInfo info) {
+    if (g_nallocs == g_capallocs) {
+        g_capallocs = g_capallocs ? g_capallocs * 2 : 64;
+        g_allocs = realloc(g_allocs, g_capallocs * sizeof *g_allocs);
+    }
+    int i = g_nallocs;
+    while (i > 0 && g_allocs[i - 1].base > info.base) {
+        g_allocs[i] = g_allocs[i - 1];
+        i--;
+    }
+    g_allocs[i] = info;
+    g_nallocs++;
+}
+
+/* Device, pinned and managed memory come from the reserved range, never reusing an address, so a use
+ * after free always lands on an address no allocation owns. */
+CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!g_space) return CUDA_ERROR_OUT_OF_MEMORY;
+    uint64_t span = (size + PAGE - 1) & ~(PAGE - 1);
+    pthread_mutex_lock(&g_mem_mu);
+    int counts = kind == A_DEVICE || kind == A_MODULE_GLOBAL;
+    if ((counts && g_used + size > g_total) || g_bump + span > RESERVE_BYTES || size > RESERVE_BYTES) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uint8_t *p = g_space + g_bump;
+    if (mprotect(p, span, PROT_READ | PROT_WRITE)) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    g_bump += span;
+    if (counts) g_used += size;
+    insert_locked((AllocInfo){(uint64_t)(uintptr_t)p, size, kind, ctx, ++g_serial, 0});
+    pthread_mutex_unlock(&g_mem_mu);
+    *out = (uint64_t)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+/* Registers host memory the caller owns (cuMemHostRegister). */
+CUresult mem_register(Context *ctx, void *p, uint64_t size, unsigned flags) {
+    pthread_mutex_lock(&g_mem_mu);
+    uint64_t base = (uint64_t)(uintptr_t)p;
+    for (int i = 0; i < g_nallocs; i++) {
+        AllocInfo *a = &g_allocs[i];
+        if (base < a->base + a->size && a->base < base + size) {
+            pthread_mutex_unlock(&g_mem_mu);
+            return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+        }
+    }
+    insert_locked((AllocInfo){base, size, A_HOST_REGISTERED, ctx, ++g_serial, flags});
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_SUCCESS;
+}
+
+static void remove_locked(int i) {
+    AllocInfo a = g_allocs[i];
+    memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof *g_allocs);
+    g_nallocs--;
+    g_freed[g_nfreed++ % FREED_HISTORY] = a;
+    if (a.kind == A_HOST_REGISTERED) return;
+    uint64_t span = (a.size + PAGE - 1) & ~(PAGE - 1);
+    madvise((void *)(uintptr_t)a.base, span, MADV_DONTNEED);
+    mprotect((void *)(uintptr_t)a.base, span, PROT_NONE);
+    if (a.kind == A_DEVICE || a.kind == A_MODULE_GLOBAL) g_used -= a.size;
+}
+
+/* Frees the allocation that starts at base, if its kind is in kind_mask (1 << kind). */
+CUresult mem_free(uint64_t base, int kind_mask) {
+    pthread_mutex_lock(&g_mem_mu);
+    int i = find_index_locked(base);
+    if (i < 0 || g_allocs[i].base != base || !(kind_mask & (1 << g_allocs[i].kind))) {
+        pthread_mutex_unlock(&g_mem_mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    remove_locked(i);
+    pthread_mutex_unlock(&g_mem_mu);
+    return CUDA_SUCCESS;
+}
+
+int mem_find(uint64_t addr, AllocInfo *out) {
+    pthread_mutex_lock(&g_mem_mu);
+    int i = find_index_locked(addr);
+    if (i >= 0 && out) *out = g_allocs[i];
+    pthread_mutex_unlock(&g_mem_mu);
+    return i >= 0;
+}
+
+int mem_span_ok(uint64_t addr, uint64_t n) {
+    AllocInfo a;
+    if (!mem_find(addr, &a)) return 0;
+    return addr + n <= a.base + a.size && addr + n >= addr;
+}
+
+int mem_is_host_pinned(const void *p) {
+    AllocInfo a;
+    return mem_find((uint64_t)(uintptr_t)p, &a) && a.kind != A_DEVICE && a.kind != A_MODULE_GLOBAL;
+}
+
+Range *mem_snapshot(int *count) {
+    pthread_mutex_lock(&g_mem_mu);
+    Range *r = malloc((g_nallocs + 1) * sizeof *r);
+    for (int i = 0; i < g_nallocs; i++) r[i] = (Range){g_allocs[i].base, g_allocs[i].base + g_allocs[i].size};
+    *count = g_nallocs;
+    pthread_mutex_unlock(&g_mem_mu);
+    return r;
+}
+
+static const char *kind_name(int kind) {
+    switch (kind) {
+    case A_DEVICE: return "device allocation";
+    case A_HOST_PINNED: return "pinned host allocation";
+    case A_HOST_REGISTERED: return "registered host memory";
+    default: return "module global";
+    }
+}
+
+/* Says which allocation an address belongs to, was freed from, or is nearest to. */
+void mem_describe(uint64_t addr, char *buf, size_t n) {
+    pthread_mutex_lock(&g_mem_mu);
+    for (int k = 0; k < FREED_HISTORY && k < g_nfreed; k++) {
+        AllocInfo *f = &g_freed[(g_nfreed - 1 - k) % FREED_HISTORY];
+        if (addr >= f->base && addr < f->base + f->size && find_index_locked(addr) < 0) {
+            snprintf(buf, n, "use after free: %s #%llu [0x%llx, +%llu) was freed", kind_name(f->kind),
+                     (unsigned long long)f->serial, (unsigned long long)f->base, (unsigned long long)f->size);
+            pthread_mutex_unlock(&g_mem_mu);
+            return;
+        }
+    }
+    AllocInfo *best = NULL;
+    uint64_t best_dist = UINT64_MAX;
+    for (int i = 0; i < g_nallocs; i++) {
+        AllocInfo *a = &g_allocs[i];
+        uint64_t end = a->base + a->size;
+        uint64_t d = addr < a->base ? a->base - addr : addr >= end ? addr - end + 1 : 0;
+        if (d < best_dist) best_dist = d, best = a;
+    }
+    if (best)
+        snprintf(buf, n, "nearest allocation: %s #%llu [0x%llx, +%llu), address is %lld bytes %s it",
+                 kind_name(best->kind), (unsigned long long)best->serial, (unsigned long long)best->base,
+                 (unsigned long long)best->size,
+                 (long long)(addr < best->base ? best->base - addr : addr - (best->base + best->size)),
+                 addr < best->base ? "before" : "past the end of");
+    else
+        snprintf(buf, n, "no live allocation");
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+static int leak_mode(void) { /* 0 off, 1 report, 2 error */
+    const char *m = getenv("IRONACCEL_FAKE_CUDA_LEAKS");
+    if (!m || !*m || !strcmp(m, "report")) return 1;
+    if (!strcmp(m, "error")) return 2;
+    return 0;
+}
+
+static int g_leaked; /* an error-mode leak was seen: the process exits with status 3 */
+
+/* Prints the allocations a context still owns (or all of them when ctx is NULL); returns their count. */
+static int report_leaks_locked(Context *ctx, const char *when) {
+    int n = 0;
+    uint64_t bytes = 0;
+    for (int i = 0; i < g_nallocs; i++) {
+        AllocInfo *a = &g_allocs[i];
+        if (a->kind == A_MODULE_GLOBAL || (ctx && a->ctx != ctx)) continue;
+        n++;
+        bytes += a->size;
+    }
+    if (!n || !leak_mode()) return n;
+    fake_log("leak report (%s): %d allocation(s), %llu bytes still live", when, n, (unsigned long long)bytes);
+    int shown = 0;
+    for (int i = 0; i < g_nallocs && shown < 20; i++) {
+        AllocInfo *a = &g_allocs[i];
+        if (a->kind == A_MODULE_GLOBAL || (ctx && a->ctx != ctx)) continue;
+        fprintf(stderr, "  %s #%llu at 0x%llx, %llu bytes\n", kind_name(a->kind), (unsigned long long)a->serial,
+                (unsigned long long)a->base, (unsigned long long)a->size);
+        shown++;
+    }
+    if (leak_mode() == 2) g_leaked = 1;
+    return n;
+}
+
+/* At context destroy: report what it leaked, then release it (the device frees it on hardware too). */
+void mem_release_context(Context *ctx) {
+    pthread_mutex_lock(&g_mem_mu);
+    report_leaks_locked(ctx, "context destroyed");
+    for (int i = g_nallocs - 1; i >= 0; i--)
+        if (g_allocs[i].ctx == ctx && g_allocs[i].kind != A_HOST_REGISTERED) remove_locked(i);
+    for (int i = g_nallocs - 1; i >= 0; i--)
+        if (g_allocs[i].ctx == ctx) remove_locked(i);
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
+void mem_report_at_exit(void) {
+    pthread_mutex_lock(&g_mem_mu);
+    report_leaks_locked(NULL, "process exit");
+    int leaked = g_leaked;
+    pthread_mutex_unlock(&g_mem_mu);
+    if (leaked) {
+        fflush(stderr);
+        fflush(stdout);
+        _exit(3);
+    }
+}
+
+/** Live allocations (device, pinned, registered; not module globals). */
+API uint64_t ironaccel_fake_live_allocations(void) {
+    pthread_mutex_lock(&g_mem_mu);
+    uint64_t n = 0;
+    for (int i = 0; i < g_nallocs; i++) n += g_allocs[i].kind != A_MODULE_GLOBAL;
+    pthread_mutex_unlock(&g_mem_mu);
+    return n;
+}
+
+/** Bytes of device memory in use (the figure the memory limit applies to). */
+API uint64_t ironaccel_fake_live_bytes(void) { return mem_used(); }
+
+/** Changes the device memory size (what cuMemGetInfo reports and allocations are limited to). */
+API void ironaccel_fake_set_memory_limit(uint64_t bytes) {
+    pthread_mutex_lock(&g_mem_mu);
+    g_total = bytes;
+    pthread_mutex_unlock(&g_mem_mu);
+}

@@ -1,0 +1,498 @@
+/* Modules and libraries from PTX text, functions/kernels and their attributes, launches, occupancy. */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+#define SHARED_PER_BLOCK 49152
+#define SHARED_PER_BLOCK_OPTIN 232448
+#define THREADS_PER_SM 2048
+#define CU_JIT_ERROR_LOG_BUFFER 5
+#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+
+typedef struct ModuleHandle {
+    Module m;
+    Function **functions; /* one handle per function, made on first request */
+} ModuleHandle;
+
+static CUresult load_module(const void *image, ModuleHandle **out, char *log, size_t loglen) {
+    Context *c = NULL;
+    CUresult rc = need_context(&c);
+    if (rc) return rc;
+    if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
+    const unsigned char *bytes = image;
+    if (bytes[0] == 0x7F && bytes[1] == 'E' && bytes[2] == 'L' && bytes[3] == 'F') {
+        snprintf(log, loglen, "cubin/ELF images are not supported by the fake driver: load PTX text");
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    if (*(const uint32_t *)image == 0xBA55ED50u || *(const uint32_t *)image == 0x466243B1u) {
+        snprintf(log, loglen, "fatbin images are not supported by the fake driver: load PTX text");
+        return CUDA_ERROR_NO_BINARY_FOR_GPU;
+    }
+    PtxModule *ptx = ptx_load(image, c, log, loglen);
+    if (!ptx) {
+        fake_log("module load failed: %s", log);
+        return CUDA_ERROR_INVALID_PTX;
+    }
+    ModuleHandle *h = calloc(1, sizeof *h);
+    h->m = (Module){c, ptx, 1};
+    h->functions = calloc((size_t)ptx->nfuncs, sizeof *h->functions);
+    handle_add(h, H_MODULE);
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopts, int *opts, void **values) {
+    ENTER(cuModuleLoadDataEx);
+    char log[1024] = "";
+    CUresult rc = load_module(image, (ModuleHandle **)mod, log, sizeof log);
+    for (unsigned i = 0; rc && opts && values && i < nopts; i++) {
+        if (opts[i] != CU_JIT_ERROR_LOG_BUFFER) continue;
+        size_t cap = 0;
+        for (unsigned k = 0; k < nopts; k++)
+            if (opts[k] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) cap = (size_t)(uintptr_t)values[k];
+        if (cap && values[i]) snprintf(values[i], cap, "%s", log);
+    }
+    return rc;
+}
+
+API CUresult cuModuleLoadData(void **mod, const void *image) {
+    ENTER(cuModuleLoadData);
+    return cuModuleLoadDataEx(mod, image, 0, NULL, NULL);
+}
+
+API CUresult cuModuleLoad(void **mod, const char *path) {
+    ENTER(cuModuleLoad);
+    if (!path || !mod) return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "rb");
+    if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = malloc((size_t)n + 1);
+    size_t got = fread(text, 1, (size_t)n, f);
+    fclose(f);
+    text[got] = 0;
+    CUresult rc = cuModuleLoadDataEx(mod, text, 0, NULL, NULL);
+    free(text);
+    return rc;
+}
+
+static CUresult module_from(void *h, ModuleHandle **out) {
+    if (!fake_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!h || !handle_ok(h, H_MODULE)) return CUDA_ERROR_INVALID_HANDLE;
+    *out = h;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuModuleUnload(void *hmod) {
+    ENTER(cuModuleUnload);
+    ModuleHandle *h;
+    CUresult rc = module_from(hmod, &h);
+    if (rc) return rc;
+    streams_sync_context(h->m.ctx); /* queued launches may still use it */
+    handle_remove(h);
+    for (int i = 0; i < h->m.ptx->nfuncs; i++)
+        if (h->functions[i]) handle_remove(h->functions[i]);
+    h->m.alive = 0;
+    for (int i = 0; i < h->m.ptx->nglobals; i++) mem_free(h->m.ptx->global_addrs[i], 1 << A_MODULE_GLOBAL);
+    /* the decoded module and function structs stay: a stale handle is rejected by the registry */
+    return CUDA_SUCCESS;
+}
+
+static CUresult get_function(ModuleHandle *h, const char *name, int want_entry, Function **out) {
+    if (!name || !out) return CUDA_ERROR_INVALID_VALUE;
+    PtxModule *p = h->m.ptx;
+    for (int i = 0; i < p->nfuncs; i++) {
+        if (strcmp(p->funcs[i].name, name) || !p->funcs[i].defined || (want_entry && !p->funcs[i].is_entry))
+            continue;
+        if (!h->functions[i]) {
+            Function *f = calloc(1, sizeof *f);
+            f->module = &h->m;
+            f->index = i;
+            f->max_dynamic_shared = SHARED_PER_BLOCK - (int)p->shared_static;
+            h->functions[i] = f;
+            handle_add(f, H_FUNCTION);
+        }
+        *out = h->functions[i];
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+API CUresult cuModuleGetFunction(void **fn, void *hmod, const char *name) {
+    ENTER(cuModuleGetFunction);
+    ModuleHandle *h;
+    CUresult rc = module_from(hmod, &h);
+    if (rc) return rc;
+    return get_function(h, name, 1, (Function **)fn);
+}
+
+static CUresult get_global(ModuleHandle *h, CUdeviceptr *dptr, size_t *bytes, const char *name) {
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    PtxModule *p = h->m.ptx;
+    for (int i = 0; i < p->nglobals; i++)
+        if (!strcmp(p->global_names[i], name)) {
+            if (dptr) *dptr = p->global_addrs[i];
+            if (bytes) *bytes = p->global_sizes[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, void *hmod, const char *name) {
+    ENTER(cuModuleGetGlobal_v2);
+    ModuleHandle *h;
+    CUresult rc = module_from(hmod, &h);
+    if (rc) return rc;
+    return get_global(h, dptr, bytes, name);
+}
+
+/* ---- libraries: a library is a module loaded into the current context, a kernel is its function ---- */
+
+API CUresult cuLibraryLoadData(void **lib, const void *code, int *jit_opts, void **jit_vals, unsigned njit,
+                               int *lib_opts, void **lib_vals, unsigned nlib) {
+    ENTER(cuLibraryLoadData);
+    (void)lib_opts, (void)lib_vals, (void)nlib;
+    return cuModuleLoadDataEx(lib, code, njit, jit_opts, jit_vals);
+}
+
+API CUresult cuLibraryUnload(void *lib) {
+    ENTER(cuLibraryUnload);
+    return cuModuleUnload(lib);
+}
+
+API CUresult cuLibraryGetKernel(void **kernel, void *lib, const char *name) {
+    ENTER(cuLibraryGetKernel);
+    ModuleHandle *h;
+    CUresult rc = module_from(lib, &h);
+    if (rc) return rc;
+    return get_function(h, name, 1, (Function **)kernel);
+}
+
+API CUresult cuLibraryGetModule(void **mod, void *lib) {
+    ENTER(cuLibraryGetModule);
+    ModuleHandle *h;
+    CUresult rc = module_from(lib, &h);
+    if (rc) return rc;
+    if (!mod) return CUDA_ERROR_INVALID_VALUE;
+    *mod = h;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, void *lib, const char *name) {
+    ENTER(cuLibraryGetGlobal);
+    ModuleHandle *h;
+    CUresult rc = module_from(lib, &h);
+    if (rc) return rc;
+    return get_global(h, dptr, bytes, name);
+}
+
+static CUresult function_from(void *h, Function **out) {
+    if (!fake_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!h || !handle_ok(h, H_FUNCTION)) return CUDA_ERROR_INVALID_HANDLE;
+    Function *f = h;
+    if (!f->module->alive) return CUDA_ERROR_INVALID_HANDLE;
+    *out = f;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuKernelGetFunction(void **fn, void *kernel) {
+    ENTER(cuKernelGetFunction);
+    Function *f;
+    CUresult rc = function_from(kernel, &f);
+    if (rc) return rc;
+    if (!fn) return CUDA_ERROR_INVALID_VALUE;
+    *fn = f;
+    return CUDA_SUCCESS;
+}
+
+static int max_block_threads(const PtxFunction *pf) {
+    int n = 1024;
+    if (pf->maxntid && (int)pf->maxntid < n) n = (int)pf->maxntid;
+    if (pf->reqntid && (int)pf->reqntid < n) n = (int)pf->reqntid;
+    return n;
+}
+
+static CUresult function_attribute(Function *f, int attr, int *value) {
+    const PtxModule *p = f->module->ptx;
+    const PtxFunction *pf = &p->funcs[f->index];
+    switch (attr) {
+    case 0: *value = max_block_threads(pf); break;
+    case 1: *value = (int)p->shared_static; break;
+    case 2: *value = 0; break;
+    case 3: *value = (int)pf->stack_local; break;
+    case 4: *value = pf->nslots > SP_COUNT + 255 ? 255 : (int)(pf->nslots - pf->nconsts); break;
+    case 5: case 6: *value = 90; break;
+    case 7: *value = 0; break;
+    case 8: *value = f->max_dynamic_shared; break;
+    case 9: *value = -1; break;
+    default:
+        if (attr < 0 || attr >= 18) return CUDA_ERROR_INVALID_VALUE;
+        *value = 0;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuFuncGetAttribute(int *value, int attr, void *hfunc) {
+    ENTER(cuFuncGetAttribute);
+    Function *f;
+    CUresult rc = function_from(hfunc, &f);
+    if (rc) return rc;
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    return function_attribute(f, attr, value);
+}
+
+static CUresult set_function_attribute(Function *f, int attr, int value) {
+    if (attr == 8) {
+        if (value < 0 || value + (int)f->module->ptx->shared_static > SHARED_PER_BLOCK_OPTIN)
+            return CUDA_ERROR_INVALID_VALUE;
+        f->max_dynamic_shared = value;
+        return CUDA_SUCCESS;
+    }
+    if (attr == 9) return value < -1 || value > 100 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (attr >= 10 && attr < 18) return CUDA_SUCCESS;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuFuncSetAttribute(void *hfunc, int attr, int value) {
+    ENTER(cuFuncSetAttribute);
+    Function *f;
+    CUresult rc = function_from(hfunc, &f);
+    if (rc) return rc;
+    return set_function_attribute(f, attr, value);
+}
+
+API CUresult cuKernelGetAttribute(int *value, int attr, void *kernel, CUdevice dev) {
+    ENTER(cuKernelGetAttribute);
+    Function *f;
+    CUresult rc = function_from(kernel, &f);
+    if (rc) return rc;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    return function_attribute(f, attr, value);
+}
+
+API CUresult cuKernelSetAttribute(int attr, int value, void *kernel, CUdevice dev) {
+    ENTER(cuKernelSetAttribute);
+    Function *f;
+    CUresult rc = function_from(kernel, &f);
+    if (rc) return rc;
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    return set_function_attribute(f, attr, value);
+}
+
+API CUresult cuFuncSetCacheConfig(void *hfunc, int config) {
+    ENTER(cuFuncSetCacheConfig);
+    Function *f;
+    CUresult rc = function_from(hfunc, &f);
+    if (rc) return rc;
+    return config < 0 || config > 3 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+API CUresult cuFuncGetName(const char **name, void *hfunc) {
+    ENTER(cuFuncGetName);
+    Function *f;
+    CUresult rc = function_from(hfunc, &f);
+    if (rc) return rc;
+    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    *name = f->module->ptx->funcs[f->index].name;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuFuncGetModule(void **mod, void *hfunc) {
+    ENTER(cuFuncGetModule);
+    Function *f;
+    CUresult rc = function_from(hfunc, &f);
+    if (rc) return rc;
+    if (!mod) return CUDA_ERROR_INVALID_VALUE;
+    *mod = f->module; /* Module is the first member of ModuleHandle */
+    return CUDA_SUCCESS;
+}
+
+/* ---- launch ---- */
+
+typedef struct LaunchWork {
+    LaunchSpec spec;
+    Context *ctx = NULL;
+} LaunchWork;
+
+static void run_launch(void *arg) {
+    LaunchWork *w = arg;
+    if (!w->ctx->sticky) {
+        char report[1024] = "";
+        CUresult rc = interp_launch(&w->spec, report, sizeof report);
+        if (rc) {
+            w->ctx->sticky = rc; /* sticky: the context is unusable afterwards, as on hardware */
+            fake_log("%s", report);
+            set_last_report(report);
+        }
+    }
+    free(w->spec.params);
+    free(w);
+}
+
+#define CU_LAUNCH_PARAM_END ((void *)0x00)
+#define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
+
+static CUresult launch(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                       void *hStream, void **params, void **extra) {
+    Context *c = NULL;
+    Stream *s;
+    Function *f;
+    CUresult rc = need_context(&c);
+    if (rc || (rc = function_from(hfunc, &f)) || (rc = stream_resolve(hStream, c, &s))) return rc;
+    const PtxModule *p = f->module->ptx;
+    const PtxFunction *pf = &p->funcs[f->index];
+    for (int i = 0; i < 3; i++)
+        if (!grid[i] || !block[i]) return CUDA_ERROR_INVALID_VALUE;
+    if (block[0] > 1024 || block[1] > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 ||
+        grid[0] > 2147483647u)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
+    if (threads > (uint64_t)max_block_threads(pf)) return CUDA_ERROR_INVALID_VALUE;
+    if ((int)shared > f->max_dynamic_shared) return CUDA_ERROR_INVALID_VALUE;
+    uint8_t *buf = calloc(1, pf->param_bytes + 8);
+    if (extra) {
+        void *ptr = NULL;
+        size_t size = 0;
+        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) ptr = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *(size_t *)extra[i + 1];
+            else { free(buf); return CUDA_ERROR_INVALID_VALUE; }
+        }
+        if (!ptr || size < pf->param_bytes) { free(buf); return CUDA_ERROR_INVALID_VALUE; }
+        memcpy(buf, ptr, pf->param_bytes);
+    } else if (pf->nparams) {
+        if (!params) { free(buf); return CUDA_ERROR_INVALID_VALUE; }
+        for (int i = 0; i < pf->nparams; i++) {
+            if (!params[i]) { free(buf); return CUDA_ERROR_INVALID_VALUE; }
+            memcpy(buf + pf->params[i].offset, params[i], pf->params[i].size);
+        }
+    }
+    LaunchWork *w = calloc(1, sizeof *w);
+    w->ctx = c;
+    w->spec.fn = f;
+    memcpy(w->spec.grid, grid, sizeof w->spec.grid);
+    memcpy(w->spec.block, block, sizeof w->spec.block);
+    w->spec.shared_bytes = shared;
+    w->spec.params = buf;
+    w->spec.param_bytes = pf->param_bytes;
+    return stream_submit(s, run_launch, w);
+}
+
+API CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned shared, void *hStream, void **params, void **extra) {
+    ENTER(cuLaunchKernel);
+    unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    return launch(f, grid, block, shared, hStream, params, extra);
+}
+
+API CUresult cuLaunchCooperativeKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                       unsigned bz, unsigned shared, void *hStream, void **params) {
+    ENTER(cuLaunchCooperativeKernel);
+    unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    return launch(f, grid, block, shared, hStream, params, NULL);
+}
+
+typedef struct LaunchAttribute {
+    int id;
+    int pad;
+    union {
+        char bytes[64];
+        struct { unsigned x, y, z; } cluster;
+    } value;
+} LaunchAttribute;
+
+typedef struct LaunchConfig {
+    unsigned grid[3], block[3], shared;
+    void *stream;
+    LaunchAttribute *attrs;
+    unsigned nattrs;
+} LaunchConfig;
+
+#define CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
+
+API CUresult cuLaunchKernelEx(const LaunchConfig *config, void *f, void **params, void **extra) {
+    ENTER(cuLaunchKernelEx);
+    if (!config) return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < config->nattrs; i++) {
+        const LaunchAttribute *a = &config->attrs[i];
+        if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
+            a->value.cluster.x * a->value.cluster.y * a->value.cluster.z > 1) {
+            fake_log("cuLaunchKernelEx: thread block clusters are not implemented");
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    }
+    return launch(f, config->grid, config->block, config->shared, config->stream, params, extra);
+}
+
+/* ---- occupancy: 2048 threads and 32 blocks per multiprocessor, shared memory per SM ---- */
+
+static int blocks_per_sm(Function *f, int block_size, size_t dynamic_shared) {
+    if (block_size <= 0) return 0;
+    int by_threads = THREADS_PER_SM / block_size;
+    size_t shared = f->module->ptx->shared_static + dynamic_shared;
+    int by_shared = shared ? (int)(233472 / shared) : 32;
+    int n = by_threads < by_shared ? by_threads : by_shared;
+    return n < 32 ? n : 32;
+}
+
+API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, void *hfunc, int block_size,
+                                                                  size_t dynamic_shared, unsigned flags) {
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
+    Function *f;
+    CUresult rc = function_from(hfunc, &f);
+    if (rc) return rc;
+    if (!blocks || block_size <= 0 || flags > 1) return CUDA_ERROR_INVALID_VALUE;
+    *blocks = block_size > max_block_threads(&f->module->ptx->funcs[f->index])
+                  ? 0
+                  : blocks_per_sm(f, block_size, dynamic_shared);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *blocks, void *hfunc, int block_size,
+                                                         size_t dynamic_shared) {
+    ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessor);
+    return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, hfunc, block_size, dynamic_shared, 0);
+}
+
+API CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block_size, void *hfunc,
+                                              size_t (*shared_for)(int), size_t dynamic_shared, int limit) {
+    ENTER(cuOccupancyMaxPotentialBlockSize);
+    Function *f;
+    CUresult rc = function_from(hfunc, &f);
+    if (rc) return rc;
+    if (!min_grid || !block_size) return CUDA_ERROR_INVALID_VALUE;
+    int best = 0, best_active = -1;
+    int top = max_block_threads(&f->module->ptx->funcs[f->index]);
+    if (limit > 0 && limit < top) top = limit;
+    for (int b = 32; b <= top; b += 32) {
+        size_t dyn = shared_for ? shared_for(b) : dynamic_shared;
+        int active = blocks_per_sm(f, b, dyn) * b;
+        if (active >= best_active) best_active = active, best = b;
+    }
+    if (!best) best = top;
+    int sms;
+    extern int g_block_threads;
+    sms = g_block_threads;
+    *block_size = best;
+    *min_grid = sms * blocks_per_sm(f, best, shared_for ? shared_for(best) : dynamic_shared);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, void *hfunc, int nblocks, int block_size) {
+    ENTER(cuOccupancyAvailableDynamicSMemPerBlock);
+    Function *f;
+    CUresult rc = function_from(hfunc, &f);
+    if (rc) return rc;
+    if (!bytes || nblocks <= 0 || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t per = 233472 / (size_t)nblocks;
+    if (per > SHARED_PER_BLOCK_OPTIN) per = SHARED_PER_BLOCK_OPTIN;
+    size_t st = f->module->ptx->shared_static;
+    *bytes = per > st ? per - st : 0;
+    return CUDA_SUCCESS;
+}

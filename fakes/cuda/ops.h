@@ -1,0 +1,69 @@
+/* The decoded instruction set: opcodes, operand types, memory spaces, comparison and atomic kinds.
+ * Hot opcodes are specialised by type at decode time so the interpreter switch does no type dispatch. */
+#ifndef FAKECUDA_OPS_H
+#define FAKECUDA_OPS_H
+
+enum PtxType {
+    T_NONE, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
+    T_F16, T_F32, T_F64, T_PRED, T_BF16
+};
+
+enum Space { SP_GLOBAL, SP_SHARED, SP_LOCAL, SP_FRAME, SP_KPARAM, SP_GENERIC };
+
+enum Cmp { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE, C_EQU, C_NEU, C_LTU, C_LEU, C_GTU, C_GEU, C_NUM, C_NAN };
+
+enum AtomOp { AT_ADD, AT_MIN, AT_MAX, AT_EXCH, AT_CAS, AT_AND, AT_OR, AT_XOR, AT_INC, AT_DEC };
+
+enum Rounding { R_NONE, R_RN, R_RZ, R_RM, R_RP, R_RNI, R_RZI, R_RMI, R_RPI };
+
+enum Collective { COL_BAR, COL_BAR_RED_POPC, COL_BAR_RED_AND, COL_BAR_RED_OR, COL_WARP_SYNC, COL_SHFL_UP,
+                  COL_SHFL_DOWN, COL_SHFL_BFLY, COL_SHFL_IDX, COL_VOTE_ALL, COL_VOTE_ANY, COL_VOTE_UNI,
+                  COL_VOTE_BALLOT, COL_REDUX_ADD, COL_REDUX_MIN, COL_REDUX_MAX, COL_REDUX_AND, COL_REDUX_OR,
+                  COL_REDUX_XOR };
+
+enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORMAL };
+
+/* OPS(X): every opcode; ops.h order is the switch order in interp.c. */
+#define OPS(X) \
+    X(NOP) X(MOV) X(MOV_PACK64) X(MOV_UNPACK64) X(MOV_PACK32) X(MOV_UNPACK32) X(LOCAL_ADDR) \
+    X(ADD_I16) X(ADD_I32) X(ADD_I64) X(ADD_F32) X(ADD_F64) \
+    X(SUB_I16) X(SUB_I32) X(SUB_I64) X(SUB_F32) X(SUB_F64) \
+    X(MUL_LO_I16) X(MUL_LO_I32) X(MUL_LO_I64) X(MUL_F32) X(MUL_F64) \
+    X(MUL_WIDE_S16) X(MUL_WIDE_U16) X(MUL_WIDE_S32) X(MUL_WIDE_U32) \
+    X(MUL_HI_S32) X(MUL_HI_U32) X(MUL_HI_S64) X(MUL_HI_U64) X(MUL24_LO_S32) X(MUL24_LO_U32) \
+    X(MAD_LO_I16) X(MAD_LO_I32) X(MAD_LO_I64) X(MAD_WIDE_S32) X(MAD_WIDE_U32) X(MAD_WIDE_S16) X(MAD_WIDE_U16) \
+    X(MAD_HI_S32) X(MAD_HI_U32) X(MAD_HI_S64) X(MAD_HI_U64) X(MAD24_LO_S32) X(MAD24_LO_U32) \
+    X(FMA_F32) X(FMA_F64) \
+    X(DIV_S16) X(DIV_U16) X(DIV_S32) X(DIV_U32) X(DIV_S64) X(DIV_U64) X(DIV_F32) X(DIV_F64) \
+    X(REM_S16) X(REM_U16) X(REM_S32) X(REM_U32) X(REM_S64) X(REM_U64) \
+    X(MIN_S16) X(MIN_U16) X(MIN_S32) X(MIN_U32) X(MIN_S64) X(MIN_U64) X(MIN_F32) X(MIN_F64) \
+    X(MAX_S16) X(MAX_U16) X(MAX_S32) X(MAX_U32) X(MAX_S64) X(MAX_U64) X(MAX_F32) X(MAX_F64) \
+    X(ABS_S16) X(ABS_S32) X(ABS_S64) X(ABS_F32) X(ABS_F64) X(NEG_I16) X(NEG_I32) X(NEG_I64) X(NEG_F32) X(NEG_F64) \
+    X(AND) X(OR) X(XOR) X(NOT) X(NOT_PRED) X(CNOT) X(LOP3) \
+    X(SHL_16) X(SHL_32) X(SHL_64) X(SHR_U16) X(SHR_S16) X(SHR_U32) X(SHR_S32) X(SHR_U64) X(SHR_S64) \
+    X(POPC_32) X(POPC_64) X(CLZ_32) X(CLZ_64) X(BREV_32) X(BREV_64) \
+    X(BFE_U32) X(BFE_S32) X(BFE_U64) X(BFE_S64) X(BFI_32) X(BFI_64) X(PRMT) \
+    X(BFIND_U32) X(BFIND_S32) X(BFIND_U64) X(BFIND_S64) \
+    X(SETP_S16) X(SETP_U16) X(SETP_S32) X(SETP_U32) X(SETP_S64) X(SETP_U64) X(SETP_F32) X(SETP_F64) \
+    X(SELP) X(CVT) X(CVTA_SHARED) X(CVTA_TO_SHARED) X(CVTA_LOCAL) X(CVTA_TO_LOCAL) X(ISSPACEP) \
+    X(SQRT_F32) X(SQRT_F64) X(RSQRT_F32) X(RSQRT_F64) X(RCP_F32) X(RCP_F64) X(EX2_F32) X(LG2_F32) \
+    X(SIN_F32) X(COS_F32) X(TANH_F32) X(TESTP_F32) X(TESTP_F64) X(COPYSIGN_F32) X(COPYSIGN_F64) \
+    X(LD_GLOBAL_32) X(LD_GLOBAL_64) X(ST_GLOBAL_32) X(ST_GLOBAL_64) X(LD_SHARED_32) X(ST_SHARED_32) \
+    X(LD_KPARAM_32) X(LD_KPARAM_64) X(LD) X(ST) X(ATOM) \
+    X(BRA) X(CALL) X(RET) X(EXIT) X(TRAP) X(COLLECTIVE) X(ACTIVEMASK)
+
+enum Op {
+#define X(name) OP_##name,
+    OPS(X)
+#undef X
+    OP_COUNT
+};
+
+/* Inst.flags bits */
+#define F_NEG_C 0x1     /* setp/vote: the predicate source is negated */
+#define F_SAT 0x2       /* cvt.sat */
+#define F_ASSERT 0x4    /* trap from __assertfail */
+#define F_SHIFTAMT 0x8  /* bfind.shiftamt */
+#define F_NO_RESULT 0x10 /* red: no destination */
+
+#endif
