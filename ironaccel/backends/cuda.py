@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import itertools
 import os
 import re
 import threading
@@ -49,7 +50,8 @@ _nvrtc: Any = None  # cuda.bindings.nvrtc, once its library loaded
 _nvrtc_error = ""  # why NVRTC is unavailable, when it is
 _fake: Any = None  # the fake libcuda (ctypes), when that is what is loaded
 _init_lock = threading.Lock()
-_current = threading.local()  # .ctx: int handle of the context this thread has current
+_current = threading.local()  # .device: id of the Device whose context this thread has current
+_device_ids = itertools.count(1)
 
 
 def _driver() -> Any:
@@ -235,7 +237,7 @@ class CudaDevice(api.Device):
         self._dev = _check("cuDeviceGet", cu.cuDeviceGet(index))
         super().__init__(_device_info(cu, self._dev, index))
         self._ctx = _check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(self._dev))
-        self._ctx_id = int(self._ctx)
+        self._id = next(_device_ids)  # not the context handle: a released and re-retained context may reuse it
         self._make_current()
         self._pools = self._info.extra["memory_pools"]
         self._alloc_stream = _check("cuStreamCreate", cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
@@ -248,9 +250,9 @@ class CudaDevice(api.Device):
 
     def _make_current(self) -> None:
         """Make the primary context current on the calling thread, once per thread."""
-        if getattr(_current, "ctx", None) != self._ctx_id:
+        if getattr(_current, "device", None) != self._id:
             _check("cuCtxSetCurrent", self._cu.cuCtxSetCurrent(self._ctx))
-            _current.ctx = self._ctx_id
+            _current.device = self._id
 
     def _capabilities(self) -> frozenset[str]:
         caps = {"lang.ptx", "kernel.shared_memory", "kernel.atomics.int32", "kernel.atomics.float32",

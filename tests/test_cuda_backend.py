@@ -1,0 +1,198 @@
+"""The CUDA backend on the fake libcuda: failure paths through the fake's fault injection, sticky errors.
+
+For every driver entry point the backend calls, a test makes the fake fail that call and checks that the
+typed error names the op, that nothing leaks (the fake's live allocation count) and that the device still
+works afterwards. Runs with no GPU; skipped, with the reason, when the fake cannot be built or loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+
+CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_OUT_OF_MEMORY = 2
+
+
+@pytest.fixture(scope="module")
+def fake(request: pytest.FixtureRequest) -> Any:
+    """The loaded fake libcuda (ctypes), with the backend initialized on it."""
+    os.environ["IRONACCEL_CUDA_DRIVER"] = "fake"
+    from ironaccel.backends import cuda
+
+    try:
+        cuda._driver()
+    except ia.NotAvailable as exc:
+        pytest.skip(f"the fake libcuda is not available: {exc}")
+    lib = cuda._fake
+    lib.ironaccel_fake_inject.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
+    lib.ironaccel_fake_live_allocations.restype = ctypes.c_uint64
+    return lib
+
+
+@pytest.fixture
+def device(fake: Any) -> Any:
+    from ironaccel.backends.cuda import CudaBackend
+
+    dev = CudaBackend().open_device(0)
+    yield dev
+    fake.ironaccel_fake_reset()
+    dev.close()
+
+
+PTX_STORE = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry store(.param .u64 out, .param .u32 value)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [value];
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
+
+def assert_device_works(device: Any) -> None:
+    s = device.create_stream()
+    with device.alloc(4096) as buf:
+        data = np.arange(4096, dtype=np.uint8)
+        s.copy_htod(buf, data)
+        s.fill(buf, 9, offset=100, nbytes=10)
+        out = np.empty(4096, np.uint8)
+        s.copy_dtoh(out, buf)
+        s.synchronize()
+    data[100:110] = 9
+    np.testing.assert_array_equal(out, data)
+
+
+def _operations(device: Any) -> dict[str, Callable[[], Any]]:
+    """For each driver entry point the backend calls: an API call that makes it, on a fresh setup."""
+    s = device.create_stream()
+    a, b = device.alloc(256), device.alloc(256)
+    host = np.zeros(256, np.uint8)
+    ev = s.record(timing=True)
+    ev.synchronize()
+    module = device.compile(PTX_STORE, "ptx")
+    kernel = module.kernel("store")
+    return {
+        "cuMemAllocAsync": lambda: device.alloc(64),
+        "cuMemFreeAsync": device.alloc(64).free,
+        "cuMemcpyHtoDAsync": lambda: s.copy_htod(a, host),
+        "cuMemcpyDtoHAsync": lambda: s.copy_dtoh(host, a),
+        "cuMemcpyDtoDAsync": lambda: s.copy_dtod(b, a, 16),
+        "cuMemsetD8Async": lambda: s.fill(a, 1),
+        "cuStreamCreate": device.create_stream,
+        "cuStreamSynchronize": s.synchronize,
+        "cuStreamWaitEvent": lambda: s.wait(ev),
+        "cuCtxSynchronize": device.synchronize,
+        "cuEventCreate": lambda: [s.record() for _ in range(4)],  # beyond the spare events
+        "cuEventRecord": s.record,
+        "cuEventQuery": ev.query,
+        "cuEventSynchronize": ev.synchronize,
+        "cuEventElapsedTime": lambda: ev.elapsed_ms(ev),
+        "cuModuleLoadDataEx": lambda: device.compile(PTX_STORE, "ptx"),
+        "cuModuleGetFunction": lambda: device.compile(PTX_STORE, "ptx").kernel("store"),
+        "cuLaunchKernel": lambda: s.launch(kernel, 1, 1, (b, np.uint32(5))),
+    }
+
+
+ENTRY_POINTS = [
+    "cuMemAllocAsync", "cuMemFreeAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
+    "cuMemsetD8Async", "cuStreamCreate", "cuStreamSynchronize", "cuStreamWaitEvent", "cuCtxSynchronize",
+    "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime",
+    "cuModuleLoadDataEx", "cuModuleGetFunction", "cuLaunchKernel",
+]
+
+
+@pytest.mark.parametrize("entry", ENTRY_POINTS)
+def test_injected_failure_names_the_op_leaks_nothing_and_device_works(fake, device, entry):
+    ops = _operations(device)
+    device.synchronize()
+    live_before = fake.ironaccel_fake_live_allocations()
+    assert fake.ironaccel_fake_inject(entry.encode(), 1, CUDA_ERROR_INVALID_VALUE) == 0
+    with pytest.raises(ia.DriverError, match=entry) as info:
+        ops[entry]()
+    assert info.value.op == entry and info.value.name == "CUDA_ERROR_INVALID_VALUE"
+    device.synchronize()
+    leaked = fake.ironaccel_fake_live_allocations() - live_before
+    assert leaked <= 0, f"{leaked} allocation(s) leaked after a failed {entry}"
+    assert_device_works(device)
+
+
+def test_out_of_memory_from_the_driver_is_typed(fake, device):
+    live_before = fake.ironaccel_fake_live_allocations()
+    fake.ironaccel_fake_inject(b"cuMemAllocAsync", 1, CUDA_ERROR_OUT_OF_MEMORY)
+    with pytest.raises(ia.OutOfMemory, match="cuMemAllocAsync.*CUDA_ERROR_OUT_OF_MEMORY"):
+        device.alloc(1 << 20)
+    assert fake.ironaccel_fake_live_allocations() == live_before
+    assert_device_works(device)
+
+
+def test_free_is_ordered_after_the_last_use(fake, device):
+    """A buffer freed right after a copy on some stream is freed after that copy, not before it."""
+    s = device.create_stream()
+    buf = device.alloc(1 << 16)
+    out = np.zeros(1 << 16, np.uint8)
+    s.fill(buf, 3)
+    s.copy_dtoh(out, buf)
+    buf.free()
+    s.synchronize()
+    assert (out == 3).all()
+
+
+def test_device_info_reports_the_fake(device):
+    info = device.info
+    assert info.simulated and info.driver == "ironaccel fake libcuda"
+    assert info.extra["compute_capability"] == (9, 0)
+    assert info.extra["uuid"].startswith("GPU-")
+    assert info.limits.max_alloc == min(info.memory // 4, 4 << 30)
+
+
+def test_compile_cache_survives_a_new_process_key(tmp_path, monkeypatch, device):
+    """lang=cuda results are cached on disk under the cache directory, keyed by what changes the output."""
+    pytest.importorskip("cuda.bindings.nvrtc")
+    if not device.supports("lang.cuda"):
+        pytest.skip("NVRTC is not available")
+    monkeypatch.setenv("IRONACCEL_CACHE", str(tmp_path))
+    source = 'extern "C" __global__ void k(unsigned* o) { o[0] = 1; }'
+    device.compile(source, "cuda")
+    first = sorted(p.name for p in (tmp_path / "nvrtc").iterdir())
+    assert any(name.endswith(".ptx") for name in first)
+    device.compile(source, "cuda", options=("-DVARIANT=1",))
+    assert len(list((tmp_path / "nvrtc").iterdir())) > len(first), "different options must not share an entry"
+
+
+def test_ptx_compile_error_carries_the_jit_log(device):
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { bogus; }", "ptx")
+    assert info.value.log.strip()
+
+
+def test_sticky_illegal_address_is_reported_with_its_op(fake):
+    """A kernel that writes out of bounds: the next synchronizing call says so, naming its op and the kernel."""
+    from ironaccel.backends.cuda import CudaBackend
+
+    dev = CudaBackend().open_device(0)
+    s = dev.create_stream()
+    kernel = dev.compile(PTX_STORE, "ptx").kernel("store")
+    buf = dev.alloc(4)
+    real = buf._ptr
+    buf._ptr = real + (1 << 30)  # the API never makes such a buffer: point this one past every allocation
+    s.launch(kernel, 1, 1, (buf, np.uint32(1)))
+    buf._ptr = real
+    with pytest.raises(ia.DriverError, match="cuStreamSynchronize.*CUDA_ERROR_ILLEGAL_ADDRESS") as info:
+        s.synchronize()
+    assert info.value.op == "cuStreamSynchronize"
+    assert "store" in info.value.detail, "the fake's memcheck report names the kernel"
+    with pytest.raises(ia.DriverError, match="ILLEGAL_ADDRESS"):
+        dev.close()  # the context is unusable: close still releases it, and says why
