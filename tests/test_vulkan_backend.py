@@ -337,3 +337,11 @@ def test_close_finishes_owed_copies(device, stream):
     stream.copy_dtoh(out, buf)
     device.close()
     assert (out == 9).all()
+
+
+def test_events_of_a_closed_device_raise(device, stream):
+    event = stream.record()
+    device.close()
+    for call in (event.query, event.synchronize):
+        with pytest.raises(ia.UseAfterFree, match=r"Event\."):
+            call()

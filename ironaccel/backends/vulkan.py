@@ -585,14 +585,17 @@ class VulkanEvent(api.Event):
             weakref.finalize(self, stream._device._timestamps.release, timestamp)
 
     def _query(self) -> bool:
+        self._stream._device._check_open("Event.query")  # the semaphore died with the device
         return self._stream._device._reached(self._stream, self._value)
 
     def _synchronize(self) -> None:
+        self._stream._device._check_open("Event.synchronize")
         self._stream._device._wait([(self._stream, self._value)])
 
     def _elapsed_ms(self, end: api.Event) -> float:
         assert isinstance(end, VulkanEvent)
         dev = self._stream._device
+        dev._check_open("Event.elapsed_ms")
         dev._wait([(self._stream, self._value), (end._stream, end._value)])
         return dev._timestamps.elapsed_ms(self._timestamp, end._timestamp)
 
