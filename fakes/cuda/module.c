@@ -316,7 +316,7 @@ API CUresult cuFuncGetModule(void **mod, void *hfunc) {
 
 typedef struct LaunchWork {
     LaunchSpec spec;
-    Context *ctx = NULL;
+    Context *ctx;
 } LaunchWork;
 
 static void run_launch(void *arg) {

@@ -344,7 +344,7 @@ typedef struct HostCall {
     void (*host_fn)(void *);
     void (*callback)(void *stream, CUresult status, void *user);
     void *user, *stream;
-    Context *ctx = NULL;
+    Context *ctx;
 } HostCall;
 
 static void run_host_call(void *arg) {

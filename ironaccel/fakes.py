@@ -1,0 +1,159 @@
+"""The fake libcuda (fakes/cuda): build it, load it before cuda.bindings does, and drive its control API.
+
+The fake is a real ``libcuda.so.1`` compiled from C with the system compiler into
+``cache_dir()/fakecuda/<sha256 of the sources>/libcuda.so.1``. cuda.bindings (12.x and 13.x) accepts an
+already-loaded driver found by its soname, so ``load()`` must run before cuda.bindings first touches the
+driver; a child process gets it through ``child_env()`` (LD_LIBRARY_PATH) instead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .errors import NotAvailable
+from .targets import cache_dir
+
+__all__ = ["IDENTITY", "source_dir", "build", "load", "child_env", "Control"]
+
+#: What ``ironaccel_fake_identity()`` returns; the CUDA backend compares against it.
+IDENTITY = "ironaccel fake libcuda"
+
+CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-ffp-contract=off",
+          "-Wl,-soname,libcuda.so.1")
+
+
+def source_dir() -> Path:
+    """fakes/cuda in a checkout, or the copy shipped inside the package."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "fakes" / "cuda", here / "fakes_cuda"):
+        if (candidate / "fake.h").is_file():
+            return candidate
+    raise NotAvailable("cuda", "fake libcuda sources", f"searched {here.parent / 'fakes' / 'cuda'}")
+
+
+def _sources(src: Path) -> list[Path]:
+    return sorted(p for p in src.iterdir() if p.suffix in (".c", ".h"))
+
+
+def _find_compiler() -> str:
+    tried = []
+    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
+        if not name:
+            continue
+        tried.append(name)
+        path = shutil.which(name)
+        if path:
+            return path
+    raise NotAvailable("cuda", "C compiler", f"searched $CC, cc, gcc, clang ({', '.join(tried)}): apt-get install gcc")
+
+
+def build() -> Path:
+    """Compiles the fake once per source hash (cached); safe to call from parallel processes."""
+    src = source_dir()
+    files = _sources(src)
+    digest = hashlib.sha256()
+    for f in files:
+        digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
+    digest.update(" ".join(CFLAGS).encode())
+    out_dir = cache_dir() / "fakecuda" / digest.hexdigest()
+    lib = out_dir / "libcuda.so.1"
+    if lib.is_file():
+        return lib
+    compiler = _find_compiler()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".libcuda.", suffix=".so", dir=out_dir)
+    os.close(fd)
+    cmd = [compiler, *CFLAGS, "-o", tmp, *[str(f) for f in files if f.suffix == ".c"], "-lpthread", "-lm"]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise NotAvailable("cuda", "fake libcuda build", f"{' '.join(cmd)} failed:\n{proc.stderr}")
+    os.replace(tmp, lib)  # atomic: a concurrent builder either sees no file or a complete one
+    return lib
+
+
+_loaded: ctypes.CDLL | None = None
+
+
+def load() -> ctypes.CDLL:
+    """Builds and loads the fake globally, so cuda.bindings finds it by soname instead of a real driver.
+
+    Must run before cuda.bindings loads the driver in this process; once loaded the fake stays.
+    """
+    global _loaded
+    if _loaded is None:
+        _loaded = ctypes.CDLL(str(build()), mode=ctypes.RTLD_GLOBAL)
+        _loaded.ironaccel_fake_identity.restype = ctypes.c_char_p
+        _loaded.ironaccel_fake_identity.argtypes = []
+    return _loaded
+
+
+def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """An environment in which a child process loads the fake as libcuda.so.1."""
+    env = dict(os.environ if base is None else base)
+    lib_dir = str(build().parent)
+    old = env.get("LD_LIBRARY_PATH", "")
+    env["LD_LIBRARY_PATH"] = lib_dir + (os.pathsep + old if old else "")
+    env["IRONACCEL_CUDA_DRIVER"] = "fake"
+    return env
+
+
+class Control:
+    """ctypes wrapper of the fake's control API (faults, counts, allocations, reports)."""
+
+    def __init__(self, lib: ctypes.CDLL | None = None):
+        self.lib = lib or load()
+        sig = {
+            "ironaccel_fake_identity": (ctypes.c_char_p, []),
+            "ironaccel_fake_inject": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]),
+            "ironaccel_fake_reset": (None, []),
+            "ironaccel_fake_call_count": (ctypes.c_int64, [ctypes.c_char_p]),
+            "ironaccel_fake_live_allocations": (ctypes.c_uint64, []),
+            "ironaccel_fake_live_bytes": (ctypes.c_uint64, []),
+            "ironaccel_fake_set_memory_limit": (None, [ctypes.c_uint64]),
+            "ironaccel_fake_last_report": (ctypes.c_char_p, []),
+            "ironaccel_fake_entry_points": (ctypes.c_char_p, []),
+        }
+        for name, (restype, argtypes) in sig.items():
+            fn = getattr(self.lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+
+    def identity(self) -> str:
+        return self.lib.ironaccel_fake_identity().decode()
+
+    def inject(self, entry_point: str, nth_call: int, code: int) -> None:
+        """Fail the ``nth_call``-th call from now (1 = the next) of ``entry_point`` with CUresult ``code``."""
+        if self.lib.ironaccel_fake_inject(entry_point.encode(), int(nth_call), int(code)) != 0:
+            raise ValueError(f"cannot inject into {entry_point!r} (unknown entry point or nth_call < 1)")
+
+    def reset(self) -> None:
+        """Forget injected faults and zero the call counts."""
+        self.lib.ironaccel_fake_reset()
+
+    def call_count(self, entry_point: str) -> int:
+        n = self.lib.ironaccel_fake_call_count(entry_point.encode())
+        if n < 0:
+            raise ValueError(f"{entry_point!r} is not implemented by the fake")
+        return n
+
+    def live_allocations(self) -> int:
+        return self.lib.ironaccel_fake_live_allocations()
+
+    def live_bytes(self) -> int:
+        return self.lib.ironaccel_fake_live_bytes()
+
+    def set_memory_limit(self, nbytes: int) -> None:
+        self.lib.ironaccel_fake_set_memory_limit(int(nbytes))
+
+    def last_report(self) -> str:
+        """The last memcheck / launch-failure report, '' when none."""
+        return self.lib.ironaccel_fake_last_report().decode()
+
+    def entry_points(self) -> list[str]:
+        return self.lib.ironaccel_fake_entry_points().decode().split()
