@@ -33,6 +33,7 @@ def fake(request: pytest.FixtureRequest) -> Any:
     lib = cuda._fake
     lib.ironaccel_fake_inject.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
     lib.ironaccel_fake_live_allocations.restype = ctypes.c_uint64
+    lib.ironaccel_fake_call_count.restype = ctypes.c_int64
     return lib
 
 
@@ -40,7 +41,9 @@ def fake(request: pytest.FixtureRequest) -> Any:
 def device(fake: Any) -> Any:
     from ironaccel.backends.cuda import CudaBackend
 
+    baseline = fake.ironaccel_fake_live_allocations()
     dev = CudaBackend().open_device(0)
+    dev.live_allocations_before_open = baseline
     yield dev
     fake.ironaccel_fake_reset()
     dev.close()
@@ -87,6 +90,7 @@ def _operations(device: Any) -> dict[str, Callable[[], Any]]:
     return {
         "cuMemAllocAsync": lambda: device.alloc(64),
         "cuMemFreeAsync": device.alloc(64).free,
+        "cuMemHostAlloc": lambda: s.copy_htod(a, host),  # the staging ring is allocated on first use
         "cuMemcpyHtoDAsync": lambda: s.copy_htod(a, host),
         "cuMemcpyDtoHAsync": lambda: s.copy_dtoh(host, a),
         "cuMemcpyDtoDAsync": lambda: s.copy_dtod(b, a, 16),
@@ -107,7 +111,7 @@ def _operations(device: Any) -> dict[str, Callable[[], Any]]:
 
 
 ENTRY_POINTS = [
-    "cuMemAllocAsync", "cuMemFreeAsync", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
+    "cuMemAllocAsync", "cuMemFreeAsync", "cuMemHostAlloc", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
     "cuMemsetD8Async", "cuStreamCreate", "cuStreamSynchronize", "cuStreamWaitEvent", "cuCtxSynchronize",
     "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime",
     "cuModuleLoadDataEx", "cuModuleGetFunction", "cuLaunchKernel",
@@ -118,24 +122,23 @@ ENTRY_POINTS = [
 def test_injected_failure_names_the_op_leaks_nothing_and_device_works(fake, device, entry):
     ops = _operations(device)
     device.synchronize()
-    live_before = fake.ironaccel_fake_live_allocations()
     assert fake.ironaccel_fake_inject(entry.encode(), 1, CUDA_ERROR_INVALID_VALUE) == 0
     with pytest.raises(ia.DriverError, match=entry) as info:
         ops[entry]()
     assert info.value.op == entry and info.value.name == "CUDA_ERROR_INVALID_VALUE"
-    device.synchronize()
-    leaked = fake.ironaccel_fake_live_allocations() - live_before
-    assert leaked <= 0, f"{leaked} allocation(s) leaked after a failed {entry}"
     assert_device_works(device)
+    device.close()
+    leaked = fake.ironaccel_fake_live_allocations() - device.live_allocations_before_open
+    assert leaked == 0, f"{leaked} allocation(s) outlived the device after a failed {entry}"
 
 
 def test_out_of_memory_from_the_driver_is_typed(fake, device):
-    live_before = fake.ironaccel_fake_live_allocations()
     fake.ironaccel_fake_inject(b"cuMemAllocAsync", 1, CUDA_ERROR_OUT_OF_MEMORY)
     with pytest.raises(ia.OutOfMemory, match="cuMemAllocAsync.*CUDA_ERROR_OUT_OF_MEMORY"):
         device.alloc(1 << 20)
-    assert fake.ironaccel_fake_live_allocations() == live_before
     assert_device_works(device)
+    device.close()
+    assert fake.ironaccel_fake_live_allocations() == device.live_allocations_before_open
 
 
 def test_free_is_ordered_after_the_last_use(fake, device):
@@ -148,6 +151,60 @@ def test_free_is_ordered_after_the_last_use(fake, device):
     buf.free()
     s.synchronize()
     assert (out == 3).all()
+
+
+def test_staged_copies_wrap_the_ring_and_free_the_host_array_at_once(device):
+    """Many small and a few large pageable copies, each host array overwritten right after the call."""
+    from ironaccel.backends.cuda import STAGING_BYTES
+
+    s, other = device.create_stream(), device.create_stream()
+    small = 12345
+    count = STAGING_BYTES // small * 2 + 3  # wraps the ring twice
+    with device.alloc(small * 64) as buf, device.alloc(STAGING_BYTES + 4097) as big:
+        host = np.empty(small, np.uint8)
+        for i in range(count):
+            host[:] = i % 251
+            (s if i % 3 else other).copy_htod(buf, host, dst_offset=small * (i % 64))
+            host[:] = 255
+        large = np.random.default_rng(1).integers(0, 256, big.nbytes, dtype=np.uint8)
+        s.copy_htod(big, large)
+        expect_large = large.copy()
+        large[:] = 0
+        s.synchronize()
+        other.synchronize()
+        out = np.empty(buf.nbytes, np.uint8)
+        s.copy_dtoh(out, buf)
+        out_large = np.empty(big.nbytes, np.uint8)
+        s.copy_dtoh(out_large, big)
+        s.synchronize()
+    last = {i % 64: i % 251 for i in range(count)}
+    for slot, value in last.items():
+        assert (out[slot * small:(slot + 1) * small] == value).all(), f"slot {slot}"
+    np.testing.assert_array_equal(out_large, expect_large)
+
+
+def test_pinned_source_is_copied_directly(fake, device):
+    from ironaccel.backends import cuda
+
+    cu = cuda._cu
+    n = cuda.PINNED_CHECK_BYTES
+    ptr = cuda._check("cuMemHostAlloc", cu.cuMemHostAlloc(n, 0))
+    try:
+        pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
+        pinned[:] = np.arange(n) % 253
+        s = device.create_stream()
+        with device.alloc(n) as buf:
+            before = fake.ironaccel_fake_call_count(b"cuMemcpyHtoDAsync")
+            s.copy_htod(buf, pinned)
+            assert fake.ironaccel_fake_call_count(b"cuMemcpyHtoDAsync") == before + 1
+            s.synchronize()
+            out = np.empty(n, np.uint8)
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+        np.testing.assert_array_equal(out, pinned)
+        assert device._staging._base == 0, "a pinned source must not touch the staging ring"
+    finally:
+        cu.cuMemFreeHost(ptr)
 
 
 def test_device_info_reports_the_fake(device):
