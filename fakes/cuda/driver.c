@@ -116,6 +116,15 @@ API CUresult cuGetErrorString(CUresult code, const char **text) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* Private interfaces between NVIDIA's libraries and the driver: none exist here. NVRTC asks for them and
+ * copes with "not found", as long as the table pointer is cleared. */
+API CUresult cuGetExportTable(const void **table, const void *uuid) {
+    ENTER(cuGetExportTable);
+    (void)uuid;
+    if (table) *table = NULL;
+    return CUDA_ERROR_NOT_FOUND;
+}
+
 /* ---- device ---- */
 
 #define NEED_INIT() \

@@ -5,6 +5,7 @@
     X(cuDriverGetVersion, "cuDriverGetVersion", 2020) \
     X(cuGetErrorName, "cuGetErrorName", 6000) \
     X(cuGetErrorString, "cuGetErrorString", 6000) \
+    X(cuGetExportTable, "cuGetExportTable", 3000) \
     X(cuGetProcAddress, "cuGetProcAddress", 11030) \
     X(cuGetProcAddress_v2, "cuGetProcAddress", 12000) \
     X(cuDeviceGet, "cuDeviceGet", 2000) \
