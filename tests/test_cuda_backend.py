@@ -8,7 +8,6 @@ works afterwards. Runs with no GPU; skipped, with the reason, when the fake cann
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Any, Callable
 
 import numpy as np
@@ -21,16 +20,19 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
 @pytest.fixture(scope="module")
-def fake(request: pytest.FixtureRequest) -> Any:
-    """The loaded fake libcuda (ctypes), with the backend initialized on it."""
-    os.environ["IRONACCEL_CUDA_DRIVER"] = "fake"
+def fake() -> Any:
+    """The loaded fake libcuda (ctypes), with the backend initialized on it (once per process)."""
     from ironaccel.backends import cuda
 
-    try:
-        cuda._driver()
-    except ia.NotAvailable as exc:
-        pytest.skip(f"the fake libcuda is not available: {exc}")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("IRONACCEL_CUDA_DRIVER", "fake")
+        try:
+            cuda._driver()
+        except ia.NotAvailable as exc:
+            pytest.skip(f"the fake libcuda is not available: {exc}")
     lib = cuda._fake
+    if lib is None:
+        pytest.skip("the CUDA backend was initialized on a real driver earlier in this process")
     lib.ironaccel_fake_inject.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
     lib.ironaccel_fake_live_allocations.restype = ctypes.c_uint64
     lib.ironaccel_fake_call_count.restype = ctypes.c_int64

@@ -37,6 +37,7 @@ import itertools
 import os
 import re
 import threading
+import weakref
 from collections import deque
 from pathlib import Path
 from typing import Any, Sequence
@@ -248,11 +249,17 @@ class CudaDevice(api.Device):
         super().__init__(_device_info(cu, self._dev, index))
         self._ctx = _check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(self._dev))
         self._id = next(_device_ids)  # not the context handle: a released and re-retained context may reuse it
-        self._make_current()
+        try:
+            self._make_current()
+            self._alloc_stream = _check("cuStreamCreate", cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        except DriverError:
+            cu.cuDevicePrimaryCtxRelease(self._dev)
+            raise
         self._pools = self._info.extra["memory_pools"]
-        self._alloc_stream = _check("cuStreamCreate", cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
         self._default = CudaStream(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
-        self._live: dict[int, CudaBuffer] = {}  # freed at close: the primary context outlives this Device
+        # Buffers not yet freed, freed at close: the primary context outlives this Device.
+        self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
+        self._caps: frozenset[str] | None = None
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
         self._modules: list[Any] = []
         self._staging = _StagingRing(self)
@@ -266,11 +273,13 @@ class CudaDevice(api.Device):
             _current.device = self._id
 
     def _capabilities(self) -> frozenset[str]:
-        caps = {"lang.ptx", "kernel.shared_memory", "kernel.atomics.int32", "kernel.atomics.float32",
-                "kernel.float64", "kernel.int64", "events.timing"}
-        if _load_nvrtc() is not None:
-            caps.add("lang.cuda")
-        return frozenset(caps)
+        if self._caps is None:
+            caps = {"lang.ptx", "kernel.shared_memory", "kernel.atomics.int32", "kernel.atomics.float32",
+                    "kernel.float64", "kernel.int64", "events.timing"}
+            if _load_nvrtc() is not None:
+                caps.add("lang.cuda")
+            self._caps = frozenset(caps)
+        return self._caps
 
     def _default_stream(self) -> CudaStream:
         return self._default
@@ -585,7 +594,7 @@ class CudaBuffer(api.Buffer):
         if dev.closed:
             return  # closing the device freed it
         dev._make_current()
-        del dev._live[self._ptr]
+        dev._live.pop(self._ptr, None)
         cu = dev._cu
         if dev._pools:
             stream = self._last_stream._handle if self._last_stream is not None else dev._alloc_stream
@@ -593,6 +602,11 @@ class CudaBuffer(api.Buffer):
         else:
             _check("cuMemFree", cu.cuMemFree(self._ptr))
         self._last_stream = None
+
+    def __del__(self) -> None:
+        """A Buffer dropped without ``free()`` gives its memory back (stream-ordered, so never too early)."""
+        if not self._freed:
+            self.free()
 
 
 class CudaEvent(api.Event):
