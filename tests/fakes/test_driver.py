@@ -1,0 +1,187 @@
+"""Driver API behaviour of the fake: errors for bad handles and sizes, memcheck, faults, streams, leaks."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from ironaccel import fakes
+
+OOB = r'''
+extern "C" __global__ void write_at(unsigned* p, unsigned index) { if (threadIdx.x == 0) p[index] = 1; }
+extern "C" __global__ void spin(unsigned* out, unsigned iters)
+{ unsigned v = threadIdx.x; for (unsigned k = 0; k < iters; k++) v = v * 1664525u + 1013904223u; out[threadIdx.x] = v; }
+'''
+
+
+def test_identity_and_device(fake, cuda):
+    d = cuda.d
+    assert fake.identity() == fakes.IDENTITY
+    name = cuda.ok(d.cuDeviceGetName(128, 0)).split(b"\0")[0].decode()
+    assert "simulated" in name
+    major = cuda.ok(d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0))
+    assert major == 9
+    assert cuda.ok(d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0)) == 32
+    assert cuda.err(d.cuDeviceGet(1)) == d.CUresult.CUDA_ERROR_INVALID_DEVICE
+    assert cuda.ok(d.cuGetErrorName(d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS)) == b"CUDA_ERROR_ILLEGAL_ADDRESS"
+    free, total = cuda.ok(d.cuMemGetInfo())
+    assert 0 < free <= total
+
+
+def test_bad_handles_and_sizes(cuda):
+    d = cuda.d
+    E = d.CUresult
+    assert cuda.err(d.cuMemAlloc(0)) == E.CUDA_ERROR_INVALID_VALUE
+    assert cuda.err(d.cuMemFree(0xDEAD0000)) == E.CUDA_ERROR_INVALID_VALUE
+    p = cuda.alloc(64)
+    assert cuda.err(d.cuMemcpyHtoD(p, np.zeros(17, np.float32), 68)) == E.CUDA_ERROR_INVALID_VALUE
+    assert cuda.err(d.cuMemsetD32(p + 4, 0, 16)) == E.CUDA_ERROR_INVALID_VALUE
+    assert cuda.err(d.cuStreamSynchronize(d.CUstream(0x1234560))) == E.CUDA_ERROR_INVALID_HANDLE
+    assert cuda.err(d.cuEventQuery(d.CUevent(0x1234560))) == E.CUDA_ERROR_INVALID_HANDLE
+    assert cuda.err(d.cuModuleGetFunction(d.CUmodule(0x1234560), b"x")) == E.CUDA_ERROR_INVALID_HANDLE
+    mod = cuda.module(OOB)
+    assert cuda.err(d.cuModuleGetFunction(mod, b"missing")) == E.CUDA_ERROR_NOT_FOUND
+    f = cuda.ok(d.cuModuleGetFunction(mod, b"write_at"))
+    ptrs, boxes = cuda.args(p, np.uint32(0))
+    assert cuda.err(d.cuLaunchKernel(f, 1, 1, 1, 2048, 1, 1, 0, 0, ptrs.ctypes.data, 0)) == E.CUDA_ERROR_INVALID_VALUE
+    assert cuda.err(d.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 1 << 20, 0, ptrs.ctypes.data, 0)) == E.CUDA_ERROR_INVALID_VALUE
+    assert cuda.err(d.cuModuleLoadData(b"not ptx at all\0")) == E.CUDA_ERROR_INVALID_PTX
+    assert cuda.ok(d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f)) == 1024
+
+
+def test_unsupported_instruction_fails_load_with_line(cuda, capfd):
+    ptx = b".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n\tfrobnicate.b32 %r1;\n}\n\0"
+    assert cuda.err(cuda.d.cuModuleLoadData(ptx)) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
+
+
+@pytest.mark.parametrize("index", [16, 1 << 20])
+def test_memcheck_out_of_bounds_write_is_sticky(cuda, index):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.module(OOB), b"write_at"))
+    p = cuda.alloc(64)
+    ptrs, boxes = cuda.args(p, np.uint32(index))
+    cuda.ok(d.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, ptrs.ctypes.data, 0))
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    report = cuda.control.last_report()
+    assert "write_at" in report and "block (0,0,0), thread (0,0,0)" in report and "write" in report
+    assert cuda.err(d.cuMemAlloc(16)) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS  # sticky
+
+
+def test_memcheck_use_after_free(cuda):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.module(OOB), b"write_at"))
+    p = int(cuda.ok(d.cuMemAlloc(64)))
+    cuda.ok(d.cuMemFree(p))
+    ptrs, boxes = cuda.args(p, np.uint32(0))
+    cuda.ok(d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, 0, ptrs.ctypes.data, 0))
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "use after free" in cuda.control.last_report()
+
+
+@pytest.mark.parametrize("entry, call", [
+    ("cuMemAlloc_v2", lambda d: d.cuMemAlloc(64)),
+    ("cuMemcpyHtoD_v2", None),
+    ("cuStreamCreate", lambda d: d.cuStreamCreate(0)),
+    ("cuEventCreate", lambda d: d.cuEventCreate(0)),
+    ("cuModuleLoadData", None),
+    ("cuLaunchKernel", None),
+])
+def test_fault_injection_per_entry_point_class(cuda, entry, call):
+    d = cuda.d
+    code = d.CUresult.CUDA_ERROR_OUT_OF_MEMORY
+    before = cuda.control.call_count(entry)
+    p = cuda.alloc(64)
+    mod = cuda.module(OOB)
+    f = cuda.ok(d.cuModuleGetFunction(mod, b"write_at"))
+    ptrs, boxes = cuda.args(p, np.uint32(0))
+    calls = {
+        "cuMemcpyHtoD_v2": lambda d: d.cuMemcpyHtoD(p, np.zeros(4, np.uint32), 16),
+        "cuModuleLoadData": lambda d: d.cuModuleLoadData(cuda.ptx(OOB)),
+        "cuLaunchKernel": lambda d: d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, 0, ptrs.ctypes.data, 0),
+    }
+    call = call or calls[entry]
+    cuda.control.inject(entry, 2, int(code))
+    first = call(d)
+    assert cuda.err(first) == d.CUresult.CUDA_SUCCESS
+    assert cuda.err(call(d)) == code
+    assert cuda.err(call(d)) == d.CUresult.CUDA_SUCCESS
+    assert cuda.control.call_count(entry) >= before + 3
+    cuda.control.reset()
+
+
+def _run_child(code: str, **env) -> subprocess.CompletedProcess:
+    child = fakes.child_env()
+    child.update(env)
+    prelude = "from cuda.bindings import driver as d\nassert d.cuInit(0)[0] == 0\n"
+    return subprocess.run([sys.executable, "-c", prelude + textwrap.dedent(code)], env=child, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_child_process_env_faults_memory_limit_and_leaks():
+    r = _run_child("""
+        err, ctx = d.cuCtxCreate(None, 0, 0)
+        results = [d.cuMemAlloc(1 << 20)[0] for _ in range(3)]
+        big = d.cuMemAlloc(3 << 20)[0]
+        from ironaccel import fakes
+        print([int(e) for e in results], int(big), fakes.Control().identity())
+    """, IRONACCEL_FAKE_CUDA_FAULTS="cuMemAlloc_v2:2=CUDA_ERROR_OUT_OF_MEMORY", IRONACCEL_FAKE_CUDA_MEMORY="4M",
+        IRONACCEL_FAKE_CUDA_LEAKS="error")
+    assert r.returncode == 3, r.stderr  # leaks in error mode
+    assert "[0, 2, 0] 2 ironaccel fake libcuda" in r.stdout
+    assert "leak report" in r.stderr
+
+
+def test_unimplemented_entry_point_says_so_once():
+    r = _run_child("""
+        print(int(d.cuGraphCreate(0)[0]), int(d.cuGraphCreate(0)[0]))
+    """)
+    assert r.stdout.split() == ["801", "801"], r.stderr
+    assert r.stderr.count("cuGraphCreate is not implemented") == 1
+
+
+def test_stream_ordering_events_and_stale_reads(cuda):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.module(OOB), b"spin"))
+    s1 = cuda.ok(d.cuStreamCreate(1))
+    s2 = cuda.ok(d.cuStreamCreate(1))
+    e0, e1, done = (cuda.ok(d.cuEventCreate(0)) for _ in range(3))
+    out = cuda.alloc(4 * 32)
+    cuda.ok(d.cuMemsetD32(out, 7, 32))
+    host = cuda.ok(d.cuMemAllocHost(4 * 32))
+    view = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint32 * 32).from_address(int(host)))
+    view[:] = 0
+    cuda.ok(d.cuEventRecord(e0, s1))
+    cuda.launch(f, (1,), (32,), out, np.uint32(200000), stream=s1, sync=False)
+    cuda.ok(d.cuEventRecord(e1, s1))
+    cuda.ok(d.cuStreamWaitEvent(s2, e1, 0))
+    cuda.ok(d.cuMemcpyDtoHAsync(host, out, 4 * 32, s2))
+    cuda.ok(d.cuEventRecord(done, s2))
+    stale = view.copy()
+    assert cuda.err(d.cuEventQuery(done)) in (d.CUresult.CUDA_ERROR_NOT_READY, d.CUresult.CUDA_SUCCESS)
+    cuda.ok(d.cuEventSynchronize(done))
+    assert not np.array_equal(stale, view)  # the copy had not happened before the event completed
+    assert cuda.ok(d.cuEventElapsedTime(e0, e1)) > 0
+    assert cuda.err(d.cuStreamQuery(s2)) == d.CUresult.CUDA_SUCCESS
+    for h in (e0, e1, done):
+        cuda.ok(d.cuEventDestroy(h))
+    cuda.ok(d.cuStreamDestroy(s1))
+    cuda.ok(d.cuStreamDestroy(s2))
+    cuda.ok(d.cuMemFreeHost(host))
+
+
+def test_host_func_and_async_alloc(cuda):
+    d = cuda.d
+    s = cuda.ok(d.cuStreamCreate(0))
+    p = cuda.ok(d.cuMemAllocAsync(256, s))
+    cuda.ok(d.cuMemsetD8Async(p, 3, 256, s))
+    out = np.zeros(256, np.uint8)
+    cuda.ok(d.cuMemcpyDtoHAsync(out, p, 256, s))
+    cuda.ok(d.cuMemFreeAsync(p, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    assert np.all(out == 3)
+    cuda.ok(d.cuStreamDestroy(s))
+    assert cuda.control.live_allocations() >= 0
