@@ -11,7 +11,9 @@ Inert unless a target is given (``--target backend/driver`` or ``IRONACCEL_TARGE
 * records not-supported only from ``Device.supports`` (the ``require`` fixture);
 * fails a test that leaves driver diagnostics (``Device.diagnostics()``, e.g. Vulkan validation messages);
 * writes the results file (``--results-json``; schema in ``ironaccel.results``) after every test, so a run
-  that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``.
+  that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``;
+* under pytest-rerunfailures (``--reruns 1``, as ``ironaccel certify`` runs it) records a test that failed
+  and then passed when re-run as ``flaky``, never ``pass``; one that failed both times is ``fail``.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ class Conformance:
         self.tests: dict[str, dict[str, Any]] = {}
         self.nodeids: dict[str, str] = {}  # pytest node id -> test id
         self.flaky: set[str] = set()
+        self.reruns: dict[str, str] = {}  # test id -> why its first attempt failed (pytest-rerunfailures)
 
     # -- the device under test ----------------------------------------------------------------------
     def open_device(self) -> Any:
@@ -172,6 +175,11 @@ class Conformance:
         if tid is None:
             return
         wasxfail = hasattr(report, "wasxfail")
+        if report.outcome == "rerun":  # pytest-rerunfailures: this attempt failed and the test runs again
+            self.reruns[tid] = f"[{report.when}] {_message(report)}"
+            entry = self.tests[tid]
+            entry.update(outcome="not-run", message="", duration=round(entry["duration"] + report.duration, 4))
+            return
         if report.passed:
             if report.when == "call":
                 self.record(tid, "xpass" if wasxfail else "pass", report.duration,
@@ -198,13 +206,17 @@ class Conformance:
 
     # -- results ------------------------------------------------------------------------------------
     def record(self, tid: str, outcome: str, duration: float, message: str) -> None:
-        """Record one phase's outcome; a failed phase is never overwritten by a later one."""
+        """Record one phase's outcome; a failed (or flaky) phase is never overwritten by a later one."""
         entry = self.tests[tid]
         entry["duration"] = round(entry["duration"] + duration, 4)
         if entry["outcome"] in ("fail", "flaky"):
             return
         if outcome == "fail" and tid in self.flaky:
             outcome = "flaky"
+        elif outcome == "pass" and tid in self.reruns:
+            outcome, message = "flaky", f"passed only when re-run; the first attempt failed: {self.reruns[tid]}"
+        elif outcome == "fail" and tid in self.reruns:
+            message = f"failed again when re-run: {message}"
         entry.update(outcome=outcome, message=message[:2000])
 
     def document(self, status: str, message: str = "") -> dict[str, Any]:

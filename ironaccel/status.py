@@ -43,12 +43,16 @@ from .api import BackendInfo
 from .spec import Clause
 from .targets import Target
 
-__all__ = ["LEVELS", "render", "registry_infos", "load_results", "write", "check", "command"]
+__all__ = ["LEVELS", "CERTIFICATE_SUFFIX", "render", "required_clause_states", "run_level", "registry_infos",
+           "load_results", "write", "check", "command"]
 
 LEVELS = ("production", "simulated", "partial", "probe", "unavailable")
 
 MESSAGE_WIDTH = 160  # characters of a non-pass message kept in its one-line table cell
 GAP_IDS_SHOWN = 12  # clause ids listed per category before "and N more"
+
+#: Certificates (``ironaccel certify``) lie beside the results files; they are not results files.
+CERTIFICATE_SUFFIX = ".cert.json"
 
 LEVEL_TEXT = {
     "production": "every required clause passes on at least one hardware target and one simulated target "
@@ -91,13 +95,6 @@ class _Run:
     def tests(self) -> list[dict[str, Any]]:
         return sorted(self.doc["tests"], key=lambda t: (t["id"], t["outcome"], tuple(t["clauses"])))
 
-    def outcomes_by_clause(self) -> dict[str, list[str]]:
-        out: dict[str, list[str]] = {}
-        for t in self.doc["tests"]:
-            for cid in t["clauses"]:
-                out.setdefault(cid, []).append(t["outcome"])
-        return out
-
 
 def clause_state(outcomes: list[str]) -> str:
     """A clause's state on one target from its tests' outcomes there: pass, untested, or the non-pass
@@ -108,11 +105,18 @@ def clause_state(outcomes: list[str]) -> str:
     return "/".join(bad) if bad else "pass"
 
 
+def required_clause_states(doc: dict[str, Any], clauses: Mapping[str, Clause]) -> dict[str, str]:
+    """Required clause id -> its state (``clause_state``) in one results document, in SPEC.md order."""
+    by_clause: dict[str, list[str]] = {}
+    for t in doc["tests"]:
+        for cid in t["clauses"]:
+            by_clause.setdefault(cid, []).append(t["outcome"])
+    return {cid: clause_state(by_clause.get(cid, [])) for cid, c in clauses.items() if c.required}
+
+
 def _required_gaps(run: _Run, clauses: Mapping[str, Clause]) -> dict[str, str]:
     """Required clause id -> its state on ``run``, for every required clause that does not pass."""
-    by_clause = run.outcomes_by_clause()
-    gaps = {cid: clause_state(by_clause.get(cid, [])) for cid, c in clauses.items() if c.required}
-    return {cid: state for cid, state in gaps.items() if state != "pass"}
+    return {cid: state for cid, state in required_clause_states(run.doc, clauses).items() if state != "pass"}
 
 
 def _certifies(run: _Run, clauses: Mapping[str, Clause]) -> bool:
@@ -211,6 +215,13 @@ def _level(info: BackendInfo | None, runs: list[_Run], clauses: Mapping[str, Cla
     if stale:
         parts.append(f"stale, not counted: {', '.join(stale)}")
     return "partial", "; ".join(parts)
+
+
+def run_level(doc: dict[str, Any], clauses: Mapping[str, Clause], current_hash: str,
+              targets: Mapping[str, Target]) -> tuple[str, str]:
+    """(level, why) that one results document earns its backend on its own — a certificate's level."""
+    runs, _ = _runs([doc], current_hash, targets)
+    return _level(None, runs, clauses, doc["target"]["backend"], targets)
 
 
 def _areas(clauses: Mapping[str, Clause], runs: list[_Run]) -> list[str]:
@@ -368,8 +379,9 @@ def registry_infos() -> list[BackendInfo]:
 
 
 def load_results(results_dir: Path) -> list[dict[str, Any]]:
-    """Every results/*.json, validated (ValueError naming the file and field of a bad one)."""
-    return [results_mod.load(p) for p in sorted(Path(results_dir).glob("*.json"))]
+    """Every results/*.json but certificates, validated (ValueError naming the file and field of a bad one)."""
+    paths = sorted(p for p in Path(results_dir).glob("*.json") if not p.name.endswith(CERTIFICATE_SUFFIX))
+    return [results_mod.load(p) for p in paths]
 
 
 def _generate(docs: list[dict[str, Any]]) -> str:

@@ -209,3 +209,60 @@ def test_expectations_syntax_errors_name_the_line(pytester: pytest.Pytester) -> 
     result, _ = run(pytester, "mem/test", "--expectations", str(exp))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*exp.txt:1: expected `id  xfail|skip|flaky  reason`*"])
+
+
+RERUN_TESTS = """
+import pathlib
+import pytest
+
+ATTEMPTS = pathlib.Path(__file__).with_name("attempts")
+
+
+@pytest.mark.clause("MEM-1")
+def test_fails_once_then_passes():
+    failed_before = ATTEMPTS.exists()
+    ATTEMPTS.write_text("1")
+    assert failed_before, "first attempt"
+
+
+@pytest.mark.clause("MEM-2")
+def test_always_fails():
+    assert False, "every attempt"
+
+
+@pytest.mark.clause("MEM-3")
+def test_passes():
+    pass
+"""
+
+
+def test_pass_on_rerun_is_flaky_not_pass(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_rerun=RERUN_TESTS)
+    result, doc = run(pytester, "mem/test", "--reruns", "1")
+    by_name = {t["id"].split("::")[1]: t for t in doc["tests"]}
+    assert {name: t["outcome"] for name, t in by_name.items()} == {
+        "test_fails_once_then_passes": "flaky", "test_always_fails": "fail", "test_passes": "pass"}
+    assert "first attempt" in by_name["test_fails_once_then_passes"]["message"]
+    assert "passed only when re-run" in by_name["test_fails_once_then_passes"]["message"]
+    assert by_name["test_always_fails"]["message"].startswith("failed again when re-run")
+    assert doc["summary"]["flaky"] == 1 and doc["run"]["status"] == "ok"
+    assert result.parseoutcomes()["rerun"] == 2
+
+
+def test_hung_test_times_out_and_the_run_goes_on(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hang="""
+import time, pytest
+
+@pytest.mark.clause("MEM-1")
+def test_hangs():
+    time.sleep(60)
+
+@pytest.mark.clause("MEM-2")
+def test_after():
+    pass
+""")
+    result, doc = run(pytester, "mem/test", "--timeout", "1")
+    outcomes = {t["id"].split("::")[1]: (t["outcome"], t["message"]) for t in doc["tests"]}
+    assert outcomes["test_hangs"][0] == "fail" and "Timeout" in outcomes["test_hangs"][1]
+    assert outcomes["test_after"] == ("pass", "")
+    assert doc["run"]["status"] == "ok"
