@@ -46,16 +46,33 @@ def load_clauses(spec_md: Path | None = None) -> dict[str, Clause]:
     return clauses
 
 
+HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".comp", ".spv", ".c", ".h"}
+
+
 def suite_hash() -> str:
-    """sha256 over the conformance suite and the library sources: results at another hash are stale."""
-    root_pkg = Path(__file__).resolve().parent
+    """sha256 over the conformance suite, the library and the fake libcuda's sources.
+
+    Results at another hash are stale. Each part is hashed under a fixed label, so a checkout and an
+    installed wheel (where conformance/ and the fake's sources live inside the package) hash alike."""
+    from .errors import NotAvailable
+    from .fakes import source_dir
+
+    package = Path(__file__).resolve().parent
+    parts = {"conformance": conformance_dir(), "ironaccel": package}
+    try:
+        parts["fakes/cuda"] = source_dir()
+    except NotAvailable:  # a build without the fake's sources hashes without them
+        pass
+    nested = {p.resolve() for p in parts.values() if p != package}
     h = hashlib.sha256()
-    for base in (conformance_dir(), root_pkg):
+    for label, base in parts.items():
         for f in sorted(base.rglob("*")):
-            if f.is_file() and f.suffix in {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".comp", ".spv", ".glsl"} \
-                    and "__pycache__" not in f.parts:
-                h.update(f.relative_to(base).as_posix().encode())
-                h.update(b"\0")
-                h.update(f.read_bytes())
-                h.update(b"\0")
+            if not f.is_file() or f.suffix not in HASHED_SUFFIXES or "__pycache__" in f.parts:
+                continue
+            if label == "ironaccel" and any(d in f.resolve().parents for d in nested):
+                continue
+            h.update(f"{label}/{f.relative_to(base).as_posix()}".encode())
+            h.update(b"\0")
+            h.update(f.read_bytes())
+            h.update(b"\0")
     return h.hexdigest()[:16]
