@@ -93,16 +93,25 @@ def _driver() -> Any:
                                f"the NVIDIA driver library could not be loaded (searched by cuda.bindings: {exc})") from None
         if err:
             raise NotAvailable(BACKEND, "libcuda.so.1", f"cuInit failed: {_error_name(driver, err)}")
-        try:
-            lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
-            _fake = lib if hasattr(lib, "ironaccel_fake_identity") else None
-        except OSError:
-            _fake = None
+        _fake = _loaded_fake()
         if want_fake and _fake is None:
             raise NotAvailable(BACKEND, "fake libcuda",
                                "IRONACCEL_CUDA_DRIVER=fake but the libcuda.so.1 cuda.bindings loaded is not the fake")
         _cu = driver
     return _cu
+
+
+def _loaded_fake() -> ctypes.CDLL | None:
+    """The libcuda.so.1 this process loaded, when it says it is the fake; None for a real driver."""
+    try:
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+    except OSError:
+        return None
+    identity = getattr(lib, "ironaccel_fake_identity", None)
+    if identity is None:
+        return None
+    identity.restype = ctypes.c_char_p
+    return lib if identity() == FAKE_IDENTITY.encode() else None
 
 
 def _error_name(driver: Any, err: Any) -> str:
