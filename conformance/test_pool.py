@@ -1,0 +1,235 @@
+"""POOL: MemPool on the backend under test — sizes, reuse, stats, trim and close, stream safety, cap, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+from ironaccel.pool import MemPool, PoolStats
+
+from .helpers import POISON, assert_device_works, ceil_div, random_bytes, read
+
+KiB = 1 << 10
+N = 1 << 14  # u32 words written by the busy kernel
+BUSY_ITERS = 20000  # long enough that a copy enqueued after it on another stream would finish first
+
+
+@pytest.fixture
+def pool(device, stream):
+    p = MemPool(device, stream)
+    yield p
+    p.close()
+
+
+def busy(stream, kernels, buf, n: int = N) -> None:
+    """A kernel that takes a while, then writes every u32 of ``buf[:n]``."""
+    stream.launch(kernels("busy"), ceil_div(n, 64), 64, (buf, np.uint32(BUSY_ITERS), np.uint32(n)))
+
+
+@pytest.mark.clause("POOL-1")
+@pytest.mark.parametrize("nbytes", [1, 3, 1000, 1024, 1025, 4097, 65537, (1 << 20) + 1])
+def test_pooled_buffers_have_the_requested_size_and_round_trip(pool, stream, nbytes):
+    with pool.alloc(nbytes) as buf:
+        assert isinstance(buf, ia.Buffer) and buf.nbytes == nbytes
+        stream.fill(buf, POISON)
+        data = random_bytes(nbytes, seed=nbytes)
+        stream.copy_htod(buf, data[1:], dst_offset=1)
+        expect = data.copy()
+        expect[0] = POISON
+        np.testing.assert_array_equal(read(stream, buf), expect)
+
+
+@pytest.mark.clause("POOL-1")
+def test_pooled_buffers_work_in_copies_and_launches(pool, stream, kernels):
+    n = 3000
+    data = random_bytes(4 * n, seed=1).view(np.uint32)
+    with pool.alloc(4 * n) as a, pool.alloc(4 * n) as b:
+        stream.copy_htod(a, data)
+        stream.copy_dtod(b, a, 4 * n)
+        stream.launch(kernels("add_one"), ceil_div(n, 64), 64, (b, np.uint32(n)))
+        np.testing.assert_array_equal(read(stream, b, np.uint32), data + np.uint32(1))
+        np.testing.assert_array_equal(read(stream, a, np.uint32), data)
+
+
+@pytest.mark.clause("POOL-2")
+def test_a_freed_block_comes_back_for_its_bucket_and_only_for_it(pool, stream):
+    a = pool.alloc(1500)
+    handle = a.handle
+    a.free()
+    b = pool.alloc(2000)  # the same 2 KiB bucket
+    assert b.handle == handle
+    c = pool.alloc(1500)  # b still holds the block
+    assert c.handle != handle
+    c.free()
+    small = pool.alloc(KiB)
+    assert small.handle != handle  # another bucket
+    data = random_bytes(2000, seed=2)
+    stream.copy_htod(b, data)
+    np.testing.assert_array_equal(read(stream, b), data)
+    b.free()
+    small.free()
+
+
+@pytest.mark.clause("POOL-2")
+def test_live_pooled_buffers_keep_independent_contents(pool, stream):
+    sizes = [1, 700, 1024, 1025, 3000, 4096, 9000, 70000] * 8
+    bufs = [pool.alloc(n) for n in sizes]
+    datas = [random_bytes(n, seed=i) for i, n in enumerate(sizes)]
+    for buf, data in zip(bufs, datas):
+        stream.copy_htod(buf, data)
+    for i, (buf, data) in enumerate(zip(bufs, datas)):
+        np.testing.assert_array_equal(read(stream, buf), data, err_msg=f"buffer {i} ({buf.nbytes} B)")
+    for buf in bufs[::2]:
+        buf.free()
+    again = [pool.alloc(n) for n in sizes[::2]]  # reuse while the others stay live
+    for buf in again:
+        stream.fill(buf, 0x3C)
+    for buf, data in zip(bufs[1::2], datas[1::2]):
+        np.testing.assert_array_equal(read(stream, buf), data)
+        buf.free()
+    for buf in again:
+        assert (read(stream, buf) == 0x3C).all()
+        buf.free()
+
+
+@pytest.mark.clause("POOL-3")
+def test_stats_count_what_happened(pool):
+    assert pool.stats() == PoolStats(0, 0, 0, 0, 0, 0)
+    a, b = pool.alloc(1000), pool.alloc(3000)
+    s = pool.stats()
+    assert (s.hits, s.misses, s.bytes_live, s.bytes_cached, s.high_water_bytes) == (0, 2, 5 * KiB, 0, 5 * KiB)
+    a.free()
+    b.free()
+    s = pool.stats()
+    assert (s.bytes_live, s.bytes_cached, s.high_water_bytes) == (0, 5 * KiB, 5 * KiB)
+    assert s.bytes_cached_front + s.bytes_cached_shared == s.bytes_cached
+    pool.alloc(500).free()
+    s = pool.stats()
+    assert (s.hits, s.misses, s.high_water_bytes) == (1, 2, 5 * KiB)
+
+
+@pytest.mark.clause("POOL-4")
+def test_trim_gives_back_cached_blocks_while_buffers_stay_live(device, stream):
+    pool = MemPool(device, stream)
+    live = pool.alloc(8 * KiB)
+    data = random_bytes(8 * KiB, seed=4)
+    stream.copy_htod(live, data)
+    for n in (KiB, 2 * KiB, 4 * KiB, 1 << 20):
+        pool.alloc(n).free()
+    assert pool.trim(keep_bytes=4 * KiB) == (1 << 20) + 4 * KiB
+    assert pool.stats().bytes_cached == 3 * KiB
+    assert pool.trim() == 3 * KiB and pool.stats().bytes_cached == 0
+    np.testing.assert_array_equal(read(stream, live), data)
+    assert pool.stats().bytes_live == 8 * KiB
+    live.free()
+    pool.close()
+
+
+@pytest.mark.clause("POOL-4", "ERR-1")
+def test_close_gives_everything_back_and_later_allocs_raise(device, stream, kernels):
+    pool = MemPool(device, stream)
+    live = pool.alloc(3 * KiB)
+    data = random_bytes(3 * KiB, seed=5)
+    stream.copy_htod(live, data)
+    pool.alloc(KiB).free()
+    pool.close()
+    pool.close()
+    assert pool.stats().bytes_cached == 0
+    with pytest.raises(ia.UseAfterFree, match=r"MemPool\.alloc"):
+        pool.alloc(KiB)
+    np.testing.assert_array_equal(read(stream, live), data)  # still valid after close
+    live.free()
+    assert pool.stats().bytes_live == 0
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("POOL-5")
+def test_a_block_freed_on_the_pools_stream_is_reused_in_stream_order(pool, stream, kernels):
+    buf = pool.alloc(4 * N)
+    handle = buf.handle
+    busy(stream, kernels, buf)  # still running when the block is handed out again
+    buf.free()
+    again = pool.alloc(4 * N)
+    assert again.handle == handle
+    data = random_bytes(4 * N, seed=6)
+    stream.copy_htod(again, data)
+    np.testing.assert_array_equal(read(stream, again), data)
+    again.free()
+
+
+@pytest.mark.clause("POOL-5")
+def test_a_block_freed_after_use_on_another_stream_is_fenced_before_reuse(device, pool, stream, kernels):
+    other = device.create_stream()
+    buf = pool.alloc(4 * N)
+    handle = buf.handle
+    other.wait(stream.record())  # a pooled block is ready in the pool stream's order
+    busy(other, kernels, buf)  # writes the whole buffer, late
+    buf.free(stream=other)
+    again = pool.alloc(4 * N)
+    assert again.handle == handle
+    data = random_bytes(4 * N, seed=7)
+    stream.copy_htod(again, data)
+    np.testing.assert_array_equal(read(stream, again), data)
+    device.synchronize()  # had the copy not waited for the kernel, the kernel's values would land now
+    np.testing.assert_array_equal(read(stream, again), data)
+    again.free()
+
+
+@pytest.mark.clause("POOL-5")
+def test_a_block_whose_other_stream_work_finished_is_reused_directly(device, pool, stream, kernels):
+    other = device.create_stream()
+    buf = pool.alloc(4 * N)
+    other.wait(stream.record())
+    busy(other, kernels, buf, n=16)
+    buf.free(stream=other)
+    other.synchronize()
+    again = pool.alloc(4 * N)
+    data = random_bytes(4 * N, seed=8)
+    stream.copy_htod(again, data)
+    np.testing.assert_array_equal(read(stream, again), data)
+    again.free()
+
+
+@pytest.mark.clause("POOL-6", "ERR-1")
+def test_double_free_and_use_after_free_raise_naming_the_op(device, pool, stream, kernels):
+    buf = pool.alloc(64)
+    live = pool.alloc(64)
+    buf.free()
+    with pytest.raises(ia.InvalidArgument, match=r"MemPool\.free"):
+        buf.free()
+    host = np.zeros(64, np.uint8)
+    for op, call in [
+        ("Stream.copy_htod", lambda: stream.copy_htod(buf, host)),
+        ("Stream.copy_dtoh", lambda: stream.copy_dtoh(host, buf)),
+        ("Stream.copy_dtod", lambda: stream.copy_dtod(live, buf, 64)),
+        ("Stream.fill", lambda: stream.fill(buf, 1)),
+        ("Stream.launch", lambda: stream.launch(kernels("add_one"), 1, 16, (buf, np.uint32(16)))),
+        ("Buffer.handle", lambda: buf.handle),
+    ]:
+        with pytest.raises(ia.UseAfterFree, match=op.replace(".", r"\.")):
+            call()
+    live.free()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("POOL-6", "ERR-1")
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "8", True])
+def test_bad_sizes_raise_naming_the_op(pool, bad):
+    with pytest.raises(ia.InvalidArgument, match=r"MemPool\.alloc"):
+        pool.alloc(bad)
+
+
+@pytest.mark.clause("POOL-7")
+def test_the_cap_bounds_what_stays_cached(device, stream):
+    by_bytes = MemPool(device, stream, max_cached_bytes=3 * KiB)
+    by_count = MemPool(device, stream, max_per_bucket=2)
+    for pool, cached in ((by_bytes, 3 * KiB), (by_count, 2 * KiB)):
+        bufs = [pool.alloc(KiB) for _ in range(5)]
+        for i, buf in enumerate(bufs):
+            stream.copy_htod(buf, random_bytes(KiB, seed=i))
+        for buf in bufs:
+            buf.free()
+        s = pool.stats()
+        assert (s.bytes_cached, s.bytes_live, s.misses) == (cached, 0, 5)
+        pool.close()
