@@ -22,6 +22,11 @@ def pool(device, stream):
     p.close()
 
 
+def block_of(buf):
+    """The backend buffer behind a pooled buffer: its identity (a handle may be shared by sub-allocations)."""
+    return buf._backing("block_of")
+
+
 def busy(stream, kernels, buf, n: int = N) -> None:
     """A kernel that takes a while, then writes every u32 of ``buf[:n]``."""
     stream.launch(kernels("busy"), ceil_div(n, 64), 64, (buf, np.uint32(BUSY_ITERS), np.uint32(n)))
@@ -55,15 +60,15 @@ def test_pooled_buffers_work_in_copies_and_launches(pool, stream, kernels):
 @pytest.mark.clause("POOL-2")
 def test_a_freed_block_comes_back_for_its_bucket_and_only_for_it(pool, stream):
     a = pool.alloc(1500)
-    handle = a.handle
+    block = block_of(a)
     a.free()
     b = pool.alloc(2000)  # the same 2 KiB bucket
-    assert b.handle == handle
+    assert block_of(b) is block and pool.stats().hits == 1
     c = pool.alloc(1500)  # b still holds the block
-    assert c.handle != handle
+    assert block_of(c) is not block
     c.free()
     small = pool.alloc(KiB)
-    assert small.handle != handle  # another bucket
+    assert block_of(small) is not block  # another bucket
     data = random_bytes(2000, seed=2)
     stream.copy_htod(b, data)
     np.testing.assert_array_equal(read(stream, b), data)
@@ -147,11 +152,11 @@ def test_close_gives_everything_back_and_later_allocs_raise(device, stream, kern
 @pytest.mark.clause("POOL-5")
 def test_a_block_freed_on_the_pools_stream_is_reused_in_stream_order(pool, stream, kernels):
     buf = pool.alloc(4 * N)
-    handle = buf.handle
+    block = block_of(buf)
     busy(stream, kernels, buf)  # still running when the block is handed out again
     buf.free()
     again = pool.alloc(4 * N)
-    assert again.handle == handle
+    assert block_of(again) is block
     data = random_bytes(4 * N, seed=6)
     stream.copy_htod(again, data)
     np.testing.assert_array_equal(read(stream, again), data)
@@ -162,12 +167,12 @@ def test_a_block_freed_on_the_pools_stream_is_reused_in_stream_order(pool, strea
 def test_a_block_freed_after_use_on_another_stream_is_fenced_before_reuse(device, pool, stream, kernels):
     other = device.create_stream()
     buf = pool.alloc(4 * N)
-    handle = buf.handle
+    block = block_of(buf)
     other.wait(stream.record())  # a pooled block is ready in the pool stream's order
     busy(other, kernels, buf)  # writes the whole buffer, late
     buf.free(stream=other)
     again = pool.alloc(4 * N)
-    assert again.handle == handle
+    assert block_of(again) is block
     data = random_bytes(4 * N, seed=7)
     stream.copy_htod(again, data)
     np.testing.assert_array_equal(read(stream, again), data)
