@@ -225,10 +225,12 @@ class Event(abc.ABC):
 
     def query(self) -> bool:
         """True when the device has reached this event; never blocks."""
+        self._stream.device._check_open("Event.query")
         return self._query()
 
     def synchronize(self) -> None:
         """Block the calling thread until the event is complete."""
+        self._stream.device._check_open("Event.synchronize")
         self._synchronize()
 
     def elapsed_ms(self, end: Event) -> float:
@@ -238,6 +240,7 @@ class Event(abc.ABC):
             raise InvalidArgument(op, "end must be an Event of the same device")
         if not (self._timing and end._timing):
             raise InvalidArgument(op, "record both events with stream.record(timing=True) to time them")
+        self._stream.device._check_open(op)
         return self._elapsed_ms(end)
 
     @abc.abstractmethod
