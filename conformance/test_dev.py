@@ -63,6 +63,7 @@ def test_closed_device_raises_use_after_free(device, kernels):
     other = get_backend(device.info.backend).open_device(device.info.index)
     s = other.create_stream()
     buf = other.alloc(64)
+    ev = s.record()
     other.close()
     other.close()  # idempotent
     for op, call in [
@@ -71,6 +72,8 @@ def test_closed_device_raises_use_after_free(device, kernels):
         ("Device.synchronize", other.synchronize),
         ("Stream.fill", lambda: s.fill(buf, 1)),
         ("Stream.synchronize", s.synchronize),
+        ("Event.query", ev.query),
+        ("Event.synchronize", ev.synchronize),
         ("Device.compile", lambda: other.compile("x", other.languages[0])),
     ]:
         with pytest.raises(ia.UseAfterFree, match=op.replace(".", r"\.")):
