@@ -121,7 +121,8 @@ class PooledBuffer(Buffer):
 
     ``free(stream=None)`` returns the block to the pool; pass the stream that last used the buffer when it is
     not the pool's. Unlike a plain Buffer, whose ``free`` is idempotent, a second free raises
-    InvalidArgument: a block returned twice could be handed out to two owners at once.
+    InvalidArgument: a block returned twice could be handed out to two owners at once. A PooledBuffer
+    dropped without ``free()`` takes its block with it, as an unfreed Buffer would.
     """
 
     def __init__(self, pool: MemPool, block: _Block, nbytes: int):
@@ -159,8 +160,9 @@ class PooledBuffer(Buffer):
                 return
         pool._put_slow(block)
 
-    def _release(self) -> None:  # Buffer.free's hook; PooledBuffer.free replaces it
-        self.free()
+    def _release(self) -> None:
+        """Buffer.free's hook, reached only by calling ``Buffer.free(buf)`` directly: the locked path."""
+        self._pool._put_slow(self._block)
 
     def _backing(self, op: str) -> Buffer:
         if self._freed:

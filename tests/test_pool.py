@@ -467,3 +467,9 @@ def test_trim_waits_for_a_fenced_blocks_last_use_before_freeing_it(pool, device)
 def test_new_blocks_hold_junk_not_zeros(pool, stream):
     with pool.alloc(KiB) as buf:
         assert set(read_back(stream, buf).tolist()) == {JUNK}
+
+
+def test_the_base_class_free_returns_the_block_too(pool):
+    buf = pool.alloc(KiB)
+    Buffer.free(buf)
+    assert buf.freed and pool.stats().bytes_cached == KiB and pool.stats().bytes_live == 0
