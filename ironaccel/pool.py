@@ -25,11 +25,15 @@ release a block slightly before the cap is reached, never after it.
 
 Streams: a block is reused in the order of the pool's stream. A buffer last used on another stream is
 freed with ``buf.free(stream=that_stream)``; the pool records an event there and, before the block's next
-use, makes the pool's stream wait for it (unless it is already complete). A block handed out by ``alloc``
+use, makes the pool's stream wait for it (unless it is already complete); such a fenced block waits in
+the shared tier, so the lock-free path never meets a fence. A block handed out by ``alloc``
 is ready for work on the pool's stream; to use it on another stream, order that stream after the pool's
 stream first (an event and ``Stream.wait``), as with any stream-ordered allocator.
 
 Sizes: ``stats()`` and the cap count block sizes (a 1000-byte request holds a 1024-byte block).
+
+Freeing a pooled buffer twice raises InvalidArgument, unlike a plain Buffer's idempotent ``free()``: a block
+returned twice could be handed out to two owners at once.
 """
 
 from __future__ import annotations
@@ -196,8 +200,8 @@ class MemPool:
         device._check_open(op)
         self._device = device
         self._stream = stream
-        self.max_cached_bytes = _check_int(op, "max_cached_bytes", max_cached_bytes)
-        self.max_per_bucket = _check_int(op, "max_per_bucket", max_per_bucket)
+        self._max_cached_bytes = _check_int(op, "max_cached_bytes", max_cached_bytes)
+        self._max_per_bucket = _check_int(op, "max_per_bucket", max_per_bucket)
         self._max_alloc = device.info.limits.max_alloc
         self._local = threading.local()
         self._lock = threading.Lock()
@@ -207,8 +211,8 @@ class MemPool:
         self._ended: list[_Front] = []  # fronts of ended threads, appended by a finalizer (list.append is atomic)
         self._shared: list[list[_Block]] = [[] for _ in BUCKET_SIZES]
         self._shared_bytes = 0
-        self._room_bytes = self.max_cached_bytes  # cap minus shared bytes minus front credit
-        self._room_blocks = [self.max_per_bucket] * len(BUCKET_SIZES)
+        self._room_bytes = self._max_cached_bytes  # cap minus shared bytes minus front credit
+        self._room_blocks = [self._max_per_bucket] * len(BUCKET_SIZES)
         self._shared_hits = 0
         self._ended_hits = 0
         self._misses = 0
@@ -226,6 +230,14 @@ class MemPool:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def max_cached_bytes(self) -> int:
+        return self._max_cached_bytes
+
+    @property
+    def max_per_bucket(self) -> int:
+        return self._max_per_bucket
 
     # -- the hot path (its free half is inlined in PooledBuffer.free) -------------------------------------
 
@@ -461,8 +473,8 @@ class MemPool:
             for front in self._fronts:
                 for slots in front:
                     slots.credit = 0
-            self._room_bytes = self.max_cached_bytes
-            self._room_blocks = [self.max_per_bucket] * len(BUCKET_SIZES)
+            self._room_bytes = self._max_cached_bytes
+            self._room_blocks = [self._max_per_bucket] * len(BUCKET_SIZES)
         for block in victims:
             self._give_to_device(block)
 
