@@ -1,26 +1,48 @@
-"""Runs the conformance suite on targets, each in its own process, and writes their results files.
+"""Runs the conformance suite on targets, each in its own process (or Docker container), and writes, per
+target, beside each other in the results folder (for webgpu/lavapipe)::
 
+    webgpu-lavapipe.json        the results file (``ironaccel.results``), the only input of STATUS.md
+    webgpu-lavapipe.junit.xml   pytest's JUnit XML of the same run, for CI systems
+    webgpu-lavapipe.cert.json   the certificate: level, every required clause, environment, hashes
+    webgpu-lavapipe.cert.md     the certificate for people
+
+Each test has a time limit (pytest-timeout, signal method: the hung test fails and the run goes on) and a
+failing test is re-run once (pytest-rerunfailures; the plugin records a pass on re-run as ``flaky``).
 A target process that crashes or hangs is never lost: the plugin rewrites its results file after every test
-(status "crashed" until the run ends), and on a timeout the process is killed and the file marked "timeout".
-A target that wrote no file at all gets one here saying so.
+(status "crashed" until the run ends), and past the target's time limit the process is killed and the file
+marked "timeout". A target that wrote no file at all gets one here saying so.
+
+A certificate holds nothing that its results file and the suite do not determine (no issue time), so
+``verify`` recomputes it and compares: results file changed → tampered; suite changed → stale.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable
 
-from . import __version__, results, targets
-from .spec import conformance_dir, suite_hash
+from . import __version__, results, spec, status, targets
 
 TARGET_TIMEOUT_S = 1800
+TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
+CERTIFICATE_SCHEMA = 1
+
+#: ``ironaccel certify --verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
+VERIFY_VALID, VERIFY_STALE, VERIFY_TAMPERED = 0, 3, 4
+
+#: Images of ``--docker`` runs: simulated targets run in the GPU-less image, hardware ones in the CUDA image.
+DOCKERFILES = {True: "ci/docker/gpuless.Dockerfile", False: "ci/docker/cuda.Dockerfile"}
+CONTAINER_RESULTS = "/results"
 
 
 @dataclass
@@ -35,7 +57,8 @@ class TargetRun:
     @property
     def ok(self) -> bool:
         s = self.summary or {}
-        return self.status == "ok" and not s.get("fail") and not s.get("xpass") and sum(s.values()) > 0
+        """The run finished and every test ran without a failure or an unexpected pass."""
+        return self.status == "ok" and sum(s.values()) > 0 and not any(s.get(o) for o in ("fail", "xpass", "not-run"))
 
 
 def runnable_targets() -> list[str]:
@@ -43,32 +66,85 @@ def runnable_targets() -> list[str]:
     return [name for name, t in targets.TARGETS.items() if t.missing() is None]
 
 
-def _placeholder(target: targets.Target, status: str, message: str, started: str) -> dict:
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def simulated_targets() -> list[str]:
+    """Every simulated target: what ``--docker --all`` runs, since the GPU-less image can run them all."""
+    return [name for name, t in targets.TARGETS.items() if t.simulated]
+
+
+def sibling(results_file: Path, suffix: str) -> Path:
+    """A file beside a results file: ``sibling(.../webgpu-lavapipe.json, ".junit.xml")``."""
+    return results_file.with_name(results_file.stem + suffix)
+
+
+def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Path) -> list[str]:
+    """The pytest command line (after ``python -m pytest``) of one target's run.
+
+    The test timer covers the test function only (``timeout_func_only``): armed per call, so a re-run gets
+    its own; a whole-protocol timer spans both attempts and is spent by the first. A hang in a fixture is
+    left to the target's time limit."""
+    return [str(suite), "-p", "ironaccel.pytest_plugin", "-p", "no:cacheprovider", "--rootdir", str(suite), "-q",
+            "--target", name, "--results-json", str(results_file),
+            "--junitxml", str(sibling(results_file, ".junit.xml")),
+            "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
+            "--reruns", "1"]
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _placeholder(target: targets.Target, status_: str, message: str, started: str) -> dict:
     return {
         "schema": results.SCHEMA_VERSION,
-        "suite": {"version": __version__, "hash": suite_hash()},
+        "suite": {"version": __version__, "hash": spec.suite_hash()},
         "target": {"name": target.name, "backend": target.backend, "driver": target.driver, "driver_version": "",
                    "device": "", "vendor": "", "simulated": target.simulated, "os": "", "python": "", "packages": {}},
-        "started": started, "finished": now,
-        "run": {"status": status, "message": message},
+        "started": started, "finished": _now(),
+        "run": {"status": status_, "message": message},
         "tests": [], "summary": results.summarize([]),
     }
 
 
-def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S, extra_args: tuple[str, ...] = ()) -> TargetRun:
-    target = targets.get(name)
+def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
+            timeout_s: float) -> TargetRun:
+    """Record how the target's process ended in its results file, write its certificate, return the run."""
+    if out.exists():
+        doc = json.loads(out.read_text(encoding="utf-8"))
+        if timed_out:
+            doc["run"] = {"status": "timeout", "message": f"killed after {timeout_s:g} s"}
+            results.dump(doc, out)
+        elif doc["run"]["status"] == "crashed":
+            doc["run"]["message"] = f"the test process exited with code {exit_code} before finishing"
+            results.dump(doc, out)
+        elif exit_code not in (0, 1):  # 0: all passed, 1: some failed; else pytest itself gave up
+            doc["run"] = {"status": "error", "message": f"the test process exited with code {exit_code} "
+                          "(pytest: 2 interrupted, 3 internal error, 4 usage error, 5 no tests collected)"}
+            results.dump(doc, out)
+    else:
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        results.dump(_placeholder(targets.get(name), "timeout" if timed_out else "crashed",
+                                  f"exit code {exit_code}: " + " / ".join(tail), started), out)
+    doc = results.load(out)
+    write_certificate(out)
+    run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"])
+    if run.ok:
+        log.unlink(missing_ok=True)
+    else:
+        run.message = (run.message + f" (log: {log})").strip()
+    return run
+
+
+def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
+               test_timeout_s: float = TEST_TIMEOUT_S, suite: Path | None = None) -> TargetRun:
+    """Run the suite (default: the installed conformance suite) on ``name`` in a child process."""
+    suite = (suite or spec.conformance_dir()).resolve()
     results_dir = results_dir.resolve()
     out = results_dir / results.file_name(name)
-    run = TargetRun(name, out)
-    started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    t0 = time.monotonic()
-    cmd = [sys.executable, "-m", "pytest", str(conformance_dir()), "-p", "ironaccel.pytest_plugin",
-           "-p", "no:cacheprovider", "--rootdir", str(conformance_dir()), "-q", "--target", name,
-           "--results-json", str(out), *extra_args]
-    env = {**os.environ, **target.environment()}
+    log = out.with_name("." + out.stem + ".log")
+    cmd = [sys.executable, "-m", "pytest", *pytest_args(name, out, test_timeout_s, suite)]
+    env = {**os.environ, **targets.get(name).environment()}
+    started, t0 = _now(), time.monotonic()
     out.unlink(missing_ok=True)
-    log = results_dir / f".{out.stem}.log"
     with open(log, "w", encoding="utf-8") as log_file:
         # cwd away from any checkout: `ironaccel` must import from where it is installed (or PYTHONPATH)
         proc = subprocess.Popen(cmd, env=env, cwd=results_dir, stdout=log_file, stderr=subprocess.STDOUT)
@@ -79,43 +155,163 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             proc.kill()
             proc.wait()
             timed_out = True
-    run.seconds = time.monotonic() - t0
-    if out.exists():
-        doc = json.loads(out.read_text(encoding="utf-8"))
-        if timed_out:
-            doc["run"] = {"status": "timeout", "message": f"killed after {timeout_s:.0f} s"}
-            results.dump(doc, out)
-        elif doc["run"]["status"] == "crashed":
-            doc["run"]["message"] = f"the test process exited with code {proc.returncode} before finishing"
-            results.dump(doc, out)
-    else:
-        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        status = "timeout" if timed_out else "crashed"
-        results.dump(_placeholder(target, status, f"exit code {proc.returncode}: " + " / ".join(tail), started), out)
-    doc = results.load(out)
-    run.status, run.summary, run.message = doc["run"]["status"], doc["summary"], doc["run"]["message"]
-    if run.ok:
-        log.unlink(missing_ok=True)
-    else:
-        run.message = (run.message + f" (log: {log})").strip()
+    return _finish(name, out, log, started, time.monotonic() - t0, timed_out, proc.returncode, timeout_s)
+
+
+# -- Docker ---------------------------------------------------------------------------------------------
+
+class NoDockerEngine(Exception):
+    """No Docker engine answers (or the docker SDK is missing): ``certify --docker`` cannot run."""
+
+
+def docker_client() -> Any:
+    try:
+        import docker
+    except ImportError as exc:
+        raise NoDockerEngine("the docker SDK is not installed: pip install docker") from exc
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        raise NoDockerEngine(f"no Docker engine is reachable at {where} ({exc}); start one, or set DOCKER_HOST, "
+                             "or run without --docker") from exc
+    return client
+
+
+def docker_image(client: Any, simulated: bool) -> str:
+    """The image tag for simulated or hardware targets, built from this checkout's ci/docker when missing."""
+    import docker
+
+    dockerfile = DOCKERFILES[simulated]
+    tag = f"ironaccel-ci-{Path(dockerfile).name.split('.')[0]}:{__version__}"
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        root = Path(__file__).resolve().parent.parent
+        if not (root / dockerfile).is_file():
+            raise NoDockerEngine(f"image {tag} is missing and {root / dockerfile} is not there to build it: "
+                                 "run from a checkout, or build the image there") from None
+        client.images.build(path=str(root), dockerfile=dockerfile, tag=tag, rm=True)
+    return tag
+
+
+def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
+    """A ``run_target`` that runs ``ironaccel certify --target`` in a container of the target's image; the
+    images ``names`` need are found (or built) first, so a missing one fails before any target starts."""
+    import docker
+    import requests
+
+    images = {sim: docker_image(client, sim) for sim in {targets.get(n).simulated for n in names}}
+
+    def run(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
+            test_timeout_s: float = TEST_TIMEOUT_S) -> TargetRun:
+        target = targets.get(name)
+        results_dir = results_dir.resolve()
+        out = results_dir / results.file_name(name)
+        log = out.with_name("." + out.stem + ".log")
+        gpus = [] if target.simulated else [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        started, t0 = _now(), time.monotonic()
+        out.unlink(missing_ok=True)
+        container = client.containers.run(
+            images[target.simulated],
+            ["ironaccel", "certify", "--target", name, "--results", CONTAINER_RESULTS,
+             "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}"],
+            volumes={str(results_dir): {"bind": CONTAINER_RESULTS, "mode": "rw"}},
+            user=f"{os.getuid()}:{os.getgid()}", device_requests=gpus, detach=True)
+        try:
+            exit_code, timed_out = container.wait(timeout=timeout_s + 60)["StatusCode"], False
+        except requests.exceptions.RequestException:  # the container outlived its limit
+            container.kill()
+            exit_code, timed_out = None, True
+        log.write_bytes(container.logs())
+        container.remove(force=True)
+        return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s)
+
     return run
 
 
+# -- many targets, progress, summary ----------------------------------------------------------------------
+
+class Progress:
+    """One line saying how far each running target has got, read from its results file (the plugin rewrites
+    it after every test): redrawn in place on a terminal, printed every ``log_every_s`` elsewhere (CI logs)."""
+
+    def __init__(self, total: int, stream=None, log_every_s: float = 15.0):
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.total, self.finished, self.log_every_s = total, 0, log_every_s
+        self.running: dict[str, Path] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.t0 = time.monotonic()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "Progress":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._print("")
+
+    def echo(self, text: str) -> None:
+        self._print(text + "\n")
+
+    def started(self, name: str, results_file: Path) -> None:
+        with self.lock:
+            self.running[name] = results_file
+        self.echo(f"  start  {name}")
+
+    def done(self, run: TargetRun) -> None:
+        with self.lock:
+            self.running.pop(run.target, None)
+            self.finished += 1
+        self.echo(f"  done   {run.target}: {run.status}, {_counts(run)} in {run.seconds:.1f} s")
+
+    def line(self) -> str:
+        with self.lock:
+            running = dict(self.running)
+        parts = [f"[{time.monotonic() - self.t0:4.0f} s] {self.finished}/{self.total} targets done"]
+        for name, path in sorted(running.items()):
+            try:
+                tests = json.loads(path.read_text(encoding="utf-8"))["tests"]
+                parts.append(f"{name} {sum(t['outcome'] != 'not-run' for t in tests)}/{len(tests)}")
+            except (OSError, ValueError, KeyError):  # not written yet: still starting
+                parts.append(f"{name} starting")
+        return " · ".join(parts)
+
+    def _print(self, text: str) -> None:
+        with self.lock:
+            if self.tty:
+                self.stream.write("\r\033[K")
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _loop(self) -> None:
+        interval = 1.0 if self.tty else self.log_every_s
+        while not self.stop.wait(interval):
+            self._print(self.line() + ("" if self.tty else "\n"))
+
+
 def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeout_s: float = TARGET_TIMEOUT_S,
-            echo=print) -> list[TargetRun]:
-    """Run ``names`` in parallel processes (bounded by cores); print progress; return every run."""
+            test_timeout_s: float = TEST_TIMEOUT_S, runner: Callable[..., TargetRun] = run_target,
+            stream=None) -> list[TargetRun]:
+    """Run ``names`` with ``runner`` in parallel (bounded by cores), showing progress; return every run."""
     results_dir.mkdir(parents=True, exist_ok=True)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
-    echo(f"certifying {len(names)} target(s) with {jobs} process(es): {', '.join(names)}")
+    with Progress(len(names), stream) as progress:
+        progress.echo(f"certifying {len(names)} target(s) with {jobs} process(es): {', '.join(names)}")
 
-    def one(name: str) -> TargetRun:
-        echo(f"  start  {name}")
-        run = run_target(name, results_dir, timeout_s)
-        echo(f"  done   {name}: {run.status}, {_counts(run)} in {run.seconds:.1f} s")
-        return run
+        def one(name: str) -> TargetRun:
+            progress.started(name, results_dir.resolve() / results.file_name(name))
+            run = runner(name, results_dir, timeout_s, test_timeout_s)
+            progress.done(run)
+            return run
 
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        return list(pool.map(one, names))
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(one, names))
 
 
 def _counts(run: TargetRun) -> str:
@@ -134,3 +330,95 @@ def summary_table(runs: list[TargetRun]) -> str:
         if not r.ok and r.message:
             lines.append(f"{r.target}: {r.message}")
     return "\n".join(lines)
+
+
+# -- certificates -----------------------------------------------------------------------------------------
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def certificate(results_file: Path) -> dict[str, Any]:
+    """The certificate of one results file, judged by the current SPEC.md and suite hash."""
+    doc = results.load(results_file)
+    clauses = spec.load_clauses()
+    level, why = status.run_level(doc, clauses, spec.suite_hash(), targets.TARGETS)
+    states = status.required_clause_states(doc, clauses)
+    t = doc["target"]
+    return {
+        "certificate": CERTIFICATE_SCHEMA,
+        "target": t["name"],
+        "level": level,
+        "why": why,
+        "required_clauses_passing": f"{sum(s == 'pass' for s in states.values())}/{len(states)}",
+        "required_clauses": [{"id": cid, "outcome": state} for cid, state in states.items()],  # SPEC.md order
+        "environment": {key: t.get(key, "") for key in
+                        ("backend", "driver", "driver_version", "device", "vendor", "simulated", "os", "python",
+                         "packages")},
+        "run": {"status": doc["run"]["status"], "started": doc["started"], "finished": doc["finished"]},
+        "suite": dict(doc["suite"]),
+        "results": {"file": Path(results_file).name, "sha256": sha256_file(results_file)},
+    }
+
+
+def certificate_markdown(cert: dict[str, Any]) -> str:
+    env = cert["environment"]
+    packages = ", ".join(f"{k} {v}" for k, v in sorted(env["packages"].items())) or "—"
+    run = cert["run"]
+    lines = [
+        f"# Certificate: {cert['target']}",
+        "",
+        f"**Level: {cert['level']}** — {cert['why']}.",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| Device | {env['device'] or '—'} ({env['vendor'] or '—'}, {'simulated' if env['simulated'] else 'hardware'}) |",
+        f"| Driver | {env['driver']} {env['driver_version']} |",
+        f"| OS, Python | {env['os'] or '—'}, Python {env['python'] or '—'} |",
+        f"| Packages | {packages} |",
+        f"| Run | {run['status']}, {run['started']} → {run['finished']} |",
+        f"| Suite | {cert['suite']['version']}, hash `{cert['suite']['hash']}` |",
+        f"| Results file | `{cert['results']['file']}`, sha256 `{cert['results']['sha256']}` |",
+        "",
+        f"## Required clauses ({cert['required_clauses_passing']} pass)",
+        "",
+        "| Clause | Outcome |",
+        "|---|---|",
+        *(f"| {c['id']} | {c['outcome']} |" for c in cert["required_clauses"]),
+        "",
+        f"Check it with `ironaccel certify --verify {cert['results']['file'].removesuffix('.json')}"
+        f"{status.CERTIFICATE_SUFFIX}`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_certificate(results_file: Path) -> Path:
+    """Write ``<stem>.cert.json`` and ``<stem>.cert.md`` beside ``results_file``; return the JSON's path."""
+    cert = certificate(results_file)
+    path = sibling(results_file, status.CERTIFICATE_SUFFIX)
+    path.write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
+    return path
+
+
+def verify(cert_path: Path) -> tuple[int, str]:
+    """(exit code, why): VERIFY_VALID, VERIFY_TAMPERED (the results file is missing or changed, or the
+    certificate says what its results file does not), or VERIFY_STALE (the suite changed since). ValueError
+    for a file that is not a certificate."""
+    try:
+        cert = json.loads(Path(cert_path).read_text(encoding="utf-8"))
+        results_file = Path(cert_path).with_name(cert["results"]["file"])
+        recorded_sha, recorded_hash = cert["results"]["sha256"], cert["suite"]["hash"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{cert_path}: not a readable certificate ({type(exc).__name__}: {exc})") from exc
+    if not results_file.is_file():
+        return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
+    if sha256_file(results_file) != recorded_sha:
+        return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
+    current = spec.suite_hash()
+    if recorded_hash != current:
+        return VERIFY_STALE, (f"stale: certified at suite hash {recorded_hash}, the suite is now {current}; "
+                              f"re-run `ironaccel certify --target {cert.get('target')}`")
+    if certificate(results_file) != cert:
+        return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
+    return VERIFY_VALID, f"valid: {cert['target']} level {cert['level']} at suite hash {current}"

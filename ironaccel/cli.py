@@ -19,6 +19,18 @@ cuda/nvidia (CUDA on a real NVIDIA GPU). Typical use:
 """
 
 
+CERTIFY_DESCRIPTION = """\
+Runs the conformance suite on each target in its own process (in parallel, bounded by cores) and writes,
+per target, into the results folder: <backend>-<driver>.json (results), .junit.xml (JUnit), .cert.json and
+.cert.md (certificate). Each test has a time limit and a failing test is re-run once (pass on re-run: flaky).
+
+exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or timed out;
+            2 nothing ran (no target given or runnable, unknown target, no Docker engine with --docker).
+--verify:   0 valid; 3 stale (the suite changed since); 4 tampered (results file changed or missing, or
+            the certificate disagrees with it); 2 not a readable certificate.
+"""
+
+
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -58,8 +70,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_certify(args: argparse.Namespace) -> int:
     from . import certify, targets
 
+    if args.verify:
+        try:
+            code, why = certify.verify(Path(args.verify))
+        except ValueError as exc:
+            print(f"ironaccel certify --verify: {exc}", file=sys.stderr)
+            return 2
+        print(why, file=sys.stdout if code == certify.VERIFY_VALID else sys.stderr)
+        return code
     if args.all:
-        names = certify.runnable_targets()
+        names = certify.simulated_targets() if args.docker else certify.runnable_targets()
         if not names:
             print("no target is runnable on this machine: see `ironaccel doctor`", file=sys.stderr)
             return 2
@@ -70,7 +90,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
     else:
         print("name targets with --target T (repeatable) or use --all; `ironaccel doctor` lists them", file=sys.stderr)
         return 2
-    runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout)
+    runner = certify.run_target
+    if args.docker:
+        try:
+            runner = certify.container_runner(certify.docker_client(), names)
+        except certify.NoDockerEngine as exc:
+            print(f"ironaccel certify --docker: {exc}", file=sys.stderr)
+            return 2
+    runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
+                           test_timeout_s=args.test_timeout, runner=runner)
     print()
     print(certify.summary_table(runs))
     return 0 if all(r.ok for r in runs) else 1
@@ -90,6 +118,8 @@ def cmd_fakes_build(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    from .certify import TARGET_TIMEOUT_S, TEST_TIMEOUT_S
+
     p = argparse.ArgumentParser(prog="ironaccel", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -97,12 +127,22 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("devices", help="every registered backend, available or not, and its devices").set_defaults(func=cmd_devices)
     sub.add_parser("doctor", help="which targets this machine can run; how to fix the others").set_defaults(func=cmd_doctor)
 
-    c = sub.add_parser("certify", help="run the conformance suite on targets and write results files")
-    c.add_argument("--target", action="append", metavar="BACKEND/DRIVER", help="a target to run (repeatable)")
-    c.add_argument("--all", action="store_true", help="every target this machine can run")
+    c = sub.add_parser("certify", help="run the conformance suite on targets; write results, JUnit, certificates",
+                       description=CERTIFY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = c.add_mutually_exclusive_group()
+    which.add_argument("--target", action="append", metavar="BACKEND/DRIVER", help="a target to run (repeatable)")
+    which.add_argument("--all", action="store_true",
+                       help="every target this machine can run (with --docker: every simulated target)")
+    which.add_argument("--verify", metavar="CERT", help="check a certificate (*.cert.json) against its results "
+                       "file and the current suite")
     c.add_argument("--results", default="results", metavar="DIR", help="where results files go (default: results)")
     c.add_argument("--jobs", type=int, default=None, help="parallel target processes (default: CPU count)")
-    c.add_argument("--timeout", type=float, default=1800, metavar="S", help="per-target time limit in seconds")
+    c.add_argument("--timeout", type=float, default=TARGET_TIMEOUT_S, metavar="S",
+                   help=f"per-target time limit in seconds (default: {TARGET_TIMEOUT_S:g})")
+    c.add_argument("--test-timeout", type=float, default=TEST_TIMEOUT_S, metavar="S",
+                   help=f"per-test time limit in seconds (default: {TEST_TIMEOUT_S:g})")
+    c.add_argument("--docker", action="store_true", help="run each target in its own container (ci/docker images; "
+                   "simulated targets in the GPU-less one, hardware targets in the CUDA one with the host's GPUs)")
     c.set_defaults(func=cmd_certify)
 
     s = sub.add_parser("status", help="regenerate STATUS.md from results files")

@@ -64,7 +64,7 @@ def test_certify_all_with_nothing_runnable(capsys, monkeypatch):
 
 
 def test_certify_reports_failure_in_exit_code(capsys, monkeypatch, tmp_path):
-    def fake_certify(names, results_dir, jobs=None, timeout_s=0):
+    def fake_certify(names, results_dir, **options):
         return [certify.TargetRun(n, results_dir / "x.json", "ok", {"pass": 3, "fail": 1}, 1.0) for n in names]
 
     monkeypatch.setattr(certify, "certify", fake_certify)

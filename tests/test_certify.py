@@ -1,0 +1,216 @@
+"""``ironaccel certify``: target processes that crash, hang or misuse pytest; per-test timeouts, re-runs, JUnit;
+certificates and their verification; the progress line.
+
+Targets here are "mem/test" over tests/memdevice.py, registered in the child process by the suite folder's
+conftest (the one tests/test_plugin.py uses) and in this process by ``mem_target``; ``run_target(suite=...)``
+runs that folder instead of the conformance suite.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ironaccel import certify, results, spec, targets
+from ironaccel.cli import main
+from test_plugin import CONFTEST
+
+NAME = "mem/test"
+
+
+@pytest.fixture
+def mem_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(targets.TARGETS, NAME, targets.Target("mem", "test", True))
+
+
+def suite(tmp_path: Path, tests: str) -> Path:
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "conftest.py").write_text(CONFTEST)
+    (folder / "test_suite.py").write_text("import os, pathlib, time\nimport pytest\n" + tests)
+    return folder
+
+
+def run(tmp_path: Path, tests: str, **kwargs) -> tuple[certify.TargetRun, dict]:
+    out = tmp_path / "results"
+    out.mkdir()
+    r = certify.run_target(NAME, out, suite=suite(tmp_path, tests), **kwargs)
+    return r, results.load(r.results_file)
+
+
+def outcomes(doc: dict) -> dict[str, str]:
+    return {t["id"].split("::")[1]: t["outcome"] for t in doc["tests"]}
+
+
+def test_a_target_that_crashes_is_recorded_as_crashed(tmp_path, mem_target):
+    r, doc = run(tmp_path, """
+@pytest.mark.clause("MEM-1")
+def test_a_passes():
+    pass
+
+@pytest.mark.clause("MEM-2")
+def test_b_kills_the_process():
+    os._exit(7)
+
+@pytest.mark.clause("MEM-3")
+def test_c_never_runs():
+    pass
+""")
+    assert (r.status, r.ok) == ("crashed", False)
+    assert "exited with code 7" in r.message and "log:" in r.message
+    assert outcomes(doc) == {"test_a_passes": "pass", "test_b_kills_the_process": "not-run", "test_c_never_runs": "not-run"}
+    assert certify.sibling(r.results_file, ".cert.json").is_file()
+
+
+def test_a_target_that_hangs_is_killed_and_recorded_as_timeout(tmp_path, mem_target):
+    r, doc = run(tmp_path, """
+@pytest.mark.clause("MEM-1")
+def test_a_passes():
+    pass
+
+@pytest.mark.clause("MEM-2")
+def test_b_hangs():
+    time.sleep(120)
+""", timeout_s=4)
+    assert (r.status, r.ok) == ("timeout", False)
+    assert doc["run"]["message"] == "killed after 4 s"
+    assert outcomes(doc)["test_a_passes"] == "pass"
+    assert r.seconds < 60
+
+
+def test_a_process_that_writes_nothing_still_gets_a_results_file(tmp_path, mem_target):
+    r, doc = run(tmp_path, "raise SystemExit(9)\n")  # the import of the test module ends the process
+    assert r.status in ("crashed", "error") and not r.ok
+    assert doc["target"]["name"] == NAME
+
+
+def test_pytest_giving_up_is_an_error_not_ok(tmp_path, mem_target):
+    r, doc = run(tmp_path, """
+def test_without_a_clause_mark():
+    pass
+""")
+    assert (r.status, r.ok) == ("error", False)
+    assert "exited with code 4" in doc["run"]["message"]
+
+
+def test_per_test_timeout_rerun_flaky_and_junit(tmp_path, mem_target):
+    r, doc = run(tmp_path, """
+ATTEMPTS = pathlib.Path(__file__).with_name("attempts")
+
+@pytest.mark.clause("MEM-1")
+def test_hangs():
+    time.sleep(120)
+
+@pytest.mark.clause("MEM-2")
+def test_flaky():
+    failed_before = ATTEMPTS.exists()
+    ATTEMPTS.write_text("1")
+    assert failed_before
+
+@pytest.mark.clause("MEM-3")
+def test_passes():
+    pass
+""", test_timeout_s=1)
+    assert r.status == "ok" and not r.ok
+    assert outcomes(doc) == {"test_hangs": "fail", "test_flaky": "flaky", "test_passes": "pass"}
+    hang_message = next(t["message"] for t in doc["tests"] if "test_hangs" in t["id"])
+    assert hang_message.startswith("failed again when re-run") and "Timeout" in hang_message
+    assert r.seconds < 60
+    junit = ET.parse(certify.sibling(r.results_file, ".junit.xml")).getroot()
+    cases = {case.get("name"): case for case in junit.iter("testcase")}
+    assert set(cases) == {"test_hangs", "test_flaky", "test_passes"}
+    assert cases["test_hangs"].find("failure") is not None and cases["test_passes"].find("failure") is None
+
+
+PASSING = """
+@pytest.mark.clause("MEM-1")
+def test_passes(device):
+    assert device.info.name
+"""
+
+
+def test_certificate_records_level_clauses_environment_and_hashes(tmp_path, mem_target):
+    r, doc = run(tmp_path, PASSING)
+    cert_path = certify.sibling(r.results_file, ".cert.json")
+    cert = json.loads(cert_path.read_text())
+    assert cert["target"] == NAME and cert["level"] == "partial"
+    required = [cid for cid, c in spec.load_clauses().items() if c.required]
+    assert [c["id"] for c in cert["required_clauses"]] == required
+    states = {c["id"]: c["outcome"] for c in cert["required_clauses"]}
+    assert states.pop("MEM-1") == "pass" and set(states.values()) == {"untested"}
+    assert cert["environment"]["device"] == "in-memory test device"
+    assert cert["environment"]["python"] == doc["target"]["python"]
+    assert cert["suite"] == doc["suite"] and cert["suite"]["hash"] == spec.suite_hash()
+    assert cert["results"] == {"file": r.results_file.name, "sha256": certify.sha256_file(r.results_file)}
+    page = certify.sibling(r.results_file, ".cert.md").read_text()
+    assert page.startswith(f"# Certificate: {NAME}") and "| MEM-1 | pass |" in page and cert["results"]["sha256"] in page
+
+
+def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, capsys):
+    r, doc = run(tmp_path, PASSING)
+    cert_path = certify.sibling(r.results_file, ".cert.json")
+    assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_VALID
+    assert "valid" in capsys.readouterr().out
+
+    original = cert_path.read_text()
+    forged = json.loads(original)
+    forged["level"] = "production"
+    cert_path.write_text(json.dumps(forged))
+    assert certify.verify(cert_path)[0] == certify.VERIFY_TAMPERED
+    cert_path.write_text(original)
+
+    monkeypatch.setattr(spec, "suite_hash", lambda: "0" * 16)
+    assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_STALE
+    assert "stale" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setitem(targets.TARGETS, NAME, targets.Target("mem", "test", True))
+
+    doc["tests"][0]["duration"] += 1
+    results.dump(doc, r.results_file)
+    assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_TAMPERED
+    assert "changed since the certificate was written" in capsys.readouterr().err
+    r.results_file.unlink()
+    assert certify.verify(cert_path)[0] == certify.VERIFY_TAMPERED
+
+
+def test_verify_of_something_that_is_not_a_certificate(tmp_path, capsys):
+    bogus = tmp_path / "x.cert.json"
+    bogus.write_text("[1, 2]")
+    assert main(["certify", "--verify", str(bogus)]) == 2
+    assert "not a readable certificate" in capsys.readouterr().err
+
+
+def test_certify_runs_targets_in_parallel_with_progress_and_a_summary(tmp_path, mem_target):
+    calls = []
+
+    def runner(name, results_dir, timeout_s, test_timeout_s):
+        calls.append((name, timeout_s, test_timeout_s))
+        return certify.TargetRun(name, results_dir / "x.json", "ok", {"pass": 2}, 0.5)
+
+    stream = io.StringIO()
+    runs = certify.certify([NAME, "webgpu/lavapipe"], tmp_path, jobs=2, timeout_s=9, test_timeout_s=3,
+                           runner=runner, stream=stream)
+    assert sorted(calls) == [(NAME, 9, 3), ("webgpu/lavapipe", 9, 3)]
+    assert [r.target for r in runs] == [NAME, "webgpu/lavapipe"]
+    text = stream.getvalue()
+    assert "certifying 2 target(s) with 2 process(es)" in text and f"done   {NAME}: ok, 2 pass" in text
+    table = certify.summary_table(runs)
+    assert table.splitlines()[0].split() == ["target", "run", "result", "outcomes", "seconds"]
+
+
+def test_progress_line_counts_finished_tests_from_the_results_file(tmp_path):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"tests": [{"outcome": "pass"}, {"outcome": "not-run"}, {"outcome": "fail"}]}))
+    progress = certify.Progress(3, io.StringIO())
+    progress.running.update({"a/one": path, "b/two": tmp_path / "not-yet.json"})
+    line = progress.line()
+    assert "0/3 targets done" in line and "a/one 2/3" in line and "b/two starting" in line
+
+
+def test_a_run_with_tests_left_not_run_is_not_ok():
+    assert not certify.TargetRun("x/y", Path("x.json"), "ok", {"pass": 3, "not-run": 1}).ok
+    assert certify.TargetRun("x/y", Path("x.json"), "ok", {"pass": 3, "not-supported": 1, "flaky": 1}).ok
