@@ -82,7 +82,8 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
     The test timer covers the test function only (``timeout_func_only``): armed per call, so a re-run gets
     its own; a whole-protocol timer spans both attempts and is spent by the first. A hang in a fixture is
     left to the target's time limit."""
-    return [str(suite), "-p", "ironaccel.pytest_plugin", "-p", "no:cacheprovider", "--rootdir", str(suite), "-q",
+    return [str(suite), "-p", "ironaccel.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:benchmark",
+            "--rootdir", str(suite), "-q",
             "--target", name, "--results-json", str(results_file),
             "--junitxml", str(sibling(results_file, ".junit.xml")),
             "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
@@ -218,7 +219,8 @@ def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
             ["ironaccel", "certify", "--target", name, "--results", CONTAINER_RESULTS,
              "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}"],
             volumes={str(results_dir): {"bind": CONTAINER_RESULTS, "mode": "rw"}},
-            user=f"{os.getuid()}:{os.getgid()}", device_requests=gpus, detach=True)
+            # the host's user, so the files it writes are the host's; HOME, since that uid has no home there
+            user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"}, device_requests=gpus, detach=True)
         try:
             exit_code, timed_out = container.wait(timeout=timeout_s + 60)["StatusCode"], False
         except requests.exceptions.RequestException:  # the container outlived its limit

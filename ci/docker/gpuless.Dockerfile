@@ -1,0 +1,37 @@
+# The GPU-less image: every simulated target (vulkan/webgpu on Mesa lavapipe and SwiftShader, cuda/fake).
+# Build from the repository root (ironaccel certify --docker does it when the image is missing):
+#   docker build -f ci/docker/gpuless.Dockerfile -t ironaccel-ci-gpuless:0.1.0 .
+# Run one target:  docker run --rm -v "$PWD/results:/results" ironaccel-ci-gpuless:0.1.0 \
+#                    ironaccel certify --target vulkan/lavapipe --results /results
+FROM python:3.11.7-slim-bookworm
+
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+ENV IRONACCEL_CACHE=/opt/ironaccel/cache \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    HYPOTHESIS_PROFILE=ci
+
+# gcc builds the fake libcuda; ci/provision installs the Vulkan side (mesa-vulkan-drivers, libvulkan1,
+# glslang-tools, vulkan-validationlayers) and extracts SwiftShader from chromium-common into $IRONACCEL_CACHE.
+# Debian package versions are not pinned: the image follows bookworm's security updates.
+COPY ci/provision /opt/ironaccel/src/ci/provision
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && bash /opt/ironaccel/src/ci/provision \
+    && rm -rf /var/lib/apt/lists/*
+
+COPY pyproject.toml README.md /opt/ironaccel/src/
+COPY ironaccel /opt/ironaccel/src/ironaccel
+COPY conformance /opt/ironaccel/src/conformance
+COPY fakes /opt/ironaccel/src/fakes
+# Editable: the fake libcuda's C sources are found beside the package; the fake is built now, so a
+# container run by any user finds it in the (read-only for them) cache.
+RUN pip install -e "/opt/ironaccel/src[webgpu,vulkan,cuda]" \
+    && ironaccel fakes build \
+    && chmod -R a+rX "$IRONACCEL_CACHE" \
+    && useradd --create-home --uid 1000 ironaccel
+
+USER 1000
+WORKDIR /results
+CMD ["ironaccel", "doctor"]
