@@ -1,0 +1,62 @@
+"""ci/workflows/conformance.yml: a job per target (simulated on hosted runners, hardware on self-hosted GPU
+runners) and a final job that merges the results and regenerates STATUS.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ironaccel import results, targets
+
+WORKFLOW = Path(__file__).resolve().parent.parent / "ci" / "workflows" / "conformance.yml"
+
+
+@pytest.fixture(scope="module")
+def jobs() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())["jobs"]
+
+
+def matrix_targets(job: dict) -> dict[str, str]:
+    return {entry["target"]: entry["slug"] for entry in job["strategy"]["matrix"]["include"]}
+
+
+def run_lines(job: dict) -> str:
+    return "\n".join(step.get("run", "") for step in job["steps"])
+
+
+def test_every_simulated_target_has_a_hosted_job(jobs):
+    job = jobs["simulated"]
+    expected = {name for name, t in targets.TARGETS.items() if t.simulated}
+    assert set(matrix_targets(job)) == expected
+    assert "self-hosted" not in str(job["runs-on"]) and job["strategy"]["fail-fast"] is False
+    assert "ironaccel certify --target ${{ matrix.target }}" in run_lines(job)
+
+
+def test_every_hardware_target_has_a_self_hosted_gpu_job(jobs):
+    job = jobs["hardware"]
+    expected = {name for name, t in targets.TARGETS.items() if not t.simulated}
+    assert set(matrix_targets(job)) == expected
+    assert {"self-hosted", "gpu"} <= set(job["runs-on"])
+    assert "ironaccel certify --target ${{ matrix.target }}" in run_lines(job)
+
+
+def test_artifact_names_are_the_results_file_names(jobs):
+    for kind in ("simulated", "hardware"):
+        for target, slug in matrix_targets(jobs[kind]).items():
+            assert results.file_name(target) == slug + ".json"
+        upload = next(s for s in jobs[kind]["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+        assert upload["with"]["name"] == "results-${{ matrix.slug }}" and upload["if"] == "always()"
+
+
+def test_final_job_merges_results_and_publishes_status(jobs):
+    job = jobs["status"]
+    assert set(job["needs"]) == {"simulated", "hardware"} and job["if"] == "always()"
+    download = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
+    assert download["with"]["pattern"] == "results-*"
+    lines = run_lines(job)
+    assert "ironaccel certify --verify" in lines
+    assert "ironaccel status --results results --output STATUS.md" in lines
+    upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert "STATUS.md" in upload["with"]["path"]
