@@ -19,6 +19,7 @@ from .errors import (
     Unsupported,
     UseAfterFree,
 )
+from .pool import MemPool, PooledBuffer, PoolStats
 
 __version__ = "0.1.0"
 
@@ -26,6 +27,8 @@ __all__ = [
     "backends",
     "open_device",
     "MemPool",
+    "PooledBuffer",
+    "PoolStats",
     "BackendInfo",
     "Buffer",
     "Device",
@@ -54,11 +57,3 @@ def backends() -> list[BackendInfo]:
 def open_device(backend: str, index: int = 0) -> Device:
     """Open device ``index`` of ``backend``; NotAvailable when its runtime is missing."""
     return _backends.get(backend).open_device(index)
-
-
-def __getattr__(name: str):  # MemPool imports lazily so a partial checkout still imports
-    if name == "MemPool":
-        from .pool import MemPool
-
-        return MemPool
-    raise AttributeError(name)

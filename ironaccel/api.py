@@ -125,6 +125,7 @@ def _host_bytes(op: str, obj: object, *, writable: bool) -> np.ndarray:
 
 
 def _check_range(op: str, what: str, buf: Buffer, offset: object, nbytes: int) -> int:
+    """``buf`` is the caller's Buffer, not its backing: a pooled buffer is bounded by its requested size."""
     offset = _check_int(op, f"{what} offset", offset)
     if offset + nbytes > buf.nbytes:
         raise InvalidArgument(
@@ -311,7 +312,7 @@ class Stream(abc.ABC):
         op = "Stream.copy_htod"
         host = _host_bytes(op, src, writable=False)
         buf = self._buffer(op, "dst", dst)
-        dst_offset = _check_range(op, "dst", buf, dst_offset, host.nbytes)
+        dst_offset = _check_range(op, "dst", dst, dst_offset, host.nbytes)
         if host.nbytes:
             self._device._check_open(op)
             self._copy_htod(buf, dst_offset, host)
@@ -321,7 +322,7 @@ class Stream(abc.ABC):
         op = "Stream.copy_dtoh"
         host = _host_bytes(op, dst, writable=True)
         buf = self._buffer(op, "src", src)
-        src_offset = _check_range(op, "src", buf, src_offset, host.nbytes)
+        src_offset = _check_range(op, "src", src, src_offset, host.nbytes)
         if host.nbytes:
             self._device._check_open(op)
             self._copy_dtoh(host, buf, src_offset)
@@ -331,8 +332,8 @@ class Stream(abc.ABC):
         op = "Stream.copy_dtod"
         nbytes = _check_int(op, "nbytes", nbytes)
         d, s = self._buffer(op, "dst", dst), self._buffer(op, "src", src)
-        dst_offset = _check_range(op, "dst", d, dst_offset, nbytes)
-        src_offset = _check_range(op, "src", s, src_offset, nbytes)
+        dst_offset = _check_range(op, "dst", dst, dst_offset, nbytes)
+        src_offset = _check_range(op, "src", src, src_offset, nbytes)
         if d is s and nbytes and dst_offset < src_offset + nbytes and src_offset < dst_offset + nbytes:
             raise InvalidArgument(op, "source and destination ranges overlap")
         if nbytes:
@@ -347,8 +348,8 @@ class Stream(abc.ABC):
         if value > 255:
             raise InvalidArgument(op, f"value is one byte, 0..255, got {value}")
         offset = _check_int(op, "offset", offset)
-        nbytes = b.nbytes - offset if nbytes is None else _check_int(op, "nbytes", nbytes)
-        offset = _check_range(op, "buf", b, offset, max(nbytes, 0))
+        nbytes = buf.nbytes - offset if nbytes is None else _check_int(op, "nbytes", nbytes)
+        offset = _check_range(op, "buf", buf, offset, max(nbytes, 0))
         if nbytes:
             self._device._check_open(op)
             self._fill(b, offset, nbytes, value)

@@ -48,11 +48,11 @@ def _now() -> str:
 
 
 def _register_hypothesis_profiles() -> None:
-    """Profiles ``dev`` and ``ci`` (derandomized, no deadline, no example database); env picks one."""
-    try:
-        from hypothesis import settings
-    except ImportError:
-        return
+    """Profiles ``dev`` and ``ci`` (derandomized, no deadline, no example database); env picks one.
+
+    The one place they are registered: tests/ load this plugin too (pyproject's addopts)."""
+    from hypothesis import settings
+
     settings.register_profile("dev", max_examples=25, deadline=None)
     settings.register_profile("ci", max_examples=25, deadline=None, derandomize=True, database=None,
                               print_blob=True)

@@ -157,8 +157,6 @@ def test_a_reused_block_keeps_no_promise_about_its_contents_but_holds_new_data(p
     b.free()
 
 
-@pytest.mark.xfail(strict=True, reason="api.Stream checks ranges against the backing block (1024 B), "
-                                       "not the PooledBuffer's nbytes; needs a change in api.py")
 def test_copies_are_bounded_by_the_requested_size_not_the_block(pool, stream):
     with pool.alloc(1000) as buf, pytest.raises(InvalidArgument, match="outside the 1000-byte buffer"):
         stream.copy_htod(buf, np.zeros(1024, np.uint8))
