@@ -35,10 +35,11 @@ import ctypes
 import hashlib
 import itertools
 import os
+import queue
 import re
+import struct
 import threading
 import weakref
-from collections import deque
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -52,8 +53,12 @@ BACKEND = "cuda"
 FAKE_IDENTITY = "ironaccel fake libcuda"
 MAX_ALLOC_CAP = 4 << 30
 LOG_BYTES = 16384
-STAGING_BYTES = 32 << 20
-STAGING_CHUNK = 8 << 20
+STAGING_SEGMENT = 4 << 20  # bytes of one ring segment, and of one chunk of a large copy
+STAGING_SEGMENTS = 8
+STAGING_BYTES = STAGING_SEGMENT * STAGING_SEGMENTS
+SMALL_COPY_BYTES = 64 << 10  # staged with one memmove and one DMA, no chunking
+PARALLEL_COPY_BYTES = 1 << 20  # chunks this big are filled by several threads
+COPY_THREADS = 7  # worker threads that fill the ring (at most cpu_count - 1), besides the caller
 PINNED_CHECK_BYTES = 256 << 10
 
 _cu: Any = None  # cuda.bindings.driver, once initialized
@@ -61,7 +66,13 @@ _nvrtc: Any = None  # cuda.bindings.nvrtc, once its library loaded
 _nvrtc_error = ""  # why NVRTC is unavailable, when it is
 _fake: Any = None  # the fake libcuda (ctypes), when that is what is loaded
 _init_lock = threading.Lock()
-_current = threading.local()  # .device: id of the Device whose context this thread has current
+
+
+class _Current(threading.local):
+    device = 0  # id of the Device whose primary context this thread has current (0: none)
+
+
+_current = _Current()
 _device_ids = itertools.count(1)
 
 
@@ -277,7 +288,7 @@ class CudaDevice(api.Device):
 
     def _make_current(self) -> None:
         """Make the primary context current on the calling thread, once per thread."""
-        if getattr(_current, "device", None) != self._id:
+        if _current.device != self._id:
             _check("cuCtxSetCurrent", self._cu.cuCtxSetCurrent(self._ctx))
             _current.device = self._id
 
@@ -491,24 +502,54 @@ class CudaModule(api.Module):
         return CudaKernel(self, name, fn, self._entries[name])
 
 
+#: struct codes of the scalar argument types, each padded to its 8-byte parameter slot
+_SCALAR_CODES = {("f", 4): "f4x", ("f", 8): "d", ("i", 4): "i4x", ("i", 8): "q", ("u", 4): "I4x", ("u", 8): "Q"}
+
+
+class _Signature:
+    """How one sequence of argument types is packed: a struct over the kernel's 8-byte parameter slots."""
+
+    __slots__ = ("struct", "buffers")
+
+    def __init__(self, kernel: CudaKernel, args: Sequence[Any]):
+        op, sizes = "Stream.launch", kernel._param_sizes
+        if len(args) != len(sizes):
+            raise InvalidArgument(op, f"kernel {kernel.name} takes {len(sizes)} argument(s), got {len(args)}")
+        codes = []
+        for i, (arg, size) in enumerate(zip(args, sizes)):
+            if isinstance(arg, CudaBuffer):
+                if size != 8:
+                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is a {size}-byte value, got a Buffer")
+                codes.append("Q")
+            else:
+                if arg.dtype.itemsize != size:
+                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is {size} bytes, got {arg.dtype} "
+                                              f"({arg.dtype.itemsize} bytes)")
+                codes.append(_SCALAR_CODES[arg.dtype.kind, size])
+        self.struct = struct.Struct("<" + "".join(codes))
+        self.buffers = tuple(i for i, code in enumerate(codes) if code == "Q" and isinstance(args[i], CudaBuffer))
+
+
+class _Slots(threading.local):
+    """One thread's parameter slots of a kernel: 8 bytes per parameter and the void** array pointing at them."""
+
+    def __init__(self, count: int):
+        self.storage = np.zeros(max(count, 1), dtype=np.uint64)
+        self.pointers = self.storage.ctypes.data + 8 * np.arange(len(self.storage), dtype=np.uint64)
+        self.view = memoryview(self.storage).cast("B")
+        self.address = self.pointers.ctypes.data
+
+
 class CudaKernel(api.Kernel):
-    """A CUfunction and its parameter sizes; each thread packs arguments into its own reusable slots."""
+    """A CUfunction and its parameter sizes. A launch packs its arguments with one ``struct.pack_into`` into
+    the calling thread's reusable slots; the struct is built once per sequence of argument types."""
 
     def __init__(self, module: CudaModule, name: str, function: Any, param_sizes: tuple[int, ...]):
         super().__init__(module, name)
         self._function = function
         self._param_sizes = param_sizes
-        self._slots = threading.local()
-
-    def _param_slots(self) -> tuple[memoryview, int]:
-        """(8 bytes per parameter, address of the array of pointers to them) for the calling thread."""
-        slots = getattr(self._slots, "value", None)
-        if slots is None:
-            n = max(len(self._param_sizes), 1)
-            storage = np.zeros(n, dtype=np.uint64)
-            pointers = storage.ctypes.data + 8 * np.arange(n, dtype=np.uint64)
-            slots = self._slots.value = (memoryview(storage).cast("B"), pointers.ctypes.data, storage, pointers)
-        return slots[0], slots[1]
+        self._slots = _Slots(len(param_sizes))
+        self._signatures: dict[tuple[type, ...], _Signature] = {}
 
 
 def _is_pinned(cu: Any, address: int) -> bool:
@@ -517,71 +558,124 @@ def _is_pinned(cu: Any, address: int) -> bool:
     return not err and kind == cu.CUmemorytype.CU_MEMORYTYPE_HOST
 
 
+class _CopyWorkers:
+    """Threads that copy host memory in parallel: one thread cannot read pageable memory as fast as a PCIe 5
+    DMA engine drains pinned memory. ``ctypes.memmove`` releases the GIL, so the copies really overlap."""
+
+    def __init__(self, count: int):
+        self._count = count
+        self._tasks: queue.SimpleQueue[tuple[int, int, int]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+
+    def copy(self, dst: int, src: int, n: int) -> None:
+        """memmove(dst, src, n), cut into one piece per worker plus one for the calling thread."""
+        if not self._threads:
+            for i in range(self._count):
+                t = threading.Thread(target=self._serve, name=f"ironaccel-copy-{i}", daemon=True)
+                t.start()
+                self._threads.append(t)
+        piece = -(-n // (self._count + 1) // 4096) * 4096
+        others = 0
+        for first in range(piece, n, piece):
+            self._tasks.put((dst + first, src + first, min(piece, n - first)))
+            others += 1
+        ctypes.memmove(dst, src, min(piece, n))
+        for _ in range(others):
+            self._done.get()
+
+    def _serve(self) -> None:
+        tasks, done, memmove = self._tasks, self._done, ctypes.memmove
+        while True:
+            dst, src, n = tasks.get()
+            memmove(dst, src, n)
+            done.put(None)
+
+
 class _StagingRing:
     """Pinned host memory used as a ring: pageable ``copy_htod`` data is copied in, then DMA'd from there.
 
-    Regions are handed out in order; the oldest in-flight regions are waited for (their event) only when
-    the ring wraps onto them. Thread-safe: one lock around the ring's bookkeeping and the host-side copy."""
+    The ring is ``STAGING_SEGMENTS`` segments of ``STAGING_SEGMENT`` bytes. Copies take consecutive ranges of
+    the current segment, so a small copy costs one host memcpy and one ``cuMemcpyHtoDAsync`` (the pinned
+    bounce buffer) and records nothing. Leaving a segment records one event on each stream that used it;
+    entering a segment again first waits for those events. A large copy is cut into segment-sized chunks,
+    each filled by ``_CopyWorkers`` while the DMA of the previous one runs. Thread-safe: one lock."""
 
     def __init__(self, device: CudaDevice):
         self._dev = device
         self._lock = threading.Lock()
         self._base = 0  # pinned address, 0 until the first staged copy
-        self._view: np.ndarray | None = None
-        self._head = 0
-        self._in_flight: deque[tuple[int, int, Any]] = deque()  # (start, end, CUevent), oldest first
+        self._segment = 0  # the segment copies are taking bytes from
+        self._used = 0  # bytes of it taken
+        self._users: list[dict[CudaStream, None]] = [{} for _ in range(STAGING_SEGMENTS)]
+        self._fences: list[list[Any]] = [[] for _ in range(STAGING_SEGMENTS)]  # CUevents to wait for
         self._spare: list[Any] = []
+        self._workers = _CopyWorkers(min(COPY_THREADS, max((os.cpu_count() or 1) - 1, 1)))
 
-    def _ensure(self) -> None:
+    def _reserve(self, n: int, stream: CudaStream) -> int:
+        """Address of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``."""
         if not self._base:
-            cu = self._dev._cu
-            ptr = _check("cuMemHostAlloc", cu.cuMemHostAlloc(STAGING_BYTES, 0))
-            self._base = int(ptr)
-            self._view = np.ctypeslib.as_array((ctypes.c_uint8 * STAGING_BYTES).from_address(self._base))
+            self._base = int(_check("cuMemHostAlloc", _cu.cuMemHostAlloc(STAGING_SEGMENTS * STAGING_SEGMENT, 0)))
+        segment, used = self._segment, self._used
+        if used + n > STAGING_SEGMENT:
+            self._leave(segment)
+            segment = self._segment = (segment + 1) % STAGING_SEGMENTS
+            self._enter(segment)
+            used = 0
+        self._used = used + n
+        self._users[segment][stream] = None
+        return self._base + segment * STAGING_SEGMENT + used
 
-    def _region(self, n: int) -> int:
-        """Offset of ``n`` free bytes, waiting for the in-flight copies that still use them."""
-        start = self._head if self._head + n <= STAGING_BYTES else 0
-        end = start + n
-        cu = self._dev._cu
-        while self._in_flight:
-            lo, hi, event = self._in_flight[0]
-            wraps = start == 0 and self._head != 0  # everything from the old head to the ring's end is reused
-            if not (lo < end and start < hi) and not (wraps and lo >= self._head):
-                break
-            self._in_flight.popleft()
+    def _leave(self, segment: int) -> None:
+        """Fence the segment's copies: an event on every stream that copied from it."""
+        users, fences = self._users[segment], self._fences[segment]
+        for stream in users:
+            event = self._spare.pop() if self._spare else _check(
+                "cuEventCreate", _cu.cuEventCreate(_cu.CUevent_flags.CU_EVENT_DISABLE_TIMING))
+            fences.append(event)
+            _check("cuEventRecord", _cu.cuEventRecord(event, stream._handle))
+        users.clear()
+
+    def _enter(self, segment: int) -> None:
+        """Wait until the DMAs that last read the segment are done."""
+        fences = self._fences[segment]
+        while fences:
+            event = fences.pop()
             self._spare.append(event)
-            _check("cuEventSynchronize", cu.cuEventSynchronize(event))
-        self._head = end
-        return start
+            _check("cuEventSynchronize", _cu.cuEventSynchronize(event))
 
     def copy_htod(self, stream: CudaStream, dst: int, src: np.ndarray) -> None:
-        cu = self._dev._cu
+        n = src.nbytes
+        address = src.ctypes.data
+        handle = stream._handle
         with self._lock:
-            self._ensure()
-            view = self._view
-            for first in range(0, src.nbytes, STAGING_CHUNK):
-                piece = src[first:first + STAGING_CHUNK]
-                start = self._region(piece.nbytes)
-                view[start:start + piece.nbytes] = piece
-                _check("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync(dst + first, self._base + start, piece.nbytes,
-                                                                 stream._handle))
-                event = self._spare.pop() if self._spare else _check(
-                    "cuEventCreate", cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING))
-                self._in_flight.append((start, start + piece.nbytes, event))
-                _check("cuEventRecord", cu.cuEventRecord(event, stream._handle))
+            if n <= SMALL_COPY_BYTES:
+                staged = self._reserve(n, stream)
+                ctypes.memmove(staged, address, n)
+                err, = _cu.cuMemcpyHtoDAsync(dst, staged, n, handle)
+                if err:
+                    _raise("cuMemcpyHtoDAsync", err)
+                return
+            for first in range(0, n, STAGING_SEGMENT):
+                size = min(STAGING_SEGMENT, n - first)
+                staged = self._reserve(size, stream)
+                if size >= PARALLEL_COPY_BYTES:
+                    self._workers.copy(staged, address + first, size)
+                else:
+                    ctypes.memmove(staged, address + first, size)
+                _check("cuMemcpyHtoDAsync", _cu.cuMemcpyHtoDAsync(dst + first, staged, size, handle))
 
     def close(self) -> None:
         """Free the ring; the device has been synchronized."""
         cu = self._dev._cu
-        for _lo, _hi, event in self._in_flight:
+        for event in [e for fences in self._fences for e in fences] + self._spare:
             cu.cuEventDestroy(event)
-        for event in self._spare:
-            cu.cuEventDestroy(event)
-        self._in_flight.clear()
+        for fences in self._fences:
+            fences.clear()
+        for users in self._users:
+            users.clear()
         self._spare.clear()
         if self._base:
-            self._view = None
             cu.cuMemFreeHost(self._base)
             self._base = 0
 
@@ -606,7 +700,8 @@ class CudaBuffer(api.Buffer):
         dev._live.pop(self._ptr, None)
         cu = dev._cu
         if dev._pools:
-            stream = self._last_stream._handle if self._last_stream is not None else dev._alloc_stream
+            last = self._last_stream
+            stream = last._handle if last is not None and last._alive else dev._alloc_stream
             _check("cuMemFreeAsync", cu.cuMemFreeAsync(self._ptr, stream))
         else:
             _check("cuMemFree", cu.cuMemFree(self._ptr))
@@ -621,8 +716,11 @@ class CudaBuffer(api.Buffer):
 class CudaEvent(api.Event):
     """A CUevent from the device's spare list, returned to it when the Event object goes away."""
 
+    __slots__ = ("_stream", "_timing", "_handle")
+
     def __init__(self, stream: CudaStream, timing: bool, handle: Any):
-        super().__init__(stream, timing)
+        self._stream = stream  # api.Event's two fields, set here directly: this runs on every record
+        self._timing = timing
         self._handle = handle
 
     def _query(self) -> bool:
@@ -636,7 +734,9 @@ class CudaEvent(api.Event):
         return False
 
     def _synchronize(self) -> None:
-        _check("cuEventSynchronize", self._stream._dev._cu.cuEventSynchronize(self._handle))
+        err, = _cu.cuEventSynchronize(self._handle)
+        if err:
+            _raise("cuEventSynchronize", err)
 
     def _elapsed_ms(self, end: api.Event) -> float:
         assert isinstance(end, CudaEvent)
@@ -656,25 +756,28 @@ class CudaStream(api.Stream):
         self._dev = device
         self._handle = handle
         self._owned = owned
+        self._alive = True  # False once the handle is destroyed (a buffer may outlive its last stream)
         self._host_refs: list[np.ndarray] = []  # copy_dtoh destinations, kept alive until synchronize
 
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
         dev = self._dev
-        dev._make_current()
+        if _current.device != dev._id:
+            dev._make_current()
         dst._last_stream = self
-        cu = dev._cu
-        if src.nbytes >= PINNED_CHECK_BYTES and _is_pinned(cu, src.ctypes.data):
-            _check("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src.ctypes.data, src.nbytes,
-                                                             self._handle))
+        n = src.nbytes
+        if n >= PINNED_CHECK_BYTES and _is_pinned(_cu, src.ctypes.data):
+            _check("cuMemcpyHtoDAsync", _cu.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src.ctypes.data, n, self._handle))
         else:
             dev._staging.copy_htod(self, dst._ptr + dst_offset, src)
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
         dev = self._dev
-        dev._make_current()
+        if _current.device != dev._id:
+            dev._make_current()
         src._last_stream = self
-        _check("cuMemcpyDtoHAsync", dev._cu.cuMemcpyDtoHAsync(dst.ctypes.data, src._ptr + src_offset, dst.nbytes,
-                                                              self._handle))
+        err, = _cu.cuMemcpyDtoHAsync(dst.ctypes.data, src._ptr + src_offset, dst.nbytes, self._handle)
+        if err:
+            _raise("cuMemcpyDtoHAsync", err)
         self._host_refs.append(dst)
 
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
@@ -692,16 +795,18 @@ class CudaStream(api.Stream):
 
     def _record(self, timing: bool) -> CudaEvent:
         dev = self._dev
-        dev._make_current()
-        cu = dev._cu
+        if _current.device != dev._id:
+            dev._make_current()
         spare = dev._spare_events[timing]
         if spare:
             handle = spare.pop()
         else:
-            flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
-            handle = _check("cuEventCreate", cu.cuEventCreate(flags))
+            flags = _cu.CUevent_flags.CU_EVENT_DEFAULT if timing else _cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            handle = _check("cuEventCreate", _cu.cuEventCreate(flags))
         event = CudaEvent(self, timing, handle)
-        _check("cuEventRecord", cu.cuEventRecord(handle, self._handle))
+        err, = _cu.cuEventRecord(handle, self._handle)
+        if err:
+            _raise("cuEventRecord", err)
         return event
 
     def _wait(self, event: api.Event) -> None:
@@ -711,33 +816,34 @@ class CudaStream(api.Stream):
         _check("cuStreamWaitEvent", dev._cu.cuStreamWaitEvent(self._handle, event._handle, 0))
 
     def _synchronize(self) -> None:
-        dev = self._dev
-        dev._make_current()
-        _check("cuStreamSynchronize", dev._cu.cuStreamSynchronize(self._handle))
-        self._host_refs.clear()
+        if _current.device != self._dev._id:
+            self._dev._make_current()
+        err, = _cu.cuStreamSynchronize(self._handle)
+        if err:
+            _raise("cuStreamSynchronize", err)
+        if self._host_refs:
+            self._host_refs.clear()
 
     def _launch(self, kernel: api.Kernel, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
-        op = "Stream.launch"
         assert isinstance(kernel, CudaKernel)
-        sizes = kernel._param_sizes
-        if len(args) != len(sizes):
-            raise InvalidArgument(op, f"kernel {kernel.name} takes {len(sizes)} argument(s), got {len(args)}")
-        slots, pointers = kernel._param_slots()
-        for i, (arg, size) in enumerate(zip(args, sizes)):
-            if isinstance(arg, CudaBuffer):
-                if size != 8:
-                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is a {size}-byte value, got a Buffer")
-                slots[8 * i:8 * i + 8] = arg._ptr.to_bytes(8, "little")
-                arg._last_stream = self
-            else:
-                if arg.dtype.itemsize != size:
-                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is {size} bytes, got {arg.dtype} "
-                                              f"({arg.dtype.itemsize} bytes)")
-                slots[8 * i:8 * i + size] = arg.tobytes()
+        key = tuple(map(type, args))
+        signature = kernel._signatures.get(key)
+        if signature is None:
+            signature = kernel._signatures[key] = _Signature(kernel, args)
+        for i in signature.buffers:  # args is launch()'s own list: buffers become their pointers in place
+            buf = args[i]
+            buf._last_stream = self
+            args[i] = buf._ptr
+        slots = kernel._slots
+        signature.struct.pack_into(slots.view, 0, *args)
         dev = self._dev
-        dev._make_current()
-        _check("cuLaunchKernel", dev._cu.cuLaunchKernel(kernel._function, *grid, *block, 0, self._handle, pointers, 0))
+        if _current.device != dev._id:
+            dev._make_current()
+        err, = _cu.cuLaunchKernel(kernel._function, *grid, *block, 0, self._handle, slots.address, 0)
+        if err:
+            _raise("cuLaunchKernel", err)
 
     def __del__(self) -> None:
+        self._alive = False
         if self._owned and not self._dev.closed:
             self._dev._cu.cuStreamDestroy(self._handle)
