@@ -2,7 +2,8 @@
 target, beside each other in the results folder (for webgpu/lavapipe)::
 
     webgpu-lavapipe.json        the results file (``ironaccel.results``), the only input of STATUS.md
-    webgpu-lavapipe.junit.xml   pytest's JUnit XML of the same run, for CI systems
+    webgpu-lavapipe.junit.xml   the same run as JUnit XML, for CI systems (made from the results file, so a
+                                run that crashed or timed out has one too, its unfinished tests as errors)
     webgpu-lavapipe.cert.json   the certificate: level, every required clause, environment, hashes
     webgpu-lavapipe.cert.md     the certificate for people
 
@@ -84,9 +85,7 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
     left to the target's time limit."""
     return [str(suite), "-p", "ironaccel.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:benchmark",
             "--rootdir", str(suite), "-q",
-            "--target", name, "--results-json", str(results_file),
-            "--junitxml", str(sibling(results_file, ".junit.xml")),
-            "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
+            "--target", name, "--results-json", str(results_file), "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
             "--reruns", "1"]
 
 
@@ -126,6 +125,7 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
         results.dump(_placeholder(targets.get(name), "timeout" if timed_out else "crashed",
                                   f"exit code {exit_code}: " + " / ".join(tail), started), out)
     doc = results.load(out)
+    sibling(out, ".junit.xml").write_text(junit_xml(doc), encoding="utf-8")
     write_certificate(out)
     run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"])
     if run.ok:
@@ -332,6 +332,39 @@ def summary_table(runs: list[TargetRun]) -> str:
         if not r.ok and r.message:
             lines.append(f"{r.target}: {r.message}")
     return "\n".join(lines)
+
+
+def junit_xml(doc: dict[str, Any]) -> str:
+    """A results document as JUnit XML: fail and xpass are failures, not-run an error, xfail, skip and
+    not-supported skipped; flaky passes with a ``flakyFailure`` (Surefire's element for it)."""
+    import xml.etree.ElementTree as ET
+
+    tests, target = doc["tests"], doc["target"]
+    counts = doc["summary"]
+    suite = ET.Element("testsuite", name=target["name"], tests=str(len(tests)),
+                       failures=str(counts["fail"] + counts["xpass"]), errors=str(counts["not-run"]),
+                       skipped=str(counts["xfail"] + counts["skip"] + counts["not-supported"]),
+                       time=f"{sum(t['duration'] for t in tests):.3f}", timestamp=doc["started"])
+    props = ET.SubElement(suite, "properties")
+    for key, value in (("run", doc["run"]["status"]), ("run_message", doc["run"]["message"]),
+                       ("suite_hash", doc["suite"]["hash"]), ("device", target["device"]),
+                       ("driver_version", target["driver_version"]), ("simulated", str(target["simulated"]).lower())):
+        ET.SubElement(props, "property", name=key, value=value)
+    element = {"fail": "failure", "xpass": "failure", "not-run": "error", "flaky": "flakyFailure",
+               "xfail": "skipped", "skip": "skipped", "not-supported": "skipped"}
+    for t in tests:
+        module, _, name = t["id"].partition("::")
+        case = ET.SubElement(suite, "testcase", classname=module.removesuffix(".py"), name=name,
+                             time=f"{t['duration']:.3f}")
+        ET.SubElement(case, "properties").append(ET.Element("property", name="clauses", value=" ".join(t["clauses"])))
+        if t["outcome"] in element:
+            text = t["message"] or (f"run {doc['run']['status']}: {doc['run']['message']}"
+                                    if t["outcome"] == "not-run" else "")
+            first_line = text.splitlines()[0] if text else ""
+            ET.SubElement(case, element[t["outcome"]],
+                          message=t["outcome"] + (f": {first_line}" if first_line else "")).text = text
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
 
 # -- certificates -----------------------------------------------------------------------------------------

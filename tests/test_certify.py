@@ -64,6 +64,10 @@ def test_c_never_runs():
     assert "exited with code 7" in r.message and "log:" in r.message
     assert outcomes(doc) == {"test_a_passes": "pass", "test_b_kills_the_process": "not-run", "test_c_never_runs": "not-run"}
     assert certify.sibling(r.results_file, ".cert.json").is_file()
+    junit = ET.parse(certify.sibling(r.results_file, ".junit.xml")).getroot()
+    errors = [case.get("name") for case in junit.iter("testcase") if case.find("error") is not None]
+    assert errors == ["test_b_kills_the_process", "test_c_never_runs"] and junit.get("errors") == "2"
+    assert "exited with code 7" in junit.find("testcase/error").get("message")
 
 
 def test_a_target_that_hangs_is_killed_and_recorded_as_timeout(tmp_path, mem_target):
@@ -123,7 +127,9 @@ def test_passes():
     junit = ET.parse(certify.sibling(r.results_file, ".junit.xml")).getroot()
     cases = {case.get("name"): case for case in junit.iter("testcase")}
     assert set(cases) == {"test_hangs", "test_flaky", "test_passes"}
-    assert cases["test_hangs"].find("failure") is not None and cases["test_passes"].find("failure") is None
+    assert "Timeout" in cases["test_hangs"].find("failure").get("message")
+    assert cases["test_flaky"].find("flakyFailure") is not None and len(cases["test_passes"]) == 1  # properties
+    assert junit.get("tests") == "3" and junit.get("failures") == "1"
 
 
 PASSING = """
