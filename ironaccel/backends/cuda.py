@@ -757,6 +757,9 @@ class CudaStream(api.Stream):
         self._handle = handle
         self._owned = owned
         self._alive = True  # False once the handle is destroyed (a buffer may outlive its last stream)
+        # Synchronize and record on a stream of our own use the stream's context, current or not; the legacy
+        # default stream means "the current context's", so it needs ours current.
+        self._needs_current = not owned
         self._host_refs: list[np.ndarray] = []  # copy_dtoh destinations, kept alive until synchronize
 
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
@@ -795,7 +798,7 @@ class CudaStream(api.Stream):
 
     def _record(self, timing: bool) -> CudaEvent:
         dev = self._dev
-        if _current.device != dev._id:
+        if self._needs_current and _current.device != dev._id:
             dev._make_current()
         spare = dev._spare_events[timing]
         if spare:
@@ -816,7 +819,7 @@ class CudaStream(api.Stream):
         _check("cuStreamWaitEvent", dev._cu.cuStreamWaitEvent(self._handle, event._handle, 0))
 
     def _synchronize(self) -> None:
-        if _current.device != self._dev._id:
+        if self._needs_current and _current.device != self._dev._id:
             self._dev._make_current()
         err, = _cu.cuStreamSynchronize(self._handle)
         if err:
