@@ -161,21 +161,21 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
 
 # -- Docker ---------------------------------------------------------------------------------------------
 
-class NoDockerEngine(Exception):
-    """No Docker engine answers (or the docker SDK is missing): ``certify --docker`` cannot run."""
+class DockerUnavailable(Exception):
+    """``certify --docker`` cannot run: no Docker engine answers, the docker SDK or an image is missing."""
 
 
 def docker_client() -> Any:
     try:
         import docker
     except ImportError as exc:
-        raise NoDockerEngine("the docker SDK is not installed: pip install docker") from exc
+        raise DockerUnavailable("the docker SDK is not installed: pip install docker") from exc
     try:
         client = docker.from_env()
         client.ping()
     except docker.errors.DockerException as exc:
         where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-        raise NoDockerEngine(f"no Docker engine is reachable at {where} ({exc}); start one, or set DOCKER_HOST, "
+        raise DockerUnavailable(f"no Docker engine is reachable at {where} ({exc}); start one, or set DOCKER_HOST, "
                              "or run without --docker") from exc
     return client
 
@@ -191,7 +191,7 @@ def docker_image(client: Any, simulated: bool) -> str:
     except docker.errors.ImageNotFound:
         root = Path(__file__).resolve().parent.parent
         if not (root / dockerfile).is_file():
-            raise NoDockerEngine(f"image {tag} is missing and {root / dockerfile} is not there to build it: "
+            raise DockerUnavailable(f"image {tag} is missing and {root / dockerfile} is not there to build it: "
                                  "run from a checkout, or build the image there") from None
         client.images.build(path=str(root), dockerfile=dockerfile, tag=tag, rm=True)
     return tag

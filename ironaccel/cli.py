@@ -94,7 +94,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
     if args.docker:
         try:
             runner = certify.container_runner(certify.docker_client(), names)
-        except certify.NoDockerEngine as exc:
+        except certify.DockerUnavailable as exc:
             print(f"ironaccel certify --docker: {exc}", file=sys.stderr)
             return 2
     runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
