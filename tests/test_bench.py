@@ -1,0 +1,143 @@
+"""``ironaccel bench``: the paired statistics on synthetic data, the outputs' shape, and a quick real run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ironaccel import bench
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_paired_ratio_recovers_a_known_ratio_through_shared_drift():
+    """Both sides share a drifting machine speed; the per-pair ratio cancels it, the CI covers the truth."""
+    rng = np.random.default_rng(1)
+    drift = np.exp(np.cumsum(rng.normal(0, 0.05, 200)))  # the machine slows and speeds up over time
+    other = 1000 * drift * rng.lognormal(0, 0.02, 200)
+    ours = 0.8 * 1000 * drift * rng.lognormal(0, 0.02, 200)
+    r = bench.paired_ratio(ours, other, rng=np.random.default_rng(2))
+    assert r["ci_low"] <= 0.8 <= r["ci_high"]
+    assert abs(r["median"] - 0.8) < 0.01
+    assert r["ci_high"] - r["ci_low"] < 0.02
+    assert r["pairs"] == 200
+
+
+def test_paired_ratio_interval_widens_with_noise_and_is_deterministic():
+    rng = np.random.default_rng(3)
+    other = rng.lognormal(0, 0.3, 50) * 500
+    ours = 2 * rng.lognormal(0, 0.3, 50) * 500
+    a = bench.paired_ratio(ours, other, rng=np.random.default_rng(bench.SEED))
+    b = bench.paired_ratio(ours, other, rng=np.random.default_rng(bench.SEED))
+    assert a == b
+    assert a["ci_low"] < 2 < a["ci_high"]
+    assert a["ci_high"] - a["ci_low"] > 0.2
+
+
+def test_measure_alternates_pairs_and_reports_ns_per_op():
+    order: list[str] = []
+
+    def fake(name: str, ns_per_op: int) -> bench.Impl:
+        def run(n: int) -> int:
+            order.append(name)
+            return ns_per_op * n
+
+        return run
+
+    case = bench.Case("x", "x", impls={"ironaccel": fake("ironaccel", 100), "raw": fake("raw", 50)})
+    order.clear()
+    timings = bench.measure(case, samples=4, sample_ns=1e6)
+    timed_rounds = order[-8:]
+    assert timed_rounds == ["ironaccel", "raw", "raw", "ironaccel"] * 2
+    assert timings["ironaccel"]["median_ns"] == 100 and timings["raw"]["median_ns"] == 50
+    summary = bench.summarize(case, timings, bench.Goal(ratio=1.1), simulated=False)
+    assert summary["ratios"]["raw"]["median"] == 2.0
+    assert summary["goal"]["met"] is False
+
+
+def test_an_implementation_that_fails_loses_its_column_not_the_run():
+    def broken(n: int) -> int:
+        raise RuntimeError("no such API")
+
+    case = bench.Case("x", "x", impls={"ironaccel": lambda n: 10 * n, "peer": broken})
+    timings = bench.measure(case, samples=3, sample_ns=1e5)
+    assert list(timings) == ["ironaccel"]
+    assert case.errors["peer"].startswith("RuntimeError: no such API")
+
+
+def test_goals_are_not_judged_on_simulated_runs():
+    case = bench.Case("alloc_free.pool", "x")
+    timings = {"ironaccel": {"samples_ns": [100.0], "median_ns": 100.0, "batch": 1}}
+    summary = bench.summarize(case, timings, bench.CUDA_GOALS["alloc_free.pool"], simulated=True)
+    assert summary["goal"]["met"] is None and summary["goal"]["met_here"] is True
+
+
+def _check_outputs(out: Path, stem: str, simulated: bool) -> dict:
+    files = sorted(p.name for p in out.iterdir())
+    assert files[:2] == [f"{stem}.json", f"{stem}.md"] and files[2] in (f"{stem}.png", f"{stem}.svg"), files
+    assert len(files) == 3
+    report = json.loads((out / f"{stem}.json").read_text())
+    assert report["schema"] == bench.SCHEMA and report["simulated"] is simulated
+    for case in report["cases"]:
+        assert {"name", "label", "impls", "ratios", "errors"} <= set(case)
+        for name, timing in case["impls"].items():
+            assert len(timing["samples_ns"]) == report["settings"]["samples"]
+            assert timing["median_ns"] > 0
+        for ratio in case["ratios"].values():
+            assert ratio["ci_low"] <= ratio["median"] <= ratio["ci_high"]
+    md = (out / f"{stem}.md").read_text()
+    assert md.count("\n| ") == len(report["cases"]) + 1  # the header and one row per case
+    plot = out / files[2]
+    if plot.suffix == ".svg":
+        assert plot.read_text().startswith("<svg") and ("SIMULATED" in plot.read_text()) is simulated
+    if simulated:
+        assert "SIMULATED" in md.splitlines()[0] and "SIMULATED" in report["label"]
+    return report
+
+
+def test_quick_run_on_the_in_memory_device(tmp_path):
+    report = bench.run("mem", peers=False, quick=True, samples=3, sample_ms=0.2, log=lambda line: None)
+    bench.write(report, tmp_path)
+    report = _check_outputs(tmp_path, "bench-mem-memdevice", simulated=True)
+    names = [c["name"] for c in report["cases"]]
+    assert "alloc_free.pool" in names and "htod.pageable.256" in names and "dtoh.pageable.65536" in names
+    assert all(list(c["impls"]) == ["ironaccel"] for c in report["cases"])  # no floor on the test device
+
+
+def test_quick_run_on_the_fake_libcuda_through_the_command(tmp_path):
+    """The real command, in its own process as a target runs, on cuda/fake: a floor column and goals."""
+    pytest.importorskip("cuda.bindings")
+    from ironaccel import fakes, targets
+
+    try:
+        env = fakes.child_env()
+    except Exception as exc:
+        pytest.skip(f"the fake libcuda cannot be built: {exc}")
+    env.update(targets.get("cuda/fake").environment())
+    code = "import sys; from ironaccel import bench; sys.exit(bench.main(sys.argv[1:]))"
+    proc = subprocess.run([sys.executable, "-c", code, "--backend", "cuda/fake", "--quick", "--out", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = _check_outputs(tmp_path, "bench-cuda-fake", simulated=True)
+    pool = next(c for c in report["cases"] if c["name"] == "alloc_free.pool")
+    assert set(pool["impls"]) == {"ironaccel", "raw"} and "raw" in pool["ratios"]
+    assert pool["goal"]["met"] is None  # simulated: not judged
+    assert "not judged: simulated" in (tmp_path / "bench-cuda-fake.md").read_text()
+
+
+def test_svg_plot_without_matplotlib_is_well_formed():
+    import xml.etree.ElementTree as ET
+
+    report = {"simulated": False, "target": {"name": "cuda/nvidia", "device": "GPU <x>"}, "cases": [
+        {"label": "a & b", "ratios": {"raw": {"median": 1.2, "ci_low": 1.1, "ci_high": 1.3},
+                                      "CuPy": {"median": 0.5, "ci_low": 0.4, "ci_high": 0.6}},
+         "impls": {"ironaccel": {}, "raw": {}, "CuPy": {}}},
+    ]}
+    root = ET.fromstring(bench.svg_plot(report))
+    assert root.tag.endswith("svg")
+    assert len(root.findall("{http://www.w3.org/2000/svg}rect")) == 2 + 2  # two bars, two legend keys
