@@ -154,6 +154,10 @@ def parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fakes", help="the fake libcuda.so.1 (a CUDA driver that computes on the CPU)")
     fsub = f.add_subparsers(dest="fakes_command", required=True, metavar="ACTION")
     fsub.add_parser("build", help="build (or find cached) and print the fake's path").set_defaults(func=cmd_fakes_build)
+
+    from . import bench  # its options and ``func=bench.command`` live with the benchmark
+
+    bench.add_arguments(sub.add_parser("bench", help=bench.HELP))
     return p
 
 
