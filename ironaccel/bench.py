@@ -399,6 +399,7 @@ def _cupy_peer(sizes: tuple[int, ...], cleanup: list[Callable[[], None]]) -> dic
     import cupyx
 
     s = cp.cuda.Stream(non_blocking=True)
+    s.use()  # CuPy's kernels and its pool work on the current stream
     impls: dict[str, Impl] = {}
     alloc = cp.cuda.alloc
     impls["alloc_free.device"] = impls["alloc_free.pool"] = timed(lambda: alloc(ALLOC_BYTES))  # freed to its pool at once
@@ -409,7 +410,7 @@ def _cupy_peer(sizes: tuple[int, ...], cleanup: list[Callable[[], None]]) -> dic
     args = (x, np.float32(2), np.uint32(0))
 
     def one() -> None:
-        kernel((1,), (1,), args, stream=s)
+        kernel((1,), (1,), args)
 
     impls["launch.async"] = timed_then(one, s.synchronize)
     impls["launch.single"] = timed_each(one, s.synchronize)
@@ -703,7 +704,7 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
     dev, name = open_target(target)
     info = dev.info
     sizes = QUICK_SIZES if quick else SIZES
-    samples = samples or (9 if quick else 41)
+    samples = samples or (9 if quick else 61)
     sample_ns = (sample_ms or (0.5 if quick else 3.0)) * 1e6
     cleanup: list[Callable[[], None]] = []
     others: dict[str, dict[str, Impl]] = {}
