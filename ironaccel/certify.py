@@ -24,6 +24,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -137,18 +138,20 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
 
 def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
                test_timeout_s: float = TEST_TIMEOUT_S, suite: Path | None = None) -> TargetRun:
-    """Run the suite (default: the installed conformance suite) on ``name`` in a child process."""
+    """Run the suite (default: the installed conformance suite) on ``name`` in a child process, with
+    Hypothesis' ``ci`` profile (derandomized, no example database) unless HYPOTHESIS_PROFILE says otherwise."""
     suite = (suite or spec.conformance_dir()).resolve()
     results_dir = results_dir.resolve()
     out = results_dir / results.file_name(name)
     log = out.with_name("." + out.stem + ".log")
     cmd = [sys.executable, "-m", "pytest", *pytest_args(name, out, test_timeout_s, suite)]
-    env = {**os.environ, **targets.get(name).environment()}
+    env = {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
     started, t0 = _now(), time.monotonic()
     out.unlink(missing_ok=True)
-    with open(log, "w", encoding="utf-8") as log_file:
-        # cwd away from any checkout: `ironaccel` must import from where it is installed (or PYTHONPATH)
-        proc = subprocess.Popen(cmd, env=env, cwd=results_dir, stdout=log_file, stderr=subprocess.STDOUT)
+    # cwd: a scratch folder away from any checkout (`ironaccel` must import from where it is installed, or
+    # PYTHONPATH) that takes what tools leave in cwd (Hypothesis' .hypothesis/) away from the results folder
+    with open(log, "w", encoding="utf-8") as log_file, tempfile.TemporaryDirectory(prefix="ironaccel-") as cwd:
+        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT)
         try:
             proc.wait(timeout=timeout_s)
             timed_out = False
