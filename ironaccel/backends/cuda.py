@@ -22,9 +22,13 @@ Decisions, written down here because CUDA leaves them to us:
   instead of undefined behaviour.
 * ``copy_htod`` from pageable memory goes through a pinned staging ring (``STAGING_BYTES``, allocated on
   first use): the driver would otherwise stage it itself, synchronously and at a fraction of pinned
-  bandwidth. A large copy is cut into ``STAGING_CHUNK`` pieces so filling one piece overlaps the DMA of the
-  last; a pinned source (``cuPointerGetAttribute`` says host memory) of ``PINNED_CHECK_BYTES`` or more is
-  copied directly. Each staged region is reused only after an event recorded behind its copy completes.
+  bandwidth. A small copy is one memmove into the ring plus one DMA (the pinned bounce buffer; no event per
+  copy: the ring is fenced per segment). A large copy is cut into ``STAGING_SEGMENT`` chunks, each filled by
+  several threads while the DMA of the previous one runs. A pinned source (``cuPointerGetAttribute`` says
+  host memory) of ``PINNED_CHECK_BYTES`` or more is copied directly.
+* Kernel arguments are packed by one ``struct.pack_into`` per launch into per-thread slots; the struct is
+  built once per kernel and sequence of argument types.
+* Results of driver calls are checked by testing the CUresult; the error object is built only on failure.
 * ``copy_dtoh`` keeps its host array alive until the stream is synchronized. Into pageable memory the
   driver completes it before returning; it is not staged.
 """
@@ -57,7 +61,7 @@ STAGING_SEGMENT = 4 << 20  # bytes of one ring segment, and of one chunk of a la
 STAGING_SEGMENTS = 8
 STAGING_BYTES = STAGING_SEGMENT * STAGING_SEGMENTS
 SMALL_COPY_BYTES = 64 << 10  # staged with one memmove and one DMA, no chunking
-PARALLEL_COPY_BYTES = 1 << 20  # chunks this big are filled by several threads
+PARALLEL_COPY_BYTES = 2 << 20  # chunks this big are filled by several threads (below: the handoff costs more)
 COPY_THREADS = 7  # worker threads that fill the ring (at most cpu_count - 1), besides the caller
 PINNED_CHECK_BYTES = 256 << 10
 
@@ -566,15 +570,15 @@ class _CopyWorkers:
         self._count = count
         self._tasks: queue.SimpleQueue[tuple[int, int, int]] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self._threads: list[threading.Thread] = []
+        self._pid = 0  # the process whose threads serve the queues (0: none started; a forked child has none)
 
     def copy(self, dst: int, src: int, n: int) -> None:
         """memmove(dst, src, n), cut into one piece per worker plus one for the calling thread."""
-        if not self._threads:
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._tasks, self._done = queue.SimpleQueue(), queue.SimpleQueue()
             for i in range(self._count):
-                t = threading.Thread(target=self._serve, name=f"ironaccel-copy-{i}", daemon=True)
-                t.start()
-                self._threads.append(t)
+                threading.Thread(target=self._serve, name=f"ironaccel-copy-{i}", daemon=True).start()
         piece = -(-n // (self._count + 1) // 4096) * 4096
         others = 0
         for first in range(piece, n, piece):
@@ -585,7 +589,7 @@ class _CopyWorkers:
             self._done.get()
 
     def _serve(self) -> None:
-        tasks, done, memmove = self._tasks, self._done, ctypes.memmove
+        tasks, done, memmove = self._tasks, self._done, ctypes.memmove  # this process's queues
         while True:
             dst, src, n = tasks.get()
             memmove(dst, src, n)
