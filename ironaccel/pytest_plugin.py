@@ -198,9 +198,18 @@ class Conformance:
             self.write("crashed", "the run did not finish")
 
     def pytest_sessionfinish(self, exitstatus: int) -> None:
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-        status = "error" if (self.device_error or interrupted) else "ok"
-        self.write(status, "interrupted" if interrupted else "")
+        """The run is "ok" only when pytest ran the tests to the end on the target's device."""
+        finished = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+        unfinished = [t for t in self.tests.values() if t["outcome"] == "not-run"]
+        if self.device_error:
+            status, message = "error", ""
+        elif not finished:
+            status, message = "error", f"pytest stopped: {pytest.ExitCode(exitstatus).name}"
+        elif unfinished:
+            status, message = "error", f"{len(unfinished)} test(s) never ran (-x or --maxfail?)"
+        else:
+            status, message = "ok", ""
+        self.write(status, message)
         if self.device is not None:
             self.device.close()
 

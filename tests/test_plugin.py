@@ -266,3 +266,10 @@ def test_after():
     assert outcomes["test_hangs"][0] == "fail" and "Timeout" in outcomes["test_hangs"][1]
     assert outcomes["test_after"] == ("pass", "")
     assert doc["run"]["status"] == "ok"
+
+
+def test_a_run_stopped_early_is_an_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_outcomes=OUTCOMES_TESTS)
+    result, doc = run(pytester, "mem/test", "-x")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert doc["run"]["status"] == "error" and "never ran" in doc["run"]["message"]
