@@ -643,15 +643,14 @@ def vulkan_setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[st
     for n in usable:
         d, _ = raw.buffer(n, dev._memory.type_index)
         host = _pageable(n)
-        src = host.ctypes.data
 
-        def htod(d: Any = d, n: int = n, src: int = src) -> None:
-            ctypes.memmove(raw.mapped, src, n)
+        def htod(d: Any = d, n: int = n, host: np.ndarray = host) -> None:  # the default keeps host alive
+            ctypes.memmove(raw.mapped, host.ctypes.data, n)
             raw.copy(raw.staging, d, n)
 
-        def dtoh(d: Any = d, n: int = n, dst: int = src) -> None:
+        def dtoh(d: Any = d, n: int = n, host: np.ndarray = host) -> None:
             raw.copy(d, raw.staging, n)
-            ctypes.memmove(dst, raw.mapped, n)
+            ctypes.memmove(host.ctypes.data, raw.mapped, n)
 
         impls[f"htod.pageable.{n}"] = impls[f"htod.pageable.{n}.call"] = timed(htod)  # the raw copy waits anyway
         impls[f"dtoh.pageable.{n}"] = timed(dtoh)
@@ -739,7 +738,7 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
                 if case_name in impls:
                     case.impls[other] = impls[case_name]
                 else:
-                    case.errors[other] = "no such operation in its API"
+                    case.errors[other] = "not measured: no implementation of this operation for it here"
             if not case.impls:
                 continue
             gc.collect()
