@@ -142,7 +142,26 @@ def _dim3(op: str, what: str, value: object) -> Dim3:
     return (x, y, z)
 
 
-_SCALAR_KINDS = {"i", "u", "f"}
+def _launch_dims(op: str, lim: Limits, grid: object, block: object) -> tuple[Dim3, Dim3]:
+    g, b = _dim3(op, "grid", grid), _dim3(op, "block", block)
+    threads = b[0] * b[1] * b[2]
+    if threads > lim.max_threads_per_block:
+        raise InvalidArgument(op, f"block {b} has {threads} threads; the device allows {lim.max_threads_per_block}")
+    for axis, (n, most) in enumerate(zip(b, lim.max_block)):
+        if n > most:
+            raise InvalidArgument(op, f"block {b}: axis {'xyz'[axis]} is {n}, the device allows {most}")
+    for axis, (n, most) in enumerate(zip(g, lim.max_grid)):
+        if n > most:
+            raise InvalidArgument(op, f"grid {g}: axis {'xyz'[axis]} is {n}, the device allows {most}")
+    return g, b
+
+
+#: Scalar kernel argument types, each with the capability it needs (None: every device takes it).
+_SCALAR_CAPABILITY: dict[type, str | None] = {
+    np.float32: None, np.int32: None, np.uint32: None,
+    np.float64: "kernel.float64", np.int64: "kernel.int64", np.uint64: "kernel.int64",
+}
+_NOT_A_SCALAR = "not a scalar"
 
 
 def pack_scalars(scalars: Sequence[np.generic]) -> bytes:
@@ -376,39 +395,39 @@ class Stream(abc.ABC):
         self._synchronize()
 
     def launch(self, kernel: Kernel, grid: object, block: object, args: Sequence[object] = ()) -> None:
-        """Run ``kernel`` over ``grid`` blocks of ``block`` threads with ``args`` (Buffers and numpy scalars)."""
+        """Run ``kernel`` over ``grid`` blocks of ``block`` threads with ``args`` (Buffers and numpy scalars).
+
+        The hot path of the API: grid/block pairs already validated on this device are remembered, and
+        arguments are classified by their exact type before any slower check."""
         op = "Stream.launch"
-        if not isinstance(kernel, Kernel) or kernel.module.device is not self._device:
+        device = self._device
+        if not isinstance(kernel, Kernel) or kernel.module.device is not device:
             raise InvalidArgument(op, "kernel must be a Kernel compiled on this device")
-        g, b = _dim3(op, "grid", grid), _dim3(op, "block", block)
-        lim = self._device.info.limits
-        threads = b[0] * b[1] * b[2]
-        if threads > lim.max_threads_per_block:
-            raise InvalidArgument(op, f"block {b} has {threads} threads; the device allows {lim.max_threads_per_block}")
-        for axis, (n, most) in enumerate(zip(b, lim.max_block)):
-            if n > most:
-                raise InvalidArgument(op, f"block {b}: axis {'xyz'[axis]} is {n}, the device allows {most}")
-        for axis, (n, most) in enumerate(zip(g, lim.max_grid)):
-            if n > most:
-                raise InvalidArgument(op, f"grid {g}: axis {'xyz'[axis]} is {n}, the device allows {most}")
+        key = (type(grid), grid, type(block), block)
+        try:
+            dims = device._valid_dims.get(key)
+        except TypeError:  # lists are not hashable: validate every time
+            key, dims = None, None
+        if dims is None:
+            dims = _launch_dims(op, device.info.limits, grid, block)
+            if key is not None and len(device._valid_dims) < 4096:
+                device._valid_dims[key] = dims
         checked: list[Buffer | np.generic] = []
         for i, a in enumerate(args):
-            if isinstance(a, Buffer):
+            need = _SCALAR_CAPABILITY.get(type(a), _NOT_A_SCALAR)
+            if need is None:
+                checked.append(a)
+            elif need is _NOT_A_SCALAR:
+                if not isinstance(a, Buffer):
+                    raise InvalidArgument(op, f"argument {i} is {type(a).__name__}; pass a Buffer or a sized numpy "
+                                              "scalar such as np.float32(2.0) or np.uint32(n)")
                 checked.append(self._buffer(op, f"argument {i}", a))
-            elif isinstance(a, np.generic) and a.dtype.kind in _SCALAR_KINDS and a.dtype.itemsize in (4, 8):
-                if a.dtype.itemsize == 8:
-                    need = "kernel.float64" if a.dtype.kind == "f" else "kernel.int64"
-                    if not self._device.supports(need):
-                        raise Unsupported(op, need, f"argument {i} is {a.dtype}")
+            elif device.supports(need):
                 checked.append(a)
             else:
-                raise InvalidArgument(
-                    op,
-                    f"argument {i} is {type(a).__name__}; pass a Buffer or a sized numpy scalar "
-                    "such as np.float32(2.0) or np.uint32(n)",
-                )
-        self._device._check_open(op)
-        self._launch(kernel, g, b, checked)
+                raise Unsupported(op, need, f"argument {i} is {type(a).__name__}")
+        device._check_open(op)
+        self._launch(kernel, dims[0], dims[1], checked)
 
     @abc.abstractmethod
     def _copy_htod(self, dst: Buffer, dst_offset: int, src: np.ndarray) -> None: ...
@@ -441,6 +460,7 @@ class Device(abc.ABC):
     def __init__(self, info: DeviceInfo):
         self._info = info
         self._closed = False
+        self._valid_dims: dict[tuple, tuple[Dim3, Dim3]] = {}  # Stream.launch's cache of checked grid/block
 
     @property
     def info(self) -> DeviceInfo:
