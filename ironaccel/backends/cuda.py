@@ -609,6 +609,7 @@ class _StagingRing:
         self._dev = device
         self._lock = threading.Lock()
         self._base = 0  # pinned address, 0 until the first staged copy
+        self._ring: np.ndarray | None = None  # uint8 view of the pinned ring
         self._segment = 0  # the segment copies are taking bytes from
         self._used = 0  # bytes of it taken
         self._users: list[dict[CudaStream, None]] = [{} for _ in range(STAGING_SEGMENTS)]
@@ -619,7 +620,9 @@ class _StagingRing:
     def _reserve(self, n: int, stream: CudaStream) -> int:
         """Address of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``."""
         if not self._base:
-            self._base = int(_check("cuMemHostAlloc", _cu.cuMemHostAlloc(STAGING_SEGMENTS * STAGING_SEGMENT, 0)))
+            self._base = int(_check("cuMemHostAlloc", _cu.cuMemHostAlloc(STAGING_BYTES, 0)))
+            # numpy's view of the ring: a small copy is a slice assignment, no ``ndarray.ctypes`` lookup
+            self._ring = np.ctypeslib.as_array((ctypes.c_uint8 * STAGING_BYTES).from_address(self._base))
         segment, used = self._segment, self._used
         if used + n > STAGING_SEGMENT:
             self._leave(segment)
@@ -650,16 +653,17 @@ class _StagingRing:
 
     def copy_htod(self, stream: CudaStream, dst: int, src: np.ndarray) -> None:
         n = src.nbytes
-        address = src.ctypes.data
         handle = stream._handle
         with self._lock:
             if n <= SMALL_COPY_BYTES:
                 staged = self._reserve(n, stream)
-                ctypes.memmove(staged, address, n)
+                start = staged - self._base
+                self._ring[start:start + n] = src
                 err, = _cu.cuMemcpyHtoDAsync(dst, staged, n, handle)
                 if err:
                     _raise("cuMemcpyHtoDAsync", err)
                 return
+            address = src.ctypes.data
             for first in range(0, n, STAGING_SEGMENT):
                 size = min(STAGING_SEGMENT, n - first)
                 staged = self._reserve(size, stream)
@@ -681,7 +685,7 @@ class _StagingRing:
         self._spare.clear()
         if self._base:
             cu.cuMemFreeHost(self._base)
-            self._base = 0
+            self._base, self._ring = 0, None
 
 
 # -- memory, events, streams ----------------------------------------------------------------------------
