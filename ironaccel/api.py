@@ -250,7 +250,8 @@ class Event(abc.ABC):
 
     def synchronize(self) -> None:
         """Block the calling thread until the event is complete."""
-        self._stream.device._check_open("Event.synchronize")
+        if self._stream._device._closed:  # inline _check_open: a hot path
+            self._stream._device._check_open("Event.synchronize")
         self._synchronize()
 
     def elapsed_ms(self, end: Event) -> float:
@@ -375,10 +376,10 @@ class Stream(abc.ABC):
 
     def record(self, *, timing: bool = False) -> Event:
         """An event marking everything enqueued so far; ``timing=True`` makes it usable by elapsed_ms."""
-        op = "Stream.record"
-        self._device._check_open(op)
+        if self._device._closed:  # inline _check_open: a hot path
+            self._device._check_open("Stream.record")
         if timing and not self._device.supports("events.timing"):
-            raise Unsupported(op, "events.timing")
+            raise Unsupported("Stream.record", "events.timing")
         return self._record(bool(timing))
 
     def wait(self, event: Event) -> None:
@@ -391,7 +392,8 @@ class Stream(abc.ABC):
 
     def synchronize(self) -> None:
         """Block until all work enqueued on this stream has completed."""
-        self._device._check_open("Stream.synchronize")
+        if self._device._closed:  # inline _check_open: a hot path
+            self._device._check_open("Stream.synchronize")
         self._synchronize()
 
     def launch(self, kernel: Kernel, grid: object, block: object, args: Sequence[object] = ()) -> None:
