@@ -95,6 +95,7 @@
     X(cuStreamGetFlags, "cuStreamGetFlags", 5050) \
     X(cuStreamGetCtx, "cuStreamGetCtx", 9020) \
     X(cuStreamGetId, "cuStreamGetId", 12000) \
+    X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000) \
     X(cuEventCreate, "cuEventCreate", 2000) \
     X(cuEventRecord, "cuEventRecord", 2000) \
     X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010) \
@@ -117,6 +118,8 @@
     X(cuKernelGetFunction, "cuKernelGetFunction", 12000) \
     X(cuKernelGetAttribute, "cuKernelGetAttribute", 12000) \
     X(cuKernelSetAttribute, "cuKernelSetAttribute", 12000) \
+    X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040) \
+    X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040) \
     X(cuFuncGetAttribute, "cuFuncGetAttribute", 2020) \
     X(cuFuncSetAttribute, "cuFuncSetAttribute", 9000) \
     X(cuFuncSetCacheConfig, "cuFuncSetCacheConfig", 3000) \

@@ -284,6 +284,29 @@ API CUresult cuKernelSetAttribute(int attr, int value, void *kernel, CUdevice de
     return set_function_attribute(f, attr, value);
 }
 
+/* Offset (required) and size (optional) of one kernel parameter in the param buffer; INVALID_VALUE past the last one (cuda.core
+ * counts parameters by asking until it gets that). */
+static CUresult param_info(void *h, size_t index, size_t *offset, size_t *size) {
+    Function *f;
+    CUresult rc = function_from(h, &f);
+    if (rc) return rc;
+    const PtxFunction *pf = &f->module->ptx->funcs[f->index];
+    if (!pf->is_entry || index >= (size_t)pf->nparams || !offset) return CUDA_ERROR_INVALID_VALUE;
+    *offset = pf->params[index].offset;
+    if (size) *size = pf->params[index].size;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuKernelGetParamInfo(void *kernel, size_t index, size_t *offset, size_t *size) {
+    ENTER(cuKernelGetParamInfo);
+    return param_info(kernel, index, offset, size);
+}
+
+API CUresult cuFuncGetParamInfo(void *func, size_t index, size_t *offset, size_t *size) {
+    ENTER(cuFuncGetParamInfo);
+    return param_info(func, index, offset, size);
+}
+
 API CUresult cuFuncSetCacheConfig(void *hfunc, int config) {
     ENTER(cuFuncSetCacheConfig);
     Function *f;

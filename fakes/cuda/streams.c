@@ -340,6 +340,20 @@ API CUresult cuStreamGetId(void *h, unsigned long long *id) {
     return CUDA_SUCCESS;
 }
 
+/* Stream capture is not implemented (cuStreamBeginCapture is a NOT_SUPPORTED stub), so a valid stream is
+ * never capturing: the answer is true, not a pretence. */
+enum { CU_STREAM_CAPTURE_STATUS_NONE = 0 };
+
+API CUresult cuStreamIsCapturing(void *h, int *status) {
+    ENTER(cuStreamIsCapturing);
+    Stream *s;
+    CUresult rc = stream_from(h, &s);
+    if (rc) return rc;
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    return CUDA_SUCCESS;
+}
+
 typedef struct HostCall {
     void (*host_fn)(void *);
     void (*callback)(void *stream, CUresult status, void *user);
