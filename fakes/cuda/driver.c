@@ -450,7 +450,9 @@ API CUresult cuCtxGetApiVersion(void *h, unsigned *version) {
 
 API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
     ENTER(cuCtxGetStreamPriorityRange);
-    NEED_INIT();
+    Context *c = NULL;
+    CUresult rc = need_context(&c);
+    if (rc) return rc;
     if (least) *least = 0;
     if (greatest) *greatest = -5;
     return CUDA_SUCCESS;
@@ -541,6 +543,7 @@ API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned flags) {
     ENTER(cuDevicePrimaryCtxSetFlags_v2);
     NEED_INIT();
     NEED_DEVICE(dev);
+    if (flags & ~0xFFu) return CUDA_ERROR_INVALID_VALUE; /* CU_CTX_FLAGS_MASK */
     g_primary_flags = flags;
     g_primary.flags = flags;
     return CUDA_SUCCESS;
@@ -870,13 +873,14 @@ static void run_copy(void *arg) {
 
 enum Side { HOST, DEVICE, EITHER };
 
-/* A device-side range must lie inside one live allocation; a host side is the caller's memory. */
+/* A device-side range must lie inside one live allocation; a host side is the caller's memory, unless it
+ * points into the fake's device address range (a freed or never-allocated device address). */
 static CUresult check_side(uint64_t p, size_t n, int side) {
     if (!p && n) return CUDA_ERROR_INVALID_VALUE;
     if (!n) return CUDA_SUCCESS;
     AllocInfo a;
     if (mem_find(p, &a)) return p + n <= a.base + a.size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    return side == DEVICE ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    return side == DEVICE || mem_in_device_range(p) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 static CUresult copy(uint64_t dst, int dst_side, uint64_t src, int src_side, size_t n, void *hStream, int sync) {

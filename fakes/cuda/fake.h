@@ -74,6 +74,8 @@ typedef struct AllocInfo {
 CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out);
 CUresult mem_free(uint64_t base, int kind_mask);
 int mem_find(uint64_t addr, AllocInfo *out);
+/* Whether addr lies in the reserved range device memory comes from (live or not). */
+int mem_in_device_range(uint64_t addr);
 /* Is [addr, addr+n) inside one live allocation (device, pinned, registered or a module global)? */
 int mem_span_ok(uint64_t addr, uint64_t n);
 /* A sorted copy of the live ranges, for a launch to check accesses without a lock. */

@@ -157,6 +157,11 @@ int mem_find(uint64_t addr, AllocInfo *out) {
     return i >= 0;
 }
 
+int mem_in_device_range(uint64_t addr) {
+    uint64_t base = (uint64_t)(uintptr_t)g_space;
+    return g_space && addr >= base && addr - base < RESERVE_BYTES;
+}
+
 int mem_span_ok(uint64_t addr, uint64_t n) {
     AllocInfo a;
     if (!mem_find(addr, &a)) return 0;

@@ -441,7 +441,7 @@ typedef struct LaunchConfig {
 
 API CUresult cuLaunchKernelEx(const LaunchConfig *config, void *f, void **params, void **extra) {
     ENTER(cuLaunchKernelEx);
-    if (!config) return CUDA_ERROR_INVALID_VALUE;
+    if (!config || (config->nattrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
     for (unsigned i = 0; i < config->nattrs; i++) {
         const LaunchAttribute *a = &config->attrs[i];
         if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&

@@ -1,0 +1,359 @@
+"""Every implemented entry point of the fake, called with a bad handle, a bad size or NULL, returns the
+documented CUresult and does not crash.
+
+The calls go through ctypes straight to the C symbols, so NULL and forged handles reach the fake unchanged
+(cuda.bindings would reject some of them before the driver sees them). ``test_every_entry_point_has_a_case``
+fails when the fake gains an entry point without a row here.
+"""
+
+import ctypes
+import threading
+from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
+
+import numpy as np
+import pytest
+
+SUCCESS, INVALID_VALUE, NOT_INITIALIZED = 0, 1, 3
+INVALID_DEVICE, INVALID_IMAGE, INVALID_CONTEXT, INVALID_PTX = 101, 200, 201, 218
+FILE_NOT_FOUND, INVALID_HANDLE, NOT_FOUND = 301, 400, 500
+
+BAD = c_void_p(0xDEAD0000)    # a handle the fake never gave out
+BADPTR = c_uint64(0xDEAD0000)  # a device address outside every allocation
+NULL = None
+DEV0, DEV9 = c_int(0), c_int(9)
+
+KERNEL = r'''
+extern "C" __global__ void touch(unsigned* p) { p[threadIdx.x] = threadIdx.x; }
+__device__ unsigned counter;
+'''
+
+
+_PTX = []
+
+
+class Env:
+    """Valid objects to combine with one bad argument, so each row tests exactly one thing."""
+
+    def __init__(self, cuda):
+        d = cuda.d
+        self.lib = ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+        if not _PTX:
+            _PTX.append(cuda.ptx(KERNEL))  # NVRTC once per session, not once per row
+        self.mod = c_void_p(int(cuda.ok(d.cuModuleLoadData(_PTX[0]))))
+        self.fn = c_void_p(int(cuda.ok(d.cuModuleGetFunction(self.mod.value, b"touch"))))
+        self.stream = c_void_p(int(cuda.ok(d.cuStreamCreate(0))))
+        self.event = c_void_p(int(cuda.ok(d.cuEventCreate(0))))
+        self.ptr = c_uint64(cuda.alloc(256))
+        self.freed = c_uint64(int(cuda.ok(d.cuMemAlloc(64))))
+        cuda.ok(d.cuMemFree(self.freed.value))
+        self.host = np.zeros(256, np.uint8)
+        self.hostp = c_void_p(self.host.ctypes.data)
+        self.pool = c_void_p(int(cuda.ok(d.cuDeviceGetDefaultMemPool(0))))
+        self.out = ctypes.create_string_buffer(256)  # room for any single out-parameter
+        self.outp = byref(self.out)
+        self.noop = ctypes.CFUNCTYPE(None, c_void_p)(lambda _: None)
+        self.params = (c_void_p * 1)(ctypes.addressof(self.ptr))
+
+
+class LaunchConfig(ctypes.Structure):
+    _fields_ = [("grid", c_uint * 3), ("block", c_uint * 3), ("shared", c_uint), ("stream", c_void_p),
+                ("attrs", c_void_p), ("nattrs", c_uint)]
+
+
+def _config(block=1, attrs=None, nattrs=0):
+    return byref(LaunchConfig((c_uint * 3)(1, 1, 1), (c_uint * 3)(block, 1, 1), 0, None, attrs, nattrs))
+
+
+# entry point -> [(why, args(env), expected CUresult)]; the symbol is the C name the fake exports.
+CASES = {
+    "cuInit": [("flags must be 0", lambda e: (c_uint(1),), INVALID_VALUE)],
+    "cuDriverGetVersion": [("NULL out", lambda e: (NULL,), INVALID_VALUE)],
+    "cuGetErrorName": [("NULL out", lambda e: (c_int(0), NULL), INVALID_VALUE),
+                       ("unknown code", lambda e: (c_int(123456), e.outp), INVALID_VALUE)],
+    "cuGetErrorString": [("NULL out", lambda e: (c_int(0), NULL), INVALID_VALUE),
+                         ("unknown code", lambda e: (c_int(123456), e.outp), INVALID_VALUE)],
+    "cuGetExportTable": [("no export tables", lambda e: (e.outp, e.outp), NOT_FOUND)],
+    "cuGetProcAddress": [("NULL symbol", lambda e: (NULL, e.outp, c_int(12000), c_uint64(0)), INVALID_VALUE)],
+    "cuGetProcAddress_v2": [("NULL pfn", lambda e: (b"cuInit", NULL, c_int(12000), c_uint64(0), NULL),
+                             INVALID_VALUE)],
+    "cuDeviceGet": [("ordinal 1", lambda e: (e.outp, c_int(1)), INVALID_DEVICE),
+                    ("NULL out", lambda e: (NULL, c_int(0)), INVALID_VALUE)],
+    "cuDeviceGetCount": [("NULL out", lambda e: (NULL,), INVALID_VALUE)],
+    "cuDeviceGetName": [("bad device", lambda e: (e.outp, c_int(64), DEV9), INVALID_DEVICE),
+                        ("NULL out", lambda e: (NULL, c_int(64), DEV0), INVALID_VALUE),
+                        ("length 0", lambda e: (e.outp, c_int(0), DEV0), INVALID_VALUE)],
+    "cuDeviceGetUuid": [("bad device", lambda e: (e.outp, DEV9), INVALID_DEVICE),
+                        ("NULL out", lambda e: (NULL, DEV0), INVALID_VALUE)],
+    "cuDeviceGetUuid_v2": [("bad device", lambda e: (e.outp, DEV9), INVALID_DEVICE),
+                           ("NULL out", lambda e: (NULL, DEV0), INVALID_VALUE)],
+    "cuDeviceTotalMem_v2": [("bad device", lambda e: (e.outp, DEV9), INVALID_DEVICE),
+                            ("NULL out", lambda e: (NULL, DEV0), INVALID_VALUE)],
+    "cuDeviceGetAttribute": [("bad device", lambda e: (e.outp, c_int(1), DEV9), INVALID_DEVICE),
+                             ("NULL out", lambda e: (NULL, c_int(1), DEV0), INVALID_VALUE),
+                             ("unknown attribute", lambda e: (e.outp, c_int(100000), DEV0), INVALID_VALUE)],
+    "cuDeviceComputeCapability": [("bad device", lambda e: (e.outp, e.outp, DEV9), INVALID_DEVICE),
+                                  ("NULL out", lambda e: (NULL, NULL, DEV0), INVALID_VALUE)],
+    "cuDeviceGetPCIBusId": [("bad device", lambda e: (e.outp, c_int(64), DEV9), INVALID_DEVICE),
+                            ("NULL out", lambda e: (NULL, c_int(64), DEV0), INVALID_VALUE)],
+    "cuDeviceGetDefaultMemPool": [("bad device", lambda e: (e.outp, DEV9), INVALID_DEVICE),
+                                  ("NULL out", lambda e: (NULL, DEV0), INVALID_VALUE)],
+    "cuDeviceGetMemPool": [("bad device", lambda e: (e.outp, DEV9), INVALID_DEVICE),
+                           ("NULL out", lambda e: (NULL, DEV0), INVALID_VALUE)],
+    "cuDevicePrimaryCtxRetain": [("bad device", lambda e: (e.outp, DEV9), INVALID_DEVICE),
+                                 ("NULL out", lambda e: (NULL, DEV0), INVALID_VALUE)],
+    "cuDevicePrimaryCtxRelease_v2": [("bad device", lambda e: (DEV9,), INVALID_DEVICE)],
+    "cuDevicePrimaryCtxSetFlags_v2": [("bad device", lambda e: (DEV9, c_uint(0)), INVALID_DEVICE),
+                                      ("unknown flags", lambda e: (DEV0, c_uint(0x80000000)), INVALID_VALUE)],
+    "cuDevicePrimaryCtxGetState": [("bad device", lambda e: (DEV9, e.outp, e.outp), INVALID_DEVICE),
+                                   ("NULL out", lambda e: (DEV0, NULL, NULL), INVALID_VALUE)],
+    "cuDevicePrimaryCtxReset_v2": [("bad device", lambda e: (DEV9,), INVALID_DEVICE)],
+    "cuCtxCreate_v2": [("bad device", lambda e: (e.outp, c_uint(0), DEV9), INVALID_DEVICE),
+                       ("NULL out", lambda e: (NULL, c_uint(0), DEV0), INVALID_VALUE)],
+    "cuCtxCreate_v3": [("bad device", lambda e: (e.outp, NULL, c_int(0), c_uint(0), DEV9), INVALID_DEVICE),
+                       ("NULL out", lambda e: (NULL, NULL, c_int(0), c_uint(0), DEV0), INVALID_VALUE)],
+    "cuCtxCreate_v4": [("bad device", lambda e: (e.outp, NULL, c_uint(0), DEV9), INVALID_DEVICE),
+                       ("NULL out", lambda e: (NULL, NULL, c_uint(0), DEV0), INVALID_VALUE)],
+    "cuCtxDestroy_v2": [("bad context", lambda e: (BAD,), INVALID_CONTEXT)],
+    "cuCtxPushCurrent_v2": [("bad context", lambda e: (BAD,), INVALID_CONTEXT)],
+    "cuCtxPopCurrent_v2": [("nothing current", lambda e: (e.outp,), INVALID_CONTEXT, "no context")],
+    "cuCtxSetCurrent": [("bad context", lambda e: (BAD,), INVALID_CONTEXT)],
+    "cuCtxGetCurrent": [("NULL out", lambda e: (NULL,), INVALID_VALUE)],
+    "cuCtxGetDevice": [("NULL out", lambda e: (NULL,), INVALID_VALUE),
+                       ("nothing current", lambda e: (e.outp,), INVALID_CONTEXT, "no context")],
+    "cuCtxGetFlags": [("NULL out", lambda e: (NULL,), INVALID_VALUE),
+                      ("nothing current", lambda e: (e.outp,), INVALID_CONTEXT, "no context")],
+    "cuCtxGetId": [("bad context", lambda e: (BAD, e.outp), INVALID_CONTEXT),
+                   ("NULL out", lambda e: (NULL, NULL), INVALID_VALUE)],
+    "cuCtxSynchronize": [("nothing current", lambda e: (), INVALID_CONTEXT, "no context")],
+    "cuCtxGetApiVersion": [("bad context", lambda e: (BAD, e.outp), INVALID_CONTEXT),
+                           ("NULL out", lambda e: (NULL, NULL), INVALID_VALUE)],
+    "cuCtxGetStreamPriorityRange": [("nothing current", lambda e: (e.outp, e.outp), INVALID_CONTEXT,
+                                     "no context")],
+    "cuCtxGetLimit": [("NULL out", lambda e: (NULL, c_int(0)), INVALID_VALUE),
+                      ("unknown limit", lambda e: (e.outp, c_int(1000)), INVALID_VALUE)],
+    "cuCtxSetLimit": [("unknown limit", lambda e: (c_int(1000), c_size_t(0)), INVALID_VALUE),
+                      ("nothing current", lambda e: (c_int(0), c_size_t(1024)), INVALID_CONTEXT, "no context")],
+    "cuCtxGetCacheConfig": [("NULL out", lambda e: (NULL,), INVALID_VALUE)],
+    "cuCtxSetCacheConfig": [("unknown config", lambda e: (c_int(99),), INVALID_VALUE)],
+    "cuMemGetInfo_v2": [("NULL out", lambda e: (NULL, NULL), INVALID_VALUE),
+                        ("nothing current", lambda e: (e.outp, e.outp), INVALID_CONTEXT, "no context")],
+    "cuMemAlloc_v2": [("size 0", lambda e: (e.outp, c_size_t(0)), INVALID_VALUE),
+                      ("NULL out", lambda e: (NULL, c_size_t(64)), INVALID_VALUE),
+                      ("nothing current", lambda e: (e.outp, c_size_t(64)), INVALID_CONTEXT, "no context")],
+    "cuMemAllocPitch_v2": [("element size 3", lambda e: (e.outp, e.outp, c_size_t(64), c_size_t(4), c_uint(3)),
+                            INVALID_VALUE),
+                           ("NULL out", lambda e: (NULL, NULL, c_size_t(64), c_size_t(4), c_uint(4)),
+                            INVALID_VALUE)],
+    "cuMemAllocManaged": [("size 0", lambda e: (e.outp, c_size_t(0), c_uint(1)), INVALID_VALUE),
+                          ("bad flags", lambda e: (e.outp, c_size_t(64), c_uint(0)), INVALID_VALUE)],
+    "cuMemFree_v2": [("not an allocation", lambda e: (BADPTR,), INVALID_VALUE),
+                     ("double free", lambda e: (e.freed,), INVALID_VALUE),
+                     ("inside an allocation", lambda e: (c_uint64(e.ptr.value + 4),), INVALID_VALUE)],
+    "cuMemGetAddressRange_v2": [("not an allocation", lambda e: (e.outp, e.outp, BADPTR), NOT_FOUND)],
+    "cuMemAllocHost_v2": [("NULL out", lambda e: (NULL, c_size_t(64)), INVALID_VALUE)],
+    "cuMemHostAlloc": [("NULL out", lambda e: (NULL, c_size_t(64), c_uint(0)), INVALID_VALUE),
+                       ("unknown flags", lambda e: (e.outp, c_size_t(64), c_uint(0x100)), INVALID_VALUE)],
+    "cuMemFreeHost": [("not pinned", lambda e: (e.hostp,), INVALID_VALUE)],
+    "cuMemHostGetDevicePointer_v2": [("not pinned", lambda e: (e.outp, e.hostp, c_uint(0)), INVALID_VALUE),
+                                     ("flags must be 0", lambda e: (e.outp, e.hostp, c_uint(1)), INVALID_VALUE)],
+    "cuMemHostGetFlags": [("not pinned", lambda e: (e.outp, e.hostp), INVALID_VALUE)],
+    "cuMemHostRegister_v2": [("NULL", lambda e: (NULL, c_size_t(64), c_uint(0)), INVALID_VALUE),
+                             ("size 0", lambda e: (e.hostp, c_size_t(0), c_uint(0)), INVALID_VALUE)],
+    "cuMemHostUnregister": [("not registered", lambda e: (e.hostp,), 713)],  # HOST_MEMORY_NOT_REGISTERED
+    "cuMemAllocAsync": [("size 0", lambda e: (e.outp, c_size_t(0), e.stream), INVALID_VALUE),
+                        ("bad stream", lambda e: (e.outp, c_size_t(64), BAD), INVALID_HANDLE)],
+    "cuMemAllocFromPoolAsync": [("bad pool", lambda e: (e.outp, c_size_t(64), BAD, e.stream), INVALID_HANDLE),
+                                ("bad stream", lambda e: (e.outp, c_size_t(64), e.pool, BAD), INVALID_HANDLE)],
+    "cuMemFreeAsync": [("not an allocation", lambda e: (BADPTR, e.stream), INVALID_VALUE),
+                       ("bad stream", lambda e: (e.ptr, BAD), INVALID_HANDLE)],
+    "cuMemPoolGetAttribute": [("bad pool", lambda e: (BAD, c_int(1), e.outp), INVALID_HANDLE),
+                              ("unknown attribute", lambda e: (e.pool, c_int(99), e.outp), INVALID_VALUE)],
+    "cuMemPoolSetAttribute": [("bad pool", lambda e: (BAD, c_int(1), e.outp), INVALID_HANDLE),
+                              ("unknown attribute", lambda e: (e.pool, c_int(99), e.outp), INVALID_VALUE)],
+    "cuMemPoolTrimTo": [("bad pool", lambda e: (BAD, c_size_t(0)), INVALID_HANDLE)],
+    "cuPointerGetAttribute": [("NULL out", lambda e: (NULL, c_int(1), e.ptr), INVALID_VALUE),
+                              ("unknown attribute", lambda e: (e.outp, c_int(999), e.ptr), INVALID_VALUE)],
+    "cuPointerGetAttributes": [("NULL attributes", lambda e: (c_uint(1), NULL, NULL, e.ptr), INVALID_VALUE)],
+    "cuMemcpyHtoD_v2": [("past the end", lambda e: (e.ptr, e.hostp, c_size_t(257)), INVALID_VALUE),
+                        ("not an allocation", lambda e: (BADPTR, e.hostp, c_size_t(4)), INVALID_VALUE)],
+    "cuMemcpyDtoH_v2": [("past the end", lambda e: (e.hostp, e.ptr, c_size_t(257)), INVALID_VALUE),
+                        ("not an allocation", lambda e: (e.hostp, BADPTR, c_size_t(4)), INVALID_VALUE)],
+    "cuMemcpyDtoD_v2": [("past the end", lambda e: (e.ptr, e.ptr, c_size_t(257)), INVALID_VALUE),
+                        ("not an allocation", lambda e: (BADPTR, e.ptr, c_size_t(4)), INVALID_VALUE)],
+    "cuMemcpyHtoDAsync_v2": [("past the end", lambda e: (e.ptr, e.hostp, c_size_t(257), e.stream), INVALID_VALUE),
+                             ("bad stream", lambda e: (e.ptr, e.hostp, c_size_t(4), BAD), INVALID_HANDLE)],
+    "cuMemcpyDtoHAsync_v2": [("past the end", lambda e: (e.hostp, e.ptr, c_size_t(257), e.stream), INVALID_VALUE),
+                             ("bad stream", lambda e: (e.hostp, e.ptr, c_size_t(4), BAD), INVALID_HANDLE)],
+    "cuMemcpyDtoDAsync_v2": [("past the end", lambda e: (e.ptr, e.ptr, c_size_t(257), e.stream), INVALID_VALUE),
+                             ("bad stream", lambda e: (e.ptr, e.ptr, c_size_t(4), BAD), INVALID_HANDLE)],
+    "cuMemcpy": [("past the end", lambda e: (e.ptr, e.ptr, c_size_t(257)), INVALID_VALUE),
+                 ("freed device address", lambda e: (e.freed, e.ptr, c_size_t(4)), INVALID_VALUE),
+                 ("to a freed device address", lambda e: (e.ptr, e.freed, c_size_t(4)), INVALID_VALUE)],
+    "cuMemcpyAsync": [("past the end", lambda e: (e.ptr, e.ptr, c_size_t(257), e.stream), INVALID_VALUE),
+                      ("bad stream", lambda e: (e.ptr, e.ptr, c_size_t(4), BAD), INVALID_HANDLE),
+                      ("freed device address", lambda e: (e.freed, e.ptr, c_size_t(4), e.stream), INVALID_VALUE)],
+    "cuMemsetD8_v2": [("past the end", lambda e: (e.ptr, c_uint(0), c_size_t(257)), INVALID_VALUE)],
+    "cuMemsetD16_v2": [("past the end", lambda e: (e.ptr, c_uint(0), c_size_t(129)), INVALID_VALUE),
+                       ("misaligned", lambda e: (c_uint64(e.ptr.value + 1), c_uint(0), c_size_t(2)), INVALID_VALUE)],
+    "cuMemsetD32_v2": [("past the end", lambda e: (e.ptr, c_uint(0), c_size_t(65)), INVALID_VALUE),
+                       ("misaligned", lambda e: (c_uint64(e.ptr.value + 2), c_uint(0), c_size_t(2)), INVALID_VALUE)],
+    "cuMemsetD8Async": [("past the end", lambda e: (e.ptr, c_uint(0), c_size_t(257), e.stream), INVALID_VALUE),
+                        ("bad stream", lambda e: (e.ptr, c_uint(0), c_size_t(4), BAD), INVALID_HANDLE)],
+    "cuMemsetD16Async": [("past the end", lambda e: (e.ptr, c_uint(0), c_size_t(129), e.stream), INVALID_VALUE),
+                         ("bad stream", lambda e: (e.ptr, c_uint(0), c_size_t(4), BAD), INVALID_HANDLE)],
+    "cuMemsetD32Async": [("past the end", lambda e: (e.ptr, c_uint(0), c_size_t(65), e.stream), INVALID_VALUE),
+                         ("bad stream", lambda e: (e.ptr, c_uint(0), c_size_t(4), BAD), INVALID_HANDLE)],
+    "cuMemsetD2D8_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(16), c_size_t(2)),
+                         INVALID_VALUE),
+                        ("past the end", lambda e: (e.ptr, c_size_t(64), c_uint(0), c_size_t(64), c_size_t(5)),
+                         INVALID_VALUE)],
+    "cuMemsetD2D16_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(8), c_size_t(2)),
+                          INVALID_VALUE)],
+    "cuMemsetD2D32_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(4), c_size_t(2)),
+                          INVALID_VALUE)],
+    "cuMemsetD2D8Async": [("bad stream", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(8), c_size_t(2), BAD),
+                           INVALID_HANDLE)],
+    "cuMemsetD2D16Async": [("bad stream", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(4), c_size_t(2), BAD),
+                            INVALID_HANDLE)],
+    "cuMemsetD2D32Async": [("bad stream", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(2), c_size_t(2), BAD),
+                            INVALID_HANDLE)],
+    "cuStreamCreate": [("NULL out", lambda e: (NULL, c_uint(0)), INVALID_VALUE),
+                       ("unknown flags", lambda e: (e.outp, c_uint(2)), INVALID_VALUE)],
+    "cuStreamCreateWithPriority": [("NULL out", lambda e: (NULL, c_uint(0), c_int(0)), INVALID_VALUE)],
+    "cuStreamDestroy_v2": [("bad stream", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuStreamQuery": [("bad stream", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuStreamSynchronize": [("bad stream", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuStreamWaitEvent": [("bad event", lambda e: (e.stream, BAD, c_uint(0)), INVALID_HANDLE),
+                          ("bad stream", lambda e: (BAD, e.event, c_uint(0)), INVALID_HANDLE)],
+    "cuStreamAddCallback": [("NULL callback", lambda e: (e.stream, NULL, NULL, c_uint(0)), INVALID_VALUE),
+                            ("bad stream", lambda e: (BAD, e.noop, NULL, c_uint(0)), INVALID_HANDLE)],
+    "cuLaunchHostFunc": [("NULL function", lambda e: (e.stream, NULL, NULL), INVALID_VALUE),
+                         ("bad stream", lambda e: (BAD, e.noop, NULL), INVALID_HANDLE)],
+    "cuStreamGetPriority": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                            ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
+    "cuStreamGetFlags": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                         ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
+    "cuStreamGetCtx": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                       ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
+    "cuStreamGetId": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                      ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
+    "cuStreamIsCapturing": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                            ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
+    "cuEventCreate": [("NULL out", lambda e: (NULL, c_uint(0)), INVALID_VALUE),
+                      ("unknown flags", lambda e: (e.outp, c_uint(0x100)), INVALID_VALUE)],
+    "cuEventRecord": [("bad event", lambda e: (BAD, e.stream), INVALID_HANDLE),
+                      ("bad stream", lambda e: (e.event, BAD), INVALID_HANDLE)],
+    "cuEventRecordWithFlags": [("bad event", lambda e: (BAD, e.stream, c_uint(0)), INVALID_HANDLE),
+                               ("unknown flags", lambda e: (e.event, e.stream, c_uint(0x100)), INVALID_VALUE)],
+    "cuEventQuery": [("bad event", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuEventSynchronize": [("bad event", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuEventDestroy_v2": [("bad event", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuEventElapsedTime": [("bad event", lambda e: (e.outp, BAD, e.event), INVALID_HANDLE),
+                           ("NULL out", lambda e: (NULL, e.event, e.event), INVALID_VALUE)],
+    "cuEventElapsedTime_v2": [("bad event", lambda e: (e.outp, e.event, BAD), INVALID_HANDLE),
+                              ("NULL out", lambda e: (NULL, e.event, e.event), INVALID_VALUE)],
+    "cuModuleLoad": [("missing file", lambda e: (e.outp, b"/nonexistent/x.ptx"), FILE_NOT_FOUND),
+                     ("NULL out", lambda e: (NULL, b"/nonexistent/x.ptx"), INVALID_VALUE)],
+    "cuModuleLoadData": [("not PTX", lambda e: (e.outp, b"not ptx\0"), INVALID_PTX),
+                         ("NULL image", lambda e: (e.outp, NULL), INVALID_VALUE)],
+    "cuModuleLoadDataEx": [("not PTX", lambda e: (e.outp, b"not ptx\0", c_uint(0), NULL, NULL), INVALID_PTX),
+                           ("NULL image", lambda e: (e.outp, NULL, c_uint(0), NULL, NULL), INVALID_VALUE)],
+    "cuModuleUnload": [("bad module", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuModuleGetFunction": [("bad module", lambda e: (e.outp, BAD, b"touch"), INVALID_HANDLE),
+                            ("missing name", lambda e: (e.outp, e.mod, b"nope"), NOT_FOUND),
+                            ("NULL name", lambda e: (e.outp, e.mod, NULL), INVALID_VALUE)],
+    "cuModuleGetGlobal_v2": [("bad module", lambda e: (e.outp, e.outp, BAD, b"counter"), INVALID_HANDLE),
+                             ("missing name", lambda e: (e.outp, e.outp, e.mod, b"nope"), NOT_FOUND)],
+    "cuLibraryLoadData": [("not PTX", lambda e: (e.outp, b"not ptx\0", NULL, NULL, c_uint(0), NULL, NULL, c_uint(0)),
+                           INVALID_PTX),
+                          ("NULL code", lambda e: (e.outp, NULL, NULL, NULL, c_uint(0), NULL, NULL, c_uint(0)),
+                           INVALID_VALUE)],
+    "cuLibraryUnload": [("bad library", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuLibraryGetKernel": [("bad library", lambda e: (e.outp, BAD, b"touch"), INVALID_HANDLE)],
+    "cuLibraryGetModule": [("bad library", lambda e: (e.outp, BAD), INVALID_HANDLE)],
+    "cuLibraryGetGlobal": [("bad library", lambda e: (e.outp, e.outp, BAD, b"counter"), INVALID_HANDLE)],
+    "cuKernelGetFunction": [("bad kernel", lambda e: (e.outp, BAD), INVALID_HANDLE),
+                            ("NULL out", lambda e: (NULL, e.fn), INVALID_VALUE)],
+    "cuKernelGetAttribute": [("bad kernel", lambda e: (e.outp, c_int(0), BAD, DEV0), INVALID_HANDLE),
+                             ("bad device", lambda e: (e.outp, c_int(0), e.fn, DEV9), INVALID_DEVICE)],
+    "cuKernelSetAttribute": [("bad kernel", lambda e: (c_int(8), c_int(0), BAD, DEV0), INVALID_HANDLE),
+                             ("too much shared", lambda e: (c_int(8), c_int(1 << 30), e.fn, DEV0), INVALID_VALUE)],
+    "cuKernelGetParamInfo": [("bad kernel", lambda e: (BAD, c_size_t(0), e.outp, NULL), INVALID_HANDLE),
+                             ("index past the last", lambda e: (e.fn, c_size_t(1), e.outp, NULL), INVALID_VALUE),
+                             ("NULL offset", lambda e: (e.fn, c_size_t(0), NULL, e.outp), INVALID_VALUE)],
+    "cuFuncGetParamInfo": [("bad function", lambda e: (BAD, c_size_t(0), e.outp, NULL), INVALID_HANDLE),
+                           ("index past the last", lambda e: (e.fn, c_size_t(1), e.outp, NULL), INVALID_VALUE)],
+    "cuFuncGetAttribute": [("bad function", lambda e: (e.outp, c_int(0), BAD), INVALID_HANDLE),
+                           ("unknown attribute", lambda e: (e.outp, c_int(99), e.fn), INVALID_VALUE),
+                           ("NULL out", lambda e: (NULL, c_int(0), e.fn), INVALID_VALUE)],
+    "cuFuncSetAttribute": [("bad function", lambda e: (BAD, c_int(8), c_int(0)), INVALID_HANDLE),
+                           ("unknown attribute", lambda e: (e.fn, c_int(99), c_int(0)), INVALID_VALUE)],
+    "cuFuncSetCacheConfig": [("bad function", lambda e: (BAD, c_int(0)), INVALID_HANDLE),
+                             ("unknown config", lambda e: (e.fn, c_int(99)), INVALID_VALUE)],
+    "cuFuncGetName": [("bad function", lambda e: (e.outp, BAD), INVALID_HANDLE),
+                      ("NULL out", lambda e: (NULL, e.fn), INVALID_VALUE)],
+    "cuFuncGetModule": [("bad function", lambda e: (e.outp, BAD), INVALID_HANDLE),
+                        ("NULL out", lambda e: (NULL, e.fn), INVALID_VALUE)],
+    "cuLaunchKernel": [("bad function", lambda e: (BAD, *[c_uint(1)] * 6, c_uint(0), e.stream, e.params, NULL),
+                        INVALID_HANDLE),
+                       ("block of 0", lambda e: (e.fn, *[c_uint(1)] * 3, c_uint(0), c_uint(1), c_uint(1), c_uint(0),
+                                                 e.stream, e.params, NULL), INVALID_VALUE),
+                       ("bad stream", lambda e: (e.fn, *[c_uint(1)] * 6, c_uint(0), BAD, e.params, NULL),
+                        INVALID_HANDLE),
+                       ("no parameters", lambda e: (e.fn, *[c_uint(1)] * 6, c_uint(0), e.stream, NULL, NULL),
+                        INVALID_VALUE)],
+    "cuLaunchCooperativeKernel": [("bad function", lambda e: (BAD, *[c_uint(1)] * 6, c_uint(0), e.stream, e.params),
+                                   INVALID_HANDLE)],
+    "cuLaunchKernelEx": [("NULL config", lambda e: (NULL, e.fn, e.params, NULL), INVALID_VALUE),
+                         ("bad function", lambda e: (_config(), BAD, e.params, NULL), INVALID_HANDLE),
+                         ("block of 0", lambda e: (_config(block=0), e.fn, e.params, NULL), INVALID_VALUE),
+                         ("attributes NULL, count 2", lambda e: (_config(nattrs=2), e.fn, e.params, NULL),
+                          INVALID_VALUE)],
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor": [
+        ("bad function", lambda e: (e.outp, BAD, c_int(128), c_size_t(0)), INVALID_HANDLE),
+        ("NULL out", lambda e: (NULL, e.fn, c_int(128), c_size_t(0)), INVALID_VALUE)],
+    "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags": [
+        ("bad function", lambda e: (e.outp, BAD, c_int(128), c_size_t(0), c_uint(0)), INVALID_HANDLE),
+        ("NULL out", lambda e: (NULL, e.fn, c_int(128), c_size_t(0), c_uint(0)), INVALID_VALUE)],
+    "cuOccupancyMaxPotentialBlockSize": [
+        ("bad function", lambda e: (e.outp, e.outp, BAD, NULL, c_size_t(0), c_int(0)), INVALID_HANDLE),
+        ("NULL out", lambda e: (NULL, NULL, e.fn, NULL, c_size_t(0), c_int(0)), INVALID_VALUE)],
+    "cuOccupancyAvailableDynamicSMemPerBlock": [
+        ("bad function", lambda e: (e.outp, BAD, c_int(1), c_int(128)), INVALID_HANDLE),
+        ("NULL out", lambda e: (NULL, e.fn, c_int(1), c_int(128)), INVALID_VALUE)],
+}
+
+ROWS = [(name, case) for name, cases in CASES.items() for case in cases]
+
+
+@pytest.fixture
+def env(cuda):
+    return Env(cuda)
+
+
+def _call(env, name, args, no_context):
+    fn = getattr(env.lib, name)
+    fn.restype = c_int
+    if not no_context:
+        return fn(*args)
+    result = []
+    t = threading.Thread(target=lambda: result.append(fn(*args)))  # a new thread has no current context
+    t.start()
+    t.join()
+    return result[0]
+
+
+@pytest.mark.parametrize("name,case", ROWS, ids=[f"{n}-{c[0]}" for n, c in ROWS])
+def test_error_path(env, cuda, name, case):
+    why, args, expected, *where = case
+    got = _call(env, name, args(env), no_context=bool(where))
+    assert got == expected, f"{name} ({why}): got {got}, expected {expected}"
+    # the error left the context usable
+    assert cuda.err(cuda.d.cuCtxSynchronize()) == cuda.d.CUresult.CUDA_SUCCESS
+
+
+def test_every_entry_point_has_a_case(fake):
+    missing = sorted(set(fake.entry_points()) - set(CASES))
+    assert not missing, f"implemented entry points without an error-path case: {missing}"
+    unknown = sorted(set(CASES) - set(fake.entry_points()))
+    assert not unknown, f"cases for entry points the fake does not implement: {unknown}"
