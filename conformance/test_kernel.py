@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.spec import conformance_dir
 
 from .helpers import assert_device_works, ceil_div, poisoned, read, rng, upload
 
@@ -191,3 +192,24 @@ def test_block_sizes_alternate(device, stream, kernels):
         for b in blocks:
             stream.launch(kernels("add_one"), ceil_div(n, b), b, (buf, np.uint32(n)))
         assert (read(stream, buf, np.uint32) == len(blocks)).all()
+
+
+@pytest.mark.clause("KERNEL-13")
+def test_cubin_loads_directly(device, stream, require):
+    require("lang.cubin")
+    major, minor = device.info.extra["compute_capability"]
+    path = conformance_dir() / "kernels" / "cubin" / f"saxpy.sm_{major}{minor}.cubin"
+    if not path.exists():
+        pytest.fail(f"no committed cubin for sm_{major}{minor}: regenerate them with ci/gen_cubin")
+    k = device.compile(path.read_bytes(), "cubin").kernel("saxpy")
+    n = 3000
+    x, y = rng(9).standard_normal(n).astype(np.float32), rng(10).standard_normal(n).astype(np.float32)
+    bx, by = upload(device, stream, x), upload(device, stream, y)
+    stream.launch(k, ceil_div(n, 128), 128, (bx, by, np.float32(0.5), np.uint32(n)))
+    np.testing.assert_allclose(read(stream, by, np.float32), np.float32(0.5) * x + y, rtol=1e-6, atol=1e-6)
+    with pytest.raises(ia.InvalidArgument, match=r"Stream\.launch.*takes 4 argument"):
+        stream.launch(k, 1, 32, (bx, by, np.float32(0.5)))
+    with pytest.raises(ia.CompileError):
+        device.compile(b"\x7fELF but not a CUDA binary" * 4, "cubin")
+    bx.free()
+    by.free()

@@ -53,13 +53,17 @@ CAPABILITIES: dict[str, str] = {
     "kernel.shared_memory": "per-block shared memory with a block-wide barrier",
     "lang.cuda": "compile(lang='cuda'): CUDA C++",
     "lang.ptx": "compile(lang='ptx'): PTX text",
+    "lang.cubin": "compile(lang='cubin'): a CUDA binary (bytes) built for the device's architecture",
     "lang.glsl": "compile(lang='glsl'): GLSL compute shaders",
     "lang.spirv": "compile(lang='spirv'): SPIR-V bytes",
     "lang.wgsl": "compile(lang='wgsl'): WGSL",
 }
 
 #: Kernel languages, in the order a backend prefers them when it supports several.
-LANGUAGES = ("cuda", "ptx", "spirv", "glsl", "wgsl")
+LANGUAGES = ("cuda", "ptx", "cubin", "spirv", "glsl", "wgsl")
+
+#: Languages whose source is a binary image (bytes) rather than text.
+BINARY_LANGUAGES = ("cubin", "spirv")
 
 Dim3 = tuple[int, int, int]
 
@@ -516,9 +520,9 @@ class Device(abc.ABC):
             raise InvalidArgument(op, f"unknown kernel language {lang!r}; known: {', '.join(LANGUAGES)}")
         if not self.supports(f"lang.{lang}"):
             raise Unsupported(op, f"lang.{lang}", f"this device compiles {', '.join(self.languages)}")
-        if lang == "spirv":
+        if lang in BINARY_LANGUAGES:
             if not isinstance(source, (bytes, bytearray, memoryview)):
-                raise InvalidArgument(op, "SPIR-V source must be bytes")
+                raise InvalidArgument(op, f"{lang} source is a binary image and must be bytes")
         elif not isinstance(source, str):
             raise InvalidArgument(op, f"{lang} source must be str")
         return self._compile(source, lang, tuple(options))

@@ -356,6 +356,8 @@ def kernels(device: Any) -> Callable[[str], Any]:
     def load(name: str) -> Any:
         if name not in cache:
             for lang in device.languages:
+                if lang not in _EXTENSIONS:  # cubins are per architecture: KERNEL-13 loads them itself
+                    continue
                 path = root / lang / f"{name}.{_EXTENSIONS[lang]}"
                 if path.exists():
                     source = path.read_bytes() if lang == "spirv" else path.read_text(encoding="utf-8")

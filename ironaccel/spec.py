@@ -46,7 +46,7 @@ def load_clauses(spec_md: Path | None = None) -> dict[str, Clause]:
     return clauses
 
 
-HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".comp", ".spv", ".c", ".h"}
+HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h"}
 
 
 def suite_hash() -> str:

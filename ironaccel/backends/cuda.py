@@ -302,6 +302,8 @@ class CudaDevice(api.Device):
                     "kernel.float64", "kernel.int64", "events.timing"}
             if _load_nvrtc() is not None:
                 caps.add("lang.cuda")
+            if not self._info.simulated:  # the fake loads PTX only
+                caps.add("lang.cubin")
             self._caps = frozenset(caps)
         return self._caps
 
@@ -328,6 +330,13 @@ class CudaDevice(api.Device):
 
     # -- compilation ------------------------------------------------------------------------------------
     def _compile(self, source: str | bytes, lang: str, options: tuple[str, ...]) -> CudaModule:
+        if lang == "cubin":
+            if options:
+                raise InvalidArgument("Device.compile", f"a cubin is loaded as is and takes no options, got {options!r}")
+            self._make_current()
+            handle = self._load_module(bytes(source), lang)
+            self._modules.append(handle)
+            return CudaModule(self, lang, handle, _binary_entries(self._cu, handle))
         assert isinstance(source, str)
         if lang == "ptx":
             if options:
@@ -351,8 +360,9 @@ class CudaDevice(api.Device):
         if result[0]:
             err = result[0]
             codes = cu.CUresult
-            if lang == "ptx" and err in (codes.CUDA_ERROR_INVALID_PTX, codes.CUDA_ERROR_INVALID_IMAGE,
-                                         codes.CUDA_ERROR_INVALID_SOURCE, codes.CUDA_ERROR_UNSUPPORTED_PTX_VERSION):
+            if lang in ("ptx", "cubin") and err in (
+                    codes.CUDA_ERROR_INVALID_PTX, codes.CUDA_ERROR_INVALID_IMAGE, codes.CUDA_ERROR_INVALID_SOURCE,
+                    codes.CUDA_ERROR_UNSUPPORTED_PTX_VERSION, codes.CUDA_ERROR_NO_BINARY_FOR_GPU):
                 text = bytes(log).split(b"\0", 1)[0].decode(errors="replace").strip()
                 raise CompileError("cuModuleLoadDataEx", lang, text or _error_name(cu, err))
             _raise("cuModuleLoadDataEx", err)
@@ -487,6 +497,24 @@ def _ptx_entries(ptx: str) -> dict[str, tuple[int, ...]]:
     entries = {}
     for name, params in _ENTRY_RE.findall(ptx):
         entries[name] = tuple(int(bits) // 8 * int(count or 1) for _kind, bits, count in _PARAM_RE.findall(params))
+    return entries
+
+
+def _binary_entries(cu: Any, module: Any) -> dict[str, tuple[int, ...]]:
+    """Kernel name -> parameter sizes of a loaded binary image, asked of the driver (a cubin has no PTX)."""
+    count = _check("cuModuleGetFunctionCount", cu.cuModuleGetFunctionCount(module))
+    entries = {}
+    for fn in _check("cuModuleEnumerateFunctions", cu.cuModuleEnumerateFunctions(count, module)):
+        name = _check("cuFuncGetName", cu.cuFuncGetName(fn))
+        sizes = []
+        while True:
+            err, _offset, size = cu.cuFuncGetParamInfo(fn, len(sizes))
+            if err == cu.CUresult.CUDA_ERROR_INVALID_VALUE:  # past the last parameter
+                break
+            if err:
+                _raise("cuFuncGetParamInfo", err)
+            sizes.append(int(size))
+        entries[name.decode() if isinstance(name, bytes) else str(name)] = tuple(sizes)
     return entries
 
 
