@@ -1,10 +1,8 @@
 """Driver API behaviour of the fake: errors for bad handles and sizes, memcheck, faults, streams, leaks."""
 
-import os
 import subprocess
 import sys
 import textwrap
-import time
 
 import numpy as np
 import pytest
