@@ -54,7 +54,7 @@ def test_supports_rejects_unknown_names_and_languages_exist(device):
 def test_open_device_out_of_range(device):
     backend = get_backend(device.info.backend)
     count = backend.device_count()
-    with pytest.raises(ia.InvalidArgument, match="open_device"):
+    with pytest.raises(ia.InvalidArgument, match="^Backend.open_device: .* out of range"):
         backend.open_device(count + 5)
 
 

@@ -285,6 +285,15 @@ class Kernel:
         self.module = module
         self.name = name
 
+    @property
+    def native(self) -> Any:
+        """The backend's own handle of this kernel (CUDA: the CUfunction), for interop and raw-driver floors."""
+        self.module.device._check_open("Kernel.native")
+        return self._native()
+
+    def _native(self) -> Any:
+        raise Unsupported("Kernel.native", "native", f"{self.module.device.info.backend} kernels have no single native handle")
+
     def __repr__(self) -> str:
         return f"<Kernel {self.name} ({self.module.lang})>"
 
@@ -322,6 +331,15 @@ class Stream(abc.ABC):
     @property
     def device(self) -> Device:
         return self._device
+
+    @property
+    def native(self) -> Any:
+        """The backend's own queue handle (CUstream, VkQueue, GPUQueue), for interop and raw-driver floors."""
+        self._device._check_open("Stream.native")
+        return self._native()
+
+    @abc.abstractmethod
+    def _native(self) -> Any: ...
 
     def _buffer(self, op: str, what: str, buf: object) -> Buffer:
         if not isinstance(buf, Buffer):
@@ -476,6 +494,15 @@ class Device(abc.ABC):
     def closed(self) -> bool:
         return self._closed
 
+    @property
+    def native(self) -> Any:
+        """The backend's own device handles, for interop and raw-driver floors; each backend documents the shape."""
+        self._check_open("Device.native")
+        return self._native()
+
+    @abc.abstractmethod
+    def _native(self) -> Any: ...
+
     def _check_open(self, op: str) -> None:
         if self._closed:
             raise UseAfterFree(op, f"device {self._info.backend}:{self._info.index}")
@@ -592,6 +619,18 @@ class Backend(abc.ABC):
     def device_count(self) -> int:
         """Number of devices; NotAvailable when the runtime is missing."""
 
+    def open_device(self, index: int = 0, **options: Any) -> Device:
+        """Open device ``index`` (an int, 0 <= index < device_count()); NotAvailable when the runtime is missing.
+
+        ``options`` are backend-specific (Vulkan: ``validation=``); the backend rejects ones it does not know."""
+        op = "Backend.open_device"
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise InvalidArgument(op, f"device index must be an int, got {type(index).__name__}")
+        count = self.device_count()
+        if not 0 <= index < count:
+            raise InvalidArgument(op, f"{self.name} device index {int(index)} is out of range: {count} device(s)")
+        return self._open_device(int(index), **options)
+
     @abc.abstractmethod
-    def open_device(self, index: int = 0) -> Device:
-        """Open device ``index``; NotAvailable when the runtime is missing."""
+    def _open_device(self, index: int, **options: Any) -> Device:
+        """Open a device whose index is known to be in range."""

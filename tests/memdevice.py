@@ -77,6 +77,10 @@ class MemStream(api.Stream):
         self._enqueued = 0
         self._done = 0
 
+    def _native(self) -> deque[Callable[[], None]]:
+        """The queue of pending closures: all there is under this stream."""
+        return self._queue
+
     @property
     def pending(self) -> int:
         """Operations enqueued and not yet run."""
@@ -186,6 +190,10 @@ class MemDevice(api.Device):
         self._streams: list[MemStream] = []  # never dropped: their queued work still has to run
         self._diagnostics: list[str] = []
         self._default = self._create_stream()
+
+    def _native(self) -> set[MemBuffer]:
+        """The live buffers: all there is under this device."""
+        return self.buffers
 
     def python_module(self, functions: dict[str, PythonKernel]) -> MemModule:
         """A Module whose kernels are Python functions ``fn(grid, block, *args)``."""

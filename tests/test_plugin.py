@@ -38,7 +38,7 @@ class MemBackend(api.Backend):
     def device_count(self):
         return 1
 
-    def open_device(self, index=0):
+    def _open_device(self, index):
         return MemDevice(1 << 20)
 
 

@@ -44,6 +44,7 @@ import re
 import struct
 import threading
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -196,10 +197,7 @@ class CudaBackend(api.Backend):
         cu = _driver()
         return _check("cuDeviceGetCount", cu.cuDeviceGetCount())
 
-    def open_device(self, index: int = 0) -> CudaDevice:
-        count = self.device_count()
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-            raise InvalidArgument("cuda.open_device", f"device index {index!r} out of range: {count} device(s)")
+    def _open_device(self, index: int) -> CudaDevice:
         return CudaDevice(index)
 
 
@@ -265,6 +263,15 @@ def _device_info(cu: Any, dev: Any, index: int) -> DeviceInfo:
     )
 
 
+@dataclass(frozen=True)
+class CudaHandles:
+    """``CudaDevice.native``: the cuda.bindings driver module, the CUdevice and the (primary) CUcontext."""
+
+    driver: Any
+    device: Any
+    context: Any
+
+
 class CudaDevice(api.Device):
     def __init__(self, index: int):
         cu = _driver()
@@ -289,6 +296,9 @@ class CudaDevice(api.Device):
         self._staging = _StagingRing(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
+
+    def _native(self) -> CudaHandles:
+        return CudaHandles(self._cu, self._dev, self._ctx)
 
     def _make_current(self) -> None:
         """Make the primary context current on the calling thread, once per thread."""
@@ -583,6 +593,9 @@ class CudaKernel(api.Kernel):
         self._slots = _Slots(len(param_sizes))
         self._signatures: dict[tuple[type, ...], _Signature] = {}
 
+    def _native(self) -> Any:
+        return self._function
+
 
 def _is_pinned(cu: Any, address: int) -> bool:
     """Is ``address`` page-locked host memory the driver knows (cuMemHostAlloc, cuMemHostRegister)?"""
@@ -797,6 +810,9 @@ class CudaStream(api.Stream):
         # default stream means "the current context's", so it needs ours current.
         self._needs_current = not owned
         self._host_refs: list[np.ndarray] = []  # copy_dtoh destinations, kept alive until synchronize
+
+    def _native(self) -> Any:
+        return self._handle
 
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
         dev = self._dev

@@ -28,7 +28,7 @@ import platform
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar
+from typing import Any, Callable, ClassVar
 
 from ..api import Backend, BackendInfo, Device
 from ..errors import NotAvailable
@@ -173,7 +173,11 @@ class ProbeBackend(Backend):
                                "no compute path for it and does not ask it for a device count")
         return self.runtime.count([lib for _, lib in search.loaded])
 
-    def open_device(self, index: int = 0) -> Device:
+    def open_device(self, index: int = 0, **options: Any) -> Device:
+        """NotAvailable before the index is checked: a probe may not know its device count."""
+        return self._open_device(index, **options)
+
+    def _open_device(self, index: int, **options: Any) -> Device:
         try:
             search = self._search()
         except Exception as exc:  # the error below matters more than why the search broke

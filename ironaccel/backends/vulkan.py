@@ -361,15 +361,11 @@ class VulkanBackend(api.Backend):
         finally:
             instance.destroy()
 
-    def open_device(self, index: int = 0, *, validation: bool | None = None) -> VulkanDevice:
-        """Open device ``index``; ``validation`` defaults to the ``IRONACCEL_VK_VALIDATION`` variable."""
+    def _open_device(self, index: int, *, validation: bool | None = None) -> VulkanDevice:
+        """``validation`` defaults to the ``IRONACCEL_VK_VALIDATION`` variable."""
         instance = _Instance(_validation_requested(validation))
         try:
-            devices = instance.physical_devices()
-            if not 0 <= index < len(devices):
-                raise InvalidArgument("VulkanBackend.open_device",
-                                      f"device index {index} is out of range: {len(devices)} Vulkan 1.2 device(s)")
-            return VulkanDevice(instance, devices[index], index)
+            return VulkanDevice(instance, instance.physical_devices()[index], index)
         except BaseException:
             instance.destroy()
             raise
@@ -807,6 +803,10 @@ class VulkanStream(api.Stream):
 
     # -- the private API --------------------------------------------------------------------------------
 
+    def _native(self) -> Any:
+        """The VkQueue this stream submits to."""
+        return self._queue.handle
+
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
         assert isinstance(dst, VulkanBuffer)
         with self._device._lock:
@@ -1036,6 +1036,19 @@ def _compile_glsl(source: str, options: tuple[str, ...]) -> bytes:
         if proc.returncode != 0 or not out.exists():
             raise CompileError("Device.compile", "glsl", (proc.stdout + proc.stderr).strip())
         return out.read_bytes()
+
+
+@dataclass(frozen=True)
+class VulkanHandles:
+    """``VulkanDevice.native``: what a raw ``vulkan`` program needs to work beside ironaccel on one VkDevice."""
+
+    instance: Any
+    physical_device: Any
+    device: Any
+    queue_family: int
+    buffer_usage: int  #: the usage flags of ironaccel's storage buffers
+    device_memory_type: int  #: the memory type index of device buffers
+    staging_memory_type: int  #: the memory type index of host-visible staging
 
 
 class VulkanDevice(api.Device):
@@ -1382,6 +1395,10 @@ class VulkanDevice(api.Device):
         return out
 
     # -- the private API --------------------------------------------------------------------------------
+
+    def _native(self) -> VulkanHandles:
+        return VulkanHandles(self._instance.handle, self._physical, self._handle, self._family, self._buffer_usage,
+                             self._memory.type_index, self._staging.type_index)
 
     def _capabilities(self) -> frozenset[str]:
         return self._caps

@@ -94,11 +94,8 @@ class WebGPUBackend(api.Backend):
     def device_count(self) -> int:
         return len(_adapters())
 
-    def open_device(self, index: int = 0) -> WebGPUDevice:
-        adapters = _adapters()
-        if not isinstance(index, int) or not 0 <= index < len(adapters):
-            raise InvalidArgument("webgpu.open_device", f"device index {index!r} out of range: {len(adapters)} adapter(s)")
-        return WebGPUDevice(adapters[index], index)
+    def _open_device(self, index: int) -> WebGPUDevice:
+        return WebGPUDevice(_adapters()[index], index)
 
 
 def _device_info(adapter: Any, index: int) -> DeviceInfo:
@@ -149,6 +146,10 @@ class WebGPUDevice(api.Device):
         self._readbacks: list[tuple[int, Any, int, np.ndarray]] = []  # (seq, mappable buffer, start, host)
         self._readback_seq = 0
         self._default = WebGPUStream(self)
+
+    def _native(self) -> Any:
+        """The GPUDevice."""
+        return self._gpu
 
     def _capabilities(self) -> frozenset[str]:
         caps = {"lang.wgsl", "kernel.shared_memory", "kernel.atomics.int32"}
@@ -327,6 +328,10 @@ class WebGPUStream(api.Stream):
         super().__init__(device)
         self._dev: WebGPUDevice = device
         self._encoder: Any = None
+
+    def _native(self) -> Any:
+        """The GPUQueue (WebGPU has one queue per device: every stream records into it)."""
+        return self._dev._gpu.queue
 
     # -- batching ---------------------------------------------------------------------------------
     def _enc(self) -> Any:
