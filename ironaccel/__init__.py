@@ -16,6 +16,7 @@ from .errors import (
     IronAccelError,
     NotAvailable,
     OutOfMemory,
+    Timeout,
     Unsupported,
     UseAfterFree,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "CompileError",
     "Unsupported",
     "UseAfterFree",
+    "Timeout",
 ]
 
 

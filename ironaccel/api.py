@@ -39,6 +39,7 @@ __all__ = [
     "Device",
     "Backend",
     "Dim3",
+    "Param",
     "pack_scalars",
 ]
 
@@ -126,6 +127,12 @@ def _host_bytes(op: str, obj: object, *, writable: bool) -> np.ndarray:
     if view.nbytes == 0:
         return np.empty(0, dtype=np.uint8)
     return np.frombuffer(view, dtype=np.uint8)
+
+
+def _check_timeout(op: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
+        raise InvalidArgument(op, f"timeout must be a number of seconds > 0 or None, got {value!r}")
+    return float(value)
 
 
 def _check_range(op: str, what: str, buf: Buffer, offset: object, nbytes: int) -> int:
@@ -252,11 +259,11 @@ class Event(abc.ABC):
         self._stream.device._check_open("Event.query")
         return self._query()
 
-    def synchronize(self) -> None:
-        """Block the calling thread until the event is complete."""
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Block the calling thread until the event is complete; past ``timeout`` seconds raise Timeout."""
         if self._stream._device._closed:  # inline _check_open: a hot path
             self._stream._device._check_open("Event.synchronize")
-        self._synchronize()
+        self._synchronize(timeout if timeout is None else _check_timeout("Event.synchronize", timeout))
 
     def elapsed_ms(self, end: Event) -> float:
         """Milliseconds from this event to ``end``; both must be recorded with ``timing=True``."""
@@ -272,10 +279,25 @@ class Event(abc.ABC):
     def _query(self) -> bool: ...
 
     @abc.abstractmethod
-    def _synchronize(self) -> None: ...
+    def _synchronize(self, timeout: float | None) -> None:
+        """Wait; with a ``timeout`` (seconds > 0) raise ``Timeout("Event.synchronize", timeout)`` when it expires."""
 
     @abc.abstractmethod
     def _elapsed_ms(self, end: Event) -> float: ...
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter as its backend reflected it from the compiled code; ``Stream.launch`` checks
+    every argument against these before anything is enqueued, the same way on every backend.
+
+    ``kind`` is "buffer", "scalar", or "buffer-or-scalar" (a CUDA ``.u64`` parameter: a pointer or a 64-bit
+    integer look the same in PTX). ``nbytes`` is a scalar's size; ``scalar`` is "float", "int" or "" where the
+    code does not say (a cubin's parameters have sizes only)."""
+
+    kind: str
+    nbytes: int = 0
+    scalar: str = ""
 
 
 class Kernel:
@@ -293,6 +315,15 @@ class Kernel:
 
     def _native(self) -> Any:
         raise Unsupported("Kernel.native", "native", f"{self.module.device.info.backend} kernels have no single native handle")
+
+    @property
+    def params(self) -> tuple[Param, ...]:
+        """The parameters in order, reflected from the compiled code (see ``Param``)."""
+        return self._params()
+
+    def _params(self) -> tuple[Param, ...]:
+        """Filled in by each backend from its reflection (PTX, SPIR-V, WGSL)."""
+        raise NotImplementedError(f"{type(self).__name__} does not reflect its parameters")
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name} ({self.module.lang})>"
@@ -412,11 +443,11 @@ class Stream(abc.ABC):
         self._device._check_open(op)
         self._wait(event)
 
-    def synchronize(self) -> None:
-        """Block until all work enqueued on this stream has completed."""
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Block until all work enqueued on this stream has completed; past ``timeout`` seconds raise Timeout."""
         if self._device._closed:  # inline _check_open: a hot path
             self._device._check_open("Stream.synchronize")
-        self._synchronize()
+        self._synchronize(timeout if timeout is None else _check_timeout("Stream.synchronize", timeout))
 
     def launch(self, kernel: Kernel, grid: object, block: object, args: Sequence[object] = ()) -> None:
         """Run ``kernel`` over ``grid`` blocks of ``block`` threads with ``args`` (Buffers and numpy scalars).
@@ -472,7 +503,8 @@ class Stream(abc.ABC):
     def _wait(self, event: Event) -> None: ...
 
     @abc.abstractmethod
-    def _synchronize(self) -> None: ...
+    def _synchronize(self, timeout: float | None) -> None:
+        """Wait; with a ``timeout`` (seconds > 0) raise ``Timeout("Stream.synchronize", timeout)`` when it expires."""
 
     @abc.abstractmethod
     def _launch(self, kernel: Kernel, grid: Dim3, block: Dim3, args: list[Buffer | np.generic]) -> None: ...
@@ -554,10 +586,10 @@ class Device(abc.ABC):
             raise InvalidArgument(op, f"{lang} source must be str")
         return self._compile(source, lang, tuple(options))
 
-    def synchronize(self) -> None:
-        """Block until all work on every stream of this device has completed."""
+    def synchronize(self, timeout: float | None = None) -> None:
+        """Block until all work on every stream of this device has completed; past ``timeout`` s raise Timeout."""
         self._check_open("Device.synchronize")
-        self._synchronize()
+        self._synchronize(timeout if timeout is None else _check_timeout("Device.synchronize", timeout))
 
     def diagnostics(self) -> list[str]:
         """Drain the messages the driver reported since the last call (e.g. Vulkan validation layers).
@@ -599,7 +631,8 @@ class Device(abc.ABC):
     def _compile(self, source: str | bytes, lang: str, options: tuple[str, ...]) -> Module: ...
 
     @abc.abstractmethod
-    def _synchronize(self) -> None: ...
+    def _synchronize(self, timeout: float | None) -> None:
+        """Wait; with a ``timeout`` (seconds > 0) raise ``Timeout("Device.synchronize", timeout)`` when it expires."""
 
     @abc.abstractmethod
     def _close(self) -> None: ...

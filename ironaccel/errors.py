@@ -16,6 +16,7 @@ __all__ = [
     "CompileError",
     "Unsupported",
     "UseAfterFree",
+    "Timeout",
 ]
 
 
@@ -79,3 +80,13 @@ class UseAfterFree(IronAccelError):
     def __init__(self, op: str, what: str):
         self.op, self.what = op, what
         super().__init__(f"{op}: {what} was used after it was freed")
+
+
+class Timeout(IronAccelError):
+    """A wait ran past its ``timeout`` (seconds). The work may still be running; nothing was lost, and the
+    process can still exit (no thread is left blocked in the driver)."""
+
+    def __init__(self, op: str, seconds: float, detail: str = ""):
+        self.op, self.seconds = op, seconds
+        msg = f"{op}: not complete after {seconds:g} s"
+        super().__init__(f"{msg}: {detail}" if detail else msg)

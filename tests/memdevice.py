@@ -58,7 +58,7 @@ class MemEvent(api.Event):
     def _query(self) -> bool:
         return self._stream._done >= self.seq  # type: ignore[attr-defined]
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         self._stream.run_until(self.seq)  # type: ignore[attr-defined]
 
     def _elapsed_ms(self, end: api.Event) -> float:
@@ -144,7 +144,7 @@ class MemStream(api.Stream):
         assert isinstance(event, MemEvent)
         self._enqueue(event._synchronize)
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         with self._lock:
             self.run_until(self._enqueued)
 
@@ -235,7 +235,7 @@ class MemDevice(api.Device):
     def _compile(self, source: str | bytes, lang: str, options: tuple[str, ...]) -> api.Module:
         raise Unsupported("Device.compile", f"lang.{lang}", "MemDevice runs Python kernels: use python_module()")
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         with self.lock:
             for stream in reversed(self._streams):
                 stream._synchronize()

@@ -378,7 +378,7 @@ class CudaDevice(api.Device):
             _raise("cuModuleLoadDataEx", err)
         return result[1]
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         self._make_current()
         _check("cuCtxSynchronize", self._cu.cuCtxSynchronize())
         self._default._host_refs.clear()
@@ -782,7 +782,7 @@ class CudaEvent(api.Event):
         _raise("cuEventQuery", err)
         return False
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         err, = _cu.cuEventSynchronize(self._handle)
         if err:
             _raise("cuEventSynchronize", err)
@@ -870,7 +870,7 @@ class CudaStream(api.Stream):
         dev._make_current()
         _check("cuStreamWaitEvent", dev._cu.cuStreamWaitEvent(self._handle, event._handle, 0))
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         if self._needs_current and _current.device != self._dev._id:
             self._dev._make_current()
         err, = _cu.cuStreamSynchronize(self._handle)

@@ -584,7 +584,7 @@ class VulkanEvent(api.Event):
         self._stream._device._check_open("Event.query")  # the semaphore died with the device
         return self._stream._device._reached(self._stream, self._value)
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         self._stream._device._check_open("Event.synchronize")
         self._stream._device._wait([(self._stream, self._value)])
 
@@ -893,7 +893,7 @@ class VulkanStream(api.Stream):
             self._waits.append((source, event._value))
             self._device._busy.add(self)
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         with self._device._lock:
             self._submit()
             value = self._submitted
@@ -1426,7 +1426,7 @@ class VulkanDevice(api.Device):
                 allocation = self._memory.alloc(nbytes)
             return VulkanBuffer(self, nbytes, allocation)
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         with self._lock:
             busy = list(self._busy)
             for stream in busy:

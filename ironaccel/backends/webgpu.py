@@ -184,7 +184,7 @@ class WebGPUDevice(api.Device):
             raise CompileError("GPUDevice.create_shader_module", "wgsl", str(exc).strip()) from None
         return WebGPUModule(self, source, shader)
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         for s in list(self._unsubmitted):
             s._flush()
         self._default._synchronize()  # one queue: a fence after everything covers every stream
@@ -305,7 +305,7 @@ class WebGPUEvent(api.Event):
         self._stream.device._deliver_readbacks(self._readback_seq)
         return True
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         _call("GPUBuffer.map_async", self._done.sync_wait)
         self._stream.device._deliver_readbacks(self._readback_seq)
 
@@ -434,7 +434,7 @@ class WebGPUStream(api.Stream):
         """Nothing to enqueue: with one queue, and record() having submitted everything before the
         event, whatever this stream submits from now on already runs after it."""
 
-    def _synchronize(self) -> None:
+    def _synchronize(self, timeout: float | None = None) -> None:
         fence = self._dev._fence(self._enc())
         self._flush()
         _call("GPUBuffer.map", fence.map_sync, _wgpu.MapMode.READ)
