@@ -223,7 +223,7 @@ def test_constructor_arguments_are_checked(device, stream):
         MemPool(device, stream).trim(-1)
     other_stream = other.default_stream
     other.close()
-    with pytest.raises(UseAfterFree, match="MemPool: device mem:0 was used after it was freed"):
+    with pytest.raises(UseAfterFree, match="MemPool: device mem:0 was used after it was closed"):
         MemPool(other, other_stream)
 
 
