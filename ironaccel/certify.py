@@ -29,11 +29,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, results, spec, status, targets
+from . import __version__, judge, results, spec, tables, targets
+from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
 
 TARGET_TIMEOUT_S = 1800
 TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
@@ -58,9 +58,8 @@ class TargetRun:
 
     @property
     def ok(self) -> bool:
-        s = self.summary or {}
         """The run finished and every test ran without a failure or an unexpected pass."""
-        return self.status == "ok" and sum(s.values()) > 0 and not any(s.get(o) for o in ("fail", "xpass", "not-run"))
+        return results.without_failures(self.status, self.summary)
 
 
 def runnable_targets() -> list[str]:
@@ -71,11 +70,6 @@ def runnable_targets() -> list[str]:
 def simulated_targets() -> list[str]:
     """Every simulated target: what ``--docker --all`` runs, since the GPU-less image can run them all."""
     return [name for name, t in targets.TARGETS.items() if t.simulated]
-
-
-def sibling(results_file: Path, suffix: str) -> Path:
-    """A file beside a results file: ``sibling(.../webgpu-lavapipe.json, ".junit.xml")``."""
-    return results_file.with_name(results_file.stem + suffix)
 
 
 def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Path) -> list[str]:
@@ -90,43 +84,28 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
             "--reruns", "1"]
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _placeholder(target: targets.Target, status_: str, message: str, started: str) -> dict:
-    return {
-        "schema": results.SCHEMA_VERSION,
-        "suite": {"version": __version__, "hash": spec.suite_hash()},
-        "target": {"name": target.name, "backend": target.backend, "driver": target.driver, "driver_version": "",
-                   "device": "", "vendor": "", "simulated": target.simulated, "os": "", "python": "", "packages": {}},
-        "started": started, "finished": _now(),
-        "run": {"status": status_, "message": message},
-        "tests": [], "summary": results.summarize([]),
-    }
-
-
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
             timeout_s: float) -> TargetRun:
     """Record how the target's process ended in its results file, write its certificate, return the run."""
     if out.exists():
         doc = json.loads(out.read_text(encoding="utf-8"))
         if timed_out:
-            doc["run"] = {"status": "timeout", "message": f"killed after {timeout_s:g} s"}
+            doc["run"] = {"status": RunStatus.TIMEOUT.value, "message": f"killed after {timeout_s:g} s"}
             results.dump(doc, out)
-        elif doc["run"]["status"] == "crashed":
+        elif doc["run"]["status"] == RunStatus.CRASHED:
             doc["run"]["message"] = f"the test process exited with code {exit_code} before finishing"
             results.dump(doc, out)
         elif exit_code not in (0, 1):  # 0: all passed, 1: some failed; else pytest itself gave up
-            doc["run"] = {"status": "error", "message": f"the test process exited with code {exit_code} "
+            doc["run"] = {"status": RunStatus.ERROR.value, "message": f"the test process exited with code {exit_code} "
                           "(pytest: 2 interrupted, 3 internal error, 4 usage error, 5 no tests collected)"}
             results.dump(doc, out)
     else:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        results.dump(_placeholder(targets.get(name), "timeout" if timed_out else "crashed",
-                                  f"exit code {exit_code}: " + " / ".join(tail), started), out)
+        results.dump(results.document(targets.get(name), spec.suite_hash(), started,
+                                      RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
+                                      f"exit code {exit_code}: " + " / ".join(tail)), out)
     doc = results.load(out)
-    sibling(out, ".junit.xml").write_text(junit_xml(doc), encoding="utf-8")
+    results.sibling(out, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
     write_certificate(out)
     run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"])
     if run.ok:
@@ -146,7 +125,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
     log = out.with_name("." + out.stem + ".log")
     cmd = [sys.executable, "-m", "pytest", *pytest_args(name, out, test_timeout_s, suite)]
     env = {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
-    started, t0 = _now(), time.monotonic()
+    started, t0 = results.now(), time.monotonic()
     out.unlink(missing_ok=True)
     # cwd: a scratch folder away from any checkout (`ironaccel` must import from where it is installed, or
     # PYTHONPATH) that takes what tools leave in cwd (Hypothesis' .hypothesis/) away from the results folder
@@ -215,7 +194,7 @@ def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
         out = results_dir / results.file_name(name)
         log = out.with_name("." + out.stem + ".log")
         gpus = [] if target.simulated else [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        started, t0 = _now(), time.monotonic()
+        started, t0 = results.now(), time.monotonic()
         out.unlink(missing_ok=True)
         container = client.containers.run(
             images[target.simulated],
@@ -325,12 +304,10 @@ def _counts(run: TargetRun) -> str:
 
 
 def summary_table(runs: list[TargetRun]) -> str:
-    rows = [("target", "run", "result", "outcomes", "seconds")]
+    rows = [["target", "run", "result", "outcomes", "seconds"]]
     for r in runs:
-        rows.append((r.target, r.status, "OK" if r.ok else "FAILED", _counts(r), f"{r.seconds:.1f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+        rows.append([r.target, r.status, "OK" if r.ok else "FAILED", _counts(r), f"{r.seconds:.1f}"])
+    lines = [tables.plain(rows)]
     for r in runs:
         if not r.ok and r.message:
             lines.append(f"{r.target}: {r.message}")
@@ -338,34 +315,34 @@ def summary_table(runs: list[TargetRun]) -> str:
 
 
 def junit_xml(doc: dict[str, Any]) -> str:
-    """A results document as JUnit XML: fail and xpass are failures, not-run an error, xfail, skip and
-    not-supported skipped; flaky passes with a ``flakyFailure`` (Surefire's element for it)."""
+    """A results document as JUnit XML, each test case with its outcome's element (``Outcome.junit``): fail
+    and xpass are failures, not-run an error, xfail, skip and not-supported skipped; flaky passes with a
+    ``flakyFailure``."""
     import xml.etree.ElementTree as ET
 
     tests, target = doc["tests"], doc["target"]
-    counts = doc["summary"]
-    suite = ET.Element("testsuite", name=target["name"], tests=str(len(tests)),
-                       failures=str(counts["fail"] + counts["xpass"]), errors=str(counts["not-run"]),
-                       skipped=str(counts["xfail"] + counts["skip"] + counts["not-supported"]),
+    counts = {element: sum(n for o, n in doc["summary"].items() if Outcome(o).junit == element)
+              for element in ("failure", "error", "skipped")}
+    suite = ET.Element("testsuite", name=target["name"], tests=str(len(tests)), failures=str(counts["failure"]),
+                       errors=str(counts["error"]), skipped=str(counts["skipped"]),
                        time=f"{sum(t['duration'] for t in tests):.3f}", timestamp=doc["started"])
     props = ET.SubElement(suite, "properties")
     for key, value in (("run", doc["run"]["status"]), ("run_message", doc["run"]["message"]),
                        ("suite_hash", doc["suite"]["hash"]), ("device", target["device"]),
                        ("driver_version", target["driver_version"]), ("simulated", str(target["simulated"]).lower())):
         ET.SubElement(props, "property", name=key, value=value)
-    element = {"fail": "failure", "xpass": "failure", "not-run": "error", "flaky": "flakyFailure",
-               "xfail": "skipped", "skip": "skipped", "not-supported": "skipped"}
     for t in tests:
         module, _, name = t["id"].partition("::")
         case = ET.SubElement(suite, "testcase", classname=module.removesuffix(".py"), name=name,
                              time=f"{t['duration']:.3f}")
         ET.SubElement(case, "properties").append(ET.Element("property", name="clauses", value=" ".join(t["clauses"])))
-        if t["outcome"] in element:
+        outcome = Outcome(t["outcome"])
+        if outcome.junit:
             text = t["message"] or (f"run {doc['run']['status']}: {doc['run']['message']}"
-                                    if t["outcome"] == "not-run" else "")
+                                    if outcome == Outcome.NOT_RUN else "")
             first_line = text.splitlines()[0] if text else ""
-            ET.SubElement(case, element[t["outcome"]],
-                          message=t["outcome"] + (f": {first_line}" if first_line else "")).text = text
+            ET.SubElement(case, outcome.junit,
+                          message=outcome + (f": {first_line}" if first_line else "")).text = text
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -380,8 +357,8 @@ def certificate(results_file: Path) -> dict[str, Any]:
     """The certificate of one results file, judged by the current SPEC.md and suite hash."""
     doc = results.load(results_file)
     clauses = spec.load_clauses()
-    level, why = status.run_level(doc, clauses, spec.suite_hash(), targets.TARGETS)
-    states = status.required_clause_states(doc, clauses)
+    level, why = judge.run_level(doc, clauses, spec.suite_hash(), targets.TARGETS)
+    states = judge.required_clause_states(doc, clauses)
     t = doc["target"]
     return {
         "certificate": CERTIFICATE_SCHEMA,
@@ -408,24 +385,23 @@ def certificate_markdown(cert: dict[str, Any]) -> str:
         "",
         f"**Level: {cert['level']}** — {cert['why']}.",
         "",
-        "| | |",
-        "|---|---|",
-        f"| Device | {env['device'] or '—'} ({env['vendor'] or '—'}, {'simulated' if env['simulated'] else 'hardware'}) |",
-        f"| Driver | {env['driver']} {env['driver_version']} |",
-        f"| OS, Python | {env['os'] or '—'}, Python {env['python'] or '—'} |",
-        f"| Packages | {packages} |",
-        f"| Run | {run['status']}, {run['started']} → {run['finished']} |",
-        f"| Suite | {cert['suite']['version']}, hash `{cert['suite']['hash']}` |",
-        f"| Results file | `{cert['results']['file']}`, sha256 `{cert['results']['sha256']}` |",
+        *tables.markdown(["", ""], [
+            ["Device", f"{env['device'] or '—'} ({env['vendor'] or '—'}, "
+                       f"{'simulated' if env['simulated'] else 'hardware'})"],
+            ["Driver", f"{env['driver']} {env['driver_version']}"],
+            ["OS, Python", f"{env['os'] or '—'}, Python {env['python'] or '—'}"],
+            ["Packages", packages],
+            ["Run", f"{run['status']}, {run['started']} → {run['finished']}"],
+            ["Suite", f"{cert['suite']['version']}, hash `{cert['suite']['hash']}`"],
+            ["Results file", f"`{cert['results']['file']}`, sha256 `{cert['results']['sha256']}`"],
+        ]),
         "",
         f"## Required clauses ({cert['required_clauses_passing']} pass)",
         "",
-        "| Clause | Outcome |",
-        "|---|---|",
-        *(f"| {c['id']} | {c['outcome']} |" for c in cert["required_clauses"]),
+        *tables.markdown(["Clause", "Outcome"], [[c["id"], c["outcome"]] for c in cert["required_clauses"]]),
         "",
         f"Check it with `ironaccel certify --verify {cert['results']['file'].removesuffix('.json')}"
-        f"{status.CERTIFICATE_SUFFIX}`.",
+        f"{CERTIFICATE_SUFFIX}`.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -433,9 +409,9 @@ def certificate_markdown(cert: dict[str, Any]) -> str:
 def write_certificate(results_file: Path) -> Path:
     """Write ``<stem>.cert.json`` and ``<stem>.cert.md`` beside ``results_file``; return the JSON's path."""
     cert = certificate(results_file)
-    path = sibling(results_file, status.CERTIFICATE_SUFFIX)
+    path = results.sibling(results_file, CERTIFICATE_SUFFIX)
     path.write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
+    results.sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
     return path
 
 

@@ -1,7 +1,7 @@
 """Reads the clause ids of the conformance spec (SPEC.md) — the source of truth for what is required.
 
 A clause is one line of SPEC.md: ``**MEM-3** (required) text...`` or ``**KERNEL-9** (optional) text...``.
-Its area is the part of the id before the dash.
+Its area is the part of the id before the dash (``results.ClauseId``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-CLAUSE_LINE = re.compile(r"^\*\*([A-Z]+)-(\d+)\*\* \((required|optional)\) (.+)$")
+from .results import CLAUSE_ID, ClauseId
+
+CLAUSE_LINE = re.compile(rf"^\*\*({CLAUSE_ID})\*\* \((required|optional)\) (.+)$")
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,10 @@ def load_clauses(spec_md: Path | None = None) -> dict[str, Clause]:
     for line in path.read_text(encoding="utf-8").splitlines():
         m = CLAUSE_LINE.match(line)
         if m:
-            cid = f"{m[1]}-{m[2]}"
+            cid = m[1]
             if cid in clauses:
                 raise ValueError(f"{path}: clause {cid} is defined twice")
-            clauses[cid] = Clause(cid, m[1], m[3] == "required", m[4])
+            clauses[cid] = Clause(cid, ClauseId.parse(cid).area, m[2] == "required", m[3])
     return clauses
 
 
