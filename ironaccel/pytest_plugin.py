@@ -1,6 +1,9 @@
 """The conformance plugin (entry point ``pytest11``): targets, clause marks, expectations, results files.
 
-Inert unless a target is given (``--target backend/driver`` or ``IRONACCEL_TARGET``). Then it:
+Inert unless a target is given (``--target backend/driver`` or ``IRONACCEL_TARGET``): without one it only
+declares the ``clause`` mark and the conformance fixtures (which then fail, saying a target is needed),
+and touches no settings (Hypothesis profiles only with the ini option ``ironaccel_hypothesis_profiles``).
+With a target it:
 
 * puts the target's driver selection into the environment before any backend loads;
 * opens the first device of the backend that ``Target.matches`` — and fails every test, loudly, when no
@@ -42,12 +45,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results-json", default=None, help="write the results file for this target run here")
     group.addoption("--expectations", default=None,
                     help="expectations file (default: conformance/expectations/<backend>-<driver>.txt)")
+    parser.addini(HYPOTHESIS_INI, type="bool", default=False,
+                  help="load ironaccel's Hypothesis profiles (dev, ci: HYPOTHESIS_PROFILE picks) without a target")
 
 
-def _register_hypothesis_profiles() -> None:
-    """Profiles ``dev`` and ``ci`` (derandomized, no deadline, no example database); env picks one.
+HYPOTHESIS_INI = "ironaccel_hypothesis_profiles"
 
-    The one place they are registered: tests/ load this plugin too (pyproject's addopts)."""
+
+def _load_hypothesis_profile() -> None:
+    """Register profiles ``dev`` and ``ci`` (derandomized, no deadline, no example database) and load the
+    one HYPOTHESIS_PROFILE names (default: ``ci`` under CI, else ``dev``).
+
+    The one place they are registered: conformance runs (a target given) and sessions that ask for them
+    with the ini option ``ironaccel_hypothesis_profiles = true`` (tests/, through pyproject) get them; any
+    other session keeps Hypothesis' own settings."""
     from hypothesis import settings
 
     settings.register_profile("dev", max_examples=25, deadline=None)
@@ -168,6 +179,15 @@ class Conformance:
                 warnings.warn(f"{self.expectations_path.name}: expectation {exp.key!r} matches no test", stacklevel=1)
         self.write(RunStatus.CRASHED, "the run did not finish")
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self) -> None:
+        """Fail a conformance test that left driver diagnostics (validation messages), after its fixtures
+        are torn down."""
+        if self.device is not None and not self.device.closed:
+            messages = self.device.diagnostics()
+            if messages:
+                pytest.fail("driver diagnostics:\n" + "\n".join(messages), pytrace=False)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tid = self.nodeids.get(report.nodeid)
         if tid is None:
@@ -248,8 +268,9 @@ def _state(config: pytest.Config) -> Conformance | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(*ids): the SPEC.md clause ids this conformance test checks")
-    _register_hypothesis_profiles()
     target = config.getoption("--target")
+    if target or config.getini(HYPOTHESIS_INI):
+        _load_hypothesis_profile()
     if target:
         if getattr(config.option, "numprocesses", None):
             raise pytest.UsageError("a conformance run is one process per target; `ironaccel certify --all` "
@@ -291,17 +312,6 @@ def stream(device: Any) -> Any:
     yield s
     if not device.closed:
         s.synchronize()
-
-
-@pytest.fixture(autouse=True)
-def _no_driver_diagnostics(request: pytest.FixtureRequest) -> Any:
-    """Fail a conformance test that left driver diagnostics (validation messages)."""
-    yield
-    state = _state(request.config)
-    if state is not None and state.device is not None and not state.device.closed:
-        messages = state.device.diagnostics()
-        if messages:
-            pytest.fail("driver diagnostics:\n" + "\n".join(messages), pytrace=False)
 
 
 @pytest.fixture
