@@ -4,7 +4,7 @@ target, beside each other in the results folder (for webgpu/lavapipe)::
     webgpu-lavapipe.json        the results file (``ironaccel.results``), the only input of STATUS.md
     webgpu-lavapipe.junit.xml   the same run as JUnit XML, for CI systems (made from the results file, so a
                                 run that crashed or timed out has one too, its unfinished tests as errors)
-    webgpu-lavapipe.cert.json   the certificate: level, every required clause, environment, hashes
+    webgpu-lavapipe.cert.json   the certificate: what the target proves, every required clause, environment, hashes
     webgpu-lavapipe.cert.md     the certificate for people
 
 Each test has a time limit (pytest-timeout, signal method: the hung test fails and the run goes on) and a
@@ -37,7 +37,7 @@ from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
 
 TARGET_TIMEOUT_S = 1800
 TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
-CERTIFICATE_SCHEMA = 1
+CERTIFICATE_SCHEMA = 2  # 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"
 
 #: ``ironaccel certify --verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
 VERIFY_VALID, VERIFY_STALE, VERIFY_TAMPERED = 0, 3, 4
@@ -357,13 +357,14 @@ def certificate(results_file: Path) -> dict[str, Any]:
     """The certificate of one results file, judged by the current SPEC.md and suite hash."""
     doc = results.load(results_file)
     clauses = spec.load_clauses()
-    level, why = judge.run_level(doc, clauses, spec.suite_hash(), targets.TARGETS)
+    (run,), _ = judge.runs([doc], spec.suite_hash(), targets.TARGETS)
+    proves, why = judge.target_level(run, clauses)
     states = judge.required_clause_states(doc, clauses)
     t = doc["target"]
     return {
         "certificate": CERTIFICATE_SCHEMA,
         "target": t["name"],
-        "level": level,
+        "proves": proves,
         "why": why,
         "required_clauses_passing": f"{sum(s == 'pass' for s in states.values())}/{len(states)}",
         "required_clauses": [{"id": cid, "outcome": state} for cid, state in states.items()],  # SPEC.md order
@@ -383,7 +384,8 @@ def certificate_markdown(cert: dict[str, Any]) -> str:
     lines = [
         f"# Certificate: {cert['target']}",
         "",
-        f"**Level: {cert['level']}** — {cert['why']}.",
+        f"**Proves: {cert['proves']}** — {cert['why']}. (What a target proves and how a backend's level "
+        "combines its targets: SPEC.md, Certification.)",
         "",
         *tables.markdown(["", ""], [
             ["Device", f"{env['device'] or '—'} ({env['vendor'] or '—'}, "
@@ -433,6 +435,9 @@ def verify(cert_path: Path) -> tuple[int, str]:
     if recorded_hash != current:
         return VERIFY_STALE, (f"stale: certified at suite hash {recorded_hash}, the suite is now {current}; "
                               f"re-run `ironaccel certify --target {cert.get('target')}`")
+    if cert.get("certificate") != CERTIFICATE_SCHEMA:
+        return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
+                              f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")
     if certificate(results_file) != cert:
         return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
-    return VERIFY_VALID, f"valid: {cert['target']} level {cert['level']} at suite hash {current}"
+    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {current}"

@@ -1,14 +1,15 @@
 """The one judge: what results documents prove. Certificates (``ironaccel certify``) and STATUS.md
-(``ironaccel status``) both take their levels from here, so they say the same thing for the same results.
+(``ironaccel status``) both take their verdicts from here, so they say the same thing for the same results;
+the words are defined once, in SPEC.md's certification section (``definitions``).
 
 * A clause **passes on a target** when the target has at least one test citing it and every one of
   those tests passed. not-supported, xfail, xpass, skip, flaky, fail and not-run are not passes; a
   clause whose tests there were all not-supported is reported as "not-supported".
-* A target **certifies** its backend when its run finished (``run.status`` "ok") at the current suite
-  hash and every required clause passes on it. Certification is per target, not pieced together
-  clause by clause from several targets: one run must pass the whole required spec.
-* Levels: see ``LEVEL_TEXT``.
-* Results at another suite hash are STALE and never count toward a level. A target is simulated when its
+* A target's run proves one of ``TARGET_LEVELS`` on its own (``target_level``: a certificate's ``proves``);
+  a backend's level (``backend_level``: STATUS.md) combines what its targets prove. Certification is per
+  target, never pieced together clause by clause from several targets: one run must pass the whole
+  required spec.
+* Results at another suite hash are stale and never count toward a level. A target is simulated when its
   results file says so *or* the target registry says so, so passes on the fake libcuda never count as
   hardware whatever a file claims.
 * Several results files for one target: the one that counts is the current-hash, finished, latest one;
@@ -19,24 +20,28 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from . import spec
 from .api import BackendInfo
 from .results import Outcome, RunStatus
 from .spec import Clause
 from .targets import Target
 
+TARGET_LEVELS = ("hardware", "simulated", "partial", "stale")
 LEVELS = ("production", "simulated", "partial", "probe", "unavailable")
 
-LEVEL_TEXT = {
-    "production": "every required clause passes on at least one hardware target and one simulated target "
-    "at the current suite hash",
-    "simulated": "every required clause passes on a simulated target (software driver or fake); no hardware "
-    "target passes them all",
-    "partial": "results at the current suite hash, but no simulated target passes every required clause",
-    "probe": "registered and enumerates its runtime, but has no compute path in ironaccel yet",
-    "unavailable": "a compute backend with no results at the current suite hash",
-}
+
+def definitions(spec_md: Path | None = None) -> dict[tuple[str, str], str]:
+    """SPEC.md's definition of every level (``spec.load_definitions``), checked complete, in the order of
+    TARGET_LEVELS then LEVELS."""
+    found = spec.load_definitions(spec_md)
+    wanted = [("target", t) for t in TARGET_LEVELS] + [("backend", b) for b in LEVELS]
+    missing = [f"{kind} level {name}" for kind, name in wanted if (kind, name) not in found]
+    if missing:
+        raise ValueError(f"{spec_md or 'SPEC.md'}: the certification section does not define {', '.join(missing)}")
+    return {key: found[key] for key in wanted}
 
 
 @dataclass(frozen=True)
@@ -93,10 +98,6 @@ def required_gaps(run: Run, clauses: Mapping[str, Clause]) -> dict[str, str]:
     return {cid: state for cid, state in required_clause_states(run.doc, clauses).items() if state != Outcome.PASS}
 
 
-def certifies(run: Run, clauses: Mapping[str, Clause]) -> bool:
-    return run.current and run.finished and not required_gaps(run, clauses)
-
-
 def doc_key(doc: dict[str, Any]) -> str:
     """A total order on documents, for ties."""
     return json.dumps(doc, sort_keys=True)
@@ -123,11 +124,25 @@ def runs(results: Iterable[dict[str, Any]], current_hash: str,
     return chosen, superseded
 
 
+def target_level(run: Run, clauses: Mapping[str, Clause]) -> tuple[str, str]:
+    """(one of TARGET_LEVELS, why): what one target's run proves on its own — a certificate's ``proves``."""
+    n_required = sum(c.required for c in clauses.values())
+    if not run.current:
+        return "stale", f"results at suite hash {run.doc['suite']['hash']}, not the current one"
+    gaps = required_gaps(run, clauses)
+    if run.finished and not gaps:
+        kind = "simulated" if run.simulated else "hardware"
+        return kind, f"all {n_required} required clauses pass on {kind} target {run.name}"
+    note = "" if run.finished else f", run {run.doc['run']['status']}"
+    return "partial", f"{n_required - len(gaps)}/{n_required} required clauses pass on {run.name}{note}"
+
+
 def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Mapping[str, Clause], name: str,
                   targets: Mapping[str, Target]) -> tuple[str, str]:
-    """(level, why) of one backend from its runs."""
+    """(one of LEVELS, why) of one backend, combining what the runs that count of its targets prove."""
     if info is not None and not info.compute:
         return "probe", info.reason or "no compute path in ironaccel yet"
+    proven = {r.name: target_level(r, clauses)[0] for r in backend_runs}
     counted = [r for r in backend_runs if r.current]
     if not counted:
         why = ["no results at the current suite hash"]
@@ -141,8 +156,8 @@ def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Ma
         if info is not None and info.reason:
             why.append(info.reason)
         return "unavailable", "; ".join(why)
-    hardware = sorted(r.name for r in counted if not r.simulated and certifies(r, clauses))
-    simulated = sorted(r.name for r in counted if r.simulated and certifies(r, clauses))
+    hardware = sorted(n for n, level in proven.items() if level == "hardware")
+    simulated = sorted(n for n, level in proven.items() if level == "simulated")
     n_required = sum(c.required for c in clauses.values())
     if hardware and simulated:
         return "production", (f"all {n_required} required clauses pass on hardware {', '.join(hardware)} "
@@ -163,10 +178,3 @@ def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Ma
     if stale:
         parts.append(f"stale, not counted: {', '.join(stale)}")
     return "partial", "; ".join(parts)
-
-
-def run_level(doc: dict[str, Any], clauses: Mapping[str, Clause], current_hash: str,
-              targets: Mapping[str, Target]) -> tuple[str, str]:
-    """(level, why) that one results document earns its backend on its own — a certificate's level."""
-    counted, _ = runs([doc], current_hash, targets)
-    return backend_level(None, counted, clauses, doc["target"]["backend"], targets)

@@ -81,8 +81,10 @@ def render(
     backends: list[BackendInfo],
     current_hash: str,
     targets: Mapping[str, Target],
+    definitions: Mapping[tuple[str, str], str],
 ) -> str:
-    """STATUS.md text from validated results documents; same inputs (in any order), same bytes."""
+    """STATUS.md text from validated results documents; same inputs (in any order), same bytes.
+    ``definitions``: the levels' definitions (``judge.definitions``), printed as the Levels section."""
     runs, superseded = judge.runs(results, current_hash, targets)
     infos = {b.name: b for b in backends}
     names = sorted(set(infos) | {r.backend for r in runs},
@@ -132,14 +134,15 @@ def render(
         suite = r.doc["suite"]["hash"] + ("" if r.current else " **STALE**")
         rows.append([r.name, "simulated" if r.simulated else "hardware", tables.cell(t.get("device") or "—"),
                      tables.cell(t.get("driver_version") or "—"), tables.cell(r.doc.get("finished") or "—"), suite,
-                     tables.cell(run_state, MESSAGE_WIDTH), _summary_text(r.doc)])
+                     tables.cell(run_state, MESSAGE_WIDTH), _summary_text(r.doc), judge.target_level(r, clauses)[0]])
     for name in sorted(set(targets) - {r.name for r in runs}):
         rows.append([name, "simulated" if targets[name].simulated else "hardware", "—", "—", "—", "—",
-                     "no results", "—"])
+                     "no results", "—", "—"])
     # by target, the run that counts before superseded ones (whose Run cell starts with "superseded")
     rows.sort(key=lambda row: (row[0], row[6].startswith("superseded"), row))
     rows = [[tables.cell(row[0])] + row[1:] for row in rows]
-    out += tables.markdown(["Target", "Kind", "Device", "Driver version", "Finished", "Suite hash", "Run", "Tests"], rows)
+    out += tables.markdown(["Target", "Kind", "Device", "Driver version", "Finished", "Suite hash", "Run", "Tests",
+                             "Proves"], rows)
     out += [""]
 
     out += ["## Non-passes", ""]
@@ -167,12 +170,14 @@ def render(
                 "Tests cite these ids, which SPEC.md does not define (or cite none); they count toward no clause.", ""]
         out += [f"- `{tables.cell(cid)}`: {', '.join(sorted(names_))}" for cid, names_ in sorted(unknown.items())] + [""]
 
-    out += ["## Levels", ""]
-    out += [f"- **{level}**: {judge.LEVEL_TEXT[level]}." for level in judge.LEVELS]
+    out += ["## Levels", "", "As defined in SPEC.md's certification section. What one target's run proves (its "
+            "certificate's `proves`, the Proves column above):", ""]
+    out += [f"- **{level}**: {definitions[('target', level)]}." for level in judge.TARGET_LEVELS]
+    out += ["", "A backend's level combines what its targets prove:", ""]
+    out += [f"- **{level}**: {definitions[('backend', level)]}." for level in judge.LEVELS]
     out += ["", "A clause passes on a target when the target has at least one test citing it and all of them "
-            "passed; a target certifies its backend when its run finished at the current suite hash and every "
-            "required clause passes on it. Results at another suite hash are STALE and count toward nothing; "
-            "simulated targets (software drivers, the fake libcuda) never count as hardware."]
+            "passed. Results at another suite hash are STALE and count toward nothing; simulated targets "
+            "(software drivers, the fake libcuda) never count as hardware."]
     return "\n".join(out) + "\n"
 
 
@@ -205,7 +210,8 @@ def load_results(results_dir: Path) -> list[dict[str, Any]]:
 def _generate(docs: list[dict[str, Any]]) -> str:
     from . import spec, targets
 
-    return render(docs, spec.load_clauses(), registry_infos(), spec.suite_hash(), targets.TARGETS)
+    return render(docs, spec.load_clauses(), registry_infos(), spec.suite_hash(), targets.TARGETS,
+                  judge.definitions())
 
 
 def check(results_dir: Path, output: Path) -> bool:

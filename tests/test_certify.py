@@ -143,7 +143,7 @@ def test_certificate_records_level_clauses_environment_and_hashes(tmp_path, mem_
     r, doc = run(tmp_path, PASSING)
     cert_path = results.sibling(r.results_file, ".cert.json")
     cert = json.loads(cert_path.read_text())
-    assert cert["target"] == NAME and cert["level"] == "partial"
+    assert cert["target"] == NAME and cert["proves"] == "partial"
     required = [cid for cid, c in spec.load_clauses().items() if c.required]
     assert [c["id"] for c in cert["required_clauses"]] == required
     states = {c["id"]: c["outcome"] for c in cert["required_clauses"]}
@@ -164,7 +164,7 @@ def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, caps
 
     original = cert_path.read_text()
     forged = json.loads(original)
-    forged["level"] = "production"
+    forged["proves"] = "hardware"
     cert_path.write_text(json.dumps(forged))
     assert certify.verify(cert_path)[0] == certify.VERIFY_TAMPERED
     cert_path.write_text(original)
@@ -220,3 +220,42 @@ def test_progress_line_counts_finished_tests_from_the_results_file(tmp_path):
 def test_a_run_with_tests_left_not_run_is_not_ok():
     assert not certify.TargetRun("x/y", Path("x.json"), "ok", {"pass": 3, "not-run": 1}).ok
     assert certify.TargetRun("x/y", Path("x.json"), "ok", {"pass": 3, "not-supported": 1, "flaky": 1}).ok
+
+
+def _passing_doc(target: str) -> dict:
+    """A finished run at the current suite hash in which every required clause of SPEC.md passes."""
+    required = [cid for cid, c in spec.load_clauses().items() if c.required]
+    tests = [{"id": f"test_x.py::test_{cid}", "clauses": [cid], "outcome": "pass", "duration": 0.0, "message": ""}
+             for cid in required]
+    return results.document(targets.get(target), spec.suite_hash(), "2026-11-30T04:30:00Z", "ok", "", tests)
+
+
+def test_certificates_and_status_say_the_same_thing(tmp_path):
+    """The H200 case: each certificate states what its target proves; STATUS.md combines them."""
+    from ironaccel import judge, status
+
+    for name in ("webgpu/nvidia", "webgpu/lavapipe"):
+        results.dump(_passing_doc(name), tmp_path / results.file_name(name))
+    proves = {}
+    for name in ("webgpu/nvidia", "webgpu/lavapipe"):
+        cert = json.loads(certify.write_certificate(tmp_path / results.file_name(name)).read_text())
+        proves[name] = cert["proves"]
+    assert proves == {"webgpu/nvidia": "hardware", "webgpu/lavapipe": "simulated"}
+    text = status.render(status.load_results(tmp_path), spec.load_clauses(), status.registry_infos(),
+                         spec.suite_hash(), targets.TARGETS, judge.definitions())
+    assert "| **webgpu** | production |" in text
+    for name, word in proves.items():
+        row = next(line for line in text.splitlines() if line.startswith(f"| {name} | "))
+        assert row.endswith(f"| {word} |")
+
+
+def test_every_level_is_defined_in_spec_md(tmp_path):
+    from ironaccel import judge
+
+    defined = judge.definitions()
+    assert [name for kind, name in defined if kind == "target"] == list(judge.TARGET_LEVELS)
+    assert [name for kind, name in defined if kind == "backend"] == list(judge.LEVELS)
+    partial = tmp_path / "SPEC.md"
+    partial.write_text("**hardware** (target) proven\n")
+    with pytest.raises(ValueError, match="does not define target level simulated"):
+        judge.definitions(partial)

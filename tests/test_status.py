@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import results, spec, status
+from ironaccel import judge, results, spec, status
 from ironaccel.api import BackendInfo
 from ironaccel.targets import TARGETS, Target
 
@@ -44,7 +44,7 @@ def docs():
 
 
 def render(docs, clauses, backends=BACKENDS, current=CURRENT, targets=TARGETS):
-    return status.render(docs, clauses, backends, current, targets)
+    return status.render(docs, clauses, backends, current, targets, judge.definitions())
 
 
 def levels(text: str) -> dict[str, str]:
