@@ -88,7 +88,7 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
             timeout_s: float) -> TargetRun:
     """Record how the target's process ended in its results file, write its certificate, return the run."""
     if out.exists():
-        doc = json.loads(out.read_text(encoding="utf-8"))
+        doc = results.read_json(out)
         if timed_out:
             doc["run"] = {"status": RunStatus.TIMEOUT.value, "message": f"killed after {timeout_s:g} s"}
             results.dump(doc, out)
@@ -260,7 +260,7 @@ class Progress:
         parts = [f"[{time.monotonic() - self.t0:4.0f} s] {self.finished}/{self.total} targets done"]
         for name, path in sorted(running.items()):
             try:
-                tests = json.loads(path.read_text(encoding="utf-8"))["tests"]
+                tests = results.read_json(path)["tests"]
                 parts.append(f"{name} {sum(t['outcome'] != 'not-run' for t in tests)}/{len(tests)}")
             except (OSError, ValueError, KeyError):  # not written yet: still starting
                 parts.append(f"{name} starting")
@@ -353,6 +353,10 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+#: Certificate fields its results file alone determines; the others are judged by the suite (SPEC.md).
+FACT_FIELDS = ("certificate", "target", "environment", "run", "suite", "results")
+
+
 def certificate(results_file: Path) -> dict[str, Any]:
     """The certificate of one results file, judged by the current SPEC.md and suite hash."""
     doc = results.load(results_file)
@@ -418,26 +422,35 @@ def write_certificate(results_file: Path) -> Path:
 
 
 def verify(cert_path: Path) -> tuple[int, str]:
-    """(exit code, why): VERIFY_VALID, VERIFY_TAMPERED (the results file is missing or changed, or the
-    certificate says what its results file does not), or VERIFY_STALE (the suite changed since). ValueError
-    for a file that is not a certificate."""
+    """(exit code, why): VERIFY_VALID; VERIFY_TAMPERED (the results file is missing or changed, or the
+    certificate says what its results file does not); VERIFY_STALE (the suite changed since). The
+    certificate is checked against its results file first, so a certificate edited together with its
+    suite hash is tampered, not stale. ValueError (one line) for a file that is not a readable certificate."""
+    cert = results.read_json(cert_path)
     try:
-        cert = json.loads(Path(cert_path).read_text(encoding="utf-8"))
         results_file = Path(cert_path).with_name(cert["results"]["file"])
-        recorded_sha, recorded_hash = cert["results"]["sha256"], cert["suite"]["hash"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{cert_path}: not a readable certificate ({type(exc).__name__}: {exc})") from exc
+        recorded_sha = cert["results"]["sha256"]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{cert_path}: not a certificate (no results.file and results.sha256)") from exc
+    if not isinstance(recorded_sha, str) or Path(cert["results"]["file"]).name != cert["results"]["file"]:
+        raise ValueError(f"{cert_path}: not a certificate (results.file must be a file name beside it)")
     if not results_file.is_file():
         return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
     if sha256_file(results_file) != recorded_sha:
         return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
-    current = spec.suite_hash()
-    if recorded_hash != current:
-        return VERIFY_STALE, (f"stale: certified at suite hash {recorded_hash}, the suite is now {current}; "
-                              f"re-run `ironaccel certify --target {cert.get('target')}`")
     if cert.get("certificate") != CERTIFICATE_SCHEMA:
         return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
                               f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")
-    if certificate(results_file) != cert:
+    expected = certificate(results_file)
+    edited = [key for key in FACT_FIELDS if cert.get(key) != expected[key]]
+    if edited:
+        return VERIFY_TAMPERED, (f"tampered: the certificate's {', '.join(edited)} do not say what its results "
+                                 f"file {results_file.name} says")
+    current = spec.suite_hash()
+    recorded_hash = cert["suite"]["hash"]
+    if recorded_hash != current:
+        return VERIFY_STALE, (f"stale: certified at suite hash {recorded_hash}, the suite is now {current}; "
+                              f"re-run `ironaccel certify --target {cert['target']}`")
+    if expected != cert:
         return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
     return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {current}"

@@ -9,9 +9,9 @@ the words are defined once, in SPEC.md's certification section (``definitions``)
   a backend's level (``backend_level``: STATUS.md) combines what its targets prove. Certification is per
   target, never pieced together clause by clause from several targets: one run must pass the whole
   required spec.
-* Results at another suite hash are stale and never count toward a level. A target is simulated when its
-  results file says so *or* the target registry says so, so passes on the fake libcuda never count as
-  hardware whatever a file claims.
+* Results at another suite hash are stale and never count toward a level. A target is hardware only when
+  the target registry has it as a hardware target and its results file does not say simulated: a target
+  the registry does not know, or passes on the fake libcuda, never count as hardware whatever a file claims.
 * Several results files for one target: the one that counts is the current-hash, finished, latest one;
   the others are superseded.
 """
@@ -51,6 +51,7 @@ class Run:
     doc: dict[str, Any]
     simulated: bool
     current: bool  # its suite hash is the current one
+    # simulated: the judge's view (``runs``); the file's own claim is doc["target"]["simulated"]
     superseded: bool = False  # another results file of the same target is the one that counts
 
     @property
@@ -110,7 +111,8 @@ def runs(results: Iterable[dict[str, Any]], current_hash: str,
     for doc in results:
         t = doc["target"]
         known = targets.get(t["name"])
-        run = Run(doc, bool(t["simulated"]) or bool(known and known.simulated), doc["suite"]["hash"] == current_hash)
+        simulated = t["simulated"] or known is None or known.simulated  # hardware only if registered as such
+        run = Run(doc, simulated, doc["suite"]["hash"] == current_hash)
         by_target.setdefault(t["name"], []).append(run)
     chosen, superseded = [], []
     for name in sorted(by_target):

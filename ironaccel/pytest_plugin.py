@@ -76,10 +76,20 @@ class Expectation:
 
 
 def load_expectations(path: Path) -> list[Expectation]:
+    """The entries of an expectations file (none when there is no file); UsageError naming the file and the
+    problem for one that cannot be read as UTF-8 text."""
     out: list[Expectation] = []
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return out
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        raise pytest.UsageError(f"expectations {path}: a directory, not a file") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"expectations {path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise pytest.UsageError(f"expectations {path}: not UTF-8 text (offset {exc.start})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue

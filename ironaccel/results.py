@@ -26,6 +26,7 @@ Files are named ``<backend>-<driver>.json`` (``file_name``); the run's other fil
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 from dataclasses import dataclass
@@ -109,6 +110,9 @@ class ClauseId:
     def __str__(self) -> str:
         return f"{self.area}-{self.number}"
 
+
+#: A target name: ``backend/driver``, each part an identifier (no spaces, newlines or Markdown).
+TARGET_NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]*/[A-Za-z0-9][A-Za-z0-9._+-]*"
 
 CERTIFICATE_SUFFIX = ".cert.json"  # certificates lie beside the results files; they are not results files
 JUNIT_SUFFIX = ".junit.xml"
@@ -214,11 +218,22 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
         need(key in doc["target"], f"target.{key} missing")
     for key in ("name", "backend", "driver"):
         need(isinstance(doc["target"][key], str), f"target.{key} must be a string")
-    need(isinstance(doc["target"]["simulated"], bool), "target.simulated must be true or false")
+    target = doc["target"]
+    need(re.fullmatch(TARGET_NAME, target["name"]) is not None,
+         f"target.name {target['name']!r} is not backend/driver (letters, digits, '.', '_', '+', '-')")
+    need(target["name"] == f"{target['backend']}/{target['driver']}",
+         f"target.name {target['name']!r} is not target.backend/target.driver")
+    need(isinstance(target["simulated"], bool), "target.simulated must be true or false")
+    for key in ("driver_version", "device", "vendor", "os", "python"):
+        need(isinstance(target.get(key, ""), str), f"target.{key} must be a string")
     need(doc["run"].get("status") in RUN_STATUSES, f"run.status must be one of {RUN_STATUSES}")
+    need(isinstance(doc["run"].get("message", ""), str), "run.message must be a string")
     for i, t in enumerate(doc["tests"]):
         need(isinstance(t, dict), f"tests[{i}] must be a JSON object")
         need(isinstance(t.get("id"), str), f"tests[{i}].id must be a string")
+        need(isinstance(t.get("message", ""), str), f"tests[{i}].message must be a string")
+        need(isinstance(t.get("duration", 0.0), (int, float)) and not isinstance(t.get("duration"), bool),
+             f"tests[{i}].duration must be a number")
         need(t.get("outcome") in OUTCOMES, f"tests[{i}].outcome {t.get('outcome')!r} is not one of {OUTCOMES}")
         need(isinstance(t.get("clauses"), list) and all(clause_id(c) for c in t["clauses"]),
              f"tests[{i}].clauses must be a list of clause id strings")
@@ -226,8 +241,49 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
     return doc
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen[key] = value
+    return seen
+
+
+def read_json(path: Path) -> Any:
+    """A results file or certificate as JSON, strictly: UTF-8 without a byte-order mark, no duplicate keys
+    (a second ``"level"`` must not win silently). ValueError saying, on one line, which file and what is
+    wrong with it (missing, a directory, a dangling link, empty, not UTF-8, not JSON, nested too deep)."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise ValueError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
+    if path.is_dir():
+        raise ValueError(f"{path}: a directory, not a file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if not data.strip():
+        raise ValueError(f"{path}: empty file")
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise ValueError(f"{path}: starts with a UTF-8 byte-order mark; write UTF-8 without one")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise ValueError(f"{path}: JSON nested too deeply to read") from exc
+    except ValueError as exc:  # _no_duplicate_keys
+        raise ValueError(f"{path}: {exc}") from exc
+
+
 def load(path: Path) -> dict[str, Any]:
-    return validate(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
+    """A validated results file (``read_json``, then ``validate``)."""
+    return validate(read_json(path), str(path))
 
 
 def dump(doc: dict[str, Any], path: Path) -> None:

@@ -132,7 +132,11 @@ def render(
         if r.superseded:
             run_state = "superseded; " + run_state
         suite = r.doc["suite"]["hash"] + ("" if r.current else " **STALE**")
-        rows.append([r.name, "simulated" if r.simulated else "hardware", tables.cell(t.get("device") or "—"),
+        kind = "simulated" if r.simulated else "hardware"
+        if r.simulated and not t["simulated"]:
+            kind += " (its file claims hardware; the target registry " + (
+                "has it as simulated)" if r.name in targets else "does not know it)")
+        rows.append([r.name, kind, tables.cell(t.get("device") or "—"),
                      tables.cell(t.get("driver_version") or "—"), tables.cell(r.doc.get("finished") or "—"), suite,
                      tables.cell(run_state, MESSAGE_WIDTH), _summary_text(r.doc), judge.target_level(r, clauses)[0]])
     for name in sorted(set(targets) - {r.name for r in runs}):
@@ -168,7 +172,8 @@ def render(
     if unknown:
         out += ["## Clause ids not in SPEC.md", "",
                 "Tests cite these ids, which SPEC.md does not define (or cite none); they count toward no clause.", ""]
-        out += [f"- `{tables.cell(cid)}`: {', '.join(sorted(names_))}" for cid, names_ in sorted(unknown.items())] + [""]
+        out += [f"- `{tables.cell(cid)}`: {tables.cell(', '.join(sorted(names_)))}"
+                for cid, names_ in sorted(unknown.items())] + [""]
 
     out += ["## Levels", "", "As defined in SPEC.md's certification section. What one target's run proves (its "
             "certificate's `proves`, the Proves column above):", ""]
@@ -202,7 +207,11 @@ def registry_infos() -> list[BackendInfo]:
 
 
 def load_results(results_dir: Path) -> list[dict[str, Any]]:
-    """Every results/*.json but certificates, validated (ValueError naming the file and field of a bad one)."""
+    """Every results/*.json but certificates, validated (ValueError naming the file and field of a bad one,
+    or the folder when it is not one)."""
+    if not Path(results_dir).is_dir():
+        raise ValueError(f"{results_dir}: no such results folder" if not Path(results_dir).exists()
+                         else f"{results_dir}: not a folder")
     paths = sorted(p for p in Path(results_dir).glob("*.json") if not p.name.endswith(CERTIFICATE_SUFFIX))
     return [load(p) for p in paths]
 
@@ -217,18 +226,23 @@ def _generate(docs: list[dict[str, Any]]) -> str:
 def check(results_dir: Path, output: Path) -> bool:
     """True when ``output`` is exactly what ``results_dir`` generates."""
     path = Path(output)
-    return path.is_file() and path.read_text(encoding="utf-8") == _generate(load_results(results_dir))
+    return path.is_file() and path.read_text(encoding="utf-8", errors="replace") == _generate(load_results(results_dir))
 
 
 def command(results_dir: Path, output: Path, check: bool = False) -> int:
-    """``ironaccel status [--check]``: 0 when written (or, with ``check``, current); 1 when stale."""
-    docs = load_results(results_dir)
+    """``ironaccel status [--check]``: 0 when written (or, with ``check``, current); 1 when stale; 2 when a
+    results file cannot be read or is not valid (one line naming it; nothing is written)."""
+    try:
+        docs = load_results(results_dir)
+    except ValueError as exc:
+        print(f"ironaccel status: {exc}", file=sys.stderr)
+        return 2
     text, path = _generate(docs), Path(output)
     if not check:
         path.write_text(text, encoding="utf-8")
         print(f"wrote {path} from {len(docs)} results files in {results_dir}")
         return 0
-    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    old = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
     if old == text:
         print(f"{path} is current")
         return 0

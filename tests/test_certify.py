@@ -187,7 +187,7 @@ def test_verify_of_something_that_is_not_a_certificate(tmp_path, capsys):
     bogus = tmp_path / "x.cert.json"
     bogus.write_text("[1, 2]")
     assert main(["certify", "--verify", str(bogus)]) == 2
-    assert "not a readable certificate" in capsys.readouterr().err
+    assert "x.cert.json: not a certificate" in capsys.readouterr().err
 
 
 def test_certify_runs_targets_in_parallel_with_progress_and_a_summary(tmp_path, mem_target):
@@ -259,3 +259,19 @@ def test_every_level_is_defined_in_spec_md(tmp_path):
     partial.write_text("**hardware** (target) proven\n")
     with pytest.raises(ValueError, match="does not define target level simulated"):
         judge.definitions(partial)
+
+
+def test_verify_rejects_duplicate_keys_and_an_edit_that_also_changes_the_suite_hash(tmp_path, mem_target, capsys):
+    r, doc = run(tmp_path, PASSING)
+    cert_path = results.sibling(r.results_file, ".cert.json")
+    original = cert_path.read_text()
+    cert_path.write_text(original.replace('"proves": "partial"', '"proves": "partial", "proves": "hardware"'))
+    assert main(["certify", "--verify", str(cert_path)]) == 2
+    assert "duplicate key 'proves'" in capsys.readouterr().err
+
+    forged = json.loads(original)
+    forged["proves"] = "hardware"
+    forged["suite"]["hash"] = "f" * 16  # would read as stale if the suite were checked first
+    cert_path.write_text(json.dumps(forged))
+    assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_TAMPERED
+    assert "suite" in capsys.readouterr().err

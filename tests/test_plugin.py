@@ -308,3 +308,17 @@ def test_tests_here_run_under_the_ci_profile_when_asked() -> None:
         assert settings().derandomize and settings().max_examples == 25
     else:
         assert settings().max_examples == 25  # dev
+
+
+@pytest.mark.parametrize("kind", ["not utf-8", "directory"])
+def test_an_unreadable_expectations_file_is_a_usage_error(pytester: pytest.Pytester, kind) -> None:
+    pytester.makepyfile("import pytest\n@pytest.mark.clause('MEM-1')\ndef test_x():\n    pass\n")
+    exp = pytester.path / "exp.txt"
+    if kind == "directory":
+        exp.mkdir()
+    else:
+        exp.write_bytes(b"MEM-1  xfail  caf\xe9\n")
+    result, _ = run(pytester, "mem/test", "--expectations", str(exp))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stderr.str() + result.stdout.str()
+    result.stderr.fnmatch_lines([f"*expectations {exp}: {'a directory' if kind == 'directory' else 'not UTF-8'}*"])
