@@ -283,21 +283,22 @@ def test_validation_messages_are_collected_and_drained(device):
 def test_vkresult_errors_name_the_call():
     if _missing("vulkan/lavapipe") and _missing("vulkan/swiftshader"):
         pytest.skip("no Vulkan driver")
-    from ironaccel.backends import vulkan as backend
+    from ironaccel.backends.vulkan import native
 
-    backend._load()
-    oom = backend._error("vkAllocateMemory", -2)
+    native.load()
+    oom = native.error("vkAllocateMemory", -2)
     assert isinstance(oom, ia.OutOfMemory) and oom.name == "VK_ERROR_OUT_OF_DEVICE_MEMORY"
     assert "vkAllocateMemory" in str(oom)
-    lost = backend._error("vkQueueSubmit", -4)
+    lost = native.error("vkQueueSubmit", -4)
     assert type(lost) is ia.DriverError and (lost.op, lost.code, lost.name) == ("vkQueueSubmit", -4, "VK_ERROR_DEVICE_LOST")
-    assert backend._error("vkFoo", -123456).name == "VkResult(-123456)"
+    assert native.error("vkFoo", -123456).name == "VkResult(-123456)"
 
 
 def test_missing_package_is_not_available(monkeypatch):
     from ironaccel.backends import vulkan as backend
+    from ironaccel.backends.vulkan import native
 
-    monkeypatch.setattr(backend, "_vk", None)
+    monkeypatch.setattr(native, "vk", None)
     monkeypatch.setitem(sys.modules, "vulkan", None)  # import vulkan -> ImportError
     info = backend.VulkanBackend().probe()
     assert not info.available and "pip install vulkan" in info.reason
@@ -309,8 +310,9 @@ def test_validation_requested_without_the_layer_is_not_available(monkeypatch):
     if _missing("vulkan/lavapipe"):
         pytest.skip(_missing("vulkan/lavapipe"))
     from ironaccel.backends import vulkan as backend
+    from ironaccel.backends.vulkan import instance
 
-    monkeypatch.setattr(backend, "_instance_layers", lambda: set())
+    monkeypatch.setattr(instance, "instance_layers", lambda: set())
     with pytest.raises(ia.NotAvailable, match="VK_LAYER_KHRONOS_validation"):
         backend.VulkanBackend().open_device(0, validation=True)
 
