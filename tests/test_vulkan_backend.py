@@ -288,10 +288,32 @@ def test_vkresult_errors_name_the_call():
     native.load()
     oom = native.error("vkAllocateMemory", -2)
     assert isinstance(oom, ia.OutOfMemory) and oom.name == "VK_ERROR_OUT_OF_DEVICE_MEMORY"
-    assert "vkAllocateMemory" in str(oom)
+    assert "vkAllocateMemory" in str(oom) and "free buffers" in oom.detail
+    assert isinstance(native.error("vkQueueSubmit", -1), ia.OutOfMemory)  # VK_ERROR_OUT_OF_HOST_MEMORY
     lost = native.error("vkQueueSubmit", -4)
     assert type(lost) is ia.DriverError and (lost.op, lost.code, lost.name) == ("vkQueueSubmit", -4, "VK_ERROR_DEVICE_LOST")
-    assert native.error("vkFoo", -123456).name == "VkResult(-123456)"
+    assert "close the device" in lost.detail
+    unknown = native.error("vkFoo", -123456)
+    assert unknown.name == "VkResult(-123456)" and type(unknown) is ia.DriverError
+
+
+def test_checked_calls_raise_named_after_the_function(device):
+    """A real driver error through the proxy: the op is the function's own name, the explanation attached."""
+    import vulkan as vk
+
+    from ironaccel.backends.vulkan import native
+
+    info = vk.ffi.new("VkMemoryAllocateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                                "allocationSize": 1 << 60, "memoryTypeIndex": 0})
+    out = vk.ffi.new("VkDeviceMemory*")
+    with pytest.raises(ia.OutOfMemory, match=r"vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY") as err:
+        native.call.vkAllocateMemory(device.native.device, info, vk.ffi.NULL, out)
+    assert err.value.op == "vkAllocateMemory" and err.value.code == -2
+    device.diagnostics()  # the validation layer, where present, also says the size exceeds the heap
+    assert native.call.vkDeviceWaitIdle.__name__ == "vkDeviceWaitIdle"
+    assert native.call.vkDeviceWaitIdle(device.native.device) == 0  # success is returned, not raised
+    with pytest.raises(AttributeError, match="vkCmdDispatch does not return a VkResult"):
+        native.call.vkCmdDispatch
 
 
 def test_missing_package_is_not_available(monkeypatch):

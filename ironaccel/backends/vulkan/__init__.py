@@ -28,7 +28,7 @@ How the shared API maps onto Vulkan:
   ``api.pack_scalars``; the block size is specialization constants 0, 1, 2. Pipelines are cached per
   (kernel, block, argument layout).
 
-Modules, one concern each: ``native`` (loading the package, VkResult errors), ``spirv`` (reading a module's
+Modules, one concern each: ``native`` (loading the package, the checked call proxy, VkResult errors), ``spirv`` (reading a module's
 kernel interface), ``instance`` (VkInstance, validation), ``memory`` (the sub-allocator, buffers),
 ``stream`` (streams, events, timestamps), ``pipeline`` (modules, pipelines, descriptors), ``device`` (the
 logical device and device-wide synchronisation), ``backend`` (the registered Backend).

@@ -46,10 +46,8 @@ class VulkanHandles:
 
 
 def _device_extensions(physical: Any) -> set[str]:
-    lib = native.vk.lib
     return {native.string(e.extensionName) for e in native.enumerate_items(
-        "vkEnumerateDeviceExtensionProperties", lib.vkEnumerateDeviceExtensionProperties,
-        "VkExtensionProperties", physical, native.vk.ffi.NULL)}
+        "vkEnumerateDeviceExtensionProperties", "VkExtensionProperties", physical, native.vk.ffi.NULL)}
 
 
 def _query(physical: Any, extensions: set[str]) -> tuple[dict[str, Any], dict[str, Any], list[Any]]:
@@ -74,8 +72,7 @@ def _query(physical: Any, extensions: set[str]) -> tuple[dict[str, Any], dict[st
     features["core"] = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                                               "pNext": chain})
     lib.vkGetPhysicalDeviceFeatures2(physical, features["core"])
-    families = native.enumerate_items("vkGetPhysicalDeviceQueueFamilyProperties",
-                                      lib.vkGetPhysicalDeviceQueueFamilyProperties, "VkQueueFamilyProperties", physical)
+    families = native.enumerate_items("vkGetPhysicalDeviceQueueFamilyProperties", "VkQueueFamilyProperties", physical)
     return props, features, families
 
 
@@ -180,7 +177,7 @@ class VulkanDevice(api.Device):
             super().__init__(self._describe(props, memory, index, queue_count, max_alloc))
             self._prepare_hot_path(family, props["core"].properties.limits.timestampPeriod)
         except BaseException:
-            lib.vkDeviceWaitIdle(self._handle)
+            lib.vkDeviceWaitIdle(self._handle)  # unchecked: the error being raised is the one to report
             lib.vkDestroyDevice(self._handle, ffi.NULL)  # children die with it; only an error path gets here
             raise
 
@@ -190,7 +187,7 @@ class VulkanDevice(api.Device):
         """The VkDevice with ``queue_count`` queues of the compute family, timeline semaphores, and the
         features the capabilities need."""
         vk = native.vk
-        ffi, lib = vk.ffi, vk.lib
+        ffi = vk.ffi
         core = features["core"].features
         priorities = ffi.new("float[]", [1.0] * queue_count)
         queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
@@ -217,7 +214,7 @@ class VulkanDevice(api.Device):
             "enabledExtensionCount": len(enable_exts), "ppEnabledExtensionNames": extension_names,
         })
         out = ffi.new("VkDevice*")
-        native.check("vkCreateDevice", lib.vkCreateDevice(self._physical, info, ffi.NULL, out))
+        native.call.vkCreateDevice(self._physical, info, ffi.NULL, out)
         return out[0]
 
     def _create_memory_pools(self, memory: Any, props: dict[str, Any], index: int) -> int:
@@ -244,7 +241,7 @@ class VulkanDevice(api.Device):
         info = ffi.new("VkBufferCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": ALIGNMENT,
                                                "usage": self._buffer_usage, "sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE})
         out = ffi.new("VkBuffer*")
-        native.check("vkCreateBuffer", lib.vkCreateBuffer(self._handle, info, ffi.NULL, out))
+        native.call.vkCreateBuffer(self._handle, info, ffi.NULL, out)
         req = ffi.new("VkMemoryRequirements*")
         lib.vkGetBufferMemoryRequirements(self._handle, out[0], req)
         lib.vkDestroyBuffer(self._handle, out[0], ffi.NULL)
@@ -292,7 +289,7 @@ class VulkanDevice(api.Device):
     def _prepare_hot_path(self, family: Any, timestamp_period: float) -> None:
         """Structures every recording reuses, the pipeline cache, timestamp slots and the default stream."""
         vk = native.vk
-        ffi, lib = vk.ffi, vk.lib
+        ffi = vk.ffi
         self._begin_info = ffi.new("VkCommandBufferBeginInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
             "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
@@ -306,7 +303,7 @@ class VulkanDevice(api.Device):
             "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT}))
         cache_info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO})
         cache = ffi.new("VkPipelineCache*")
-        native.check("vkCreatePipelineCache", lib.vkCreatePipelineCache(self._handle, cache_info, ffi.NULL, cache))
+        native.call.vkCreatePipelineCache(self._handle, cache_info, ffi.NULL, cache)
         self._pipeline_cache = cache[0]
         self._timestamps = Timestamps(self, family.timestampValidBits, timestamp_period)
         self._next_queue = 0
@@ -320,8 +317,7 @@ class VulkanDevice(api.Device):
 
     def _counter(self, stream: VulkanStream) -> int:
         """Read a stream's timeline value (and remember it)."""
-        native.check("vkGetSemaphoreCounterValue",
-                     native.vk.lib.vkGetSemaphoreCounterValue(self._handle, stream._semaphore, self._counter_value))
+        native.call.vkGetSemaphoreCounterValue(self._handle, stream._semaphore, self._counter_value)
         stream._completed = max(stream._completed, self._counter_value[0])
         return stream._completed
 
@@ -345,7 +341,7 @@ class VulkanDevice(api.Device):
                 "sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, "semaphoreCount": len(points),
                 "pSemaphores": semaphores, "pValues": values,
             })
-            native.check("vkWaitSemaphores", vk.lib.vkWaitSemaphores(self._handle, info, _U64_MAX))
+            native.call.vkWaitSemaphores(self._handle, info, _U64_MAX)
         with self._lock:
             for s, v in points:
                 s._completed = max(s._completed, v)
@@ -435,7 +431,7 @@ class VulkanDevice(api.Device):
         try:
             self._synchronize()
         finally:
-            lib.vkDeviceWaitIdle(handle)
+            lib.vkDeviceWaitIdle(handle)  # unchecked: a lost device is torn down all the same
             with self._lock:
                 for module in self._modules:
                     module._destroy(handle)

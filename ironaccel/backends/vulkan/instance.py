@@ -17,15 +17,13 @@ VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
 
 
 def instance_layers() -> set[str]:
-    return {native.string(p.layerName) for p in native.enumerate_items("vkEnumerateInstanceLayerProperties",
-                                                      native.vk.lib.vkEnumerateInstanceLayerProperties,
-                                                      "VkLayerProperties")}
+    return {native.string(p.layerName)
+            for p in native.enumerate_items("vkEnumerateInstanceLayerProperties", "VkLayerProperties")}
 
 
 def instance_extensions(layer: Any) -> set[str]:
-    return {native.string(p.extensionName) for p in native.enumerate_items("vkEnumerateInstanceExtensionProperties",
-                                                          native.vk.lib.vkEnumerateInstanceExtensionProperties,
-                                                          "VkExtensionProperties", layer)}
+    return {native.string(p.extensionName)
+            for p in native.enumerate_items("vkEnumerateInstanceExtensionProperties", "VkExtensionProperties", layer)}
 
 
 class Instance:
@@ -75,14 +73,17 @@ class Instance:
             "ppEnabledExtensionNames": extension_names,
         })
         out = ffi.new("VkInstance*")
-        native.check("vkCreateInstance", lib.vkCreateInstance(info, ffi.NULL, out))
+        native.call.vkCreateInstance(info, ffi.NULL, out)
         self.handle = out[0]
         self._messenger = None
         if messenger_info != ffi.NULL:
-            create = ffi.cast("PFN_vkCreateDebugUtilsMessengerEXT",
-                              lib.vkGetInstanceProcAddr(self.handle, b"vkCreateDebugUtilsMessengerEXT"))
             messenger = ffi.new("VkDebugUtilsMessengerEXT*")
-            native.check("vkCreateDebugUtilsMessengerEXT", create(self.handle, messenger_info, ffi.NULL, messenger))
+            try:
+                native.instance_function(self.handle, "vkCreateDebugUtilsMessengerEXT")(
+                    self.handle, messenger_info, ffi.NULL, messenger)
+            except BaseException:
+                lib.vkDestroyInstance(self.handle, ffi.NULL)
+                raise
             self._messenger = messenger[0]
 
     def _on_message(self, severity: int, kind: int, data: Any, user: Any) -> int:
@@ -93,8 +94,7 @@ class Instance:
     def physical_devices(self) -> list[Any]:
         """Physical devices that speak Vulkan 1.2 or later (timeline semaphores are core there)."""
         ffi, lib = native.vk.ffi, native.vk.lib
-        found = list(native.enumerate_items("vkEnumeratePhysicalDevices", lib.vkEnumeratePhysicalDevices, "VkPhysicalDevice",
-                                self.handle))
+        found = list(native.enumerate_items("vkEnumeratePhysicalDevices", "VkPhysicalDevice", self.handle))
         usable = []
         for pd in found:
             props = ffi.new("VkPhysicalDeviceProperties*")
@@ -106,8 +106,7 @@ class Instance:
     def destroy(self) -> None:
         ffi, lib = native.vk.ffi, native.vk.lib
         if self._messenger is not None:
-            destroy = ffi.cast("PFN_vkDestroyDebugUtilsMessengerEXT",
-                               lib.vkGetInstanceProcAddr(self.handle, b"vkDestroyDebugUtilsMessengerEXT"))
+            destroy = native.instance_function(self.handle, "vkDestroyDebugUtilsMessengerEXT")
             destroy(self.handle, self._messenger, ffi.NULL)
             self._messenger = None
         lib.vkDestroyInstance(self.handle, ffi.NULL)
@@ -126,5 +125,5 @@ def validation_requested(validation: bool | None) -> bool:
 
 def instance_version() -> int:
     out = native.vk.ffi.new("uint32_t*")
-    native.check("vkEnumerateInstanceVersion", native.vk.lib.vkEnumerateInstanceVersion(out))
+    native.call.vkEnumerateInstanceVersion(out)
     return out[0]

@@ -50,7 +50,7 @@ class Block:
             "sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE,
         })
         out = ffi.new("VkBuffer*")
-        native.check("vkCreateBuffer", lib.vkCreateBuffer(dev._handle, info, ffi.NULL, out))
+        native.call.vkCreateBuffer(dev._handle, info, ffi.NULL, out)
         self.buffer = out[0]
         try:
             req = ffi.new("VkMemoryRequirements*")
@@ -60,12 +60,12 @@ class Block:
                 "memoryTypeIndex": type_index,
             })
             mem = ffi.new("VkDeviceMemory*")
-            native.check("vkAllocateMemory", lib.vkAllocateMemory(dev._handle, alloc, ffi.NULL, mem))
+            native.call.vkAllocateMemory(dev._handle, alloc, ffi.NULL, mem)
             self.memory = mem[0]
-            native.check("vkBindBufferMemory", lib.vkBindBufferMemory(dev._handle, self.buffer, self.memory, 0))
+            native.call.vkBindBufferMemory(dev._handle, self.buffer, self.memory, 0)
             if mapped:
                 ptr = ffi.new("void**")
-                native.check("vkMapMemory", lib.vkMapMemory(dev._handle, self.memory, 0, size, 0, ptr))
+                native.call.vkMapMemory(dev._handle, self.memory, 0, size, 0, ptr)
                 self.host = np.frombuffer(ffi.buffer(ptr[0], size), dtype=np.uint8)
         except BaseException:
             self.destroy(dev)

@@ -43,7 +43,7 @@ class DescriptorPool:
             "poolSizeCount": 1, "pPoolSizes": size,
         })
         out = ffi.new("VkDescriptorPool*")
-        native.check("vkCreateDescriptorPool", vk.lib.vkCreateDescriptorPool(dev._handle, info, ffi.NULL, out))
+        native.call.vkCreateDescriptorPool(dev._handle, info, ffi.NULL, out)
         self.handle = out[0]
         self.sets_left, self.descriptors_left = self.SETS, self.DESCRIPTORS
 
@@ -59,7 +59,7 @@ class DescriptorPool:
             "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": self.handle,
             "descriptorSetCount": 1, "pSetLayouts": layouts})
         out = ffi.new("VkDescriptorSet[1]")
-        native.check("vkAllocateDescriptorSets", lib.vkAllocateDescriptorSets(dev._handle, info, out))
+        native.call.vkAllocateDescriptorSets(dev._handle, info, out)
         self.sets_left -= 1
         self.descriptors_left -= len(buffers)
         infos = ffi.new("VkDescriptorBufferInfo[]", [
@@ -72,7 +72,7 @@ class DescriptorPool:
         return out
 
     def reset(self, dev: VulkanDevice) -> None:
-        native.check("vkResetDescriptorPool", native.vk.lib.vkResetDescriptorPool(dev._handle, self.handle, 0))
+        native.call.vkResetDescriptorPool(dev._handle, self.handle, 0)
         self.sets_left, self.descriptors_left = self.SETS, self.DESCRIPTORS
 
 
@@ -104,8 +104,7 @@ class PipelineLayouts:
             "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, "bindingCount": n_buffers,
             "pBindings": bindings})
         set_layout = ffi.new("VkDescriptorSetLayout*")
-        native.check("vkCreateDescriptorSetLayout",
-                     lib.vkCreateDescriptorSetLayout(self._dev._handle, set_info, ffi.NULL, set_layout))
+        native.call.vkCreateDescriptorSetLayout(self._dev._handle, set_info, ffi.NULL, set_layout)
         push = ffi.new("VkPushConstantRange*", {"stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
                                                 "size": scalar_bytes})
         layout_info = ffi.new("VkPipelineLayoutCreateInfo*", {
@@ -113,10 +112,11 @@ class PipelineLayouts:
             "pushConstantRangeCount": 1 if scalar_bytes else 0, "pPushConstantRanges": push if scalar_bytes else ffi.NULL,
         })
         layout = ffi.new("VkPipelineLayout*")
-        result = lib.vkCreatePipelineLayout(self._dev._handle, layout_info, ffi.NULL, layout)
-        if result < 0:
+        try:
+            native.call.vkCreatePipelineLayout(self._dev._handle, layout_info, ffi.NULL, layout)
+        except BaseException:
             lib.vkDestroyDescriptorSetLayout(self._dev._handle, set_layout[0], ffi.NULL)
-            raise native.error("vkCreatePipelineLayout", result)
+            raise
         cached = self._layouts[key] = (layout[0], set_layout[0])
         return cached
 
@@ -144,7 +144,7 @@ class VulkanModule(api.Module):
             "pCode": ffi.cast("uint32_t*", words),
         })
         out = ffi.new("VkShaderModule*")
-        native.check("vkCreateShaderModule", vk.lib.vkCreateShaderModule(device._handle, info, ffi.NULL, out))
+        native.call.vkCreateShaderModule(device._handle, info, ffi.NULL, out)
         self._handle = out[0]
         self._pipelines: dict[tuple[str, Dim3, int, int], Any] = {}
         device._modules.append(self)
@@ -192,8 +192,7 @@ class VulkanModule(api.Module):
         })
         out = ffi.new("VkPipeline*")
         dev: VulkanDevice = self.device  # type: ignore[assignment]  # a VulkanModule's device is a VulkanDevice
-        native.check("vkCreateComputePipelines",
-                     vk.lib.vkCreateComputePipelines(dev._handle, dev._pipeline_cache, 1, info, ffi.NULL, out))
+        native.call.vkCreateComputePipelines(dev._handle, dev._pipeline_cache, 1, info, ffi.NULL, out)
         return out[0]
 
     def _destroy(self, device_handle: Any) -> None:

@@ -85,7 +85,7 @@ class Timestamps:
                 "queryCount": TIMESTAMP_SLOTS,
             })
             out = vk.ffi.new("VkQueryPool*")
-            native.check("vkCreateQueryPool", vk.lib.vkCreateQueryPool(self._dev._handle, info, vk.ffi.NULL, out))
+            native.call.vkCreateQueryPool(self._dev._handle, info, vk.ffi.NULL, out)
             self._pools.append(out[0])
             self._free = [(out[0], i) for i in reversed(range(TIMESTAMP_SLOTS))]
         return self._free.pop()
@@ -96,8 +96,8 @@ class Timestamps:
     def _read(self, slot: tuple[Any, int]) -> int:
         vk = native.vk
         out = vk.ffi.new("uint64_t*")
-        native.check("vkGetQueryPoolResults", vk.lib.vkGetQueryPoolResults(
-            self._dev._handle, slot[0], slot[1], 1, 8, out, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT))
+        native.call.vkGetQueryPoolResults(
+            self._dev._handle, slot[0], slot[1], 1, 8, out, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
         return out[0]
 
     def elapsed_ms(self, start: tuple[Any, int], end: tuple[Any, int]) -> float:
@@ -139,7 +139,7 @@ class VulkanStream(api.Stream):
         })
         info = ffi.new("VkSemaphoreCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": type_info})
         out = ffi.new("VkSemaphore*")
-        native.check("vkCreateSemaphore", lib.vkCreateSemaphore(device._handle, info, ffi.NULL, out))
+        native.call.vkCreateSemaphore(device._handle, info, ffi.NULL, out)
         self._semaphore = out[0]
         pool_info = ffi.new("VkCommandPoolCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
@@ -147,10 +147,11 @@ class VulkanStream(api.Stream):
             "queueFamilyIndex": device._family,
         })
         pool = ffi.new("VkCommandPool*")
-        result = lib.vkCreateCommandPool(device._handle, pool_info, ffi.NULL, pool)
-        if result < 0:
+        try:
+            native.call.vkCreateCommandPool(device._handle, pool_info, ffi.NULL, pool)
+        except BaseException:
             lib.vkDestroySemaphore(device._handle, self._semaphore, ffi.NULL)
-            raise native.error("vkCreateCommandPool", result)
+            raise
         self._command_pool = pool[0]
         # Handles go when the stream is collected (the device holds busy streams) or the device closes.
         self._destroy = weakref.finalize(self, _destroy_stream_handles, device._handle, self._semaphore,
@@ -161,7 +162,6 @@ class VulkanStream(api.Stream):
     def _recording(self) -> _Batch:
         """The open batch, with a barrier that orders the next command after the ones before it."""
         vk = native.vk
-        lib = vk.lib
         batch = self._batch
         if batch is None:
             if self._free_cmds:
@@ -172,9 +172,9 @@ class VulkanStream(api.Stream):
                     "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1,
                 })
                 out = vk.ffi.new("VkCommandBuffer*")
-                native.check("vkAllocateCommandBuffers", lib.vkAllocateCommandBuffers(self._device._handle, info, out))
+                native.call.vkAllocateCommandBuffers(self._device._handle, info, out)
                 cmd = out[0]
-            native.check("vkBeginCommandBuffer", lib.vkBeginCommandBuffer(cmd, self._device._begin_info))
+            native.call.vkBeginCommandBuffer(cmd, self._device._begin_info)
             batch = self._batch = _Batch(cmd)
             self._device._busy.add(self)
         elif batch.commands:
@@ -196,7 +196,7 @@ class VulkanStream(api.Stream):
         if batch is None and not self._waits:
             return
         vk = native.vk
-        ffi, lib = vk.ffi, vk.lib
+        ffi = vk.ffi
         dev = self._device
         if len(self._in_flight) >= MAX_IN_FLIGHT:
             dev._wait([(self, self._in_flight[0].value)])
@@ -207,7 +207,7 @@ class VulkanStream(api.Stream):
         cmds = ffi.NULL
         if batch is not None:
             dev._barrier(batch.cmd, dev._to_host)
-            native.check("vkEndCommandBuffer", lib.vkEndCommandBuffer(batch.cmd))
+            native.call.vkEndCommandBuffer(batch.cmd)
             cmds = ffi.new("VkCommandBuffer[1]", [batch.cmd])
         wait_values = ffi.new("uint64_t[]", [v for _, v in waits] or 1)
         signal_value = ffi.new("uint64_t[1]", [value])
@@ -226,8 +226,7 @@ class VulkanStream(api.Stream):
             "signalSemaphoreCount": 1, "pSignalSemaphores": signal,
         })
         with self._queue.lock:
-            result = lib.vkQueueSubmit(self._queue.handle, 1, submit, ffi.NULL)
-        native.check("vkQueueSubmit", result)
+            native.call.vkQueueSubmit(self._queue.handle, 1, submit, ffi.NULL)
         self._submitted = value
         self._waits = []
         self._batch = None
@@ -254,7 +253,7 @@ class VulkanStream(api.Stream):
                 batch.descriptor_pool.reset(self._device)
                 self._free_descriptor_pools.append(batch.descriptor_pool)
             if batch.cmd is not None:
-                native.check("vkResetCommandBuffer", native.vk.lib.vkResetCommandBuffer(batch.cmd, 0))
+                native.call.vkResetCommandBuffer(batch.cmd, 0)
                 self._free_cmds.append(batch.cmd)
         if not self._in_flight and self._batch is None and not self._waits:
             self._device._busy.discard(self)
