@@ -17,6 +17,7 @@ import pytest
 
 import ironaccel as ia
 from ironaccel import targets
+from ironaccel.api import Param
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels"
 LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
@@ -220,6 +221,39 @@ def test_launch_must_match_the_kernel_interface(device, stream):
         with pytest.raises(ia.InvalidArgument, match=r"fixed block \(8, 1, 1\)"):
             stream.launch(fixed, grid=1, block=16)
     buf.free()
+
+
+BUF = Param("buffer")
+U32 = I32 = Param("scalar", 4, "int")
+F32 = Param("scalar", 4, "float")
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("saxpy", (BUF, BUF, F32, U32)),
+    ("vecadd", (BUF, BUF, BUF, U32)),
+    ("busy", (BUF, U32, U32)),
+    ("pack_args", (BUF, BUF, U32, F32, I32, U32)),  # buffers first: SPIR-V does not say where they sat
+    ("daxpy", (BUF, BUF, Param("scalar", 8, "float"), U32)),
+])
+def test_params_are_reflected_from_the_spirv(device, name, params):
+    if name == "daxpy" and not device.supports("kernel.float64"):
+        pytest.skip("not-supported: kernel.float64")
+    assert spirv(device, name).params == params
+
+
+def test_params_of_glsl_kernels(device):
+    if not device.supports("lang.glsl"):
+        pytest.skip("glslangValidator is not on PATH")
+    none = device.compile("#version 450\nlayout(local_size_x_id = 0) in;\nvoid main() {}\n", "glsl").kernel("main")
+    assert none.params == ()
+    source = """#version 450
+layout(local_size_x_id = 0) in;
+layout(set = 0, binding = 1) buffer B1 { float v[]; } b1;
+layout(set = 0, binding = 0) buffer B0 { uint v[]; } b0;
+layout(push_constant) uniform P { int i; float f; uint u; } p;
+void main() { b0.v[0] = uint(p.i) + p.u; b1.v[0] = p.f; }
+"""
+    assert device.compile(source, "glsl").kernel("main").params == (BUF, BUF, I32, F32, U32)
 
 
 def test_timing_measures_a_busy_kernel(device, stream):

@@ -152,6 +152,9 @@ class VulkanModule(api.Module):
     def _kernel_names(self) -> Sequence[str]:
         return list(self._interfaces)
 
+    def _make_kernel(self, name: str) -> api.Kernel:
+        return VulkanKernel(self, name)
+
     def _check_launch(self, name: str, block: Dim3, n_buffers: int, scalar_bytes: int) -> None:
         """Reject a launch the kernel was not written for (the driver would read unbound memory)."""
         expects = self._interfaces[name]
@@ -200,6 +203,19 @@ class VulkanModule(api.Module):
         for pipeline in self._pipelines.values():
             lib.vkDestroyPipeline(device_handle, pipeline, ffi.NULL)
         lib.vkDestroyShaderModule(device_handle, self._handle, ffi.NULL)
+
+
+class VulkanKernel(api.Kernel):
+    """An entry point of a VulkanModule; its parameters come from the module's SPIR-V (``spirv.py``).
+
+    SPIR-V keeps buffers (descriptor bindings) and scalars (push-constant members) apart, so ``params`` lists
+    every buffer first, in binding order, then the scalars in push-constant order: where a buffer sat among
+    the scalars in the source is not in the module."""
+
+    module: VulkanModule
+
+    def _params(self) -> tuple[api.Param, ...]:
+        return self.module._interfaces[self.name].params
 
 
 def compile_glsl(source: str, options: tuple[str, ...]) -> bytes:

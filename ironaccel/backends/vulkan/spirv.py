@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...api import Dim3
+from ...api import Dim3, Param
 from ...errors import CompileError
 
 @dataclass(frozen=True)
@@ -21,6 +21,7 @@ class KernelInterface:
     buffers: int  # storage buffers bound at set 0, bindings 0..buffers-1
     scalar_bytes: int  # size of the push-constant block (0 when it has none)
     fixed_block: Dim3 | None  # the LocalSize when it is not specialization constants 0, 1, 2
+    params: tuple[Param, ...] = ()  # the storage buffers in binding order, then the push-constant members by offset
 
 
 def _spirv_words(code: bytes) -> np.ndarray:
@@ -44,6 +45,7 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
     pointers: dict[int, int] = {}  # pointer type -> pointee
     structs: dict[int, list[int]] = {}
     sizes: dict[int, int] = {}  # scalar and vector types -> bytes
+    scalar_kinds: dict[int, str] = {}  # scalar types -> "int" / "float"
     spec_ids_of_workgroup: set[int] = set()
     composites: dict[int, list[int]] = {}
     i = 5
@@ -72,6 +74,7 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
             structs[op[0]] = op[1:]
         elif opcode in (21, 22):  # OpTypeInt / OpTypeFloat %id width
             sizes[op[0]] = op[1] // 8
+            scalar_kinds[op[0]] = "int" if opcode == 21 else "float"
         elif opcode == 23 and op[1] in sizes:  # OpTypeVector %id %component count
             sizes[op[0]] = sizes[op[1]] * op[2]
         elif opcode == 51:  # OpSpecConstantComposite %type %id constituents...
@@ -84,7 +87,7 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
 
     def interface(function: int, globals_: list[int]) -> KernelInterface:
         chosen = globals_ if per_entry_interface else list(variables)
-        bindings, scalar_bytes = set(), 0
+        bindings, scalar_bytes, scalars = set(), 0, []
         for var in chosen:
             storage, pointer = variables.get(var, (None, None))
             block = pointers.get(pointer)
@@ -92,10 +95,13 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
                 if decorations.get(var, {}).get(34, 0) == 0:
                     bindings.add(decorations.get(var, {}).get(33, 0))
             elif storage == 9 and block in structs:  # PushConstant
-                ends = [offsets.get((block, m), 0) + sizes.get(t, 0) for m, t in enumerate(structs[block])]
+                members = sorted(enumerate(structs[block]), key=lambda m: offsets.get((block, m[0]), 0))
+                ends = [offsets.get((block, m), 0) + sizes.get(t, 0) for m, t in members]
                 scalar_bytes = max(ends, default=0)
-        return KernelInterface(max(bindings, default=-1) + 1, scalar_bytes,
-                               None if adjustable else local_size.get(function, (1, 1, 1)))
+                scalars = [Param("scalar", sizes.get(t, 0), scalar_kinds.get(t, "")) for _, t in members]
+        buffers = max(bindings, default=-1) + 1
+        return KernelInterface(buffers, scalar_bytes, None if adjustable else local_size.get(function, (1, 1, 1)),
+                               (*[Param("buffer")] * buffers, *scalars))
 
     return {name: interface(function, globals_) for name, (function, globals_) in entries.items()}
 
