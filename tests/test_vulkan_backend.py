@@ -269,6 +269,34 @@ def test_timing_measures_a_busy_kernel(device, stream):
     out.free()
 
 
+def _lcg(start, steps):
+    v = start
+    for _ in range(steps):
+        v = (v * 1664525 + 1013904223) & 0xFFFFFFFF
+    return v
+
+
+def test_synchronize_timeouts_expire_while_a_kernel_runs(device, stream):
+    """Each wait gives up after its timeout with Timeout naming the op, the kernel still running (so the wait
+    did not last until the end); a wait without timeout then completes the work, nothing lost."""
+    busy = spirv(device, "busy")
+    n, iters = 8192, 65535  # ~0.5 s on lavapipe here, ~1 s on SwiftShader; lavapipe ends loops at 65,535
+    out = device.alloc(4 * n)
+    stream.launch(busy, grid=n // 64, block=64, args=(out, np.uint32(iters), np.uint32(n)))
+    event = stream.record()
+    for op, wait in (("Stream.synchronize", stream.synchronize), ("Event.synchronize", event.synchronize),
+                     ("Device.synchronize", device.synchronize)):
+        with pytest.raises(ia.Timeout, match=op.replace(".", r"\.")) as err:
+            wait(timeout=0.01)
+        assert err.value.op == op and err.value.seconds == 0.01
+        assert not event.query(), f"{op} returned only once the kernel had finished"
+    stream.synchronize()
+    assert event.query()
+    result = read(stream, out).view(np.uint32)
+    assert [int(result[i]) for i in (0, 1, n - 1)] == [_lcg(i, iters) for i in (0, 1, n - 1)]
+    out.free()
+
+
 def test_streams_on_threads(device):
     """Threads each with their own stream allocate, copy, launch and free at the same time."""
     add_one = spirv(device, "add_one")

@@ -22,7 +22,7 @@ from . import native
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
 from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl
-from .stream import Timestamps, VulkanStream, Queue
+from .stream import Deadline, Queue, Timestamps, VulkanStream, deadline
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
 MAX_QUEUES = 4
@@ -328,8 +328,9 @@ class VulkanDevice(api.Device):
             self._retire()
             return True
 
-    def _wait(self, points: list[tuple[VulkanStream, int]]) -> None:
-        """Block until every (stream, value) is reached, then do the host's share of completed work."""
+    def _wait(self, points: list[tuple[VulkanStream, int]], limit: Deadline | None = None) -> None:
+        """Block until every (stream, value) is reached, then do the host's share of completed work; past
+        ``limit`` raise its Timeout."""
         vk = native.vk
         ffi = vk.ffi
         with self._lock:
@@ -341,7 +342,10 @@ class VulkanDevice(api.Device):
                 "sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO, "semaphoreCount": len(points),
                 "pSemaphores": semaphores, "pValues": values,
             })
-            native.call.vkWaitSemaphores(self._handle, info, _U64_MAX)
+            timeout_ns = _U64_MAX if limit is None else limit.nanoseconds_left()
+            if native.call.vkWaitSemaphores(self._handle, info, timeout_ns) == vk.VK_TIMEOUT:
+                assert limit is not None  # an endless wait never times out
+                raise limit.expired()
         with self._lock:
             for s, v in points:
                 s._completed = max(s._completed, v)
@@ -403,12 +407,13 @@ class VulkanDevice(api.Device):
             return VulkanBuffer(self, nbytes, allocation)
 
     def _synchronize(self, timeout: float | None = None) -> None:
+        limit = deadline("Device.synchronize", timeout)
         with self._lock:
             busy = list(self._busy)
             for stream in busy:
-                stream._submit()
+                stream._submit(limit)
             points = [(s, s._submitted) for s in busy]
-        self._wait(points)
+        self._wait(points, limit)
 
     def _compile(self, source: str | bytes, lang: str, options: tuple[str, ...]) -> api.Module:
         if lang == "glsl":

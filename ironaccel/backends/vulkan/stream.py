@@ -9,6 +9,7 @@ buffers and descriptor pools recycled) is done here when a query or a wait sees 
 from __future__ import annotations
 
 import threading
+import time
 import weakref
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -17,6 +18,7 @@ import numpy as np
 
 from ... import api
 from ...api import Dim3
+from ...errors import Timeout
 from . import native
 from .memory import Allocation, VulkanBuffer
 from .pipeline import DescriptorPool, VulkanModule
@@ -27,6 +29,27 @@ if TYPE_CHECKING:
 BATCH_COMMANDS = 64  # commands recorded before a stream submits on its own
 MAX_IN_FLIGHT = 64  # submissions per stream before the host waits for the oldest
 TIMESTAMP_SLOTS = 1024  # timestamp queries per VkQueryPool
+
+
+class Deadline:
+    """The time limit of a ``synchronize(timeout=)``: the op its Timeout names, and the time left. Every wait
+    under it is a finite vkWaitSemaphores, so no thread stays blocked in the driver past it."""
+
+    __slots__ = ("op", "seconds", "_end")
+
+    def __init__(self, op: str, seconds: float):
+        self.op, self.seconds = op, seconds
+        self._end = time.monotonic() + seconds
+
+    def nanoseconds_left(self) -> int:
+        return max(0, int((self._end - time.monotonic()) * 1e9))
+
+    def expired(self) -> Timeout:
+        return Timeout(self.op, self.seconds, "the work is still running; nothing was lost: synchronize again to wait for it")
+
+
+def deadline(op: str, timeout: float | None) -> Deadline | None:
+    return None if timeout is None else Deadline(op, timeout)
 
 
 class _Batch:
@@ -59,7 +82,7 @@ class VulkanEvent(api.Event):
 
     def _synchronize(self, timeout: float | None = None) -> None:
         self._stream._device._check_open("Event.synchronize")
-        self._stream._device._wait([(self._stream, self._value)])
+        self._stream._device._wait([(self._stream, self._value)], deadline("Event.synchronize", timeout))
 
     def _elapsed_ms(self, end: api.Event) -> float:
         assert isinstance(end, VulkanEvent)
@@ -189,9 +212,9 @@ class VulkanStream(api.Stream):
         if batch is not None and (batch.commands >= BATCH_COMMANDS or self._device._counter(self) >= self._submitted):
             self._submit()
 
-    def _submit(self) -> None:
+    def _submit(self, limit: Deadline | None = None) -> None:
         """Submit the open batch and pending waits, signalling the next timeline value. The host waits only
-        when the stream already has MAX_IN_FLIGHT submissions outstanding (back-pressure)."""
+        when the stream already has MAX_IN_FLIGHT submissions outstanding (back-pressure), within ``limit``."""
         batch = self._batch
         if batch is None and not self._waits:
             return
@@ -199,7 +222,7 @@ class VulkanStream(api.Stream):
         ffi = vk.ffi
         dev = self._device
         if len(self._in_flight) >= MAX_IN_FLIGHT:
-            dev._wait([(self, self._in_flight[0].value)])
+            dev._wait([(self, self._in_flight[0].value)], limit)
         waits = [(s._semaphore, v) for s, v in self._waits]
         if self._submitted > self._completed:
             waits.append((self._semaphore, self._submitted))
@@ -366,10 +389,11 @@ class VulkanStream(api.Stream):
             self._device._busy.add(self)
 
     def _synchronize(self, timeout: float | None = None) -> None:
+        limit = deadline("Stream.synchronize", timeout)
         with self._device._lock:
-            self._submit()
+            self._submit(limit)
             value = self._submitted
-        self._device._wait([(self, value)])
+        self._device._wait([(self, value)], limit)
 
     def _launch(self, kernel: api.Kernel, grid: Dim3, block: Dim3, args: list[api.Buffer | np.generic]) -> None:
         dev = self._device
