@@ -72,6 +72,8 @@ def test_info_describes_the_driver(device):
     assert info.limits.max_alloc % 256 == 0 and info.limits.warp_size > 0
     assert device.supports("lang.spirv") and device.supports("kernel.shared_memory")
     assert device.languages[0] == "spirv"
+    assert info.extra["robust_buffer_access"]  # both drivers have it
+    assert info.extra["robust_buffer_access2"] == (info.driver == "llvmpipe")  # VK_EXT_robustness2: lavapipe only
 
 
 def test_random_copies_and_fills_match_a_model(device, stream):
@@ -254,6 +256,25 @@ layout(push_constant) uniform P { int i; float f; uint u; } p;
 void main() { b0.v[0] = uint(p.i) + p.u; b1.v[0] = p.f; }
 """
     assert device.compile(source, "glsl").kernel("main").params == (BUF, BUF, I32, F32, U32)
+
+
+@pytest.mark.parametrize("blocks", [16, 65535], ids=["16KiB-past", "64MiB-past"])
+def test_out_of_bounds_writes_never_change_a_neighbouring_buffer(device, stream, blocks):
+    """fill_u32 told to write far past the end of its 1 KiB buffer (16 KiB; 64 MiB, beyond its memory block):
+    the next buffer of the same VkBuffer (sub-allocated right after it) keeps its bytes, nothing crashes
+    (robust buffer access and per-buffer descriptor ranges)."""
+    assert device.info.extra["robust_buffer_access"]
+    fill = spirv(device, "fill_u32")
+    target, neighbour = device.alloc(1024), device.alloc(4096)
+    assert neighbour._allocation.block is target._allocation.block
+    assert neighbour.offset == target.offset + 1024  # really the next bytes of the same VkBuffer
+    stream.fill(target, 0)
+    stream.fill(neighbour, 0x5A)
+    stream.launch(fill, grid=blocks, block=256, args=(target, np.uint32(0xDEADBEEF), np.uint32(blocks * 256)))
+    assert (read(stream, target).view(np.uint32) == 0xDEADBEEF).all()  # the in-bounds part was written
+    assert (read(stream, neighbour) == 0x5A).all()
+    target.free()
+    neighbour.free()
 
 
 def test_timing_measures_a_busy_kernel(device, stream):

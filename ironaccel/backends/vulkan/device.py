@@ -69,6 +69,9 @@ def _query(physical: Any, extensions: set[str]) -> tuple[dict[str, Any], dict[st
     if "VK_EXT_shader_atomic_float" in extensions:
         chain = features["atomic_float"] = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*", {
             "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT})
+    if "VK_EXT_robustness2" in extensions:
+        chain = features["robustness2"] = ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {
+            "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT, "pNext": chain})
     features["core"] = ffi.new("VkPhysicalDeviceFeatures2*", {"sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                                               "pNext": chain})
     lib.vkGetPhysicalDeviceFeatures2(physical, features["core"])
@@ -86,7 +89,8 @@ def _compute_family(families: Any, index: int) -> tuple[int, Any]:
 
 def _capabilities(props: dict[str, Any], features: dict[str, Any], extensions: set[str],
                   family: Any) -> tuple[set[str], list[bytes]]:
-    """The capability names the device supports, and the device extensions they need enabled."""
+    """The capability names the device supports, and the device extensions to enable (for them, and
+    VK_EXT_robustness2 where the device has robustBufferAccess2)."""
     caps = {"lang.spirv", "kernel.shared_memory", "kernel.atomics.int32"}
     if shutil.which(GLSLANG):
         caps.add("lang.glsl")
@@ -100,6 +104,9 @@ def _capabilities(props: dict[str, Any], features: dict[str, Any], extensions: s
     if atomic_float is not None and atomic_float.shaderBufferFloat32AtomicAdd:
         caps.add("kernel.atomics.float32")
         enable_exts.append(b"VK_EXT_shader_atomic_float")
+    robustness2 = features.get("robustness2")
+    if robustness2 is not None and robustness2.robustBufferAccess2:
+        enable_exts.append(b"VK_EXT_robustness2")
     if "VK_KHR_portability_subset" in extensions:
         enable_exts.append(b"VK_KHR_portability_subset")
     if family.timestampValidBits > 0 and props["core"].properties.limits.timestampPeriod > 0:
@@ -184,11 +191,16 @@ class VulkanDevice(api.Device):
     # -- the steps of opening a device ------------------------------------------------------------------
 
     def _create_logical_device(self, features: dict[str, Any], queue_count: int, enable_exts: list[bytes]) -> Any:
-        """The VkDevice with ``queue_count`` queues of the compute family, timeline semaphores, and the
-        features the capabilities need."""
+        """The VkDevice with ``queue_count`` queues of the compute family, timeline semaphores, the features
+        the capabilities need, and robust buffer access where the device has it: a kernel's out-of-bounds
+        access then stays inside its own buffer. Each buffer binds only its own range of the block's VkBuffer;
+        robustBufferAccess2 (VK_EXT_robustness2) bounds accesses by that range, as the spec guarantees;
+        plain robustBufferAccess promises only the whole VkBuffer, though drivers bound by the range too."""
         vk = native.vk
         ffi = vk.ffi
         core = features["core"].features
+        self._robust_buffer_access = core.robustBufferAccess
+        self._robust_buffer_access2 = b"VK_EXT_robustness2" in enable_exts
         priorities = ffi.new("float[]", [1.0] * queue_count)
         queue_info = ffi.new("VkDeviceQueueCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, "queueFamilyIndex": self._family,
@@ -197,15 +209,21 @@ class VulkanDevice(api.Device):
         want12 = ffi.new("VkPhysicalDeviceVulkan12Features*", {
             "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, "timelineSemaphore": 1,
         })
-        chain = want12
+        extra_features = [want12]  # a pNext chain: cffi keeps each struct alive only while this list holds it
+        if self._robust_buffer_access2:
+            extra_features.append(ffi.new("VkPhysicalDeviceRobustness2FeaturesEXT*", {
+                "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ROBUSTNESS_2_FEATURES_EXT, "pNext": extra_features[-1],
+                "robustBufferAccess2": 1,
+            }))
         if "kernel.atomics.float32" in self._caps:
-            chain = ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*", {
-                "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT, "pNext": want12,
-                "shaderBufferFloat32AtomicAdd": 1,
-            })
+            extra_features.append(ffi.new("VkPhysicalDeviceShaderAtomicFloatFeaturesEXT*", {
+                "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_ATOMIC_FLOAT_FEATURES_EXT,
+                "pNext": extra_features[-1], "shaderBufferFloat32AtomicAdd": 1,
+            }))
         want = ffi.new("VkPhysicalDeviceFeatures2*", {
-            "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": chain,
-            "features": {"shaderFloat64": core.shaderFloat64, "shaderInt64": core.shaderInt64},
+            "sType": vk.VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, "pNext": extra_features[-1],
+            "features": {"shaderFloat64": core.shaderFloat64, "shaderInt64": core.shaderInt64,
+                         "robustBufferAccess": core.robustBufferAccess},
         })
         c_exts, extension_names = native.c_strings(enable_exts)
         info = ffi.new("VkDeviceCreateInfo*", {
@@ -281,6 +299,8 @@ class VulkanDevice(api.Device):
                 "queues": queue_count,
                 "validation": self._instance._messenger is not None,
                 "direct_mapping": self._direct_mapping,
+                "robust_buffer_access": bool(self._robust_buffer_access),
+                "robust_buffer_access2": self._robust_buffer_access2,
                 "max_push_constants": limits.maxPushConstantsSize,
                 "max_storage_buffers": limits.maxPerStageDescriptorStorageBuffers,
             },
