@@ -22,15 +22,15 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 @pytest.fixture(scope="module")
 def fake() -> Any:
     """The loaded fake libcuda (ctypes), with the backend initialized on it (once per process)."""
-    from ironaccel.backends import cuda
+    from ironaccel.backends.cuda import driver
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("IRONACCEL_CUDA_DRIVER", "fake")
         try:
-            cuda._driver()
+            driver.load()
         except ia.NotAvailable as exc:
             pytest.skip(f"the fake libcuda is not available: {exc}")
-    lib = cuda._fake
+    lib = driver.fake
     if lib is None:
         pytest.skip("the CUDA backend was initialized on a real driver earlier in this process")
     lib.ironaccel_fake_inject.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
@@ -187,11 +187,11 @@ def test_staged_copies_wrap_the_ring_and_free_the_host_array_at_once(device):
 
 
 def test_pinned_source_is_copied_directly(fake, device):
-    from ironaccel.backends import cuda
+    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
 
-    cu = cuda._cu
-    n = cuda.PINNED_CHECK_BYTES
-    ptr = cuda._check("cuMemHostAlloc", cu.cuMemHostAlloc(n, 0))
+    cu = driver.cu
+    n = PINNED_CHECK_BYTES
+    ptr = driver.check("cuMemHostAlloc", cu.cuMemHostAlloc(n, 0))
     try:
         pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
         pinned[:] = np.arange(n) % 253
