@@ -191,7 +191,7 @@ def test_pinned_source_is_copied_directly(fake, device):
 
     cu = driver.cu
     n = PINNED_CHECK_BYTES
-    ptr = driver.check("cuMemHostAlloc", cu.cuMemHostAlloc(n, 0))
+    ptr = driver.calls.cuMemHostAlloc(n, 0)
     try:
         pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
         pinned[:] = np.arange(n) % 253
@@ -256,3 +256,39 @@ def test_sticky_illegal_address_is_reported_with_its_op(fake):
     assert "store" in info.value.detail, "the fake's memcheck report names the kernel"
     with pytest.raises(ia.DriverError, match="ILLEGAL_ADDRESS"):
         dev.close()  # the context is unusable: close still releases it, and says why
+
+
+def test_driver_errors_explain_common_codes(fake, device):
+    """The detail carries the driver's own text and what the code usually means, for the common codes."""
+    cuda_error_invalid_context = 201
+    fake.ironaccel_fake_inject(b"cuMemAllocAsync", 1, cuda_error_invalid_context)
+    with pytest.raises(ia.DriverError) as info:
+        device.alloc(64)
+    assert info.value.op == "cuMemAllocAsync" and info.value.name == "CUDA_ERROR_INVALID_CONTEXT"
+    assert "no CUDA context is current" in info.value.detail
+    from ironaccel.backends.cuda.driver import EXPLANATIONS
+
+    codes = {"CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_OUT_OF_MEMORY",
+             "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_LAUNCH_TIMEOUT"}
+    assert codes <= EXPLANATIONS.keys()
+
+
+def test_checked_calls_return_values_and_name_the_function(fake, device):
+    from ironaccel.backends.cuda import driver
+
+    assert driver.calls.cuDeviceGetCount() >= 1  # one value: the value itself
+    assert driver.calls.cuCtxSynchronize() is None  # no value
+    assert driver.calls.cuMemGetInfo()[1] >= device.info.memory // 2  # several values: a tuple
+    with pytest.raises(ia.DriverError) as info:
+        driver.calls.cuMemFreeHost(12345)
+    assert info.value.op == "cuMemFreeHost"
+
+
+def test_nvrtc_errors_name_the_nvrtc_function(device):
+    if not device.supports("lang.cuda"):
+        pytest.skip("NVRTC is not available")
+    from ironaccel.backends.cuda import nvrtc
+
+    with pytest.raises(ia.DriverError) as info:
+        nvrtc.calls.nvrtcGetPTXSize(nvrtc.load().nvrtcProgram(0))
+    assert info.value.op == "nvrtcGetPTXSize" and info.value.name.startswith("NVRTC_ERROR")

@@ -16,7 +16,6 @@ from typing import Any
 
 from . import driver
 from .device import CudaBackend, CudaDevice, CudaHandles
-from .driver import check as _check  # noqa: F401 - see __getattr__
 from .module import CudaKernel, CudaModule
 from .staging import PINNED_CHECK_BYTES, STAGING_BYTES
 from .stream import CudaBuffer, CudaEvent, CudaStream
@@ -25,9 +24,17 @@ __all__ = ["CudaBackend", "CudaDevice", "CudaHandles", "CudaStream", "CudaEvent"
            "CudaKernel", "STAGING_BYTES", "PINNED_CHECK_BYTES"]
 
 
+def _check(op: str, result: tuple) -> Any:
+    """ironaccel.bench's raw floor checks its own ``cuMemHostAlloc`` with this, until it uses ``Device.native``
+    (``CudaHandles.driver``) and ``driver.calls``; nothing in the backend calls it."""
+    if result[0]:
+        driver.fail(getattr(driver.cu, op), result[0])
+    return result[1]
+
+
 def __getattr__(name: str) -> Any:
-    """``_cu`` (cuda.bindings.driver) and ``_fake`` (the fake's ctypes handle) are set when the driver loads;
-    ironaccel.bench's raw floor reads ``_cu`` (and ``_check``) until it takes them from ``Device.native``."""
+    """``_cu`` (cuda.bindings.driver, read by ironaccel.bench's raw floor) and ``_fake`` (the fake's ctypes
+    handle) are set when the driver loads."""
     if name == "_cu":
         return driver.cu
     if name == "_fake":

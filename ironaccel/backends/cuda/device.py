@@ -27,7 +27,7 @@ from ... import api
 from ...api import BackendInfo, DeviceInfo, Limits
 from ...errors import CompileError, DriverError, InvalidArgument, NotAvailable
 from . import driver, nvrtc
-from .driver import BACKEND, FAKE_IDENTITY, check, error_name, fail
+from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail
 from .module import CudaModule, binary_entries, ptx_entries
 from .staging import StagingRing
 from .stream import CudaBuffer, CudaStream
@@ -44,25 +44,25 @@ class CudaBackend(api.Backend):
     def probe(self) -> BackendInfo:
         try:
             cu = driver.load()
-            count = check("cuDeviceGetCount", cu.cuDeviceGetCount())
+            count = calls.cuDeviceGetCount()
             version = _driver_version(cu)
         except (NotAvailable, DriverError) as exc:
             return BackendInfo(BACKEND, False, str(exc))
         if not count:
             return BackendInfo(BACKEND, False, "the CUDA driver reports no devices", version)
-        names = ", ".join(_device_name(cu, check("cuDeviceGet", cu.cuDeviceGet(i))) for i in range(count))
+        names = ", ".join(_device_name(cu, calls.cuDeviceGet(i)) for i in range(count))
         return BackendInfo(BACKEND, True, f"{count} device(s): {names}", version)
 
     def device_count(self) -> int:
-        cu = driver.load()
-        return check("cuDeviceGetCount", cu.cuDeviceGetCount())
+        driver.load()
+        return calls.cuDeviceGetCount()
 
     def _open_device(self, index: int) -> CudaDevice:
         return CudaDevice(index)
 
 
 def _driver_version(cu: Any) -> str:
-    v = check("cuDriverGetVersion", cu.cuDriverGetVersion())
+    v = calls.cuDriverGetVersion()
     text = f"CUDA {v // 1000}.{v % 1000 // 10}"
     if driver.fake is None:
         try:  # the kernel module's version is what `nvidia-smi` calls the driver version
@@ -76,7 +76,7 @@ def _driver_version(cu: Any) -> str:
 
 
 def _device_name(cu: Any, dev: Any) -> str:
-    return check("cuDeviceGetName", cu.cuDeviceGetName(256, dev)).split(b"\0", 1)[0].decode()
+    return calls.cuDeviceGetName(256, dev).split(b"\0", 1)[0].decode()
 
 
 def _uuid_text(raw: bytes) -> str:
@@ -88,17 +88,17 @@ def _device_info(cu: Any, dev: Any, index: int) -> DeviceInfo:
     attr = cu.CUdevice_attribute
 
     def get(name: str) -> int:
-        return check("cuDeviceGetAttribute", cu.cuDeviceGetAttribute(getattr(attr, "CU_DEVICE_ATTRIBUTE_" + name), dev))
+        return calls.cuDeviceGetAttribute(getattr(attr, "CU_DEVICE_ATTRIBUTE_" + name), dev)
 
-    memory = check("cuDeviceTotalMem", cu.cuDeviceTotalMem(dev))
+    memory = calls.cuDeviceTotalMem(dev)
     cc = (get("COMPUTE_CAPABILITY_MAJOR"), get("COMPUTE_CAPABILITY_MINOR"))
     simulated = driver.fake is not None
-    uuid = check("cuDeviceGetUuid", cu.cuDeviceGetUuid(dev))
+    uuid = calls.cuDeviceGetUuid(dev)
     extra = {
         "uuid": _uuid_text(bytes(uuid.bytes)[:16]),
         "compute_capability": cc,
         "multiprocessors": get("MULTIPROCESSOR_COUNT"),
-        "pci_bus_id": check("cuDeviceGetPCIBusId", cu.cuDeviceGetPCIBusId(32, dev)).split(b"\0", 1)[0].decode(),
+        "pci_bus_id": calls.cuDeviceGetPCIBusId(32, dev).split(b"\0", 1)[0].decode(),
         "memory_pools": bool(get("MEMORY_POOLS_SUPPORTED")),
         "max_shared_memory_optin": get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
     }
@@ -136,13 +136,13 @@ class CudaDevice(api.Device):
     def __init__(self, index: int):
         cu = driver.load()
         self._cu = cu
-        self._dev = check("cuDeviceGet", cu.cuDeviceGet(index))
+        self._dev = calls.cuDeviceGet(index)
         super().__init__(_device_info(cu, self._dev, index))
-        self._ctx = check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(self._dev))
+        self._ctx = calls.cuDevicePrimaryCtxRetain(self._dev)
         self._id = next(_device_ids)  # not the context handle: a released and re-retained context may reuse it
         try:
             self._make_current()
-            self._alloc_stream = check("cuStreamCreate", cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+            self._alloc_stream = calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         except DriverError:
             cu.cuDevicePrimaryCtxRelease(self._dev)
             raise
@@ -163,7 +163,7 @@ class CudaDevice(api.Device):
     def _make_current(self) -> None:
         """Make the primary context current on the calling thread, once per thread."""
         if driver.current.device != self._id:
-            check("cuCtxSetCurrent", self._cu.cuCtxSetCurrent(self._ctx))
+            calls.cuCtxSetCurrent(self._ctx)
             driver.current.device = self._id
 
     def _capabilities(self) -> frozenset[str]:
@@ -183,17 +183,16 @@ class CudaDevice(api.Device):
     def _create_stream(self) -> CudaStream:
         self._make_current()
         cu = self._cu
-        handle = check("cuStreamCreate", cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+        handle = calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
         return CudaStream(self, handle, owned=True)
 
     def _alloc(self, nbytes: int) -> CudaBuffer:
         self._make_current()
-        cu = self._cu
         if self._pools:
-            ptr = check("cuMemAllocAsync", cu.cuMemAllocAsync(nbytes, self._alloc_stream))
-            check("cuStreamSynchronize", cu.cuStreamSynchronize(self._alloc_stream))
+            ptr = calls.cuMemAllocAsync(nbytes, self._alloc_stream)
+            calls.cuStreamSynchronize(self._alloc_stream)
         else:
-            ptr = check("cuMemAlloc", cu.cuMemAlloc(nbytes))
+            ptr = calls.cuMemAlloc(nbytes)
         buf = CudaBuffer(self, nbytes, int(ptr))
         self._live[buf._ptr] = buf
         return buf
@@ -235,12 +234,12 @@ class CudaDevice(api.Device):
                     codes.CUDA_ERROR_UNSUPPORTED_PTX_VERSION, codes.CUDA_ERROR_NO_BINARY_FOR_GPU):
                 text = bytes(log).split(b"\0", 1)[0].decode(errors="replace").strip()
                 raise CompileError("cuModuleLoadDataEx", lang, text or error_name(cu, err))
-            fail("cuModuleLoadDataEx", err)
+            fail(cu.cuModuleLoadDataEx, err)
         return result[1]
 
     def _synchronize(self, timeout: float | None = None) -> None:
         self._make_current()
-        check("cuCtxSynchronize", self._cu.cuCtxSynchronize())
+        calls.cuCtxSynchronize()
         self._default._host_refs.clear()
 
     def _close(self) -> None:
@@ -261,6 +260,6 @@ class CudaDevice(api.Device):
             for ev in spare:
                 cu.cuEventDestroy(ev)
         cu.cuStreamDestroy(self._alloc_stream)
-        check("cuDevicePrimaryCtxRelease", cu.cuDevicePrimaryCtxRelease(self._dev))
+        calls.cuDevicePrimaryCtxRelease(self._dev)
         if failure:
-            fail("cuCtxSynchronize", failure)
+            fail(cu.cuCtxSynchronize, failure)

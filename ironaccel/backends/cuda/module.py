@@ -17,7 +17,7 @@ import numpy as np
 
 from ... import api
 from ...errors import InvalidArgument
-from .driver import check, fail
+from .driver import calls, fail
 
 if TYPE_CHECKING:
     from .device import CudaDevice
@@ -36,17 +36,17 @@ def ptx_entries(ptx: str) -> dict[str, tuple[int, ...]]:
 
 def binary_entries(cu: Any, module: Any) -> dict[str, tuple[int, ...]]:
     """Kernel name -> parameter sizes of a loaded binary image, asked of the driver (a cubin has no PTX)."""
-    count = check("cuModuleGetFunctionCount", cu.cuModuleGetFunctionCount(module))
+    count = calls.cuModuleGetFunctionCount(module)
     entries = {}
-    for fn in check("cuModuleEnumerateFunctions", cu.cuModuleEnumerateFunctions(count, module)):
-        name = check("cuFuncGetName", cu.cuFuncGetName(fn))
+    for fn in calls.cuModuleEnumerateFunctions(count, module):
+        name = calls.cuFuncGetName(fn)
         sizes = []
         while True:
             err, _offset, size = cu.cuFuncGetParamInfo(fn, len(sizes))
             if err == cu.CUresult.CUDA_ERROR_INVALID_VALUE:  # past the last parameter
                 break
             if err:
-                fail("cuFuncGetParamInfo", err)
+                fail(cu.cuFuncGetParamInfo, err)
             sizes.append(int(size))
         entries[name.decode() if isinstance(name, bytes) else str(name)] = tuple(sizes)
     return entries
@@ -64,7 +64,7 @@ class CudaModule(api.Module):
     def _make_kernel(self, name: str) -> CudaKernel:
         dev = self.device
         dev._make_current()
-        fn = check("cuModuleGetFunction", dev._cu.cuModuleGetFunction(self._handle, name.encode()))
+        fn = calls.cuModuleGetFunction(self._handle, name.encode())
         return CudaKernel(self, name, fn, self._entries[name])
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import CompileError, DriverError, NotAvailable
-from .driver import BACKEND
+from .driver import BACKEND, CheckedCalls
 
 _nvrtc: Any = None  # cuda.bindings.nvrtc, once its library loaded
 _nvrtc_error = ""  # why NVRTC is unavailable, when it is
@@ -44,7 +44,7 @@ def compile_source(source: str, options: tuple[str, ...], arch: int, want_cubin:
     nvrtc = load()
     if nvrtc is None:
         raise NotAvailable(BACKEND, "NVRTC", _nvrtc_error)
-    supported = _check_nvrtc("nvrtcGetSupportedArchs", nvrtc.nvrtcGetSupportedArchs())
+    supported = calls.nvrtcGetSupportedArchs()
     if arch not in supported and arch < max(supported):
         raise NotAvailable(BACKEND, "NVRTC", f"NVRTC {nvrtc.version} cannot target sm_{arch} (it supports {supported})")
     if arch not in supported:  # newer than this NVRTC knows: PTX for its newest target, JIT-compiled by the driver
@@ -60,34 +60,37 @@ def compile_source(source: str, options: tuple[str, ...], arch: int, want_cubin:
     return hit
 
 
-def _check_nvrtc(op: str, result: tuple) -> Any:
-    if result[0]:
-        _res, text = _nvrtc.nvrtcGetErrorString(result[0])
-        raise DriverError(BACKEND, op, int(result[0]), result[0].name, text.decode() if text else "")
-    return result[1] if len(result) == 2 else None
+def _fail(function: Any, err: Any) -> None:
+    """Raise the typed error for a failed NVRTC call, named after ``function``."""
+    _res, text = _nvrtc.nvrtcGetErrorString(err)
+    raise DriverError(BACKEND, function.__name__, int(err), err.name, text.decode() if text else "")
+
+
+#: cuda.bindings.nvrtc, checked like the driver (``driver.CheckedCalls``); only used once ``load()`` succeeded.
+calls = CheckedCalls(load, _fail)
 
 
 def _nvrtc_run(nvrtc: Any, source: str, flags: list[str], want_cubin: bool) -> tuple[str, bytes | None]:
-    prog = _check_nvrtc("nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(source.encode(), b"ironaccel.cu", 0, [], []))
+    prog = calls.nvrtcCreateProgram(source.encode(), b"ironaccel.cu", 0, [], [])
     try:
         encoded = [f.encode() for f in flags]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         if err:
-            size = _check_nvrtc("nvrtcGetProgramLogSize", nvrtc.nvrtcGetProgramLogSize(prog))
+            size = calls.nvrtcGetProgramLogSize(prog)
             log = b" " * size
-            _check_nvrtc("nvrtcGetProgramLog", nvrtc.nvrtcGetProgramLog(prog, log))
+            calls.nvrtcGetProgramLog(prog, log)
             text = log.rstrip(b"\0").decode(errors="replace").strip()
             if err == nvrtc.nvrtcResult.NVRTC_ERROR_COMPILATION:
                 raise CompileError("nvrtcCompileProgram", "cuda", text)
-            _check_nvrtc("nvrtcCompileProgram", (err,))
-        size = _check_nvrtc("nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
+            _fail(nvrtc.nvrtcCompileProgram, err)
+        size = calls.nvrtcGetPTXSize(prog)
         ptx = b" " * size
-        _check_nvrtc("nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
+        calls.nvrtcGetPTX(prog, ptx)
         cubin = None
         if want_cubin:
-            size = _check_nvrtc("nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
+            size = calls.nvrtcGetCUBINSize(prog)
             cubin = b" " * size
-            _check_nvrtc("nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
+            calls.nvrtcGetCUBIN(prog, cubin)
         return ptx.rstrip(b"\0").decode(), cubin
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import driver
-from .driver import check, fail
+from .driver import calls, fail
 
 if TYPE_CHECKING:
     from .device import CudaDevice
@@ -97,7 +97,7 @@ class StagingRing:
     def _reserve(self, n: int, stream: CudaStream) -> int:
         """Address of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``."""
         if not self._base:
-            self._base = int(check("cuMemHostAlloc", driver.cu.cuMemHostAlloc(STAGING_BYTES, 0)))
+            self._base = int(calls.cuMemHostAlloc(STAGING_BYTES, 0))
             # numpy's view of the ring: a small copy is a slice assignment, no ``ndarray.ctypes`` lookup
             self._ring = np.ctypeslib.as_array((ctypes.c_uint8 * STAGING_BYTES).from_address(self._base))
         segment, used = self._segment, self._used
@@ -115,10 +115,9 @@ class StagingRing:
         cu = driver.cu
         users, fences = self._users[segment], self._fences[segment]
         for stream in users:
-            event = self._spare.pop() if self._spare else check(
-                "cuEventCreate", cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING))
+            event = self._spare.pop() if self._spare else calls.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
             fences.append(event)
-            check("cuEventRecord", cu.cuEventRecord(event, stream._handle))
+            calls.cuEventRecord(event, stream._handle)
         users.clear()
 
     def _enter(self, segment: int) -> None:
@@ -127,7 +126,7 @@ class StagingRing:
         while fences:
             event = fences.pop()
             self._spare.append(event)
-            check("cuEventSynchronize", driver.cu.cuEventSynchronize(event))
+            calls.cuEventSynchronize(event)
 
     def copy_htod(self, stream: CudaStream, dst: int, src: np.ndarray) -> None:
         n = src.nbytes
@@ -140,7 +139,7 @@ class StagingRing:
                 self._ring[start:start + n] = src
                 err, = cu.cuMemcpyHtoDAsync(dst, staged, n, handle)
                 if err:
-                    fail("cuMemcpyHtoDAsync", err)
+                    fail(cu.cuMemcpyHtoDAsync, err)
                 return
             address = src.ctypes.data
             for first in range(0, n, STAGING_SEGMENT):
@@ -150,7 +149,7 @@ class StagingRing:
                     self._workers.copy(staged, address + first, size)
                 else:
                     ctypes.memmove(staged, address + first, size)
-                check("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync(dst + first, staged, size, handle))
+                calls.cuMemcpyHtoDAsync(dst + first, staged, size, handle)
 
     def close(self) -> None:
         """Free the ring; the device has been synchronized."""

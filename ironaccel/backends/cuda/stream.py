@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import api
 from . import driver
-from .driver import check, current, fail
+from .driver import calls, current, fail
 from .module import CudaKernel, Signature
 from .staging import PINNED_CHECK_BYTES, is_pinned
 
@@ -40,13 +40,12 @@ class CudaBuffer(api.Buffer):
             return  # closing the device freed it
         dev._make_current()
         dev._live.pop(self._ptr, None)
-        cu = dev._cu
         if dev._pools:
             last = self._last_stream
             stream = last._handle if last is not None and last._alive else dev._alloc_stream
-            check("cuMemFreeAsync", cu.cuMemFreeAsync(self._ptr, stream))
+            calls.cuMemFreeAsync(self._ptr, stream)
         else:
-            check("cuMemFree", cu.cuMemFree(self._ptr))
+            calls.cuMemFree(self._ptr)
         self._last_stream = None
 
     def __del__(self) -> None:
@@ -66,25 +65,26 @@ class CudaEvent(api.Event):
         self._handle = handle
 
     def _query(self) -> bool:
-        cu = self._stream._dev._cu
+        cu = driver.cu
         (err,) = cu.cuEventQuery(self._handle)
         if not err:
             return True
         if err == cu.CUresult.CUDA_ERROR_NOT_READY:
             return False
-        fail("cuEventQuery", err)
+        fail(cu.cuEventQuery, err)
         return False
 
     def _synchronize(self, timeout: float | None = None) -> None:
-        err, = driver.cu.cuEventSynchronize(self._handle)
+        wait = driver.cu.cuEventSynchronize
+        err, = wait(self._handle)
         if err:
-            fail("cuEventSynchronize", err)
+            fail(wait, err)
 
     def _elapsed_ms(self, end: api.Event) -> float:
         assert isinstance(end, CudaEvent)
         end._synchronize()
         self._synchronize()
-        return float(check("cuEventElapsedTime", self._stream._dev._cu.cuEventElapsedTime(self._handle, end._handle)))
+        return float(calls.cuEventElapsedTime(self._handle, end._handle))
 
     def __del__(self) -> None:
         dev = self._stream._dev
@@ -115,7 +115,7 @@ class CudaStream(api.Stream):
         n = src.nbytes
         cu = driver.cu
         if n >= PINNED_CHECK_BYTES and is_pinned(cu, src.ctypes.data):
-            check("cuMemcpyHtoDAsync", cu.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src.ctypes.data, n, self._handle))
+            calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src.ctypes.data, n, self._handle)
         else:
             dev._staging.copy_htod(self, dst._ptr + dst_offset, src)
 
@@ -124,23 +124,23 @@ class CudaStream(api.Stream):
         if current.device != dev._id:
             dev._make_current()
         src._last_stream = self
-        err, = driver.cu.cuMemcpyDtoHAsync(dst.ctypes.data, src._ptr + src_offset, dst.nbytes, self._handle)
+        copy = driver.cu.cuMemcpyDtoHAsync
+        err, = copy(dst.ctypes.data, src._ptr + src_offset, dst.nbytes, self._handle)
         if err:
-            fail("cuMemcpyDtoHAsync", err)
+            fail(copy, err)
         self._host_refs.append(dst)
 
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
         dev = self._dev
         dev._make_current()
         dst._last_stream = src._last_stream = self
-        check("cuMemcpyDtoDAsync", dev._cu.cuMemcpyDtoDAsync(dst._ptr + dst_offset, src._ptr + src_offset, nbytes,
-                                                             self._handle))
+        calls.cuMemcpyDtoDAsync(dst._ptr + dst_offset, src._ptr + src_offset, nbytes, self._handle)
 
     def _fill(self, buf: api.Buffer, offset: int, nbytes: int, value: int) -> None:
         dev = self._dev
         dev._make_current()
         buf._last_stream = self
-        check("cuMemsetD8Async", dev._cu.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._handle))
+        calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._handle)
 
     def _record(self, timing: bool) -> CudaEvent:
         dev = self._dev
@@ -152,25 +152,26 @@ class CudaStream(api.Stream):
             handle = spare.pop()
         else:
             flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
-            handle = check("cuEventCreate", cu.cuEventCreate(flags))
+            handle = calls.cuEventCreate(flags)
         event = CudaEvent(self, timing, handle)
         err, = cu.cuEventRecord(handle, self._handle)
         if err:
-            fail("cuEventRecord", err)
+            fail(cu.cuEventRecord, err)
         return event
 
     def _wait(self, event: api.Event) -> None:
         assert isinstance(event, CudaEvent)
         dev = self._dev
         dev._make_current()
-        check("cuStreamWaitEvent", dev._cu.cuStreamWaitEvent(self._handle, event._handle, 0))
+        calls.cuStreamWaitEvent(self._handle, event._handle, 0)
 
     def _synchronize(self, timeout: float | None = None) -> None:
         if self._needs_current and current.device != self._dev._id:
             self._dev._make_current()
-        err, = driver.cu.cuStreamSynchronize(self._handle)
+        sync = driver.cu.cuStreamSynchronize
+        err, = sync(self._handle)
         if err:
-            fail("cuStreamSynchronize", err)
+            fail(sync, err)
         if self._host_refs:
             self._host_refs.clear()
 
@@ -189,9 +190,10 @@ class CudaStream(api.Stream):
         dev = self._dev
         if current.device != dev._id:
             dev._make_current()
-        err, = driver.cu.cuLaunchKernel(kernel._function, *grid, *block, 0, self._handle, slots.address, 0)
+        launch = driver.cu.cuLaunchKernel
+        err, = launch(kernel._function, *grid, *block, 0, self._handle, slots.address, 0)
         if err:
-            fail("cuLaunchKernel", err)
+            fail(launch, err)
 
     def __del__(self) -> None:
         self._alive = False
