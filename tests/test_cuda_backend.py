@@ -292,3 +292,52 @@ def test_nvrtc_errors_name_the_nvrtc_function(device):
     with pytest.raises(ia.DriverError) as info:
         nvrtc.calls.nvrtcGetPTXSize(nvrtc.load().nvrtcProgram(0))
     assert info.value.op == "nvrtcGetPTXSize" and info.value.name.startswith("NVRTC_ERROR")
+
+
+PTX_PARAMS = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry kinds(.param .u64 data, .param .u64 .ptr .global .align 4 out, .param .f32 a, .param .f64 b,
+    .param .u32 n, .param .s32 m, .param .b16 h, .param .s64 big, .param .align 8 .b8 pair[16])
+{
+    ret;
+}
+"""
+
+
+def test_kernel_params_are_reflected_from_the_ptx(device):
+    params = device.compile(PTX_PARAMS, "ptx").kernel("kinds").params
+    assert params == (
+        ia.api.Param("buffer-or-scalar", 8, "int"), ia.api.Param("buffer", 8),
+        ia.api.Param("scalar", 4, "float"), ia.api.Param("scalar", 8, "float"),
+        ia.api.Param("scalar", 4, "int"), ia.api.Param("scalar", 4, "int"), ia.api.Param("scalar", 2, "int"),
+        ia.api.Param("scalar", 8, "int"), ia.api.Param("scalar", 16, ""),
+    )
+    assert device.compile(PTX_STORE, "ptx").kernel("store").params == (
+        ia.api.Param("buffer-or-scalar", 8, "int"), ia.api.Param("scalar", 4, "int"))
+
+
+def test_kernel_params_of_cuda_source(device):
+    if not device.supports("lang.cuda"):
+        pytest.skip("NVRTC is not available")
+    source = 'extern "C" __global__ void k(float* x, float a, unsigned n, double d, long long q) { }'
+    params = device.compile(source, "cuda").kernel("k").params
+    assert [(p.kind, p.nbytes, p.scalar) for p in params] == [
+        ("buffer-or-scalar", 8, "int"), ("scalar", 4, "float"), ("scalar", 4, "int"), ("scalar", 8, "float"),
+        ("buffer-or-scalar", 8, "int")]
+
+
+def test_kernel_params_of_a_binary_are_sizes_only(fake, device, monkeypatch):
+    """A cubin's parameters come from cuFuncGetParamInfo (the fake answers it for a function of a PTX
+    module; it has no cuModuleEnumerateFunctions, so the enumeration is stood in for)."""
+    from types import SimpleNamespace
+
+    from ironaccel.backends.cuda import driver, module
+
+    loaded = device.compile(PTX_STORE, "ptx")
+    function = loaded.kernel("store").native
+    monkeypatch.setattr(module, "calls", SimpleNamespace(
+        cuModuleGetFunctionCount=lambda _module: 1, cuModuleEnumerateFunctions=lambda _count, _module: [function],
+        cuFuncGetName=lambda _fn: b"store"))
+    entries = module.binary_entries(driver.cu, loaded._handle)
+    assert entries == {"store": (ia.api.Param("buffer-or-scalar", 8, ""), ia.api.Param("scalar", 4, ""))}

@@ -23,37 +23,49 @@ if TYPE_CHECKING:
     from .device import CudaDevice
 
 _ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\)")
-_PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)\s+(?:\.ptr\s+(?:\.\w+\s+)*)?[\w$]+(?:\[(\d+)\])?")
+_PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)\s+(\.ptr\s+(?:\.\w+\s+|\d+\s+)*)?[\w$]+(?:\[(\d+)\])?")
 
 
-def ptx_entries(ptx: str) -> dict[str, tuple[int, ...]]:
-    """Kernel name -> size in bytes of each parameter, read from the PTX ``.entry`` declarations."""
-    entries = {}
-    for name, params in _ENTRY_RE.findall(ptx):
-        entries[name] = tuple(int(bits) // 8 * int(count or 1) for _kind, bits, count in _PARAM_RE.findall(params))
-    return entries
+def _ptx_param(kind: str, bits: str, pointer: str, count: str) -> api.Param:
+    """One ``.param`` declaration as a Param: ``.ptr`` marks a buffer; a ``.u64``/``.b64`` is a pointer or a
+    64-bit integer (PTX does not say which); an array (a struct passed by value) is bytes of no kind."""
+    nbytes = int(bits) // 8 * int(count or 1)
+    if pointer:
+        return api.Param("buffer", nbytes)
+    if count:
+        return api.Param("scalar", nbytes, "")
+    if nbytes == 8 and kind in ("u", "b"):
+        return api.Param("buffer-or-scalar", nbytes, "int")
+    return api.Param("scalar", nbytes, "float" if kind == "f" else "int")
 
 
-def binary_entries(cu: Any, module: Any) -> dict[str, tuple[int, ...]]:
-    """Kernel name -> parameter sizes of a loaded binary image, asked of the driver (a cubin has no PTX)."""
+def ptx_entries(ptx: str) -> dict[str, tuple[api.Param, ...]]:
+    """Kernel name -> its parameters, read from the PTX ``.entry`` declarations."""
+    return {name: tuple(_ptx_param(*found) for found in _PARAM_RE.findall(params))
+            for name, params in _ENTRY_RE.findall(ptx)}
+
+
+def binary_entries(cu: Any, module: Any) -> dict[str, tuple[api.Param, ...]]:
+    """Kernel name -> parameters of a loaded binary image, asked of the driver (a cubin has no PTX): sizes
+    only, so an 8-byte parameter may be a buffer and no scalar has a known kind."""
     count = calls.cuModuleGetFunctionCount(module)
     entries = {}
     for fn in calls.cuModuleEnumerateFunctions(count, module):
         name = calls.cuFuncGetName(fn)
-        sizes = []
+        params = []
         while True:
-            err, _offset, size = cu.cuFuncGetParamInfo(fn, len(sizes))
+            err, _offset, size = cu.cuFuncGetParamInfo(fn, len(params))
             if err == cu.CUresult.CUDA_ERROR_INVALID_VALUE:  # past the last parameter
                 break
             if err:
                 fail(cu.cuFuncGetParamInfo, err)
-            sizes.append(int(size))
-        entries[name.decode() if isinstance(name, bytes) else str(name)] = tuple(sizes)
+            params.append(api.Param("buffer-or-scalar" if size == 8 else "scalar", int(size), ""))
+        entries[name.decode() if isinstance(name, bytes) else str(name)] = tuple(params)
     return entries
 
 
 class CudaModule(api.Module):
-    def __init__(self, device: CudaDevice, lang: str, handle: Any, entries: dict[str, tuple[int, ...]]):
+    def __init__(self, device: CudaDevice, lang: str, handle: Any, entries: dict[str, tuple[api.Param, ...]]):
         super().__init__(device, lang)
         self._handle = handle
         self._entries = entries
@@ -107,15 +119,19 @@ class _Slots(threading.local):
 
 
 class CudaKernel(api.Kernel):
-    """A CUfunction and its parameter sizes. A launch packs its arguments with one ``struct.pack_into`` into
+    """A CUfunction and its parameters. A launch packs its arguments with one ``struct.pack_into`` into
     the calling thread's reusable slots; the struct is built once per sequence of argument types."""
 
-    def __init__(self, module: CudaModule, name: str, function: Any, param_sizes: tuple[int, ...]):
+    def __init__(self, module: CudaModule, name: str, function: Any, params: tuple[api.Param, ...]):
         super().__init__(module, name)
         self._function = function
-        self._param_sizes = param_sizes
-        self._slots = _Slots(len(param_sizes))
+        self._param_list = params
+        self._param_sizes = tuple(p.nbytes for p in params)
+        self._slots = _Slots(len(params))
         self._signatures: dict[tuple[type, ...], Signature] = {}
 
     def _native(self) -> Any:
         return self._function
+
+    def _params(self) -> tuple[api.Param, ...]:
+        return self._param_list
