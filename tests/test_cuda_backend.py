@@ -341,3 +341,50 @@ def test_kernel_params_of_a_binary_are_sizes_only(fake, device, monkeypatch):
         cuFuncGetName=lambda _fn: b"store"))
     entries = module.binary_entries(driver.cu, loaded._handle)
     assert entries == {"store": (ia.api.Param("buffer-or-scalar", 8, ""), ia.api.Param("scalar", 4, ""))}
+
+
+PTX_SPIN = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry spin(.param .u64 out, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, 0;
+LOOP:
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, %r1;
+    @%p1 bra LOOP;
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"""
+SPIN_ITERATIONS = 50_000_000  # about a second in the fake's interpreter here; the waits below time out at 50 ms
+
+
+@pytest.mark.parametrize("waiter", ["Stream", "Event", "Device"])
+def test_synchronize_timeout_raises_and_leaves_the_work_running(device, waiter):
+    import time
+
+    s = device.create_stream()
+    kernel = device.compile(PTX_SPIN, "ptx").kernel("spin")
+    with device.alloc(4) as out:
+        s.fill(out, 0)
+        s.launch(kernel, 1, 1, (out, np.uint32(SPIN_ITERATIONS)))
+        after = s.record()
+        wait = {"Stream": s.synchronize, "Event": after.synchronize, "Device": device.synchronize}[waiter]
+        started = time.monotonic()
+        with pytest.raises(ia.Timeout) as info:
+            wait(timeout=0.05)
+        waited = time.monotonic() - started
+        assert info.value.op == f"{waiter}.synchronize" and info.value.seconds == 0.05
+        assert 0.05 <= waited < 0.5, f"timed out after {waited:.3f} s"
+        wait(timeout=60)  # the same wait, long enough: returns once the kernel is done
+        assert after.query(), "the kernel must be done when the wait returns"
+        host = np.zeros(1, np.uint32)
+        s.copy_dtoh(host, out)  # pageable: the driver completes it before returning
+        assert host[0] == SPIN_ITERATIONS

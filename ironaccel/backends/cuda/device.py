@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import time
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from ... import api
 from ...api import BackendInfo, DeviceInfo, Limits
 from ...errors import CompileError, DriverError, InvalidArgument, NotAvailable
 from . import driver, nvrtc
-from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail
+from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
 from .module import CudaModule, binary_entries, ptx_entries
 from .staging import StagingRing
 from .stream import CudaBuffer, CudaStream
@@ -150,6 +151,7 @@ class CudaDevice(api.Device):
         self._default = CudaStream(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
         # Buffers not yet freed, freed at close: the primary context outlives this Device.
         self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
+        self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()  # created streams, for synchronize(timeout)
         self._caps: frozenset[str] | None = None
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
         self._modules: list[Any] = []
@@ -183,8 +185,9 @@ class CudaDevice(api.Device):
     def _create_stream(self) -> CudaStream:
         self._make_current()
         cu = self._cu
-        handle = calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
-        return CudaStream(self, handle, owned=True)
+        stream = CudaStream(self, calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), owned=True)
+        self._streams.add(stream)
+        return stream
 
     def _alloc(self, nbytes: int) -> CudaBuffer:
         self._make_current()
@@ -238,8 +241,16 @@ class CudaDevice(api.Device):
         return result[1]
 
     def _synchronize(self, timeout: float | None = None) -> None:
+        """Without a timeout one cuCtxSynchronize; with one, every stream of this Device polled until its work
+        is done (there is no context query)."""
         self._make_current()
-        calls.cuCtxSynchronize()
+        if timeout is None:
+            calls.cuCtxSynchronize()
+        else:
+            deadline = time.monotonic() + timeout
+            streams = list(self._streams)  # held, so none is destroyed while it is polled
+            for handle in [self._default._handle, self._alloc_stream] + [s._handle for s in streams]:
+                wait_until_complete(self._cu.cuStreamQuery, handle, deadline, "Device.synchronize", timeout)
         self._default._host_refs.clear()
 
     def _close(self) -> None:

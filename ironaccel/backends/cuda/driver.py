@@ -14,9 +14,10 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+import time
 from typing import Any, Callable
 
-from ...errors import DriverError, NotAvailable, OutOfMemory
+from ...errors import DriverError, NotAvailable, OutOfMemory, Timeout
 
 BACKEND = "cuda"
 FAKE_IDENTITY = "ironaccel fake libcuda"
@@ -161,6 +162,25 @@ def fail(function: Any, err: Any) -> None:
     if err == cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY:
         raise OutOfMemory(BACKEND, op, int(err), name, detail)
     raise DriverError(BACKEND, op, int(err), name, detail)
+
+
+def wait_until_complete(query: Any, handle: Any, deadline: float, op: str, seconds: float) -> None:
+    """Poll ``query(handle)`` (cuStreamQuery, cuEventQuery) until it stops saying NOT_READY; at ``deadline``
+    (``time.monotonic()``) raise ``Timeout(op, seconds)``. A poll with a short backoff (20 us doubling to
+    1 ms), never a blocking wait, so a timed-out caller leaves no thread stuck in the driver."""
+    not_ready = cu.CUresult.CUDA_ERROR_NOT_READY
+    pause = 0.0
+    while True:
+        err, = query(handle)
+        if err != not_ready:
+            if err:
+                fail(query, err)
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Timeout(op, seconds)
+        time.sleep(min(pause, left))
+        pause = min(max(2 * pause, 20e-6), 1e-3)
 
 
 class CheckedCalls:

@@ -9,13 +9,14 @@ is not staged.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import api
 from . import driver
-from .driver import calls, current, fail
+from .driver import calls, current, fail, wait_until_complete
 from .module import CudaKernel, Signature
 from .staging import PINNED_CHECK_BYTES, is_pinned
 
@@ -75,10 +76,14 @@ class CudaEvent(api.Event):
         return False
 
     def _synchronize(self, timeout: float | None = None) -> None:
-        wait = driver.cu.cuEventSynchronize
-        err, = wait(self._handle)
-        if err:
-            fail(wait, err)
+        if timeout is None:
+            wait = driver.cu.cuEventSynchronize
+            err, = wait(self._handle)
+            if err:
+                fail(wait, err)
+        else:
+            wait_until_complete(driver.cu.cuEventQuery, self._handle, time.monotonic() + timeout, "Event.synchronize",
+                                timeout)
 
     def _elapsed_ms(self, end: api.Event) -> float:
         assert isinstance(end, CudaEvent)
@@ -168,10 +173,14 @@ class CudaStream(api.Stream):
     def _synchronize(self, timeout: float | None = None) -> None:
         if self._needs_current and current.device != self._dev._id:
             self._dev._make_current()
-        sync = driver.cu.cuStreamSynchronize
-        err, = sync(self._handle)
-        if err:
-            fail(sync, err)
+        if timeout is None:
+            sync = driver.cu.cuStreamSynchronize
+            err, = sync(self._handle)
+            if err:
+                fail(sync, err)
+        else:
+            wait_until_complete(driver.cu.cuStreamQuery, self._handle, time.monotonic() + timeout,
+                                "Stream.synchronize", timeout)
         if self._host_refs:
             self._host_refs.clear()
 
