@@ -388,3 +388,146 @@ def test_synchronize_timeout_raises_and_leaves_the_work_running(device, waiter):
         host = np.zeros(1, np.uint32)
         s.copy_dtoh(host, out)  # pageable: the driver completes it before returning
         assert host[0] == SPIN_ITERATIONS
+
+
+def _held_alive(refs: list) -> int:
+    import gc
+
+    gc.collect()
+    return sum(ref() is not None for ref in refs)
+
+
+@pytest.mark.parametrize("waiter", ["event.synchronize", "event.query", "device.synchronize"])
+def test_copy_dtoh_destinations_are_released_by_any_wait_that_covers_them(device, waiter):
+    """400 x 1 MiB copy_dtoh, each followed by an event (or device) wait, hold nothing afterwards; before the
+    wait the stream holds the destination (the copy may still be writing it)."""
+    import time
+    import tracemalloc
+    import weakref
+
+    s = device.create_stream()
+    with device.alloc(1 << 20) as buf:
+        s.fill(buf, 5)
+        refs = []
+        tracemalloc.start()
+        try:
+            for i in range(400):
+                host = np.empty(1 << 20, np.uint8)
+                s.copy_dtoh(host, buf)
+                refs.append(weakref.ref(host))
+                del host
+                if i == 0:
+                    assert _held_alive(refs) == 1, "the stream must hold a destination until a wait covers it"
+                if waiter == "event.synchronize":
+                    s.record().synchronize()
+                elif waiter == "event.query":
+                    event = s.record()
+                    while not event.query():
+                        time.sleep(1e-4)
+                else:
+                    device.synchronize()
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert _held_alive(refs) == 0
+        assert held < 16 << 20, f"{held >> 20} MiB still traced after 400 MiB of copies"
+
+
+def test_an_event_releases_only_the_copies_recorded_before_it(device):
+    import weakref
+
+    s = device.create_stream()
+    with device.alloc(4096) as buf:
+        first, second = np.empty(4096, np.uint8), np.empty(4096, np.uint8)
+        s.copy_dtoh(first, buf)
+        event = s.record()
+        s.copy_dtoh(second, buf)
+        refs = [weakref.ref(first), weakref.ref(second)]
+        del first, second
+        event.synchronize()
+        assert [ref() is not None for ref in refs] == [False, True]
+        s.synchronize()
+        assert _held_alive(refs) == 0
+
+
+def test_failed_free_keeps_the_buffer_live_and_close_frees_it(fake, device):
+    before = fake.ironaccel_fake_live_allocations()
+    buf = device.alloc(64)
+    fake.ironaccel_fake_inject(b"cuMemFreeAsync", 1, CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(ia.DriverError) as info:
+        buf.free()
+    assert info.value.op == "cuMemFreeAsync"
+    assert not buf.freed, "a buffer whose free failed is still live"
+    assert fake.ironaccel_fake_live_allocations() == before + 1
+    buf.free()  # a retry frees it
+    device.synchronize()
+    assert buf.freed and fake.ironaccel_fake_live_allocations() == before
+    dropped = device.alloc(64)
+    fake.ironaccel_fake_inject(b"cuMemFreeAsync", 1, CUDA_ERROR_INVALID_VALUE)
+    del dropped  # __del__'s free fails: nobody to tell, the device keeps the pointer for close
+    assert fake.ironaccel_fake_live_allocations() == before + 1
+    device.close()
+    assert fake.ironaccel_fake_live_allocations() == device.live_allocations_before_open
+
+
+def test_failed_wait_inside_alloc_frees_the_allocation(fake, device):
+    before = fake.ironaccel_fake_live_allocations()
+    fake.ironaccel_fake_inject(b"cuStreamSynchronize", 1, CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(ia.DriverError) as info:
+        device.alloc(4096)
+    assert info.value.op == "cuStreamSynchronize"
+    device.synchronize()
+    assert fake.ironaccel_fake_live_allocations() == before
+    assert_device_works(device)
+
+
+def test_failed_context_release_closes_the_device_and_is_retried_at_exit(fake):
+    from ironaccel.backends.cuda import CudaBackend, device as device_module
+
+    baseline = fake.ironaccel_fake_live_allocations()
+    dev = CudaBackend().open_device(0)
+    s = dev.create_stream()
+    with dev.alloc(64) as buf:
+        s.copy_htod(buf, np.zeros(64, np.uint8))  # the staging ring too
+    fake.ironaccel_fake_inject(b"cuDevicePrimaryCtxRelease", 1, CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(ia.DriverError) as info:
+        dev.close()
+    assert info.value.op == "cuDevicePrimaryCtxRelease"
+    assert dev.closed and fake.ironaccel_fake_live_allocations() == baseline
+    dev.close()  # closed is closed: nothing more to do, nothing raised
+    assert device_module._unreleased_contexts == [dev._dev]
+    assert_device_works(CudaBackend().open_device(0))
+    device_module._unreleased_contexts.pop()
+    assert dev._cu.cuDevicePrimaryCtxRelease(dev._dev)[0] == 0  # what exit would do
+
+
+def test_devices_left_open_are_closed_at_exit(tmp_path):
+    """A program that never calls close(): the fake (in error mode) reports no leak at exit, its staging
+    ring included, and the exit status stays 0."""
+    import subprocess
+    import sys
+
+    from ironaccel import fakes
+
+    script = tmp_path / "left_open.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from ironaccel.backends.cuda import CudaBackend\n"
+        "dev = CudaBackend().open_device(0)\n"
+        "s = dev.create_stream()\n"
+        "buf = dev.alloc(1 << 20)\n"
+        "s.copy_htod(buf, np.ones(1 << 20, np.uint8))\n"
+        "out = np.empty(1 << 20, np.uint8)\n"
+        "s.copy_dtoh(out, buf)\n"
+        "s.synchronize()\n"
+        "assert out.all()\n"
+    )
+    try:
+        env = fakes.child_env()
+    except ia.NotAvailable as exc:
+        pytest.skip(f"the fake libcuda cannot be built: {exc}")
+    env["IRONACCEL_FAKE_CUDA_LEAKS"] = "error"
+    env["PYTHONPATH"] = str(__import__("pathlib").Path(__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "leak report" not in proc.stderr

@@ -16,6 +16,7 @@ Decisions, written down here because CUDA leaves them to us:
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import re
 import time
@@ -26,7 +27,7 @@ from typing import Any
 
 from ... import api
 from ...api import BackendInfo, DeviceInfo, Limits
-from ...errors import CompileError, DriverError, InvalidArgument, NotAvailable
+from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable
 from . import driver, nvrtc
 from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
 from .module import CudaModule, binary_entries, ptx_entries
@@ -151,6 +152,7 @@ class CudaDevice(api.Device):
         self._default = CudaStream(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
         # Buffers not yet freed, freed at close: the primary context outlives this Device.
         self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
+        self._orphans: list[int] = []  # pointers of buffers whose free failed as they were collected: close frees them
         self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()  # created streams, for synchronize(timeout)
         self._caps: frozenset[str] | None = None
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
@@ -158,6 +160,7 @@ class CudaDevice(api.Device):
         self._staging = StagingRing(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
+        _open_devices[self._id] = self
 
     def _native(self) -> CudaHandles:
         return CudaHandles(self._cu, self._dev, self._ctx)
@@ -193,7 +196,11 @@ class CudaDevice(api.Device):
         self._make_current()
         if self._pools:
             ptr = calls.cuMemAllocAsync(nbytes, self._alloc_stream)
-            calls.cuStreamSynchronize(self._alloc_stream)
+            try:
+                calls.cuStreamSynchronize(self._alloc_stream)
+            except DriverError:
+                self._cu.cuMemFreeAsync(ptr, self._alloc_stream)  # best effort: the wait's error is the one to raise
+                raise
         else:
             ptr = calls.cuMemAlloc(nbytes)
         buf = CudaBuffer(self, nbytes, int(ptr))
@@ -244,19 +251,23 @@ class CudaDevice(api.Device):
         """Without a timeout one cuCtxSynchronize; with one, every stream of this Device polled until its work
         is done (there is no context query)."""
         self._make_current()
+        streams = [self._default, *self._streams]  # held, so none is destroyed while it is waited for
+        marks = [stream._hold_mark() for stream in streams]
         if timeout is None:
             calls.cuCtxSynchronize()
         else:
             deadline = time.monotonic() + timeout
-            streams = list(self._streams)  # held, so none is destroyed while it is polled
-            for handle in [self._default._handle, self._alloc_stream] + [s._handle for s in streams]:
+            for handle in [self._alloc_stream] + [stream._handle for stream in streams]:
                 wait_until_complete(self._cu.cuStreamQuery, handle, deadline, "Device.synchronize", timeout)
-        self._default._host_refs.clear()
+        for stream, mark in zip(streams, marks):
+            if mark:
+                stream._release_held(mark)
 
     def _close(self) -> None:
         """Wait for the device, free what this Device still holds, release the primary context.
 
         Everything is released even when the wait fails (a sticky error); that failure is raised last."""
+        _open_devices.pop(self._id, None)
         cu = self._cu
         self._make_current()
         failure = cu.cuCtxSynchronize()[0]
@@ -264,6 +275,9 @@ class CudaDevice(api.Device):
             buf._freed = True
             cu.cuMemFree(buf._ptr)
         self._live.clear()
+        for ptr in self._orphans:
+            cu.cuMemFree(ptr)
+        self._orphans.clear()
         self._staging.close()
         for handle in self._modules:
             cu.cuModuleUnload(handle)
@@ -271,6 +285,31 @@ class CudaDevice(api.Device):
             for ev in spare:
                 cu.cuEventDestroy(ev)
         cu.cuStreamDestroy(self._alloc_stream)
-        calls.cuDevicePrimaryCtxRelease(self._dev)
+        err, = cu.cuDevicePrimaryCtxRelease(self._dev)
+        if err:  # the context stays retained: released again at exit; the Device is closed either way
+            _unreleased_contexts.append(self._dev)
+            fail(cu.cuDevicePrimaryCtxRelease, err)
         if failure:
             fail(cu.cuCtxSynchronize, failure)
+
+
+#: Devices not yet closed, by id; closed at interpreter exit (their buffers, staging ring and context given back).
+_open_devices: dict[int, CudaDevice] = {}
+#: CUdevices whose primary-context release failed at close: released again at exit.
+_unreleased_contexts: list[Any] = []
+EXIT_WAIT_SECONDS = 1.0  # how long exit waits for a device still running work before leaving it to the driver
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Close what the program left open, so nothing is reported leaked (the fake's leak report) and pinned
+    memory is given back. A device still running work after ``EXIT_WAIT_SECONDS`` is left to the driver
+    (which reclaims everything when the process ends) rather than hanging the exit."""
+    for dev in list(_open_devices.values()):
+        try:
+            dev.synchronize(timeout=EXIT_WAIT_SECONDS)
+            dev.close()
+        except IronAccelError:
+            pass
+    while _unreleased_contexts:
+        driver.cu.cuDevicePrimaryCtxRelease(_unreleased_contexts.pop())

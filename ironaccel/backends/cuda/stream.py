@@ -9,12 +9,16 @@ is not staged.
 
 from __future__ import annotations
 
+import collections
+import itertools
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ... import api
+from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail, wait_until_complete
 from .module import CudaKernel, Signature
@@ -39,36 +43,46 @@ class CudaBuffer(api.Buffer):
         dev: CudaDevice = self._device  # type: ignore[assignment]
         if dev.closed:
             return  # closing the device freed it
-        dev._make_current()
+        try:
+            dev._make_current()
+            if dev._pools:
+                last = self._last_stream
+                stream = last._handle if last is not None and last._alive else dev._alloc_stream
+                calls.cuMemFreeAsync(self._ptr, stream)
+            else:
+                calls.cuMemFree(self._ptr)
+        except DriverError:
+            self._freed = False  # still live (and in dev._live): free() may be retried, close() frees it
+            raise
         dev._live.pop(self._ptr, None)
-        if dev._pools:
-            last = self._last_stream
-            stream = last._handle if last is not None and last._alive else dev._alloc_stream
-            calls.cuMemFreeAsync(self._ptr, stream)
-        else:
-            calls.cuMemFree(self._ptr)
         self._last_stream = None
 
     def __del__(self) -> None:
         """A Buffer dropped without ``free()`` gives its memory back (stream-ordered, so never too early)."""
         if not self._freed:
-            self.free()
+            try:
+                self.free()
+            except DriverError:  # nobody to tell: the memory stays the device's, and close() frees it
+                self._device._orphans.append(self._ptr)
 
 
 class CudaEvent(api.Event):
     """A CUevent from the device's spare list, returned to it when the Event object goes away."""
 
-    __slots__ = ("_stream", "_timing", "_handle")
+    __slots__ = ("_stream", "_timing", "_handle", "_mark")
 
-    def __init__(self, stream: CudaStream, timing: bool, handle: Any):
+    def __init__(self, stream: CudaStream, timing: bool, handle: Any, mark: int):
         self._stream = stream  # api.Event's two fields, set here directly: this runs on every record
         self._timing = timing
         self._handle = handle
+        self._mark = mark  # the stream's copy_dtoh destinations numbered below this are done once this is (0: none)
 
     def _query(self) -> bool:
         cu = driver.cu
         (err,) = cu.cuEventQuery(self._handle)
         if not err:
+            if self._mark:
+                self._stream._release_held(self._mark)
             return True
         if err == cu.CUresult.CUDA_ERROR_NOT_READY:
             return False
@@ -84,6 +98,8 @@ class CudaEvent(api.Event):
         else:
             wait_until_complete(driver.cu.cuEventQuery, self._handle, time.monotonic() + timeout, "Event.synchronize",
                                 timeout)
+        if self._mark:
+            self._stream._release_held(self._mark)
 
     def _elapsed_ms(self, end: api.Event) -> float:
         assert isinstance(end, CudaEvent)
@@ -107,7 +123,13 @@ class CudaStream(api.Stream):
         # Synchronize and record on a stream of our own use the stream's context, current or not; the legacy
         # default stream means "the current context's", so it needs ours current.
         self._needs_current = not owned
-        self._host_refs: list[np.ndarray] = []  # copy_dtoh destinations, kept alive until synchronize
+        # copy_dtoh destinations, each kept alive (numbered, in a deque) until work enqueued after it is known
+        # complete: a synchronize, or an event recorded after it. A wait takes a mark (the next number) before
+        # it waits and then releases what is numbered below it, so nothing enqueued meanwhile by another
+        # thread is released early. ``next()`` on the counter and deque appends are atomic under the GIL.
+        self._held: collections.deque[tuple[int, np.ndarray]] = collections.deque()
+        self._numbers = itertools.count(1)
+        self._release_lock = threading.Lock()
 
     def _native(self) -> Any:
         return self._handle
@@ -133,7 +155,7 @@ class CudaStream(api.Stream):
         err, = copy(dst.ctypes.data, src._ptr + src_offset, dst.nbytes, self._handle)
         if err:
             fail(copy, err)
-        self._host_refs.append(dst)
+        self._held.append((next(self._numbers), dst))
 
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
         dev = self._dev
@@ -158,7 +180,7 @@ class CudaStream(api.Stream):
         else:
             flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
             handle = calls.cuEventCreate(flags)
-        event = CudaEvent(self, timing, handle)
+        event = CudaEvent(self, timing, handle, next(self._numbers) if self._held else 0)
         err, = cu.cuEventRecord(handle, self._handle)
         if err:
             fail(cu.cuEventRecord, err)
@@ -173,6 +195,7 @@ class CudaStream(api.Stream):
     def _synchronize(self, timeout: float | None = None) -> None:
         if self._needs_current and current.device != self._dev._id:
             self._dev._make_current()
+        mark = next(self._numbers) if self._held else 0
         if timeout is None:
             sync = driver.cu.cuStreamSynchronize
             err, = sync(self._handle)
@@ -181,8 +204,19 @@ class CudaStream(api.Stream):
         else:
             wait_until_complete(driver.cu.cuStreamQuery, self._handle, time.monotonic() + timeout,
                                 "Stream.synchronize", timeout)
-        if self._host_refs:
-            self._host_refs.clear()
+        if mark:
+            self._release_held(mark)
+
+    def _hold_mark(self) -> int:
+        """The mark a wait takes before it waits (0: nothing held)."""
+        return next(self._numbers) if self._held else 0
+
+    def _release_held(self, mark: int) -> None:
+        """Drop the copy_dtoh destinations numbered below ``mark``: work enqueued after them is complete."""
+        with self._release_lock:
+            held = self._held
+            while held and held[0][0] < mark:  # appends may land out of order: a later one only waits longer
+                held.popleft()
 
     def _launch(self, kernel: api.Kernel, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
         assert isinstance(kernel, CudaKernel)
