@@ -531,3 +531,12 @@ def test_devices_left_open_are_closed_at_exit(tmp_path):
     proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "leak report" not in proc.stderr
+
+
+@pytest.mark.parametrize("options", [[1, 2], ["-DX=1", b"-DY=2"], [None]])
+def test_compile_options_that_are_not_strings_are_rejected(device, options):
+    if not device.supports("lang.cuda"):
+        pytest.skip("NVRTC is not available")
+    with pytest.raises(ia.InvalidArgument) as info:
+        device.compile('extern "C" __global__ void k() {}', "cuda", options=options)
+    assert info.value.op == "Device.compile" and "strings" in info.value.detail
