@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 
 from ironaccel import bench
+from ironaccel.bench import cases, stats
+from ironaccel.bench import report as outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,7 +23,7 @@ def test_paired_ratio_recovers_a_known_ratio_through_shared_drift():
     drift = np.exp(np.cumsum(rng.normal(0, 0.05, 200)))  # the machine slows and speeds up over time
     other = 1000 * drift * rng.lognormal(0, 0.02, 200)
     ours = 0.8 * 1000 * drift * rng.lognormal(0, 0.02, 200)
-    r = bench.paired_ratio(ours, other, rng=np.random.default_rng(2))
+    r = stats.paired_ratio(ours, other, rng=np.random.default_rng(2))
     assert r["ci_low"] <= 0.8 <= r["ci_high"]
     assert abs(r["median"] - 0.8) < 0.01
     assert r["ci_high"] - r["ci_low"] < 0.02
@@ -32,8 +34,8 @@ def test_paired_ratio_interval_widens_with_noise_and_is_deterministic():
     rng = np.random.default_rng(3)
     other = rng.lognormal(0, 0.3, 50) * 500
     ours = 2 * rng.lognormal(0, 0.3, 50) * 500
-    a = bench.paired_ratio(ours, other, rng=np.random.default_rng(bench.SEED))
-    b = bench.paired_ratio(ours, other, rng=np.random.default_rng(bench.SEED))
+    a = stats.paired_ratio(ours, other, rng=np.random.default_rng(stats.SEED))
+    b = stats.paired_ratio(ours, other, rng=np.random.default_rng(stats.SEED))
     assert a == b
     assert a["ci_low"] < 2 < a["ci_high"]
     assert a["ci_high"] - a["ci_low"] > 0.2
@@ -42,20 +44,20 @@ def test_paired_ratio_interval_widens_with_noise_and_is_deterministic():
 def test_measure_alternates_pairs_and_reports_ns_per_op():
     order: list[str] = []
 
-    def fake(name: str, ns_per_op: int) -> bench.Impl:
+    def fake(name: str, ns_per_op: int) -> cases.Impl:
         def run(n: int) -> int:
             order.append(name)
             return ns_per_op * n
 
         return run
 
-    case = bench.Case("x", "x", impls={"ironaccel": fake("ironaccel", 100), "raw": fake("raw", 50)})
+    case = cases.Case("x", "x", impls={"ironaccel": fake("ironaccel", 100), "raw": fake("raw", 50)})
     order.clear()
-    timings = bench.measure(case, samples=4, sample_ns=1e6)
+    timings = stats.measure(case, samples=4, sample_ns=1e6)
     timed_rounds = order[-8:]
     assert timed_rounds == ["ironaccel", "raw", "raw", "ironaccel"] * 2
     assert timings["ironaccel"]["median_ns"] == 100 and timings["raw"]["median_ns"] == 50
-    summary = bench.summarize(case, timings, bench.Goal(ratio=1.1), simulated=False)
+    summary = stats.summarize(case, timings, cases.Goal(ratio=1.1), simulated=False)
     assert summary["ratios"]["raw"]["median"] == 2.0
     assert summary["goal"]["met"] is False
 
@@ -64,16 +66,16 @@ def test_an_implementation_that_fails_loses_its_column_not_the_run():
     def broken(n: int) -> int:
         raise RuntimeError("no such API")
 
-    case = bench.Case("x", "x", impls={"ironaccel": lambda n: 10 * n, "peer": broken})
-    timings = bench.measure(case, samples=3, sample_ns=1e5)
+    case = cases.Case("x", "x", impls={"ironaccel": lambda n: 10 * n, "peer": broken})
+    timings = stats.measure(case, samples=3, sample_ns=1e5)
     assert list(timings) == ["ironaccel"]
     assert case.errors["peer"].startswith("RuntimeError: no such API")
 
 
 def test_goals_are_not_judged_on_simulated_runs():
-    case = bench.Case("alloc_free.pool", "x")
+    case = cases.Case("alloc_free.pool", "x")
     timings = {"ironaccel": {"samples_ns": [100.0], "median_ns": 100.0, "batch": 1}}
-    summary = bench.summarize(case, timings, bench.CUDA_GOALS["alloc_free.pool"], simulated=True)
+    summary = stats.summarize(case, timings, cases.CUDA_GOALS["alloc_free.pool"], simulated=True)
     assert summary["goal"]["met"] is None and summary["goal"]["met_here"] is True
 
 
@@ -102,7 +104,7 @@ def _check_outputs(out: Path, stem: str, simulated: bool) -> dict:
 
 def test_quick_run_on_the_in_memory_device(tmp_path):
     report = bench.run("mem", peers=False, quick=True, samples=3, sample_ms=0.2, log=lambda line: None)
-    bench.write(report, tmp_path)
+    outputs.write(report, tmp_path)
     report = _check_outputs(tmp_path, "bench-mem-memdevice", simulated=True)
     names = [c["name"] for c in report["cases"]]
     assert "alloc_free.pool" in names and "htod.pageable.256" in names and "dtoh.pageable.65536" in names
@@ -138,6 +140,6 @@ def test_svg_plot_without_matplotlib_is_well_formed():
                                       "CuPy": {"median": 0.5, "ci_low": 0.4, "ci_high": 0.6}},
          "impls": {"ironaccel": {}, "raw": {}, "CuPy": {}}},
     ]}
-    root = ET.fromstring(bench.svg_plot(report))
+    root = ET.fromstring(outputs.svg_plot(report))
     assert root.tag.endswith("svg")
     assert len(root.findall("{http://www.w3.org/2000/svg}rect")) == 2 + 2  # two bars, two legend keys
