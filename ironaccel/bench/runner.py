@@ -26,8 +26,7 @@ SCHEMA = 1
 def open_target(name: str) -> tuple[Any, str]:
     """Open ``backend``, ``backend/driver`` (its driver selected as the conformance runs do) or ``mem``."""
     if name == "mem":
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
-        from memdevice import MemDevice
+        from ..testing.memdevice import MemDevice
 
         return MemDevice(), "mem/memdevice"
     import ironaccel as ia
