@@ -1,6 +1,6 @@
 """``ironaccel bench``: host-side overhead of ironaccel against the raw driver calls and peer libraries.
 
-    ironaccel bench --backend cuda/nvidia --peers --out bench/results      # on a GPU
+    ironaccel bench --backend cuda/nvidia --peers --out benchmarks/results  # on a GPU
     ironaccel bench --backend webgpu/lavapipe --peers --quick                # simulated: labelled so
 
 Every operation is timed for ironaccel, for the raw driver calls that do the same thing (the *floor*:

@@ -178,7 +178,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="backend (cuda, vulkan, webgpu), target (cuda/fake, webgpu/lavapipe, ...) or mem "
                         "(the in-memory test device); default: cuda")
     p.add_argument("--peers", action="store_true", help="also time the peer libraries that import (cuda.core, CuPy, PyTorch)")
-    p.add_argument("--out", default="bench/results", metavar="DIR", help="output folder (default: bench/results)")
+    p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="output folder (default: benchmarks/results)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and samples: a smoke run, not a measurement")
     p.set_defaults(func=command)
 
