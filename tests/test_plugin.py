@@ -10,7 +10,7 @@ from ironaccel import results
 
 
 # Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
-CONFTEST = f"""
+CONFTEST = """
 import importlib
 from ironaccel.testing.memdevice import MemDevice
 from ironaccel import api, targets
@@ -20,7 +20,7 @@ registry = importlib.import_module("ironaccel.backends")
 
 class MemTarget(targets.Target):
     def environment(self):
-        return {{}}
+        return {}
 
     def matches(self, info):
         return info.backend == "mem" and self.driver == "test"
