@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from ironaccel import bench
-from ironaccel.bench import cases, stats
+from ironaccel.errors import NotAvailable
+from ironaccel.bench import cases, cfloor, stats
 from ironaccel.bench import report as outputs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,7 +113,8 @@ def test_quick_run_on_the_in_memory_device(tmp_path):
 
 
 def test_quick_run_on_the_fake_libcuda_through_the_command(tmp_path):
-    """The real command, in its own process as a target runs, on cuda/fake: a floor column and goals."""
+    """The real command, in its own process as a target runs, on cuda/fake: the raw and the C floor measured in
+    the same rounds for every case, the launch rows (4 arguments too), goals not judged."""
     pytest.importorskip("cuda.bindings")
     from ironaccel import fakes, targets
 
@@ -123,13 +125,102 @@ def test_quick_run_on_the_fake_libcuda_through_the_command(tmp_path):
     env.update(targets.get("cuda/fake").environment())
     code = "import sys; from ironaccel import bench; sys.exit(bench.main(sys.argv[1:]))"
     proc = subprocess.run([sys.executable, "-c", code, "--backend", "cuda/fake", "--quick", "--out", str(tmp_path)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SIMULATED" in proc.stdout
     report = _check_outputs(tmp_path, "bench-cuda-fake", simulated=True)
+    names = [c["name"] for c in report["cases"]]
+    assert {"launch.async", "launch.args4", "launch.single", "launch.sync", "htod.pinned.256.call"} <= set(names)
+    for case in report["cases"]:
+        assert set(case["impls"]) == {"ironaccel", "raw", cases.C_FLOOR}, (case["name"], case["errors"])
+        assert cases.C_FLOOR in case["ratios"]
     pool = next(c for c in report["cases"] if c["name"] == "alloc_free.pool")
-    assert set(pool["impls"]) == {"ironaccel", "raw"} and "raw" in pool["ratios"]
     assert pool["goal"]["met"] is None  # simulated: not judged
-    assert "not judged: simulated" in (tmp_path / "bench-cuda-fake.md").read_text()
+    md = (tmp_path / "bench-cuda-fake.md").read_text()
+    assert "not judged: simulated" in md and "| vs C floor |" in md
+
+
+@pytest.mark.parametrize("target", ["vulkan/lavapipe", "webgpu/lavapipe"])
+def test_quick_run_on_lavapipe_has_launch_rows_against_the_raw_floor(tmp_path, target):
+    from ironaccel import targets
+
+    missing = targets.get(target).missing()
+    if missing:
+        pytest.skip(f"{target} cannot run here: {missing}")
+    code = ("import sys; from pathlib import Path; from ironaccel.bench import report, runner; "
+            "r = runner.run(sys.argv[1], peers=False, quick=True, samples=3, sample_ms=0.2, log=lambda line: None); "
+            "report.write(r, Path(sys.argv[2]))")
+    proc = subprocess.run([sys.executable, "-c", code, target, str(tmp_path)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = _check_outputs(tmp_path, "bench-" + target.replace("/", "-"), simulated=True)
+    launches = {c["name"]: c for c in report["cases"] if c["name"].startswith("launch.")}
+    assert set(launches) == {"launch.async", "launch.args4", "launch.single", "launch.sync"}
+    for case in launches.values():
+        assert set(case["impls"]) == {"ironaccel", "raw"}, case["errors"]
+
+
+@pytest.fixture
+def c_floor_image():
+    """The fake's path and the bench's kernels as PTX (what the C floor gets on cuda/fake)."""
+    pytest.importorskip("cuda.bindings")
+    from ironaccel import fakes
+    from ironaccel.bench import kernels
+
+    try:
+        library = str(fakes.build())
+        cfloor.build()
+    except Exception as exc:
+        pytest.skip(f"no C compiler to build the fake and the C floor: {exc}")
+    lang, image = kernels.cuda_image((9, 0), simulated=True)
+    assert lang == "ptx" and ".entry fill_u32" in image and ".entry saxpy" in image
+    return library, image
+
+
+def test_c_floor_times_every_case_it_lists_and_rejects_others(c_floor_image):
+    floor = cfloor.CFloor(*c_floor_image, (256, 4096))
+    try:
+        impls = floor.impls()
+        assert {"alloc_free.device", "stream_sync", "event_record_sync", "launch.async", "launch.args4",
+                "launch.single", "launch.sync", "htod.pinned.4096.call", "dtoh.pageable.256"} <= set(impls)
+        for name, impl in impls.items():
+            assert impl(3) > 0, name
+        for bad in ("htod.pinned.512", "dtoh.pinned.256.call", "nonsense"):
+            with pytest.raises(RuntimeError, match="request unknown"):
+                floor.impl(bad)(1)
+    finally:
+        floor.close()
+    assert floor._proc.returncode == 0
+
+
+def test_c_floor_without_a_kernel_lists_no_launch(c_floor_image):
+    floor = cfloor.CFloor(c_floor_image[0], None, (256,))
+    try:
+        assert not [c for c in floor.cases if c.startswith("launch")] and "stream_sync" in floor.cases
+    finally:
+        floor.close()
+
+
+def test_c_floor_reports_the_driver_call_that_failed(c_floor_image, monkeypatch):
+    monkeypatch.setenv("IRONACCEL_FAKE_CUDA_FAULTS", "cuMemAllocAsync:2+=CUDA_ERROR_OUT_OF_MEMORY")
+    floor = cfloor.CFloor(*c_floor_image, (256,))
+    try:
+        alloc_free = floor.impl("alloc_free.device")
+        assert alloc_free(1) > 0  # the first call succeeds
+        with pytest.raises(RuntimeError, match="cuMemAllocAsync 2 CUDA_ERROR_OUT_OF_MEMORY"):
+            alloc_free(1)
+        assert floor.impl("stream_sync")(2) > 0  # a failure ends the request, not the program
+    finally:
+        floor.close()
+
+
+def test_c_floor_that_cannot_load_the_driver_is_not_available(tmp_path):
+    try:
+        cfloor.build()
+    except Exception as exc:
+        pytest.skip(f"no C compiler: {exc}")
+    with pytest.raises(NotAvailable, match="dlopen"):
+        cfloor.CFloor(str(tmp_path / "libcuda.so.1"), None, (256,))
 
 
 def test_svg_plot_without_matplotlib_is_well_formed():

@@ -5,8 +5,9 @@
 
 Every operation is timed for ironaccel, for the raw driver calls that do the same thing (the *floor*:
 cuda.bindings, the ``vulkan`` package or wgpu-py, on the same device, reached through the public
-``native`` handles) and, with ``--peers``, for each peer library that can be imported (cuda.core, CuPy,
-PyTorch). How, so that the figures mean something:
+``native`` handles), on CUDA for the same driver calls made from C (the *C floor*, ``cfloor.c``, built
+with the system C compiler and timed in the same rounds through a pipe) and, with ``--peers``, for each
+peer library that can be imported (cuda.core, CuPy, PyTorch). How, so that the figures mean something:
 
 * A warm-up first: each implementation runs until its batch size is calibrated to ``sample_ms``.
 * Samples are paired and alternate between implementations, round by round; the reported ratio is the
@@ -22,9 +23,10 @@ PyTorch). How, so that the figures mean something:
 Outputs, in ``--out``: ``bench-<backend>-<driver>.json`` (every sample), ``.md`` (the table) and a plot
 (``.png`` with matplotlib, else an ``.svg`` written here).
 
-Modules: ``cases`` (what is timed), ``stats`` (timing and statistics), ``ours`` (ironaccel's side),
-``floor_cuda`` / ``floor_vulkan`` / ``floor_webgpu`` (the raw floors), ``peers``, ``report`` (the outputs),
-``runner`` (a run and the command's options).
+Modules: ``cases`` (what is timed, the goals), ``stats`` (timing and statistics), ``kernels`` (the
+launch rows' kernels), ``ours`` (ironaccel's side), ``floor_cuda`` / ``floor_vulkan`` / ``floor_webgpu``
+(the raw floors), ``cfloor`` (the C floor), ``peers``, ``report`` (the outputs), ``runner`` (a run and
+the command's options).
 """
 
 from .runner import HELP, SCHEMA, add_arguments, command, main, run

@@ -1,5 +1,6 @@
 """The CUDA floor: the least a cuda.bindings program does for each case, one driver call per step, arguments
-ready, on ironaccel's own context and stream (``Device.native``, ``Stream.native``, ``Kernel.native``)."""
+ready, on ironaccel's own context, stream and kernels (``Device.native``, ``Stream.native``,
+``Kernel.native``); and the pinned host memory the CUDA copies use."""
 
 from __future__ import annotations
 
@@ -9,11 +10,10 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import DriverError
+from . import kernels
 from .cases import ALLOC_BYTES, Impl, pageable
 from .ours import KernelCall
 from .stats import timed, timed_each, timed_then
-
-EMPTY_CUDA = 'extern "C" __global__ void empty(float* x, float a, unsigned n) { if (n > 0u) x[0] = a; }'
 
 
 def checked(cu: Any, op: str, result: tuple) -> Any:
@@ -43,16 +43,26 @@ class PinnedHost:
         self._blocks.clear()
 
 
-def setup(dev: Any, stream: Any, sizes: tuple[int, ...], pinned: PinnedHost
-          ) -> tuple[dict[str, Impl], KernelCall | None, list[Callable[[], None]]]:
-    """The raw floor's implementations, the kernel ironaccel launches, and the cleanup (in order)."""
+def packed(args: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """cuLaunchKernel's kernelParams for ``args``, packed once: one 8-byte slot per argument (a Buffer's
+    device pointer, a scalar's bytes) and the array of pointers to the slots; both must outlive the launches."""
+    slots = np.zeros(len(args), dtype=np.uint64)
+    for i, a in enumerate(args):
+        if isinstance(a, np.generic):
+            slots[i:i + 1].view(np.uint8)[:a.nbytes] = np.frombuffer(a.tobytes(), np.uint8)
+        else:
+            slots[i] = a.handle
+    pointers = slots.ctypes.data + 8 * np.arange(len(args), dtype=np.uint64)
+    return slots, pointers
+
+
+def setup(dev: Any, stream: Any, sizes: tuple[int, ...], pinned: PinnedHost, launches: dict[str, KernelCall]
+          ) -> tuple[dict[str, Impl], list[Callable[[], None]]]:
+    """The raw floor's implementations (launching ironaccel's kernels through ``Kernel.native``) and the
+    cleanup, in order."""
     cu = dev.native.driver
     h = stream.native
     cleanup: list[Callable[[], None]] = []
-    module = dev.compile(EMPTY_CUDA, "cuda") if dev.supports("lang.cuda") else None
-    kbuf = dev.alloc(256)
-    cleanup.append(kbuf.free)
-    kernel = (module.kernel("empty"), (kbuf, np.float32(2), np.uint32(0))) if module else None
     impls: dict[str, Impl] = {}
 
     def alloc_free() -> None:
@@ -66,22 +76,22 @@ def setup(dev: Any, stream: Any, sizes: tuple[int, ...], pinned: PinnedHost
     cleanup.append(lambda: cu.cuEventDestroy(event))
     record, wait = cu.cuEventRecord, cu.cuEventSynchronize
     impls["event_record_sync"] = timed(lambda: (record(event, h), wait(event)))
-    if kernel is not None:
-        fn = kernel[0].native
-        params = np.zeros(3, dtype=np.uint64)  # one 8-byte slot per argument, packed once
-        params[0] = kbuf.handle
-        params.view(np.float32)[2] = 2.0
-        pointers = params.ctypes.data + 8 * np.arange(3, dtype=np.uint64)
-        launch = cu.cuLaunchKernel
+    launch = cu.cuLaunchKernel
+    for name, (kernel, args) in launches.items():
+        fn = kernel.native
+        slots, pointers = packed(args)
         addr = pointers.ctypes.data
+        cleanup.append(lambda keep=(slots, pointers): keep)  # the packed arguments live to the end
 
-        def one() -> None:
+        def one(fn: Any = fn, addr: int = addr) -> None:
             launch(fn, 1, 1, 1, 1, 1, 1, 0, h, addr, 0)
 
-        impls["launch.async"] = timed_then(one, lambda: sync(h))
-        impls["launch.single"] = timed_each(one, lambda: sync(h))
-        impls["launch.sync"] = timed(lambda: (one(), sync(h)))
-        cleanup.append(lambda: (params, pointers))  # keep the packed arguments alive to the end
+        if name == kernels.EMPTY:
+            impls["launch.async"] = timed_then(one, lambda: sync(h))
+            impls["launch.single"] = timed_each(one, lambda: sync(h))
+            impls["launch.sync"] = timed(lambda one=one: (one(), sync(h)))
+        else:
+            impls["launch.args4"] = timed_then(one, lambda: sync(h))
     for n in sizes:
         if n > dev.info.limits.max_alloc:
             continue
@@ -93,4 +103,4 @@ def setup(dev: Any, stream: Any, sizes: tuple[int, ...], pinned: PinnedHost
                                                           lambda: sync(h))
             impls[f"htod.{memory}.{n}"] = timed(lambda d=d, p=p, n=n, host=host: (cu.cuMemcpyHtoDAsync(d, p, n, h), sync(h)))
             impls[f"dtoh.{memory}.{n}"] = timed(lambda d=d, p=p, n=n, host=host: (cu.cuMemcpyDtoHAsync(p, d, n, h), sync(h)))
-    return impls, kernel, cleanup
+    return impls, cleanup

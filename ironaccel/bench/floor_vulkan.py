@@ -1,5 +1,9 @@
 """The Vulkan floor: raw ``vulkan`` calls on ironaccel's VkDevice and queue (``Device.native``,
-``Stream.native``), with buffers, memory, a command buffer and a fence of its own."""
+``Stream.native``), with buffers, memory, a command buffer, a fence and compute pipelines of its own.
+
+A launch records bind-pipeline, bind-descriptors, push-constants and dispatch into an open command buffer,
+which the next synchronize ends, submits and waits for: what ironaccel's batching streams do too, so
+"back to back" means recorded back to back on both sides."""
 
 from __future__ import annotations
 
@@ -8,17 +12,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..api import pack_scalars
+from . import kernels
 from .cases import ALLOC_BYTES, Impl, pageable
-from .ours import KernelCall
-from .stats import timed
-
-
-EMPTY_GLSL = """#version 450
-layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
-layout(std430, set = 0, binding = 0) buffer X { float x[]; };
-layout(push_constant) uniform P { float a; uint n; };
-void main() { if (n > 0u) x[0] = a; }
-"""
+from .stats import timed, timed_each, timed_then
 
 
 class VulkanRaw:
@@ -57,6 +54,8 @@ class VulkanRaw:
         self._ok(lib.vkMapMemory(self.handle, self.staging_memory, 0, max_bytes, 0, mapped))
         self.mapped = int(ffi.cast("uintptr_t", mapped[0]))
         self.region = ffi.new("VkBufferCopy*")
+        self.recording = False
+        self.objects: list[tuple[Callable[..., None], Any]] = []  # (vkDestroy*, handle) of the pipelines' parts
 
     def _ok(self, result: int) -> None:
         if result < 0:
@@ -99,9 +98,26 @@ class VulkanRaw:
         self._ok(lib.vkEndCommandBuffer(self.cmd))
         self.submit_wait(self.submit_cmd, 1)
 
+    def record(self, commands: Callable[[Any], None]) -> None:
+        """Record ``commands(cmd)`` into the open command buffer (beginning it when none is open)."""
+        if not self.recording:
+            self._ok(self.lib.vkBeginCommandBuffer(self.cmd, self.begin_info))
+            self.recording = True
+        commands(self.cmd)
+
+    def flush(self) -> None:
+        """End the open command buffer (if any), submit it and wait for it: the synchronize of the launches."""
+        if self.recording:
+            self.recording = False
+            self._ok(self.lib.vkEndCommandBuffer(self.cmd))
+            self.submit_wait(self.submit_cmd, 1)
+
     def close(self) -> None:
         lib, ffi = self.lib, self.ffi
+        self.flush()
         lib.vkQueueWaitIdle(self.queue)
+        for destroy, handle in reversed(self.objects):
+            destroy(self.handle, handle, ffi.NULL)
         for buf, mem in self.buffers:
             lib.vkDestroyBuffer(self.handle, buf, ffi.NULL)
             lib.vkFreeMemory(self.handle, mem, ffi.NULL)
@@ -109,8 +125,88 @@ class VulkanRaw:
         lib.vkDestroyCommandPool(self.handle, self.pool, ffi.NULL)
 
 
-def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl], KernelCall | None, list[Callable[[], None]]]:
-    """The raw floor's implementations, the kernel ironaccel launches (GLSL, when glslang is here), the cleanup."""
+class Dispatch:
+    """One conformance kernel as a raw program sets it up once: shader module, descriptor set layout and set
+    (its buffers, made here), pipeline layout with the push-constant range, pipeline for a 1x1x1 block."""
+
+    def __init__(self, raw: VulkanRaw, name: str):
+        vk, ffi, lib = raw.vk, raw.ffi, raw.lib
+        device = raw.handle
+        self.raw = raw
+        code = kernels.source(name, "spirv")
+        assert isinstance(code, bytes)
+        words = ffi.new("char[]", code)
+        shader = ffi.new("VkShaderModule*")
+        raw._ok(lib.vkCreateShaderModule(device, ffi.new("VkShaderModuleCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, "codeSize": len(code),
+            "pCode": ffi.cast("uint32_t*", words)}), ffi.NULL, shader))
+        raw.objects.append((lib.vkDestroyShaderModule, shader[0]))
+        count = kernels.BUFFERS[name]
+        bindings = ffi.new("VkDescriptorSetLayoutBinding[]", [
+            {"binding": i, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": 1,
+             "stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT} for i in range(count)])
+        set_layout = ffi.new("VkDescriptorSetLayout*")
+        raw._ok(lib.vkCreateDescriptorSetLayout(device, ffi.new("VkDescriptorSetLayoutCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO, "bindingCount": count,
+            "pBindings": bindings}), ffi.NULL, set_layout))
+        raw.objects.append((lib.vkDestroyDescriptorSetLayout, set_layout[0]))
+        self.scalars = ffi.new("char[]", pack_scalars(kernels.SCALARS[name]))
+        self.scalar_bytes = len(pack_scalars(kernels.SCALARS[name]))
+        push = ffi.new("VkPushConstantRange*", {"stageFlags": vk.VK_SHADER_STAGE_COMPUTE_BIT, "offset": 0,
+                                                "size": self.scalar_bytes})
+        layout = ffi.new("VkPipelineLayout*")
+        raw._ok(lib.vkCreatePipelineLayout(device, ffi.new("VkPipelineLayoutCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, "setLayoutCount": 1, "pSetLayouts": set_layout,
+            "pushConstantRangeCount": 1, "pPushConstantRanges": push}), ffi.NULL, layout))
+        raw.objects.append((lib.vkDestroyPipelineLayout, layout[0]))
+        self.layout = layout[0]
+        block = ffi.new("uint32_t[3]", [1, 1, 1])  # specialization constants 0, 1, 2: local_size x, y, z
+        entries = ffi.new("VkSpecializationMapEntry[3]", [
+            {"constantID": i, "offset": 4 * i, "size": 4} for i in range(3)])
+        specialization = ffi.new("VkSpecializationInfo*", {"mapEntryCount": 3, "pMapEntries": entries, "dataSize": 12,
+                                                           "pData": block})
+        entry_name = ffi.new("char[]", name.encode())
+        pipeline = ffi.new("VkPipeline*")
+        raw._ok(lib.vkCreateComputePipelines(device, ffi.NULL, 1, ffi.new("VkComputePipelineCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO, "layout": self.layout,
+            "basePipelineIndex": -1,
+            "stage": {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                      "stage": vk.VK_SHADER_STAGE_COMPUTE_BIT, "module": shader[0], "pName": entry_name,
+                      "pSpecializationInfo": specialization}}),
+            ffi.NULL, pipeline))
+        raw.objects.append((lib.vkDestroyPipeline, pipeline[0]))
+        self.pipeline = pipeline[0]
+        pool = ffi.new("VkDescriptorPool*")
+        sizes = ffi.new("VkDescriptorPoolSize*", {"type": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "descriptorCount": count})
+        raw._ok(lib.vkCreateDescriptorPool(device, ffi.new("VkDescriptorPoolCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, "maxSets": 1, "poolSizeCount": 1,
+            "pPoolSizes": sizes}), ffi.NULL, pool))
+        raw.objects.append((lib.vkDestroyDescriptorPool, pool[0]))
+        self.descriptor_set = ffi.new("VkDescriptorSet*")
+        raw._ok(lib.vkAllocateDescriptorSets(device, ffi.new("VkDescriptorSetAllocateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, "descriptorPool": pool[0],
+            "descriptorSetCount": 1, "pSetLayouts": set_layout}), self.descriptor_set))
+        buffers = [raw.buffer(kernels.KERNEL_BYTES, raw.native.device_memory_type)[0] for _ in range(count)]
+        infos = [ffi.new("VkDescriptorBufferInfo*", {"buffer": b, "offset": 0, "range": kernels.KERNEL_BYTES})
+                 for b in buffers]
+        writes = ffi.new("VkWriteDescriptorSet[]", [
+            {"sType": vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": self.descriptor_set[0], "dstBinding": i,
+             "descriptorCount": 1, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": info}
+            for i, info in enumerate(infos)])
+        lib.vkUpdateDescriptorSets(device, count, writes, 0, ffi.NULL)
+
+    def commands(self, cmd: Any) -> None:
+        raw = self.raw
+        lib, vk, ffi = raw.lib, raw.vk, raw.ffi
+        lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
+        lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, self.descriptor_set,
+                                    0, ffi.NULL)
+        lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.scalar_bytes, self.scalars)
+        lib.vkCmdDispatch(cmd, 1, 1, 1)
+
+
+def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl], list[Callable[[], None]]]:
+    """The raw floor's implementations and the cleanup."""
     usable = [n for n in sizes if n <= dev.info.limits.max_alloc]
     raw = VulkanRaw(dev.native, stream.native, max(usable, default=ALLOC_BYTES))
     impls: dict[str, Impl] = {}
@@ -119,6 +215,13 @@ def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl
     impls["stream_sync"] = timed(lambda: queue_wait(raw.queue))
     empty_submit = raw.ffi.NULL
     impls["event_record_sync"] = timed(lambda: raw.submit_wait(empty_submit, 0))
+    record, flush = raw.record, raw.flush
+    empty = Dispatch(raw, kernels.EMPTY).commands
+    four_args = Dispatch(raw, kernels.FOUR_ARGS).commands
+    impls["launch.async"] = timed_then(lambda: record(empty), flush)
+    impls["launch.args4"] = timed_then(lambda: record(four_args), flush)
+    impls["launch.single"] = timed_each(lambda: record(empty), flush)
+    impls["launch.sync"] = timed(lambda: (record(empty), flush()))
     for n in usable:
         d, _ = raw.buffer(n, raw.native.device_memory_type)
         host = pageable(n)
@@ -133,8 +236,4 @@ def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl
 
         impls[f"htod.pageable.{n}"] = impls[f"htod.pageable.{n}.call"] = timed(htod)  # the raw copy waits anyway
         impls[f"dtoh.pageable.{n}"] = timed(dtoh)
-    kernel = None
-    if dev.supports("lang.glsl"):
-        kbuf = dev.alloc(256)
-        kernel = (dev.compile(EMPTY_GLSL, "glsl").kernel("main"), (kbuf, np.float32(2), np.uint32(0)))
-    return impls, kernel, [raw.close]
+    return impls, [raw.close]

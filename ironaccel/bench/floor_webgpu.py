@@ -1,5 +1,6 @@
-"""The WebGPU floor: raw wgpu-py calls on ironaccel's GPUDevice (``Device.native``), with a pipeline and a bind
-group of its own built from the WGSL source once — the least a wgpu-py program does per operation."""
+"""The WebGPU floor: raw wgpu-py calls on ironaccel's GPUDevice and queue (``Device.native``,
+``Stream.native``), with pipelines, buffers and bind groups of its own built once from the same WGSL —
+the least a wgpu-py program does per operation."""
 
 from __future__ import annotations
 
@@ -7,31 +8,19 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..api import pack_scalars
+from . import kernels
 from .cases import ALLOC_BYTES, Impl, pageable
-from .ours import KernelCall
 from .stats import timed, timed_each, timed_then
 
-EMPTY_WGSL = """
-struct Params { a: f32, n: u32 }
-@group(0) @binding(0) var<storage, read_write> x: array<f32>;
-@group(0) @binding(1) var<uniform> p: Params;
-override BLOCK_X: u32 = 1u;
-override BLOCK_Y: u32 = 1u;
-override BLOCK_Z: u32 = 1u;
-@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z)
-fn empty(@builtin(global_invocation_id) g: vec3<u32>) { if (p.n > 0u) { x[0] = p.a; } }
-"""
 
-
-def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl], KernelCall, list[Callable[[], None]]]:
-    """The raw floor's implementations, the kernel ironaccel launches, and the cleanup."""
+def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl], list[Callable[[], None]]]:
+    """The raw floor's implementations and the cleanup."""
     import wgpu
 
     gpu = dev.native
     queue = stream.native
     u = wgpu.BufferUsage
-    kbuf = dev.alloc(256)
-    kernel = (dev.compile(EMPTY_WGSL, "wgsl").kernel("empty"), (kbuf, np.float32(2), np.uint32(0)))
     impls: dict[str, Impl] = {}
     create = gpu.create_buffer
     usage = u.STORAGE | u.COPY_SRC | u.COPY_DST
@@ -50,26 +39,12 @@ def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl
         fence_wait(gpu.create_command_encoder())
 
     impls["stream_sync"] = impls["event_record_sync"] = timed(sync)
-    shader = gpu.create_shader_module(code=EMPTY_WGSL)
-    pipeline = gpu.create_compute_pipeline(layout="auto", compute={
-        "module": shader, "entry_point": "empty", "constants": {"BLOCK_X": 1, "BLOCK_Y": 1, "BLOCK_Z": 1}})
-    target = create(size=256, usage=usage)
-    uniform = gpu.create_buffer_with_data(data=np.array([2.0, 0, 0, 0], np.float32).tobytes(), usage=u.UNIFORM)
-    bind = gpu.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[
-        {"binding": 0, "resource": {"buffer": target}}, {"binding": 1, "resource": {"buffer": uniform}}])
-
-    def dispatch() -> Any:
-        encoder = gpu.create_command_encoder()
-        p = encoder.begin_compute_pass()
-        p.set_pipeline(pipeline)
-        p.set_bind_group(0, bind)
-        p.dispatch_workgroups(1, 1, 1)
-        p.end()
-        return encoder
-
-    impls["launch.async"] = timed_then(lambda: queue.submit([dispatch().finish()]), sync)
-    impls["launch.single"] = timed_each(lambda: queue.submit([dispatch().finish()]), sync)
-    impls["launch.sync"] = timed(lambda: fence_wait(dispatch()))
+    dispatch = {name: _dispatcher(gpu, usage, name) for name in (kernels.EMPTY, kernels.FOUR_ARGS)}
+    empty, four_args = dispatch[kernels.EMPTY], dispatch[kernels.FOUR_ARGS]
+    impls["launch.async"] = timed_then(lambda: queue.submit([empty().finish()]), sync)
+    impls["launch.args4"] = timed_then(lambda: queue.submit([four_args().finish()]), sync)
+    impls["launch.single"] = timed_each(lambda: queue.submit([empty().finish()]), sync)
+    impls["launch.sync"] = timed(lambda: fence_wait(empty()))
     for n in sizes:
         if n > dev.info.limits.max_alloc:
             continue
@@ -78,4 +53,30 @@ def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl
         impls[f"htod.pageable.{n}.call"] = timed_each(lambda d=d, host=host: queue.write_buffer(d, 0, host), sync)
         impls[f"htod.pageable.{n}"] = timed(lambda d=d, host=host: (queue.write_buffer(d, 0, host), sync()))
         impls[f"dtoh.pageable.{n}"] = timed(lambda d=d, host=host: np.copyto(host, np.frombuffer(queue.read_buffer(d), np.uint8)))
-    return impls, kernel, [kbuf.free]
+    return impls, []
+
+
+def _dispatcher(gpu: Any, usage: int, name: str) -> Callable[[], Any]:
+    """A function that encodes one dispatch of kernel ``name`` (pipeline and bind group made here, once)."""
+    import wgpu
+
+    shader = gpu.create_shader_module(code=kernels.source(name, "wgsl"))
+    pipeline = gpu.create_compute_pipeline(layout="auto", compute={
+        "module": shader, "entry_point": name, "constants": {"BLOCK_X": 1, "BLOCK_Y": 1, "BLOCK_Z": 1}})
+    scalars = pack_scalars(kernels.SCALARS[name])
+    uniform = gpu.create_buffer_with_data(data=scalars + bytes(-len(scalars) % 16), usage=wgpu.BufferUsage.UNIFORM)
+    resources = [gpu.create_buffer(size=kernels.KERNEL_BYTES, usage=usage) for _ in range(kernels.BUFFERS[name])]
+    resources.append(uniform)
+    bind = gpu.create_bind_group(layout=pipeline.get_bind_group_layout(0), entries=[
+        {"binding": i, "resource": {"buffer": b}} for i, b in enumerate(resources)])
+
+    def encode() -> Any:
+        encoder = gpu.create_command_encoder()
+        p = encoder.begin_compute_pass()
+        p.set_pipeline(pipeline)
+        p.set_bind_group(0, bind)
+        p.dispatch_workgroups(1, 1, 1)
+        p.end()
+        return encoder
+
+    return encode

@@ -7,16 +7,15 @@ from typing import Any, Callable
 import numpy as np
 
 from ..pool import MemPool
+from . import kernels
 from .cases import ALLOC_BYTES, Impl, pageable
+from .kernels import KernelCall
 from .stats import timed, timed_each, timed_then
 
-#: A kernel to launch and the arguments it is launched with.
-KernelCall = tuple[Any, tuple[Any, ...]]
-
-
-def api_impls(dev: Any, stream: Any, kernel: KernelCall | None, sizes: tuple[int, ...],
+def api_impls(dev: Any, stream: Any, launches: dict[str, KernelCall], sizes: tuple[int, ...],
               pinned: Callable[[int], np.ndarray] | None) -> tuple[dict[str, Impl], list[Callable[[], None]]]:
-    """ironaccel's implementation of each case (by case name), and what to call to clean up."""
+    """ironaccel's implementation of each case (by case name), and what to call to clean up; ``launches``
+    holds the kernels of ``kernels`` that this device compiled, by kernel name."""
     impls: dict[str, Impl] = {}
     cleanup: list[Callable[[], None]] = []
     alloc = dev.alloc
@@ -29,16 +28,17 @@ def api_impls(dev: Any, stream: Any, kernel: KernelCall | None, sizes: tuple[int
     impls["stream_sync"] = timed(sync)
     record = stream.record
     impls["event_record_sync"] = timed(lambda: record().synchronize())
-    if kernel is not None:
-        k, args = kernel
-        launch = stream.launch
-
-        def one() -> None:
+    launch = stream.launch
+    for name, (k, args) in launches.items():
+        def one(k: Any = k, args: tuple[Any, ...] = args) -> None:
             launch(k, 1, 1, args)
 
-        impls["launch.async"] = timed_then(one, sync)
-        impls["launch.single"] = timed_each(one, sync)
-        impls["launch.sync"] = timed(lambda: (one(), sync()))
+        if name == kernels.EMPTY:
+            impls["launch.async"] = timed_then(one, sync)
+            impls["launch.single"] = timed_each(one, sync)
+            impls["launch.sync"] = timed(lambda: (one(), sync()))
+        else:
+            impls["launch.args4"] = timed_then(one, sync)
     for n in sizes:
         if n > dev.info.limits.max_alloc:
             continue

@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import kernels
 from .cases import ALLOC_BYTES, Impl, pageable
-from .floor_cuda import EMPTY_CUDA
 from .stats import timed, timed_each, timed_then, why
 
 
@@ -42,21 +42,24 @@ def _cuda_core_peer(sizes: tuple[int, ...], cleanup: list[Callable[[], None]]) -
     impls["stream_sync"] = timed(s.sync)
     impls["event_record_sync"] = timed(lambda: s.record().sync())
     arch = "".join(str(v) for v in dev.compute_capability)
-    code = cc.Program(EMPTY_CUDA, code_type="c++", options=cc.ProgramOptions(arch=f"sm_{arch}")).compile("ptx")
-    kernel = code.get_kernel("empty")
-    buf = dev.allocate(256, stream=s)
+    program = cc.Program(kernels.cuda_source(), code_type="c++", options=cc.ProgramOptions(arch=f"sm_{arch}"))
+    code = program.compile("ptx")
+    empty, four_args = code.get_kernel(kernels.EMPTY), code.get_kernel(kernels.FOUR_ARGS)
+    x, y = dev.allocate(kernels.KERNEL_BYTES, stream=s), dev.allocate(kernels.KERNEL_BYTES, stream=s)
     s.sync()
     config = cc.LaunchConfig(grid=1, block=1)
     launch = cc.launch
-    a, n = np.float32(2), np.uint32(0)
+    empty_args = (x, *kernels.SCALARS[kernels.EMPTY])
+    four_args_args = (x, y, *kernels.SCALARS[kernels.FOUR_ARGS])
 
     def one() -> None:
-        launch(s, config, kernel, buf, a, n)
+        launch(s, config, empty, *empty_args)
 
     impls["launch.async"] = timed_then(one, s.sync)
+    impls["launch.args4"] = timed_then(lambda: launch(s, config, four_args, *four_args_args), s.sync)
     impls["launch.single"] = timed_each(one, s.sync)
     impls["launch.sync"] = timed(lambda: (one(), s.sync()))
-    cleanup.append(lambda: (buf.close(), s.close()))
+    cleanup.append(lambda: (x.close(), y.close(), s.close()))
     return impls
 
 
@@ -71,14 +74,17 @@ def _cupy_peer(sizes: tuple[int, ...], cleanup: list[Callable[[], None]]) -> dic
     impls["alloc_free.device"] = impls["alloc_free.pool"] = timed(lambda: alloc(ALLOC_BYTES))  # freed to its pool at once
     impls["stream_sync"] = timed(s.synchronize)
     impls["event_record_sync"] = timed(lambda: s.record().synchronize())
-    kernel = cp.RawKernel(EMPTY_CUDA, "empty")
-    x = cp.empty(64, cp.float32)
-    args = (x, np.float32(2), np.uint32(0))
+    module = cp.RawModule(code=kernels.cuda_source())
+    empty, four_args = module.get_function(kernels.EMPTY), module.get_function(kernels.FOUR_ARGS)
+    x, y = cp.empty(kernels.KERNEL_BYTES // 4, cp.float32), cp.empty(kernels.KERNEL_BYTES // 4, cp.float32)
+    empty_args = (x, *kernels.SCALARS[kernels.EMPTY])
+    four_args_args = (x, y, *kernels.SCALARS[kernels.FOUR_ARGS])
 
     def one() -> None:
-        kernel((1,), (1,), args)
+        empty((1,), (1,), empty_args)
 
     impls["launch.async"] = timed_then(one, s.synchronize)
+    impls["launch.args4"] = timed_then(lambda: four_args((1,), (1,), four_args_args), s.synchronize)
     impls["launch.single"] = timed_each(one, s.synchronize)
     impls["launch.sync"] = timed(lambda: (one(), s.synchronize()))
     for n in sizes:

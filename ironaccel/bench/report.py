@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from .cases import FLOOR, OURS
+from .cases import C_FLOOR, FLOOR, OURS
 from .units import format_ns
 
 SIMULATED_LABEL = "SIMULATED (a CPU driver, not a GPU: these figures measure the host-side layer only)"
@@ -21,13 +21,13 @@ def _ratio(r: dict[str, float] | None) -> str:
 
 
 def columns(report: dict[str, Any]) -> list[str]:
-    """The implementations other than ironaccel that appear in the report, floor first."""
+    """The implementations other than ironaccel that appear in the report: the floor, the C floor, the peers."""
     seen: list[str] = []
     for case in report["cases"]:
         for name in case["impls"]:
             if name != OURS and name not in seen:
                 seen.append(name)
-    return sorted(seen, key=lambda n: (n != FLOOR, n))
+    return sorted(seen, key=lambda n: (n != FLOOR, n != C_FLOOR, n))
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -44,7 +44,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"per-round ratios with a {int(s['confidence'] * 100)}% bootstrap interval (below 1: ironaccel is faster). "
         "Copies are timed to completion (copy + stream synchronize) except the *call only* rows (the call alone, "
         f"synchronized between calls, untimed). `{FLOOR}` is the floor: the same operation "
-        "through the raw driver calls.",
+        f"through the raw driver calls; `{C_FLOOR}` makes the same driver calls from a C program, timed in the same "
+        "rounds.",
         "",
     ]
     head = ["operation", OURS] + [h for o in others for h in (o, f"vs {o}")] + ["goal"]
@@ -54,18 +55,22 @@ def markdown(report: dict[str, Any]) -> str:
         row = [case["label"], format_ns(impls.get(OURS, {}).get("median_ns"))]
         for o in others:
             row += [format_ns(impls.get(o, {}).get("median_ns")), _ratio(case["ratios"].get(o))]
-        goal = case.get("goal")
-        if goal is None:
-            row.append("")
-        elif report["simulated"]:
-            row.append(f"{goal['text']} (not judged: simulated)")
-        else:
-            row.append(f"{goal['text']}: {'met' if goal['met'] else 'MISSED'}")
+        row.append(goal_text(case.get("goal"), report["simulated"]))
         lines.append("| " + " | ".join(row) + " |")
-    missing = {name: why for name, why in report.get("peers_unavailable", {}).items()}
+    missing = report.get("peers_unavailable", {})
     if missing:
-        lines += ["", "Peers not measured: " + "; ".join(f"{k} ({v})" for k, v in missing.items()) + "."]
+        lines += ["", "Not measured: " + "; ".join(f"{k} ({v})" for k, v in missing.items()) + "."]
     return "\n".join(lines) + "\n"
+
+
+def goal_text(goal: dict[str, Any] | None, simulated: bool) -> str:
+    if goal is None:
+        return ""
+    if simulated:
+        return f"{goal['text']} (not judged: simulated)"
+    if goal["met"] is None:
+        return f"{goal['text']} (not judged: no figure to compare with)"
+    return f"{goal['text']}: {'met' if goal['met'] else 'MISSED'}"
 
 
 def plot(report: dict[str, Any], path_stem: Path) -> Path:

@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from . import floor_cuda, floor_vulkan, floor_webgpu, peers as peer_libraries
-from .cases import CUDA_GOALS, FLOOR, OURS, QUICK_SIZES, SIZES, Case, Impl, catalogue
+from . import cfloor, floor_cuda, floor_vulkan, floor_webgpu, kernels, peers as peer_libraries
+from .cases import C_FLOOR, CUDA_GOALS, FLOOR, OURS, QUICK_SIZES, SIZES, Case, Impl, catalogue
+from .kernels import KernelCall
 from .ours import api_impls
 from .report import SIMULATED_LABEL, write
 from .stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, SEED, measure, summarize, why
@@ -55,28 +56,52 @@ def _driver_of(info: Any) -> str:
     return "unknown"
 
 
-def _others(dev: Any, stream: Any, sizes: tuple[int, ...], peers: bool, cleanup: list[Callable[[], None]]
-            ) -> tuple[dict[str, dict[str, Impl]], Any, Any, dict[str, str]]:
-    """Every implementation but ironaccel's (the floor, the peers), the kernel ironaccel launches, the pinned
-    host allocator (CUDA only) and the peers that did not load; what to clean up is appended to ``cleanup``."""
+def _launches(dev: Any) -> tuple[dict[str, KernelCall], str | bytes | None, list[Callable[[], None]]]:
+    """ironaccel's kernels (``kernels.launches``) in the device's dialect, the CUDA image the C floor loads,
+    and the cleanup; no kernels where the device compiles none of the bench's dialects."""
+    backend = dev.info.backend
+    if backend == "cuda" and dev.supports("lang.cuda"):
+        lang, image = kernels.cuda_image(dev.info.extra["compute_capability"], dev.info.simulated)
+        launches, cleanup = kernels.launches(dev, lang, lambda name: image)
+        return launches, image, cleanup
+    for lang in ("spirv", "wgsl"):
+        if backend != "cuda" and dev.supports(f"lang.{lang}"):
+            launches, cleanup = kernels.launches(dev, lang, lambda name, lang=lang: kernels.source(name, lang))
+            return launches, None, cleanup
+    return {}, None, []
+
+
+def _others(dev: Any, stream: Any, sizes: tuple[int, ...], peers: bool, launches: dict[str, KernelCall],
+            image: str | bytes | None, cleanup: list[Callable[[], None]]
+            ) -> tuple[dict[str, dict[str, Impl]], floor_cuda.PinnedHost | None, dict[str, str]]:
+    """Every implementation but ironaccel's (the floor, the C floor, the peers), by name; the pinned host
+    allocator (CUDA only); and why an implementation that should be there is not. What to clean up is
+    appended to ``cleanup`` (which runs in reverse)."""
     backend = dev.info.backend
     others: dict[str, dict[str, Impl]] = {}
     unavailable: dict[str, str] = {}
     if backend == "cuda":
         pinned = floor_cuda.PinnedHost(dev.native.driver)
-        others[FLOOR], kernel, extra = floor_cuda.setup(dev, stream, sizes, pinned)
+        others[FLOOR], extra = floor_cuda.setup(dev, stream, sizes, pinned, launches)
         cleanup += extra
+        try:
+            c_floor = cfloor.CFloor(cfloor.driver_library(dev.info), image, sizes)
+        except Exception as exc:
+            unavailable[C_FLOOR] = why(exc)
+        else:
+            cleanup.append(c_floor.close)
+            others[C_FLOOR] = c_floor.impls()
         if peers:
-            found, unavailable = peer_libraries.cuda_peers(sizes, cleanup)
+            found, missing = peer_libraries.cuda_peers(sizes, cleanup)
             others.update(found)
-        cleanup.append(pinned.close)  # runs before the peers' and the floor's cleanup (cleanup runs reversed)
-        return others, kernel, pinned, unavailable
+            unavailable.update(missing)
+        cleanup.append(pinned.close)  # runs before the peers' and the floor's cleanup
+        return others, pinned, unavailable
     floors = {"webgpu": floor_webgpu, "vulkan": floor_vulkan}
-    if backend not in floors:  # the in-memory test device: ironaccel alone
-        return others, None, None, unavailable
-    others[FLOOR], kernel, extra = floors[backend].setup(dev, stream, sizes)
-    cleanup += extra
-    return others, kernel, None, unavailable
+    if backend in floors:  # (the in-memory test device has no floor: ironaccel alone)
+        others[FLOOR], extra = floors[backend].setup(dev, stream, sizes)
+        cleanup += extra
+    return others, None, unavailable
 
 
 def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
@@ -93,8 +118,10 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
     try:
         stream = dev.create_stream()
         backend = info.backend
-        others, kernel, pinned, unavailable = _others(dev, stream, sizes, peers, cleanup)
-        ours, extra = api_impls(dev, stream, kernel, sizes, pinned)
+        launches, image, extra = _launches(dev)
+        cleanup += extra
+        others, pinned, unavailable = _others(dev, stream, sizes, peers, launches, image, cleanup)
+        ours, extra = api_impls(dev, stream, launches, sizes, pinned)
         cleanup += extra
         goals = CUDA_GOALS if backend == "cuda" else {}
         cases = []

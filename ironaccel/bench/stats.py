@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .cases import FLOOR, OURS, Case, Goal, Impl
+from .cases import OURS, Case, Goal, Impl
 
 MAX_BATCH = 20000
 BOOTSTRAP_RESAMPLES = 2000
@@ -114,8 +114,8 @@ def summarize(case: Case, timings: dict[str, Any], goal: Goal | None, simulated:
             if name != OURS:
                 out["ratios"][name] = paired_ratio(ours, np.asarray(t["samples_ns"]), rng=rng)
     if goal is not None:
-        floor = out["ratios"].get(FLOOR, {}).get("median")
-        met = goal.met(timings[OURS]["median_ns"], floor) if OURS in timings else None
+        ratio = out["ratios"].get(goal.of, {}).get("median")
+        met = goal.met(timings[OURS]["median_ns"], ratio) if OURS in timings else None
         out["goal"] = {"text": goal.text(), "met": None if simulated else met, "met_here": met}
     return out
 
