@@ -234,3 +234,42 @@ def test_svg_plot_without_matplotlib_is_well_formed():
     root = ET.fromstring(outputs.svg_plot(report))
     assert root.tag.endswith("svg")
     assert len(root.findall("{http://www.w3.org/2000/svg}rect")) == 2 + 2  # two bars, two legend keys
+
+
+def test_table_from_the_committed_h200_report_has_its_headline_rows_and_peer_columns():
+    report = json.loads((ROOT / "benchmarks" / "results" / "bench-cuda-nvidia.json").read_text())
+    text = outputs.table(report)
+    lines = text.splitlines()
+    head = next(line for line in lines if line.startswith("| operation"))
+    assert head == ("| operation | ironaccel | C floor | vs C floor | raw floor | vs raw | cuda.core | CuPy | PyTorch "
+                    "| goal |")
+    rows = [line for line in lines if line.startswith("| ") and line != head]
+    have = {c["name"] for c in report["cases"]}
+    assert len(rows) == len([n for n in outputs.HEADLINE if n in have]) > 8
+    pool = next(c for c in report["cases"] if c["name"] == "alloc_free.pool")
+    assert any(row.startswith(f"| {pool['label']} | 692 ns | — | — | 1.38 µs | 0.50× ") for row in rows), rows
+
+
+def test_table_shows_the_ratio_to_the_c_floor_and_the_verdict_of_hardware_goals():
+    samples = {"batch": 1, "samples_ns": [1.0], "median_ns": 1200.0}
+    report = {"simulated": False, "started": "2026-12-01T00:00:00+00:00", "host": {"python": "3.12"},
+              "settings": {"samples": 61, "confidence": 0.95},
+              "target": {"name": "cuda/nvidia", "device": "NVIDIA H200", "driver_version": "580"},
+              "cases": [{"name": "launch.args4", "label": "kernel launch with 4 arguments", "impls": {
+                  "ironaccel": samples, cases.C_FLOOR: dict(samples, median_ns=1000.0), "raw": samples},
+                  "ratios": {cases.C_FLOOR: {"median": 1.2, "ci_low": 1.1, "ci_high": 1.3},
+                             "raw": {"median": 1.0, "ci_low": 0.9, "ci_high": 1.1}},
+                  "goal": {"text": "<= 1.15x C floor", "met": False}}]}
+    row = outputs.table(report).splitlines()[-1]
+    assert row == ("| kernel launch with 4 arguments | 1.20 µs | 1.00 µs | 1.20× [1.10–1.30] | 1.20 µs | "
+                   "1.00× [0.90–1.10] | <= 1.15x C floor: MISSED |")
+
+
+def test_table_command_prints_the_table_and_rejects_what_is_not_a_report(tmp_path, capsys):
+    from ironaccel.cli import main
+
+    assert main(["bench", "--table", str(ROOT / "benchmarks" / "results" / "bench-cuda-nvidia.json")]) == 0
+    assert "| operation | ironaccel | C floor |" in capsys.readouterr().out
+    (tmp_path / "other.json").write_text('{"schema": 1}')
+    assert main(["bench", "--table", str(tmp_path / "other.json")]) == 2
+    assert "is not a report of ironaccel bench" in capsys.readouterr().err

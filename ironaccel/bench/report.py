@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidArgument
 from .cases import C_FLOOR, FLOOR, OURS
 from .units import format_ns
 
@@ -27,7 +28,7 @@ def columns(report: dict[str, Any]) -> list[str]:
         for name in case["impls"]:
             if name != OURS and name not in seen:
                 seen.append(name)
-    return sorted(seen, key=lambda n: (n != FLOOR, n != C_FLOOR, n))
+    return sorted(seen, key=lambda n: (n != FLOOR, n != C_FLOOR, n.lower()))
 
 
 def markdown(report: dict[str, Any]) -> str:
@@ -71,6 +72,44 @@ def goal_text(goal: dict[str, Any] | None, simulated: bool) -> str:
     if goal["met"] is None:
         return f"{goal['text']} (not judged: no figure to compare with)"
     return f"{goal['text']}: {'met' if goal['met'] else 'MISSED'}"
+
+
+#: The rows of the README's table (those a report has), in order: the control-plane rows of issue 14 and
+#: the copies that show bandwidth.
+HEADLINE = ("alloc_free.device", "alloc_free.pool", "stream_sync", "event_record_sync", "launch.async", "launch.args4",
+            "htod.pinned.256.call", "htod.pageable.256.call", "htod.pinned.65536.call", "htod.pageable.1048576",
+            "htod.pageable.67108864", "htod.pinned.67108864", "dtoh.pageable.67108864")
+
+
+def table(report: dict[str, Any], names: tuple[str, ...] = HEADLINE) -> str:
+    """The README's table made from a report (``bench --table FILE.json``): ironaccel, the C floor and the
+    ratio to it, the raw floor and the ratio to it, then each peer's time, and the goal."""
+    t, s = report["target"], report["settings"]
+    peers = [o for o in columns(report) if o not in (FLOOR, C_FLOOR)]
+    simulated = report["simulated"]
+    lines = [
+        f"Measured {report['started'][:10]} on {t['device']} ({t['name']}, driver {t['driver_version']}, "
+        f"Python {report['host']['python']})" + (f" — **{SIMULATED_LABEL}**" if simulated else "") + ". "
+        f"Medians of {s['samples']} paired rounds; ratio = ironaccel / other, with its "
+        f"{int(s['confidence'] * 100)}% bootstrap interval.",
+        "",
+    ]
+    head = ["operation", OURS, C_FLOOR, f"vs {C_FLOOR}", f"{FLOOR} floor", f"vs {FLOOR}", *peers, "goal"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    by_name = {case["name"]: case for case in report["cases"]}
+    for name in names:
+        case = by_name.get(name)
+        if case is None:
+            continue
+        impls, ratios = case["impls"], case["ratios"]
+
+        def ns(impl: str) -> str:
+            return format_ns(impls.get(impl, {}).get("median_ns"))
+
+        row = [case["label"], ns(OURS), ns(C_FLOOR), _ratio(ratios.get(C_FLOOR)), ns(FLOOR), _ratio(ratios.get(FLOOR)),
+               *(ns(p) for p in peers), goal_text(case.get("goal"), simulated)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(report: dict[str, Any], path_stem: Path) -> Path:
@@ -181,3 +220,15 @@ def write(report: dict[str, Any], out_dir: Path) -> list[Path]:
     md_path = stem.with_suffix(".md")
     md_path.write_text(markdown(report), encoding="utf-8")
     return [json_path, md_path, plot(report, stem)]
+
+
+def load(path: Path) -> dict[str, Any]:
+    """A bench JSON written by ``write``; InvalidArgument naming the file when it is not one."""
+    op = "bench --table"
+    try:
+        report = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidArgument(op, f"cannot read {path} as JSON: {exc}") from None
+    if not isinstance(report, dict) or report.get("tool") != "ironaccel bench" or "cases" not in report:
+        raise InvalidArgument(op, f"{path} is not a report of ironaccel bench")
+    return report

@@ -16,7 +16,7 @@ from . import cfloor, floor_cuda, floor_vulkan, floor_webgpu, kernels, peers as 
 from .cases import C_FLOOR, CUDA_GOALS, FLOOR, OURS, QUICK_SIZES, SIZES, Case, Impl, catalogue
 from .kernels import KernelCall
 from .ours import api_impls
-from .report import SIMULATED_LABEL, write
+from .report import SIMULATED_LABEL, load, table, write
 from .stats import BOOTSTRAP_RESAMPLES, CONFIDENCE, SEED, measure, summarize, why
 from .units import format_ns
 
@@ -207,10 +207,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--peers", action="store_true", help="also time the peer libraries that import (cuda.core, CuPy, PyTorch)")
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="output folder (default: benchmarks/results)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and samples: a smoke run, not a measurement")
+    p.add_argument("--table", metavar="FILE.json", help="measure nothing: print the README's Markdown table (C floor, "
+                   "raw floor and peers columns) made from the bench JSON FILE.json")
     p.set_defaults(func=command)
 
 
 def command(args: argparse.Namespace) -> int:
+    if args.table:
+        print(table(load(Path(args.table))), end="")
+        return 0
     report = run(args.backend, peers=args.peers, quick=args.quick)
     for path in write(report, Path(args.out)):
         print(path)
