@@ -172,9 +172,19 @@ def c_floor_image():
         cfloor.build()
     except Exception as exc:
         pytest.skip(f"no C compiler to build the fake and the C floor: {exc}")
-    lang, image = kernels.cuda_image((9, 0), simulated=True)
+    lang, image = kernels.cuda_image((9, 0), cubin=False)
     assert lang == "ptx" and ".entry fill_u32" in image and ".entry saxpy" in image
     return library, image
+
+
+def test_cuda_image_is_a_cubin_for_a_gpu_that_loads_them_and_ptx_past_what_nvrtc_knows():
+    pytest.importorskip("cuda.bindings")
+    from ironaccel.bench import kernels
+
+    lang, image = kernels.cuda_image((9, 0), cubin=True)
+    assert lang == "cubin" and image[:4] == b"\x7fELF"
+    lang, image = kernels.cuda_image((99, 9), cubin=True)  # newer than any NVRTC: PTX for its newest target
+    assert lang == "ptx" and ".entry saxpy" in image
 
 
 def test_c_floor_times_every_case_it_lists_and_rejects_others(c_floor_image):

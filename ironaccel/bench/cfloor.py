@@ -58,6 +58,7 @@ class CFloor:
     """The running program: ``impls()`` are its cases as Impls; ``close()`` ends it."""
 
     def __init__(self, library: str, image: str | bytes | None, sizes: tuple[int, ...]):
+        program = build()
         self._dir = tempfile.TemporaryDirectory(prefix="ironaccel-cfloor-")
         folder = Path(self._dir.name)
         image_file = "-"
@@ -66,7 +67,7 @@ class CFloor:
             path.write_bytes(image.encode() if isinstance(image, str) else image)
             image_file = str(path)
         self._stderr = open(folder / "stderr", "w+", encoding="utf-8")
-        self._proc = subprocess.Popen([str(build()), library, image_file, *(str(n) for n in sizes)],
+        self._proc = subprocess.Popen([str(program), library, image_file, *(str(n) for n in sizes)],
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
                                       text=True, bufsize=1)
         try:

@@ -42,11 +42,11 @@ def cuda_source() -> str:
     return "\n".join(str(source(name, "cuda")) for name in (EMPTY, FOUR_ARGS))
 
 
-def cuda_image(compute_capability: tuple[int, int], simulated: bool) -> tuple[str, str | bytes]:
-    """``cuda_source()`` compiled by NVRTC as ironaccel does it: a cubin for the device's architecture on a
-    GPU, PTX on a simulated device (or for an architecture newer than NVRTC knows: PTX for the newest it
-    does, JIT-compiled by the driver). Returns (lang, image): the same image for ironaccel
-    (``Device.compile``), the raw floor (its CUfunction) and the C floor (cuModuleLoadData)."""
+def cuda_image(compute_capability: tuple[int, int], cubin: bool) -> tuple[str, str | bytes]:
+    """``cuda_source()`` compiled by NVRTC as ironaccel does it: with ``cubin`` (a GPU that loads them) a
+    cubin for the device's architecture, else PTX (a simulated device, or an architecture newer than NVRTC
+    knows: PTX for the newest it does, JIT-compiled by the driver). Returns (lang, image): the same image
+    for ironaccel (``Device.compile``), the raw floor (its CUfunction) and the C floor (cuModuleLoadData)."""
     from cuda.bindings import nvrtc
 
     def ok(op: str, result: tuple) -> Any:
@@ -56,7 +56,7 @@ def cuda_image(compute_capability: tuple[int, int], simulated: bool) -> tuple[st
 
     supported = ok("nvrtcGetSupportedArchs", nvrtc.nvrtcGetSupportedArchs())
     arch = compute_capability[0] * 10 + compute_capability[1]
-    binary = not simulated and arch in supported
+    binary = cubin and arch in supported
     if arch not in supported:
         arch = max((a for a in supported if a <= arch), default=min(supported))
     prog = ok("nvrtcCreateProgram", nvrtc.nvrtcCreateProgram(cuda_source().encode(), b"bench.cu", 0, [], []))
@@ -68,9 +68,9 @@ def cuda_image(compute_capability: tuple[int, int], simulated: bool) -> tuple[st
             ok("nvrtcGetProgramLog", nvrtc.nvrtcGetProgramLog(prog, log))
             raise CompileError("nvrtcCompileProgram", "cuda", log.rstrip(b"\0").decode(errors="replace"))
         if binary:
-            cubin = b" " * ok("nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
-            ok("nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, cubin))
-            return "cubin", cubin
+            elf = b" " * ok("nvrtcGetCUBINSize", nvrtc.nvrtcGetCUBINSize(prog))
+            ok("nvrtcGetCUBIN", nvrtc.nvrtcGetCUBIN(prog, elf))
+            return "cubin", elf
         ptx = b" " * ok("nvrtcGetPTXSize", nvrtc.nvrtcGetPTXSize(prog))
         ok("nvrtcGetPTX", nvrtc.nvrtcGetPTX(prog, ptx))
         return "ptx", ptx.rstrip(b"\0").decode()

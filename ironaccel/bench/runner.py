@@ -61,7 +61,8 @@ def _launches(dev: Any) -> tuple[dict[str, KernelCall], str | bytes | None, list
     and the cleanup; no kernels where the device compiles none of the bench's dialects."""
     backend = dev.info.backend
     if backend == "cuda" and dev.supports("lang.cuda"):
-        lang, image = kernels.cuda_image(dev.info.extra["compute_capability"], dev.info.simulated)
+        cubin = not dev.info.simulated and dev.supports("lang.cubin")  # what ironaccel itself loads on a GPU
+        lang, image = kernels.cuda_image(dev.info.extra["compute_capability"], cubin)
         launches, cleanup = kernels.launches(dev, lang, lambda name: image)
         return launches, image, cleanup
     for lang in ("spirv", "wgsl"):
