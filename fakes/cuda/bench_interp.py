@@ -81,21 +81,22 @@ def main():
         f = ok(d.cuModuleGetFunction(mod, name.encode()))
         boxes = [np.array([v], dtype=np.uint64) if isinstance(v, int) else np.array([v]) for v in values]
         ptrs = np.array([b.ctypes.data for b in boxes], dtype=np.uint64)
-        times, executed = [], None
+        times, cpu_times, executed = [], [], None
         for _ in range(REPEATS):  # the best of several: this machine's cores are shared
             before = executed_instructions()
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             ok(d.cuLaunchKernel(f, n // 256, 1, 1, 256, 1, 1, shared, 0, ptrs.ctypes.data, 0))
             ok(d.cuCtxSynchronize())
             times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
             executed = executed_instructions() - before if before is not None else None
-        dt = min(times)
+        dt, cpu = min(times), min(cpu_times)
         if per_thread is None:  # 8 tree steps of ~7 instructions plus ~20 around them
             per_thread = 20 + 8 * 7
-        exact = f"; exactly {executed / n:.1f} per thread executed = {executed / dt / 1e6:.0f} M/s" if executed else ""
+        exact = f"; exactly {executed / n:.1f} per thread executed" if executed else ""
         print(f"{name}: {n} threads x ~{per_thread} instructions in {dt:.3f} s (best of {REPEATS}) = "
-              f"{n * per_thread / dt / 1e6:.0f} M thread-instructions/s{exact} "
-              f"({os.environ['IRONACCEL_FAKE_CUDA_THREADS']} interpreter thread(s))")
+              f"{n * per_thread / dt / 1e6:.0f} M thread-instructions/s, {n * per_thread / cpu / 1e6:.0f} M per "
+              f"CPU-second{exact} ({os.environ['IRONACCEL_FAKE_CUDA_THREADS']} interpreter thread(s))")
     for label, call in (("cuDriverGetVersion", d.cuDriverGetVersion),
                         ("cuCtxGetCurrent", d.cuCtxGetCurrent),
                         ("cuDeviceGetAttribute", lambda: d.cuDeviceGetAttribute(

@@ -27,9 +27,22 @@ typedef struct Thread {
     uint32_t pc, lbase;
     uint8_t *local;
     int state, depth;
-    unsigned tid[3], linear;
+    unsigned linear; /* index of the thread in its block */
     Frame stack[MAX_DEPTH];
 } Thread;
+
+/* What ends a launch that runs too long (IRONACCEL_FAKE_WATCHDOG_S / _INSTRUCTIONS), checked every
+ * WATCH_INTERVAL loop back-edges of a worker: only a loop can run forever (recursion is rejected at load). */
+typedef struct Watchdog {
+    double seconds;       /* 0: no time limit */
+    uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+    uint64_t budget;      /* thread-instructions of the whole launch; 0: no limit */
+    uint64_t executed;    /* across the workers, as of their last checks */
+    volatile int *stop;   /* the grid is ending: another worker faulted */
+} Watchdog;
+
+enum WatchCause { WATCH_NONE, WATCH_TIME, WATCH_BUDGET, WATCH_STOP };
+#define WATCH_INTERVAL 1024
 
 typedef struct Exec {
     const LaunchSpec *spec;
@@ -48,9 +61,13 @@ typedef struct Exec {
     unsigned fault_size;
     int fault_store, fault_space;
     uint32_t fault_pc;
-    Thread *fault_thread;
     uint32_t *warp_active; /* lanes of each warp that have not exited */
     uint64_t steps;        /* instructions this worker has run (not counting guarded-off ones) */
+    unsigned fault_linear; /* the faulting thread's index in its block */
+    Watchdog *watch;
+    uint32_t watch_countdown;
+    uint64_t watch_reported; /* steps already added to watch->executed */
+    int watch_cause;
 } Exec;
 
 static inline float f32(uint64_t v) { union { uint32_t u; float f; } x = {(uint32_t)v}; return x.f; }
@@ -108,7 +125,7 @@ static int fault(Exec *X, Thread *T, CUresult code, uint64_t a, unsigned n, int 
         X->fault_store = store;
         X->fault_space = space;
         X->fault_pc = T->pc;
-        X->fault_thread = T;
+        X->fault_linear = T->linear;
     }
     T->state = TS_FAULT;
     return TS_FAULT;
@@ -350,6 +367,25 @@ static uint64_t bfe(uint64_t a, unsigned pos, unsigned len, int bits, int sgn) {
     return r & mask;
 }
 
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Called every WATCH_INTERVAL back-edges: should this worker stop (a watchdog limit, or the grid ending)? */
+static int watchdog_expired(Exec *X, uint64_t pending_steps) {
+    Watchdog *W = X->watch;
+    X->watch_countdown = WATCH_INTERVAL;
+    if (*W->stop) return X->watch_cause = WATCH_STOP;
+    uint64_t mine = X->steps + pending_steps;
+    uint64_t total = __atomic_add_fetch(&W->executed, mine - X->watch_reported, __ATOMIC_RELAXED);
+    X->watch_reported = mine;
+    if (W->budget && total > W->budget) return X->watch_cause = WATCH_BUDGET;
+    if (W->deadline_ns && now_ns() > W->deadline_ns) return X->watch_cause = WATCH_TIME;
+    return WATCH_NONE;
+}
+
 /* ---- the dispatch loop: run one thread until it synchronises, exits or faults ----
  * vmdispatch/vmcase/vmbreak (after Lua's lvm.c): with GCC or Clang each handler jumps straight to the next
  * one through a table of label addresses (computed goto); elsewhere, or with -DFAKECUDA_SWITCH_DISPATCH,
@@ -398,6 +434,15 @@ static uint64_t bfe(uint64_t a, unsigned pos, unsigned len, int bits, int sgn) {
     FAULT_AT(((size_) > 1 && ((addr_) & ((size_) - 1))) ? CUDA_ERROR_MISALIGNED_ADDRESS                     \
                                                         : CUDA_ERROR_ILLEGAL_ADDRESS,                       \
              addr_, size_, store_, space_)
+
+/* A branch to target: a back-edge counts towards the watchdog's next check. */
+#define BRANCH(target)                                                                                     \
+    do {                                                                                                   \
+        uint32_t target_ = (target);                                                                       \
+        if (target_ < pc && --X->watch_countdown == 0 && watchdog_expired(X, pc - seg))                    \
+            FAULT_AT(CUDA_ERROR_LAUNCH_TIMEOUT, 0, 0, 0, -1);                                              \
+        JUMP(target_);                                                                                     \
+    } while (0)
 
 /* The thread stops here (exit, barrier, collective): pc_ is where it resumes. */
 #define YIELD(state_, pc_)        \
@@ -657,8 +702,8 @@ static int run_thread(Exec *X, Thread *T) {
             R[in->d] = old;
         } vmbreak;
         vmcase(GUARD) if (((R[in->a] ^ in->flags) & 1) == 0) JUMP(pc + (uint32_t)in->imm); vmbreak;
-        vmcase(BRA) JUMP((uint32_t)in->imm); vmbreak;
-        vmcase(BRA_IF) if ((R[in->a] ^ in->flags) & 1) JUMP((uint32_t)in->imm); vmbreak;
+        vmcase(BRA) BRANCH((uint32_t)in->imm); vmbreak;
+        vmcase(BRA_IF) if ((R[in->a] ^ in->flags) & 1) BRANCH((uint32_t)in->imm); vmbreak;
         vmcase(CALL) {
             const CallInfo *ci = &X->m->calls[in->imm];
             const PtxFunction *callee = &funcs[ci->callee], *caller = &funcs[ci->caller];
@@ -819,9 +864,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
     base[SP_NSMID] = (uint64_t)g_block_threads;
     base[SP_DYN_SMEM] = S->shared_bytes;
     base[SP_TOTAL_SMEM] = X->shared_size;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    base[SP_CLOCK] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    base[SP_CLOCK] = now_ns();
     int i = 0;
     for (unsigned z = 0; z < S->block[2]; z++)
         for (unsigned y = 0; y < S->block[1]; y++)
@@ -888,6 +931,7 @@ typedef struct Grid {
     int nranges;
     uint64_t nblocks, next;
     volatile int stop;
+    Watchdog watch;
     pthread_mutex_t mu;
     Exec failed; /* the first fault */
     int has_failure;
@@ -900,6 +944,8 @@ static void *grid_worker(void *arg) {
     const LaunchSpec *S = G->spec;
     Exec X = {0};
     X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges;
+    X.watch = &G->watch;
+    X.watch_countdown = WATCH_INTERVAL;
     X.shared_size = G->m->shared_static + S->shared_bytes;
     X.local_size = (G->kernel->stack_local + 15) & ~15u;
     BlockMemory B = {0};
@@ -926,11 +972,7 @@ static void *grid_worker(void *arg) {
             if (!G->has_failure) {
                 G->has_failure = 1;
                 G->failed = X;
-                Thread *T = X.fault_thread;
-                G->failed.fault_thread = NULL;
                 G->failed.block_id[0] = id[0], G->failed.block_id[1] = id[1], G->failed.block_id[2] = id[2];
-                G->failed.cache_lo = T->tid[0]; /* reused below as the faulting thread's index */
-                G->failed.cache_hi = T->linear;
             }
             G->stop = 1;
             pthread_mutex_unlock(&G->mu);
@@ -953,12 +995,42 @@ static const char *space_name(int space) {
     return space >= 0 && space < SPACE_COUNT ? NAMES[space] : "";
 }
 
+/* Reads the watchdog's limits (at every launch, so a process can change them); a bad value is reported once
+ * and leaves that limit off. */
+static void watchdog_from_env(Watchdog *W) {
+    static int warned;
+    const char *s = getenv("IRONACCEL_FAKE_WATCHDOG_S");
+    char *end;
+    if (s && *s) {
+        double v = strtod(s, &end);
+        if (*end || !(v >= 0) || v > 1e9) {
+            if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+                fake_log("IRONACCEL_FAKE_WATCHDOG_S=%s is not a number of seconds: no time limit", s);
+        } else {
+            W->seconds = v;
+        }
+    }
+    s = getenv("IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS");
+    if (s && *s) {
+        double v = strtod(s, &end); /* 1e9 and 1000000000 alike */
+        if (*end || !(v >= 0) || v > 1.8e19) {
+            if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+                fake_log("IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS=%s is not a count: no instruction limit", s);
+        } else {
+            W->budget = (uint64_t)v;
+        }
+    }
+}
+
 CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) {
     const PtxModule *m = spec->fn->module->ptx;
     Grid G = {0};
     G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index];
     G.nblocks = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
     G.ranges = mem_snapshot(&G.nranges);
+    watchdog_from_env(&G.watch);
+    G.watch.stop = &G.stop;
+    if (G.watch.seconds > 0) G.watch.deadline_ns = now_ns() + (uint64_t)(G.watch.seconds * 1e9);
     pthread_mutex_init(&G.mu, NULL);
     int helpers = g_block_threads - 1;
     if ((uint64_t)helpers > G.nblocks - 1) helpers = (int)(G.nblocks - 1);
@@ -972,7 +1044,7 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) 
     pthread_mutex_destroy(&G.mu);
     if (!G.has_failure) return CUDA_SUCCESS;
     Exec *F = &G.failed;
-    unsigned linear = (unsigned)F->cache_hi;
+    unsigned linear = F->fault_linear;
     unsigned tx = linear % spec->block[0], ty = linear / spec->block[0] % spec->block[1],
              tz = linear / (spec->block[0] * spec->block[1]);
     int line = F->fault_pc < m->ncode ? m->lines[F->fault_pc] : 0;
@@ -988,6 +1060,15 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) 
                  F->fault == CUDA_ERROR_MISALIGNED_ADDRESS ? "misaligned" : "invalid", space_name(F->fault_space),
                  F->fault_store ? "write" : "read", F->fault_size, (unsigned long long)F->fault_addr, name,
                  F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line, where);
+    } else if (F->fault == CUDA_ERROR_LAUNCH_TIMEOUT) {
+        char limit[96];
+        if (F->watch_cause == WATCH_BUDGET)
+            snprintf(limit, sizeof limit, "ran more than %llu thread-instructions (IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS)",
+                     (unsigned long long)G.watch.budget);
+        else
+            snprintf(limit, sizeof limit, "ran longer than %g s (IRONACCEL_FAKE_WATCHDOG_S)", G.watch.seconds);
+        snprintf(report, report_len, "watchdog: kernel %s %s; stopped in block (%u,%u,%u), thread (%u,%u,%u), "
+                 "PTX line %d", name, limit, F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line);
     } else {
         const char *what = F->fault == CUDA_ERROR_ASSERT ? "device-side assert"
                          : F->fault == CUDA_ERROR_LAUNCH_FAILED ? "trap"
