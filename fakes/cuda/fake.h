@@ -118,6 +118,10 @@ int mem_find(uint64_t addr, AllocInfo *out);
 int mem_in_device_range(uint64_t addr);
 /* Is [addr, addr+n) inside one live allocation (device, pinned, registered or a module global)? */
 int mem_span_ok(uint64_t addr, uint64_t n);
+/* Brackets work that may touch device memory (a kernel, copy or set on a stream worker): pages freed
+ * meanwhile stay mapped until the pin ends, so freeing a buffer a running kernel uses never crashes. */
+uint64_t mem_pin(void);
+void mem_unpin(uint64_t epoch);
 /* A sorted copy of the live ranges, for a launch to check accesses without a lock. */
 Range *mem_snapshot(int *count);
 void mem_describe(uint64_t addr, char *buf, size_t n);

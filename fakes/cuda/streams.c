@@ -61,7 +61,9 @@ static void *stream_worker(void *arg) {
         } else {
             s->running = 1;
             pthread_mutex_unlock(&g_q_mu);
+            uint64_t pin = mem_pin();
             w->fn(w->arg);
+            mem_unpin(pin);
             pthread_mutex_lock(&g_q_mu);
             s->running = 0;
         }
