@@ -170,7 +170,11 @@ API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
     NEED_CONTEXT(c);
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
-    if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0) { /* succeeds with the null address, as on hardware; freeing it is a no-op */
+        *dptr = 0;
+        return CUDA_SUCCESS;
+    }
     /* The address is needed now; memory is usable by work queued after this on the stream either way. */
     return mem_alloc(c, size, A_DEVICE, dptr);
 }
@@ -192,6 +196,7 @@ API CUresult cuMemFreeAsync(CUdeviceptr p, void *hStream) {
     NEED_CONTEXT(c);
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
+    if (p == 0) return CUDA_SUCCESS; /* what a zero-byte cuMemAllocAsync returned */
     AllocInfo a;
     if (!mem_find(p, &a) || a.base != p || a.kind != A_DEVICE) return CUDA_ERROR_INVALID_VALUE;
     uint64_t *arg = malloc(sizeof *arg);

@@ -160,7 +160,7 @@ CUresult stream_resolve(void *h, Context *ctx, Stream **out);
 CUresult stream_submit(Stream *s, WorkFn fn, void *arg);
 CUresult stream_sync(Stream *s);
 Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null);
-/* Waits until every stream of ctx has drained. */
+/* Waits until every stream of ctx (NULL: of every context) has drained. */
 void streams_sync_context(Context *ctx);
 /* Closes every stream of a context being destroyed, after their queues drain. */
 void streams_close_context(Context *ctx);

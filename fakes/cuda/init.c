@@ -2,12 +2,18 @@
  * descriptions, the (empty) export tables. Everything else needs cuInit first. */
 #define _GNU_SOURCE
 #include <stdio.h>
+#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "fake.h"
 
-#define DRIVER_VERSION 13000
+/* The lowest driver version reported: CUDA 13.5, the newest NVRTC the fake is used with today. Clients skip
+ * or refuse PTX whose ISA is newer than the driver says it understands, so it must not be lower than the
+ * NVRTC that produced the PTX. */
+#define MIN_DRIVER_VERSION 13050
+#define NVRTC_MAJORS_FROM 12
+#define NVRTC_MAJORS_TO 20
 
 int g_block_threads = 1;
 static int g_init_state; /* 0 not yet, 1 ok, -1 failed */
@@ -31,10 +37,38 @@ API CUresult cuInit(unsigned flags) {
     return g_init_state == 1 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
+static int g_driver_version;
+static pthread_once_t g_version_once = PTHREAD_ONCE_INIT;
+
+/* The version of the newest NVRTC this process has loaded or can load (1000 * major + 10 * minor), 0 when
+ * none is found. */
+static int nvrtc_version(void) {
+    int best = 0;
+    for (int pass = 0; pass < 2; pass++) /* loaded already (found by soname) first, then the search path */
+        for (int major = NVRTC_MAJORS_FROM; major <= NVRTC_MAJORS_TO; major++) {
+            char name[32];
+            snprintf(name, sizeof name, "libnvrtc.so.%d", major);
+            void *lib = dlopen(name, RTLD_LAZY | RTLD_LOCAL | (pass == 0 ? RTLD_NOLOAD : 0));
+            if (!lib) continue;
+            int (*version)(int *, int *) = (int (*)(int *, int *))dlsym(lib, "nvrtcVersion");
+            int maj = 0, min = 0;
+            if (version && version(&maj, &min) == 0 && maj * 1000 + min * 10 > best) best = maj * 1000 + min * 10;
+            dlclose(lib);
+        }
+    return best;
+}
+
+static void decide_driver_version(void) {
+    int nvrtc = nvrtc_version();
+    g_driver_version = nvrtc > MIN_DRIVER_VERSION ? nvrtc : MIN_DRIVER_VERSION;
+}
+
+/* Decided once per process, so every caller sees the same version. */
 API CUresult cuDriverGetVersion(int *version) {
     ENTER(cuDriverGetVersion);
     if (!version) return CUDA_ERROR_INVALID_VALUE;
-    *version = DRIVER_VERSION;
+    pthread_once(&g_version_once, decide_driver_version);
+    *version = g_driver_version;
     return CUDA_SUCCESS;
 }
 

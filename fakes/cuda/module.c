@@ -14,8 +14,8 @@ typedef struct ModuleHandle {
     Function **functions; /* one handle per function, made on first request */
 } ModuleHandle;
 
-static CUresult load_module(const void *image, ModuleHandle **out, char *log, size_t loglen) {
-    NEED_CONTEXT(c);
+/* Loads PTX text into ctx (NULL: a library, which belongs to no context; its globals are freed at unload). */
+static CUresult load_module(Context *c, const void *image, ModuleHandle **out, char *log, size_t loglen) {
     if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
     const unsigned char *bytes = image;
     if (bytes[0] == 0x7F && bytes[1] == 'E' && bytes[2] == 'L' && bytes[3] == 'F') {
@@ -39,10 +39,11 @@ static CUresult load_module(const void *image, ModuleHandle **out, char *log, si
     return CUDA_SUCCESS;
 }
 
-API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopts, int *opts, void **values) {
-    ENTER(cuModuleLoadDataEx);
+/* load_module, with the JIT error log copied into the caller's CU_JIT_ERROR_LOG_BUFFER on failure. */
+static CUresult load_with_options(Context *c, void **mod, const void *image, unsigned nopts, int *opts,
+                                  void **values) {
     char log[1024] = "";
-    CUresult rc = load_module(image, (ModuleHandle **)mod, log, sizeof log);
+    CUresult rc = load_module(c, image, (ModuleHandle **)mod, log, sizeof log);
     for (unsigned i = 0; rc && opts && values && i < nopts; i++) {
         if (opts[i] != CU_JIT_ERROR_LOG_BUFFER) continue;
         size_t cap = 0;
@@ -51,6 +52,12 @@ API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopts, i
         if (cap && values[i]) snprintf(values[i], cap, "%s", log);
     }
     return rc;
+}
+
+API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopts, int *opts, void **values) {
+    ENTER(cuModuleLoadDataEx);
+    NEED_CONTEXT(c);
+    return load_with_options(c, mod, image, nopts, opts, values);
 }
 
 API CUresult cuModuleLoadData(void **mod, const void *image) {
@@ -86,7 +93,7 @@ API CUresult cuModuleUnload(void *hmod) {
     ENTER(cuModuleUnload);
     ModuleHandle *h;
     TRY(module_from(hmod, &h));
-    streams_sync_context(h->m.ctx); /* queued launches may still use it */
+    streams_sync_context(h->m.ctx); /* queued launches may still use it (a library: in any context) */
     handle_remove(h);
     for (int i = 0; i < h->m.ptx->nfuncs; i++)
         if (h->functions[i]) handle_remove(h->functions[i]);
@@ -142,13 +149,15 @@ API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, void *hmod, 
     return get_global(h, dptr, bytes, name);
 }
 
-/* ---- libraries: a library is a module loaded into the current context, a kernel is its function ---- */
+/* ---- libraries: a module of no context (usable from every context, loadable without one, as on a real
+ * driver); a kernel is its function ---- */
 
 API CUresult cuLibraryLoadData(void **lib, const void *code, int *jit_opts, void **jit_vals, unsigned njit,
                                int *lib_opts, void **lib_vals, unsigned nlib) {
     ENTER(cuLibraryLoadData);
     (void)lib_opts, (void)lib_vals, (void)nlib;
-    return cuModuleLoadDataEx(lib, code, njit, jit_opts, jit_vals);
+    NEED_INIT();
+    return load_with_options(NULL, lib, code, njit, jit_opts, jit_vals);
 }
 
 API CUresult cuLibraryUnload(void *lib) {
@@ -297,13 +306,23 @@ API CUresult cuFuncSetCacheConfig(void *hfunc, int config) {
     return config < 0 || config > 3 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
-API CUresult cuFuncGetName(const char **name, void *hfunc) {
-    ENTER(cuFuncGetName);
+/* A NULL function or name is INVALID_VALUE (a forged handle INVALID_HANDLE), as on a real driver. */
+static CUresult function_name(const char **name, void *h) {
+    if (!name || !h) return CUDA_ERROR_INVALID_VALUE;
     Function *f;
-    TRY(function_from(hfunc, &f));
-    if (!name) return CUDA_ERROR_INVALID_VALUE;
+    TRY(function_from(h, &f));
     *name = f->module->ptx->funcs[f->index].name;
     return CUDA_SUCCESS;
+}
+
+API CUresult cuFuncGetName(const char **name, void *hfunc) {
+    ENTER(cuFuncGetName);
+    return function_name(name, hfunc);
+}
+
+API CUresult cuKernelGetName(const char **name, void *kernel) {
+    ENTER(cuKernelGetName);
+    return function_name(name, kernel);
 }
 
 API CUresult cuFuncGetModule(void **mod, void *hfunc) {
@@ -487,9 +506,10 @@ API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, void *hfunc,
     Function *f;
     TRY(function_from(hfunc, &f));
     if (!bytes || nblocks <= 0 || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
+    /* The SM's share per block, capped by what one block may have: 48 KiB unless the function opted in. */
     size_t per = SHARED_PER_SM / (size_t)nblocks;
-    if (per > SHARED_PER_BLOCK_OPTIN) per = SHARED_PER_BLOCK_OPTIN;
     size_t st = f->module->ptx->shared_static;
-    *bytes = per > st ? per - st : 0;
+    size_t dynamic = per > st ? per - st : 0;
+    *bytes = dynamic < (size_t)f->max_dynamic_shared ? dynamic : (size_t)f->max_dynamic_shared;
     return CUDA_SUCCESS;
 }

@@ -200,7 +200,7 @@ static void wait_streams_locked(Context *ctx, int blocking_only) {
         Stream *pending = NULL;
         for (int i = 0; i < g_nstreams && !pending; i++) {
             Stream *o = g_streams[i];
-            if (o->ctx == ctx && o->completed < o->enqueued && (!blocking_only || is_blocking(o))) pending = o;
+            if ((!ctx || o->ctx == ctx) && o->completed < o->enqueued && (!blocking_only || is_blocking(o))) pending = o;
         }
         if (!pending) return;
         wait_drained_locked(pending);
