@@ -400,8 +400,7 @@ class Kernel:
                 buffers.append(i)
             elif need is not None and not device.supports(need):
                 raise Unsupported(op, need, f"argument {i} is {t.__name__}")
-        if type(self)._params is not Kernel._params:  # until every backend reflects its parameters
-            self._match_params(types)
+        self._match_params(types)
         rule = tuple(buffers)
         if len(self._arg_rules) < 256:
             self._arg_rules[types] = rule
