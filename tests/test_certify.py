@@ -1,7 +1,7 @@
 """``ironaccel certify``: target processes that crash, hang or misuse pytest; per-test timeouts, re-runs, JUnit;
 certificates and their verification; the progress line.
 
-Targets here are "mem/test" over tests/memdevice.py, registered in the child process by the suite folder's
+Targets here are "mem/test" over ironaccel/testing/memdevice.py, registered in the child process by the suite folder's
 conftest (the one tests/test_plugin.py uses) and in this process by ``mem_target``; ``run_target(suite=...)``
 runs that folder instead of the conformance suite.
 """

@@ -4,19 +4,16 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from ironaccel import results
 
-TESTS_DIR = Path(__file__).resolve().parent
 
 # Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
-CONFTEST = f"""
-import importlib, sys
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from memdevice import MemDevice
+CONFTEST = """
+import importlib
+from ironaccel.testing.memdevice import MemDevice
 from ironaccel import api, targets
 
 registry = importlib.import_module("ironaccel.backends")
@@ -24,7 +21,7 @@ registry = importlib.import_module("ironaccel.backends")
 
 class MemTarget(targets.Target):
     def environment(self):
-        return {{}}
+        return {}
 
     def matches(self, info):
         return info.backend == "mem" and self.driver == "test"

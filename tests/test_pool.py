@@ -12,7 +12,7 @@ import pytest
 from ironaccel.api import Buffer
 from ironaccel.errors import InvalidArgument, OutOfMemory, UseAfterFree
 from ironaccel.pool import BUCKET_SIZES, FRONT_SLOTS, MemPool, PooledBuffer, PoolStats, bucket_size
-from memdevice import CATALOGUE, JUNK, MemDevice
+from ironaccel.testing.memdevice import CATALOGUE, JUNK, MemDevice
 
 KiB, MiB = 1 << 10, 1 << 20
 
