@@ -193,7 +193,8 @@ def test_verify_of_something_that_is_not_a_certificate(tmp_path, capsys):
 def test_certify_runs_targets_in_parallel_with_progress_and_a_summary(tmp_path, mem_target):
     calls = []
 
-    def runner(name, results_dir, timeout_s, test_timeout_s):
+    def runner(name, results_dir, timeout_s, test_timeout_s, selection):
+        assert selection.everything
         calls.append((name, timeout_s, test_timeout_s))
         return certify.TargetRun(name, results_dir / "x.json", "ok", {"pass": 2}, 0.5)
 

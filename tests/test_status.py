@@ -219,3 +219,20 @@ def test_names_from_results_files_are_escaped(clauses):
     text = render([doc], clauses, [BackendInfo("webgpu", True)])
     assert "\n## injected" not in text and "| forged |" not in text and "<b>" not in text
     assert "llvm \\| pipe ## injected &lt;b>" in text
+
+
+def test_flaky_tests_are_listed_with_their_history(clauses):
+    def with_flaky(target, flaky, finished):
+        doc = _doc(target, True)
+        doc["tests"][1]["outcome"] = "flaky" if flaky else "pass"
+        doc["summary"] = results.summarize(doc["tests"])
+        doc["finished"] = finished
+        return doc
+
+    docs = [with_flaky("webgpu/lavapipe", True, "2026-11-30"), with_flaky("webgpu/lavapipe", True, "2026-11-01"),
+            with_flaky("vulkan/lavapipe", False, "2026-11-30")]
+    text = render(docs, clauses, [BackendInfo("webgpu", True), BackendInfo("vulkan", True)])
+    section = text.split("## Flaky tests")[1].split("\n## ")[0]
+    assert ("| t::MEM-1 | webgpu/lavapipe | flaky in 2 of 3 results files "
+            "(webgpu/lavapipe, webgpu/lavapipe (superseded)) |") in section
+    assert "None." in render(docs[2:], clauses, [BackendInfo("vulkan", True)]).split("## Flaky tests")[1].split("\n## ")[0]
