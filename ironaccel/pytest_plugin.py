@@ -92,7 +92,7 @@ class Conformance:
 
     def __init__(self, config: pytest.Config, target_name: str):
         from . import targets
-        from .spec import conformance_dir, load_clauses, suite_hash
+        from .spec import load_clauses, suite_hash
 
         self.target = targets.get(target_name)
         os.environ.update(self.target.environment())
@@ -101,8 +101,7 @@ class Conformance:
         self.clauses = load_clauses()
         self.suite_hash = suite_hash()
         exp = config.getoption("--expectations")
-        self.expectations_path = Path(exp) if exp else (
-            conformance_dir() / "expectations" / f"{self.target.backend}-{self.target.driver}.txt")
+        self.expectations_path = Path(exp) if exp else self.target.expectations_file
         self.expectations = load_expectations(self.expectations_path)
         out = config.getoption("--results-json")
         self.results_path = Path(out) if out else None
@@ -342,29 +341,23 @@ def require(device: Any) -> Callable[[str], None]:
     return check
 
 
-_EXTENSIONS = {"cuda": "cu", "ptx": "ptx", "glsl": "comp", "spirv": "spv", "wgsl": "wgsl"}
-
-
 @pytest.fixture(scope="session")
-def kernels(device: Any) -> Callable[[str], Any]:
-    """``kernels("saxpy")``: the conformance kernel in the device's first language that has a file for it."""
-    from .spec import conformance_dir
-
-    root = conformance_dir() / "kernels"
+def kernels(request: pytest.FixtureRequest, device: Any) -> Callable[[str], Any]:
+    """``kernels("saxpy")``: the conformance kernel in the device's first language that the target has a
+    file for (``Target.kernels``: the suite's conformance/kernels/<lang>/, or a plugin's own folder)."""
+    dialects = {d.lang: d for d in _conformance(request).target.kernels}
     cache: dict[str, Any] = {}
 
     def load(name: str) -> Any:
         if name not in cache:
             for lang in device.languages:
-                if lang not in _EXTENSIONS:  # cubins are per architecture: KERNEL-13 loads them itself
-                    continue
-                path = root / lang / f"{name}.{_EXTENSIONS[lang]}"
-                if path.exists():
-                    source = path.read_bytes() if lang == "spirv" else path.read_text(encoding="utf-8")
+                source = dialects[lang].source(name) if lang in dialects else None
+                if source is not None:
                     cache[name] = device.compile(source, lang).kernel(name)
                     break
             else:
-                raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} under {root}")
+                where = ", ".join(str(d.folder) for d in dialects.values()) or "no kernel folder"
+                raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} in {where}")
         return cache[name]
 
     return load

@@ -13,20 +13,11 @@ TESTS_DIR = Path(__file__).resolve().parent
 
 # Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
 CONFTEST = f"""
-import importlib, sys
+import sys
 sys.path.insert(0, {str(TESTS_DIR)!r})
 from memdevice import MemDevice
 from ironaccel import api, targets
-
-registry = importlib.import_module("ironaccel.backends")
-
-
-class MemTarget(targets.Target):
-    def environment(self):
-        return {{}}
-
-    def matches(self, info):
-        return info.backend == "mem" and self.driver == "test"
+from ironaccel.backends import register
 
 
 class MemBackend(api.Backend):
@@ -42,10 +33,12 @@ class MemBackend(api.Backend):
         return MemDevice(1 << 20)
 
 
-for driver in ("test", "wrong"):
-    targets.TARGETS["mem/" + driver] = MemTarget("mem", driver, True)
-_real_get = registry.get
-registry.get = lambda name: MemBackend() if name == "mem" else _real_get(name)
+def mem_drivers():
+    return [targets.Target("mem", driver, True, recognise=lambda info, driver=driver: driver == "test")
+            for driver in ("test", "wrong")]
+
+
+register("mem", MemBackend, mem_drivers)
 """
 
 OUTCOMES_TESTS = """
