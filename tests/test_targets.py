@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -221,3 +223,14 @@ def test_a_hardware_manifest_without_its_gpu_is_not_runnable(tmp_path, monkeypat
     assert target.missing() == f"the radv Vulkan ICD ({radv}) finds no device: this machine has no such GPU"
     assert asked == [("vulkan", target.select)]
 
+
+def test_devices_keeps_wayland_noise_off_the_terminal():
+    """libwayland-client prints "XDG_RUNTIME_DIR is invalid or not set" for every wgpu instance without one."""
+    pytest.importorskip("wgpu", reason="the noise comes from wgpu-native's display probing")
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "ironaccel", "devices"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "webgpu" in proc.stdout
+    assert "XDG_RUNTIME_DIR" not in proc.stderr, proc.stderr

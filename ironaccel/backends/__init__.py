@@ -14,7 +14,11 @@ runtime is missing, and a broken plugin makes its backend unavailable, never the
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
+import shutil
+import tempfile
 import warnings
 from collections.abc import Callable, Iterable, Mapping
 from functools import cache
@@ -112,6 +116,7 @@ def get(name: str) -> Backend:
     spec = registry().get(name)
     if spec is None:
         raise NotAvailable(name, "backend", f"no backend named {name!r}; registered: {', '.join(registry())}")
+    quiet_display_probing()
     try:
         return _load(spec)()
     except Exception as exc:  # a broken plugin must not break enumeration
@@ -150,3 +155,15 @@ def drivers() -> Mapping[str, Target]:
             found.setdefault(target.name, target)
     return MappingProxyType(found)
 
+
+def quiet_display_probing() -> None:
+    """Give libwayland-client a private, empty XDG_RUNTIME_DIR when the session has none.
+
+    wgpu-native (and Mesa's WSI) try to connect to a Wayland display on every instance they create; with no
+    XDG_RUNTIME_DIR libwayland prints ``error: XDG_RUNTIME_DIR is invalid or not set`` to stderr each time
+    (a dozen lines for ``ironaccel devices``). With an empty private folder the connection fails silently, as
+    it would on any headless session; a set XDG_RUNTIME_DIR is never touched. Child processes inherit it."""
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        private = tempfile.mkdtemp(prefix="ironaccel-xdg-")  # mode 0700, as the XDG spec asks
+        atexit.register(shutil.rmtree, private, ignore_errors=True)
+        os.environ["XDG_RUNTIME_DIR"] = private

@@ -36,7 +36,8 @@ def _nvidia_requirements() -> str | None:
     try:
         ctypes.CDLL("libcuda.so.1")
     except OSError:
-        return "no NVIDIA driver: libcuda.so.1 cannot be loaded (needs an NVIDIA GPU and its driver)"
+        return ("no NVIDIA driver: libcuda.so.1 cannot be loaded (needs an NVIDIA GPU and its driver); without one, "
+                "target cuda/fake runs the CUDA backend on the fake libcuda")
     return None
 
 
