@@ -233,7 +233,7 @@ class Conformance:
 
         info = self.device.info if self.device is not None else None
         packages = {}
-        for name in PACKAGES:
+        for name in (*PACKAGES, *self.target.packages):
             try:
                 packages[name] = metadata.version(name)
             except metadata.PackageNotFoundError:
@@ -339,6 +339,20 @@ def require(device: Any) -> Callable[[str], None]:
             pytest.skip(f"{NOT_SUPPORTED_PREFIX}{capability}")
 
     return check
+
+
+@pytest.fixture(scope="session")
+def kernel_source(request: pytest.FixtureRequest) -> Callable[[str, str], str | bytes]:
+    """``kernel_source("broken", lang)``: the source of a kernel file in one of the target's dialects."""
+    dialects = {d.lang: d for d in _conformance(request).target.kernels}
+
+    def source(name: str, lang: str) -> str | bytes:
+        found = dialects[lang].source(name) if lang in dialects else None
+        if found is None:
+            raise FileNotFoundError(f"target {_conformance(request).target.name} has no {lang} kernel {name!r}")
+        return found
+
+    return source
 
 
 @pytest.fixture(scope="session")

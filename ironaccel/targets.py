@@ -1,4 +1,4 @@
-"""Targets: a backend on one named driver (``cuda/fake``, ``vulkan/lavapipe``, ``opencl/pocl``, ...).
+"""Targets: a backend on one named driver (``cuda/fake``, ``vulkan/lavapipe``, ``webgpu/radv``, ...).
 
 A target is data that a backend's distribution declares, built-ins and third parties alike: the registry
 (``ironaccel.backends``) loads each backend's driver list — the built-ins' from ``ironaccel.drivers``, a
@@ -10,14 +10,18 @@ plugin's from its entry point in group ``ironaccel.drivers`` — and ``TARGETS``
 * ``recognise``: the harness's check that the device it got is this driver, so a silent fallback to another
   adapter fails the run instead of passing it;
 * ``requirements``: what this machine lacks to run it, and how to fix that (None: nothing);
-* where its conformance kernels (one ``KernelDialect`` per language) and its expectations file live.
+* where its conformance kernels (one ``KernelDialect`` per language) and its expectations file live, and
+  which distributions' versions its results record.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
 from .api import DeviceInfo
@@ -70,6 +74,8 @@ class Target:
     expectations: Path | None = None  # None: the suite's own conformance/expectations/<backend>-<driver>.txt
     #: False for a driver only found by scanning this machine (an ICD file): CI's job matrix lists the others.
     always: bool = True
+    #: Distributions whose versions a results file records besides ironaccel's own (a plugin, its runtime).
+    packages: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
@@ -101,6 +107,25 @@ class Target:
         except NotAvailable as exc:
             return f"the {self.backend} backend does not load: {exc.detail}"
         return None
+
+
+@cache
+def _count_in_child(backend: str, select: tuple[tuple[str, str], ...]) -> int:
+    code = "import sys\nfrom ironaccel.backends import get\nprint(get(sys.argv[1]).device_count())"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, backend], env={**os.environ, **dict(select)},
+                              capture_output=True, text=True, timeout=120)
+        return int(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else 0
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        return 0
+
+
+def count_devices(backend: str, select: Mapping[str, str]) -> int:
+    """How many devices ``backend`` has in a child process with ``select`` in its environment (0 when it
+    cannot tell), for a driver's ``requirements``: a driver's manifest (an ICD file) alone does not mean
+    this machine has its hardware (Mesa installs one for every GPU family it supports), and loaders read
+    their environment once, so only a fresh process can be asked."""
+    return _count_in_child(backend, tuple(sorted(select.items())))
 
 
 def __getattr__(name: str) -> Mapping[str, Target]:

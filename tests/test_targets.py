@@ -218,7 +218,7 @@ def test_a_hardware_manifest_without_its_gpu_is_not_runnable(tmp_path, monkeypat
     monkeypatch.setattr(vulkan_drivers, "python_package_missing", lambda *a: None)
     monkeypatch.setattr(vulkan_drivers.ctypes.util, "find_library", lambda name: "libvulkan.so.1")
     asked = []
-    monkeypatch.setattr(vulkan_drivers, "device_count", lambda backend, select: asked.append((backend, select)) or 0)
+    monkeypatch.setattr(vulkan_drivers, "count_devices", lambda backend, select: asked.append((backend, select)) or 0)
     target = next(t for t in vulkan_drivers.vulkan_drivers() if t.driver == "radv")
     assert target.missing() == f"the radv Vulkan ICD ({radv}) finds no device: this machine has no such GPU"
     assert asked == [("vulkan", target.select)]

@@ -18,14 +18,11 @@ import json
 import os
 import platform
 import re
-import subprocess
-import sys
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 
 from ..api import DeviceInfo
-from ..targets import KernelDialect, Target, cache_dir
+from ..targets import KernelDialect, Target, cache_dir, count_devices
 from . import python_package_missing, suite_kernels
 
 
@@ -124,24 +121,6 @@ def discover() -> dict[str, ICD]:
     return found
 
 
-@cache
-def _count_in_child(backend: str, select: tuple[tuple[str, str], ...]) -> int:
-    code = "import sys\nfrom ironaccel.backends import get\nprint(get(sys.argv[1]).device_count())"
-    try:
-        proc = subprocess.run([sys.executable, "-c", code, backend], env={**os.environ, **dict(select)},
-                              capture_output=True, text=True, timeout=120)
-        return int(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else 0
-    except (subprocess.TimeoutExpired, ValueError, IndexError):
-        return 0
-
-
-def device_count(backend: str, select: dict[str, str]) -> int:
-    """How many devices ``backend`` has with only this ICD selected, asked of a child process (the loader
-    reads VK_DRIVER_FILES there from the start). Mesa installs manifests for every GPU family it supports,
-    so a hardware driver's manifest alone does not mean this machine has its GPU."""
-    return _count_in_child(backend, tuple(sorted(select.items())))
-
-
 def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, kernels: tuple[KernelDialect, ...],
                 python_package: tuple[str, str], always: bool) -> Target:
     words = known.words
@@ -157,7 +136,7 @@ def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, kernels: tupl
         if why is None and icd is None:
             why = (f"no {known.driver} Vulkan ICD manifest in the loader's icd.d folders or "
                    f"{cache_dir() / 'swiftshader'}: {known.fix}")
-        if why is None and not known.simulated and device_count(backend, select) == 0:
+        if why is None and not known.simulated and count_devices(backend, select) == 0:
             why = f"the {known.driver} Vulkan ICD ({icd.manifest}) finds no device: this machine has no such GPU"
         return why
 
