@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -145,6 +145,12 @@ def get(name: str) -> Target:
 
 
 def standard() -> dict[str, Target]:
-    """The targets declared whatever this machine has (``Target.always``): CI's job matrix and STATUS.md's
-    rows. A driver found only by scanning this machine appears in STATUS.md once it has results."""
+    """The targets declared whatever this machine has (``Target.always``): CI's job matrix."""
     return {name: t for name, t in registered_drivers().items() if t.always}
+
+
+def reported(names: Iterable[str]) -> dict[str, Target]:
+    """STATUS.md's targets: the standard ones, and those of ``names`` (its results files) registered here —
+    a driver found only by scanning a machine (``vulkan/radv``) gets a row once it has results."""
+    names = set(names)
+    return {name: t for name, t in registered_drivers().items() if t.always or name in names}

@@ -17,16 +17,13 @@ from ironaccel.backends import drivers, get, register, registry, unregister
 from ironaccel.drivers import vulkan as vulkan_drivers
 from ironaccel.errors import InvalidArgument
 
-TESTS_DIR = Path(__file__).resolve().parent
-ROOT = TESTS_DIR.parent
+ROOT = Path(__file__).resolve().parent.parent
 
 # A third party's backend "mem" over the in-memory test device (whose DeviceInfo says backend "mem"), and its
 # two drivers.
-THROWAWAY = f'''
-import sys
+THROWAWAY = '''
 from pathlib import Path
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from memdevice import MemDevice
+from ironaccel.testing.memdevice import MemDevice
 from ironaccel import api
 from ironaccel.targets import Target
 
@@ -48,7 +45,7 @@ class ThrowawayBackend(api.Backend):
 
 def drivers():
     return [
-        Target("mem", "throwaway", True, {{"THROWAWAY_DRIVER": "mem"}},
+        Target("mem", "throwaway", True, {"THROWAWAY_DRIVER": "mem"},
                recognise=lambda info: info.driver == "memdevice", expectations=HERE / "mem-throwaway.txt"),
         Target("mem", "absent", False, requirements=lambda: "needs the absent driver: there is none"),
     ]
@@ -123,7 +120,7 @@ def test_a_throwaway_distribution_certifies(throwaway, tmp_path):
     }
     assert doc["target"]["device"] == "in-memory test device" and doc["target"]["simulated"] is True
     assert "mem-throwaway.txt: the throwaway driver cannot do it" in doc["tests"][0]["message"] + doc["tests"][1]["message"]
-    assert json.loads(certify.sibling(run.results_file, ".cert.json").read_text())["target"] == "mem/throwaway"
+    assert json.loads(run.results_file.with_suffix(".cert.json").read_text())["target"] == "mem/throwaway"
 
 
 def _info(**kw) -> DeviceInfo:

@@ -7,8 +7,9 @@
 * ``synchronize(timeout)`` polls a marker's status instead of blocking in ``clFinish``, so a timeout leaves
   no thread stuck in the driver.
 * Kernels are OpenCL C (``lang="opencl"``), built with ``-cl-kernel-arg-info`` so their parameters are
-  reflected (``Kernel.params``): buffers are ``__global`` pointers bound in argument order, scalars are passed
-  by value. Block size is the work-group size; the global size is grid x block, as in CUDA.
+  reflected (``Kernel.params``, against which api.py checks every launch): buffers are ``__global`` pointers
+  bound in argument order, scalars are passed by value. Block size is the work-group size; the global size
+  is grid x block, as in CUDA.
 """
 
 from __future__ import annotations
@@ -216,8 +217,7 @@ class OpenCLStream(api.Stream):
 
     def _launch(self, kernel: api.Kernel, grid: Dim3, block: Dim3, args: list[api.Buffer | np.generic]) -> None:
         assert isinstance(kernel, OpenCLKernel)
-        op = "Stream.launch"
-        kernel.check_arguments(op, args)
+        op = "Stream.launch"  # api.py has checked the arguments against the reflected parameters
         values = [a.mem if isinstance(a, api.Buffer) else a for a in args]
         global_size = tuple(g * b for g, b in zip(grid, block))
         with kernel.lock:  # argument values live on the cl.Kernel: set and enqueue as one step
@@ -258,22 +258,6 @@ class OpenCLKernel(api.Kernel):
 
     def _native(self) -> Any:
         return self.cl_kernel
-
-    def check_arguments(self, op: str, args: Sequence[api.Buffer | np.generic]) -> None:
-        """OpenCL takes any bytes for an argument: check kinds and sizes here, before anything is set."""
-        params = self._reflected
-        if len(args) != len(params):
-            raise InvalidArgument(op, f"{self.name} takes {len(params)} arguments, got {len(args)}")
-        for i, (a, p) in enumerate(zip(args, params)):
-            if p.kind == "buffer" and not isinstance(a, api.Buffer):
-                raise InvalidArgument(op, f"argument {i} of {self.name} is a buffer, got {type(a).__name__}")
-            if p.kind == "scalar":
-                if isinstance(a, api.Buffer):
-                    raise InvalidArgument(op, f"argument {i} of {self.name} is a {p.scalar} scalar, got a Buffer")
-                is_float = np.issubdtype(a.dtype, np.floating)
-                if a.dtype.itemsize != p.nbytes or is_float != (p.scalar == "float"):
-                    raise InvalidArgument(op, f"argument {i} of {self.name} is a {p.nbytes}-byte {p.scalar}, "
-                                              f"got {type(a).__name__}")
 
 
 class OpenCLModule(api.Module):
