@@ -12,19 +12,9 @@ from ironaccel import results
 
 # Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
 CONFTEST = """
-import importlib
 from ironaccel.testing.memdevice import MemDevice
 from ironaccel import api, targets
-
-registry = importlib.import_module("ironaccel.backends")
-
-
-class MemTarget(targets.Target):
-    def environment(self):
-        return {}
-
-    def matches(self, info):
-        return info.backend == "mem" and self.driver == "test"
+from ironaccel.backends import register
 
 
 class MemBackend(api.Backend):
@@ -40,10 +30,12 @@ class MemBackend(api.Backend):
         return MemDevice(1 << 20)
 
 
-for driver in ("test", "wrong"):
-    targets.TARGETS["mem/" + driver] = MemTarget("mem", driver, True)
-_real_get = registry.get
-registry.get = lambda name: MemBackend() if name == "mem" else _real_get(name)
+def mem_drivers():
+    return [targets.Target("mem", driver, True, recognise=lambda info, driver=driver: driver == "test")
+            for driver in ("test", "wrong")]
+
+
+register("mem", MemBackend, mem_drivers)
 """
 
 OUTCOMES_TESTS = """
