@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ironaccel as ia
 from ironaccel import targets
@@ -208,6 +210,63 @@ def test_bad_spirv_is_a_compile_error(device):
     for bad in (b"", b"\x03\x02\x23\x07", good[:-2], good[:20] + b"\x00\x00\x00\x00" + good[24:]):
         with pytest.raises(ia.CompileError, match=r"Device\.compile"):
             device.compile(bad, "spirv")
+
+
+SAXPY_SPV = (KERNELS / "spirv" / "saxpy.spv").read_bytes()
+
+
+def _entry_points_or_compile_error(code):
+    from ironaccel.backends.vulkan.spirv import spirv_interfaces
+
+    try:
+        interfaces = spirv_interfaces(code)
+    except ia.CompileError as exc:
+        assert "Device.compile" in str(exc)
+        return None
+    assert all(isinstance(name, str) for name in interfaces)
+    return interfaces
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_spirv_reader_never_raises_anything_but_compile_error_on_bytes(code):
+    _entry_points_or_compile_error(code)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=24), st.sampled_from([0x07230203, 0x03022307]))
+def test_spirv_reader_never_raises_anything_but_compile_error_on_words(words, magic):
+    """Any header-correct sequence of words: instructions of odd lengths and operands, strings without nul."""
+    header = [magic, 0x00010500, 0, 64, 0]
+    _entry_points_or_compile_error(np.array(header + words, dtype="<u4").tobytes())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_spirv_reader_never_raises_anything_but_compile_error_on_mutants(data):
+    """A real module truncated, or with words replaced: what a broken toolchain or a flipped bit gives."""
+    words = np.frombuffer(SAXPY_SPV, dtype="<u4").copy()
+    for _ in range(data.draw(st.integers(1, 4), label="mutations")):
+        at = data.draw(st.integers(5, len(words) - 1), label="word")
+        words[at] = data.draw(st.sampled_from([0, 1, 0xFFFFFFFF, 0x00010000 | int(words[at]) & 0xFFFF,
+                                               int(words[at]) & 0xFFFF, 0x80 << 24 | 0xFF]), label="value")
+    cut = data.draw(st.integers(5, len(words)), label="length")
+    _entry_points_or_compile_error(words[:cut].tobytes())
+
+
+@pytest.mark.parametrize("code", [
+    SAXPY_SPV[:24],  # a header and one word
+    np.array([0x07230203, 0x10500, 0, 9, 0, 15 | 2 << 16, 5], "<u4").tobytes(),  # OpEntryPoint with 1 operand
+    np.array([0x07230203, 0x10500, 0, 9, 0, 15 | 4 << 16, 5, 1, 0x41414141], "<u4").tobytes(),  # name without nul
+    np.array([0x07230203, 0x10500, 0, 9, 0, 15 | 4 << 16, 5, 1, 0xFF], "<u4").tobytes(),  # name not UTF-8
+    np.array([0x07230203, 0x10500, 0, 9, 0, 16 | 3 << 16, 1, 17], "<u4").tobytes(),  # LocalSize without sizes
+    np.array([0x07230203, 0x10500, 0, 9, 0, 72 | 4 << 16, 1, 0, 35], "<u4").tobytes(),  # Offset without a value
+], ids=["one-word", "short-entry-point", "name-without-nul", "name-not-utf8", "short-local-size", "short-offset"])
+def test_spirv_reader_odd_modules_are_compile_errors(code):
+    with pytest.raises(ia.CompileError, match="SPIR-V"):
+        from ironaccel.backends.vulkan.spirv import spirv_interfaces
+
+        spirv_interfaces(code)
 
 
 def test_launch_must_match_the_kernel_interface(device, stream):
