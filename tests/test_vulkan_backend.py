@@ -8,6 +8,7 @@ is installed; each device must end its test with no validation message.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 from pathlib import Path
@@ -267,6 +268,46 @@ def test_spirv_reader_odd_modules_are_compile_errors(code):
         from ironaccel.backends.vulkan.spirv import spirv_interfaces
 
         spirv_interfaces(code)
+
+
+def _out_of_range_access_chain(code):
+    """saxpy whose buffer access chains index member 1 of a one-member struct: invalid SPIR-V that crashes
+    lavapipe (SIGSEGV) and SwiftShader (SIGILL) at launch when it reaches them."""
+    words = np.frombuffer(code, dtype="<u4").copy()
+    i, constants, chains = 5, {}, []
+    while i < len(words):
+        count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
+        if opcode == 43:  # OpConstant %type %id value
+            constants[int(words[i + 2])] = int(words[i + 3])
+        elif opcode == 65 and count == 6:  # OpAccessChain %type %id %base %member %element
+            chains.append(i + 4)
+        i += count
+    assert chains
+    words[chains] = next(id_ for id_, value in constants.items() if value == 1)
+    return words.tobytes()
+
+
+def test_invalid_spirv_is_rejected_before_the_driver_sees_it(device):
+    from ironaccel.backends.vulkan.pipeline import SPIRV_VAL
+
+    if shutil.which(SPIRV_VAL) is None:
+        pytest.skip("spirv-val is not on PATH (apt-get install spirv-tools)")
+    with pytest.raises(ia.CompileError, match=r"Device\.compile") as err:
+        device.compile(_out_of_range_access_chain(SAXPY_SPV), "spirv")
+    assert "OpAccessChain" in err.value.log and "out of bounds" in err.value.log
+
+
+def test_without_spirv_val_the_validation_layer_rejects_invalid_spirv(device, monkeypatch):
+    if not device.info.extra["validation"]:
+        pytest.skip("VK_LAYER_KHRONOS_validation is not installed")
+    from ironaccel.backends.vulkan import pipeline
+
+    monkeypatch.setattr(pipeline, "SPIRV_VAL", "spirv-val-not-installed")
+    with pytest.raises(ia.CompileError, match=r"Device\.compile") as err:
+        device.compile(_out_of_range_access_chain(SAXPY_SPV), "spirv")
+    assert "OpAccessChain" in err.value.log
+    assert device.diagnostics() == []  # the message went into the error
+    assert device.compile(SAXPY_SPV, "spirv").kernel("saxpy")  # a valid module still compiles
 
 
 def test_launch_must_match_the_kernel_interface(device, stream):
