@@ -552,3 +552,14 @@ def test_events_of_a_closed_device_raise(device, stream):
     for call in (event.query, event.synchronize):
         with pytest.raises(ia.UseAfterFree, match=r"Event\."):
             call()
+
+
+def test_buffers_of_a_closed_device_raise(device):
+    buf = device.alloc(64)
+    assert buf.handle is not None and buf.offset >= 0
+    device.close()
+    with pytest.raises(ia.UseAfterFree, match=r"Buffer\.handle"):
+        buf.handle
+    with pytest.raises(ia.UseAfterFree, match=r"VulkanBuffer\.offset"):
+        buf.offset
+    buf.free()  # still idempotent and harmless
