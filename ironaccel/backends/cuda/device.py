@@ -268,33 +268,47 @@ class CudaDevice(api.Device):
                 stream._release_held(mark)
 
     def _close(self) -> None:
-        """Wait for the device, free what this Device still holds, release the primary context.
+        """Wait for the device, free what this Device still holds (its streams too), release the primary context.
 
-        Everything is released even when the wait fails (a sticky error); that failure is raised last."""
+        Everything is released even when a step fails (a sticky error fails them all); the first failure is
+        raised at the end, naming its entry point."""
         _open_devices.pop(self._id, None)
         cu = self._cu
-        self._make_current()
-        failure = cu.cuCtxSynchronize()[0]
+        failures: list[tuple[Any, Any]] = []  # (driver function, CUresult) of each step that failed
+
+        def release(function: Any, *args: Any) -> None:
+            err = function(*args)[0]
+            if err:
+                failures.append((function, err))
+
+        try:
+            self._make_current()
+        except DriverError as exc:  # everything below fails too, but is still tried: this is the error to raise
+            failures.append((cu.cuCtxSetCurrent, cu.CUresult(exc.code)))
+        release(cu.cuCtxSynchronize)
         for buf in list(self._live.values()):
             buf._freed = True
-            cu.cuMemFree(buf._ptr)
+            release(cu.cuMemFree, buf._ptr)
         self._live.clear()
         for ptr in self._orphans:
-            cu.cuMemFree(ptr)
+            release(cu.cuMemFree, ptr)
         self._orphans.clear()
-        self._staging.close()
+        self._staging.close(release)
         for handle in self._modules:
-            cu.cuModuleUnload(handle)
+            release(cu.cuModuleUnload, handle)
         for spare in self._spare_events.values():
             for ev in spare:
-                cu.cuEventDestroy(ev)
-        cu.cuStreamDestroy(self._alloc_stream)
+                release(cu.cuEventDestroy, ev)
+        for stream in list(self._streams):
+            stream._alive = False
+            release(cu.cuStreamDestroy, stream._handle)
+        release(cu.cuStreamDestroy, self._alloc_stream)
         err, = cu.cuDevicePrimaryCtxRelease(self._dev)
         if err:  # the context stays retained: released again at exit; the Device is closed either way
             _unreleased_contexts.append(self._dev)
-            fail(cu.cuDevicePrimaryCtxRelease, err)
-        if failure:
-            fail(cu.cuCtxSynchronize, failure)
+            failures.append((cu.cuDevicePrimaryCtxRelease, err))
+        if failures:
+            fail(*failures[0])
 
 
 #: Devices not yet closed, by id; closed at interpreter exit (their buffers, staging ring and context given back).

@@ -13,7 +13,7 @@ import ctypes
 import os
 import queue
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -151,16 +151,16 @@ class StagingRing:
                     ctypes.memmove(staged, address + first, size)
                 calls.cuMemcpyHtoDAsync(dst + first, staged, size, handle)
 
-    def close(self) -> None:
-        """Free the ring; the device has been synchronized."""
+    def close(self, release: Callable[..., None]) -> None:
+        """Free the ring through ``release(function, *args)`` (which records failures); the device is idle."""
         cu = self._dev._cu
         for event in [e for fences in self._fences for e in fences] + self._spare:
-            cu.cuEventDestroy(event)
+            release(cu.cuEventDestroy, event)
         for fences in self._fences:
             fences.clear()
         for users in self._users:
             users.clear()
         self._spare.clear()
         if self._base:
-            cu.cuMemFreeHost(self._base)
+            release(cu.cuMemFreeHost, self._base)
             self._base, self._ring = 0, None
