@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ... import api
-from ...errors import InvalidArgument
 from .driver import calls, fail
 
 if TYPE_CHECKING:
@@ -85,27 +84,16 @@ _SCALAR_CODES = {("f", 4): "f4x", ("f", 8): "d", ("i", 4): "i4x", ("i", 8): "q",
 
 
 class Signature:
-    """How one sequence of argument types is packed: a struct over the kernel's 8-byte parameter slots."""
+    """How one sequence of argument types is packed: a struct over the kernel's 8-byte parameter slots. The
+    arguments were matched against ``Kernel.params`` by ``Stream.launch`` (api.py) before."""
 
     __slots__ = ("struct", "buffers")
 
-    def __init__(self, kernel: CudaKernel, args: Sequence[Any]):
-        op, sizes = "Stream.launch", kernel._param_sizes
-        if len(args) != len(sizes):
-            raise InvalidArgument(op, f"kernel {kernel.name} takes {len(sizes)} argument(s), got {len(args)}")
-        codes = []
-        for i, (arg, size) in enumerate(zip(args, sizes)):
-            if isinstance(arg, api.Buffer):  # Stream.launch has checked it is one of this device's buffers
-                if size != 8:
-                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is a {size}-byte value, got a Buffer")
-                codes.append("Q")
-            else:
-                if arg.dtype.itemsize != size:
-                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is {size} bytes, got {arg.dtype} "
-                                              f"({arg.dtype.itemsize} bytes)")
-                codes.append(_SCALAR_CODES[arg.dtype.kind, size])
+    def __init__(self, args: Sequence[Any]):
+        codes = ["Q" if isinstance(arg, api.Buffer) else _SCALAR_CODES[arg.dtype.kind, arg.dtype.itemsize]
+                 for arg in args]
         self.struct = struct.Struct("<" + "".join(codes))
-        self.buffers = tuple(i for i, code in enumerate(codes) if code == "Q" and isinstance(args[i], api.Buffer))
+        self.buffers = tuple(i for i, arg in enumerate(args) if isinstance(arg, api.Buffer))
 
 
 class _Slots(threading.local):
@@ -126,7 +114,6 @@ class CudaKernel(api.Kernel):
         super().__init__(module, name)
         self._function = function
         self._param_list = params
-        self._param_sizes = tuple(p.nbytes for p in params)
         self._slots = _Slots(len(params))
         self._signatures: dict[tuple[type, ...], Signature] = {}
 

@@ -223,7 +223,7 @@ class CudaStream(api.Stream):
         key = tuple(map(type, args))
         signature = kernel._signatures.get(key)
         if signature is None:
-            signature = kernel._signatures[key] = Signature(kernel, args)
+            signature = kernel._signatures[key] = Signature(args)
         for i in signature.buffers:  # args is launch()'s own list: buffers become their pointers in place
             buf = args[i]
             buf._last_stream = self
