@@ -102,8 +102,8 @@ class _Slots(threading.local):
     def __init__(self, count: int):
         self.storage = np.zeros(max(count, 1), dtype=np.uint64)
         self.pointers = self.storage.ctypes.data + 8 * np.arange(len(self.storage), dtype=np.uint64)
-        self.view = memoryview(self.storage).cast("B")
-        self.address = self.pointers.ctypes.data
+        # what a launch reads, as one attribute: each read of a thread-local costs ~40 ns
+        self.view_and_address = (memoryview(self.storage).cast("B"), self.pointers.ctypes.data)
 
 
 class CudaKernel(api.Kernel):

@@ -140,9 +140,8 @@ class CudaStream(api.Stream):
             dev._make_current()
         dst._last_stream = self
         n = src.nbytes
-        cu = driver.cu
-        if n >= PINNED_CHECK_BYTES and is_pinned(cu, src.ctypes.data):
-            calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src.ctypes.data, n, self._handle)
+        if n >= PINNED_CHECK_BYTES and is_pinned(driver.cu, src.ctypes.data):
+            calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src, n, self._handle)  # the binding takes the buffer
         else:
             dev._staging.copy_htod(self, dst._ptr + dst_offset, src)
 
@@ -152,7 +151,9 @@ class CudaStream(api.Stream):
             dev._make_current()
         src._last_stream = self
         copy = driver.cu.cuMemcpyDtoHAsync
-        err, = copy(dst.ctypes.data, src._ptr + src_offset, dst.nbytes, self._handle)
+        # the array itself, not ``dst.ctypes.data``: the binding reads its address through the buffer
+        # protocol in C, ~0.7 us cheaper per copy
+        err, = copy(dst, src._ptr + src_offset, dst.nbytes, self._handle)
         if err:
             fail(copy, err)
         self._held.append((next(self._numbers), dst))
@@ -218,8 +219,8 @@ class CudaStream(api.Stream):
             while held and held[0][0] < mark:  # appends may land out of order: a later one only waits longer
                 held.popleft()
 
-    def _launch(self, kernel: api.Kernel, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
-        assert isinstance(kernel, CudaKernel)
+    def _launch(self, kernel: CudaKernel, grid: api.Dim3, block: api.Dim3,  # type: ignore[override]
+                args: list[Any]) -> None:
         key = tuple(map(type, args))
         signature = kernel._signatures.get(key)
         if signature is None:
@@ -228,13 +229,13 @@ class CudaStream(api.Stream):
             buf = args[i]
             buf._last_stream = self
             args[i] = buf._ptr
-        slots = kernel._slots
-        signature.struct.pack_into(slots.view, 0, *args)
+        view, params = kernel._slots.view_and_address
+        signature.struct.pack_into(view, 0, *args)
         dev = self._dev
         if current.device != dev._id:
             dev._make_current()
         launch = driver.cu.cuLaunchKernel
-        err, = launch(kernel._function, *grid, *block, 0, self._handle, slots.address, 0)
+        err, = launch(kernel._function, *grid, *block, 0, self._handle, params, 0)
         if err:
             fail(launch, err)
 
