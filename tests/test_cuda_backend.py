@@ -648,3 +648,16 @@ def test_compile_options_that_are_not_strings_are_rejected(device, options):
     with pytest.raises(ia.InvalidArgument) as info:
         device.compile('extern "C" __global__ void k() {}', "cuda", options=options)
     assert info.value.op == "Device.compile"  # checked by api.py before NVRTC sees them
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_tiny_copies_land_in_the_host_array(device, n):
+    """The smallest copies both ways (a 1-element array must be taken as memory, never as a number)."""
+    s = device.create_stream()
+    with device.alloc(64) as buf:
+        s.fill(buf, 0)
+        s.copy_htod(buf, np.arange(1, n + 1, dtype=np.uint8), dst_offset=5)
+        out = np.full(n, 0xEE, np.uint8)
+        s.copy_dtoh(out, buf, src_offset=5)
+        s.synchronize()
+    np.testing.assert_array_equal(out, np.arange(1, n + 1, dtype=np.uint8))
