@@ -1,8 +1,10 @@
-"""The CUDA backend on the fake libcuda: failure paths through the fake's fault injection, sticky errors.
+"""The CUDA backend on the fake libcuda: failure paths, leaks, waits, reflection, exit.
 
-For every driver entry point the backend calls, a test makes the fake fail that call and checks that the
-typed error names the op, that nothing leaks (the fake's live allocation count) and that the device still
-works afterwards. Runs with no GPU; skipped, with the reason, when the fake cannot be built or loaded.
+The fault-injection matrix makes the fake fail the 1st and the 3rd call of every driver entry point the
+backend calls, and checks that the typed error names it, that nothing leaks (the fake's live allocation
+count) and that a fresh saxpy is still right. Other tests: held copy_dtoh destinations and when they are
+released, failed frees and context releases, synchronize(timeout=), Kernel.params, devices left open at
+exit, sticky errors. Runs with no GPU; skipped, with the reason, when the fake cannot be built or loaded.
 """
 
 from __future__ import annotations
@@ -609,16 +611,28 @@ def test_failed_context_release_closes_the_device_and_is_retried_at_exit(fake):
     assert dev._cu.cuDevicePrimaryCtxRelease(dev._dev)[0] == 0  # what exit would do
 
 
-def test_devices_left_open_are_closed_at_exit(tmp_path):
-    """A program that never calls close(): the fake (in error mode) reports no leak at exit, its staging
-    ring included, and the exit status stays 0."""
+def _run_script(tmp_path: Any, source: str, **env_extra: str) -> Any:
     import subprocess
     import sys
+    from pathlib import Path
 
     from ironaccel import fakes
 
-    script = tmp_path / "left_open.py"
-    script.write_text(
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    try:
+        env = fakes.child_env()
+    except ia.NotAvailable as exc:
+        pytest.skip(f"the fake libcuda cannot be built: {exc}")
+    env.update(env_extra, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_devices_left_open_are_closed_at_exit(tmp_path):
+    """A program that never calls close(): the fake (in error mode) reports no leak at exit, its staging
+    ring included, and the exit status stays 0."""
+    proc = _run_script(
+        tmp_path,
         "import numpy as np\n"
         "from ironaccel.backends.cuda import CudaBackend\n"
         "dev = CudaBackend().open_device(0)\n"
@@ -628,15 +642,8 @@ def test_devices_left_open_are_closed_at_exit(tmp_path):
         "out = np.empty(1 << 20, np.uint8)\n"
         "s.copy_dtoh(out, buf)\n"
         "s.synchronize()\n"
-        "assert out.all()\n"
-    )
-    try:
-        env = fakes.child_env()
-    except ia.NotAvailable as exc:
-        pytest.skip(f"the fake libcuda cannot be built: {exc}")
-    env["IRONACCEL_FAKE_CUDA_LEAKS"] = "error"
-    env["PYTHONPATH"] = str(__import__("pathlib").Path(__file__).resolve().parents[1])
-    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        "assert out.all()\n",
+        IRONACCEL_FAKE_CUDA_LEAKS="error")
     assert proc.returncode == 0, proc.stderr
     assert "leak report" not in proc.stderr
 
@@ -661,3 +668,20 @@ def test_tiny_copies_land_in_the_host_array(device, n):
         s.copy_dtoh(out, buf, src_offset=5)
         s.synchronize()
     np.testing.assert_array_equal(out, np.arange(1, n + 1, dtype=np.uint8))
+
+
+def test_exit_does_not_wait_for_a_kernel_that_runs_on(tmp_path):
+    """A device left open with a kernel still running: exit waits a bounded time, then leaves it to the driver."""
+    import time
+
+    started = time.monotonic()
+    proc = _run_script(
+        tmp_path,
+        "import numpy as np\n"
+        "from ironaccel.backends.cuda import CudaBackend\n"
+        f"PTX = {PTX_SPIN!r}\n"
+        "dev = CudaBackend().open_device(0)\n"
+        "buf = dev.alloc(4)\n"
+        "dev.create_stream().launch(dev.compile(PTX, 'ptx').kernel('spin'), 1, 1, (buf, np.uint32(4_000_000_000)))\n")
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 60

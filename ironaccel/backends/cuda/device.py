@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import os
 import re
 import time
 import weakref
@@ -27,7 +28,7 @@ from typing import Any
 
 from ... import api
 from ...api import BackendInfo, DeviceInfo, Limits
-from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable
+from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable, Timeout
 from . import driver, nvrtc
 from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
 from .module import CudaModule, binary_entries, ptx_entries
@@ -160,6 +161,7 @@ class CudaDevice(api.Device):
         self._staging = StagingRing(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
+        self._pid = os.getpid()  # the process that opened it (closed at exit only there)
         _open_devices[self._id] = self
 
     def _native(self) -> CudaHandles:
@@ -318,10 +320,18 @@ EXIT_WAIT_SECONDS = 1.0  # how long exit waits for a device still running work b
 def _close_at_exit() -> None:
     """Close what the program left open, so nothing is reported leaked (the fake's leak report) and pinned
     memory is given back. A device still running work after ``EXIT_WAIT_SECONDS`` is left to the driver
-    (which reclaims everything when the process ends) rather than hanging the exit."""
+    (which reclaims everything when the process ends) rather than hanging the exit; so are the devices a
+    forked child inherited (CUDA does not work across fork)."""
     for dev in list(_open_devices.values()):
+        if dev._pid != os.getpid():
+            continue
         try:
             dev.synchronize(timeout=EXIT_WAIT_SECONDS)
+        except Timeout:
+            continue
+        except IronAccelError:
+            pass  # a sticky error: close still releases everything
+        try:
             dev.close()
         except IronAccelError:
             pass
