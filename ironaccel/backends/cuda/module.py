@@ -1,7 +1,7 @@
 """Loaded modules, their kernels, and how launch arguments are packed for ``cuLaunchKernel``.
 
 A kernel's parameters are read from the PTX ``.entry`` declaration (or asked of the driver for a cubin),
-so a launch with the wrong arguments is an InvalidArgument instead of undefined behaviour. Arguments are
+so ``Stream.launch`` (api.py) rejects wrong arguments instead of launching undefined behaviour. Arguments are
 packed by one ``struct.pack_into`` per launch into per-thread slots; the struct is built once per kernel
 and sequence of argument types.
 """
