@@ -685,3 +685,36 @@ def test_exit_does_not_wait_for_a_kernel_that_runs_on(tmp_path):
         "dev.create_stream().launch(dev.compile(PTX, 'ptx').kernel('spin'), 1, 1, (buf, np.uint32(4_000_000_000)))\n")
     assert proc.returncode == 0, proc.stderr
     assert time.monotonic() - started < 60
+
+
+def test_threads_sharing_a_device_record_copy_and_wait(device):
+    """Four threads on one device: streams created, events recorded and waited for, copies, device-wide waits
+    in between; no error, every copy right (the spare events and the stream set are shared)."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            with device.alloc(256) as buf:
+                s = device.create_stream()
+                for i in range(150):
+                    if i % 25 == 24:
+                        s = device.create_stream()  # the old one is dropped: destroyed while others run
+                    data = np.full(256, (seed * 31 + i) % 251, np.uint8)
+                    s.copy_htod(buf, data)
+                    out = np.empty(256, np.uint8)
+                    s.copy_dtoh(out, buf)
+                    s.record().synchronize()
+                    if i % 10 == seed:
+                        device.synchronize(timeout=30)
+                    np.testing.assert_array_equal(out, data)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[0]

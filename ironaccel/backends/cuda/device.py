@@ -20,6 +20,7 @@ import atexit
 import itertools
 import os
 import re
+import threading
 import time
 import weakref
 from dataclasses import dataclass
@@ -154,7 +155,9 @@ class CudaDevice(api.Device):
         # Buffers not yet freed, freed at close: the primary context outlives this Device.
         self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
         self._orphans: list[int] = []  # pointers of buffers whose free failed as they were collected: close frees them
-        self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()  # created streams, for synchronize(timeout)
+        # created streams (for synchronize and close); the lock: a WeakSet must not grow while it is iterated
+        self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()
+        self._streams_lock = threading.Lock()
         self._caps: frozenset[str] | None = None
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
         self._modules: list[Any] = []
@@ -191,8 +194,13 @@ class CudaDevice(api.Device):
         self._make_current()
         cu = self._cu
         stream = CudaStream(self, calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), owned=True)
-        self._streams.add(stream)
+        with self._streams_lock:
+            self._streams.add(stream)
         return stream
+
+    def _created_streams(self) -> list[CudaStream]:
+        with self._streams_lock:
+            return list(self._streams)
 
     def _alloc(self, nbytes: int) -> CudaBuffer:
         self._make_current()
@@ -253,7 +261,7 @@ class CudaDevice(api.Device):
         """Without a timeout one cuCtxSynchronize; with one, every stream of this Device polled until its work
         is done (there is no context query)."""
         self._make_current()
-        streams = [self._default, *self._streams]  # held, so none is destroyed while it is waited for
+        streams = [self._default, *self._created_streams()]  # held, so none is destroyed while it is waited for
         marks = [stream._hold_mark() for stream in streams]
         if timeout is None:
             calls.cuCtxSynchronize()
@@ -297,7 +305,7 @@ class CudaDevice(api.Device):
         for spare in self._spare_events.values():
             for ev in spare:
                 release(cu.cuEventDestroy, ev)
-        for stream in list(self._streams):
+        for stream in self._created_streams():
             stream._alive = False
             release(cu.cuStreamDestroy, stream._handle)
         release(cu.cuStreamDestroy, self._alloc_stream)

@@ -177,11 +177,10 @@ class CudaStream(api.Stream):
         dev = self._dev
         if self._needs_current and current.device != dev._id:
             dev._make_current()
-        spare = dev._spare_events[timing]
         cu = driver.cu
-        if spare:
-            handle = spare.pop()
-        else:
+        try:  # not "if spare: pop()": another thread may take the last one in between
+            handle = dev._spare_events[timing].pop()
+        except IndexError:
             flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
             handle = calls.cuEventCreate(flags)
         event = CudaEvent(self, timing, handle, next(self._numbers) if self._held else 0)
