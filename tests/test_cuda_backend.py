@@ -10,7 +10,7 @@ exit, sticky errors. Runs with no GPU; skipped, with the reason, when the fake c
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
