@@ -3,8 +3,9 @@
 These are the hot paths of the backend, so each method makes its driver call directly and tests the
 CUresult inline; the error object is built only on failure. ``Device.default_stream`` is the legacy
 default stream; ``create_stream`` makes non-blocking streams. ``copy_dtoh`` keeps its host array alive
-until the stream is synchronized; into pageable memory the driver completes it before returning, so it
-is not staged.
+until a wait covers it (the stream's or the device's synchronize, or an event recorded after it); into
+pageable memory the driver completes it before returning, so it is not staged. ``synchronize(timeout=)``
+polls instead of blocking (``driver.wait_until_complete``).
 """
 
 from __future__ import annotations
