@@ -228,7 +228,7 @@ def _passing_doc(target: str) -> dict:
     required = [cid for cid, c in spec.load_clauses().items() if c.required]
     tests = [{"id": f"test_x.py::test_{cid}", "clauses": [cid], "outcome": "pass", "duration": 0.0, "message": ""}
              for cid in required]
-    return results.document(targets.get(target), spec.suite_hash(), "2026-11-30T04:30:00Z", "ok", "", tests)
+    return results.document(targets.get(target), spec.current([target]).parts(target), "2026-11-30T04:30:00Z", "ok", "", tests)
 
 
 def test_certificates_and_status_say_the_same_thing(tmp_path):
@@ -243,7 +243,7 @@ def test_certificates_and_status_say_the_same_thing(tmp_path):
         proves[name] = cert["proves"]
     assert proves == {"webgpu/nvidia": "hardware", "webgpu/lavapipe": "simulated"}
     text = status.render(status.load_results(tmp_path), spec.load_clauses(), status.registry_infos(),
-                         spec.suite_hash(), targets.TARGETS, judge.definitions())
+                         spec.current(), targets.TARGETS, judge.definitions())
     assert "| **webgpu** | production |" in text
     for name, word in proves.items():
         row = next(line for line in text.splitlines() if line.startswith(f"| {name} | "))
