@@ -121,10 +121,13 @@ def stale_parts(doc: dict[str, Any], current: Current) -> tuple[str, ...]:
     t = doc["target"]
     recorded = doc["suite"].get("parts") or {"suite": doc["suite"]["hash"]}
     now = current.parts(t["name"])
-    changed = [label for label in ("suite", "backend", "driver", "expectations")
-               if recorded.get(label) != now.get(label)]
-    return tuple(PART_NAMES[label].format(backend=t["backend"], driver=t["driver"]) + " changed"
-                 for label in changed)
+    out = []
+    for label in ("suite", "backend", "driver", "expectations"):
+        if recorded.get(label) != now.get(label):
+            what = PART_NAMES[label].format(backend=t["backend"], driver=t["driver"])
+            gone = label in recorded and label not in now
+            out.append(f"{what} is not here to check" if gone else f"{what} changed")
+    return tuple(out)
 
 
 def runs(results: Iterable[dict[str, Any]], current: Current,

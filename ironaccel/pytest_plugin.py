@@ -126,7 +126,7 @@ class Conformance:
 
     def __init__(self, config: pytest.Config, target_name: str):
         from . import targets
-        from .spec import conformance_dir, current, load_clauses
+        from .spec import current, load_clauses
 
         self.target = targets.get(target_name)
         os.environ.update(self.target.environment())
@@ -135,8 +135,7 @@ class Conformance:
         self.clauses = load_clauses()
         self.parts = current([self.target.name]).parts(self.target.name)
         exp = config.getoption("--expectations")
-        self.expectations_path = Path(exp) if exp else (
-            conformance_dir() / "expectations" / f"{self.target.backend}-{self.target.driver}.txt")
+        self.expectations_path = Path(exp) if exp else self.target.expectations_file
         self.expectations = load_expectations(self.expectations_path)
         out = config.getoption("--results-json")
         self.results_path = Path(out) if out else None
@@ -154,7 +153,7 @@ class Conformance:
                 raise pytest.UsageError(f"--baseline: {exc}") from None
         self.comparison: Comparison | None = None
         self.started = results.now()
-        self.host = results.host_environment()
+        self.host = results.host_environment((*results.PACKAGES, *self.target.packages))
         self.device: Any = None
         self.device_error = ""
         self.tests: dict[str, dict[str, Any]] = {}
@@ -388,29 +387,37 @@ def require(device: Any) -> Callable[[str], None]:
     return check
 
 
-_EXTENSIONS = {"cuda": "cu", "ptx": "ptx", "glsl": "comp", "spirv": "spv", "wgsl": "wgsl"}
+@pytest.fixture(scope="session")
+def kernel_source(request: pytest.FixtureRequest) -> Callable[[str, str], str | bytes]:
+    """``kernel_source("broken", lang)``: the source of a kernel file in one of the target's dialects."""
+    dialects = {d.lang: d for d in _conformance(request).target.kernels}
+
+    def source(name: str, lang: str) -> str | bytes:
+        found = dialects[lang].source(name) if lang in dialects else None
+        if found is None:
+            raise FileNotFoundError(f"target {_conformance(request).target.name} has no {lang} kernel {name!r}")
+        return found
+
+    return source
 
 
 @pytest.fixture(scope="session")
-def kernels(device: Any) -> Callable[[str], Any]:
-    """``kernels("saxpy")``: the conformance kernel in the device's first language that has a file for it."""
-    from .spec import conformance_dir
-
-    root = conformance_dir() / "kernels"
+def kernels(request: pytest.FixtureRequest, device: Any) -> Callable[[str], Any]:
+    """``kernels("saxpy")``: the conformance kernel in the device's first language that the target has a
+    file for (``Target.kernels``: the suite's conformance/kernels/<lang>/, or a plugin's own folder)."""
+    dialects = {d.lang: d for d in _conformance(request).target.kernels}
     cache: dict[str, Any] = {}
 
     def load(name: str) -> Any:
         if name not in cache:
             for lang in device.languages:
-                if lang not in _EXTENSIONS:  # cubins are per architecture: KERNEL-13 loads them itself
-                    continue
-                path = root / lang / f"{name}.{_EXTENSIONS[lang]}"
-                if path.exists():
-                    source = path.read_bytes() if lang == "spirv" else path.read_text(encoding="utf-8")
+                source = dialects[lang].source(name) if lang in dialects else None
+                if source is not None:
                     cache[name] = device.compile(source, lang).kernel(name)
                     break
             else:
-                raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} under {root}")
+                where = ", ".join(str(d.folder) for d in dialects.values()) or "no kernel folder"
+                raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} in {where}")
         return cache[name]
 
     return load

@@ -148,10 +148,11 @@ def without_failures(status: str, summary: dict[str, int] | None) -> bool:
 PACKAGES = ("ironaccel", "numpy", "wgpu", "vulkan", "cuda-bindings", "nvidia-cuda-nvrtc", "hypothesis", "pytest")
 
 
-def host_environment() -> dict[str, Any]:
-    """This machine as a results file records it: OS, Python and the installed versions of ``PACKAGES``."""
+def host_environment(names: Iterable[str] = PACKAGES) -> dict[str, Any]:
+    """This machine as a results file records it: OS, Python and the installed versions of ``names``
+    (``PACKAGES`` and a target's own, such as a plugin's distribution)."""
     packages = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -67,11 +67,11 @@ def load_definitions(spec_md: Path | None = None) -> dict[tuple[str, str], str]:
 HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h", ".cl"}
 
 #: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
-#: interface and errors, the pool (POOL clauses), target and backend registries, the plugin and the
-#: results vocabulary it writes with. Judging and reporting (judge, status, certify, cli) are not in it:
+#: interface and errors, the pool (POOL clauses), target and backend registries and the built-in driver
+#: declarations, the plugin and the results vocabulary it writes with. Judging and reporting (judge, status, certify, cli) are not in it:
 #: they do not change what a run does.
-SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "targets.py", "pytest_plugin.py", "results.py",
-                 "selection.py", "spec.py", "backends/__init__.py")
+SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "targets.py", "drivers", "pytest_plugin.py",
+                 "results.py", "selection.py", "spec.py", "backends/__init__.py")
 
 
 def _digest(files: list[tuple[str, Path]]) -> str:
@@ -96,7 +96,7 @@ def suite_hash() -> str:
     package = Path(__file__).resolve().parent
     suite = conformance_dir()
     files = _tree("conformance", suite, exclude=suite / "expectations")
-    files += [(f"ironaccel/{name}", package / name) for name in SUITE_LIBRARY]
+    files += [pair for name in SUITE_LIBRARY for pair in _tree(f"ironaccel/{name}", package / name)]
     return _digest(files)
 
 
@@ -110,7 +110,7 @@ def implementation(backend: str) -> Path | None:
     spec_ = registry().get(backend)
     if spec_ is None:
         return None
-    module = spec_.partition(":")[0]
+    module = spec_.partition(":")[0] if isinstance(spec_, str) else spec_.__module__  # or the class itself
     if not module.startswith("ironaccel."):
         module = module.split(".")[0]
     try:
@@ -162,18 +162,18 @@ def current(target_names: list[str] | None = None) -> Current:
     from .backends import registry
     from .targets import TARGETS
 
-    names = list(TARGETS) if target_names is None else target_names
+    names = list(TARGETS) if target_names is None else list(target_names)
     found: dict[str, str] = {}
     for backend in sorted(set(registry()) | {n.partition("/")[0] for n in names}):
         where = implementation(backend)
         if where is not None:
             found[f"backend/{backend}"] = _digest(_tree(f"backend/{backend}", where))
-    expectations = conformance_dir() / "expectations"
     for name in names:
         sources = driver_sources(name)
         if sources:
             found[f"driver/{name}"] = _digest(sources)
-        exp = expectations / f"{name.replace('/', '-')}.txt"
+        exp = (TARGETS[name].expectations_file if name in TARGETS
+               else conformance_dir() / "expectations" / f"{name.replace('/', '-')}.txt")
         if exp.is_file():
             found[f"expectations/{name}"] = _digest([(exp.name, exp)])
     return Current(suite_hash(), found)

@@ -243,7 +243,8 @@ def load_results(results_dir: Path) -> list[dict[str, Any]]:
 def _generate(docs: list[dict[str, Any]]) -> str:
     from . import spec, targets
 
-    return render(docs, spec.load_clauses(), registry_infos(), spec.current(), targets.TARGETS,
+    reported = targets.reported(d["target"]["name"] for d in docs)
+    return render(docs, spec.load_clauses(), registry_infos(), spec.current(list(reported)), reported,
                   judge.definitions())
 
 

@@ -113,6 +113,8 @@ def verify(out: Path) -> tuple[int, str]:
     from .certify import verify as verify_certificate
 
     out = Path(out)
+    if not (out / MANIFEST).exists():
+        raise ValueError(f"{out}: a directory, not a certificate, nor a submission package (no {MANIFEST})")
     manifest = results.read_json(out / MANIFEST)
     if not isinstance(manifest, dict) or manifest.get("package") != PACKAGE_SCHEMA \
             or not isinstance(manifest.get("files"), dict):

@@ -1,9 +1,9 @@
 """``ironaccel certify``: target processes that crash, hang or misuse pytest; per-test timeouts, re-runs, JUnit;
 certificates and their verification; the progress line.
 
-Targets here are "mem/test" over ironaccel/testing/memdevice.py, registered in the child process by the suite folder's
-conftest (the one tests/test_plugin.py uses) and in this process by ``mem_target``; ``run_target(suite=...)``
-runs that folder instead of the conformance suite.
+Targets here are "mem/test" over the in-memory device (tests/membackend.py), registered in the child process
+by the suite folder's conftest (the one tests/test_plugin.py uses) and in this process by ``mem_target``;
+``run_target(suite=...)`` runs that folder instead of the conformance suite.
 """
 
 from __future__ import annotations
@@ -17,14 +17,16 @@ import pytest
 
 from ironaccel import certify, results, spec, targets
 from ironaccel.cli import main
+from membackend import registered
 from test_plugin import CONFTEST
 
 NAME = "mem/test"
 
 
 @pytest.fixture
-def mem_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(targets.TARGETS, NAME, targets.Target("mem", "test", True))
+def mem_target() -> None:
+    with registered():
+        yield
 
 
 def suite(tmp_path: Path, tests: str) -> Path:
@@ -173,7 +175,6 @@ def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, caps
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_STALE
     assert "stale" in capsys.readouterr().err
     monkeypatch.undo()
-    monkeypatch.setitem(targets.TARGETS, NAME, targets.Target("mem", "test", True))
 
     doc["tests"][0]["duration"] += 1
     results.dump(doc, r.results_file)

@@ -4,46 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from ironaccel import results
 
+TESTS_DIR = Path(__file__).resolve().parent
 
 # Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
-CONFTEST = """
-import importlib
-from ironaccel.testing.memdevice import MemDevice
-from ironaccel import api, targets
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(TESTS_DIR)!r})
+from membackend import MemBackend, mem_drivers
+from ironaccel.backends import register
 
-registry = importlib.import_module("ironaccel.backends")
-
-
-class MemTarget(targets.Target):
-    def environment(self):
-        return {}
-
-    def matches(self, info):
-        return info.backend == "mem" and self.driver == "test"
-
-
-class MemBackend(api.Backend):
-    name = "mem"
-
-    def probe(self):
-        return api.BackendInfo("mem", True, "in-memory")
-
-    def device_count(self):
-        return 1
-
-    def _open_device(self, index):
-        return MemDevice(1 << 20)
-
-
-for driver in ("test", "wrong"):
-    targets.TARGETS["mem/" + driver] = MemTarget("mem", driver, True)
-_real_get = registry.get
-registry.get = lambda name: MemBackend() if name == "mem" else _real_get(name)
+register("mem", MemBackend, mem_drivers)
 """
 
 OUTCOMES_TESTS = """
