@@ -405,19 +405,12 @@ def kernel_source(request: pytest.FixtureRequest) -> Callable[[str, str], str | 
 def kernels(request: pytest.FixtureRequest, device: Any) -> Callable[[str], Any]:
     """``kernels("saxpy")``: the conformance kernel in the device's first language that the target has a
     file for (``Target.kernels``: the suite's conformance/kernels/<lang>/, or a plugin's own folder)."""
-    dialects = {d.lang: d for d in _conformance(request).target.kernels}
+    target = _conformance(request).target
     cache: dict[str, Any] = {}
 
     def load(name: str) -> Any:
         if name not in cache:
-            for lang in device.languages:
-                source = dialects[lang].source(name) if lang in dialects else None
-                if source is not None:
-                    cache[name] = device.compile(source, lang).kernel(name)
-                    break
-            else:
-                where = ", ".join(str(d.folder) for d in dialects.values()) or "no kernel folder"
-                raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} in {where}")
+            cache[name] = target.compile_kernel(device, name)
         return cache[name]
 
     return load
