@@ -126,14 +126,14 @@ class Conformance:
 
     def __init__(self, config: pytest.Config, target_name: str):
         from . import targets
-        from .spec import load_clauses, suite_hash
+        from .spec import current, load_clauses
 
         self.target = targets.get(target_name)
         os.environ.update(self.target.environment())
         if self.target.backend == "vulkan" and os.path.exists(VALIDATION_LAYER_JSON):
             os.environ.setdefault("IRONACCEL_VK_VALIDATION", "1")
         self.clauses = load_clauses()
-        self.suite_hash = suite_hash()
+        self.parts = current([self.target.name]).parts(self.target.name)
         exp = config.getoption("--expectations")
         self.expectations_path = Path(exp) if exp else self.target.expectations_file
         self.expectations = load_expectations(self.expectations_path)
@@ -187,7 +187,7 @@ class Conformance:
 
     # -- pytest hooks (this object is registered as a plugin) ----------------------------------------
     def pytest_report_header(self) -> list[str]:
-        return [f"ironaccel target: {self.target.name}  suite hash: {self.suite_hash}  "
+        return [f"ironaccel target: {self.target.name}  suite hash: {self.parts['suite']}  "
                 f"expectations: {self.expectations_path.name} ({len(self.expectations)} entries)"]
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -309,7 +309,7 @@ class Conformance:
         entry.update(outcome=outcome.value, message=message[:2000])
 
     def document(self, status: str, message: str = "") -> dict[str, Any]:
-        return results.document(self.target, self.suite_hash, self.started, status, message or self.device_error,
+        return results.document(self.target, self.parts, self.started, status, message or self.device_error,
                                 self.tests.values(), self.device.info if self.device is not None else None,
                                 self.host, None if self.selection.everything else self.selection.record())
 
