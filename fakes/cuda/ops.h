@@ -64,6 +64,10 @@ enum Collective { COL_BAR, COL_BAR_RED_POPC, COL_BAR_RED_AND, COL_BAR_RED_OR, CO
                   COL_VOTE_BALLOT, COL_REDUX_ADD, COL_REDUX_MIN, COL_REDUX_MAX, COL_REDUX_AND, COL_REDUX_OR,
                   COL_REDUX_XOR };
 
+/* The float operation of OP_FROUND (f32/f64 with a directed rounding mode or .sat) and OP_HALF (f16/bf16,
+ * scalar and x2). */
+enum FloatOp { FR_NONE, FR_ADD, FR_SUB, FR_MUL, FR_FMA, FR_DIV, FR_SQRT, FR_RCP, FR_MIN, FR_MAX, FR_NEG, FR_ABS };
+
 enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORMAL };
 
 /* ---- OPS(X): every decoded opcode. NONE (0) is "no opcode": a zero entry in a decoder table means the form
@@ -77,7 +81,9 @@ enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORM
     X(MUL_HI_S32) X(MUL_HI_U32) X(MUL_HI_S64) X(MUL_HI_U64) X(MUL24_LO_S32) X(MUL24_LO_U32) \
     X(MAD_LO_I16) X(MAD_LO_I32) X(MAD_LO_I64) X(MAD_WIDE_S32) X(MAD_WIDE_U32) X(MAD_WIDE_S16) X(MAD_WIDE_U16) \
     X(MAD_HI_S32) X(MAD_HI_U32) X(MAD_HI_S64) X(MAD_HI_U64) X(MAD24_LO_S32) X(MAD24_LO_U32) \
-    X(FMA_F32) X(FMA_F64) \
+    X(FMA_F32) X(FMA_F64) X(FROUND) X(HALF) X(SETP_HALF) X(CVT_PACK) \
+    X(ADDC_32) X(ADDC_64) X(SUBC_32) X(SUBC_64) X(MADC_LO_32) X(MADC_LO_64) \
+    X(MADC_HI_U32) X(MADC_HI_S32) X(MADC_HI_U64) X(MADC_HI_S64) X(SHF_L) X(SHF_R) \
     X(DIV_S16) X(DIV_U16) X(DIV_S32) X(DIV_U32) X(DIV_S64) X(DIV_U64) X(DIV_F32) X(DIV_F64) \
     X(REM_S16) X(REM_U16) X(REM_S32) X(REM_U32) X(REM_S64) X(REM_U64) \
     X(MIN_S16) X(MIN_U16) X(MIN_S32) X(MIN_U32) X(MIN_S64) X(MIN_U64) X(MIN_F32) X(MIN_F64) \
@@ -112,8 +118,9 @@ static const char *const OP_NAMES[OP_COUNT] = {
 
 /* Inst.flags bits */
 #define F_NEG_C 0x1     /* setp/vote: the predicate source is negated; GUARD/BRA_IF: the guard is negated */
-#define F_SAT 0x2       /* cvt.sat */
+#define F_SAT 0x2       /* cvt.sat, and .sat of OP_FROUND / OP_HALF: clamp to [0, 1] */
 #define F_ASSERT 0x4    /* trap from __assertfail */
 #define F_SHIFTAMT 0x8  /* bfind.shiftamt */
+#define F_CLAMP 0x10    /* shf.clamp (else .wrap) */
 
 #endif

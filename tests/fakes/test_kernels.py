@@ -1,6 +1,7 @@
 """CUDA C++ kernels compiled by NVRTC and run by the fake's PTX interpreter, checked against numpy."""
 
 import time
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -350,3 +351,297 @@ def test_watchdog_bad_setting_leaves_it_off(cuda, conf, monkeypatch):
     p = cuda.poisoned(np.zeros(32, np.uint32))
     cuda.launch(conf("busy"), (1,), (32,), p, np.uint32(2000), np.uint32(32))
     assert np.array_equal(cuda.download(p, np.zeros(32, np.uint32)), lcg(32, 2000))
+
+
+# ---- PTX that ordinary code emits: carry chains, rounding modes, funnel shifts, f16/bf16, long names ----
+
+FORMATS = {"f16": (10, 5), "bf16": (7, 8), "f32": (23, 8), "f64": (52, 11)}  # mantissa bits, exponent bits
+
+
+def rounded(q: Fraction, fmt: str, mode: str) -> Fraction | float:
+    """The exact rational q rounded to a float format by mode (rn, rz, rm, rp): the test's oracle."""
+    m, e_bits = FORMATS[fmt]
+    if q == 0:
+        return Fraction(0)
+    neg, a = q < 0, abs(q)
+    bias = (1 << (e_bits - 1)) - 1
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    unit = Fraction(2) ** (max(e, 1 - bias) - m)
+    scaled = a / unit
+    low = scaled.numerator // scaled.denominator
+    rest = scaled - low
+    up = {"rz": False, "rm": neg and rest > 0, "rp": not neg and rest > 0,
+          "rn": rest > Fraction(1, 2) or (rest == Fraction(1, 2) and low % 2 == 1)}[mode]
+    value = (low + up) * unit
+    if value >= Fraction(2) ** (bias + 1):  # overflow
+        to_inf = {"rn": True, "rz": False, "rm": neg, "rp": not neg}[mode]
+        value = float("inf") if to_inf else (2 - Fraction(2) ** -m) * Fraction(2) ** bias
+    return -value if neg else value
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def as_fraction(v) -> Fraction | float:
+    v = float(v)
+    return v if np.isinf(v) else Fraction(v)
+
+
+def sqrt_rounded_ok(got, x: Fraction, mode: str) -> bool:
+    """Whether got is sqrt(x) rounded by mode: the neighbours' squares bracket x (sqrt is not rational)."""
+    g = Fraction(float(got))
+    lo, hi = (Fraction(float(np.nextafter(got, type(got)(s)))) for s in (-np.inf, np.inf))
+    if mode in ("rz", "rm"):
+        return g * g <= x < hi * hi
+    if mode == "rp":
+        return lo * lo < x <= g * g
+    return ((lo + g) / 2) ** 2 <= x <= ((g + hi) / 2) ** 2
+
+
+ROUNDED = r"""
+#define MODES(X, ...) X##_rn(__VA_ARGS__), X##_rz(__VA_ARGS__), X##_rd(__VA_ARGS__), X##_ru(__VA_ARGS__)
+extern "C" __global__ void rounded(const float* a, const float* b, const float* c, const double* da, const double* db,
+                                   const double* dc, const int* ia, const long long* la, float* o, double* od,
+                                   unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    float x = a[i], y = b[i], z = c[i];
+    float r[] = {MODES(__fadd, x, y), MODES(__fsub, x, y), MODES(__fmul, x, y), MODES(__fdiv, x, y),
+                 MODES(__fmaf, x, y, z), MODES(__frcp, x), MODES(__double2float, da[i]), MODES(__int2float, ia[i]),
+                 MODES(__ll2float, la[i]), MODES(__fsqrt, fabsf(x))};
+    for (int k = 0; k < 40; k++) o[i * 40 + k] = r[k];
+    double dx = da[i], dy = db[i], dz = dc[i];
+    double d[] = {MODES(__dadd, dx, dy), MODES(__dmul, dx, dy), MODES(__ddiv, dx, dy), MODES(__fma, dx, dy, dz),
+                  MODES(__drcp, dx), MODES(__ll2double, la[i]), MODES(__dsqrt, fabs(dx))};
+    for (int k = 0; k < 28; k++) od[i * 28 + k] = d[k];
+}"""
+
+
+def test_rounding_modes_f32_f64_exact(cuda, rng):
+    ptx = cuda.ptx(ROUNDED).decode()
+    for inst in ("add.rz.f32", "fma.rm.f32", "div.rp.f32", "sqrt.rz.f32", "rcp.rm.f32", "cvt.rm.f32.f64",
+                 "cvt.rp.f32.s32", "cvt.rz.f32.s64", "mul.rm.f64", "fma.rp.f64", "cvt.rm.f64.s64", "sqrt.rp.f64"):
+        assert inst in ptx, inst  # NVRTC emits each form this test checks
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.module(ROUNDED), b"rounded"))
+    n = 96
+    a, b, c = ((rng.standard_normal(n) * np.exp2(rng.integers(-20, 20, n))).astype(np.float32) for _ in range(3))
+    da = rng.standard_normal(n) * np.exp2(rng.integers(-8, 8, n))
+    db, dc = rng.standard_normal(n), rng.standard_normal(n)
+    ia = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32) | 0x7F  # more bits than f32 keeps
+    la = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64) | 0x7FF  # more bits than f64 keeps
+    o, od = np.zeros(n * 40, np.float32), np.zeros(n * 28)
+    do, dd = cuda.poisoned(o), cuda.poisoned(od)
+    cuda.launch(f, (1,), (n,), *map(cuda.upload, (a, b, c, da, db, dc, ia, la)), do, dd, np.uint32(n))
+    r, d = cuda.download(do, o).reshape(n, 40), cuda.download(dd, od).reshape(n, 28)
+    F, modes = Fraction, ("rn", "rz", "rm", "rp")
+    for i in range(n):
+        x, y, z, dx, dy, dz = (F(float(v[i])) for v in (a, b, c, da, db, dc))
+        exact32 = [x + y, x - y, x * y, x / y, x * y + z, 1 / x, dx, F(int(ia[i])), F(int(la[i]))]
+        exact64 = [dx + dy, dx * dy, dx / dy, dx * dy + dz, 1 / dx, F(int(la[i]))]
+        for j, mode in enumerate(modes):
+            for k, q in enumerate(exact32):
+                assert as_fraction(r[i, 4 * k + j]) == rounded(q, "f32", mode), (i, k, mode)
+            for k, q in enumerate(exact64):
+                assert as_fraction(d[i, 4 * k + j]) == rounded(q, "f64", mode), (i, k, mode)
+            assert sqrt_rounded_ok(r[i, 36 + j], abs(x), mode), (i, "sqrt.f32", mode)
+            assert sqrt_rounded_ok(d[i, 24 + j], abs(dx), mode), (i, "sqrt.f64", mode)
+
+
+CARRY = r"""
+extern "C" __global__ void carry(const unsigned* a, const unsigned* b, unsigned* o, unsigned long long* w,
+                                 const double* x, double* sc, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    unsigned a0 = a[2 * i], a1 = a[2 * i + 1], b0 = b[2 * i], b1 = b[2 * i + 1], *r = o + 12 * i;
+    asm("add.cc.u32 %0, %3, %5;\n\taddc.cc.u32 %1, %4, %6;\n\taddc.u32 %2, 0, 0;"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]) : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    asm("sub.cc.u32 %0, %3, %5;\n\tsubc.cc.u32 %1, %4, %6;\n\tsubc.u32 %2, 0, 0;"
+        : "=r"(r[3]), "=r"(r[4]), "=r"(r[5]) : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    asm("mul.lo.u32 %0, %4, %6;\n\tmul.hi.u32 %1, %4, %6;\n\t"
+        "mad.lo.cc.u32 %1, %4, %7, %1;\n\tmadc.hi.u32 %2, %4, %7, 0;\n\t"
+        "mad.lo.cc.u32 %1, %5, %6, %1;\n\tmadc.hi.cc.u32 %2, %5, %6, %2;\n\tmadc.hi.u32 %3, %5, %7, 0;\n\t"
+        "mad.lo.cc.u32 %2, %5, %7, %2;\n\taddc.u32 %3, %3, 0;"
+        : "=r"(r[6]), "=r"(r[7]), "=r"(r[8]), "=r"(r[9]) : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    asm("mad.hi.cc.s32 %0, %2, %3, %4;\n\taddc.u32 %1, 0, 0;" : "=r"(r[10]), "=r"(r[11]) : "r"(a0), "r"(b0), "r"(a1));
+    unsigned long long wa = ((unsigned long long)a1 << 32) | a0, wb = ((unsigned long long)b1 << 32) | b0, lo, hi;
+    asm("add.cc.u64 %0, %2, %3;\n\taddc.u64 %1, %2, %3;" : "=l"(lo), "=l"(hi) : "l"(wa), "l"(wb));
+    w[2 * i] = lo; w[2 * i + 1] = hi;
+    sc[2 * i] = sin(x[i]); sc[2 * i + 1] = cos(x[i]);  // large arguments: libdevice's Payne-Hanek reduction
+}"""
+
+
+def test_carry_chains_exact_and_double_sin_cos(cuda, rng):
+    ptx = cuda.ptx(CARRY).decode()
+    for inst in ("mad.lo.cc.u32", "madc.hi.cc.u32", "madc.lo.cc.u32"):
+        assert ptx.count(inst) > ("mad.lo.cc.u32" == inst) * 3, inst  # NVRTC's own double sin/cos emit them too
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.module(CARRY), b"carry"))
+    n = 128
+    a, b = (rng.integers(0, 1 << 32, 2 * n, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    a[:4], b[:4] = 0xFFFFFFFF, [1, 0xFFFFFFFF, 0, 0]  # carries through both limbs
+    x = rng.uniform(-1e300, 1e300, n)
+    x[:8] = [1e22, -1e22, 3.0, 0.5, 1e6, 2.0 ** 1000, 5.0e-310, 1e15]
+    o, w, sc = np.zeros(12 * n, np.uint32), np.zeros(2 * n, np.uint64), np.zeros(2 * n)
+    do, dw, ds = cuda.poisoned(o), cuda.poisoned(w), cuda.poisoned(sc)
+    cuda.launch(f, (1,), (n,), cuda.upload(a), cuda.upload(b), do, dw, cuda.upload(x), ds, np.uint32(n))
+    r, w, sc = cuda.download(do, o).reshape(n, 12), cuda.download(dw, w), cuda.download(ds, sc)
+    M = 1 << 32
+
+    def signed(v):
+        return v - M if v >= M // 2 else v
+
+    for i in range(n):
+        a0, a1, b0, b1 = int(a[2 * i]), int(a[2 * i + 1]), int(b[2 * i]), int(b[2 * i + 1])
+        A, B = a0 | a1 << 32, b0 | b1 << 32
+        s, diff, p = A + B, (A - B) % (1 << 96), A * B
+        assert [int(v) for v in r[i, :3]] == [s % M, s >> 32 & (M - 1), s >> 64], i
+        assert [int(v) for v in r[i, 3:6]] == [diff % M, diff >> 32 & (M - 1), diff >> 64], i
+        assert [int(v) for v in r[i, 6:10]] == [p >> (32 * k) & (M - 1) for k in range(4)], i
+        t = ((signed(a0) * signed(b0)) >> 32 & (M - 1)) + a1
+        assert [int(r[i, 10]), int(r[i, 11])] == [t % M, t >> 32], i
+        assert [int(w[2 * i]), int(w[2 * i + 1])] == [s % (1 << 64), (s + (s >> 64)) % (1 << 64)], i
+    for got, want in ((sc[0::2], np.sin(x)), (sc[1::2], np.cos(x))):  # CUDA documents 2 ulp for both
+        ulps = np.abs(got - want) / np.spacing(np.abs(want))
+        assert ulps.max() <= 2, (ulps.max(), x[ulps.argmax()])
+
+
+FUNNEL = r"""
+extern "C" __global__ void funnel(const unsigned* a, const unsigned* b, const unsigned* s, unsigned* o, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    unsigned x = a[i], y = b[i], k = s[i];
+    o[5 * i] = __funnelshift_l(x, y, k); o[5 * i + 1] = __funnelshift_lc(x, y, k);
+    o[5 * i + 2] = __funnelshift_r(x, y, k); o[5 * i + 3] = __funnelshift_rc(x, y, k);
+    o[5 * i + 4] = (x << (k & 31)) | (x >> ((32 - k) & 31));  // a variable rotate
+}"""
+
+
+def test_funnel_shifts(cuda, rng):
+    ptx = cuda.ptx(FUNNEL).decode()
+    for inst in ("shf.l.wrap.b32", "shf.l.clamp.b32", "shf.r.wrap.b32", "shf.r.clamp.b32"):
+        assert inst in ptx, inst
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.module(FUNNEL), b"funnel"))
+    n = 200
+    a, b = (rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    s = rng.integers(0, 70, n).astype(np.uint32)
+    s[:4] = [0, 32, 31, 64]
+    o = np.zeros(5 * n, np.uint32)
+    do = cuda.poisoned(o)
+    cuda.launch(f, (1,), (256,), cuda.upload(a), cuda.upload(b), cuda.upload(s), do, np.uint32(n))
+    r = cuda.download(do, o).reshape(n, 5)
+    M = (1 << 32) - 1
+    for i in range(n):
+        x, y, k = int(a[i]), int(b[i]), int(s[i])
+        both = y << 32 | x
+        want = [both << (k & 31) >> 32 & M, both << min(k, 32) >> 32 & M, both >> (k & 31) & M,
+                both >> min(k, 32) & M, (x << (k & 31) | x >> ((32 - k) & 31)) & M]
+        assert [int(v) for v in r[i]] == want, (i, x, y, k)
+
+
+HALVES = r"""
+#define ASM1(inst, out, x) asm(inst " %0, %1;" : "=h"(out) : "h"(x))
+#define ASM2(inst, out, x, y) asm(inst " %0, %1, %2;" : "=h"(out) : "h"(x), "h"(y))
+#define ASM3(inst, out, x, y, z) asm(inst " %0, %1, %2, %3;" : "=h"(out) : "h"(x), "h"(y), "h"(z))
+#define CVT4(to, out, x, c) asm("cvt.rn." to "." c " %0, %4;\n\tcvt.rz." to "." c " %1, %4;\n\t" \
+    "cvt.rm." to "." c " %2, %4;\n\tcvt.rp." to "." c " %3, %4;" \
+    : "=h"(out[0]), "=h"(out[1]), "=h"(out[2]), "=h"(out[3]) : C(x))
+extern "C" __global__ void halves(const unsigned short* h, const unsigned short* g, const float* f, const double* d,
+                                  unsigned short* o, unsigned* o2, float* of, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    unsigned short x = h[3 * i], y = h[3 * i + 1], z = h[3 * i + 2];
+    unsigned short bx = g[3 * i], by = g[3 * i + 1], bz = g[3 * i + 2];
+    unsigned short* r = o + 32 * i;
+    ASM2("add.rn.f16", r[0], x, y); ASM2("sub.rn.f16", r[1], x, y); ASM2("mul.rn.f16", r[2], x, y);
+    ASM3("fma.rn.f16", r[3], x, y, z); ASM2("min.f16", r[4], x, y); ASM2("max.f16", r[5], x, y);
+    ASM1("neg.f16", r[6], x); ASM1("abs.f16", r[7], x);
+    ASM2("add.rn.bf16", r[8], bx, by); ASM2("sub.rn.bf16", r[9], bx, by); ASM2("mul.rn.bf16", r[10], bx, by);
+    ASM3("fma.rn.bf16", r[11], bx, by, bz); ASM2("min.bf16", r[12], bx, by); ASM2("max.bf16", r[13], bx, by);
+    ASM1("neg.bf16", r[14], bx); ASM1("abs.bf16", r[15], bx);
+#define C(v) "f"(v)
+    CVT4("f16", (r + 16), f[i], "f32"); CVT4("bf16", (r + 20), f[i], "f32");
+#undef C
+#define C(v) "d"(v)
+    CVT4("f16", (r + 24), d[i], "f64"); CVT4("bf16", (r + 28), d[i], "f64");
+    unsigned px = x | (unsigned)y << 16, py = y | (unsigned)z << 16, pz = z | (unsigned)x << 16, *q = o2 + 6 * i;
+    unsigned pbx = bx | (unsigned)by << 16, pby = by | (unsigned)bz << 16;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(q[0]) : "r"(px), "r"(py));
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(q[1]) : "r"(px), "r"(py), "r"(pz));
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(q[2]) : "r"(pbx), "r"(pby));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(q[3]) : "f"(f[i]), "f"(-f[i] * 3.0f));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(q[4]) : "f"(f[i]), "f"(-f[i] * 3.0f));
+    asm("{\n\t.reg .pred p;\n\tsetp.lt.f16 p, %1, %2;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(q[5]) : "h"(x), "h"(y));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(of[2 * i]) : "h"(x));
+    asm("cvt.f32.bf16 %0, %1;" : "=f"(of[2 * i + 1]) : "h"(bx));
+}"""
+
+
+def test_f16_bf16_arithmetic_and_conversions_exact(cuda, rng):
+    f = cuda.kernel(HALVES, "halves")
+    n = 128
+    h = (rng.standard_normal(3 * n) * np.exp2(rng.integers(-14, 8, 3 * n))).astype(np.float16)
+    h[:3] = [60000, 30000, 2]  # overflow to inf
+    g = (rng.standard_normal(3 * n) * np.exp2(rng.integers(-60, 60, 3 * n))).astype(np.float32)
+    gb = (g.view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits
+    fv = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(np.float32)
+    fv[:3] = [65520.0, 1e-8, -5.96e-8]  # f16 overflow and subnormals
+    dv = rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))
+    o, o2, of = np.zeros(32 * n, np.uint16), np.zeros(6 * n, np.uint32), np.zeros(2 * n, np.float32)
+    do, do2, dof = cuda.poisoned(o), cuda.poisoned(o2), cuda.poisoned(of)
+    cuda.launch(f, (1,), (n,), cuda.upload(h.view(np.uint16)), cuda.upload(gb), cuda.upload(fv), cuda.upload(dv),
+                do, do2, dof, np.uint32(n))
+    r, q, of = cuda.download(do, o).reshape(n, 32), cuda.download(do2, o2).reshape(n, 6), cuda.download(dof, of)
+    F, modes = Fraction, ("rn", "rz", "rm", "rp")
+
+    def f16(bits):
+        return as_fraction(np.uint16(bits).view(np.float16))
+
+    def bf16(bits):
+        return as_fraction(bf16_values(np.array([bits]))[0])
+
+    for i in range(n):
+        x, y, z = (F(float(v)) for v in h[3 * i:3 * i + 3])
+        bx, by, bz = (bf16(v) for v in gb[3 * i:3 * i + 3])
+        want16 = [x + y, x - y, x * y, x * y + z, min(x, y), max(x, y), -x, abs(x)]
+        for k, w in enumerate(want16):
+            assert f16(r[i, k]) == rounded(w, "f16", "rn"), (i, k)
+        wantb = [bx + by, bx - by, bx * by, bx * by + bz, min(bx, by), max(bx, by), -bx, abs(bx)]
+        for k, w in enumerate(wantb):
+            assert bf16(r[i, 8 + k]) == rounded(w, "bf16", "rn"), (i, 8 + k)
+        for j, mode in enumerate(modes):
+            assert f16(r[i, 16 + j]) == rounded(F(float(fv[i])), "f16", mode), (i, "f16.f32", mode)
+            assert bf16(r[i, 20 + j]) == rounded(F(float(fv[i])), "bf16", mode), (i, "bf16.f32", mode)
+            assert f16(r[i, 24 + j]) == rounded(F(dv[i]), "f16", mode), (i, "f16.f64", mode)
+            assert bf16(r[i, 28 + j]) == rounded(F(dv[i]), "bf16", mode), (i, "bf16.f64", mode)
+        lanes = [(x, y, z), (y, z, x)]
+        assert [f16(q[i, 0] & 0xFFFF), f16(q[i, 0] >> 16)] == [rounded(a + b, "f16", "rn") for a, b, _ in lanes]
+        assert [f16(q[i, 1] & 0xFFFF), f16(q[i, 1] >> 16)] == [rounded(a * b + c, "f16", "rn") for a, b, c in lanes]
+        assert [bf16(q[i, 2] & 0xFFFF), bf16(q[i, 2] >> 16)] == [rounded(bx * by, "bf16", "rn"),
+                                                                  rounded(by * bz, "bf16", "rn")]
+        hi, lo = F(float(fv[i])), F(float(-fv[i] * np.float32(3)))
+        assert [f16(q[i, 3] >> 16), f16(q[i, 3] & 0xFFFF)] == [rounded(hi, "f16", "rn"), rounded(lo, "f16", "rn")]
+        assert [bf16(q[i, 4] >> 16), bf16(q[i, 4] & 0xFFFF)] == [rounded(hi, "bf16", "rn"), rounded(lo, "bf16", "rn")]
+        assert q[i, 5] == (x < y), i
+        assert F(float(of[2 * i])) == x and F(float(of[2 * i + 1])) == bx, i
+
+
+LONG = "k_" + "averyveryverylongkernelname" * 11  # 299 characters, like numba's mangled names
+LONG_SOURCE = r"""
+namespace outer_namespace_with_a_long_name { namespace inner_namespace_with_an_even_longer_name_than_that {
+template <typename T> __device__ __noinline__ T scaled_by_a_template_parameter_of_some_length(T v) { return v * 3; }
+} }
+extern "C" __device__ __noinline__ float HELPER(float value) { return value + 1.0f; }
+extern "C" __global__ void KERNEL(float* PARAM, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) PARAM[i] = HELPER(outer_namespace_with_a_long_name::inner_namespace_with_an_even_longer_name_than_that::
+                                 scaled_by_a_template_parameter_of_some_length<float>(PARAM[i]));
+}""".replace("KERNEL", LONG).replace("HELPER", "h_" + "helperfunctionname" * 10).replace("PARAM", "p_" + "x" * 200)
+
+
+def test_identifiers_of_any_length(cuda, rng):
+    ptx = cuda.ptx(LONG_SOURCE).decode()
+    assert any(len(w) > 150 for w in ptx.split() if w.startswith("_ZN"))  # the mangled callee, too
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.module(LONG_SOURCE), LONG.encode()))
+    assert cuda.ok(cuda.d.cuFuncGetName(f)).decode() == LONG
+    x = rng.integers(-100, 100, 50).astype(np.float32)
+    dx = cuda.upload(x)
+    cuda.launch(f, (1,), (64,), dx, np.uint32(50))
+    assert np.array_equal(cuda.download(dx, x), x * 3 + 1)
