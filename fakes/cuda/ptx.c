@@ -1039,7 +1039,7 @@ static const PtxInstr INSTRUCTIONS[] = {
 static const struct { const char *names, *what; } NOT_IMPLEMENTED[] = {
     {"mma wmma wgmma ldmatrix stmatrix movmatrix", "tensor-core matrix instructions"},
     {"tex tld4 txq suld sust sured suq istypep", "textures and surfaces"},
-    {"cp mbarrier cp.async", "asynchronous copies and mbarriers"},
+    {"cp mbarrier", "asynchronous copies (cp.async*) and mbarriers"},
     {"vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 vadd4 vsub4 "
      "vavrg4 vabsdiff4 vmin4 vmax4 vset4", "SIMD video instructions"},
     {"dp4a dp2a", "integer dot products"},
@@ -1581,3 +1581,85 @@ void ptx_free(PtxModule *m) {
     free(m->global_names), free(m->global_addrs), free(m->global_sizes);
     free(m);
 }
+
+/* ---- the coverage document ---- */
+
+static void append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && *len + (size_t)n < *cap) {
+            *len += (size_t)n;
+            return;
+        }
+        *cap = *cap * 2 + (size_t)(n > 0 ? n : 0);
+        *buf = realloc(*buf, *cap);
+    }
+}
+
+static char *g_coverage;
+
+static void type_list(char **buf, size_t *len, size_t *cap, const uint16_t *ops) {
+    int first = 1;
+    for (int t = 1; t < T_COUNT; t++)
+        if (ops[t]) append(buf, len, cap, "%s.%s", first ? "" : " ", PTX_TYPE_INFO[t].name), first = 0;
+    if (ops[T_NONE]) append(buf, len, cap, "%s(none)", first ? "" : " ");
+}
+
+/* The words of a space-separated list, each after prefix, separated by sep. */
+static void word_list(char **buf, size_t *len, size_t *cap, const char *words, const char *prefix, const char *sep) {
+    for (const char *p = words; p && *p;) {
+        const char *e = strchr(p, ' ');
+        int n = e ? (int)(e - p) : (int)strlen(p);
+        append(buf, len, cap, "%s%s%.*s", p == words ? "" : sep, prefix, n, p);
+        p = e ? e + 1 : NULL;
+    }
+}
+
+/* Markdown: every row of the decoder table with its types and modifiers, the special registers, and what is
+ * known not to be implemented. Built from the tables above, so it cannot drift from the decoder. */
+static void build_coverage(void) {
+    size_t len = 0, cap = 1 << 15;
+    char *b = malloc(cap);
+    b[0] = 0;
+    append(&b, &len, &cap,
+           "# PTX coverage of the fake libcuda\n\n"
+           "Generated from the decoder's tables (`INSTRUCTIONS`, `SPECIALS`, `NOT_IMPLEMENTED` in fakes/cuda/ptx.c) "
+           "by `python fakes/cuda/gen_coverage.py`; do not edit by hand.\n\n"
+           "A PTX instruction whose mnemonic, type or modifier is not listed here fails the module load with "
+           "CUDA_ERROR_INVALID_PTX and a JIT log line `line N: ...` naming it: look the failing instruction up "
+           "below. A row with a variant (`mul.wide`) is chosen when that modifier is present.\n\n"
+           "| instruction | types | modifiers | notes |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof INSTRUCTIONS / sizeof INSTRUCTIONS[0]; i++) {
+        const PtxInstr *row = &INSTRUCTIONS[i];
+        append(&b, &len, &cap, "| ");
+        word_list(&b, &len, &cap, row->name, "`", "` / ");
+        word_list(&b, &len, &cap, row->variant, ".", "");
+        append(&b, &len, &cap, "` | ");
+        type_list(&b, &len, &cap, row->ops);
+        append(&b, &len, &cap, " | ");
+        word_list(&b, &len, &cap, row->mods, ".", " ");
+        append(&b, &len, &cap, " | %s |\n", row->note);
+    }
+    append(&b, &len, &cap, "\n## Special registers\n\n");
+    for (size_t i = 0; i < sizeof SPECIALS / sizeof SPECIALS[0]; i++)
+        append(&b, &len, &cap, "%s`%s`", i ? ", " : "", SPECIALS[i].name);
+    append(&b, &len, &cap, "\n\n## Not implemented (the load fails naming the instruction)\n\n"
+                           "| instructions | what |\n|---|---|\n");
+    for (size_t i = 0; i < sizeof NOT_IMPLEMENTED / sizeof NOT_IMPLEMENTED[0]; i++) {
+        append(&b, &len, &cap, "| ");
+        word_list(&b, &len, &cap, NOT_IMPLEMENTED[i].names, "", " ");
+        append(&b, &len, &cap, " | %s |\n", NOT_IMPLEMENTED[i].what);
+    }
+    g_coverage = b;
+}
+
+API const char *ironaccel_fake_ptx_coverage(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_coverage);
+    return g_coverage;
+}
+

@@ -1,10 +1,14 @@
 """CUDA C++ kernels compiled by NVRTC and run by the fake's PTX interpreter, checked against numpy."""
 
+import ctypes
 import time
 from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+from ironaccel import fakes
 
 CONFORMANCE = r'''
 extern "C" __global__ void fill_u32(unsigned* out, unsigned value, unsigned n)
@@ -645,3 +649,24 @@ def test_identifiers_of_any_length(cuda, rng):
     dx = cuda.upload(x)
     cuda.launch(f, (1,), (64,), dx, np.uint32(50))
     assert np.array_equal(cuda.download(dx, x), x * 3 + 1)
+
+
+def test_committed_ptx_coverage_table_is_current(fake):
+    coverage = fake.lib.ironaccel_fake_ptx_coverage
+    coverage.restype = ctypes.c_char_p
+    committed = Path(fakes.source_dir(), "PTX_COVERAGE.md").read_text()
+    assert committed == coverage().decode(), "stale: run python fakes/cuda/gen_coverage.py"
+    assert "| `shf.l` | .b32 | .wrap .clamp |" in committed
+
+
+@pytest.mark.parametrize("inst, named", [("min.NaN.f32 %f1, %f1, %f1;", "modifier .NaN"),
+                                         ("add.sat.s32 %r1, %r1, %r1;", ".sat is supported on float types only"),
+                                         ("add.rz.f16 %h1, %h1, %h1;", "rounds to nearest (.rn) only"),
+                                         ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 %f1, %f1;",
+                                          "tensor-core matrix instructions are not implemented")])
+def test_unsupported_form_fails_the_load_naming_it(cuda, capfd, inst, named):
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n"
+           f"\t.reg .f32 %f<2>;\n\t.reg .b32 %r<2>;\n\t.reg .b16 %h<2>;\n\t{inst}\n\tret;\n}}\n\0").encode()
+    assert cuda.err(cuda.d.cuModuleLoadData(ptx)) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
+    err = capfd.readouterr().err
+    assert "line 9: " in err and named in err, err
