@@ -29,7 +29,7 @@ typedef struct Thread {
     uint8_t *local;
     int state, depth;
     unsigned linear; /* index of the thread in its block */
-    Frame stack[MAX_DEPTH];
+    Frame *stack; /* MAX_DEPTH frames, apart so that scanning the threads of a warp stays in cache */
 } Thread;
 
 /* What ends a launch that runs too long (IRONACCEL_FAKE_WATCHDOG_S / _INSTRUCTIONS), checked every
@@ -1025,6 +1025,7 @@ static void release_barrier(Exec *X, Thread *threads, int n) {
 
 typedef struct BlockMemory {
     Thread *threads;
+    Frame *frames; /* the threads' call stacks; NULL when the module makes no calls */
     uint64_t *regs;
     uint8_t *local, *shared;
     uint32_t *warp_active;
@@ -1055,6 +1056,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
             for (unsigned x = 0; x < S->block[0]; x++, i++) {
                 Thread *T = &B->threads[i];
                 T->regs = B->regs + (size_t)i * K->stack_slots;
+                T->stack = B->frames ? B->frames + (size_t)i * MAX_DEPTH : NULL;
                 T->local = B->local + (size_t)i * X->local_size;
                 T->pc = K->entry_pc;
                 T->lbase = 0;
@@ -1135,12 +1137,13 @@ static void *grid_worker(void *arg) {
     BlockMemory B = {0};
     B.nthreads = (size_t)S->block[0] * S->block[1] * S->block[2];
     B.threads = calloc(B.nthreads, sizeof(Thread));
+    B.frames = G->m->ncalls ? calloc(B.nthreads * MAX_DEPTH, sizeof(Frame)) : NULL;
     B.regs = calloc(B.nthreads * G->kernel->stack_slots + 1, sizeof(uint64_t));
     B.local = calloc(B.nthreads * X.local_size + 16, 1);
     B.shared = aligned_alloc(16, (X.shared_size + 16) & ~(uint64_t)15);
     B.warp_active = calloc((B.nthreads + 31) / 32, sizeof(uint32_t));
     X.shared = B.shared;
-    if (!B.threads || !B.regs || !B.local || !B.shared || !B.warp_active) {
+    if (!B.threads || !B.regs || !B.local || !B.shared || !B.warp_active || (G->m->ncalls && !B.frames)) {
         pthread_mutex_lock(&G->mu);
         if (!G->has_failure) { G->has_failure = 1; G->failed.fault = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; }
         G->stop = 1;
@@ -1162,7 +1165,7 @@ static void *grid_worker(void *arg) {
             pthread_mutex_unlock(&G->mu);
         }
     }
-    free(B.threads), free(B.regs), free(B.local), free(B.shared), free(B.warp_active);
+    free(B.threads), free(B.frames), free(B.regs), free(B.local), free(B.shared), free(B.warp_active);
     __atomic_fetch_add(&g_executed, X.steps, __ATOMIC_RELAXED);
     return NULL;
 }

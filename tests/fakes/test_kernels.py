@@ -1,6 +1,9 @@
 """CUDA C++ kernels compiled by NVRTC and run by the fake's PTX interpreter, checked against numpy."""
 
 import ctypes
+import subprocess
+import sys
+import textwrap
 import time
 from fractions import Fraction
 from pathlib import Path
@@ -670,3 +673,48 @@ def test_unsupported_form_fails_the_load_naming_it(cuda, capfd, inst, named):
     assert cuda.err(cuda.d.cuModuleLoadData(ptx)) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
     err = capfd.readouterr().err
     assert "line 9: " in err and named in err, err
+
+
+CONTEND = r"""
+extern "C" __global__ void contend(unsigned* counter, float* fsum, int* top, unsigned* wrap, unsigned* lock,
+                                   unsigned* guarded) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int k = 0; k < 32; k++) atomicAdd(counter, 1u);  // long enough for workers to overlap on a busy machine
+    atomicAdd(fsum, 1.0f);
+    atomicMax(top, (int)(i * 2654435761u % 1000003u));
+    atomicInc(wrap, 999u);
+    if (threadIdx.x == 0) {  // a lock across blocks, so across the interpreter's workers
+        while (atomicCAS(lock, 0u, 1u) != 0u) {}
+        __threadfence();
+        volatile unsigned* g = guarded;
+        *g = *g + 1;  // not atomic: only the lock keeps other blocks out
+        __threadfence();
+        atomicExch(lock, 0u);
+    }
+}"""
+
+
+def test_atomics_stay_atomic_across_many_workers():
+    code = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from cuda.bindings import driver
+        from ironaccel import fakes
+        assert driver.cuInit(0)[0] == 0
+        from conftest import Cuda
+        cuda = Cuda(fakes.Control())
+        f = cuda.kernel({CONTEND!r}, "contend")
+        bufs = [cuda.upload(np.zeros(1, t)) for t in (np.uint32, np.float32, np.int32, np.uint32, np.uint32, np.uint32)]
+        cuda.launch(f, (2048,), (128,), *bufs)
+        print(*(cuda.download(b, np.zeros(1, t))[0] for b, t in zip(bufs, (np.uint32, np.float32, np.int32, np.uint32,
+                                                                          np.uint32, np.uint32))))
+    """)
+    env = fakes.child_env()
+    env["IRONACCEL_FAKE_CUDA_THREADS"] = "8"  # more workers than cores: blocks interleave on each core
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    n = 2048 * 128
+    i = np.arange(n, dtype=np.uint64)
+    top = int((i * 2654435761 % (1 << 32) % 1000003).max())
+    assert r.stdout.split() == [str(32 * n), f"{float(n)}", str(top), str(n % 1000), "0", "2048"], r.stdout
