@@ -401,6 +401,30 @@ static inline uint64_t combine(const Inst *in, const uint64_t *R, int p) {
     return (uint64_t)(in->sub2 == 1 ? (p & c) : in->sub2 == 2 ? (p | c) : (p ^ c));
 }
 
+/* set: compare (each half of an x2 source on its own), then 1.0 in a float destination, all ones in an integer
+ * one. */
+static uint64_t set_compare(const Inst *in, const uint64_t *R) {
+    int st = in->type, dt = (int)in->imm, lanes = st == T_F16X2 || st == T_BF16X2 ? 2 : 1;
+    int scalar = st == T_F16X2 ? T_F16 : st == T_BF16X2 ? T_BF16 : st, bits = lanes == 2 ? 16 : type_bits(scalar);
+    uint64_t mask = bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1, out = 0;
+    for (int l = 0; l < lanes; l++) {
+        uint64_t a = R[in->a] >> (16 * l) & mask, b = R[in->b] >> (16 * l) & mask;
+        int p;
+        if (type_is_float(scalar)) p = cmp_float(float_value(a, scalar), float_value(b, scalar), in->sub);
+        else if (type_is_signed(scalar)) {
+            int64_t x = (int64_t)(a << (64 - bits)) >> (64 - bits), y = (int64_t)(b << (64 - bits)) >> (64 - bits);
+            p = CMP_INT(x, y, in->sub);
+        } else {
+            p = CMP_INT(a, b, in->sub);
+        }
+        p = (int)combine(in, R, p);
+        uint64_t one = dt == T_F32 ? 0x3F800000u : dt == T_F16 || dt == T_F16X2 ? 0x3C00u
+                     : dt == T_BF16 || dt == T_BF16X2 ? 0x3F80u : lanes == 2 ? 0xFFFFu : 0xFFFFFFFFu;
+        out |= (p ? one : 0) << (16 * l);
+    }
+    return out;
+}
+
 /* ---- atomics ---- */
 
 static uint64_t atomic_rmw(uint8_t *p, int aop, int t, uint64_t b, uint64_t c) {
@@ -659,6 +683,22 @@ static int run_thread(Exec *X, Thread *T) {
         vmcase(MAD_HI_U64) R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64) + R[in->c]; vmbreak;
         vmcase(MAD24_LO_S32) R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)) + R[in->c]; vmbreak;
         vmcase(MAD24_LO_U32) R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF) + R[in->c]; vmbreak;
+#define SAD(OPN, T) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
+            R[in->d] = R[in->c] + (uint64_t)(a_ > b_ ? (T)(a_ - b_) : (T)(b_ - a_)); } vmbreak;
+        SAD(SAD_S16, int16_t) SAD(SAD_U16, uint16_t) SAD(SAD_S32, int32_t) SAD(SAD_U32, uint32_t) SAD(SAD_S64, int64_t)
+        SAD(SAD_U64, uint64_t)
+        vmcase(DP4A) { int64_t acc = (int32_t)R[in->c];
+            for (int k = 0; k < 4; k++) {
+                uint32_t x = (uint32_t)R[in->a] >> (8 * k) & 0xFF, y = (uint32_t)R[in->b] >> (8 * k) & 0xFF;
+                acc += ((in->flags & F_SIGNED_A) ? (int8_t)x : (int64_t)x) * ((in->flags & F_SIGNED_B) ? (int8_t)y : (int64_t)y);
+            }
+            R[in->d] = (uint32_t)acc; } vmbreak;
+        vmcase(DP2A) { int64_t acc = (int32_t)R[in->c];
+            for (int k = 0; k < 2; k++) {
+                uint32_t x = (uint32_t)R[in->a] >> (16 * k) & 0xFFFF, y = (uint32_t)R[in->b] >> (8 * (k + 2 * in->sub)) & 0xFF;
+                acc += ((in->flags & F_SIGNED_A) ? (int16_t)x : (int64_t)x) * ((in->flags & F_SIGNED_B) ? (int8_t)y : (int64_t)y);
+            }
+            R[in->d] = (uint32_t)acc; } vmbreak;
         vmcase(FMA_F32) R[in->d] = bits32(fmaf(f32(R[in->a]), f32(R[in->b]), f32(R[in->c]))); vmbreak;
         vmcase(FMA_F64) R[in->d] = bits64(fma(f64(R[in->a]), f64(R[in->b]), f64(R[in->c]))); vmbreak;
         vmcase(FROUND) R[in->d] = float_rounded(in, R[in->a], R[in->b], R[in->c]); vmbreak;
@@ -795,6 +835,7 @@ static int run_thread(Exec *X, Thread *T) {
             R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
         vmcase(SETP_F64) { int p = cmp_float(f64(R[in->a]), f64(R[in->b]), in->sub);
             R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SET) R[in->d] = set_compare(in, R); vmbreak;
         vmcase(SELP) R[in->d] = (R[in->c] & 1) ? R[in->a] : R[in->b]; vmbreak;
         vmcase(CVT) R[in->d] = convert(R[in->a], in->type, in->sub, in->sub2, in->flags & F_SAT); vmbreak;
         vmcase(CVTA_SHARED) R[in->d] = (uint64_t)(uintptr_t)X->shared + (uint32_t)R[in->a]; vmbreak;

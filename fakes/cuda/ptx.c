@@ -110,8 +110,10 @@ static void lex(Parser *P, const char *text) {
             t.len = (int)(q - p) + (*q == '"');
         } else if (is_ident_char((unsigned char)*p) && *p != ':') {
             const char *q = p;
-            /* "::" appears inside cache hints (L1::no_allocate); a single ':' ends a label */
-            while (*q && (is_ident_char((unsigned char)*q) && (*q != ':' || q[1] == ':' || (q > p && q[-1] == ':'))))
+            /* "::" appears inside cache hints (L1::no_allocate); a single ':' ends a label; a directive ends at
+             * the next dot (".reg.b32 f;" in inline asm is ".reg .b32 f;") */
+            while (*q && (is_ident_char((unsigned char)*q) && (*q != ':' || q[1] == ':' || (q > p && q[-1] == ':'))) &&
+                   !(*p == '.' && q > p && *q == '.'))
                 q++;
             t.len = (int)(q - p);
         }
@@ -509,6 +511,15 @@ static void d_carry(Parser *P, const PtxInstr *row, Insn *I) {
     in->e = has_mod(&I->o, "cc") ? carry_slot(P) : SP_SINK;
 }
 
+/* dp4a/dp2a.atype.btype: the signedness of each source's bytes (halves) in flags, .hi in sub. */
+static void d_dot(Parser *P, const PtxInstr *row, Insn *I) {
+    if (I->o.ntypes != 2) fail(P, I->line, "%.*s needs two types", I->tok.len, I->tok.s);
+    d_typed(P, row, I);
+    Inst *in = &P->m->code[P->m->ncode - 1];
+    in->flags = (uint8_t)((type_is_signed(I->o.types[0]) ? F_SIGNED_A : 0) | (type_is_signed(I->o.types[1]) ? F_SIGNED_B : 0));
+    in->sub = (uint8_t)has_mod(&I->o, "hi");
+}
+
 static void d_shf(Parser *P, const PtxInstr *row, Insn *I) {
     int clamp = has_mod(&I->o, "clamp");
     if (!clamp && !has_mod(&I->o, "wrap")) fail(P, I->line, "%.*s needs .wrap or .clamp", I->tok.len, I->tok.s);
@@ -587,6 +598,30 @@ static void d_setp(Parser *P, const PtxInstr *row, Insn *I) {
     in->e = I->ops[0].slot2 >= 0 ? (uint32_t)I->ops[0].slot2 : SP_SINK;
     in->a = a, in->b = b, in->c = c;
     in->type = (uint8_t)I->t;
+    in->sub = (uint8_t)cmp;
+    in->sub2 = (uint8_t)boolop;
+    if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
+}
+
+/* set.cmp[.bool].dtype.stype d, a, b[, c]: the comparison of setp with a value result. */
+static void d_set(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 3);
+    if (I->o.ntypes != 2) fail(P, I->line, "set needs a destination and a source type");
+    int dt = I->o.types[0], st = I->o.types[1];
+    if (dt == T_F64 || type_bytes(dt) == 8) fail(P, I->line, "%.*s: unsupported destination type", I->tok.len, I->tok.s);
+    int cmp = cmp_of(&I->o.mods[0]);
+    if (cmp < 0) fail(P, I->line, "set: unknown comparison");
+    int boolop = has_mod(&I->o, "and") ? 1 : has_mod(&I->o, "or") ? 2 : has_mod(&I->o, "xor") ? 3 : 0;
+    uint32_t d = SLOT(0), a = SLOT(1), b = SLOT(2), c = SP_SINK;
+    if (boolop) {
+        need(P, I, 4);
+        c = SLOT(3);
+    }
+    (void)row;
+    Inst *in = emit(P, OP_SET, I->line);
+    in->d = d, in->a = a, in->b = b, in->c = c;
+    in->type = (uint8_t)st;
+    in->imm = dt;
     in->sub = (uint8_t)cmp;
     in->sub2 = (uint8_t)boolop;
     if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
@@ -921,6 +956,10 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"mul", NULL, d_typed, 2, {INTS(OP_MUL_LO_I16, OP_MUL_LO_I16, OP_MUL_LO_I32, OP_MUL_LO_I32, OP_MUL_LO_I64,
                                     OP_MUL_LO_I64), FLOATS(OP_MUL_F32, OP_MUL_F64), HALVES(OP_HALF)},
      "lo rn rz rm rp ftz sat", ROUNDING_NOTE, 0, FR_MUL},
+    {"sad", NULL, d_typed, 3, {INTS(OP_SAD_S16, OP_SAD_U16, OP_SAD_S32, OP_SAD_U32, OP_SAD_S64, OP_SAD_U64)}, "",
+     "d = c + |a - b|", 0},
+    {"dp4a", NULL, d_dot, 3, {[T_U32] = OP_DP4A, [T_S32] = OP_DP4A}, "", "", 0},
+    {"dp2a", NULL, d_dot, 3, {[T_U32] = OP_DP2A, [T_S32] = OP_DP2A}, "lo hi", "", 0},
     {"mul24", NULL, d_typed, 2, {INTS(0, 0, OP_MUL24_LO_S32, OP_MUL24_LO_U32, 0, 0)}, "lo", "", 0},
     {"mad24", NULL, d_typed, 3, {INTS(0, 0, OP_MAD24_LO_S32, OP_MAD24_LO_U32, 0, 0)}, "lo", "", 0},
     {"mad", "hi cc", d_carry, 3, {[T_U32] = OP_MADC_HI_U32, [T_S32] = OP_MADC_HI_S32, [T_U64] = OP_MADC_HI_U64,
@@ -974,6 +1013,10 @@ static const PtxInstr INSTRUCTIONS[] = {
                                BITS(OP_SETP_U16, OP_SETP_U32, OP_SETP_U64), FLOATS(OP_SETP_F32, OP_SETP_F64),
                                [T_F16] = OP_SETP_HALF, [T_BF16] = OP_SETP_HALF},
      "eq ne lt le gt ge equ neu ltu leu gtu geu num nan lo ls hi hs and or xor ftz", "p|q destinations", 0},
+    {"set", NULL, d_set, 0, {INTS(OP_SET, OP_SET, OP_SET, OP_SET, OP_SET, OP_SET), BITS(OP_SET, OP_SET, OP_SET),
+                             FLOATS(OP_SET, OP_SET), HALVES(OP_SET)},
+     "eq ne lt le gt ge equ neu ltu leu gtu geu num nan lo ls hi hs and or xor ftz",
+     "d = 1.0 (float destination) or all ones (integer) when true; x2 sources compare each half", 0},
     {"selp", NULL, d_typed, 3, {ALL_INTS(OP_SELP), FLOATS(OP_SELP, OP_SELP)}, "", "", 0},
     {"cvt", NULL, d_cvt, 0, {INTS(OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT), [T_U8] = OP_CVT, [T_S8] = OP_CVT,
                              HALVES(OP_CVT), FLOATS(OP_CVT, OP_CVT)}, "rn rz rm rp rni rzi rmi rpi sat ftz",
@@ -1042,8 +1085,8 @@ static const struct { const char *names, *what; } NOT_IMPLEMENTED[] = {
     {"cp mbarrier", "asynchronous copies (cp.async*) and mbarriers"},
     {"vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 vadd4 vsub4 "
      "vavrg4 vabsdiff4 vmin4 vmax4 vset4", "SIMD video instructions"},
-    {"dp4a dp2a", "integer dot products"},
     {"match", "match.sync"},
+    {"fns", "find n-th set bit"},
     {"alloca stacksave stackrestore", "dynamic stack allocation"},
     {"getctarank mapa elect setmaxnreg", "clusters and warpgroup register control"},
     {"applypriority createpolicy", "cache eviction policies"},

@@ -718,3 +718,60 @@ def test_atomics_stay_atomic_across_many_workers():
     i = np.arange(n, dtype=np.uint64)
     top = int((i * 2654435761 % (1 << 32) % 1000003).max())
     assert r.stdout.split() == [str(32 * n), f"{float(n)}", str(top), str(n % 1000), "0", "2048"], r.stdout
+
+
+SAD_DOT_SET = r"""
+extern "C" __global__ void sds(const int* a, const int* b, const int* c, const unsigned short* h, int* o, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    int x = a[i], y = b[i], z = c[i], *r = o + 12 * i;
+    r[0] = __sad(x, y, z); r[1] = __usad(x, y, z);
+    r[2] = __dp4a(x, y, z); r[3] = __dp4a((unsigned)x, (unsigned)y, (unsigned)z);
+    r[4] = __dp2a_lo(x, y, z); r[5] = __dp2a_hi((unsigned)x, (unsigned)y, (unsigned)z);
+    asm("set.lt.u32.s32 %0, %1, %2;" : "=r"(r[6]) : "r"(x), "r"(y));
+    asm("set.lt.u32.u32 %0, %1, %2;" : "=r"(r[7]) : "r"(x), "r"(y));
+    asm("set.gt.f32.f32 %0, %1, %2;" : "=r"(r[8]) : "f"((float)x), "f"((float)y));
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.s32 p, %3, 0;\n\tset.ge.and.u32.s32 %0, %1, %2, p;\n\t}"
+        : "=r"(r[9]) : "r"(x), "r"(y), "r"(z & 1));
+    unsigned short e;
+    asm("set.le.f16.f16 %0, %1, %2;" : "=h"(e) : "h"(h[2 * i]), "h"(h[2 * i + 1]));
+    r[10] = e;
+    asm("set.lt.u32.f16x2 %0, %1, %2;" : "=r"(r[11]) : "r"(h[2 * i] | (unsigned)h[2 * i + 1] << 16),
+                                                     "r"(h[2 * i + 1] | (unsigned)h[2 * i] << 16));
+}"""
+
+
+def test_sad_dot_products_and_set(cuda, rng):
+    ptx = cuda.ptx(SAD_DOT_SET).decode()
+    for inst in ("sad.s32", "sad.u32", "dp4a.s32.s32", "dp4a.u32.u32", "dp2a.lo.s32.s32", "dp2a.hi.u32.u32"):
+        assert inst in ptx, inst
+    f = cuda.kernel(SAD_DOT_SET, "sds")
+    n = 200
+    a, b, c = (rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32) for _ in range(3))
+    b[:3] = a[:3]  # equal operands
+    h = (rng.standard_normal(2 * n) * 10).astype(np.float16)
+    h[1] = h[0]
+    o = np.zeros(12 * n, np.int32)
+    do = cuda.poisoned(o)
+    cuda.launch(f, (1,), (256,), cuda.upload(a), cuda.upload(b), cuda.upload(c), cuda.upload(h.view(np.uint16)), do,
+                np.uint32(n))
+    r = cuda.download(do, o).reshape(n, 12).view(np.uint32)
+    M = 1 << 32
+
+    def parts(v, width, signed):
+        out = [(v >> (width * k)) & ((1 << width) - 1) for k in range(32 // width)]
+        return [p - (1 << width) if signed and p >> (width - 1) else p for p in out]
+
+    for i in range(n):
+        x, y, z = int(a[i]), int(b[i]), int(c[i])
+        ux, uy = x % M, y % M
+        dot4 = sum(p * q for p, q in zip(parts(ux, 8, True), parts(uy, 8, True))) + z
+        udot4 = sum(p * q for p, q in zip(parts(ux, 8, False), parts(uy, 8, False))) + z
+        dot2lo = sum(p * q for p, q in zip(parts(ux, 16, True), parts(uy, 8, True)[:2])) + z
+        udot2hi = sum(p * q for p, q in zip(parts(ux, 16, False), parts(uy, 8, False)[2:])) + z
+        hx, hy = float(h[2 * i]), float(h[2 * i + 1])
+        want = [(z + abs(x - y)) % M, (z + abs(ux - uy)) % M, dot4 % M, udot4 % M, dot2lo % M, udot2hi % M,
+                M - 1 if x < y else 0, M - 1 if ux < uy else 0,
+                0x3F800000 if float(np.float32(x)) > float(np.float32(y)) else 0,
+                M - 1 if x >= y and z & 1 else 0, 0x3C00 if hx <= hy else 0,
+                (0xFFFF if hx < hy else 0) | (0xFFFF0000 if hy < hx else 0)]
+        assert [int(v) for v in r[i]] == want, i
