@@ -775,3 +775,81 @@ def test_sad_dot_products_and_set(cuda, rng):
                 M - 1 if x >= y and z & 1 else 0, 0x3C00 if hx <= hy else 0,
                 (0xFFFF if hx < hy else 0) | (0xFFFF0000 if hy < hx else 0)]
         assert [int(v) for v in r[i]] == want, i
+
+
+def toolkit_include() -> Path | None:
+    """A CUDA toolkit's include directory (cuda_fp16.h, CUB, cooperative groups), where one is installed."""
+    for d in sorted(Path("/usr/local").glob("cuda*/include"), reverse=True):
+        if (d / "cuda_fp16.h").is_file() and (d / "cccl").is_dir():
+            return d
+    return None
+
+
+HEADERS = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+namespace cg = cooperative_groups;
+extern "C" __global__ void library(const __half* h, const __nv_bfloat16* b, const float* f, const int* v,
+                                   __half* oh, __nv_bfloat16* ob, float* of, int* oi) {
+    unsigned t = threadIdx.x;
+    __half x = h[2 * t], y = h[2 * t + 1];
+    oh[4 * t] = __hadd(x, y); oh[4 * t + 1] = __hmul(x, y); oh[4 * t + 2] = __hfma(x, y, x);
+    oh[4 * t + 3] = __float2half_rz(f[t]);
+    __nv_bfloat16 bx = b[2 * t], by = b[2 * t + 1];
+    ob[2 * t] = __hadd(bx, by); ob[2 * t + 1] = __float2bfloat16_rn(f[t]);
+    of[2 * t] = __half2float(x) + __bfloat162float(bx); of[2 * t + 1] = (float)(x < y) + 2.0f * (float)(bx > by);
+    using Reduce = cub::BlockReduce<int, 128>; using Scan = cub::BlockScan<int, 128>;
+    __shared__ typename Reduce::TempStorage rs; __shared__ typename Scan::TempStorage ss;
+    int sum = Reduce(rs).Sum(v[t]);
+    __syncthreads();
+    int prefix;
+    Scan(ss).ExclusiveSum(v[t], prefix);
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    int warp_max = cg::reduce(warp, v[t], cg::greater<int>());
+    oi[2 * t] = prefix; oi[2 * t + 1] = warp_max;
+    if (t == 0) oi[256] = sum;
+}"""
+
+
+@pytest.mark.skipif(toolkit_include() is None, reason="no CUDA toolkit headers (cuda_fp16.h, CUB) installed here")
+def test_library_headers_fp16_bf16_cub_cooperative_groups(cuda, rng):
+    n = cuda.nvrtc
+    inc = toolkit_include()
+    err, prog = n.nvrtcCreateProgram(HEADERS.encode(), b"lib.cu", 0, [], [])
+    opts = [b"--gpu-architecture=compute_90", b"--std=c++17", f"-I{inc}".encode(), f"-I{inc / 'cccl'}".encode()]
+    assert n.nvrtcCompileProgram(prog, len(opts), opts)[0] == n.nvrtcResult.NVRTC_SUCCESS
+    _, size = n.nvrtcGetPTXSize(prog)
+    ptx = b" " * size
+    n.nvrtcGetPTX(prog, ptx)
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(ptx)), b"library"))
+    h = (rng.standard_normal(256) * 8).astype(np.float16)
+    g = (rng.standard_normal(256) * 8).astype(np.float32)
+    gb = (g.view(np.uint32) >> 16).astype(np.uint16)
+    fv = (rng.standard_normal(128) * 100).astype(np.float32)
+    v = rng.integers(-1000, 1000, 128).astype(np.int32)
+    oh, ob, of, oi = np.zeros(512, np.uint16), np.zeros(256, np.uint16), np.zeros(256, np.float32), np.zeros(257, np.int32)
+    outs = [cuda.poisoned(a) for a in (oh, ob, of, oi)]
+    cuda.launch(f, (1,), (128,), cuda.upload(h.view(np.uint16)), cuda.upload(gb), cuda.upload(fv), cuda.upload(v), *outs)
+    oh, ob, of, oi = (cuda.download(p, a) for p, a in zip(outs, (oh, ob, of, oi)))
+    x, y = h[0::2], h[1::2]
+    got16 = oh.view(np.float16).reshape(128, 4)
+    assert np.array_equal(got16[:, 0], x + y) and np.array_equal(got16[:, 1], x * y)
+    want_fma = [rounded(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(a)), "f16", "rn") for a, b in zip(x, y)]
+    assert [as_fraction(v) for v in got16[:, 2]] == want_fma
+    assert [as_fraction(v) for v in got16[:, 3]] == [rounded(Fraction(float(a)), "f16", "rz") for a in fv]
+    bx, by = bf16_values(gb[0::2]), bf16_values(gb[1::2])
+    gotb = bf16_values(ob).reshape(128, 2)
+    assert [as_fraction(v) for v in gotb[:, 0]] == [rounded(Fraction(float(a)) + Fraction(float(b)), "bf16", "rn")
+                                                    for a, b in zip(bx, by)]
+    assert [as_fraction(v) for v in gotb[:, 1]] == [rounded(Fraction(float(a)), "bf16", "rn") for a in fv]
+    of = of.reshape(128, 2)
+    assert np.array_equal(of[:, 0], x.astype(np.float32) + bx)
+    assert np.array_equal(of[:, 1], (x < y).astype(np.float32) + 2 * (bx > by))
+    oi2 = oi[:256].reshape(128, 2)
+    assert np.array_equal(oi2[:, 0], np.concatenate([[0], np.cumsum(v)[:-1]]))
+    assert np.array_equal(oi2[:, 1], np.repeat(v.reshape(4, 32).max(axis=1), 32))
+    assert oi[256] == v.sum()
