@@ -1,6 +1,8 @@
 """CUDA C++ kernels compiled by NVRTC and run by the fake's PTX interpreter, checked against numpy."""
 
 import ctypes
+import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -853,3 +855,31 @@ def test_library_headers_fp16_bf16_cub_cooperative_groups(cuda, rng):
     assert np.array_equal(oi2[:, 0], np.concatenate([[0], np.cumsum(v)[:-1]]))
     assert np.array_equal(oi2[:, 1], np.repeat(v.reshape(4, 32).max(axis=1), 32))
     assert oi[256] == v.sum()
+
+
+def test_switch_dispatch_and_trace_builds_compute_the_same(tmp_path):
+    """The interpreter's other dispatch (a plain switch) and its tracing build, built and run in a child."""
+    src = fakes.source_dir()
+    lib = tmp_path / "libcuda.so.1"
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    build = subprocess.run([cc, *fakes.CFLAGS, "-O0", "-DFAKECUDA_SWITCH_DISPATCH", "-DFAKECUDA_TRACE", "-o", str(lib),
+                            *map(str, sorted(src.glob("*.c"))), "-lpthread", "-lm"], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    code = textwrap.dedent(f"""
+        import ctypes, os, sys
+        import numpy as np
+        lib = ctypes.CDLL({str(lib)!r}, mode=os.RTLD_GLOBAL)
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from cuda.bindings import driver
+        from ironaccel import fakes
+        assert driver.cuInit(0)[0] == 0
+        from conftest import Cuda
+        cuda = Cuda(fakes.Control(lib))
+        out = cuda.poisoned(np.zeros(40, np.uint32))
+        cuda.launch(cuda.kernel({CONFORMANCE!r}, "busy"), (1,), (64,), out, np.uint32(7), np.uint32(40))
+        print(*cuda.download(out, np.zeros(40, np.uint32)))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [int(v) for v in r.stdout.split()] == list(lcg(40, 7))
+    assert "fakecuda trace: block (0,0,0) thread 63 pc " in r.stderr and " MAD_LO_I32\n" in r.stderr
