@@ -15,13 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import results, spec, status
+from ironaccel import judge, results, spec, status
 from ironaccel.api import BackendInfo
-from ironaccel.targets import TARGETS, Target
+from ironaccel.backends import BUILTIN
+from ironaccel.targets import Target, standard
 
 GOLDEN = Path(__file__).parent / "golden" / "status"
 REPO = Path(__file__).resolve().parent.parent
 CURRENT = "c0ffee00c0ffee00"  # the suite hash the golden results count as current
+TARGETS = {name: t for name, t in standard().items() if t.backend in BUILTIN}  # not plugins' nor this machine's
 
 BACKENDS = [
     BackendInfo("cuda", False, "libcuda.so.1 cannot be loaded"),
@@ -44,7 +46,7 @@ def docs():
 
 
 def render(docs, clauses, backends=BACKENDS, current=CURRENT, targets=TARGETS):
-    return status.render(docs, clauses, backends, current, targets)
+    return status.render(docs, clauses, backends, current, targets, judge.definitions())
 
 
 def levels(text: str) -> dict[str, str]:
@@ -199,3 +201,40 @@ def test_committed_status_is_current():
     assert status.check(results_dir, committed), (
         "STATUS.md differs from what results/ generates: run `ironaccel status` and commit it"
     )
+
+
+def test_an_unregistered_target_never_counts_as_hardware(clauses):
+    relabelled = _doc("cuda/h100", simulated=False)  # a fake's results claiming a hardware target
+    text = render([relabelled, _doc("cuda/fake", True)], clauses, [BackendInfo("cuda", True)])
+    assert levels(text)["cuda"] == "simulated"
+    assert "| cuda/h100 | simulated (its file claims hardware; the target registry does not know it) |" in text
+    assert levels(render([relabelled], clauses, [BackendInfo("cuda", True)]))["cuda"] == "simulated"
+
+
+def test_names_from_results_files_are_escaped(clauses):
+    doc = _doc("webgpu/lavapipe", True)
+    doc["target"]["device"] = "llvm | pipe\n## injected <b>"
+    doc["tests"][0]["clauses"] = ["NOPE-1"]
+    doc["tests"][0]["message"] = "line one\n| forged | row |"
+    doc["tests"][0]["outcome"] = "fail"
+    doc["summary"] = results.summarize(doc["tests"])
+    text = render([doc], clauses, [BackendInfo("webgpu", True)])
+    assert "\n## injected" not in text and "| forged |" not in text and "<b>" not in text
+    assert "llvm \\| pipe ## injected &lt;b>" in text
+
+
+def test_flaky_tests_are_listed_with_their_history(clauses):
+    def with_flaky(target, flaky, finished):
+        doc = _doc(target, True)
+        doc["tests"][1]["outcome"] = "flaky" if flaky else "pass"
+        doc["summary"] = results.summarize(doc["tests"])
+        doc["finished"] = finished
+        return doc
+
+    docs = [with_flaky("webgpu/lavapipe", True, "2026-11-30"), with_flaky("webgpu/lavapipe", True, "2026-11-01"),
+            with_flaky("vulkan/lavapipe", False, "2026-11-30")]
+    text = render(docs, clauses, [BackendInfo("webgpu", True), BackendInfo("vulkan", True)])
+    section = text.split("## Flaky tests")[1].split("\n## ")[0]
+    assert ("| t::MEM-1 | webgpu/lavapipe | flaky in 2 of 3 results files "
+            "(webgpu/lavapipe, webgpu/lavapipe (superseded)) |") in section
+    assert "None." in render(docs[2:], clauses, [BackendInfo("vulkan", True)]).split("## Flaky tests")[1].split("\n## ")[0]
