@@ -96,6 +96,35 @@
     X(cuStreamGetCtx, "cuStreamGetCtx", 9020) \
     X(cuStreamGetId, "cuStreamGetId", 12000) \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000) \
+    X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010) \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 10000) \
+    X(cuStreamGetCaptureInfo_v2, "cuStreamGetCaptureInfo", 11030) \
+    X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo", 12030) \
+    X(cuGraphCreate, "cuGraphCreate", 10000) \
+    X(cuGraphDestroy, "cuGraphDestroy", 10000) \
+    X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode", 12000) \
+    X(cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode", 10000) \
+    X(cuGraphAddMemsetNode, "cuGraphAddMemsetNode", 10000) \
+    X(cuGraphAddHostNode, "cuGraphAddHostNode", 10000) \
+    X(cuGraphAddEventRecordNode, "cuGraphAddEventRecordNode", 11010) \
+    X(cuGraphAddEventWaitNode, "cuGraphAddEventWaitNode", 11010) \
+    X(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode", 10000) \
+    X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", 10000) \
+    X(cuGraphGetNodes, "cuGraphGetNodes", 10000) \
+    X(cuGraphNodeGetType, "cuGraphNodeGetType", 10000) \
+    X(cuGraphKernelNodeSetParams_v2, "cuGraphKernelNodeSetParams", 12000) \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
+    X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000) \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000) \
+    X(cuGraphExecKernelNodeSetParams_v2, "cuGraphExecKernelNodeSetParams", 12000) \
+    X(cuGraphExecUpdate_v2, "cuGraphExecUpdate", 12000) \
+    X(cuGraphLaunch, "cuGraphLaunch", 10000) \
+    X(cuGraphUpload, "cuGraphUpload", 11010) \
+    X(cuUserObjectCreate, "cuUserObjectCreate", 11030) \
+    X(cuUserObjectRetain, "cuUserObjectRetain", 11030) \
+    X(cuUserObjectRelease, "cuUserObjectRelease", 11030) \
+    X(cuGraphRetainUserObject, "cuGraphRetainUserObject", 11030) \
+    X(cuGraphReleaseUserObject, "cuGraphReleaseUserObject", 11030) \
     X(cuEventCreate, "cuEventCreate", 2000) \
     X(cuEventRecord, "cuEventRecord", 2000) \
     X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010) \
