@@ -193,28 +193,26 @@ enum Special {
 
 typedef struct Inst {
     uint16_t op;
-    uint8_t gneg;  /* guard negated */
     uint8_t type;  /* operand type (enum PtxType) where the op needs it */
-    uint32_t guard; /* predicate slot; SP_TRUE when unguarded */
-    uint32_t d, a, b, c, e;
+    uint32_t d, a, b, c, e; /* register-file slots (a guarded instruction follows an OP_GUARD) */
     uint8_t sub, sub2, vec, flags; /* comparison / rounding / vector width / misc per op */
     int64_t imm;
 } Inst;
 
 typedef struct CallInfo {
-    int callee;       /* function index */
+    int callee, caller; /* function indices, resolved when the module is loaded */
     int nargs;
     uint32_t arg_off[16];  /* caller frame offsets of the argument params */
     uint32_t ret_off;      /* caller frame offset of the return param, or UINT32_MAX */
 } CallInfo;
 
 typedef struct PtxParam {
-    char name[96];
+    char *name;
     uint32_t offset, size, align;
 } PtxParam;
 
 typedef struct PtxFunction {
-    char name[128];
+    char *name;
     int is_entry;
     int defined;
     uint32_t entry_pc, end_pc;
