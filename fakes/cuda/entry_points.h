@@ -136,11 +136,18 @@
     X(cuModuleLoad, "cuModuleLoad", 2000) \
     X(cuModuleLoadData, "cuModuleLoadData", 2000) \
     X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010) \
+    X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000) \
     X(cuModuleUnload, "cuModuleUnload", 2000) \
     X(cuModuleGetFunction, "cuModuleGetFunction", 2000) \
     X(cuModuleGetGlobal_v2, "cuModuleGetGlobal", 3020) \
     X(cuLibraryLoadData, "cuLibraryLoadData", 12000) \
+    X(cuLibraryLoadFromFile, "cuLibraryLoadFromFile", 12000) \
     X(cuLibraryUnload, "cuLibraryUnload", 12000) \
+    X(cuLinkCreate_v2, "cuLinkCreate", 6050) \
+    X(cuLinkAddData_v2, "cuLinkAddData", 6050) \
+    X(cuLinkAddFile_v2, "cuLinkAddFile", 6050) \
+    X(cuLinkComplete, "cuLinkComplete", 5050) \
+    X(cuLinkDestroy, "cuLinkDestroy", 5050) \
     X(cuLibraryGetKernel, "cuLibraryGetKernel", 12000) \
     X(cuLibraryGetModule, "cuLibraryGetModule", 12000) \
     X(cuLibraryGetGlobal, "cuLibraryGetGlobal", 12000) \

@@ -58,7 +58,7 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
 #define THREADS_PER_SM 2048
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
-enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT };
+enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK };
 void handle_add(void *p, int kind);
 int handle_ok(const void *p, int kind);
 void handle_remove(void *p);
@@ -245,6 +245,12 @@ typedef struct PtxModule {
     int *lines; /* source line of each instruction, for reports */
 } PtxModule;
 
+/* The PTX text an image holds (image.c): the image itself when it is PTX text, else PTX extracted from a
+ * fatbin or ELF (*owned, to free). Machine code alone is NO_BINARY_FOR_GPU with the reason in log (also on
+ * stderr). */
+CUresult image_ptx(const void *image, const char **ptx, char **owned, char *log, size_t loglen);
+/* A whole file, NUL-terminated (*n bytes before the NUL); FILE_NOT_FOUND when it cannot be opened. */
+CUresult image_read(const char *path, char **bytes, size_t *n);
 /* Parses PTX text; on failure returns NULL and writes "line N: ..." to err. */
 PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen);
 void ptx_free(PtxModule *m);

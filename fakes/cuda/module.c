@@ -17,16 +17,11 @@ typedef struct ModuleHandle {
 /* Loads PTX text into ctx (NULL: a library, which belongs to no context; its globals are freed at unload). */
 static CUresult load_module(Context *c, const void *image, ModuleHandle **out, char *log, size_t loglen) {
     if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
-    const unsigned char *bytes = image;
-    if (bytes[0] == 0x7F && bytes[1] == 'E' && bytes[2] == 'L' && bytes[3] == 'F') {
-        snprintf(log, loglen, "cubin/ELF images are not supported by the fake driver: load PTX text");
-        return CUDA_ERROR_NO_BINARY_FOR_GPU;
-    }
-    if (*(const uint32_t *)image == 0xBA55ED50u || *(const uint32_t *)image == 0x466243B1u) {
-        snprintf(log, loglen, "fatbin images are not supported by the fake driver: load PTX text");
-        return CUDA_ERROR_NO_BINARY_FOR_GPU;
-    }
-    PtxModule *ptx = ptx_load(image, c, log, loglen);
+    const char *text;
+    char *extracted;
+    TRY(image_ptx(image, &text, &extracted, log, loglen));
+    PtxModule *ptx = ptx_load(text, c, log, loglen);
+    free(extracted);
     if (!ptx) {
         fake_log("module load failed: %s", log);
         return CUDA_ERROR_INVALID_PTX;
@@ -68,18 +63,17 @@ API CUresult cuModuleLoadData(void **mod, const void *image) {
 API CUresult cuModuleLoad(void **mod, const char *path) {
     ENTER(cuModuleLoad);
     if (!path || !mod) return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(path, "rb");
-    if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    size_t got = fread(text, 1, (size_t)n, f);
-    fclose(f);
-    text[got] = 0;
-    CUresult rc = cuModuleLoadDataEx(mod, text, 0, NULL, NULL);
-    free(text);
+    char *bytes;
+    size_t n;
+    TRY(image_read(path, &bytes, &n));
+    CUresult rc = cuModuleLoadDataEx(mod, bytes, 0, NULL, NULL);
+    free(bytes);
     return rc;
+}
+
+API CUresult cuModuleLoadFatBinary(void **mod, const void *fatbin) {
+    ENTER(cuModuleLoadFatBinary);
+    return cuModuleLoadDataEx(mod, fatbin, 0, NULL, NULL);
 }
 
 static CUresult module_from(void *h, ModuleHandle **out) {
@@ -158,6 +152,19 @@ API CUresult cuLibraryLoadData(void **lib, const void *code, int *jit_opts, void
     (void)lib_opts, (void)lib_vals, (void)nlib;
     NEED_INIT();
     return load_with_options(NULL, lib, code, njit, jit_opts, jit_vals);
+}
+
+API CUresult cuLibraryLoadFromFile(void **lib, const char *path, int *jit_opts, void **jit_vals, unsigned njit,
+                                   int *lib_opts, void **lib_vals, unsigned nlib) {
+    ENTER(cuLibraryLoadFromFile);
+    NEED_INIT();
+    if (!path || !lib) return CUDA_ERROR_INVALID_VALUE;
+    char *bytes;
+    size_t n;
+    TRY(image_read(path, &bytes, &n));
+    CUresult rc = cuLibraryLoadData(lib, bytes, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib);
+    free(bytes);
+    return rc;
 }
 
 API CUresult cuLibraryUnload(void *lib) {

@@ -7,6 +7,7 @@ fails when the fake gains an entry point without a row here.
 """
 
 import ctypes
+import struct
 import threading
 from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 
@@ -16,7 +17,7 @@ import pytest
 SUCCESS, INVALID_VALUE, NOT_INITIALIZED = 0, 1, 3
 INVALID_DEVICE, INVALID_IMAGE, INVALID_CONTEXT, INVALID_PTX = 101, 200, 201, 218
 FILE_NOT_FOUND, INVALID_HANDLE, ILLEGAL_STATE, NOT_FOUND = 301, 400, 401, 500
-CAPTURE_UNSUPPORTED = 900
+CAPTURE_UNSUPPORTED, NO_BINARY_FOR_GPU, NOT_SUPPORTED = 900, 209, 801
 
 BAD = c_void_p(0xDEAD0000)    # a handle the fake never gave out
 BADPTR = c_uint64(0xDEAD0000)  # a device address outside every allocation
@@ -62,6 +63,7 @@ class Env:
                                                   ctypes.cast(self.params, c_void_p), None, None, None))
         self.empty_copy = byref(_memcpy3d_device_to_device())
         self.host_node = byref((c_void_p * 2)(ctypes.cast(self.noop, c_void_p).value, None))
+        self.link = c_void_p(int(cuda.ok(d.cuLinkCreate(0, [], []))))
         self.user_object = c_void_p(int(cuda.ok(d.cuUserObjectCreate(0, ctypes.cast(self.noop, c_void_p).value, 1, 1))))
 
 
@@ -80,6 +82,12 @@ def _memcpy3d_device_to_device():
     words = (c_uint64 * 25)()
     words[4] = words[15] = 2  # srcMemoryType, dstMemoryType: CU_MEMORYTYPE_DEVICE
     return words
+
+
+def _sass_only_fatbin():
+    """A fatbin whose one entry is machine code (kind 2, sm_90)."""
+    entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x0101, 64, 8, 0, 0, 0, 9, 90, 0, 0, 0, 0, 0) + bytes(8)
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entry)) + entry
 
 
 def _memset_node(element_size):
@@ -354,6 +362,28 @@ CASES = {
                          ("NULL image", lambda e: (e.outp, NULL), INVALID_VALUE)],
     "cuModuleLoadDataEx": [("not PTX", lambda e: (e.outp, b"not ptx\0", c_uint(0), NULL, NULL), INVALID_PTX),
                            ("NULL image", lambda e: (e.outp, NULL, c_uint(0), NULL, NULL), INVALID_VALUE)],
+    "cuModuleLoadFatBinary": [("not PTX", lambda e: (e.outp, b"not ptx\0"), INVALID_PTX),
+                              ("SASS only", lambda e: (e.outp, _sass_only_fatbin()), NO_BINARY_FOR_GPU)],
+    "cuLibraryLoadFromFile": [("missing file", lambda e: (e.outp, b"/nonexistent/x.ptx", NULL, NULL, c_uint(0), NULL,
+                                                          NULL, c_uint(0)), FILE_NOT_FOUND),
+                              ("NULL path", lambda e: (e.outp, NULL, NULL, NULL, c_uint(0), NULL, NULL, c_uint(0)),
+                               INVALID_VALUE)],
+    "cuLinkCreate_v2": [("NULL out", lambda e: (c_uint(0), NULL, NULL, NULL), INVALID_VALUE),
+                        ("options without values", lambda e: (c_uint(1), NULL, NULL, e.outp), INVALID_VALUE),
+                        ("nothing current", lambda e: (c_uint(0), NULL, NULL, e.outp), INVALID_CONTEXT, "no context")],
+    "cuLinkAddData_v2": [("bad link state", lambda e: (BAD, c_int(1), b"x", c_size_t(1), NULL, c_uint(0), NULL, NULL),
+                          INVALID_HANDLE),
+                         ("PTX given as a cubin", lambda e: (e.link, c_int(0), b"// ptx\0", c_size_t(7), NULL,
+                                                             c_uint(0), NULL, NULL), INVALID_IMAGE),
+                         ("NVVM IR", lambda e: (e.link, c_int(5), b"x", c_size_t(1), NULL, c_uint(0), NULL, NULL),
+                          NOT_SUPPORTED)],
+    "cuLinkAddFile_v2": [("bad link state", lambda e: (BAD, c_int(1), b"/nonexistent", c_uint(0), NULL, NULL),
+                          INVALID_HANDLE),
+                         ("missing file", lambda e: (e.link, c_int(1), b"/nonexistent/x.ptx", c_uint(0), NULL, NULL),
+                          FILE_NOT_FOUND)],
+    "cuLinkComplete": [("bad link state", lambda e: (BAD, e.outp, e.outp), INVALID_HANDLE),
+                       ("NULL out", lambda e: (e.link, NULL, NULL), INVALID_VALUE)],
+    "cuLinkDestroy": [("bad link state", lambda e: (BAD,), INVALID_HANDLE)],
     "cuModuleUnload": [("bad module", lambda e: (BAD,), INVALID_HANDLE)],
     "cuModuleGetFunction": [("bad module", lambda e: (e.outp, BAD, b"touch"), INVALID_HANDLE),
                             ("missing name", lambda e: (e.outp, e.mod, b"nope"), NOT_FOUND),
