@@ -62,6 +62,8 @@ enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL
 void handle_add(void *p, int kind);
 int handle_ok(const void *p, int kind);
 void handle_remove(void *p);
+/* *out = h when h is a live handle of that kind: NOT_INITIALIZED before cuInit, INVALID_HANDLE otherwise. */
+CUresult handle_get(void *h, int kind, void *out);
 
 /* ---- contexts (context.c) and the calling thread's current context (current.c) ---- */
 #define CTX_LIMITS 8 /* CUlimit values 0..7 */

@@ -183,6 +183,13 @@ int handle_ok(const void *p, int kind) {
     return ok;
 }
 
+CUresult handle_get(void *h, int kind, void *out) {
+    if (!fake_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!h || !handle_ok(h, kind)) return CUDA_ERROR_INVALID_HANDLE;
+    *(void **)out = h;
+    return CUDA_SUCCESS;
+}
+
 void handle_remove(void *p) {
     pthread_mutex_lock(&g_handle_mu);
     HandleSlot *s = handle_find_locked(p);

@@ -74,27 +74,6 @@ enum { UPDATE_SUCCESS = 0, UPDATE_ERROR = 1, UPDATE_TOPOLOGY_CHANGED = 2, UPDATE
 #define INSTANTIATE_DEVICE_LAUNCH 4
 #define INSTANTIATE_USE_NODE_PRIORITY 8
 
-static CUresult graph_from(void *h, Graph **out) {
-    NEED_INIT();
-    if (!h || !handle_ok(h, H_GRAPH)) return CUDA_ERROR_INVALID_HANDLE;
-    *out = h;
-    return CUDA_SUCCESS;
-}
-
-static CUresult node_from(void *h, GraphNode **out) {
-    NEED_INIT();
-    if (!h || !handle_ok(h, H_GRAPH_NODE)) return CUDA_ERROR_INVALID_HANDLE;
-    *out = h;
-    return CUDA_SUCCESS;
-}
-
-static CUresult exec_from(void *h, GraphExec **out) {
-    NEED_INIT();
-    if (!h || !handle_ok(h, H_GRAPH_EXEC)) return CUDA_ERROR_INVALID_HANDLE;
-    *out = h;
-    return CUDA_SUCCESS;
-}
-
 API CUresult cuGraphCreate(void **phGraph, unsigned flags) {
     ENTER(cuGraphCreate);
     NEED_INIT();
@@ -108,7 +87,7 @@ API CUresult cuGraphCreate(void **phGraph, unsigned flags) {
 API CUresult cuGraphDestroy(void *hGraph) {
     ENTER(cuGraphDestroy);
     Graph *g;
-    TRY(graph_from(hGraph, &g));
+    TRY(handle_get(hGraph, H_GRAPH, &g));
     graph_free(g);
     return CUDA_SUCCESS;
 }
@@ -116,11 +95,11 @@ API CUresult cuGraphDestroy(void *hGraph) {
 /* Adds op to the graph after deps (each a node of that graph); the caller's op is not taken. */
 static CUresult add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op) {
     Graph *g;
-    TRY(graph_from(hGraph, &g));
+    TRY(handle_get(hGraph, H_GRAPH, &g));
     if (!phNode || (ndeps && !deps) || ndeps > (size_t)g->nnodes) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < ndeps; i++) {
         GraphNode *d;
-        TRY(node_from(deps[i], &d));
+        TRY(handle_get(deps[i], H_GRAPH_NODE, &d));
         if (d->owner != g) return CUDA_ERROR_INVALID_VALUE;
         for (size_t k = 0; k < i; k++)
             if (deps[k] == d) return CUDA_ERROR_INVALID_VALUE; /* a duplicate edge */
@@ -214,32 +193,25 @@ API CUresult cuGraphAddHostNode(void **phNode, void *hGraph, GraphNode *const *d
     return add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
-static CUresult event_from(void *h, Event **out) {
-    if (!h || !handle_ok(h, H_EVENT)) return CUDA_ERROR_INVALID_HANDLE;
-    *out = h;
-    return CUDA_SUCCESS;
+static CUresult add_event_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, void *hEvent,
+                               void (*make)(Event *, StreamOp *)) {
+    Event *e;
+    TRY(handle_get(hEvent, H_EVENT, &e));
+    StreamOp op;
+    make(e, &op);
+    return add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 API CUresult cuGraphAddEventRecordNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
                                        void *hEvent) {
     ENTER(cuGraphAddEventRecordNode);
-    NEED_INIT();
-    Event *e;
-    TRY(event_from(hEvent, &e));
-    StreamOp op;
-    event_record_op(e, &op);
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return add_event_node(phNode, hGraph, deps, ndeps, hEvent, event_record_op);
 }
 
 API CUresult cuGraphAddEventWaitNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
                                      void *hEvent) {
     ENTER(cuGraphAddEventWaitNode);
-    NEED_INIT();
-    Event *e;
-    TRY(event_from(hEvent, &e));
-    StreamOp op;
-    event_wait_op(e, &op);
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return add_event_node(phNode, hGraph, deps, ndeps, hEvent, event_wait_op);
 }
 
 /* ---- child graphs and empty nodes: the graph's own operations ---- */
@@ -253,7 +225,7 @@ API CUresult cuGraphAddChildGraphNode(void **phNode, void *hGraph, GraphNode *co
                                       void *hChild) {
     ENTER(cuGraphAddChildGraphNode);
     Graph *child;
-    TRY(graph_from(hChild, &child));
+    TRY(handle_get(hChild, H_GRAPH, &child));
     if (hChild == hGraph) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op = {.kind = OPK_GRAPH, .cls = &CHILD_CLASS, .u.graph = child}; /* cloned by the node */
     TRY(add_node(phNode, hGraph, deps, ndeps, &op));
@@ -269,7 +241,7 @@ API CUresult cuGraphAddEmptyNode(void **phNode, void *hGraph, GraphNode *const *
 API CUresult cuGraphGetNodes(void *hGraph, GraphNode **nodes, size_t *count) {
     ENTER(cuGraphGetNodes);
     Graph *g;
-    TRY(graph_from(hGraph, &g));
+    TRY(handle_get(hGraph, H_GRAPH, &g));
     if (!count) return CUDA_ERROR_INVALID_VALUE;
     if (nodes)
         for (size_t i = 0; i < *count && i < (size_t)g->nnodes; i++) nodes[i] = g->nodes[i];
@@ -280,7 +252,7 @@ API CUresult cuGraphGetNodes(void *hGraph, GraphNode **nodes, size_t *count) {
 API CUresult cuGraphNodeGetType(void *hNode, int *type) {
     ENTER(cuGraphNodeGetType);
     GraphNode *n;
-    TRY(node_from(hNode, &n));
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
     if (!type) return CUDA_ERROR_INVALID_VALUE;
     *type = n->op.kind;
     return CUDA_SUCCESS;
@@ -289,7 +261,7 @@ API CUresult cuGraphNodeGetType(void *hNode, int *type) {
 API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *params) {
     ENTER(cuGraphKernelNodeSetParams_v2);
     GraphNode *n;
-    TRY(node_from(hNode, &n));
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
     if (n->op.kind != OPK_KERNEL) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op;
     TRY(kernel_node_op(params, &op));
@@ -302,7 +274,7 @@ API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *
 
 static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
     Graph *g;
-    TRY(graph_from(hGraph, &g));
+    TRY(handle_get(hGraph, H_GRAPH, &g));
     if (!phExec || (flags & ~(uint64_t)0xF)) return CUDA_ERROR_INVALID_VALUE;
     if (flags & INSTANTIATE_DEVICE_LAUNCH) {
         fake_log("device-launchable graphs are not implemented");
@@ -341,7 +313,7 @@ API CUresult cuGraphInstantiateWithParams(void **phExec, void *hGraph, Instantia
 API CUresult cuGraphExecDestroy(void *hExec) {
     ENTER(cuGraphExecDestroy);
     GraphExec *x;
-    TRY(exec_from(hExec, &x));
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
     handle_remove(x);
     graph_free(x->graph);
     free(x);
@@ -351,7 +323,7 @@ API CUresult cuGraphExecDestroy(void *hExec) {
 /* The executable graph's copy of a node of the graph it was instantiated from. */
 static CUresult exec_node(GraphExec *x, void *hNode, GraphNode **out) {
     GraphNode *n;
-    TRY(node_from(hNode, &n));
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
     if (n->owner != x->source || n->index >= x->graph->nnodes) return CUDA_ERROR_INVALID_VALUE;
     *out = x->graph->nodes[n->index];
     return CUDA_SUCCESS;
@@ -361,7 +333,7 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(void *hExec, void *hNode, const K
     ENTER(cuGraphExecKernelNodeSetParams_v2);
     GraphExec *x;
     GraphNode *n;
-    TRY(exec_from(hExec, &x));
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
     TRY(exec_node(x, hNode, &n));
     if (n->op.kind != OPK_KERNEL) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op;
@@ -377,8 +349,8 @@ API CUresult cuGraphExecUpdate_v2(void *hExec, void *hGraph, UpdateResultInfo *i
     ENTER(cuGraphExecUpdate_v2);
     GraphExec *x;
     Graph *g;
-    TRY(exec_from(hExec, &x));
-    TRY(graph_from(hGraph, &g));
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
+    TRY(handle_get(hGraph, H_GRAPH, &g));
     if (!info) return CUDA_ERROR_INVALID_VALUE;
     int at = graph_shape_differs(x->graph, g);
     *info = (UpdateResultInfo){UPDATE_SUCCESS, NULL, NULL};
@@ -395,7 +367,7 @@ API CUresult cuGraphExecUpdate_v2(void *hExec, void *hGraph, UpdateResultInfo *i
 API CUresult cuGraphLaunch(void *hExec, void *hStream) {
     ENTER(cuGraphLaunch);
     GraphExec *x;
-    TRY(exec_from(hExec, &x));
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
     NEED_CONTEXT(c);
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
@@ -409,7 +381,7 @@ API CUresult cuGraphLaunch(void *hExec, void *hStream) {
 API CUresult cuGraphUpload(void *hExec, void *hStream) {
     ENTER(cuGraphUpload);
     GraphExec *x;
-    TRY(exec_from(hExec, &x));
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
     NEED_CONTEXT(c);
     Stream *s;
     return stream_resolve(hStream, c, &s); /* nothing to upload: device memory is host memory here */
@@ -419,13 +391,6 @@ API CUresult cuGraphUpload(void *hExec, void *hStream) {
 
 #define CU_USER_OBJECT_NO_DESTRUCTOR_SYNC 1
 #define CU_GRAPH_USER_OBJECT_MOVE 1
-
-static CUresult user_object_from(void *h, UserObject **out) {
-    NEED_INIT();
-    if (!h || !handle_ok(h, H_USER_OBJECT)) return CUDA_ERROR_INVALID_HANDLE;
-    *out = h;
-    return CUDA_SUCCESS;
-}
 
 /* The destructor runs on the thread that drops the last reference (a real driver may use its own thread);
  * it must not call the driver, as on hardware. */
@@ -445,7 +410,7 @@ API CUresult cuUserObjectCreate(void **obj, void *ptr, void (*destroy)(void *), 
 API CUresult cuUserObjectRetain(void *obj, unsigned count) {
     ENTER(cuUserObjectRetain);
     UserObject *o;
-    TRY(user_object_from(obj, &o));
+    TRY(handle_get(obj, H_USER_OBJECT, &o));
     if (!count || count > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
     return user_object_retain(o, count) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
@@ -453,7 +418,7 @@ API CUresult cuUserObjectRetain(void *obj, unsigned count) {
 API CUresult cuUserObjectRelease(void *obj, unsigned count) {
     ENTER(cuUserObjectRelease);
     UserObject *o;
-    TRY(user_object_from(obj, &o));
+    TRY(handle_get(obj, H_USER_OBJECT, &o));
     if (!count || count > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
     user_object_release(o, count);
     return CUDA_SUCCESS;
@@ -463,8 +428,8 @@ API CUresult cuGraphRetainUserObject(void *hGraph, void *obj, unsigned count, un
     ENTER(cuGraphRetainUserObject);
     Graph *g;
     UserObject *o;
-    TRY(graph_from(hGraph, &g));
-    TRY(user_object_from(obj, &o));
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    TRY(handle_get(obj, H_USER_OBJECT, &o));
     if (!count || count > INT32_MAX || (flags & ~CU_GRAPH_USER_OBJECT_MOVE)) return CUDA_ERROR_INVALID_VALUE;
     int moved = flags & CU_GRAPH_USER_OBJECT_MOVE; /* the caller's references become the graph's */
     if (!moved && !user_object_retain(o, count)) return CUDA_ERROR_INVALID_HANDLE;
@@ -479,8 +444,8 @@ API CUresult cuGraphReleaseUserObject(void *hGraph, void *obj, unsigned count) {
     ENTER(cuGraphReleaseUserObject);
     Graph *g;
     UserObject *o;
-    TRY(graph_from(hGraph, &g));
-    TRY(user_object_from(obj, &o));
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    TRY(handle_get(obj, H_USER_OBJECT, &o));
     if (!count || count > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
     return graph_drop_object(g, o, count) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }

@@ -25,13 +25,6 @@ typedef struct LinkState {
     size_t error_cap, info_cap;
 } LinkState;
 
-static CUresult link_from(void *h, LinkState **out) {
-    NEED_INIT();
-    if (!h || !handle_ok(h, H_LINK)) return CUDA_ERROR_INVALID_HANDLE;
-    *out = h;
-    return CUDA_SUCCESS;
-}
-
 static void log_error(LinkState *l, const char *name, const char *text) {
     if (l->error_log && l->error_cap) snprintf(l->error_log, l->error_cap, "%s: %s", name ? name : "input", text);
     fake_log("link: %s: %s", name ? name : "input", text);
@@ -78,7 +71,7 @@ API CUresult cuLinkAddData_v2(void *state, int type, void *data, size_t size, co
     ENTER(cuLinkAddData_v2);
     (void)nopts, (void)opts, (void)values;
     LinkState *l;
-    TRY(link_from(state, &l));
+    TRY(handle_get(state, H_LINK, &l));
     if (!data || !size) return CUDA_ERROR_INVALID_VALUE;
     if (type == INPUT_PTX) return append(l, data, strnlen(data, size));
     if (type == INPUT_LIBRARY || type == INPUT_NVVM) {
@@ -107,7 +100,7 @@ API CUresult cuLinkAddData_v2(void *state, int type, void *data, size_t size, co
 API CUresult cuLinkAddFile_v2(void *state, int type, const char *path, unsigned nopts, int *opts, void **values) {
     ENTER(cuLinkAddFile_v2);
     LinkState *l;
-    TRY(link_from(state, &l));
+    TRY(handle_get(state, H_LINK, &l));
     if (!path) return CUDA_ERROR_INVALID_VALUE;
     size_t n;
     char *bytes;
@@ -120,7 +113,7 @@ API CUresult cuLinkAddFile_v2(void *state, int type, const char *path, unsigned 
 API CUresult cuLinkComplete(void *state, void **image, size_t *size) {
     ENTER(cuLinkComplete);
     LinkState *l;
-    TRY(link_from(state, &l));
+    TRY(handle_get(state, H_LINK, &l));
     if (!image || !size) return CUDA_ERROR_INVALID_VALUE;
     if (!l->inputs) {
         log_error(l, "link", "no inputs were added");
@@ -145,7 +138,7 @@ API CUresult cuLinkComplete(void *state, void **image, size_t *size) {
 API CUresult cuLinkDestroy(void *state) {
     ENTER(cuLinkDestroy);
     LinkState *l;
-    TRY(link_from(state, &l));
+    TRY(handle_get(state, H_LINK, &l));
     handle_remove(l);
     free(l->text);
     free(l);
