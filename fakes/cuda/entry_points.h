@@ -112,6 +112,16 @@
     X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", 10000) \
     X(cuGraphGetNodes, "cuGraphGetNodes", 10000) \
     X(cuGraphNodeGetType, "cuGraphNodeGetType", 10000) \
+    X(cuGraphDestroyNode, "cuGraphDestroyNode", 10000) \
+    X(cuGraphClone, "cuGraphClone", 10000) \
+    X(cuGraphNodeFindInClone, "cuGraphNodeFindInClone", 10000) \
+    X(cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", 10000) \
+    X(cuGraphNodeGetDependencies, "cuGraphNodeGetDependencies", 10000) \
+    X(cuGraphNodeGetDependencies_v2, "cuGraphNodeGetDependencies", 12030) \
+    X(cuGraphNodeGetDependentNodes, "cuGraphNodeGetDependentNodes", 10000) \
+    X(cuGraphNodeGetDependentNodes_v2, "cuGraphNodeGetDependentNodes", 12030) \
+    X(cuGraphGetEdges, "cuGraphGetEdges", 10000) \
+    X(cuGraphGetEdges_v2, "cuGraphGetEdges", 12030) \
     X(cuGraphKernelNodeSetParams_v2, "cuGraphKernelNodeSetParams", 12000) \
     X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
     X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000) \

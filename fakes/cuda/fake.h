@@ -345,6 +345,7 @@ struct GraphNode {
     StreamOp op;     /* held */
     GraphNode **deps;
     int ndeps;
+    const GraphNode *origin; /* in a clone: the node it copies (how an executable graph finds its nodes) */
 };
 /* A user object (cuUserObjectCreate): the destructor runs when the last reference goes, graphs hold some. */
 typedef struct UserObject {
@@ -373,6 +374,8 @@ unsigned graph_drop_object(Graph *g, UserObject *o, unsigned count);
 Graph *graph_new(void);
 /* Adds a node after deps (all nodes of g), holding a copy of op; NULL when out of memory. */
 GraphNode *graph_add(Graph *g, const StreamOp *op, GraphNode *const *deps, int ndeps);
+/* Removes a node and every edge to it; the nodes after it move up one place. */
+void graph_remove(GraphNode *n);
 /* Replaces a node's operation (the new one held, the old dropped). */
 void graph_node_set_op(GraphNode *n, const StreamOp *op);
 Graph *graph_clone(const Graph *g);

@@ -95,6 +95,26 @@ GraphNode *graph_add(Graph *g, const StreamOp *op, GraphNode *const *deps, int n
     return n;
 }
 
+static void node_free(GraphNode *n) {
+    handle_remove(n);
+    drop(&n->op);
+    free(n->deps);
+    free(n);
+}
+
+void graph_remove(GraphNode *n) {
+    Graph *g = n->owner;
+    for (int i = n->index + 1; i < g->nnodes; i++) {
+        GraphNode *later = g->nodes[i];
+        for (int k = 0; k < later->ndeps; k++)
+            if (later->deps[k] == n) later->deps[k--] = later->deps[--later->ndeps];
+        later->index = i - 1;
+        g->nodes[i - 1] = later;
+    }
+    g->nnodes--;
+    node_free(n);
+}
+
 void graph_node_set_op(GraphNode *n, const StreamOp *op) {
     StreamOp held = *op;
     hold(&held);
@@ -113,6 +133,7 @@ Graph *graph_clone(const Graph *g) {
         GraphNode *added = graph_add(c, &n->op, dp, n->ndeps);
         if (dp != deps) free(dp), dp = deps;
         if (!added) break;
+        added->origin = n;
     }
     int complete = c->nnodes == g->nnodes;
     for (int i = 0; complete && i < g->nobjs; i++) { /* a clone holds the same references */
@@ -129,13 +150,7 @@ Graph *graph_clone(const Graph *g) {
 void graph_free(Graph *g) {
     if (!g) return;
     handle_remove(g);
-    for (int i = 0; i < g->nnodes; i++) {
-        GraphNode *n = g->nodes[i];
-        handle_remove(n);
-        drop(&n->op);
-        free(n->deps);
-        free(n);
-    }
+    for (int i = 0; i < g->nnodes; i++) node_free(g->nodes[i]);
     free(g->nodes);
     for (int i = 0; i < g->nobjs; i++) user_object_release(g->objs[i].obj, g->objs[i].count);
     free(g->objs);

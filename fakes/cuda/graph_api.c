@@ -8,8 +8,7 @@
 #include "fake.h"
 
 typedef struct GraphExec {
-    Graph *graph;        /* the instantiated clone */
-    const Graph *source; /* what it was instantiated from: its node handles address our nodes by index */
+    Graph *graph; /* the instantiated clone */
 } GraphExec;
 
 /* CUDA_KERNEL_NODE_PARAMS_v2 (v1 is its prefix up to extra). */
@@ -258,6 +257,134 @@ API CUresult cuGraphNodeGetType(void *hNode, int *type) {
     return CUDA_SUCCESS;
 }
 
+API CUresult cuGraphClone(void **phClone, void *hGraph) {
+    ENTER(cuGraphClone);
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!phClone) return CUDA_ERROR_INVALID_VALUE;
+    Graph *c = graph_clone(g);
+    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+    *phClone = c;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphNodeFindInClone(void **phNode, void *hOriginal, void *hClone) {
+    ENTER(cuGraphNodeFindInClone);
+    GraphNode *n;
+    Graph *c;
+    TRY(handle_get(hOriginal, H_GRAPH_NODE, &n));
+    TRY(handle_get(hClone, H_GRAPH, &c));
+    if (!phNode) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < c->nnodes; i++)
+        if (c->nodes[i]->origin == n) {
+            *phNode = c->nodes[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphDestroyNode(void *hNode) {
+    ENTER(cuGraphDestroyNode);
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    graph_remove(n);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphChildGraphNodeGetGraph(void *hNode, void **phGraph) {
+    ENTER(cuGraphChildGraphNodeGetGraph);
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    if (!phGraph || n->op.kind != OPK_GRAPH) return CUDA_ERROR_INVALID_VALUE;
+    *phGraph = n->op.u.graph; /* the node's own copy, as on a real driver */
+    return CUDA_SUCCESS;
+}
+
+#define EDGE_DATA_BYTES 8 /* sizeof(CUgraphEdgeData): every edge here is a default one, all zeros */
+
+/* Fills up to *count of the n nodes (the rest of the caller's array NULL) and says how many there are; with
+ * nodes NULL only counts. Edge data, where asked, is all default. */
+static CUresult list_nodes(GraphNode *const *found, size_t n, GraphNode **nodes, void *edges, size_t *count) {
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes) {
+        for (size_t i = 0; i < *count; i++) nodes[i] = i < n ? found[i] : NULL;
+        if (edges) memset(edges, 0, *count * EDGE_DATA_BYTES);
+    }
+    if (!nodes || n < *count) *count = n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult dependencies(void *hNode, GraphNode **nodes, void *edges, size_t *count) {
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    return list_nodes(n->deps, (size_t)n->ndeps, nodes, edges, count);
+}
+
+API CUresult cuGraphNodeGetDependencies(void *hNode, GraphNode **nodes, size_t *count) {
+    ENTER(cuGraphNodeGetDependencies);
+    return dependencies(hNode, nodes, NULL, count);
+}
+
+API CUresult cuGraphNodeGetDependencies_v2(void *hNode, GraphNode **nodes, void *edges, size_t *count) {
+    ENTER(cuGraphNodeGetDependencies_v2);
+    return dependencies(hNode, nodes, edges, count);
+}
+
+static CUresult dependents(void *hNode, GraphNode **nodes, void *edges, size_t *count) {
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    const Graph *g = n->owner;
+    GraphNode **found = malloc((size_t)g->nnodes * sizeof *found + 1);
+    if (!found) return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t nfound = 0;
+    for (int i = n->index + 1; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i]->ndeps; k++)
+            if (g->nodes[i]->deps[k] == n) {
+                found[nfound++] = g->nodes[i];
+                break;
+            }
+    CUresult rc = list_nodes(found, nfound, nodes, edges, count);
+    free(found);
+    return rc;
+}
+
+API CUresult cuGraphNodeGetDependentNodes(void *hNode, GraphNode **nodes, size_t *count) {
+    ENTER(cuGraphNodeGetDependentNodes);
+    return dependents(hNode, nodes, NULL, count);
+}
+
+API CUresult cuGraphNodeGetDependentNodes_v2(void *hNode, GraphNode **nodes, void *edges, size_t *count) {
+    ENTER(cuGraphNodeGetDependentNodes_v2);
+    return dependents(hNode, nodes, edges, count);
+}
+
+/* Every edge as (from, to) pairs, up to *count (the rest NULL); with both arrays NULL only counts. */
+static CUresult edges_of(void *hGraph, GraphNode **from, GraphNode **to, void *edges, size_t *count) {
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!count || (!from != !to)) return CUDA_ERROR_INVALID_VALUE;
+    size_t n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i]->ndeps; k++, n++)
+            if (from && n < *count) from[n] = g->nodes[i]->deps[k], to[n] = g->nodes[i];
+    if (from) {
+        for (size_t i = n; i < *count; i++) from[i] = to[i] = NULL;
+        if (edges) memset(edges, 0, *count * EDGE_DATA_BYTES);
+    }
+    if (!from || n < *count) *count = n;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphGetEdges(void *hGraph, GraphNode **from, GraphNode **to, size_t *count) {
+    ENTER(cuGraphGetEdges);
+    return edges_of(hGraph, from, to, NULL, count);
+}
+
+API CUresult cuGraphGetEdges_v2(void *hGraph, GraphNode **from, GraphNode **to, void *edges, size_t *count) {
+    ENTER(cuGraphGetEdges_v2);
+    return edges_of(hGraph, from, to, edges, count);
+}
+
 API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *params) {
     ENTER(cuGraphKernelNodeSetParams_v2);
     GraphNode *n;
@@ -285,7 +412,6 @@ static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
         free(x);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    x->source = g;
     handle_add(x, H_GRAPH_EXEC);
     *phExec = x;
     return CUDA_SUCCESS;
@@ -324,9 +450,12 @@ API CUresult cuGraphExecDestroy(void *hExec) {
 static CUresult exec_node(GraphExec *x, void *hNode, GraphNode **out) {
     GraphNode *n;
     TRY(handle_get(hNode, H_GRAPH_NODE, &n));
-    if (n->owner != x->source || n->index >= x->graph->nnodes) return CUDA_ERROR_INVALID_VALUE;
-    *out = x->graph->nodes[n->index];
-    return CUDA_SUCCESS;
+    for (int i = 0; i < x->graph->nnodes; i++)
+        if (x->graph->nodes[i]->origin == n) {
+            *out = x->graph->nodes[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
 }
 
 API CUresult cuGraphExecKernelNodeSetParams_v2(void *hExec, void *hNode, const KernelNodeParams *params) {

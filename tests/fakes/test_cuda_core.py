@@ -110,7 +110,28 @@ np.testing.assert_allclose(out, host * 36)
 assert calls == [0, 1], calls
 graph.close()
 gb.close()
-buf.close(stream)
+
+# the same through an explicit GraphDefinition: fill 2.0, copy, a child graph x3, a callback, a join
+from cuda.core.graph import GraphDefinition
+other = dev.allocate(host.nbytes, stream=stream)
+g = GraphDefinition()
+fill = g.memset(buf, np.float32(2.0).view(np.uint32), n)
+copy = fill.memcpy(other, buf, host.nbytes)
+child = GraphDefinition()
+child.launch(config, kernel, other, np.float32(3.0), np.uint32(n))
+done = copy.embed(child).callback(lambda: calls.append("definition"))
+g.join(done, fill)
+assert len(g.nodes()) == 5 and (fill, copy) in g.edges() and list(copy.pred) == [fill]
+executable = g.instantiate()
+executable.launch(stream)
+stream.sync()
+assert d.cuMemcpyDtoH(out, int(other.handle), host.nbytes)[0] == 0
+assert np.all(out == 6.0) and calls[-1] == "definition", (out[:4], calls)
+executable.close()
+del g, child, fill, copy, done  # the definition holds the buffers (user objects) until it goes
+for b in (buf, other):
+    b.close(stream)
+stream.sync()
 stream.close()
 print("GRAPH-OK")
 '''

@@ -244,3 +244,33 @@ def test_user_objects_live_as_long_as_their_last_reference(cuda):
     cuda.ok(d.cuGraphExecDestroy(exe))
     assert destroyed == [0x1234]
     assert cuda.err(d.cuUserObjectRetain(obj, 1)) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
+
+
+def test_graph_queries_clone_and_node_removal(cuda):
+    d = cuda.d
+    g = cuda.ok(d.cuGraphCreate(0))
+    a = cuda.ok(d.cuGraphAddEmptyNode(g, None, 0))
+    b = cuda.ok(d.cuGraphAddEmptyNode(g, [a], 1))
+    c = cuda.ok(d.cuGraphAddEmptyNode(g, [a], 1))
+    edges = cuda.ok(d.cuGraphGetEdges(g, 2))
+    assert [(int(x), int(y)) for x, y in zip(edges[0], edges[1])] == [(int(a), int(b)), (int(a), int(c))]
+    assert [int(n) for n in cuda.ok(d.cuGraphNodeGetDependencies(b, 1))[0]] == [int(a)]
+    assert {int(n) for n in cuda.ok(d.cuGraphNodeGetDependentNodes(a, 2))[0]} == {int(b), int(c)}
+    assert cuda.ok(d.cuGraphNodeGetDependentNodes(a, 0))[-1] == 2  # counting only
+
+    clone = cuda.ok(d.cuGraphClone(g))
+    twin = cuda.ok(d.cuGraphNodeFindInClone(c, clone))
+    assert int(twin) != int(c) and [int(n) for n in cuda.ok(d.cuGraphNodeGetDependencies(twin, 1))[0]] != [int(a)]
+    assert cuda.err(d.cuGraphNodeFindInClone(c, g)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # g is no clone
+
+    cuda.ok(d.cuGraphDestroyNode(b))
+    assert cuda.ok(d.cuGraphGetNodes(g, 0))[1] == 2 and cuda.ok(d.cuGraphGetEdges(g, 0))[-1] == 1
+    assert cuda.err(d.cuGraphNodeGetType(b)) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
+    assert cuda.ok(d.cuGraphGetNodes(clone, 0))[1] == 3  # the clone is its own graph
+
+    parent = cuda.ok(d.cuGraphCreate(0))
+    node = cuda.ok(d.cuGraphAddChildGraphNode(parent, None, 0, g))
+    embedded = cuda.ok(d.cuGraphChildGraphNodeGetGraph(node))
+    assert int(embedded) != int(g) and cuda.ok(d.cuGraphGetNodes(embedded, 0))[1] == 2
+    for graph in (g, clone, parent):
+        cuda.ok(d.cuGraphDestroy(graph))
