@@ -1,4 +1,5 @@
-/* Shared declarations of the fake libcuda: handles, memory, streams, the decoded PTX form. */
+/* Shared declarations of the fake libcuda: handles, contexts, memory, streams, stream operations, graphs,
+ * the decoded PTX form; every function one file gives another is declared here. */
 #ifndef FAKECUDA_FAKE_H
 #define FAKECUDA_FAKE_H
 

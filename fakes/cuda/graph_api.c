@@ -68,10 +68,10 @@ typedef struct UpdateResultInfo {
 } UpdateResultInfo;
 enum { UPDATE_SUCCESS = 0, UPDATE_ERROR = 1, UPDATE_TOPOLOGY_CHANGED = 2, UPDATE_NODE_TYPE_CHANGED = 3 };
 
-#define INSTANTIATE_AUTO_FREE_ON_LAUNCH 1
+/* CUDA_GRAPH_INSTANTIATE_FLAG_*: auto-free-on-launch (1) and use-node-priority (8) change nothing here */
 #define INSTANTIATE_UPLOAD 2
 #define INSTANTIATE_DEVICE_LAUNCH 4
-#define INSTANTIATE_USE_NODE_PRIORITY 8
+#define INSTANTIATE_FLAGS 0xF
 
 API CUresult cuGraphCreate(void **phGraph, unsigned flags) {
     ENTER(cuGraphCreate);
@@ -402,7 +402,7 @@ API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *
 static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
     Graph *g;
     TRY(handle_get(hGraph, H_GRAPH, &g));
-    if (!phExec || (flags & ~(uint64_t)0xF)) return CUDA_ERROR_INVALID_VALUE;
+    if (!phExec || (flags & ~(uint64_t)INSTANTIATE_FLAGS)) return CUDA_ERROR_INVALID_VALUE;
     if (flags & INSTANTIATE_DEVICE_LAUNCH) {
         fake_log("device-launchable graphs are not implemented");
         return CUDA_ERROR_NOT_SUPPORTED;

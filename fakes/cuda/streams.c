@@ -1,6 +1,7 @@
-/* Streams and events. Each stream is a queue served by its own worker thread, in order; events complete
- * when the worker reaches them; the legacy default stream waits for blocking streams and they wait for
- * it (through hidden events), as on hardware. One lock and one condition variable cover all queues. */
+/* Streams, events and stream capture. Each stream is a queue served by its own worker thread, in order;
+ * events complete when the worker reaches them; the legacy default stream waits for blocking streams and
+ * they wait for it (through hidden events), as on hardware. One lock and one condition variable cover all
+ * queues. A capturing stream turns work into graph nodes instead (graph.c) under a lock of its own. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
