@@ -342,7 +342,9 @@ def require(device: Any) -> Callable[[str], None]:
     return check
 
 
-_EXTENSIONS = {"cuda": "cu", "ptx": "ptx", "glsl": "comp", "spirv": "spv", "wgsl": "wgsl"}
+_EXTENSIONS = {"cuda": "cu", "ptx": "ptx", "glsl": "comp", "glsl430": "comp", "spirv": "spv", "wgsl": "wgsl"}
+#: GLSL's entry point is always ``main``: ``-e NAME`` names the kernel (both GLSL dialects take it).
+_NAMED_BY_OPTION = ("glsl", "glsl430")
 
 
 @pytest.fixture(scope="session")
@@ -361,7 +363,8 @@ def kernels(device: Any) -> Callable[[str], Any]:
                 path = root / lang / f"{name}.{_EXTENSIONS[lang]}"
                 if path.exists():
                     source = path.read_bytes() if lang == "spirv" else path.read_text(encoding="utf-8")
-                    cache[name] = device.compile(source, lang).kernel(name)
+                    options = ("-e", name) if lang in _NAMED_BY_OPTION else ()
+                    cache[name] = device.compile(source, lang, options=options).kernel(name)
                     break
             else:
                 raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} under {root}")

@@ -87,7 +87,9 @@ class GLThread:
         failures = []
         for version in GL_VERSIONS:
             try:
-                self.ctx = moderngl.create_standalone_context(backend="egl", require=version, device_index=device_index)
+                # Sonames, not find_library's answer: that misses libraries found only through LD_LIBRARY_PATH.
+                self.ctx = moderngl.create_standalone_context(backend="egl", require=version, device_index=device_index,
+                                                              libgl="libGL.so.1", libegl="libEGL.so.1")
                 break
             except Exception as exc:  # glcontext raises plain Exception; the next older version may work
                 failures.append(f"{version}: {exc}")
