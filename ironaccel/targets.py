@@ -2,8 +2,9 @@
 
 Each target runs in its own process, its driver chosen through the environment (``environment()``): an
 ICD json through VK_DRIVER_FILES / VK_ICD_FILENAMES for Vulkan and WebGPU, IRONACCEL_CUDA_DRIVER=fake for
-the fake libcuda. ``matches()`` is the harness's check that the device it got is the driver the target
-names, so a silent fallback to another adapter fails the run instead of passing it.
+the fake libcuda, the EGL vendor library for OpenGL (backends/opengl/drivers.py describes its drivers).
+``matches()`` is the harness's check that the device it got is the driver the target names, so a silent
+fallback to another adapter fails the run instead of passing it.
 """
 
 from __future__ import annotations
@@ -15,8 +16,12 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .api import DeviceInfo
+
+if TYPE_CHECKING:
+    from .backends.opengl.drivers import OpenGLDriver
 
 
 def cache_dir() -> Path:
@@ -48,6 +53,13 @@ def find_icd(driver: str) -> Path | None:
     return None
 
 
+def _opengl_driver(name: str) -> OpenGLDriver:
+    """The OpenGL backend keeps its driver knowledge in its own package (imported only when asked)."""
+    from .backends.opengl.drivers import DRIVERS
+
+    return DRIVERS[name]
+
+
 @dataclass(frozen=True)
 class Target:
     backend: str
@@ -67,12 +79,16 @@ class Target:
                 env["VK_DRIVER_FILES"] = env["VK_ICD_FILENAMES"] = str(icd)
         if self.backend == "cuda":
             env["IRONACCEL_CUDA_DRIVER"] = self.driver
+        if self.backend == "opengl":
+            env.update(_opengl_driver(self.driver).environment())
         return env
 
     def matches(self, info: DeviceInfo) -> bool:
         """Is ``info`` a device of this target's driver?"""
         if info.backend != self.backend:
             return False
+        if self.backend == "opengl":
+            return _opengl_driver(self.driver).matches(info)
         name = info.name.lower()
         if self.driver == "lavapipe":
             return "llvmpipe" in name
@@ -86,6 +102,8 @@ class Target:
 
     def missing(self) -> str | None:
         """None when this machine can run the target, else what is missing and how to fix it."""
+        if self.backend == "opengl":
+            return _opengl_driver(self.driver).missing()
         python_pkg = {"webgpu": ("wgpu", "pip install wgpu"), "vulkan": ("vulkan", "pip install vulkan"),
                       "cuda": ("cuda.bindings", "pip install cuda-bindings nvidia-cuda-nvrtc")}[self.backend]
         try:
@@ -130,6 +148,8 @@ TARGETS: dict[str, Target] = {
         Target("webgpu", "lavapipe", True),
         Target("webgpu", "swiftshader", True),
         Target("webgpu", "nvidia", False),
+        Target("opengl", "llvmpipe", True),
+        Target("opengl", "nvidia", False),
     )
 }
 

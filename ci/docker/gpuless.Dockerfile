@@ -12,7 +12,7 @@ ENV IRONACCEL_CACHE=/opt/ironaccel/cache \
     HYPOTHESIS_PROFILE=ci
 
 # gcc builds the fake libcuda; ci/provision installs the Vulkan side (mesa-vulkan-drivers, libvulkan1,
-# glslang-tools, vulkan-validationlayers) and extracts SwiftShader from chromium-common into $IRONACCEL_CACHE.
+# glslang-tools, vulkan-validationlayers), Mesa's EGL and llvmpipe for OpenGL and extracts SwiftShader from chromium-common into $IRONACCEL_CACHE.
 # Debian package versions are not pinned: the image follows bookworm's security updates.
 COPY ci/provision /opt/ironaccel/src/ci/provision
 # hadolint ignore=DL3008
@@ -27,7 +27,7 @@ COPY conformance /opt/ironaccel/src/conformance
 COPY fakes /opt/ironaccel/src/fakes
 # Editable: the fake libcuda's C sources are found beside the package; the fake is built now, so a
 # container run by any user finds it in the (read-only for them) cache.
-RUN pip install -e "/opt/ironaccel/src[webgpu,vulkan,cuda]" \
+RUN pip install -e "/opt/ironaccel/src[webgpu,vulkan,cuda,opengl]" \
     && ironaccel fakes build \
     && chmod -R a+rX "$IRONACCEL_CACHE" \
     && useradd --create-home --uid 1000 ironaccel

@@ -24,7 +24,7 @@ BUILTIN: dict[str, str] = {
     "rocm": "ironaccel.backends.probes:RocmProbe",
     "metal": "ironaccel.backends.probes:MetalProbe",
     "d3d12": "ironaccel.backends.probes:D3D12Probe",
-    "opengl": "ironaccel.backends.probes:OpenGLProbe",
+    "opengl": "ironaccel.backends.opengl:OpenGLBackend",
     "levelzero": "ironaccel.backends.probes:LevelZeroProbe",
     "qnn": "ironaccel.backends.probes:QnnProbe",
     "tpu": "ironaccel.backends.probes:TpuProbe",
