@@ -102,6 +102,27 @@ def test_host_layout_errors(device, stream):
         np.testing.assert_array_equal(read(stream, buf, np.float32), grid.ravel())
 
 
+NOT_DATA = {
+    "object": lambda: np.empty(16, object),
+    "structured with an object field": lambda: np.zeros(2, [("n", np.int32), ("o", object)]),
+    "datetime64": lambda: np.zeros(2, "datetime64[s]"),
+    "memoryview of objects": lambda: memoryview(np.empty(2, object)),
+}
+
+
+@pytest.mark.clause("COPY-7", "ERR-1")
+@pytest.mark.parametrize("kind", sorted(NOT_DATA))
+def test_host_arrays_that_are_not_data_are_rejected(device, stream, kind):
+    with poisoned(device, stream, 64) as buf:
+        with pytest.raises(ia.InvalidArgument, match=r"^Stream\.copy_htod: "):
+            stream.copy_htod(buf, NOT_DATA[kind]())
+        host = NOT_DATA[kind]()
+        with pytest.raises(ia.InvalidArgument, match=r"^Stream\.copy_dtoh: "):
+            stream.copy_dtoh(host, buf)
+        repr(host)  # a copy into an object array would plant pointers that this dereferences
+        assert (read(stream, buf) == POISON).all(), "a rejected copy wrote to the buffer"
+
+
 @pytest.mark.clause("COPY-6", "ERR-1")
 def test_dtod_within_one_buffer(device, stream):
     data = random_bytes(256, 5)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 
 from .helpers import assert_device_works
 
@@ -33,4 +34,42 @@ def test_typed_error_then_device_works(device, stream, kernels, kind):
     err = info.value
     op = getattr(err, "op", None)
     assert op and op in str(err), f"{type(err).__name__} does not name its op: {err}"
+    assert_device_works(device, kernels)
+
+
+def _wrong_types(device, stream, kernels):
+    """(op, call) pairs of public methods given arguments of the wrong type."""
+    backend = get_backend(device.info.backend)
+    saxpy = kernels("saxpy")
+    buf, other = device.alloc(64), device.alloc(64)
+    args = (other, buf, np.float32(1), np.uint32(0))
+    stream.launch(saxpy, (1,), (1,), args)  # the ints first: a cache of checked dims must not admit bools later
+    lang = device.languages[0]
+    return buf, other, [
+        ("Device.supports", lambda: device.supports(["events.timing"])),
+        ("Module.kernel", lambda: saxpy.module.kernel(["saxpy"])),
+        ("Device.compile", lambda: device.compile("x" if lang not in ("spirv", "cubin") else b"x", lang, options=None)),
+        ("Device.compile", lambda: device.compile("x" if lang not in ("spirv", "cubin") else b"x", lang, options=[1, 2])),
+        ("Device.compile", lambda: device.compile("x" if lang not in ("spirv", "cubin") else b"x", lang, options="-O3")),
+        ("Stream.launch", lambda: stream.launch(saxpy, 1, 1, None)),
+        ("Stream.launch", lambda: stream.launch(saxpy, (True,), (1,), args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, (1,), (1.0,), args)),
+        ("Stream.synchronize", lambda: stream.synchronize(timeout="soon")),
+        ("Stream.synchronize", lambda: stream.synchronize(timeout=-1)),
+        *[("Backend.open_device", lambda index=index: backend.open_device(index)) for index in ("0", 0.0, None, False)],
+    ]
+
+
+@pytest.mark.clause("ERR-3", "ERR-1")
+def test_wrong_argument_types_are_invalid_arguments(device, stream, kernels):
+    buf, other, cases = _wrong_types(device, stream, kernels)
+    with buf, other:
+        stream.fill(buf, 0x11)
+        for op, call in cases:
+            with pytest.raises(ia.InvalidArgument, match="^" + op.replace(".", r"\.") + ": "):
+                call()
+        got = np.empty(64, np.uint8)
+        stream.copy_dtoh(got, buf)
+        stream.synchronize()
+        assert (got == 0x11).all(), "a rejected launch ran"
     assert_device_works(device, kernels)

@@ -10,20 +10,13 @@ import pytest
 
 import ironaccel as ia
 
-from .helpers import ceil_div
+from .helpers import RunningWork, ceil_div, lcg
 
 N = 1 << 16
 
 
 def busy(stream, kernels, buf, iters: int) -> None:
     stream.launch(kernels("busy"), ceil_div(N, 128), 128, (buf, np.uint32(iters), np.uint32(N)))
-
-
-def lcg(iters: int) -> np.ndarray:
-    v = np.arange(N, dtype=np.uint32)
-    for _ in range(iters):
-        v = v * np.uint32(1664525) + np.uint32(1013904223)
-    return v
 
 
 @pytest.mark.clause("EVENT-1")
@@ -35,7 +28,7 @@ def test_event_completes_after_work(device, stream, kernels):
         ev = stream.record()
         ev.synchronize()
         assert ev.query() is True
-        np.testing.assert_array_equal(host, lcg(50))
+        np.testing.assert_array_equal(host, lcg(np.arange(N), 50))
 
 
 @pytest.mark.clause("EVENT-2")
@@ -78,3 +71,39 @@ def test_query_never_blocks(device, stream, kernels):
         while not ev.query():
             assert time.monotonic() < deadline, "event never completed"
             time.sleep(0.001)
+
+
+@pytest.mark.clause("EVENT-5")
+def test_query_is_false_while_work_runs(device, stream, kernels):
+    work = RunningWork(device, stream, kernels, seconds=0.5)
+    try:
+        work.enqueue(stream)
+        ev = stream.record()
+        assert ev.query() is False, f"query() said complete while ~{work.expected_seconds:.2f} s of work was queued"
+        ev.synchronize()
+        assert ev.query() is True
+        work.check(stream)
+    finally:
+        work.free()
+
+
+@pytest.mark.clause("EVENT-6")
+def test_elapsed_ms_measures_the_work_between_the_events(device, stream, kernels, require):
+    require("events.timing")
+    work = RunningWork(device, stream, kernels, seconds=0.3)
+    try:
+        stream.synchronize()
+        t0 = time.perf_counter()
+        e0 = stream.record(timing=True)
+        work.enqueue(stream)
+        e1 = stream.record(timing=True)
+        e2 = stream.record(timing=True)
+        e2.synchronize()
+        wall_ms = (time.perf_counter() - t0) * 1e3
+        timed, idle = e0.elapsed_ms(e1), e1.elapsed_ms(e2)
+        assert timed <= wall_ms * 1.05 + 2, f"elapsed {timed:.3f} ms exceeds the host's {wall_ms:.3f} ms (units?)"
+        assert timed >= 0.25 * work.expected_seconds * 1e3, (
+            f"elapsed {timed:.3f} ms for work that takes ~{work.expected_seconds * 1e3:.0f} ms (units or the wrong work timed?)")
+        assert 0 <= idle < 0.5 * timed, f"two events with nothing between them are {idle:.3f} ms apart"
+    finally:
+        work.free()

@@ -8,7 +8,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.spec import conformance_dir
 
-from .helpers import assert_device_works, ceil_div, poisoned, read, rng, upload
+from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
 
 BROKEN = {
     "wgsl": "@compute @workgroup_size(1) fn broken() { let x: u32 = undefined_thing; }",
@@ -214,3 +214,15 @@ def test_cubin_loads_directly(device, stream, require):
         device.compile(b"\x7fELF but not a CUDA binary" * 4, "cubin")
     bx.free()
     by.free()
+
+
+@pytest.mark.clause("KERNEL-14")
+def test_a_rejected_launch_keeps_the_work_before_it(device, stream, kernels):
+    with poisoned(device, stream, 4096) as buf:
+        stream.fill(buf, 0x3C)
+        with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: "):
+            stream.launch(kernels("add_one"), 1, 64, (buf,))
+        stream.fill(buf, 0x3D, offset=2048)
+        got = read(stream, buf)
+        assert (got[:2048] == 0x3C).all() and (got[2048:] == 0x3D).all(), "work around a rejected launch was lost"
+    assert_device_works(device, kernels)

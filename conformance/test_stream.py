@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
-from .helpers import ceil_div, poisoned, random_bytes, read
+import ironaccel as ia
+
+from .helpers import RunningWork, ceil_div, poisoned, random_bytes, read
 
 N = 1 << 16
 
@@ -93,3 +97,41 @@ def test_default_stream_and_device_synchronize(device):
         np.testing.assert_array_equal(out, data[i:])
     for b in bufs:
         b.free()
+
+
+@pytest.mark.clause("STREAM-6")
+def test_device_synchronize_completes_launches_and_fills_on_every_stream(device, kernels):
+    streams = [device.create_stream() for _ in range(3)]
+    work = RunningWork(device, streams[0], kernels, seconds=0.3)
+    bufs = [device.alloc(4 * work.n) for _ in streams]
+    try:
+        events = []
+        for i, (s, b) in enumerate(zip(streams, bufs)):
+            work.enqueue(s, b)
+            s.fill(b, 0x10 + i, nbytes=64)
+            events.append(s.record())
+        device.synchronize()
+        assert all(ev.query() for ev in events), "Device.synchronize() returned before every stream's work"
+        for i, (s, b) in enumerate(zip(streams, bufs)):
+            assert (read(s, b, count=64) == 0x10 + i).all(), "a fill after the launches did not land"
+    finally:
+        work.free()
+        for b in bufs:
+            b.free()
+
+
+@pytest.mark.clause("STREAM-7")
+def test_cross_stream_wait_on_running_work(device, kernels):
+    a, b = device.create_stream(), device.create_stream()
+    work = RunningWork(device, a, kernels, seconds=0.5)
+    try:
+        with poisoned(device, b, 4 * work.n) as copy:
+            b.synchronize()
+            a.fill(work.buf, 0)
+            work.enqueue(a)
+            ev = a.record()
+            b.wait(ev)
+            b.copy_dtod(copy, work.buf, 4 * work.n)
+            work.check(b, copy)  # a wait that did not wait copies zeros (or poison)
+    finally:
+        work.free()

@@ -39,6 +39,7 @@ __all__ = [
     "Device",
     "Backend",
     "Dim3",
+    "LaunchPlan",
     "Param",
     "pack_scalars",
 ]
@@ -114,13 +115,24 @@ def _check_int(op: str, what: str, value: object, minimum: int = 0) -> int:
 
 
 def _host_bytes(op: str, obj: object, *, writable: bool) -> np.ndarray:
-    """A flat uint8 view of a C-contiguous host buffer (numpy array, bytes, bytearray, memoryview)."""
+    """A flat uint8 view of a C-contiguous host buffer (numpy array, bytes, bytearray, memoryview).
+
+    Only plain data crosses to the device: an array holding Python objects would copy raw PyObject
+    addresses (and a copy into one would plant garbage pointers the interpreter later follows)."""
+    dtype = getattr(obj, "dtype", None)
+    if isinstance(dtype, np.dtype):
+        if dtype.hasobject:
+            raise InvalidArgument(op, f"host array of dtype {dtype} holds Python objects, not data: use a numeric dtype")
+        if dtype.kind in "Mm":
+            raise InvalidArgument(op, f"host array of dtype {dtype} has no buffer layout: pass arr.view(np.int64)")
     try:
         view = memoryview(obj)  # type: ignore[arg-type]
-    except TypeError:
+    except (TypeError, ValueError, BufferError) as exc:
         raise InvalidArgument(
-            op, f"host data must support the buffer protocol (numpy array, bytearray), got {type(obj).__name__}"
+            op, f"host data must support the buffer protocol (numpy array, bytearray), got {type(obj).__name__}: {exc}"
         ) from None
+    if "O" in view.format:
+        raise InvalidArgument(op, f"host buffer of format {view.format!r} holds Python objects, not data")
     if not view.c_contiguous:
         raise InvalidArgument(op, "host array must be C-contiguous (use np.ascontiguousarray)")
     if writable and view.readonly:
@@ -213,7 +225,9 @@ class Buffer(abc.ABC):
     @property
     def handle(self) -> Any:
         """The backend's native object (CUDA: device pointer int, Vulkan: VkBuffer, WebGPU: GPUBuffer)."""
-        return self._backing("Buffer.handle")._native_handle()
+        backing = self._backing("Buffer.handle")
+        backing._device._check_open("Buffer.handle")
+        return backing._native_handle()
 
     def free(self) -> None:
         if self._freed:
@@ -301,12 +315,98 @@ class Param:
     scalar: str = ""
 
 
+def _describe(params: Sequence[Param]) -> str:
+    """``buffer, float32, int32`` for a parameter list, as error messages show it."""
+    words = []
+    for p in params:
+        if p.kind == "buffer":
+            words.append("buffer")
+        elif p.kind == "buffer-or-scalar":
+            words.append("buffer or 64-bit scalar")
+        else:
+            words.append(f"{p.scalar or 'scalar'}{8 * p.nbytes}")
+    return ", ".join(words) or "no parameters"
+
+
+def _dims_key(value: object) -> object:
+    """A cache key for grid or block that only exact ints make (``(True,)`` equals ``(1,)`` but is no dim)."""
+    if type(value) is int:
+        return value
+    if type(value) is tuple and all(type(d) is int for d in value):
+        return value
+    return None
+
+
+class LaunchPlan:
+    """``Kernel.prepare(grid, block)``: the configuration checked once. Calling it with a stream and the
+    arguments does only what can change per call — the arguments against the kernel's parameters (cached
+    per sequence of argument types), the buffers' liveness — and the backend's launch."""
+
+    __slots__ = ("kernel", "grid", "block")
+
+    def __init__(self, kernel: Kernel, grid: Dim3, block: Dim3):
+        self.kernel, self.grid, self.block = kernel, grid, block
+
+    def __call__(self, stream: Stream, *args: object) -> None:
+        if not isinstance(stream, Stream) or stream.device is not self.kernel.module.device:
+            raise InvalidArgument("Stream.launch", "a plan launches on a Stream of its kernel's device")
+        stream._launch_plan(self, args)
+
+    def __repr__(self) -> str:
+        return f"<LaunchPlan {self.kernel.name} grid={self.grid} block={self.block}>"
+
+
 class Kernel:
-    """One entry point of a compiled Module, launched with ``Stream.launch``."""
+    """One entry point of a compiled Module, launched with ``Stream.launch`` or through ``prepare``."""
+
+    #: True where the code has one parameter list (CUDA): arguments match ``params`` position by position.
+    #: False where buffers and scalars are separate binding spaces (Vulkan, WebGPU): buffer arguments match
+    #: the buffer parameters in order and scalars the scalar ones, however the two are interleaved.
+    _positional: ClassVar[bool] = True
 
     def __init__(self, module: Module, name: str):
         self.module = module
         self.name = name
+        self._plans: dict[tuple[object, object], LaunchPlan] = {}  # Stream.launch's plans, by exact grid/block
+        self._arg_rules: dict[tuple[type, ...], tuple[int, ...]] = {}  # argument types -> positions of buffers
+
+    def prepare(self, grid: object, block: object) -> LaunchPlan:
+        """Check ``grid`` and ``block`` against the device limits once; the plan launches with arguments."""
+        device = self.module.device
+        device._check_open("Kernel.prepare")
+        g, b = _launch_dims("Kernel.prepare", device.info.limits, grid, block)
+        return LaunchPlan(self, g, b)
+
+    def _plan(self, op: str, grid: object, block: object) -> LaunchPlan:
+        key = (_dims_key(grid), _dims_key(block))
+        plan = self._plans.get(key)
+        if plan is None:
+            g, b = _launch_dims(op, self.module.device.info.limits, grid, block)
+            plan = LaunchPlan(self, g, b)
+            if key[0] is not None and key[1] is not None and len(self._plans) < 256:
+                self._plans[key] = plan
+        return plan
+
+    def _arg_rule(self, types: tuple[type, ...]) -> tuple[int, ...]:
+        """Check one sequence of argument types; the positions of its Buffers (checked on every call)."""
+        op = "Stream.launch"
+        device = self.module.device
+        buffers = []
+        for i, t in enumerate(types):
+            need = _SCALAR_CAPABILITY.get(t, _NOT_A_SCALAR)
+            if need is _NOT_A_SCALAR:
+                if not issubclass(t, Buffer):
+                    raise InvalidArgument(op, f"argument {i} is {t.__name__}; pass a Buffer or a sized numpy "
+                                              "scalar such as np.float32(2.0) or np.uint32(n)")
+                buffers.append(i)
+            elif need is not None and not device.supports(need):
+                raise Unsupported(op, need, f"argument {i} is {t.__name__}")
+        if type(self)._params is not Kernel._params:  # until every backend reflects its parameters
+            self._match_params(types)
+        rule = tuple(buffers)
+        if len(self._arg_rules) < 256:
+            self._arg_rules[types] = rule
+        return rule
 
     @property
     def native(self) -> Any:
@@ -326,6 +426,37 @@ class Kernel:
         """Filled in by each backend from its reflection (PTX, SPIR-V, WGSL)."""
         raise NotImplementedError(f"{type(self).__name__} does not reflect its parameters")
 
+    def _match_params(self, types: tuple[type, ...]) -> None:
+        """InvalidArgument unless these argument types bind to the kernel's parameters (see ``_positional``)."""
+        params = self.params
+        if self._positional:
+            pairs = list(enumerate(zip(types, params)))
+            counts = (len(types), len(params))
+        else:
+            bufs = [i for i, t in enumerate(types) if issubclass(t, Buffer)]
+            scalars = [i for i, t in enumerate(types) if not issubclass(t, Buffer)]
+            pbufs = [p for p in params if p.kind != "scalar"]
+            pscalars = [p for p in params if p.kind == "scalar"]
+            if len(bufs) != len(pbufs) or len(scalars) != len(pscalars):
+                raise InvalidArgument("Stream.launch", f"kernel {self.name} takes {len(pbufs)} buffer(s) and "
+                                      f"{len(pscalars)} scalar(s) ({_describe(params)}), got {len(bufs)} and {len(scalars)}")
+            pairs = [(i, (types[i], p)) for i, p in zip(bufs + scalars, pbufs + pscalars)]
+            counts = (0, 0)
+        if counts[0] != counts[1]:
+            raise InvalidArgument("Stream.launch", f"kernel {self.name} takes {len(params)} argument(s) "
+                                  f"({_describe(params)}), got {len(types)}")
+        for i, (t, p) in pairs:
+            if issubclass(t, Buffer):
+                if p.kind == "scalar":
+                    raise InvalidArgument("Stream.launch", f"argument {i} of {self.name} is a Buffer; the kernel "
+                                          f"declares a {_describe((p,))} there")
+                continue
+            size = np.dtype(t).itemsize
+            kind = "float" if issubclass(t, np.floating) else "int"
+            if p.kind == "buffer" or size != p.nbytes or (p.scalar and p.scalar != kind):
+                raise InvalidArgument("Stream.launch", f"argument {i} of {self.name} is {t.__name__}; the kernel "
+                                      f"declares a {_describe((p,))} there")
+
     def __repr__(self) -> str:
         return f"<Kernel {self.name} ({self.module.lang})>"
 
@@ -339,11 +470,15 @@ class Module(abc.ABC):
         self._kernels: dict[str, Kernel] = {}
 
     def kernel(self, name: str) -> Kernel:
+        op = "Module.kernel"
+        if not isinstance(name, str):
+            raise InvalidArgument(op, f"kernel name must be a str, got {type(name).__name__}")
+        self.device._check_open(op)
         if name not in self._kernels:
             names = self._kernel_names()
             if name not in names:
                 have = ", ".join(sorted(names)) or "none"
-                raise InvalidArgument("Module.kernel", f"no kernel {name!r} in this module (it has: {have})")
+                raise InvalidArgument(op, f"no kernel {name!r} in this module (it has: {have})")
             self._kernels[name] = self._make_kernel(name)
         return self._kernels[name]
 
@@ -453,37 +588,27 @@ class Stream(abc.ABC):
     def launch(self, kernel: Kernel, grid: object, block: object, args: Sequence[object] = ()) -> None:
         """Run ``kernel`` over ``grid`` blocks of ``block`` threads with ``args`` (Buffers and numpy scalars).
 
-        The hot path of the API: grid/block pairs already validated on this device are remembered, and
-        arguments are classified by their exact type before any slower check."""
+        The same as ``kernel.prepare(grid, block)(stream, *args)``, with the plan cached on the kernel."""
         op = "Stream.launch"
-        device = self._device
-        if not isinstance(kernel, Kernel) or kernel.module.device is not device:
+        if not isinstance(kernel, Kernel) or kernel.module.device is not self._device:
             raise InvalidArgument(op, "kernel must be a Kernel compiled on this device")
-        key = (type(grid), grid, type(block), block)
-        try:
-            dims = device._valid_dims.get(key)
-        except TypeError:  # lists are not hashable: validate every time
-            key, dims = None, None
-        if dims is None:
-            dims = _launch_dims(op, device.info.limits, grid, block)
-            if key is not None and len(device._valid_dims) < 4096:
-                device._valid_dims[key] = dims
-        checked: list[Buffer | np.generic] = []
-        for i, a in enumerate(args):
-            need = _SCALAR_CAPABILITY.get(type(a), _NOT_A_SCALAR)
-            if need is None:
-                checked.append(a)
-            elif need is _NOT_A_SCALAR:
-                if not isinstance(a, Buffer):
-                    raise InvalidArgument(op, f"argument {i} is {type(a).__name__}; pass a Buffer or a sized numpy "
-                                              "scalar such as np.float32(2.0) or np.uint32(n)")
-                checked.append(self._buffer(op, f"argument {i}", a))
-            elif device.supports(need):
-                checked.append(a)
-            else:
-                raise Unsupported(op, need, f"argument {i} is {type(a).__name__}")
-        device._check_open(op)
-        self._launch(kernel, dims[0], dims[1], checked)
+        if type(args) is not tuple and type(args) is not list:
+            raise InvalidArgument(op, f"args must be a tuple or list of Buffers and numpy scalars, got {type(args).__name__}")
+        self._launch_plan(kernel._plan(op, grid, block), args)
+
+    def _launch_plan(self, plan: LaunchPlan, args: Sequence[object]) -> None:
+        """The hot path of every launch: argument rules are cached per sequence of argument types."""
+        kernel = plan.kernel
+        types = tuple(map(type, args))
+        buffers = kernel._arg_rules.get(types)
+        if buffers is None:
+            buffers = kernel._arg_rule(types)
+        checked = list(args)
+        for i in buffers:
+            checked[i] = self._buffer("Stream.launch", f"argument {i}", args[i])
+        if self._device._closed:
+            self._device._check_open("Stream.launch")
+        self._launch(kernel, plan.grid, plan.block, checked)  # type: ignore[arg-type]
 
     @abc.abstractmethod
     def _copy_htod(self, dst: Buffer, dst_offset: int, src: np.ndarray) -> None: ...
@@ -517,7 +642,6 @@ class Device(abc.ABC):
     def __init__(self, info: DeviceInfo):
         self._info = info
         self._closed = False
-        self._valid_dims: dict[tuple, tuple[Dim3, Dim3]] = {}  # Stream.launch's cache of checked grid/block
 
     @property
     def info(self) -> DeviceInfo:
@@ -538,11 +662,11 @@ class Device(abc.ABC):
 
     def _check_open(self, op: str) -> None:
         if self._closed:
-            raise UseAfterFree(op, f"device {self._info.backend}:{self._info.index}")
+            raise UseAfterFree(op, f"device {self._info.backend}:{self._info.index}", "closed")
 
     def supports(self, capability: str) -> bool:
         """The only source of "not supported": ask before using an optional feature."""
-        if capability not in CAPABILITIES:
+        if not isinstance(capability, str) or capability not in CAPABILITIES:
             raise InvalidArgument("Device.supports", f"unknown capability {capability!r}; known: {', '.join(CAPABILITIES)}")
         return capability in self._capabilities()
 
@@ -585,6 +709,9 @@ class Device(abc.ABC):
                 raise InvalidArgument(op, f"{lang} source is a binary image and must be bytes")
         elif not isinstance(source, str):
             raise InvalidArgument(op, f"{lang} source must be str")
+        if isinstance(options, (str, bytes)) or not isinstance(options, (tuple, list)) \
+                or not all(isinstance(o, str) for o in options):
+            raise InvalidArgument(op, f"options must be a list or tuple of str, got {options!r}")
         return self._compile(source, lang, tuple(options))
 
     def synchronize(self, timeout: float | None = None) -> None:

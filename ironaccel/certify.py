@@ -4,7 +4,7 @@ target, beside each other in the results folder (for webgpu/lavapipe)::
     webgpu-lavapipe.json        the results file (``ironaccel.results``), the only input of STATUS.md
     webgpu-lavapipe.junit.xml   the same run as JUnit XML, for CI systems (made from the results file, so a
                                 run that crashed or timed out has one too, its unfinished tests as errors)
-    webgpu-lavapipe.cert.json   the certificate: level, every required clause, environment, hashes
+    webgpu-lavapipe.cert.json   the certificate: what the target proves, every required clause, environment, hashes
     webgpu-lavapipe.cert.md     the certificate for people
 
 Each test has a time limit (pytest-timeout, signal method: the hung test fails and the run goes on) and a
@@ -29,15 +29,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, results, spec, status, targets
+from . import __version__, judge, results, spec, tables, targets
+from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
 
 TARGET_TIMEOUT_S = 1800
 TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
-CERTIFICATE_SCHEMA = 1
+CERTIFICATE_SCHEMA = 2  # 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"
 
 #: ``ironaccel certify --verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
 VERIFY_VALID, VERIFY_STALE, VERIFY_TAMPERED = 0, 3, 4
@@ -58,9 +58,8 @@ class TargetRun:
 
     @property
     def ok(self) -> bool:
-        s = self.summary or {}
         """The run finished and every test ran without a failure or an unexpected pass."""
-        return self.status == "ok" and sum(s.values()) > 0 and not any(s.get(o) for o in ("fail", "xpass", "not-run"))
+        return results.without_failures(self.status, self.summary)
 
 
 def runnable_targets() -> list[str]:
@@ -71,11 +70,6 @@ def runnable_targets() -> list[str]:
 def simulated_targets() -> list[str]:
     """Every simulated target: what ``--docker --all`` runs, since the GPU-less image can run them all."""
     return [name for name, t in targets.TARGETS.items() if t.simulated]
-
-
-def sibling(results_file: Path, suffix: str) -> Path:
-    """A file beside a results file: ``sibling(.../webgpu-lavapipe.json, ".junit.xml")``."""
-    return results_file.with_name(results_file.stem + suffix)
 
 
 def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Path) -> list[str]:
@@ -90,43 +84,28 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
             "--reruns", "1"]
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _placeholder(target: targets.Target, status_: str, message: str, started: str) -> dict:
-    return {
-        "schema": results.SCHEMA_VERSION,
-        "suite": {"version": __version__, "hash": spec.suite_hash()},
-        "target": {"name": target.name, "backend": target.backend, "driver": target.driver, "driver_version": "",
-                   "device": "", "vendor": "", "simulated": target.simulated, "os": "", "python": "", "packages": {}},
-        "started": started, "finished": _now(),
-        "run": {"status": status_, "message": message},
-        "tests": [], "summary": results.summarize([]),
-    }
-
-
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
             timeout_s: float) -> TargetRun:
     """Record how the target's process ended in its results file, write its certificate, return the run."""
     if out.exists():
-        doc = json.loads(out.read_text(encoding="utf-8"))
+        doc = results.read_json(out)
         if timed_out:
-            doc["run"] = {"status": "timeout", "message": f"killed after {timeout_s:g} s"}
+            doc["run"] = {"status": RunStatus.TIMEOUT.value, "message": f"killed after {timeout_s:g} s"}
             results.dump(doc, out)
-        elif doc["run"]["status"] == "crashed":
+        elif doc["run"]["status"] == RunStatus.CRASHED:
             doc["run"]["message"] = f"the test process exited with code {exit_code} before finishing"
             results.dump(doc, out)
         elif exit_code not in (0, 1):  # 0: all passed, 1: some failed; else pytest itself gave up
-            doc["run"] = {"status": "error", "message": f"the test process exited with code {exit_code} "
+            doc["run"] = {"status": RunStatus.ERROR.value, "message": f"the test process exited with code {exit_code} "
                           "(pytest: 2 interrupted, 3 internal error, 4 usage error, 5 no tests collected)"}
             results.dump(doc, out)
     else:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        results.dump(_placeholder(targets.get(name), "timeout" if timed_out else "crashed",
-                                  f"exit code {exit_code}: " + " / ".join(tail), started), out)
+        results.dump(results.document(targets.get(name), spec.suite_hash(), started,
+                                      RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
+                                      f"exit code {exit_code}: " + " / ".join(tail)), out)
     doc = results.load(out)
-    sibling(out, ".junit.xml").write_text(junit_xml(doc), encoding="utf-8")
+    results.sibling(out, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
     write_certificate(out)
     run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"])
     if run.ok:
@@ -146,7 +125,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
     log = out.with_name("." + out.stem + ".log")
     cmd = [sys.executable, "-m", "pytest", *pytest_args(name, out, test_timeout_s, suite)]
     env = {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
-    started, t0 = _now(), time.monotonic()
+    started, t0 = results.now(), time.monotonic()
     out.unlink(missing_ok=True)
     # cwd: a scratch folder away from any checkout (`ironaccel` must import from where it is installed, or
     # PYTHONPATH) that takes what tools leave in cwd (Hypothesis' .hypothesis/) away from the results folder
@@ -215,7 +194,7 @@ def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
         out = results_dir / results.file_name(name)
         log = out.with_name("." + out.stem + ".log")
         gpus = [] if target.simulated else [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        started, t0 = _now(), time.monotonic()
+        started, t0 = results.now(), time.monotonic()
         out.unlink(missing_ok=True)
         container = client.containers.run(
             images[target.simulated],
@@ -281,7 +260,7 @@ class Progress:
         parts = [f"[{time.monotonic() - self.t0:4.0f} s] {self.finished}/{self.total} targets done"]
         for name, path in sorted(running.items()):
             try:
-                tests = json.loads(path.read_text(encoding="utf-8"))["tests"]
+                tests = results.read_json(path)["tests"]
                 parts.append(f"{name} {sum(t['outcome'] != 'not-run' for t in tests)}/{len(tests)}")
             except (OSError, ValueError, KeyError):  # not written yet: still starting
                 parts.append(f"{name} starting")
@@ -325,12 +304,10 @@ def _counts(run: TargetRun) -> str:
 
 
 def summary_table(runs: list[TargetRun]) -> str:
-    rows = [("target", "run", "result", "outcomes", "seconds")]
+    rows = [["target", "run", "result", "outcomes", "seconds"]]
     for r in runs:
-        rows.append((r.target, r.status, "OK" if r.ok else "FAILED", _counts(r), f"{r.seconds:.1f}"))
-    widths = [max(len(row[i]) for row in rows) for i in range(5)]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+        rows.append([r.target, r.status, "OK" if r.ok else "FAILED", _counts(r), f"{r.seconds:.1f}"])
+    lines = [tables.plain(rows)]
     for r in runs:
         if not r.ok and r.message:
             lines.append(f"{r.target}: {r.message}")
@@ -338,34 +315,34 @@ def summary_table(runs: list[TargetRun]) -> str:
 
 
 def junit_xml(doc: dict[str, Any]) -> str:
-    """A results document as JUnit XML: fail and xpass are failures, not-run an error, xfail, skip and
-    not-supported skipped; flaky passes with a ``flakyFailure`` (Surefire's element for it)."""
+    """A results document as JUnit XML, each test case with its outcome's element (``Outcome.junit``): fail
+    and xpass are failures, not-run an error, xfail, skip and not-supported skipped; flaky passes with a
+    ``flakyFailure``."""
     import xml.etree.ElementTree as ET
 
     tests, target = doc["tests"], doc["target"]
-    counts = doc["summary"]
-    suite = ET.Element("testsuite", name=target["name"], tests=str(len(tests)),
-                       failures=str(counts["fail"] + counts["xpass"]), errors=str(counts["not-run"]),
-                       skipped=str(counts["xfail"] + counts["skip"] + counts["not-supported"]),
+    counts = {element: sum(n for o, n in doc["summary"].items() if Outcome(o).junit == element)
+              for element in ("failure", "error", "skipped")}
+    suite = ET.Element("testsuite", name=target["name"], tests=str(len(tests)), failures=str(counts["failure"]),
+                       errors=str(counts["error"]), skipped=str(counts["skipped"]),
                        time=f"{sum(t['duration'] for t in tests):.3f}", timestamp=doc["started"])
     props = ET.SubElement(suite, "properties")
     for key, value in (("run", doc["run"]["status"]), ("run_message", doc["run"]["message"]),
                        ("suite_hash", doc["suite"]["hash"]), ("device", target["device"]),
                        ("driver_version", target["driver_version"]), ("simulated", str(target["simulated"]).lower())):
         ET.SubElement(props, "property", name=key, value=value)
-    element = {"fail": "failure", "xpass": "failure", "not-run": "error", "flaky": "flakyFailure",
-               "xfail": "skipped", "skip": "skipped", "not-supported": "skipped"}
     for t in tests:
         module, _, name = t["id"].partition("::")
         case = ET.SubElement(suite, "testcase", classname=module.removesuffix(".py"), name=name,
                              time=f"{t['duration']:.3f}")
         ET.SubElement(case, "properties").append(ET.Element("property", name="clauses", value=" ".join(t["clauses"])))
-        if t["outcome"] in element:
+        outcome = Outcome(t["outcome"])
+        if outcome.junit:
             text = t["message"] or (f"run {doc['run']['status']}: {doc['run']['message']}"
-                                    if t["outcome"] == "not-run" else "")
+                                    if outcome == Outcome.NOT_RUN else "")
             first_line = text.splitlines()[0] if text else ""
-            ET.SubElement(case, element[t["outcome"]],
-                          message=t["outcome"] + (f": {first_line}" if first_line else "")).text = text
+            ET.SubElement(case, outcome.junit,
+                          message=outcome + (f": {first_line}" if first_line else "")).text = text
     ET.indent(suite)
     return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -376,17 +353,22 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+#: Certificate fields its results file alone determines; the others are judged by the suite (SPEC.md).
+FACT_FIELDS = ("certificate", "target", "environment", "run", "suite", "results")
+
+
 def certificate(results_file: Path) -> dict[str, Any]:
     """The certificate of one results file, judged by the current SPEC.md and suite hash."""
     doc = results.load(results_file)
     clauses = spec.load_clauses()
-    level, why = status.run_level(doc, clauses, spec.suite_hash(), targets.TARGETS)
-    states = status.required_clause_states(doc, clauses)
+    (run,), _ = judge.runs([doc], spec.suite_hash(), targets.TARGETS)
+    proves, why = judge.target_level(run, clauses)
+    states = judge.required_clause_states(doc, clauses)
     t = doc["target"]
     return {
         "certificate": CERTIFICATE_SCHEMA,
         "target": t["name"],
-        "level": level,
+        "proves": proves,
         "why": why,
         "required_clauses_passing": f"{sum(s == 'pass' for s in states.values())}/{len(states)}",
         "required_clauses": [{"id": cid, "outcome": state} for cid, state in states.items()],  # SPEC.md order
@@ -406,26 +388,26 @@ def certificate_markdown(cert: dict[str, Any]) -> str:
     lines = [
         f"# Certificate: {cert['target']}",
         "",
-        f"**Level: {cert['level']}** — {cert['why']}.",
+        f"**Proves: {cert['proves']}** — {cert['why']}. (What a target proves and how a backend's level "
+        "combines its targets: SPEC.md, Certification.)",
         "",
-        "| | |",
-        "|---|---|",
-        f"| Device | {env['device'] or '—'} ({env['vendor'] or '—'}, {'simulated' if env['simulated'] else 'hardware'}) |",
-        f"| Driver | {env['driver']} {env['driver_version']} |",
-        f"| OS, Python | {env['os'] or '—'}, Python {env['python'] or '—'} |",
-        f"| Packages | {packages} |",
-        f"| Run | {run['status']}, {run['started']} → {run['finished']} |",
-        f"| Suite | {cert['suite']['version']}, hash `{cert['suite']['hash']}` |",
-        f"| Results file | `{cert['results']['file']}`, sha256 `{cert['results']['sha256']}` |",
+        *tables.markdown(["", ""], [
+            ["Device", f"{env['device'] or '—'} ({env['vendor'] or '—'}, "
+                       f"{'simulated' if env['simulated'] else 'hardware'})"],
+            ["Driver", f"{env['driver']} {env['driver_version']}"],
+            ["OS, Python", f"{env['os'] or '—'}, Python {env['python'] or '—'}"],
+            ["Packages", packages],
+            ["Run", f"{run['status']}, {run['started']} → {run['finished']}"],
+            ["Suite", f"{cert['suite']['version']}, hash `{cert['suite']['hash']}`"],
+            ["Results file", f"`{cert['results']['file']}`, sha256 `{cert['results']['sha256']}`"],
+        ]),
         "",
         f"## Required clauses ({cert['required_clauses_passing']} pass)",
         "",
-        "| Clause | Outcome |",
-        "|---|---|",
-        *(f"| {c['id']} | {c['outcome']} |" for c in cert["required_clauses"]),
+        *tables.markdown(["Clause", "Outcome"], [[c["id"], c["outcome"]] for c in cert["required_clauses"]]),
         "",
         f"Check it with `ironaccel certify --verify {cert['results']['file'].removesuffix('.json')}"
-        f"{status.CERTIFICATE_SUFFIX}`.",
+        f"{CERTIFICATE_SUFFIX}`.",
     ]
     return "\n".join(lines) + "\n"
 
@@ -433,30 +415,42 @@ def certificate_markdown(cert: dict[str, Any]) -> str:
 def write_certificate(results_file: Path) -> Path:
     """Write ``<stem>.cert.json`` and ``<stem>.cert.md`` beside ``results_file``; return the JSON's path."""
     cert = certificate(results_file)
-    path = sibling(results_file, status.CERTIFICATE_SUFFIX)
+    path = results.sibling(results_file, CERTIFICATE_SUFFIX)
     path.write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
+    results.sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
     return path
 
 
 def verify(cert_path: Path) -> tuple[int, str]:
-    """(exit code, why): VERIFY_VALID, VERIFY_TAMPERED (the results file is missing or changed, or the
-    certificate says what its results file does not), or VERIFY_STALE (the suite changed since). ValueError
-    for a file that is not a certificate."""
+    """(exit code, why): VERIFY_VALID; VERIFY_TAMPERED (the results file is missing or changed, or the
+    certificate says what its results file does not); VERIFY_STALE (the suite changed since). The
+    certificate is checked against its results file first, so a certificate edited together with its
+    suite hash is tampered, not stale. ValueError (one line) for a file that is not a readable certificate."""
+    cert = results.read_json(cert_path)
     try:
-        cert = json.loads(Path(cert_path).read_text(encoding="utf-8"))
         results_file = Path(cert_path).with_name(cert["results"]["file"])
-        recorded_sha, recorded_hash = cert["results"]["sha256"], cert["suite"]["hash"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{cert_path}: not a readable certificate ({type(exc).__name__}: {exc})") from exc
+        recorded_sha = cert["results"]["sha256"]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{cert_path}: not a certificate (no results.file and results.sha256)") from exc
+    if not isinstance(recorded_sha, str) or Path(cert["results"]["file"]).name != cert["results"]["file"]:
+        raise ValueError(f"{cert_path}: not a certificate (results.file must be a file name beside it)")
     if not results_file.is_file():
         return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
     if sha256_file(results_file) != recorded_sha:
         return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
+    if cert.get("certificate") != CERTIFICATE_SCHEMA:
+        return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
+                              f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")
+    expected = certificate(results_file)
+    edited = [key for key in FACT_FIELDS if cert.get(key) != expected[key]]
+    if edited:
+        return VERIFY_TAMPERED, (f"tampered: the certificate's {', '.join(edited)} do not say what its results "
+                                 f"file {results_file.name} says")
     current = spec.suite_hash()
+    recorded_hash = cert["suite"]["hash"]
     if recorded_hash != current:
         return VERIFY_STALE, (f"stale: certified at suite hash {recorded_hash}, the suite is now {current}; "
-                              f"re-run `ironaccel certify --target {cert.get('target')}`")
-    if certificate(results_file) != cert:
+                              f"re-run `ironaccel certify --target {cert['target']}`")
+    if expected != cert:
         return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
-    return VERIFY_VALID, f"valid: {cert['target']} level {cert['level']} at suite hash {current}"
+    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {current}"

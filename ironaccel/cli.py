@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import tables
+
 DESCRIPTION = """\
 ironaccel: a GPU driver layer whose backends are proven by one shared conformance suite.
 
@@ -31,13 +33,6 @@ exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or
 """
 
 
-def _table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
 def cmd_devices(args: argparse.Namespace) -> int:
     import ironaccel as ia
     from .backends import get
@@ -52,7 +47,7 @@ def cmd_devices(args: argparse.Namespace) -> int:
                     d = dev.info
                     kind = "simulated" if d.simulated else "hardware"
                     rows.append(["", f"  #{i}", kind, f"{d.name} — {d.vendor}, driver {d.driver} {d.driver_version}"])
-    print(_table(rows))
+    print(tables.plain(rows))
     return 0
 
 
@@ -63,7 +58,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for name, t in targets.TARGETS.items():
         why = t.missing()
         rows.append([name, "yes" if why is None else "no", "" if why is None else why])
-    print(_table(rows))
+    print(tables.plain(rows))
     return 0
 
 

@@ -77,9 +77,9 @@ class Unsupported(IronAccelError):
 class UseAfterFree(IronAccelError):
     """An object was used after ``free()``/``close()`` released it."""
 
-    def __init__(self, op: str, what: str):
+    def __init__(self, op: str, what: str, ended: str = "freed"):
         self.op, self.what = op, what
-        super().__init__(f"{op}: {what} was used after it was freed")
+        super().__init__(f"{op}: {what} was used after it was {ended}")
 
 
 class Timeout(IronAccelError):

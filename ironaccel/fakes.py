@@ -26,6 +26,7 @@ IDENTITY = "ironaccel fake libcuda"
 
 CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-ffp-contract=off",
           "-Wl,-soname,libcuda.so.1")
+LIBS = ("-lpthread", "-lm", "-ldl")  # dl: the driver version looks for a loadable NVRTC
 
 
 def source_dir() -> Path:
@@ -60,7 +61,7 @@ def build() -> Path:
     digest = hashlib.sha256()
     for f in files:
         digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    digest.update(" ".join(CFLAGS).encode())
+    digest.update(" ".join(CFLAGS + LIBS).encode())
     out_dir = cache_dir() / "fakecuda" / digest.hexdigest()
     lib = out_dir / "libcuda.so.1"
     if lib.is_file():
@@ -69,7 +70,7 @@ def build() -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".libcuda.", suffix=".so", dir=out_dir)
     os.close(fd)
-    cmd = [compiler, *CFLAGS, "-o", tmp, *[str(f) for f in files if f.suffix == ".c"], "-lpthread", "-lm"]
+    cmd = [compiler, *CFLAGS, "-o", tmp, *[str(f) for f in files if f.suffix == ".c"], *LIBS]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         os.unlink(tmp)

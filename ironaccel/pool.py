@@ -393,10 +393,10 @@ class MemPool:
 
     def _check_usable(self, op: str) -> None:
         if self._closed:
-            raise UseAfterFree(op, "a closed MemPool")
+            raise UseAfterFree(op, "the MemPool", "closed")
         if self._device._closed:
             info = self._device.info
-            raise UseAfterFree(op, f"device {info.backend}:{info.index} (closed before its MemPool)")
+            raise UseAfterFree(op, f"device {info.backend}:{info.index} (before its MemPool)", "closed")
 
     def _front_bytes(self) -> int:
         return sum(len(slots) * BUCKET_SIZES[b] for front in self._fronts for b, slots in enumerate(front))

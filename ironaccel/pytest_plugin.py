@@ -1,6 +1,9 @@
 """The conformance plugin (entry point ``pytest11``): targets, clause marks, expectations, results files.
 
-Inert unless a target is given (``--target backend/driver`` or ``IRONACCEL_TARGET``). Then it:
+Inert unless a target is given (``--target backend/driver`` or ``IRONACCEL_TARGET``): without one it only
+declares the ``clause`` mark and the conformance fixtures (which then fail, saying a target is needed),
+and touches no settings (Hypothesis profiles only with the ini option ``ironaccel_hypothesis_profiles``).
+With a target it:
 
 * puts the target's driver selection into the environment before any backend loads;
 * opens the first device of the backend that ``Target.matches`` — and fails every test, loudly, when no
@@ -19,18 +22,19 @@ Inert unless a target is given (``--target backend/driver`` or ``IRONACCEL_TARGE
 from __future__ import annotations
 
 import os
-import platform
 import warnings
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
+from . import results
+from .results import Outcome, RunStatus
+
 NOT_SUPPORTED_PREFIX = "not-supported: "
-PACKAGES = ("ironaccel", "numpy", "wgpu", "vulkan", "cuda-bindings", "nvidia-cuda-nvrtc", "hypothesis", "pytest")
+#: What an expectations entry can say of a test (the outcome it then gets).
+EXPECTATION_KINDS = (Outcome.XFAIL, Outcome.SKIP, Outcome.FLAKY)
 VALIDATION_LAYER_JSON = "/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"
 
 
@@ -41,16 +45,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--results-json", default=None, help="write the results file for this target run here")
     group.addoption("--expectations", default=None,
                     help="expectations file (default: conformance/expectations/<backend>-<driver>.txt)")
+    parser.addini(HYPOTHESIS_INI, type="bool", default=False,
+                  help="load ironaccel's Hypothesis profiles (dev, ci: HYPOTHESIS_PROFILE picks) without a target")
 
 
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+HYPOTHESIS_INI = "ironaccel_hypothesis_profiles"
 
 
-def _register_hypothesis_profiles() -> None:
-    """Profiles ``dev`` and ``ci`` (derandomized, no deadline, no example database); env picks one.
+def _load_hypothesis_profile() -> None:
+    """Register profiles ``dev`` and ``ci`` (derandomized, no deadline, no example database) and load the
+    one HYPOTHESIS_PROFILE names (default: ``ci`` under CI, else ``dev``).
 
-    The one place they are registered: tests/ load this plugin too (pyproject's addopts)."""
+    The one place they are registered: conformance runs (a target given) and sessions that ask for them
+    with the ini option ``ironaccel_hypothesis_profiles = true`` (tests/, through pyproject) get them; any
+    other session keeps Hypothesis' own settings."""
     from hypothesis import settings
 
     settings.register_profile("dev", max_examples=25, deadline=None)
@@ -62,23 +70,33 @@ def _register_hypothesis_profiles() -> None:
 @dataclass
 class Expectation:
     key: str
-    kind: str  # xfail | skip | flaky
+    kind: Outcome  # one of EXPECTATION_KINDS
     reason: str
     used: bool = False
 
 
 def load_expectations(path: Path) -> list[Expectation]:
+    """The entries of an expectations file (none when there is no file); UsageError naming the file and the
+    problem for one that cannot be read as UTF-8 text."""
     out: list[Expectation] = []
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return out
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except IsADirectoryError:
+        raise pytest.UsageError(f"expectations {path}: a directory, not a file") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"expectations {path}: cannot be read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise pytest.UsageError(f"expectations {path}: not UTF-8 text (offset {exc.start})") from None
+    for n, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
         parts = line.split(None, 2)
-        if len(parts) < 3 or parts[1] not in ("xfail", "skip", "flaky"):
+        if len(parts) < 3 or parts[1] not in EXPECTATION_KINDS:
             raise pytest.UsageError(f"{path}:{n}: expected `id  xfail|skip|flaky  reason`, got {line!r}")
-        out.append(Expectation(parts[0], parts[1], parts[2]))
+        out.append(Expectation(parts[0], Outcome(parts[1]), parts[2]))
     return out
 
 
@@ -106,7 +124,8 @@ class Conformance:
         self.expectations = load_expectations(self.expectations_path)
         out = config.getoption("--results-json")
         self.results_path = Path(out) if out else None
-        self.started = _now()
+        self.started = results.now()
+        self.host = results.host_environment()
         self.device: Any = None
         self.device_error = ""
         self.tests: dict[str, dict[str, Any]] = {}
@@ -153,22 +172,31 @@ class Conformance:
                 raise pytest.UsageError(f"{item.nodeid}: clause(s) {unknown} are not defined in SPEC.md")
             tid = test_id(item)
             self.nodeids[item.nodeid] = tid
-            self.tests[tid] = {"id": tid, "clauses": list(mark.args), "outcome": "not-run", "duration": 0.0,
+            self.tests[tid] = {"id": tid, "clauses": list(mark.args), "outcome": Outcome.NOT_RUN.value, "duration": 0.0,
                                "message": ""}
             for exp in self.expectations:
                 if exp.key in mark.args or tid.startswith(exp.key):
                     exp.used = True
                     reason = f"{self.expectations_path.name}: {exp.reason}"
-                    if exp.kind == "xfail":
+                    if exp.kind == Outcome.XFAIL:
                         item.add_marker(pytest.mark.xfail(reason=reason, strict=False))
-                    elif exp.kind == "skip":
+                    elif exp.kind == Outcome.SKIP:
                         item.add_marker(pytest.mark.skip(reason=reason))
                     else:
                         self.flaky.add(tid)
         for exp in self.expectations:
             if not exp.used:
                 warnings.warn(f"{self.expectations_path.name}: expectation {exp.key!r} matches no test", stacklevel=1)
-        self.write("crashed", "the run did not finish")
+        self.write(RunStatus.CRASHED, "the run did not finish")
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_teardown(self) -> None:
+        """Fail a conformance test that left driver diagnostics (validation messages), after its fixtures
+        are torn down."""
+        if self.device is not None and not self.device.closed:
+            messages = self.device.diagnostics()
+            if messages:
+                pytest.fail("driver diagnostics:\n" + "\n".join(messages), pytrace=False)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         tid = self.nodeids.get(report.nodeid)
@@ -178,91 +206,66 @@ class Conformance:
         if report.outcome == "rerun":  # pytest-rerunfailures: this attempt failed and the test runs again
             self.reruns[tid] = f"[{report.when}] {_message(report)}"
             entry = self.tests[tid]
-            entry.update(outcome="not-run", message="", duration=round(entry["duration"] + report.duration, 4))
+            entry.update(outcome=Outcome.NOT_RUN.value, message="", duration=round(entry["duration"] + report.duration, 4))
             return
         if report.passed:
             if report.when == "call":
-                self.record(tid, "xpass" if wasxfail else "pass", report.duration,
+                self.record(tid, Outcome.XPASS if wasxfail else Outcome.PASS, report.duration,
                             report.wasxfail if wasxfail else "")
         elif report.skipped:
             msg = _message(report)
             if wasxfail:
-                self.record(tid, "xfail", report.duration, f"{report.wasxfail}\n{msg}".strip())
+                self.record(tid, Outcome.XFAIL, report.duration, f"{report.wasxfail}\n{msg}".strip())
             elif msg.startswith(NOT_SUPPORTED_PREFIX):
-                self.record(tid, "not-supported", report.duration, msg[len(NOT_SUPPORTED_PREFIX):])
+                self.record(tid, Outcome.NOT_SUPPORTED, report.duration, msg[len(NOT_SUPPORTED_PREFIX):])
             else:
-                self.record(tid, "skip", report.duration, msg)
+                self.record(tid, Outcome.SKIP, report.duration, msg)
         else:
-            self.record(tid, "fail", report.duration, f"[{report.when}] {_message(report)}")
+            self.record(tid, Outcome.FAIL, report.duration, f"[{report.when}] {_message(report)}")
         if report.when == "teardown":
-            self.write("crashed", "the run did not finish")
+            self.write(RunStatus.CRASHED, "the run did not finish")
 
     def pytest_sessionfinish(self, exitstatus: int) -> None:
         """The run is "ok" only when pytest ran the tests to the end on the target's device."""
         finished = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
-        unfinished = [t for t in self.tests.values() if t["outcome"] == "not-run"]
+        unfinished = [t for t in self.tests.values() if t["outcome"] == Outcome.NOT_RUN]
         if self.device_error:
-            status, message = "error", ""
+            status, message = RunStatus.ERROR, ""
         elif not finished:
-            status, message = "error", f"pytest stopped: {pytest.ExitCode(exitstatus).name}"
+            status, message = RunStatus.ERROR, f"pytest stopped: {pytest.ExitCode(exitstatus).name}"
         elif unfinished:
-            status, message = "error", f"{len(unfinished)} test(s) never ran (-x or --maxfail?)"
+            status, message = RunStatus.ERROR, f"{len(unfinished)} test(s) never ran (-x or --maxfail?)"
         else:
-            status, message = "ok", ""
+            status, message = RunStatus.OK, ""
         self.write(status, message)
         if self.device is not None:
             self.device.close()
 
     # -- results ------------------------------------------------------------------------------------
-    def record(self, tid: str, outcome: str, duration: float, message: str) -> None:
+    def record(self, tid: str, outcome: Outcome, duration: float, message: str) -> None:
         """Record one phase's outcome; a failed (or flaky) phase is never overwritten by a later one."""
         entry = self.tests[tid]
         entry["duration"] = round(entry["duration"] + duration, 4)
-        if entry["outcome"] in ("fail", "flaky"):
+        if entry["outcome"] in (Outcome.FAIL, Outcome.FLAKY):
             return
-        if outcome == "fail" and tid in self.flaky:
-            outcome = "flaky"
-        elif outcome == "pass" and tid in self.reruns:
-            outcome, message = "flaky", f"passed only when re-run; the first attempt failed: {self.reruns[tid]}"
-        elif outcome == "fail" and tid in self.reruns:
+        if outcome == Outcome.FAIL and tid in self.flaky:
+            outcome = Outcome.FLAKY
+        elif outcome == Outcome.PASS and tid in self.reruns:
+            outcome, message = Outcome.FLAKY, f"passed only when re-run; the first attempt failed: {self.reruns[tid]}"
+        elif outcome == Outcome.FAIL and tid in self.reruns:
             message = f"failed again when re-run: {message}"
-        entry.update(outcome=outcome, message=message[:2000])
+        entry.update(outcome=outcome.value, message=message[:2000])
 
     def document(self, status: str, message: str = "") -> dict[str, Any]:
-        from . import __version__
-        from .results import SCHEMA_VERSION, summarize
-
-        info = self.device.info if self.device is not None else None
-        packages = {}
-        for name in PACKAGES:
-            try:
-                packages[name] = metadata.version(name)
-            except metadata.PackageNotFoundError:
-                pass
-        tests = [self.tests[k] for k in sorted(self.tests)]
-        return {
-            "schema": SCHEMA_VERSION,
-            "suite": {"version": __version__, "hash": self.suite_hash},
-            "target": {
-                "name": self.target.name, "backend": self.target.backend, "driver": self.target.driver,
-                "driver_version": info.driver_version if info else "", "device": info.name if info else "",
-                "vendor": info.vendor if info else "", "simulated": info.simulated if info else self.target.simulated,
-                "os": platform.platform(), "python": platform.python_version(), "packages": packages,
-            },
-            "started": self.started,
-            "finished": _now(),
-            "run": {"status": status, "message": message or self.device_error},
-            "tests": tests,
-            "summary": summarize(tests),
-        }
+        return results.document(self.target, self.suite_hash, self.started, status, message or self.device_error,
+                                self.tests.values(), self.device.info if self.device is not None else None,
+                                self.host)
 
     def write(self, status: str, message: str = "") -> None:
         if self.results_path is not None:
-            from .results import dump
-
             self.results_path.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.results_path.with_suffix(".tmp")
-            dump(self.document(status, message), tmp)
+            results.dump(self.document(status, message), tmp)
             tmp.replace(self.results_path)
 
 
@@ -275,8 +278,9 @@ def _state(config: pytest.Config) -> Conformance | None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "clause(*ids): the SPEC.md clause ids this conformance test checks")
-    _register_hypothesis_profiles()
     target = config.getoption("--target")
+    if target or config.getini(HYPOTHESIS_INI):
+        _load_hypothesis_profile()
     if target:
         if getattr(config.option, "numprocesses", None):
             raise pytest.UsageError("a conformance run is one process per target; `ironaccel certify --all` "
@@ -318,17 +322,6 @@ def stream(device: Any) -> Any:
     yield s
     if not device.closed:
         s.synchronize()
-
-
-@pytest.fixture(autouse=True)
-def _no_driver_diagnostics(request: pytest.FixtureRequest) -> Any:
-    """Fail a conformance test that left driver diagnostics (validation messages)."""
-    yield
-    state = _state(request.config)
-    if state is not None and state.device is not None and not state.device.closed:
-        messages = state.device.diagnostics()
-        if messages:
-            pytest.fail("driver diagnostics:\n" + "\n".join(messages), pytrace=False)
 
 
 @pytest.fixture

@@ -1,4 +1,6 @@
-"""The results file: one JSON document per target run — the only input STATUS.md is made from.
+"""The run vocabulary and the results file: one JSON document per target run — the only input STATUS.md is
+made from. Outcomes, run statuses, clause ids, file names and the document itself are defined here once;
+the plugin writes documents, certify and status read them.
 
 Schema (``SCHEMA_VERSION``)::
 
@@ -13,33 +15,171 @@ Schema (``SCHEMA_VERSION``)::
       "run": {"status": "ok" | "error" | "crashed" | "timeout", "message": ""},
       "tests": [{"id": "test_mem.py::test_alloc_sizes[1]", "clauses": ["MEM-1"],
                  "outcome": "pass", "duration": 0.01, "message": ""}],
-      "summary": {"pass": 10, "fail": 0, ...every OUTCOMES key...}
+      "summary": {"pass": 10, "fail": 0, ...every Outcome...}
     }
 
 ``target.device`` etc. are empty when the run never reached a device (``run.status`` then says why).
-Outcomes: see ``OUTCOMES``. Files are named ``<backend>-<driver>.json`` (``file_name``).
+Files are named ``<backend>-<driver>.json`` (``file_name``); the run's other files lie beside it
+(``sibling``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import platform
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 SCHEMA_VERSION = 1
 
-#: Per-test outcomes. not-supported comes only from Device.supports(); skip only from an expectations
-#: entry or a documented policy; not-run means the target produced no result for the test.
-OUTCOMES = ("pass", "fail", "xfail", "xpass", "not-supported", "skip", "flaky", "not-run")
 
-RUN_STATUSES = ("ok", "error", "crashed", "timeout")
+class _Word(str, Enum):
+    """A word of the vocabulary: equal to, hashed, printed and serialized as its string."""
 
-JSON_TYPE_NAMES = {dict: "object", list: "array", str: "string"}
+    __hash__ = str.__hash__
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+
+class Outcome(_Word):
+    """One test's outcome on one target. not-supported comes only from Device.supports(); skip only from an
+    expectations entry or a documented policy; not-run means the target produced no result for the test."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    XFAIL = "xfail"
+    XPASS = "xpass"
+    NOT_SUPPORTED = "not-supported"
+    SKIP = "skip"
+    FLAKY = "flaky"
+    NOT_RUN = "not-run"
+
+    @property
+    def failure(self) -> bool:
+        """Does this outcome make the run fail (an unexpected pass and a test never run do)?"""
+        return self in (Outcome.FAIL, Outcome.XPASS, Outcome.NOT_RUN)
+
+    @property
+    def junit(self) -> str | None:
+        """The JUnit element of a test case with this outcome (flakyFailure: Surefire's); None for a pass."""
+        return _JUNIT[self]
+
+
+_JUNIT = {Outcome.PASS: None, Outcome.FAIL: "failure", Outcome.XPASS: "failure", Outcome.NOT_RUN: "error",
+          Outcome.FLAKY: "flakyFailure", Outcome.XFAIL: "skipped", Outcome.SKIP: "skipped",
+          Outcome.NOT_SUPPORTED: "skipped"}
+
+#: Outcome names in their fixed order (summaries and STATUS.md list outcomes in this order).
+OUTCOMES = tuple(o.value for o in Outcome)
+
+
+class RunStatus(_Word):
+    """How a target's run ended: ok only when pytest ran every test to the end on the target's device."""
+
+    OK = "ok"
+    ERROR = "error"
+    CRASHED = "crashed"
+    TIMEOUT = "timeout"
+
+
+RUN_STATUSES = tuple(s.value for s in RunStatus)
+
+CLAUSE_ID = r"[A-Z]+-\d+"  # the one spelling of a clause id: SPEC.md's lines and ClauseId.parse use it
+
+
+@dataclass(frozen=True, order=True)
+class ClauseId:
+    """A SPEC.md clause id, ``KERNEL-9``: its area (``KERNEL``) and number."""
+
+    area: str
+    number: int
+
+    @classmethod
+    def parse(cls, text: str) -> "ClauseId":
+        if not isinstance(text, str) or not re.fullmatch(CLAUSE_ID, text):
+            raise ValueError(f"{text!r} is not a clause id (AREA-N, e.g. MEM-1)")
+        area, number = text.split("-")
+        return cls(area, int(number))
+
+    def __str__(self) -> str:
+        return f"{self.area}-{self.number}"
+
+
+#: A target name: ``backend/driver``, each part an identifier (no spaces, newlines or Markdown).
+TARGET_NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]*/[A-Za-z0-9][A-Za-z0-9._+-]*"
+
+CERTIFICATE_SUFFIX = ".cert.json"  # certificates lie beside the results files; they are not results files
+JUNIT_SUFFIX = ".junit.xml"
 
 
 def file_name(target: str) -> str:
     """results file name of a target: ``webgpu/lavapipe`` -> ``webgpu-lavapipe.json``."""
     return target.replace("/", "-") + ".json"
+
+
+def sibling(results_file: Path, suffix: str) -> Path:
+    """A file beside a results file: ``sibling(.../webgpu-lavapipe.json, ".junit.xml")``."""
+    return Path(results_file).with_name(Path(results_file).stem + suffix)
+
+
+def now() -> str:
+    """The current UTC time as results files and certificates write it."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def without_failures(status: str, summary: dict[str, int] | None) -> bool:
+    """The run finished and it has tests, none of them a failure (``Outcome.failure``)."""
+    counts = summary or {}
+    return status == RunStatus.OK and sum(counts.values()) > 0 and not any(
+        counts.get(o) for o in Outcome if o.failure)
+
+
+#: Packages whose versions a results file records.
+PACKAGES = ("ironaccel", "numpy", "wgpu", "vulkan", "cuda-bindings", "nvidia-cuda-nvrtc", "hypothesis", "pytest")
+
+
+def host_environment() -> dict[str, Any]:
+    """This machine as a results file records it: OS, Python and the installed versions of ``PACKAGES``."""
+    packages = {}
+    for name in PACKAGES:
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return {"os": platform.platform(), "python": platform.python_version(), "packages": packages}
+
+
+def document(target: Any, suite_hash: str, started: str, status: str, message: str = "",
+             tests: Iterable[dict[str, Any]] = (), device: Any = None,
+             host: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A results document: ``target`` a ``targets.Target``, ``device`` the DeviceInfo of the device the run
+    used (None when it never got one: device fields are then empty and ``simulated`` is the target's),
+    ``host`` as ``host_environment()`` (None: left empty, for a run that never started)."""
+    from . import __version__
+
+    tests = sorted(tests, key=lambda t: t["id"])
+    host = host or {"os": "", "python": "", "packages": {}}
+    return {
+        "schema": SCHEMA_VERSION,
+        "suite": {"version": __version__, "hash": suite_hash},
+        "target": {
+            "name": target.name, "backend": target.backend, "driver": target.driver,
+            "driver_version": device.driver_version if device else "", "device": device.name if device else "",
+            "vendor": device.vendor if device else "",
+            "simulated": device.simulated if device else target.simulated, **host,
+        },
+        "started": started,
+        "finished": now(),
+        "run": {"status": RunStatus(status).value, "message": message},
+        "tests": tests,
+        "summary": summarize(tests),
+    }
 
 
 def summarize(tests: list[dict[str, Any]]) -> dict[str, int]:
@@ -49,12 +189,22 @@ def summarize(tests: list[dict[str, Any]]) -> dict[str, int]:
     return counts
 
 
+JSON_TYPE_NAMES = {dict: "object", list: "array", str: "string"}
+
+
 def validate(doc: Any, source: str = "results") -> dict[str, Any]:
     """Check a loaded results document against the schema; ValueError naming the file and the field."""
 
     def need(cond: bool, what: str) -> None:
         if not cond:
             raise ValueError(f"{source}: {what}")
+
+    def clause_id(text: Any) -> bool:
+        try:
+            ClauseId.parse(text)
+        except ValueError:
+            return False
+        return True
 
     need(isinstance(doc, dict), "not a JSON object")
     need(doc.get("schema") == SCHEMA_VERSION, f"schema must be {SCHEMA_VERSION}, got {doc.get('schema')!r}")
@@ -68,20 +218,72 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
         need(key in doc["target"], f"target.{key} missing")
     for key in ("name", "backend", "driver"):
         need(isinstance(doc["target"][key], str), f"target.{key} must be a string")
-    need(isinstance(doc["target"]["simulated"], bool), "target.simulated must be true or false")
+    target = doc["target"]
+    need(re.fullmatch(TARGET_NAME, target["name"]) is not None,
+         f"target.name {target['name']!r} is not backend/driver (letters, digits, '.', '_', '+', '-')")
+    need(target["name"] == f"{target['backend']}/{target['driver']}",
+         f"target.name {target['name']!r} is not target.backend/target.driver")
+    need(isinstance(target["simulated"], bool), "target.simulated must be true or false")
+    for key in ("driver_version", "device", "vendor", "os", "python"):
+        need(isinstance(target.get(key, ""), str), f"target.{key} must be a string")
     need(doc["run"].get("status") in RUN_STATUSES, f"run.status must be one of {RUN_STATUSES}")
+    need(isinstance(doc["run"].get("message", ""), str), "run.message must be a string")
     for i, t in enumerate(doc["tests"]):
         need(isinstance(t, dict), f"tests[{i}] must be a JSON object")
         need(isinstance(t.get("id"), str), f"tests[{i}].id must be a string")
+        need(isinstance(t.get("message", ""), str), f"tests[{i}].message must be a string")
+        need(isinstance(t.get("duration", 0.0), (int, float)) and not isinstance(t.get("duration"), bool),
+             f"tests[{i}].duration must be a number")
         need(t.get("outcome") in OUTCOMES, f"tests[{i}].outcome {t.get('outcome')!r} is not one of {OUTCOMES}")
-        need(isinstance(t.get("clauses"), list) and all(isinstance(c, str) for c in t["clauses"]),
+        need(isinstance(t.get("clauses"), list) and all(clause_id(c) for c in t["clauses"]),
              f"tests[{i}].clauses must be a list of clause id strings")
     need(doc["summary"] == summarize(doc["tests"]), "summary does not match the tests")
     return doc
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"duplicate key {key!r}")
+        seen[key] = value
+    return seen
+
+
+def read_json(path: Path) -> Any:
+    """A results file or certificate as JSON, strictly: UTF-8 without a byte-order mark, no duplicate keys
+    (a second ``"level"`` must not win silently). ValueError saying, on one line, which file and what is
+    wrong with it (missing, a directory, a dangling link, empty, not UTF-8, not JSON, nested too deep)."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise ValueError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
+    if path.is_dir():
+        raise ValueError(f"{path}: a directory, not a file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    if not data.strip():
+        raise ValueError(f"{path}: empty file")
+    if data.startswith(b"\xef\xbb\xbf"):
+        raise ValueError(f"{path}: starts with a UTF-8 byte-order mark; write UTF-8 without one")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 (byte 0x{data[exc.start]:02x} at offset {exc.start})") from exc
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
+    except RecursionError as exc:
+        raise ValueError(f"{path}: JSON nested too deeply to read") from exc
+    except ValueError as exc:  # _no_duplicate_keys
+        raise ValueError(f"{path}: {exc}") from exc
+
+
 def load(path: Path) -> dict[str, Any]:
-    return validate(json.loads(Path(path).read_text(encoding="utf-8")), str(path))
+    """A validated results file (``read_json``, then ``validate``)."""
+    return validate(read_json(path), str(path))
 
 
 def dump(doc: dict[str, Any], path: Path) -> None:

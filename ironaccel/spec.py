@@ -1,7 +1,8 @@
-"""Reads the clause ids of the conformance spec (SPEC.md) — the source of truth for what is required.
+"""Reads the conformance spec (SPEC.md) — the source of truth for what is required and what the levels mean.
 
 A clause is one line of SPEC.md: ``**MEM-3** (required) text...`` or ``**KERNEL-9** (optional) text...``.
-Its area is the part of the id before the dash.
+Its area is the part of the id before the dash (``results.ClauseId``). The certification section defines
+each target and backend level on a line of its own (``DEFINITION_LINE``); ``ironaccel.judge`` applies them.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-CLAUSE_LINE = re.compile(r"^\*\*([A-Z]+)-(\d+)\*\* \((required|optional)\) (.+)$")
+from .results import CLAUSE_ID, ClauseId
+
+CLAUSE_LINE = re.compile(rf"^\*\*({CLAUSE_ID})\*\* \((required|optional)\) (.+)$")
+#: A definition of the certification section: ``**production** (backend) text`` or ``**hardware** (target) text``.
+DEFINITION_LINE = re.compile(r"^\*\*([a-z-]+)\*\* \((backend|target)\) (.+)$")
 
 
 @dataclass(frozen=True)
@@ -39,11 +44,24 @@ def load_clauses(spec_md: Path | None = None) -> dict[str, Clause]:
     for line in path.read_text(encoding="utf-8").splitlines():
         m = CLAUSE_LINE.match(line)
         if m:
-            cid = f"{m[1]}-{m[2]}"
+            cid = m[1]
             if cid in clauses:
                 raise ValueError(f"{path}: clause {cid} is defined twice")
-            clauses[cid] = Clause(cid, m[1], m[3] == "required", m[4])
+            clauses[cid] = Clause(cid, ClauseId.parse(cid).area, m[2] == "required", m[3])
     return clauses
+
+
+def load_definitions(spec_md: Path | None = None) -> dict[tuple[str, str], str]:
+    """(``backend`` | ``target``, level) -> its definition, from SPEC.md's certification section."""
+    path = spec_md or conformance_dir() / "SPEC.md"
+    found: dict[tuple[str, str], str] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        m = DEFINITION_LINE.match(line)
+        if m:
+            if (m[2], m[1]) in found:
+                raise ValueError(f"{path}: {m[2]} level {m[1]} is defined twice")
+            found[(m[2], m[1])] = m[3]
+    return found
 
 
 HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h"}

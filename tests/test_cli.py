@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -83,3 +84,89 @@ def test_status_writes_then_checks(tmp_path, capsys):
     assert main(["status", "--results", str(results), "--output", str(out), "--check"]) == 0
     out.write_text(out.read_text() + "hand edit\n")
     assert main(["status", "--results", str(results), "--output", str(out), "--check"]) == 1
+
+
+def _good_results(tmp_path: Path) -> Path:
+    folder = tmp_path / "results"
+    shutil.copytree(GOLDEN_RESULTS / "results", folder)
+    return folder
+
+
+def _bad_files():
+    """name -> (how to make the bad cuda-fake.json, what the one line says)."""
+    import os
+
+    def write(data: bytes):
+        return lambda path: path.write_bytes(data)
+
+    def deep(path):
+        path.write_text("[" * 200000 + "]" * 200000)
+
+    def message(path):
+        doc = json.loads((GOLDEN_RESULTS / "results" / "cuda-fake.json").read_text())
+        doc["run"]["message"] = {"not": "a string"}
+        path.write_text(json.dumps(doc))
+
+    def newline_name(path):
+        doc = json.loads((GOLDEN_RESULTS / "results" / "cuda-fake.json").read_text())
+        doc["target"]["name"] = "cuda/fake\n## injected"
+        path.write_text(json.dumps(doc))
+
+    def duplicate(path):
+        text = (GOLDEN_RESULTS / "results" / "cuda-fake.json").read_text()
+        path.write_text(text.replace('"schema": 1', '"schema": 1, "schema": 1', 1))
+
+    def directory(path):
+        path.unlink()
+        path.mkdir()
+
+    def dangling(path):
+        path.unlink()
+        os.symlink(path.with_name("gone.json"), path)
+
+    good = (GOLDEN_RESULTS / "results" / "cuda-fake.json").read_bytes()
+    return {
+        "malformed": (write(b'{"schema": 1,'), "not JSON"),
+        "empty": (write(b""), "empty file"),
+        "bom": (write(b"\xef\xbb\xbf" + good), "byte-order mark"),
+        "not utf-8": (write(good.replace(b"ironaccel", b"iron\xffaccel", 1)), "not UTF-8"),
+        "directory": (directory, "a directory"),
+        "dangling symlink": (dangling, "does not exist"),
+        "deep nesting": (deep, "nested too deeply"),
+        "non-string run.message": (message, "run.message must be a string"),
+        "newline in target name": (newline_name, "is not backend/driver"),
+        "duplicate key": (duplicate, "duplicate key 'schema'"),
+    }
+
+
+@pytest.mark.parametrize("kind", list(_bad_files()))
+def test_status_on_a_bad_results_file_says_which_and_why_and_exits_2(tmp_path, capsys, kind):
+    make, says = _bad_files()[kind]
+    folder = _good_results(tmp_path)
+    make(folder / "cuda-fake.json")
+    out = tmp_path / "STATUS.md"
+    assert main(["status", "--results", str(folder), "--output", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cuda-fake.json" in err and says in err, err
+    assert not out.exists()
+
+
+def test_status_on_a_missing_results_folder_exits_2_and_writes_nothing(tmp_path, capsys):
+    out = tmp_path / "STATUS.md"
+    assert main(["status", "--results", str(tmp_path / "nowhere"), "--output", str(out)]) == 2
+    assert "no such results folder" in capsys.readouterr().err
+    assert not out.exists()
+
+
+BAD_JSON = [k for k in _bad_files() if k not in ("non-string run.message", "newline in target name")]
+
+
+@pytest.mark.parametrize("kind", BAD_JSON)
+def test_verify_on_a_bad_certificate_says_which_and_why_and_exits_2(tmp_path, capsys, kind):
+    make, says = _bad_files()[kind]
+    cert = tmp_path / "cuda-fake.json"  # _bad_files makes its file from this name
+    cert.write_text("{}")
+    make(cert)
+    assert main(["certify", "--verify", str(cert)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err

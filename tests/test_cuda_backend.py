@@ -22,15 +22,15 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 @pytest.fixture(scope="module")
 def fake() -> Any:
     """The loaded fake libcuda (ctypes), with the backend initialized on it (once per process)."""
-    from ironaccel.backends import cuda
+    from ironaccel.backends.cuda import driver
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("IRONACCEL_CUDA_DRIVER", "fake")
         try:
-            cuda._driver()
+            driver.load()
         except ia.NotAvailable as exc:
             pytest.skip(f"the fake libcuda is not available: {exc}")
-    lib = cuda._fake
+    lib = driver.fake
     if lib is None:
         pytest.skip("the CUDA backend was initialized on a real driver earlier in this process")
     lib.ironaccel_fake_inject.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
@@ -187,11 +187,11 @@ def test_staged_copies_wrap_the_ring_and_free_the_host_array_at_once(device):
 
 
 def test_pinned_source_is_copied_directly(fake, device):
-    from ironaccel.backends import cuda
+    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
 
-    cu = cuda._cu
-    n = cuda.PINNED_CHECK_BYTES
-    ptr = cuda._check("cuMemHostAlloc", cu.cuMemHostAlloc(n, 0))
+    cu = driver.cu
+    n = PINNED_CHECK_BYTES
+    ptr = driver.calls.cuMemHostAlloc(n, 0)
     try:
         pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
         pinned[:] = np.arange(n) % 253
@@ -256,3 +256,287 @@ def test_sticky_illegal_address_is_reported_with_its_op(fake):
     assert "store" in info.value.detail, "the fake's memcheck report names the kernel"
     with pytest.raises(ia.DriverError, match="ILLEGAL_ADDRESS"):
         dev.close()  # the context is unusable: close still releases it, and says why
+
+
+def test_driver_errors_explain_common_codes(fake, device):
+    """The detail carries the driver's own text and what the code usually means, for the common codes."""
+    cuda_error_invalid_context = 201
+    fake.ironaccel_fake_inject(b"cuMemAllocAsync", 1, cuda_error_invalid_context)
+    with pytest.raises(ia.DriverError) as info:
+        device.alloc(64)
+    assert info.value.op == "cuMemAllocAsync" and info.value.name == "CUDA_ERROR_INVALID_CONTEXT"
+    assert "no CUDA context is current" in info.value.detail
+    from ironaccel.backends.cuda.driver import EXPLANATIONS
+
+    codes = {"CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_OUT_OF_MEMORY",
+             "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_LAUNCH_TIMEOUT"}
+    assert codes <= EXPLANATIONS.keys()
+
+
+def test_checked_calls_return_values_and_name_the_function(fake, device):
+    from ironaccel.backends.cuda import driver
+
+    assert driver.calls.cuDeviceGetCount() >= 1  # one value: the value itself
+    assert driver.calls.cuCtxSynchronize() is None  # no value
+    assert driver.calls.cuMemGetInfo()[1] >= device.info.memory // 2  # several values: a tuple
+    with pytest.raises(ia.DriverError) as info:
+        driver.calls.cuMemFreeHost(12345)
+    assert info.value.op == "cuMemFreeHost"
+
+
+def test_nvrtc_errors_name_the_nvrtc_function(device):
+    if not device.supports("lang.cuda"):
+        pytest.skip("NVRTC is not available")
+    from ironaccel.backends.cuda import nvrtc
+
+    with pytest.raises(ia.DriverError) as info:
+        nvrtc.calls.nvrtcGetPTXSize(nvrtc.load().nvrtcProgram(0))
+    assert info.value.op == "nvrtcGetPTXSize" and info.value.name.startswith("NVRTC_ERROR")
+
+
+PTX_PARAMS = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry kinds(.param .u64 data, .param .u64 .ptr .global .align 4 out, .param .f32 a, .param .f64 b,
+    .param .u32 n, .param .s32 m, .param .b16 h, .param .s64 big, .param .align 8 .b8 pair[16])
+{
+    ret;
+}
+"""
+
+
+def test_kernel_params_are_reflected_from_the_ptx(device):
+    params = device.compile(PTX_PARAMS, "ptx").kernel("kinds").params
+    assert params == (
+        ia.api.Param("buffer-or-scalar", 8, "int"), ia.api.Param("buffer", 8),
+        ia.api.Param("scalar", 4, "float"), ia.api.Param("scalar", 8, "float"),
+        ia.api.Param("scalar", 4, "int"), ia.api.Param("scalar", 4, "int"), ia.api.Param("scalar", 2, "int"),
+        ia.api.Param("scalar", 8, "int"), ia.api.Param("scalar", 16, ""),
+    )
+    assert device.compile(PTX_STORE, "ptx").kernel("store").params == (
+        ia.api.Param("buffer-or-scalar", 8, "int"), ia.api.Param("scalar", 4, "int"))
+
+
+def test_kernel_params_of_cuda_source(device):
+    if not device.supports("lang.cuda"):
+        pytest.skip("NVRTC is not available")
+    source = 'extern "C" __global__ void k(float* x, float a, unsigned n, double d, long long q) { }'
+    params = device.compile(source, "cuda").kernel("k").params
+    assert [(p.kind, p.nbytes, p.scalar) for p in params] == [
+        ("buffer-or-scalar", 8, "int"), ("scalar", 4, "float"), ("scalar", 4, "int"), ("scalar", 8, "float"),
+        ("buffer-or-scalar", 8, "int")]
+
+
+def test_kernel_params_of_a_binary_are_sizes_only(fake, device, monkeypatch):
+    """A cubin's parameters come from cuFuncGetParamInfo (the fake answers it for a function of a PTX
+    module; it has no cuModuleEnumerateFunctions, so the enumeration is stood in for)."""
+    from types import SimpleNamespace
+
+    from ironaccel.backends.cuda import driver, module
+
+    loaded = device.compile(PTX_STORE, "ptx")
+    function = loaded.kernel("store").native
+    monkeypatch.setattr(module, "calls", SimpleNamespace(
+        cuModuleGetFunctionCount=lambda _module: 1, cuModuleEnumerateFunctions=lambda _count, _module: [function],
+        cuFuncGetName=lambda _fn: b"store"))
+    entries = module.binary_entries(driver.cu, loaded._handle)
+    assert entries == {"store": (ia.api.Param("buffer-or-scalar", 8, ""), ia.api.Param("scalar", 4, ""))}
+
+
+PTX_SPIN = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry spin(.param .u64 out, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, 0;
+LOOP:
+    add.u32 %r2, %r2, 1;
+    setp.lt.u32 %p1, %r2, %r1;
+    @%p1 bra LOOP;
+    cvta.to.global.u64 %rd2, %rd1;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"""
+SPIN_ITERATIONS = 50_000_000  # about a second in the fake's interpreter here; the waits below time out at 50 ms
+
+
+@pytest.mark.parametrize("waiter", ["Stream", "Event", "Device"])
+def test_synchronize_timeout_raises_and_leaves_the_work_running(device, waiter):
+    import time
+
+    s = device.create_stream()
+    kernel = device.compile(PTX_SPIN, "ptx").kernel("spin")
+    with device.alloc(4) as out:
+        s.fill(out, 0)
+        s.launch(kernel, 1, 1, (out, np.uint32(SPIN_ITERATIONS)))
+        after = s.record()
+        wait = {"Stream": s.synchronize, "Event": after.synchronize, "Device": device.synchronize}[waiter]
+        started = time.monotonic()
+        with pytest.raises(ia.Timeout) as info:
+            wait(timeout=0.05)
+        waited = time.monotonic() - started
+        assert info.value.op == f"{waiter}.synchronize" and info.value.seconds == 0.05
+        assert 0.05 <= waited < 0.5, f"timed out after {waited:.3f} s"
+        wait(timeout=60)  # the same wait, long enough: returns once the kernel is done
+        assert after.query(), "the kernel must be done when the wait returns"
+        host = np.zeros(1, np.uint32)
+        s.copy_dtoh(host, out)  # pageable: the driver completes it before returning
+        assert host[0] == SPIN_ITERATIONS
+
+
+def _held_alive(refs: list) -> int:
+    import gc
+
+    gc.collect()
+    return sum(ref() is not None for ref in refs)
+
+
+@pytest.mark.parametrize("waiter", ["event.synchronize", "event.query", "device.synchronize"])
+def test_copy_dtoh_destinations_are_released_by_any_wait_that_covers_them(device, waiter):
+    """400 x 1 MiB copy_dtoh, each followed by an event (or device) wait, hold nothing afterwards; before the
+    wait the stream holds the destination (the copy may still be writing it)."""
+    import time
+    import tracemalloc
+    import weakref
+
+    s = device.create_stream()
+    with device.alloc(1 << 20) as buf:
+        s.fill(buf, 5)
+        refs = []
+        tracemalloc.start()
+        try:
+            for i in range(400):
+                host = np.empty(1 << 20, np.uint8)
+                s.copy_dtoh(host, buf)
+                refs.append(weakref.ref(host))
+                del host
+                if i == 0:
+                    assert _held_alive(refs) == 1, "the stream must hold a destination until a wait covers it"
+                if waiter == "event.synchronize":
+                    s.record().synchronize()
+                elif waiter == "event.query":
+                    event = s.record()
+                    while not event.query():
+                        time.sleep(1e-4)
+                else:
+                    device.synchronize()
+            held = tracemalloc.get_traced_memory()[0]
+        finally:
+            tracemalloc.stop()
+        assert _held_alive(refs) == 0
+        assert held < 16 << 20, f"{held >> 20} MiB still traced after 400 MiB of copies"
+
+
+def test_an_event_releases_only_the_copies_recorded_before_it(device):
+    import weakref
+
+    s = device.create_stream()
+    with device.alloc(4096) as buf:
+        first, second = np.empty(4096, np.uint8), np.empty(4096, np.uint8)
+        s.copy_dtoh(first, buf)
+        event = s.record()
+        s.copy_dtoh(second, buf)
+        refs = [weakref.ref(first), weakref.ref(second)]
+        del first, second
+        event.synchronize()
+        assert [ref() is not None for ref in refs] == [False, True]
+        s.synchronize()
+        assert _held_alive(refs) == 0
+
+
+def test_failed_free_keeps_the_buffer_live_and_close_frees_it(fake, device):
+    before = fake.ironaccel_fake_live_allocations()
+    buf = device.alloc(64)
+    fake.ironaccel_fake_inject(b"cuMemFreeAsync", 1, CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(ia.DriverError) as info:
+        buf.free()
+    assert info.value.op == "cuMemFreeAsync"
+    assert not buf.freed, "a buffer whose free failed is still live"
+    assert fake.ironaccel_fake_live_allocations() == before + 1
+    buf.free()  # a retry frees it
+    device.synchronize()
+    assert buf.freed and fake.ironaccel_fake_live_allocations() == before
+    dropped = device.alloc(64)
+    fake.ironaccel_fake_inject(b"cuMemFreeAsync", 1, CUDA_ERROR_INVALID_VALUE)
+    del dropped  # __del__'s free fails: nobody to tell, the device keeps the pointer for close
+    assert fake.ironaccel_fake_live_allocations() == before + 1
+    device.close()
+    assert fake.ironaccel_fake_live_allocations() == device.live_allocations_before_open
+
+
+def test_failed_wait_inside_alloc_frees_the_allocation(fake, device):
+    before = fake.ironaccel_fake_live_allocations()
+    fake.ironaccel_fake_inject(b"cuStreamSynchronize", 1, CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(ia.DriverError) as info:
+        device.alloc(4096)
+    assert info.value.op == "cuStreamSynchronize"
+    device.synchronize()
+    assert fake.ironaccel_fake_live_allocations() == before
+    assert_device_works(device)
+
+
+def test_failed_context_release_closes_the_device_and_is_retried_at_exit(fake):
+    from ironaccel.backends.cuda import CudaBackend, device as device_module
+
+    baseline = fake.ironaccel_fake_live_allocations()
+    dev = CudaBackend().open_device(0)
+    s = dev.create_stream()
+    with dev.alloc(64) as buf:
+        s.copy_htod(buf, np.zeros(64, np.uint8))  # the staging ring too
+    fake.ironaccel_fake_inject(b"cuDevicePrimaryCtxRelease", 1, CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(ia.DriverError) as info:
+        dev.close()
+    assert info.value.op == "cuDevicePrimaryCtxRelease"
+    assert dev.closed and fake.ironaccel_fake_live_allocations() == baseline
+    dev.close()  # closed is closed: nothing more to do, nothing raised
+    assert device_module._unreleased_contexts == [dev._dev]
+    assert_device_works(CudaBackend().open_device(0))
+    device_module._unreleased_contexts.pop()
+    assert dev._cu.cuDevicePrimaryCtxRelease(dev._dev)[0] == 0  # what exit would do
+
+
+def test_devices_left_open_are_closed_at_exit(tmp_path):
+    """A program that never calls close(): the fake (in error mode) reports no leak at exit, its staging
+    ring included, and the exit status stays 0."""
+    import subprocess
+    import sys
+
+    from ironaccel import fakes
+
+    script = tmp_path / "left_open.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from ironaccel.backends.cuda import CudaBackend\n"
+        "dev = CudaBackend().open_device(0)\n"
+        "s = dev.create_stream()\n"
+        "buf = dev.alloc(1 << 20)\n"
+        "s.copy_htod(buf, np.ones(1 << 20, np.uint8))\n"
+        "out = np.empty(1 << 20, np.uint8)\n"
+        "s.copy_dtoh(out, buf)\n"
+        "s.synchronize()\n"
+        "assert out.all()\n"
+    )
+    try:
+        env = fakes.child_env()
+    except ia.NotAvailable as exc:
+        pytest.skip(f"the fake libcuda cannot be built: {exc}")
+    env["IRONACCEL_FAKE_CUDA_LEAKS"] = "error"
+    env["PYTHONPATH"] = str(__import__("pathlib").Path(__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "leak report" not in proc.stderr
+
+
+@pytest.mark.parametrize("options", [[1, 2], ["-DX=1", b"-DY=2"], [None]])
+def test_compile_options_that_are_not_strings_are_rejected(device, options):
+    if not device.supports("lang.cuda"):
+        pytest.skip("NVRTC is not available")
+    with pytest.raises(ia.InvalidArgument) as info:
+        device.compile('extern "C" __global__ void k() {}', "cuda", options=options)
+    assert info.value.op == "Device.compile" and "strings" in info.value.detail

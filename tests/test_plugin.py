@@ -3,19 +3,17 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+import os
 
 import pytest
 
 from ironaccel import results
 
-TESTS_DIR = Path(__file__).resolve().parent
 
 # Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
-CONFTEST = f"""
-import importlib, sys
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from memdevice import MemDevice
+CONFTEST = """
+import importlib
+from ironaccel.testing.memdevice import MemDevice
 from ironaccel import api, targets
 
 registry = importlib.import_module("ironaccel.backends")
@@ -23,7 +21,7 @@ registry = importlib.import_module("ironaccel.backends")
 
 class MemTarget(targets.Target):
     def environment(self):
-        return {{}}
+        return {}
 
     def matches(self, info):
         return info.backend == "mem" and self.driver == "test"
@@ -273,3 +271,51 @@ def test_a_run_stopped_early_is_an_error(pytester: pytest.Pytester) -> None:
     result, doc = run(pytester, "mem/test", "-x")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert doc["run"]["status"] == "error" and "never ran" in doc["run"]["message"]
+
+
+PROFILE_TEST = """
+from hypothesis import settings
+
+
+def test_profile():
+    print("PROFILE", settings().max_examples, settings().derandomize)
+"""
+
+
+def test_without_a_target_the_plugin_leaves_hypothesis_alone(pytester: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    pytester.makepyfile(test_profile=PROFILE_TEST)
+    result = pytester.runpytest_subprocess("-p", "ironaccel.pytest_plugin", "-s")
+    result.stdout.fnmatch_lines(["*PROFILE 100 False*"])  # Hypothesis' own default profile
+    assert result.ret == pytest.ExitCode.OK
+
+
+def test_the_ini_option_gives_a_session_the_ci_profile(pytester: pytest.Pytester, monkeypatch) -> None:
+    monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
+    pytester.makepyfile(test_profile=PROFILE_TEST)
+    pytester.makeini("[pytest]\nironaccel_hypothesis_profiles = true\n")
+    result = pytester.runpytest_subprocess("-p", "ironaccel.pytest_plugin", "-s")
+    result.stdout.fnmatch_lines(["*PROFILE 25 True*"])
+
+
+def test_tests_here_run_under_the_ci_profile_when_asked() -> None:
+    from hypothesis import settings
+
+    if os.environ.get("HYPOTHESIS_PROFILE") == "ci":
+        assert settings().derandomize and settings().max_examples == 25
+    else:
+        assert settings().max_examples == 25  # dev
+
+
+@pytest.mark.parametrize("kind", ["not utf-8", "directory"])
+def test_an_unreadable_expectations_file_is_a_usage_error(pytester: pytest.Pytester, kind) -> None:
+    pytester.makepyfile("import pytest\n@pytest.mark.clause('MEM-1')\ndef test_x():\n    pass\n")
+    exp = pytester.path / "exp.txt"
+    if kind == "directory":
+        exp.mkdir()
+    else:
+        exp.write_bytes(b"MEM-1  xfail  caf\xe9\n")
+    result, _ = run(pytester, "mem/test", "--expectations", str(exp))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "INTERNALERROR" not in result.stderr.str() + result.stdout.str()
+    result.stderr.fnmatch_lines([f"*expectations {exp}: {'a directory' if kind == 'directory' else 'not UTF-8'}*"])

@@ -12,7 +12,7 @@ import pytest
 from ironaccel.api import Buffer
 from ironaccel.errors import InvalidArgument, OutOfMemory, UseAfterFree
 from ironaccel.pool import BUCKET_SIZES, FRONT_SLOTS, MemPool, PooledBuffer, PoolStats, bucket_size
-from memdevice import CATALOGUE, JUNK, MemDevice
+from ironaccel.testing.memdevice import CATALOGUE, JUNK, MemDevice
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -223,7 +223,7 @@ def test_constructor_arguments_are_checked(device, stream):
         MemPool(device, stream).trim(-1)
     other_stream = other.default_stream
     other.close()
-    with pytest.raises(UseAfterFree, match="MemPool: device mem:0 was used after it was freed"):
+    with pytest.raises(UseAfterFree, match="MemPool: device mem:0 was used after it was closed"):
         MemPool(other, other_stream)
 
 
@@ -382,7 +382,7 @@ def test_close_gives_everything_back_and_is_idempotent(device, stream):
     pool.close()
     pool.close()
     assert pool.closed and device.bytes_in_use == KiB
-    with pytest.raises(UseAfterFree, match="MemPool.alloc: a closed MemPool was used after it was freed"):
+    with pytest.raises(UseAfterFree, match="MemPool.alloc: the MemPool was used after it was closed"):
         pool.alloc(KiB)
     live.free()  # straight back to the device
     assert device.bytes_in_use == 0 and pool.stats().bytes_live == 0
@@ -395,9 +395,9 @@ def test_a_pool_outliving_its_device_raises_clearly_and_frees_nothing_on_the_dea
     pool.alloc(KiB).free()
     pool.alloc(4 * MiB // 8).free()
     dev.close()
-    with pytest.raises(UseAfterFree, match=r"MemPool.alloc: device mem:0 \(closed before its MemPool\)"):
+    with pytest.raises(UseAfterFree, match=r"MemPool.alloc: device mem:0 \(before its MemPool\) was used after it was closed"):
         pool.alloc(KiB)
-    with pytest.raises(UseAfterFree, match="closed before its MemPool"):
+    with pytest.raises(UseAfterFree, match="before its MemPool. was used after it was closed"):
         pool.alloc(2 * MiB)
     live.free()
     pool.trim()

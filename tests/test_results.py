@@ -137,3 +137,40 @@ def test_dump_refuses_to_write_a_bad_document(tmp_path):
 def test_summarize_counts_every_outcome():
     tests = [{"outcome": o} for o in results.OUTCOMES for _ in range(2)]
     assert results.summarize(tests) == dict.fromkeys(results.OUTCOMES, 2)
+
+
+def test_outcomes_are_strings_that_know_failure_and_junit():
+    assert json.dumps({results.Outcome.NOT_RUN: results.Outcome.PASS}) == '{"not-run": "pass"}'
+    assert {o for o in results.Outcome if o.failure} == {"fail", "xpass", "not-run"}
+    assert results.Outcome.FLAKY.junit == "flakyFailure" and results.Outcome.PASS.junit is None
+    assert f"{results.Outcome.NOT_SUPPORTED}" == "not-supported"
+    assert results.without_failures("ok", {"pass": 2, "flaky": 1})
+    assert not results.without_failures("ok", {"pass": 2, "xpass": 1})
+    assert not results.without_failures("crashed", {"pass": 2})
+    assert not results.without_failures("ok", {})
+
+
+@pytest.mark.parametrize("text", ["MEM", "mem-1", "MEM-", "MEM-1x", "-1", "", 1, None, "MEM-1\n"])
+def test_clause_id_parse_rejects_what_is_not_a_clause_id(text):
+    with pytest.raises(ValueError, match="is not a clause id"):
+        results.ClauseId.parse(text)
+
+
+def test_clause_id_parse():
+    cid = results.ClauseId.parse("KERNEL-12")
+    assert (cid.area, cid.number, str(cid)) == ("KERNEL", 12, "KERNEL-12")
+
+
+def test_document_without_a_device_is_valid_and_says_the_targets_kind():
+    from ironaccel.targets import Target
+
+    doc = results.document(Target("cuda", "fake", True), "0123456789abcdef", "2026-11-30T04:30:00Z", "crashed",
+                           "no device", [{"id": "b::x", "clauses": ["MEM-1"], "outcome": "not-run", "duration": 0.0,
+                                          "message": ""},
+                                         {"id": "a::y", "clauses": ["MEM-2"], "outcome": "pass", "duration": 0.0,
+                                          "message": ""}])
+    results.validate(doc)
+    assert doc["target"]["simulated"] is True and doc["target"]["device"] == ""
+    assert [t["id"] for t in doc["tests"]] == ["a::y", "b::x"] and doc["summary"]["not-run"] == 1
+    with pytest.raises(ValueError):
+        results.document(Target("cuda", "fake", True), "h", "", "exploded")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import results, spec, status
+from ironaccel import judge, results, spec, status
 from ironaccel.api import BackendInfo
 from ironaccel.targets import TARGETS, Target
 
@@ -44,7 +44,7 @@ def docs():
 
 
 def render(docs, clauses, backends=BACKENDS, current=CURRENT, targets=TARGETS):
-    return status.render(docs, clauses, backends, current, targets)
+    return status.render(docs, clauses, backends, current, targets, judge.definitions())
 
 
 def levels(text: str) -> dict[str, str]:
@@ -199,3 +199,23 @@ def test_committed_status_is_current():
     assert status.check(results_dir, committed), (
         "STATUS.md differs from what results/ generates: run `ironaccel status` and commit it"
     )
+
+
+def test_an_unregistered_target_never_counts_as_hardware(clauses):
+    relabelled = _doc("cuda/h100", simulated=False)  # a fake's results claiming a hardware target
+    text = render([relabelled, _doc("cuda/fake", True)], clauses, [BackendInfo("cuda", True)])
+    assert levels(text)["cuda"] == "simulated"
+    assert "| cuda/h100 | simulated (its file claims hardware; the target registry does not know it) |" in text
+    assert levels(render([relabelled], clauses, [BackendInfo("cuda", True)]))["cuda"] == "simulated"
+
+
+def test_names_from_results_files_are_escaped(clauses):
+    doc = _doc("webgpu/lavapipe", True)
+    doc["target"]["device"] = "llvm | pipe\n## injected <b>"
+    doc["tests"][0]["clauses"] = ["NOPE-1"]
+    doc["tests"][0]["message"] = "line one\n| forged | row |"
+    doc["tests"][0]["outcome"] = "fail"
+    doc["summary"] = results.summarize(doc["tests"])
+    text = render([doc], clauses, [BackendInfo("webgpu", True)])
+    assert "\n## injected" not in text and "| forged |" not in text and "<b>" not in text
+    assert "llvm \\| pipe ## injected &lt;b>" in text

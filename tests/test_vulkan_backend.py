@@ -17,6 +17,7 @@ import pytest
 
 import ironaccel as ia
 from ironaccel import targets
+from ironaccel.api import Param
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels"
 LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
@@ -71,6 +72,8 @@ def test_info_describes_the_driver(device):
     assert info.limits.max_alloc % 256 == 0 and info.limits.warp_size > 0
     assert device.supports("lang.spirv") and device.supports("kernel.shared_memory")
     assert device.languages[0] == "spirv"
+    assert info.extra["robust_buffer_access"]  # both drivers have it
+    assert info.extra["robust_buffer_access2"] == (info.driver == "llvmpipe")  # VK_EXT_robustness2: lavapipe only
 
 
 def test_random_copies_and_fills_match_a_model(device, stream):
@@ -222,6 +225,58 @@ def test_launch_must_match_the_kernel_interface(device, stream):
     buf.free()
 
 
+BUF = Param("buffer")
+U32 = I32 = Param("scalar", 4, "int")
+F32 = Param("scalar", 4, "float")
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("saxpy", (BUF, BUF, F32, U32)),
+    ("vecadd", (BUF, BUF, BUF, U32)),
+    ("busy", (BUF, U32, U32)),
+    ("pack_args", (BUF, BUF, U32, F32, I32, U32)),  # buffers first: SPIR-V does not say where they sat
+    ("daxpy", (BUF, BUF, Param("scalar", 8, "float"), U32)),
+])
+def test_params_are_reflected_from_the_spirv(device, name, params):
+    if name == "daxpy" and not device.supports("kernel.float64"):
+        pytest.skip("not-supported: kernel.float64")
+    assert spirv(device, name).params == params
+
+
+def test_params_of_glsl_kernels(device):
+    if not device.supports("lang.glsl"):
+        pytest.skip("glslangValidator is not on PATH")
+    none = device.compile("#version 450\nlayout(local_size_x_id = 0) in;\nvoid main() {}\n", "glsl").kernel("main")
+    assert none.params == ()
+    source = """#version 450
+layout(local_size_x_id = 0) in;
+layout(set = 0, binding = 1) buffer B1 { float v[]; } b1;
+layout(set = 0, binding = 0) buffer B0 { uint v[]; } b0;
+layout(push_constant) uniform P { int i; float f; uint u; } p;
+void main() { b0.v[0] = uint(p.i) + p.u; b1.v[0] = p.f; }
+"""
+    assert device.compile(source, "glsl").kernel("main").params == (BUF, BUF, I32, F32, U32)
+
+
+@pytest.mark.parametrize("blocks", [16, 65535], ids=["16KiB-past", "64MiB-past"])
+def test_out_of_bounds_writes_never_change_a_neighbouring_buffer(device, stream, blocks):
+    """fill_u32 told to write far past the end of its 1 KiB buffer (16 KiB; 64 MiB, beyond its memory block):
+    the next buffer of the same VkBuffer (sub-allocated right after it) keeps its bytes, nothing crashes
+    (robust buffer access and per-buffer descriptor ranges)."""
+    assert device.info.extra["robust_buffer_access"]
+    fill = spirv(device, "fill_u32")
+    target, neighbour = device.alloc(1024), device.alloc(4096)
+    assert neighbour._allocation.block is target._allocation.block
+    assert neighbour.offset == target.offset + 1024  # really the next bytes of the same VkBuffer
+    stream.fill(target, 0)
+    stream.fill(neighbour, 0x5A)
+    stream.launch(fill, grid=blocks, block=256, args=(target, np.uint32(0xDEADBEEF), np.uint32(blocks * 256)))
+    assert (read(stream, target).view(np.uint32) == 0xDEADBEEF).all()  # the in-bounds part was written
+    assert (read(stream, neighbour) == 0x5A).all()
+    target.free()
+    neighbour.free()
+
+
 def test_timing_measures_a_busy_kernel(device, stream):
     if not device.supports("events.timing"):
         pytest.skip("not-supported: events.timing")
@@ -232,6 +287,34 @@ def test_timing_measures_a_busy_kernel(device, stream):
     end = stream.record(timing=True)
     assert start.elapsed_ms(end) > 0
     assert end.elapsed_ms(start) < 0
+    out.free()
+
+
+def _lcg(start, steps):
+    v = start
+    for _ in range(steps):
+        v = (v * 1664525 + 1013904223) & 0xFFFFFFFF
+    return v
+
+
+def test_synchronize_timeouts_expire_while_a_kernel_runs(device, stream):
+    """Each wait gives up after its timeout with Timeout naming the op, the kernel still running (so the wait
+    did not last until the end); a wait without timeout then completes the work, nothing lost."""
+    busy = spirv(device, "busy")
+    n, iters = 8192, 65535  # ~0.5 s on lavapipe here, ~1 s on SwiftShader; lavapipe ends loops at 65,535
+    out = device.alloc(4 * n)
+    stream.launch(busy, grid=n // 64, block=64, args=(out, np.uint32(iters), np.uint32(n)))
+    event = stream.record()
+    for op, wait in (("Stream.synchronize", stream.synchronize), ("Event.synchronize", event.synchronize),
+                     ("Device.synchronize", device.synchronize)):
+        with pytest.raises(ia.Timeout, match=op.replace(".", r"\.")) as err:
+            wait(timeout=0.01)
+        assert err.value.op == op and err.value.seconds == 0.01
+        assert not event.query(), f"{op} returned only once the kernel had finished"
+    stream.synchronize()
+    assert event.query()
+    result = read(stream, out).view(np.uint32)
+    assert [int(result[i]) for i in (0, 1, n - 1)] == [_lcg(i, iters) for i in (0, 1, n - 1)]
     out.free()
 
 
@@ -283,21 +366,44 @@ def test_validation_messages_are_collected_and_drained(device):
 def test_vkresult_errors_name_the_call():
     if _missing("vulkan/lavapipe") and _missing("vulkan/swiftshader"):
         pytest.skip("no Vulkan driver")
-    from ironaccel.backends import vulkan as backend
+    from ironaccel.backends.vulkan import native
 
-    backend._load()
-    oom = backend._error("vkAllocateMemory", -2)
+    native.load()
+    oom = native.error("vkAllocateMemory", -2)
     assert isinstance(oom, ia.OutOfMemory) and oom.name == "VK_ERROR_OUT_OF_DEVICE_MEMORY"
-    assert "vkAllocateMemory" in str(oom)
-    lost = backend._error("vkQueueSubmit", -4)
+    assert "vkAllocateMemory" in str(oom) and "free buffers" in oom.detail
+    assert isinstance(native.error("vkQueueSubmit", -1), ia.OutOfMemory)  # VK_ERROR_OUT_OF_HOST_MEMORY
+    lost = native.error("vkQueueSubmit", -4)
     assert type(lost) is ia.DriverError and (lost.op, lost.code, lost.name) == ("vkQueueSubmit", -4, "VK_ERROR_DEVICE_LOST")
-    assert backend._error("vkFoo", -123456).name == "VkResult(-123456)"
+    assert "close the device" in lost.detail
+    unknown = native.error("vkFoo", -123456)
+    assert unknown.name == "VkResult(-123456)" and type(unknown) is ia.DriverError
+
+
+def test_checked_calls_raise_named_after_the_function(device):
+    """A real driver error through the proxy: the op is the function's own name, the explanation attached."""
+    import vulkan as vk
+
+    from ironaccel.backends.vulkan import native
+
+    info = vk.ffi.new("VkMemoryAllocateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO,
+                                                "allocationSize": 1 << 60, "memoryTypeIndex": 0})
+    out = vk.ffi.new("VkDeviceMemory*")
+    with pytest.raises(ia.OutOfMemory, match=r"vkAllocateMemory failed: VK_ERROR_OUT_OF_DEVICE_MEMORY") as err:
+        native.call.vkAllocateMemory(device.native.device, info, vk.ffi.NULL, out)
+    assert err.value.op == "vkAllocateMemory" and err.value.code == -2
+    device.diagnostics()  # the validation layer, where present, also says the size exceeds the heap
+    assert native.call.vkDeviceWaitIdle.__name__ == "vkDeviceWaitIdle"
+    assert native.call.vkDeviceWaitIdle(device.native.device) == 0  # success is returned, not raised
+    with pytest.raises(AttributeError, match="vkCmdDispatch does not return a VkResult"):
+        native.call.vkCmdDispatch
 
 
 def test_missing_package_is_not_available(monkeypatch):
     from ironaccel.backends import vulkan as backend
+    from ironaccel.backends.vulkan import native
 
-    monkeypatch.setattr(backend, "_vk", None)
+    monkeypatch.setattr(native, "vk", None)
     monkeypatch.setitem(sys.modules, "vulkan", None)  # import vulkan -> ImportError
     info = backend.VulkanBackend().probe()
     assert not info.available and "pip install vulkan" in info.reason
@@ -309,8 +415,9 @@ def test_validation_requested_without_the_layer_is_not_available(monkeypatch):
     if _missing("vulkan/lavapipe"):
         pytest.skip(_missing("vulkan/lavapipe"))
     from ironaccel.backends import vulkan as backend
+    from ironaccel.backends.vulkan import instance
 
-    monkeypatch.setattr(backend, "_instance_layers", lambda: set())
+    monkeypatch.setattr(instance, "instance_layers", lambda: set())
     with pytest.raises(ia.NotAvailable, match="VK_LAYER_KHRONOS_validation"):
         backend.VulkanBackend().open_device(0, validation=True)
 

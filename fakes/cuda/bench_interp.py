@@ -3,6 +3,7 @@
 Run: IRONACCEL_FAKE_CUDA_THREADS=1 python fakes/cuda/bench_interp.py   (one core for the interpreter)
 """
 
+import ctypes
 import os
 import time
 
@@ -12,7 +13,7 @@ import numpy as np  # noqa: E402
 
 from ironaccel import fakes  # noqa: E402
 
-fakes.load()
+LIB = fakes.load()
 from cuda.bindings import driver as d, nvrtc  # noqa: E402
 
 SRC = r'''
@@ -24,6 +25,18 @@ extern "C" __global__ void reduce_sum(const float* x, float* partial, unsigned n
   for (unsigned k = blockDim.x / 2; k > 0; k >>= 1) { if (t < k) s[t] += s[t + k]; __syncthreads(); }
   if (t == 0) partial[blockIdx.x] = s[0]; }
 '''
+
+
+REPEATS = 5
+
+
+def executed_instructions():
+    """The fake's exact count of thread-instructions run so far (None from a fake without the counter)."""
+    counter = getattr(LIB, "ironaccel_fake_executed_instructions", None)
+    if counter is None:
+        return None
+    counter.restype = ctypes.c_uint64
+    return counter()
 
 
 def ok(r):
@@ -68,14 +81,22 @@ def main():
         f = ok(d.cuModuleGetFunction(mod, name.encode()))
         boxes = [np.array([v], dtype=np.uint64) if isinstance(v, int) else np.array([v]) for v in values]
         ptrs = np.array([b.ctypes.data for b in boxes], dtype=np.uint64)
-        t0 = time.perf_counter()
-        ok(d.cuLaunchKernel(f, n // 256, 1, 1, 256, 1, 1, shared, 0, ptrs.ctypes.data, 0))
-        ok(d.cuCtxSynchronize())
-        dt = time.perf_counter() - t0
+        times, cpu_times, executed = [], [], None
+        for _ in range(REPEATS):  # the best of several: this machine's cores are shared
+            before = executed_instructions()
+            t0, c0 = time.perf_counter(), time.process_time()
+            ok(d.cuLaunchKernel(f, n // 256, 1, 1, 256, 1, 1, shared, 0, ptrs.ctypes.data, 0))
+            ok(d.cuCtxSynchronize())
+            times.append(time.perf_counter() - t0)
+            cpu_times.append(time.process_time() - c0)
+            executed = executed_instructions() - before if before is not None else None
+        dt, cpu = min(times), min(cpu_times)
         if per_thread is None:  # 8 tree steps of ~7 instructions plus ~20 around them
             per_thread = 20 + 8 * 7
-        print(f"{name}: {n} threads x ~{per_thread} instructions in {dt:.3f} s = "
-              f"{n * per_thread / dt / 1e6:.0f} M thread-instructions/s (one core)")
+        exact = f"; exactly {executed / n:.1f} per thread executed" if executed else ""
+        print(f"{name}: {n} threads x ~{per_thread} instructions in {dt:.3f} s (best of {REPEATS}) = "
+              f"{n * per_thread / dt / 1e6:.0f} M thread-instructions/s, {n * per_thread / cpu / 1e6:.0f} M per "
+              f"CPU-second{exact} ({os.environ['IRONACCEL_FAKE_CUDA_THREADS']} interpreter thread(s))")
     for label, call in (("cuDriverGetVersion", d.cuDriverGetVersion),
                         ("cuCtxGetCurrent", d.cuCtxGetCurrent),
                         ("cuDeviceGetAttribute", lambda: d.cuDeviceGetAttribute(

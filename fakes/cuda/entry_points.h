@@ -124,6 +124,7 @@
     X(cuFuncSetAttribute, "cuFuncSetAttribute", 9000) \
     X(cuFuncSetCacheConfig, "cuFuncSetCacheConfig", 3000) \
     X(cuFuncGetName, "cuFuncGetName", 12030) \
+    X(cuKernelGetName, "cuKernelGetName", 12030) \
     X(cuFuncGetModule, "cuFuncGetModule", 11000) \
     X(cuLaunchKernel, "cuLaunchKernel", 4000) \
     X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060) \

@@ -32,9 +32,30 @@ CUresult fault_enter(int entry_id);
         if (enter_rc_ != CUDA_SUCCESS) return enter_rc_; \
     } while (0)
 
-void fake_init_once(void);
+/* Returns from the calling entry point when expr is not CUDA_SUCCESS. */
+#define TRY(expr)                                           \
+    do {                                                    \
+        CUresult try_rc_ = (expr);                          \
+        if (try_rc_ != CUDA_SUCCESS) return try_rc_;        \
+    } while (0)
+
+/* ---- process (init.c) ---- */
 int fake_initialized(void);
 void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int g_block_threads; /* host threads that run blocks of one launch; also the reported SM count */
+
+#define NEED_INIT() \
+    do { if (!fake_initialized()) return CUDA_ERROR_NOT_INITIALIZED; } while (0)
+#define NEED_DEVICE(d) \
+    do { if ((d) != 0) return CUDA_ERROR_INVALID_DEVICE; } while (0)
+
+/* ---- the simulated device's limits (device.c reports them, module.c enforces them) ---- */
+#define CC_MAJOR 9
+#define CC_MINOR 0
+#define SHARED_PER_BLOCK 49152          /* static + dynamic shared memory of a block without opt-in */
+#define SHARED_PER_BLOCK_OPTIN 232448   /* with cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) */
+#define SHARED_PER_SM 233472
+#define THREADS_PER_SM 2048
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
 enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL };
@@ -42,7 +63,8 @@ void handle_add(void *p, int kind);
 int handle_ok(const void *p, int kind);
 void handle_remove(void *p);
 
-/* ---- contexts ---- */
+/* ---- contexts (context.c) and the calling thread's current context (current.c) ---- */
+#define CTX_LIMITS 8 /* CUlimit values 0..7 */
 typedef struct Stream Stream;
 typedef struct Context {
     int device;
@@ -52,11 +74,25 @@ typedef struct Context {
     volatile CUresult sticky; /* set by a kernel fault: every later call on the context returns it */
     Stream *null_stream;
     unsigned long long id;
+    size_t limits[CTX_LIMITS]; /* cuCtxSetLimit; under context.c's lock */
+    int cache_config;
 } Context;
 
 Context *current_context(void);
-/* The current context, or an error (no context / sticky launch error). */
+/* The current context, or an error (not initialised, no context, destroyed, sticky launch error). */
 CUresult need_context(Context **out);
+/* Declares `Context *c` as the current context, or returns need_context's error from the entry point. */
+#define NEED_CONTEXT(c) \
+    Context *c = NULL;  \
+    TRY(need_context(&c))
+/* The calling thread's context stack: push fails with OUT_OF_MEMORY when full; pop returns NULL when empty;
+ * set_current replaces the top (NULL pops); forget removes a destroyed context wherever it is. */
+CUresult context_push(Context *c);
+Context *context_pop(void);
+void context_set_current(Context *c);
+void context_forget(Context *c);
+/* The launch error a context is stuck with, CUDA_SUCCESS when none (or no context). */
+static inline CUresult context_sticky(const Context *ctx) { return ctx ? ctx->sticky : CUDA_SUCCESS; }
 
 /* ---- memory (memory.c) ---- */
 enum AllocKind { A_DEVICE = 1, A_HOST_PINNED, A_HOST_REGISTERED, A_MODULE_GLOBAL };
@@ -71,13 +107,21 @@ typedef struct AllocInfo {
     unsigned flags;
 } AllocInfo;
 
+/* Reserves the device address range; called once from cuInit. 0 on success. */
+int mem_init(void);
 CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out);
+/* Registers caller-owned host memory (cuMemHostRegister). */
+CUresult mem_register(Context *ctx, void *p, uint64_t size, unsigned flags);
 CUresult mem_free(uint64_t base, int kind_mask);
 int mem_find(uint64_t addr, AllocInfo *out);
 /* Whether addr lies in the reserved range device memory comes from (live or not). */
 int mem_in_device_range(uint64_t addr);
 /* Is [addr, addr+n) inside one live allocation (device, pinned, registered or a module global)? */
 int mem_span_ok(uint64_t addr, uint64_t n);
+/* Brackets work that may touch device memory (a kernel, copy or set on a stream worker): pages freed
+ * meanwhile stay mapped until the pin ends, so freeing a buffer a running kernel uses never crashes. */
+uint64_t mem_pin(void);
+void mem_unpin(uint64_t epoch);
 /* A sorted copy of the live ranges, for a launch to check accesses without a lock. */
 Range *mem_snapshot(int *count);
 void mem_describe(uint64_t addr, char *buf, size_t n);
@@ -85,8 +129,8 @@ void mem_release_context(Context *ctx);
 uint64_t mem_total(void);
 uint64_t mem_used(void);
 int mem_is_host_pinned(const void *p);
-void leak_report_context(Context *ctx);
-/* How a host pointer given to a copy is treated: pinned memory allows truly async copies. */
+/* The leak report at process exit (atexit; exits with status 3 in IRONACCEL_FAKE_CUDA_LEAKS=error mode). */
+void mem_report_at_exit(void);
 
 /* ---- streams and events (streams.c) ---- */
 typedef void (*WorkFn)(void *arg);
@@ -116,8 +160,10 @@ CUresult stream_resolve(void *h, Context *ctx, Stream **out);
 CUresult stream_submit(Stream *s, WorkFn fn, void *arg);
 CUresult stream_sync(Stream *s);
 Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null);
+/* Waits until every stream of ctx (NULL: of every context) has drained. */
 void streams_sync_context(Context *ctx);
-CUresult context_sticky(Context *ctx);
+/* Closes every stream of a context being destroyed, after their queues drain. */
+void streams_close_context(Context *ctx);
 
 /* ---- the decoded PTX form (ptx.c) and the interpreter (interp.c) ---- */
 enum Special {
@@ -129,28 +175,26 @@ enum Special {
 
 typedef struct Inst {
     uint16_t op;
-    uint8_t gneg;  /* guard negated */
     uint8_t type;  /* operand type (enum PtxType) where the op needs it */
-    uint32_t guard; /* predicate slot; SP_TRUE when unguarded */
-    uint32_t d, a, b, c, e;
+    uint32_t d, a, b, c, e; /* register-file slots (a guarded instruction follows an OP_GUARD) */
     uint8_t sub, sub2, vec, flags; /* comparison / rounding / vector width / misc per op */
     int64_t imm;
 } Inst;
 
 typedef struct CallInfo {
-    int callee;       /* function index */
+    int callee, caller; /* function indices, resolved when the module is loaded */
     int nargs;
     uint32_t arg_off[16];  /* caller frame offsets of the argument params */
     uint32_t ret_off;      /* caller frame offset of the return param, or UINT32_MAX */
 } CallInfo;
 
 typedef struct PtxParam {
-    char name[96];
+    char *name;
     uint32_t offset, size, align;
 } PtxParam;
 
 typedef struct PtxFunction {
-    char name[128];
+    char *name;
     int is_entry;
     int defined;
     uint32_t entry_pc, end_pc;
@@ -215,7 +259,5 @@ const char *entry_name(int id);
 int entry_lookup(const char *name);
 void faults_from_env(void);
 void set_last_report(const char *text);
-
-extern int g_block_threads; /* host threads that run blocks of one launch */
 
 #endif

@@ -27,9 +27,22 @@ typedef struct Thread {
     uint32_t pc, lbase;
     uint8_t *local;
     int state, depth;
-    unsigned tid[3], linear;
+    unsigned linear; /* index of the thread in its block */
     Frame stack[MAX_DEPTH];
 } Thread;
+
+/* What ends a launch that runs too long (IRONACCEL_FAKE_WATCHDOG_S / _INSTRUCTIONS), checked every
+ * WATCH_INTERVAL loop back-edges of a worker: only a loop can run forever (recursion is rejected at load). */
+typedef struct Watchdog {
+    double seconds;       /* 0: no time limit */
+    uint64_t deadline_ns; /* CLOCK_MONOTONIC */
+    uint64_t budget;      /* thread-instructions of the whole launch; 0: no limit */
+    uint64_t executed;    /* across the workers, as of their last checks */
+    volatile int *stop;   /* the grid is ending: another worker faulted */
+} Watchdog;
+
+enum WatchCause { WATCH_NONE, WATCH_TIME, WATCH_BUDGET, WATCH_STOP };
+#define WATCH_INTERVAL 1024
 
 typedef struct Exec {
     const LaunchSpec *spec;
@@ -48,8 +61,13 @@ typedef struct Exec {
     unsigned fault_size;
     int fault_store, fault_space;
     uint32_t fault_pc;
-    Thread *fault_thread;
     uint32_t *warp_active; /* lanes of each warp that have not exited */
+    uint64_t steps;        /* instructions this worker has run (not counting guarded-off ones) */
+    unsigned fault_linear; /* the faulting thread's index in its block */
+    Watchdog *watch;
+    uint32_t watch_countdown;
+    uint64_t watch_reported; /* steps already added to watch->executed */
+    int watch_cause;
 } Exec;
 
 static inline float f32(uint64_t v) { union { uint32_t u; float f; } x = {(uint32_t)v}; return x.f; }
@@ -84,11 +102,11 @@ static inline uint8_t *global_ptr(Exec *X, uint64_t a, unsigned n) {
 static uint8_t *address(Exec *X, Thread *T, int space, uint64_t a, unsigned n) {
     if (n > 1 && (a & (n - 1))) return NULL;
     switch (space) {
-    case SP_GLOBAL: return global_ptr(X, a, n);
-    case SP_SHARED: return a + n <= X->shared_size ? X->shared + a : NULL;
-    case SP_LOCAL: return a + n <= X->local_size ? T->local + a : NULL;
-    case SP_FRAME: a += T->lbase; return a + n <= X->local_size ? T->local + a : NULL;
-    case SP_KPARAM: return a + n <= X->spec->param_bytes ? X->spec->params + a : NULL;
+    case SPACE_GLOBAL: return global_ptr(X, a, n);
+    case SPACE_SHARED: return a + n <= X->shared_size ? X->shared + a : NULL;
+    case SPACE_LOCAL: return a + n <= X->local_size ? T->local + a : NULL;
+    case SPACE_FRAME: a += T->lbase; return a + n <= X->local_size ? T->local + a : NULL;
+    case SPACE_KPARAM: return a + n <= X->spec->param_bytes ? X->spec->params + a : NULL;
     default: {
         uint64_t sh = (uint64_t)(uintptr_t)X->shared, lo = (uint64_t)(uintptr_t)T->local;
         if (a - sh < X->shared_size) return a - sh + n <= X->shared_size ? (uint8_t *)(uintptr_t)a : NULL;
@@ -98,15 +116,16 @@ static uint8_t *address(Exec *X, Thread *T, int space, uint64_t a, unsigned n) {
     }
 }
 
-static int fault(Exec *X, Thread *T, CUresult code, uint64_t a, unsigned n, int store, int space, uint32_t pc) {
+/* Records the first fault of the launch in this worker (the thread's pc is the faulting instruction). */
+static int fault(Exec *X, Thread *T, CUresult code, uint64_t a, unsigned n, int store, int space) {
     if (!X->fault) {
         X->fault = code;
         X->fault_addr = a;
         X->fault_size = n;
         X->fault_store = store;
         X->fault_space = space;
-        X->fault_pc = pc;
-        X->fault_thread = T;
+        X->fault_pc = T->pc;
+        X->fault_linear = T->linear;
     }
     T->state = TS_FAULT;
     return TS_FAULT;
@@ -137,17 +156,6 @@ static uint16_t float_to_half(float f) { /* round to nearest even */
     return (uint16_t)(sign | h);
 }
 
-static int t_signed(int t) { return t == T_S8 || t == T_S16 || t == T_S32 || t == T_S64; }
-static int t_float(int t) { return t == T_F16 || t == T_F32 || t == T_F64; }
-static int t_bits(int t) {
-    switch (t) {
-    case T_B8: case T_U8: case T_S8: return 8;
-    case T_B16: case T_U16: case T_S16: case T_F16: return 16;
-    case T_B32: case T_U32: case T_S32: case T_F32: return 32;
-    default: return 64;
-    }
-}
-
 static double round_integral(double v, int rnd) {
     switch (rnd) {
     case R_RNI: return nearbyint(v);
@@ -159,10 +167,10 @@ static double round_integral(double v, int rnd) {
 }
 
 static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
-    int sb = t_bits(st), db = t_bits(dt);
-    if (t_float(st)) {
+    int sb = type_bits(st), db = type_bits(dt);
+    if (type_is_float(st)) {
         double v = st == T_F64 ? f64(raw) : st == T_F32 ? (double)f32(raw) : (double)half_to_float((uint16_t)raw);
-        if (t_float(dt)) {
+        if (type_is_float(dt)) {
             v = round_integral(v, rnd);
             if (sat) v = isnan(v) ? 0.0 : v < 0 ? 0.0 : v > 1 ? 1.0 : v;
             if (dt == T_F64) return bits64(v);
@@ -171,7 +179,7 @@ static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
         }
         if (isnan(v)) return 0;
         v = round_integral(v, rnd == R_NONE ? R_RZI : rnd);
-        if (t_signed(dt)) {
+        if (type_is_signed(dt)) {
             double lo = -ldexp(1.0, db - 1), hi = ldexp(1.0, db - 1) - 1;
             int64_t r = v <= lo ? (int64_t)lo : v >= hi ? (db == 64 ? INT64_MAX : (int64_t)hi) : (int64_t)v;
             return (uint64_t)r;
@@ -182,30 +190,30 @@ static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
     /* integer source */
     int64_t s = 0;
     uint64_t u = 0;
-    if (t_signed(st)) s = sb == 8 ? (int8_t)raw : sb == 16 ? (int16_t)raw : sb == 32 ? (int32_t)raw : (int64_t)raw;
+    if (type_is_signed(st)) s = sb == 8 ? (int8_t)raw : sb == 16 ? (int16_t)raw : sb == 32 ? (int32_t)raw : (int64_t)raw;
     else u = sb == 8 ? (uint8_t)raw : sb == 16 ? (uint16_t)raw : sb == 32 ? (uint32_t)raw : raw;
-    if (t_float(dt)) {
-        double v = t_signed(st) ? (double)s : (double)u;
-        if (dt == T_F64) return t_signed(st) ? bits64((double)s) : bits64((double)u);
-        if (dt == T_F32) return t_signed(st) ? bits32((float)s) : bits32((float)u);
+    if (type_is_float(dt)) {
+        double v = type_is_signed(st) ? (double)s : (double)u;
+        if (dt == T_F64) return type_is_signed(st) ? bits64((double)s) : bits64((double)u);
+        if (dt == T_F32) return type_is_signed(st) ? bits32((float)s) : bits32((float)u);
         return float_to_half((float)v);
     }
     if (sat) {
-        if (t_signed(dt)) {
+        if (type_is_signed(dt)) {
             int64_t lo = db == 64 ? INT64_MIN : -((int64_t)1 << (db - 1)), hi = db == 64 ? INT64_MAX : ((int64_t)1 << (db - 1)) - 1;
-            if (t_signed(st)) s = s < lo ? lo : s > hi ? hi : s;
+            if (type_is_signed(st)) s = s < lo ? lo : s > hi ? hi : s;
             else s = u > (uint64_t)hi ? hi : (int64_t)u;
             return (uint64_t)s;
         }
         uint64_t hi = db == 64 ? UINT64_MAX : ((uint64_t)1 << db) - 1;
-        if (t_signed(st)) u = s < 0 ? 0 : (uint64_t)s > hi ? hi : (uint64_t)s;
+        if (type_is_signed(st)) u = s < 0 ? 0 : (uint64_t)s > hi ? hi : (uint64_t)s;
         else u = u > hi ? hi : u;
         return u;
     }
-    uint64_t v = t_signed(st) ? (uint64_t)s : u;
+    uint64_t v = type_is_signed(st) ? (uint64_t)s : u;
     if (db < 64) {
         v &= ((uint64_t)1 << db) - 1;
-        if (t_signed(dt) && (v >> (db - 1)) & 1) v |= ~(((uint64_t)1 << db) - 1); /* sign-extend into the register */
+        if (type_is_signed(dt) && (v >> (db - 1)) & 1) v |= ~(((uint64_t)1 << db) - 1); /* sign-extend into the register */
     }
     return v;
 }
@@ -244,7 +252,7 @@ static inline uint64_t combine(const Inst *in, const uint64_t *R, int p) {
 /* ---- atomics ---- */
 
 static uint64_t atomic_rmw(uint8_t *p, int aop, int t, uint64_t b, uint64_t c) {
-    int wide = t_bits(t) == 64;
+    int wide = type_bits(t) == 64;
     if (!wide) {
         uint32_t *q = (uint32_t *)p, bv = (uint32_t)b;
         switch (aop) {
@@ -320,16 +328,16 @@ static uint64_t atomic_rmw(uint8_t *p, int aop, int t, uint64_t b, uint64_t c) {
 }
 
 static uint64_t load_value(const uint8_t *p, int t) {
-    switch (t_bits(t)) {
-    case 8: return t_signed(t) ? (uint64_t)(int64_t)*(const int8_t *)p : *p;
-    case 16: { int16_t v; memcpy(&v, p, 2); return t_signed(t) ? (uint64_t)(int64_t)v : (uint16_t)v; }
-    case 32: { uint32_t v; memcpy(&v, p, 4); return t_signed(t) ? (uint64_t)(int64_t)(int32_t)v : v; }
+    switch (type_bits(t)) {
+    case 8: return type_is_signed(t) ? (uint64_t)(int64_t)*(const int8_t *)p : *p;
+    case 16: { int16_t v; memcpy(&v, p, 2); return type_is_signed(t) ? (uint64_t)(int64_t)v : (uint16_t)v; }
+    case 32: { uint32_t v; memcpy(&v, p, 4); return type_is_signed(t) ? (uint64_t)(int64_t)(int32_t)v : v; }
     default: { uint64_t v; memcpy(&v, p, 8); return v; }
     }
 }
 
 static void store_value(uint8_t *p, int t, uint64_t v) {
-    switch (t_bits(t)) {
+    switch (type_bits(t)) {
     case 8: *p = (uint8_t)v; break;
     case 16: { uint16_t x = (uint16_t)v; memcpy(p, &x, 2); break; }
     case 32: { uint32_t x = (uint32_t)v; memcpy(p, &x, 4); break; }
@@ -359,122 +367,215 @@ static uint64_t bfe(uint64_t a, unsigned pos, unsigned len, int bits, int sgn) {
     return r & mask;
 }
 
-/* ---- the dispatch loop: run one thread until it synchronises, exits or faults ---- */
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Called every WATCH_INTERVAL back-edges: should this worker stop (a watchdog limit, or the grid ending)? */
+static int watchdog_expired(Exec *X, uint64_t pending_steps) {
+    Watchdog *W = X->watch;
+    X->watch_countdown = WATCH_INTERVAL;
+    if (*W->stop) return X->watch_cause = WATCH_STOP;
+    uint64_t mine = X->steps + pending_steps;
+    uint64_t total = __atomic_add_fetch(&W->executed, mine - X->watch_reported, __ATOMIC_RELAXED);
+    X->watch_reported = mine;
+    if (W->budget && total > W->budget) return X->watch_cause = WATCH_BUDGET;
+    if (W->deadline_ns && now_ns() > W->deadline_ns) return X->watch_cause = WATCH_TIME;
+    return WATCH_NONE;
+}
+
+/* ---- the dispatch loop: run one thread until it synchronises, exits or faults ----
+ * vmdispatch/vmcase/vmbreak (after Lua's lvm.c): with GCC or Clang each handler jumps straight to the next
+ * one through a table of label addresses (computed goto); elsewhere, or with -DFAKECUDA_SWITCH_DISPATCH,
+ * a plain switch. -DFAKECUDA_TRACE prints every instruction a thread executes to stderr. */
+
+#ifdef FAKECUDA_TRACE
+#define TRACE_INST()                                                                                        \
+    fprintf(stderr, "fakecuda trace: block (%u,%u,%u) thread %u pc %u line %d %s\n", X->block_id[0],       \
+            X->block_id[1], X->block_id[2], T->linear, pc - 1, X->m->lines[pc - 1], OP_NAMES[in->op])
+#else
+#define TRACE_INST() ((void)0)
+#endif
+
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(FAKECUDA_SWITCH_DISPATCH)
+#define vmdispatch(op) goto *DISPATCH[op];
+#define vmcase(name) L_##name:
+#define vmbreak                  \
+    do {                         \
+        in = &code[pc++];        \
+        TRACE_INST();            \
+        goto *DISPATCH[in->op];  \
+    } while (0)
+#else
+#define vmdispatch(op) switch (op)
+#define vmcase(name) case OP_##name:
+#define vmbreak break
+#endif
+
+/* A control transfer: the straight run of instructions since the last one is counted, then pc moves. */
+#define JUMP(target)              \
+    do {                          \
+        X->steps += pc - seg;     \
+        pc = seg = (target);      \
+    } while (0)
+
+/* Ends the thread's run at the current instruction with a fault (the one place a fault is saved). */
+#define FAULT_AT(code_, addr_, size_, store_, space_)                         \
+    do {                                                                      \
+        T->pc = pc - 1;                                                       \
+        X->steps += pc - seg;                                                 \
+        return fault(X, T, (code_), (addr_), (size_), (store_), (space_));    \
+    } while (0)
+
+/* A memcheck violation of an access of size_ bytes at addr_: misaligned, or outside what may be accessed. */
+#define MEMORY_FAULT(addr_, size_, store_, space_)                                                          \
+    FAULT_AT(((size_) > 1 && ((addr_) & ((size_) - 1))) ? CUDA_ERROR_MISALIGNED_ADDRESS                     \
+                                                        : CUDA_ERROR_ILLEGAL_ADDRESS,                       \
+             addr_, size_, store_, space_)
+
+/* A branch to target: a back-edge counts towards the watchdog's next check. */
+#define BRANCH(target)                                                                                     \
+    do {                                                                                                   \
+        uint32_t target_ = (target);                                                                       \
+        if (target_ < pc && --X->watch_countdown == 0 && watchdog_expired(X, pc - seg))                    \
+            FAULT_AT(CUDA_ERROR_LAUNCH_TIMEOUT, 0, 0, 0, -1);                                              \
+        JUMP(target_);                                                                                     \
+    } while (0)
+
+/* The thread stops here (exit, barrier, collective): pc_ is where it resumes. */
+#define YIELD(state_, pc_)        \
+    do {                          \
+        X->steps += pc - seg;     \
+        T->pc = (pc_);            \
+        T->state = (state_);      \
+        return (state_);          \
+    } while (0)
 
 static int run_thread(Exec *X, Thread *T) {
     const Inst *code = X->m->code;
+    const PtxFunction *funcs = X->m->funcs;
     uint64_t *R = T->regs;
-    uint32_t pc = T->pc;
+    uint32_t pc = T->pc, seg = pc;
+    const Inst *in;
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(FAKECUDA_SWITCH_DISPATCH)
+    static const void *const DISPATCH[OP_COUNT] = {
+#define LABEL(name) &&L_##name,
+        OPS(LABEL)
+#undef LABEL
+    };
+#endif
     for (;;) {
-        const Inst *in = &code[pc++];
-        if (((R[in->guard] & 1) ^ in->gneg) == 0) continue;
-        switch (in->op) {
-        case OP_NOP: break;
-        case OP_MOV: R[in->d] = R[in->a]; break;
-        case OP_MOV_PACK64: R[in->d] = (R[in->a] & 0xFFFFFFFFull) | (R[in->b] << 32); break;
-        case OP_MOV_UNPACK64: { uint64_t v = R[in->a]; R[in->d] = v & 0xFFFFFFFFull; R[in->b] = v >> 32; } break;
-        case OP_MOV_PACK32: R[in->d] = (R[in->a] & 0xFFFF) | ((R[in->b] & 0xFFFF) << 16); break;
-        case OP_MOV_UNPACK32: { uint64_t v = R[in->a]; R[in->d] = v & 0xFFFF; R[in->b] = (v >> 16) & 0xFFFF; } break;
-        case OP_LOCAL_ADDR: R[in->d] = T->lbase + (uint64_t)in->imm; break;
-        case OP_ADD_I16: case OP_ADD_I32: case OP_ADD_I64: R[in->d] = R[in->a] + R[in->b]; break;
-        case OP_ADD_F32: R[in->d] = bits32(f32(R[in->a]) + f32(R[in->b])); break;
-        case OP_ADD_F64: R[in->d] = bits64(f64(R[in->a]) + f64(R[in->b])); break;
-        case OP_SUB_I16: case OP_SUB_I32: case OP_SUB_I64: R[in->d] = R[in->a] - R[in->b]; break;
-        case OP_SUB_F32: R[in->d] = bits32(f32(R[in->a]) - f32(R[in->b])); break;
-        case OP_SUB_F64: R[in->d] = bits64(f64(R[in->a]) - f64(R[in->b])); break;
-        case OP_MUL_LO_I16: case OP_MUL_LO_I32: case OP_MUL_LO_I64: R[in->d] = R[in->a] * R[in->b]; break;
-        case OP_MUL_F32: R[in->d] = bits32(f32(R[in->a]) * f32(R[in->b])); break;
-        case OP_MUL_F64: R[in->d] = bits64(f64(R[in->a]) * f64(R[in->b])); break;
-        case OP_MUL_WIDE_S16: R[in->d] = (uint64_t)(int64_t)((int32_t)(int16_t)R[in->a] * (int32_t)(int16_t)R[in->b]); break;
-        case OP_MUL_WIDE_U16: R[in->d] = (uint32_t)((uint16_t)R[in->a] * (uint32_t)(uint16_t)R[in->b]); break;
-        case OP_MUL_WIDE_S32: R[in->d] = (uint64_t)((int64_t)(int32_t)R[in->a] * (int64_t)(int32_t)R[in->b]); break;
-        case OP_MUL_WIDE_U32: R[in->d] = (uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]; break;
-        case OP_MUL_HI_S32: R[in->d] = (uint64_t)(((int64_t)(int32_t)R[in->a] * (int32_t)R[in->b]) >> 32); break;
-        case OP_MUL_HI_U32: R[in->d] = ((uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]) >> 32; break;
-        case OP_MUL_HI_S64: R[in->d] = (uint64_t)(((__int128)(int64_t)R[in->a] * (int64_t)R[in->b]) >> 64); break;
-        case OP_MUL_HI_U64: R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64); break;
-        case OP_MUL24_LO_S32: R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)); break;
-        case OP_MUL24_LO_U32: R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF); break;
-        case OP_MAD_LO_I16: case OP_MAD_LO_I32: case OP_MAD_LO_I64: R[in->d] = R[in->a] * R[in->b] + R[in->c]; break;
-        case OP_MAD_WIDE_S32: R[in->d] = (uint64_t)((int64_t)(int32_t)R[in->a] * (int64_t)(int32_t)R[in->b]) + R[in->c]; break;
-        case OP_MAD_WIDE_U32: R[in->d] = (uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b] + R[in->c]; break;
-        case OP_MAD_WIDE_S16: R[in->d] = (uint64_t)(int64_t)((int32_t)(int16_t)R[in->a] * (int32_t)(int16_t)R[in->b]) + R[in->c]; break;
-        case OP_MAD_WIDE_U16: R[in->d] = (uint32_t)((uint16_t)R[in->a] * (uint32_t)(uint16_t)R[in->b]) + R[in->c]; break;
-        case OP_MAD_HI_S32: R[in->d] = (uint64_t)(((int64_t)(int32_t)R[in->a] * (int32_t)R[in->b]) >> 32) + R[in->c]; break;
-        case OP_MAD_HI_U32: R[in->d] = (((uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]) >> 32) + R[in->c]; break;
-        case OP_MAD_HI_S64: R[in->d] = (uint64_t)(((__int128)(int64_t)R[in->a] * (int64_t)R[in->b]) >> 64) + R[in->c]; break;
-        case OP_MAD_HI_U64: R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64) + R[in->c]; break;
-        case OP_MAD24_LO_S32: R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)) + R[in->c]; break;
-        case OP_MAD24_LO_U32: R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF) + R[in->c]; break;
-        case OP_FMA_F32: R[in->d] = bits32(fmaf(f32(R[in->a]), f32(R[in->b]), f32(R[in->c]))); break;
-        case OP_FMA_F64: R[in->d] = bits64(fma(f64(R[in->a]), f64(R[in->b]), f64(R[in->c]))); break;
-#define IDIV(OPN, T, ZERO) case OPN: { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
-            R[in->d] = (uint64_t)(b_ == 0 ? (T)(ZERO) : (b_ == (T)-1 && (T)(a_ * 0 - 1) < 0) ? (T)(0 - (uint64_t)a_) : a_ / b_); } break;
-        IDIV(OP_DIV_S16, int16_t, -1) IDIV(OP_DIV_U16, uint16_t, 0xFFFF) IDIV(OP_DIV_S32, int32_t, -1)
-        IDIV(OP_DIV_U32, uint32_t, 0xFFFFFFFFu) IDIV(OP_DIV_S64, int64_t, -1) IDIV(OP_DIV_U64, uint64_t, UINT64_MAX)
-#define IREM(OPN, T) case OPN: { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
-            R[in->d] = (uint64_t)(b_ == 0 ? a_ : (b_ == (T)-1) ? (T)0 : a_ % b_); } break;
-        IREM(OP_REM_S16, int16_t) IREM(OP_REM_U16, uint16_t) IREM(OP_REM_S32, int32_t) IREM(OP_REM_U32, uint32_t)
-        IREM(OP_REM_S64, int64_t) IREM(OP_REM_U64, uint64_t)
-        case OP_DIV_F32: R[in->d] = bits32(f32(R[in->a]) / f32(R[in->b])); break;
-        case OP_DIV_F64: R[in->d] = bits64(f64(R[in->a]) / f64(R[in->b])); break;
-#define MINMAX(OPN, T, CMP) case OPN: { T a_ = (T)R[in->a], b_ = (T)R[in->b]; R[in->d] = (uint64_t)(a_ CMP b_ ? a_ : b_); } break;
-        MINMAX(OP_MIN_S16, int16_t, <) MINMAX(OP_MIN_U16, uint16_t, <) MINMAX(OP_MIN_S32, int32_t, <)
-        MINMAX(OP_MIN_U32, uint32_t, <) MINMAX(OP_MIN_S64, int64_t, <) MINMAX(OP_MIN_U64, uint64_t, <)
-        MINMAX(OP_MAX_S16, int16_t, >) MINMAX(OP_MAX_U16, uint16_t, >) MINMAX(OP_MAX_S32, int32_t, >)
-        MINMAX(OP_MAX_U32, uint32_t, >) MINMAX(OP_MAX_S64, int64_t, >) MINMAX(OP_MAX_U64, uint64_t, >)
-        case OP_MIN_F32: R[in->d] = bits32(fminf(f32(R[in->a]), f32(R[in->b]))); break;
-        case OP_MAX_F32: R[in->d] = bits32(fmaxf(f32(R[in->a]), f32(R[in->b]))); break;
-        case OP_MIN_F64: R[in->d] = bits64(fmin(f64(R[in->a]), f64(R[in->b]))); break;
-        case OP_MAX_F64: R[in->d] = bits64(fmax(f64(R[in->a]), f64(R[in->b]))); break;
-        case OP_ABS_S16: { int16_t v = (int16_t)R[in->a]; R[in->d] = (uint16_t)(v < 0 ? -v : v); } break;
-        case OP_ABS_S32: { int32_t v = (int32_t)R[in->a]; R[in->d] = (uint32_t)(v < 0 ? 0u - (uint32_t)v : (uint32_t)v); } break;
-        case OP_ABS_S64: { int64_t v = (int64_t)R[in->a]; R[in->d] = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; } break;
-        case OP_ABS_F32: R[in->d] = R[in->a] & 0x7FFFFFFFull; break;
-        case OP_ABS_F64: R[in->d] = R[in->a] & 0x7FFFFFFFFFFFFFFFull; break;
-        case OP_NEG_I16: case OP_NEG_I32: case OP_NEG_I64: R[in->d] = 0 - R[in->a]; break;
-        case OP_NEG_F32: R[in->d] = (R[in->a] ^ 0x80000000ull) & 0xFFFFFFFFull; break;
-        case OP_NEG_F64: R[in->d] = R[in->a] ^ 0x8000000000000000ull; break;
-        case OP_AND: R[in->d] = R[in->a] & R[in->b]; break;
-        case OP_OR: R[in->d] = R[in->a] | R[in->b]; break;
-        case OP_XOR: R[in->d] = R[in->a] ^ R[in->b]; break;
-        case OP_NOT: R[in->d] = ~R[in->a]; break;
-        case OP_NOT_PRED: R[in->d] = (R[in->a] & 1) ^ 1; break;
-        case OP_CNOT: R[in->d] = R[in->a] == 0; break;
-        case OP_LOP3: {
+        in = &code[pc++];
+        TRACE_INST();
+        vmdispatch(in->op) {
+        vmcase(NOP) vmbreak;
+        vmcase(MOV) R[in->d] = R[in->a]; vmbreak;
+        vmcase(MOV_PACK64) R[in->d] = (R[in->a] & 0xFFFFFFFFull) | (R[in->b] << 32); vmbreak;
+        vmcase(MOV_UNPACK64) { uint64_t v = R[in->a]; R[in->d] = v & 0xFFFFFFFFull; R[in->b] = v >> 32; } vmbreak;
+        vmcase(MOV_PACK32) R[in->d] = (R[in->a] & 0xFFFF) | ((R[in->b] & 0xFFFF) << 16); vmbreak;
+        vmcase(MOV_UNPACK32) { uint64_t v = R[in->a]; R[in->d] = v & 0xFFFF; R[in->b] = (v >> 16) & 0xFFFF; } vmbreak;
+        vmcase(LOCAL_ADDR) R[in->d] = T->lbase + (uint64_t)in->imm; vmbreak;
+        vmcase(ADD_I16) vmcase(ADD_I32) vmcase(ADD_I64) R[in->d] = R[in->a] + R[in->b]; vmbreak;
+        vmcase(ADD_F32) R[in->d] = bits32(f32(R[in->a]) + f32(R[in->b])); vmbreak;
+        vmcase(ADD_F64) R[in->d] = bits64(f64(R[in->a]) + f64(R[in->b])); vmbreak;
+        vmcase(SUB_I16) vmcase(SUB_I32) vmcase(SUB_I64) R[in->d] = R[in->a] - R[in->b]; vmbreak;
+        vmcase(SUB_F32) R[in->d] = bits32(f32(R[in->a]) - f32(R[in->b])); vmbreak;
+        vmcase(SUB_F64) R[in->d] = bits64(f64(R[in->a]) - f64(R[in->b])); vmbreak;
+        vmcase(MUL_LO_I16) vmcase(MUL_LO_I32) vmcase(MUL_LO_I64) R[in->d] = R[in->a] * R[in->b]; vmbreak;
+        vmcase(MUL_F32) R[in->d] = bits32(f32(R[in->a]) * f32(R[in->b])); vmbreak;
+        vmcase(MUL_F64) R[in->d] = bits64(f64(R[in->a]) * f64(R[in->b])); vmbreak;
+        vmcase(MUL_WIDE_S16) R[in->d] = (uint64_t)(int64_t)((int32_t)(int16_t)R[in->a] * (int32_t)(int16_t)R[in->b]); vmbreak;
+        vmcase(MUL_WIDE_U16) R[in->d] = (uint32_t)((uint16_t)R[in->a] * (uint32_t)(uint16_t)R[in->b]); vmbreak;
+        vmcase(MUL_WIDE_S32) R[in->d] = (uint64_t)((int64_t)(int32_t)R[in->a] * (int64_t)(int32_t)R[in->b]); vmbreak;
+        vmcase(MUL_WIDE_U32) R[in->d] = (uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]; vmbreak;
+        vmcase(MUL_HI_S32) R[in->d] = (uint64_t)(((int64_t)(int32_t)R[in->a] * (int32_t)R[in->b]) >> 32); vmbreak;
+        vmcase(MUL_HI_U32) R[in->d] = ((uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]) >> 32; vmbreak;
+        vmcase(MUL_HI_S64) R[in->d] = (uint64_t)(((__int128)(int64_t)R[in->a] * (int64_t)R[in->b]) >> 64); vmbreak;
+        vmcase(MUL_HI_U64) R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64); vmbreak;
+        vmcase(MUL24_LO_S32) R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)); vmbreak;
+        vmcase(MUL24_LO_U32) R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF); vmbreak;
+        vmcase(MAD_LO_I16) vmcase(MAD_LO_I32) vmcase(MAD_LO_I64) R[in->d] = R[in->a] * R[in->b] + R[in->c]; vmbreak;
+        vmcase(MAD_WIDE_S32) R[in->d] = (uint64_t)((int64_t)(int32_t)R[in->a] * (int64_t)(int32_t)R[in->b]) + R[in->c]; vmbreak;
+        vmcase(MAD_WIDE_U32) R[in->d] = (uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b] + R[in->c]; vmbreak;
+        vmcase(MAD_WIDE_S16) R[in->d] = (uint64_t)(int64_t)((int32_t)(int16_t)R[in->a] * (int32_t)(int16_t)R[in->b]) + R[in->c]; vmbreak;
+        vmcase(MAD_WIDE_U16) R[in->d] = (uint32_t)((uint16_t)R[in->a] * (uint32_t)(uint16_t)R[in->b]) + R[in->c]; vmbreak;
+        vmcase(MAD_HI_S32) R[in->d] = (uint64_t)(((int64_t)(int32_t)R[in->a] * (int32_t)R[in->b]) >> 32) + R[in->c]; vmbreak;
+        vmcase(MAD_HI_U32) R[in->d] = (((uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]) >> 32) + R[in->c]; vmbreak;
+        vmcase(MAD_HI_S64) R[in->d] = (uint64_t)(((__int128)(int64_t)R[in->a] * (int64_t)R[in->b]) >> 64) + R[in->c]; vmbreak;
+        vmcase(MAD_HI_U64) R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64) + R[in->c]; vmbreak;
+        vmcase(MAD24_LO_S32) R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)) + R[in->c]; vmbreak;
+        vmcase(MAD24_LO_U32) R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF) + R[in->c]; vmbreak;
+        vmcase(FMA_F32) R[in->d] = bits32(fmaf(f32(R[in->a]), f32(R[in->b]), f32(R[in->c]))); vmbreak;
+        vmcase(FMA_F64) R[in->d] = bits64(fma(f64(R[in->a]), f64(R[in->b]), f64(R[in->c]))); vmbreak;
+#define IDIV(OPN, T, ZERO) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
+            R[in->d] = (uint64_t)(b_ == 0 ? (T)(ZERO) : (b_ == (T)-1 && (T)(a_ * 0 - 1) < 0) ? (T)(0 - (uint64_t)a_) : a_ / b_); } vmbreak;
+        IDIV(DIV_S16, int16_t, -1) IDIV(DIV_U16, uint16_t, 0xFFFF) IDIV(DIV_S32, int32_t, -1)
+        IDIV(DIV_U32, uint32_t, 0xFFFFFFFFu) IDIV(DIV_S64, int64_t, -1) IDIV(DIV_U64, uint64_t, UINT64_MAX)
+#define IREM(OPN, T) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
+            R[in->d] = (uint64_t)(b_ == 0 ? a_ : (b_ == (T)-1) ? (T)0 : a_ % b_); } vmbreak;
+        IREM(REM_S16, int16_t) IREM(REM_U16, uint16_t) IREM(REM_S32, int32_t) IREM(REM_U32, uint32_t)
+        IREM(REM_S64, int64_t) IREM(REM_U64, uint64_t)
+        vmcase(DIV_F32) R[in->d] = bits32(f32(R[in->a]) / f32(R[in->b])); vmbreak;
+        vmcase(DIV_F64) R[in->d] = bits64(f64(R[in->a]) / f64(R[in->b])); vmbreak;
+#define MINMAX(OPN, T, CMP) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; R[in->d] = (uint64_t)(a_ CMP b_ ? a_ : b_); } vmbreak;
+        MINMAX(MIN_S16, int16_t, <) MINMAX(MIN_U16, uint16_t, <) MINMAX(MIN_S32, int32_t, <)
+        MINMAX(MIN_U32, uint32_t, <) MINMAX(MIN_S64, int64_t, <) MINMAX(MIN_U64, uint64_t, <)
+        MINMAX(MAX_S16, int16_t, >) MINMAX(MAX_U16, uint16_t, >) MINMAX(MAX_S32, int32_t, >)
+        MINMAX(MAX_U32, uint32_t, >) MINMAX(MAX_S64, int64_t, >) MINMAX(MAX_U64, uint64_t, >)
+        vmcase(MIN_F32) R[in->d] = bits32(fminf(f32(R[in->a]), f32(R[in->b]))); vmbreak;
+        vmcase(MAX_F32) R[in->d] = bits32(fmaxf(f32(R[in->a]), f32(R[in->b]))); vmbreak;
+        vmcase(MIN_F64) R[in->d] = bits64(fmin(f64(R[in->a]), f64(R[in->b]))); vmbreak;
+        vmcase(MAX_F64) R[in->d] = bits64(fmax(f64(R[in->a]), f64(R[in->b]))); vmbreak;
+        vmcase(ABS_S16) { int16_t v = (int16_t)R[in->a]; R[in->d] = (uint16_t)(v < 0 ? -v : v); } vmbreak;
+        vmcase(ABS_S32) { int32_t v = (int32_t)R[in->a]; R[in->d] = (uint32_t)(v < 0 ? 0u - (uint32_t)v : (uint32_t)v); } vmbreak;
+        vmcase(ABS_S64) { int64_t v = (int64_t)R[in->a]; R[in->d] = v < 0 ? 0 - (uint64_t)v : (uint64_t)v; } vmbreak;
+        vmcase(ABS_F32) R[in->d] = R[in->a] & 0x7FFFFFFFull; vmbreak;
+        vmcase(ABS_F64) R[in->d] = R[in->a] & 0x7FFFFFFFFFFFFFFFull; vmbreak;
+        vmcase(NEG_I16) vmcase(NEG_I32) vmcase(NEG_I64) R[in->d] = 0 - R[in->a]; vmbreak;
+        vmcase(NEG_F32) R[in->d] = (R[in->a] ^ 0x80000000ull) & 0xFFFFFFFFull; vmbreak;
+        vmcase(NEG_F64) R[in->d] = R[in->a] ^ 0x8000000000000000ull; vmbreak;
+        vmcase(AND) R[in->d] = R[in->a] & R[in->b]; vmbreak;
+        vmcase(OR) R[in->d] = R[in->a] | R[in->b]; vmbreak;
+        vmcase(XOR) R[in->d] = R[in->a] ^ R[in->b]; vmbreak;
+        vmcase(NOT) R[in->d] = ~R[in->a]; vmbreak;
+        vmcase(NOT_PRED) R[in->d] = (R[in->a] & 1) ^ 1; vmbreak;
+        vmcase(CNOT) R[in->d] = R[in->a] == 0; vmbreak;
+        vmcase(LOP3) {
             uint32_t a = (uint32_t)R[in->a], b = (uint32_t)R[in->b], c = (uint32_t)R[in->c], r = 0;
             for (int i = 0; i < 8; i++)
                 if ((in->imm >> i) & 1) r |= ((i & 4) ? a : ~a) & ((i & 2) ? b : ~b) & ((i & 1) ? c : ~c);
             R[in->d] = r;
-        } break;
-        case OP_SHL_16: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 15 ? 0 : (uint16_t)(R[in->a] << s); } break;
-        case OP_SHL_32: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 31 ? 0 : (uint32_t)(R[in->a] << s); } break;
-        case OP_SHL_64: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 63 ? 0 : R[in->a] << s; } break;
-        case OP_SHR_U16: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 15 ? 0 : (uint16_t)R[in->a] >> s; } break;
-        case OP_SHR_S16: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint16_t)((int16_t)R[in->a] >> (s > 15 ? 15 : s)); } break;
-        case OP_SHR_U32: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 31 ? 0 : (uint32_t)R[in->a] >> s; } break;
-        case OP_SHR_S32: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint32_t)((int32_t)R[in->a] >> (s > 31 ? 31 : s)); } break;
-        case OP_SHR_U64: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 63 ? 0 : R[in->a] >> s; } break;
-        case OP_SHR_S64: { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint64_t)((int64_t)R[in->a] >> (s > 63 ? 63 : s)); } break;
-        case OP_POPC_32: R[in->d] = (uint64_t)__builtin_popcount((uint32_t)R[in->a]); break;
-        case OP_POPC_64: R[in->d] = (uint64_t)__builtin_popcountll(R[in->a]); break;
-        case OP_CLZ_32: { uint32_t v = (uint32_t)R[in->a]; R[in->d] = v ? (uint64_t)__builtin_clz(v) : 32; } break;
-        case OP_CLZ_64: { uint64_t v = R[in->a]; R[in->d] = v ? (uint64_t)__builtin_clzll(v) : 64; } break;
-        case OP_BREV_32: R[in->d] = brev32((uint32_t)R[in->a]); break;
-        case OP_BREV_64: R[in->d] = ((uint64_t)brev32((uint32_t)R[in->a]) << 32) | brev32((uint32_t)(R[in->a] >> 32)); break;
-        case OP_BFE_U32: R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 32, 0); break;
-        case OP_BFE_S32: R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 32, 1); break;
-        case OP_BFE_U64: R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 64, 0); break;
-        case OP_BFE_S64: R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 64, 1); break;
-        case OP_BFI_32: case OP_BFI_64: {
+        } vmbreak;
+        vmcase(SHL_16) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 15 ? 0 : (uint16_t)(R[in->a] << s); } vmbreak;
+        vmcase(SHL_32) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 31 ? 0 : (uint32_t)(R[in->a] << s); } vmbreak;
+        vmcase(SHL_64) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 63 ? 0 : R[in->a] << s; } vmbreak;
+        vmcase(SHR_U16) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 15 ? 0 : (uint16_t)R[in->a] >> s; } vmbreak;
+        vmcase(SHR_S16) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint16_t)((int16_t)R[in->a] >> (s > 15 ? 15 : s)); } vmbreak;
+        vmcase(SHR_U32) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 31 ? 0 : (uint32_t)R[in->a] >> s; } vmbreak;
+        vmcase(SHR_S32) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint32_t)((int32_t)R[in->a] >> (s > 31 ? 31 : s)); } vmbreak;
+        vmcase(SHR_U64) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = s > 63 ? 0 : R[in->a] >> s; } vmbreak;
+        vmcase(SHR_S64) { uint32_t s = (uint32_t)R[in->b]; R[in->d] = (uint64_t)((int64_t)R[in->a] >> (s > 63 ? 63 : s)); } vmbreak;
+        vmcase(POPC_32) R[in->d] = (uint64_t)__builtin_popcount((uint32_t)R[in->a]); vmbreak;
+        vmcase(POPC_64) R[in->d] = (uint64_t)__builtin_popcountll(R[in->a]); vmbreak;
+        vmcase(CLZ_32) { uint32_t v = (uint32_t)R[in->a]; R[in->d] = v ? (uint64_t)__builtin_clz(v) : 32; } vmbreak;
+        vmcase(CLZ_64) { uint64_t v = R[in->a]; R[in->d] = v ? (uint64_t)__builtin_clzll(v) : 64; } vmbreak;
+        vmcase(BREV_32) R[in->d] = brev32((uint32_t)R[in->a]); vmbreak;
+        vmcase(BREV_64) R[in->d] = ((uint64_t)brev32((uint32_t)R[in->a]) << 32) | brev32((uint32_t)(R[in->a] >> 32)); vmbreak;
+        vmcase(BFE_U32) R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 32, 0); vmbreak;
+        vmcase(BFE_S32) R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 32, 1); vmbreak;
+        vmcase(BFE_U64) R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 64, 0); vmbreak;
+        vmcase(BFE_S64) R[in->d] = bfe(R[in->a], (unsigned)R[in->b], (unsigned)R[in->c], 64, 1); vmbreak;
+        vmcase(BFI_32) vmcase(BFI_64) {
             int bits = in->op == OP_BFI_64 ? 64 : 32;
             unsigned pos = (unsigned)R[in->c] & 0xFF, len = (unsigned)R[in->e] & 0xFF;
             uint64_t f = R[in->a], r = R[in->b];
             for (unsigned i = 0; i < len && pos + i < (unsigned)bits; i++)
                 r = (r & ~(1ull << (pos + i))) | (((f >> i) & 1) << (pos + i));
             R[in->d] = bits == 32 ? (uint32_t)r : r;
-        } break;
-        case OP_PRMT: {
+        } vmbreak;
+        vmcase(PRMT) {
             uint64_t bytes = ((R[in->b] & 0xFFFFFFFFull) << 32) | (R[in->a] & 0xFFFFFFFFull);
             uint32_t sel = (uint32_t)R[in->c], r = 0;
             for (int i = 0; i < 4; i++) {
@@ -484,8 +585,8 @@ static int run_thread(Exec *X, Thread *T) {
                 r |= byte << (8 * i);
             }
             R[in->d] = r;
-        } break;
-        case OP_BFIND_U32: case OP_BFIND_S32: case OP_BFIND_U64: case OP_BFIND_S64: {
+        } vmbreak;
+        vmcase(BFIND_U32) vmcase(BFIND_S32) vmcase(BFIND_U64) vmcase(BFIND_S64) {
             int bits = in->op == OP_BFIND_U64 || in->op == OP_BFIND_S64 ? 64 : 32;
             uint64_t v = bits == 32 ? (uint32_t)R[in->a] : R[in->a];
             if ((in->op == OP_BFIND_S32 && (v >> 31) & 1) || (in->op == OP_BFIND_S64 && (v >> 63) & 1))
@@ -493,128 +594,120 @@ static int run_thread(Exec *X, Thread *T) {
             uint32_t r = v ? (uint32_t)(63 - __builtin_clzll(v)) : 0xFFFFFFFFu;
             if (v && (in->flags & F_SHIFTAMT)) r = (uint32_t)bits - 1 - r;
             R[in->d] = r;
-        } break;
-        case OP_SETP_S16: { int16_t a = (int16_t)R[in->a], b = (int16_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
-            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
-        case OP_SETP_U16: { uint16_t a = (uint16_t)R[in->a], b = (uint16_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
-            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
-        case OP_SETP_S32: { int32_t a = (int32_t)R[in->a], b = (int32_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
-            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
-        case OP_SETP_U32: { uint32_t a = (uint32_t)R[in->a], b = (uint32_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
-            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
-        case OP_SETP_S64: { int64_t a = (int64_t)R[in->a], b = (int64_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
-            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
-        case OP_SETP_U64: { uint64_t a = R[in->a], b = R[in->b]; int p = CMP_INT(a, b, in->sub);
-            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
-        case OP_SETP_F32: { int p = cmp_float(f32(R[in->a]), f32(R[in->b]), in->sub);
-            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
-        case OP_SETP_F64: { int p = cmp_float(f64(R[in->a]), f64(R[in->b]), in->sub);
-            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } break;
-        case OP_SELP: R[in->d] = (R[in->c] & 1) ? R[in->a] : R[in->b]; break;
-        case OP_CVT: R[in->d] = convert(R[in->a], in->type, in->sub, in->sub2, in->flags & F_SAT); break;
-        case OP_CVTA_SHARED: R[in->d] = (uint64_t)(uintptr_t)X->shared + (uint32_t)R[in->a]; break;
-        case OP_CVTA_TO_SHARED: R[in->d] = R[in->a] - (uint64_t)(uintptr_t)X->shared; break;
-        case OP_CVTA_LOCAL: R[in->d] = (uint64_t)(uintptr_t)T->local + R[in->a]; break;
-        case OP_CVTA_TO_LOCAL: R[in->d] = R[in->a] - (uint64_t)(uintptr_t)T->local; break;
-        case OP_ISSPACEP: {
+        } vmbreak;
+        vmcase(SETP_S16) { int16_t a = (int16_t)R[in->a], b = (int16_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SETP_U16) { uint16_t a = (uint16_t)R[in->a], b = (uint16_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SETP_S32) { int32_t a = (int32_t)R[in->a], b = (int32_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SETP_U32) { uint32_t a = (uint32_t)R[in->a], b = (uint32_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SETP_S64) { int64_t a = (int64_t)R[in->a], b = (int64_t)R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SETP_U64) { uint64_t a = R[in->a], b = R[in->b]; int p = CMP_INT(a, b, in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SETP_F32) { int p = cmp_float(f32(R[in->a]), f32(R[in->b]), in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SETP_F64) { int p = cmp_float(f64(R[in->a]), f64(R[in->b]), in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SELP) R[in->d] = (R[in->c] & 1) ? R[in->a] : R[in->b]; vmbreak;
+        vmcase(CVT) R[in->d] = convert(R[in->a], in->type, in->sub, in->sub2, in->flags & F_SAT); vmbreak;
+        vmcase(CVTA_SHARED) R[in->d] = (uint64_t)(uintptr_t)X->shared + (uint32_t)R[in->a]; vmbreak;
+        vmcase(CVTA_TO_SHARED) R[in->d] = R[in->a] - (uint64_t)(uintptr_t)X->shared; vmbreak;
+        vmcase(CVTA_LOCAL) R[in->d] = (uint64_t)(uintptr_t)T->local + R[in->a]; vmbreak;
+        vmcase(CVTA_TO_LOCAL) R[in->d] = R[in->a] - (uint64_t)(uintptr_t)T->local; vmbreak;
+        vmcase(ISSPACEP) {
             uint64_t a = R[in->a], sh = (uint64_t)(uintptr_t)X->shared, lo = (uint64_t)(uintptr_t)T->local;
             int is_sh = a - sh < X->shared_size, is_lo = a - lo < X->local_size;
-            R[in->d] = in->sub == SP_SHARED ? is_sh : in->sub == SP_LOCAL ? is_lo : (!is_sh && !is_lo);
-        } break;
-        case OP_SQRT_F32: R[in->d] = bits32(sqrtf(f32(R[in->a]))); break;
-        case OP_SQRT_F64: R[in->d] = bits64(sqrt(f64(R[in->a]))); break;
-        case OP_RSQRT_F32: R[in->d] = bits32(1.0f / sqrtf(f32(R[in->a]))); break;
-        case OP_RSQRT_F64: R[in->d] = bits64(1.0 / sqrt(f64(R[in->a]))); break;
-        case OP_RCP_F32: R[in->d] = bits32(1.0f / f32(R[in->a])); break;
-        case OP_RCP_F64: R[in->d] = bits64(1.0 / f64(R[in->a])); break;
-        case OP_EX2_F32: R[in->d] = bits32(exp2f(f32(R[in->a]))); break;
-        case OP_LG2_F32: R[in->d] = bits32(log2f(f32(R[in->a]))); break;
-        case OP_SIN_F32: R[in->d] = bits32(sinf(f32(R[in->a]))); break;
-        case OP_COS_F32: R[in->d] = bits32(cosf(f32(R[in->a]))); break;
-        case OP_TANH_F32: R[in->d] = bits32(tanhf(f32(R[in->a]))); break;
-        case OP_TESTP_F32: case OP_TESTP_F64: {
+            R[in->d] = in->sub == SPACE_SHARED ? is_sh : in->sub == SPACE_LOCAL ? is_lo : (!is_sh && !is_lo);
+        } vmbreak;
+        vmcase(SQRT_F32) R[in->d] = bits32(sqrtf(f32(R[in->a]))); vmbreak;
+        vmcase(SQRT_F64) R[in->d] = bits64(sqrt(f64(R[in->a]))); vmbreak;
+        vmcase(RSQRT_F32) R[in->d] = bits32(1.0f / sqrtf(f32(R[in->a]))); vmbreak;
+        vmcase(RSQRT_F64) R[in->d] = bits64(1.0 / sqrt(f64(R[in->a]))); vmbreak;
+        vmcase(RCP_F32) R[in->d] = bits32(1.0f / f32(R[in->a])); vmbreak;
+        vmcase(RCP_F64) R[in->d] = bits64(1.0 / f64(R[in->a])); vmbreak;
+        vmcase(EX2_F32) R[in->d] = bits32(exp2f(f32(R[in->a]))); vmbreak;
+        vmcase(LG2_F32) R[in->d] = bits32(log2f(f32(R[in->a]))); vmbreak;
+        vmcase(SIN_F32) R[in->d] = bits32(sinf(f32(R[in->a]))); vmbreak;
+        vmcase(COS_F32) R[in->d] = bits32(cosf(f32(R[in->a]))); vmbreak;
+        vmcase(TANH_F32) R[in->d] = bits32(tanhf(f32(R[in->a]))); vmbreak;
+        vmcase(TESTP_F32) vmcase(TESTP_F64) {
             double v = in->op == OP_TESTP_F32 ? (double)f32(R[in->a]) : f64(R[in->a]);
             int c = in->op == OP_TESTP_F32 ? fpclassify(f32(R[in->a])) : fpclassify(v);
-            int r;
-            switch (in->sub) {
-            case TP_FINITE: r = isfinite(v); break;
-            case TP_INFINITE: r = isinf(v) != 0; break;
-            case TP_NUMBER: r = !isnan(v); break;
-            case TP_NAN: r = isnan(v) != 0; break;
-            case TP_NORMAL: r = c == FP_NORMAL; break;
-            default: r = c == FP_SUBNORMAL; break;
-            }
-            R[in->d] = (uint64_t)r;
-        } break;
-        case OP_COPYSIGN_F32: R[in->d] = (R[in->b] & 0x7FFFFFFFull) | (R[in->a] & 0x80000000ull); break;
-        case OP_COPYSIGN_F64: R[in->d] = (R[in->b] & 0x7FFFFFFFFFFFFFFFull) | (R[in->a] & 0x8000000000000000ull); break;
-        case OP_LD_GLOBAL_32: {
+            R[in->d] = (uint64_t)(in->sub == TP_FINITE ? isfinite(v) != 0 : in->sub == TP_INFINITE ? isinf(v) != 0
+                                  : in->sub == TP_NUMBER ? !isnan(v) : in->sub == TP_NAN ? isnan(v) != 0
+                                  : in->sub == TP_NORMAL ? c == FP_NORMAL : c == FP_SUBNORMAL);
+        } vmbreak;
+        vmcase(COPYSIGN_F32) R[in->d] = (R[in->b] & 0x7FFFFFFFull) | (R[in->a] & 0x80000000ull); vmbreak;
+        vmcase(COPYSIGN_F64) R[in->d] = (R[in->b] & 0x7FFFFFFFFFFFFFFFull) | (R[in->a] & 0x8000000000000000ull); vmbreak;
+        vmcase(LD_GLOBAL_32) {
             uint64_t a = R[in->a] + (uint64_t)in->imm;
             uint8_t *p = (a & 3) ? NULL : global_ptr(X, a, 4);
-            if (!p) { T->pc = pc - 1; return fault(X, T, (a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 4, 0, SP_GLOBAL, pc - 1); }
+            if (!p) MEMORY_FAULT(a, 4, 0, SPACE_GLOBAL);
             R[in->d] = *(uint32_t *)p;
-        } break;
-        case OP_LD_GLOBAL_64: {
+        } vmbreak;
+        vmcase(LD_GLOBAL_64) {
             uint64_t a = R[in->a] + (uint64_t)in->imm;
             uint8_t *p = (a & 7) ? NULL : global_ptr(X, a, 8);
-            if (!p) { T->pc = pc - 1; return fault(X, T, (a & 7) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 8, 0, SP_GLOBAL, pc - 1); }
+            if (!p) MEMORY_FAULT(a, 8, 0, SPACE_GLOBAL);
             R[in->d] = *(uint64_t *)p;
-        } break;
-        case OP_ST_GLOBAL_32: {
+        } vmbreak;
+        vmcase(ST_GLOBAL_32) {
             uint64_t a = R[in->a] + (uint64_t)in->imm;
             uint8_t *p = (a & 3) ? NULL : global_ptr(X, a, 4);
-            if (!p) { T->pc = pc - 1; return fault(X, T, (a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 4, 1, SP_GLOBAL, pc - 1); }
+            if (!p) MEMORY_FAULT(a, 4, 1, SPACE_GLOBAL);
             *(uint32_t *)p = (uint32_t)R[in->d];
-        } break;
-        case OP_ST_GLOBAL_64: {
+        } vmbreak;
+        vmcase(ST_GLOBAL_64) {
             uint64_t a = R[in->a] + (uint64_t)in->imm;
             uint8_t *p = (a & 7) ? NULL : global_ptr(X, a, 8);
-            if (!p) { T->pc = pc - 1; return fault(X, T, (a & 7) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 8, 1, SP_GLOBAL, pc - 1); }
+            if (!p) MEMORY_FAULT(a, 8, 1, SPACE_GLOBAL);
             *(uint64_t *)p = R[in->d];
-        } break;
-        case OP_LD_SHARED_32: {
+        } vmbreak;
+        vmcase(LD_SHARED_32) {
             uint64_t a = (uint32_t)(R[in->a] + (uint64_t)in->imm);
-            if ((a & 3) || a + 4 > X->shared_size) { T->pc = pc - 1; return fault(X, T, (a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 4, 0, SP_SHARED, pc - 1); }
+            if ((a & 3) || a + 4 > X->shared_size) MEMORY_FAULT(a, 4, 0, SPACE_SHARED);
             R[in->d] = *(uint32_t *)(X->shared + a);
-        } break;
-        case OP_ST_SHARED_32: {
+        } vmbreak;
+        vmcase(ST_SHARED_32) {
             uint64_t a = (uint32_t)(R[in->a] + (uint64_t)in->imm);
-            if ((a & 3) || a + 4 > X->shared_size) { T->pc = pc - 1; return fault(X, T, (a & 3) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, 4, 1, SP_SHARED, pc - 1); }
+            if ((a & 3) || a + 4 > X->shared_size) MEMORY_FAULT(a, 4, 1, SPACE_SHARED);
             *(uint32_t *)(X->shared + a) = (uint32_t)R[in->d];
-        } break;
-        case OP_LD_KPARAM_32: R[in->d] = *(uint32_t *)(X->spec->params + in->imm); break;
-        case OP_LD_KPARAM_64: { uint64_t v; memcpy(&v, X->spec->params + in->imm, 8); R[in->d] = v; } break;
-        case OP_LD: case OP_ST: {
+        } vmbreak;
+        vmcase(LD_KPARAM_32) R[in->d] = *(uint32_t *)(X->spec->params + in->imm); vmbreak;
+        vmcase(LD_KPARAM_64) { uint64_t v; memcpy(&v, X->spec->params + in->imm, 8); R[in->d] = v; } vmbreak;
+        vmcase(LD) vmcase(ST) {
             int store = in->op == OP_ST;
-            unsigned size = (unsigned)t_bits(in->type) / 8;
+            unsigned size = (unsigned)type_bits(in->type) / 8;
             uint64_t a = R[in->a] + (uint64_t)in->imm;
-            if (in->sub == SP_SHARED) a = (uint32_t)a;
+            if (in->sub == SPACE_SHARED) a = (uint32_t)a;
             unsigned total = size * in->vec;
             uint8_t *p = address(X, T, in->sub, a, total);
-            if (!p) { T->pc = pc - 1; return fault(X, T, (total > 1 && (a & (total - 1))) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, total, store, in->sub, pc - 1); }
+            if (!p) MEMORY_FAULT(a, total, store, in->sub);
             const uint32_t regs[4] = {in->d, in->b, in->c, in->e};
             for (unsigned i = 0; i < in->vec; i++) {
                 if (store) store_value(p + i * size, in->type, R[regs[i]]);
                 else R[regs[i]] = load_value(p + i * size, in->type);
             }
-        } break;
-        case OP_ATOM: {
-            unsigned size = (unsigned)t_bits(in->type) / 8;
+        } vmbreak;
+        vmcase(ATOM) {
+            unsigned size = (unsigned)type_bits(in->type) / 8;
             uint64_t a = R[in->a] + (uint64_t)in->imm;
-            if (in->sub == SP_SHARED) a = (uint32_t)a;
+            if (in->sub == SPACE_SHARED) a = (uint32_t)a;
             uint8_t *p = address(X, T, in->sub, a, size);
-            if (!p) { T->pc = pc - 1; return fault(X, T, (a & (size - 1)) ? CUDA_ERROR_MISALIGNED_ADDRESS : CUDA_ERROR_ILLEGAL_ADDRESS, a, size, 1, in->sub, pc - 1); }
+            if (!p) MEMORY_FAULT(a, size, 1, in->sub);
             uint64_t old = atomic_rmw(p, in->sub2, in->type, R[in->b], R[in->c]);
             R[in->d] = old;
-        } break;
-        case OP_BRA: pc = (uint32_t)in->imm; break;
-        case OP_CALL: {
+        } vmbreak;
+        vmcase(GUARD) if (((R[in->a] ^ in->flags) & 1) == 0) JUMP(pc + (uint32_t)in->imm); vmbreak;
+        vmcase(BRA) BRANCH((uint32_t)in->imm); vmbreak;
+        vmcase(BRA_IF) if ((R[in->a] ^ in->flags) & 1) BRANCH((uint32_t)in->imm); vmbreak;
+        vmcase(CALL) {
             const CallInfo *ci = &X->m->calls[in->imm];
-            const PtxFunction *callee = &X->m->funcs[ci->callee];
-            const PtxFunction *caller = NULL;
-            for (int i = 0; i < X->m->nfuncs; i++)
-                if (pc - 1 >= X->m->funcs[i].entry_pc && pc - 1 < X->m->funcs[i].end_pc) caller = &X->m->funcs[i];
-            if (T->depth == MAX_DEPTH) { T->pc = pc - 1; return fault(X, T, CUDA_ERROR_HARDWARE_STACK_ERROR, 0, 0, 0, 0, pc - 1); }
+            const PtxFunction *callee = &funcs[ci->callee], *caller = &funcs[ci->caller];
+            if (T->depth == MAX_DEPTH) FAULT_AT(CUDA_ERROR_HARDWARE_STACK_ERROR, 0, 0, 0, -1);
             Frame *fr = &T->stack[T->depth++];
             fr->ret_pc = pc;
             fr->call = (uint32_t)in->imm;
@@ -629,31 +722,24 @@ static int run_thread(Exec *X, Thread *T) {
                        callee->params[i].size);
             R = T->regs = nr;
             T->lbase = nl;
-            pc = callee->entry_pc;
-        } break;
-        case OP_RET: {
-            if (T->depth == 0) { T->state = TS_DONE; return TS_DONE; }
+            JUMP(callee->entry_pc);
+        } vmbreak;
+        vmcase(RET) {
+            if (T->depth == 0) YIELD(TS_DONE, pc - 1);
             Frame *fr = &T->stack[--T->depth];
             const CallInfo *ci = &X->m->calls[fr->call];
-            const PtxFunction *callee = &X->m->funcs[ci->callee];
+            const PtxFunction *callee = &funcs[ci->callee];
             if (ci->ret_off != UINT32_MAX && callee->has_ret)
                 memcpy(T->local + fr->lbase + ci->ret_off, T->local + T->lbase + callee->ret_off, callee->ret_size);
             R = T->regs = fr->regs;
             T->lbase = fr->lbase;
-            pc = fr->ret_pc;
-        } break;
-        case OP_EXIT: T->state = TS_DONE; return TS_DONE;
-        case OP_TRAP:
-            T->pc = pc - 1;
-            return fault(X, T, (in->flags & F_ASSERT) ? CUDA_ERROR_ASSERT : CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1, pc - 1);
-        case OP_COLLECTIVE:
-            T->pc = pc - 1;
-            T->state = in->sub <= COL_BAR_RED_OR ? TS_BAR : TS_WARP;
-            return T->state;
-        case OP_ACTIVEMASK: R[in->d] = X->warp_active[T->linear >> 5]; break;
-        default:
-            T->pc = pc - 1;
-            return fault(X, T, CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, 0, 0, -1, pc - 1);
+            JUMP(fr->ret_pc);
+        } vmbreak;
+        vmcase(EXIT) YIELD(TS_DONE, pc - 1);
+        vmcase(TRAP) FAULT_AT((in->flags & F_ASSERT) ? CUDA_ERROR_ASSERT : CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1);
+        vmcase(COLLECTIVE) YIELD(in->sub <= COL_BAR_RED_OR ? TS_BAR : TS_WARP, pc - 1);
+        vmcase(ACTIVEMASK) R[in->d] = X->warp_active[T->linear >> 5]; vmbreak;
+        vmcase(NONE) FAULT_AT(CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, 0, 0, -1);
         }
     }
 }
@@ -778,9 +864,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
     base[SP_NSMID] = (uint64_t)g_block_threads;
     base[SP_DYN_SMEM] = S->shared_bytes;
     base[SP_TOTAL_SMEM] = X->shared_size;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    base[SP_CLOCK] = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    base[SP_CLOCK] = now_ns();
     int i = 0;
     for (unsigned z = 0; z < S->block[2]; z++)
         for (unsigned y = 0; y < S->block[1]; y++)
@@ -847,16 +931,21 @@ typedef struct Grid {
     int nranges;
     uint64_t nblocks, next;
     volatile int stop;
+    Watchdog watch;
     pthread_mutex_t mu;
     Exec failed; /* the first fault */
     int has_failure;
 } Grid;
+
+static uint64_t g_executed;
 
 static void *grid_worker(void *arg) {
     Grid *G = arg;
     const LaunchSpec *S = G->spec;
     Exec X = {0};
     X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges;
+    X.watch = &G->watch;
+    X.watch_countdown = WATCH_INTERVAL;
     X.shared_size = G->m->shared_static + S->shared_bytes;
     X.local_size = (G->kernel->stack_local + 15) & ~15u;
     BlockMemory B = {0};
@@ -883,23 +972,54 @@ static void *grid_worker(void *arg) {
             if (!G->has_failure) {
                 G->has_failure = 1;
                 G->failed = X;
-                Thread *T = X.fault_thread;
-                G->failed.fault_thread = NULL;
                 G->failed.block_id[0] = id[0], G->failed.block_id[1] = id[1], G->failed.block_id[2] = id[2];
-                G->failed.cache_lo = T->tid[0]; /* reused below as the faulting thread's index */
-                G->failed.cache_hi = T->linear;
             }
             G->stop = 1;
             pthread_mutex_unlock(&G->mu);
         }
     }
     free(B.threads), free(B.regs), free(B.local), free(B.shared), free(B.warp_active);
+    __atomic_fetch_add(&g_executed, X.steps, __ATOMIC_RELAXED);
     return NULL;
 }
 
+/* Thread-instructions the interpreter has run in this process (for benchmarks: an exact count). */
+API uint64_t ironaccel_fake_executed_instructions(void) { return __atomic_load_n(&g_executed, __ATOMIC_RELAXED); }
+
 static const char *space_name(int space) {
-    static const char *NAMES[] = {"global", "shared", "local", "param", "param", "generic"};
-    return space >= 0 && space <= SP_GENERIC ? NAMES[space] : "";
+    static const char *const NAMES[SPACE_COUNT] = {
+#define X(e, name) name,
+        SPACES(X)
+#undef X
+    };
+    return space >= 0 && space < SPACE_COUNT ? NAMES[space] : "";
+}
+
+/* Reads the watchdog's limits (at every launch, so a process can change them); a bad value is reported once
+ * and leaves that limit off. */
+static void watchdog_from_env(Watchdog *W) {
+    static int warned;
+    const char *s = getenv("IRONACCEL_FAKE_WATCHDOG_S");
+    char *end;
+    if (s && *s) {
+        double v = strtod(s, &end);
+        if (*end || !(v >= 0) || v > 1e9) {
+            if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+                fake_log("IRONACCEL_FAKE_WATCHDOG_S=%s is not a number of seconds: no time limit", s);
+        } else {
+            W->seconds = v;
+        }
+    }
+    s = getenv("IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS");
+    if (s && *s) {
+        double v = strtod(s, &end); /* 1e9 and 1000000000 alike */
+        if (*end || !(v >= 0) || v > 1.8e19) {
+            if (!__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+                fake_log("IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS=%s is not a count: no instruction limit", s);
+        } else {
+            W->budget = (uint64_t)v;
+        }
+    }
 }
 
 CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) {
@@ -908,6 +1028,9 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) 
     G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index];
     G.nblocks = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
     G.ranges = mem_snapshot(&G.nranges);
+    watchdog_from_env(&G.watch);
+    G.watch.stop = &G.stop;
+    if (G.watch.seconds > 0) G.watch.deadline_ns = now_ns() + (uint64_t)(G.watch.seconds * 1e9);
     pthread_mutex_init(&G.mu, NULL);
     int helpers = g_block_threads - 1;
     if ((uint64_t)helpers > G.nblocks - 1) helpers = (int)(G.nblocks - 1);
@@ -921,22 +1044,31 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) 
     pthread_mutex_destroy(&G.mu);
     if (!G.has_failure) return CUDA_SUCCESS;
     Exec *F = &G.failed;
-    unsigned linear = (unsigned)F->cache_hi;
+    unsigned linear = F->fault_linear;
     unsigned tx = linear % spec->block[0], ty = linear / spec->block[0] % spec->block[1],
              tz = linear / (spec->block[0] * spec->block[1]);
     int line = F->fault_pc < m->ncode ? m->lines[F->fault_pc] : 0;
     const char *name = G.kernel->name;
     if (F->fault == CUDA_ERROR_ILLEGAL_ADDRESS || F->fault == CUDA_ERROR_MISALIGNED_ADDRESS) {
         char where[256] = "";
-        if (F->fault_space == SP_GLOBAL || F->fault_space == SP_GENERIC) mem_describe(F->fault_addr, where, sizeof where);
+        if (F->fault_space == SPACE_GLOBAL || F->fault_space == SPACE_GENERIC) mem_describe(F->fault_addr, where, sizeof where);
         else snprintf(where, sizeof where, "the block has %llu bytes of %s memory", (unsigned long long)
-                      (F->fault_space == SP_SHARED ? F->shared_size : F->local_size), space_name(F->fault_space));
+                      (F->fault_space == SPACE_SHARED ? F->shared_size : F->local_size), space_name(F->fault_space));
         snprintf(report, report_len,
                  "memcheck: %s %s %s of %u bytes at 0x%llx in kernel %s, block (%u,%u,%u), thread (%u,%u,%u), "
                  "PTX line %d: %s",
                  F->fault == CUDA_ERROR_MISALIGNED_ADDRESS ? "misaligned" : "invalid", space_name(F->fault_space),
                  F->fault_store ? "write" : "read", F->fault_size, (unsigned long long)F->fault_addr, name,
                  F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line, where);
+    } else if (F->fault == CUDA_ERROR_LAUNCH_TIMEOUT) {
+        char limit[96];
+        if (F->watch_cause == WATCH_BUDGET)
+            snprintf(limit, sizeof limit, "ran more than %llu thread-instructions (IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS)",
+                     (unsigned long long)G.watch.budget);
+        else
+            snprintf(limit, sizeof limit, "ran longer than %g s (IRONACCEL_FAKE_WATCHDOG_S)", G.watch.seconds);
+        snprintf(report, report_len, "watchdog: kernel %s %s; stopped in block (%u,%u,%u), thread (%u,%u,%u), "
+                 "PTX line %d", name, limit, F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line);
     } else {
         const char *what = F->fault == CUDA_ERROR_ASSERT ? "device-side assert"
                          : F->fault == CUDA_ERROR_LAUNCH_FAILED ? "trap"

@@ -24,6 +24,20 @@ static uint64_t g_serial;
 static AllocInfo g_freed[FREED_HISTORY];
 static int g_nfreed;
 
+/* Work items that may touch device memory run pinned (mem_pin/mem_unpin around them, on the stream
+ * workers): a free while any pin is active takes the allocation out of the table at once (a later launch
+ * sees a use after free) but keeps its pages mapped until every pin older than the free has ended, so a
+ * kernel or copy already running never touches an unmapped page. */
+typedef struct Retired {
+    uint64_t base, span;
+    uint64_t epoch; /* the newest pin when it was freed */
+} Retired;
+static uint64_t g_pin_epoch;
+static uint64_t *g_pins; /* epochs of the active pins */
+static int g_npins, g_cappins;
+static Retired *g_retired;
+static int g_nretired, g_capretired;
+
 static uint64_t parse_bytes(const char *s) {
     char *end;
     double v = strtod(s, &end);
@@ -124,16 +138,54 @@ CUresult mem_register(Context *ctx, void *p, uint64_t size, unsigned flags) {
     return CUDA_SUCCESS;
 }
 
+static void unmap(uint64_t base, uint64_t span) {
+    madvise((void *)(uintptr_t)base, span, MADV_DONTNEED);
+    mprotect((void *)(uintptr_t)base, span, PROT_NONE);
+}
+
 static void remove_locked(int i) {
     AllocInfo a = g_allocs[i];
     memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof *g_allocs);
     g_nallocs--;
     g_freed[g_nfreed++ % FREED_HISTORY] = a;
     if (a.kind == A_HOST_REGISTERED) return;
-    uint64_t span = (a.size + PAGE - 1) & ~(PAGE - 1);
-    madvise((void *)(uintptr_t)a.base, span, MADV_DONTNEED);
-    mprotect((void *)(uintptr_t)a.base, span, PROT_NONE);
     if (a.kind == A_DEVICE || a.kind == A_MODULE_GLOBAL) g_used -= a.size;
+    uint64_t span = (a.size + PAGE - 1) & ~(PAGE - 1);
+    if (!g_npins) {
+        unmap(a.base, span);
+        return;
+    }
+    if (g_nretired == g_capretired) {
+        g_capretired = g_capretired ? g_capretired * 2 : 16;
+        g_retired = realloc(g_retired, g_capretired * sizeof *g_retired);
+    }
+    g_retired[g_nretired++] = (Retired){a.base, span, g_pin_epoch};
+}
+
+uint64_t mem_pin(void) {
+    pthread_mutex_lock(&g_mem_mu);
+    if (g_npins == g_cappins) {
+        g_cappins = g_cappins ? g_cappins * 2 : 16;
+        g_pins = realloc(g_pins, g_cappins * sizeof *g_pins);
+    }
+    uint64_t epoch = ++g_pin_epoch;
+    g_pins[g_npins++] = epoch;
+    pthread_mutex_unlock(&g_mem_mu);
+    return epoch;
+}
+
+void mem_unpin(uint64_t epoch) {
+    pthread_mutex_lock(&g_mem_mu);
+    uint64_t oldest = UINT64_MAX;
+    for (int i = 0; i < g_npins; i++)
+        if (g_pins[i] == epoch) g_pins[i--] = g_pins[--g_npins];
+        else if (g_pins[i] < oldest) oldest = g_pins[i];
+    for (int i = 0; i < g_nretired; i++)
+        if (g_retired[i].epoch < oldest) { /* every pin that could have seen it has ended */
+            unmap(g_retired[i].base, g_retired[i].span);
+            g_retired[i--] = g_retired[--g_nretired];
+        }
+    pthread_mutex_unlock(&g_mem_mu);
 }
 
 /* Frees the allocation that starts at base, if its kind is in kind_mask (1 << kind). */

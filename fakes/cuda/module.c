@@ -6,9 +6,6 @@
 
 #include "fake.h"
 
-#define SHARED_PER_BLOCK 49152
-#define SHARED_PER_BLOCK_OPTIN 232448
-#define THREADS_PER_SM 2048
 #define CU_JIT_ERROR_LOG_BUFFER 5
 #define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 
@@ -17,10 +14,8 @@ typedef struct ModuleHandle {
     Function **functions; /* one handle per function, made on first request */
 } ModuleHandle;
 
-static CUresult load_module(const void *image, ModuleHandle **out, char *log, size_t loglen) {
-    Context *c = NULL;
-    CUresult rc = need_context(&c);
-    if (rc) return rc;
+/* Loads PTX text into ctx (NULL: a library, which belongs to no context; its globals are freed at unload). */
+static CUresult load_module(Context *c, const void *image, ModuleHandle **out, char *log, size_t loglen) {
     if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
     const unsigned char *bytes = image;
     if (bytes[0] == 0x7F && bytes[1] == 'E' && bytes[2] == 'L' && bytes[3] == 'F') {
@@ -44,10 +39,11 @@ static CUresult load_module(const void *image, ModuleHandle **out, char *log, si
     return CUDA_SUCCESS;
 }
 
-API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopts, int *opts, void **values) {
-    ENTER(cuModuleLoadDataEx);
+/* load_module, with the JIT error log copied into the caller's CU_JIT_ERROR_LOG_BUFFER on failure. */
+static CUresult load_with_options(Context *c, void **mod, const void *image, unsigned nopts, int *opts,
+                                  void **values) {
     char log[1024] = "";
-    CUresult rc = load_module(image, (ModuleHandle **)mod, log, sizeof log);
+    CUresult rc = load_module(c, image, (ModuleHandle **)mod, log, sizeof log);
     for (unsigned i = 0; rc && opts && values && i < nopts; i++) {
         if (opts[i] != CU_JIT_ERROR_LOG_BUFFER) continue;
         size_t cap = 0;
@@ -56,6 +52,12 @@ API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopts, i
         if (cap && values[i]) snprintf(values[i], cap, "%s", log);
     }
     return rc;
+}
+
+API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopts, int *opts, void **values) {
+    ENTER(cuModuleLoadDataEx);
+    NEED_CONTEXT(c);
+    return load_with_options(c, mod, image, nopts, opts, values);
 }
 
 API CUresult cuModuleLoadData(void **mod, const void *image) {
@@ -90,9 +92,8 @@ static CUresult module_from(void *h, ModuleHandle **out) {
 API CUresult cuModuleUnload(void *hmod) {
     ENTER(cuModuleUnload);
     ModuleHandle *h;
-    CUresult rc = module_from(hmod, &h);
-    if (rc) return rc;
-    streams_sync_context(h->m.ctx); /* queued launches may still use it */
+    TRY(module_from(hmod, &h));
+    streams_sync_context(h->m.ctx); /* queued launches may still use it (a library: in any context) */
     handle_remove(h);
     for (int i = 0; i < h->m.ptx->nfuncs; i++)
         if (h->functions[i]) handle_remove(h->functions[i]);
@@ -125,8 +126,7 @@ static CUresult get_function(ModuleHandle *h, const char *name, int want_entry, 
 API CUresult cuModuleGetFunction(void **fn, void *hmod, const char *name) {
     ENTER(cuModuleGetFunction);
     ModuleHandle *h;
-    CUresult rc = module_from(hmod, &h);
-    if (rc) return rc;
+    TRY(module_from(hmod, &h));
     return get_function(h, name, 1, (Function **)fn);
 }
 
@@ -145,18 +145,19 @@ static CUresult get_global(ModuleHandle *h, CUdeviceptr *dptr, size_t *bytes, co
 API CUresult cuModuleGetGlobal_v2(CUdeviceptr *dptr, size_t *bytes, void *hmod, const char *name) {
     ENTER(cuModuleGetGlobal_v2);
     ModuleHandle *h;
-    CUresult rc = module_from(hmod, &h);
-    if (rc) return rc;
+    TRY(module_from(hmod, &h));
     return get_global(h, dptr, bytes, name);
 }
 
-/* ---- libraries: a library is a module loaded into the current context, a kernel is its function ---- */
+/* ---- libraries: a module of no context (usable from every context, loadable without one, as on a real
+ * driver); a kernel is its function ---- */
 
 API CUresult cuLibraryLoadData(void **lib, const void *code, int *jit_opts, void **jit_vals, unsigned njit,
                                int *lib_opts, void **lib_vals, unsigned nlib) {
     ENTER(cuLibraryLoadData);
     (void)lib_opts, (void)lib_vals, (void)nlib;
-    return cuModuleLoadDataEx(lib, code, njit, jit_opts, jit_vals);
+    NEED_INIT();
+    return load_with_options(NULL, lib, code, njit, jit_opts, jit_vals);
 }
 
 API CUresult cuLibraryUnload(void *lib) {
@@ -167,16 +168,14 @@ API CUresult cuLibraryUnload(void *lib) {
 API CUresult cuLibraryGetKernel(void **kernel, void *lib, const char *name) {
     ENTER(cuLibraryGetKernel);
     ModuleHandle *h;
-    CUresult rc = module_from(lib, &h);
-    if (rc) return rc;
+    TRY(module_from(lib, &h));
     return get_function(h, name, 1, (Function **)kernel);
 }
 
 API CUresult cuLibraryGetModule(void **mod, void *lib) {
     ENTER(cuLibraryGetModule);
     ModuleHandle *h;
-    CUresult rc = module_from(lib, &h);
-    if (rc) return rc;
+    TRY(module_from(lib, &h));
     if (!mod) return CUDA_ERROR_INVALID_VALUE;
     *mod = h;
     return CUDA_SUCCESS;
@@ -185,8 +184,7 @@ API CUresult cuLibraryGetModule(void **mod, void *lib) {
 API CUresult cuLibraryGetGlobal(CUdeviceptr *dptr, size_t *bytes, void *lib, const char *name) {
     ENTER(cuLibraryGetGlobal);
     ModuleHandle *h;
-    CUresult rc = module_from(lib, &h);
-    if (rc) return rc;
+    TRY(module_from(lib, &h));
     return get_global(h, dptr, bytes, name);
 }
 
@@ -202,8 +200,7 @@ static CUresult function_from(void *h, Function **out) {
 API CUresult cuKernelGetFunction(void **fn, void *kernel) {
     ENTER(cuKernelGetFunction);
     Function *f;
-    CUresult rc = function_from(kernel, &f);
-    if (rc) return rc;
+    TRY(function_from(kernel, &f));
     if (!fn) return CUDA_ERROR_INVALID_VALUE;
     *fn = f;
     return CUDA_SUCCESS;
@@ -239,8 +236,7 @@ static CUresult function_attribute(Function *f, int attr, int *value) {
 API CUresult cuFuncGetAttribute(int *value, int attr, void *hfunc) {
     ENTER(cuFuncGetAttribute);
     Function *f;
-    CUresult rc = function_from(hfunc, &f);
-    if (rc) return rc;
+    TRY(function_from(hfunc, &f));
     if (!value) return CUDA_ERROR_INVALID_VALUE;
     return function_attribute(f, attr, value);
 }
@@ -260,16 +256,14 @@ static CUresult set_function_attribute(Function *f, int attr, int value) {
 API CUresult cuFuncSetAttribute(void *hfunc, int attr, int value) {
     ENTER(cuFuncSetAttribute);
     Function *f;
-    CUresult rc = function_from(hfunc, &f);
-    if (rc) return rc;
+    TRY(function_from(hfunc, &f));
     return set_function_attribute(f, attr, value);
 }
 
 API CUresult cuKernelGetAttribute(int *value, int attr, void *kernel, CUdevice dev) {
     ENTER(cuKernelGetAttribute);
     Function *f;
-    CUresult rc = function_from(kernel, &f);
-    if (rc) return rc;
+    TRY(function_from(kernel, &f));
     if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
     if (!value) return CUDA_ERROR_INVALID_VALUE;
     return function_attribute(f, attr, value);
@@ -278,8 +272,7 @@ API CUresult cuKernelGetAttribute(int *value, int attr, void *kernel, CUdevice d
 API CUresult cuKernelSetAttribute(int attr, int value, void *kernel, CUdevice dev) {
     ENTER(cuKernelSetAttribute);
     Function *f;
-    CUresult rc = function_from(kernel, &f);
-    if (rc) return rc;
+    TRY(function_from(kernel, &f));
     if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
     return set_function_attribute(f, attr, value);
 }
@@ -288,8 +281,7 @@ API CUresult cuKernelSetAttribute(int attr, int value, void *kernel, CUdevice de
  * counts parameters by asking until it gets that). */
 static CUresult param_info(void *h, size_t index, size_t *offset, size_t *size) {
     Function *f;
-    CUresult rc = function_from(h, &f);
-    if (rc) return rc;
+    TRY(function_from(h, &f));
     const PtxFunction *pf = &f->module->ptx->funcs[f->index];
     if (!pf->is_entry || index >= (size_t)pf->nparams || !offset) return CUDA_ERROR_INVALID_VALUE;
     *offset = pf->params[index].offset;
@@ -310,26 +302,33 @@ API CUresult cuFuncGetParamInfo(void *func, size_t index, size_t *offset, size_t
 API CUresult cuFuncSetCacheConfig(void *hfunc, int config) {
     ENTER(cuFuncSetCacheConfig);
     Function *f;
-    CUresult rc = function_from(hfunc, &f);
-    if (rc) return rc;
+    TRY(function_from(hfunc, &f));
     return config < 0 || config > 3 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* A NULL function or name is INVALID_VALUE (a forged handle INVALID_HANDLE), as on a real driver. */
+static CUresult function_name(const char **name, void *h) {
+    if (!name || !h) return CUDA_ERROR_INVALID_VALUE;
+    Function *f;
+    TRY(function_from(h, &f));
+    *name = f->module->ptx->funcs[f->index].name;
+    return CUDA_SUCCESS;
 }
 
 API CUresult cuFuncGetName(const char **name, void *hfunc) {
     ENTER(cuFuncGetName);
-    Function *f;
-    CUresult rc = function_from(hfunc, &f);
-    if (rc) return rc;
-    if (!name) return CUDA_ERROR_INVALID_VALUE;
-    *name = f->module->ptx->funcs[f->index].name;
-    return CUDA_SUCCESS;
+    return function_name(name, hfunc);
+}
+
+API CUresult cuKernelGetName(const char **name, void *kernel) {
+    ENTER(cuKernelGetName);
+    return function_name(name, kernel);
 }
 
 API CUresult cuFuncGetModule(void **mod, void *hfunc) {
     ENTER(cuFuncGetModule);
     Function *f;
-    CUresult rc = function_from(hfunc, &f);
-    if (rc) return rc;
+    TRY(function_from(hfunc, &f));
     if (!mod) return CUDA_ERROR_INVALID_VALUE;
     *mod = f->module; /* Module is the first member of ModuleHandle */
     return CUDA_SUCCESS;
@@ -363,11 +362,11 @@ static void run_launch(void *arg) {
 
 static CUresult launch(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared,
                        void *hStream, void **params, void **extra) {
-    Context *c = NULL;
+    NEED_CONTEXT(c);
     Stream *s;
     Function *f;
-    CUresult rc = need_context(&c);
-    if (rc || (rc = function_from(hfunc, &f)) || (rc = stream_resolve(hStream, c, &s))) return rc;
+    TRY(function_from(hfunc, &f));
+    TRY(stream_resolve(hStream, c, &s));
     const PtxModule *p = f->module->ptx;
     const PtxFunction *pf = &p->funcs[f->index];
     for (int i = 0; i < 3; i++)
@@ -459,7 +458,7 @@ static int blocks_per_sm(Function *f, int block_size, size_t dynamic_shared) {
     if (block_size <= 0) return 0;
     int by_threads = THREADS_PER_SM / block_size;
     size_t shared = f->module->ptx->shared_static + dynamic_shared;
-    int by_shared = shared ? (int)(233472 / shared) : 32;
+    int by_shared = shared ? (int)(SHARED_PER_SM / shared) : 32;
     int n = by_threads < by_shared ? by_threads : by_shared;
     return n < 32 ? n : 32;
 }
@@ -468,8 +467,7 @@ API CUresult cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int *blocks, v
                                                                   size_t dynamic_shared, unsigned flags) {
     ENTER(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags);
     Function *f;
-    CUresult rc = function_from(hfunc, &f);
-    if (rc) return rc;
+    TRY(function_from(hfunc, &f));
     if (!blocks || block_size <= 0 || flags > 1) return CUDA_ERROR_INVALID_VALUE;
     *blocks = block_size > max_block_threads(&f->module->ptx->funcs[f->index])
                   ? 0
@@ -487,8 +485,7 @@ API CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block_size, vo
                                               size_t (*shared_for)(int), size_t dynamic_shared, int limit) {
     ENTER(cuOccupancyMaxPotentialBlockSize);
     Function *f;
-    CUresult rc = function_from(hfunc, &f);
-    if (rc) return rc;
+    TRY(function_from(hfunc, &f));
     if (!min_grid || !block_size) return CUDA_ERROR_INVALID_VALUE;
     int best = 0, best_active = -1;
     int top = max_block_threads(&f->module->ptx->funcs[f->index]);
@@ -499,23 +496,20 @@ API CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block_size, vo
         if (active >= best_active) best_active = active, best = b;
     }
     if (!best) best = top;
-    int sms;
-    extern int g_block_threads;
-    sms = g_block_threads;
     *block_size = best;
-    *min_grid = sms * blocks_per_sm(f, best, shared_for ? shared_for(best) : dynamic_shared);
+    *min_grid = g_block_threads * blocks_per_sm(f, best, shared_for ? shared_for(best) : dynamic_shared);
     return CUDA_SUCCESS;
 }
 
 API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, void *hfunc, int nblocks, int block_size) {
     ENTER(cuOccupancyAvailableDynamicSMemPerBlock);
     Function *f;
-    CUresult rc = function_from(hfunc, &f);
-    if (rc) return rc;
+    TRY(function_from(hfunc, &f));
     if (!bytes || nblocks <= 0 || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
-    size_t per = 233472 / (size_t)nblocks;
-    if (per > SHARED_PER_BLOCK_OPTIN) per = SHARED_PER_BLOCK_OPTIN;
+    /* The SM's share per block, capped by what one block may have: 48 KiB unless the function opted in. */
+    size_t per = SHARED_PER_SM / (size_t)nblocks;
     size_t st = f->module->ptx->shared_static;
-    *bytes = per > st ? per - st : 0;
+    size_t dynamic = per > st ? per - st : 0;
+    *bytes = dynamic < (size_t)f->max_dynamic_shared ? dynamic : (size_t)f->max_dynamic_shared;
     return CUDA_SUCCESS;
 }

@@ -1,15 +1,58 @@
-/* The decoded instruction set: opcodes, operand types, memory spaces, comparison and atomic kinds.
- * Hot opcodes are specialised by type at decode time so the interpreter switch does no type dispatch. */
+/* The decoded instruction set, as tables: PTX types, memory spaces, opcodes. Each table is one X-macro, so
+ * the enum, the names and the properties cannot disagree between the decoder (ptx.c) and the interpreter
+ * (interp.c). Hot opcodes are specialised by type at decode time so the interpreter does no type dispatch. */
 #ifndef FAKECUDA_OPS_H
 #define FAKECUDA_OPS_H
 
+#include <stdint.h>
+
+/* ---- PTX types: X(enum suffix, PTX spelling, bytes, class) ---- */
+enum TypeClass { TC_NONE, TC_BITS, TC_UNSIGNED, TC_SIGNED, TC_FLOAT, TC_PRED };
+#define PTX_TYPES(X)                                                                                          \
+    X(NONE, "", 0, TC_NONE)                                                                                   \
+    X(B8, "b8", 1, TC_BITS) X(B16, "b16", 2, TC_BITS) X(B32, "b32", 4, TC_BITS) X(B64, "b64", 8, TC_BITS)     \
+    X(U8, "u8", 1, TC_UNSIGNED) X(U16, "u16", 2, TC_UNSIGNED) X(U32, "u32", 4, TC_UNSIGNED)                   \
+    X(U64, "u64", 8, TC_UNSIGNED)                                                                             \
+    X(S8, "s8", 1, TC_SIGNED) X(S16, "s16", 2, TC_SIGNED) X(S32, "s32", 4, TC_SIGNED) X(S64, "s64", 8, TC_SIGNED) \
+    X(F16, "f16", 2, TC_FLOAT) X(BF16, "bf16", 2, TC_FLOAT) X(F32, "f32", 4, TC_FLOAT) X(F64, "f64", 8, TC_FLOAT) \
+    X(F16X2, "f16x2", 4, TC_FLOAT) X(BF16X2, "bf16x2", 4, TC_FLOAT)                                           \
+    X(PRED, "pred", 1, TC_PRED)
+
 enum PtxType {
-    T_NONE, T_B8, T_B16, T_B32, T_B64, T_U8, T_U16, T_U32, T_U64, T_S8, T_S16, T_S32, T_S64,
-    T_F16, T_F32, T_F64, T_PRED, T_BF16
+#define X(e, name, bytes, cls) T_##e,
+    PTX_TYPES(X)
+#undef X
+    T_COUNT
 };
 
-enum Space { SP_GLOBAL, SP_SHARED, SP_LOCAL, SP_FRAME, SP_KPARAM, SP_GENERIC };
+typedef struct PtxTypeInfo {
+    const char *name;
+    uint8_t bytes, cls;
+} PtxTypeInfo;
 
+static const PtxTypeInfo PTX_TYPE_INFO[T_COUNT] = {
+#define X(e, name, bytes, cls) {name, bytes, cls},
+    PTX_TYPES(X)
+#undef X
+};
+
+static inline int type_bytes(int t) { return PTX_TYPE_INFO[t].bytes; }
+static inline int type_bits(int t) { return 8 * PTX_TYPE_INFO[t].bytes; }
+static inline int type_is_signed(int t) { return PTX_TYPE_INFO[t].cls == TC_SIGNED; }
+static inline int type_is_float(int t) { return PTX_TYPE_INFO[t].cls == TC_FLOAT; }
+
+/* ---- state spaces as the interpreter addresses them: X(enum suffix, name in reports) ---- */
+#define SPACES(X) X(GLOBAL, "global") X(SHARED, "shared") X(LOCAL, "local") X(FRAME, "param") \
+    X(KPARAM, "param") X(GENERIC, "generic")
+
+enum Space {
+#define X(e, name) SPACE_##e,
+    SPACES(X)
+#undef X
+    SPACE_COUNT
+};
+
+/* ---- modifiers that select behaviour ---- */
 enum Cmp { C_EQ, C_NE, C_LT, C_LE, C_GT, C_GE, C_EQU, C_NEU, C_LTU, C_LEU, C_GTU, C_GEU, C_NUM, C_NAN };
 
 enum AtomOp { AT_ADD, AT_MIN, AT_MAX, AT_EXCH, AT_CAS, AT_AND, AT_OR, AT_XOR, AT_INC, AT_DEC };
@@ -23,9 +66,10 @@ enum Collective { COL_BAR, COL_BAR_RED_POPC, COL_BAR_RED_AND, COL_BAR_RED_OR, CO
 
 enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORMAL };
 
-/* OPS(X): every opcode; ops.h order is the switch order in interp.c. */
+/* ---- OPS(X): every decoded opcode. NONE (0) is "no opcode": a zero entry in a decoder table means the form
+ * is not implemented, and the interpreter treats it as an illegal instruction. ---- */
 #define OPS(X) \
-    X(NOP) X(MOV) X(MOV_PACK64) X(MOV_UNPACK64) X(MOV_PACK32) X(MOV_UNPACK32) X(LOCAL_ADDR) \
+    X(NONE) X(NOP) X(MOV) X(MOV_PACK64) X(MOV_UNPACK64) X(MOV_PACK32) X(MOV_UNPACK32) X(LOCAL_ADDR) \
     X(ADD_I16) X(ADD_I32) X(ADD_I64) X(ADD_F32) X(ADD_F64) \
     X(SUB_I16) X(SUB_I32) X(SUB_I64) X(SUB_F32) X(SUB_F64) \
     X(MUL_LO_I16) X(MUL_LO_I32) X(MUL_LO_I64) X(MUL_F32) X(MUL_F64) \
@@ -50,7 +94,7 @@ enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORM
     X(SIN_F32) X(COS_F32) X(TANH_F32) X(TESTP_F32) X(TESTP_F64) X(COPYSIGN_F32) X(COPYSIGN_F64) \
     X(LD_GLOBAL_32) X(LD_GLOBAL_64) X(ST_GLOBAL_32) X(ST_GLOBAL_64) X(LD_SHARED_32) X(ST_SHARED_32) \
     X(LD_KPARAM_32) X(LD_KPARAM_64) X(LD) X(ST) X(ATOM) \
-    X(BRA) X(CALL) X(RET) X(EXIT) X(TRAP) X(COLLECTIVE) X(ACTIVEMASK)
+    X(GUARD) X(BRA) X(BRA_IF) X(CALL) X(RET) X(EXIT) X(TRAP) X(COLLECTIVE) X(ACTIVEMASK)
 
 enum Op {
 #define X(name) OP_##name,
@@ -59,11 +103,17 @@ enum Op {
     OP_COUNT
 };
 
+/* The opcode names, for traces and reports. */
+static const char *const OP_NAMES[OP_COUNT] = {
+#define X(name) #name,
+    OPS(X)
+#undef X
+};
+
 /* Inst.flags bits */
-#define F_NEG_C 0x1     /* setp/vote: the predicate source is negated */
+#define F_NEG_C 0x1     /* setp/vote: the predicate source is negated; GUARD/BRA_IF: the guard is negated */
 #define F_SAT 0x2       /* cvt.sat */
 #define F_ASSERT 0x4    /* trap from __assertfail */
 #define F_SHIFTAMT 0x8  /* bfind.shiftamt */
-#define F_NO_RESULT 0x10 /* red: no destination */
 
 #endif

@@ -61,7 +61,9 @@ static void *stream_worker(void *arg) {
         } else {
             s->running = 1;
             pthread_mutex_unlock(&g_q_mu);
+            uint64_t pin = mem_pin();
             w->fn(w->arg);
+            mem_unpin(pin);
             pthread_mutex_lock(&g_q_mu);
             s->running = 0;
         }
@@ -110,7 +112,7 @@ Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null) {
 }
 
 /* Marks the stream closing: its worker finishes the queue, then frees it. */
-void stream_close(Stream *s) {
+static void stream_close(Stream *s) {
     if (!s->is_null) handle_remove(s);
     pthread_mutex_lock(&g_q_mu);
     s->closing = 1;
@@ -198,7 +200,7 @@ static void wait_streams_locked(Context *ctx, int blocking_only) {
         Stream *pending = NULL;
         for (int i = 0; i < g_nstreams && !pending; i++) {
             Stream *o = g_streams[i];
-            if (o->ctx == ctx && o->completed < o->enqueued && (!blocking_only || is_blocking(o))) pending = o;
+            if ((!ctx || o->ctx == ctx) && o->completed < o->enqueued && (!blocking_only || is_blocking(o))) pending = o;
         }
         if (!pending) return;
         wait_drained_locked(pending);
@@ -219,7 +221,6 @@ void streams_sync_context(Context *ctx) {
     pthread_mutex_unlock(&g_q_mu);
 }
 
-/* Closes every stream of a context being destroyed, after their queues drain. */
 void streams_close_context(Context *ctx) {
     streams_sync_context(ctx);
     pthread_mutex_lock(&g_q_mu);
@@ -247,17 +248,13 @@ CUresult stream_resolve(void *h, Context *ctx, Stream **out) {
 /* ---- stream entry points ---- */
 
 static CUresult stream_from(void *h, Stream **out) {
-    Context *ctx = NULL;
-    CUresult rc = need_context(&ctx);
-    if (rc) return rc;
+    NEED_CONTEXT(ctx);
     return stream_resolve(h, ctx, out);
 }
 
 API CUresult cuStreamCreateWithPriority(void **phStream, unsigned flags, int priority) {
     ENTER(cuStreamCreateWithPriority);
-    Context *ctx = NULL;
-    CUresult rc = need_context(&ctx);
-    if (rc) return rc;
+    NEED_CONTEXT(ctx);
     if (!phStream || (flags & ~1u)) return CUDA_ERROR_INVALID_VALUE;
     if (priority > 0) priority = 0; /* clamped to [-5, 0] like cuCtxGetStreamPriorityRange says */
     if (priority < -5) priority = -5;
@@ -283,28 +280,25 @@ API CUresult cuStreamDestroy_v2(void *h) {
 API CUresult cuStreamQuery(void *h) {
     ENTER(cuStreamQuery);
     Stream *s;
-    CUresult rc = stream_from(h, &s);
-    if (rc) return rc;
+    TRY(stream_from(h, &s));
     pthread_mutex_lock(&g_q_mu);
     int done = s->completed == s->enqueued;
     pthread_mutex_unlock(&g_q_mu);
-    if ((rc = context_sticky(s->ctx))) return rc;
+    TRY(context_sticky(s->ctx));
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 API CUresult cuStreamSynchronize(void *h) {
     ENTER(cuStreamSynchronize);
     Stream *s;
-    CUresult rc = stream_from(h, &s);
-    if (rc) return rc;
+    TRY(stream_from(h, &s));
     return stream_sync(s);
 }
 
 API CUresult cuStreamGetPriority(void *h, int *priority) {
     ENTER(cuStreamGetPriority);
     Stream *s;
-    CUresult rc = stream_from(h, &s);
-    if (rc) return rc;
+    TRY(stream_from(h, &s));
     if (!priority) return CUDA_ERROR_INVALID_VALUE;
     *priority = s->priority;
     return CUDA_SUCCESS;
@@ -313,8 +307,7 @@ API CUresult cuStreamGetPriority(void *h, int *priority) {
 API CUresult cuStreamGetFlags(void *h, unsigned *flags) {
     ENTER(cuStreamGetFlags);
     Stream *s;
-    CUresult rc = stream_from(h, &s);
-    if (rc) return rc;
+    TRY(stream_from(h, &s));
     if (!flags) return CUDA_ERROR_INVALID_VALUE;
     *flags = s->flags;
     return CUDA_SUCCESS;
@@ -323,8 +316,7 @@ API CUresult cuStreamGetFlags(void *h, unsigned *flags) {
 API CUresult cuStreamGetCtx(void *h, void **pctx) {
     ENTER(cuStreamGetCtx);
     Stream *s;
-    CUresult rc = stream_from(h, &s);
-    if (rc) return rc;
+    TRY(stream_from(h, &s));
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     *pctx = s->ctx;
     return CUDA_SUCCESS;
@@ -333,8 +325,7 @@ API CUresult cuStreamGetCtx(void *h, void **pctx) {
 API CUresult cuStreamGetId(void *h, unsigned long long *id) {
     ENTER(cuStreamGetId);
     Stream *s;
-    CUresult rc = stream_from(h, &s);
-    if (rc) return rc;
+    TRY(stream_from(h, &s));
     if (!id) return CUDA_ERROR_INVALID_VALUE;
     *id = (unsigned long long)(uintptr_t)s;
     return CUDA_SUCCESS;
@@ -347,8 +338,7 @@ enum { CU_STREAM_CAPTURE_STATUS_NONE = 0 };
 API CUresult cuStreamIsCapturing(void *h, int *status) {
     ENTER(cuStreamIsCapturing);
     Stream *s;
-    CUresult rc = stream_from(h, &s);
-    if (rc) return rc;
+    TRY(stream_from(h, &s));
     if (!status) return CUDA_ERROR_INVALID_VALUE;
     *status = CU_STREAM_CAPTURE_STATUS_NONE;
     return CUDA_SUCCESS;
@@ -370,8 +360,7 @@ static void run_host_call(void *arg) {
 
 static CUresult submit_host_call(void *h, HostCall proto) {
     Stream *s;
-    CUresult rc = stream_from(h, &s);
-    if (rc) return rc;
+    TRY(stream_from(h, &s));
     HostCall *c = malloc(sizeof *c);
     *c = proto;
     c->ctx = s->ctx;
@@ -401,9 +390,7 @@ static CUresult event_from(void *h, Event **out) {
 
 API CUresult cuEventCreate(void **phEvent, unsigned flags) {
     ENTER(cuEventCreate);
-    Context *ctx = NULL;
-    CUresult rc = need_context(&ctx);
-    if (rc) return rc;
+    NEED_CONTEXT(ctx);
     if (!phEvent || (flags & ~0xFu)) return CUDA_ERROR_INVALID_VALUE;
     Event *e = calloc(1, sizeof *e);
     e->ctx = ctx;
@@ -418,10 +405,10 @@ API CUresult cuEventRecordWithFlags(void *hEvent, void *hStream, unsigned flags)
     ENTER(cuEventRecordWithFlags);
     Event *e;
     Stream *s;
-    CUresult rc = event_from(hEvent, &e);
-    if (rc || (rc = stream_from(hStream, &s))) return rc;
+    TRY(event_from(hEvent, &e));
+    TRY(stream_from(hStream, &s));
     if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE;
-    if ((rc = context_sticky(s->ctx))) return rc;
+    TRY(context_sticky(s->ctx));
     pthread_mutex_lock(&g_q_mu);
     legacy_order_locked(s);
     push_record_locked(s, e, ++e->record_gen);
@@ -437,20 +424,18 @@ API CUresult cuEventRecord(void *hEvent, void *hStream) {
 API CUresult cuEventQuery(void *hEvent) {
     ENTER(cuEventQuery);
     Event *e;
-    CUresult rc = event_from(hEvent, &e);
-    if (rc) return rc;
+    TRY(event_from(hEvent, &e));
     pthread_mutex_lock(&g_q_mu);
     int done = e->done_gen >= e->record_gen;
     pthread_mutex_unlock(&g_q_mu);
-    if ((rc = context_sticky(e->ctx))) return rc;
+    TRY(context_sticky(e->ctx));
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 API CUresult cuEventSynchronize(void *hEvent) {
     ENTER(cuEventSynchronize);
     Event *e;
-    CUresult rc = event_from(hEvent, &e);
-    if (rc) return rc;
+    TRY(event_from(hEvent, &e));
     pthread_mutex_lock(&g_q_mu);
     uint64_t target = e->record_gen;
     while (e->done_gen < target) pthread_cond_wait(&g_q_cv, &g_q_mu);
@@ -461,8 +446,7 @@ API CUresult cuEventSynchronize(void *hEvent) {
 API CUresult cuEventDestroy_v2(void *hEvent) {
     ENTER(cuEventDestroy_v2);
     Event *e;
-    CUresult rc = event_from(hEvent, &e);
-    if (rc) return rc;
+    TRY(event_from(hEvent, &e));
     handle_remove(e);
     pthread_mutex_lock(&g_q_mu);
     e->destroyed = 1;
@@ -474,8 +458,8 @@ API CUresult cuEventDestroy_v2(void *hEvent) {
 API CUresult cuEventElapsedTime(float *ms, void *hStart, void *hEnd) {
     ENTER(cuEventElapsedTime);
     Event *a, *b;
-    CUresult rc = event_from(hStart, &a);
-    if (rc || (rc = event_from(hEnd, &b))) return rc;
+    TRY(event_from(hStart, &a));
+    TRY(event_from(hEnd, &b));
     if (!ms) return CUDA_ERROR_INVALID_VALUE;
     if ((a->flags | b->flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&g_q_mu);
@@ -498,8 +482,8 @@ API CUresult cuStreamWaitEvent(void *hStream, void *hEvent, unsigned flags) {
     ENTER(cuStreamWaitEvent);
     Event *e;
     Stream *s;
-    CUresult rc = event_from(hEvent, &e);
-    if (rc || (rc = stream_from(hStream, &s))) return rc;
+    TRY(event_from(hEvent, &e));
+    TRY(stream_from(hStream, &s));
     if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_q_mu);
     if (e->record_gen > e->done_gen) push_wait_locked(s, e, e->record_gen);

@@ -1,5 +1,6 @@
 """Driver API behaviour of the fake: errors for bad handles and sizes, memcheck, faults, streams, leaks."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -183,3 +184,55 @@ def test_host_func_and_async_alloc(cuda):
     assert np.all(out == 3)
     cuda.ok(d.cuStreamDestroy(s))
     assert cuda.control.live_allocations() >= 0
+
+
+FREE_RACE = r'''
+extern "C" __global__ void churn(unsigned* p, unsigned iters)
+{ for (unsigned k = 0; k < iters; k++) p[threadIdx.x] += k; }
+'''
+
+
+@pytest.mark.parametrize("free_call", ["cuMemFreeAsync", "cuMemFree"])
+def test_free_while_a_kernel_uses_the_buffer_never_crashes(cuda, tmp_path, free_call):
+    """A buffer freed (on another stream, or from another thread) while a kernel runs on it and more are
+    queued: the running kernel finishes on mapped memory (no segfault, the release waits for it); a kernel
+    that starts after the free is a use after free, reported and sticky (cuMemFree waits for all of them)."""
+    ptx = tmp_path / "churn.ptx"
+    ptx.write_bytes(cuda.ptx(FREE_RACE))
+    r = _run_child(f"""
+        import threading, time
+        import numpy as np
+        err, ctx = d.cuCtxCreate(None, 0, 0)
+        err, mod = d.cuModuleLoadData(open({str(ptx)!r}, "rb").read() + b"\\0")
+        err, f = d.cuModuleGetFunction(mod, b"churn")
+        err, busy = d.cuStreamCreate(1)
+        err, other = d.cuStreamCreate(1)
+        err, p = d.cuMemAlloc(4 * 32)
+        d.cuMemsetD32(p, 0, 32)
+        print("ptr", hex(int(p)))
+        boxes = [np.array([int(p)], np.uint64), np.array([400000], np.uint32)]
+        params = np.array([b.ctypes.data for b in boxes], np.uint64)
+        for _ in range(3):
+            assert d.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, busy, params.ctypes.data, 0)[0] == 0
+        time.sleep(0.05)  # the first kernel is running
+        if {free_call!r} == "cuMemFreeAsync":
+            print("free", int(d.cuMemFreeAsync(p, other)[0]))
+        else:
+            out = []
+            t = threading.Thread(target=lambda: (d.cuCtxSetCurrent(ctx), out.append(int(d.cuMemFree(p)[0]))))
+            t.start(); t.join()
+            print("free", out[0], "queue", int(d.cuStreamQuery(busy)[0]))
+        d.cuStreamSynchronize(busy)
+        d.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, busy, params.ctypes.data, 0)
+        print("after", int(d.cuStreamSynchronize(busy)[0]))
+        from ironaccel import fakes
+        print("report", fakes.Control().last_report())
+    """, PYTHONPATH=os.getcwd())
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "free 0" in r.stdout, r.stdout + r.stderr[-2000:]
+    if free_call == "cuMemFree":
+        assert "queue 0" in r.stdout, r.stdout  # it waited for the queued kernels
+    assert "after 700" in r.stdout, r.stdout  # CUDA_ERROR_ILLEGAL_ADDRESS, sticky
+    report = r.stdout.split("report", 1)[1]
+    assert "churn" in report and "thread (0,0,0)" in report and "use after free" in report, report
+    assert f"at {r.stdout.split('ptr ')[1].split()[0]}" in report, report  # the freed buffer's address

@@ -1,5 +1,7 @@
 """CUDA C++ kernels compiled by NVRTC and run by the fake's PTX interpreter, checked against numpy."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -139,15 +141,20 @@ def test_pack_args_and_daxpy(cuda, conf, rng):
     assert np.allclose(cuda.download(dy, y), 0.3 * x + y, rtol=0, atol=1e-15)
 
 
+def lcg(n, iters):
+    """What the busy kernel computes."""
+    v = np.arange(n, dtype=np.uint64)
+    for _ in range(iters):
+        v = (v * 1664525 + 1013904223) & 0xFFFFFFFF
+    return v.astype(np.uint32)
+
+
 def test_busy_lcg(cuda, conf):
     n, iters = 200, 50
     out = np.zeros(n, np.uint32)
     p = cuda.poisoned(out)
     cuda.launch(conf("busy"), (2,), (128,), p, np.uint32(iters), np.uint32(n))
-    v = np.arange(n, dtype=np.uint64)
-    for _ in range(iters):
-        v = (v * 1664525 + 1013904223) & 0xFFFFFFFF
-    assert np.array_equal(cuda.download(p, out), v.astype(np.uint32))
+    assert np.array_equal(cuda.download(p, out), lcg(n, iters))
 
 
 def test_warp_shuffle_reduction_and_ballot(cuda, rng):
@@ -299,3 +306,47 @@ def test_float_instruction_classes(cuda, rng):
         iexp = [np.trunc(a), np.rint(a), np.floor(a), a < b, np.isnan(a / b), np.trunc(a).astype(np.int64) & 0xFF]
         for j, e in enumerate(iexp):
             assert np.array_equal(k[:, j], np.asarray(e).astype(np.int32)), f"int column {j}"
+
+
+SPIN = r'''
+extern "C" __global__ void spin(const volatile unsigned* flag, unsigned* out)
+{ while (flag[0] == 0) {} out[blockIdx.x * blockDim.x + threadIdx.x] = 1; }'''
+
+
+def test_watchdog_ends_an_endless_kernel_with_a_sticky_timeout(cuda, monkeypatch):
+    monkeypatch.setenv("IRONACCEL_FAKE_WATCHDOG_S", "0.3")
+    d = cuda.d
+    f = cuda.kernel(SPIN, "spin")
+    flag, out = cuda.upload(np.zeros(1, np.uint32)), cuda.alloc(4 * 64)
+    ptrs, boxes = cuda.args(flag, out)
+    t0 = time.monotonic()
+    cuda.ok(d.cuLaunchKernel(f, 4, 1, 1, 16, 1, 1, 0, 0, ptrs.ctypes.data, 0))  # blocks on every worker
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_LAUNCH_TIMEOUT
+    assert 0.3 <= time.monotonic() - t0 < 30
+    report = cuda.control.last_report()
+    assert report.startswith("watchdog: kernel spin ran longer than 0.3 s (IRONACCEL_FAKE_WATCHDOG_S); stopped in "
+                             "block ("), report
+    assert ", thread (" in report and "PTX line" in report
+    assert cuda.err(d.cuMemAlloc(16)) == d.CUresult.CUDA_ERROR_LAUNCH_TIMEOUT  # sticky, as on hardware
+
+
+def test_watchdog_instruction_budget(cuda, conf, monkeypatch):
+    monkeypatch.setenv("IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS", "200000")
+    d = cuda.d
+    n, iters = 64, 100  # about 64 x 600 instructions: within the budget, and the values are right
+    p = cuda.poisoned(np.zeros(n, np.uint32))
+    cuda.launch(conf("busy"), (1,), (n,), p, np.uint32(iters), np.uint32(n))
+    assert np.array_equal(cuda.download(p, np.zeros(n, np.uint32)), lcg(n, iters))
+    ptrs, boxes = cuda.args(p, np.uint32(1 << 30), np.uint32(n))
+    cuda.ok(d.cuLaunchKernel(conf("busy"), 1, 1, 1, n, 1, 1, 0, 0, ptrs.ctypes.data, 0))
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_LAUNCH_TIMEOUT
+    report = cuda.control.last_report()
+    assert report.startswith("watchdog: kernel busy ran more than 200000 thread-instructions "
+                             "(IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS)"), report
+
+
+def test_watchdog_bad_setting_leaves_it_off(cuda, conf, monkeypatch):
+    monkeypatch.setenv("IRONACCEL_FAKE_WATCHDOG_S", "soon")
+    p = cuda.poisoned(np.zeros(32, np.uint32))
+    cuda.launch(conf("busy"), (1,), (32,), p, np.uint32(2000), np.uint32(32))
+    assert np.array_equal(cuda.download(p, np.zeros(32, np.uint32)), lcg(32, 2000))

@@ -1,0 +1,70 @@
+"""LIFE: lifetimes that end while work is still queued or running — frees, device close, dropped streams."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+from ironaccel.backends import get as get_backend
+
+from .helpers import RunningWork, assert_device_works, read
+
+
+@pytest.mark.clause("LIFE-1")
+@pytest.mark.parametrize("pooled", [False, True], ids=["plain", "pooled"])
+def test_free_while_a_kernel_still_writes_the_buffer(device, stream, kernels, pooled):
+    work = RunningWork(device, stream, kernels, seconds=0.5)
+    pool = ia.MemPool(device, stream) if pooled else None
+    alloc = pool.alloc if pool else device.alloc
+    try:
+        target = alloc(4 * work.n)
+        work.enqueue(stream, target)
+        target.free()  # the kernels are still queued or running
+        others = [alloc(4 * work.n) for _ in range(4)]
+        # A pooled block is reused in the order of the pool's stream (so its next owner works there); a
+        # plain buffer is usable on any stream once alloc returns.
+        user = stream if pooled else device.create_stream()
+        for i, b in enumerate(others):
+            user.fill(b, 0x40 + i)
+        device.synchronize()
+        for i, b in enumerate(others):
+            assert (read(user, b) == 0x40 + i).all(), "memory of a freed buffer was reused while a kernel wrote it"
+            b.free()
+    finally:
+        work.free()
+        if pool:
+            pool.close()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-2")
+def test_close_with_pending_work_completes_it(device, kernels):
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    s = other.create_stream()
+    n = min(16 << 20, other.info.limits.max_alloc)
+    buf = other.alloc(n)
+    s.fill(buf, 0x5E)
+    host = np.zeros(n, np.uint8)
+    s.copy_dtoh(host, buf)
+    other.close()  # nothing synchronized: the fill and the copy may still be queued
+    assert (host == 0x5E).all(), "close() dropped pending work"
+    with pytest.raises(ia.UseAfterFree, match=r"^Stream\.synchronize: "):
+        s.synchronize()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-3")
+def test_a_dropped_stream_still_delivers_its_readback(device, stream, kernels):
+    s = device.create_stream()
+    with device.alloc(4096) as buf:
+        s.fill(buf, 0x77)
+        host = np.zeros(4096, np.uint8)
+        s.copy_dtoh(host, buf)
+        del s
+        gc.collect()
+        device.synchronize()
+        assert (host == 0x77).all(), "a copy_dtoh of a dropped stream was lost"
+

@@ -1,0 +1,103 @@
+"""THREAD: several host threads on one device, each with its own stream, and one MemPool shared by threads."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+
+from .helpers import assert_device_works, ceil_div, random_bytes
+
+THREADS = 4
+
+
+def run_threads(work, count: int = THREADS) -> None:
+    """Run ``work(i)`` on ``count`` threads at once; re-raise the first failure."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(count)
+
+    def body(i: int) -> None:
+        try:
+            start.wait()
+            work(i)
+        except BaseException as exc:  # the test thread reports it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+        assert not t.is_alive(), "a thread hung"
+    if errors:
+        raise errors[0]
+
+
+@pytest.mark.clause("THREAD-1")
+def test_threads_with_their_own_streams(device, kernels):
+    n = 4096
+    add_one = kernels("add_one")
+
+    def work(i: int) -> None:
+        s = device.create_stream()
+        with device.alloc(4 * n) as buf:
+            for step in range(15):
+                data = random_bytes(4 * n, 100 * i + step).view(np.uint32) >> 1
+                s.copy_htod(buf, data)
+                s.launch(add_one, ceil_div(n, 64), 64, (buf, np.uint32(n)))
+                got = np.empty(n, np.uint32)
+                s.copy_dtoh(got, buf)
+                s.synchronize()
+                np.testing.assert_array_equal(got, data + 1, err_msg=f"thread {i}, step {step}")
+
+    run_threads(work)
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("THREAD-1")
+def test_threads_reading_back_in_a_loop(device, kernels):
+    """Each thread copies back and synchronizes its own stream as fast as it can (a device-wide readback
+    list changed without a lock aborts the process here)."""
+
+    def work(i: int) -> None:
+        s = device.create_stream()
+        with device.alloc(256) as buf:
+            s.fill(buf, i + 1)
+            for _ in range(100):
+                got = np.zeros(256, np.uint8)
+                s.copy_dtoh(got, buf)
+                s.synchronize()
+                assert (got == i + 1).all()
+
+    run_threads(work, 8)
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("THREAD-2")
+def test_one_mempool_shared_by_threads(device, kernels):
+    stream = device.create_stream()
+    pool = ia.MemPool(device, stream)
+
+    def work(i: int) -> None:
+        s = device.create_stream()
+        for step in range(40):
+            size = 64 << (step % 6)
+            buf = pool.alloc(size)
+            value = (i * 40 + step) % 251 + 1
+            s.fill(buf, value)
+            got = np.zeros(size, np.uint8)
+            s.copy_dtoh(got, buf)
+            s.synchronize()
+            assert (got == value).all(), f"thread {i} step {step}: a pooled block was shared while live"
+            buf.free(stream=s)
+
+    try:
+        run_threads(work)
+        stats = pool.stats()
+        assert stats.bytes_live == 0
+    finally:
+        pool.close()
+    assert_device_works(device, kernels)

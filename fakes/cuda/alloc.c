@@ -1,0 +1,270 @@
+/* Memory entry points: device, pitched, managed and pinned host allocations, host registration, the
+ * default pool and stream-ordered alloc/free, pointer attributes. The allocator itself is memory.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
+
+API CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) {
+    ENTER(cuMemGetInfo_v2);
+    NEED_CONTEXT(c);
+    if (!free_bytes || !total) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t used = mem_used(), all = mem_total();
+    *total = all;
+    *free_bytes = used > all ? 0 : all - used;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size) {
+    ENTER(cuMemAlloc_v2);
+    NEED_CONTEXT(c);
+    if (!dptr || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    return mem_alloc(c, size, A_DEVICE, dptr);
+}
+
+API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, size_t height, unsigned elem) {
+    ENTER(cuMemAllocPitch_v2);
+    NEED_CONTEXT(c);
+    if (!dptr || !pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    size_t p = (width + 511) & ~(size_t)511;
+    TRY(mem_alloc(c, p * height, A_DEVICE, dptr));
+    *pitch = p;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags) {
+    ENTER(cuMemAllocManaged);
+    NEED_CONTEXT(c);
+    if (!dptr || size == 0 || (flags != 1 && flags != 2)) return CUDA_ERROR_INVALID_VALUE;
+    return mem_alloc(c, size, A_DEVICE, dptr); /* host-accessible already: one address space */
+}
+
+API CUresult cuMemFree_v2(CUdeviceptr p) {
+    ENTER(cuMemFree_v2);
+    NEED_CONTEXT(c);
+    if (p == 0) return CUDA_SUCCESS;
+    streams_sync_context(c); /* cuMemFree synchronizes the device, as on hardware */
+    return mem_free(p, 1 << A_DEVICE);
+}
+
+API CUresult cuMemGetAddressRange_v2(CUdeviceptr *base, size_t *size, CUdeviceptr p) {
+    ENTER(cuMemGetAddressRange_v2);
+    NEED_CONTEXT(c);
+    AllocInfo a;
+    if (!mem_find(p, &a)) return CUDA_ERROR_NOT_FOUND;
+    if (base) *base = a.base;
+    if (size) *size = a.size;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostAlloc(void **pp, size_t size, unsigned flags) {
+    ENTER(cuMemHostAlloc);
+    NEED_CONTEXT(c);
+    if (!pp || size == 0 || (flags & ~0xFu)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t p;
+    TRY(mem_alloc(c, size, A_HOST_PINNED, &p));
+    *pp = (void *)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemAllocHost_v2(void **pp, size_t size) {
+    ENTER(cuMemAllocHost_v2);
+    return cuMemHostAlloc(pp, size, 0);
+}
+
+API CUresult cuMemFreeHost(void *p) {
+    ENTER(cuMemFreeHost);
+    NEED_CONTEXT(c);
+    streams_sync_context(c);
+    return mem_free((uint64_t)(uintptr_t)p, 1 << A_HOST_PINNED);
+}
+
+API CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned flags) {
+    ENTER(cuMemHostGetDevicePointer_v2);
+    NEED_CONTEXT(c);
+    AllocInfo a;
+    if (!dptr || flags || !mem_find((uint64_t)(uintptr_t)p, &a) ||
+        (a.kind != A_HOST_PINNED && a.kind != A_HOST_REGISTERED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *dptr = (uint64_t)(uintptr_t)p; /* unified addressing: the same address on both sides */
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostGetFlags(unsigned *flags, void *p) {
+    ENTER(cuMemHostGetFlags);
+    NEED_CONTEXT(c);
+    AllocInfo a;
+    if (!flags || !mem_find((uint64_t)(uintptr_t)p, &a) || (a.kind != A_HOST_PINNED && a.kind != A_HOST_REGISTERED))
+        return CUDA_ERROR_INVALID_VALUE;
+    *flags = a.flags | CU_MEMHOSTALLOC_DEVICEMAP;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned flags) {
+    ENTER(cuMemHostRegister_v2);
+    NEED_CONTEXT(c);
+    if (!p || size == 0 || (flags & ~0xFu)) return CUDA_ERROR_INVALID_VALUE;
+    return mem_register(c, p, size, flags);
+}
+
+API CUresult cuMemHostUnregister(void *p) {
+    ENTER(cuMemHostUnregister);
+    NEED_CONTEXT(c);
+    streams_sync_context(c);
+    return mem_free((uint64_t)(uintptr_t)p, 1 << A_HOST_REGISTERED) ? CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+                                                                   : CUDA_SUCCESS;
+}
+
+/* ---- stream-ordered allocation: the default pool, allocations made when the stream reaches them ---- */
+
+static int g_default_pool; /* its address is the pool handle */
+
+API CUresult cuDeviceGetDefaultMemPool(void **pool, CUdevice dev) {
+    ENTER(cuDeviceGetDefaultMemPool);
+    NEED_INIT();
+    NEED_DEVICE(dev);
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    *pool = &g_default_pool;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuDeviceGetMemPool(void **pool, CUdevice dev) {
+    ENTER(cuDeviceGetMemPool);
+    return cuDeviceGetDefaultMemPool(pool, dev);
+}
+
+static uint64_t g_pool_threshold;
+
+API CUresult cuMemPoolGetAttribute(void *pool, int attr, void *value) {
+    ENTER(cuMemPoolGetAttribute);
+    NEED_INIT();
+    if (pool != &g_default_pool) return CUDA_ERROR_INVALID_HANDLE;
+    if (!value || attr < 1 || attr > 8) return CUDA_ERROR_INVALID_VALUE;
+    if (attr <= 3) *(int *)value = 1; /* reuse policies: all on */
+    else if (attr == 4) *(uint64_t *)value = g_pool_threshold;
+    else *(uint64_t *)value = attr <= 6 ? mem_used() : mem_used(); /* reserved/used, current/high */
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemPoolSetAttribute(void *pool, int attr, void *value) {
+    ENTER(cuMemPoolSetAttribute);
+    NEED_INIT();
+    if (pool != &g_default_pool) return CUDA_ERROR_INVALID_HANDLE;
+    if (!value || attr < 1 || attr > 8) return CUDA_ERROR_INVALID_VALUE;
+    if (attr == 4) g_pool_threshold = *(uint64_t *)value;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemPoolTrimTo(void *pool, size_t keep) {
+    ENTER(cuMemPoolTrimTo);
+    (void)keep;
+    NEED_INIT();
+    return pool == &g_default_pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
+    ENTER(cuMemAllocAsync);
+    NEED_CONTEXT(c);
+    Stream *s;
+    TRY(stream_resolve(hStream, c, &s));
+    if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+    if (size == 0) { /* succeeds with the null address, as on hardware; freeing it is a no-op */
+        *dptr = 0;
+        return CUDA_SUCCESS;
+    }
+    /* The address is needed now; memory is usable by work queued after this on the stream either way. */
+    return mem_alloc(c, size, A_DEVICE, dptr);
+}
+
+API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, void *pool, void *hStream) {
+    ENTER(cuMemAllocFromPoolAsync);
+    if (pool != &g_default_pool) return CUDA_ERROR_INVALID_HANDLE;
+    return cuMemAllocAsync(dptr, size, hStream);
+}
+
+static void free_when_reached(void *arg) {
+    uint64_t *p = arg;
+    mem_free(*p, 1 << A_DEVICE);
+    free(p);
+}
+
+API CUresult cuMemFreeAsync(CUdeviceptr p, void *hStream) {
+    ENTER(cuMemFreeAsync);
+    NEED_CONTEXT(c);
+    Stream *s;
+    TRY(stream_resolve(hStream, c, &s));
+    if (p == 0) return CUDA_SUCCESS; /* what a zero-byte cuMemAllocAsync returned */
+    AllocInfo a;
+    if (!mem_find(p, &a) || a.base != p || a.kind != A_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t *arg = malloc(sizeof *arg);
+    *arg = p;
+    return stream_submit(s, free_when_reached, arg);
+}
+
+/* ---- pointer attributes ---- */
+
+enum { MEMTYPE_HOST = 1, MEMTYPE_DEVICE = 2 };
+
+static CUresult pointer_attribute(void *out, int attr, CUdeviceptr p) {
+    AllocInfo a;
+    int found = mem_find(p, &a);
+    if (!found) {
+        if (attr == 2 /* MEMORY_TYPE */ || attr == 1 || attr == 3 || attr == 4) return CUDA_ERROR_INVALID_VALUE;
+    }
+    int dev_mem = found && (a.kind == A_DEVICE || a.kind == A_MODULE_GLOBAL);
+    switch (attr) {
+    case 1: *(void **)out = a.ctx; break;
+    case 2: *(unsigned *)out = dev_mem ? MEMTYPE_DEVICE : MEMTYPE_HOST; break;
+    case 3: *(uint64_t *)out = p; break;
+    case 4:
+        if (dev_mem) return CUDA_ERROR_INVALID_VALUE;
+        *(void **)out = (void *)(uintptr_t)p;
+        break;
+    case 6: *(int *)out = 1; break;
+    case 7: *(uint64_t *)out = found ? a.serial : 0; break;
+    case 8: *(int *)out = 0; break;
+    case 9: *(int *)out = 0; break;
+    case 10: *(int *)out = 0; break;
+    case 11: *(uint64_t *)out = found ? a.base : 0; break;
+    case 12: *(size_t *)out = found ? a.size : 0; break;
+    case 13: *(int *)out = found; break;
+    case 14: *(uint64_t *)out = 0; break;
+    case 15: *(int *)out = 0; break;
+    case 16: *(int *)out = 0; break; /* PROT_READWRITE */
+    case 17: *(void **)out = NULL; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuPointerGetAttribute(void *out, int attr, CUdeviceptr p) {
+    ENTER(cuPointerGetAttribute);
+    NEED_INIT();
+    if (!out) return CUDA_ERROR_INVALID_VALUE;
+    return pointer_attribute(out, attr, p);
+}
+
+API CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdeviceptr p) {
+    ENTER(cuPointerGetAttributes);
+    NEED_INIT();
+    if (!attrs || !data) return CUDA_ERROR_INVALID_VALUE;
+    AllocInfo a;
+    int found = mem_find(p, &a);
+    for (unsigned i = 0; i < n; i++) {
+        if (!data[i]) continue;
+        if (!found && attrs[i] == 2) { /* unknown memory is reported as type 0, not an error, here */
+            *(unsigned *)data[i] = 0;
+            continue;
+        }
+        if (!found && (attrs[i] == 1 || attrs[i] == 3 || attrs[i] == 4)) {
+            memset(data[i], 0, sizeof(void *));
+            continue;
+        }
+        TRY(pointer_attribute(data[i], attrs[i], p));
+    }
+    return CUDA_SUCCESS;
+}
+

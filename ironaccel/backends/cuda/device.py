@@ -1,0 +1,319 @@
+"""The CUDA backend and its devices: discovery, device info, memory, compilation, close.
+
+Decisions, written down here because CUDA leaves them to us:
+
+* Each Device retains the device's primary context once and makes it current once per thread (a
+  thread-local records which context the thread has current).
+* ``limits.max_alloc`` is ``min(total memory // 4, 4 GiB)``: one allocation of all of device memory never
+  succeeds in practice (the context, the pool and other processes need some), and a test that allocates
+  ``max_alloc`` must be able to. Larger allocations are still possible through the driver directly.
+* ``Device.alloc`` takes no stream, so memory comes from ``cuMemAllocAsync`` on an internal stream that is
+  synchronized before the Buffer is handed out (usable on any stream). Devices without memory pools fall
+  back to ``cuMemAlloc``/``cuMemFree``.
+* Kernels from ``lang="cuda"`` are compiled by NVRTC for the device's architecture: to a cubin on a real
+  driver, to PTX on the fake (it interprets PTX).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import re
+import time
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ... import api
+from ...api import BackendInfo, DeviceInfo, Limits
+from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable
+from . import driver, nvrtc
+from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
+from .module import CudaModule, binary_entries, ptx_entries
+from .staging import StagingRing
+from .stream import CudaBuffer, CudaStream
+
+MAX_ALLOC_CAP = 4 << 30
+LOG_BYTES = 16384
+
+_device_ids = itertools.count(1)
+
+
+class CudaBackend(api.Backend):
+    name = BACKEND
+
+    def probe(self) -> BackendInfo:
+        try:
+            cu = driver.load()
+            count = calls.cuDeviceGetCount()
+            version = _driver_version(cu)
+        except (NotAvailable, DriverError) as exc:
+            return BackendInfo(BACKEND, False, str(exc))
+        if not count:
+            return BackendInfo(BACKEND, False, "the CUDA driver reports no devices", version)
+        names = ", ".join(_device_name(cu, calls.cuDeviceGet(i)) for i in range(count))
+        return BackendInfo(BACKEND, True, f"{count} device(s): {names}", version)
+
+    def device_count(self) -> int:
+        driver.load()
+        return calls.cuDeviceGetCount()
+
+    def _open_device(self, index: int) -> CudaDevice:
+        return CudaDevice(index)
+
+
+def _driver_version(cu: Any) -> str:
+    v = calls.cuDriverGetVersion()
+    text = f"CUDA {v // 1000}.{v % 1000 // 10}"
+    if driver.fake is None:
+        try:  # the kernel module's version is what `nvidia-smi` calls the driver version
+            first = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
+            found = re.search(r"Kernel Module\s+(?:for \w+\s+)?([\d.]+)", first)
+            if found:
+                text += f", NVIDIA {found.group(1)}"
+        except OSError:
+            pass
+    return text
+
+
+def _device_name(cu: Any, dev: Any) -> str:
+    return calls.cuDeviceGetName(256, dev).split(b"\0", 1)[0].decode()
+
+
+def _uuid_text(raw: bytes) -> str:
+    h = raw.hex()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def _device_info(cu: Any, dev: Any, index: int) -> DeviceInfo:
+    attr = cu.CUdevice_attribute
+
+    def get(name: str) -> int:
+        return calls.cuDeviceGetAttribute(getattr(attr, "CU_DEVICE_ATTRIBUTE_" + name), dev)
+
+    memory = calls.cuDeviceTotalMem(dev)
+    cc = (get("COMPUTE_CAPABILITY_MAJOR"), get("COMPUTE_CAPABILITY_MINOR"))
+    simulated = driver.fake is not None
+    uuid = calls.cuDeviceGetUuid(dev)
+    extra = {
+        "uuid": _uuid_text(bytes(uuid.bytes)[:16]),
+        "compute_capability": cc,
+        "multiprocessors": get("MULTIPROCESSOR_COUNT"),
+        "pci_bus_id": calls.cuDeviceGetPCIBusId(32, dev).split(b"\0", 1)[0].decode(),
+        "memory_pools": bool(get("MEMORY_POOLS_SUPPORTED")),
+        "max_shared_memory_optin": get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+    }
+    return DeviceInfo(
+        backend=BACKEND,
+        index=index,
+        name=_device_name(cu, dev),
+        vendor="ironaccel (simulated NVIDIA GPU)" if simulated else "NVIDIA",
+        driver=FAKE_IDENTITY if simulated else "NVIDIA",
+        driver_version=_driver_version(cu),
+        simulated=simulated,
+        memory=memory,
+        limits=Limits(
+            max_alloc=min(memory // 4, MAX_ALLOC_CAP),
+            max_threads_per_block=get("MAX_THREADS_PER_BLOCK"),
+            max_block=(get("MAX_BLOCK_DIM_X"), get("MAX_BLOCK_DIM_Y"), get("MAX_BLOCK_DIM_Z")),
+            max_grid=(get("MAX_GRID_DIM_X"), get("MAX_GRID_DIM_Y"), get("MAX_GRID_DIM_Z")),
+            max_shared_memory=get("MAX_SHARED_MEMORY_PER_BLOCK"),
+            warp_size=get("WARP_SIZE"),
+        ),
+        extra=extra,
+    )
+
+
+@dataclass(frozen=True)
+class CudaHandles:
+    """``CudaDevice.native``: the cuda.bindings driver module, the CUdevice and the (primary) CUcontext."""
+
+    driver: Any
+    device: Any
+    context: Any
+
+
+class CudaDevice(api.Device):
+    def __init__(self, index: int):
+        cu = driver.load()
+        self._cu = cu
+        self._dev = calls.cuDeviceGet(index)
+        super().__init__(_device_info(cu, self._dev, index))
+        self._ctx = calls.cuDevicePrimaryCtxRetain(self._dev)
+        self._id = next(_device_ids)  # not the context handle: a released and re-retained context may reuse it
+        try:
+            self._make_current()
+            self._alloc_stream = calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+        except DriverError:
+            cu.cuDevicePrimaryCtxRelease(self._dev)
+            raise
+        self._pools = self._info.extra["memory_pools"]
+        self._default = CudaStream(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
+        # Buffers not yet freed, freed at close: the primary context outlives this Device.
+        self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
+        self._orphans: list[int] = []  # pointers of buffers whose free failed as they were collected: close frees them
+        self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()  # created streams, for synchronize(timeout)
+        self._caps: frozenset[str] | None = None
+        self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
+        self._modules: list[Any] = []
+        self._staging = StagingRing(self)
+        cc = self._info.extra["compute_capability"]
+        self._arch = cc[0] * 10 + cc[1]
+        _open_devices[self._id] = self
+
+    def _native(self) -> CudaHandles:
+        return CudaHandles(self._cu, self._dev, self._ctx)
+
+    def _make_current(self) -> None:
+        """Make the primary context current on the calling thread, once per thread."""
+        if driver.current.device != self._id:
+            calls.cuCtxSetCurrent(self._ctx)
+            driver.current.device = self._id
+
+    def _capabilities(self) -> frozenset[str]:
+        if self._caps is None:
+            caps = {"lang.ptx", "kernel.shared_memory", "kernel.atomics.int32", "kernel.atomics.float32",
+                    "kernel.float64", "kernel.int64", "events.timing"}
+            if nvrtc.load() is not None:
+                caps.add("lang.cuda")
+            if not self._info.simulated:  # the fake loads PTX only
+                caps.add("lang.cubin")
+            self._caps = frozenset(caps)
+        return self._caps
+
+    def _default_stream(self) -> CudaStream:
+        return self._default
+
+    def _create_stream(self) -> CudaStream:
+        self._make_current()
+        cu = self._cu
+        stream = CudaStream(self, calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), owned=True)
+        self._streams.add(stream)
+        return stream
+
+    def _alloc(self, nbytes: int) -> CudaBuffer:
+        self._make_current()
+        if self._pools:
+            ptr = calls.cuMemAllocAsync(nbytes, self._alloc_stream)
+            try:
+                calls.cuStreamSynchronize(self._alloc_stream)
+            except DriverError:
+                self._cu.cuMemFreeAsync(ptr, self._alloc_stream)  # best effort: the wait's error is the one to raise
+                raise
+        else:
+            ptr = calls.cuMemAlloc(nbytes)
+        buf = CudaBuffer(self, nbytes, int(ptr))
+        self._live[buf._ptr] = buf
+        return buf
+
+    # -- compilation ------------------------------------------------------------------------------------
+    def _compile(self, source: str | bytes, lang: str, options: tuple[str, ...]) -> CudaModule:
+        if lang == "cubin":
+            if options:
+                raise InvalidArgument("Device.compile", f"a cubin is loaded as is and takes no options, got {options!r}")
+            self._make_current()
+            handle = self._load_module(bytes(source), lang)
+            self._modules.append(handle)
+            return CudaModule(self, lang, handle, binary_entries(self._cu, handle))
+        assert isinstance(source, str)
+        if lang == "ptx":
+            if options:
+                raise InvalidArgument("Device.compile", f"PTX is loaded as is and takes no options, got {options!r}")
+            ptx, image = source, source.encode() + b"\0"
+        else:
+            bad = [o for o in options if not isinstance(o, str)]
+            if bad:
+                raise InvalidArgument("Device.compile", f"NVRTC options are strings, got {bad[0]!r} "
+                                                        f"({type(bad[0]).__name__})")
+            ptx, cubin = nvrtc.compile_source(source, options, self._arch, want_cubin=not self._info.simulated)
+            image = cubin if cubin is not None else ptx.encode() + b"\0"
+        entries = ptx_entries(ptx)
+        self._make_current()
+        handle = self._load_module(image, lang)
+        self._modules.append(handle)
+        return CudaModule(self, lang, handle, entries)
+
+    def _load_module(self, image: bytes, lang: str) -> Any:
+        cu = self._cu
+        opt = cu.CUjit_option
+        log = bytearray(LOG_BYTES)
+        result = cu.cuModuleLoadDataEx(image, 2, [opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+                                       [log, LOG_BYTES])
+        if result[0]:
+            err = result[0]
+            codes = cu.CUresult
+            if lang in ("ptx", "cubin") and err in (
+                    codes.CUDA_ERROR_INVALID_PTX, codes.CUDA_ERROR_INVALID_IMAGE, codes.CUDA_ERROR_INVALID_SOURCE,
+                    codes.CUDA_ERROR_UNSUPPORTED_PTX_VERSION, codes.CUDA_ERROR_NO_BINARY_FOR_GPU):
+                text = bytes(log).split(b"\0", 1)[0].decode(errors="replace").strip()
+                raise CompileError("cuModuleLoadDataEx", lang, text or error_name(cu, err))
+            fail(cu.cuModuleLoadDataEx, err)
+        return result[1]
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        """Without a timeout one cuCtxSynchronize; with one, every stream of this Device polled until its work
+        is done (there is no context query)."""
+        self._make_current()
+        streams = [self._default, *self._streams]  # held, so none is destroyed while it is waited for
+        marks = [stream._hold_mark() for stream in streams]
+        if timeout is None:
+            calls.cuCtxSynchronize()
+        else:
+            deadline = time.monotonic() + timeout
+            for handle in [self._alloc_stream] + [stream._handle for stream in streams]:
+                wait_until_complete(self._cu.cuStreamQuery, handle, deadline, "Device.synchronize", timeout)
+        for stream, mark in zip(streams, marks):
+            if mark:
+                stream._release_held(mark)
+
+    def _close(self) -> None:
+        """Wait for the device, free what this Device still holds, release the primary context.
+
+        Everything is released even when the wait fails (a sticky error); that failure is raised last."""
+        _open_devices.pop(self._id, None)
+        cu = self._cu
+        self._make_current()
+        failure = cu.cuCtxSynchronize()[0]
+        for buf in list(self._live.values()):
+            buf._freed = True
+            cu.cuMemFree(buf._ptr)
+        self._live.clear()
+        for ptr in self._orphans:
+            cu.cuMemFree(ptr)
+        self._orphans.clear()
+        self._staging.close()
+        for handle in self._modules:
+            cu.cuModuleUnload(handle)
+        for spare in self._spare_events.values():
+            for ev in spare:
+                cu.cuEventDestroy(ev)
+        cu.cuStreamDestroy(self._alloc_stream)
+        err, = cu.cuDevicePrimaryCtxRelease(self._dev)
+        if err:  # the context stays retained: released again at exit; the Device is closed either way
+            _unreleased_contexts.append(self._dev)
+            fail(cu.cuDevicePrimaryCtxRelease, err)
+        if failure:
+            fail(cu.cuCtxSynchronize, failure)
+
+
+#: Devices not yet closed, by id; closed at interpreter exit (their buffers, staging ring and context given back).
+_open_devices: dict[int, CudaDevice] = {}
+#: CUdevices whose primary-context release failed at close: released again at exit.
+_unreleased_contexts: list[Any] = []
+EXIT_WAIT_SECONDS = 1.0  # how long exit waits for a device still running work before leaving it to the driver
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    """Close what the program left open, so nothing is reported leaked (the fake's leak report) and pinned
+    memory is given back. A device still running work after ``EXIT_WAIT_SECONDS`` is left to the driver
+    (which reclaims everything when the process ends) rather than hanging the exit."""
+    for dev in list(_open_devices.values()):
+        try:
+            dev.synchronize(timeout=EXIT_WAIT_SECONDS)
+            dev.close()
+        except IronAccelError:
+            pass
+    while _unreleased_contexts:
+        driver.cu.cuDevicePrimaryCtxRelease(_unreleased_contexts.pop())

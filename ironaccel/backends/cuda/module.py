@@ -1,0 +1,137 @@
+"""Loaded modules, their kernels, and how launch arguments are packed for ``cuLaunchKernel``.
+
+A kernel's parameters are read from the PTX ``.entry`` declaration (or asked of the driver for a cubin),
+so a launch with the wrong arguments is an InvalidArgument instead of undefined behaviour. Arguments are
+packed by one ``struct.pack_into`` per launch into per-thread slots; the struct is built once per kernel
+and sequence of argument types.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+import threading
+from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
+
+from ... import api
+from ...errors import InvalidArgument
+from .driver import calls, fail
+
+if TYPE_CHECKING:
+    from .device import CudaDevice
+
+_ENTRY_RE = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)\s*\(([^)]*)\)")
+_PARAM_RE = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.([a-z]+)(\d+)\s+(\.ptr\s+(?:\.\w+\s+|\d+\s+)*)?[\w$]+(?:\[(\d+)\])?")
+
+
+def _ptx_param(kind: str, bits: str, pointer: str, count: str) -> api.Param:
+    """One ``.param`` declaration as a Param: ``.ptr`` marks a buffer; a ``.u64``/``.b64`` is a pointer or a
+    64-bit integer (PTX does not say which); an array (a struct passed by value) is bytes of no kind."""
+    nbytes = int(bits) // 8 * int(count or 1)
+    if pointer:
+        return api.Param("buffer", nbytes)
+    if count:
+        return api.Param("scalar", nbytes, "")
+    if nbytes == 8 and kind in ("u", "b"):
+        return api.Param("buffer-or-scalar", nbytes, "int")
+    return api.Param("scalar", nbytes, "float" if kind == "f" else "int")
+
+
+def ptx_entries(ptx: str) -> dict[str, tuple[api.Param, ...]]:
+    """Kernel name -> its parameters, read from the PTX ``.entry`` declarations."""
+    return {name: tuple(_ptx_param(*found) for found in _PARAM_RE.findall(params))
+            for name, params in _ENTRY_RE.findall(ptx)}
+
+
+def binary_entries(cu: Any, module: Any) -> dict[str, tuple[api.Param, ...]]:
+    """Kernel name -> parameters of a loaded binary image, asked of the driver (a cubin has no PTX): sizes
+    only, so an 8-byte parameter may be a buffer and no scalar has a known kind."""
+    count = calls.cuModuleGetFunctionCount(module)
+    entries = {}
+    for fn in calls.cuModuleEnumerateFunctions(count, module):
+        name = calls.cuFuncGetName(fn)
+        params = []
+        while True:
+            err, _offset, size = cu.cuFuncGetParamInfo(fn, len(params))
+            if err == cu.CUresult.CUDA_ERROR_INVALID_VALUE:  # past the last parameter
+                break
+            if err:
+                fail(cu.cuFuncGetParamInfo, err)
+            params.append(api.Param("buffer-or-scalar" if size == 8 else "scalar", int(size), ""))
+        entries[name.decode() if isinstance(name, bytes) else str(name)] = tuple(params)
+    return entries
+
+
+class CudaModule(api.Module):
+    def __init__(self, device: CudaDevice, lang: str, handle: Any, entries: dict[str, tuple[api.Param, ...]]):
+        super().__init__(device, lang)
+        self._handle = handle
+        self._entries = entries
+
+    def _kernel_names(self) -> Sequence[str]:
+        return list(self._entries)
+
+    def _make_kernel(self, name: str) -> CudaKernel:
+        dev = self.device
+        dev._make_current()
+        fn = calls.cuModuleGetFunction(self._handle, name.encode())
+        return CudaKernel(self, name, fn, self._entries[name])
+
+
+#: struct codes of the scalar argument types, each padded to its 8-byte parameter slot
+_SCALAR_CODES = {("f", 4): "f4x", ("f", 8): "d", ("i", 4): "i4x", ("i", 8): "q", ("u", 4): "I4x", ("u", 8): "Q"}
+
+
+class Signature:
+    """How one sequence of argument types is packed: a struct over the kernel's 8-byte parameter slots."""
+
+    __slots__ = ("struct", "buffers")
+
+    def __init__(self, kernel: CudaKernel, args: Sequence[Any]):
+        op, sizes = "Stream.launch", kernel._param_sizes
+        if len(args) != len(sizes):
+            raise InvalidArgument(op, f"kernel {kernel.name} takes {len(sizes)} argument(s), got {len(args)}")
+        codes = []
+        for i, (arg, size) in enumerate(zip(args, sizes)):
+            if isinstance(arg, api.Buffer):  # Stream.launch has checked it is one of this device's buffers
+                if size != 8:
+                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is a {size}-byte value, got a Buffer")
+                codes.append("Q")
+            else:
+                if arg.dtype.itemsize != size:
+                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is {size} bytes, got {arg.dtype} "
+                                              f"({arg.dtype.itemsize} bytes)")
+                codes.append(_SCALAR_CODES[arg.dtype.kind, size])
+        self.struct = struct.Struct("<" + "".join(codes))
+        self.buffers = tuple(i for i, code in enumerate(codes) if code == "Q" and isinstance(args[i], api.Buffer))
+
+
+class _Slots(threading.local):
+    """One thread's parameter slots of a kernel: 8 bytes per parameter and the void** array pointing at them."""
+
+    def __init__(self, count: int):
+        self.storage = np.zeros(max(count, 1), dtype=np.uint64)
+        self.pointers = self.storage.ctypes.data + 8 * np.arange(len(self.storage), dtype=np.uint64)
+        self.view = memoryview(self.storage).cast("B")
+        self.address = self.pointers.ctypes.data
+
+
+class CudaKernel(api.Kernel):
+    """A CUfunction and its parameters. A launch packs its arguments with one ``struct.pack_into`` into
+    the calling thread's reusable slots; the struct is built once per sequence of argument types."""
+
+    def __init__(self, module: CudaModule, name: str, function: Any, params: tuple[api.Param, ...]):
+        super().__init__(module, name)
+        self._function = function
+        self._param_list = params
+        self._param_sizes = tuple(p.nbytes for p in params)
+        self._slots = _Slots(len(params))
+        self._signatures: dict[tuple[type, ...], Signature] = {}
+
+    def _native(self) -> Any:
+        return self._function
+
+    def _params(self) -> tuple[api.Param, ...]:
+        return self._param_list

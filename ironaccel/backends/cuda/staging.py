@@ -1,0 +1,166 @@
+"""Pinned staging for ``copy_htod`` from pageable memory: a ring of page-locked host memory and copy threads.
+
+Given pageable memory the driver stages the copy itself, synchronously and at a fraction of pinned
+bandwidth. So the data goes through a pinned ring (``STAGING_BYTES``, allocated on first use) instead: a
+small copy is one memmove into the ring plus one DMA (no event per copy: the ring is fenced per segment);
+a large copy is cut into ``STAGING_SEGMENT`` chunks, each filled by several threads while the DMA of the
+previous one runs. A pinned source of ``PINNED_CHECK_BYTES`` or more is copied directly (``is_pinned``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import queue
+import threading
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import driver
+from .driver import calls, fail
+
+if TYPE_CHECKING:
+    from .device import CudaDevice
+    from .stream import CudaStream
+
+STAGING_SEGMENT = 4 << 20  # bytes of one ring segment, and of one chunk of a large copy
+STAGING_SEGMENTS = 8
+STAGING_BYTES = STAGING_SEGMENT * STAGING_SEGMENTS
+SMALL_COPY_BYTES = 64 << 10  # staged with one memmove and one DMA, no chunking
+PARALLEL_COPY_BYTES = 2 << 20  # chunks this big are filled by several threads (below: the handoff costs more)
+COPY_THREADS = 7  # worker threads that fill the ring (at most cpu_count - 1), besides the caller
+PINNED_CHECK_BYTES = 256 << 10
+
+
+def is_pinned(cu: Any, address: int) -> bool:
+    """Is ``address`` page-locked host memory the driver knows (cuMemHostAlloc, cuMemHostRegister)?"""
+    err, kind = cu.cuPointerGetAttribute(cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, address)
+    return not err and kind == cu.CUmemorytype.CU_MEMORYTYPE_HOST
+
+
+class CopyWorkers:
+    """Threads that copy host memory in parallel: one thread cannot read pageable memory as fast as a PCIe 5
+    DMA engine drains pinned memory. ``ctypes.memmove`` releases the GIL, so the copies really overlap."""
+
+    def __init__(self, count: int):
+        self._count = count
+        self._tasks: queue.SimpleQueue[tuple[int, int, int]] = queue.SimpleQueue()
+        self._done: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._pid = 0  # the process whose threads serve the queues (0: none started; a forked child has none)
+
+    def copy(self, dst: int, src: int, n: int) -> None:
+        """memmove(dst, src, n), cut into one piece per worker plus one for the calling thread."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._tasks, self._done = queue.SimpleQueue(), queue.SimpleQueue()
+            for i in range(self._count):
+                threading.Thread(target=self._serve, name=f"ironaccel-copy-{i}", daemon=True).start()
+        piece = -(-n // (self._count + 1) // 4096) * 4096
+        others = 0
+        for first in range(piece, n, piece):
+            self._tasks.put((dst + first, src + first, min(piece, n - first)))
+            others += 1
+        ctypes.memmove(dst, src, min(piece, n))
+        for _ in range(others):
+            self._done.get()
+
+    def _serve(self) -> None:
+        tasks, done, memmove = self._tasks, self._done, ctypes.memmove  # this process's queues
+        while True:
+            dst, src, n = tasks.get()
+            memmove(dst, src, n)
+            done.put(None)
+
+
+class StagingRing:
+    """Pinned host memory used as a ring: pageable ``copy_htod`` data is copied in, then DMA'd from there.
+
+    The ring is ``STAGING_SEGMENTS`` segments of ``STAGING_SEGMENT`` bytes. Copies take consecutive ranges of
+    the current segment, so a small copy costs one host memcpy and one ``cuMemcpyHtoDAsync`` (the pinned
+    bounce buffer) and records nothing. Leaving a segment records one event on each stream that used it;
+    entering a segment again first waits for those events. A large copy is cut into segment-sized chunks,
+    each filled by ``CopyWorkers`` while the DMA of the previous one runs. Thread-safe: one lock."""
+
+    def __init__(self, device: CudaDevice):
+        self._dev = device
+        self._lock = threading.Lock()
+        self._base = 0  # pinned address, 0 until the first staged copy
+        self._ring: np.ndarray | None = None  # uint8 view of the pinned ring
+        self._segment = 0  # the segment copies are taking bytes from
+        self._used = 0  # bytes of it taken
+        self._users: list[dict[CudaStream, None]] = [{} for _ in range(STAGING_SEGMENTS)]
+        self._fences: list[list[Any]] = [[] for _ in range(STAGING_SEGMENTS)]  # CUevents to wait for
+        self._spare: list[Any] = []
+        self._workers = CopyWorkers(min(COPY_THREADS, max((os.cpu_count() or 1) - 1, 1)))
+
+    def _reserve(self, n: int, stream: CudaStream) -> int:
+        """Address of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``."""
+        if not self._base:
+            self._base = int(calls.cuMemHostAlloc(STAGING_BYTES, 0))
+            # numpy's view of the ring: a small copy is a slice assignment, no ``ndarray.ctypes`` lookup
+            self._ring = np.ctypeslib.as_array((ctypes.c_uint8 * STAGING_BYTES).from_address(self._base))
+        segment, used = self._segment, self._used
+        if used + n > STAGING_SEGMENT:
+            self._leave(segment)
+            segment = self._segment = (segment + 1) % STAGING_SEGMENTS
+            self._enter(segment)
+            used = 0
+        self._used = used + n
+        self._users[segment][stream] = None
+        return self._base + segment * STAGING_SEGMENT + used
+
+    def _leave(self, segment: int) -> None:
+        """Fence the segment's copies: an event on every stream that copied from it."""
+        cu = driver.cu
+        users, fences = self._users[segment], self._fences[segment]
+        for stream in users:
+            event = self._spare.pop() if self._spare else calls.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            fences.append(event)
+            calls.cuEventRecord(event, stream._handle)
+        users.clear()
+
+    def _enter(self, segment: int) -> None:
+        """Wait until the DMAs that last read the segment are done."""
+        fences = self._fences[segment]
+        while fences:
+            event = fences.pop()
+            self._spare.append(event)
+            calls.cuEventSynchronize(event)
+
+    def copy_htod(self, stream: CudaStream, dst: int, src: np.ndarray) -> None:
+        n = src.nbytes
+        handle = stream._handle
+        cu = driver.cu
+        with self._lock:
+            if n <= SMALL_COPY_BYTES:
+                staged = self._reserve(n, stream)
+                start = staged - self._base
+                self._ring[start:start + n] = src
+                err, = cu.cuMemcpyHtoDAsync(dst, staged, n, handle)
+                if err:
+                    fail(cu.cuMemcpyHtoDAsync, err)
+                return
+            address = src.ctypes.data
+            for first in range(0, n, STAGING_SEGMENT):
+                size = min(STAGING_SEGMENT, n - first)
+                staged = self._reserve(size, stream)
+                if size >= PARALLEL_COPY_BYTES:
+                    self._workers.copy(staged, address + first, size)
+                else:
+                    ctypes.memmove(staged, address + first, size)
+                calls.cuMemcpyHtoDAsync(dst + first, staged, size, handle)
+
+    def close(self) -> None:
+        """Free the ring; the device has been synchronized."""
+        cu = self._dev._cu
+        for event in [e for fences in self._fences for e in fences] + self._spare:
+            cu.cuEventDestroy(event)
+        for fences in self._fences:
+            fences.clear()
+        for users in self._users:
+            users.clear()
+        self._spare.clear()
+        if self._base:
+            cu.cuMemFreeHost(self._base)
+            self._base, self._ring = 0, None

@@ -1,0 +1,244 @@
+"""Streams and the work they enqueue (copies, fills, launches), events, and device buffers.
+
+These are the hot paths of the backend, so each method makes its driver call directly and tests the
+CUresult inline; the error object is built only on failure. ``Device.default_stream`` is the legacy
+default stream; ``create_stream`` makes non-blocking streams. ``copy_dtoh`` keeps its host array alive
+until the stream is synchronized; into pageable memory the driver completes it before returning, so it
+is not staged.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import api
+from ...errors import DriverError
+from . import driver
+from .driver import calls, current, fail, wait_until_complete
+from .module import CudaKernel, Signature
+from .staging import PINNED_CHECK_BYTES, is_pinned
+
+if TYPE_CHECKING:
+    from .device import CudaDevice
+
+
+class CudaBuffer(api.Buffer):
+    def __init__(self, device: CudaDevice, nbytes: int, ptr: int):
+        super().__init__(device, nbytes)
+        self._ptr = ptr
+        self._last_stream: CudaStream | None = None  # frees are ordered after the last use
+
+    def _native_handle(self) -> int:
+        return self._ptr
+
+    def _release(self) -> None:
+        """``free()`` is stream-ordered (``cuMemFreeAsync``) on the stream that last used the buffer, so
+        freeing never blocks; devices without memory pools use ``cuMemFree``."""
+        dev: CudaDevice = self._device  # type: ignore[assignment]
+        if dev.closed:
+            return  # closing the device freed it
+        try:
+            dev._make_current()
+            if dev._pools:
+                last = self._last_stream
+                stream = last._handle if last is not None and last._alive else dev._alloc_stream
+                calls.cuMemFreeAsync(self._ptr, stream)
+            else:
+                calls.cuMemFree(self._ptr)
+        except DriverError:
+            self._freed = False  # still live (and in dev._live): free() may be retried, close() frees it
+            raise
+        dev._live.pop(self._ptr, None)
+        self._last_stream = None
+
+    def __del__(self) -> None:
+        """A Buffer dropped without ``free()`` gives its memory back (stream-ordered, so never too early)."""
+        if not self._freed:
+            try:
+                self.free()
+            except DriverError:  # nobody to tell: the memory stays the device's, and close() frees it
+                self._device._orphans.append(self._ptr)
+
+
+class CudaEvent(api.Event):
+    """A CUevent from the device's spare list, returned to it when the Event object goes away."""
+
+    __slots__ = ("_stream", "_timing", "_handle", "_mark")
+
+    def __init__(self, stream: CudaStream, timing: bool, handle: Any, mark: int):
+        self._stream = stream  # api.Event's two fields, set here directly: this runs on every record
+        self._timing = timing
+        self._handle = handle
+        self._mark = mark  # the stream's copy_dtoh destinations numbered below this are done once this is (0: none)
+
+    def _query(self) -> bool:
+        cu = driver.cu
+        (err,) = cu.cuEventQuery(self._handle)
+        if not err:
+            if self._mark:
+                self._stream._release_held(self._mark)
+            return True
+        if err == cu.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        fail(cu.cuEventQuery, err)
+        return False
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        if timeout is None:
+            wait = driver.cu.cuEventSynchronize
+            err, = wait(self._handle)
+            if err:
+                fail(wait, err)
+        else:
+            wait_until_complete(driver.cu.cuEventQuery, self._handle, time.monotonic() + timeout, "Event.synchronize",
+                                timeout)
+        if self._mark:
+            self._stream._release_held(self._mark)
+
+    def _elapsed_ms(self, end: api.Event) -> float:
+        assert isinstance(end, CudaEvent)
+        end._synchronize()
+        self._synchronize()
+        return float(calls.cuEventElapsedTime(self._handle, end._handle))
+
+    def __del__(self) -> None:
+        dev = self._stream._dev
+        if not dev.closed:
+            dev._spare_events[self._timing].append(self._handle)
+
+
+class CudaStream(api.Stream):
+    def __init__(self, device: CudaDevice, handle: Any, owned: bool):
+        super().__init__(device)
+        self._dev = device
+        self._handle = handle
+        self._owned = owned
+        self._alive = True  # False once the handle is destroyed (a buffer may outlive its last stream)
+        # Synchronize and record on a stream of our own use the stream's context, current or not; the legacy
+        # default stream means "the current context's", so it needs ours current.
+        self._needs_current = not owned
+        # copy_dtoh destinations, each kept alive (numbered, in a deque) until work enqueued after it is known
+        # complete: a synchronize, or an event recorded after it. A wait takes a mark (the next number) before
+        # it waits and then releases what is numbered below it, so nothing enqueued meanwhile by another
+        # thread is released early. ``next()`` on the counter and deque appends are atomic under the GIL.
+        self._held: collections.deque[tuple[int, np.ndarray]] = collections.deque()
+        self._numbers = itertools.count(1)
+        self._release_lock = threading.Lock()
+
+    def _native(self) -> Any:
+        return self._handle
+
+    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+        dev = self._dev
+        if current.device != dev._id:
+            dev._make_current()
+        dst._last_stream = self
+        n = src.nbytes
+        cu = driver.cu
+        if n >= PINNED_CHECK_BYTES and is_pinned(cu, src.ctypes.data):
+            calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src.ctypes.data, n, self._handle)
+        else:
+            dev._staging.copy_htod(self, dst._ptr + dst_offset, src)
+
+    def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
+        dev = self._dev
+        if current.device != dev._id:
+            dev._make_current()
+        src._last_stream = self
+        copy = driver.cu.cuMemcpyDtoHAsync
+        err, = copy(dst.ctypes.data, src._ptr + src_offset, dst.nbytes, self._handle)
+        if err:
+            fail(copy, err)
+        self._held.append((next(self._numbers), dst))
+
+    def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
+        dev = self._dev
+        dev._make_current()
+        dst._last_stream = src._last_stream = self
+        calls.cuMemcpyDtoDAsync(dst._ptr + dst_offset, src._ptr + src_offset, nbytes, self._handle)
+
+    def _fill(self, buf: api.Buffer, offset: int, nbytes: int, value: int) -> None:
+        dev = self._dev
+        dev._make_current()
+        buf._last_stream = self
+        calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._handle)
+
+    def _record(self, timing: bool) -> CudaEvent:
+        dev = self._dev
+        if self._needs_current and current.device != dev._id:
+            dev._make_current()
+        spare = dev._spare_events[timing]
+        cu = driver.cu
+        if spare:
+            handle = spare.pop()
+        else:
+            flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+            handle = calls.cuEventCreate(flags)
+        event = CudaEvent(self, timing, handle, next(self._numbers) if self._held else 0)
+        err, = cu.cuEventRecord(handle, self._handle)
+        if err:
+            fail(cu.cuEventRecord, err)
+        return event
+
+    def _wait(self, event: api.Event) -> None:
+        assert isinstance(event, CudaEvent)
+        dev = self._dev
+        dev._make_current()
+        calls.cuStreamWaitEvent(self._handle, event._handle, 0)
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        if self._needs_current and current.device != self._dev._id:
+            self._dev._make_current()
+        mark = next(self._numbers) if self._held else 0
+        if timeout is None:
+            sync = driver.cu.cuStreamSynchronize
+            err, = sync(self._handle)
+            if err:
+                fail(sync, err)
+        else:
+            wait_until_complete(driver.cu.cuStreamQuery, self._handle, time.monotonic() + timeout,
+                                "Stream.synchronize", timeout)
+        if mark:
+            self._release_held(mark)
+
+    def _hold_mark(self) -> int:
+        """The mark a wait takes before it waits (0: nothing held)."""
+        return next(self._numbers) if self._held else 0
+
+    def _release_held(self, mark: int) -> None:
+        """Drop the copy_dtoh destinations numbered below ``mark``: work enqueued after them is complete."""
+        with self._release_lock:
+            held = self._held
+            while held and held[0][0] < mark:  # appends may land out of order: a later one only waits longer
+                held.popleft()
+
+    def _launch(self, kernel: api.Kernel, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
+        assert isinstance(kernel, CudaKernel)
+        key = tuple(map(type, args))
+        signature = kernel._signatures.get(key)
+        if signature is None:
+            signature = kernel._signatures[key] = Signature(kernel, args)
+        for i in signature.buffers:  # args is launch()'s own list: buffers become their pointers in place
+            buf = args[i]
+            buf._last_stream = self
+            args[i] = buf._ptr
+        slots = kernel._slots
+        signature.struct.pack_into(slots.view, 0, *args)
+        dev = self._dev
+        if current.device != dev._id:
+            dev._make_current()
+        launch = driver.cu.cuLaunchKernel
+        err, = launch(kernel._function, *grid, *block, 0, self._handle, slots.address, 0)
+        if err:
+            fail(launch, err)
+
+    def __del__(self) -> None:
+        self._alive = False
+        if self._owned and not self._dev.closed:
+            self._dev._cu.cuStreamDestroy(self._handle)

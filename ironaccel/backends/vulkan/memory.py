@@ -1,0 +1,173 @@
+"""Device memory: buffers sub-allocated from a few large VkDeviceMemory blocks.
+
+Vulkan drivers allow only a few thousand VkDeviceMemory allocations and make each one slow, so a buffer is
+a 256-byte aligned range of a block (bound whole to one VkBuffer, first-fit free list); a buffer larger than
+half a block gets a block of its own. The same pool type serves host-visible staging memory.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import api
+from . import native
+
+if TYPE_CHECKING:
+    from .device import VulkanDevice
+
+BLOCK_SIZE = 64 << 20  # bytes per sub-allocated VkDeviceMemory block (less on small heaps)
+ALIGNMENT = 256  # sub-allocation granularity: covers every offset alignment Vulkan asks of buffers
+
+
+class Allocation:
+    """A byte range of a block's VkBuffer."""
+
+    __slots__ = ("block", "offset", "size")
+
+    def __init__(self, block: Block, offset: int, size: int):
+        self.block, self.offset, self.size = block, offset, size
+
+    def host(self, start: int, nbytes: int) -> np.ndarray:
+        """The mapped bytes [start, start + nbytes) of this range (host-visible blocks only)."""
+        base = self.offset + start
+        return self.block.host[base : base + nbytes]
+
+
+class Block:
+    """One VkDeviceMemory bound whole to one VkBuffer, with a first-fit free list over it."""
+
+    def __init__(self, dev: VulkanDevice, type_index: int, size: int, mapped: bool, dedicated: bool):
+        vk = native.vk
+        ffi, lib = vk.ffi, vk.lib
+        self.size, self.dedicated = size, dedicated
+        self.memory = self.buffer = None
+        self.host: np.ndarray | None = None
+        info = ffi.new("VkBufferCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO, "size": size, "usage": dev._buffer_usage,
+            "sharingMode": vk.VK_SHARING_MODE_EXCLUSIVE,
+        })
+        out = ffi.new("VkBuffer*")
+        native.call.vkCreateBuffer(dev._handle, info, ffi.NULL, out)
+        self.buffer = out[0]
+        try:
+            req = ffi.new("VkMemoryRequirements*")
+            lib.vkGetBufferMemoryRequirements(dev._handle, self.buffer, req)
+            alloc = ffi.new("VkMemoryAllocateInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, "allocationSize": req.size,
+                "memoryTypeIndex": type_index,
+            })
+            mem = ffi.new("VkDeviceMemory*")
+            native.call.vkAllocateMemory(dev._handle, alloc, ffi.NULL, mem)
+            self.memory = mem[0]
+            native.call.vkBindBufferMemory(dev._handle, self.buffer, self.memory, 0)
+            if mapped:
+                ptr = ffi.new("void**")
+                native.call.vkMapMemory(dev._handle, self.memory, 0, size, 0, ptr)
+                self.host = np.frombuffer(ffi.buffer(ptr[0], size), dtype=np.uint8)
+        except BaseException:
+            self.destroy(dev)
+            raise
+        self._free_offsets = [0]
+        self._free_sizes = {0: size}
+        self.used = 0
+
+    def take(self, size: int) -> int | None:
+        """First-fit: the offset of ``size`` free bytes, or None."""
+        for offset in self._free_offsets:
+            have = self._free_sizes[offset]
+            if have >= size:
+                i = bisect_left(self._free_offsets, offset)
+                del self._free_offsets[i], self._free_sizes[offset]
+                if have > size:
+                    insort(self._free_offsets, offset + size)
+                    self._free_sizes[offset + size] = have - size
+                self.used += size
+                return offset
+        return None
+
+    def give_back(self, offset: int, size: int) -> None:
+        """Return a range, merging it with free neighbours."""
+        self.used -= size
+        i = bisect_left(self._free_offsets, offset)
+        if i < len(self._free_offsets) and self._free_offsets[i] == offset + size:
+            size += self._free_sizes.pop(offset + size)
+            del self._free_offsets[i]
+        if i > 0:
+            prev = self._free_offsets[i - 1]
+            if prev + self._free_sizes[prev] == offset:
+                self._free_sizes[prev] += size
+                return
+        self._free_offsets.insert(i, offset)
+        self._free_sizes[offset] = size
+
+    def destroy(self, dev: VulkanDevice) -> None:
+        ffi, lib = native.vk.ffi, native.vk.lib
+        self.host = None
+        if self.buffer is not None:
+            lib.vkDestroyBuffer(dev._handle, self.buffer, ffi.NULL)
+        if self.memory is not None:
+            lib.vkFreeMemory(dev._handle, self.memory, ffi.NULL)  # unmaps too
+        self.buffer = self.memory = None
+
+
+class MemoryPool:
+    """Buffers of one memory type: small ones sub-allocated from shared blocks, large ones dedicated."""
+
+    def __init__(self, dev: VulkanDevice, type_index: int, mapped: bool, block_size: int):
+        self._dev, self.type_index, self.mapped, self.block_size = dev, type_index, mapped, block_size
+        self._blocks: list[Block] = []
+
+    def alloc(self, nbytes: int) -> Allocation:
+        size = -(-nbytes // ALIGNMENT) * ALIGNMENT
+        if size > self.block_size // 2:
+            block = Block(self._dev, self.type_index, size, self.mapped, dedicated=True)
+            block.used = size
+            return Allocation(block, 0, size)
+        for block in self._blocks:
+            offset = block.take(size)
+            if offset is not None:
+                return Allocation(block, offset, size)
+        block = Block(self._dev, self.type_index, self.block_size, self.mapped, dedicated=False)
+        self._blocks.append(block)
+        return Allocation(block, block.take(size), size)
+
+    def free(self, a: Allocation) -> None:
+        block = a.block
+        if block.dedicated:
+            block.destroy(self._dev)
+            return
+        block.give_back(a.offset, a.size)
+        if block.used == 0 and sum(b.used == 0 for b in self._blocks) > 1:
+            self._blocks.remove(block)  # keep one empty block for the next allocation, release the rest
+            block.destroy(self._dev)
+
+    def release_empty(self) -> None:
+        for block in [b for b in self._blocks if b.used == 0]:
+            self._blocks.remove(block)
+            block.destroy(self._dev)
+
+    def destroy(self) -> None:
+        for block in self._blocks:
+            block.destroy(self._dev)
+        self._blocks.clear()
+
+
+class VulkanBuffer(api.Buffer):
+    """A range of a VkBuffer: ``handle`` is the VkBuffer, ``offset`` where this buffer starts in it."""
+
+    def __init__(self, device: VulkanDevice, nbytes: int, allocation: Allocation):
+        super().__init__(device, nbytes)
+        self._allocation = allocation
+
+    @property
+    def offset(self) -> int:
+        return self._backing("VulkanBuffer.offset")._allocation.offset
+
+    def _native_handle(self) -> Any:
+        return self._allocation.block.buffer
+
+    def _release(self) -> None:
+        self._device._free_later(self._allocation)

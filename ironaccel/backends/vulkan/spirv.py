@@ -1,0 +1,111 @@
+"""Reading what a SPIR-V module's compute entry points expect of a launch (its buffers, its push-constant
+block, a fixed LocalSize), so that a launch that does not match is an InvalidArgument and not a driver crash.
+
+A small reader of the binary format itself (no SPIR-V library is a dependency): it walks the instruction
+stream once and collects the few declarations that describe the kernel interface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...api import Dim3, Param
+from ...errors import CompileError
+
+@dataclass(frozen=True)
+class KernelInterface:
+    """What a SPIR-V entry point expects of a launch, read from the module so a mismatch is an error, not a crash."""
+
+    buffers: int  # storage buffers bound at set 0, bindings 0..buffers-1
+    scalar_bytes: int  # size of the push-constant block (0 when it has none)
+    fixed_block: Dim3 | None  # the LocalSize when it is not specialization constants 0, 1, 2
+    params: tuple[Param, ...] = ()  # the storage buffers in binding order, then the push-constant members by offset
+
+
+def _spirv_words(code: bytes) -> np.ndarray:
+    words = np.frombuffer(code, dtype="<u4") if len(code) % 4 == 0 else np.empty(0, "<u4")
+    if len(words) >= 5 and words[0] == 0x03022307:
+        words = words.byteswap()
+    if len(words) < 5 or words[0] != 0x07230203:
+        raise CompileError("Device.compile", "spirv", "not a SPIR-V module (bad magic number, or not a whole number of 32-bit words)")
+    return words
+
+
+def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
+    """The GLCompute entry points of a SPIR-V module, in order, with what each expects of a launch."""
+    words = _spirv_words(code)
+    per_entry_interface = int(words[1]) >= 0x00010400  # SPIR-V 1.4+ lists every global an entry point uses
+    entries: dict[str, tuple[int, list[int]]] = {}
+    local_size: dict[int, Dim3] = {}
+    decorations: dict[int, dict[int, int]] = {}
+    offsets: dict[tuple[int, int], int] = {}
+    variables: dict[int, tuple[int, int]] = {}  # id -> (storage class, pointer type)
+    pointers: dict[int, int] = {}  # pointer type -> pointee
+    structs: dict[int, list[int]] = {}
+    sizes: dict[int, int] = {}  # scalar and vector types -> bytes
+    scalar_kinds: dict[int, str] = {}  # scalar types -> "int" / "float"
+    spec_ids_of_workgroup: set[int] = set()
+    composites: dict[int, list[int]] = {}
+    i = 5
+    while i < len(words):
+        count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
+        if count == 0 or i + count > len(words):
+            raise CompileError("Device.compile", "spirv", f"malformed SPIR-V: instruction at word {i} has length {count}")
+        op = [int(w) for w in words[i + 1 : i + count]]
+        if opcode == 15 and op[0] == 5:  # OpEntryPoint GLCompute %id "name" %interface...
+            raw = words[i + 3 : i + count].tobytes()
+            name_words = raw.index(0) // 4 + 1
+            entries[raw[: raw.index(0)].decode()] = (op[1], op[2 + name_words :])
+        elif opcode == 16 and op[1] == 17:  # OpExecutionMode %id LocalSize x y z
+            local_size[op[0]] = (op[2], op[3], op[4])
+        elif opcode == 71 and len(op) >= 3:  # OpDecorate %id decoration literal
+            decorations.setdefault(op[0], {})[op[1]] = op[2]
+        elif opcode == 71 and op[1] in (2, 3):  # Block, BufferBlock
+            decorations.setdefault(op[0], {})[op[1]] = 1
+        elif opcode == 72 and op[2] == 35:  # OpMemberDecorate %struct member Offset n
+            offsets[(op[0], op[1])] = op[3]
+        elif opcode == 59:  # OpVariable %type %id storage-class
+            variables[op[1]] = (op[2], op[0])
+        elif opcode == 32:  # OpTypePointer %id storage-class %type
+            pointers[op[0]] = op[2]
+        elif opcode == 30:  # OpTypeStruct %id members...
+            structs[op[0]] = op[1:]
+        elif opcode in (21, 22):  # OpTypeInt / OpTypeFloat %id width
+            sizes[op[0]] = op[1] // 8
+            scalar_kinds[op[0]] = "int" if opcode == 21 else "float"
+        elif opcode == 23 and op[1] in sizes:  # OpTypeVector %id %component count
+            sizes[op[0]] = sizes[op[1]] * op[2]
+        elif opcode == 51:  # OpSpecConstantComposite %type %id constituents...
+            composites[op[1]] = op[2:]
+        i += count
+    for target, decoration in decorations.items():
+        if decoration.get(11) == 25 and target in composites:  # BuiltIn WorkgroupSize
+            spec_ids_of_workgroup = {decorations.get(c, {}).get(1, -1) for c in composites[target]}
+    adjustable = spec_ids_of_workgroup == {0, 1, 2}
+
+    def interface(function: int, globals_: list[int]) -> KernelInterface:
+        chosen = globals_ if per_entry_interface else list(variables)
+        bindings, scalar_bytes, scalars = set(), 0, []
+        for var in chosen:
+            storage, pointer = variables.get(var, (None, None))
+            block = pointers.get(pointer)
+            if storage == 12 or (storage == 2 and 3 in decorations.get(block, {})):  # StorageBuffer / BufferBlock
+                if decorations.get(var, {}).get(34, 0) == 0:
+                    bindings.add(decorations.get(var, {}).get(33, 0))
+            elif storage == 9 and block in structs:  # PushConstant
+                members = sorted(enumerate(structs[block]), key=lambda m: offsets.get((block, m[0]), 0))
+                ends = [offsets.get((block, m), 0) + sizes.get(t, 0) for m, t in members]
+                scalar_bytes = max(ends, default=0)
+                scalars = [Param("scalar", sizes.get(t, 0), scalar_kinds.get(t, "")) for _, t in members]
+        buffers = max(bindings, default=-1) + 1
+        return KernelInterface(buffers, scalar_bytes, None if adjustable else local_size.get(function, (1, 1, 1)),
+                               (*[Param("buffer")] * buffers, *scalars))
+
+    return {name: interface(function, globals_) for name, (function, globals_) in entries.items()}
+
+
+def spirv_entry_points(code: bytes) -> list[str]:
+    """Names of the GLCompute entry points of a SPIR-V module, in order; InvalidArgument when it is not one."""
+    return list(spirv_interfaces(code))

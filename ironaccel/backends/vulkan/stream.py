@@ -1,0 +1,440 @@
+"""Streams and events: in-order queues of work on a timeline semaphore, and points in them.
+
+A stream records work into an open command buffer and submits it in batches (see the package docstring for
+when); an event is a (stream, timeline value) pair, with a timestamp query slot when timed. What the host
+owes a completed submission (a ``copy_dtoh`` destination filled from staging, staging memory, command
+buffers and descriptor pools recycled) is done here when a query or a wait sees it complete.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import deque
+from typing import TYPE_CHECKING, Any, Callable, Sequence
+
+import numpy as np
+
+from ... import api
+from ...api import Dim3
+from ...errors import Timeout
+from . import native
+from .memory import Allocation, VulkanBuffer
+from .pipeline import DescriptorPool, VulkanModule
+
+if TYPE_CHECKING:
+    from .device import VulkanDevice
+
+BATCH_COMMANDS = 64  # commands recorded before a stream submits on its own
+MAX_IN_FLIGHT = 64  # submissions per stream before the host waits for the oldest
+TIMESTAMP_SLOTS = 1024  # timestamp queries per VkQueryPool
+
+
+class Deadline:
+    """The time limit of a ``synchronize(timeout=)``: the op its Timeout names, and the time left. Every wait
+    under it is a finite vkWaitSemaphores, so no thread stays blocked in the driver past it."""
+
+    __slots__ = ("op", "seconds", "_end")
+
+    def __init__(self, op: str, seconds: float):
+        self.op, self.seconds = op, seconds
+        self._end = time.monotonic() + seconds
+
+    def nanoseconds_left(self) -> int:
+        return max(0, int((self._end - time.monotonic()) * 1e9))
+
+    def expired(self) -> Timeout:
+        return Timeout(self.op, self.seconds, "the work is still running; nothing was lost: synchronize again to wait for it")
+
+
+def deadline(op: str, timeout: float | None) -> Deadline | None:
+    return None if timeout is None else Deadline(op, timeout)
+
+
+class _Batch:
+    """One submission of a stream: its command buffer and what the host owes it once it completes."""
+
+    __slots__ = ("cmd", "commands", "value", "staging", "descriptor_pool", "on_complete")
+
+    def __init__(self, cmd: Any):
+        self.cmd = cmd
+        self.commands = 0
+        self.value = 0
+        self.staging: list[Allocation] = []
+        self.descriptor_pool: DescriptorPool | None = None
+        self.on_complete: list[Callable[[], None]] = []
+
+
+class VulkanEvent(api.Event):
+    """A value of its stream's timeline semaphore, plus a timestamp query slot when timed."""
+
+    def __init__(self, stream: VulkanStream, timing: bool, value: int, timestamp: tuple[Any, int] | None):
+        super().__init__(stream, timing)
+        self._value = value
+        self._timestamp = timestamp
+        if timestamp is not None:
+            weakref.finalize(self, stream._device._timestamps.release, timestamp)
+
+    def _query(self) -> bool:
+        self._stream._device._check_open("Event.query")  # the semaphore died with the device
+        return self._stream._device._reached(self._stream, self._value)
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        self._stream._device._check_open("Event.synchronize")
+        self._stream._device._wait([(self._stream, self._value)], deadline("Event.synchronize", timeout))
+
+    def _elapsed_ms(self, end: api.Event) -> float:
+        assert isinstance(end, VulkanEvent)
+        dev = self._stream._device
+        dev._check_open("Event.elapsed_ms")
+        dev._wait([(self._stream, self._value), (end._stream, end._value)])
+        return dev._timestamps.elapsed_ms(self._timestamp, end._timestamp)
+
+
+class Timestamps:
+    """Timestamp query slots, handed out to timed events and returned when the event is collected."""
+
+    def __init__(self, dev: VulkanDevice, valid_bits: int, period_ns: float):
+        self._dev, self._valid_bits, self._period_ns = dev, valid_bits, period_ns
+        self._pools: list[Any] = []
+        self._free: list[tuple[Any, int]] = []
+
+    def take(self) -> tuple[Any, int]:
+        if not self._free:
+            vk = native.vk
+            info = vk.ffi.new("VkQueryPoolCreateInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, "queryType": vk.VK_QUERY_TYPE_TIMESTAMP,
+                "queryCount": TIMESTAMP_SLOTS,
+            })
+            out = vk.ffi.new("VkQueryPool*")
+            native.call.vkCreateQueryPool(self._dev._handle, info, vk.ffi.NULL, out)
+            self._pools.append(out[0])
+            self._free = [(out[0], i) for i in reversed(range(TIMESTAMP_SLOTS))]
+        return self._free.pop()
+
+    def release(self, slot: tuple[Any, int]) -> None:
+        self._free.append(slot)
+
+    def _read(self, slot: tuple[Any, int]) -> int:
+        vk = native.vk
+        out = vk.ffi.new("uint64_t*")
+        native.call.vkGetQueryPoolResults(
+            self._dev._handle, slot[0], slot[1], 1, 8, out, 8, vk.VK_QUERY_RESULT_64_BIT | vk.VK_QUERY_RESULT_WAIT_BIT)
+        return out[0]
+
+    def elapsed_ms(self, start: tuple[Any, int], end: tuple[Any, int]) -> float:
+        bits = self._valid_bits
+        ticks = (self._read(end) - self._read(start)) & ((1 << bits) - 1)
+        if ticks >= 1 << (bits - 1):  # end before start: a negative interval
+            ticks -= 1 << bits
+        return ticks * self._period_ns / 1e6
+
+    def destroy(self) -> None:
+        for pool in self._pools:
+            native.vk.lib.vkDestroyQueryPool(self._dev._handle, pool, native.vk.ffi.NULL)
+        self._pools.clear()
+
+
+class Queue:
+    def __init__(self, handle: Any):
+        self.handle = handle
+        self.lock = threading.Lock()
+
+
+class VulkanStream(api.Stream):
+    """An in-order queue of work on a timeline semaphore; see the module docstring."""
+
+    def __init__(self, device: VulkanDevice, queue: Queue):
+        super().__init__(device)
+        vk = native.vk
+        ffi, lib = vk.ffi, vk.lib
+        self._queue = queue
+        self._submitted = 0  # the timeline value of the last submission
+        self._completed = 0  # the highest value known to have completed
+        self._batch: _Batch | None = None  # recording, not yet submitted
+        self._waits: list[tuple[VulkanStream, int]] = []  # event waits for the next submission
+        self._in_flight: deque[_Batch] = deque()
+        self._free_cmds: list[Any] = []
+        self._free_descriptor_pools: list[DescriptorPool] = []
+        type_info = ffi.new("VkSemaphoreTypeCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO, "semaphoreType": vk.VK_SEMAPHORE_TYPE_TIMELINE,
+        })
+        info = ffi.new("VkSemaphoreCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": type_info})
+        out = ffi.new("VkSemaphore*")
+        native.call.vkCreateSemaphore(device._handle, info, ffi.NULL, out)
+        self._semaphore = out[0]
+        pool_info = ffi.new("VkCommandPoolCreateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+            "flags": vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT | vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
+            "queueFamilyIndex": device._family,
+        })
+        pool = ffi.new("VkCommandPool*")
+        try:
+            native.call.vkCreateCommandPool(device._handle, pool_info, ffi.NULL, pool)
+        except BaseException:
+            lib.vkDestroySemaphore(device._handle, self._semaphore, ffi.NULL)
+            raise
+        self._command_pool = pool[0]
+        # Handles go when the stream is collected (the device holds busy streams) or the device closes.
+        self._destroy = weakref.finalize(self, _destroy_stream_handles, device._handle, self._semaphore,
+                                         self._command_pool, self._free_descriptor_pools)
+
+    # -- recording ----------------------------------------------------------------------------------
+
+    def _recording(self) -> _Batch:
+        """The open batch, with a barrier that orders the next command after the ones before it."""
+        vk = native.vk
+        batch = self._batch
+        if batch is None:
+            if self._free_cmds:
+                cmd = self._free_cmds.pop()
+            else:
+                info = vk.ffi.new("VkCommandBufferAllocateInfo*", {
+                    "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._command_pool,
+                    "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1,
+                })
+                out = vk.ffi.new("VkCommandBuffer*")
+                native.call.vkAllocateCommandBuffers(self._device._handle, info, out)
+                cmd = out[0]
+            native.call.vkBeginCommandBuffer(cmd, self._device._begin_info)
+            batch = self._batch = _Batch(cmd)
+            self._device._busy.add(self)
+        elif batch.commands:
+            self._device._barrier(batch.cmd, self._device._between_commands)
+        batch.commands += 1
+        return batch
+
+    def _recorded(self) -> None:
+        """Submit now when the device has caught up with this stream (so work starts at once), else keep
+        batching while earlier work runs, up to BATCH_COMMANDS commands."""
+        batch = self._batch
+        if batch is not None and (batch.commands >= BATCH_COMMANDS or self._device._counter(self) >= self._submitted):
+            self._submit()
+
+    def _submit(self, limit: Deadline | None = None) -> None:
+        """Submit the open batch and pending waits, signalling the next timeline value. The host waits only
+        when the stream already has MAX_IN_FLIGHT submissions outstanding (back-pressure), within ``limit``."""
+        batch = self._batch
+        if batch is None and not self._waits:
+            return
+        vk = native.vk
+        ffi = vk.ffi
+        dev = self._device
+        if len(self._in_flight) >= MAX_IN_FLIGHT:
+            dev._wait([(self, self._in_flight[0].value)], limit)
+        waits = [(s._semaphore, v) for s, v in self._waits]
+        if self._submitted > self._completed:
+            waits.append((self._semaphore, self._submitted))
+        value = self._submitted + 1
+        cmds = ffi.NULL
+        if batch is not None:
+            dev._barrier(batch.cmd, dev._to_host)
+            native.call.vkEndCommandBuffer(batch.cmd)
+            cmds = ffi.new("VkCommandBuffer[1]", [batch.cmd])
+        wait_values = ffi.new("uint64_t[]", [v for _, v in waits] or 1)
+        signal_value = ffi.new("uint64_t[1]", [value])
+        timeline = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            "waitSemaphoreValueCount": len(waits), "pWaitSemaphoreValues": wait_values,
+            "signalSemaphoreValueCount": 1, "pSignalSemaphoreValues": signal_value,
+        })
+        wait_semaphores = ffi.new("VkSemaphore[]", [s for s, _ in waits] or 1)
+        stages = ffi.new("VkPipelineStageFlags[]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT] * max(len(waits), 1))
+        signal = ffi.new("VkSemaphore[1]", [self._semaphore])
+        submit = ffi.new("VkSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": timeline,
+            "waitSemaphoreCount": len(waits), "pWaitSemaphores": wait_semaphores, "pWaitDstStageMask": stages,
+            "commandBufferCount": 0 if batch is None else 1, "pCommandBuffers": cmds,
+            "signalSemaphoreCount": 1, "pSignalSemaphores": signal,
+        })
+        with self._queue.lock:
+            native.call.vkQueueSubmit(self._queue.handle, 1, submit, ffi.NULL)
+        self._submitted = value
+        self._waits = []
+        self._batch = None
+        batch = batch or _Batch(None)  # a submission of waits only: tracked so the stream stays alive for it
+        batch.value = value
+        self._in_flight.append(batch)
+
+    def _pending_value(self) -> int:
+        """The timeline value that will mark everything enqueued so far."""
+        return self._submitted + (1 if self._batch is not None or self._waits else 0)
+
+    def _retire(self) -> None:
+        """Do the host's share of every completed submission and recycle its resources."""
+        if not self._in_flight:
+            return
+        value = self._device._counter(self)
+        while self._in_flight and self._in_flight[0].value <= value:
+            batch = self._in_flight.popleft()
+            for finish in batch.on_complete:
+                finish()
+            for allocation in batch.staging:
+                self._device._staging.free(allocation)
+            if batch.descriptor_pool is not None:
+                batch.descriptor_pool.reset(self._device)
+                self._free_descriptor_pools.append(batch.descriptor_pool)
+            if batch.cmd is not None:
+                native.call.vkResetCommandBuffer(batch.cmd, 0)
+                self._free_cmds.append(batch.cmd)
+        if not self._in_flight and self._batch is None and not self._waits:
+            self._device._busy.discard(self)
+
+    def _idle(self) -> bool:
+        """Nothing enqueued on this stream is outstanding: the host may touch its buffers directly."""
+        if self._batch is not None or self._waits:
+            return False
+        self._retire()  # first, so a staged copy_dtoh still owed lands before a direct copy that follows it
+        return not self._in_flight
+
+    def _direct(self) -> bool:
+        """Copy through mapped device memory on the host: it is mapped and this stream has nothing outstanding."""
+        return self._device._direct_mapping and self._idle()
+
+    def _copy_region(self, cmd: Any, src: Any, src_offset: int, dst: Any, dst_offset: int, nbytes: int) -> None:
+        region = native.vk.ffi.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset, "size": nbytes})
+        native.vk.lib.vkCmdCopyBuffer(cmd, src, dst, 1, region)
+
+    # -- the private API --------------------------------------------------------------------------------
+
+    def _native(self) -> Any:
+        """The VkQueue this stream submits to."""
+        return self._queue.handle
+
+    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+        assert isinstance(dst, VulkanBuffer)
+        with self._device._lock:
+            if self._direct():
+                dst._allocation.host(dst_offset, src.nbytes)[:] = src
+                return
+            staging = self._device._staging.alloc(src.nbytes)
+            staging.host(0, src.nbytes)[:] = src
+            batch = self._recording()
+            batch.staging.append(staging)
+            self._copy_region(batch.cmd, staging.block.buffer, staging.offset,
+                              dst._allocation.block.buffer, dst._allocation.offset + dst_offset, src.nbytes)
+            self._recorded()
+
+    def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
+        assert isinstance(src, VulkanBuffer)
+        with self._device._lock:
+            if self._direct():
+                dst[:] = src._allocation.host(src_offset, dst.nbytes)
+                return
+            staging = self._device._staging.alloc(dst.nbytes)
+            batch = self._recording()
+            batch.staging.append(staging)
+            self._copy_region(batch.cmd, src._allocation.block.buffer, src._allocation.offset + src_offset,
+                              staging.block.buffer, staging.offset, dst.nbytes)
+
+            def finish(dst: np.ndarray = dst, staging: Allocation = staging) -> None:
+                dst[:] = staging.host(0, dst.nbytes)
+
+            batch.on_complete.append(finish)
+            self._recorded()
+
+    def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
+        assert isinstance(dst, VulkanBuffer) and isinstance(src, VulkanBuffer)
+        with self._device._lock:
+            if self._direct():
+                dst._allocation.host(dst_offset, nbytes)[:] = src._allocation.host(src_offset, nbytes)
+                return
+            batch = self._recording()
+            self._copy_region(batch.cmd, src._allocation.block.buffer, src._allocation.offset + src_offset,
+                              dst._allocation.block.buffer, dst._allocation.offset + dst_offset, nbytes)
+            self._recorded()
+
+    def _fill(self, buf: api.Buffer, offset: int, nbytes: int, value: int) -> None:
+        """vkCmdFillBuffer for the 4-byte-aligned middle; the unaligned edges (<= 3 bytes each) are staged."""
+        assert isinstance(buf, VulkanBuffer)
+        with self._device._lock:
+            if self._direct():
+                buf._allocation.host(offset, nbytes)[:] = value
+                return
+            start = buf._allocation.offset + offset  # blocks place buffers 256-byte aligned
+            head = min(-start % 4, nbytes)
+            middle = (nbytes - head) // 4 * 4
+            tail = nbytes - head - middle
+            edge = np.full(3, value, dtype=np.uint8)
+            if head:
+                self._copy_htod(buf, offset, edge[:head])
+            if middle:
+                batch = self._recording()
+                native.vk.lib.vkCmdFillBuffer(batch.cmd, buf._allocation.block.buffer, start + head, middle, value * 0x01010101)
+                self._recorded()
+            if tail:
+                self._copy_htod(buf, offset + head + middle, edge[:tail])
+
+    def _record(self, timing: bool) -> api.Event:
+        dev = self._device
+        with dev._lock:
+            timestamp = None
+            if timing:
+                timestamp = dev._timestamps.take()
+                batch = self._recording()
+                lib = native.vk.lib
+                lib.vkCmdResetQueryPool(batch.cmd, timestamp[0], timestamp[1], 1)
+                lib.vkCmdWriteTimestamp(batch.cmd, native.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamp[0], timestamp[1])
+            self._submit()
+            return VulkanEvent(self, timing, self._submitted, timestamp)
+
+    def _wait(self, event: api.Event) -> None:
+        assert isinstance(event, VulkanEvent)
+        source = event._stream
+        with self._device._lock:
+            if source is self or source._completed >= event._value:
+                return
+            self._waits.append((source, event._value))
+            self._device._busy.add(self)
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        limit = deadline("Stream.synchronize", timeout)
+        with self._device._lock:
+            self._submit(limit)
+            value = self._submitted
+        self._device._wait([(self, value)], limit)
+
+    def _launch(self, kernel: api.Kernel, grid: Dim3, block: Dim3, args: list[api.Buffer | np.generic]) -> None:
+        dev = self._device
+        vk = native.vk
+        ffi, lib = vk.ffi, vk.lib
+        buffers = [a for a in args if isinstance(a, VulkanBuffer)]
+        scalars = pack_scalars_for(args)
+        module = kernel.module
+        assert isinstance(module, VulkanModule)
+        module._check_launch(kernel.name, block, len(buffers), len(scalars))
+        with dev._lock:
+            layout, set_layout = dev._layouts.get(len(buffers), len(scalars))
+            pipeline = module._pipeline(kernel.name, block, len(buffers), len(scalars), layout)
+            if buffers and self._batch is not None:
+                pool = self._batch.descriptor_pool
+                if pool is not None and not pool.fits(len(buffers)):
+                    self._submit()  # the batch's descriptor pool is full: the next batch gets another
+            batch = self._recording()
+            cmd = batch.cmd
+            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+            if buffers:
+                if batch.descriptor_pool is None:
+                    batch.descriptor_pool = (self._free_descriptor_pools.pop() if self._free_descriptor_pools
+                                             else DescriptorPool(dev))
+                descriptor_set = batch.descriptor_pool.allocate(dev, set_layout, buffers)
+                lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, descriptor_set, 0, ffi.NULL)
+            if scalars:
+                lib.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(scalars), ffi.from_buffer(scalars))
+            lib.vkCmdDispatch(cmd, *grid)
+            self._recorded()
+
+
+
+def _destroy_stream_handles(device: Any, semaphore: Any, command_pool: Any, descriptor_pools: list[DescriptorPool]) -> None:
+    ffi, lib = native.vk.ffi, native.vk.lib
+    for pool in descriptor_pools:
+        lib.vkDestroyDescriptorPool(device, pool.handle, ffi.NULL)
+    lib.vkDestroyCommandPool(device, command_pool, ffi.NULL)  # frees its command buffers
+    lib.vkDestroySemaphore(device, semaphore, ffi.NULL)
+
+
+def pack_scalars_for(args: Sequence[object]) -> bytes:
+    """The push-constant bytes of a launch: ``api.pack_scalars`` of the scalar arguments, in order."""
+    return api.pack_scalars([a for a in args if isinstance(a, np.generic)])

@@ -1,0 +1,216 @@
+"""WebGPU adapters as ironaccel devices: enumeration, device info and limits, buffers, compilation."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from ... import api
+from ...api import BackendInfo, DeviceInfo, Limits
+from ...errors import CompileError, InvalidArgument, NotAvailable
+from . import calls
+from .calls import BACKEND, call, import_wgpu
+from .module import WebGPUModule
+from .stream import BYTE_KERNEL_BLOCK, BYTE_KERNEL_WGSL, Fencer, WebGPUStream
+
+COMPUTE_BACKEND_TYPES = ("Vulkan", "Metal", "D3D12")
+OPTIONAL_FEATURES = ("timestamp-query", "shader-f64", "shader-float32-atomic")
+
+def _adapters() -> list[Any]:
+    wgpu = import_wgpu()
+    try:
+        found = wgpu.gpu.enumerate_adapters_sync()
+    except Exception as exc:  # a broken loader or ICD must not crash enumeration
+        raise NotAvailable(BACKEND, "wgpu-native", f"adapter enumeration failed: {exc}") from None
+    return [a for a in found if a.info.get("backend_type") in COMPUTE_BACKEND_TYPES]
+
+
+class WebGPUBackend(api.Backend):
+    name = BACKEND
+
+    def probe(self) -> BackendInfo:
+        try:
+            adapters = _adapters()
+        except NotAvailable as exc:
+            return BackendInfo(BACKEND, False, exc.detail)
+        version = calls._wgpu.__version__
+        if not adapters:
+            return BackendInfo(BACKEND, False, "wgpu found no Vulkan/Metal/D3D12 adapter", version)
+        names = ", ".join(a.info["device"] for a in adapters)
+        return BackendInfo(BACKEND, True, f"{len(adapters)} adapter(s): {names}", version)
+
+    def device_count(self) -> int:
+        return len(_adapters())
+
+    def _open_device(self, index: int) -> WebGPUDevice:
+        return WebGPUDevice(_adapters()[index], index)
+
+
+def _device_info(adapter: Any, index: int) -> DeviceInfo:
+    info, lim = adapter.info, adapter.limits
+    cpu = info.get("adapter_type") == "CPU"
+    name = info.get("device") or "unknown adapter"
+    vendor = info.get("vendor") or f"0x{info.get('vendor_id', 0):04x}"
+    driver = "SwiftShader" if "swiftshader" in name.lower() else vendor
+    per_axis = lim["max-compute-workgroups-per-dimension"]
+    return DeviceInfo(
+        backend=BACKEND,
+        index=index,
+        name=name,
+        vendor=vendor,
+        driver=driver,
+        driver_version=info.get("description") or "not reported by wgpu",
+        simulated=cpu,
+        memory=0,
+        limits=Limits(
+            max_alloc=min(lim["max-buffer-size"], lim["max-storage-buffer-binding-size"]) // 4 * 4,
+            max_threads_per_block=lim["max-compute-invocations-per-workgroup"],
+            max_block=(lim["max-compute-workgroup-size-x"], lim["max-compute-workgroup-size-y"],
+                       lim["max-compute-workgroup-size-z"]),
+            max_grid=(per_axis, per_axis, per_axis),
+            max_shared_memory=lim["max-compute-workgroup-storage-size"],
+            warp_size=int(info.get("subgroup_min_size", 0) or 0),
+        ),
+        extra={"backend_type": info.get("backend_type"), "adapter_type": info.get("adapter_type")},
+    )
+
+
+class WebGPUDevice(api.Device):
+    def __init__(self, adapter: Any, index: int):
+        super().__init__(_device_info(adapter, index))
+        wgpu = import_wgpu()
+        self._features = frozenset(f for f in OPTIONAL_FEATURES if f in adapter.features)
+        wanted_limits = {k: adapter.limits[k] for k in (
+            "max-buffer-size", "max-storage-buffer-binding-size", "max-compute-invocations-per-workgroup",
+            "max-compute-workgroup-size-x", "max-compute-workgroup-size-y", "max-compute-workgroup-size-z",
+            "max-compute-workgroup-storage-size", "max-storage-buffers-per-shader-stage",
+            "max-compute-workgroups-per-dimension")}
+        self._gpu = call(adapter.request_device_sync, required_features=sorted(self._features),
+                         required_limits=wanted_limits)
+        self._usage = wgpu.BufferUsage
+        self._byte_kernel: Any = None
+        self._fence_src: Any = None
+        self._unsubmitted: set[WebGPUStream] = set()  # streams with an open encoder: kept alive until flushed
+        self._readbacks: list[tuple[int, Any, int, np.ndarray]] = []  # (seq, mappable buffer, start, host)
+        self._readback_seq = 0
+        self._lock = threading.RLock()  # the queue, the encoders and the readback list (see the package docstring)
+        self._fencer = Fencer()
+        self._submissions = 0  # queue submissions and writes so far
+        self._last_fence: tuple[int, Any, int] | None = None  # (submissions before it, its mapping, readback seq)
+        self._default = WebGPUStream(self)
+
+    def _native(self) -> Any:
+        """The GPUDevice."""
+        return self._gpu
+
+    def _capabilities(self) -> frozenset[str]:
+        caps = {"lang.wgsl", "kernel.shared_memory", "kernel.atomics.int32"}
+        if "timestamp-query" in self._features:
+            caps.add("events.timing")
+        if "shader-f64" in self._features:
+            caps.add("kernel.float64")
+        if "shader-float32-atomic" in self._features:
+            caps.add("kernel.atomics.float32")
+        return frozenset(caps)
+
+    def _default_stream(self) -> WebGPUStream:
+        return self._default
+
+    def _create_stream(self) -> WebGPUStream:
+        return WebGPUStream(self)
+
+    def _new_buffer(self, nbytes: int, usage: int) -> Any:
+        return call(self._gpu.create_buffer, size=max(4, -(-nbytes // 4) * 4), usage=usage)
+
+    def _alloc(self, nbytes: int) -> WebGPUBuffer:
+        u = self._usage
+        return WebGPUBuffer(self, nbytes, self._new_buffer(nbytes, u.STORAGE | u.COPY_SRC | u.COPY_DST))
+
+    def _compile(self, source: str | bytes, lang: str, options: tuple[str, ...]) -> WebGPUModule:
+        if options:
+            raise InvalidArgument("Device.compile", f"WGSL takes no compiler options, got {options!r}")
+        assert isinstance(source, str)
+        try:
+            shader = self._gpu.create_shader_module(code=source)
+        except calls._wgpu.GPUError as exc:
+            raise CompileError("GPUDevice.create_shader_module", "wgsl", str(exc).strip()) from None
+        return WebGPUModule(self, source, shader)
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        with self._lock:
+            for s in list(self._unsubmitted):
+                s._flush()
+        self._default._wait_for_queue("Device.synchronize", timeout)  # one queue: a fence after all covers every stream
+
+    def _deliver_readbacks(self, upto: int | None) -> None:
+        """Copy finished readbacks into their host arrays: all, or those enqueued up to ``upto``.
+
+        Readbacks live on the device, not the stream, so a dropped Stream object still delivers. The lock
+        is held through the copies: a thread that waited for its readbacks finds them delivered, not
+        taken by another thread and still being copied."""
+        import wgpu
+
+        with self._lock:
+            ready = [r for r in self._readbacks if upto is None or r[0] <= upto]
+            if not ready:
+                return
+            self._readbacks = [r for r in self._readbacks if upto is not None and r[0] > upto]
+            for _, buf, start, host in ready:
+                call(buf.map_sync, wgpu.MapMode.READ)
+                host[:] = np.frombuffer(buf.read_mapped(), dtype=np.uint8)[start:start + host.nbytes]
+                buf.unmap()
+
+    def _fence(self, encoder: Any) -> Any:
+        """A promise that resolves once the GPU has run everything submitted up to ``encoder``.
+
+        A copy into a fresh mappable buffer, then map_async: the mapping resolves only when the copy, and
+        so all queue work before it, has finished. (wgpu-py 0.32's on_submitted_work_done fails with its
+        bundled wgpu-native, so the map is our fence.)"""
+        u = self._usage
+        if self._fence_src is None:
+            self._fence_src = self._new_buffer(4, u.COPY_SRC)
+        target = self._new_buffer(4, u.MAP_READ | u.COPY_DST)
+        encoder.copy_buffer_to_buffer(self._fence_src, 0, target, 0, 4)
+        return target
+
+    def _close(self) -> None:
+        try:
+            self._synchronize()
+        finally:
+            self._fencer.close()
+            self._gpu.destroy()
+
+    def _byte_pipeline(self) -> Any:
+        """The internal byte-granular copy/fill kernel (see module docstring)."""
+        if self._byte_kernel is None:
+            module = self.compile(BYTE_KERNEL_WGSL, "wgsl")
+            self._byte_kernel = (module._bind_layout, module._pipeline("ia_bytes", (BYTE_KERNEL_BLOCK, 1, 1)))
+        return self._byte_kernel
+
+
+class WebGPUBuffer(api.Buffer):
+    def __init__(self, device: WebGPUDevice, nbytes: int, gpu_buffer: Any):
+        super().__init__(device, nbytes)
+        self._gpu_buffer = gpu_buffer
+
+    def _native_handle(self) -> Any:
+        return self._gpu_buffer
+
+    def _release(self) -> None:
+        # Release, not destroy: work already submitted that uses the buffer keeps it alive until done.
+        self._gpu_buffer = None
+
+
+class WebGPUBuffer(api.Buffer):
+    def __init__(self, device: WebGPUDevice, nbytes: int, gpu_buffer: Any):
+        super().__init__(device, nbytes)
+        self._gpu_buffer = gpu_buffer
+
+    def _native_handle(self) -> Any:
+        return self._gpu_buffer
+
+    def _release(self) -> None:
+        # Release, not destroy: work already submitted that uses the buffer keeps it alive until done.
+        self._gpu_buffer = None

@@ -1,0 +1,109 @@
+"""WGSL modules: the shader, its reflected interface, pipelines cached per (kernel, block), launch
+validation cached per (kernel, block, binding sizes), and bind groups cached per (buffers, scalars)."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ... import api
+from ...errors import DriverError, InvalidArgument
+from .calls import call
+from .reflect import reflect
+
+if TYPE_CHECKING:
+    from .device import WebGPUDevice
+
+#: Bind groups kept per module: a loop relaunching a kernel on the same buffers and scalars reuses them.
+BIND_GROUP_CACHE = 16
+
+
+class WebGPUModule(api.Module):
+    """A WGSL module. Bindings are read from the source: storage buffers 0..k-1, then one uniform at k."""
+
+    def __init__(self, device: WebGPUDevice, source: str, shader: Any):
+        super().__init__(device, "wgsl")
+        import wgpu
+
+        self._shader = shader
+        self._interface = reflect(source)
+        self._pipelines: dict[tuple[str, api.Dim3], Any] = {}
+        self._validated: set[tuple[str, api.Dim3, tuple[int, ...]]] = set()
+        self._bind_groups: OrderedDict[tuple, Any] = OrderedDict()
+        u = wgpu.ShaderStage.COMPUTE
+        storage = self._interface.storage_access
+        entries = [{"binding": i, "visibility": u,
+                    "buffer": {"type": "storage" if acc == "read_write" else "read-only-storage"}}
+                   for i, acc in enumerate(storage)]
+        if self._interface.has_uniform:
+            entries.append({"binding": len(storage), "visibility": u, "buffer": {"type": "uniform"}})
+        gpu = device._gpu
+        self._bind_layout = call(gpu.create_bind_group_layout, entries=entries)
+        self._layout = call(gpu.create_pipeline_layout, bind_group_layouts=[self._bind_layout])
+
+    def _kernel_names(self) -> Sequence[str]:
+        return self._interface.entry_points
+
+    def _make_kernel(self, name: str) -> api.Kernel:
+        return WebGPUKernel(self, name)
+
+    def _pipeline(self, name: str, block: api.Dim3) -> Any:
+        key = (name, block)
+        pipe = self._pipelines.get(key)
+        if pipe is None:
+            fixed = self._interface.fixed_block
+            if fixed is not None and block != fixed:
+                raise InvalidArgument("Stream.launch", f"kernel {name} has a fixed @workgroup_size{fixed}; "
+                                      "declare `override BLOCK_X/BLOCK_Y/BLOCK_Z` to choose the block at launch")
+            overrides = self._interface.overrides
+            constants = {k: v for k, v in zip(("BLOCK_X", "BLOCK_Y", "BLOCK_Z"), block) if k in overrides}
+            pipe = call(self.device._gpu.create_compute_pipeline, layout=self._layout,
+                        compute={"module": self._shader, "entry_point": name, "constants": constants})
+            self._pipelines[key] = pipe
+        return pipe
+
+    def _bind_group(self, buffers: tuple[Any, ...], packed: bytes) -> Any:
+        """The bind group of these GPU buffers and this uniform content, made once and reused."""
+        key = (buffers, packed)
+        group = self._bind_groups.get(key)
+        if group is not None:
+            self._bind_groups.move_to_end(key)
+            return group
+        dev = self.device
+        entries = [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(buffers)]
+        if self._interface.has_uniform:
+            uniform = call(dev._gpu.create_buffer_with_data, data=packed, usage=dev._usage.UNIFORM)
+            entries.append({"binding": len(buffers), "resource": {"buffer": uniform}})
+        group = call(dev._gpu.create_bind_group, layout=self._bind_layout, entries=entries)
+        self._bind_groups[key] = group
+        if len(self._bind_groups) > BIND_GROUP_CACHE:
+            self._bind_groups.popitem(last=False)
+        return group
+
+    def _validate(self, name: str, block: api.Dim3, pipe: Any, group: Any, sizes: tuple[int, ...]) -> None:
+        """Record this dispatch alone and finish it unsubmitted: WebGPU's validation of the dispatch
+        (binding sizes against the shader's arrays, ...) runs now, not when the stream's batch is
+        finished — where it would throw away every command batched with it."""
+        key = (name, block, sizes)
+        if key in self._validated:
+            return
+        encoder = self.device._gpu.create_command_encoder()
+        p = encoder.begin_compute_pass()
+        p.set_pipeline(pipe)
+        p.set_bind_group(0, group)
+        p.dispatch_workgroups(1, 1, 1)
+        p.end()
+        try:
+            call(encoder.finish)
+        except DriverError as err:
+            raise InvalidArgument("Stream.launch", f"kernel {name} cannot be dispatched with these buffers: {err}") from None
+        self._validated.add(key)
+
+
+class WebGPUKernel(api.Kernel):
+    # Storage buffers and the uniform block are separate binding spaces: buffer arguments bind in their
+    # order and scalars pack in theirs, however the two are interleaved in the call.
+    _positional = False
+
+    def _params(self) -> tuple[api.Param, ...]:
+        return self.module._interface.params  # type: ignore[attr-defined]

@@ -1,0 +1,273 @@
+"""Streams and events on the device's one queue, and the byte-granular copy/fill kernel.
+
+A stream records into its own open encoder and submits it when it must. Everything that touches the
+queue, an encoder or the device's readback list holds the device lock; waits for the GPU do not."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import api
+from ...errors import Timeout
+from .calls import call, wait
+from .module import WebGPUModule
+
+if TYPE_CHECKING:
+    from .device import WebGPUDevice
+
+
+class Fencer:
+    """Starts fence maps on a thread of its own. wgpu-py's ``map_async`` wakes its poll thread, which then
+    waits in the driver for the queue to drain while holding wgpu-native's lock, and ``map_async`` itself
+    waits for that lock: called from ``record()`` it would block the caller until the GPU is idle."""
+
+    def __init__(self) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ironaccel-webgpu-fence")
+
+    def map(self, fence: Any) -> concurrent.futures.Future:
+        import wgpu
+
+        return self._pool.submit(call, fence.map_async, wgpu.MapMode.READ)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+
+def wait_fence(mapping: concurrent.futures.Future, op: str, timeout: float | None) -> None:
+    """Wait for a fence map started by the Fencer; Timeout(op) past ``timeout`` seconds."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        promise = mapping.result(timeout)
+    except concurrent.futures.TimeoutError:
+        raise Timeout(op, timeout, "the GPU has not reached this point yet") from None  # type: ignore[arg-type]
+    wait(promise, op, timeout, deadline)
+
+
+class WebGPUEvent(api.Event):
+    def __init__(self, stream: WebGPUStream, timing: bool, mapping: concurrent.futures.Future, readback_seq: int,
+                 timestamp: Any):
+        super().__init__(stream, timing)
+        self._mapping = mapping  # the Fencer's map of this event's fence: resolves once the queue got here
+        self._readback_seq = readback_seq
+        self._timestamp = timestamp  # a mappable 8-byte buffer when timing
+        self._ns: int | None = None
+
+    def _query(self) -> bool:
+        if not self._mapping.done() or self._mapping.result()._state == "pending":
+            return False
+        self._stream.device._deliver_readbacks(self._readback_seq)
+        return True
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        wait_fence(self._mapping, "Event.synchronize", timeout)
+        self._stream.device._deliver_readbacks(self._readback_seq)
+
+    def _nanoseconds(self) -> int:
+        if self._ns is None:
+            self._synchronize()
+            import wgpu
+
+            buf = self._timestamp
+            call(buf.map_sync, wgpu.MapMode.READ)
+            self._ns = int(np.frombuffer(buf.read_mapped(), dtype=np.uint64)[0])
+            buf.unmap()
+        return self._ns
+
+    def _elapsed_ms(self, end: api.Event) -> float:
+        assert isinstance(end, WebGPUEvent)
+        return (end._nanoseconds() - self._nanoseconds()) / 1e6
+
+
+class WebGPUStream(api.Stream):
+    def __init__(self, device: WebGPUDevice):
+        super().__init__(device)
+        self._dev: WebGPUDevice = device
+        self._encoder: Any = None
+
+    def _native(self) -> Any:
+        """The GPUQueue (WebGPU has one queue per device: every stream records into it)."""
+        return self._dev._gpu.queue
+
+    # -- batching (callers hold the device lock) -------------------------------------------------------
+    def _enc(self) -> Any:
+        if self._encoder is None:
+            self._encoder = self._dev._gpu.create_command_encoder()
+            self._dev._unsubmitted.add(self)
+        return self._encoder
+
+    def _flush(self) -> None:
+        if self._encoder is not None:
+            enc, self._encoder = self._encoder, None
+            self._dev._unsubmitted.discard(self)
+            self._dev._submissions += 1
+            call(self._dev._gpu.queue.submit, [call(enc.finish)])
+
+    def _bytes(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int, fill: int) -> None:
+        """Byte-granular copy (``src`` given) or fill (``src`` None) through the internal kernel."""
+        dev = self._dev
+        layout, pipe = dev._byte_pipeline()
+        first_word = dst_offset // 4
+        words = -(-(dst_offset + nbytes) // 4) - first_word
+        groups = -(-words // BYTE_KERNEL_BLOCK)
+        gx = min(groups, dev.info.limits.max_grid[0])
+        gy = -(-groups // gx)
+        params = np.array([dst_offset, src_offset, nbytes, 0 if src is not None else 1, fill * 0x01010101, 0, 0, 0],
+                          dtype=np.uint32)
+        u = dev._usage
+        uniform = call(dev._gpu.create_buffer_with_data, data=params, usage=u.UNIFORM)
+        if src is None:
+            src = dev._new_buffer(4, u.STORAGE)
+        bind = call(dev._gpu.create_bind_group, layout=layout,
+                    entries=[{"binding": 0, "resource": {"buffer": dst}}, {"binding": 1, "resource": {"buffer": src}},
+                             {"binding": 2, "resource": {"buffer": uniform}}])
+        p = self._enc().begin_compute_pass()
+        p.set_pipeline(pipe)
+        p.set_bind_group(0, bind)
+        p.dispatch_workgroups(gx, gy, 1)
+        p.end()
+
+    # -- the private API --------------------------------------------------------------------------------
+    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+        dev = self._dev
+        n = src.nbytes
+        with dev._lock:
+            self._flush()  # write_buffer lands on the queue timeline now: commands enqueued before go first
+            dev._submissions += 1  # a write_buffer is queue work a fence must come after
+            if dst_offset % 4 == 0 and n % 4 == 0:
+                call(dev._gpu.queue.write_buffer, dst._native_handle(), dst_offset, src)
+                return
+            padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
+            padded[:n] = src
+            staging = dev._new_buffer(n, dev._usage.STORAGE | dev._usage.COPY_DST)
+            call(dev._gpu.queue.write_buffer, staging, 0, padded)
+            self._bytes(dst._native_handle(), dst_offset, staging, 0, n, 0)
+
+    def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
+        dev = self._dev
+        start = src_offset // 4 * 4
+        size = -(-(src_offset + dst.nbytes) // 4) * 4 - start
+        u = dev._usage
+        with dev._lock:
+            readback = dev._new_buffer(size, u.MAP_READ | u.COPY_DST)
+            self._enc().copy_buffer_to_buffer(src._native_handle(), start, readback, 0, size)
+            dev._readback_seq += 1
+            dev._readbacks.append((dev._readback_seq, readback, src_offset - start, dst))
+            self._flush()
+
+    def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
+        dev = self._dev
+        d, s = dst._native_handle(), src._native_handle()
+        with dev._lock:
+            if dst_offset % 4 == 0 and src_offset % 4 == 0 and nbytes % 4 == 0:
+                self._enc().copy_buffer_to_buffer(s, src_offset, d, dst_offset, nbytes)
+                return
+            if d is s:  # one buffer cannot be bound twice writable: go through a scratch copy
+                scratch = dev._new_buffer(nbytes + 8, dev._usage.STORAGE | dev._usage.COPY_DST)
+                start = src_offset // 4 * 4
+                self._enc().copy_buffer_to_buffer(s, start, scratch, 0, -(-(src_offset + nbytes) // 4) * 4 - start)
+                s, src_offset = scratch, src_offset - start
+            self._bytes(d, dst_offset, s, src_offset, nbytes, 0)
+
+    def _fill(self, buf: api.Buffer, offset: int, nbytes: int, value: int) -> None:
+        with self._dev._lock:
+            if value == 0 and offset % 4 == 0 and nbytes % 4 == 0:
+                self._enc().clear_buffer(buf._native_handle(), offset, nbytes)
+            else:
+                self._bytes(buf._native_handle(), offset, None, 0, nbytes, value)
+
+    def _record(self, timing: bool) -> WebGPUEvent:
+        dev = self._dev
+        with dev._lock:
+            stamp = None
+            if timing:
+                u = dev._usage
+                qs = call(dev._gpu.create_query_set, type="timestamp", count=1)
+                resolved = dev._new_buffer(8, u.QUERY_RESOLVE | u.COPY_SRC)
+                stamp = dev._new_buffer(8, u.MAP_READ | u.COPY_DST)
+                enc = self._enc()
+                enc.begin_compute_pass(timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": 0}).end()
+                enc.resolve_query_set(qs, 0, 1, resolved, 0)
+                enc.copy_buffer_to_buffer(resolved, 0, stamp, 0, 8)
+            return WebGPUEvent(self, timing, self._fenced_flush(), dev._readback_seq, stamp)
+
+    def _wait(self, event: api.Event) -> None:
+        """Nothing to enqueue: with one queue, and record() having submitted everything before the
+        event, whatever this stream submits from now on already runs after it."""
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        self._wait_for_queue("Stream.synchronize", timeout)
+
+    def _wait_for_queue(self, op: str, timeout: float | None) -> None:
+        """Wait for a fence after this stream's work and all queue work before it: the device's last fence
+        when nothing was submitted since (a new submission would wait for wgpu's lock: see Fencer)."""
+        dev = self._dev
+        with dev._lock:
+            if self._encoder is not None or dev._last_fence is None or dev._last_fence[0] != dev._submissions:
+                self._fenced_flush()
+            _, mapping, upto = dev._last_fence  # type: ignore[misc]
+        wait_fence(mapping, op, timeout)
+        dev._deliver_readbacks(upto)
+
+    def _fenced_flush(self) -> concurrent.futures.Future:
+        """Record a fence, submit, and start mapping it: the device's last fence from now on."""
+        dev = self._dev
+        fence = dev._fence(self._enc())
+        self._flush()
+        mapping = dev._fencer.map(fence)
+        dev._last_fence = (dev._submissions, mapping, dev._readback_seq)
+        return mapping
+
+    def _launch(self, kernel: api.Kernel, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
+        module = kernel.module
+        assert isinstance(module, WebGPUModule)
+        buffers = tuple(a._native_handle() for a in args if isinstance(a, api.Buffer))
+        scalars = [a for a in args if not isinstance(a, api.Buffer)]
+        packed = b""
+        if scalars:
+            packed = api.pack_scalars(scalars)
+            packed += bytes(-len(packed) % 16)
+        with self._dev._lock:
+            pipe = module._pipeline(kernel.name, block)
+            group = module._bind_group(buffers, packed)
+            module._validate(kernel.name, block, pipe, group, tuple(b.size for b in buffers))
+            p = self._enc().begin_compute_pass()
+            p.set_pipeline(pipe)
+            p.set_bind_group(0, group)
+            p.dispatch_workgroups(*grid)
+            p.end()
+
+
+BYTE_KERNEL_BLOCK = 64
+
+# Merges bytes into whole words: each invocation owns one destination word, so no two write the same word.
+BYTE_KERNEL_WGSL = """
+struct Params { dst_off: u32, src_off: u32, n: u32, fill_mode: u32, fill: u32 }
+@group(0) @binding(0) var<storage, read_write> dst: array<u32>;
+@group(0) @binding(1) var<storage, read> src: array<u32>;
+@group(0) @binding(2) var<uniform> p: Params;
+
+fn src_byte(i: u32) -> u32 {
+    let b = p.src_off + i;
+    return (src[b >> 2u] >> ((b & 3u) * 8u)) & 0xffu;
+}
+
+@compute @workgroup_size(64)
+fn ia_bytes(@builtin(global_invocation_id) g: vec3<u32>, @builtin(num_workgroups) nw: vec3<u32>) {
+    let w = (p.dst_off >> 2u) + g.x + g.y * nw.x * 64u;
+    let end = p.dst_off + p.n;
+    if (w * 4u >= end) { return; }
+    var word = dst[w];
+    for (var k = 0u; k < 4u; k++) {
+        let b = w * 4u + k;
+        if (b >= p.dst_off && b < end) {
+            var v = p.fill & 0xffu;
+            if (p.fill_mode == 0u) { v = src_byte(b - p.dst_off); }
+            word = (word & ~(0xffu << (k * 8u))) | (v << (k * 8u));
+        }
+    }
+    dst[w] = word;
+}"""

@@ -1,0 +1,31 @@
+"""Tables as the command line prints them (aligned columns) and as STATUS.md and certificates write them
+(Markdown), so every table of the project is laid out by the same two functions."""
+
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+
+def plain(rows: Sequence[Sequence[str]]) -> str:
+    """Aligned columns, the first row a header underlined with dashes."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Markdown table lines; cells are written as given (escape text with ``cell``). An empty header
+    (``["", ""]``) makes a key/value table."""
+    lines = ["|" + "|".join(f" {h} " if h else " " for h in header) + "|", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
+def cell(text: object, width: int | None = None) -> str:
+    """Text as one Markdown table cell: one line, '|', '\\' and '<' escaped, cut to ``width`` characters."""
+    s = re.sub(r"\s+", " ", str(text)).strip()
+    if width is not None and len(s) > width:
+        s = s[: width - 1].rstrip() + "…"
+    return s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;")
