@@ -29,7 +29,7 @@ class OpenGLHandles:
     """``Device.native``: for interop and raw-driver floors."""
 
     context: Any  # moderngl.Context
-    gl: GL.GL  # raw entry points (gl.glFenceSync, ...) and error checks (gl.check, gl.mgl)
+    gl: GL.GL  # raw entry points (gl.glQueryCounter, ...) and error checks (gl.check, gl.mgl)
     run: Callable[..., Any]  # run(fn, *args): call fn on the GL thread, return its result
 
 
@@ -110,16 +110,15 @@ def _capabilities(ctx: Any, gl: GL.GL) -> frozenset[str]:
 
 class OpenGLDevice(api.Device):
     def __init__(self, index: int, egl_extensions: str):
-        self.thread = GLThread(index)
+        self.thread = GLThread(index)  # raises NotAvailable when the context or its fences are missing
         self.ctx = self.thread.ctx
         self.gl: GL.GL = self.thread.gl  # type: ignore[assignment]
         info, caps = self.thread.run(lambda: (_device_info(self.ctx, self.gl, index, egl_extensions),
                                               _capabilities(self.ctx, self.gl)))
         super().__init__(info)
         self._caps = caps
-        self.readbacks = Readbacks()
-        self._garbage: list[Fence] = []  # fences of dropped events, deleted on the GL thread
-        self._garbage_lock = threading.Lock()
+        self.readbacks = Readbacks(self)
+        self.fence_lock = threading.Lock()  # a fence completes once, whichever thread sees it first
         self._default = OpenGLStream(self)
 
     def _native(self) -> OpenGLHandles:
@@ -150,26 +149,16 @@ class OpenGLDevice(api.Device):
         return self.thread.run(OpenGLModule, self, str(source), name)
 
     def finish(self, op: str, timeout: float | None) -> None:
-        """Wait for everything enqueued so far on the device's one command stream."""
-        fence = self.thread.run(Fence, self, None)
+        """Wait for everything submitted so far to the device's one command stream."""
+        fence = Fence(self, False)
+        self.thread.submit(fence.place)
         try:
-            wait_for(self, fence, op, timeout)
+            wait_for(fence, op, timeout)
         finally:
-            self.discard(fence)  # nothing left to delete once it signalled; after a Timeout, its sync
+            self.thread.submit(fence.discard)  # nothing to free once it signalled; after a Timeout, its sync
 
     def _synchronize(self, timeout: float | None) -> None:
         self.finish("Device.synchronize", timeout)
-
-    def discard(self, fence: Fence) -> None:
-        """Called from Event.__del__ on any thread: the GL thread deletes the fence at the next record."""
-        with self._garbage_lock:
-            self._garbage.append(fence)
-
-    def collect_garbage(self) -> None:
-        with self._garbage_lock:
-            garbage, self._garbage = self._garbage, []
-        for fence in garbage:
-            fence.discard()
 
     def _drain_diagnostics(self) -> list[str]:
         def drain() -> list[str]:

@@ -1,5 +1,5 @@
-"""The raw GL entry points moderngl does not wrap (fences, timer queries, buffer clears, program
-reflection, KHR_debug), loaded through the context's own ``eglGetProcAddress``, and the one place GL
+"""The raw GL entry points moderngl does not wrap (persistent mappings, timer queries, buffer clears,
+program reflection, KHR_debug), loaded through the context's own ``eglGetProcAddress``, and the one place GL
 errors become ironaccel errors.
 
 Every GL call of the backend runs on the device's GL thread (``context.GLThread``), so nothing here locks.
@@ -23,17 +23,14 @@ ERROR_NAMES = {
 }
 OUT_OF_MEMORY = 0x0505
 
-COPY_WRITE_BUFFER = 0x8F37
+COPY_READ_BUFFER, COPY_WRITE_BUFFER = 0x8F36, 0x8F37
+MAP_READ_BIT, MAP_PERSISTENT_BIT, MAP_COHERENT_BIT = 0x1, 0x40, 0x80
 SHADER_STORAGE_BUFFER = 0x90D2
 UNIFORM_BUFFER = 0x8A11
 R8UI = 0x8232
 RED_INTEGER = 0x8D94
 UNSIGNED_BYTE = 0x1401
 ALL_BARRIER_BITS = 0xFFFFFFFF
-
-SYNC_GPU_COMMANDS_COMPLETE = 0x9117
-SYNC_FLUSH_COMMANDS_BIT = 0x1
-ALREADY_SIGNALED, TIMEOUT_EXPIRED, CONDITION_SATISFIED, WAIT_FAILED = 0x911A, 0x911B, 0x911C, 0x911D
 
 TIMESTAMP = 0x8E28
 QUERY_COUNTER_BITS = 0x8864
@@ -51,11 +48,9 @@ BUFFER_BINDING, BUFFER_DATA_SIZE, BLOCK_INDEX, OFFSET, TYPE, ARRAY_SIZE = 0x9302
 NAME_LENGTH = 0x92F9
 COMPUTE_WORK_GROUP_SIZE = 0x8267
 
-#: GLSL scalar types as reflected: (nbytes, Param.scalar, GLSL name)
-SCALAR_TYPES = {
-    0x1406: (4, "float", "float"), 0x1404: (4, "int", "int"), 0x1405: (4, "int", "uint"),
-    0x140A: (8, "float", "double"), 0x140E: (8, "int", "int64_t"), 0x140F: (8, "int", "uint64_t"),
-}
+#: GLSL scalar types as reflected: GL type -> (nbytes, Param.scalar): float, int, uint, double, int64_t, uint64_t
+SCALAR_TYPES = {0x1406: (4, "float"), 0x1404: (4, "int"), 0x1405: (4, "int"),
+                0x140A: (8, "float"), 0x140E: (8, "int"), 0x140F: (8, "int")}
 
 # KHR_debug
 DEBUG_OUTPUT, DEBUG_OUTPUT_SYNCHRONOUS = 0x92E0, 0x8242
@@ -86,9 +81,11 @@ PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "glMemoryBarrier": (None, [_u]),
     "glDispatchCompute": (None, [_u, _u, _u]),
     "glUseProgram": (None, [_u]),
-    "glFenceSync": (_p, [_u, _u]),
-    "glClientWaitSync": (_u, [_p, _u, ctypes.c_uint64]),
-    "glDeleteSync": (None, [_p]),
+    "glGenBuffers": (None, [_i, ctypes.POINTER(_u)]),
+    "glDeleteBuffers": (None, [_i, ctypes.POINTER(_u)]),
+    "glBufferStorage": (None, [_u, _sz, _p, _u]),
+    "glMapBufferRange": (_p, [_u, _sz, _sz, _u]),
+    "glCopyBufferSubData": (None, [_u, _u, _sz, _sz, _sz]),
     "glGenQueries": (None, [_i, ctypes.POINTER(_u)]),
     "glDeleteQueries": (None, [_i, ctypes.POINTER(_u)]),
     "glQueryCounter": (None, [_u, _u]),

@@ -15,9 +15,9 @@ The dialect (conformance/kernels/README.md has the side-by-side with Vulkan's GL
 
 ``Kernel.params`` comes from the linked program (glGetProgramResourceiv): the storage blocks in binding
 order, then the uniform block's members in offset order. GLSL does not record how buffers and scalars
-interleave in the argument list, so buffers come first; launches bind buffers and pack scalars each in
-their own order, so interleaved arguments work. The GL compiler drops a buffer or a block the shader never
-uses, so it is missing from ``params`` too.
+interleave in the argument list, so buffers come first, and the kernel is not positional
+(``Kernel._positional``): buffers match the bindings in order and scalars the members, however interleaved.
+The GL compiler drops a buffer or a block the shader never uses, so it is missing from ``params`` too.
 """
 
 from __future__ import annotations
@@ -52,36 +52,30 @@ class OpenGLKernel(api.Kernel):
     """The one entry point of a module: its programs per block size, bindings and scalar layout."""
 
     module: OpenGLModule
+    _positional = False  # buffers (SSBO bindings) and scalars (the uniform block) are separate spaces
 
     def _params(self) -> tuple[api.Param, ...]:
         return self.module.params
 
-    def dispatch(self, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
+    def launch(self, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
+        """Submit a dispatch; the program for a new block size is linked first, so its errors reach the caller."""
+        module = self.module
+        program = module._programs.get(block) or module.device.thread.run(module.program, block)
+        buffers = [a.gl_buffer for a in args if isinstance(a, OpenGLBuffer)]
+        scalars = api.pack_scalars([a for a in args if not isinstance(a, api.Buffer)])
+        module.device.thread.submit(self._dispatch, program, grid, buffers, scalars)
+
+    def _dispatch(self, program: Any, grid: api.Dim3, buffers: list[Any], scalars: bytes) -> None:
         """On the GL thread: bind, upload the scalars, glDispatchCompute, barrier."""
         module = self.module
-        buffers = [a for a in args if isinstance(a, api.Buffer)]
-        scalars = [a for a in args if not isinstance(a, api.Buffer)]
-        op = "Stream.launch"
-        if len(buffers) != len(module.bindings):
-            raise InvalidArgument(op, f"kernel {self.name} binds {len(module.bindings)} storage buffer(s), "
-                                  f"got {len(buffers)}")
-        want = [(p.nbytes, p.scalar) for p in module.scalar_params]
-        got = [(s.dtype.itemsize, "float" if s.dtype.kind == "f" else "int") for s in scalars]
-        if got != want:
-            raise InvalidArgument(op, f"kernel {self.name} takes scalars ({', '.join(module.scalar_types) or 'none'}), "
-                                  f"got ({', '.join(type(s).__name__ for s in scalars) or 'none'})")
         dev = module.device
         gl = dev.gl
-        program = module.program(block)
         for binding, buf in zip(module.bindings, buffers):
-            assert isinstance(buf, OpenGLBuffer)
-            gl.glBindBufferBase(GL.SHADER_STORAGE_BUFFER, binding, buf.gl_buffer.glo)
+            gl.glBindBufferBase(GL.SHADER_STORAGE_BUFFER, binding, buf.glo)
             gl.check("glBindBufferBase")
         uniform = None
         if module.uniform_binding is not None:
-            packed = api.pack_scalars(scalars)
-            packed += bytes(module.uniform_size - len(packed))
-            uniform = gl.mgl("glBufferData", dev.ctx.buffer, packed)
+            uniform = gl.mgl("glBufferData", dev.ctx.buffer, scalars + bytes(module.uniform_size - len(scalars)))
             gl.glBindBufferBase(GL.UNIFORM_BUFFER, module.uniform_binding, uniform.glo)
             gl.check("glBindBufferBase")
         gl.glUseProgram(program.glo)
@@ -152,8 +146,7 @@ class OpenGLModule(api.Module):
                                               "float, int, uint, double, int64_t or uint64_t")
                     members.append((offset, kind, name))
         members.sort()
-        self.scalar_params = [api.Param("scalar", GL.SCALAR_TYPES[k][0], GL.SCALAR_TYPES[k][1]) for _, k, _ in members]
-        self.scalar_types = [GL.SCALAR_TYPES[k][2] for _, k, _ in members]
+        self.scalar_params = [api.Param("scalar", *GL.SCALAR_TYPES[k]) for _, k, _ in members]
         offsets, at = [], 0
         for p in self.scalar_params:
             at += -at % p.nbytes
