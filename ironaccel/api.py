@@ -42,6 +42,7 @@ __all__ = [
     "LaunchPlan",
     "Param",
     "pack_scalars",
+    "register_language",
 ]
 
 #: Capability names understood by ``Device.supports``. A conformance test that needs one of these asks
@@ -67,6 +68,18 @@ LANGUAGES = ("cuda", "ptx", "cubin", "spirv", "glsl", "glsl430", "wgsl")
 
 #: Languages whose source is a binary image (bytes) rather than text.
 BINARY_LANGUAGES = ("cubin", "spirv")
+
+
+def register_language(lang: str, description: str, *, binary: bool = False) -> None:
+    """Add a kernel language that a backend outside ironaccel compiles (a plugin's own dialect), after the
+    built-in ones: ``lang.<lang>`` becomes a capability and ``Device.compile`` accepts it. Idempotent."""
+    global LANGUAGES, BINARY_LANGUAGES
+    if lang in LANGUAGES:
+        return
+    CAPABILITIES[f"lang.{lang}"] = description
+    LANGUAGES += (lang,)
+    if binary:
+        BINARY_LANGUAGES += (lang,)
 
 Dim3 = tuple[int, int, int]
 
@@ -401,8 +414,7 @@ class Kernel:
                 buffers.append(i)
             elif need is not None and not device.supports(need):
                 raise Unsupported(op, need, f"argument {i} is {t.__name__}")
-        if type(self)._params is not Kernel._params:  # until every backend reflects its parameters
-            self._match_params(types)
+        self._match_params(types)
         rule = tuple(buffers)
         if len(self._arg_rules) < 256:
             self._arg_rules[types] = rule

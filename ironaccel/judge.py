@@ -70,6 +70,7 @@ class Run:
         """The target name with what a reader must know before trusting its numbers."""
         marks = ([] if self.current else ["STALE"]) + ([] if self.finished else [self.doc["run"]["status"]])
         marks += ["superseded"] if self.superseded else []
+        marks += ["part of the suite"] if "selection" in self.doc else []
         return f"{self.name} ({', '.join(marks)})" if marks else self.name
 
     def tests(self) -> list[dict[str, Any]]:
@@ -180,3 +181,48 @@ def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Ma
     if stale:
         parts.append(f"stale, not counted: {', '.join(stale)}")
     return "partial", "; ".join(parts)
+
+
+#: The exit code of a run that regressed against its baseline (pytest ``--baseline``, ``certify --baseline``);
+#: above pytest's own codes (0-5) and certify's (0-4).
+EXIT_REGRESSION = 6
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run against an earlier results file of the same target (its baseline)."""
+
+    target: str
+    new_failures: list[str]  # tests failing now that did not fail (or did not exist) in the baseline
+    fixes: list[str]  # tests that failed in the baseline and do not now
+    newly_flaky: list[str]  # tests flaky now that were not in the baseline
+    run_worsened: str = ""  # "ok -> crashed" when the run finished in the baseline and does not now
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.new_failures or self.run_worsened)
+
+    def report(self) -> list[str]:
+        """Lines for people: one per finding, none when nothing changed."""
+        lines = [f"{self.target}: run {self.run_worsened}"] if self.run_worsened else []
+        for label, ids in (("new failure", self.new_failures), ("fixed", self.fixes),
+                           ("newly flaky", self.newly_flaky)):
+            lines += [f"{self.target}: {label}: {tid}" for tid in ids]
+        return lines
+
+
+def compare(baseline: dict[str, Any], doc: dict[str, Any]) -> Comparison:
+    """What changed from ``baseline`` to ``doc`` (same target), over the tests ``doc`` ran."""
+    before = {t["id"]: Outcome(t["outcome"]) for t in baseline["tests"]}
+    new_failures, fixes, newly_flaky = [], [], []
+    for t in sorted(doc["tests"], key=lambda t: t["id"]):
+        now, was = Outcome(t["outcome"]), before.get(t["id"])
+        if now.failure and (was is None or not was.failure):
+            new_failures.append(t["id"])
+        elif was is not None and was.failure and not now.failure:
+            fixes.append(t["id"])
+        if now == Outcome.FLAKY and was != Outcome.FLAKY:
+            newly_flaky.append(t["id"])
+    old_run, new_run = baseline["run"]["status"], doc["run"]["status"]
+    worsened = f"{old_run} -> {new_run}" if old_run == RunStatus.OK and new_run != RunStatus.OK else ""
+    return Comparison(doc["target"]["name"], new_failures, fixes, newly_flaky, worsened)

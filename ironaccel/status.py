@@ -163,6 +163,12 @@ def render(
     out += (tables.markdown(["Target", "Test", "Clauses", "Outcome", "Message"], rows) if rows
             else ["None." if runs else "No results."]) + [""]
 
+    out += ["## Flaky tests", "",
+            "Tests that passed only when re-run (or failed where an expectations entry calls them flaky). History: "
+            "in how many of the results files here that ran the test it was flaky.", ""]
+    out += _flaky(runs + superseded) or ["None." if runs else "No results."]
+    out += [""]
+
     unknown: dict[str, set[str]] = {}
     for r in runs:
         for t in r.doc["tests"]:
@@ -184,6 +190,24 @@ def render(
             "passed. Results at another suite hash are STALE and count toward nothing; simulated targets "
             "(software drivers, the fake libcuda) never count as hardware."]
     return "\n".join(out) + "\n"
+
+
+def _flaky(all_runs: list[judge.Run]) -> list[str]:
+    """The Flaky tests table: per flaky test, where it is flaky now and its history over every results file."""
+    ran: dict[str, int] = {}
+    flagged: dict[str, list[judge.Run]] = {}
+    for r in all_runs:
+        for t in r.doc["tests"]:
+            if t["outcome"] != Outcome.NOT_RUN:
+                ran[t["id"]] = ran.get(t["id"], 0) + 1
+            if t["outcome"] == Outcome.FLAKY:
+                flagged.setdefault(t["id"], []).append(r)
+    rows = []
+    for tid, where in sorted(flagged.items()):
+        now = sorted({r.name for r in where if not r.superseded})
+        rows.append([tables.cell(tid), tables.cell(", ".join(now) or "—"),
+                     f"flaky in {len(where)} of {ran[tid]} results files ({tables.cell(', '.join(sorted(r.label() for r in where)))})"])
+    return tables.markdown(["Test", "Flaky in the run that counts", "History"], rows) if rows else []
 
 
 def registry_infos() -> list[BackendInfo]:
@@ -219,7 +243,8 @@ def load_results(results_dir: Path) -> list[dict[str, Any]]:
 def _generate(docs: list[dict[str, Any]]) -> str:
     from . import spec, targets
 
-    return render(docs, spec.load_clauses(), registry_infos(), spec.suite_hash(), targets.TARGETS,
+    return render(docs, spec.load_clauses(), registry_infos(), spec.suite_hash(),
+                  targets.reported(d["target"]["name"] for d in docs),
                   judge.definitions())
 
 

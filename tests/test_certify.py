@@ -16,15 +16,22 @@ from pathlib import Path
 import pytest
 
 from ironaccel import certify, results, spec, targets
+from ironaccel.backends import register, unregister
 from ironaccel.cli import main
 from test_plugin import CONFTEST
 
 NAME = "mem/test"
 
 
+def mem_drivers() -> list[targets.Target]:
+    return [targets.Target("mem", "test", True)]
+
+
 @pytest.fixture
-def mem_target(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(targets.TARGETS, NAME, targets.Target("mem", "test", True))
+def mem_target() -> None:
+    register("mem", drivers=mem_drivers)
+    yield
+    unregister("mem")
 
 
 def suite(tmp_path: Path, tests: str) -> Path:
@@ -173,7 +180,6 @@ def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, caps
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_STALE
     assert "stale" in capsys.readouterr().err
     monkeypatch.undo()
-    monkeypatch.setitem(targets.TARGETS, NAME, targets.Target("mem", "test", True))
 
     doc["tests"][0]["duration"] += 1
     results.dump(doc, r.results_file)
@@ -193,7 +199,8 @@ def test_verify_of_something_that_is_not_a_certificate(tmp_path, capsys):
 def test_certify_runs_targets_in_parallel_with_progress_and_a_summary(tmp_path, mem_target):
     calls = []
 
-    def runner(name, results_dir, timeout_s, test_timeout_s):
+    def runner(name, results_dir, timeout_s, test_timeout_s, selection):
+        assert selection.everything
         calls.append((name, timeout_s, test_timeout_s))
         return certify.TargetRun(name, results_dir / "x.json", "ok", {"pass": 2}, 0.5)
 

@@ -539,4 +539,4 @@ def test_compile_options_that_are_not_strings_are_rejected(device, options):
         pytest.skip("NVRTC is not available")
     with pytest.raises(ia.InvalidArgument) as info:
         device.compile('extern "C" __global__ void k() {}', "cuda", options=options)
-    assert info.value.op == "Device.compile" and "strings" in info.value.detail
+    assert info.value.op == "Device.compile" and "list or tuple of str" in info.value.detail

@@ -21,7 +21,6 @@ import ironaccel as ia
 from ironaccel import targets
 from ironaccel.api import DeviceInfo, Limits, Param
 from ironaccel.backends.opengl import gl as GL
-from ironaccel.backends.opengl.drivers import DRIVERS
 from ironaccel.backends.opengl.module import _with_block
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels" / "glsl430"
@@ -349,14 +348,14 @@ def _info(**kw):
 
 
 def test_drivers_recognise_their_devices():
-    llvmpipe, nvidia = DRIVERS["llvmpipe"], DRIVERS["nvidia"]
+    llvmpipe, nvidia = targets.get("opengl/llvmpipe"), targets.get("opengl/nvidia")
     lp = _info(name="llvmpipe (LLVM 15.0.6, 256 bits)", vendor="Mesa/X.org", driver="llvmpipe", simulated=True)
     zink = _info(name="zink Vulkan 1.3(llvmpipe (LLVM 15.0.6, 256 bits))", vendor="Mesa", driver="zink", simulated=True)
     h200 = _info(name="NVIDIA H200/PCIe/SSE2", vendor="NVIDIA Corporation", driver="NVIDIA")
     assert llvmpipe.matches(lp) and not llvmpipe.matches(zink) and not llvmpipe.matches(h200)
     assert nvidia.matches(h200) and not nvidia.matches(lp)
-    assert targets.get("opengl/nvidia").matches(h200) and not targets.get("opengl/nvidia").matches(
-        _info(backend="vulkan", vendor="NVIDIA Corporation"))
+    assert not nvidia.matches(_info(backend="vulkan", name="NVIDIA H200", vendor="NVIDIA Corporation"))
+    assert [d.lang for d in llvmpipe.kernels] == ["glsl430"] and llvmpipe.kernels[0].source("saxpy")
 
 
 def test_driver_environments_select_the_egl_vendor():

@@ -17,11 +17,13 @@ import pytest
 
 from ironaccel import judge, results, spec, status
 from ironaccel.api import BackendInfo
-from ironaccel.targets import TARGETS, Target
+from ironaccel.backends import BUILTIN
+from ironaccel.targets import Target, standard
 
 GOLDEN = Path(__file__).parent / "golden" / "status"
 REPO = Path(__file__).resolve().parent.parent
 CURRENT = "c0ffee00c0ffee00"  # the suite hash the golden results count as current
+TARGETS = {name: t for name, t in standard().items() if t.backend in BUILTIN}  # not plugins' nor this machine's
 
 BACKENDS = [
     BackendInfo("cuda", False, "libcuda.so.1 cannot be loaded"),
@@ -219,3 +221,20 @@ def test_names_from_results_files_are_escaped(clauses):
     text = render([doc], clauses, [BackendInfo("webgpu", True)])
     assert "\n## injected" not in text and "| forged |" not in text and "<b>" not in text
     assert "llvm \\| pipe ## injected &lt;b>" in text
+
+
+def test_flaky_tests_are_listed_with_their_history(clauses):
+    def with_flaky(target, flaky, finished):
+        doc = _doc(target, True)
+        doc["tests"][1]["outcome"] = "flaky" if flaky else "pass"
+        doc["summary"] = results.summarize(doc["tests"])
+        doc["finished"] = finished
+        return doc
+
+    docs = [with_flaky("webgpu/lavapipe", True, "2026-11-30"), with_flaky("webgpu/lavapipe", True, "2026-11-01"),
+            with_flaky("vulkan/lavapipe", False, "2026-11-30")]
+    text = render(docs, clauses, [BackendInfo("webgpu", True), BackendInfo("vulkan", True)])
+    section = text.split("## Flaky tests")[1].split("\n## ")[0]
+    assert ("| t::MEM-1 | webgpu/lavapipe | flaky in 2 of 3 results files "
+            "(webgpu/lavapipe, webgpu/lavapipe (superseded)) |") in section
+    assert "None." in render(docs[2:], clauses, [BackendInfo("vulkan", True)]).split("## Flaky tests")[1].split("\n## ")[0]

@@ -213,9 +213,9 @@ def test_bad_spirv_is_a_compile_error(device):
 def test_launch_must_match_the_kernel_interface(device, stream):
     saxpy = spirv(device, "saxpy")
     buf = device.alloc(64)
-    with pytest.raises(ia.InvalidArgument, match="'saxpy' takes 2 buffer.*8 bytes.*got 1 buffer"):
+    with pytest.raises(ia.InvalidArgument, match=r"saxpy takes 2 buffer\(s\) and 2 scalar\(s\).*got 1 and 2"):
         stream.launch(saxpy, grid=1, block=16, args=(buf, np.float32(2), np.uint32(16)))
-    with pytest.raises(ia.InvalidArgument, match="got 2 buffer.*4 bytes"):
+    with pytest.raises(ia.InvalidArgument, match="got 2 and 1"):
         stream.launch(saxpy, grid=1, block=16, args=(buf, buf, np.uint32(16)))
     if device.supports("lang.glsl"):
         fixed = device.compile("#version 450\nlayout(local_size_x = 8) in;\nvoid main() {}\n", "glsl").kernel("main")

@@ -20,10 +20,11 @@ device was closed. New buffers hold the junk byte ``JUNK``, never zeros.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, get_type_hints
 
 import numpy as np
 
@@ -165,6 +166,29 @@ class MemModule(api.Module):
 
     def _kernel_names(self) -> Sequence[str]:
         return list(self.functions)
+
+    def _make_kernel(self, name: str) -> api.Kernel:
+        return MemKernel(self, name)
+
+
+class MemKernel(api.Kernel):
+    """A Python kernel; its parameters are its annotations after (grid, block): ``np.ndarray`` for a buffer,
+    a numpy scalar type for a scalar."""
+
+    def _params(self) -> tuple[api.Param, ...]:
+        fn = self.module.functions[self.name]  # type: ignore[attr-defined]
+        hints = get_type_hints(fn)
+        params = []
+        for name in list(inspect.signature(fn).parameters)[2:]:  # after grid and block
+            kind = hints.get(name)
+            if kind is np.ndarray:
+                params.append(api.Param("buffer"))
+            elif isinstance(kind, type) and issubclass(kind, np.generic):
+                params.append(api.Param("scalar", np.dtype(kind).itemsize,
+                                        "float" if issubclass(kind, np.floating) else "int"))
+            else:
+                raise TypeError(f"parameter {name} of Python kernel {self.name} needs an np.ndarray or numpy scalar annotation")
+        return tuple(params)
 
 
 class MemDevice(api.Device):

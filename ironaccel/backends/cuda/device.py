@@ -222,10 +222,6 @@ class CudaDevice(api.Device):
                 raise InvalidArgument("Device.compile", f"PTX is loaded as is and takes no options, got {options!r}")
             ptx, image = source, source.encode() + b"\0"
         else:
-            bad = [o for o in options if not isinstance(o, str)]
-            if bad:
-                raise InvalidArgument("Device.compile", f"NVRTC options are strings, got {bad[0]!r} "
-                                                        f"({type(bad[0]).__name__})")
             ptx, cubin = nvrtc.compile_source(source, options, self._arch, want_cubin=not self._info.simulated)
             image = cubin if cubin is not None else ptx.encode() + b"\0"
         entries = ptx_entries(ptx)

@@ -1,7 +1,7 @@
 """Loaded modules, their kernels, and how launch arguments are packed for ``cuLaunchKernel``.
 
 A kernel's parameters are read from the PTX ``.entry`` declaration (or asked of the driver for a cubin),
-so a launch with the wrong arguments is an InvalidArgument instead of undefined behaviour. Arguments are
+so ``Stream.launch`` (api.py) rejects wrong arguments instead of launching undefined behaviour. Arguments are
 packed by one ``struct.pack_into`` per launch into per-thread slots; the struct is built once per kernel
 and sequence of argument types.
 """
@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ... import api
-from ...errors import InvalidArgument
 from .driver import calls, fail
 
 if TYPE_CHECKING:
@@ -90,20 +89,9 @@ class Signature:
     __slots__ = ("struct", "buffers")
 
     def __init__(self, kernel: CudaKernel, args: Sequence[Any]):
-        op, sizes = "Stream.launch", kernel._param_sizes
-        if len(args) != len(sizes):
-            raise InvalidArgument(op, f"kernel {kernel.name} takes {len(sizes)} argument(s), got {len(args)}")
-        codes = []
-        for i, (arg, size) in enumerate(zip(args, sizes)):
-            if isinstance(arg, api.Buffer):  # Stream.launch has checked it is one of this device's buffers
-                if size != 8:
-                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is a {size}-byte value, got a Buffer")
-                codes.append("Q")
-            else:
-                if arg.dtype.itemsize != size:
-                    raise InvalidArgument(op, f"argument {i} of {kernel.name} is {size} bytes, got {arg.dtype} "
-                                              f"({arg.dtype.itemsize} bytes)")
-                codes.append(_SCALAR_CODES[arg.dtype.kind, size])
+        # api.py has matched the arguments against Kernel.params (count, sizes, buffers, kinds)
+        codes = ["Q" if isinstance(arg, api.Buffer) else _SCALAR_CODES[arg.dtype.kind, arg.dtype.itemsize]
+                 for arg in args]
         self.struct = struct.Struct("<" + "".join(codes))
         self.buffers = tuple(i for i, code in enumerate(codes) if code == "Q" and isinstance(args[i], api.Buffer))
 

@@ -1,6 +1,6 @@
-"""What a target needs to know about the OpenGL drivers: how a child process selects one, how the harness
-recognises its device, what is missing and how to fix it. Plain data and functions, so whatever registry
-``ironaccel.targets`` grows can register them.
+"""The OpenGL backend's drivers (registered as ``backends.BUILTIN_DRIVERS["opengl"]``): ``llvmpipe``
+(Mesa's CPU driver, simulated) and ``nvidia``; for each, how a child process selects it, how the harness
+recognises its device, what is missing and how to fix it, and its kernels (conformance/kernels/glsl430).
 
 Selection goes through libglvnd: ``__EGL_VENDOR_LIBRARY_FILENAMES`` names the one EGL vendor library the
 process may load, so Mesa's software device and NVIDIA's devices never mix in one enumeration. Within Mesa,
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import ctypes
 import glob
-import importlib.util
-from dataclasses import dataclass, field
 from typing import Callable
 
 from ...api import DeviceInfo
+from ...drivers import python_package_missing, suite_kernels
+from ...targets import Target, count_devices
+from .module import LANG
 
 VENDOR_DIRS = ("/usr/share/glvnd/egl_vendor.d", "/etc/glvnd/egl_vendor.d", "/usr/local/share/glvnd/egl_vendor.d")
 DRI_DIRS = ("/usr/lib/x86_64-linux-gnu/dri", "/usr/lib/aarch64-linux-gnu/dri", "/usr/lib64/dri", "/usr/lib/dri")
@@ -34,8 +35,9 @@ def vendor_json(pattern: str) -> str | None:
 
 def _python_packages() -> str | None:
     for name in ("moderngl", "glcontext"):
-        if importlib.util.find_spec(name) is None:
-            return f"Python package {name} is missing: pip install moderngl glcontext (or pip install ironaccel[opengl])"
+        why = python_package_missing(name, "pip install moderngl glcontext (or pip install ironaccel[opengl])")
+        if why is not None:
+            return why
     return None
 
 
@@ -60,9 +62,12 @@ def _llvmpipe_missing() -> str | None:
 
 
 def _nvidia_missing() -> str | None:
-    if vendor_json("*nvidia*.json") is None:
+    nvidia = vendor_json("*nvidia*.json")
+    if nvidia is None:
         return (f"no NVIDIA EGL vendor library (no *nvidia*.json under {', '.join(VENDOR_DIRS)}): needs an NVIDIA GPU "
                 "and its driver's libEGL_nvidia.so.0; in a container, NVIDIA_DRIVER_CAPABILITIES must include graphics")
+    if count_devices("opengl", _nvidia_environment()) == 0:
+        return f"NVIDIA's EGL ({nvidia}) enumerates no device: this machine has no NVIDIA GPU EGL can open"
     return None
 
 
@@ -79,22 +84,21 @@ def _nvidia_environment() -> dict[str, str]:
     return {"__EGL_VENDOR_LIBRARY_FILENAMES": nvidia} if nvidia is not None else {}
 
 
-@dataclass(frozen=True)
-class OpenGLDriver:
-    name: str
-    simulated: bool
-    environment: Callable[[], dict[str, str]]  # what a child process sets to select the driver
-    matches: Callable[[DeviceInfo], bool]  # is this device the driver's?
-    _missing: Callable[[], str | None] = field(repr=False)
-
-    def missing(self) -> str | None:
-        """None when this machine can run the driver, else what is missing and how to fix it."""
-        return _python_packages() or _loaders() or self._missing()
+def _is_llvmpipe(info: DeviceInfo) -> bool:
+    return info.simulated and info.driver == "llvmpipe"  # zink on lavapipe says llvmpipe in its name, not here
 
 
-DRIVERS: dict[str, OpenGLDriver] = {
-    "llvmpipe": OpenGLDriver("llvmpipe", True, _llvmpipe_environment,
-                             lambda info: info.simulated and info.driver == "llvmpipe", _llvmpipe_missing),
-    "nvidia": OpenGLDriver("nvidia", False, _nvidia_environment,
-                           lambda info: not info.simulated and info.vendor.startswith("NVIDIA"), _nvidia_missing),
-}
+def _is_nvidia(info: DeviceInfo) -> bool:
+    return not info.simulated and info.vendor.startswith("NVIDIA")
+
+
+def _needs(driver_missing: Callable[[], str | None]) -> Callable[[], str | None]:
+    return lambda: _python_packages() or _loaders() or driver_missing()
+
+
+def drivers() -> list[Target]:
+    kernels = (suite_kernels(LANG, ".comp"),)
+    return [
+        Target("opengl", "llvmpipe", True, _llvmpipe_environment(), _is_llvmpipe, _needs(_llvmpipe_missing), kernels),
+        Target("opengl", "nvidia", False, _nvidia_environment(), _is_nvidia, _needs(_nvidia_missing), kernels),
+    ]

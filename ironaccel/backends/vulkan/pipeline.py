@@ -155,15 +155,9 @@ class VulkanModule(api.Module):
     def _make_kernel(self, name: str) -> api.Kernel:
         return VulkanKernel(self, name)
 
-    def _check_launch(self, name: str, block: Dim3, n_buffers: int, scalar_bytes: int) -> None:
-        """Reject a launch the kernel was not written for (the driver would read unbound memory)."""
+    def _check_block(self, name: str, block: Dim3) -> None:
+        """Reject a block the kernel was not written for (arguments were checked by api.py from ``params``)."""
         expects = self._interfaces[name]
-        if (n_buffers, scalar_bytes) != (expects.buffers, expects.scalar_bytes):
-            raise InvalidArgument(
-                "Stream.launch",
-                f"kernel {name!r} takes {expects.buffers} buffer(s) (set 0, bindings 0..) and {expects.scalar_bytes} "
-                f"bytes of scalars (push constants); got {n_buffers} buffer(s) and {scalar_bytes} bytes of scalars",
-            )
         if expects.fixed_block is not None and block != expects.fixed_block:
             raise InvalidArgument(
                 "Stream.launch",
@@ -213,6 +207,7 @@ class VulkanKernel(api.Kernel):
     the scalars in the source is not in the module."""
 
     module: VulkanModule
+    _positional = False  # buffers and scalars match their own parameters, however interleaved (see api.Kernel)
 
     def _params(self) -> tuple[api.Param, ...]:
         return self.module._interfaces[self.name].params

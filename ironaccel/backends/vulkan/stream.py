@@ -403,7 +403,7 @@ class VulkanStream(api.Stream):
         scalars = pack_scalars_for(args)
         module = kernel.module
         assert isinstance(module, VulkanModule)
-        module._check_launch(kernel.name, block, len(buffers), len(scalars))
+        module._check_block(kernel.name, block)
         with dev._lock:
             layout, set_layout = dev._layouts.get(len(buffers), len(scalars))
             pipeline = module._pipeline(kernel.name, block, len(buffers), len(scalars), layout)
