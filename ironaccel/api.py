@@ -57,13 +57,14 @@ CAPABILITIES: dict[str, str] = {
     "lang.cuda": "compile(lang='cuda'): CUDA C++",
     "lang.ptx": "compile(lang='ptx'): PTX text",
     "lang.cubin": "compile(lang='cubin'): a CUDA binary (bytes) built for the device's architecture",
-    "lang.glsl": "compile(lang='glsl'): GLSL compute shaders",
+    "lang.glsl": "compile(lang='glsl'): GLSL compute shaders, Vulkan dialect (GL_KHR_vulkan_glsl)",
+    "lang.glsl430": "compile(lang='glsl430'): GLSL compute shaders, OpenGL 4.3+ dialect (conformance/kernels/README.md)",
     "lang.spirv": "compile(lang='spirv'): SPIR-V bytes",
     "lang.wgsl": "compile(lang='wgsl'): WGSL",
 }
 
 #: Kernel languages, in the order a backend prefers them when it supports several.
-LANGUAGES = ("cuda", "ptx", "cubin", "spirv", "glsl", "wgsl")
+LANGUAGES = ("cuda", "ptx", "cubin", "spirv", "glsl", "glsl430", "wgsl")
 
 #: Languages whose source is a binary image (bytes) rather than text.
 BINARY_LANGUAGES = ("cubin", "spirv")

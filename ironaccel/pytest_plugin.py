@@ -50,7 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="conformance target backend/driver, e.g. webgpu/lavapipe (env IRONACCEL_TARGET)")
     group.addoption("--results-json", default=None, help="write the results file for this target run here")
     group.addoption("--expectations", default=None,
-                    help="expectations file (default: conformance/expectations/<backend>-<driver>.txt)")
+                    help="expectations file (default: the target's own; the suite's are conformance/expectations/"
+                         "<backend>-<driver>.txt)")
     group.addoption("--only", action="append", default=[], metavar="GLOB",
                     help="run only tests whose id or a cited clause matches (repeatable): KERNEL-*, test_copy.py::*")
     group.addoption("--skip", action="append", default=[], metavar="GLOB",

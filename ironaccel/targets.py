@@ -36,6 +36,10 @@ def cache_dir() -> Path:
     return Path(os.environ.get("IRONACCEL_CACHE") or Path.home() / ".cache" / "ironaccel")
 
 
+#: Dialects whose entry point is always ``main``: ``options=("-e", NAME)`` names the kernel (both GLSLs).
+NAMED_BY_OPTION = ("glsl", "glsl430")
+
+
 @dataclass(frozen=True)
 class KernelDialect:
     """The conformance kernels in one language: ``<folder>/<kernel name><suffix>`` (conformance/kernels/README.md)."""
@@ -97,7 +101,8 @@ class Target:
         for lang in device.languages:
             source = dialects[lang].source(name) if lang in dialects else None
             if source is not None:
-                return device.compile(source, lang).kernel(name)
+                options = ("-e", name) if lang in NAMED_BY_OPTION else ()
+                return device.compile(source, lang, options=options).kernel(name)
         where = ", ".join(str(d.folder) for d in self.kernels) or "no kernel folder"
         raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} in {where}")
 
