@@ -174,7 +174,7 @@ def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Ma
     proven = {r.name: target_level(r, clauses)[0] for r in backend_runs}
     counted = [r for r in backend_runs if r.current]
     if not counted:
-        why = ["no results at the current suite hash"]
+        why = ["no current results"]
         stale = [r.name for r in backend_runs if not r.current]
         if stale:
             why.append(f"stale results only ({', '.join(stale)}): re-run `ironaccel certify`")
