@@ -22,7 +22,7 @@ from . import native
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
 from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
-from .stream import Deadline, Queue, Timestamps, VulkanStream, deadline
+from .stream import Deadline, Queue, StreamHandles, Timestamps, VulkanStream, deadline
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
 MAX_QUEUES = 4
@@ -159,7 +159,8 @@ class VulkanDevice(api.Device):
         self._handle = None
         self._lock = threading.RLock()
         self._busy: set[VulkanStream] = set()  # streams with work recorded, waiting or in flight
-        self._stream_handles: list[weakref.finalize] = []
+        self._stream_handles: list[weakref.finalize] = []  # each gives a live stream's handles back at close
+        self._spare_handles: list[StreamHandles] = []  # of collected streams, for the next ones
         self._modules: list[VulkanModule] = []
         self._layouts = PipelineLayouts(self)
         self._deferred: list[tuple[Allocation, list[tuple[VulkanStream, int]]]] = []
@@ -409,11 +410,12 @@ class VulkanDevice(api.Device):
 
     def _create_stream(self) -> VulkanStream:
         with self._lock:
-            stream = VulkanStream(self, self._queues[self._next_queue % len(self._queues)])
+            handles = self._spare_handles.pop() if self._spare_handles else StreamHandles(self)
+            stream = VulkanStream(self, self._queues[self._next_queue % len(self._queues)], handles)
             self._next_queue += 1
             if len(self._stream_handles) > 64:
                 self._stream_handles = [f for f in self._stream_handles if f.alive]
-            self._stream_handles.append(stream._destroy)
+            self._stream_handles.append(stream._give_back)
             return stream
 
     def _alloc(self, nbytes: int) -> api.Buffer:
@@ -465,8 +467,11 @@ class VulkanDevice(api.Device):
                 for stream in self._busy:  # a failed synchronize leaves pools with batches
                     pending = [*stream._in_flight, *([stream._batch] if stream._batch else [])]
                     stream._free_descriptor_pools += [b.descriptor_pool for b in pending if b.descriptor_pool]
-                for destroy in self._stream_handles:
-                    destroy()
+                for give_back in self._stream_handles:
+                    give_back()
+                for handles in self._spare_handles:
+                    handles.destroy(handle)
+                self._spare_handles.clear()
                 self._busy.clear()
                 self._timestamps.destroy()
                 lib.vkDestroyPipelineCache(handle, self._pipeline_cache, ffi.NULL)

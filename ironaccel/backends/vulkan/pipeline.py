@@ -166,14 +166,15 @@ class VulkanModule(api.Module):
     def _make_kernel(self, name: str) -> api.Kernel:
         return VulkanKernel(self, name)
 
-    def _check_launch(self, name: str, block: Dim3, n_buffers: int, scalar_bytes: int) -> None:
-        """Reject a launch the kernel was not written for (the driver would read unbound memory)."""
+    def _check_launch(self, name: str, block: Dim3, scalar_bytes: int) -> None:
+        """What ``Kernel.params`` cannot say (``Stream.launch`` has checked the arguments against them): a
+        push-constant block laid out other than the natural packing, and a fixed LocalSize."""
         expects = self._interfaces[name]
-        if (n_buffers, scalar_bytes) != (expects.buffers, expects.scalar_bytes):
+        if scalar_bytes != expects.scalar_bytes:
             raise InvalidArgument(
                 "Stream.launch",
-                f"kernel {name!r} takes {expects.buffers} buffer(s) (set 0, bindings 0..) and {expects.scalar_bytes} "
-                f"bytes of scalars (push constants); got {n_buffers} buffer(s) and {scalar_bytes} bytes of scalars",
+                f"kernel {name!r} has a {expects.scalar_bytes}-byte push-constant block, but its scalar arguments pack "
+                f"into {scalar_bytes} bytes: declare the block's members in order, without explicit offsets",
             )
         if expects.fixed_block is not None and block != expects.fixed_block:
             raise InvalidArgument(
@@ -224,6 +225,7 @@ class VulkanKernel(api.Kernel):
     the scalars in the source is not in the module."""
 
     module: VulkanModule
+    _positional = False  # buffers match the buffer parameters in order, scalars the scalar ones
 
     def _params(self) -> tuple[api.Param, ...]:
         return self.module._interfaces[self.name].params
