@@ -102,7 +102,7 @@ def test_elapsed_ms_measures_the_work_between_the_events(device, stream, kernels
         wall_ms = (time.perf_counter() - t0) * 1e3
         timed, idle = e0.elapsed_ms(e1), e1.elapsed_ms(e2)
         assert timed <= wall_ms * 1.05 + 2, f"elapsed {timed:.3f} ms exceeds the host's {wall_ms:.3f} ms (units?)"
-        assert timed >= 0.25 * work.expected_seconds * 1e3, (
+        assert timed >= 0.1 * work.expected_seconds * 1e3, (
             f"elapsed {timed:.3f} ms for work that takes ~{work.expected_seconds * 1e3:.0f} ms (units or the wrong work timed?)")
         assert 0 <= idle < 0.5 * timed, f"two events with nothing between them are {idle:.3f} ms apart"
     finally:

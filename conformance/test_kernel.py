@@ -15,15 +15,17 @@ BROKEN = {
     "cuda": 'extern "C" __global__ void broken() { int x = undefined_thing; }',
     "ptx": ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken() { bogus.instruction; }",
     "glsl": "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { uint x = undefined_thing; }",
+    "glsl430": "#version 430\nvoid main() { uint x = undefined_thing; }",
     "spirv": b"\x03\x02\x23\x07not really spir-v",
 }
 
 
 @pytest.mark.clause("KERNEL-1", "ERR-1", "ERR-2")
-def test_compile_error_carries_log(device, kernels):
+def test_compile_error_carries_log(device, kernels, kernel_source):
     lang = device.languages[0]
+    broken = BROKEN[lang] if lang in BROKEN else kernel_source("broken", lang)  # a plugin's dialect: its own file
     with pytest.raises(ia.CompileError) as info:
-        device.compile(BROKEN[lang], lang)
+        device.compile(broken, lang)
     err = info.value
     assert err.log.strip(), "the compiler's log is empty"
     assert err.lang == lang and err.op in str(err)
@@ -224,4 +226,34 @@ def test_a_rejected_launch_keeps_the_work_before_it(device, stream, kernels):
         stream.fill(buf, 0x3D, offset=2048)
         got = read(stream, buf)
         assert (got[:2048] == 0x3C).all() and (got[2048:] == 0x3D).all(), "work around a rejected launch was lost"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-15", "ERR-1")
+def test_arguments_are_checked_against_the_kernels_parameters(device, stream, kernels):
+    saxpy = kernels("saxpy")  # (x: buffer, y: buffer, a: float32, n: uint32)
+    with poisoned(device, stream, 64) as x, poisoned(device, stream, 64) as y:
+        a, n = np.float32(2), np.uint32(16)
+        bad = {
+            "a scalar too many": (x, y, a, n, np.uint32(1)),
+            "a scalar too few": (x, y, a),
+            "a buffer too few": (x, a, n),
+            "a buffer too many": (x, y, x, a, n),
+            "u32 where f32 is declared": (x, y, np.uint32(2), n),
+            "f32 where u32 is declared": (x, y, a, np.float32(16)),
+            "i64 where u32 is declared": (x, y, a, np.int64(16)),
+            "a scalar where a buffer is declared": (x, np.float32(1), a, n),
+        }
+        if device.supports("kernel.float64"):
+            bad["f64 where f32 is declared"] = (x, y, np.float64(2), n)
+        for what, args in bad.items():
+            try:
+                stream.launch(saxpy, 1, 16, args)
+            except ia.Unsupported:  # a 64-bit scalar on a device without 64-bit support: also refused
+                continue
+            except ia.InvalidArgument as err:
+                assert str(err).startswith("Stream.launch: "), err
+                continue
+            pytest.fail(f"{what}: the launch was accepted")
+        assert (read(stream, y) == POISON).all(), "a rejected launch ran"
     assert_device_works(device, kernels)

@@ -135,3 +135,24 @@ def test_cross_stream_wait_on_running_work(device, kernels):
             work.check(b, copy)  # a wait that did not wait copies zeros (or poison)
     finally:
         work.free()
+
+
+@pytest.mark.clause("STREAM-8")
+@pytest.mark.parametrize("waiter", ["Stream.synchronize", "Event.synchronize", "Device.synchronize"])
+def test_synchronize_timeout_while_work_runs(device, stream, kernels, waiter):
+    work = RunningWork(device, stream, kernels, seconds=1.0)
+    try:
+        work.enqueue(stream)
+        ev = stream.record()
+        wait = {"Stream.synchronize": stream.synchronize, "Event.synchronize": ev.synchronize,
+                "Device.synchronize": device.synchronize}[waiter]
+        t0 = time.perf_counter()
+        with pytest.raises(ia.Timeout, match="^" + waiter.replace(".", r"\.") + ": ") as info:
+            wait(timeout=0.01)
+        gave_up = time.perf_counter() - t0
+        assert info.value.seconds == 0.01
+        assert gave_up < 0.01 + 0.5 * work.expected_seconds, f"the 10 ms wait took {gave_up:.3f} s"
+        wait(timeout=600)  # the work still completes, and the results are right
+        work.check(stream)
+    finally:
+        work.free()

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from . import __version__, judge, results, spec, tables, targets
 from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
+from .selection import Selection
 
 TARGET_TIMEOUT_S = 1800
 TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
@@ -72,7 +73,8 @@ def simulated_targets() -> list[str]:
     return [name for name, t in targets.TARGETS.items() if t.simulated]
 
 
-def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Path) -> list[str]:
+def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Path,
+                selection: Selection = Selection()) -> list[str]:
     """The pytest command line (after ``python -m pytest``) of one target's run.
 
     The test timer covers the test function only (``timeout_func_only``): armed per call, so a re-run gets
@@ -81,7 +83,7 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
     return [str(suite), "-p", "ironaccel.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:benchmark",
             "--rootdir", str(suite), "-q",
             "--target", name, "--results-json", str(results_file), "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
-            "--reruns", "1"]
+            "--reruns", "1", *selection.pytest_args()]
 
 
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
@@ -101,7 +103,7 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
             results.dump(doc, out)
     else:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        results.dump(results.document(targets.get(name), spec.suite_hash(), started,
+        results.dump(results.document(targets.get(name), spec.current([name]).parts(name), started,
                                       RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
                                       f"exit code {exit_code}: " + " / ".join(tail)), out)
     doc = results.load(out)
@@ -116,14 +118,15 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
 
 
 def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
-               test_timeout_s: float = TEST_TIMEOUT_S, suite: Path | None = None) -> TargetRun:
+               test_timeout_s: float = TEST_TIMEOUT_S, suite: Path | None = None,
+               selection: Selection = Selection()) -> TargetRun:
     """Run the suite (default: the installed conformance suite) on ``name`` in a child process, with
     Hypothesis' ``ci`` profile (derandomized, no example database) unless HYPOTHESIS_PROFILE says otherwise."""
     suite = (suite or spec.conformance_dir()).resolve()
     results_dir = results_dir.resolve()
     out = results_dir / results.file_name(name)
     log = out.with_name("." + out.stem + ".log")
-    cmd = [sys.executable, "-m", "pytest", *pytest_args(name, out, test_timeout_s, suite)]
+    cmd = [sys.executable, "-m", "pytest", *pytest_args(name, out, test_timeout_s, suite, selection)]
     env = {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
     started, t0 = results.now(), time.monotonic()
     out.unlink(missing_ok=True)
@@ -188,7 +191,7 @@ def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
     images = {sim: docker_image(client, sim) for sim in {targets.get(n).simulated for n in names}}
 
     def run(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
-            test_timeout_s: float = TEST_TIMEOUT_S) -> TargetRun:
+            test_timeout_s: float = TEST_TIMEOUT_S, selection: Selection = Selection()) -> TargetRun:
         target = targets.get(name)
         results_dir = results_dir.resolve()
         out = results_dir / results.file_name(name)
@@ -199,7 +202,7 @@ def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
         container = client.containers.run(
             images[target.simulated],
             ["ironaccel", "certify", "--target", name, "--results", CONTAINER_RESULTS,
-             "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}"],
+             "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}", *selection.pytest_args()],
             volumes={str(results_dir): {"bind": CONTAINER_RESULTS, "mode": "rw"}},
             # the host's user, so the files it writes are the host's; HOME, since that uid has no home there
             user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"}, device_requests=gpus, detach=True)
@@ -281,7 +284,7 @@ class Progress:
 
 def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeout_s: float = TARGET_TIMEOUT_S,
             test_timeout_s: float = TEST_TIMEOUT_S, runner: Callable[..., TargetRun] = run_target,
-            stream=None) -> list[TargetRun]:
+            stream=None, selection: Selection = Selection()) -> list[TargetRun]:
     """Run ``names`` with ``runner`` in parallel (bounded by cores), showing progress; return every run."""
     results_dir.mkdir(parents=True, exist_ok=True)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
@@ -290,7 +293,7 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
 
         def one(name: str) -> TargetRun:
             progress.started(name, results_dir.resolve() / results.file_name(name))
-            run = runner(name, results_dir, timeout_s, test_timeout_s)
+            run = runner(name, results_dir, timeout_s, test_timeout_s, selection=selection)
             progress.done(run)
             return run
 
@@ -312,6 +315,25 @@ def summary_table(runs: list[TargetRun]) -> str:
         if not r.ok and r.message:
             lines.append(f"{r.target}: {r.message}")
     return "\n".join(lines)
+
+
+def compare_with_baseline(runs: list[TargetRun], baseline_dir: Path) -> list[judge.Comparison | None]:
+    """Each run against its target's results file in ``baseline_dir`` (None where there is none)."""
+    out: list[judge.Comparison | None] = []
+    for r in runs:
+        earlier = Path(baseline_dir) / results.file_name(r.target)
+        out.append(judge.compare(results.load(earlier), results.load(r.results_file)) if earlier.exists() else None)
+    return out
+
+
+def merge(paths: list[Path], output: Path) -> dict[str, Any]:
+    """Merge shard results files of one target into ``output`` (``results.merge``), with its JUnit and
+    certificate beside it; return the merged document."""
+    doc = results.merge([results.load(p) for p in paths], [str(p) for p in paths])
+    results.dump(doc, output)
+    results.sibling(output, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
+    write_certificate(output)
+    return doc
 
 
 def junit_xml(doc: dict[str, Any]) -> str:
@@ -361,7 +383,7 @@ def certificate(results_file: Path) -> dict[str, Any]:
     """The certificate of one results file, judged by the current SPEC.md and suite hash."""
     doc = results.load(results_file)
     clauses = spec.load_clauses()
-    (run,), _ = judge.runs([doc], spec.suite_hash(), targets.TARGETS)
+    (run,), _ = judge.runs([doc], spec.current([doc["target"]["name"]]), targets.TARGETS)
     proves, why = judge.target_level(run, clauses)
     states = judge.required_clause_states(doc, clauses)
     t = doc["target"]
@@ -446,11 +468,10 @@ def verify(cert_path: Path) -> tuple[int, str]:
     if edited:
         return VERIFY_TAMPERED, (f"tampered: the certificate's {', '.join(edited)} do not say what its results "
                                  f"file {results_file.name} says")
-    current = spec.suite_hash()
-    recorded_hash = cert["suite"]["hash"]
-    if recorded_hash != current:
-        return VERIFY_STALE, (f"stale: certified at suite hash {recorded_hash}, the suite is now {current}; "
+    changed = judge.stale_parts(results.load(results_file), spec.current([cert["target"]]))
+    if changed:
+        return VERIFY_STALE, (f"stale: {'; '.join(changed)} since it was certified; "
                               f"re-run `ironaccel certify --target {cert['target']}`")
     if expected != cert:
         return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
-    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {current}"
+    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {cert['suite']['hash']}"

@@ -1,4 +1,4 @@
-"""The ``ironaccel`` command: devices, doctor, certify, status, fakes."""
+"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fakes, bench."""
 
 from __future__ import annotations
 
@@ -26,10 +26,20 @@ Runs the conformance suite on each target in its own process (in parallel, bound
 per target, into the results folder: <backend>-<driver>.json (results), .junit.xml (JUnit), .cert.json and
 .cert.md (certificate). Each test has a time limit and a failing test is re-run once (pass on re-run: flaky).
 
+Selection (the same options on `pytest --target`): --only/--skip GLOB (repeatable) match test ids
+(test_copy.py::*) or cited clause ids (KERNEL-*); --shard K/N runs every N-th selected test from the K-th
+(by test id), for a farm; `ironaccel merge` joins the shards' results files into one.
+
 exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or timed out;
-            2 nothing ran (no target given or runnable, unknown target, no Docker engine with --docker).
---verify:   0 valid; 3 stale (the suite changed since); 4 tampered (results file changed or missing, or
-            the certificate disagrees with it); 2 not a readable certificate.
+            2 nothing ran (no target given or runnable, unknown target, bad --shard or --baseline,
+            no Docker engine with --docker);
+            6 (with --baseline DIR) a regression: a test fails that did not in DIR's results file of its
+            target, or a run that finished there did not finish now. Fixes and newly flaky tests are
+            reported, not counted.
+--verify:   0 valid; 3 stale (the suite, or the target's backend, driver or expectations, changed since);
+            4 tampered (results file changed or missing, or the certificate disagrees with it; for a
+            package: a file missing, added or changed, or a level the results do not give);
+            2 not a readable certificate or package.
 """
 
 
@@ -63,11 +73,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
-    from . import certify, targets
+    from . import certify, judge, submission, targets
+    from .selection import Selection
 
     if args.verify:
         try:
-            code, why = certify.verify(Path(args.verify))
+            check = submission.verify if Path(args.verify).is_dir() else certify.verify
+            code, why = check(Path(args.verify))
         except ValueError as exc:
             print(f"ironaccel certify --verify: {exc}", file=sys.stderr)
             return 2
@@ -82,8 +94,18 @@ def cmd_certify(args: argparse.Namespace) -> int:
         names = list(dict.fromkeys(args.target))
         for name in names:
             targets.get(name)  # unknown names fail before anything runs
+    elif args.package:
+        return _package(args)
     else:
         print("name targets with --target T (repeatable) or use --all; `ironaccel doctor` lists them", file=sys.stderr)
+        return 2
+    try:
+        selection = Selection(tuple(args.only), tuple(args.skip), args.shard)
+    except ValueError as exc:
+        print(f"ironaccel certify: {exc}", file=sys.stderr)
+        return 2
+    if args.baseline and not Path(args.baseline).is_dir():
+        print(f"ironaccel certify: --baseline {args.baseline}: no such results folder", file=sys.stderr)
         return 2
     runner = certify.run_target
     if args.docker:
@@ -93,10 +115,49 @@ def cmd_certify(args: argparse.Namespace) -> int:
             print(f"ironaccel certify --docker: {exc}", file=sys.stderr)
             return 2
     runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
-                           test_timeout_s=args.test_timeout, runner=runner)
+                           test_timeout_s=args.test_timeout, runner=runner, selection=selection)
     print()
     print(certify.summary_table(runs))
-    return 0 if all(r.ok for r in runs) else 1
+    code = 0 if all(r.ok for r in runs) else 1
+    if args.baseline:
+        print(f"\nagainst the baseline {args.baseline}:")
+        for run, comparison in zip(runs, certify.compare_with_baseline(runs, Path(args.baseline))):
+            if comparison is None:
+                print(f"{run.target}: no baseline results file, nothing to compare")
+                continue
+            print("\n".join(comparison.report() or [f"{run.target}: no change"]))
+            if comparison.regressed:
+                code = judge.EXIT_REGRESSION
+        if code == judge.EXIT_REGRESSION:
+            print(f"REGRESSION (exit {judge.EXIT_REGRESSION})", file=sys.stderr)
+    if args.package:
+        return _package(args) or code
+    return code
+
+
+def _package(args: argparse.Namespace) -> int:
+    from . import submission
+
+    try:
+        out = submission.package(Path(args.results), Path(args.package))
+    except ValueError as exc:
+        print(f"ironaccel certify --package: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the submission package {out}; check it with `ironaccel certify --verify {out}`")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from . import certify
+
+    try:
+        doc = certify.merge([Path(f) for f in args.files], Path(args.output))
+    except ValueError as exc:
+        print(f"ironaccel merge: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}: {doc['target']['name']}, {len(doc['tests'])} tests from {len(args.files)} shards, "
+          f"run {doc['run']['status']}")
+    return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
@@ -128,8 +189,8 @@ def parser() -> argparse.ArgumentParser:
     which.add_argument("--target", action="append", metavar="BACKEND/DRIVER", help="a target to run (repeatable)")
     which.add_argument("--all", action="store_true",
                        help="every target this machine can run (with --docker: every simulated target)")
-    which.add_argument("--verify", metavar="CERT", help="check a certificate (*.cert.json) against its results "
-                       "file and the current suite")
+    which.add_argument("--verify", metavar="CERT|PACKAGE", help="check a certificate (*.cert.json) against its "
+                       "results file and the current suite, or a whole submission package (a folder)")
     c.add_argument("--results", default="results", metavar="DIR", help="where results files go (default: results)")
     c.add_argument("--jobs", type=int, default=None, help="parallel target processes (default: CPU count)")
     c.add_argument("--timeout", type=float, default=TARGET_TIMEOUT_S, metavar="S",
@@ -138,7 +199,23 @@ def parser() -> argparse.ArgumentParser:
                    help=f"per-test time limit in seconds (default: {TEST_TIMEOUT_S:g})")
     c.add_argument("--docker", action="store_true", help="run each target in its own container (ci/docker images; "
                    "simulated targets in the GPU-less one, hardware targets in the CUDA one with the host's GPUs)")
+    c.add_argument("--package", metavar="OUT", help="bundle the results folder (after the run, with --target or "
+                   "--all) into a new folder OUT: results, JUnit, certificates, environment, git commit, dirty "
+                   "flag and diff; check it with --verify OUT")
+    c.add_argument("--only", action="append", default=[], metavar="GLOB",
+                   help="run only tests whose id or a cited clause id matches (repeatable): KERNEL-*, test_copy.py::*")
+    c.add_argument("--skip", action="append", default=[], metavar="GLOB",
+                   help="do not run tests whose id or a cited clause id matches (repeatable)")
+    c.add_argument("--shard", default="", metavar="K/N", help="run shard K of N of the selected tests")
+    c.add_argument("--baseline", metavar="DIR", help="compare each target's run with its results file in DIR: "
+                   "new failures, fixes, newly flaky tests (exit 6 on a regression)")
     c.set_defaults(func=cmd_certify)
+
+    m = sub.add_parser("merge", help="merge the shard results files of one target run into one results file")
+    m.add_argument("files", nargs="+", metavar="SHARD.json", help="results files of --shard 1/N .. N/N")
+    m.add_argument("--output", required=True, metavar="FILE",
+                   help="the merged results file (its JUnit and certificate are written beside it)")
+    m.set_defaults(func=cmd_merge)
 
     s = sub.add_parser("status", help="regenerate STATUS.md from results files")
     s.add_argument("--results", default="results", metavar="DIR", help="results directory (default: results)")

@@ -12,7 +12,9 @@ the words are defined once, in SPEC.md's certification section (``definitions``)
 * Results at another suite hash are stale and never count toward a level. A target is hardware only when
   the target registry has it as a hardware target and its results file does not say simulated: a target
   the registry does not know, or passes on the fake libcuda, never count as hardware whatever a file claims.
-* Several results files for one target: the one that counts is the current-hash, finished, latest one;
+* Stale means: the suite, the target's backend, its driver's sources (the fake) or its expectations file
+  changed since the run (``stale_parts``); another backend's change leaves a run current.
+* Several results files for one target: the one that counts is the current, finished, latest one;
   the others are superseded.
 """
 
@@ -26,7 +28,7 @@ from typing import Any, Iterable, Mapping
 from . import spec
 from .api import BackendInfo
 from .results import Outcome, RunStatus
-from .spec import Clause
+from .spec import Clause, Current
 from .targets import Target
 
 TARGET_LEVELS = ("hardware", "simulated", "partial", "stale")
@@ -50,7 +52,7 @@ class Run:
 
     doc: dict[str, Any]
     simulated: bool
-    current: bool  # its suite hash is the current one
+    stale: tuple[str, ...]  # what changed since it ran (``stale_parts``); empty when current
     # simulated: the judge's view (``runs``); the file's own claim is doc["target"]["simulated"]
     superseded: bool = False  # another results file of the same target is the one that counts
 
@@ -63,6 +65,10 @@ class Run:
         return self.doc["target"]["backend"]
 
     @property
+    def current(self) -> bool:
+        return not self.stale
+
+    @property
     def finished(self) -> bool:
         return self.doc["run"]["status"] == RunStatus.OK
 
@@ -70,6 +76,7 @@ class Run:
         """The target name with what a reader must know before trusting its numbers."""
         marks = ([] if self.current else ["STALE"]) + ([] if self.finished else [self.doc["run"]["status"]])
         marks += ["superseded"] if self.superseded else []
+        marks += ["part of the suite"] if "selection" in self.doc else []
         return f"{self.name} ({', '.join(marks)})" if marks else self.name
 
     def tests(self) -> list[dict[str, Any]]:
@@ -104,7 +111,26 @@ def doc_key(doc: dict[str, Any]) -> str:
     return json.dumps(doc, sort_keys=True)
 
 
-def runs(results: Iterable[dict[str, Any]], current_hash: str,
+PART_NAMES = {"suite": "the suite", "backend": "the {backend} backend", "driver": "the {driver} driver's sources",
+              "expectations": "its expectations file"}
+
+
+def stale_parts(doc: dict[str, Any], current: Current) -> tuple[str, ...]:
+    """What changed since ``doc`` ran: the parts (``spec.Current.parts``) whose hashes differ, in words;
+    empty when it is current. A file from before per-part hashes records only the suite's hash."""
+    t = doc["target"]
+    recorded = doc["suite"].get("parts") or {"suite": doc["suite"]["hash"]}
+    now = current.parts(t["name"])
+    out = []
+    for label in ("suite", "backend", "driver", "expectations"):
+        if recorded.get(label) != now.get(label):
+            what = PART_NAMES[label].format(backend=t["backend"], driver=t["driver"])
+            gone = label in recorded and label not in now
+            out.append(f"{what} is not here to check" if gone else f"{what} changed")
+    return tuple(out)
+
+
+def runs(results: Iterable[dict[str, Any]], current: Current,
          targets: Mapping[str, Target]) -> tuple[list[Run], list[Run]]:
     """(the run that counts per target, superseded runs), each sorted by target name."""
     by_target: dict[str, list[Run]] = {}
@@ -112,7 +138,7 @@ def runs(results: Iterable[dict[str, Any]], current_hash: str,
         t = doc["target"]
         known = targets.get(t["name"])
         simulated = t["simulated"] or known is None or known.simulated  # hardware only if registered as such
-        run = Run(doc, simulated, doc["suite"]["hash"] == current_hash)
+        run = Run(doc, simulated, stale_parts(doc, current))
         by_target.setdefault(t["name"], []).append(run)
     chosen, superseded = [], []
     for name in sorted(by_target):
@@ -130,7 +156,7 @@ def target_level(run: Run, clauses: Mapping[str, Clause]) -> tuple[str, str]:
     """(one of TARGET_LEVELS, why): what one target's run proves on its own — a certificate's ``proves``."""
     n_required = sum(c.required for c in clauses.values())
     if not run.current:
-        return "stale", f"results at suite hash {run.doc['suite']['hash']}, not the current one"
+        return "stale", "; ".join(run.stale) + " since the run"
     gaps = required_gaps(run, clauses)
     if run.finished and not gaps:
         kind = "simulated" if run.simulated else "hardware"
@@ -180,3 +206,48 @@ def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Ma
     if stale:
         parts.append(f"stale, not counted: {', '.join(stale)}")
     return "partial", "; ".join(parts)
+
+
+#: The exit code of a run that regressed against its baseline (pytest ``--baseline``, ``certify --baseline``);
+#: above pytest's own codes (0-5) and certify's (0-4).
+EXIT_REGRESSION = 6
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """A run against an earlier results file of the same target (its baseline)."""
+
+    target: str
+    new_failures: list[str]  # tests failing now that did not fail (or did not exist) in the baseline
+    fixes: list[str]  # tests that failed in the baseline and do not now
+    newly_flaky: list[str]  # tests flaky now that were not in the baseline
+    run_worsened: str = ""  # "ok -> crashed" when the run finished in the baseline and does not now
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.new_failures or self.run_worsened)
+
+    def report(self) -> list[str]:
+        """Lines for people: one per finding, none when nothing changed."""
+        lines = [f"{self.target}: run {self.run_worsened}"] if self.run_worsened else []
+        for label, ids in (("new failure", self.new_failures), ("fixed", self.fixes),
+                           ("newly flaky", self.newly_flaky)):
+            lines += [f"{self.target}: {label}: {tid}" for tid in ids]
+        return lines
+
+
+def compare(baseline: dict[str, Any], doc: dict[str, Any]) -> Comparison:
+    """What changed from ``baseline`` to ``doc`` (same target), over the tests ``doc`` ran."""
+    before = {t["id"]: Outcome(t["outcome"]) for t in baseline["tests"]}
+    new_failures, fixes, newly_flaky = [], [], []
+    for t in sorted(doc["tests"], key=lambda t: t["id"]):
+        now, was = Outcome(t["outcome"]), before.get(t["id"])
+        if now.failure and (was is None or not was.failure):
+            new_failures.append(t["id"])
+        elif was is not None and was.failure and not now.failure:
+            fixes.append(t["id"])
+        if now == Outcome.FLAKY and was != Outcome.FLAKY:
+            newly_flaky.append(t["id"])
+    old_run, new_run = baseline["run"]["status"], doc["run"]["status"]
+    worsened = f"{old_run} -> {new_run}" if old_run == RunStatus.OK and new_run != RunStatus.OK else ""
+    return Comparison(doc["target"]["name"], new_failures, fixes, newly_flaky, worsened)

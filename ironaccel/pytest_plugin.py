@@ -9,6 +9,10 @@ With a target it:
 * opens the first device of the backend that ``Target.matches`` — and fails every test, loudly, when no
   device is the driver the target names (a silent fallback to another adapter never passes);
 * requires a ``@pytest.mark.clause("MEM-1", ...)`` on every conformance test, each id defined in SPEC.md;
+* runs the tests ``--only`` / ``--skip`` / ``--shard`` select (``ironaccel.selection``), recording the
+  selection in the results file; the others are deselected, not recorded;
+* with ``--baseline DIR``, compares the run with the target's results file there (``judge.compare``):
+  new failures, fixes, newly flaky tests; exit code ``judge.EXIT_REGRESSION`` on a regression;
 * applies ``conformance/expectations/<backend>-<driver>.txt`` (``id  xfail|skip|flaky  reason``; id is a
   clause id or a test-id prefix; entries that match nothing are reported as warnings);
 * records not-supported only from ``Device.supports`` (the ``require`` fixture);
@@ -29,8 +33,10 @@ from typing import Any, Callable
 
 import pytest
 
-from . import results
+from . import judge, results
+from .judge import EXIT_REGRESSION, Comparison
 from .results import Outcome, RunStatus
+from .selection import Selection
 
 NOT_SUPPORTED_PREFIX = "not-supported: "
 #: What an expectations entry can say of a test (the outcome it then gets).
@@ -44,7 +50,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="conformance target backend/driver, e.g. webgpu/lavapipe (env IRONACCEL_TARGET)")
     group.addoption("--results-json", default=None, help="write the results file for this target run here")
     group.addoption("--expectations", default=None,
-                    help="expectations file (default: conformance/expectations/<backend>-<driver>.txt)")
+                    help="expectations file (default: the target's own; the suite's are conformance/expectations/"
+                         "<backend>-<driver>.txt)")
+    group.addoption("--only", action="append", default=[], metavar="GLOB",
+                    help="run only tests whose id or a cited clause matches (repeatable): KERNEL-*, test_copy.py::*")
+    group.addoption("--skip", action="append", default=[], metavar="GLOB",
+                    help="do not run tests whose id or a cited clause matches (repeatable)")
+    group.addoption("--shard", default="", metavar="K/N",
+                    help="run shard K of N of the selected tests (interleaved by test id); merge the shards' "
+                    "results files with `ironaccel merge`")
+    group.addoption("--baseline", default=None, metavar="DIR",
+                    help="compare the run with DIR/<backend>-<driver>.json: report new failures, fixes and newly "
+                    f"flaky tests; exit {EXIT_REGRESSION} on a regression")
     parser.addini(HYPOTHESIS_INI, type="bool", default=False,
                   help="load ironaccel's Hypothesis profiles (dev, ci: HYPOTHESIS_PROFILE picks) without a target")
 
@@ -110,22 +127,34 @@ class Conformance:
 
     def __init__(self, config: pytest.Config, target_name: str):
         from . import targets
-        from .spec import conformance_dir, load_clauses, suite_hash
+        from .spec import current, load_clauses
 
         self.target = targets.get(target_name)
         os.environ.update(self.target.environment())
         if self.target.backend == "vulkan" and os.path.exists(VALIDATION_LAYER_JSON):
             os.environ.setdefault("IRONACCEL_VK_VALIDATION", "1")
         self.clauses = load_clauses()
-        self.suite_hash = suite_hash()
+        self.parts = current([self.target.name]).parts(self.target.name)
         exp = config.getoption("--expectations")
-        self.expectations_path = Path(exp) if exp else (
-            conformance_dir() / "expectations" / f"{self.target.backend}-{self.target.driver}.txt")
+        self.expectations_path = Path(exp) if exp else self.target.expectations_file
         self.expectations = load_expectations(self.expectations_path)
         out = config.getoption("--results-json")
         self.results_path = Path(out) if out else None
+        try:
+            self.selection = Selection(tuple(config.getoption("--only")), tuple(config.getoption("--skip")),
+                                       config.getoption("--shard"))
+        except ValueError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        baseline = config.getoption("--baseline")
+        self.baseline_path = Path(baseline) / results.file_name(self.target.name) if baseline else None
+        if self.baseline_path is not None and self.baseline_path.exists():
+            try:
+                results.load(self.baseline_path)
+            except ValueError as exc:
+                raise pytest.UsageError(f"--baseline: {exc}") from None
+        self.comparison: Comparison | None = None
         self.started = results.now()
-        self.host = results.host_environment()
+        self.host = results.host_environment((*results.PACKAGES, *self.target.packages))
         self.device: Any = None
         self.device_error = ""
         self.tests: dict[str, dict[str, Any]] = {}
@@ -159,10 +188,10 @@ class Conformance:
 
     # -- pytest hooks (this object is registered as a plugin) ----------------------------------------
     def pytest_report_header(self) -> list[str]:
-        return [f"ironaccel target: {self.target.name}  suite hash: {self.suite_hash}  "
+        return [f"ironaccel target: {self.target.name}  suite hash: {self.parts['suite']}  "
                 f"expectations: {self.expectations_path.name} ({len(self.expectations)} entries)"]
 
-    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         for item in items:
             mark = item.get_closest_marker("clause")
             if mark is None or not mark.args:
@@ -170,10 +199,14 @@ class Conformance:
             unknown = [c for c in mark.args if c not in self.clauses]
             if unknown:
                 raise pytest.UsageError(f"{item.nodeid}: clause(s) {unknown} are not defined in SPEC.md")
+        chosen = self.selection.chosen((test_id(i), i.get_closest_marker("clause").args) for i in items)
+        for item in items:
+            mark = item.get_closest_marker("clause")
             tid = test_id(item)
-            self.nodeids[item.nodeid] = tid
-            self.tests[tid] = {"id": tid, "clauses": list(mark.args), "outcome": Outcome.NOT_RUN.value, "duration": 0.0,
-                               "message": ""}
+            if tid in chosen:
+                self.nodeids[item.nodeid] = tid
+                self.tests[tid] = {"id": tid, "clauses": list(mark.args), "outcome": Outcome.NOT_RUN.value,
+                                   "duration": 0.0, "message": ""}
             for exp in self.expectations:
                 if exp.key in mark.args or tid.startswith(exp.key):
                     exp.used = True
@@ -187,6 +220,10 @@ class Conformance:
         for exp in self.expectations:
             if not exp.used:
                 warnings.warn(f"{self.expectations_path.name}: expectation {exp.key!r} matches no test", stacklevel=1)
+        deselected = [item for item in items if item.nodeid not in self.nodeids]
+        if deselected:
+            config.hook.pytest_deselected(items=deselected)
+            items[:] = [item for item in items if item.nodeid in self.nodeids]
         self.write(RunStatus.CRASHED, "the run did not finish")
 
     @pytest.hookimpl(trylast=True)
@@ -225,7 +262,7 @@ class Conformance:
         if report.when == "teardown":
             self.write(RunStatus.CRASHED, "the run did not finish")
 
-    def pytest_sessionfinish(self, exitstatus: int) -> None:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """The run is "ok" only when pytest ran the tests to the end on the target's device."""
         finished = exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
         unfinished = [t for t in self.tests.values() if t["outcome"] == Outcome.NOT_RUN]
@@ -240,6 +277,22 @@ class Conformance:
         self.write(status, message)
         if self.device is not None:
             self.device.close()
+        if self.baseline_path is not None and self.baseline_path.exists():
+            self.comparison = judge.compare(results.load(self.baseline_path), self.document(status, message))
+            if self.comparison.regressed:
+                session.exitstatus = EXIT_REGRESSION
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.baseline_path is None:
+            return
+        terminalreporter.section(f"ironaccel baseline {self.baseline_path}")
+        if self.comparison is None:
+            terminalreporter.write_line("no baseline results for this target: nothing to compare")
+            return
+        for line in self.comparison.report() or [f"{self.target.name}: no change from the baseline"]:
+            terminalreporter.write_line(line)
+        if self.comparison.regressed:
+            terminalreporter.write_line(f"REGRESSION (exit {EXIT_REGRESSION})")
 
     # -- results ------------------------------------------------------------------------------------
     def record(self, tid: str, outcome: Outcome, duration: float, message: str) -> None:
@@ -257,9 +310,9 @@ class Conformance:
         entry.update(outcome=outcome.value, message=message[:2000])
 
     def document(self, status: str, message: str = "") -> dict[str, Any]:
-        return results.document(self.target, self.suite_hash, self.started, status, message or self.device_error,
+        return results.document(self.target, self.parts, self.started, status, message or self.device_error,
                                 self.tests.values(), self.device.info if self.device is not None else None,
-                                self.host)
+                                self.host, None if self.selection.everything else self.selection.record())
 
     def write(self, status: str, message: str = "") -> None:
         if self.results_path is not None:
@@ -335,29 +388,30 @@ def require(device: Any) -> Callable[[str], None]:
     return check
 
 
-_EXTENSIONS = {"cuda": "cu", "ptx": "ptx", "glsl": "comp", "spirv": "spv", "wgsl": "wgsl"}
+@pytest.fixture(scope="session")
+def kernel_source(request: pytest.FixtureRequest) -> Callable[[str, str], str | bytes]:
+    """``kernel_source("broken", lang)``: the source of a kernel file in one of the target's dialects."""
+    dialects = {d.lang: d for d in _conformance(request).target.kernels}
+
+    def source(name: str, lang: str) -> str | bytes:
+        found = dialects[lang].source(name) if lang in dialects else None
+        if found is None:
+            raise FileNotFoundError(f"target {_conformance(request).target.name} has no {lang} kernel {name!r}")
+        return found
+
+    return source
 
 
 @pytest.fixture(scope="session")
-def kernels(device: Any) -> Callable[[str], Any]:
-    """``kernels("saxpy")``: the conformance kernel in the device's first language that has a file for it."""
-    from .spec import conformance_dir
-
-    root = conformance_dir() / "kernels"
+def kernels(request: pytest.FixtureRequest, device: Any) -> Callable[[str], Any]:
+    """``kernels("saxpy")``: the conformance kernel in the device's first language that the target has a
+    file for (``Target.kernels``: the suite's conformance/kernels/<lang>/, or a plugin's own folder)."""
+    target = _conformance(request).target
     cache: dict[str, Any] = {}
 
     def load(name: str) -> Any:
         if name not in cache:
-            for lang in device.languages:
-                if lang not in _EXTENSIONS:  # cubins are per architecture: KERNEL-13 loads them itself
-                    continue
-                path = root / lang / f"{name}.{_EXTENSIONS[lang]}"
-                if path.exists():
-                    source = path.read_bytes() if lang == "spirv" else path.read_text(encoding="utf-8")
-                    cache[name] = device.compile(source, lang).kernel(name)
-                    break
-            else:
-                raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} under {root}")
+            cache[name] = target.compile_kernel(device, name)
         return cache[name]
 
     return load

@@ -6,7 +6,8 @@ Schema (``SCHEMA_VERSION``)::
 
     {
       "schema": 1,
-      "suite": {"version": "0.1.0", "hash": "<spec.suite_hash()>"},
+      "suite": {"version": "0.1.0", "hash": "<spec.suite_hash()>",
+                "parts": {"suite": "<same>", "backend": "...", "driver": "...", "expectations": "..."}},
       "target": {"name": "webgpu/lavapipe", "backend": "webgpu", "driver": "lavapipe",
                  "driver_version": "...", "device": "llvmpipe (LLVM 15...)", "vendor": "Mesa",
                  "simulated": true, "os": "Linux-6.1-x86_64", "python": "3.11.7",
@@ -15,7 +16,8 @@ Schema (``SCHEMA_VERSION``)::
       "run": {"status": "ok" | "error" | "crashed" | "timeout", "message": ""},
       "tests": [{"id": "test_mem.py::test_alloc_sizes[1]", "clauses": ["MEM-1"],
                  "outcome": "pass", "duration": 0.01, "message": ""}],
-      "summary": {"pass": 10, "fail": 0, ...every Outcome...}
+      "summary": {"pass": 10, "fail": 0, ...every Outcome...},
+      "selection": {"only": ["KERNEL-*"], "skip": [], "shard": "1/4"}     (only for part of the suite)
     }
 
 ``target.device`` etc. are empty when the run never reached a device (``run.status`` then says why).
@@ -35,6 +37,8 @@ from enum import Enum
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
+
+from .selection import parse_shard
 
 SCHEMA_VERSION = 1
 
@@ -144,10 +148,11 @@ def without_failures(status: str, summary: dict[str, int] | None) -> bool:
 PACKAGES = ("ironaccel", "numpy", "wgpu", "vulkan", "cuda-bindings", "nvidia-cuda-nvrtc", "hypothesis", "pytest")
 
 
-def host_environment() -> dict[str, Any]:
-    """This machine as a results file records it: OS, Python and the installed versions of ``PACKAGES``."""
+def host_environment(names: Iterable[str] = PACKAGES) -> dict[str, Any]:
+    """This machine as a results file records it: OS, Python and the installed versions of ``names``
+    (``PACKAGES`` and a target's own, such as a plugin's distribution)."""
     packages = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -155,19 +160,21 @@ def host_environment() -> dict[str, Any]:
     return {"os": platform.platform(), "python": platform.python_version(), "packages": packages}
 
 
-def document(target: Any, suite_hash: str, started: str, status: str, message: str = "",
+def document(target: Any, parts: dict[str, str], started: str, status: str, message: str = "",
              tests: Iterable[dict[str, Any]] = (), device: Any = None,
-             host: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A results document: ``target`` a ``targets.Target``, ``device`` the DeviceInfo of the device the run
+             host: dict[str, Any] | None = None, selection: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A results document: ``target`` a ``targets.Target``, ``parts`` the hashes it ran at
+    (``spec.Current.parts``: suite, backend, driver, expectations), ``device`` the DeviceInfo of the device the run
     used (None when it never got one: device fields are then empty and ``simulated`` is the target's),
-    ``host`` as ``host_environment()`` (None: left empty, for a run that never started)."""
+    ``host`` as ``host_environment()`` (None: left empty, for a run that never started), ``selection``
+    as ``Selection.record()`` for a run of part of the suite (None: the whole suite)."""
     from . import __version__
 
     tests = sorted(tests, key=lambda t: t["id"])
     host = host or {"os": "", "python": "", "packages": {}}
-    return {
+    doc = {
         "schema": SCHEMA_VERSION,
-        "suite": {"version": __version__, "hash": suite_hash},
+        "suite": {"version": __version__, "hash": parts["suite"], "parts": dict(parts)},
         "target": {
             "name": target.name, "backend": target.backend, "driver": target.driver,
             "driver_version": device.driver_version if device else "", "device": device.name if device else "",
@@ -180,6 +187,9 @@ def document(target: Any, suite_hash: str, started: str, status: str, message: s
         "tests": tests,
         "summary": summarize(tests),
     }
+    if selection is not None:
+        doc["selection"] = selection
+    return doc
 
 
 def summarize(tests: list[dict[str, Any]]) -> dict[str, int]:
@@ -187,6 +197,57 @@ def summarize(tests: list[dict[str, Any]]) -> dict[str, int]:
     for t in tests:
         counts[t["outcome"]] += 1
     return counts
+
+
+def merge(docs: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
+    """One results document from the shard results files of one run (``--shard K/N``, K = 1..N, same
+    ``--only``/``--skip``, same target, suite hash and device). The run is ok when every shard's was; the
+    host fields (OS, Python, packages) are the first shard's. ValueError naming the file that does not fit."""
+    if not docs:
+        raise ValueError("merge: no results files given")
+    first = docs[0]
+    shards: dict[int, str] = {}
+    n_shards = None
+    for doc, source in zip(docs, sources):
+        sel = doc.get("selection") or {}
+        if not sel.get("shard"):
+            raise ValueError(f"{source}: not a shard (its run had no --shard)")
+        k, n = parse_shard(sel["shard"])
+        if n_shards not in (None, n) or (sel["only"], sel["skip"]) != (first["selection"]["only"],
+                                                                        first["selection"]["skip"]):
+            raise ValueError(f"{source}: shard {sel['shard']} of another selection than {sources[0]}")
+        n_shards = n
+        if k in shards:
+            raise ValueError(f"{source}: shard {k}/{n} is also {shards[k]}")
+        shards[k] = source
+        for key in ("name", "driver_version", "device", "vendor", "simulated"):
+            if doc["target"].get(key) != first["target"].get(key):
+                raise ValueError(f"{source}: target.{key} {doc['target'].get(key)!r} differs from "
+                                 f"{sources[0]}'s {first['target'].get(key)!r}")
+        if doc["suite"] != first["suite"]:
+            raise ValueError(f"{source}: suite {doc['suite']} differs from {sources[0]}'s {first['suite']}")
+    missing = sorted(set(range(1, n_shards + 1)) - set(shards))
+    if missing:
+        raise ValueError(f"merge: shard(s) {', '.join(f'{k}/{n_shards}' for k in missing)} missing")
+    tests: dict[str, dict[str, Any]] = {}
+    for doc, source in zip(docs, sources):
+        for t in doc["tests"]:
+            if t["id"] in tests:
+                raise ValueError(f"{source}: test {t['id']} is in another shard too")
+            tests[t["id"]] = t
+    bad = [(doc, source) for doc, source in zip(docs, sources) if doc["run"]["status"] != RunStatus.OK]
+    worst = min((doc["run"]["status"] for doc, _ in bad), key=RUN_STATUSES[::-1].index, default=RunStatus.OK)
+    message = "; ".join(f"shard {doc['selection']['shard']}: {doc['run']['status']}"
+                        + (f": {doc['run']['message']}" if doc["run"]["message"] else "") for doc, _ in bad)
+    only, skip = first["selection"]["only"], first["selection"]["skip"]
+    merged = dict(first, tests=sorted(tests.values(), key=lambda t: t["id"]),
+                  started=min(d["started"] for d in docs), finished=max(d["finished"] for d in docs),
+                  run={"status": str(worst), "message": message})
+    merged["summary"] = summarize(merged["tests"])
+    del merged["selection"]
+    if only or skip:
+        merged["selection"] = {"only": only, "skip": skip, "shard": ""}
+    return validate(merged, "merged results")
 
 
 JSON_TYPE_NAMES = {dict: "object", list: "array", str: "string"}
@@ -214,6 +275,10 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
                       ("started", str), ("finished", str)):
         need(isinstance(doc[key], kind), f"{key} must be a JSON {JSON_TYPE_NAMES[kind]}")
     need(isinstance(doc["suite"].get("hash"), str), "suite.hash must be a string")
+    parts = doc["suite"].get("parts", {"suite": doc["suite"]["hash"]})  # absent in files before per-part hashes
+    need(isinstance(parts, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in parts.items())
+         and parts.get("suite") == doc["suite"]["hash"],
+         "suite.parts must map part names to hash strings, its suite the same as suite.hash")
     for key in ("name", "backend", "driver", "simulated"):
         need(key in doc["target"], f"target.{key} missing")
     for key in ("name", "backend", "driver"):
@@ -238,6 +303,16 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
         need(isinstance(t.get("clauses"), list) and all(clause_id(c) for c in t["clauses"]),
              f"tests[{i}].clauses must be a list of clause id strings")
     need(doc["summary"] == summarize(doc["tests"]), "summary does not match the tests")
+    if "selection" in doc:
+        sel = doc["selection"]
+        need(isinstance(sel, dict) and all(isinstance(sel.get(k), list) and all(isinstance(p, str) for p in sel[k])
+                                           for k in ("only", "skip")) and isinstance(sel.get("shard"), str),
+             "selection must be {\"only\": [globs], \"skip\": [globs], \"shard\": \"K/N\" or \"\"}")
+        try:
+            if sel["shard"]:
+                parse_shard(sel["shard"])
+        except ValueError as exc:
+            need(False, f"selection.shard: {exc}")
     return doc
 
 

@@ -1,22 +1,34 @@
-"""Targets: a backend on one named driver (``cuda/fake``, ``vulkan/lavapipe``, ``webgpu/nvidia``, ...).
+"""Targets: a backend on one named driver (``cuda/fake``, ``vulkan/lavapipe``, ``webgpu/radv``, ...).
 
-Each target runs in its own process, its driver chosen through the environment (``environment()``): an
-ICD json through VK_DRIVER_FILES / VK_ICD_FILENAMES for Vulkan and WebGPU, IRONACCEL_CUDA_DRIVER=fake for
-the fake libcuda. ``matches()`` is the harness's check that the device it got is the driver the target
-names, so a silent fallback to another adapter fails the run instead of passing it.
+A target is data that a backend's distribution declares, built-ins and third parties alike: the registry
+(``ironaccel.backends``) loads each backend's driver list — the built-ins' from ``ironaccel.drivers``, a
+plugin's from its entry point in group ``ironaccel.drivers`` — and ``TARGETS`` is their union. A target says
+
+* whether its driver is hardware or simulated (a software driver, a fake: its passes never count as hardware);
+* ``select``: the environment that makes a child process pick its driver (an ICD json through
+  VK_DRIVER_FILES, IRONACCEL_CUDA_DRIVER=fake for the fake libcuda); each target runs in its own process;
+* ``recognise``: the harness's check that the device it got is this driver, so a silent fallback to another
+  adapter fails the run instead of passing it;
+* ``requirements``: what this machine lacks to run it, and how to fix that (None: nothing);
+* where its conformance kernels (one ``KernelDialect`` per language) and its expectations file live, and
+  which distributions' versions its results record.
 """
 
 from __future__ import annotations
 
-import ctypes.util
-import glob
-import importlib.util
 import os
-import shutil
-from dataclasses import dataclass
+import subprocess
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 from .api import DeviceInfo
+from .backends import drivers as registered_drivers
+from .backends import get as get_backend
+from .errors import InvalidArgument, NotAvailable
 
 
 def cache_dir() -> Path:
@@ -24,119 +36,138 @@ def cache_dir() -> Path:
     return Path(os.environ.get("IRONACCEL_CACHE") or Path.home() / ".cache" / "ironaccel")
 
 
-ICD_SEARCH: dict[str, tuple[str, ...]] = {
-    "lavapipe": ("/usr/share/vulkan/icd.d/lvp_icd.x86_64.json", "/usr/share/vulkan/icd.d/lvp_icd.*.json"),
-    "swiftshader": ("{cache}/swiftshader/vk_swiftshader_icd.json",),
-    "nvidia": (
-        "/usr/share/vulkan/icd.d/nvidia_icd.json",
-        "/etc/vulkan/icd.d/nvidia_icd.json",
-        "/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json",
-    ),
-}
-
-FIXES = {
-    "lavapipe": "install Mesa's Vulkan drivers: `apt-get install mesa-vulkan-drivers libvulkan1` (or run ci/provision)",
-    "swiftshader": "run `ci/provision` (extracts SwiftShader from Debian's chromium-common into the cache)",
-    "nvidia": "needs an NVIDIA GPU with its driver's Vulkan ICD (nvidia_icd.json) and libvulkan1",
-}
+#: Dialects whose entry point is always ``main``: ``options=("-e", NAME)`` names the kernel (both GLSLs).
+NAMED_BY_OPTION = ("glsl", "glsl430")
 
 
-def find_icd(driver: str) -> Path | None:
-    for pattern in ICD_SEARCH.get(driver, ()):
-        for hit in sorted(glob.glob(pattern.format(cache=cache_dir()))):
-            return Path(hit)
+@dataclass(frozen=True)
+class KernelDialect:
+    """The conformance kernels in one language: ``<folder>/<kernel name><suffix>`` (conformance/kernels/README.md)."""
+
+    lang: str  # as ``Device.compile`` takes it
+    folder: Path
+    suffix: str
+    binary: bool = False  # the files are images (bytes), not text
+
+    def source(self, name: str) -> str | bytes | None:
+        """Kernel ``name`` in this dialect, or None when the dialect has no file for it."""
+        path = self.folder / f"{name}{self.suffix}"
+        if not path.is_file():
+            return None
+        return path.read_bytes() if self.binary else path.read_text(encoding="utf-8")
+
+
+def _recognises_nothing(info: DeviceInfo) -> bool:
+    return False
+
+
+def _needs_nothing() -> str | None:
     return None
 
 
 @dataclass(frozen=True)
 class Target:
+    """One driver of one backend, as its distribution declares it (see the module docstring)."""
+
     backend: str
     driver: str
     simulated: bool
+    select: Mapping[str, str] = field(default_factory=dict)
+    recognise: Callable[[DeviceInfo], bool] = _recognises_nothing
+    requirements: Callable[[], str | None] = _needs_nothing
+    kernels: tuple[KernelDialect, ...] = ()
+    expectations: Path | None = None  # None: the suite's own conformance/expectations/<backend>-<driver>.txt
+    #: False for a driver only found by scanning this machine (an ICD file): CI's job matrix lists the others.
+    always: bool = True
+    #: Distributions whose versions a results file records besides ironaccel's own (a plugin, its runtime).
+    packages: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return f"{self.backend}/{self.driver}"
 
+    @property
+    def expectations_file(self) -> Path:
+        if self.expectations is not None:
+            return self.expectations
+        from .spec import conformance_dir
+
+        return conformance_dir() / "expectations" / f"{self.backend}-{self.driver}.txt"
+
+    def compile_kernel(self, device: Any, name: str) -> Any:
+        """Conformance kernel ``name`` compiled on ``device``: from the first of the device's languages that
+        this target has a file for."""
+        dialects = {d.lang: d for d in self.kernels}
+        for lang in device.languages:
+            source = dialects[lang].source(name) if lang in dialects else None
+            if source is not None:
+                options = ("-e", name) if lang in NAMED_BY_OPTION else ()
+                return device.compile(source, lang, options=options).kernel(name)
+        where = ", ".join(str(d.folder) for d in self.kernels) or "no kernel folder"
+        raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} in {where}")
+
     def environment(self) -> dict[str, str]:
         """Variables that make a child process select this target's driver."""
-        env = {"IRONACCEL_TARGET": self.name}
-        if self.backend in ("vulkan", "webgpu"):
-            icd = find_icd(self.driver)
-            if icd is not None:
-                env["VK_DRIVER_FILES"] = env["VK_ICD_FILENAMES"] = str(icd)
-        if self.backend == "cuda":
-            env["IRONACCEL_CUDA_DRIVER"] = self.driver
-        return env
+        return {"IRONACCEL_TARGET": self.name, **self.select}
 
     def matches(self, info: DeviceInfo) -> bool:
         """Is ``info`` a device of this target's driver?"""
-        if info.backend != self.backend:
-            return False
-        name = info.name.lower()
-        if self.driver == "lavapipe":
-            return "llvmpipe" in name
-        if self.driver == "swiftshader":
-            return "swiftshader" in name
-        if self.driver == "nvidia":
-            return not info.simulated and "nvidia" in (info.vendor + " " + info.name).lower()
-        if self.driver == "fake":
-            return info.simulated and info.driver == "ironaccel fake libcuda"
-        return False
+        return info.backend == self.backend and self.recognise(info)
 
     def missing(self) -> str | None:
         """None when this machine can run the target, else what is missing and how to fix it."""
-        python_pkg = {"webgpu": ("wgpu", "pip install wgpu"), "vulkan": ("vulkan", "pip install vulkan"),
-                      "cuda": ("cuda.bindings", "pip install cuda-bindings nvidia-cuda-nvrtc")}[self.backend]
-        try:
-            found = importlib.util.find_spec(python_pkg[0]) is not None
-        except ModuleNotFoundError:
-            found = False
-        if not found:
-            return f"Python package {python_pkg[0]} is missing: {python_pkg[1]}"
-        from .backends import get as get_backend
-        from .errors import NotAvailable
-
+        why = self.requirements()
+        if why is not None:
+            return why
         try:
             get_backend(self.backend)
         except NotAvailable as exc:
             return f"the {self.backend} backend does not load: {exc.detail}"
-        if self.backend in ("vulkan", "webgpu"):
-            if ctypes.util.find_library("vulkan") is None:
-                return "the Vulkan loader libvulkan.so.1 is missing: apt-get install libvulkan1"
-            if find_icd(self.driver) is None:
-                searched = ", ".join(p.format(cache=cache_dir()) for p in ICD_SEARCH[self.driver])
-                return f"no {self.driver} Vulkan ICD (searched {searched}): {FIXES[self.driver]}"
-            return None
-        if self.driver == "fake":
-            if not any(shutil.which(cc) for cc in (os.environ.get("CC", "cc"), "cc", "gcc", "clang")):
-                return "no C compiler to build the fake libcuda (searched $CC, cc, gcc, clang): apt-get install gcc"
-            return None
-        try:
-            ctypes.CDLL("libcuda.so.1")
-        except OSError:
-            return "no NVIDIA driver: libcuda.so.1 cannot be loaded (needs an NVIDIA GPU and its driver)"
         return None
 
 
-TARGETS: dict[str, Target] = {
-    t.name: t
-    for t in (
-        Target("cuda", "fake", True),
-        Target("cuda", "nvidia", False),
-        Target("vulkan", "lavapipe", True),
-        Target("vulkan", "swiftshader", True),
-        Target("vulkan", "nvidia", False),
-        Target("webgpu", "lavapipe", True),
-        Target("webgpu", "swiftshader", True),
-        Target("webgpu", "nvidia", False),
-    )
-}
+@cache
+def _count_in_child(backend: str, select: tuple[tuple[str, str], ...]) -> int:
+    code = "import sys\nfrom ironaccel.backends import get\nprint(get(sys.argv[1]).device_count())"
+    try:
+        proc = subprocess.run([sys.executable, "-c", code, backend], env={**os.environ, **dict(select)},
+                              capture_output=True, text=True, timeout=120)
+        return int(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else 0
+    except (subprocess.TimeoutExpired, ValueError, IndexError):
+        return 0
+
+
+def count_devices(backend: str, select: Mapping[str, str]) -> int:
+    """How many devices ``backend`` has in a child process with ``select`` in its environment (0 when it
+    cannot tell), for a driver's ``requirements``: a driver's manifest (an ICD file) alone does not mean
+    this machine has its hardware (Mesa installs one for every GPU family it supports), and loaders read
+    their environment once, so only a fresh process can be asked."""
+    return _count_in_child(backend, tuple(sorted(select.items())))
+
+
+def __getattr__(name: str) -> Mapping[str, Target]:
+    if name == "TARGETS":  # computed on first use: drivers are found by scanning this machine
+        return registered_drivers()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+TARGETS: Mapping[str, Target]  # name -> Target, every registered backend's drivers (read-only)
 
 
 def get(name: str) -> Target:
-    from .errors import InvalidArgument
+    known = registered_drivers()
+    if name not in known:
+        raise InvalidArgument("targets.get", f"unknown target {name!r}; known: {', '.join(known)}")
+    return known[name]
 
-    if name not in TARGETS:
-        raise InvalidArgument("targets.get", f"unknown target {name!r}; known: {', '.join(TARGETS)}")
-    return TARGETS[name]
+
+def standard() -> dict[str, Target]:
+    """The targets declared whatever this machine has (``Target.always``): CI's job matrix."""
+    return {name: t for name, t in registered_drivers().items() if t.always}
+
+
+def reported(names: Iterable[str]) -> dict[str, Target]:
+    """STATUS.md's targets: the standard ones, and those of ``names`` (its results files) registered here —
+    a driver found only by scanning a machine (``vulkan/radv``) gets a row once it has results."""
+    names = set(names)
+    return {name: t for name, t in registered_drivers().items() if t.always or name in names}

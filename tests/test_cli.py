@@ -170,3 +170,77 @@ def test_verify_on_a_bad_certificate_says_which_and_why_and_exits_2(tmp_path, ca
     assert main(["certify", "--verify", str(cert)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err, err
+
+
+def _one_test_doc(outcome: str, status: str = "ok") -> dict:
+    from ironaccel import results, spec
+
+    tests = [{"id": "test_mem.py::test_a", "clauses": ["MEM-1"], "outcome": outcome, "duration": 0.0, "message": ""},
+             {"id": "test_mem.py::test_b", "clauses": ["MEM-2"], "outcome": "fail", "duration": 0.0, "message": ""}]
+    return results.document(targets.get("webgpu/lavapipe"), spec.current().parts("webgpu/lavapipe"), "2026-11-30T04:30:00Z", status, "",
+                            tests)
+
+
+@pytest.mark.parametrize("before, now, code", [
+    ("pass", "pass", 1),  # test_b fails in both: a failure, not a regression
+    ("pass", "fail", 6),  # test_a is a new failure
+    ("fail", "pass", 1),  # a fix
+    ("pass", "flaky", 1),  # newly flaky: reported, not a regression
+])
+def test_certify_baseline_exit_codes(capsys, monkeypatch, tmp_path, before, now, code):
+    from ironaccel import results
+
+    baseline, out = tmp_path / "baseline", tmp_path / "results"
+    baseline.mkdir()
+    results.dump(_one_test_doc(before), baseline / "webgpu-lavapipe.json")
+
+    def fake_certify(names, results_dir, **options):
+        assert options["selection"].only == ("MEM-*",)
+        results_dir.mkdir(exist_ok=True)
+        path = results_dir / "webgpu-lavapipe.json"
+        results.dump(_one_test_doc(now), path)
+        doc = results.load(path)
+        return [certify.TargetRun(n, path, "ok", doc["summary"], 1.0) for n in names]
+
+    monkeypatch.setattr(certify, "certify", fake_certify)
+    assert main(["certify", "--target", "webgpu/lavapipe", "--results", str(out), "--only", "MEM-*",
+                 "--baseline", str(baseline)]) == code
+    text = capsys.readouterr().out
+    assert ("new failure: test_mem.py::test_a" in text) == (code == 6)
+    assert ("fixed: test_mem.py::test_a" in text) == (before == "fail")
+    assert ("newly flaky: test_mem.py::test_a" in text) == (now == "flaky")
+
+
+def test_certify_rejects_a_bad_shard_and_a_missing_baseline(capsys, tmp_path):
+    assert main(["certify", "--target", "webgpu/lavapipe", "--shard", "0/2"]) == 2
+    assert "expected K/N" in capsys.readouterr().err
+    assert main(["certify", "--target", "webgpu/lavapipe", "--baseline", str(tmp_path / "nope")]) == 2
+    assert "no such results folder" in capsys.readouterr().err
+
+
+def test_certify_help_documents_every_exit_code(capsys):
+    from ironaccel import judge
+
+    with pytest.raises(SystemExit):
+        main(["certify", "--help"])
+    text = capsys.readouterr().out
+    for code in (0, 1, 2, certify.VERIFY_STALE, certify.VERIFY_TAMPERED, judge.EXIT_REGRESSION):
+        assert f"{code} " in text
+    assert "--only" in text and "--shard" in text and "--baseline" in text
+
+
+def test_merge_command_says_what_is_wrong(tmp_path, capsys):
+    from ironaccel import results
+
+    path = tmp_path / "whole.json"
+    results.dump(_one_test_doc("pass"), path)
+    assert main(["merge", str(path), "--output", str(tmp_path / "m.json")]) == 2
+    assert "not a shard" in capsys.readouterr().err
+
+
+def test_pytest_args_pass_the_selection_on():
+    from ironaccel.selection import Selection
+
+    args = certify.pytest_args("webgpu/lavapipe", Path("r.json"), 5, Path("suite"),
+                               Selection(("KERNEL-*",), ("test_copy.py::*",), "2/4"))
+    assert args[-6:] == ["--only", "KERNEL-*", "--skip", "test_copy.py::*", "--shard", "2/4"]

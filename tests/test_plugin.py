@@ -4,46 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from ironaccel import results
 
+TESTS_DIR = Path(__file__).resolve().parent
 
 # Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
-CONFTEST = """
-import importlib
-from ironaccel.testing.memdevice import MemDevice
-from ironaccel import api, targets
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(TESTS_DIR)!r})
+from membackend import MemBackend, mem_drivers
+from ironaccel.backends import register
 
-registry = importlib.import_module("ironaccel.backends")
-
-
-class MemTarget(targets.Target):
-    def environment(self):
-        return {}
-
-    def matches(self, info):
-        return info.backend == "mem" and self.driver == "test"
-
-
-class MemBackend(api.Backend):
-    name = "mem"
-
-    def probe(self):
-        return api.BackendInfo("mem", True, "in-memory")
-
-    def device_count(self):
-        return 1
-
-    def _open_device(self, index):
-        return MemDevice(1 << 20)
-
-
-for driver in ("test", "wrong"):
-    targets.TARGETS["mem/" + driver] = MemTarget("mem", driver, True)
-_real_get = registry.get
-registry.get = lambda name: MemBackend() if name == "mem" else _real_get(name)
+register("mem", MemBackend, mem_drivers)
 """
 
 OUTCOMES_TESTS = """
@@ -319,3 +295,127 @@ def test_an_unreadable_expectations_file_is_a_usage_error(pytester: pytest.Pytes
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "INTERNALERROR" not in result.stderr.str() + result.stdout.str()
     result.stderr.fnmatch_lines([f"*expectations {exp}: {'a directory' if kind == 'directory' else 'not UTF-8'}*"])
+
+
+SELECTION_TESTS = """
+import pytest
+
+
+@pytest.mark.clause("MEM-1")
+def test_mem_one():
+    pass
+
+
+@pytest.mark.clause("MEM-2")
+def test_mem_two():
+    pass
+
+
+@pytest.mark.clause("KERNEL-1")
+def test_kernel_one():
+    pass
+
+
+@pytest.mark.clause("KERNEL-2", "MEM-3")
+def test_kernel_two():
+    pass
+
+
+@pytest.mark.clause("COPY-1")
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_copy(n):
+    pass
+"""
+
+
+def names(doc: dict) -> set[str]:
+    return {t["id"].split("::")[1] for t in doc["tests"]}
+
+
+def test_only_and_skip_select_by_clause_and_test_id(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_sel=SELECTION_TESTS)
+    result, doc = run(pytester, "mem/test", "--only", "KERNEL-*")
+    assert names(doc) == {"test_kernel_one", "test_kernel_two"} and doc["run"]["status"] == "ok"
+    assert doc["selection"] == {"only": ["KERNEL-*"], "skip": [], "shard": ""}
+    result.stdout.fnmatch_lines(["*2 passed, 5 deselected*"])
+    _, doc = run(pytester, "mem/test", "--only", "MEM-*", "--skip", "test_sel.py::test_mem_t*")
+    assert names(doc) == {"test_mem_one", "test_kernel_two"}  # test_kernel_two cites MEM-3
+    _, doc = run(pytester, "mem/test", "--skip", "test_sel.py::test_copy*", "--skip", "KERNEL-1")
+    assert names(doc) == {"test_mem_one", "test_mem_two", "test_kernel_two"}
+    _, doc = run(pytester, "mem/test", "--only", "test_sel.py::test_copy[2]")  # an exact id, brackets and all
+    assert {t["id"] for t in doc["tests"]} == {"test_sel.py::test_copy[2]"}
+    _, doc = run(pytester, "mem/test")
+    assert len(doc["tests"]) == 7 and "selection" not in doc
+
+
+def test_shards_split_the_selection_interleaved_and_merge_back(pytester: pytest.Pytester, tmp_path) -> None:
+    from ironaccel import certify
+
+    pytester.makepyfile(test_sel=SELECTION_TESTS)
+    _, whole = run(pytester, "mem/test")
+    shards = []
+    for k in (1, 2, 3):
+        _, doc = run(pytester, "mem/test", "--shard", f"{k}/3")
+        assert doc["selection"]["shard"] == f"{k}/3"
+        path = tmp_path / f"shard{k}.json"
+        results.dump(doc, path)
+        shards.append(path)
+    ids = sorted(t["id"] for t in whole["tests"])
+    assert [{t["id"] for t in results.load(p)["tests"]} for p in shards] == [set(ids[k::3]) for k in range(3)]
+    _, again = run(pytester, "mem/test", "--shard", "2/3")
+    assert names(again) == names(results.load(shards[1]))  # deterministic
+    merged = certify.merge(shards[::-1], tmp_path / "merged.json")
+    assert [(t["id"], t["outcome"]) for t in merged["tests"]] == [(t["id"], t["outcome"]) for t in whole["tests"]]
+    assert merged["run"]["status"] == "ok" and "selection" not in merged
+    assert (tmp_path / "merged.cert.json").is_file() and (tmp_path / "merged.junit.xml").is_file()
+    with pytest.raises(ValueError, match="shard\\(s\\) 3/3 missing"):
+        certify.merge(shards[:2], tmp_path / "m.json")
+    with pytest.raises(ValueError, match="shard 1/3 is also"):
+        certify.merge([shards[0], shards[0], shards[1], shards[2]], tmp_path / "m.json")
+    with pytest.raises(ValueError, match="not a shard"):
+        certify.merge([tmp_path / "merged.json"], tmp_path / "m.json")
+
+
+def test_a_bad_shard_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_sel=SELECTION_TESTS)
+    result, _ = run(pytester, "mem/test", "--shard", "4/3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--shard '4/3': expected K/N*"])
+
+
+BASELINE_TESTS = """
+import os
+import pytest
+
+
+@pytest.mark.clause("MEM-1")
+def test_steady():
+    pass
+
+
+@pytest.mark.clause("MEM-2")
+def test_breaks():
+    assert os.environ.get("BROKEN") != "1"
+
+
+@pytest.mark.clause("MEM-3")
+def test_gets_fixed():
+    assert os.environ.get("BROKEN") == "1"
+"""
+
+
+def test_baseline_reports_new_failures_and_fixes_with_its_own_exit_code(pytester: pytest.Pytester, monkeypatch,
+                                                                        tmp_path) -> None:
+    pytester.makepyfile(test_base=BASELINE_TESTS)
+    _, before = run(pytester, "mem/test")
+    baseline = tmp_path / "baseline"
+    baseline.mkdir()
+    results.dump(before, baseline / "mem-test.json")
+    result, _ = run(pytester, "mem/test", "--baseline", str(baseline))
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # a known failure is a failure, not a regression
+    result.stdout.fnmatch_lines(["*mem/test: no change from the baseline*"])
+    monkeypatch.setenv("BROKEN", "1")
+    result, _ = run(pytester, "mem/test", "--baseline", str(baseline))
+    assert result.ret == 6
+    result.stdout.fnmatch_lines(["*mem/test: new failure: test_base.py::test_breaks*",
+                                 "*mem/test: fixed: test_base.py::test_gets_fixed*", "*REGRESSION (exit 6)*"])

@@ -3,19 +3,28 @@ runners) and a final job that merges the results and regenerates STATUS.md."""
 
 from __future__ import annotations
 
+import importlib
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
 from ironaccel import results, targets
+from ironaccel.backends import BUILTIN
 
-WORKFLOW = Path(__file__).resolve().parent.parent / "ci" / "workflows" / "conformance.yml"
+ROOT = Path(__file__).resolve().parent.parent
+WORKFLOW = ROOT / "ci" / "workflows" / "conformance.yml"
 
 
 @pytest.fixture(scope="module")
 def jobs() -> dict:
     return yaml.safe_load(WORKFLOW.read_text())["jobs"]
+
+
+def builtin_standard(simulated: bool) -> set[str]:
+    """The built-in backends' targets that CI always runs (drivers found only on one machine are not)."""
+    return {name for name, t in targets.standard().items() if t.backend in BUILTIN and t.simulated == simulated}
 
 
 def matrix_targets(job: dict) -> dict[str, str]:
@@ -28,22 +37,48 @@ def run_lines(job: dict) -> str:
 
 def test_every_simulated_target_has_a_hosted_job(jobs):
     job = jobs["simulated"]
-    expected = {name for name, t in targets.TARGETS.items() if t.simulated}
-    assert set(matrix_targets(job)) == expected
+    assert set(matrix_targets(job)) == builtin_standard(simulated=True)
     assert "self-hosted" not in str(job["runs-on"]) and job["strategy"]["fail-fast"] is False
     assert "ironaccel certify --target ${{ matrix.target }}" in run_lines(job)
 
 
 def test_every_hardware_target_has_a_self_hosted_gpu_job(jobs):
     job = jobs["hardware"]
-    expected = {name for name, t in targets.TARGETS.items() if not t.simulated}
-    assert set(matrix_targets(job)) == expected
+    assert set(matrix_targets(job)) == builtin_standard(simulated=False)
     assert {"self-hosted", "gpu"} <= set(job["runs-on"])
     assert "ironaccel certify --target ${{ matrix.target }}" in run_lines(job)
 
 
+def plugin_standard_targets(plugin: Path, monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The standard targets a plugin's ``ironaccel.drivers`` entry points declare (loaded from its folder)."""
+    project = tomllib.loads((plugin / "pyproject.toml").read_text())["project"]
+    declared = project["entry-points"]["ironaccel.drivers"]
+    assert set(declared) <= set(project["entry-points"]["ironaccel.backends"]), "drivers of a backend it lacks"
+    monkeypatch.syspath_prepend(str(plugin))
+    names = set()
+    for spec in declared.values():
+        module, _, attr = spec.partition(":")
+        names |= {t.name for t in getattr(importlib.import_module(module), attr)() if t.always}
+    return names
+
+
+def test_every_plugin_target_has_a_job_that_installs_the_plugin(jobs, monkeypatch):
+    job = jobs["plugins"]
+    entries = job["strategy"]["matrix"]["include"]
+    plugins = {entry["plugin"] for entry in entries}
+    assert plugins == {str(p.relative_to(ROOT)) for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").exists()}
+    for plugin in plugins:
+        expected = plugin_standard_targets(ROOT / plugin, monkeypatch)
+        assert expected and {e["target"] for e in entries if e["plugin"] == plugin} == expected
+    lines = run_lines(job)
+    assert "pip install -e ${{ matrix.plugin }}" in lines
+    assert lines.index("pip install -e ${{ matrix.plugin }}") < lines.index("ironaccel certify --target ${{ matrix.target }}")
+    for other in ("tests", "status"):
+        assert all(f"pip install -e {p}" in run_lines(jobs[other]) for p in plugins)
+
+
 def test_artifact_names_are_the_results_file_names(jobs):
-    for kind in ("simulated", "hardware"):
+    for kind in ("simulated", "plugins", "hardware"):
         for target, slug in matrix_targets(jobs[kind]).items():
             assert results.file_name(target) == slug + ".json"
         upload = next(s for s in jobs[kind]["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
@@ -52,7 +87,7 @@ def test_artifact_names_are_the_results_file_names(jobs):
 
 def test_final_job_merges_results_and_publishes_status(jobs):
     job = jobs["status"]
-    assert set(job["needs"]) == {"simulated", "hardware"} and job["if"] == "always()"
+    assert set(job["needs"]) == {"simulated", "plugins", "hardware"} and job["if"] == "always()"
     download = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
     assert download["with"]["pattern"] == "results-*"
     lines = run_lines(job)

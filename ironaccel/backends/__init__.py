@@ -1,21 +1,39 @@
-"""The backend registry.
+"""The registry of backends and of their drivers (the targets the conformance suite runs on).
 
-The built-in backends are listed in ``BUILTIN`` (so a plain checkout on ``PYTHONPATH`` works without
-installing); other distributions add backends through the entry-point group ``ironaccel.backends``, each
-entry naming a ``Backend`` subclass. Backend modules import their native runtime lazily, so loading the
-registry never fails because a runtime is missing.
+A backend distribution registers two things, each by an entry point named after the backend:
+
+* group ``ironaccel.backends``: the ``Backend`` subclass, ``"package.module:Class"``;
+* group ``ironaccel.drivers``: a function ``"package.module:drivers"`` returning that backend's drivers as
+  ``ironaccel.targets.Target`` objects (called once per process; it may scan the machine, e.g. ICD files).
+
+The built-in backends are registered exactly the same way, from ``BUILTIN`` and ``BUILTIN_DRIVERS`` (so a
+plain checkout on ``PYTHONPATH`` works without installing); ``register`` does the same for one process (tests,
+embedding). Backend modules import their native runtime lazily, so loading the registry never fails because a
+runtime is missing, and a broken plugin makes its backend unavailable, never the registry.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import os
+import shutil
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from importlib.metadata import entry_points
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 from ..api import Backend, BackendInfo
-from ..errors import NotAvailable
+from ..errors import InvalidArgument, NotAvailable
+
+if TYPE_CHECKING:
+    from ..targets import Target
 
 ENTRY_POINT_GROUP = "ironaccel.backends"
+DRIVERS_GROUP = "ironaccel.drivers"
 
 BUILTIN: dict[str, str] = {
     "cuda": "ironaccel.backends.cuda:CudaBackend",
@@ -24,26 +42,73 @@ BUILTIN: dict[str, str] = {
     "rocm": "ironaccel.backends.probes:RocmProbe",
     "metal": "ironaccel.backends.probes:MetalProbe",
     "d3d12": "ironaccel.backends.probes:D3D12Probe",
-    "opengl": "ironaccel.backends.probes:OpenGLProbe",
+    "opengl": "ironaccel.backends.opengl:OpenGLBackend",
     "levelzero": "ironaccel.backends.probes:LevelZeroProbe",
     "qnn": "ironaccel.backends.probes:QnnProbe",
     "tpu": "ironaccel.backends.probes:TpuProbe",
     "neuron": "ironaccel.backends.probes:NeuronProbe",
 }
 
+#: The built-in backends' driver lists (to move beside each backend, e.g. backends/vulkan/drivers.py).
+BUILTIN_DRIVERS: dict[str, str] = {
+    "cuda": "ironaccel.drivers.cuda:drivers",
+    "vulkan": "ironaccel.drivers.vulkan:vulkan_drivers",
+    "webgpu": "ironaccel.drivers.vulkan:webgpu_drivers",
+    "opengl": "ironaccel.backends.opengl.drivers:drivers",
+}
 
-def _load(spec: str) -> type[Backend]:
+_registered_backends: dict[str, Any] = {}  # register(): name -> "module:Class" or a Backend subclass
+_registered_drivers: dict[str, Any] = {}  # register(): name -> "module:function" or the function
+
+
+def register(name: str, backend: str | type[Backend] | None = None,
+             drivers: str | Callable[[], Iterable[Target]] | None = None) -> None:
+    """Register ``backend`` and/or its ``drivers`` in this process, as the two entry points would.
+
+    For tests and programs that embed ironaccel; a registration made here is not seen by child processes
+    (``ironaccel certify`` runs each target in one): a distribution declares entry points instead."""
+    if backend is None and drivers is None:
+        raise InvalidArgument("backends.register", f"register {name!r} with a backend, its drivers, or both")
+    if backend is not None:
+        _registered_backends[name] = backend
+    if drivers is not None:
+        _registered_drivers[name] = drivers
+    _forget()
+
+
+def unregister(name: str) -> None:
+    """Undo ``register(name, ...)``; built-ins and entry points stay."""
+    _registered_backends.pop(name, None)
+    _registered_drivers.pop(name, None)
+    _forget()
+
+
+def _forget() -> None:
+    registry.cache_clear()
+    get.cache_clear()
+    drivers.cache_clear()
+
+
+def _load(spec: Any) -> Any:
+    if not isinstance(spec, str):
+        return spec
     module, _, attr = spec.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
-@cache
-def registry() -> dict[str, str]:
-    """Backend name -> "module:Class", built-ins first, then entry points of other distributions."""
-    names = dict(BUILTIN)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+def _declared(group: str, builtin: Mapping[str, str], registered: Mapping[str, Any]) -> dict[str, Any]:
+    """name -> spec: built-ins, then entry points of other distributions, then this process's registrations."""
+    names: dict[str, Any] = dict(builtin)
+    for ep in entry_points(group=group):
         names.setdefault(ep.name, ep.value)
+    names.update(registered)
     return names
+
+
+@cache
+def registry() -> dict[str, Any]:
+    """Backend name -> "module:Class" (or the class itself, for ``register``)."""
+    return _declared(ENTRY_POINT_GROUP, BUILTIN, _registered_backends)
 
 
 @cache
@@ -52,10 +117,11 @@ def get(name: str) -> Backend:
     spec = registry().get(name)
     if spec is None:
         raise NotAvailable(name, "backend", f"no backend named {name!r}; registered: {', '.join(registry())}")
+    quiet_display_probing()
     try:
         return _load(spec)()
     except Exception as exc:  # a broken plugin must not break enumeration
-        raise NotAvailable(name, spec, f"could not load the backend: {type(exc).__name__}: {exc}") from exc
+        raise NotAvailable(name, str(spec), f"could not load the backend: {type(exc).__name__}: {exc}") from exc
 
 
 def infos() -> list[BackendInfo]:
@@ -67,3 +133,38 @@ def infos() -> list[BackendInfo]:
         except NotAvailable as exc:
             out.append(BackendInfo(name, False, exc.detail))
     return out
+
+
+@cache
+def drivers() -> Mapping[str, Target]:
+    """Target name -> Target from every backend's registered drivers (read-only; ``register`` adds more).
+
+    A drivers function that raises is reported as a warning and contributes nothing."""
+    found: dict[str, Target] = {}
+    for backend, spec in _declared(DRIVERS_GROUP, BUILTIN_DRIVERS, _registered_drivers).items():
+        try:
+            declared = list(_load(spec)())
+        except Exception as exc:
+            warnings.warn(f"ironaccel: the drivers of backend {backend!r} ({spec}) could not be loaded: "
+                          f"{type(exc).__name__}: {exc}", stacklevel=2)
+            continue
+        for target in declared:
+            if target.backend != backend:
+                warnings.warn(f"ironaccel: {spec} declared {target.name}, not a driver of {backend!r}; ignored",
+                              stacklevel=2)
+                continue
+            found.setdefault(target.name, target)
+    return MappingProxyType(found)
+
+
+def quiet_display_probing() -> None:
+    """Give libwayland-client a private, empty XDG_RUNTIME_DIR when the session has none.
+
+    wgpu-native (and Mesa's WSI) try to connect to a Wayland display on every instance they create; with no
+    XDG_RUNTIME_DIR libwayland prints ``error: XDG_RUNTIME_DIR is invalid or not set`` to stderr each time
+    (a dozen lines for ``ironaccel devices``). With an empty private folder the connection fails silently, as
+    it would on any headless session; a set XDG_RUNTIME_DIR is never touched. Child processes inherit it."""
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        private = tempfile.mkdtemp(prefix="ironaccel-xdg-")  # mode 0700, as the XDG spec asks
+        atexit.register(shutil.rmtree, private, ignore_errors=True)
+        os.environ["XDG_RUNTIME_DIR"] = private

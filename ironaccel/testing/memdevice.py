@@ -20,10 +20,11 @@ device was closed. New buffers hold the junk byte ``JUNK``, never zeros.
 
 from __future__ import annotations
 
+import inspect
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, get_type_hints
 
 import numpy as np
 
@@ -166,6 +167,29 @@ class MemModule(api.Module):
     def _kernel_names(self) -> Sequence[str]:
         return list(self.functions)
 
+    def _make_kernel(self, name: str) -> api.Kernel:
+        return MemKernel(self, name)
+
+
+class MemKernel(api.Kernel):
+    """A Python kernel; its parameters are its annotations after (grid, block): ``np.ndarray`` for a buffer,
+    a numpy scalar type for a scalar."""
+
+    def _params(self) -> tuple[api.Param, ...]:
+        fn = self.module.functions[self.name]  # type: ignore[attr-defined]
+        hints = get_type_hints(fn)
+        params = []
+        for name in list(inspect.signature(fn).parameters)[2:]:  # after grid and block
+            kind = hints.get(name)
+            if kind is np.ndarray:
+                params.append(api.Param("buffer"))
+            elif isinstance(kind, type) and issubclass(kind, np.generic):
+                params.append(api.Param("scalar", np.dtype(kind).itemsize,
+                                        "float" if issubclass(kind, np.floating) else "int"))
+            else:
+                raise TypeError(f"parameter {name} of Python kernel {self.name} needs an np.ndarray or numpy scalar annotation")
+        return tuple(params)
+
 
 class MemDevice(api.Device):
     """``memory`` bytes of host memory posing as a device; allocations past it raise OutOfMemory."""
@@ -263,5 +287,11 @@ def _fill_u32(grid: api.Dim3, block: api.Dim3, out: np.ndarray, value: np.uint32
     words[:min(int(n), grid[0] * block[0], words.size)] = value
 
 
+def _saxpy(grid: api.Dim3, block: api.Dim3, x: np.ndarray, y: np.ndarray, a: np.float32, n: np.uint32) -> None:
+    xs, ys = x.view(np.float32), y.view(np.float32)
+    count = min(int(n), grid[0] * block[0], xs.size, ys.size)
+    ys[:count] = a * xs[:count] + ys[:count]
+
+
 #: Python versions of conformance kernels, same names and arguments (conformance/kernels/README.md).
-CATALOGUE: dict[str, PythonKernel] = {"add_one": _add_one, "fill_u32": _fill_u32}
+CATALOGUE: dict[str, PythonKernel] = {"add_one": _add_one, "fill_u32": _fill_u32, "saxpy": _saxpy}

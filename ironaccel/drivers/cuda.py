@@ -1,0 +1,49 @@
+"""The CUDA backend's drivers: ``fake`` (the fake libcuda of fakes/cuda, simulated) and ``nvidia``."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+
+from ..api import DeviceInfo
+from ..targets import Target
+from . import python_package_missing, suite_kernels
+
+FAKE_DRIVER_NAME = "ironaccel fake libcuda"  # DeviceInfo.driver of the fake (it says so itself)
+CUDA_PACKAGES = ("cuda.bindings", "pip install cuda-bindings nvidia-cuda-nvrtc")
+
+
+def _is_fake(info: DeviceInfo) -> bool:
+    return info.simulated and info.driver == FAKE_DRIVER_NAME
+
+
+def _is_nvidia(info: DeviceInfo) -> bool:
+    return not info.simulated and "nvidia" in f"{info.vendor} {info.name}".lower()
+
+
+def _fake_requirements() -> str | None:
+    why = python_package_missing(*CUDA_PACKAGES)
+    if why is None and not any(shutil.which(cc) for cc in (os.environ.get("CC", "cc"), "cc", "gcc", "clang")):
+        why = "no C compiler to build the fake libcuda (searched $CC, cc, gcc, clang): apt-get install gcc"
+    return why
+
+
+def _nvidia_requirements() -> str | None:
+    why = python_package_missing(*CUDA_PACKAGES)
+    if why is not None:
+        return why
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return ("no NVIDIA driver: libcuda.so.1 cannot be loaded (needs an NVIDIA GPU and its driver); without one, "
+                "target cuda/fake runs the CUDA backend on the fake libcuda")
+    return None
+
+
+def drivers() -> list[Target]:
+    kernels = (suite_kernels("cuda", ".cu"), suite_kernels("ptx", ".ptx"))  # cubins: KERNEL-13 loads its own
+    return [
+        Target("cuda", "fake", True, {"IRONACCEL_CUDA_DRIVER": "fake"}, _is_fake, _fake_requirements, kernels),
+        Target("cuda", "nvidia", False, {"IRONACCEL_CUDA_DRIVER": "nvidia"}, _is_nvidia, _nvidia_requirements, kernels),
+    ]

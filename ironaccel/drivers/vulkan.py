@@ -1,0 +1,164 @@
+"""The Vulkan and WebGPU backends' drivers: one target per Vulkan ICD on this machine, for both backends.
+
+The Vulkan loader finds drivers through ICD manifests (``*.json`` naming the driver's library) in its
+standard folders; a target selects one by pointing VK_DRIVER_FILES (and the older VK_ICD_FILENAMES) at its
+manifest. Each manifest found becomes ``vulkan/<driver>`` and ``webgpu/<driver>``, the driver named from its
+library (``libvulkan_lvp.so`` -> lavapipe, ``libvulkan_radeon.so`` -> radv, ``libGLX_nvidia.so.0`` ->
+nvidia; an unknown ``libvulkan_foo.so`` -> foo). Whether it is simulated is known here only from the library
+(a CPU driver); at run time the device's own type decides what the results file records.
+
+lavapipe, SwiftShader and NVIDIA are declared even where no manifest is found, so ``ironaccel doctor`` says
+how to get them and CI's job matrix has a fixed list (``Target.always``).
+"""
+
+from __future__ import annotations
+
+import ctypes.util
+import json
+import os
+import platform
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..api import DeviceInfo
+from ..targets import KernelDialect, Target, cache_dir, count_devices
+from . import python_package_missing, suite_kernels
+
+
+@dataclass(frozen=True)
+class KnownDriver:
+    driver: str
+    simulated: bool
+    words: tuple[str, ...]  # a device of this driver has one of these in its name, vendor or driver name
+    fix: str = ""  # how to get it, for drivers declared even when absent
+
+
+#: Library name (without lib prefix and .so suffix) -> what the driver is.
+KNOWN_LIBRARIES: dict[str, KnownDriver] = {
+    "vulkan_lvp": KnownDriver("lavapipe", True, ("llvmpipe",),
+                              "install Mesa's Vulkan drivers: `apt-get install mesa-vulkan-drivers libvulkan1` "
+                              "(or run ci/provision)"),
+    "vk_swiftshader": KnownDriver("swiftshader", True, ("swiftshader",),
+                                  "run `ci/provision` (extracts SwiftShader from Debian's chromium-common into the cache)"),
+    "GLX_nvidia": KnownDriver("nvidia", False, ("nvidia",),
+                              "needs an NVIDIA GPU with its driver's Vulkan ICD (nvidia_icd.json) and libvulkan1"),
+    "vulkan_radeon": KnownDriver("radv", False, ("radv",)),
+    "amdvlk64": KnownDriver("amdvlk", False, ("amd",)),
+    "vulkan_intel": KnownDriver("intel", False, ("intel",)),
+    "vulkan_intel_hasvk": KnownDriver("intel_hasvk", False, ("intel",)),
+    "vulkan_nouveau": KnownDriver("nvk", False, ("nvk",)),
+    "vulkan_dzn": KnownDriver("dozen", False, ("microsoft", "dozen")),
+    "vulkan_virtio": KnownDriver("venus", False, ("venus",)),
+    "vulkan_freedreno": KnownDriver("turnip", False, ("turnip", "adreno")),
+    "vulkan_broadcom": KnownDriver("v3dv", False, ("v3d",)),
+    "vulkan_panfrost": KnownDriver("panvk", False, ("panvk", "mali")),
+    "vulkan_asahi": KnownDriver("asahi", False, ("apple", "asahi")),
+}
+KNOWN_LIBRARIES["EGL_nvidia"] = KNOWN_LIBRARIES["GLX_nvidia"]  # headless and container installs name this one
+ALWAYS_DECLARED = ("vulkan_lvp", "vk_swiftshader", "GLX_nvidia")
+
+
+def icd_folders() -> list[Path]:
+    """Where manifests are searched, in the Linux loader's order, then the provisioned SwiftShader."""
+    home = Path.home()
+    config_home = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
+    config_dirs = (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
+    data_home = os.environ.get("XDG_DATA_HOME") or str(home / ".local" / "share")
+    data_dirs = (os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":")
+    bases = [config_home, *config_dirs, "/etc", data_home, *data_dirs, "/usr/local/nvidia/share"]
+    folders = [Path(b) / "vulkan" / "icd.d" for b in bases if b]
+    return list(dict.fromkeys(folders)) + [cache_dir() / "swiftshader"]
+
+
+@dataclass(frozen=True)
+class ICD:
+    manifest: Path
+    library: str  # as the manifest names it
+
+    @property
+    def stem(self) -> str:
+        """``/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so`` -> ``vulkan_lvp``."""
+        return re.sub(r"\.so(\..*)?$|\.dll$|\.dylib$", "", Path(self.library).name).removeprefix("lib")
+
+    @property
+    def known(self) -> KnownDriver:
+        found = KNOWN_LIBRARIES.get(self.stem)
+        if found is not None:
+            return found
+        name = re.sub(r"[^a-z0-9_-]+", "_", re.sub(r"^(vulkan_|vk_)", "", self.stem.lower())) or "unknown"
+        return KnownDriver(name, False, (name,))
+
+
+def _read_manifest(path: Path) -> ICD | None:
+    """The ICD a manifest names, or None for a file that is not one or whose library is not there."""
+    try:
+        library = json.loads(path.read_text(encoding="utf-8"))["ICD"]["library_path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(library, str) or not library:
+        return None
+    if "/" in library:  # a path (relative ones are relative to the manifest); a bare name is the loader's to find
+        resolved = (path.parent / library).resolve()
+        if not resolved.is_file():
+            return None
+    return ICD(path, library)
+
+
+def discover() -> dict[str, ICD]:
+    """Driver name -> its ICD, for every manifest found; the first in search order wins a name, and in a
+    folder, manifests of this machine's architecture come first (``lvp_icd.x86_64.json`` before ``.i686``)."""
+    machine = platform.machine()
+    found: dict[str, ICD] = {}
+    for folder in icd_folders():
+        try:
+            manifests = sorted(folder.glob("*.json"), key=lambda p: (machine not in p.name, p.name))
+        except OSError:
+            continue
+        for path in manifests:
+            icd = _read_manifest(path)
+            if icd is not None:
+                found.setdefault(icd.known.driver, icd)
+    return found
+
+
+def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, kernels: tuple[KernelDialect, ...],
+                python_package: tuple[str, str], always: bool) -> Target:
+    words = known.words
+
+    def recognise(info: DeviceInfo) -> bool:
+        seen = f"{info.name} {info.vendor} {info.driver}".lower()
+        return any(w in seen for w in words)
+
+    def requirements() -> str | None:
+        why = python_package_missing(*python_package)
+        if why is None and ctypes.util.find_library("vulkan") is None:
+            why = "the Vulkan loader libvulkan.so.1 is missing: apt-get install libvulkan1"
+        if why is None and icd is None:
+            why = (f"no {known.driver} Vulkan ICD manifest in the loader's icd.d folders or "
+                   f"{cache_dir() / 'swiftshader'}: {known.fix}")
+        if why is None and not known.simulated and count_devices(backend, select) == 0:
+            why = f"the {known.driver} Vulkan ICD ({icd.manifest}) finds no device: this machine has no such GPU"
+        return why
+
+    select = {} if icd is None else {"VK_DRIVER_FILES": str(icd.manifest), "VK_ICD_FILENAMES": str(icd.manifest)}
+    return Target(backend, known.driver, known.simulated, select, recognise, requirements, kernels, always=always)
+
+
+def _drivers(backend: str, kernels: tuple[KernelDialect, ...], python_package: tuple[str, str]) -> list[Target]:
+    found = discover()
+    declared = [KNOWN_LIBRARIES[stem] for stem in ALWAYS_DECLARED]
+    out = [_icd_target(backend, k, found.get(k.driver), kernels, python_package, True) for k in declared]
+    always = {k.driver for k in declared}
+    out += [_icd_target(backend, icd.known, icd, kernels, python_package, False)
+            for name, icd in found.items() if name not in always]
+    return out
+
+
+def vulkan_drivers() -> list[Target]:
+    kernels = (suite_kernels("spirv", ".spv", binary=True), suite_kernels("glsl", ".comp"))
+    return _drivers("vulkan", kernels, ("vulkan", "pip install vulkan"))
+
+
+def webgpu_drivers() -> list[Target]:
+    return _drivers("webgpu", (suite_kernels("wgsl", ".wgsl"),), ("wgpu", "pip install wgpu"))

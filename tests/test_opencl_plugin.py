@@ -1,0 +1,111 @@
+"""plugins/ironaccel-opencl: a backend that lives outside ironaccel, registered only by its entry points.
+
+Its whole conformance run is ``ironaccel certify --target opencl/pocl`` (tox and CI install the plugin);
+here: that ironaccel itself never names OpenCL, that every conformance kernel has an OpenCL C version, ICD
+discovery, and a round trip on PoCL through the registry (where pyopencl and PoCL are installed)."""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+from ironaccel import targets
+from ironaccel.backends import get, unregister
+from ironaccel.errors import InvalidArgument
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGIN = ROOT / "plugins" / "ironaccel-opencl"
+PACKAGE = PLUGIN / "ironaccel_opencl"
+
+
+@pytest.fixture
+def opencl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The plugin installed as pip would (its package and a dist-info with its entry points), for this
+    process and its children."""
+    site = tmp_path / "site"
+    info = site / "ironaccel_opencl-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    project = tomllib.loads((PLUGIN / "pyproject.toml").read_text())["project"]
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {project['name']}\nVersion: {project['version']}\n")
+    (info / "entry_points.txt").write_text("".join(
+        f"[{group}]\n" + "".join(f"{name} = {value}\n" for name, value in points.items()) + "\n"
+        for group, points in project["entry-points"].items()))
+    for path in (PLUGIN, site):
+        monkeypatch.syspath_prepend(str(path))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(PLUGIN), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    unregister("opencl")  # forget registry answers cached before the plugin was there
+    yield
+    monkeypatch.undo()
+    unregister("opencl")
+
+
+def test_nothing_in_ironaccel_names_opencl():
+    """Only through the registry: not a language, a target, a driver (a distro package's name may say it)."""
+    for path in (ROOT / "ironaccel").rglob("*.py"):
+        assert not re.search(r"(?<![-\w])opencl(?![-\w])", path.read_text(encoding="utf-8"), re.I), path
+
+
+def test_every_conformance_kernel_has_an_opencl_c_version():
+    suite = {p.stem for p in (ROOT / "conformance" / "kernels" / "cuda").glob("*.cu")}
+    ours = {p.stem for p in (PACKAGE / "kernels").glob("*.cl")}
+    assert ours == suite | {"broken"}
+    for name in suite:
+        assert re.search(rf"__kernel void {name}\(", (PACKAGE / "kernels" / f"{name}.cl").read_text()), name
+
+
+def test_every_icd_is_a_target(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(PLUGIN))
+    from ironaccel_opencl import drivers
+
+    (tmp_path / "pocl.icd").write_text("libpocl.so.2.10.0\n")
+    (tmp_path / "nvidia.icd").write_text("libnvidia-opencl.so.1\n")
+    (tmp_path / "acme.icd").write_text("/opt/acme/lib/libAcmeCL.so\n")
+    (tmp_path / "empty.icd").write_text("")
+    monkeypatch.setattr(drivers, "VENDORS", tmp_path)
+    got = {t.driver: t for t in drivers.drivers()}
+    assert list(got) == ["pocl", "acmecl", "nvidia"]
+    assert [t.driver for t in got.values() if t.always] == ["pocl"]
+    assert {d: t.simulated for d, t in got.items()} == {"pocl": True, "acmecl": False, "nvidia": False}
+    assert got["nvidia"].select == {"OCL_ICD_VENDORS": str(tmp_path / "nvidia.icd"),
+                                    "OCL_ICD_FILENAMES": "libnvidia-opencl.so.1"}
+    assert got["pocl"].expectations_file == PACKAGE / "expectations" / "opencl-pocl.txt"
+    assert got["pocl"].kernels[0].folder == PACKAGE / "kernels"
+
+
+def test_a_round_trip_on_pocl_through_the_registry(opencl):
+    pytest.importorskip("pyopencl", reason="the OpenCL backend runs on pyopencl: pip install pyopencl")
+    target = targets.get("opencl/pocl")
+    why = target.missing()
+    if why is not None:
+        pytest.skip(f"opencl/pocl cannot run here: {why}")
+    assert "opencl" in {info.name for info in ia.backends()}  # listed like a built-in
+    dev = next(d for d in (get("opencl").open_device(i) for i in range(get("opencl").device_count()))
+               if target.matches(d.info))
+    try:
+        assert dev.info.simulated and dev.languages == ("opencl",)
+        saxpy = dev.compile(target.kernels[0].source("saxpy"), "opencl").kernel("saxpy")
+        assert [(p.kind, p.nbytes, p.scalar) for p in saxpy.params] == [
+            ("buffer", 0, ""), ("buffer", 0, ""), ("scalar", 4, "float"), ("scalar", 4, "int")]
+        s = dev.create_stream()
+        x, y = np.arange(100, dtype=np.float32), np.full(100, 0.5, np.float32)
+        bx, by = dev.alloc(400), dev.alloc(400)
+        s.copy_htod(bx, x)
+        s.copy_htod(by, y)
+        s.launch(saxpy, 2, 64, (bx, by, np.float32(2), np.uint32(100)))
+        out = np.zeros(100, np.float32)
+        s.copy_dtoh(out, by)
+        s.synchronize(timeout=30)
+        np.testing.assert_array_equal(out, 2 * x + y)
+        with pytest.raises(InvalidArgument, match="argument 2 of saxpy is uint32; the kernel declares a"):
+            s.launch(saxpy, 1, 1, (bx, by, np.uint32(2), np.uint32(100)))
+        with pytest.raises(ia.CompileError) as err:
+            dev.compile(target.kernels[0].source("broken"), "opencl")
+        assert "undefined_thing" in err.value.log
+    finally:
+        dev.close()

@@ -1,0 +1,243 @@
+"""Targets as registered data: a throwaway distribution's entry points add a backend and its drivers, which
+certify like the built-ins; every Vulkan ICD manifest found becomes a vulkan/ and a webgpu/ target."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ironaccel import certify, results, targets
+from ironaccel.api import DeviceInfo, Limits
+from ironaccel.backends import drivers, get, register, registry, unregister
+from ironaccel.drivers import vulkan as vulkan_drivers
+from ironaccel.errors import InvalidArgument
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# A third party's backend "mem" over the in-memory test device (whose DeviceInfo says backend "mem"), and its
+# two drivers.
+THROWAWAY = '''
+from pathlib import Path
+from ironaccel.testing.memdevice import MemDevice
+from ironaccel import api
+from ironaccel.targets import Target
+
+HERE = Path(__file__).resolve().parent
+
+
+class ThrowawayBackend(api.Backend):
+    name = "mem"
+
+    def probe(self):
+        return api.BackendInfo("mem", True, "in-memory")
+
+    def device_count(self):
+        return 1
+
+    def _open_device(self, index):
+        return MemDevice(1 << 20)
+
+
+def drivers():
+    return [
+        Target("mem", "throwaway", True, {"THROWAWAY_DRIVER": "mem"},
+               recognise=lambda info: info.driver == "memdevice", expectations=HERE / "mem-throwaway.txt"),
+        Target("mem", "absent", False, requirements=lambda: "needs the absent driver: there is none"),
+    ]
+'''
+
+SUITE = '''
+import os
+import pytest
+
+
+@pytest.mark.clause("MEM-1")
+def test_the_driver_was_selected_and_recognised(device):
+    assert os.environ["THROWAWAY_DRIVER"] == "mem"
+    assert device.info.driver == "memdevice"
+
+
+@pytest.mark.clause("MEM-2")
+def test_an_expected_failure_from_the_plugins_own_expectations():
+    assert False
+'''
+
+
+def make_distribution(site: Path) -> None:
+    """``throwaway`` as pip would install it: a module and a dist-info with its two entry points."""
+    package = site / "throwaway_backend"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(THROWAWAY)
+    (package / "mem-throwaway.txt").write_text("MEM-2  xfail  the throwaway driver cannot do it\n")
+    info = site / "throwaway_backend-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: throwaway-backend\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[ironaccel.backends]\nmem = throwaway_backend:ThrowawayBackend\n\n"
+        "[ironaccel.drivers]\nmem = throwaway_backend:drivers\n")
+
+
+@pytest.fixture
+def throwaway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    site = tmp_path / "site"
+    make_distribution(site)
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    unregister("mem")  # forget what the registry cached before the distribution existed
+    yield site
+    monkeypatch.undo()
+    unregister("mem")
+
+
+def test_an_installed_distribution_registers_its_backend_and_drivers(throwaway):
+    assert registry()["mem"] == "throwaway_backend:ThrowawayBackend"
+    assert get("mem").probe().available
+    mem = targets.get("mem/throwaway")
+    assert mem.simulated and mem.environment() == {"IRONACCEL_TARGET": "mem/throwaway", "THROWAWAY_DRIVER": "mem"}
+    assert mem.missing() is None
+    assert targets.get("mem/absent").missing() == "needs the absent driver: there is none"
+    assert mem.expectations_file == throwaway / "throwaway_backend" / "mem-throwaway.txt"
+    assert set(targets.standard()) >= {"mem/throwaway", "mem/absent"}
+
+
+def test_a_throwaway_distribution_certifies(throwaway, tmp_path):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "test_throwaway.py").write_text(SUITE)
+    out = tmp_path / "results"
+    out.mkdir()
+    run = certify.run_target("mem/throwaway", out, suite=suite)
+    doc = results.load(run.results_file)
+    assert run.ok, (run.status, run.message, doc["tests"])
+    assert {t["id"].split("::")[1]: t["outcome"] for t in doc["tests"]} == {
+        "test_the_driver_was_selected_and_recognised": "pass",
+        "test_an_expected_failure_from_the_plugins_own_expectations": "xfail",
+    }
+    assert doc["target"]["device"] == "in-memory test device" and doc["target"]["simulated"] is True
+    assert "mem-throwaway.txt: the throwaway driver cannot do it" in doc["tests"][0]["message"] + doc["tests"][1]["message"]
+    assert json.loads(run.results_file.with_suffix(".cert.json").read_text())["target"] == "mem/throwaway"
+
+
+def _info(**kw) -> DeviceInfo:
+    fields = dict(backend="vulkan", index=0, name="x", vendor="x", driver="x", driver_version="1", simulated=False,
+                  memory=0, limits=Limits(1 << 30, 256, (256, 256, 64), (65535, 65535, 65535), 1 << 15))
+    return DeviceInfo(**{**fields, **kw})
+
+
+def test_register_in_process_and_a_broken_drivers_function():
+    def broken():
+        raise RuntimeError("no such thing")
+
+    register("broken", drivers=broken)
+    try:
+        with pytest.warns(UserWarning, match="drivers of backend 'broken'.*RuntimeError: no such thing"):
+            assert not any(name.startswith("broken/") for name in drivers())
+        assert "cuda/fake" in drivers()
+    finally:
+        unregister("broken")
+    with pytest.raises(InvalidArgument, match="targets.get: unknown target 'broken/x'"):
+        targets.get("broken/x")
+    with pytest.raises(TypeError):
+        targets.TARGETS["mine/x"] = targets.Target("mine", "x", True)  # register, never patch the table
+
+
+def test_a_driver_declared_for_another_backend_is_ignored():
+    register("one", drivers=lambda: [targets.Target("other", "x", True)])
+    try:
+        with pytest.warns(UserWarning, match="declared other/x, not a driver of 'one'"):
+            assert "other/x" not in drivers()
+    finally:
+        unregister("one")
+
+
+def manifest(folder: Path, name: str, library: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(json.dumps({"file_format_version": "1.0.0", "ICD": {"library_path": library,
+                                                                        "api_version": "1.3.0"}}))
+    return path
+
+
+def test_every_icd_manifest_is_a_vulkan_and_a_webgpu_target(tmp_path, monkeypatch):
+    data = tmp_path / "data"
+    icd_d = data / "vulkan" / "icd.d"
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    for lib in ("libvulkan_lvp.so", "libvulkan_radeon.so", "libvulkan_acme.so.1", "libvk_swiftshader.so"):
+        (libs / lib).write_bytes(b"")
+    lvp = manifest(icd_d, "lvp_icd.x86_64.json", str(libs / "libvulkan_lvp.so"))
+    manifest(icd_d, "lvp_icd.i686.json", str(libs / "libvulkan_lvp.so"))  # same driver: first one wins
+    radv = manifest(icd_d, "radeon_icd.x86_64.json", str(libs / "libvulkan_radeon.so"))
+    acme = manifest(icd_d, "acme.json", "../../../lib/libvulkan_acme.so.1")  # relative to the manifest
+    manifest(icd_d, "gone.json", str(libs / "libvulkan_gone.so"))  # its library is not there
+    (icd_d / "broken.json").write_text("{not json")
+    cache = tmp_path / "cache"
+    swiftshader = manifest(cache / "swiftshader", "vk_swiftshader_icd.json", str(libs / "libvk_swiftshader.so"))
+    monkeypatch.setenv("XDG_DATA_DIRS", f"{tmp_path / 'nothing'}:{data}")
+    monkeypatch.setenv("IRONACCEL_CACHE", str(cache))
+    folders = vulkan_drivers.icd_folders()
+    assert folders.index(tmp_path / "nothing" / "vulkan" / "icd.d") + 1 == folders.index(icd_d)
+    assert folders[-1] == cache / "swiftshader"
+    monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "nothing", icd_d, cache / "swiftshader"])
+
+    found = vulkan_drivers.discover()
+    assert {name: icd.manifest for name, icd in found.items()} == {
+        "lavapipe": lvp, "radv": radv, "acme": acme, "swiftshader": swiftshader}
+
+    for backend, declare in (("vulkan", vulkan_drivers.vulkan_drivers), ("webgpu", vulkan_drivers.webgpu_drivers)):
+        got = {t.driver: t for t in declare()}
+        assert set(got) == {"lavapipe", "swiftshader", "nvidia", "radv", "acme"}
+        assert [t.driver for t in got.values() if t.always] == ["lavapipe", "swiftshader", "nvidia"]
+        assert {d: t.simulated for d, t in got.items()} == {
+            "lavapipe": True, "swiftshader": True, "nvidia": False, "radv": False, "acme": False}
+        assert got["radv"].environment()["VK_DRIVER_FILES"] == str(radv)
+        assert got["acme"].select == {"VK_DRIVER_FILES": str(acme), "VK_ICD_FILENAMES": str(acme)}
+        assert got["nvidia"].select == {}
+        assert "no nvidia Vulkan ICD" in (got["nvidia"].missing() or "")
+        assert got["lavapipe"].matches(_info(backend=backend, name="llvmpipe (LLVM 15.0.6, 256 bits)"))
+        assert not got["lavapipe"].matches(_info(backend=backend, name="SwiftShader Device (Subzero)"))
+        assert not got["lavapipe"].matches(_info(backend="cuda", name="llvmpipe"))
+        assert got["radv"].matches(_info(backend=backend, name="AMD Radeon RX 6800 (RADV NAVI21)", driver="radv"))
+        assert got["acme"].matches(_info(backend=backend, name="Acme GPU", vendor="Acme"))
+
+
+@pytest.mark.parametrize("library", ["libGLX_nvidia.so.0", "libEGL_nvidia.so.0"])
+def test_nvidias_manifest_is_vulkan_nvidia_by_discovery(tmp_path, monkeypatch, library):
+    nvidia = manifest(tmp_path / "icd.d", "nvidia_icd.json", library)  # a bare name: the loader finds it
+    monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "icd.d"])
+    got = {t.name: t for t in vulkan_drivers.vulkan_drivers()}
+    assert got["vulkan/nvidia"].select["VK_DRIVER_FILES"] == str(nvidia) and not got["vulkan/nvidia"].simulated
+    assert got["vulkan/nvidia"].matches(_info(name="NVIDIA H200", vendor="NVIDIA", driver="NVIDIA"))
+    assert not got["vulkan/nvidia"].matches(_info(name="llvmpipe (LLVM 15.0.6, 256 bits)", vendor="Mesa"))
+
+
+def test_a_hardware_manifest_without_its_gpu_is_not_runnable(tmp_path, monkeypatch):
+    """Mesa installs manifests for every GPU family: the target asks the loader whether the GPU is there."""
+    icd_d = tmp_path / "icd.d"
+    (tmp_path / "libvulkan_radeon.so").write_bytes(b"")
+    radv = manifest(icd_d, "radeon_icd.x86_64.json", str(tmp_path / "libvulkan_radeon.so"))
+    monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [icd_d])
+    monkeypatch.setattr(vulkan_drivers, "python_package_missing", lambda *a: None)
+    monkeypatch.setattr(vulkan_drivers.ctypes.util, "find_library", lambda name: "libvulkan.so.1")
+    asked = []
+    monkeypatch.setattr(vulkan_drivers, "count_devices", lambda backend, select: asked.append((backend, select)) or 0)
+    target = next(t for t in vulkan_drivers.vulkan_drivers() if t.driver == "radv")
+    assert target.missing() == f"the radv Vulkan ICD ({radv}) finds no device: this machine has no such GPU"
+    assert asked == [("vulkan", target.select)]
+
+
+def test_devices_keeps_wayland_noise_off_the_terminal():
+    """libwayland-client prints "XDG_RUNTIME_DIR is invalid or not set" for every wgpu instance without one."""
+    pytest.importorskip("wgpu", reason="the noise comes from wgpu-native's display probing")
+    env = {k: v for k, v in os.environ.items() if k != "XDG_RUNTIME_DIR"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "ironaccel", "devices"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "webgpu" in proc.stdout
+    assert "XDG_RUNTIME_DIR" not in proc.stderr, proc.stderr
