@@ -136,6 +136,31 @@ def test_thousands_of_buffers_share_a_few_blocks(device, stream):
     fresh.free()
 
 
+def test_large_staged_copies_reuse_their_staging_memory(device, stream):
+    """A copy larger than half a block stages through a dedicated block; the next large copy reuses it (mapped
+    and faulted in already) instead of allocating, mapping and freeing one each time."""
+    if device.info.extra["direct_mapping"]:
+        pytest.skip("copies touch mapped device memory directly: nothing is staged")
+    staging = device._staging
+    n = staging.block_size // 2 + 4096
+    rng = np.random.default_rng(7)
+    first, second = rng.integers(0, 256, n, dtype=np.uint8), rng.integers(0, 256, n, dtype=np.uint8)
+    with device.alloc(n) as buf:
+        stream.copy_htod(buf, first)
+        stream.synchronize()
+        kept = list(staging._spare)
+        assert len(kept) == 1 and kept[0].size >= n
+        stream.copy_htod(buf, second)
+        out = np.zeros(n, np.uint8)
+        stream.copy_dtoh(out, buf)
+        stream.synchronize()
+        np.testing.assert_array_equal(out, second)
+        assert len(staging._spare) == 2 and kept[0] in staging._spare  # reused, and a second for the overlap
+        device.synchronize()
+    staging.release_empty()  # what an out-of-memory retry does: the kept blocks go
+    assert staging._spare == []
+
+
 def test_free_keeps_the_range_until_enqueued_work_is_done(device):
     """A buffer freed while a kernel still writes it is not handed out again until the kernel is done."""
     busy = spirv(device, "busy")

@@ -26,6 +26,7 @@ from .stream import Deadline, Queue, StreamHandles, Timestamps, VulkanStream, de
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
 MAX_QUEUES = 4
+STAGING_KEPT_BLOCKS = 4  # freed large staging kept for the next copies, in blocks (256 MiB with 64 MiB blocks)
 
 _U64_MAX = (1 << 64) - 1
 _VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x13B5: "ARM", 0x5143: "Qualcomm",
@@ -248,7 +249,7 @@ class VulkanDevice(api.Device):
         max_allocation = props["maintenance3"].maxMemoryAllocationSize
         block = max(1 << 20, min(BLOCK_SIZE, heap // 16, max_allocation))
         self._memory = MemoryPool(self, device_type, self._direct_mapping, block)
-        self._staging = MemoryPool(self, staging_type, True, block)
+        self._staging = MemoryPool(self, staging_type, True, block, keep_bytes=STAGING_KEPT_BLOCKS * block)
         # One granule under maxMemoryAllocationSize: SwiftShader 5.0 reports 1 GiB there but fails to allocate
         # exactly 1 GiB (VK_ERROR_OUT_OF_DEVICE_MEMORY), and max_alloc promises an allocation that works.
         limits = props["core"].properties.limits
