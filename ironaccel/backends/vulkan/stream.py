@@ -185,7 +185,7 @@ class StreamHandles:
 
 
 class VulkanStream(api.Stream):
-    """An in-order queue of work on a timeline semaphore; see the module docstring."""
+    """An in-order queue of work on a timeline semaphore; see the package docstring."""
 
     def __init__(self, device: VulkanDevice, queue: Queue, handles: StreamHandles):
         super().__init__(device)
