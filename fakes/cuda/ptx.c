@@ -283,7 +283,7 @@ static uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm)
     else v = strtoull(buf, &end, 10);
     if (*end == 'U' || *end == 'u') end++;
     if (*end) fail(P, t->line, "cannot parse number %s", buf);
-    return negative ? (uint64_t)(-(int64_t)v) : v;
+    return negative ? 0 - v : v;
 }
 
 static int is_number_start(Tok *t) { return t->len && isdigit((unsigned char)t->s[0]); }
