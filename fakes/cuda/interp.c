@@ -1071,6 +1071,7 @@ typedef struct BlockMemory {
     uint8_t *local, *shared;
     uint32_t *warp_active;
     size_t nthreads;
+    int ready; /* the threads' registers hold the launch's special registers and constants already */
 } BlockMemory;
 
 /* Runs one block to completion; returns 0, or -1 when a thread faulted. */
@@ -1091,31 +1092,45 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
     base[SP_DYN_SMEM] = S->shared_bytes;
     base[SP_TOTAL_SMEM] = X->shared_size;
     base[SP_CLOCK] = now_ns();
-    int i = 0;
-    for (unsigned z = 0; z < S->block[2]; z++)
-        for (unsigned y = 0; y < S->block[1]; y++)
-            for (unsigned x = 0; x < S->block[0]; x++, i++) {
-                Thread *T = &B->threads[i];
-                T->regs = B->regs + (size_t)i * K->stack_slots;
-                T->stack = B->frames ? B->frames + (size_t)i * MAX_DEPTH : NULL;
-                T->local = B->local + (size_t)i * X->local_size;
-                T->pc = K->entry_pc;
-                T->lbase = 0;
-                T->depth = 0;
-                T->state = TS_RUN;
-                T->linear = (unsigned)i;
-                uint64_t *R = T->regs;
-                memcpy(R, base, sizeof base);
-                memcpy(R + K->const_base, K->consts, K->nconsts * sizeof(uint64_t));
-                unsigned lane = (unsigned)i & 31;
-                R[SP_TID_X] = x, R[SP_TID_Y] = y, R[SP_TID_Z] = z;
-                R[SP_LANEID] = lane, R[SP_WARPID] = (unsigned)i >> 5;
-                R[SP_LANEMASK_EQ] = 1u << lane;
-                R[SP_LANEMASK_LT] = (1u << lane) - 1;
-                R[SP_LANEMASK_LE] = (uint32_t)((2ull << lane) - 1);
-                R[SP_LANEMASK_GT] = (uint32_t)~((2ull << lane) - 1);
-                R[SP_LANEMASK_GE] = (uint32_t)~((1u << lane) - 1);
-            }
+    if (B->ready) { /* the decoder lets no instruction write a special register or a constant */
+        for (int i = 0; i < n; i++) {
+            Thread *T = &B->threads[i];
+            T->regs = B->regs + (size_t)i * K->stack_slots;
+            T->pc = K->entry_pc;
+            T->lbase = 0;
+            T->depth = 0;
+            T->state = TS_RUN;
+            uint64_t *R = T->regs;
+            R[SP_CTAID_X] = id[0], R[SP_CTAID_Y] = id[1], R[SP_CTAID_Z] = id[2], R[SP_CLOCK] = base[SP_CLOCK];
+        }
+    } else {
+        int i = 0;
+        for (unsigned z = 0; z < S->block[2]; z++)
+            for (unsigned y = 0; y < S->block[1]; y++)
+                for (unsigned x = 0; x < S->block[0]; x++, i++) {
+                    Thread *T = &B->threads[i];
+                    T->regs = B->regs + (size_t)i * K->stack_slots;
+                    T->stack = B->frames ? B->frames + (size_t)i * MAX_DEPTH : NULL;
+                    T->local = B->local + (size_t)i * X->local_size;
+                    T->pc = K->entry_pc;
+                    T->lbase = 0;
+                    T->depth = 0;
+                    T->state = TS_RUN;
+                    T->linear = (unsigned)i;
+                    uint64_t *R = T->regs;
+                    memcpy(R, base, sizeof base);
+                    memcpy(R + K->const_base, K->consts, K->nconsts * sizeof(uint64_t));
+                    unsigned lane = (unsigned)i & 31;
+                    R[SP_TID_X] = x, R[SP_TID_Y] = y, R[SP_TID_Z] = z;
+                    R[SP_LANEID] = lane, R[SP_WARPID] = (unsigned)i >> 5;
+                    R[SP_LANEMASK_EQ] = 1u << lane;
+                    R[SP_LANEMASK_LT] = (1u << lane) - 1;
+                    R[SP_LANEMASK_LE] = (uint32_t)((2ull << lane) - 1);
+                    R[SP_LANEMASK_GT] = (uint32_t)~((2ull << lane) - 1);
+                    R[SP_LANEMASK_GE] = (uint32_t)~((1u << lane) - 1);
+                }
+        B->ready = 1;
+    }
     int nwarps = (n + 31) / 32;
     for (int w = 0; w < nwarps; w++) {
         int lanes = n - w * 32 < 32 ? n - w * 32 : 32;
