@@ -288,6 +288,11 @@ static const int FE_MODES[] = {[R_NONE] = FE_TONEAREST, [R_RN] = FE_TONEAREST, [
 
 static double clamp_unit(double v) { return isnan(v) ? 0.0 : v < 0 ? 0.0 : v > 1 ? 1.0 : v; }
 
+/* The FloatOp op on x, y, z of one float type: FMA and SQRT are that type's functions, ONE its 1. */
+#define FLOAT_OP(op, x, y, z, FMA, SQRT, ONE)                                                                  \
+    ((op) == FR_ADD ? (x) + (y) : (op) == FR_SUB ? (x) - (y) : (op) == FR_MUL ? (x) * (y)                      \
+     : (op) == FR_FMA ? FMA(x, y, z) : (op) == FR_DIV ? (x) / (y) : (op) == FR_SQRT ? SQRT(x) : (ONE) / (x))
+
 /* f32/f64 arithmetic in a directed rounding mode (or with .sat): the host FPU runs in that mode meanwhile.
  * volatile keeps the operation between the two mode switches. */
 static uint64_t float_rounded(const Inst *in, uint64_t a, uint64_t b, uint64_t c) {
@@ -295,28 +300,10 @@ static uint64_t float_rounded(const Inst *in, uint64_t a, uint64_t b, uint64_t c
     fesetround(FE_MODES[in->sub2]);
     double r;
     if (in->type == T_F32) {
-        volatile float x = f32(a), y = f32(b), z = f32(c), v;
-        switch (in->sub) {
-        case FR_ADD: v = x + y; break;
-        case FR_SUB: v = x - y; break;
-        case FR_MUL: v = x * y; break;
-        case FR_FMA: v = fmaf(x, y, z); break;
-        case FR_DIV: v = x / y; break;
-        case FR_SQRT: v = sqrtf(x); break;
-        default: v = 1.0f / x; break; /* FR_RCP */
-        }
+        volatile float x = f32(a), y = f32(b), z = f32(c), v = FLOAT_OP(in->sub, x, y, z, fmaf, sqrtf, 1.0f);
         r = v;
     } else {
-        volatile double x = f64(a), y = f64(b), z = f64(c), v;
-        switch (in->sub) {
-        case FR_ADD: v = x + y; break;
-        case FR_SUB: v = x - y; break;
-        case FR_MUL: v = x * y; break;
-        case FR_FMA: v = fma(x, y, z); break;
-        case FR_DIV: v = x / y; break;
-        case FR_SQRT: v = sqrt(x); break;
-        default: v = 1.0 / x; break; /* FR_RCP */
-        }
+        volatile double x = f64(a), y = f64(b), z = f64(c), v = FLOAT_OP(in->sub, x, y, z, fma, sqrt, 1.0);
         r = v;
     }
     fesetround(saved);
@@ -329,15 +316,7 @@ static double rounded_to_odd(int op, double a, double b, double c) {
     int saved = fegetround();
     feclearexcept(FE_INEXACT);
     fesetround(FE_TOWARDZERO);
-    volatile double x = a, y = b, z = c, v;
-    switch (op) {
-    case FR_ADD: v = x + y; break;
-    case FR_SUB: v = x - y; break;
-    case FR_MUL: v = x * y; break;
-    case FR_FMA: v = fma(x, y, z); break;
-    case FR_DIV: v = x / y; break;
-    default: v = sqrt(x); break; /* FR_SQRT */
-    }
+    volatile double x = a, y = b, z = c, v = FLOAT_OP(op, x, y, z, fma, sqrt, 1.0);
     double r = v;
     int inexact = fetestexcept(FE_INEXACT) != 0;
     fesetround(saved);

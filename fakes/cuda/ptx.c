@@ -591,48 +591,38 @@ static void d_bfind(Parser *P, const PtxInstr *row, Insn *I) {
     if (has_mod(&I->o, "shiftamt")) P->m->code[P->m->ncode - 1].flags = F_SHIFTAMT;
 }
 
-static void d_setp(Parser *P, const PtxInstr *row, Insn *I) {
+/* setp/set: d = a cmp b [and|or|xor c]; the comparison is the first modifier. */
+static Inst *comparison(Parser *P, Insn *I, int op, int type) {
     need(P, I, 3);
     int cmp = I->o.nmods ? cmp_of(&I->o.mods[0]) : -1;
-    if (cmp < 0) fail(P, I->line, "setp: unknown comparison");
-    int boolop = has_mod(&I->o, "and") ? 1 : has_mod(&I->o, "or") ? 2 : has_mod(&I->o, "xor") ? 3 : 0;
-    uint32_t a = SLOT(1), b = SLOT(2), c = SP_SINK;
-    if (boolop) {
-        need(P, I, 4);
-        c = SLOT(3);
-    }
-    Inst *in = emit(P, pick(P, row, I), I->line);
-    in->d = DEST(0);
-    in->e = I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK;
-    in->a = a, in->b = b, in->c = c;
-    in->type = (uint8_t)I->t;
-    in->sub = (uint8_t)cmp;
-    in->sub2 = (uint8_t)boolop;
-    if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
-}
-
-/* set.cmp[.bool].dtype.stype d, a, b[, c]: the comparison of setp with a value result. */
-static void d_set(Parser *P, const PtxInstr *row, Insn *I) {
-    need(P, I, 3);
-    if (I->o.ntypes != 2) fail(P, I->line, "set needs a destination and a source type");
-    int dt = I->o.types[0], st = I->o.types[1];
-    if (dt == T_F64 || type_bytes(dt) == 8) fail(P, I->line, "%.*s: unsupported destination type", I->tok.len, I->tok.s);
-    int cmp = cmp_of(&I->o.mods[0]);
-    if (cmp < 0) fail(P, I->line, "set: unknown comparison");
+    if (cmp < 0) fail(P, I->line, "%.*s: unknown comparison", I->tok.len, I->tok.s);
     int boolop = has_mod(&I->o, "and") ? 1 : has_mod(&I->o, "or") ? 2 : has_mod(&I->o, "xor") ? 3 : 0;
     uint32_t d = DEST(0), a = SLOT(1), b = SLOT(2), c = SP_SINK;
     if (boolop) {
         need(P, I, 4);
         c = SLOT(3);
     }
-    (void)row;
-    Inst *in = emit(P, OP_SET, I->line);
+    Inst *in = emit(P, op, I->line);
     in->d = d, in->a = a, in->b = b, in->c = c;
-    in->type = (uint8_t)st;
-    in->imm = dt;
+    in->type = (uint8_t)type;
     in->sub = (uint8_t)cmp;
     in->sub2 = (uint8_t)boolop;
     if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
+    return in;
+}
+
+static void d_setp(Parser *P, const PtxInstr *row, Insn *I) {
+    Inst *in = comparison(P, I, pick(P, row, I), I->t);
+    in->e = I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK; /* p|q */
+}
+
+/* set.cmp[.bool].dtype.stype d, a, b[, c]: the comparison of setp with a value result. */
+static void d_set(Parser *P, const PtxInstr *row, Insn *I) {
+    (void)row;
+    if (I->o.ntypes != 2) fail(P, I->line, "set needs a destination and a source type");
+    int dt = I->o.types[0], st = I->o.types[1];
+    if (type_bytes(dt) == 8) fail(P, I->line, "%.*s: unsupported destination type", I->tok.len, I->tok.s);
+    comparison(P, I, OP_SET, st)->imm = dt;
 }
 
 static void d_cvt(Parser *P, const PtxInstr *row, Insn *I) {
