@@ -662,8 +662,8 @@ static int run_thread(Exec *X, Thread *T) {
         vmcase(MAD_HI_U64) R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64) + R[in->c]; vmbreak;
         vmcase(MAD24_LO_S32) R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)) + R[in->c]; vmbreak;
         vmcase(MAD24_LO_U32) R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF) + R[in->c]; vmbreak;
-#define SAD(OPN, T) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
-            R[in->d] = R[in->c] + (uint64_t)(a_ > b_ ? (T)(a_ - b_) : (T)(b_ - a_)); } vmbreak;
+#define SAD(OPN, T) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; /* |a - b| in unsigned: no overflow */ \
+            R[in->d] = R[in->c] + (a_ > b_ ? (uint64_t)a_ - (uint64_t)b_ : (uint64_t)b_ - (uint64_t)a_); } vmbreak;
         SAD(SAD_S16, int16_t) SAD(SAD_U16, uint16_t) SAD(SAD_S32, int32_t) SAD(SAD_U32, uint32_t) SAD(SAD_S64, int64_t)
         SAD(SAD_U64, uint64_t)
         vmcase(DP4A) { int64_t acc = (int32_t)R[in->c];

@@ -750,6 +750,7 @@ def test_sad_dot_products_and_set(cuda, rng):
     n = 200
     a, b, c = (rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32) for _ in range(3))
     b[:3] = a[:3]  # equal operands
+    a[3:5], b[3:5] = [-2**31, 2**31 - 1], [3, -2**31]  # differences past the int range
     h = (rng.standard_normal(2 * n) * 10).astype(np.float16)
     h[1] = h[0]
     o = np.zeros(12 * n, np.int32)
