@@ -1362,7 +1362,7 @@ static void finish_function(Parser *P, PtxFunction *f, uint32_t frame) {
     f->nconsts = P->nconsts;
     f->nslots = f->const_base + P->nconsts;
     f->consts = malloc((P->nconsts + 1) * sizeof(uint64_t));
-    memcpy(f->consts, P->consts, P->nconsts * sizeof(uint64_t));
+    if (P->nconsts) memcpy(f->consts, P->consts, P->nconsts * sizeof(uint64_t));
     f->frame_local = align_up(frame, 16);
     f->end_pc = m->ncode;
     for (uint32_t pc = f->entry_pc; pc < m->ncode; pc++) {
