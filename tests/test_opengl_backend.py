@@ -196,6 +196,20 @@ def test_copy_dtoh_is_delivered_by_the_first_fence_after_it(device, stream):
         np.testing.assert_array_equal(host, np.arange(4))
 
 
+def test_readback_staging_is_reused(device, stream, monkeypatch):
+    created = []
+    real = device.gl.glBufferStorage
+    monkeypatch.setattr(device.gl, "glBufferStorage", lambda *a: created.append(a[1]) or real(*a))
+    with device.alloc(3000) as buf:
+        stream.fill(buf, 3)
+        for n in (1000, 3000, 17, 3000):  # one 4 KiB class: the first readback's staging serves them all
+            host = np.zeros(n, np.uint8)
+            stream.copy_dtoh(host, buf)
+            stream.synchronize()
+            assert (host == 3).all()
+    assert created in ([], [4096])  # [] when an earlier test left a 4 KiB staging buffer in the cache
+
+
 def test_copies_and_fills_are_byte_exact(device, stream):
     with device.alloc(37) as a, device.alloc(37) as b:
         stream.fill(a, 0x11)
