@@ -155,10 +155,11 @@ def _host_bytes(op: str, obj: object, *, writable: bool) -> np.ndarray:
     return np.frombuffer(view, dtype=np.uint8)
 
 
-def _check_timeout(op: str, value: object) -> float:
+def _check_timeout(op: str, value: object) -> float | None:
+    """Seconds > 0; infinity means no limit (None), as backends wait without one."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
         raise InvalidArgument(op, f"timeout must be a number of seconds > 0 or None, got {value!r}")
-    return float(value)
+    return None if np.isinf(value) else float(value)
 
 
 def _check_range(op: str, what: str, buf: Buffer, offset: object, nbytes: int) -> int:
