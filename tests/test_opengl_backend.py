@@ -326,6 +326,19 @@ def test_out_of_memory_from_gl_is_typed(device):
     assert device.diagnostics() == []
 
 
+def test_gl_work_after_close_is_use_after_free_not_a_hang(device):
+    from ironaccel.backends.opengl import OpenGLBackend
+
+    dev = OpenGLBackend().open_device(device.info.index)
+    buf = dev.alloc(16)
+    thread = dev.thread
+    dev.close()
+    with pytest.raises(ia.UseAfterFree, match="GL context"):
+        thread.run(lambda: None)  # what a call that checked the device just before close() would reach
+    buf.free()  # nothing left to free it on: dropped
+    thread.submit(lambda: None)
+
+
 # -- threads ------------------------------------------------------------------------------------------
 
 def test_several_threads_share_one_device(device):
