@@ -58,9 +58,9 @@ class Result:
     detail: str = ""
 
 
-def copy_tree(dest: Path) -> None:
+def copy_tree(dest: Path, root: Path = ROOT) -> None:
     for name in COPIED:
-        src = ROOT / name
+        src = root / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis"))
         else:
@@ -116,7 +116,7 @@ def verdict(doc: dict | None, problem: str, baseline: dict[str, str]) -> tuple[s
     return "survived", [], f"{len(got)} tests passed"
 
 
-def run_mutant(mutant: Mutant, baselines: dict, limit: float, whole_suite: bool) -> Result:
+def run_mutant(mutant: Mutant, snapshot: Path, baselines: dict, limit: float, whole_suite: bool) -> Result:
     if mutant.equivalent:
         return Result(mutant, "equivalent", detail=mutant.equivalent)
     t0 = time.monotonic()
@@ -124,7 +124,7 @@ def run_mutant(mutant: Mutant, baselines: dict, limit: float, whole_suite: bool)
         scratch = Path(tmp)
         tree = scratch / "tree"
         tree.mkdir()
-        copy_tree(tree)
+        copy_tree(tree, snapshot)
         try:
             apply(mutant, tree)
         except Stale as exc:
@@ -151,7 +151,7 @@ def key(mutant: Mutant) -> tuple[str, tuple[tuple[str, str], ...]]:
     return mutant.target, tuple(sorted(mutant.env.items()))
 
 
-def run_baselines(mutants: list[Mutant], limit: float) -> tuple[dict, list[str]]:
+def run_baselines(mutants: list[Mutant], snapshot: Path, limit: float) -> tuple[dict, list[str]]:
     """Certify every (target, environment) the suite mutants use, unmutated; and the canary. Problems listed."""
     problems: list[str] = []
     baselines: dict = {}
@@ -161,7 +161,7 @@ def run_baselines(mutants: list[Mutant], limit: float) -> tuple[dict, list[str]]
         scratch = Path(tmp)
         tree = scratch / "tree"
         tree.mkdir()
-        copy_tree(tree)
+        copy_tree(tree, snapshot)
 
         def one(k):
             target, env_items = k
@@ -257,16 +257,20 @@ def main() -> int:
     problems += [f"{m.id}: clause {c} is not in SPEC.md" for m in MUTANTS for c in m.clauses if c not in from_spec]
     t0 = time.monotonic()
     print(f"mutants: {len(chosen)} of {len(MUTANTS)}; baselines first", flush=True)
-    baselines, baseline_problems = run_baselines(chosen, args.timeout)
-    problems += baseline_problems
     results: list[Result] = []
-    if not baseline_problems:
-        with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            futures = [pool.submit(run_mutant, m, baselines, args.timeout, args.whole_suite) for m in chosen]
-            for m, f in zip(chosen, futures):
-                r = f.result()
-                results.append(r)
-                print(f"  {r.status:10} {m.id} ({r.seconds:.0f} s) {r.detail if r.status != 'killed' else ''}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="ironaccel-mutant-snapshot-") as snapshot:
+        copy_tree(Path(snapshot))  # every copy is made from this one, so edits made during the run change nothing
+        baselines, baseline_problems = run_baselines(chosen, Path(snapshot), args.timeout)
+        problems += baseline_problems
+        if not baseline_problems:
+            with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
+                futures = [pool.submit(run_mutant, m, Path(snapshot), baselines, args.timeout, args.whole_suite)
+                           for m in chosen]
+                for m, f in zip(chosen, futures):
+                    r = f.result()
+                    results.append(r)
+                    print(f"  {r.status:10} {m.id} ({r.seconds:.0f} s) {r.detail if r.status != 'killed' else ''}",
+                          flush=True)
     problems += [r.detail for r in results if r.status == "stale"]
     text = report(results, problems, time.monotonic() - t0, args.jobs, args.whole_suite)
     full = not args.only and not args.area
