@@ -113,7 +113,7 @@ def verdict(doc: dict | None, problem: str, baseline: dict[str, str]) -> tuple[s
                if tid in got and got[tid] != was and got[tid] not in PASSING]
     if killers:
         return "killed", killers, ""
-    return "survived", [], f"{len(got)} tests passed"
+    return "survived", [], f"{len(got)} tests ran, all passed"
 
 
 def run_mutant(mutant: Mutant, snapshot: Path, baselines: dict, limit: float, whole_suite: bool) -> Result:
@@ -151,8 +151,9 @@ def key(mutant: Mutant) -> tuple[str, tuple[tuple[str, str], ...]]:
     return mutant.target, tuple(sorted(mutant.env.items()))
 
 
-def run_baselines(mutants: list[Mutant], snapshot: Path, limit: float) -> tuple[dict, list[str]]:
-    """Certify every (target, environment) the suite mutants use, unmutated; and the canary. Problems listed."""
+def run_baselines(mutants: list[Mutant], snapshot: Path, limit: float, whole_suite: bool) -> tuple[dict, list[str]]:
+    """Certify every (target, environment) the suite mutants use, unmutated, on the clauses those mutants run
+    (``whole_suite``: every clause); and the canary. Problems listed."""
     problems: list[str] = []
     baselines: dict = {}
     keys = sorted({key(m) for m in mutants if m.check == "suite" and not m.equivalent})
@@ -167,7 +168,8 @@ def run_baselines(mutants: list[Mutant], snapshot: Path, limit: float) -> tuple[
             target, env_items = k
             env = {**environment(tree, None, scratch), **dict(env_items)}
             results = scratch / ("results-" + str(abs(hash(k))))
-            return k, certify(tree, target, env, results, (), limit)
+            only = () if whole_suite else tuple(sorted({c for m in mutants if key(m) == k for c in m.clauses}))
+            return k, certify(tree, target, env, results, only, limit)
 
         with concurrent.futures.ThreadPoolExecutor(2) as pool:
             for k, (doc, problem) in pool.map(one, keys):
@@ -251,6 +253,8 @@ def main() -> int:
     args = parser.parse_args()
     chosen = [m for m in MUTANTS if (not args.only or any(fnmatch.fnmatch(m.id, g) for g in args.only))
               and (not args.area or m.area in args.area)]
+    if not chosen:
+        parser.error("no mutant matches --only/--area")
     ids = [m.id for m in MUTANTS]
     problems = [f"mutant id {i!r} is used twice" for i in sorted(set(ids)) if ids.count(i) > 1]
     from_spec = spec_clauses()
@@ -260,7 +264,7 @@ def main() -> int:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutant-snapshot-") as snapshot:
         copy_tree(Path(snapshot))  # every copy is made from this one, so edits made during the run change nothing
-        baselines, baseline_problems = run_baselines(chosen, Path(snapshot), args.timeout)
+        baselines, baseline_problems = run_baselines(chosen, Path(snapshot), args.timeout, args.whole_suite)
         problems += baseline_problems
         if not baseline_problems:
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
