@@ -171,6 +171,7 @@ API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
     if (!dptr) return CUDA_ERROR_INVALID_VALUE;
+    if (s->capture) return stream_capture_unsupported(s, "cuMemAllocAsync (memory allocation nodes)");
     if (size == 0) { /* succeeds with the null address, as on hardware; freeing it is a no-op */
         *dptr = 0;
         return CUDA_SUCCESS;
@@ -196,6 +197,7 @@ API CUresult cuMemFreeAsync(CUdeviceptr p, void *hStream) {
     NEED_CONTEXT(c);
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
+    if (s->capture) return stream_capture_unsupported(s, "cuMemFreeAsync (memory free nodes)");
     if (p == 0) return CUDA_SUCCESS; /* what a zero-byte cuMemAllocAsync returned */
     AllocInfo a;
     if (!mem_find(p, &a) || a.base != p || a.kind != A_DEVICE) return CUDA_ERROR_INVALID_VALUE;

@@ -1,27 +1,25 @@
-/* Copies and sets (cuMemcpy*, cuMemset*): checked at the call, queued on a stream as work items; the
- * synchronous forms wait for the stream. */
+/* Copies and sets (cuMemcpy*, cuMemset*, and the operations graph nodes hold): checked at the call,
+ * queued on a stream as work items (or recorded by a capturing stream); the synchronous forms wait. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "fake.h"
 
-/* ---- copies and sets: queued on a stream; synchronous forms wait for it ---- */
-
 typedef struct CopyWork {
-    void *dst;
-    const void *src;
-    size_t n;
+    Copy3D c;
     void *staging;
 } CopyWork;
 
 static void run_copy(void *arg) {
     CopyWork *w = arg;
-    memmove(w->dst, w->src, w->n);
+    const Copy3D *c = &w->c;
+    for (size_t z = 0; z < c->depth; z++)
+        for (size_t y = 0; y < c->height; y++)
+            memmove((uint8_t *)(uintptr_t)c->dst + (z * c->dst_height + y) * c->dst_pitch,
+                    (const uint8_t *)(uintptr_t)c->src + (z * c->src_height + y) * c->src_pitch, c->width);
     free(w->staging);
     free(w);
 }
-
-enum Side { HOST, DEVICE, EITHER };
 
 /* A device-side range must lie inside one live allocation; a host side is the caller's memory, unless it
  * points into the fake's device address range (a freed or never-allocated device address). */
@@ -30,26 +28,52 @@ static CUresult check_side(uint64_t p, size_t n, int side) {
     if (!n) return CUDA_SUCCESS;
     AllocInfo a;
     if (mem_find(p, &a)) return p + n <= a.base + a.size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
-    return side == DEVICE || mem_in_device_range(p) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    return side == MEM_DEVICE || mem_in_device_range(p) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* Bytes from the first to one past the last byte a copy touches on one side. */
+static size_t copy_span(const Copy3D *c, size_t pitch, size_t height) {
+    if (!c->width || !c->height || !c->depth) return 0;
+    return ((c->depth - 1) * height + (c->height - 1)) * pitch + c->width;
+}
+
+static CUresult submit_copy(Stream *s, const StreamOp *op) {
+    CopyWork *w = calloc(1, sizeof *w);
+    if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
+    w->c = op->u.copy;
+    CUresult rc = stream_submit(s, run_copy, w);
+    if (rc) free(w);
+    return rc;
+}
+
+static const StreamOpClass COPY_CLASS = {submit_copy, NULL, NULL};
+
+CUresult copy_op(const Copy3D *c, int dst_side, int src_side, StreamOp *op) {
+    if (c->height > 1 && (c->dst_pitch < c->width || c->src_pitch < c->width)) return CUDA_ERROR_INVALID_VALUE;
+    if (c->depth > 1 && (c->dst_height < c->height || c->src_height < c->height)) return CUDA_ERROR_INVALID_VALUE;
+    TRY(check_side(c->dst, copy_span(c, c->dst_pitch, c->dst_height), dst_side));
+    TRY(check_side(c->src, copy_span(c, c->src_pitch, c->src_height), src_side));
+    *op = (StreamOp){.kind = OPK_MEMCPY, .cls = &COPY_CLASS, .u.copy = *c};
+    return CUDA_SUCCESS;
 }
 
 static CUresult copy(uint64_t dst, int dst_side, uint64_t src, int src_side, size_t n, void *hStream, int sync) {
     NEED_CONTEXT(c);
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
-    TRY(check_side(dst, n, dst_side));
-    TRY(check_side(src, n, src_side));
+    StreamOp op;
+    TRY(copy_op(&(Copy3D){dst, src, n, 1, n, 1, n, 1, 1}, dst_side, src_side, &op));
     if (n == 0) return CUDA_SUCCESS;
+    if (s->capture) return stream_capture(s, &op); /* a graph reads its source when it runs */
     CopyWork *w = calloc(1, sizeof *w);
-    w->dst = (void *)(uintptr_t)dst;
-    w->src = (const void *)(uintptr_t)src;
-    w->n = n;
-    int src_pageable = !mem_is_host_pinned(w->src) && !mem_find(src, NULL);
-    int dst_pageable = !mem_is_host_pinned(w->dst) && !mem_find(dst, NULL);
+    if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
+    w->c = op.u.copy;
+    int src_pageable = !mem_is_host_pinned((void *)(uintptr_t)src) && !mem_find(src, NULL);
+    int dst_pageable = !mem_is_host_pinned((void *)(uintptr_t)dst) && !mem_find(dst, NULL);
     if (!sync && src_pageable) { /* pageable source: staged now, so the caller may reuse it at once */
         w->staging = malloc(n);
-        memcpy(w->staging, w->src, n);
-        w->src = w->staging;
+        memcpy(w->staging, (const void *)(uintptr_t)src, n);
+        w->c.src = (uint64_t)(uintptr_t)w->staging;
     }
     TRY(stream_submit(s, run_copy, w));
     if (sync || dst_pageable) return stream_sync(s); /* a copy into pageable memory returns when done */
@@ -58,48 +82,41 @@ static CUresult copy(uint64_t dst, int dst_side, uint64_t src, int src_side, siz
 
 API CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n) {
     ENTER(cuMemcpyHtoD_v2);
-    return copy(dst, DEVICE, (uint64_t)(uintptr_t)src, HOST, n, NULL, 1);
+    return copy(dst, MEM_DEVICE, (uint64_t)(uintptr_t)src, MEM_HOST, n, NULL, 1);
 }
 API CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n) {
     ENTER(cuMemcpyDtoH_v2);
-    return copy((uint64_t)(uintptr_t)dst, HOST, src, DEVICE, n, NULL, 1);
+    return copy((uint64_t)(uintptr_t)dst, MEM_HOST, src, MEM_DEVICE, n, NULL, 1);
 }
 API CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
     ENTER(cuMemcpyDtoD_v2);
-    return copy(dst, DEVICE, src, DEVICE, n, NULL, 1);
+    return copy(dst, MEM_DEVICE, src, MEM_DEVICE, n, NULL, 1);
 }
 API CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, void *hStream) {
     ENTER(cuMemcpyHtoDAsync_v2);
-    return copy(dst, DEVICE, (uint64_t)(uintptr_t)src, HOST, n, hStream, 0);
+    return copy(dst, MEM_DEVICE, (uint64_t)(uintptr_t)src, MEM_HOST, n, hStream, 0);
 }
 API CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, void *hStream) {
     ENTER(cuMemcpyDtoHAsync_v2);
-    return copy((uint64_t)(uintptr_t)dst, HOST, src, DEVICE, n, hStream, 0);
+    return copy((uint64_t)(uintptr_t)dst, MEM_HOST, src, MEM_DEVICE, n, hStream, 0);
 }
 API CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void *hStream) {
     ENTER(cuMemcpyDtoDAsync_v2);
-    return copy(dst, DEVICE, src, DEVICE, n, hStream, 0);
+    return copy(dst, MEM_DEVICE, src, MEM_DEVICE, n, hStream, 0);
 }
 API CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
     ENTER(cuMemcpy);
-    return copy(dst, EITHER, src, EITHER, n, NULL, 1);
+    return copy(dst, MEM_EITHER, src, MEM_EITHER, n, NULL, 1);
 }
 API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, void *hStream) {
     ENTER(cuMemcpyAsync);
-    return copy(dst, EITHER, src, EITHER, n, hStream, 0);
+    return copy(dst, MEM_EITHER, src, MEM_EITHER, n, hStream, 0);
 }
 
-typedef struct SetWork {
-    uint8_t *dst;
-    uint32_t value;
-    unsigned elem;
-    size_t width, height, pitch;
-} SetWork;
-
 static void run_set(void *arg) {
-    SetWork *w = arg;
+    SetParams *w = arg;
     for (size_t y = 0; y < w->height; y++) {
-        uint8_t *row = w->dst + y * w->pitch;
+        uint8_t *row = (uint8_t *)(uintptr_t)w->dst + y * w->pitch;
         if (w->elem == 1) memset(row, (int)(w->value & 0xFF), w->width);
         else if (w->elem == 2) for (size_t i = 0; i < w->width; i++) ((uint16_t *)row)[i] = (uint16_t)w->value;
         else for (size_t i = 0; i < w->width; i++) ((uint32_t *)row)[i] = w->value;
@@ -107,19 +124,36 @@ static void run_set(void *arg) {
     free(w);
 }
 
+static CUresult submit_set(Stream *s, const StreamOp *op) {
+    SetParams *w = malloc(sizeof *w);
+    if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
+    *w = op->u.set;
+    CUresult rc = stream_submit(s, run_set, w);
+    if (rc) free(w);
+    return rc;
+}
+
+static const StreamOpClass SET_CLASS = {submit_set, NULL, NULL};
+
+CUresult set_op(const SetParams *p, StreamOp *op) {
+    if ((p->elem != 1 && p->elem != 2 && p->elem != 4) || p->dst % p->elem) return CUDA_ERROR_INVALID_VALUE;
+    if (p->height > 1 && p->pitch < p->width * p->elem) return CUDA_ERROR_INVALID_VALUE;
+    size_t span = p->height ? (p->height - 1) * p->pitch + p->width * p->elem : 0;
+    if (span) TRY(check_side(p->dst, span, MEM_DEVICE));
+    *op = (StreamOp){.kind = OPK_MEMSET, .cls = &SET_CLASS, .u.set = *p};
+    return CUDA_SUCCESS;
+}
+
 static CUresult set(CUdeviceptr dst, size_t pitch, uint32_t value, unsigned elem, size_t width, size_t height,
                     void *hStream, int sync) {
     NEED_CONTEXT(c);
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
-    if (dst % elem) return CUDA_ERROR_INVALID_VALUE;
-    if (height > 1 && pitch < width * elem) return CUDA_ERROR_INVALID_VALUE;
-    size_t span = height ? (height - 1) * pitch + width * elem : 0;
-    if (span) TRY(check_side(dst, span, DEVICE));
-    if (!span) return CUDA_SUCCESS;
-    SetWork *w = malloc(sizeof *w);
-    *w = (SetWork){(uint8_t *)(uintptr_t)dst, value, elem, width, height, pitch};
-    TRY(stream_submit(s, run_set, w));
+    StreamOp op;
+    TRY(set_op(&(SetParams){dst, pitch, value, elem, width, height}, &op));
+    if (!width || !height) return CUDA_SUCCESS;
+    if (s->capture) return stream_capture(s, &op);
+    TRY(submit_set(s, &op));
     return sync ? stream_sync(s) : CUDA_SUCCESS;
 }
 

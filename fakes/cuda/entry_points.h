@@ -96,6 +96,45 @@
     X(cuStreamGetCtx, "cuStreamGetCtx", 9020) \
     X(cuStreamGetId, "cuStreamGetId", 12000) \
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000) \
+    X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010) \
+    X(cuStreamEndCapture, "cuStreamEndCapture", 10000) \
+    X(cuStreamGetCaptureInfo_v2, "cuStreamGetCaptureInfo", 11030) \
+    X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo", 12030) \
+    X(cuGraphCreate, "cuGraphCreate", 10000) \
+    X(cuGraphDestroy, "cuGraphDestroy", 10000) \
+    X(cuGraphAddKernelNode_v2, "cuGraphAddKernelNode", 12000) \
+    X(cuGraphAddMemcpyNode, "cuGraphAddMemcpyNode", 10000) \
+    X(cuGraphAddMemsetNode, "cuGraphAddMemsetNode", 10000) \
+    X(cuGraphAddHostNode, "cuGraphAddHostNode", 10000) \
+    X(cuGraphAddEventRecordNode, "cuGraphAddEventRecordNode", 11010) \
+    X(cuGraphAddEventWaitNode, "cuGraphAddEventWaitNode", 11010) \
+    X(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode", 10000) \
+    X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", 10000) \
+    X(cuGraphGetNodes, "cuGraphGetNodes", 10000) \
+    X(cuGraphNodeGetType, "cuGraphNodeGetType", 10000) \
+    X(cuGraphDestroyNode, "cuGraphDestroyNode", 10000) \
+    X(cuGraphClone, "cuGraphClone", 10000) \
+    X(cuGraphNodeFindInClone, "cuGraphNodeFindInClone", 10000) \
+    X(cuGraphChildGraphNodeGetGraph, "cuGraphChildGraphNodeGetGraph", 10000) \
+    X(cuGraphNodeGetDependencies, "cuGraphNodeGetDependencies", 10000) \
+    X(cuGraphNodeGetDependencies_v2, "cuGraphNodeGetDependencies", 12030) \
+    X(cuGraphNodeGetDependentNodes, "cuGraphNodeGetDependentNodes", 10000) \
+    X(cuGraphNodeGetDependentNodes_v2, "cuGraphNodeGetDependentNodes", 12030) \
+    X(cuGraphGetEdges, "cuGraphGetEdges", 10000) \
+    X(cuGraphGetEdges_v2, "cuGraphGetEdges", 12030) \
+    X(cuGraphKernelNodeSetParams_v2, "cuGraphKernelNodeSetParams", 12000) \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
+    X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000) \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000) \
+    X(cuGraphExecKernelNodeSetParams_v2, "cuGraphExecKernelNodeSetParams", 12000) \
+    X(cuGraphExecUpdate_v2, "cuGraphExecUpdate", 12000) \
+    X(cuGraphLaunch, "cuGraphLaunch", 10000) \
+    X(cuGraphUpload, "cuGraphUpload", 11010) \
+    X(cuUserObjectCreate, "cuUserObjectCreate", 11030) \
+    X(cuUserObjectRetain, "cuUserObjectRetain", 11030) \
+    X(cuUserObjectRelease, "cuUserObjectRelease", 11030) \
+    X(cuGraphRetainUserObject, "cuGraphRetainUserObject", 11030) \
+    X(cuGraphReleaseUserObject, "cuGraphReleaseUserObject", 11030) \
     X(cuEventCreate, "cuEventCreate", 2000) \
     X(cuEventRecord, "cuEventRecord", 2000) \
     X(cuEventRecordWithFlags, "cuEventRecordWithFlags", 11010) \
@@ -107,11 +146,18 @@
     X(cuModuleLoad, "cuModuleLoad", 2000) \
     X(cuModuleLoadData, "cuModuleLoadData", 2000) \
     X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010) \
+    X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000) \
     X(cuModuleUnload, "cuModuleUnload", 2000) \
     X(cuModuleGetFunction, "cuModuleGetFunction", 2000) \
     X(cuModuleGetGlobal_v2, "cuModuleGetGlobal", 3020) \
     X(cuLibraryLoadData, "cuLibraryLoadData", 12000) \
+    X(cuLibraryLoadFromFile, "cuLibraryLoadFromFile", 12000) \
     X(cuLibraryUnload, "cuLibraryUnload", 12000) \
+    X(cuLinkCreate_v2, "cuLinkCreate", 6050) \
+    X(cuLinkAddData_v2, "cuLinkAddData", 6050) \
+    X(cuLinkAddFile_v2, "cuLinkAddFile", 6050) \
+    X(cuLinkComplete, "cuLinkComplete", 5050) \
+    X(cuLinkDestroy, "cuLinkDestroy", 5050) \
     X(cuLibraryGetKernel, "cuLibraryGetKernel", 12000) \
     X(cuLibraryGetModule, "cuLibraryGetModule", 12000) \
     X(cuLibraryGetGlobal, "cuLibraryGetGlobal", 12000) \

@@ -1,4 +1,5 @@
-/* Shared declarations of the fake libcuda: handles, memory, streams, the decoded PTX form. */
+/* Shared declarations of the fake libcuda: handles, contexts, memory, streams, stream operations, graphs,
+ * the decoded PTX form; every function one file gives another is declared here. */
 #ifndef FAKECUDA_FAKE_H
 #define FAKECUDA_FAKE_H
 
@@ -58,10 +59,12 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
 #define THREADS_PER_SM 2048
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
-enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL };
+enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK };
 void handle_add(void *p, int kind);
 int handle_ok(const void *p, int kind);
 void handle_remove(void *p);
+/* *out = h when h is a live handle of that kind: NOT_INITIALIZED before cuInit, INVALID_HANDLE otherwise. */
+CUresult handle_get(void *h, int kind, void *out);
 
 /* ---- contexts (context.c) and the calling thread's current context (current.c) ---- */
 #define CTX_LIMITS 8 /* CUlimit values 0..7 */
@@ -134,6 +137,16 @@ void mem_report_at_exit(void);
 
 /* ---- streams and events (streams.c) ---- */
 typedef void (*WorkFn)(void *arg);
+typedef struct Graph Graph;
+typedef struct GraphNode GraphNode;
+/* A stream capture (cuStreamBeginCapture): the graph being built and the streams that joined it. */
+typedef struct Capture {
+    Graph *graph;
+    uint64_t id;
+    int mode;
+    int invalidated; /* an unsupported operation was attempted: EndCapture fails */
+    Stream *origin;
+} Capture;
 struct Stream {
     Context *ctx;
     unsigned flags;
@@ -144,15 +157,23 @@ struct Stream {
     int running; /* an item is being executed */
     int closing;
     uint64_t enqueued, completed;
+    Capture *capture;  /* non-NULL while capturing: work becomes graph nodes instead of running */
+    GraphNode **deps;  /* the capture's nodes the next captured operation depends on */
+    int ndeps, capdeps;
+    void *edge_data;   /* zeroed CUgraphEdgeData, one per dependency, for cuStreamGetCaptureInfo */
+    int capedges;
 };
 typedef struct Event {
     Context *ctx;
     unsigned flags;
     uint64_t record_gen, done_gen;
-    int refs; /* the user's handle plus pending queue items */
+    int refs; /* the user's handle plus pending queue items and graph nodes */
     int destroyed;
     double time_ms;
     int has_time;
+    uint64_t capture_id;     /* recorded in this capture (0: not): a wait on it joins the capture */
+    GraphNode **capture_deps; /* what it was recorded after */
+    int ncapture_deps, capcapture_deps;
 } Event;
 
 CUresult stream_resolve(void *h, Context *ctx, Stream **out);
@@ -227,6 +248,12 @@ typedef struct PtxModule {
     int *lines; /* source line of each instruction, for reports */
 } PtxModule;
 
+/* The PTX text an image holds (image.c): the image itself when it is PTX text, else PTX extracted from a
+ * fatbin or ELF (*owned, to free). Machine code alone is NO_BINARY_FOR_GPU with the reason in log (also on
+ * stderr). */
+CUresult image_ptx(const void *image, const char **ptx, char **owned, char *log, size_t loglen);
+/* A whole file, NUL-terminated (*n bytes before the NUL); FILE_NOT_FOUND when it cannot be opened. */
+CUresult image_read(const char *path, char **bytes, size_t *n);
 /* Parses PTX text; on failure returns NULL and writes "line N: ..." to err. */
 PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen);
 void ptx_free(PtxModule *m);
@@ -253,6 +280,114 @@ typedef struct LaunchSpec {
 
 /* Runs a whole grid; returns CUDA_SUCCESS or the error that ended it (with a report in report). */
 CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len);
+
+/* ---- operations: one unit of stream work, as a stream runs it and a graph node keeps it ---- */
+enum OpKind { /* the CUgraphNodeType values */
+    OPK_KERNEL = 0, OPK_MEMCPY = 1, OPK_MEMSET = 2, OPK_HOST = 3, OPK_GRAPH = 4, OPK_EMPTY = 5,
+    OPK_EVENT_WAIT = 6, OPK_EVENT_RECORD = 7
+};
+/* A (up to) 3-D copy between addresses that already include the offsets; pitches in bytes. */
+typedef struct Copy3D {
+    uint64_t dst, src;
+    size_t dst_pitch, dst_height, src_pitch, src_height;
+    size_t width, height, depth; /* width in bytes */
+} Copy3D;
+typedef struct SetParams {
+    uint64_t dst;
+    size_t pitch;
+    uint32_t value;
+    unsigned elem; /* 1, 2 or 4 bytes */
+    size_t width, height;
+} SetParams;
+typedef struct StreamOp StreamOp;
+/* What a kind of operation does. Each file that builds an operation defines its class, so a graph runs
+ * and copies nodes without knowing their kinds (and without depending on the files that made them). */
+typedef struct StreamOpClass {
+    CUresult (*submit)(Stream *s, const StreamOp *op); /* queue it on s */
+    void (*hold)(StreamOp *op); /* a graph node keeps its own copy: duplicate owned data, take references */
+    void (*drop)(StreamOp *op); /* undo hold */
+} StreamOpClass;
+struct StreamOp {
+    int kind;
+    const StreamOpClass *cls;
+    union {
+        LaunchSpec kernel; /* params owned by a held copy */
+        Copy3D copy;
+        SetParams set;
+        struct { void (*fn)(void *); void *user; } host;
+        Event *event;
+        Graph *graph; /* a child graph, cloned by hold */
+    } u;
+};
+
+/* Builds a kernel operation from launch arguments (checked, parameters packed; module.c). The caller owns
+ * op->u.kernel.params. */
+CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared, void **params,
+                   void **extra, StreamOp *op);
+/* Copy and set operations, checked against the live allocations (copies.c); a side is MEM_HOST (the
+ * caller's memory), MEM_DEVICE (one live allocation) or MEM_EITHER (unified addressing). */
+enum MemSide { MEM_HOST, MEM_DEVICE, MEM_EITHER };
+CUresult copy_op(const Copy3D *c, int dst_side, int src_side, StreamOp *op);
+CUresult set_op(const SetParams *p, StreamOp *op);
+/* Event record/wait and host-function operations (streams.c). */
+void event_record_op(Event *e, StreamOp *op);
+void event_wait_op(Event *e, StreamOp *op);
+void host_op(void (*fn)(void *), void *user, StreamOp *op);
+/* While s is capturing: adds op to the capture after the stream's current dependencies (the op is held, the
+ * caller keeps its own). Returns INVALIDATED for an invalidated capture. */
+CUresult stream_capture(Stream *s, const StreamOp *op);
+/* An operation a capture cannot record: the capture is invalidated, STREAM_CAPTURE_UNSUPPORTED returned. */
+CUresult stream_capture_unsupported(Stream *s, const char *what);
+
+/* ---- graphs (graph.c: the structure; graph_api.c: the entry points) ---- */
+struct GraphNode {
+    Graph *owner;
+    int index; /* position in owner->nodes: a topological order, since dependencies exist before a node */
+    StreamOp op;     /* held */
+    GraphNode **deps;
+    int ndeps;
+    const GraphNode *origin; /* in a clone: the node it copies (how an executable graph finds its nodes) */
+};
+/* A user object (cuUserObjectCreate): the destructor runs when the last reference goes, graphs hold some. */
+typedef struct UserObject {
+    void *ptr;
+    void (*destroy)(void *);
+    int refs; /* under graph.c's lock */
+} UserObject;
+typedef struct UserObjectRef {
+    UserObject *obj;
+    unsigned count;
+} UserObjectRef;
+struct Graph {
+    GraphNode **nodes;
+    int nnodes, capnodes;
+    UserObjectRef *objs; /* user objects this graph holds references to */
+    int nobjs, capobjs;
+};
+/* Adds count references (0 when the object was already destroyed: then nothing is taken). */
+int user_object_retain(UserObject *o, unsigned count);
+/* Drops count references; the last one runs the destructor and frees the object. */
+void user_object_release(UserObject *o, unsigned count);
+/* The graph takes count references of o (already retained by the caller); -1 when out of memory. */
+int graph_hold_object(Graph *g, UserObject *o, unsigned count);
+/* The graph gives up to count of its references to o back (released); how many it had, capped at count. */
+unsigned graph_drop_object(Graph *g, UserObject *o, unsigned count);
+Graph *graph_new(void);
+/* Adds a node after deps (all nodes of g), holding a copy of op; NULL when out of memory. */
+GraphNode *graph_add(Graph *g, const StreamOp *op, GraphNode *const *deps, int ndeps);
+/* Removes a node and every edge to it; the nodes after it move up one place. */
+void graph_remove(GraphNode *n);
+/* Replaces a node's operation (the new one held, the old dropped). */
+void graph_node_set_op(GraphNode *n, const StreamOp *op);
+Graph *graph_clone(const Graph *g);
+void graph_free(Graph *g);
+/* Index of the first node where a and b differ in kind or dependencies (recursively for child graphs), -1
+ * when they have the same shape; an extra or missing node counts as a difference at min(sizes). */
+int graph_shape_differs(const Graph *a, const Graph *b);
+/* Is a reachable from b through dependencies (or b itself)? */
+int graph_node_precedes(const GraphNode *a, const GraphNode *b);
+/* Queues every node of g on s, in order (one stream runs a graph: its order respects every edge). */
+CUresult graph_submit(Stream *s, const Graph *g);
 
 /* ---- fault injection, counts, control (faults.c) ---- */
 const char *entry_name(int id);

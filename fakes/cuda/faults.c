@@ -183,6 +183,13 @@ int handle_ok(const void *p, int kind) {
     return ok;
 }
 
+CUresult handle_get(void *h, int kind, void *out) {
+    if (!fake_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!h || !handle_ok(h, kind)) return CUDA_ERROR_INVALID_HANDLE;
+    *(void **)out = h;
+    return CUDA_SUCCESS;
+}
+
 void handle_remove(void *p) {
     pthread_mutex_lock(&g_handle_mu);
     HandleSlot *s = handle_find_locked(p);
@@ -232,14 +239,17 @@ static void *stub_for(const char *name) {
     return fn;
 }
 
+/* A name as cuGetProcAddress is asked for it means the newest variant not newer than the version asked
+ * (cuGraphGetEdges at 12030 is cuGraphGetEdges_v2); a variant's own C name means that variant. */
 static void *resolve(const char *symbol, int version) {
     const EntryRow *best = NULL;
     for (int i = 0; i < EP_COUNT; i++) {
         const EntryRow *r = &ENTRIES[i];
-        if (!strcmp(r->cname, symbol)) return r->fn;
         if (!strcmp(r->base, symbol) && r->since <= version && (!best || r->since > best->since)) best = r;
     }
     if (best) return best->fn;
+    for (int i = 0; i < EP_COUNT; i++)
+        if (!strcmp(ENTRIES[i].cname, symbol)) return ENTRIES[i].fn;
     for (int i = 0; i < EP_COUNT; i++) /* asked with an older version than the one we have */
         if (!strcmp(ENTRIES[i].base, symbol)) return ENTRIES[i].fn;
     return NULL;

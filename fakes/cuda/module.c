@@ -17,16 +17,11 @@ typedef struct ModuleHandle {
 /* Loads PTX text into ctx (NULL: a library, which belongs to no context; its globals are freed at unload). */
 static CUresult load_module(Context *c, const void *image, ModuleHandle **out, char *log, size_t loglen) {
     if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
-    const unsigned char *bytes = image;
-    if (bytes[0] == 0x7F && bytes[1] == 'E' && bytes[2] == 'L' && bytes[3] == 'F') {
-        snprintf(log, loglen, "cubin/ELF images are not supported by the fake driver: load PTX text");
-        return CUDA_ERROR_NO_BINARY_FOR_GPU;
-    }
-    if (*(const uint32_t *)image == 0xBA55ED50u || *(const uint32_t *)image == 0x466243B1u) {
-        snprintf(log, loglen, "fatbin images are not supported by the fake driver: load PTX text");
-        return CUDA_ERROR_NO_BINARY_FOR_GPU;
-    }
-    PtxModule *ptx = ptx_load(image, c, log, loglen);
+    const char *text;
+    char *extracted;
+    TRY(image_ptx(image, &text, &extracted, log, loglen));
+    PtxModule *ptx = ptx_load(text, c, log, loglen);
+    free(extracted);
     if (!ptx) {
         fake_log("module load failed: %s", log);
         return CUDA_ERROR_INVALID_PTX;
@@ -68,18 +63,17 @@ API CUresult cuModuleLoadData(void **mod, const void *image) {
 API CUresult cuModuleLoad(void **mod, const char *path) {
     ENTER(cuModuleLoad);
     if (!path || !mod) return CUDA_ERROR_INVALID_VALUE;
-    FILE *f = fopen(path, "rb");
-    if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    size_t got = fread(text, 1, (size_t)n, f);
-    fclose(f);
-    text[got] = 0;
-    CUresult rc = cuModuleLoadDataEx(mod, text, 0, NULL, NULL);
-    free(text);
+    char *bytes;
+    size_t n;
+    TRY(image_read(path, &bytes, &n));
+    CUresult rc = cuModuleLoadDataEx(mod, bytes, 0, NULL, NULL);
+    free(bytes);
     return rc;
+}
+
+API CUresult cuModuleLoadFatBinary(void **mod, const void *fatbin) {
+    ENTER(cuModuleLoadFatBinary);
+    return cuModuleLoadDataEx(mod, fatbin, 0, NULL, NULL);
 }
 
 static CUresult module_from(void *h, ModuleHandle **out) {
@@ -158,6 +152,19 @@ API CUresult cuLibraryLoadData(void **lib, const void *code, int *jit_opts, void
     (void)lib_opts, (void)lib_vals, (void)nlib;
     NEED_INIT();
     return load_with_options(NULL, lib, code, njit, jit_opts, jit_vals);
+}
+
+API CUresult cuLibraryLoadFromFile(void **lib, const char *path, int *jit_opts, void **jit_vals, unsigned njit,
+                                   int *lib_opts, void **lib_vals, unsigned nlib) {
+    ENTER(cuLibraryLoadFromFile);
+    NEED_INIT();
+    if (!path || !lib) return CUDA_ERROR_INVALID_VALUE;
+    char *bytes;
+    size_t n;
+    TRY(image_read(path, &bytes, &n));
+    CUresult rc = cuLibraryLoadData(lib, bytes, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib);
+    free(bytes);
+    return rc;
 }
 
 API CUresult cuLibraryUnload(void *lib) {
@@ -356,19 +363,71 @@ static void run_launch(void *arg) {
     free(w);
 }
 
+static uint8_t *dup_params(const LaunchSpec *spec) {
+    uint8_t *p = malloc(spec->param_bytes + 8);
+    if (p) memcpy(p, spec->params, spec->param_bytes + 8);
+    return p;
+}
+
+/* Queues the launch; its parameter buffer is the work item's from here on (freed on any outcome). */
+static CUresult queue_launch(Stream *s, LaunchSpec spec) {
+    LaunchWork *w = calloc(1, sizeof *w);
+    if (!w) {
+        free(spec.params);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    w->ctx = s->ctx;
+    w->spec = spec;
+    CUresult rc = stream_submit(s, run_launch, w);
+    if (rc) free(w->spec.params), free(w);
+    return rc;
+}
+
+/* Queues a copy of the launch (the op keeps its parameters: a graph launches it again). */
+static CUresult submit_kernel(Stream *s, const StreamOp *op) {
+    if (!handle_ok(op->u.kernel.fn, H_FUNCTION) || !op->u.kernel.fn->module->alive)
+        return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded since the node was made */
+    LaunchSpec spec = op->u.kernel;
+    if (!(spec.params = dup_params(&op->u.kernel))) return CUDA_ERROR_OUT_OF_MEMORY;
+    return queue_launch(s, spec);
+}
+
+static void hold_kernel(StreamOp *op) { op->u.kernel.params = dup_params(&op->u.kernel); }
+static void drop_kernel(StreamOp *op) { free(op->u.kernel.params); }
+
+static const StreamOpClass KERNEL_CLASS = {submit_kernel, hold_kernel, drop_kernel};
+
 #define CU_LAUNCH_PARAM_END ((void *)0x00)
 #define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
 #define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 
-static CUresult launch(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                       void *hStream, void **params, void **extra) {
-    NEED_CONTEXT(c);
-    Stream *s;
+/* Packs kernelParams (an array of pointers to each value) or the `extra` buffer into the param layout. */
+static CUresult pack_params(const PtxFunction *pf, void **params, void **extra, uint8_t *buf) {
+    if (extra) {
+        void *ptr = NULL;
+        size_t size = 0;
+        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) ptr = extra[i + 1];
+            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *(size_t *)extra[i + 1];
+            else return CUDA_ERROR_INVALID_VALUE;
+        }
+        if (!ptr || size < pf->param_bytes) return CUDA_ERROR_INVALID_VALUE;
+        memcpy(buf, ptr, pf->param_bytes);
+    } else if (pf->nparams) {
+        if (!params) return CUDA_ERROR_INVALID_VALUE;
+        for (int i = 0; i < pf->nparams; i++) {
+            if (!params[i]) return CUDA_ERROR_INVALID_VALUE;
+            memcpy(buf + pf->params[i].offset, params[i], pf->params[i].size);
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared, void **params,
+                   void **extra, StreamOp *op) {
     Function *f;
     TRY(function_from(hfunc, &f));
-    TRY(stream_resolve(hStream, c, &s));
-    const PtxModule *p = f->module->ptx;
-    const PtxFunction *pf = &p->funcs[f->index];
+    const PtxFunction *pf = &f->module->ptx->funcs[f->index];
     for (int i = 0; i < 3; i++)
         if (!grid[i] || !block[i]) return CUDA_ERROR_INVALID_VALUE;
     if (block[0] > 1024 || block[1] > 1024 || block[2] > 64 || grid[1] > 65535 || grid[2] > 65535 ||
@@ -378,32 +437,34 @@ static CUresult launch(void *hfunc, const unsigned grid[3], const unsigned block
     if (threads > (uint64_t)max_block_threads(pf)) return CUDA_ERROR_INVALID_VALUE;
     if ((int)shared > f->max_dynamic_shared) return CUDA_ERROR_INVALID_VALUE;
     uint8_t *buf = calloc(1, pf->param_bytes + 8);
-    if (extra) {
-        void *ptr = NULL;
-        size_t size = 0;
-        for (int i = 0; extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
-            if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) ptr = extra[i + 1];
-            else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE) size = *(size_t *)extra[i + 1];
-            else { free(buf); return CUDA_ERROR_INVALID_VALUE; }
-        }
-        if (!ptr || size < pf->param_bytes) { free(buf); return CUDA_ERROR_INVALID_VALUE; }
-        memcpy(buf, ptr, pf->param_bytes);
-    } else if (pf->nparams) {
-        if (!params) { free(buf); return CUDA_ERROR_INVALID_VALUE; }
-        for (int i = 0; i < pf->nparams; i++) {
-            if (!params[i]) { free(buf); return CUDA_ERROR_INVALID_VALUE; }
-            memcpy(buf + pf->params[i].offset, params[i], pf->params[i].size);
-        }
+    if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = pack_params(pf, params, extra, buf);
+    if (rc) {
+        free(buf);
+        return rc;
     }
-    LaunchWork *w = calloc(1, sizeof *w);
-    w->ctx = c;
-    w->spec.fn = f;
-    memcpy(w->spec.grid, grid, sizeof w->spec.grid);
-    memcpy(w->spec.block, block, sizeof w->spec.block);
-    w->spec.shared_bytes = shared;
-    w->spec.params = buf;
-    w->spec.param_bytes = pf->param_bytes;
-    return stream_submit(s, run_launch, w);
+    *op = (StreamOp){.kind = OPK_KERNEL, .cls = &KERNEL_CLASS};
+    LaunchSpec *spec = &op->u.kernel;
+    spec->fn = f;
+    memcpy(spec->grid, grid, sizeof spec->grid);
+    memcpy(spec->block, block, sizeof spec->block);
+    spec->shared_bytes = shared;
+    spec->params = buf;
+    spec->param_bytes = pf->param_bytes;
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                       void *hStream, void **params, void **extra) {
+    NEED_CONTEXT(c);
+    Stream *s;
+    StreamOp op;
+    TRY(stream_resolve(hStream, c, &s));
+    TRY(kernel_op(hfunc, grid, block, shared, params, extra, &op));
+    if (!s->capture) return queue_launch(s, op.u.kernel);
+    CUresult rc = stream_capture(s, &op);
+    free(op.u.kernel.params);
+    return rc;
 }
 
 API CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,

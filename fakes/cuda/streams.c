@@ -1,7 +1,9 @@
-/* Streams and events. Each stream is a queue served by its own worker thread, in order; events complete
- * when the worker reaches them; the legacy default stream waits for blocking streams and they wait for
- * it (through hidden events), as on hardware. One lock and one condition variable cover all queues. */
+/* Streams, events and stream capture. Each stream is a queue served by its own worker thread, in order;
+ * events complete when the worker reaches them; the legacy default stream waits for blocking streams and
+ * they wait for it (through hidden events), as on hardware. One lock and one condition variable cover all
+ * queues. A capturing stream turns work into graph nodes instead (graph.c) under a lock of its own. */
 #define _GNU_SOURCE
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +12,8 @@
 
 #define CU_STREAM_NON_BLOCKING 0x1
 #define CU_EVENT_DISABLE_TIMING 0x2
+#define CU_EVENT_RECORD_EXTERNAL 0x1 /* during capture: an event record node instead of a capture-internal mark */
+#define CU_EVENT_WAIT_EXTERNAL 0x1   /* during capture: an event wait node */
 #define CU_STREAM_LEGACY ((void *)0x1)
 #define CU_STREAM_PER_THREAD ((void *)0x2)
 
@@ -37,6 +41,7 @@ static double now_ms(void) {
 static void event_unref_locked(Event *e) {
     if (--e->refs == 0) {
         handle_remove(e);
+        free(e->capture_deps);
         free(e);
     }
 }
@@ -77,6 +82,8 @@ static void *stream_worker(void *arg) {
         if (g_streams[i] == s) g_streams[i] = g_streams[--g_nstreams];
     pthread_cond_broadcast(&g_q_cv);
     pthread_mutex_unlock(&g_q_mu);
+    free(s->deps);
+    free(s->edge_data);
     free(s);
     return NULL;
 }
@@ -269,10 +276,13 @@ API CUresult cuStreamCreate(void **phStream, unsigned flags) {
     return cuStreamCreateWithPriority(phStream, flags, 0);
 }
 
+static void capture_forget_stream(Stream *s); /* stream capture, below */
+
 API CUresult cuStreamDestroy_v2(void *h) {
     ENTER(cuStreamDestroy_v2);
     if (!fake_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!h || !handle_ok(h, H_STREAM)) return CUDA_ERROR_INVALID_HANDLE;
+    capture_forget_stream(h);
     stream_close(h);
     return CUDA_SUCCESS;
 }
@@ -281,6 +291,7 @@ API CUresult cuStreamQuery(void *h) {
     ENTER(cuStreamQuery);
     Stream *s;
     TRY(stream_from(h, &s));
+    if (s->capture) return stream_capture_unsupported(s, "cuStreamQuery");
     pthread_mutex_lock(&g_q_mu);
     int done = s->completed == s->enqueued;
     pthread_mutex_unlock(&g_q_mu);
@@ -292,6 +303,7 @@ API CUresult cuStreamSynchronize(void *h) {
     ENTER(cuStreamSynchronize);
     Stream *s;
     TRY(stream_from(h, &s));
+    if (s->capture) return stream_capture_unsupported(s, "cuStreamSynchronize");
     return stream_sync(s);
 }
 
@@ -331,17 +343,322 @@ API CUresult cuStreamGetId(void *h, unsigned long long *id) {
     return CUDA_SUCCESS;
 }
 
-/* Stream capture is not implemented (cuStreamBeginCapture is a NOT_SUPPORTED stub), so a valid stream is
- * never capturing: the answer is true, not a pretence. */
-enum { CU_STREAM_CAPTURE_STATUS_NONE = 0 };
+/* ---- event and host operations (what graph nodes and captures hold) ---- */
+
+static CUresult submit_record(Stream *s, const StreamOp *op) {
+    Event *e = op->u.event;
+    pthread_mutex_lock(&g_q_mu);
+    legacy_order_locked(s);
+    push_record_locked(s, e, ++e->record_gen);
+    pthread_mutex_unlock(&g_q_mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult submit_wait(Stream *s, const StreamOp *op) {
+    Event *e = op->u.event;
+    pthread_mutex_lock(&g_q_mu);
+    if (e->record_gen > e->done_gen) push_wait_locked(s, e, e->record_gen);
+    pthread_mutex_unlock(&g_q_mu);
+    return CUDA_SUCCESS;
+}
+
+/* A graph node keeps its event alive (it may be destroyed by the user first). */
+static void hold_event(StreamOp *op) {
+    pthread_mutex_lock(&g_q_mu);
+    op->u.event->refs++;
+    pthread_mutex_unlock(&g_q_mu);
+}
+
+static void drop_event(StreamOp *op) {
+    pthread_mutex_lock(&g_q_mu);
+    event_unref_locked(op->u.event);
+    pthread_mutex_unlock(&g_q_mu);
+}
+
+static const StreamOpClass RECORD_CLASS = {submit_record, hold_event, drop_event};
+static const StreamOpClass WAIT_CLASS = {submit_wait, hold_event, drop_event};
+
+void event_record_op(Event *e, StreamOp *op) { *op = (StreamOp){.kind = OPK_EVENT_RECORD, .cls = &RECORD_CLASS, .u.event = e}; }
+void event_wait_op(Event *e, StreamOp *op) { *op = (StreamOp){.kind = OPK_EVENT_WAIT, .cls = &WAIT_CLASS, .u.event = e}; }
+
+/* ---- stream capture: a capturing stream turns its work into graph nodes. Streams join a capture by
+ * waiting on an event recorded in it; the origin stream ends it. g_cap_mu guards every capture, the
+ * streams' capture fields and the events' capture marks (taken before g_q_mu, never inside it). ---- */
+
+enum { CAPTURE_NONE = 0, CAPTURE_ACTIVE = 1, CAPTURE_INVALIDATED = 2 };
+#define EDGE_DATA_BYTES 8 /* sizeof(CUgraphEdgeData) */
+#define CU_STREAM_CAPTURE_MODE_RELAXED 2
+
+static pthread_mutex_t g_cap_mu = PTHREAD_MUTEX_INITIALIZER;
+static Capture **g_captures; /* active captures */
+static int g_ncaptures, g_capcaptures;
+static uint64_t g_capture_ids;
+
+static Capture *find_capture_locked(uint64_t id) {
+    for (int i = 0; i < g_ncaptures; i++)
+        if (g_captures[i]->id == id) return g_captures[i];
+    return NULL;
+}
+
+static int set_deps_locked(GraphNode ***deps, int *ndeps, int *cap, GraphNode *const *from, int n) {
+    if (n > *cap) {
+        GraphNode **grown = realloc(*deps, (size_t)n * sizeof *grown);
+        if (!grown) return -1;
+        *deps = grown;
+        *cap = n;
+    }
+    for (int i = 0; i < n; i++) (*deps)[i] = from[i];
+    *ndeps = n;
+    return 0;
+}
+
+/* Adds the nodes of `from` the stream does not depend on yet (a join of two branches). */
+static int merge_deps_locked(Stream *s, GraphNode *const *from, int n) {
+    for (int i = 0; i < n; i++) {
+        int have = 0;
+        for (int k = 0; k < s->ndeps && !have; k++) have = s->deps[k] == from[i];
+        if (have) continue;
+        if (s->ndeps == s->capdeps) {
+            int cap = s->capdeps ? s->capdeps * 2 : 4;
+            GraphNode **grown = realloc(s->deps, (size_t)cap * sizeof *grown);
+            if (!grown) return -1;
+            s->deps = grown;
+            s->capdeps = cap;
+        }
+        s->deps[s->ndeps++] = from[i];
+    }
+    return 0;
+}
+
+CUresult stream_capture(Stream *s, const StreamOp *op) {
+    pthread_mutex_lock(&g_cap_mu);
+    Capture *c = s->capture;
+    CUresult rc = CUDA_SUCCESS;
+    if (!c) rc = CUDA_ERROR_ILLEGAL_STATE;
+    else if (c->invalidated) rc = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    else {
+        GraphNode *n = graph_add(c->graph, op, s->deps, s->ndeps);
+        if (!n || set_deps_locked(&s->deps, &s->ndeps, &s->capdeps, &n, 1)) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&g_cap_mu);
+    return rc;
+}
+
+static CUresult invalidate_capture(Stream *s, CUresult rc, const char *what) {
+    pthread_mutex_lock(&g_cap_mu);
+    if (s->capture) s->capture->invalidated = 1;
+    pthread_mutex_unlock(&g_cap_mu);
+    fake_log("%s during stream capture: the capture is invalidated", what);
+    return rc;
+}
+
+CUresult stream_capture_unsupported(Stream *s, const char *what) {
+    char text[160];
+    snprintf(text, sizeof text, "%s is not supported", what);
+    return invalidate_capture(s, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, text);
+}
+
+/* cuEventRecord on a capturing stream: no node; the event remembers where in the capture it was recorded,
+ * for a later cuStreamWaitEvent to join or fork from there. */
+static CUresult capture_mark_event(Stream *s, Event *e) {
+    pthread_mutex_lock(&g_cap_mu);
+    int failed = set_deps_locked(&e->capture_deps, &e->ncapture_deps, &e->capcapture_deps, s->deps, s->ndeps);
+    e->capture_id = failed ? 0 : s->capture->id;
+    pthread_mutex_unlock(&g_cap_mu);
+    return failed ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+static void capture_unmark_event(Event *e) {
+    pthread_mutex_lock(&g_cap_mu);
+    e->capture_id = 0;
+    pthread_mutex_unlock(&g_cap_mu);
+}
+
+/* cuStreamWaitEvent where a capture is involved (*handled set): on an event recorded in an active capture
+ * the stream joins it (or, already in it, adds the event's position to its dependencies). A capturing
+ * stream waiting on any other event gets an event wait node only with CU_EVENT_WAIT_EXTERNAL. */
+static CUresult capture_wait(Stream *s, Event *e, unsigned flags, int *handled) {
+    pthread_mutex_lock(&g_cap_mu);
+    Capture *c = e->capture_id ? find_capture_locked(e->capture_id) : NULL;
+    *handled = c != NULL || (s->capture && !(flags & CU_EVENT_WAIT_EXTERNAL));
+    CUresult rc = CUDA_SUCCESS;
+    if (!*handled) {
+        pthread_mutex_unlock(&g_cap_mu);
+        return rc;
+    }
+    if (!c) {
+        pthread_mutex_unlock(&g_cap_mu);
+        return invalidate_capture(s, CUDA_ERROR_STREAM_CAPTURE_ISOLATION, "a wait on an event from outside the capture");
+    }
+    if (s->capture && s->capture != c) {
+        rc = CUDA_ERROR_STREAM_CAPTURE_MERGE;
+    } else if (!s->capture) {
+        if (set_deps_locked(&s->deps, &s->ndeps, &s->capdeps, e->capture_deps, e->ncapture_deps))
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        else s->capture = c;
+    } else if (merge_deps_locked(s, e->capture_deps, e->ncapture_deps)) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&g_cap_mu);
+    return rc;
+}
+
+/* A stream is joined back when everything it captured precedes what the origin depends on now. */
+static int joined_locked(const Stream *s, const Stream *origin) {
+    for (int i = 0; i < s->ndeps; i++) {
+        int covered = 0;
+        for (int k = 0; k < origin->ndeps && !covered; k++) covered = graph_node_precedes(s->deps[i], origin->deps[k]);
+        if (!covered) return 0;
+    }
+    return 1;
+}
+
+static void leave_capture_locked(Stream *s) {
+    s->capture = NULL;
+    s->ndeps = 0;
+}
+
+/* A capturing stream being destroyed leaves its capture, invalidated. */
+static void capture_forget_stream(Stream *s) {
+    pthread_mutex_lock(&g_cap_mu);
+    if (s->capture) {
+        s->capture->invalidated = 1;
+        if (s->capture->origin == s) s->capture->origin = NULL;
+        leave_capture_locked(s);
+    }
+    free(s->deps);
+    s->deps = NULL;
+    s->capdeps = 0;
+    free(s->edge_data);
+    s->edge_data = NULL;
+    s->capedges = 0;
+    pthread_mutex_unlock(&g_cap_mu);
+}
+
+API CUresult cuStreamBeginCapture_v2(void *h, int mode) {
+    ENTER(cuStreamBeginCapture_v2);
+    Stream *s;
+    TRY(stream_from(h, &s));
+    if (mode < 0 || mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+    if (s->is_null) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot be captured */
+    Capture *c = calloc(1, sizeof *c);
+    Graph *g = graph_new();
+    pthread_mutex_lock(&g_cap_mu);
+    CUresult rc = CUDA_SUCCESS;
+    if (s->capture) rc = CUDA_ERROR_ILLEGAL_STATE;
+    else if (!c || !g) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (g_ncaptures == g_capcaptures) {
+        int cap = g_capcaptures ? g_capcaptures * 2 : 8;
+        Capture **grown = realloc(g_captures, (size_t)cap * sizeof *grown);
+        if (grown) g_captures = grown, g_capcaptures = cap;
+        else rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (rc == CUDA_SUCCESS) {
+        *c = (Capture){g, ++g_capture_ids, mode, 0, s};
+        g_captures[g_ncaptures++] = c;
+        s->capture = c;
+        s->ndeps = 0;
+    }
+    pthread_mutex_unlock(&g_cap_mu);
+    if (rc) {
+        free(c);
+        if (g) graph_free(g);
+    }
+    return rc;
+}
+
+API CUresult cuStreamEndCapture(void *h, void **phGraph) {
+    ENTER(cuStreamEndCapture);
+    Stream *s;
+    TRY(stream_from(h, &s));
+    if (!phGraph) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_cap_mu);
+    Capture *c = s->capture;
+    if (!c || c->origin != s) {
+        pthread_mutex_unlock(&g_cap_mu);
+        return c ? CUDA_ERROR_STREAM_CAPTURE_UNMATCHED : CUDA_ERROR_ILLEGAL_STATE;
+    }
+    int unjoined = 0;
+    pthread_mutex_lock(&g_q_mu);
+    for (int i = 0; i < g_nstreams; i++) {
+        Stream *o = g_streams[i];
+        if (o->capture != c || o == s) continue;
+        unjoined |= !joined_locked(o, s);
+        leave_capture_locked(o);
+    }
+    pthread_mutex_unlock(&g_q_mu);
+    leave_capture_locked(s);
+    for (int i = 0; i < g_ncaptures; i++)
+        if (g_captures[i] == c) g_captures[i--] = g_captures[--g_ncaptures];
+    pthread_mutex_unlock(&g_cap_mu);
+    CUresult rc = c->invalidated ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                  : unjoined     ? CUDA_ERROR_STREAM_CAPTURE_UNJOINED
+                                 : CUDA_SUCCESS;
+    if (rc) {
+        graph_free(c->graph);
+        *phGraph = NULL;
+    } else {
+        *phGraph = c->graph;
+    }
+    free(c);
+    return rc;
+}
+
+static int capture_status_locked(const Stream *s) {
+    return !s->capture ? CAPTURE_NONE : s->capture->invalidated ? CAPTURE_INVALIDATED : CAPTURE_ACTIVE;
+}
 
 API CUresult cuStreamIsCapturing(void *h, int *status) {
     ENTER(cuStreamIsCapturing);
     Stream *s;
     TRY(stream_from(h, &s));
     if (!status) return CUDA_ERROR_INVALID_VALUE;
-    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    pthread_mutex_lock(&g_cap_mu);
+    *status = capture_status_locked(s);
+    pthread_mutex_unlock(&g_cap_mu);
     return CUDA_SUCCESS;
+}
+
+/* The dependencies array stays valid until the stream's next captured operation, as documented. */
+static CUresult capture_info(void *h, int *status, uint64_t *id, void **graph, GraphNode *const **deps,
+                             const void **edges, size_t *ndeps) {
+    Stream *s;
+    TRY(stream_from(h, &s));
+    if (!status) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_cap_mu);
+    *status = capture_status_locked(s);
+    Capture *c = s->capture;
+    if (id) *id = c ? c->id : 0;
+    if (graph) *graph = c ? c->graph : NULL;
+    if (deps) *deps = c ? s->deps : NULL;
+    CUresult rc = CUDA_SUCCESS;
+    if (edges) { /* every edge is a default (full) dependency: all-zero CUgraphEdgeData */
+        if (s->ndeps > s->capedges) {
+            void *grown = realloc(s->edge_data, (size_t)s->ndeps * EDGE_DATA_BYTES);
+            if (grown) s->edge_data = grown, s->capedges = s->ndeps;
+        }
+        if (s->ndeps <= s->capedges) {
+            if (s->ndeps) memset(s->edge_data, 0, (size_t)s->ndeps * EDGE_DATA_BYTES);
+            *edges = c && s->ndeps ? s->edge_data : NULL;
+        } else {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+    if (ndeps) *ndeps = c ? (size_t)s->ndeps : 0;
+    pthread_mutex_unlock(&g_cap_mu);
+    return rc;
+}
+
+API CUresult cuStreamGetCaptureInfo_v2(void *h, int *status, uint64_t *id, void **graph, GraphNode *const **deps,
+                                       size_t *ndeps) {
+    ENTER(cuStreamGetCaptureInfo_v2);
+    return capture_info(h, status, id, graph, deps, NULL, ndeps);
+}
+
+API CUresult cuStreamGetCaptureInfo_v3(void *h, int *status, uint64_t *id, void **graph, GraphNode *const **deps,
+                                       const void **edges, size_t *ndeps) {
+    ENTER(cuStreamGetCaptureInfo_v3);
+    return capture_info(h, status, id, graph, deps, edges, ndeps);
 }
 
 typedef struct HostCall {
@@ -358,25 +675,45 @@ static void run_host_call(void *arg) {
     free(c);
 }
 
-static CUresult submit_host_call(void *h, HostCall proto) {
-    Stream *s;
-    TRY(stream_from(h, &s));
+static CUresult submit_host_call(Stream *s, HostCall proto) {
     HostCall *c = malloc(sizeof *c);
+    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     *c = proto;
     c->ctx = s->ctx;
-    return stream_submit(s, run_host_call, c);
+    CUresult rc = stream_submit(s, run_host_call, c);
+    if (rc) free(c);
+    return rc;
+}
+
+static CUresult submit_host(Stream *s, const StreamOp *op) {
+    return submit_host_call(s, (HostCall){op->u.host.fn, NULL, op->u.host.user, s, NULL});
+}
+
+static const StreamOpClass HOST_CLASS = {submit_host, NULL, NULL};
+
+void host_op(void (*fn)(void *), void *user, StreamOp *op) {
+    *op = (StreamOp){.kind = OPK_HOST, .cls = &HOST_CLASS};
+    op->u.host.fn = fn;
+    op->u.host.user = user;
 }
 
 API CUresult cuLaunchHostFunc(void *h, void (*fn)(void *), void *user) {
     ENTER(cuLaunchHostFunc);
     if (!fn) return CUDA_ERROR_INVALID_VALUE;
-    return submit_host_call(h, (HostCall){fn, NULL, user, h, NULL});
+    Stream *s;
+    TRY(stream_from(h, &s));
+    StreamOp op;
+    host_op(fn, user, &op);
+    return s->capture ? stream_capture(s, &op) : submit_host_call(s, (HostCall){fn, NULL, user, h, NULL});
 }
 
 API CUresult cuStreamAddCallback(void *h, void (*cb)(void *, CUresult, void *), void *user, unsigned flags) {
     ENTER(cuStreamAddCallback);
     if (!cb || flags) return CUDA_ERROR_INVALID_VALUE;
-    return submit_host_call(h, (HostCall){NULL, cb, user, h, NULL});
+    Stream *s;
+    TRY(stream_from(h, &s));
+    if (s->capture) return stream_capture_unsupported(s, "cuStreamAddCallback");
+    return submit_host_call(s, (HostCall){NULL, cb, user, h, NULL});
 }
 
 /* ---- events ---- */
@@ -407,13 +744,18 @@ API CUresult cuEventRecordWithFlags(void *hEvent, void *hStream, unsigned flags)
     Stream *s;
     TRY(event_from(hEvent, &e));
     TRY(stream_from(hStream, &s));
-    if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE;
+    if (flags & ~CU_EVENT_RECORD_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
     TRY(context_sticky(s->ctx));
-    pthread_mutex_lock(&g_q_mu);
-    legacy_order_locked(s);
-    push_record_locked(s, e, ++e->record_gen);
-    pthread_mutex_unlock(&g_q_mu);
-    return CUDA_SUCCESS;
+    if (s->capture) {
+        if (!(flags & CU_EVENT_RECORD_EXTERNAL)) return capture_mark_event(s, e);
+        StreamOp op;
+        event_record_op(e, &op);
+        return stream_capture(s, &op);
+    }
+    capture_unmark_event(e);
+    StreamOp op;
+    event_record_op(e, &op);
+    return op.cls->submit(s, &op);
 }
 
 API CUresult cuEventRecord(void *hEvent, void *hStream) {
@@ -484,9 +826,11 @@ API CUresult cuStreamWaitEvent(void *hStream, void *hEvent, unsigned flags) {
     Stream *s;
     TRY(event_from(hEvent, &e));
     TRY(stream_from(hStream, &s));
-    if (flags & ~1u) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&g_q_mu);
-    if (e->record_gen > e->done_gen) push_wait_locked(s, e, e->record_gen);
-    pthread_mutex_unlock(&g_q_mu);
-    return CUDA_SUCCESS;
+    if (flags & ~CU_EVENT_WAIT_EXTERNAL) return CUDA_ERROR_INVALID_VALUE;
+    int handled;
+    CUresult rc = capture_wait(s, e, flags, &handled);
+    if (handled) return rc;
+    StreamOp op;
+    event_wait_op(e, &op);
+    return s->capture ? stream_capture(s, &op) : op.cls->submit(s, &op);
 }

@@ -7,6 +7,7 @@ fails when the fake gains an entry point without a row here.
 """
 
 import ctypes
+import struct
 import threading
 from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 
@@ -15,7 +16,8 @@ import pytest
 
 SUCCESS, INVALID_VALUE, NOT_INITIALIZED = 0, 1, 3
 INVALID_DEVICE, INVALID_IMAGE, INVALID_CONTEXT, INVALID_PTX = 101, 200, 201, 218
-FILE_NOT_FOUND, INVALID_HANDLE, NOT_FOUND = 301, 400, 500
+FILE_NOT_FOUND, INVALID_HANDLE, ILLEGAL_STATE, NOT_FOUND = 301, 400, 401, 500
+CAPTURE_UNSUPPORTED, NO_BINARY_FOR_GPU, NOT_SUPPORTED = 900, 209, 801
 
 BAD = c_void_p(0xDEAD0000)    # a handle the fake never gave out
 BADPTR = c_uint64(0xDEAD0000)  # a device address outside every allocation
@@ -53,11 +55,43 @@ class Env:
         self.outp = byref(self.out)
         self.noop = ctypes.CFUNCTYPE(None, c_void_p)(lambda _: None)
         self.params = (c_void_p * 1)(ctypes.addressof(self.ptr))
+        self.graph = c_void_p(int(cuda.ok(d.cuGraphCreate(0))))
+        self.node = c_void_p(int(cuda.ok(d.cuGraphAddEmptyNode(self.graph.value, None, 0))))
+        self.exec = c_void_p(int(cuda.ok(d.cuGraphInstantiate(self.graph.value, 0))))
+        self.bad_deps = (c_void_p * 1)(BAD.value)
+        self.kernel_node = byref(KernelNodeParams(self.fn, (c_uint * 3)(1, 1, 1), (c_uint * 3)(1, 1, 1), 0,
+                                                  ctypes.cast(self.params, c_void_p), None, None, None))
+        self.empty_copy = byref(_memcpy3d_device_to_device())
+        self.host_node = byref((c_void_p * 2)(ctypes.cast(self.noop, c_void_p).value, None))
+        self.link = c_void_p(int(cuda.ok(d.cuLinkCreate(0, [], []))))
+        self.user_object = c_void_p(int(cuda.ok(d.cuUserObjectCreate(0, ctypes.cast(self.noop, c_void_p).value, 1, 1))))
 
 
 class LaunchConfig(ctypes.Structure):
     _fields_ = [("grid", c_uint * 3), ("block", c_uint * 3), ("shared", c_uint), ("stream", c_void_p),
                 ("attrs", c_void_p), ("nattrs", c_uint)]
+
+
+class KernelNodeParams(ctypes.Structure):  # CUDA_KERNEL_NODE_PARAMS_v2
+    _fields_ = [("func", c_void_p), ("grid", c_uint * 3), ("block", c_uint * 3), ("shared", c_uint),
+                ("params", c_void_p), ("extra", c_void_p), ("kern", c_void_p), ("ctx", c_void_p)]
+
+
+def _memcpy3d_device_to_device():
+    """A CUDA_MEMCPY3D (25 eight-byte words) of zero bytes between device memory types."""
+    words = (c_uint64 * 25)()
+    words[4] = words[15] = 2  # srcMemoryType, dstMemoryType: CU_MEMORYTYPE_DEVICE
+    return words
+
+
+def _sass_only_fatbin():
+    """A fatbin whose one entry is machine code (kind 2, sm_90)."""
+    entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x0101, 64, 8, 0, 0, 0, 9, 90, 0, 0, 0, 0, 0) + bytes(8)
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entry)) + entry
+
+
+def _memset_node(element_size):
+    return byref((c_uint64 * 5)(0, 0, element_size << 32, 1, 1))  # dst, pitch, value|elementSize, width, height
 
 
 def _config(block=1, attrs=None, nattrs=0):
@@ -239,6 +273,95 @@ CASES = {
                       ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
     "cuStreamIsCapturing": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
                             ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
+    "cuStreamBeginCapture_v2": [("bad stream", lambda e: (BAD, c_int(0)), INVALID_HANDLE),
+                                ("unknown mode", lambda e: (e.stream, c_int(7)), INVALID_VALUE),
+                                ("legacy stream", lambda e: (NULL, c_int(0)), CAPTURE_UNSUPPORTED)],
+    "cuStreamEndCapture": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                           ("not capturing", lambda e: (e.stream, e.outp), ILLEGAL_STATE),
+                           ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
+    "cuStreamGetCaptureInfo_v2": [("bad stream", lambda e: (BAD, e.outp, NULL, NULL, NULL, NULL), INVALID_HANDLE),
+                                  ("NULL status", lambda e: (e.stream, NULL, NULL, NULL, NULL, NULL), INVALID_VALUE)],
+    "cuStreamGetCaptureInfo_v3": [("bad stream", lambda e: (BAD, e.outp, NULL, NULL, NULL, NULL, NULL),
+                                   INVALID_HANDLE),
+                                  ("NULL status", lambda e: (e.stream, NULL, NULL, NULL, NULL, NULL, NULL),
+                                   INVALID_VALUE)],
+    "cuGraphCreate": [("NULL out", lambda e: (NULL, c_uint(0)), INVALID_VALUE),
+                      ("flags must be 0", lambda e: (e.outp, c_uint(1)), INVALID_VALUE)],
+    "cuGraphDestroy": [("bad graph", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuGraphAddKernelNode_v2": [("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), e.kernel_node),
+                                 INVALID_HANDLE),
+                                ("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL), INVALID_VALUE),
+                                ("bad dependency", lambda e: (e.outp, e.graph, e.bad_deps, c_size_t(1),
+                                                              e.kernel_node), INVALID_HANDLE)],
+    "cuGraphAddMemcpyNode": [("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), e.empty_copy, NULL),
+                              INVALID_HANDLE),
+                             ("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL, NULL),
+                              INVALID_VALUE)],
+    "cuGraphAddMemsetNode": [("element size 3", lambda e: (e.outp, e.graph, NULL, c_size_t(0), _memset_node(3),
+                                                           NULL), INVALID_VALUE),
+                             ("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL, NULL),
+                              INVALID_VALUE)],
+    "cuGraphAddHostNode": [("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), e.host_node), INVALID_HANDLE),
+                           ("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL), INVALID_VALUE)],
+    "cuGraphAddEventRecordNode": [("bad event", lambda e: (e.outp, e.graph, NULL, c_size_t(0), BAD), INVALID_HANDLE),
+                                  ("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), e.event), INVALID_HANDLE)],
+    "cuGraphAddEventWaitNode": [("bad event", lambda e: (e.outp, e.graph, NULL, c_size_t(0), BAD), INVALID_HANDLE),
+                                ("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), e.event), INVALID_HANDLE)],
+    "cuGraphAddChildGraphNode": [("bad child", lambda e: (e.outp, e.graph, NULL, c_size_t(0), BAD), INVALID_HANDLE),
+                                 ("itself", lambda e: (e.outp, e.graph, NULL, c_size_t(0), e.graph), INVALID_VALUE)],
+    "cuGraphAddEmptyNode": [("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0)), INVALID_HANDLE),
+                            ("NULL dependencies, count 1", lambda e: (e.outp, e.graph, NULL, c_size_t(1)),
+                             INVALID_VALUE)],
+    "cuGraphGetNodes": [("bad graph", lambda e: (BAD, NULL, e.outp), INVALID_HANDLE),
+                        ("NULL count", lambda e: (e.graph, NULL, NULL), INVALID_VALUE)],
+    "cuGraphNodeGetType": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                           ("NULL out", lambda e: (e.node, NULL), INVALID_VALUE)],
+    "cuGraphDestroyNode": [("bad node", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuGraphClone": [("bad graph", lambda e: (e.outp, BAD), INVALID_HANDLE),
+                     ("NULL out", lambda e: (NULL, e.graph), INVALID_VALUE)],
+    "cuGraphNodeFindInClone": [("bad node", lambda e: (e.outp, BAD, e.graph), INVALID_HANDLE),
+                               ("not a clone of its graph", lambda e: (e.outp, e.node, e.graph), INVALID_VALUE)],
+    "cuGraphChildGraphNodeGetGraph": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                      ("not a child graph node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphNodeGetDependencies": [("bad node", lambda e: (BAD, NULL, e.outp), INVALID_HANDLE),
+                                   ("NULL count", lambda e: (e.node, NULL, NULL), INVALID_VALUE)],
+    "cuGraphNodeGetDependencies_v2": [("bad node", lambda e: (BAD, NULL, NULL, e.outp), INVALID_HANDLE),
+                                      ("NULL count", lambda e: (e.node, NULL, NULL, NULL), INVALID_VALUE)],
+    "cuGraphNodeGetDependentNodes": [("bad node", lambda e: (BAD, NULL, e.outp), INVALID_HANDLE),
+                                     ("NULL count", lambda e: (e.node, NULL, NULL), INVALID_VALUE)],
+    "cuGraphNodeGetDependentNodes_v2": [("bad node", lambda e: (BAD, NULL, NULL, e.outp), INVALID_HANDLE),
+                                        ("NULL count", lambda e: (e.node, NULL, NULL, NULL), INVALID_VALUE)],
+    "cuGraphGetEdges": [("bad graph", lambda e: (BAD, NULL, NULL, e.outp), INVALID_HANDLE),
+                        ("from without to", lambda e: (e.graph, e.outp, NULL, e.outp), INVALID_VALUE)],
+    "cuGraphGetEdges_v2": [("bad graph", lambda e: (BAD, NULL, NULL, NULL, e.outp), INVALID_HANDLE),
+                           ("NULL count", lambda e: (e.graph, NULL, NULL, NULL, NULL), INVALID_VALUE)],
+    "cuGraphKernelNodeSetParams_v2": [("bad node", lambda e: (BAD, e.kernel_node), INVALID_HANDLE),
+                                      ("not a kernel node", lambda e: (e.node, e.kernel_node), INVALID_VALUE)],
+    "cuGraphInstantiateWithFlags": [("bad graph", lambda e: (e.outp, BAD, c_uint64(0)), INVALID_HANDLE),
+                                    ("unknown flags", lambda e: (e.outp, e.graph, c_uint64(0x100)), INVALID_VALUE)],
+    "cuGraphInstantiateWithParams": [("NULL params", lambda e: (e.outp, e.graph, NULL), INVALID_VALUE)],
+    "cuGraphExecDestroy": [("bad executable graph", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuGraphExecKernelNodeSetParams_v2": [("bad executable graph", lambda e: (BAD, e.node, e.kernel_node),
+                                           INVALID_HANDLE),
+                                          ("not a kernel node", lambda e: (e.exec, e.node, e.kernel_node),
+                                           INVALID_VALUE)],
+    "cuGraphExecUpdate_v2": [("bad executable graph", lambda e: (BAD, e.graph, e.outp), INVALID_HANDLE),
+                             ("NULL result", lambda e: (e.exec, e.graph, NULL), INVALID_VALUE)],
+    "cuGraphLaunch": [("bad executable graph", lambda e: (BAD, e.stream), INVALID_HANDLE),
+                      ("bad stream", lambda e: (e.exec, BAD), INVALID_HANDLE)],
+    "cuGraphUpload": [("bad executable graph", lambda e: (BAD, e.stream), INVALID_HANDLE),
+                      ("bad stream", lambda e: (e.exec, BAD), INVALID_HANDLE)],
+    "cuUserObjectCreate": [("NULL out", lambda e: (NULL, NULL, e.noop, c_uint(1), c_uint(1)), INVALID_VALUE),
+                           ("flags without NO_DESTRUCTOR_SYNC", lambda e: (e.outp, NULL, e.noop, c_uint(1), c_uint(0)),
+                            INVALID_VALUE)],
+    "cuUserObjectRetain": [("bad object", lambda e: (BAD, c_uint(1)), INVALID_HANDLE),
+                           ("count 0", lambda e: (e.user_object, c_uint(0)), INVALID_VALUE)],
+    "cuUserObjectRelease": [("bad object", lambda e: (BAD, c_uint(1)), INVALID_HANDLE),
+                            ("count 0", lambda e: (e.user_object, c_uint(0)), INVALID_VALUE)],
+    "cuGraphRetainUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1), c_uint(0)), INVALID_HANDLE),
+                                ("bad object", lambda e: (e.graph, BAD, c_uint(1), c_uint(0)), INVALID_HANDLE)],
+    "cuGraphReleaseUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1)), INVALID_HANDLE),
+                                 ("not held", lambda e: (e.graph, e.user_object, c_uint(1)), INVALID_VALUE)],
     "cuEventCreate": [("NULL out", lambda e: (NULL, c_uint(0)), INVALID_VALUE),
                       ("unknown flags", lambda e: (e.outp, c_uint(0x100)), INVALID_VALUE)],
     "cuEventRecord": [("bad event", lambda e: (BAD, e.stream), INVALID_HANDLE),
@@ -258,6 +381,28 @@ CASES = {
                          ("NULL image", lambda e: (e.outp, NULL), INVALID_VALUE)],
     "cuModuleLoadDataEx": [("not PTX", lambda e: (e.outp, b"not ptx\0", c_uint(0), NULL, NULL), INVALID_PTX),
                            ("NULL image", lambda e: (e.outp, NULL, c_uint(0), NULL, NULL), INVALID_VALUE)],
+    "cuModuleLoadFatBinary": [("not PTX", lambda e: (e.outp, b"not ptx\0"), INVALID_PTX),
+                              ("SASS only", lambda e: (e.outp, _sass_only_fatbin()), NO_BINARY_FOR_GPU)],
+    "cuLibraryLoadFromFile": [("missing file", lambda e: (e.outp, b"/nonexistent/x.ptx", NULL, NULL, c_uint(0), NULL,
+                                                          NULL, c_uint(0)), FILE_NOT_FOUND),
+                              ("NULL path", lambda e: (e.outp, NULL, NULL, NULL, c_uint(0), NULL, NULL, c_uint(0)),
+                               INVALID_VALUE)],
+    "cuLinkCreate_v2": [("NULL out", lambda e: (c_uint(0), NULL, NULL, NULL), INVALID_VALUE),
+                        ("options without values", lambda e: (c_uint(1), NULL, NULL, e.outp), INVALID_VALUE),
+                        ("nothing current", lambda e: (c_uint(0), NULL, NULL, e.outp), INVALID_CONTEXT, "no context")],
+    "cuLinkAddData_v2": [("bad link state", lambda e: (BAD, c_int(1), b"x", c_size_t(1), NULL, c_uint(0), NULL, NULL),
+                          INVALID_HANDLE),
+                         ("PTX given as a cubin", lambda e: (e.link, c_int(0), b"// ptx\0", c_size_t(7), NULL,
+                                                             c_uint(0), NULL, NULL), INVALID_IMAGE),
+                         ("NVVM IR", lambda e: (e.link, c_int(5), b"x", c_size_t(1), NULL, c_uint(0), NULL, NULL),
+                          NOT_SUPPORTED)],
+    "cuLinkAddFile_v2": [("bad link state", lambda e: (BAD, c_int(1), b"/nonexistent", c_uint(0), NULL, NULL),
+                          INVALID_HANDLE),
+                         ("missing file", lambda e: (e.link, c_int(1), b"/nonexistent/x.ptx", c_uint(0), NULL, NULL),
+                          FILE_NOT_FOUND)],
+    "cuLinkComplete": [("bad link state", lambda e: (BAD, e.outp, e.outp), INVALID_HANDLE),
+                       ("NULL out", lambda e: (e.link, NULL, NULL), INVALID_VALUE)],
+    "cuLinkDestroy": [("bad link state", lambda e: (BAD,), INVALID_HANDLE)],
     "cuModuleUnload": [("bad module", lambda e: (BAD,), INVALID_HANDLE)],
     "cuModuleGetFunction": [("bad module", lambda e: (e.outp, BAD, b"touch"), INVALID_HANDLE),
                             ("missing name", lambda e: (e.outp, e.mod, b"nope"), NOT_FOUND),

@@ -1,0 +1,580 @@
+/* Graph entry points: build a graph node by node (kernel, memcpy, memset, host, event record/wait, child
+ * graph, empty), instantiate it (the executable graph is a clone), change an executable graph's kernel
+ * parameters or update it from a graph of the same shape, launch it on a stream (its nodes in order, so
+ * every edge is respected), destroy both. Stream capture (streams.c) builds the same graphs. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+typedef struct GraphExec {
+    Graph *graph; /* the instantiated clone */
+} GraphExec;
+
+/* CUDA_KERNEL_NODE_PARAMS_v2 (v1 is its prefix up to extra). */
+typedef struct KernelNodeParams {
+    void *func;
+    unsigned grid[3], block[3], shared;
+    void **kernel_params;
+    void **extra;
+    void *kern; /* used when func is NULL */
+    void *ctx;
+} KernelNodeParams;
+
+/* CUDA_MEMCPY3D */
+typedef struct Memcpy3DParams {
+    size_t src_x, src_y, src_z, src_lod;
+    int src_type;
+    const void *src_host;
+    CUdeviceptr src_device;
+    void *src_array, *reserved0;
+    size_t src_pitch, src_height;
+    size_t dst_x, dst_y, dst_z, dst_lod;
+    int dst_type;
+    void *dst_host;
+    CUdeviceptr dst_device;
+    void *dst_array, *reserved1;
+    size_t dst_pitch, dst_height;
+    size_t width, height, depth;
+} Memcpy3DParams;
+enum { MEMTYPE_HOST = 1, MEMTYPE_DEVICE = 2, MEMTYPE_ARRAY = 3, MEMTYPE_UNIFIED = 4 };
+
+/* CUDA_MEMSET_NODE_PARAMS */
+typedef struct MemsetNodeParams {
+    CUdeviceptr dst;
+    size_t pitch;
+    unsigned value, element_size;
+    size_t width, height;
+} MemsetNodeParams;
+
+/* CUDA_HOST_NODE_PARAMS */
+typedef struct HostNodeParams {
+    void (*fn)(void *);
+    void *user;
+} HostNodeParams;
+
+/* CUDA_GRAPH_INSTANTIATE_PARAMS */
+typedef struct InstantiateParams {
+    uint64_t flags;
+    void *upload_stream;
+    GraphNode *error_node;
+    int result;
+} InstantiateParams;
+
+/* CUgraphExecUpdateResultInfo */
+typedef struct UpdateResultInfo {
+    int result;
+    GraphNode *error_node, *error_from_node;
+} UpdateResultInfo;
+enum { UPDATE_SUCCESS = 0, UPDATE_ERROR = 1, UPDATE_TOPOLOGY_CHANGED = 2, UPDATE_NODE_TYPE_CHANGED = 3 };
+
+/* CUDA_GRAPH_INSTANTIATE_FLAG_*: auto-free-on-launch (1) and use-node-priority (8) change nothing here */
+#define INSTANTIATE_UPLOAD 2
+#define INSTANTIATE_DEVICE_LAUNCH 4
+#define INSTANTIATE_FLAGS 0xF
+
+API CUresult cuGraphCreate(void **phGraph, unsigned flags) {
+    ENTER(cuGraphCreate);
+    NEED_INIT();
+    if (!phGraph || flags) return CUDA_ERROR_INVALID_VALUE;
+    Graph *g = graph_new();
+    if (!g) return CUDA_ERROR_OUT_OF_MEMORY;
+    *phGraph = g;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphDestroy(void *hGraph) {
+    ENTER(cuGraphDestroy);
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    graph_free(g);
+    return CUDA_SUCCESS;
+}
+
+/* Adds op to the graph after deps (each a node of that graph); the caller's op is not taken. */
+static CUresult add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op) {
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!phNode || (ndeps && !deps) || ndeps > (size_t)g->nnodes) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < ndeps; i++) {
+        GraphNode *d;
+        TRY(handle_get(deps[i], H_GRAPH_NODE, &d));
+        if (d->owner != g) return CUDA_ERROR_INVALID_VALUE;
+        for (size_t k = 0; k < i; k++)
+            if (deps[k] == d) return CUDA_ERROR_INVALID_VALUE; /* a duplicate edge */
+    }
+    GraphNode *n = graph_add(g, op, deps, (int)ndeps);
+    if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
+    *phNode = n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult kernel_node_op(const KernelNodeParams *p, StreamOp *op) {
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    return kernel_op(p->func ? p->func : p->kern, p->grid, p->block, p->shared, p->kernel_params, p->extra, op);
+}
+
+API CUresult cuGraphAddKernelNode_v2(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
+                                     const KernelNodeParams *params) {
+    ENTER(cuGraphAddKernelNode_v2);
+    NEED_INIT();
+    StreamOp op;
+    TRY(kernel_node_op(params, &op));
+    CUresult rc = add_node(phNode, hGraph, deps, ndeps, &op);
+    free(op.u.kernel.params);
+    return rc;
+}
+
+/* One side of a CUDA_MEMCPY3D: its address (offsets applied) and how it is checked. */
+static CUresult memcpy_side(int type, const void *host, CUdeviceptr device, size_t x, size_t y, size_t z,
+                            size_t pitch, size_t height, uint64_t *addr, int *side) {
+    switch (type) {
+    case MEMTYPE_HOST: *addr = (uint64_t)(uintptr_t)host, *side = MEM_HOST; break;
+    case MEMTYPE_DEVICE: *addr = device, *side = MEM_DEVICE; break;
+    case MEMTYPE_UNIFIED: *addr = device, *side = MEM_EITHER; break;
+    case MEMTYPE_ARRAY: fake_log("graph memcpy nodes with CUDA arrays are not implemented"); return CUDA_ERROR_NOT_SUPPORTED;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    *addr += x + (y + z * height) * pitch;
+    return CUDA_SUCCESS;
+}
+
+static CUresult memcpy_node_op(const Memcpy3DParams *p, StreamOp *op) {
+    if (!p || p->src_lod || p->dst_lod) return CUDA_ERROR_INVALID_VALUE;
+    Copy3D c = {0};
+    int dst_side, src_side;
+    TRY(memcpy_side(p->src_type, p->src_host, p->src_device, p->src_x, p->src_y, p->src_z, p->src_pitch,
+                    p->src_height, &c.src, &src_side));
+    TRY(memcpy_side(p->dst_type, p->dst_host, p->dst_device, p->dst_x, p->dst_y, p->dst_z, p->dst_pitch,
+                    p->dst_height, &c.dst, &dst_side));
+    c.width = p->width;
+    c.height = p->height ? p->height : 1;
+    c.depth = p->depth ? p->depth : 1;
+    c.src_pitch = p->src_pitch ? p->src_pitch : p->width;
+    c.dst_pitch = p->dst_pitch ? p->dst_pitch : p->width;
+    c.src_height = p->src_height ? p->src_height : c.height;
+    c.dst_height = p->dst_height ? p->dst_height : c.height;
+    return copy_op(&c, dst_side, src_side, op);
+}
+
+API CUresult cuGraphAddMemcpyNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
+                                  const Memcpy3DParams *params, void *ctx) {
+    ENTER(cuGraphAddMemcpyNode);
+    NEED_INIT();
+    (void)ctx; /* one device, unified addressing: every context sees the same memory */
+    StreamOp op;
+    TRY(memcpy_node_op(params, &op));
+    return add_node(phNode, hGraph, deps, ndeps, &op);
+}
+
+static CUresult memset_node_op(const MemsetNodeParams *p, StreamOp *op) {
+    if (!p) return CUDA_ERROR_INVALID_VALUE;
+    return set_op(&(SetParams){p->dst, p->pitch, p->value, p->element_size, p->width, p->height ? p->height : 1}, op);
+}
+
+API CUresult cuGraphAddMemsetNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
+                                  const MemsetNodeParams *params, void *ctx) {
+    ENTER(cuGraphAddMemsetNode);
+    NEED_INIT();
+    (void)ctx;
+    StreamOp op;
+    TRY(memset_node_op(params, &op));
+    return add_node(phNode, hGraph, deps, ndeps, &op);
+}
+
+API CUresult cuGraphAddHostNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
+                                const HostNodeParams *params) {
+    ENTER(cuGraphAddHostNode);
+    NEED_INIT();
+    if (!params || !params->fn) return CUDA_ERROR_INVALID_VALUE;
+    StreamOp op;
+    host_op(params->fn, params->user, &op);
+    return add_node(phNode, hGraph, deps, ndeps, &op);
+}
+
+static CUresult add_event_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, void *hEvent,
+                               void (*make)(Event *, StreamOp *)) {
+    Event *e;
+    TRY(handle_get(hEvent, H_EVENT, &e));
+    StreamOp op;
+    make(e, &op);
+    return add_node(phNode, hGraph, deps, ndeps, &op);
+}
+
+API CUresult cuGraphAddEventRecordNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
+                                       void *hEvent) {
+    ENTER(cuGraphAddEventRecordNode);
+    return add_event_node(phNode, hGraph, deps, ndeps, hEvent, event_record_op);
+}
+
+API CUresult cuGraphAddEventWaitNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
+                                     void *hEvent) {
+    ENTER(cuGraphAddEventWaitNode);
+    return add_event_node(phNode, hGraph, deps, ndeps, hEvent, event_wait_op);
+}
+
+/* ---- child graphs and empty nodes: the graph's own operations ---- */
+
+static CUresult submit_child(Stream *s, const StreamOp *op) { return graph_submit(s, op->u.graph); }
+static void hold_child(StreamOp *op) { op->u.graph = graph_clone(op->u.graph); }
+static void drop_child(StreamOp *op) { graph_free(op->u.graph); }
+static const StreamOpClass CHILD_CLASS = {submit_child, hold_child, drop_child};
+
+API CUresult cuGraphAddChildGraphNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
+                                      void *hChild) {
+    ENTER(cuGraphAddChildGraphNode);
+    Graph *child;
+    TRY(handle_get(hChild, H_GRAPH, &child));
+    if (hChild == hGraph) return CUDA_ERROR_INVALID_VALUE;
+    StreamOp op = {.kind = OPK_GRAPH, .cls = &CHILD_CLASS, .u.graph = child}; /* cloned by the node */
+    TRY(add_node(phNode, hGraph, deps, ndeps, &op));
+    return ((GraphNode *)*phNode)->op.u.graph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+API CUresult cuGraphAddEmptyNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps) {
+    ENTER(cuGraphAddEmptyNode);
+    StreamOp op = {.kind = OPK_EMPTY, .cls = NULL};
+    return add_node(phNode, hGraph, deps, ndeps, &op);
+}
+
+API CUresult cuGraphGetNodes(void *hGraph, GraphNode **nodes, size_t *count) {
+    ENTER(cuGraphGetNodes);
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes)
+        for (size_t i = 0; i < *count && i < (size_t)g->nnodes; i++) nodes[i] = g->nodes[i];
+    *count = (size_t)g->nnodes;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphNodeGetType(void *hNode, int *type) {
+    ENTER(cuGraphNodeGetType);
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    if (!type) return CUDA_ERROR_INVALID_VALUE;
+    *type = n->op.kind;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphClone(void **phClone, void *hGraph) {
+    ENTER(cuGraphClone);
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!phClone) return CUDA_ERROR_INVALID_VALUE;
+    Graph *c = graph_clone(g);
+    if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
+    *phClone = c;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphNodeFindInClone(void **phNode, void *hOriginal, void *hClone) {
+    ENTER(cuGraphNodeFindInClone);
+    GraphNode *n;
+    Graph *c;
+    TRY(handle_get(hOriginal, H_GRAPH_NODE, &n));
+    TRY(handle_get(hClone, H_GRAPH, &c));
+    if (!phNode) return CUDA_ERROR_INVALID_VALUE;
+    for (int i = 0; i < c->nnodes; i++)
+        if (c->nodes[i]->origin == n) {
+            *phNode = c->nodes[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphDestroyNode(void *hNode) {
+    ENTER(cuGraphDestroyNode);
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    graph_remove(n);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphChildGraphNodeGetGraph(void *hNode, void **phGraph) {
+    ENTER(cuGraphChildGraphNodeGetGraph);
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    if (!phGraph || n->op.kind != OPK_GRAPH) return CUDA_ERROR_INVALID_VALUE;
+    *phGraph = n->op.u.graph; /* the node's own copy, as on a real driver */
+    return CUDA_SUCCESS;
+}
+
+#define EDGE_DATA_BYTES 8 /* sizeof(CUgraphEdgeData): every edge here is a default one, all zeros */
+
+/* Fills up to *count of the n nodes (the rest of the caller's array NULL) and says how many there are; with
+ * nodes NULL only counts. Edge data, where asked, is all default. */
+static CUresult list_nodes(GraphNode *const *found, size_t n, GraphNode **nodes, void *edges, size_t *count) {
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    if (nodes) {
+        for (size_t i = 0; i < *count; i++) nodes[i] = i < n ? found[i] : NULL;
+        if (edges) memset(edges, 0, *count * EDGE_DATA_BYTES);
+    }
+    if (!nodes || n < *count) *count = n;
+    return CUDA_SUCCESS;
+}
+
+static CUresult dependencies(void *hNode, GraphNode **nodes, void *edges, size_t *count) {
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    return list_nodes(n->deps, (size_t)n->ndeps, nodes, edges, count);
+}
+
+API CUresult cuGraphNodeGetDependencies(void *hNode, GraphNode **nodes, size_t *count) {
+    ENTER(cuGraphNodeGetDependencies);
+    return dependencies(hNode, nodes, NULL, count);
+}
+
+API CUresult cuGraphNodeGetDependencies_v2(void *hNode, GraphNode **nodes, void *edges, size_t *count) {
+    ENTER(cuGraphNodeGetDependencies_v2);
+    return dependencies(hNode, nodes, edges, count);
+}
+
+static CUresult dependents(void *hNode, GraphNode **nodes, void *edges, size_t *count) {
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    const Graph *g = n->owner;
+    GraphNode **found = malloc((size_t)g->nnodes * sizeof *found + 1);
+    if (!found) return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t nfound = 0;
+    for (int i = n->index + 1; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i]->ndeps; k++)
+            if (g->nodes[i]->deps[k] == n) {
+                found[nfound++] = g->nodes[i];
+                break;
+            }
+    CUresult rc = list_nodes(found, nfound, nodes, edges, count);
+    free(found);
+    return rc;
+}
+
+API CUresult cuGraphNodeGetDependentNodes(void *hNode, GraphNode **nodes, size_t *count) {
+    ENTER(cuGraphNodeGetDependentNodes);
+    return dependents(hNode, nodes, NULL, count);
+}
+
+API CUresult cuGraphNodeGetDependentNodes_v2(void *hNode, GraphNode **nodes, void *edges, size_t *count) {
+    ENTER(cuGraphNodeGetDependentNodes_v2);
+    return dependents(hNode, nodes, edges, count);
+}
+
+/* Every edge as (from, to) pairs, up to *count (the rest NULL); with both arrays NULL only counts. */
+static CUresult edges_of(void *hGraph, GraphNode **from, GraphNode **to, void *edges, size_t *count) {
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!count || (!from != !to)) return CUDA_ERROR_INVALID_VALUE;
+    size_t n = 0;
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i]->ndeps; k++, n++)
+            if (from && n < *count) from[n] = g->nodes[i]->deps[k], to[n] = g->nodes[i];
+    if (from) {
+        for (size_t i = n; i < *count; i++) from[i] = to[i] = NULL;
+        if (edges) memset(edges, 0, *count * EDGE_DATA_BYTES);
+    }
+    if (!from || n < *count) *count = n;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphGetEdges(void *hGraph, GraphNode **from, GraphNode **to, size_t *count) {
+    ENTER(cuGraphGetEdges);
+    return edges_of(hGraph, from, to, NULL, count);
+}
+
+API CUresult cuGraphGetEdges_v2(void *hGraph, GraphNode **from, GraphNode **to, void *edges, size_t *count) {
+    ENTER(cuGraphGetEdges_v2);
+    return edges_of(hGraph, from, to, edges, count);
+}
+
+API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *params) {
+    ENTER(cuGraphKernelNodeSetParams_v2);
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    if (n->op.kind != OPK_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+    StreamOp op;
+    TRY(kernel_node_op(params, &op));
+    graph_node_set_op(n, &op);
+    free(op.u.kernel.params);
+    return CUDA_SUCCESS;
+}
+
+/* ---- executable graphs ---- */
+
+static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!phExec || (flags & ~(uint64_t)INSTANTIATE_FLAGS)) return CUDA_ERROR_INVALID_VALUE;
+    if (flags & INSTANTIATE_DEVICE_LAUNCH) {
+        fake_log("device-launchable graphs are not implemented");
+        return CUDA_ERROR_NOT_SUPPORTED;
+    }
+    GraphExec *x = calloc(1, sizeof *x);
+    if (!x || !(x->graph = graph_clone(g))) {
+        free(x);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    handle_add(x, H_GRAPH_EXEC);
+    *phExec = x;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphInstantiateWithFlags(void **phExec, void *hGraph, unsigned long long flags) {
+    ENTER(cuGraphInstantiateWithFlags);
+    return instantiate(phExec, hGraph, flags);
+}
+
+API CUresult cuGraphInstantiateWithParams(void **phExec, void *hGraph, InstantiateParams *params) {
+    ENTER(cuGraphInstantiateWithParams);
+    if (!params) return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = instantiate(phExec, hGraph, params->flags);
+    params->error_node = NULL;
+    params->result = rc == CUDA_SUCCESS ? 0 : 1; /* CUDA_GRAPH_INSTANTIATE_SUCCESS / _ERROR */
+    if (rc == CUDA_SUCCESS && (params->flags & INSTANTIATE_UPLOAD) && params->upload_stream) {
+        NEED_CONTEXT(c);
+        Stream *s;
+        rc = stream_resolve(params->upload_stream, c, &s); /* uploading itself is a no-op: memory is shared */
+    }
+    return rc;
+}
+
+API CUresult cuGraphExecDestroy(void *hExec) {
+    ENTER(cuGraphExecDestroy);
+    GraphExec *x;
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
+    handle_remove(x);
+    graph_free(x->graph);
+    free(x);
+    return CUDA_SUCCESS;
+}
+
+/* The executable graph's copy of a node of the graph it was instantiated from. */
+static CUresult exec_node(GraphExec *x, void *hNode, GraphNode **out) {
+    GraphNode *n;
+    TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    for (int i = 0; i < x->graph->nnodes; i++)
+        if (x->graph->nodes[i]->origin == n) {
+            *out = x->graph->nodes[i];
+            return CUDA_SUCCESS;
+        }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+API CUresult cuGraphExecKernelNodeSetParams_v2(void *hExec, void *hNode, const KernelNodeParams *params) {
+    ENTER(cuGraphExecKernelNodeSetParams_v2);
+    GraphExec *x;
+    GraphNode *n;
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
+    TRY(exec_node(x, hNode, &n));
+    if (n->op.kind != OPK_KERNEL) return CUDA_ERROR_INVALID_VALUE;
+    StreamOp op;
+    TRY(kernel_node_op(params, &op));
+    graph_node_set_op(n, &op);
+    free(op.u.kernel.params);
+    return CUDA_SUCCESS;
+}
+
+/* Takes every node's parameters from hGraph when it has the executable graph's shape (same nodes, kinds and
+ * edges, in the same order); otherwise nothing changes and the result says where they differ. */
+API CUresult cuGraphExecUpdate_v2(void *hExec, void *hGraph, UpdateResultInfo *info) {
+    ENTER(cuGraphExecUpdate_v2);
+    GraphExec *x;
+    Graph *g;
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!info) return CUDA_ERROR_INVALID_VALUE;
+    int at = graph_shape_differs(x->graph, g);
+    *info = (UpdateResultInfo){UPDATE_SUCCESS, NULL, NULL};
+    if (at >= 0) {
+        int kinds = at < g->nnodes && at < x->graph->nnodes && g->nodes[at]->op.kind != x->graph->nodes[at]->op.kind;
+        info->result = kinds ? UPDATE_NODE_TYPE_CHANGED : UPDATE_TOPOLOGY_CHANGED;
+        info->error_node = at < g->nnodes ? g->nodes[at] : NULL;
+        return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    }
+    for (int i = 0; i < g->nnodes; i++) graph_node_set_op(x->graph->nodes[i], &g->nodes[i]->op);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphLaunch(void *hExec, void *hStream) {
+    ENTER(cuGraphLaunch);
+    GraphExec *x;
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
+    NEED_CONTEXT(c);
+    Stream *s;
+    TRY(stream_resolve(hStream, c, &s));
+    if (s->capture) { /* launched into a capture: the graph becomes a child graph node */
+        StreamOp op = {.kind = OPK_GRAPH, .cls = &CHILD_CLASS, .u.graph = x->graph};
+        return stream_capture(s, &op);
+    }
+    return graph_submit(s, x->graph);
+}
+
+API CUresult cuGraphUpload(void *hExec, void *hStream) {
+    ENTER(cuGraphUpload);
+    GraphExec *x;
+    TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
+    NEED_CONTEXT(c);
+    Stream *s;
+    return stream_resolve(hStream, c, &s); /* nothing to upload: device memory is host memory here */
+}
+
+/* ---- user objects: a destructor that runs when the last reference (the caller's or a graph's) goes ---- */
+
+#define CU_USER_OBJECT_NO_DESTRUCTOR_SYNC 1
+#define CU_GRAPH_USER_OBJECT_MOVE 1
+
+/* The destructor runs on the thread that drops the last reference (a real driver may use its own thread);
+ * it must not call the driver, as on hardware. */
+API CUresult cuUserObjectCreate(void **obj, void *ptr, void (*destroy)(void *), unsigned refs, unsigned flags) {
+    ENTER(cuUserObjectCreate);
+    NEED_INIT();
+    if (!obj || !destroy || !refs || flags != CU_USER_OBJECT_NO_DESTRUCTOR_SYNC || refs > INT32_MAX)
+        return CUDA_ERROR_INVALID_VALUE;
+    UserObject *o = malloc(sizeof *o);
+    if (!o) return CUDA_ERROR_OUT_OF_MEMORY;
+    *o = (UserObject){ptr, destroy, (int)refs};
+    handle_add(o, H_USER_OBJECT);
+    *obj = o;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuUserObjectRetain(void *obj, unsigned count) {
+    ENTER(cuUserObjectRetain);
+    UserObject *o;
+    TRY(handle_get(obj, H_USER_OBJECT, &o));
+    if (!count || count > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
+    return user_object_retain(o, count) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+API CUresult cuUserObjectRelease(void *obj, unsigned count) {
+    ENTER(cuUserObjectRelease);
+    UserObject *o;
+    TRY(handle_get(obj, H_USER_OBJECT, &o));
+    if (!count || count > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
+    user_object_release(o, count);
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphRetainUserObject(void *hGraph, void *obj, unsigned count, unsigned flags) {
+    ENTER(cuGraphRetainUserObject);
+    Graph *g;
+    UserObject *o;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    TRY(handle_get(obj, H_USER_OBJECT, &o));
+    if (!count || count > INT32_MAX || (flags & ~CU_GRAPH_USER_OBJECT_MOVE)) return CUDA_ERROR_INVALID_VALUE;
+    int moved = flags & CU_GRAPH_USER_OBJECT_MOVE; /* the caller's references become the graph's */
+    if (!moved && !user_object_retain(o, count)) return CUDA_ERROR_INVALID_HANDLE;
+    if (graph_hold_object(g, o, count)) {
+        if (!moved) user_object_release(o, count);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphReleaseUserObject(void *hGraph, void *obj, unsigned count) {
+    ENTER(cuGraphReleaseUserObject);
+    Graph *g;
+    UserObject *o;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    TRY(handle_get(obj, H_USER_OBJECT, &o));
+    if (!count || count > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
+    return graph_drop_object(g, o, count) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}

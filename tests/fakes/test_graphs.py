@@ -1,0 +1,276 @@
+"""Graphs and stream capture on the fake, through cuda.bindings: nodes of every kind run in dependency
+order with real values checked, executable graphs take new parameters, capture records instead of running."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+SAXPY = r'''
+extern "C" __global__ void saxpy(const float* x, float* y, float a, unsigned n)
+{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i]; }
+extern "C" __global__ void scale(float* y, float a, unsigned n)
+{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] *= a; }
+'''
+N = 256
+HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+@pytest.fixture
+def saxpy(cuda):
+    mod = cuda.module(SAXPY)
+    return {name: cuda.ok(cuda.d.cuModuleGetFunction(mod, name.encode())) for name in ("saxpy", "scale")}
+
+
+def _kernel_params(d, func, *values, grid=N // 64, block=64):
+    ptrs, boxes = _args(*values)
+    p = d.CUDA_KERNEL_NODE_PARAMS()
+    p.func = func
+    p.gridDimX, p.gridDimY, p.gridDimZ = grid, 1, 1
+    p.blockDimX, p.blockDimY, p.blockDimZ = block, 1, 1
+    p.sharedMemBytes = 0
+    p.kernelParams = ptrs.ctypes.data
+    return p, (ptrs, boxes)
+
+
+def _args(*values):
+    boxes = [np.array([v], np.uint64) if isinstance(v, int) else np.array([v]) for v in values]
+    return np.array([b.ctypes.data for b in boxes], np.uint64), boxes
+
+
+def _memset_params(d, dst, value, count):
+    p = d.CUDA_MEMSET_NODE_PARAMS()
+    p.dst, p.value, p.elementSize, p.width, p.height, p.pitch = dst, value, 4, count, 1, 0
+    return p
+
+
+def _memcpy_dtoh_params(d, host: np.ndarray, src):
+    p = d.CUDA_MEMCPY3D()
+    p.srcMemoryType = d.CUmemorytype.CU_MEMORYTYPE_DEVICE
+    p.srcDevice = src
+    p.dstMemoryType = d.CUmemorytype.CU_MEMORYTYPE_HOST
+    p.dstHost = host.ctypes.data
+    p.WidthInBytes, p.Height, p.Depth = host.nbytes, 1, 1
+    return p
+
+
+def _bits(value: float) -> int:
+    return int(np.array([value], np.float32).view(np.uint32)[0])
+
+
+def test_explicit_graph_runs_in_order_and_takes_new_parameters(cuda, saxpy, rng):
+    d = cuda.d
+    x = rng.random(N, dtype=np.float32)
+    dx, dy = cuda.upload(x), cuda.alloc(4 * N)
+    out = np.full(N, np.nan, np.float32)
+    calls = []
+    host_fn = HOST_FN(lambda _: calls.append(out.copy()))  # runs after the copy: sees the result
+    s = cuda.ok(d.cuStreamCreate(1))
+    done = cuda.ok(d.cuEventCreate(0))
+
+    g = cuda.ok(d.cuGraphCreate(0))
+    fill = cuda.ok(d.cuGraphAddMemsetNode(g, None, 0, _memset_params(d, dy, _bits(1.0), N), cuda.ctx))
+    kp, keep = _kernel_params(d, saxpy["saxpy"], dx, dy, np.float32(2.0), np.uint32(N))
+    kernel = cuda.ok(d.cuGraphAddKernelNode(g, [fill], 1, kp))
+    copy = cuda.ok(d.cuGraphAddMemcpyNode(g, [kernel], 1, _memcpy_dtoh_params(d, out, dy), cuda.ctx))
+    hp = d.CUDA_HOST_NODE_PARAMS()
+    hp.fn = ctypes.cast(host_fn, ctypes.c_void_p).value
+    host = cuda.ok(d.cuGraphAddHostNode(g, [copy], 1, hp))
+    cuda.ok(d.cuGraphAddEventRecordNode(g, [host], 1, done))
+    assert cuda.ok(d.cuGraphGetNodes(g, 0))[1] == 5
+    assert cuda.ok(d.cuGraphNodeGetType(kernel)) == d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_KERNEL
+
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    for _ in range(2):  # the memset node resets y: every launch gives 2x + 1
+        cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuEventSynchronize(done))
+    cuda.ok(d.cuStreamSynchronize(s))
+    np.testing.assert_allclose(out, 2 * x + 1, rtol=1e-6)
+    assert len(calls) == 2 and np.allclose(calls[0], 2 * x + 1)
+
+    kp3, keep3 = _kernel_params(d, saxpy["saxpy"], dx, dy, np.float32(3.0), np.uint32(N))
+    cuda.ok(d.cuGraphExecKernelNodeSetParams(exe, kernel, kp3))
+    out[:] = np.nan
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    np.testing.assert_allclose(out, 3 * x + 1, rtol=1e-6)
+
+    # an update from a graph of the same shape takes all of its parameters (here: the fill value)
+    g2 = cuda.ok(d.cuGraphCreate(0))
+    f2 = cuda.ok(d.cuGraphAddMemsetNode(g2, None, 0, _memset_params(d, dy, _bits(10.0), N), cuda.ctx))
+    k2 = cuda.ok(d.cuGraphAddKernelNode(g2, [f2], 1, kp))
+    c2 = cuda.ok(d.cuGraphAddMemcpyNode(g2, [k2], 1, _memcpy_dtoh_params(d, out, dy), cuda.ctx))
+    h2 = cuda.ok(d.cuGraphAddHostNode(g2, [c2], 1, hp))
+    cuda.ok(d.cuGraphAddEventRecordNode(g2, [h2], 1, done))
+    cuda.ok(d.cuGraphExecUpdate(exe, g2))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    np.testing.assert_allclose(out, 2 * x + 10, rtol=1e-6)
+
+    other = cuda.ok(d.cuGraphCreate(0))
+    cuda.ok(d.cuGraphAddMemsetNode(other, None, 0, _memset_params(d, dy, 0, N), cuda.ctx))
+    assert cuda.err(d.cuGraphExecUpdate(exe, other)) == d.CUresult.CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
+    info = (ctypes.c_int * 6)()  # cuda.bindings drops the result info on failure: read it through ctypes
+    update = ctypes.CDLL("libcuda.so.1").cuGraphExecUpdate_v2
+    assert update(ctypes.c_void_p(int(exe)), ctypes.c_void_p(int(other)), info) == 910
+    assert info[0] == d.CUgraphExecUpdateResult.CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED
+
+    # the executable graph is a copy: destroying the graphs leaves it runnable
+    for graph in (g, g2, other):
+        cuda.ok(d.cuGraphDestroy(graph))
+    out[:] = np.nan
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    np.testing.assert_allclose(out, 2 * x + 10, rtol=1e-6)
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    assert cuda.err(d.cuGraphLaunch(exe, s)) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
+    cuda.ok(d.cuEventDestroy(done))
+    cuda.ok(d.cuStreamDestroy(s))
+
+
+def test_child_graph_empty_node_and_event_wait(cuda, saxpy, rng):
+    d = cuda.d
+    y0 = rng.random(N, dtype=np.float32)
+    dy = cuda.upload(y0)
+    kp, keep = _kernel_params(d, saxpy["scale"], dy, np.float32(2.0), np.uint32(N))
+    child = cuda.ok(d.cuGraphCreate(0))
+    first = cuda.ok(d.cuGraphAddKernelNode(child, None, 0, kp))
+    cuda.ok(d.cuGraphAddKernelNode(child, [first], 1, kp))  # x4 in the child
+    ready = cuda.ok(d.cuEventCreate(0))
+    g = cuda.ok(d.cuGraphCreate(0))
+    wait = cuda.ok(d.cuGraphAddEventWaitNode(g, None, 0, ready))
+    join = cuda.ok(d.cuGraphAddEmptyNode(g, [wait], 1))
+    node = cuda.ok(d.cuGraphAddChildGraphNode(g, [join], 1, child))
+    cuda.ok(d.cuGraphAddKernelNode(g, [node], 1, kp))  # x8 in all
+    cuda.ok(d.cuGraphDestroy(child))  # the node holds its own copy
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    s = cuda.ok(d.cuStreamCreate(1))
+    cuda.ok(d.cuEventRecord(ready, s))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    np.testing.assert_allclose(cuda.download(dy, y0), 8 * y0, rtol=1e-6)
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuStreamDestroy(s))
+
+
+def test_stream_capture_records_work_across_a_fork_and_join(cuda, saxpy, rng):
+    d = cuda.d
+    S = d.CUstreamCaptureStatus
+    x = rng.random(N, dtype=np.float32)
+    dx, dy, dz = cuda.upload(x), cuda.alloc(4 * N), cuda.alloc(4 * N)
+    cuda.ok(d.cuMemsetD32(dz, _bits(-1.0), N))
+    s, side = cuda.ok(d.cuStreamCreate(1)), cuda.ok(d.cuStreamCreate(1))
+    fork, joined = cuda.ok(d.cuEventCreate(0)), cuda.ok(d.cuEventCreate(0))
+    ptrs, boxes = _args(dx, dy, np.float32(2.0), np.uint32(N))
+    sptrs, sboxes = _args(dz, np.float32(3.0), np.uint32(N))
+
+    cuda.ok(d.cuStreamBeginCapture(s, d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL))
+    assert cuda.ok(d.cuStreamIsCapturing(s)) == S.CU_STREAM_CAPTURE_STATUS_ACTIVE
+    cuda.ok(d.cuMemsetD32Async(dy, _bits(1.0), N, s))
+    cuda.ok(d.cuLaunchKernel(saxpy["saxpy"], N // 64, 1, 1, 64, 1, 1, 0, s, ptrs.ctypes.data, 0))
+    cuda.ok(d.cuEventRecord(fork, s))
+    cuda.ok(d.cuStreamWaitEvent(side, fork, 0))  # side joins the capture after the kernel
+    assert cuda.ok(d.cuStreamIsCapturing(side)) == S.CU_STREAM_CAPTURE_STATUS_ACTIVE
+    cuda.ok(d.cuMemcpyDtoDAsync(dz, dy, 4 * N, side))
+    cuda.ok(d.cuLaunchKernel(saxpy["scale"], N // 64, 1, 1, 64, 1, 1, 0, side, sptrs.ctypes.data, 0))
+    cuda.ok(d.cuEventRecord(joined, side))
+    cuda.ok(d.cuStreamWaitEvent(s, joined, 0))
+    info = cuda.ok(d.cuStreamGetCaptureInfo(s))  # status, id, graph, dependencies, [edge data,] count
+    assert info[0] == S.CU_STREAM_CAPTURE_STATUS_ACTIVE and int(info[1]) > 0
+    assert info[-1] == 2 and len(info[3]) == 2  # its own last node (the kernel) and the side stream's
+    g = cuda.ok(d.cuStreamEndCapture(s))
+    assert cuda.ok(d.cuStreamIsCapturing(side)) == S.CU_STREAM_CAPTURE_STATUS_NONE
+    assert cuda.ok(d.cuGraphGetNodes(g, 0))[1] == 4
+
+    assert np.all(cuda.download(dz, x) == -1.0)  # captured, not run
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    np.testing.assert_allclose(cuda.download(dz, x), 3 * (2 * x + 1), rtol=1e-6)
+    np.testing.assert_allclose(cuda.download(dy, x), 2 * x + 1, rtol=1e-6)
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphDestroy(g))
+    for h in (fork, joined):
+        cuda.ok(d.cuEventDestroy(h))
+    for h in (s, side):
+        cuda.ok(d.cuStreamDestroy(h))
+
+
+def test_capture_errors(cuda, saxpy):
+    d = cuda.d
+    E = d.CUresult
+    dy = cuda.alloc(4 * N)
+    s, side = cuda.ok(d.cuStreamCreate(1)), cuda.ok(d.cuStreamCreate(1))
+    fork = cuda.ok(d.cuEventCreate(0))
+    mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    assert cuda.err(d.cuStreamBeginCapture(0, mode)) == E.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED  # legacy stream
+    assert cuda.err(d.cuStreamEndCapture(s)) == E.CUDA_ERROR_ILLEGAL_STATE
+
+    # a fork that never joins back
+    cuda.ok(d.cuStreamBeginCapture(s, mode))
+    assert cuda.err(d.cuStreamBeginCapture(s, mode)) == E.CUDA_ERROR_ILLEGAL_STATE
+    cuda.ok(d.cuEventRecord(fork, s))
+    cuda.ok(d.cuStreamWaitEvent(side, fork, 0))
+    cuda.ok(d.cuMemsetD32Async(dy, 0, N, side))
+    assert cuda.err(d.cuStreamEndCapture(side)) == E.CUDA_ERROR_STREAM_CAPTURE_UNMATCHED
+    assert cuda.err(d.cuStreamEndCapture(s)) == E.CUDA_ERROR_STREAM_CAPTURE_UNJOINED
+
+    # synchronizing a capturing stream invalidates the capture
+    cuda.ok(d.cuStreamBeginCapture(s, mode))
+    cuda.ok(d.cuMemsetD32Async(dy, 0, N, s))
+    assert cuda.err(d.cuStreamSynchronize(s)) == E.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+    assert cuda.ok(d.cuStreamIsCapturing(s)) == d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_INVALIDATED
+    assert cuda.err(d.cuMemsetD32Async(dy, 0, N, s)) == E.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    assert cuda.err(d.cuStreamEndCapture(s)) == E.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    assert cuda.ok(d.cuStreamIsCapturing(s)) == d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+    cuda.ok(d.cuStreamSynchronize(s))  # usable again
+    cuda.ok(d.cuEventDestroy(fork))
+    for h in (s, side):
+        cuda.ok(d.cuStreamDestroy(h))
+
+
+def test_user_objects_live_as_long_as_their_last_reference(cuda):
+    d = cuda.d
+    destroyed = []
+    destructor = HOST_FN(lambda ptr: destroyed.append(ptr))
+    obj = cuda.ok(d.cuUserObjectCreate(0x1234, ctypes.cast(destructor, ctypes.c_void_p).value, 1, d.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC))
+    g = cuda.ok(d.cuGraphCreate(0))
+    cuda.ok(d.cuGraphAddEmptyNode(g, None, 0))
+    cuda.ok(d.cuGraphRetainUserObject(g, obj, 1, d.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE))
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))  # the executable graph holds its own reference
+    cuda.ok(d.cuGraphDestroy(g))
+    assert destroyed == []
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    assert destroyed == [0x1234]
+    assert cuda.err(d.cuUserObjectRetain(obj, 1)) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
+
+
+def test_graph_queries_clone_and_node_removal(cuda):
+    d = cuda.d
+    g = cuda.ok(d.cuGraphCreate(0))
+    a = cuda.ok(d.cuGraphAddEmptyNode(g, None, 0))
+    b = cuda.ok(d.cuGraphAddEmptyNode(g, [a], 1))
+    c = cuda.ok(d.cuGraphAddEmptyNode(g, [a], 1))
+    edges = cuda.ok(d.cuGraphGetEdges(g, 2))
+    assert [(int(x), int(y)) for x, y in zip(edges[0], edges[1])] == [(int(a), int(b)), (int(a), int(c))]
+    assert [int(n) for n in cuda.ok(d.cuGraphNodeGetDependencies(b, 1))[0]] == [int(a)]
+    assert {int(n) for n in cuda.ok(d.cuGraphNodeGetDependentNodes(a, 2))[0]} == {int(b), int(c)}
+    assert cuda.ok(d.cuGraphNodeGetDependentNodes(a, 0))[-1] == 2  # counting only
+
+    clone = cuda.ok(d.cuGraphClone(g))
+    twin = cuda.ok(d.cuGraphNodeFindInClone(c, clone))
+    assert int(twin) != int(c) and [int(n) for n in cuda.ok(d.cuGraphNodeGetDependencies(twin, 1))[0]] != [int(a)]
+    assert cuda.err(d.cuGraphNodeFindInClone(c, g)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # g is no clone
+
+    cuda.ok(d.cuGraphDestroyNode(b))
+    assert cuda.ok(d.cuGraphGetNodes(g, 0))[1] == 2 and cuda.ok(d.cuGraphGetEdges(g, 0))[-1] == 1
+    assert cuda.err(d.cuGraphNodeGetType(b)) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
+    assert cuda.ok(d.cuGraphGetNodes(clone, 0))[1] == 3  # the clone is its own graph
+
+    parent = cuda.ok(d.cuGraphCreate(0))
+    node = cuda.ok(d.cuGraphAddChildGraphNode(parent, None, 0, g))
+    embedded = cuda.ok(d.cuGraphChildGraphNodeGetGraph(node))
+    assert int(embedded) != int(g) and cuda.ok(d.cuGraphGetNodes(embedded, 0))[1] == 2
+    for graph in (g, clone, parent):
+        cuda.ok(d.cuGraphDestroy(graph))

@@ -1,0 +1,159 @@
+"""Linking and loading like a driver: cuLink* over PTX, PTX carried by fatbins and ELF files, and a clear
+refusal of machine code (the simulated device runs PTX only)."""
+
+import ctypes
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+CALLER = r'''
+extern __device__ float twice(float v);
+extern "C" __global__ void apply(float* y, unsigned n)
+{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = twice(y[i]) + 1.0f; }
+'''
+CALLEE = r'''
+__device__ float twice(float v) { return 2.0f * v; }
+'''
+SCALE = r'''
+extern "C" __global__ void scale(float* y, float a, unsigned n)
+{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] *= a; }
+'''
+CUBINS = Path(__file__).resolve().parents[2] / "conformance" / "kernels" / "cubin"
+N = 128
+JIT_ERROR_LOG, JIT_ERROR_LOG_SIZE = 5, 6
+
+
+def _rdc_ptx(cuda, source):
+    n = cuda.nvrtc
+    _, prog = n.nvrtcCreateProgram(source.encode(), b"rdc.cu", 0, [], [])
+    opts = [b"--gpu-architecture=compute_90", b"--relocatable-device-code=true"]
+    assert n.nvrtcCompileProgram(prog, len(opts), opts)[0] == n.nvrtcResult.NVRTC_SUCCESS
+    _, size = n.nvrtcGetPTXSize(prog)
+    buf = b" " * size
+    n.nvrtcGetPTX(prog, buf)
+    return buf
+
+
+def _fatbin(*entries):
+    """A fatbin of (kind, arch, payload, flags) entries: kind 1 PTX, 2 ELF (layout as cuobjdump shows it)."""
+    body = b""
+    for kind, arch, payload, flags in entries:
+        padded = payload + b"\0" * (-len(payload) % 8)
+        body += struct.pack("<HHIQIIHHIIIQQQ", kind, 0x0101, 64, len(padded), 0, 0, 0, 9, arch, 0, 0, flags, 0, 0)
+        body += padded
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
+
+
+def _elf(sections, machine=190, flags=0x5A04):
+    """A minimal ELF64 file with the given (name, bytes) sections."""
+    names = b"\0.shstrtab\0" + b"".join(name.encode() + b"\0" for name, _ in sections)
+    blobs, offsets, offset = [names] + [data for _, data in sections], [], 64
+    for blob in blobs:
+        offsets.append(offset)
+        offset += len(blob) + (-len(blob) % 8)
+    image = bytearray(b"\x7fELF" + bytes([2, 1, 1]) + bytes(9))
+    image += struct.pack("<HHIQQQIHHHHHH", 1, machine, 1, 0, 0, offset, flags, 64, 0, 0, 64, len(blobs) + 1, 1)
+    for blob in blobs:
+        image += blob + bytes(-len(blob) % 8)
+    image += bytes(64)  # the null section
+    name_at = 1
+    for blob, at in zip(blobs, offsets):
+        image += struct.pack("<IIQQQQIIQQ", name_at, 3 if blob is names else 1, 0, 0, at, len(blob), 0, 0, 8, 0)
+        name_at += len(b".shstrtab\0") if blob is names else len(sections[blobs.index(blob) - 1][0]) + 1
+    return bytes(image)
+
+
+def _load_ex(cuda, image):
+    """cuModuleLoadDataEx with an error log: (CUresult, module, log text)."""
+    d = cuda.d
+    log = bytearray(1024)
+    opts = [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+    err, mod = d.cuModuleLoadDataEx(image, 2, opts, [log, len(log)])
+    return err, mod, bytes(log).split(b"\0")[0].decode()
+
+
+def _run_scale(cuda, mod, name=b"scale"):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(mod, name))
+    y = np.arange(N, dtype=np.float32)
+    p = cuda.upload(y)
+    cuda.launch(f, (N // 64,), (64,), p, np.float32(3.0), np.uint32(N))
+    np.testing.assert_array_equal(cuda.download(p, y), 3 * y)
+
+
+def test_link_two_ptx_inputs_into_an_image_that_runs(cuda, tmp_path):
+    d = cuda.d
+    callee = tmp_path / "callee.ptx"
+    callee.write_bytes(_rdc_ptx(cuda, CALLEE).rstrip(b"\0"))
+    state = cuda.ok(d.cuLinkCreate(0, [], []))
+    caller = _rdc_ptx(cuda, CALLER)
+    cuda.ok(d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_PTX, caller, len(caller), b"caller", 0, [], []))
+    cuda.ok(d.cuLinkAddFile(state, d.CUjitInputType.CU_JIT_INPUT_PTX, str(callee).encode(), 0, [], []))
+    image, size = cuda.ok(d.cuLinkComplete(state))
+    linked = ctypes.string_at(int(image), size)
+    assert linked.startswith(b"// ironaccel fake linked image")
+    mod = cuda.ok(d.cuModuleLoadData(linked))
+    cuda.ok(d.cuLinkDestroy(state))  # the image was the link state's: the module keeps its own copy
+    f = cuda.ok(d.cuModuleGetFunction(mod, b"apply"))
+    y = np.arange(N, dtype=np.float32)
+    p = cuda.upload(y)
+    cuda.launch(f, (N // 64,), (64,), p, np.uint32(N))
+    np.testing.assert_array_equal(cuda.download(p, y), 2 * y + 1)
+
+
+def test_link_with_an_unresolved_call_fails_with_the_reason_in_the_log(cuda):
+    d = cuda.d
+    log = bytearray(1024)
+    opts = [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+    state = cuda.ok(d.cuLinkCreate(2, opts, [log, len(log)]))
+    caller = _rdc_ptx(cuda, CALLER)
+    cuda.ok(d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_PTX, caller, len(caller), b"caller", 0, [], []))
+    assert cuda.err(d.cuLinkComplete(state)) == d.CUresult.CUDA_ERROR_INVALID_PTX
+    assert "twice" in bytes(log).decode(errors="replace") and "not defined" in bytes(log).decode(errors="replace")
+    cuda.ok(d.cuLinkDestroy(state))
+
+
+def test_ptx_carried_by_fatbins_and_elf_files_runs(cuda, tmp_path):
+    d = cuda.d
+    ptx = cuda.ptx(SCALE).rstrip(b"\0")
+    fatbin = _fatbin((2, 90, b"\x7fELF not really sass", 0), (1, 80, ptx, 0), (1, 120, b"not this one", 0))
+    _run_scale(cuda, cuda.ok(d.cuModuleLoadData(fatbin)))
+    _run_scale(cuda, cuda.ok(d.cuModuleLoadData(_elf([(".nv_fatbin", fatbin)]))))
+    _run_scale(cuda, cuda.ok(d.cuModuleLoadData(_elf([(".nv_debug_ptx_txt", ptx)]))))
+    wrapper = (ctypes.c_uint32 * 2)(0x466243B1, 1)
+    keep = ctypes.create_string_buffer(fatbin)
+    wrapped = ctypes.create_string_buffer(bytes(wrapper) + struct.pack("<QQ", ctypes.addressof(keep), 0))
+    _run_scale(cuda, cuda.ok(d.cuModuleLoadFatBinary(ctypes.addressof(wrapped))))
+    path = tmp_path / "scale.fatbin"
+    path.write_bytes(fatbin)
+    lib = cuda.ok(d.cuLibraryLoadFromFile(str(path).encode(), [], [], 0, [], [], 0))
+    _run_scale(cuda, cuda.ok(d.cuLibraryGetModule(lib)))
+    state = cuda.ok(d.cuLinkCreate(0, [], []))
+    cuda.ok(d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_FATBINARY, fatbin, len(fatbin), b"fb", 0, [], []))
+    image, size = cuda.ok(d.cuLinkComplete(state))
+    _run_scale(cuda, cuda.ok(d.cuModuleLoadData(ctypes.string_at(int(image), size))))
+    cuda.ok(d.cuLinkDestroy(state))
+
+
+@pytest.mark.parametrize("kind", ["committed cubin", "NVRTC cubin", "fatbin of SASS", "compressed PTX"])
+def test_machine_code_alone_is_refused_with_what_the_device_needs(cuda, kind):
+    d = cuda.d
+    if kind == "committed cubin":
+        image = (CUBINS / "saxpy.sm_90.cubin").read_bytes()
+    elif kind == "NVRTC cubin":
+        n = cuda.nvrtc
+        _, prog = n.nvrtcCreateProgram(SCALE.encode(), b"s.cu", 0, [], [])
+        assert n.nvrtcCompileProgram(prog, 1, [b"--gpu-architecture=sm_90"])[0] == n.nvrtcResult.NVRTC_SUCCESS
+        _, size = n.nvrtcGetCUBINSize(prog)
+        image = b" " * size
+        n.nvrtcGetCUBIN(prog, image)
+    elif kind == "fatbin of SASS":
+        image = _fatbin((2, 90, (CUBINS / "saxpy.sm_90.cubin").read_bytes(), 0))
+    else:
+        image = _fatbin((1, 90, b"\x28\xb5\x2f\xfd compressed bytes", 0x8000))
+    err, _, log = _load_ex(cuda, image)
+    assert err == d.CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU
+    assert "runs PTX" in log and "compute_90" in log, log
+    assert ("compressed" if kind == "compressed PTX" else "SASS for sm_90") in log, log
