@@ -217,8 +217,8 @@ MUTANTS: list[Mutant] = [
            "calls.cuMemcpyDtoDAsync(src._ptr + src_offset, dst._ptr + dst_offset, nbytes, self._handle)",
            "cuda/fake", "copy_dtod copies in the wrong direction", ("COPY-2",)),
     Mutant("cuda-dtoh-offset-dropped", "cuda", CU + "stream.py",
-           "err, = copy(dst.ctypes.data, src._ptr + src_offset, dst.nbytes, self._handle)",
-           "err, = copy(dst.ctypes.data, src._ptr, dst.nbytes, self._handle)",
+           "err, = copy(_addressof(_byte_at(dst)), src._ptr + src_offset, dst.nbytes, self._handle)",
+           "err, = copy(_addressof(_byte_at(dst)), src._ptr, dst.nbytes, self._handle)",
            "cuda/fake", "copy_dtoh from an offset reads from the start of the buffer", ("COPY-1",)),
     Mutant("cuda-timing-events-untimed", "cuda", CU + "stream.py",
            "flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING",
@@ -260,8 +260,8 @@ MUTANTS: list[Mutant] = [
            "        if err == cu.CUresult.CUDA_ERROR_NOT_READY:\n            return True",
            "cuda/fake", "Event.query() says complete while the work still runs", ("EVENT-5", "EVENT-4")),
     Mutant("cuda-close-without-sync", "cuda", CU + "device.py",
-           "failure = cu.cuCtxSynchronize()[0]",
-           "failure = 0",
+           "        release(cu.cuCtxSynchronize)\n",
+           "",
            "cuda/fake", "close() frees buffers while queued work still uses them", ("LIFE-2",),
            equivalent="every way close() could leave work pending is waited for by the driver itself: cuMemFree of "
                       "a live buffer and cuModuleUnload synchronize the context (CUDA semantics the fake follows) "
@@ -390,8 +390,8 @@ MUTANTS: list[Mutant] = [
            check="canary"),
     # -- the fake libcuda's launch, copy and stream paths (certified on cuda/fake) ------------------------
     Mutant("fake-copy-short", "fake", "fakes/cuda/copies.c",
-           "memmove(w->dst, w->src, w->n);",
-           "memmove(w->dst, w->src, w->n - 1);",
+           "(const uint8_t *)(uintptr_t)c->src + (z * c->src_height + y) * c->src_pitch, c->width);",
+           "(const uint8_t *)(uintptr_t)c->src + (z * c->src_height + y) * c->src_pitch, c->width - 1);",
            "cuda/fake", "every copy leaves its last byte uncopied", ("COPY-1", "COPY-2")),
     Mutant("fake-copy-to-end-rejected", "fake", "fakes/cuda/copies.c",
            "return p + n <= a.base + a.size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;",
