@@ -834,14 +834,17 @@ def test_library_headers_fp16_bf16_cub_cooperative_groups(cuda, rng):
     gb = (g.view(np.uint32) >> 16).astype(np.uint16)
     fv = (rng.standard_normal(128) * 100).astype(np.float32)
     v = rng.integers(-1000, 1000, 128).astype(np.int32)
-    oh, ob, of, oi = np.zeros(512, np.uint16), np.zeros(256, np.uint16), np.zeros(256, np.float32), np.zeros(257, np.int32)
+    oh, ob = np.zeros(512, np.uint16), np.zeros(256, np.uint16)
+    of, oi = np.zeros(256, np.float32), np.zeros(257, np.int32)
     outs = [cuda.poisoned(a) for a in (oh, ob, of, oi)]
-    cuda.launch(f, (1,), (128,), cuda.upload(h.view(np.uint16)), cuda.upload(gb), cuda.upload(fv), cuda.upload(v), *outs)
+    ins = [cuda.upload(a) for a in (h.view(np.uint16), gb, fv, v)]
+    cuda.launch(f, (1,), (128,), *ins, *outs)
     oh, ob, of, oi = (cuda.download(p, a) for p, a in zip(outs, (oh, ob, of, oi)))
     x, y = h[0::2], h[1::2]
     got16 = oh.view(np.float16).reshape(128, 4)
     assert np.array_equal(got16[:, 0], x + y) and np.array_equal(got16[:, 1], x * y)
-    want_fma = [rounded(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(a)), "f16", "rn") for a, b in zip(x, y)]
+    want_fma = [rounded(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(a)), "f16", "rn")
+                for a, b in zip(x, y)]
     assert [as_fraction(v) for v in got16[:, 2]] == want_fma
     assert [as_fraction(v) for v in got16[:, 3]] == [rounded(Fraction(float(a)), "f16", "rz") for a in fv]
     bx, by = bf16_values(gb[0::2]), bf16_values(gb[1::2])
