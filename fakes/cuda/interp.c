@@ -905,6 +905,11 @@ static int run_thread(Exec *X, Thread *T) {
             uint64_t old = atomic_rmw(p, in->sub2, in->type, R[in->b], R[in->c]);
             R[in->d] = old;
         } vmbreak;
+        vmcase(NANOSLEEP) {
+            uint32_t ns = (uint32_t)R[in->a];
+            struct timespec t = {0, ns > 1000000 ? 1000000 : ns};
+            nanosleep(&t, NULL);
+        } vmbreak;
         vmcase(GUARD) if (((R[in->a] ^ in->flags) & 1) == 0) JUMP(pc + (uint32_t)in->imm); vmbreak;
         vmcase(BRA) BRANCH((uint32_t)in->imm); vmbreak;
         vmcase(BRA_IF) if ((R[in->a] ^ in->flags) & 1) BRANCH((uint32_t)in->imm); vmbreak;

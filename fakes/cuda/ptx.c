@@ -529,6 +529,12 @@ static void d_dot(Parser *P, const PtxInstr *row, Insn *I) {
     in->sub = (uint8_t)has_mod(&I->o, "hi");
 }
 
+static void d_nanosleep(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 1);
+    uint32_t a = SLOT(0);
+    emit(P, pick(P, row, I), I->line)->a = a;
+}
+
 static void d_shf(Parser *P, const PtxInstr *row, Insn *I) {
     int clamp = has_mod(&I->o, "clamp");
     if (!clamp && !has_mod(&I->o, "wrap")) fail(P, I->line, "%.*s needs .wrap or .clamp", I->tok.len, I->tok.s);
@@ -1063,7 +1069,8 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"prefetch", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "global local L1 L2 L2::evict_last L2::evict_normal",
      "no-op", 0},
     {"prefetchu", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "L1", "no-op", 0},
-    {"nanosleep", NULL, d_plain, 0, {[T_U32] = OP_NOP}, "", "no-op (does not sleep)", 0},
+    {"nanosleep", NULL, d_nanosleep, 0, {[T_U32] = OP_NANOSLEEP}, "",
+     "the worker sleeps the time asked, at most 1 ms (the PTX limit)", 0},
     {"griddepcontrol", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "launch_dependents wait", "no-op", 0},
     {"discard", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "global L2", "no-op", 0},
     {"pmevent", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "mask", "no-op", 0},

@@ -946,3 +946,14 @@ def test_mutated_ptx_never_crashes_or_hangs(cuda):
                        env=env, capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
     assert int(r.stdout.split()[-1]) > 10  # enough of them load and run to matter
+
+
+def test_nanosleep_sleeps(cuda):
+    f = cuda.kernel(r"""
+    extern "C" __global__ void naps(unsigned* out, unsigned n)
+    { for (unsigned k = 0; k < n; k++) __nanosleep(1000000); out[threadIdx.x] = n; }""", "naps")
+    out = cuda.poisoned(np.zeros(1, np.uint32))
+    t0 = time.monotonic()
+    cuda.launch(f, (1,), (1,), out, np.uint32(20))
+    assert time.monotonic() - t0 >= 0.019  # 20 x 1 ms (the most one nanosleep may take)
+    assert cuda.download(out, np.zeros(1, np.uint32))[0] == 20
