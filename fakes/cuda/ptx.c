@@ -789,14 +789,36 @@ static void add_label_ref(Parser *P, uint32_t pc, Tok label) {
     P->fixups[P->nfixups++] = (Label){label, pc};
 }
 
+/* The compare-and-branch an integer setp followed by "@p bra" becomes: one dispatch instead of two. */
+static int fused_compare_branch(int setp_op) {
+    switch (setp_op) {
+    case OP_SETP_S32: return OP_SETP_BRA_S32;
+    case OP_SETP_U32: return OP_SETP_BRA_U32;
+    case OP_SETP_S64: return OP_SETP_BRA_S64;
+    case OP_SETP_U64: return OP_SETP_BRA_U64;
+    default: return OP_NONE;
+    }
+}
+
 static void d_bra(Parser *P, const PtxInstr *row, Insn *I) {
     (void)row;
     need(P, I, 1);
     if (I->ops[0].kind != O_SYM) fail(P, I->line, "bra needs a label");
+    PtxModule *m = P->m;
+    Inst *prev = m->ncode > P->m->funcs[P->fn].entry_pc ? &m->code[m->ncode - 1] : NULL;
+    int fused = prev ? fused_compare_branch(prev->op) : OP_NONE;
+    if (fused && I->guard != SP_TRUE && prev->d == I->guard && prev->e == SP_SINK && !prev->sub2 &&
+        !(P->nlabels && P->labels[P->nlabels - 1].pc == m->ncode) && /* no jump lands on the bra alone */
+        !(m->ncode >= 2 && m->code[m->ncode - 2].op == OP_GUARD)) { /* nor is the setp guarded */
+        prev->op = (uint16_t)fused;
+        prev->flags = I->gneg ? F_NEG_C : 0;
+        add_label_ref(P, m->ncode - 1, I->ops[0].sym);
+        return;
+    }
     Inst *in = emit(P, I->guard == SP_TRUE ? OP_BRA : OP_BRA_IF, I->line);
     in->a = I->guard;
     in->flags = I->gneg ? F_NEG_C : 0;
-    add_label_ref(P, P->m->ncode - 1, I->ops[0].sym);
+    add_label_ref(P, m->ncode - 1, I->ops[0].sym);
 }
 
 /* call[.uni] [(ret)], name, [(args)]; */

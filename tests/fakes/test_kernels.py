@@ -957,3 +957,55 @@ def test_nanosleep_sleeps(cuda):
     cuda.launch(f, (1,), (1,), out, np.uint32(20))
     assert time.monotonic() - t0 >= 0.019  # 20 x 1 ms (the most one nanosleep may take)
     assert cuda.download(out, np.zeros(1, np.uint32))[0] == 20
+
+
+COMPARE_BRANCH = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry branches(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r2, 0;
+$L1:
+    add.s32 %r2, %r2, 1;
+    setp.lt.s32 %p1, %r2, 10;
+    @%p1 bra $L1;
+    selp.u32 %r6, 1, 0, %p1;
+    mov.u32 %r3, 0;
+$L2:
+    add.s32 %r3, %r3, 1;
+    setp.eq.u32 %p2, %r3, 5;
+    @!%p2 bra $L2;
+    mov.u32 %r4, 0;
+    setp.eq.s32 %p1, %r4, 0;
+    bra.uni $L5;
+$L4:
+    setp.ne.s32 %p1, %r4, 0;
+$L5:
+    @%p1 bra $L6;
+    add.s32 %r4, %r4, 7;
+$L6:
+    mov.u32 %r5, 3;
+    setp.eq.s32 %p2, %r5, 3;
+    setp.eq.s32 %p1, %r5, 3;
+    @!%p2 setp.ne.s32 %p1, %r5, 3;
+    @%p1 bra $L7;
+    add.s32 %r5, %r5, 1000;
+$L7:
+    st.global.v4.u32 [%rd1], {%r2, %r3, %r4, %r5};
+    st.global.u32 [%rd1+16], %r6;
+    ret;
+}
+\0"""
+
+
+def test_compare_and_branch_fusion_keeps_branch_semantics(cuda):
+    """setp + @p bra run as one instruction, except where a label lands on the bra or the setp is guarded."""
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(COMPARE_BRANCH)), b"branches"))
+    out = cuda.poisoned(np.zeros(5, np.uint32))
+    cuda.launch(f, (1,), (1,), out)
+    assert list(cuda.download(out, np.zeros(5, np.uint32))) == [10, 5, 0, 3, 0]
