@@ -24,7 +24,7 @@ from ironaccel.api import DeviceInfo, Limits, Param
 from ironaccel.backends.opengl import gl as GL
 from ironaccel.backends.opengl.module import _with_block
 
-from conformance.helpers import RunningWork
+from ironaccel.testing.work import RunningWork
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels" / "glsl430"
 TARGETS = ["opengl/llvmpipe", "opengl/nvidia"]
