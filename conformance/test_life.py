@@ -57,11 +57,10 @@ def test_close_with_pending_work_completes_it(device, kernels):
 
 
 @pytest.mark.clause("LIFE-2")
-def test_close_with_running_kernels_and_no_live_buffers(device, kernels, kernel_source):
+def test_close_with_running_kernels_and_no_live_buffers(device, kernels, target):
     """close() must wait for the work itself, not only as a side effect of freeing buffers still live."""
     other = get_backend(device.info.backend).open_device(device.info.index)
-    lang = next(lang for lang in other.languages if _has_busy(kernel_source, lang))
-    busy = other.compile(kernel_source("busy", lang), lang).kernel("busy")
+    busy = target.compile_kernel(other, "busy")
     s = other.create_stream()
     work = RunningWork(other, s, lambda name: busy, seconds=0.3)
     buf = other.alloc(4096)
@@ -78,14 +77,6 @@ def test_close_with_running_kernels_and_no_live_buffers(device, kernels, kernel_
     assert_device_works(device, kernels)
 
 
-def _has_busy(kernel_source, lang: str) -> bool:
-    try:
-        kernel_source("busy", lang)
-    except FileNotFoundError:
-        return False
-    return True
-
-
 @pytest.mark.clause("LIFE-3")
 def test_a_dropped_stream_still_delivers_its_readback(device, stream, kernels):
     s = device.create_stream()
@@ -97,4 +88,3 @@ def test_a_dropped_stream_still_delivers_its_readback(device, stream, kernels):
         gc.collect()
         device.synchronize()
         assert (host == 0x77).all(), "a copy_dtoh of a dropped stream was lost"
-
