@@ -369,6 +369,12 @@ def device(request: pytest.FixtureRequest) -> Any:
     return _conformance(request).open_device()
 
 
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest) -> Any:
+    """The Target under test: its kernels can be compiled on a second device (``target.compile_kernel``)."""
+    return _conformance(request).target
+
+
 @pytest.fixture
 def stream(device: Any) -> Any:
     """A fresh stream, synchronized after the test."""
