@@ -88,3 +88,4 @@ def test_a_dropped_stream_still_delivers_its_readback(device, stream, kernels):
         gc.collect()
         device.synchronize()
         assert (host == 0x77).all(), "a copy_dtoh of a dropped stream was lost"
+

@@ -396,12 +396,6 @@ def require(device: Any) -> Callable[[str], None]:
 
 
 @pytest.fixture(scope="session")
-def target(request: pytest.FixtureRequest) -> Any:
-    """The Target under test: ``target.compile_kernel(other_device, "busy")`` for a device a test opens itself."""
-    return _conformance(request).target
-
-
-@pytest.fixture(scope="session")
 def kernel_source(request: pytest.FixtureRequest) -> Callable[[str, str], str | bytes]:
     """``kernel_source("broken", lang)``: the source of a kernel file in one of the target's dialects."""
     dialects = {d.lang: d for d in _conformance(request).target.kernels}
