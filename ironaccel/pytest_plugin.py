@@ -25,6 +25,7 @@ With a target it:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 from dataclasses import dataclass
@@ -393,6 +394,21 @@ def require(device: Any) -> Callable[[str], None]:
             pytest.skip(f"{NOT_SUPPORTED_PREFIX}{capability}")
 
     return check
+
+
+@pytest.fixture
+def record_output(request: pytest.FixtureRequest) -> Callable[[str, Any], None]:
+    """``record_output("sums", array)``: keep the sha256 of a kernel's result bytes in the test's results entry
+    (``outputs``), so ``ironaccel status`` can compare the same kernel's results across targets."""
+    state = _conformance(request)
+
+    def record(name: str, data: Any) -> None:
+        tid = state.nodeids.get(request.node.nodeid)
+        if tid is not None:
+            digest = hashlib.sha256(memoryview(data).cast("B")).hexdigest()[:16]
+            state.tests[tid].setdefault("outputs", {})[name] = digest
+
+    return record
 
 
 @pytest.fixture(scope="session")
