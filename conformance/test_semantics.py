@@ -62,25 +62,25 @@ def assert_ops_equal(got: np.ndarray, want: np.ndarray, a: np.ndarray, b: np.nda
 @pytest.mark.clause("SEM-1")
 def test_u32_wraps(device, stream, kernels, record_output):
     got, want = run_sem_int(device, stream, kernels)
+    record_output("wrap", np.ascontiguousarray(got[:, :3]))
     a, b = int_inputs()
     assert_ops_equal(got[:, :3], want[:, :3], a, b, ["x + y", "x - y", "x * y"])
-    record_output("wrap", np.ascontiguousarray(got[:, :3]))
 
 
 @pytest.mark.clause("SEM-2")
 def test_signed_division_truncates(device, stream, kernels, record_output):
     got, want = run_sem_int(device, stream, kernels)
+    record_output("divmod", np.ascontiguousarray(got[:, 3:5]))
     a, b = int_inputs()
     assert_ops_equal(got[:, 3:5], want[:, 3:5], a, b, ["i32 x / y", "i32 x % y"])
-    record_output("divmod", np.ascontiguousarray(got[:, 3:5]))
 
 
 @pytest.mark.clause("SEM-3")
 def test_shifts_below_width(device, stream, kernels, record_output):
     got, want = run_sem_int(device, stream, kernels)
+    record_output("shifts", np.ascontiguousarray(got[:, 5:]))
     a, b = int_inputs()
     assert_ops_equal(got[:, 5:], want[:, 5:], a, b, ["x << (y & 31)", "x >> (y & 31)"])
-    record_output("shifts", np.ascontiguousarray(got[:, 5:]))
 
 
 SPECIAL_F32 = np.array([0.0, 1.0, -1.0, 1.5, -2.25, 1e-3, 3.0e38, -3.0e38, np.inf, -np.inf, np.nan], dtype=np.float32)
@@ -118,22 +118,22 @@ def run_sem_float(device, stream, kernels):
 @pytest.mark.clause("SEM-4")
 def test_inf_nan_propagate(device, stream, kernels, record_output):
     a, b, _, out, _ = run_sem_float(device, stream, kernels)
+    record_output("addmul", canonical(out))
     with np.errstate(all="ignore"):
         want = np.stack([a + b, a * b], axis=1)
     for col, name in enumerate(["a + b", "a * b"]):
         got_c, want_c = canonical(out[:, col]), canonical(want[:, col])
         bad = np.flatnonzero(got_c.view(np.uint32) != want_c.view(np.uint32))
         assert bad.size == 0, f"{name}: {bad.size} wrong; first a={a[bad[0]]} b={b[bad[0]]}: got {got_c[bad[0]]}, want {want_c[bad[0]]}"
-    record_output("addmul", canonical(out))
 
 
 @pytest.mark.clause("SEM-5")
 def test_float_to_int_truncates(device, stream, kernels, record_output):
     _, _, c, _, conv = run_sem_float(device, stream, kernels)
+    record_output("conv", conv)
     want = np.trunc(c.astype(np.float64)).astype(np.int32).view(np.uint32)
     bad = np.flatnonzero(conv != want)
     assert bad.size == 0, f"{bad.size} wrong; first int({c[bad[0]]!r}) gave {conv[bad[0]].view(np.int32)}, want {want[bad[0]].view(np.int32)}"
-    record_output("conv", conv)
 
 
 @pytest.mark.clause("SEM-6")
@@ -143,12 +143,12 @@ def test_long_loop_runs_every_iteration(device, stream, kernels, record_output, 
     with poisoned(device, stream, 4 * n) as out:
         stream.launch(kernels("busy"), 1, n, (out, np.uint32(iters), np.uint32(n)))
         got = read(stream, out, np.uint32)
+    record_output("lcg", got)
     want = lcg(np.arange(n), iters)
     if not np.array_equal(got, want):
         short = [k for k in (65_535, 65_536, 65_535 * 2) if k < iters and np.array_equal(got, lcg(np.arange(n), k))]
         pytest.fail(f"a {iters}-iteration loop gave wrong values" +
                     (f": those of {short[0]} iterations (the loop stopped early)" if short else ""))
-    record_output("lcg", got)
 
 
 @pytest.mark.clause("SEM-7")
@@ -162,9 +162,9 @@ def test_atomic_add_under_contention(device, stream, kernels, require, record_ou
         total = read(stream, counter, np.uint32)[0]
         seen = np.sort(read(stream, olds, np.uint32))
     counter.free()
+    record_output("counter", np.array([total], dtype=np.uint32))
     assert total == n, f"{n} threads each added 1: counter is {total}"
     assert np.array_equal(seen, np.arange(n, dtype=np.uint32)), "the values atomicAdd returned are not 0..n-1 once each"
-    record_output("counter", np.array([total], dtype=np.uint32))
 
 
 def rounds_expected(x: np.ndarray, block: int, rounds: int) -> np.ndarray:
@@ -189,7 +189,7 @@ def test_barriers_in_loop(device, stream, kernels, require, record_output, block
         stream.launch(kernels("sem_rounds"), ceil_div(n, block), block, (bx, out, np.uint32(rounds), np.uint32(n)))
         got = read(stream, out, np.uint32)
     bx.free()
+    record_output("rounds", got)
     want = rounds_expected(x, block, rounds)
     bad = np.flatnonzero(got != want)
     assert bad.size == 0, f"{bad.size} of {n} wrong (first at {bad[0]}, block {bad[0] // block}): a barrier in the loop did not hold"
-    record_output("rounds", got)
