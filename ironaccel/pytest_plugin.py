@@ -16,6 +16,8 @@ With a target it:
 * applies ``conformance/expectations/<backend>-<driver>.txt`` (``id  xfail|skip|flaky  reason``; id is a
   clause id or a test-id prefix; entries that match nothing are reported as warnings);
 * records not-supported only from ``Device.supports`` (the ``require`` fixture);
+* keeps the digests a test passes to ``record_output`` in its entry (``outputs``), for STATUS.md's
+  cross-target agreement table;
 * fails a test that leaves driver diagnostics (``Device.diagnostics()``, e.g. Vulkan validation messages);
 * writes the results file (``--results-json``; schema in ``ironaccel.results``) after every test, so a run
   that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``;
