@@ -54,6 +54,7 @@ CAPABILITIES: dict[str, str] = {
     "kernel.float64": "64-bit floats in kernels and as scalar arguments",
     "kernel.int64": "64-bit integers in kernels and as scalar arguments",
     "kernel.shared_memory": "per-block shared memory with a block-wide barrier",
+    "kernel.bounds_checked": "a kernel's out-of-bounds buffer accesses never touch another buffer (robust buffer access)",
     "lang.cuda": "compile(lang='cuda'): CUDA C++",
     "lang.ptx": "compile(lang='ptx'): PTX text",
     "lang.cubin": "compile(lang='cubin'): a CUDA binary (bytes) built for the device's architecture",

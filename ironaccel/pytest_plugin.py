@@ -16,6 +16,8 @@ With a target it:
 * applies ``conformance/expectations/<backend>-<driver>.txt`` (``id  xfail|skip|flaky  reason``; id is a
   clause id or a test-id prefix; entries that match nothing are reported as warnings);
 * records not-supported only from ``Device.supports`` (the ``require`` fixture);
+* keeps the digests a test passes to ``record_output`` in its entry (``outputs``), for STATUS.md's
+  cross-target agreement table;
 * fails a test that leaves driver diagnostics (``Device.diagnostics()``, e.g. Vulkan validation messages);
 * writes the results file (``--results-json``; schema in ``ironaccel.results``) after every test, so a run
   that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``;
@@ -25,6 +27,7 @@ With a target it:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import warnings
 from dataclasses import dataclass
@@ -393,6 +396,21 @@ def require(device: Any) -> Callable[[str], None]:
             pytest.skip(f"{NOT_SUPPORTED_PREFIX}{capability}")
 
     return check
+
+
+@pytest.fixture
+def record_output(request: pytest.FixtureRequest) -> Callable[[str, Any], None]:
+    """``record_output("sums", array)``: keep the sha256 of a kernel's result bytes in the test's results entry
+    (``outputs``), so ``ironaccel status`` can compare the same kernel's results across targets."""
+    state = _conformance(request)
+
+    def record(name: str, data: Any) -> None:
+        tid = state.nodeids.get(request.node.nodeid)
+        if tid is not None:
+            digest = hashlib.sha256(memoryview(data).cast("B")).hexdigest()[:16]
+            state.tests[tid].setdefault("outputs", {})[name] = digest
+
+    return record
 
 
 @pytest.fixture(scope="session")

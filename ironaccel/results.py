@@ -15,7 +15,8 @@ Schema (``SCHEMA_VERSION``)::
       "started": "2026-11-30T04:30:00Z", "finished": "2026-11-30T04:31:10Z",
       "run": {"status": "ok" | "error" | "crashed" | "timeout", "message": ""},
       "tests": [{"id": "test_mem.py::test_alloc_sizes[1]", "clauses": ["MEM-1"],
-                 "outcome": "pass", "duration": 0.01, "message": ""}],
+                 "outcome": "pass", "duration": 0.01, "message": "",
+                 "outputs": {"sums": "<sha256 prefix>"}}],                            (outputs: optional)
       "summary": {"pass": 10, "fail": 0, ...every Outcome...},
       "selection": {"only": ["KERNEL-*"], "skip": [], "shard": "1/4"}     (only for part of the suite)
     }
@@ -299,6 +300,9 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
         need(isinstance(t.get("message", ""), str), f"tests[{i}].message must be a string")
         need(isinstance(t.get("duration", 0.0), (int, float)) and not isinstance(t.get("duration"), bool),
              f"tests[{i}].duration must be a number")
+        need(isinstance(t.get("outputs", {}), dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                            for k, v in t.get("outputs", {}).items()),
+             f"tests[{i}].outputs must map output names to digest strings")
         need(t.get("outcome") in OUTCOMES, f"tests[{i}].outcome {t.get('outcome')!r} is not one of {OUTCOMES}")
         need(isinstance(t.get("clauses"), list) and all(clause_id(c) for c in t["clauses"]),
              f"tests[{i}].clauses must be a list of clause id strings")

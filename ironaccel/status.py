@@ -163,6 +163,8 @@ def render(
     out += (tables.markdown(["Target", "Test", "Clauses", "Outcome", "Message"], rows) if rows
             else ["None." if runs else "No results."]) + [""]
 
+    out += _agreement(runs)
+
     out += ["## Flaky tests", "",
             "Tests that passed only when re-run (or failed where an expectations entry calls them flaky). History: "
             "in how many of the results files here that ran the test it was flaky.", ""]
@@ -190,6 +192,35 @@ def render(
             "passed. STALE results (the suite, or what the target's run depended on, changed since) count toward "
             "nothing; simulated targets (software drivers, the fake libcuda) never count as hardware."]
     return "\n".join(out) + "\n"
+
+
+def _agreement(runs: list[judge.Run]) -> list[str]:
+    """The cross-target agreement section (the differential check): per test that recorded output digests
+    (``record_output``; the SEM tests), the targets whose outputs are the same bits as the most common ones,
+    and each other target with the outputs it differs in and a target it differs from. Empty when no run
+    recorded outputs."""
+    by_test: dict[str, dict[str, dict[str, str]]] = {}
+    for r in runs:
+        for t in r.doc["tests"]:
+            if t.get("outputs"):
+                by_test.setdefault(t["id"], {})[r.name] = t["outputs"]
+    if not by_test:
+        return []
+    rows = []
+    for tid, outputs in sorted(by_test.items()):
+        groups: dict[tuple[tuple[str, str], ...], list[str]] = {}
+        for name, digests in sorted(outputs.items()):
+            groups.setdefault(tuple(sorted(digests.items())), []).append(name)
+        agree, *others = sorted(groups.values(), key=lambda names: (-len(names), names))
+        reference = outputs[agree[0]]
+        differ = [f"{name} ≠ {agree[0]} ({', '.join(sorted(k for k in set(reference) | set(outputs[name]) if reference.get(k) != outputs[name].get(k)))})"
+                  for names in others for name in names]
+        rows.append([tables.cell(tid), tables.cell(", ".join(agree)), tables.cell("; ".join(differ) or "—")])
+    return ["## Cross-target agreement", "",
+            "Tests that record their results' digests (the same inputs on every target; integers and floats "
+            "compared as bits): the targets that agree with the most common results, and every target that "
+            "differs, with what differs and a target it differs from.", ""] + tables.markdown(
+        ["Test", "Agree", "Disagree"], rows) + [""]
 
 
 def _flaky(all_runs: list[judge.Run]) -> list[str]:

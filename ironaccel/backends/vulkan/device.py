@@ -108,6 +108,8 @@ def _capabilities(props: dict[str, Any], features: dict[str, Any], extensions: s
     robustness2 = features.get("robustness2")
     if robustness2 is not None and robustness2.robustBufferAccess2:
         enable_exts.append(b"VK_EXT_robustness2")
+        # bounds by each descriptor's range; plain robustBufferAccess bounds only by the shared block's VkBuffer
+        caps.add("kernel.bounds_checked")
     if "VK_KHR_portability_subset" in extensions:
         enable_exts.append(b"VK_KHR_portability_subset")
     if family.timestampValidBits > 0 and props["core"].properties.limits.timestampPeriod > 0:

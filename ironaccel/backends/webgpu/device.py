@@ -106,7 +106,7 @@ class WebGPUDevice(api.Device):
         return self._gpu
 
     def _capabilities(self) -> frozenset[str]:
-        caps = {"lang.wgsl", "kernel.shared_memory", "kernel.atomics.int32"}
+        caps = {"lang.wgsl", "kernel.shared_memory", "kernel.atomics.int32", "kernel.bounds_checked"}  # robust by spec
         if "timestamp-query" in self._features:
             caps.add("events.timing")
         if "shader-f64" in self._features:
