@@ -161,6 +161,8 @@ class CudaDevice(api.Device):
         self._caps: frozenset[str] | None = None
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
         self._modules: list[Any] = []
+        self._graphs: dict[int, Any] = {}  # id -> CudaGraph not yet closed: close destroys their executables
+        self._capture_streams: list[Any] = []  # private streams captures run on, kept for the next capture
         self._staging = StagingRing(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
@@ -179,7 +181,7 @@ class CudaDevice(api.Device):
     def _capabilities(self) -> frozenset[str]:
         if self._caps is None:
             caps = {"lang.ptx", "kernel.shared_memory", "kernel.atomics.int32", "kernel.atomics.float32",
-                    "kernel.float64", "kernel.int64", "events.timing"}
+                    "kernel.float64", "kernel.int64", "events.timing", "graphs"}
             if nvrtc.load() is not None:
                 caps.add("lang.cuda")
             if not self._info.simulated:  # the fake loads PTX only
@@ -300,6 +302,12 @@ class CudaDevice(api.Device):
             release(cu.cuMemFree, ptr)
         self._orphans.clear()
         self._staging.close(release)
+        for graph in list(self._graphs.values()):
+            release(cu.cuGraphExecDestroy, graph._exec)
+        self._graphs.clear()
+        for handle in self._capture_streams:
+            release(cu.cuStreamDestroy, handle)
+        self._capture_streams.clear()
         for handle in self._modules:
             release(cu.cuModuleUnload, handle)
         for spare in self._spare_events.values():
