@@ -58,13 +58,13 @@ def begin_capture(stream: CudaStream) -> CudaGraph:
     except Exception:
         dev._capture_streams.append(handle)
         raise
-    stream._work = handle
+    stream._work, stream._work_address = handle, int(handle)
     return CudaGraph(dev)
 
 
 def end_capture(stream: CudaStream, graph: CudaGraph, keep: bool) -> None:
     dev = stream._dev
-    handle, stream._work = stream._work, stream._handle
+    handle, stream._work, stream._work_address = stream._work, stream._handle, stream._address
     dev._make_current()
     captured = None
     try:

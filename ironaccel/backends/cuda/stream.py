@@ -124,6 +124,7 @@ class CudaStream(api.Stream):
         self._dev = device
         self._handle = handle
         self._work = handle  # where launches, fills and copy_dtod go: a capture's own stream while capturing
+        self._address = self._work_address = int(handle)  # the two as integers, for the compiled path
         self._owned = owned
         self._alive = True  # False once the handle is destroyed (a buffer may outlive its last stream)
         # Synchronize and record on a stream of our own use the stream's context, current or not; the legacy
