@@ -14,7 +14,6 @@
  *        pack args by codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64)
  *        into 8-byte slots and cuLaunchKernel; a buffer argument's _ptr is read and its _last_stream set
  *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)  event_record(event, handle)
- *   copy_htod(dst, src_address, nbytes, handle)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(dst, ring_address, host, handle) memcpy host into the pinned ring, then the DMA from there
  */
@@ -169,19 +168,6 @@ static PyObject *fast_event_record(PyObject *self, PyObject *const *args, Py_ssi
     return PyLong_FromLong(err);
 }
 
-static PyObject *fast_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *src, *stream;
-    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "copy_htod takes 4 arguments, got %zd", nargs);
-    CUdeviceptr dst = PyLong_AsUnsignedLongLong(args[0]);
-    size_t size = PyLong_AsSize_t(args[2]);
-    if (PyErr_Occurred() || address(args[1], &src) || address(args[3], &stream)) return NULL;
-    CUresult err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cuMemcpyHtoDAsync_v2(dst, src, size, stream);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
-}
-
 static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *stream;
     Py_buffer host;
@@ -220,7 +206,6 @@ static PyMethodDef methods[] = {
     {"event_synchronize", fast_event_synchronize, METH_O, "cuEventSynchronize."},
     {"event_query", fast_event_query, METH_O, "cuEventQuery."},
     {"event_record", (PyCFunction)(void (*)(void))fast_event_record, METH_FASTCALL, "cuEventRecord."},
-    {"copy_htod", (PyCFunction)(void (*)(void))fast_copy_htod, METH_FASTCALL, "cuMemcpyHtoDAsync."},
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
      "memcpy into the pinned ring, then cuMemcpyHtoDAsync from it."},
