@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from . import backends as _backends
-from .api import BackendInfo, Buffer, Device, DeviceInfo, Event, Kernel, Limits, Module, Stream
+from .api import BackendInfo, Buffer, Device, DeviceInfo, Event, Graph, Kernel, Limits, Module, Stream
 from .errors import (
     CompileError,
     DriverError,
@@ -35,6 +35,7 @@ __all__ = [
     "Device",
     "DeviceInfo",
     "Event",
+    "Graph",
     "Kernel",
     "Limits",
     "Module",

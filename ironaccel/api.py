@@ -18,6 +18,7 @@ Semantics shared by every backend (the conformance suite, ``conformance/SPEC.md`
 from __future__ import annotations
 
 import abc
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
 
@@ -33,6 +34,7 @@ __all__ = [
     "DeviceInfo",
     "Buffer",
     "Event",
+    "Graph",
     "Stream",
     "Module",
     "Kernel",
@@ -49,6 +51,7 @@ __all__ = [
 #: ``supports`` first; a "no" is recorded as the not-supported outcome, never as a failure or a skip.
 CAPABILITIES: dict[str, str] = {
     "events.timing": "Event.elapsed_ms between events recorded with timing=True",
+    "graphs": "Stream.capture(): stream work captured once into a Graph and replayed with Graph.launch",
     "kernel.atomics.int32": "32-bit integer atomics on global and shared memory",
     "kernel.atomics.float32": "atomic add on 32-bit floats",
     "kernel.float64": "64-bit floats in kernels and as scalar arguments",
@@ -316,6 +319,65 @@ class Event(abc.ABC):
     def _elapsed_ms(self, end: Event) -> float: ...
 
 
+class Graph(abc.ABC):
+    """Stream work captured once by ``with stream.capture() as graph:`` and replayed by ``launch(stream)``.
+
+    Captured: launches, fills and ``copy_dtod``, with their arguments as they were at capture (scalars by
+    value; buffers by reference: a replay reads and writes their contents as they are then). Nothing runs
+    while capturing. Host copies, event records and waits are rejected during a capture: a replay cannot
+    give them their one-shot meaning (``copy_htod``'s source is reusable on return, an Event marks one
+    point). The buffers a graph uses stay referenced by it; ``launch`` raises UseAfterFree if one was freed.
+    ``close()`` (idempotent; a context manager closes on exit) frees the graph."""
+
+    def __init__(self, device: Device):
+        self._device = device
+        self._buffers: dict[int, Buffer] = {}  # id -> a Buffer the captured work uses, as the caller passed it
+        self._ready = False  # the capture has ended
+        self._closed = False
+
+    @property
+    def device(self) -> Device:
+        return self._device
+
+    def _uses(self, buffers: Sequence[Buffer]) -> None:
+        for buf in buffers:
+            self._buffers[id(buf)] = buf
+
+    def launch(self, stream: Stream) -> None:
+        """Enqueue the captured work on ``stream``, in the order it was captured."""
+        op = "Graph.launch"
+        if not isinstance(stream, Stream) or stream.device is not self._device:
+            raise InvalidArgument(op, "stream must be a Stream of the graph's device")
+        if self._closed:
+            raise UseAfterFree(op, "a graph", "closed")
+        if not self._ready:
+            raise InvalidArgument(op, "the graph is still being captured: launch it after the capture's with block")
+        self._device._check_open(op)
+        for buf in self._buffers.values():
+            if buf._freed:
+                raise UseAfterFree(op, f"a {buf.nbytes}-byte buffer the graph uses")
+        self._launch(stream)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            if self._ready and not self._device._closed:  # closing the device freed it
+                self._release()
+            self._buffers.clear()
+
+    def __enter__(self) -> Graph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @abc.abstractmethod
+    def _launch(self, stream: Stream) -> None: ...
+
+    @abc.abstractmethod
+    def _release(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Param:
     """One kernel parameter as its backend reflected it from the compiled code; ``Stream.launch`` checks
@@ -506,6 +568,8 @@ class Module(abc.ABC):
 class Stream(abc.ABC):
     """An in-order queue of device work."""
 
+    _capturing: Graph | None = None  # the Graph this stream's work goes into, during ``capture``
+
     def __init__(self, device: Device):
         self._device = device
 
@@ -522,6 +586,34 @@ class Stream(abc.ABC):
     @abc.abstractmethod
     def _native(self) -> Any: ...
 
+    @contextlib.contextmanager
+    def capture(self) -> Any:
+        """``with stream.capture() as graph:`` — the launches, fills and copy_dtod enqueued on this stream
+        inside the block are captured into ``graph`` instead of running (see ``Graph``); needs "graphs"."""
+        op = "Stream.capture"
+        self._device._check_open(op)
+        if not self._device.supports("graphs"):
+            raise Unsupported(op, "graphs")
+        if self._capturing is not None:
+            raise InvalidArgument(op, "this stream is already capturing a graph")
+        graph = self._begin_capture()
+        self._capturing = graph
+        try:
+            yield graph
+        except BaseException:
+            self._capturing = None
+            self._end_capture(graph, keep=False)
+            graph.close()
+            raise
+        self._capturing = None
+        self._end_capture(graph, keep=True)
+        graph._ready = True
+
+    def _not_capturing(self, op: str) -> None:
+        if self._capturing is not None:
+            raise InvalidArgument(op, "not allowed while the stream is capturing a graph (graphs capture "
+                                      "launches, fills and copy_dtod only)")
+
     def _buffer(self, op: str, what: str, buf: object) -> Buffer:
         if not isinstance(buf, Buffer):
             raise InvalidArgument(op, f"{what} must be a Buffer, got {type(buf).__name__}")
@@ -536,6 +628,7 @@ class Stream(abc.ABC):
         host = _host_bytes(op, src, writable=False)
         buf = self._buffer(op, "dst", dst)
         dst_offset = _check_range(op, "dst", dst, dst_offset, host.nbytes)
+        self._not_capturing(op)
         if host.nbytes:
             self._device._check_open(op)
             self._copy_htod(buf, dst_offset, host)
@@ -546,6 +639,7 @@ class Stream(abc.ABC):
         host = _host_bytes(op, dst, writable=True)
         buf = self._buffer(op, "src", src)
         src_offset = _check_range(op, "src", src, src_offset, host.nbytes)
+        self._not_capturing(op)
         if host.nbytes:
             self._device._check_open(op)
             self._copy_dtoh(host, buf, src_offset)
@@ -561,6 +655,8 @@ class Stream(abc.ABC):
             raise InvalidArgument(op, "source and destination ranges overlap")
         if nbytes:
             self._device._check_open(op)
+            if self._capturing is not None:
+                self._capturing._uses((dst, src))
             self._copy_dtod(d, dst_offset, s, src_offset, nbytes)
 
     def fill(self, buf: Buffer, value: int, *, offset: int = 0, nbytes: int | None = None) -> None:
@@ -575,12 +671,15 @@ class Stream(abc.ABC):
         offset = _check_range(op, "buf", buf, offset, max(nbytes, 0))
         if nbytes:
             self._device._check_open(op)
+            if self._capturing is not None:
+                self._capturing._uses((buf,))
             self._fill(b, offset, nbytes, value)
 
     def record(self, *, timing: bool = False) -> Event:
         """An event marking everything enqueued so far; ``timing=True`` makes it usable by elapsed_ms."""
-        if self._device._closed:  # inline _check_open: a hot path
+        if self._device._closed or self._capturing is not None:  # inline checks: a hot path
             self._device._check_open("Stream.record")
+            self._not_capturing("Stream.record")
         if timing and not self._device.supports("events.timing"):
             raise Unsupported("Stream.record", "events.timing")
         return self._record(bool(timing))
@@ -591,6 +690,7 @@ class Stream(abc.ABC):
         if not isinstance(event, Event) or event.stream.device is not self._device:
             raise InvalidArgument(op, "event must be an Event recorded on a stream of this device")
         self._device._check_open(op)
+        self._not_capturing(op)
         self._wait(event)
 
     def synchronize(self, timeout: float | None = None) -> None:
@@ -620,9 +720,19 @@ class Stream(abc.ABC):
         checked = list(args)
         for i in buffers:
             checked[i] = self._buffer("Stream.launch", f"argument {i}", args[i])
-        if self._device._closed:
+        if self._device._closed or self._capturing is not None:
             self._device._check_open("Stream.launch")
+            if self._capturing is not None:
+                self._capturing._uses([args[i] for i in buffers])  # type: ignore[misc]
         self._launch(kernel, plan.grid, plan.block, checked)  # type: ignore[arg-type]
+
+    def _begin_capture(self) -> Graph:
+        """Start capturing this stream's work into a new Graph (backends that list "graphs")."""
+        raise Unsupported("Stream.capture", "graphs")
+
+    def _end_capture(self, graph: Graph, keep: bool) -> None:
+        """Stop capturing; with ``keep`` make ``graph`` launchable, else discard what was captured."""
+        raise Unsupported("Stream.capture", "graphs")
 
     @abc.abstractmethod
     def _copy_htod(self, dst: Buffer, dst_offset: int, src: np.ndarray) -> None: ...

@@ -718,3 +718,67 @@ def test_threads_sharing_a_device_record_copy_and_wait(device):
     for t in threads:
         t.join(120)
     assert not errors, errors[0]
+
+
+def test_graph_captures_on_its_own_stream_and_close_destroys_it(fake, device):
+    """A capture runs on a private stream: the legacy default stream can be captured, a synchronize during
+    the capture waits for the work enqueued before it (and does not end the capture), a buffer freed during
+    it is freed on the stream, not captured; Device.close destroys the executables of graphs left open
+    (the device holds them until then) and a Graph closed after its device does nothing."""
+    k = device.compile(PTX_STORE, "ptx").kernel("store")
+    s = device.default_stream
+    out = np.zeros(1, np.uint32)
+    with device.alloc(4) as buf:
+        s.launch(k, 1, 1, (buf, np.uint32(1)))
+        with s.capture() as graph:
+            s.launch(k, 1, 1, (buf, np.uint32(2)))
+            s.synchronize()  # waits for the first launch only
+            scratch = device.alloc(64)
+            s.fill(scratch, 0)  # the scratch buffer's last use is now the stream: its free is not captured
+            scratch.free()
+        s.copy_dtoh(out, buf)
+        s.synchronize()
+        assert out[0] == 1
+        with pytest.raises(ia.UseAfterFree, match=r"Graph\.launch.*64-byte"):
+            graph.launch(s)
+        graph.close()
+    with device.alloc(4) as buf:
+        with s.capture() as graph:
+            s.launch(k, 1, 1, (buf, np.uint32(5)))
+        graph.launch(s)
+        s.copy_dtoh(out, buf)
+        s.synchronize()
+        assert out[0] == 5
+        destroyed = fake.ironaccel_fake_call_count(b"cuGraphExecDestroy")
+    device.close()
+    assert fake.ironaccel_fake_call_count(b"cuGraphExecDestroy") == destroyed + 1  # the one left open
+    graph.close()  # after close: nothing left to free, no error
+
+
+_WHICH_PATH = (
+    "import numpy as np\n"
+    "from ironaccel.backends.cuda import CudaBackend, driver\n"
+    "dev = CudaBackend().open_device(0)\n"
+    "s = dev.create_stream()\n"
+    "with dev.alloc(64) as buf:\n"
+    "    s.copy_htod(buf, np.arange(16, dtype=np.uint32))\n"
+    "    out = np.zeros(16, np.uint32)\n"
+    "    s.copy_dtoh(out, buf)\n"
+    "    s.record().synchronize()\n"
+    "    assert (out == np.arange(16)).all(), out\n"
+    "print(type(s).__name__, type(dev.default_stream).__name__, type(dev._staging).__name__, driver.fast is None)\n"
+)
+
+
+@pytest.mark.parametrize("pure", ["1", ""])
+def test_pure_python_path_is_used_when_forced(tmp_path, pure):
+    """IRONACCEL_PURE_PYTHON=1: no compiled module is loaded and every stream, event and the staging ring
+    are the pure-Python classes; without it, where ironaccel._fast builds here, the compiled ones."""
+    from ironaccel import native
+
+    if not pure and native.load() is None:
+        pytest.skip(f"the compiled path is not available here: {native.why_not}")
+    proc = _run_script(tmp_path, _WHICH_PATH, IRONACCEL_PURE_PYTHON=pure)
+    assert proc.returncode == 0, proc.stderr
+    expected = "CudaStream CudaStream StagingRing True" if pure else "FastStream FastStream FastStagingRing False"
+    assert proc.stdout.split("\n")[-2] == expected

@@ -34,6 +34,7 @@ WGPU = "ironaccel/backends/webgpu/"
 VK = "ironaccel/backends/vulkan/"
 CU = "ironaccel/backends/cuda/"
 STAGED = {"IRONACCEL_VK_DIRECT_MAPPING": "0"}  # Vulkan's staging path, which lavapipe's mapped memory skips
+PURE = {"IRONACCEL_PURE_PYTHON": "1"}  # CUDA code the compiled hot path (ironaccel/_fast.c) replaces when it loads
 
 MUTANTS: list[Mutant] = [
     # -- WebGPU ------------------------------------------------------------------------------------------
@@ -209,17 +210,17 @@ MUTANTS: list[Mutant] = [
            "cuda/fake", "a pageable copy_htod larger than the pinned ring overwrites ring data whose DMA is still queued",
            ("COPY-8",)),
     Mutant("cuda-fill-offset-dropped", "cuda", CU + "stream.py",
-           "calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._handle)",
-           "calls.cuMemsetD8Async(buf._ptr, value, nbytes, self._handle)",
+           "calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._work)",
+           "calls.cuMemsetD8Async(buf._ptr, value, nbytes, self._work)",
            "cuda/fake", "fill at an offset fills the start of the buffer", ("FILL-1",)),
     Mutant("cuda-dtod-swapped", "cuda", CU + "stream.py",
-           "calls.cuMemcpyDtoDAsync(dst._ptr + dst_offset, src._ptr + src_offset, nbytes, self._handle)",
-           "calls.cuMemcpyDtoDAsync(src._ptr + src_offset, dst._ptr + dst_offset, nbytes, self._handle)",
+           "calls.cuMemcpyDtoDAsync(dst._ptr + dst_offset, src._ptr + src_offset, nbytes, self._work)",
+           "calls.cuMemcpyDtoDAsync(src._ptr + src_offset, dst._ptr + dst_offset, nbytes, self._work)",
            "cuda/fake", "copy_dtod copies in the wrong direction", ("COPY-2",)),
     Mutant("cuda-dtoh-offset-dropped", "cuda", CU + "stream.py",
            "err, = copy(_addressof(_byte_at(dst)), src._ptr + src_offset, dst.nbytes, self._handle)",
            "err, = copy(_addressof(_byte_at(dst)), src._ptr, dst.nbytes, self._handle)",
-           "cuda/fake", "copy_dtoh from an offset reads from the start of the buffer", ("COPY-1",)),
+           "cuda/fake", "copy_dtoh from an offset reads from the start of the buffer", ("COPY-1",), env=PURE),
     Mutant("cuda-timing-events-untimed", "cuda", CU + "stream.py",
            "flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING",
            "flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING",
@@ -249,7 +250,7 @@ MUTANTS: list[Mutant] = [
     Mutant("cuda-f32-slot-unpadded", "cuda", CU + "module.py",
            '("f", 4): "f4x"',
            '("f", 4): "f"',
-           "cuda/fake", "a float32 argument is packed into 4 bytes, shifting every later argument", ("KERNEL-6", "KERNEL-2")),
+           "cuda/fake", "a float32 argument is packed into 4 bytes, shifting every later argument", ("KERNEL-6", "KERNEL-2"), env=PURE),
     Mutant("cuda-free-on-alloc-stream", "cuda", CU + "stream.py",
            "stream = last._handle if last is not None and last._alive else dev._alloc_stream",
            "stream = dev._alloc_stream",
@@ -258,7 +259,7 @@ MUTANTS: list[Mutant] = [
     Mutant("cuda-query-not-ready-is-done", "cuda", CU + "stream.py",
            "        if err == cu.CUresult.CUDA_ERROR_NOT_READY:\n            return False",
            "        if err == cu.CUresult.CUDA_ERROR_NOT_READY:\n            return True",
-           "cuda/fake", "Event.query() says complete while the work still runs", ("EVENT-5", "EVENT-4")),
+           "cuda/fake", "Event.query() says complete while the work still runs", ("EVENT-5", "EVENT-4"), env=PURE),
     Mutant("cuda-close-without-sync", "cuda", CU + "device.py",
            "        release(cu.cuCtxSynchronize)\n",
            "",

@@ -17,6 +17,7 @@ from .units import format_bytes, format_ns
 SIZES = (256, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 QUICK_SIZES = (256, 64 << 10)
 ALLOC_BYTES = 1024
+GRAPH_LAUNCHES = 100  # launches in the graph of the graph replay row
 CALL_ONLY_BYTES = 64 << 10  # copies this small are also timed without their synchronize (host cost alone)
 
 OURS = "ironaccel"
@@ -88,6 +89,8 @@ def catalogue(sizes: tuple[int, ...], pinned: bool) -> list[tuple[str, str, int]
         ("launch.args4", "kernel launch with 4 arguments, back to back (async)", 0),
         ("launch.single", "empty kernel launch, one from idle", 0),
         ("launch.sync", "empty kernel launch + synchronize", 0),
+        (f"launch.x{GRAPH_LAUNCHES}", f"{GRAPH_LAUNCHES} empty kernel launches, back to back (async)", 0),
+        (f"graph.x{GRAPH_LAUNCHES}", f"{GRAPH_LAUNCHES} empty kernel launches replayed as one graph (async)", 0),
     ]
     memories = ("pageable", "pinned") if pinned else ("pageable",)
     for memory in memories:

@@ -29,8 +29,11 @@ typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 
-enum { STREAM_NON_BLOCKING = 1, EVENT_DISABLE_TIMING = 2, ALLOC_BYTES = 1024, KERNEL_BYTES = 256, MAX_SIZES = 32 };
+enum { STREAM_NON_BLOCKING = 1, EVENT_DISABLE_TIMING = 2, ALLOC_BYTES = 1024, KERNEL_BYTES = 256, MAX_SIZES = 32,
+       CAPTURE_MODE_RELAXED = 2, GRAPH_LAUNCHES = 100 /* cases.GRAPH_LAUNCHES */ };
 
 /* Every driver entry point used: X(symbol, parameter list). */
 #define DRIVER_CALLS(X)                                                                                       \
@@ -58,6 +61,12 @@ enum { STREAM_NON_BLOCKING = 1, EVENT_DISABLE_TIMING = 2, ALLOC_BYTES = 1024, KE
     X(cuModuleLoadData, (CUmodule *, const void *))                                                           \
     X(cuModuleUnload, (CUmodule))                                                                             \
     X(cuModuleGetFunction, (CUfunction *, CUmodule, const char *))                                            \
+    X(cuStreamBeginCapture_v2, (CUstream, int))                                                               \
+    X(cuStreamEndCapture, (CUstream, CUgraph *))                                                              \
+    X(cuGraphInstantiateWithFlags, (CUgraphExec *, CUgraph, unsigned long long))                              \
+    X(cuGraphLaunch, (CUgraphExec, CUstream))                                                                 \
+    X(cuGraphExecDestroy, (CUgraphExec))                                                                      \
+    X(cuGraphDestroy, (CUgraph))                                                                              \
     X(cuLaunchKernel, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,     \
                        CUstream, void **, void **))
 
@@ -101,6 +110,7 @@ static struct {
     unsigned value, zero;
     float a;
     void *empty_params[3], *four_params[4];
+    CUgraphExec graph; /* GRAPH_LAUNCHES empty launches, captured */
 } s;
 
 static long long alloc_free(long n) {
@@ -128,6 +138,14 @@ static long long event_record_sync(long n) {
 static long long launch_n(CUfunction f, void **params, long n) {
     for (long i = 0; i < n; i++) CALL(cuLaunchKernel, f, 1, 1, 1, 1, 1, 1, 0, s.stream, params, NULL);
     return 0;
+}
+
+static long long graph_async(long n) {
+    long long start = now_ns();
+    for (long i = 0; i < n; i++) CALL(cuGraphLaunch, s.graph, s.stream);
+    long long elapsed = now_ns() - start;
+    CALL(cuStreamSynchronize, s.stream);
+    return elapsed;
 }
 
 /* The timed operations that run whole; -1 on a driver failure. */
@@ -197,6 +215,8 @@ static long long serve(const char *name, long n) {
         if (!strcmp(name, "launch.args4")) return launch_async(s.four_args, s.four_params, n);
         if (!strcmp(name, "launch.single")) return launch_single(n);
         if (!strcmp(name, "launch.sync")) return timed(launch_sync, n);
+        if (!strcmp(name, "launch.x100")) return launch_async(s.empty, s.empty_params, GRAPH_LAUNCHES * n);
+        if (!strcmp(name, "graph.x100")) return graph_async(n);
     }
     char direction[8], memory[16], rest[8] = "";
     size_t size;
@@ -244,12 +264,23 @@ static long long setup(const char *image_file) {
         s.value = 7, s.zero = 0, s.a = 2.0f; /* n = 0: the kernels check bounds and do nothing */
         s.empty_params[0] = &s.x, s.empty_params[1] = &s.value, s.empty_params[2] = &s.zero;
         s.four_params[0] = &s.x, s.four_params[1] = &s.y, s.four_params[2] = &s.a, s.four_params[3] = &s.zero;
+        CUstream capture; /* captured on a stream of its own, as ironaccel does */
+        CUgraph graph;
+        CALL(cuStreamCreate, &capture, STREAM_NON_BLOCKING);
+        CALL(cuStreamBeginCapture_v2, capture, CAPTURE_MODE_RELAXED);
+        for (int i = 0; i < GRAPH_LAUNCHES; i++)
+            CALL(cuLaunchKernel, s.empty, 1, 1, 1, 1, 1, 1, 0, capture, s.empty_params, NULL);
+        CALL(cuStreamEndCapture, capture, &graph);
+        CALL(cuGraphInstantiateWithFlags, &s.graph, graph, 0);
+        CALL(cuGraphDestroy, graph);
+        CALL(cuStreamDestroy_v2, capture);
     }
     return 0;
 }
 
 static void teardown(void) {
     if (s.stream) cuStreamSynchronize(s.stream);
+    if (s.graph) cuGraphExecDestroy(s.graph);
     if (s.module) {
         cuMemFree_v2(s.x);
         cuMemFree_v2(s.y);
@@ -268,7 +299,7 @@ static void teardown(void) {
 static void print_cases(void) {
     static const char *memories[] = {"pageable", "pinned"};
     printf("ready alloc_free.device alloc_free.pool stream_sync event_record_sync");
-    if (s.module) printf(" launch.async launch.args4 launch.single launch.sync");
+    if (s.module) printf(" launch.async launch.args4 launch.single launch.sync launch.x100 graph.x100");
     for (int m = 0; m < 2; m++)
         for (int i = 0; i < s.nsizes; i++)
             printf(" htod.%s.%zu.call htod.%s.%zu dtoh.%s.%zu", memories[m], s.sizes[i], memories[m], s.sizes[i],

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import DriverError
 from . import kernels
-from .cases import ALLOC_BYTES, Impl, pageable
+from .cases import ALLOC_BYTES, GRAPH_LAUNCHES, Impl, pageable
 from .ours import KernelCall
 from .stats import timed, timed_each, timed_then
 
@@ -56,6 +56,21 @@ def packed(args: tuple[Any, ...]) -> tuple[np.ndarray, np.ndarray]:
     return slots, pointers
 
 
+def _captured(cu: Any, h: Any, one: Callable[[], None], cleanup: list[Callable[[], Any]]) -> Any:
+    """An executable graph of ``GRAPH_LAUNCHES`` calls of ``one`` captured on a private stream."""
+    capture = checked(cu, "cuStreamCreate", cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING))
+    checked(cu, "cuStreamBeginCapture",
+            cu.cuStreamBeginCapture(capture, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED))
+    for _ in range(GRAPH_LAUNCHES):
+        one(capture)
+    graph = checked(cu, "cuStreamEndCapture", cu.cuStreamEndCapture(capture))
+    executable = checked(cu, "cuGraphInstantiate", cu.cuGraphInstantiate(graph, 0))
+    cu.cuGraphDestroy(graph)
+    cu.cuStreamDestroy(capture)
+    cleanup.append(lambda: cu.cuGraphExecDestroy(executable))
+    return executable
+
+
 def setup(dev: Any, stream: Any, sizes: tuple[int, ...], pinned: PinnedHost, launches: dict[str, KernelCall]
           ) -> tuple[dict[str, Impl], list[Callable[[], None]]]:
     """The raw floor's implementations (launching ironaccel's kernels through ``Kernel.native``) and the
@@ -83,13 +98,17 @@ def setup(dev: Any, stream: Any, sizes: tuple[int, ...], pinned: PinnedHost, lau
         addr = pointers.ctypes.data
         cleanup.append(lambda keep=(slots, pointers): keep)  # the packed arguments live to the end
 
-        def one(fn: Any = fn, addr: int = addr) -> None:
-            launch(fn, 1, 1, 1, 1, 1, 1, 0, h, addr, 0)
+        def one(stream: Any = h, fn: Any = fn, addr: int = addr) -> None:
+            launch(fn, 1, 1, 1, 1, 1, 1, 0, stream, addr, 0)
 
         if name == kernels.EMPTY:
             impls["launch.async"] = timed_then(one, lambda: sync(h))
             impls["launch.single"] = timed_each(one, lambda: sync(h))
             impls["launch.sync"] = timed(lambda one=one: (one(), sync(h)))
+            impls[f"launch.x{GRAPH_LAUNCHES}"] = timed_then(lambda one=one: [one() for _ in range(GRAPH_LAUNCHES)],
+                                                            lambda: sync(h))
+            graph = _captured(cu, h, one, cleanup)
+            impls[f"graph.x{GRAPH_LAUNCHES}"] = timed_then(lambda: cu.cuGraphLaunch(graph, h), lambda: sync(h))
         else:
             impls["launch.args4"] = timed_then(one, lambda: sync(h))
     for n in sizes:

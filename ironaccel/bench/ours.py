@@ -8,7 +8,7 @@ import numpy as np
 
 from ..pool import MemPool
 from . import kernels
-from .cases import ALLOC_BYTES, Impl, pageable
+from .cases import ALLOC_BYTES, GRAPH_LAUNCHES, Impl, pageable
 from .kernels import KernelCall
 from .stats import timed, timed_each, timed_then
 
@@ -37,6 +37,14 @@ def api_impls(dev: Any, stream: Any, launches: dict[str, KernelCall], sizes: tup
             impls["launch.async"] = timed_then(one, sync)
             impls["launch.single"] = timed_each(one, sync)
             impls["launch.sync"] = timed(lambda: (one(), sync()))
+            if dev.supports("graphs"):  # the graph replay row and the launches it replaces
+                impls[f"launch.x{GRAPH_LAUNCHES}"] = timed_then(lambda one=one: [one() for _ in range(GRAPH_LAUNCHES)],
+                                                                sync)
+                with stream.capture() as graph:
+                    for _ in range(GRAPH_LAUNCHES):
+                        one()
+                cleanup.append(graph.close)
+                impls[f"graph.x{GRAPH_LAUNCHES}"] = timed_then(lambda: graph.launch(stream), sync)
         else:
             impls["launch.args4"] = timed_then(one, sync)
     for n in sizes:

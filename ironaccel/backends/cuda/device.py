@@ -32,6 +32,7 @@ from ...api import BackendInfo, DeviceInfo, Limits
 from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable, Timeout
 from . import driver, nvrtc
 from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
+from .fast import FastStagingRing, FastStream
 from .module import CudaModule, binary_entries, ptx_entries
 from .staging import StagingRing
 from .stream import CudaBuffer, CudaStream
@@ -151,7 +152,9 @@ class CudaDevice(api.Device):
             cu.cuDevicePrimaryCtxRelease(self._dev)
             raise
         self._pools = self._info.extra["memory_pools"]
-        self._default = CudaStream(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
+        # the compiled hot paths when ironaccel._fast loaded (driver.fast), else the pure-Python ones
+        self._stream_class = FastStream if driver.fast is not None else CudaStream
+        self._default = self._stream_class(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
         # Buffers not yet freed, freed at close: the primary context outlives this Device.
         self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
         self._orphans: list[int] = []  # pointers of buffers whose free failed as they were collected: close frees them
@@ -161,7 +164,9 @@ class CudaDevice(api.Device):
         self._caps: frozenset[str] | None = None
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
         self._modules: list[Any] = []
-        self._staging = StagingRing(self)
+        self._graphs: dict[int, Any] = {}  # id -> CudaGraph not yet closed: close destroys their executables
+        self._capture_streams: list[Any] = []  # private streams captures run on, kept for the next capture
+        self._staging = (FastStagingRing if driver.fast is not None else StagingRing)(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
         self._pid = os.getpid()  # the process that opened it (closed at exit only there)
@@ -179,7 +184,7 @@ class CudaDevice(api.Device):
     def _capabilities(self) -> frozenset[str]:
         if self._caps is None:
             caps = {"lang.ptx", "kernel.shared_memory", "kernel.atomics.int32", "kernel.atomics.float32",
-                    "kernel.float64", "kernel.int64", "events.timing"}
+                    "kernel.float64", "kernel.int64", "events.timing", "graphs"}
             if nvrtc.load() is not None:
                 caps.add("lang.cuda")
             if not self._info.simulated:  # the fake loads PTX only
@@ -193,7 +198,7 @@ class CudaDevice(api.Device):
     def _create_stream(self) -> CudaStream:
         self._make_current()
         cu = self._cu
-        stream = CudaStream(self, calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), owned=True)
+        stream = self._stream_class(self, calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), owned=True)
         with self._streams_lock:
             self._streams.add(stream)
         return stream
@@ -300,6 +305,12 @@ class CudaDevice(api.Device):
             release(cu.cuMemFree, ptr)
         self._orphans.clear()
         self._staging.close(release)
+        for graph in list(self._graphs.values()):
+            release(cu.cuGraphExecDestroy, graph._exec)
+        self._graphs.clear()
+        for handle in self._capture_streams:
+            release(cu.cuStreamDestroy, handle)
+        self._capture_streams.clear()
         for handle in self._modules:
             release(cu.cuModuleUnload, handle)
         for spare in self._spare_events.values():

@@ -26,6 +26,9 @@ FAKE_IDENTITY = "ironaccel fake libcuda"
 
 cu: Any = None  # cuda.bindings.driver, once initialized
 fake: Any = None  # the fake libcuda (ctypes), when that is what is loaded
+#: ironaccel._fast with its entry points taken from this same libcuda, once initialized; None: the
+#: pure-Python hot paths (no compiled module here, or IRONACCEL_PURE_PYTHON=1)
+fast: Any = None
 _init_lock = threading.Lock()
 
 
@@ -43,7 +46,7 @@ NO_GPU_HINT = ("; without an NVIDIA GPU, set IRONACCEL_CUDA_DRIVER=fake (or cert
 
 def load() -> Any:
     """cuda.bindings.driver with cuInit done; NotAvailable saying what was searched when it cannot be."""
-    global cu, fake
+    global cu, fake, fast
     if cu is not None:
         return cu
     with _init_lock:
@@ -73,8 +76,24 @@ def load() -> Any:
         if want_fake and fake is None:
             raise NotAvailable(BACKEND, "fake libcuda",
                                "IRONACCEL_CUDA_DRIVER=fake but the libcuda.so.1 cuda.bindings loaded is not the fake")
+        fast = _compiled_path()
         cu = driver
     return cu
+
+
+def _compiled_path() -> Any:
+    """ironaccel._fast with the driver's entry points loaded, or None (see ironaccel.native)."""
+    from ... import native
+
+    module = native.load()
+    if module is None:
+        return None
+    try:
+        module.init()
+    except OSError as exc:  # libcuda loaded under another name: the pure path still works
+        native.why_not = str(exc)
+        return None
+    return module
 
 
 def _loaded_fake() -> ctypes.CDLL | None:

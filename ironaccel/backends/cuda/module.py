@@ -81,19 +81,23 @@ class CudaModule(api.Module):
 
 #: struct codes of the scalar argument types, each padded to its 8-byte parameter slot
 _SCALAR_CODES = {("f", 4): "f4x", ("f", 8): "d", ("i", 4): "i4x", ("i", 8): "q", ("u", 4): "I4x", ("u", 8): "Q"}
+#: the compiled launch's codes of the same types (ironaccel/_fast.c): B a buffer's pointer
+_FAST_CODES = {("f", 4): "f", ("f", 8): "d", ("i", 4): "i", ("i", 8): "q", ("u", 4): "i", ("u", 8): "Q"}
 
 
 class Signature:
     """How one sequence of argument types is packed: a struct over the kernel's 8-byte parameter slots. The
     arguments were matched against ``Kernel.params`` by ``Stream.launch`` (api.py) before."""
 
-    __slots__ = ("struct", "buffers")
+    __slots__ = ("struct", "buffers", "codes")
 
     def __init__(self, args: Sequence[Any]):
         codes = ["Q" if isinstance(arg, api.Buffer) else _SCALAR_CODES[arg.dtype.kind, arg.dtype.itemsize]
                  for arg in args]
         self.struct = struct.Struct("<" + "".join(codes))
         self.buffers = tuple(i for i, arg in enumerate(args) if isinstance(arg, api.Buffer))
+        self.codes = "".join("B" if isinstance(arg, api.Buffer) else _FAST_CODES[arg.dtype.kind, arg.dtype.itemsize]
+                             for arg in args).encode()
 
 
 class _Slots(threading.local):
@@ -113,6 +117,7 @@ class CudaKernel(api.Kernel):
     def __init__(self, module: CudaModule, name: str, function: Any, params: tuple[api.Param, ...]):
         super().__init__(module, name)
         self._function = function
+        self._function_address = int(function)  # for the compiled launch
         self._param_list = params
         self._slots = _Slots(len(params))
         self._signatures: dict[tuple[type, ...], Signature] = {}

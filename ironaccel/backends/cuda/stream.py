@@ -23,6 +23,7 @@ from ... import api
 from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail, wait_until_complete
+from .graph import CudaGraph, begin_capture, end_capture
 from .module import CudaKernel, Signature
 from .staging import PINNED_CHECK_BYTES, is_pinned
 
@@ -122,6 +123,8 @@ class CudaStream(api.Stream):
         super().__init__(device)
         self._dev = device
         self._handle = handle
+        self._work = handle  # where launches, fills and copy_dtod go: a capture's own stream while capturing
+        self._address = self._work_address = int(handle)  # the two as integers, for the compiled path
         self._owned = owned
         self._alive = True  # False once the handle is destroyed (a buffer may outlive its last stream)
         # Synchronize and record on a stream of our own use the stream's context, current or not; the legacy
@@ -166,13 +169,13 @@ class CudaStream(api.Stream):
         dev = self._dev
         dev._make_current()
         dst._last_stream = src._last_stream = self
-        calls.cuMemcpyDtoDAsync(dst._ptr + dst_offset, src._ptr + src_offset, nbytes, self._handle)
+        calls.cuMemcpyDtoDAsync(dst._ptr + dst_offset, src._ptr + src_offset, nbytes, self._work)
 
     def _fill(self, buf: api.Buffer, offset: int, nbytes: int, value: int) -> None:
         dev = self._dev
         dev._make_current()
         buf._last_stream = self
-        calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._handle)
+        calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._work)
 
     def _record(self, timing: bool) -> CudaEvent:
         dev = self._dev
@@ -211,6 +214,12 @@ class CudaStream(api.Stream):
         if mark:
             self._release_held(mark)
 
+    def _begin_capture(self) -> CudaGraph:
+        return begin_capture(self)
+
+    def _end_capture(self, graph: api.Graph, keep: bool) -> None:
+        end_capture(self, graph, keep)  # type: ignore[arg-type]
+
     def _hold_mark(self) -> int:
         """The mark a wait takes before it waits (0: nothing held)."""
         return next(self._numbers) if self._held else 0
@@ -238,7 +247,7 @@ class CudaStream(api.Stream):
         if current.device != dev._id:
             dev._make_current()
         launch = driver.cu.cuLaunchKernel
-        err, = launch(kernel._function, *grid, *block, 0, self._handle, params, 0)
+        err, = launch(kernel._function, *grid, *block, 0, self._work, params, 0)
         if err:
             fail(launch, err)
 

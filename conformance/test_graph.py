@@ -1,0 +1,145 @@
+"""GRAPH: stream capture into a Graph and its replay (optional: the "graphs" capability)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+
+from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
+
+N = 1000
+
+
+def add_one(stream, kernels, buf, n: int = N) -> None:
+    stream.launch(kernels("add_one"), ceil_div(n, 128), 128, (buf, np.uint32(n)))
+
+
+@pytest.mark.clause("GRAPH-1")
+def test_captured_work_runs_only_when_launched(device, stream, kernels, require):
+    require("graphs")
+    with poisoned(device, stream, 4 * N) as buf:
+        stream.fill(buf, 0)
+        with stream.capture() as graph:
+            for _ in range(3):
+                add_one(stream, kernels, buf)
+        assert isinstance(graph, ia.Graph)
+        np.testing.assert_array_equal(read(stream, buf, np.uint32), 0)  # nothing ran while capturing
+        graph.launch(stream)
+        np.testing.assert_array_equal(read(stream, buf, np.uint32), 3)
+        other = device.create_stream()
+        graph.launch(other)  # any stream of the device replays it
+        graph.launch(other)
+        np.testing.assert_array_equal(read(other, buf, np.uint32), 9)
+        graph.close()
+        graph.close()  # idempotent
+
+
+@pytest.mark.clause("GRAPH-2")
+def test_replay_keeps_capture_order_and_stream_order(device, stream, kernels, require):
+    require("graphs")
+    fill_u32 = kernels("fill_u32")
+    with poisoned(device, stream, 4 * N) as a, poisoned(device, stream, 4 * N) as b:
+        with stream.capture() as graph:
+            stream.fill(a, 0)  # a = 0
+            stream.launch(fill_u32, ceil_div(N, 128), 128, (a, np.uint32(40), np.uint32(N // 2)))  # a[:N/2] = 40
+            add_one(stream, kernels, a)  # a + 1
+            stream.copy_dtod(b, a, 4 * N)  # b = a
+            add_one(stream, kernels, a, N // 4)  # a[:N/4] + 1, after the copy
+        want_a = np.concatenate([np.full(N // 4, 42), np.full(N // 4, 41), np.full(N // 2, 1)]).astype(np.uint32)
+        want_b = np.concatenate([np.full(N // 2, 41), np.full(N // 2, 1)]).astype(np.uint32)
+        with graph:
+            stream.fill(b, 7)  # uncaptured work before a replay runs before it ...
+            graph.launch(stream)
+            np.testing.assert_array_equal(read(stream, a, np.uint32), want_a)
+            np.testing.assert_array_equal(read(stream, b, np.uint32), want_b)
+            graph.launch(stream)
+            add_one(stream, kernels, b)  # ... and work after it, after it
+            np.testing.assert_array_equal(read(stream, a, np.uint32), want_a)
+            np.testing.assert_array_equal(read(stream, b, np.uint32), want_b + 1)
+
+
+@pytest.mark.clause("GRAPH-3")
+def test_parameters_by_value_buffers_by_contents(device, stream, kernels, require):
+    require("graphs")
+    saxpy = kernels("saxpy")
+    x1, y1 = rng(1).standard_normal(N).astype(np.float32), rng(2).standard_normal(N).astype(np.float32)
+    with upload(device, stream, x1) as bx, upload(device, stream, y1) as by:
+        a = np.float32(2.0)
+        with stream.capture() as graph:
+            stream.launch(saxpy, ceil_div(N, 64), 64, (bx, by, a, np.uint32(N)))
+            a = np.float32(5.0)  # a new scalar after the launch was captured changes nothing
+            stream.launch(saxpy, ceil_div(N, 64), 64, (bx, by, np.float32(-1.0), np.uint32(N)))
+        with graph:
+            graph.launch(stream)
+            np.testing.assert_allclose(read(stream, by, np.float32), x1 + y1, rtol=1e-6, atol=1e-6)
+            x2 = rng(3).standard_normal(N).astype(np.float32)
+            stream.copy_htod(bx, x2)  # a replay reads the buffers as they are then
+            stream.copy_htod(by, y1)
+            graph.launch(stream)
+            np.testing.assert_allclose(read(stream, by, np.float32), x2 + y1, rtol=1e-6, atol=1e-6)
+        assert a == 5.0
+
+
+@pytest.mark.clause("GRAPH-4", "ERR-1")
+def test_capture_errors(device, stream, kernels, require):
+    require("graphs")
+    host = np.zeros(N, np.uint32)
+    with poisoned(device, stream, 4 * N) as buf:
+        event = stream.record()
+        with stream.capture() as graph:
+            rejected = {
+                "Stream.copy_htod": lambda: stream.copy_htod(buf, host),
+                "Stream.copy_dtoh": lambda: stream.copy_dtoh(host, buf),
+                "Stream.record": lambda: stream.record(),
+                "Stream.wait": lambda: stream.wait(event),
+                "Stream.capture": lambda: stream.capture().__enter__(),
+            }
+            for op, call in rejected.items():
+                with pytest.raises(ia.InvalidArgument, match=op.replace(".", r"\.")):
+                    call()
+            with pytest.raises(ia.InvalidArgument, match=r"Graph\.launch.*captured"):
+                graph.launch(stream)
+            stream.fill(buf, 3)
+        stream.synchronize()
+        assert (host == 0).all()
+        np.testing.assert_array_equal(read(stream, buf, np.uint8), POISON)  # rejected work left nothing behind
+        graph.launch(stream)
+        np.testing.assert_array_equal(read(stream, buf, np.uint8), 3)
+        graph.close()
+        with pytest.raises(ia.UseAfterFree, match=r"Graph\.launch"):
+            graph.launch(stream)
+        with pytest.raises(ia.InvalidArgument, match=r"Graph\.launch"):
+            graph.launch("not a stream")
+
+        with pytest.raises(ZeroDivisionError):  # an exception inside the block discards the capture
+            with stream.capture() as broken:
+                stream.fill(buf, 9)
+                1 / 0
+        with pytest.raises(ia.UseAfterFree, match=r"Graph\.launch"):
+            broken.launch(stream)
+        np.testing.assert_array_equal(read(stream, buf, np.uint8), 3)
+
+    scratch = device.alloc(64)
+    with stream.capture() as uses_freed:
+        stream.fill(scratch, 1)
+    scratch.free()
+    with pytest.raises(ia.UseAfterFree, match=r"Graph\.launch.*64-byte buffer"):
+        uses_freed.launch(stream)
+    uses_freed.close()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-5", "ERR-1")
+def test_capture_unsupported_says_so(device, stream, kernels):
+    if device.supports("graphs"):
+        with stream.capture() as graph:
+            pass
+        graph.launch(stream)  # an empty capture replays as nothing
+        graph.close()
+    else:
+        with pytest.raises(ia.Unsupported, match=r"Stream\.capture.*graphs"):
+            with stream.capture():
+                pass
+    assert_device_works(device, kernels)

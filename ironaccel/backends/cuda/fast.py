@@ -1,0 +1,120 @@
+"""The hot paths through the compiled module (``ironaccel/_fast.c``, loaded as ``driver.fast``).
+
+A device opened while ``driver.fast`` is set uses these subclasses for its streams, events and staging
+ring; each override makes the same driver call as the pure-Python method it replaces, through the entry
+points the module took from the same libcuda, so the semantics (ordering, held copy destinations, typed
+errors naming the entry point) are the pure path's. What is not a hot path (timeouts, large copies,
+pinned sources) goes to the pure-Python method.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import api
+from . import driver
+from .driver import current, fail
+from .module import CudaKernel, Signature
+from .staging import SMALL_COPY_BYTES, StagingRing
+from .stream import CudaEvent, CudaStream
+
+CUDA_ERROR_NOT_READY = 600
+
+
+def _fail(name: str, err: int) -> None:
+    cu = driver.cu
+    fail(getattr(cu, name), cu.CUresult(err))
+
+
+class FastEvent(CudaEvent):
+    __slots__ = ("_address",)
+
+    def __init__(self, stream: CudaStream, timing: bool, handle: Any, mark: int):
+        self._stream, self._timing, self._handle, self._mark = stream, timing, handle, mark
+        self._address = int(handle)
+
+    def _query(self) -> bool:
+        err = driver.fast.event_query(self._address)
+        if not err:
+            if self._mark:
+                self._stream._release_held(self._mark)
+            return True
+        if err == CUDA_ERROR_NOT_READY:
+            return False
+        _fail("cuEventQuery", err)
+        return False
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        if timeout is not None:
+            return super()._synchronize(timeout)
+        err = driver.fast.event_synchronize(self._address)
+        if err:
+            _fail("cuEventSynchronize", err)
+        if self._mark:
+            self._stream._release_held(self._mark)
+
+
+class FastStream(CudaStream):
+    def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
+        dev = self._dev
+        if current.device != dev._id:
+            dev._make_current()
+        src._last_stream = self
+        err = driver.fast.copy_dtoh(dst, src._ptr + src_offset, self._address)
+        if err:
+            _fail("cuMemcpyDtoHAsync", err)
+        self._held.append((next(self._numbers), dst))
+
+    def _record(self, timing: bool) -> CudaEvent:
+        dev = self._dev
+        if self._needs_current and current.device != dev._id:
+            dev._make_current()
+        try:  # not "if spare: pop()": another thread may take the last one in between
+            handle = dev._spare_events[timing].pop()
+        except IndexError:
+            return super()._record(timing)  # creates the event (the slow path)
+        event = FastEvent(self, timing, handle, next(self._numbers) if self._held else 0)
+        err = driver.fast.event_record(event._address, self._address)
+        if err:
+            _fail("cuEventRecord", err)
+        return event
+
+    def _synchronize(self, timeout: float | None = None) -> None:
+        if timeout is not None:
+            return super()._synchronize(timeout)
+        if self._needs_current and current.device != self._dev._id:
+            self._dev._make_current()
+        mark = next(self._numbers) if self._held else 0
+        err = driver.fast.stream_synchronize(self._address)
+        if err:
+            _fail("cuStreamSynchronize", err)
+        if mark:
+            self._release_held(mark)
+
+    def _launch(self, kernel: CudaKernel, grid: api.Dim3, block: api.Dim3,  # type: ignore[override]
+                args: list[Any]) -> None:
+        key = tuple(map(type, args))
+        signature = kernel._signatures.get(key)
+        if signature is None:
+            signature = kernel._signatures[key] = Signature(args)
+        dev = self._dev
+        if current.device != dev._id:
+            dev._make_current()
+        # packs args (each buffer's _ptr, its _last_stream set to this stream) and calls cuLaunchKernel
+        err = driver.fast.launch(kernel._function_address, grid, block, self, self._work_address, signature.codes, args)
+        if err:
+            _fail("cuLaunchKernel", err)
+
+
+class FastStagingRing(StagingRing):
+    def copy_htod(self, stream: CudaStream, dst: int, src: np.ndarray) -> None:
+        n = src.nbytes
+        if n > SMALL_COPY_BYTES:
+            return super().copy_htod(stream, dst, src)
+        with self._lock:
+            start = self._reserve(n, stream)  # first: it may allocate the ring
+            err = driver.fast.staged_htod(dst, self._base + start, src, stream._address)
+        if err:
+            _fail("cuMemcpyHtoDAsync", err)

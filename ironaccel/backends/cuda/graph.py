@@ -1,0 +1,78 @@
+"""Graphs: CUDA stream capture, instantiated once and replayed with ``cuGraphLaunch``.
+
+A capture runs on a private non-blocking stream of the device (``CudaStream._work`` points at it
+meanwhile), never on the stream itself: the legacy default stream cannot be captured, and the stream's own
+handle stays usable for what is not captured (its ``synchronize`` waits for the work enqueued before the
+capture; a buffer freed meanwhile is freed on it, not into the graph). Relaxed capture mode: allocating
+(``Device.alloc`` waits on its own stream) stays allowed while a capture is open. The executable graph is
+independent of the captured one, which is destroyed at once. The device holds every graph not yet closed
+and destroys their executables when it closes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ... import api
+from . import driver
+from .driver import calls, fail
+
+if TYPE_CHECKING:
+    from .device import CudaDevice
+    from .stream import CudaStream
+
+
+class CudaGraph(api.Graph):
+    def __init__(self, device: CudaDevice):
+        super().__init__(device)
+        self._exec: Any = None  # the CUgraphExec, once the capture ended
+
+    def _launch(self, stream: api.Stream) -> None:
+        s: CudaStream = stream  # type: ignore[assignment]
+        dev: CudaDevice = self._device  # type: ignore[assignment]
+        if driver.current.device != dev._id:
+            dev._make_current()
+        for buf in self._buffers.values():  # a later free is ordered after this replay
+            buf._backing("Graph.launch")._last_stream = s
+        launch = driver.cu.cuGraphLaunch
+        err, = launch(self._exec, s._work)
+        if err:
+            fail(launch, err)
+
+    def _release(self) -> None:
+        dev: CudaDevice = self._device  # type: ignore[assignment]
+        dev._graphs.pop(id(self), None)
+        dev._make_current()
+        calls.cuGraphExecDestroy(self._exec)
+        self._exec = None
+
+
+def begin_capture(stream: CudaStream) -> CudaGraph:
+    dev = stream._dev
+    dev._make_current()
+    cu = driver.cu
+    handle = dev._capture_streams.pop() if dev._capture_streams else \
+        calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+    try:
+        calls.cuStreamBeginCapture(handle, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED)
+    except Exception:
+        dev._capture_streams.append(handle)
+        raise
+    stream._work, stream._work_address = handle, int(handle)
+    return CudaGraph(dev)
+
+
+def end_capture(stream: CudaStream, graph: CudaGraph, keep: bool) -> None:
+    dev = stream._dev
+    handle, stream._work, stream._work_address = stream._work, stream._handle, stream._address
+    dev._make_current()
+    captured = None
+    try:
+        captured = calls.cuStreamEndCapture(handle)
+        if keep:
+            graph._exec = calls.cuGraphInstantiate(captured, 0)
+            dev._graphs[id(graph)] = graph
+    finally:
+        dev._capture_streams.append(handle)
+        if captured is not None:
+            calls.cuGraphDestroy(captured)
