@@ -31,10 +31,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from . import certify, results, spec, targets
 from .certify import TARGET_TIMEOUT_S, TEST_TIMEOUT_S, TargetRun
@@ -119,20 +119,21 @@ def count_tests(target: str, selection: Selection, suite: str | None) -> int:
         return len(results.load(out)["tests"])
 
 
-def run_on_node(target: str, selection: Selection, timeout_s: float, test_timeout_s: float, suite: str | None):
-    """On a node (a Ray generator task): run the target, yielding the node's name, each new version of
-    the results file, and at the end the run and every file it wrote."""
+def run_on_node(target: str, selection: Selection, timeout_s: float, test_timeout_s: float, suite: str | None,
+                runner: Callable[..., TargetRun] = certify.run_target):
+    """On a node (a Ray generator task): run the target with ``runner`` (the farm's simulation passes one
+    that runs nothing), yielding the node's name, each new version of the results file, and at the end the
+    run and every file it wrote."""
     import ray
 
     yield {"node": node_name(ray)}
     with tempfile.TemporaryDirectory(prefix="ironaccel-farm-") as tmp, ThreadPoolExecutor(1) as pool:
         folder = Path(tmp)
         out = folder / results.file_name(target)
-        running = pool.submit(certify.run_target, target, folder, timeout_s, test_timeout_s,
-                              Path(suite) if suite else None, selection)
+        running = pool.submit(runner, target, folder, timeout_s, test_timeout_s, Path(suite) if suite else None,
+                              selection)
         last = b""
-        while not running.done():
-            time.sleep(NODE_POLL_S)
+        while not wait([running], timeout=NODE_POLL_S).done:
             try:
                 data = out.read_bytes()  # the plugin replaces the file whole: never half written
             except OSError:
@@ -230,14 +231,15 @@ def _crashed(job: Job, results_dir: Path, node: str, why: str, seconds: float) -
 
 
 def run_jobs(ray: Any, jobs: list[Job], results_dir: Path, timeout_s: float, test_timeout_s: float,
-             suite: str | None, progress: certify.Progress) -> dict[Job, TargetRun]:
+             suite: str | None, progress: certify.Progress,
+             runner: Callable[..., TargetRun] = certify.run_target) -> dict[Job, TargetRun]:
     """Submit every job, then follow their streams until each has finished or failed."""
     task = ray.remote(num_cpus=1, max_retries=0)(run_on_node)
     streams = {}
     for job in jobs:
         job.results_file(results_dir).unlink(missing_ok=True)  # stale progress, or what --resume re-runs
         streams[task.options(resources={resource(job.target): TASK_SHARE}).remote(
-            job.target, job.selection, timeout_s, test_timeout_s, suite)] = job
+            job.target, job.selection, timeout_s, test_timeout_s, suite, runner)] = job
     nodes: dict[Job, str] = {}
     started: dict[Job, float] = {}
     runs: dict[Job, TargetRun] = {}
@@ -309,9 +311,11 @@ def _merge(target: str, jobs: list[Job], runs: list[TargetRun], results_dir: Pat
 def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "local",
                     timeout_s: float = TARGET_TIMEOUT_S, test_timeout_s: float = TEST_TIMEOUT_S,
                     selection: Selection = Selection(), shard_size: int | None = None, resume: bool = False,
-                    suite: Path | None = None, stream=None) -> list[TargetRun]:
+                    suite: Path | None = None, stream=None,
+                    runner: Callable[..., TargetRun] = certify.run_target) -> list[TargetRun]:
     """Certify ``names`` (None: every target a live node advertises) on the farm at ``address``; return
-    each target's run, in ``names``' order, its files in ``results_dir``."""
+    each target's run, in ``names``' order, its files in ``results_dir``. ``suite`` and ``runner`` are
+    ``certify.run_target``'s (tests and the farm simulation change them)."""
     ray = connect(address)
     offered = advertised(ray)
     names = list(names) if names else sorted(offered)
@@ -333,7 +337,7 @@ def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "
         kept = sum(len(js) for js in jobs.values()) - len(todo)
         progress.echo(f"certifying {len(names)} target(s) as {len(todo)} Ray task(s) on a farm of {nodes} node(s)"
                       + (f", keeping {kept} finished earlier" if kept else "") + f": {', '.join(names)}")
-        done = run_jobs(ray, todo, results_dir, timeout_s, test_timeout_s, suite_arg, progress)
+        done = run_jobs(ray, todo, results_dir, timeout_s, test_timeout_s, suite_arg, progress, runner)
     out = []
     for name in names:
         runs = [done.get(j) or _from_file(name, j.results_file(results_dir), 0.0, "earlier run") for j in jobs[name]]
