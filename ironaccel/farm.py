@@ -180,8 +180,9 @@ def finished(path: Path) -> bool:
 
 
 def plan(ray: Any, names: list[str], selection: Selection, shard_size: int | None, suite: str | None) -> dict[str, list[Job]]:
-    """Each target's jobs: the whole target, or with ``shard_size`` shards of about that many tests (counted
-    on a node of the target; a target whose tests cannot be counted runs whole, and its run says why)."""
+    """Each target's jobs: the whole target, or with ``shard_size`` shards of about that many tests, counted
+    on a node of the target (a target whose tests cannot be counted, its collection failing or its node
+    dying, runs whole: its own run then records what is wrong)."""
     if not shard_size:
         return {name: [Job(name, selection)] for name in names}
     counter = ray.remote(num_cpus=1, max_retries=0)(count_tests)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import certify, farm, results, targets
+from ironaccel import certify, farm, results, status, targets
 from ironaccel.cli import main
 from ironaccel.selection import Selection
 from membackend import MemBackend, mem_drivers, registered
@@ -103,12 +103,13 @@ def test_farm_run_gives_the_same_results_files_as_a_plain_run(tmp_path):
     the same results files, times apart, for every target this machine can run."""
     only = ["--only", "test_err.py::*"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    for mode, extra in (("plain", []), ("farm", ["--ray", "local"])):
+    for mode, extra in (("plain", []), ("farm", ["--ray", "local", "--status", str(tmp_path / "STATUS.md")])):
         proc = subprocess.run([sys.executable, "-m", "ironaccel", "certify", "--all", *only, *extra,
                                "--results", str(tmp_path / mode)], env=env, capture_output=True, text=True,
                               timeout=600)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "node" in proc.stdout.split("\n\n")[-1].splitlines()[0]  # the farm's summary table names nodes
+    assert status.command(tmp_path / "farm", tmp_path / "STATUS.md", check=True) == 0  # --status wrote it
     plain = sorted(p.name for p in (tmp_path / "plain").glob("*.json"))
     assert plain == sorted(p.name for p in (tmp_path / "farm").glob("*.json"))
     assert {"cuda-fake.json", "vulkan-lavapipe.json"} <= set(plain)  # this machine's simulated targets at least
