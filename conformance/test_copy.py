@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import example, given, strategies as st
 
 import ironaccel as ia
 
-from .helpers import POISON, poisoned, random_bytes, read
+from .helpers import POISON, RunningWork, poisoned, random_bytes, read
 
 BUF = 4096
 
@@ -22,6 +22,12 @@ def ranges(draw, size: int = BUF):
 
 @pytest.mark.clause("COPY-1")
 @given(r=ranges(), seed=st.integers(0, 2**16))
+@example(r=(0, BUF), seed=1)  # the whole buffer
+@example(r=(256, 256), seed=2)  # aligned offset and size
+@example(r=(4, 4), seed=3)
+@example(r=(1, 4), seed=4)  # a word at an unaligned offset
+@example(r=(3, 257), seed=5)
+@example(r=(BUF - 1, 1), seed=6)  # the last byte
 def test_htod_dtoh_round_trip(device, r, seed):
     offset, nbytes = r
     s = device.create_stream()
@@ -40,6 +46,10 @@ def test_htod_dtoh_round_trip(device, r, seed):
 
 @pytest.mark.clause("COPY-2")
 @given(src=ranges(), dst_offset=st.integers(0, BUF - 1), seed=st.integers(0, 2**16))
+@example(src=(0, BUF), dst_offset=0, seed=1)
+@example(src=(256, 256), dst_offset=512, seed=2)
+@example(src=(1, 7), dst_offset=2, seed=3)
+@example(src=(4, 4), dst_offset=BUF - 4, seed=4)
 def test_dtod_any_offsets(device, src, dst_offset, seed):
     src_offset, nbytes = src
     nbytes = min(nbytes, BUF - dst_offset)
@@ -132,5 +142,33 @@ def test_dtod_within_one_buffer(device, stream):
         expect = data.copy()
         expect[131:192] = data[3:64]
         np.testing.assert_array_equal(read(stream, buf), expect)
+        stream.copy_dtod(buf, buf, 33, dst_offset=5, src_offset=70)  # source past the first word, unaligned
+        expect[5:38] = expect[70:103]
+        np.testing.assert_array_equal(read(stream, buf), expect)
         with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_dtod.*overlap"):
             stream.copy_dtod(buf, buf, 64, dst_offset=10, src_offset=0)
+
+
+BIG = 40 << 20  # more than any staging ring a backend keeps (CUDA's pinned ring is 32 MiB)
+
+
+@pytest.mark.clause("COPY-8")
+def test_large_copies_behind_running_work(device, stream, kernels):
+    offset = 4099  # unaligned, and not a multiple of any segment size
+    n = min(BIG, device.info.limits.max_alloc - offset)
+    work = RunningWork(device, stream, kernels, seconds=0.3)
+    data = random_bytes(n, 12)
+    try:
+        with poisoned(device, stream, n + offset) as buf:
+            stream.synchronize()
+            work.enqueue(stream)  # the copies queue behind it: staging they use must stay untouched till they run
+            stream.copy_htod(buf, data, dst_offset=offset)
+            back = np.zeros(n, np.uint8)
+            stream.copy_dtoh(back, buf, src_offset=offset)
+            stream.synchronize()
+            mismatch = np.flatnonzero(back != data)
+            assert not mismatch.size, f"{mismatch.size} bytes differ, the first at {mismatch[0]}"
+            assert (read(stream, buf, count=offset) == POISON).all(), "the copy wrote before its offset"
+        work.check(stream)
+    finally:
+        work.free()

@@ -102,6 +102,20 @@ def test_argument_packing(device, stream, kernels):
         assert read(stream, out_f, np.float32)[0] == np.float32(-2.5e-3)
 
 
+@pytest.mark.clause("KERNEL-6")
+def test_relaunch_with_new_scalars(device, stream, kernels):
+    """The same kernel on the same buffers, scalars changed between launches: each launch sees its own."""
+    n = 256
+    with poisoned(device, stream, 4 * n) as out:
+        for value, count in [(0x11111111, n), (0x22222222, n), (0x33333333, n // 2), (0x11111111, n // 4)]:
+            stream.launch(kernels("fill_u32"), ceil_div(count, 64), 64, (out, np.uint32(value), np.uint32(count)))
+        got = read(stream, out, np.uint32)
+        expect = np.full(n, 0x22222222, np.uint32)
+        expect[: n // 2] = 0x33333333
+        expect[: n // 4] = 0x11111111
+        np.testing.assert_array_equal(got, expect)
+
+
 @pytest.mark.clause("KERNEL-7")
 @pytest.mark.parametrize("block", [2, 32, 128, 256])
 def test_shared_memory_reduction(device, stream, kernels, block, require):

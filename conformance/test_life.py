@@ -10,7 +10,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import RunningWork, assert_device_works, read
+from .helpers import RunningWork, assert_device_works, lcg, read
 
 
 @pytest.mark.clause("LIFE-1")
@@ -53,6 +53,27 @@ def test_close_with_pending_work_completes_it(device, kernels):
     assert (host == 0x5E).all(), "close() dropped pending work"
     with pytest.raises(ia.UseAfterFree, match=r"^Stream\.synchronize: "):
         s.synchronize()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-2")
+def test_close_with_running_kernels_and_no_live_buffers(device, kernels, target):
+    """close() must wait for the work itself, not only as a side effect of freeing buffers still live."""
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    busy = target.compile_kernel(other, "busy")
+    s = other.create_stream()
+    work = RunningWork(other, s, lambda name: busy, seconds=0.3)
+    buf = other.alloc(4096)
+    work.enqueue(s)
+    s.fill(buf, 0x6B)
+    filled, computed = np.zeros(4096, np.uint8), np.zeros(work.n, np.uint32)
+    s.copy_dtoh(filled, buf)
+    s.copy_dtoh(computed, work.buf)
+    buf.free()  # freed while queued: nothing live is left for close() to free
+    work.free()
+    other.close()
+    assert (filled == 0x6B).all(), "close() returned before the work queued behind the kernels"
+    np.testing.assert_array_equal(computed, lcg(np.arange(work.n), work.iters), err_msg="close() dropped running kernels")
     assert_device_works(device, kernels)
 
 

@@ -114,6 +114,40 @@ def test_stats_count_what_happened(pool):
     assert (s.hits, s.misses, s.high_water_bytes) == (1, 2, 5 * KiB)
 
 
+@pytest.mark.clause("POOL-3")
+def test_a_request_of_a_bucket_size_holds_that_size(pool):
+    MiB = 1 << 20
+    a, b, c = pool.alloc(2 * KiB), pool.alloc(4 * KiB), pool.alloc(2 * MiB)
+    assert pool.stats().bytes_live == 6 * KiB + 2 * MiB
+    for buf in (a, b, c):
+        buf.free()
+    s = pool.stats()  # blocks above 1 MiB wait in the shared tier, the others in this thread's front cache
+    assert (s.bytes_live, s.bytes_cached_front, s.bytes_cached_shared) == (0, 6 * KiB, 2 * MiB)
+
+
+@pytest.mark.clause("POOL-3")
+def test_the_high_water_mark_never_goes_down(pool):
+    big = pool.alloc(1 << 20)
+    big.free()
+    pool.trim()
+    small = pool.alloc(KiB)  # a device allocation far below the earlier peak
+    s = pool.stats()
+    assert (s.bytes_live, s.bytes_cached, s.high_water_bytes) == (KiB, 0, 1 << 20)
+    small.free()
+
+
+@pytest.mark.clause("POOL-4")
+def test_trim_to_what_is_cached_gives_nothing_back(pool):
+    MiB = 1 << 20
+    for n in (KiB, 2 * MiB, 4 * MiB):  # the front cache (1 KiB) and the shared one (blocks above 1 MiB)
+        pool.alloc(n).free()
+    cached = pool.stats().bytes_cached
+    assert cached == 6 * MiB + KiB
+    assert pool.trim(keep_bytes=cached) == 0 and pool.stats().bytes_cached == cached
+    assert pool.trim(keep_bytes=2 * MiB + KiB) == 4 * MiB and pool.stats().bytes_cached == 2 * MiB + KiB
+    assert pool.trim(keep_bytes=KiB) == 2 * MiB and pool.stats().bytes_cached == KiB
+
+
 @pytest.mark.clause("POOL-4")
 def test_trim_gives_back_cached_blocks_while_buffers_stay_live(device, stream):
     pool = MemPool(device, stream)

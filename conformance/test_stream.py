@@ -104,16 +104,20 @@ def test_device_synchronize_completes_launches_and_fills_on_every_stream(device,
     streams = [device.create_stream() for _ in range(3)]
     work = RunningWork(device, streams[0], kernels, seconds=0.3)
     bufs = [device.alloc(4 * work.n) for _ in streams]
+    reader = device.create_stream()
     try:
         events = []
         for i, (s, b) in enumerate(zip(streams, bufs)):
             work.enqueue(s, b)
             s.fill(b, 0x10 + i, nbytes=64)
             events.append(s.record())
+            s.fill(b, 0x20 + i, offset=64, nbytes=64)  # after the last event: nothing but Device.synchronize covers it
         device.synchronize()
         assert all(ev.query() for ev in events), "Device.synchronize() returned before every stream's work"
-        for i, (s, b) in enumerate(zip(streams, bufs)):
-            assert (read(s, b, count=64) == 0x10 + i).all(), "a fill after the launches did not land"
+        for i, b in enumerate(bufs):  # read on another stream: the work must be complete, not merely ordered
+            got = read(reader, b, count=128)
+            assert (got[:64] == 0x10 + i).all(), "a fill after the launches did not land"
+            assert (got[64:] == 0x20 + i).all(), "a fill enqueued after the last event did not land"
     finally:
         work.free()
         for b in bufs:

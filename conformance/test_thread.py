@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import numpy as np
@@ -101,3 +102,23 @@ def test_one_mempool_shared_by_threads(device, kernels):
     finally:
         pool.close()
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("THREAD-2")
+def test_blocks_cached_by_threads_that_ended_come_back(device, kernels):
+    """Blocks a thread freed into its own front cache are the pool's again once the thread ends."""
+    pool = ia.MemPool(device, device.create_stream())
+
+    def work(i: int) -> None:
+        pool.alloc(4096 << i).free()  # on the pool's stream: into this thread's front cache
+
+    try:
+        run_threads(work)
+        gc.collect()  # the threads' local storage goes: their front caches return to the pool
+        stats = pool.stats()
+        expect = sum(4096 << i for i in range(THREADS))
+        assert (stats.bytes_live, stats.bytes_cached, stats.misses) == (0, expect, THREADS), stats
+        pool.alloc(4096).free()
+        assert pool.stats().hits == 1, "a block cached by an ended thread was not reused"
+    finally:
+        pool.close()

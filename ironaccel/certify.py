@@ -4,7 +4,8 @@ target, beside each other in the results folder (for webgpu/lavapipe)::
     webgpu-lavapipe.json        the results file (``ironaccel.results``), the only input of STATUS.md
     webgpu-lavapipe.junit.xml   the same run as JUnit XML, for CI systems (made from the results file, so a
                                 run that crashed or timed out has one too, its unfinished tests as errors)
-    webgpu-lavapipe.cert.json   the certificate: what the target proves, every required clause, environment, hashes
+    webgpu-lavapipe.cert.json   the certificate: what the target proves (``judge.target_level``), every
+                                required clause, environment, hashes
     webgpu-lavapipe.cert.md     the certificate for people
 
 Each test has a time limit (pytest-timeout, signal method: the hung test fails and the run goes on) and a
@@ -14,7 +15,9 @@ A target process that crashes or hangs is never lost: the plugin rewrites its re
 marked "timeout". A target that wrote no file at all gets one here saying so.
 
 A certificate holds nothing that its results file and the suite do not determine (no issue time), so
-``verify`` recomputes it and compares: results file changed → tampered; suite changed → stale.
+``verify`` recomputes it and compares: results file changed, or the certificate's own facts edited →
+tampered; then the suite or the target's own parts changed → stale. Shards of one run are joined by
+``merge``; ``ironaccel.submission`` bundles a results folder into a package that is verified whole.
 """
 
 from __future__ import annotations

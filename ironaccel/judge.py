@@ -117,10 +117,11 @@ PART_NAMES = {"suite": "the suite", "backend": "the {backend} backend", "driver"
 
 def stale_parts(doc: dict[str, Any], current: Current) -> tuple[str, ...]:
     """What changed since ``doc`` ran: the parts (``spec.Current.parts``) whose hashes differ, in words;
-    empty when it is current. A file from before per-part hashes records only the suite's hash."""
+    empty when it is current. A file from before per-part hashes (no ``suite.parts``) is judged by its
+    suite hash alone."""
     t = doc["target"]
     recorded = doc["suite"].get("parts") or {"suite": doc["suite"]["hash"]}
-    now = current.parts(t["name"])
+    now = current.parts(t["name"]) if "parts" in doc["suite"] else {"suite": current.suite}
     out = []
     for label in ("suite", "backend", "driver", "expectations"):
         if recorded.get(label) != now.get(label):
@@ -173,7 +174,7 @@ def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Ma
     proven = {r.name: target_level(r, clauses)[0] for r in backend_runs}
     counted = [r for r in backend_runs if r.current]
     if not counted:
-        why = ["no results at the current suite hash"]
+        why = ["no current results"]
         stale = [r.name for r in backend_runs if not r.current]
         if stale:
             why.append(f"stale results only ({', '.join(stale)}): re-run `ironaccel certify`")

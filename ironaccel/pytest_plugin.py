@@ -296,10 +296,11 @@ class Conformance:
 
     # -- results ------------------------------------------------------------------------------------
     def record(self, tid: str, outcome: Outcome, duration: float, message: str) -> None:
-        """Record one phase's outcome; a failed (or flaky) phase is never overwritten by a later one."""
+        """Record one phase's outcome; a failed (or flaky) phase is never overwritten by a later one, except a
+        re-run's passing call by a failure of its teardown (that attempt failed too: the test fails)."""
         entry = self.tests[tid]
         entry["duration"] = round(entry["duration"] + duration, 4)
-        if entry["outcome"] in (Outcome.FAIL, Outcome.FLAKY):
+        if entry["outcome"] == Outcome.FAIL or (entry["outcome"] == Outcome.FLAKY and outcome != Outcome.FAIL):
             return
         if outcome == Outcome.FAIL and tid in self.flaky:
             outcome = Outcome.FLAKY
@@ -366,6 +367,12 @@ def _conformance(request: pytest.FixtureRequest) -> Conformance:
 def device(request: pytest.FixtureRequest) -> Any:
     """The device of the target under test (asserted to be the driver the target names)."""
     return _conformance(request).open_device()
+
+
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest) -> Any:
+    """The Target under test: its kernels can be compiled on a second device (``target.compile_kernel``)."""
+    return _conformance(request).target
 
 
 @pytest.fixture

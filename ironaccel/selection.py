@@ -49,8 +49,8 @@ class Selection:
 
     def chosen(self, tests: Iterable[tuple[str, Sequence[str]]]) -> set[str]:
         """The ids of the tests this selection runs, from (test id, clause ids) pairs."""
-        picked = sorted(tid for tid, clauses in tests
-                        if (not self.only or _matches(self.only, tid, clauses)) and not _matches(self.skip, tid, clauses))
+        picked = sorted(tid for tid, clauses in tests if (not self.only or _matches(self.only, tid, clauses))
+                        and not _matches(self.skip, tid, clauses))
         if self.shard:
             k, n = parse_shard(self.shard)
             picked = picked[k - 1::n]

@@ -68,8 +68,8 @@ HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".com
 
 #: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
 #: interface and errors, the pool (POOL clauses), target and backend registries and the built-in driver
-#: declarations, the plugin and the results vocabulary it writes with. Judging and reporting (judge, status, certify, cli) are not in it:
-#: they do not change what a run does.
+#: declarations, the plugin and the results vocabulary it writes with. Judging and reporting (judge,
+#: status, certify, cli) are not in it: they do not change what a run does.
 SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "targets.py", "drivers", "pytest_plugin.py",
                  "results.py", "selection.py", "spec.py", "backends/__init__.py")
 

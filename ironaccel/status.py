@@ -187,8 +187,8 @@ def render(
     out += ["", "A backend's level combines what its targets prove:", ""]
     out += [f"- **{level}**: {definitions[('backend', level)]}." for level in judge.LEVELS]
     out += ["", "A clause passes on a target when the target has at least one test citing it and all of them "
-            "passed. Results at another suite hash are STALE and count toward nothing; simulated targets "
-            "(software drivers, the fake libcuda) never count as hardware."]
+            "passed. STALE results (the suite, or what the target's run depended on, changed since) count toward "
+            "nothing; simulated targets (software drivers, the fake libcuda) never count as hardware."]
     return "\n".join(out) + "\n"
 
 
@@ -205,8 +205,9 @@ def _flaky(all_runs: list[judge.Run]) -> list[str]:
     rows = []
     for tid, where in sorted(flagged.items()):
         now = sorted({r.name for r in where if not r.superseded})
+        files = tables.cell(", ".join(sorted(r.label() for r in where)))
         rows.append([tables.cell(tid), tables.cell(", ".join(now) or "—"),
-                     f"flaky in {len(where)} of {ran[tid]} results files ({tables.cell(', '.join(sorted(r.label() for r in where)))})"])
+                     f"flaky in {len(where)} of {ran[tid]} results files ({files})"])
     return tables.markdown(["Test", "Flaky in the run that counts", "History"], rows) if rows else []
 
 

@@ -36,10 +36,6 @@ def cache_dir() -> Path:
     return Path(os.environ.get("IRONACCEL_CACHE") or Path.home() / ".cache" / "ironaccel")
 
 
-#: Dialects whose entry point is always ``main``: ``options=("-e", NAME)`` names the kernel (both GLSLs).
-NAMED_BY_OPTION = ("glsl", "glsl430")
-
-
 @dataclass(frozen=True)
 class KernelDialect:
     """The conformance kernels in one language: ``<folder>/<kernel name><suffix>`` (conformance/kernels/README.md)."""
@@ -48,6 +44,7 @@ class KernelDialect:
     folder: Path
     suffix: str
     binary: bool = False  # the files are images (bytes), not text
+    named_by_option: bool = False  # the entry point is always ``main``: ``options=("-e", NAME)`` names it (GLSL)
 
     def source(self, name: str) -> str | bytes | None:
         """Kernel ``name`` in this dialect, or None when the dialect has no file for it."""
@@ -101,7 +98,7 @@ class Target:
         for lang in device.languages:
             source = dialects[lang].source(name) if lang in dialects else None
             if source is not None:
-                options = ("-e", name) if lang in NAMED_BY_OPTION else ()
+                options = ("-e", name) if dialects[lang].named_by_option else ()
                 return device.compile(source, lang, options=options).kernel(name)
         where = ", ".join(str(d.folder) for d in self.kernels) or "no kernel folder"
         raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} in {where}")

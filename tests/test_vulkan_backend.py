@@ -136,6 +136,31 @@ def test_thousands_of_buffers_share_a_few_blocks(device, stream):
     fresh.free()
 
 
+def test_large_staged_copies_reuse_their_staging_memory(device, stream):
+    """A copy larger than half a block stages through a dedicated block; the next large copy reuses it (mapped
+    and faulted in already) instead of allocating, mapping and freeing one each time."""
+    if device.info.extra["direct_mapping"]:
+        pytest.skip("copies touch mapped device memory directly: nothing is staged")
+    staging = device._staging
+    n = staging.block_size // 2 + 4096
+    rng = np.random.default_rng(7)
+    first, second = rng.integers(0, 256, n, dtype=np.uint8), rng.integers(0, 256, n, dtype=np.uint8)
+    with device.alloc(n) as buf:
+        stream.copy_htod(buf, first)
+        stream.synchronize()
+        kept = list(staging._spare)
+        assert len(kept) == 1 and kept[0].size >= n
+        stream.copy_htod(buf, second)
+        out = np.zeros(n, np.uint8)
+        stream.copy_dtoh(out, buf)
+        stream.synchronize()
+        np.testing.assert_array_equal(out, second)
+        assert len(staging._spare) == 2 and kept[0] in staging._spare  # reused, and a second for the overlap
+        device.synchronize()
+    staging.release_empty()  # what an out-of-memory retry does: the kept blocks go
+    assert staging._spare == []
+
+
 def test_free_keeps_the_range_until_enqueued_work_is_done(device):
     """A buffer freed while a kernel still writes it is not handed out again until the kernel is done."""
     busy = spirv(device, "busy")
@@ -315,8 +340,17 @@ def test_launch_must_match_the_kernel_interface(device, stream):
     buf = device.alloc(64)
     with pytest.raises(ia.InvalidArgument, match=r"saxpy takes 2 buffer\(s\) and 2 scalar\(s\).*got 1 and 2"):
         stream.launch(saxpy, grid=1, block=16, args=(buf, np.float32(2), np.uint32(16)))
-    with pytest.raises(ia.InvalidArgument, match="got 2 and 1"):
+    with pytest.raises(ia.InvalidArgument, match=r"got 2 and 1"):
         stream.launch(saxpy, grid=1, block=16, args=(buf, buf, np.uint32(16)))
+    with pytest.raises(ia.InvalidArgument, match=r"argument 2 of saxpy is uint32; the kernel declares a float32"):
+        stream.launch(saxpy, grid=1, block=16, args=(buf, buf, np.uint32(2), np.uint32(16)))
+    stream.launch(saxpy, grid=1, block=16, args=(buf, np.float32(2), buf, np.uint32(16)))  # interleaving is fine
+    if device.supports("lang.glsl"):
+        offsets = device.compile("#version 450\nlayout(local_size_x_id = 0) in;\n"
+                                 "layout(push_constant) uniform P { layout(offset = 16) uint n; } p;\n"
+                                 "void main() {}\n", "glsl").kernel("main")
+        with pytest.raises(ia.InvalidArgument, match="20-byte push-constant block.*pack into 4 bytes"):
+            stream.launch(offsets, grid=1, block=1, args=(np.uint32(1),))
     if device.supports("lang.glsl"):
         fixed = device.compile("#version 450\nlayout(local_size_x = 8) in;\nvoid main() {}\n", "glsl").kernel("main")
         stream.launch(fixed, grid=1, block=8)
@@ -522,18 +556,27 @@ def test_validation_requested_without_the_layer_is_not_available(monkeypatch):
         backend.VulkanBackend().open_device(0, validation=True)
 
 
-def test_dropped_streams_release_their_handles(device):
+def test_dropped_streams_give_their_handles_to_the_next_streams(device):
+    """A collected stream's semaphore and command pool are reused, not destroyed (lavapipe's queue thread may
+    still touch a semaphore just after its last signal), so a hundred short-lived streams need only a few."""
     import gc
 
     buf = device.alloc(64)
-    for _ in range(100):
+    semaphores = set()
+    for i in range(100):
         s = device.create_stream()
-        s.fill(buf, 1)
-        s.record()
-    del s
+        semaphores.add(s._semaphore)
+        s.fill(buf, i)
+        s.record().synchronize()
+        del s
+        gc.collect()
     device.synchronize()
     gc.collect()
     assert sum(f.alive for f in device._stream_handles) <= 2  # the default stream (and a straggler at most)
+    assert len(semaphores) <= 2
+    reused = device.create_stream()  # starts from the reused semaphore's value: its first wait is not stale
+    reused.fill(buf, 0xEE)
+    assert (read(reused, buf) == 0xEE).all()
     buf.free()
 
 

@@ -288,6 +288,11 @@ static const int FE_MODES[] = {[R_NONE] = FE_TONEAREST, [R_RN] = FE_TONEAREST, [
 
 static double clamp_unit(double v) { return isnan(v) ? 0.0 : v < 0 ? 0.0 : v > 1 ? 1.0 : v; }
 
+/* The FloatOp op on x, y, z of one float type: FMA and SQRT are that type's functions, ONE its 1. */
+#define FLOAT_OP(op, x, y, z, FMA, SQRT, ONE)                                                                  \
+    ((op) == FR_ADD ? (x) + (y) : (op) == FR_SUB ? (x) - (y) : (op) == FR_MUL ? (x) * (y)                      \
+     : (op) == FR_FMA ? FMA(x, y, z) : (op) == FR_DIV ? (x) / (y) : (op) == FR_SQRT ? SQRT(x) : (ONE) / (x))
+
 /* f32/f64 arithmetic in a directed rounding mode (or with .sat): the host FPU runs in that mode meanwhile.
  * volatile keeps the operation between the two mode switches. */
 static uint64_t float_rounded(const Inst *in, uint64_t a, uint64_t b, uint64_t c) {
@@ -295,28 +300,10 @@ static uint64_t float_rounded(const Inst *in, uint64_t a, uint64_t b, uint64_t c
     fesetround(FE_MODES[in->sub2]);
     double r;
     if (in->type == T_F32) {
-        volatile float x = f32(a), y = f32(b), z = f32(c), v;
-        switch (in->sub) {
-        case FR_ADD: v = x + y; break;
-        case FR_SUB: v = x - y; break;
-        case FR_MUL: v = x * y; break;
-        case FR_FMA: v = fmaf(x, y, z); break;
-        case FR_DIV: v = x / y; break;
-        case FR_SQRT: v = sqrtf(x); break;
-        default: v = 1.0f / x; break; /* FR_RCP */
-        }
+        volatile float x = f32(a), y = f32(b), z = f32(c), v = FLOAT_OP(in->sub, x, y, z, fmaf, sqrtf, 1.0f);
         r = v;
     } else {
-        volatile double x = f64(a), y = f64(b), z = f64(c), v;
-        switch (in->sub) {
-        case FR_ADD: v = x + y; break;
-        case FR_SUB: v = x - y; break;
-        case FR_MUL: v = x * y; break;
-        case FR_FMA: v = fma(x, y, z); break;
-        case FR_DIV: v = x / y; break;
-        case FR_SQRT: v = sqrt(x); break;
-        default: v = 1.0 / x; break; /* FR_RCP */
-        }
+        volatile double x = f64(a), y = f64(b), z = f64(c), v = FLOAT_OP(in->sub, x, y, z, fma, sqrt, 1.0);
         r = v;
     }
     fesetround(saved);
@@ -329,15 +316,7 @@ static double rounded_to_odd(int op, double a, double b, double c) {
     int saved = fegetround();
     feclearexcept(FE_INEXACT);
     fesetround(FE_TOWARDZERO);
-    volatile double x = a, y = b, z = c, v;
-    switch (op) {
-    case FR_ADD: v = x + y; break;
-    case FR_SUB: v = x - y; break;
-    case FR_MUL: v = x * y; break;
-    case FR_FMA: v = fma(x, y, z); break;
-    case FR_DIV: v = x / y; break;
-    default: v = sqrt(x); break; /* FR_SQRT */
-    }
+    volatile double x = a, y = b, z = c, v = FLOAT_OP(op, x, y, z, fma, sqrt, 1.0);
     double r = v;
     int inexact = fetestexcept(FE_INEXACT) != 0;
     fesetround(saved);
@@ -683,8 +662,8 @@ static int run_thread(Exec *X, Thread *T) {
         vmcase(MAD_HI_U64) R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64) + R[in->c]; vmbreak;
         vmcase(MAD24_LO_S32) R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)) + R[in->c]; vmbreak;
         vmcase(MAD24_LO_U32) R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF) + R[in->c]; vmbreak;
-#define SAD(OPN, T) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
-            R[in->d] = R[in->c] + (uint64_t)(a_ > b_ ? (T)(a_ - b_) : (T)(b_ - a_)); } vmbreak;
+#define SAD(OPN, T) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; /* |a - b| in unsigned: no overflow */ \
+            R[in->d] = R[in->c] + (a_ > b_ ? (uint64_t)a_ - (uint64_t)b_ : (uint64_t)b_ - (uint64_t)a_); } vmbreak;
         SAD(SAD_S16, int16_t) SAD(SAD_U16, uint16_t) SAD(SAD_S32, int32_t) SAD(SAD_U32, uint32_t) SAD(SAD_S64, int64_t)
         SAD(SAD_U64, uint64_t)
         vmcase(DP4A) { int64_t acc = (int32_t)R[in->c];
@@ -1071,6 +1050,7 @@ typedef struct BlockMemory {
     uint8_t *local, *shared;
     uint32_t *warp_active;
     size_t nthreads;
+    int ready; /* the threads' registers hold the launch's special registers and constants already */
 } BlockMemory;
 
 /* Runs one block to completion; returns 0, or -1 when a thread faulted. */
@@ -1091,31 +1071,45 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
     base[SP_DYN_SMEM] = S->shared_bytes;
     base[SP_TOTAL_SMEM] = X->shared_size;
     base[SP_CLOCK] = now_ns();
-    int i = 0;
-    for (unsigned z = 0; z < S->block[2]; z++)
-        for (unsigned y = 0; y < S->block[1]; y++)
-            for (unsigned x = 0; x < S->block[0]; x++, i++) {
-                Thread *T = &B->threads[i];
-                T->regs = B->regs + (size_t)i * K->stack_slots;
-                T->stack = B->frames ? B->frames + (size_t)i * MAX_DEPTH : NULL;
-                T->local = B->local + (size_t)i * X->local_size;
-                T->pc = K->entry_pc;
-                T->lbase = 0;
-                T->depth = 0;
-                T->state = TS_RUN;
-                T->linear = (unsigned)i;
-                uint64_t *R = T->regs;
-                memcpy(R, base, sizeof base);
-                memcpy(R + K->const_base, K->consts, K->nconsts * sizeof(uint64_t));
-                unsigned lane = (unsigned)i & 31;
-                R[SP_TID_X] = x, R[SP_TID_Y] = y, R[SP_TID_Z] = z;
-                R[SP_LANEID] = lane, R[SP_WARPID] = (unsigned)i >> 5;
-                R[SP_LANEMASK_EQ] = 1u << lane;
-                R[SP_LANEMASK_LT] = (1u << lane) - 1;
-                R[SP_LANEMASK_LE] = (uint32_t)((2ull << lane) - 1);
-                R[SP_LANEMASK_GT] = (uint32_t)~((2ull << lane) - 1);
-                R[SP_LANEMASK_GE] = (uint32_t)~((1u << lane) - 1);
-            }
+    if (B->ready) { /* the decoder lets no instruction write a special register or a constant */
+        for (int i = 0; i < n; i++) {
+            Thread *T = &B->threads[i];
+            T->regs = B->regs + (size_t)i * K->stack_slots;
+            T->pc = K->entry_pc;
+            T->lbase = 0;
+            T->depth = 0;
+            T->state = TS_RUN;
+            uint64_t *R = T->regs;
+            R[SP_CTAID_X] = id[0], R[SP_CTAID_Y] = id[1], R[SP_CTAID_Z] = id[2], R[SP_CLOCK] = base[SP_CLOCK];
+        }
+    } else {
+        int i = 0;
+        for (unsigned z = 0; z < S->block[2]; z++)
+            for (unsigned y = 0; y < S->block[1]; y++)
+                for (unsigned x = 0; x < S->block[0]; x++, i++) {
+                    Thread *T = &B->threads[i];
+                    T->regs = B->regs + (size_t)i * K->stack_slots;
+                    T->stack = B->frames ? B->frames + (size_t)i * MAX_DEPTH : NULL;
+                    T->local = B->local + (size_t)i * X->local_size;
+                    T->pc = K->entry_pc;
+                    T->lbase = 0;
+                    T->depth = 0;
+                    T->state = TS_RUN;
+                    T->linear = (unsigned)i;
+                    uint64_t *R = T->regs;
+                    memcpy(R, base, sizeof base);
+                    memcpy(R + K->const_base, K->consts, K->nconsts * sizeof(uint64_t));
+                    unsigned lane = (unsigned)i & 31;
+                    R[SP_TID_X] = x, R[SP_TID_Y] = y, R[SP_TID_Z] = z;
+                    R[SP_LANEID] = lane, R[SP_WARPID] = (unsigned)i >> 5;
+                    R[SP_LANEMASK_EQ] = 1u << lane;
+                    R[SP_LANEMASK_LT] = (1u << lane) - 1;
+                    R[SP_LANEMASK_LE] = (uint32_t)((2ull << lane) - 1);
+                    R[SP_LANEMASK_GT] = (uint32_t)~((2ull << lane) - 1);
+                    R[SP_LANEMASK_GE] = (uint32_t)~((1u << lane) - 1);
+                }
+        B->ready = 1;
+    }
     int nwarps = (n + 31) / 32;
     for (int w = 0; w < nwarps; w++) {
         int lanes = n - w * 32 < 32 ? n - w * 32 : 32;

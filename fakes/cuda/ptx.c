@@ -283,7 +283,7 @@ static uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm)
     else v = strtoull(buf, &end, 10);
     if (*end == 'U' || *end == 'u') end++;
     if (*end) fail(P, t->line, "cannot parse number %s", buf);
-    return negative ? (uint64_t)(-(int64_t)v) : v;
+    return negative ? 0 - v : v;
 }
 
 static int is_number_start(Tok *t) { return t->len && isdigit((unsigned char)t->s[0]); }
@@ -460,6 +460,15 @@ typedef struct PtxInstr {
 } PtxInstr;
 
 #define SLOT(i) value_slot(P, &I->ops[i])
+#define DEST(i) dest_slot(P, I, (uint32_t)I->ops[i].slot, I->ops[i].kind == O_REG)
+
+/* A destination: a register of the function, never a special register or a constant, so the interpreter may
+ * keep those in place from one block to the next. */
+static uint32_t dest_slot(Parser *P, Insn *I, uint32_t slot, int is_register) {
+    if (!is_register || (slot < SP_COUNT && slot != SP_SINK) || (slot & 0x80000000u))
+        fail(P, I->line, "%.*s: the destination must be a register", I->tok.len, I->tok.s);
+    return slot;
+}
 
 static void need(Parser *P, Insn *I, int k) {
     if (I->n < k) fail(P, I->line, "%.*s needs %d operands", I->tok.len, I->tok.s, k);
@@ -488,7 +497,7 @@ static void d_typed(Parser *P, const PtxInstr *row, Insn *I) {
     }
     uint32_t s[3] = {SP_SINK, SP_SINK, SP_SINK};
     for (int i = 0; i < row->nsrc; i++) s[i] = SLOT(i + 1);
-    uint32_t d = SLOT(0);
+    uint32_t d = DEST(0);
     Inst *in = emit(P, op, I->line);
     in->d = d, in->a = s[0], in->b = s[1], in->c = s[2];
     in->type = (uint8_t)I->t;
@@ -537,11 +546,11 @@ static void d_mov(Parser *P, const PtxInstr *row, Insn *I) {
     if (ops[0].kind == O_VEC) { /* unpack */
         Inst *in = emit(P, wide ? OP_MOV_UNPACK64 : OP_MOV_UNPACK32, I->line);
         in->a = SLOT(1);
-        in->d = (uint32_t)ops[0].vec[0];
-        in->b = (uint32_t)ops[0].vec[1];
+        in->d = dest_slot(P, I, (uint32_t)ops[0].vec[0], 1);
+        in->b = dest_slot(P, I, (uint32_t)ops[0].vec[1], 1);
     } else if (ops[1].kind == O_VEC) {
         Inst *in = emit(P, wide ? OP_MOV_PACK64 : OP_MOV_PACK32, I->line);
-        in->d = SLOT(0);
+        in->d = DEST(0);
         in->a = (uint32_t)ops[1].vec[0];
         in->b = (uint32_t)ops[1].vec[1];
     } else if (ops[1].kind == O_SYM) {
@@ -549,7 +558,7 @@ static void d_mov(Parser *P, const PtxInstr *row, Insn *I) {
         if (!nm) fail(P, I->line, "unknown symbol %.*s", ops[1].sym.len, ops[1].sym.s);
         if (nm->kind == N_FRAME) {
             Inst *in = emit(P, OP_LOCAL_ADDR, I->line);
-            in->d = SLOT(0);
+            in->d = DEST(0);
             in->imm = (int64_t)nm->value;
         } else if (nm->kind == N_SHARED || nm->kind == N_GLOBAL) {
             d_typed(P, row, I);
@@ -564,7 +573,7 @@ static void d_mov(Parser *P, const PtxInstr *row, Insn *I) {
 static void d_lop3(Parser *P, const PtxInstr *row, Insn *I) {
     need(P, I, 5);
     if (I->ops[4].kind != O_IMM) fail(P, I->line, "lop3 needs an immediate truth table");
-    uint32_t d = SLOT(0), a = SLOT(1), b = SLOT(2), c = SLOT(3);
+    uint32_t d = DEST(0), a = SLOT(1), b = SLOT(2), c = SLOT(3);
     Inst *in = emit(P, pick(P, row, I), I->line);
     in->d = d, in->a = a, in->b = b, in->c = c;
     in->imm = (int64_t)I->ops[4].imm;
@@ -572,7 +581,7 @@ static void d_lop3(Parser *P, const PtxInstr *row, Insn *I) {
 
 static void d_bfi(Parser *P, const PtxInstr *row, Insn *I) {
     need(P, I, 5);
-    uint32_t d = SLOT(0), a = SLOT(1), b = SLOT(2), c = SLOT(3), e = SLOT(4);
+    uint32_t d = DEST(0), a = SLOT(1), b = SLOT(2), c = SLOT(3), e = SLOT(4);
     Inst *in = emit(P, pick(P, row, I), I->line);
     in->d = d, in->a = a, in->b = b, in->c = c, in->e = e;
 }
@@ -582,49 +591,38 @@ static void d_bfind(Parser *P, const PtxInstr *row, Insn *I) {
     if (has_mod(&I->o, "shiftamt")) P->m->code[P->m->ncode - 1].flags = F_SHIFTAMT;
 }
 
-static void d_setp(Parser *P, const PtxInstr *row, Insn *I) {
+/* setp/set: d = a cmp b [and|or|xor c]; the comparison is the first modifier. */
+static Inst *comparison(Parser *P, Insn *I, int op, int type) {
     need(P, I, 3);
     int cmp = I->o.nmods ? cmp_of(&I->o.mods[0]) : -1;
-    if (cmp < 0) fail(P, I->line, "setp: unknown comparison");
+    if (cmp < 0) fail(P, I->line, "%.*s: unknown comparison", I->tok.len, I->tok.s);
     int boolop = has_mod(&I->o, "and") ? 1 : has_mod(&I->o, "or") ? 2 : has_mod(&I->o, "xor") ? 3 : 0;
-    if (I->ops[0].kind != O_REG) fail(P, I->line, "setp needs a predicate destination");
-    uint32_t a = SLOT(1), b = SLOT(2), c = SP_SINK;
+    uint32_t d = DEST(0), a = SLOT(1), b = SLOT(2), c = SP_SINK;
     if (boolop) {
         need(P, I, 4);
         c = SLOT(3);
     }
-    Inst *in = emit(P, pick(P, row, I), I->line);
-    in->d = (uint32_t)I->ops[0].slot;
-    in->e = I->ops[0].slot2 >= 0 ? (uint32_t)I->ops[0].slot2 : SP_SINK;
-    in->a = a, in->b = b, in->c = c;
-    in->type = (uint8_t)I->t;
+    Inst *in = emit(P, op, I->line);
+    in->d = d, in->a = a, in->b = b, in->c = c;
+    in->type = (uint8_t)type;
     in->sub = (uint8_t)cmp;
     in->sub2 = (uint8_t)boolop;
     if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
+    return in;
+}
+
+static void d_setp(Parser *P, const PtxInstr *row, Insn *I) {
+    Inst *in = comparison(P, I, pick(P, row, I), I->t);
+    in->e = I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK; /* p|q */
 }
 
 /* set.cmp[.bool].dtype.stype d, a, b[, c]: the comparison of setp with a value result. */
 static void d_set(Parser *P, const PtxInstr *row, Insn *I) {
-    need(P, I, 3);
+    (void)row;
     if (I->o.ntypes != 2) fail(P, I->line, "set needs a destination and a source type");
     int dt = I->o.types[0], st = I->o.types[1];
-    if (dt == T_F64 || type_bytes(dt) == 8) fail(P, I->line, "%.*s: unsupported destination type", I->tok.len, I->tok.s);
-    int cmp = cmp_of(&I->o.mods[0]);
-    if (cmp < 0) fail(P, I->line, "set: unknown comparison");
-    int boolop = has_mod(&I->o, "and") ? 1 : has_mod(&I->o, "or") ? 2 : has_mod(&I->o, "xor") ? 3 : 0;
-    uint32_t d = SLOT(0), a = SLOT(1), b = SLOT(2), c = SP_SINK;
-    if (boolop) {
-        need(P, I, 4);
-        c = SLOT(3);
-    }
-    (void)row;
-    Inst *in = emit(P, OP_SET, I->line);
-    in->d = d, in->a = a, in->b = b, in->c = c;
-    in->type = (uint8_t)st;
-    in->imm = dt;
-    in->sub = (uint8_t)cmp;
-    in->sub2 = (uint8_t)boolop;
-    if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
+    if (type_bytes(dt) == 8) fail(P, I->line, "%.*s: unsupported destination type", I->tok.len, I->tok.s);
+    comparison(P, I, OP_SET, st)->imm = dt;
 }
 
 static void d_cvt(Parser *P, const PtxInstr *row, Insn *I) {
@@ -636,7 +634,7 @@ static void d_cvt(Parser *P, const PtxInstr *row, Insn *I) {
     if (st == T_F16X2 || st == T_BF16X2 || (pack && st != T_F32))
         fail(P, I->line, "%.*s: x2 conversions are from two .f32 values only", I->tok.len, I->tok.s);
     if (pack) need(P, I, 3);
-    uint32_t d = SLOT(0), a = SLOT(1), b = pack ? SLOT(2) : SP_SINK;
+    uint32_t d = DEST(0), a = SLOT(1), b = pack ? SLOT(2) : SP_SINK;
     Inst *in = emit(P, pack ? OP_CVT_PACK : OP_CVT, I->line);
     in->d = d, in->a = a, in->b = b;
     in->type = (uint8_t)(dt == T_F16X2 ? T_F16 : dt == T_BF16X2 ? T_BF16 : dt);
@@ -652,7 +650,7 @@ static void d_cvta(Parser *P, const PtxInstr *row, Insn *I) {
     else if (has_mod(&I->o, "local")) op = to ? OP_CVTA_TO_LOCAL : OP_CVTA_LOCAL;
     need(P, I, 2);
     pick(P, row, I);
-    uint32_t d = SLOT(0), a = SLOT(1);
+    uint32_t d = DEST(0), a = SLOT(1);
     Inst *in = emit(P, op, I->line);
     in->d = d, in->a = a;
 }
@@ -727,10 +725,11 @@ static void decode_memory(Parser *P, const PtxInstr *row, Insn *I, int is_store)
     if (space == SPACE_KPARAM && is_store) fail(P, I->line, "st.param outside a call sequence");
     uint32_t regs[4] = {SP_SINK, SP_SINK, SP_SINK, SP_SINK};
     if (vec == 1) {
-        regs[0] = value_slot(P, val);
+        regs[0] = is_store ? value_slot(P, val) : dest_slot(P, I, (uint32_t)val->slot, val->kind == O_REG);
     } else {
         if (val->kind != O_VEC || val->nvec != vec) fail(P, I->line, "vector operand does not match .v%d", vec);
-        for (int i = 0; i < vec; i++) regs[i] = (uint32_t)val->vec[i];
+        for (int i = 0; i < vec; i++)
+            regs[i] = is_store ? (uint32_t)val->vec[i] : dest_slot(P, I, (uint32_t)val->vec[i], 1);
     }
     Inst *in = emit(P, op, I->line);
     in->a = tmp.a;
@@ -765,7 +764,7 @@ static void decode_atom(Parser *P, const PtxInstr *row, Insn *I, int is_red) {
     if (aop == AT_CAS && I->n < mem_index + 3) fail(P, I->line, "atom.cas needs a compare and a new value");
     Inst tmp = {0};
     memory_operand(P, &I->ops[mem_index], &space, &tmp);
-    uint32_t d = is_red ? SP_SINK : SLOT(0), b = SLOT(mem_index + 1);
+    uint32_t d = is_red ? SP_SINK : DEST(0), b = SLOT(mem_index + 1);
     uint32_t c = aop == AT_CAS ? SLOT(mem_index + 2) : SP_SINK;
     Inst *in = emit(P, OP_ATOM, I->line);
     in->a = tmp.a;
@@ -883,7 +882,7 @@ static void d_bar(Parser *P, const PtxInstr *row, Insn *I) {
                                                                                       : COL_BAR_RED_OR;
         Operand *pred = &I->ops[I->n - 1];
         if (pred->kind != O_REG) fail(P, I->line, "bar.red needs a predicate operand");
-        collective(P, I, kind, SLOT(0), (uint32_t)pred->slot, SP_SINK, SP_SINK, SP_SINK, pred->neg ? F_NEG_C : 0);
+        collective(P, I, kind, DEST(0), (uint32_t)pred->slot, SP_SINK, SP_SINK, SP_SINK, pred->neg ? F_NEG_C : 0);
     } else {
         collective(P, I, COL_BAR, SP_SINK, SP_SINK, SP_SINK, SP_SINK, SP_SINK, 0);
     }
@@ -894,9 +893,8 @@ static void d_shfl(Parser *P, const PtxInstr *row, Insn *I) {
     need(P, I, 4);
     int kind = has_mod(&I->o, "up") ? COL_SHFL_UP : has_mod(&I->o, "down") ? COL_SHFL_DOWN
              : has_mod(&I->o, "bfly") ? COL_SHFL_BFLY : COL_SHFL_IDX;
-    if (I->ops[0].kind != O_REG) fail(P, I->line, "shfl needs a register destination");
-    collective(P, I, kind, (uint32_t)I->ops[0].slot, SLOT(1), SLOT(2), SLOT(3),
-               I->ops[0].slot2 >= 0 ? (uint32_t)I->ops[0].slot2 : SP_SINK, 0);
+    collective(P, I, kind, DEST(0), SLOT(1), SLOT(2), SLOT(3),
+               I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK, 0);
 }
 
 static void d_vote(Parser *P, const PtxInstr *row, Insn *I) {
@@ -905,7 +903,7 @@ static void d_vote(Parser *P, const PtxInstr *row, Insn *I) {
     int kind = has_mod(&I->o, "all") ? COL_VOTE_ALL : has_mod(&I->o, "any") ? COL_VOTE_ANY
              : has_mod(&I->o, "uni") ? COL_VOTE_UNI : COL_VOTE_BALLOT;
     if (I->ops[1].kind != O_REG) fail(P, I->line, "vote needs a predicate operand");
-    collective(P, I, kind, SLOT(0), (uint32_t)I->ops[1].slot, SP_SINK, SP_SINK, SP_SINK, I->ops[1].neg ? F_NEG_C : 0);
+    collective(P, I, kind, DEST(0), (uint32_t)I->ops[1].slot, SP_SINK, SP_SINK, SP_SINK, I->ops[1].neg ? F_NEG_C : 0);
 }
 
 static void d_redux(Parser *P, const PtxInstr *row, Insn *I) {
@@ -916,7 +914,7 @@ static void d_redux(Parser *P, const PtxInstr *row, Insn *I) {
     for (int i = 0; i < 6; i++)
         if (has_mod(&I->o, KINDS[i])) kind = COL_REDUX_ADD + i;
     if (kind < 0) fail(P, I->line, "redux: unsupported form");
-    collective(P, I, kind, SLOT(0), SLOT(1), SP_SINK, SP_SINK, SP_SINK, 0);
+    collective(P, I, kind, DEST(0), SLOT(1), SP_SINK, SP_SINK, SP_SINK, 0);
 }
 
 /* Type families for the opcode columns. */
@@ -1163,6 +1161,7 @@ static void decode_instruction(Parser *P, Tok *optok, int guard, int gneg) {
     }
 }
 #undef SLOT
+#undef DEST
 
 
 /* ---- declarations ---- */
@@ -1363,7 +1362,7 @@ static void finish_function(Parser *P, PtxFunction *f, uint32_t frame) {
     f->nconsts = P->nconsts;
     f->nslots = f->const_base + P->nconsts;
     f->consts = malloc((P->nconsts + 1) * sizeof(uint64_t));
-    memcpy(f->consts, P->consts, P->nconsts * sizeof(uint64_t));
+    if (P->nconsts) memcpy(f->consts, P->consts, P->nconsts * sizeof(uint64_t));
     f->frame_local = align_up(frame, 16);
     f->end_pc = m->ncode;
     for (uint32_t pc = f->entry_pc; pc < m->ncode; pc++) {

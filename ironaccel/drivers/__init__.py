@@ -12,11 +12,11 @@ import importlib.util
 from ..targets import KernelDialect
 
 
-def suite_kernels(lang: str, suffix: str, *, binary: bool = False) -> KernelDialect:
+def suite_kernels(lang: str, suffix: str, *, binary: bool = False, named_by_option: bool = False) -> KernelDialect:
     """A dialect of the conformance suite's own kernels: ``conformance/kernels/<lang>/<name><suffix>``."""
     from ..spec import conformance_dir
 
-    return KernelDialect(lang, conformance_dir() / "kernels" / lang, suffix, binary)
+    return KernelDialect(lang, conformance_dir() / "kernels" / lang, suffix, binary, named_by_option)
 
 
 def python_package_missing(module: str, install: str) -> str | None:

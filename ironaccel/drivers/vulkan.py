@@ -156,7 +156,7 @@ def _drivers(backend: str, kernels: tuple[KernelDialect, ...], python_package: t
 
 
 def vulkan_drivers() -> list[Target]:
-    kernels = (suite_kernels("spirv", ".spv", binary=True), suite_kernels("glsl", ".comp"))
+    kernels = (suite_kernels("spirv", ".spv", binary=True), suite_kernels("glsl", ".comp", named_by_option=True))
     return _drivers("vulkan", kernels, ("vulkan", "pip install vulkan"))
 
 

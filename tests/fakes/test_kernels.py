@@ -750,6 +750,7 @@ def test_sad_dot_products_and_set(cuda, rng):
     n = 200
     a, b, c = (rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32) for _ in range(3))
     b[:3] = a[:3]  # equal operands
+    a[3:5], b[3:5] = [-2**31, 2**31 - 1], [3, -2**31]  # differences past the int range
     h = (rng.standard_normal(2 * n) * 10).astype(np.float16)
     h[1] = h[0]
     o = np.zeros(12 * n, np.int32)
@@ -883,3 +884,62 @@ def test_switch_dispatch_and_trace_builds_compute_the_same(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     assert [int(v) for v in r.stdout.split()] == list(lcg(40, 7))
     assert "fakecuda trace: block (0,0,0) thread 63 pc " in r.stderr and " MAD_LO_I32\n" in r.stderr
+
+
+MUTATE = r"""
+import random, re, sys
+import numpy as np
+from cuda.bindings import driver as d
+assert d.cuInit(0)[0] == 0
+source = sys.stdin.buffer.read()
+rng = random.Random(1234)
+ctx = d.cuCtxCreate(None, 0, 0)[1]
+buf = d.cuMemAlloc(1 << 20)[1]
+loaded = 0
+for _ in range(150):
+    toks = re.split(rb"(\s+)", source)
+    for _ in range(rng.randint(1, 4)):
+        k = rng.randrange(len(toks))
+        op = rng.randrange(4)
+        if op == 0:
+            toks[k] = b""
+        elif op == 1:
+            toks.insert(k, toks[rng.randrange(len(toks))])
+        elif op == 2 and toks[k]:
+            t = bytearray(toks[k])
+            t[rng.randrange(len(t))] = rng.choice(b"0123456789%_rdfp.-")
+            toks[k] = bytes(t)
+        else:
+            toks[k] = rng.choice([b"%r1", b"%rd1", b"%f1", b"%p1", b"0", b"-1", b"4096", b"%tid.x", b"{", b"}"])
+    text = b"".join(toks) + b"\0"
+    err, mod = d.cuModuleLoadData(text)
+    if err:
+        continue
+    loaded += 1
+    for name in re.findall(rb"\.entry\s+([\w$]+)", text)[:2]:
+        err, f = d.cuModuleGetFunction(mod, name)
+        if err:
+            continue
+        params = np.full(64, int(buf), np.uint64)
+        size = np.array([params.nbytes], np.uint64)
+        extra = np.array([1, params.ctypes.data, 2, size.ctypes.data, 0], np.uint64)
+        d.cuLaunchKernel(f, 2, 1, 1, 64, 1, 1, 0, 0, 0, extra.ctypes.data)
+        if d.cuCtxSynchronize()[0]:  # a fault is sticky: start over in a new context
+            d.cuCtxDestroy(ctx)
+            ctx, mod = d.cuCtxCreate(None, 0, 0)[1], None
+            buf = d.cuMemAlloc(1 << 20)[1]
+            break
+    if mod is not None:
+        d.cuModuleUnload(mod)
+print("loaded", loaded)
+"""
+
+
+def test_mutated_ptx_never_crashes_or_hangs(cuda):
+    """Mutated PTX (tokens dropped, repeated, altered) either fails the load or runs: no signal, no hang."""
+    env = fakes.child_env()
+    env.update(IRONACCEL_FAKE_WATCHDOG_S="0.2", IRONACCEL_FAKE_CUDA_LEAKS="off")
+    r = subprocess.run([sys.executable, "-c", MUTATE], input=cuda.ptx(CONFORMANCE + INTEGER_OPS + FLOAT_OPS),
+                       env=env, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
+    assert int(r.stdout.split()[-1]) > 10  # enough of them load and run to matter

@@ -37,6 +37,10 @@ class _Current(threading.local):
 current = _Current()
 
 
+#: What a user with no NVIDIA GPU can do instead, appended to the "no driver" errors.
+NO_GPU_HINT = ("; without an NVIDIA GPU, set IRONACCEL_CUDA_DRIVER=fake (or certify --target cuda/fake) to run on "
+               "ironaccel's fake libcuda")
+
 def load() -> Any:
     """cuda.bindings.driver with cuInit done; NotAvailable saying what was searched when it cannot be."""
     global cu, fake
@@ -62,9 +66,9 @@ def load() -> Any:
             (err,) = driver.cuInit(0)
         except Exception as exc:  # cuda.bindings raises when it cannot dlopen libcuda
             raise NotAvailable(BACKEND, "libcuda.so.1",
-                               f"the NVIDIA driver library could not be loaded (searched by cuda.bindings: {exc})") from None
+                               f"the NVIDIA driver library could not be loaded (searched by cuda.bindings: {exc}){NO_GPU_HINT}") from None
         if err:
-            raise NotAvailable(BACKEND, "libcuda.so.1", f"cuInit failed: {error_name(driver, err)}")
+            raise NotAvailable(BACKEND, "libcuda.so.1", f"cuInit failed: {error_name(driver, err)}{NO_GPU_HINT}")
         fake = _loaded_fake()
         if want_fake and fake is None:
             raise NotAvailable(BACKEND, "fake libcuda",

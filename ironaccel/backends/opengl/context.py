@@ -25,7 +25,7 @@ import queue
 import threading
 from typing import Any, Callable
 
-from ...errors import DriverError, NotAvailable
+from ...errors import DriverError, NotAvailable, UseAfterFree
 from .gl import BACKEND, GL
 
 EGL_EXTENSIONS = 0x3055
@@ -126,6 +126,9 @@ class GLThread:
         self.gl: GL | None = None
         self.syncs: EGLSyncs | None = None
         self._failure: BaseException | None = None  # the first error of submitted work, not yet raised
+        self._closed = False  # set with the end-of-jobs marker, under _closing: nothing is queued after it
+        self._closing = threading.Lock()
+        self._index = device_index
         self._thread = threading.Thread(target=self._main, args=(device_index,), daemon=True,
                                         name=f"ironaccel-opengl-{device_index}")
         self._thread.start()
@@ -183,7 +186,10 @@ class GLThread:
             return fn(*args, **kwargs)
         done = threading.Event()
         box: list[Any] = [done]
-        self._jobs.put((fn, args, kwargs, box))
+        with self._closing:
+            if self._closed:  # another thread closed the device after this call checked it was open
+                raise UseAfterFree(getattr(fn, "__qualname__", "GL call"), f"the GL context of EGL device {self._index}")
+            self._jobs.put((fn, args, kwargs, box))
         done.wait()
         ok, value = box[1]
         if not ok:
@@ -191,8 +197,11 @@ class GLThread:
         return value
 
     def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Queue ``fn(*args, **kwargs)`` on the GL thread, after everything queued before; return at once."""
-        self._jobs.put((fn, args, kwargs, None))
+        """Queue ``fn(*args, **kwargs)`` on the GL thread, after everything queued before; return at once.
+        Once the thread is closed there is nothing left to do it on, and it is dropped (frees, mostly)."""
+        with self._closing:
+            if not self._closed:
+                self._jobs.put((fn, args, kwargs, None))
 
     def raise_failure(self) -> None:
         """Raise the first error of submitted work since the last call, if there was one."""
@@ -202,5 +211,7 @@ class GLThread:
 
     def close(self) -> None:
         """Release the context and end the thread (after the jobs already handed over)."""
-        self._jobs.put(None)
+        with self._closing:
+            self._closed = True
+            self._jobs.put(None)
         self._thread.join()

@@ -97,8 +97,11 @@ def _needs(driver_missing: Callable[[], str | None]) -> Callable[[], str | None]
 
 
 def drivers() -> list[Target]:
-    kernels = (suite_kernels(LANG, ".comp"),)
+    kernels = (suite_kernels(LANG, ".comp", named_by_option=True),)
+    packages = ("moderngl", "glcontext")  # their versions go into the results files
     return [
-        Target("opengl", "llvmpipe", True, _llvmpipe_environment(), _is_llvmpipe, _needs(_llvmpipe_missing), kernels),
-        Target("opengl", "nvidia", False, _nvidia_environment(), _is_nvidia, _needs(_nvidia_missing), kernels),
+        Target("opengl", "llvmpipe", True, _llvmpipe_environment(), _is_llvmpipe, _needs(_llvmpipe_missing), kernels,
+               packages=packages),
+        Target("opengl", "nvidia", False, _nvidia_environment(), _is_nvidia, _needs(_nvidia_missing), kernels,
+               packages=packages),
     ]

@@ -9,7 +9,9 @@
   staging buffer that is persistently and coherently mapped (glBufferStorage, GL 4.4 or ARB_buffer_storage).
   Once a fence after the copy has signalled, whichever thread sees it (a synchronize, or a query that finds
   an event recorded after the copy complete) copies the mapped bytes into the host array: no GL call, so it
-  never waits for the GL thread. The staging buffer is then deleted on the GL thread.
+  never waits for the GL thread. Staging buffers come in power-of-two sizes (4 KiB up) and are kept for
+  reuse, up to ``STAGING_CACHE_BYTES`` in all, because mapping fresh pinned memory for every readback costs
+  about as much as the copy itself.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ if TYPE_CHECKING:
     from .device import OpenGLDevice
 
 STAGING_FLAGS = GL.MAP_READ_BIT | GL.MAP_PERSISTENT_BIT | GL.MAP_COHERENT_BIT
+STAGING_MIN_BYTES = 4096
+STAGING_CACHE_BYTES = 256 << 20
 
 
 def gl_size(nbytes: int) -> int:
@@ -50,11 +54,17 @@ class OpenGLBuffer(api.Buffer):
         self.gl_buffer = None
 
 
+@dataclass(frozen=True)
+class Staging:
+    name: int  # GL buffer name
+    mapped: int  # address of its persistent mapping
+    size: int  # bytes: a power of two
+
+
 @dataclass
 class Readback:
     seq: int  # position among the device's readbacks: a fence delivers those up to its own
-    staging: int  # GL name of the mapped staging buffer
-    mapped: int  # its address
+    staging: Staging
     host: np.ndarray  # the caller's array, as flat bytes
 
 
@@ -65,26 +75,40 @@ class Readbacks:
         self._dev = device
         self._lock = threading.Lock()
         self._pending: list[Readback] = []
+        self._free: dict[int, list[Staging]] = {}  # size -> staging buffers ready for reuse
+        self._free_bytes = 0
         self.seq = 0  # of the last readback enqueued; read by fences on the GL thread
 
     def enqueue(self, host: np.ndarray, src: Any, offset: int) -> None:
         """On the GL thread: copy ``host.nbytes`` bytes of ``src`` (a moderngl.Buffer) from ``offset`` into a
-        new staging buffer."""
+        staging buffer."""
+        gl = self._dev.gl
+        staging = self._take(max(STAGING_MIN_BYTES, 1 << (host.nbytes - 1).bit_length()))
+        gl.glBindBuffer(GL.COPY_READ_BUFFER, src.glo)
+        gl.glBindBuffer(GL.COPY_WRITE_BUFFER, staging.name)
+        gl.glCopyBufferSubData(GL.COPY_READ_BUFFER, GL.COPY_WRITE_BUFFER, offset, 0, host.nbytes)
+        gl.check("glCopyBufferSubData")
+        with self._lock:
+            self.seq += 1
+            self._pending.append(Readback(self.seq, staging, host))
+
+    def _take(self, size: int) -> Staging:
+        """On the GL thread: a cached staging buffer of ``size`` bytes, or a new one."""
+        with self._lock:
+            cached = self._free.get(size)
+            if cached:
+                self._free_bytes -= size
+                return cached.pop()
         gl = self._dev.gl
         name = ctypes.c_uint()
         gl.glGenBuffers(1, ctypes.byref(name))
         gl.check("glGenBuffers")
         gl.glBindBuffer(GL.COPY_WRITE_BUFFER, name.value)
-        gl.glBufferStorage(GL.COPY_WRITE_BUFFER, host.nbytes, None, STAGING_FLAGS)
+        gl.glBufferStorage(GL.COPY_WRITE_BUFFER, size, None, STAGING_FLAGS)
         gl.check("glBufferStorage")
-        mapped = gl.glMapBufferRange(GL.COPY_WRITE_BUFFER, 0, host.nbytes, STAGING_FLAGS)
+        mapped = gl.glMapBufferRange(GL.COPY_WRITE_BUFFER, 0, size, STAGING_FLAGS)
         gl.check("glMapBufferRange")
-        gl.glBindBuffer(GL.COPY_READ_BUFFER, src.glo)
-        gl.glCopyBufferSubData(GL.COPY_READ_BUFFER, GL.COPY_WRITE_BUFFER, offset, 0, host.nbytes)
-        gl.check("glCopyBufferSubData")
-        with self._lock:
-            self.seq += 1
-            self._pending.append(Readback(self.seq, name.value, mapped, host))
+        return Staging(name.value, mapped, size)
 
     def deliver(self, upto: int) -> None:
         """Any thread: fill the host arrays of the readbacks up to ``upto``, whose copies have completed."""
@@ -92,8 +116,12 @@ class Readbacks:
             ready = [r for r in self._pending if r.seq <= upto]
             self._pending = self._pending[len(ready):]
             for r in ready:
-                ctypes.memmove(r.host.ctypes.data, r.mapped, r.host.nbytes)
-                self._dev.thread.submit(self._delete, r.staging)
+                ctypes.memmove(r.host.ctypes.data, r.staging.mapped, r.host.nbytes)
+                if self._free_bytes + r.staging.size <= STAGING_CACHE_BYTES:
+                    self._free.setdefault(r.staging.size, []).append(r.staging)
+                    self._free_bytes += r.staging.size
+                else:
+                    self._dev.thread.submit(self._delete, r.staging.name)
 
     def _delete(self, name: int) -> None:
         gl = self._dev.gl

@@ -5,19 +5,22 @@ How the shared API maps onto Vulkan:
 * **Device** — one VkInstance (validation layer and a debug-utils messenger when ``IRONACCEL_VK_VALIDATION=1``
   or ``open_device(..., validation=True)``), one physical device, one logical device with up to four queues
   of a compute-capable family. Physical devices older than Vulkan 1.2 (no timeline semaphores) are not listed.
-* **Stream** — a timeline semaphore and a command pool (released when the stream is collected: the device
-  keeps only streams with work outstanding); streams take the device's queues in turn. Work is recorded into
-  the stream's open command buffer (a full memory barrier between commands keeps stream order) and submitted,
+* **Stream** — a timeline semaphore and a command pool (handed to the next new stream when the stream is
+  collected: the device keeps only streams with work outstanding); streams take the device's queues in turn.
+  Work is recorded into the stream's open command buffer (a full memory barrier between commands keeps stream
+  order) and submitted,
   without a host wait, as soon as the stream's earlier submissions have completed (so work starts at once on
   an idle device), else at ``record``, ``synchronize``, ``Device.synchronize`` or every ``BATCH_COMMANDS``
   commands. Each submission waits for the stream's previous value and for the events passed to ``wait``, and
-  signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding.
+  signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding, and
+  ``synchronize(timeout=)`` waits are finite: past the timeout they raise Timeout naming the op.
 * **Event** — a (stream, timeline value) pair; ``timing=True`` adds a timestamp query. Host-side work that a
   submission owes (filling a ``copy_dtoh`` destination from staging, recycling staging memory, command
   buffers and descriptor pools) runs when any event/stream/device query or wait sees it complete.
 * **Memory** — buffers are sub-allocated (256-byte aligned) from ``BLOCK_SIZE`` VkDeviceMemory blocks, each
   bound whole to one VkBuffer; large ones get their own. ``Buffer.handle`` is that VkBuffer and
-  ``VulkanBuffer.offset`` the buffer's byte offset in it. Copies go through host-visible staging memory; when
+  ``VulkanBuffer.offset`` the buffer's byte offset in it. Copies go through host-visible staging memory
+  (freed large staging blocks are kept for the next copies); when
   device memory is itself host-visible, coherent and cached (lavapipe, SwiftShader) and the stream has no
   work outstanding, copies and fills touch the mapped memory directly (``IRONACCEL_VK_DIRECT_MAPPING=0`` turns
   that off, so CPU drivers exercise the staging path discrete GPUs take). A freed buffer's range is reused only
@@ -31,10 +34,11 @@ How the shared API maps onto Vulkan:
   (kernel, block, argument layout). A module is validated by ``spirv-val`` before any driver sees it (by the
   validation layer when spirv-val is missing and validation is on): an invalid one is a CompileError.
 
-Modules, one concern each: ``native`` (loading the package, the checked call proxy, VkResult errors), ``spirv`` (reading a module's
-kernel interface), ``instance`` (VkInstance, validation), ``memory`` (the sub-allocator, buffers),
-``stream`` (streams, events, timestamps), ``pipeline`` (modules, pipelines, descriptors), ``device`` (the
-logical device and device-wide synchronisation), ``backend`` (the registered Backend).
+Modules, one concern each: ``native`` (loading the package, the checked call proxy, VkResult errors),
+``spirv`` (reading a module's kernel interface), ``instance`` (VkInstance, validation), ``memory`` (the
+sub-allocator, buffers), ``stream`` (streams, events, timestamps), ``pipeline`` (modules, pipelines,
+descriptors, SPIR-V validation), ``device`` (the logical device and device-wide synchronisation),
+``backend`` (the registered Backend).
 """
 
 from .backend import VulkanBackend

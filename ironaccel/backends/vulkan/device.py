@@ -22,10 +22,11 @@ from . import native
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
 from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
-from .stream import Deadline, Queue, Timestamps, VulkanStream, deadline
+from .stream import Deadline, Queue, StreamHandles, Timestamps, VulkanStream, deadline
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
 MAX_QUEUES = 4
+STAGING_KEPT_BLOCKS = 4  # freed large staging kept for the next copies, in blocks (256 MiB with 64 MiB blocks)
 
 _U64_MAX = (1 << 64) - 1
 _VENDORS = {0x10DE: "NVIDIA", 0x1002: "AMD", 0x8086: "Intel", 0x13B5: "ARM", 0x5143: "Qualcomm",
@@ -159,7 +160,8 @@ class VulkanDevice(api.Device):
         self._handle = None
         self._lock = threading.RLock()
         self._busy: set[VulkanStream] = set()  # streams with work recorded, waiting or in flight
-        self._stream_handles: list[weakref.finalize] = []
+        self._stream_handles: list[weakref.finalize] = []  # each gives a live stream's handles back at close
+        self._spare_handles: list[StreamHandles] = []  # of collected streams, for the next ones
         self._modules: list[VulkanModule] = []
         self._layouts = PipelineLayouts(self)
         self._deferred: list[tuple[Allocation, list[tuple[VulkanStream, int]]]] = []
@@ -247,7 +249,7 @@ class VulkanDevice(api.Device):
         max_allocation = props["maintenance3"].maxMemoryAllocationSize
         block = max(1 << 20, min(BLOCK_SIZE, heap // 16, max_allocation))
         self._memory = MemoryPool(self, device_type, self._direct_mapping, block)
-        self._staging = MemoryPool(self, staging_type, True, block)
+        self._staging = MemoryPool(self, staging_type, True, block, keep_bytes=STAGING_KEPT_BLOCKS * block)
         # One granule under maxMemoryAllocationSize: SwiftShader 5.0 reports 1 GiB there but fails to allocate
         # exactly 1 GiB (VK_ERROR_OUT_OF_DEVICE_MEMORY), and max_alloc promises an allocation that works.
         limits = props["core"].properties.limits
@@ -409,11 +411,12 @@ class VulkanDevice(api.Device):
 
     def _create_stream(self) -> VulkanStream:
         with self._lock:
-            stream = VulkanStream(self, self._queues[self._next_queue % len(self._queues)])
+            handles = self._spare_handles.pop() if self._spare_handles else StreamHandles(self)
+            stream = VulkanStream(self, self._queues[self._next_queue % len(self._queues)], handles)
             self._next_queue += 1
             if len(self._stream_handles) > 64:
                 self._stream_handles = [f for f in self._stream_handles if f.alive]
-            self._stream_handles.append(stream._destroy)
+            self._stream_handles.append(stream._give_back)
             return stream
 
     def _alloc(self, nbytes: int) -> api.Buffer:
@@ -465,8 +468,11 @@ class VulkanDevice(api.Device):
                 for stream in self._busy:  # a failed synchronize leaves pools with batches
                     pending = [*stream._in_flight, *([stream._batch] if stream._batch else [])]
                     stream._free_descriptor_pools += [b.descriptor_pool for b in pending if b.descriptor_pool]
-                for destroy in self._stream_handles:
-                    destroy()
+                for give_back in self._stream_handles:
+                    give_back()
+                for handles in self._spare_handles:
+                    handles.destroy(handle)
+                self._spare_handles.clear()
                 self._busy.clear()
                 self._timestamps.destroy()
                 lib.vkDestroyPipelineCache(handle, self._pipeline_cache, ffi.NULL)

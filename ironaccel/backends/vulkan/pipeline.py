@@ -166,9 +166,16 @@ class VulkanModule(api.Module):
     def _make_kernel(self, name: str) -> api.Kernel:
         return VulkanKernel(self, name)
 
-    def _check_block(self, name: str, block: Dim3) -> None:
-        """Reject a block the kernel was not written for (arguments were checked by api.py from ``params``)."""
+    def _check_launch(self, name: str, block: Dim3, scalar_bytes: int) -> None:
+        """What ``Kernel.params`` cannot say (``Stream.launch`` has checked the arguments against them): a
+        push-constant block laid out other than the natural packing, and a fixed LocalSize."""
         expects = self._interfaces[name]
+        if scalar_bytes != expects.scalar_bytes:
+            raise InvalidArgument(
+                "Stream.launch",
+                f"kernel {name!r} has a {expects.scalar_bytes}-byte push-constant block, but its scalar arguments pack "
+                f"into {scalar_bytes} bytes: declare the block's members in order, without explicit offsets",
+            )
         if expects.fixed_block is not None and block != expects.fixed_block:
             raise InvalidArgument(
                 "Stream.launch",
@@ -218,7 +225,7 @@ class VulkanKernel(api.Kernel):
     the scalars in the source is not in the module."""
 
     module: VulkanModule
-    _positional = False  # buffers and scalars match their own parameters, however interleaved (see api.Kernel)
+    _positional = False  # buffers match the buffer parameters in order, scalars the scalar ones
 
     def _params(self) -> tuple[api.Param, ...]:
         return self.module._interfaces[self.name].params

@@ -142,43 +142,66 @@ class Queue:
         self.lock = threading.Lock()
 
 
-class VulkanStream(api.Stream):
-    """An in-order queue of work on a timeline semaphore; see the module docstring."""
+class StreamHandles:
+    """A stream's timeline semaphore and command pool, with the command buffers and descriptor pools it
+    recycles. A collected stream's handles are kept for the next stream rather than destroyed (until
+    Device.close): lavapipe's queue thread may still touch a timeline semaphore just after its last signal is
+    visible, and destroying it then crashed the process now and then (and reuse makes streams cheaper)."""
 
-    def __init__(self, device: VulkanDevice, queue: Queue):
-        super().__init__(device)
+    __slots__ = ("semaphore", "command_pool", "free_cmds", "free_descriptor_pools", "value")
+
+    def __init__(self, dev: VulkanDevice):
         vk = native.vk
         ffi, lib = vk.ffi, vk.lib
-        self._queue = queue
-        self._submitted = 0  # the timeline value of the last submission
-        self._completed = 0  # the highest value known to have completed
-        self._batch: _Batch | None = None  # recording, not yet submitted
-        self._waits: list[tuple[VulkanStream, int]] = []  # event waits for the next submission
-        self._in_flight: deque[_Batch] = deque()
-        self._free_cmds: list[Any] = []
-        self._free_descriptor_pools: list[DescriptorPool] = []
         type_info = ffi.new("VkSemaphoreTypeCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO, "semaphoreType": vk.VK_SEMAPHORE_TYPE_TIMELINE,
         })
         info = ffi.new("VkSemaphoreCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, "pNext": type_info})
         out = ffi.new("VkSemaphore*")
-        native.call.vkCreateSemaphore(device._handle, info, ffi.NULL, out)
-        self._semaphore = out[0]
+        native.call.vkCreateSemaphore(dev._handle, info, ffi.NULL, out)
+        self.semaphore = out[0]
         pool_info = ffi.new("VkCommandPoolCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
             "flags": vk.VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT | vk.VK_COMMAND_POOL_CREATE_TRANSIENT_BIT,
-            "queueFamilyIndex": device._family,
+            "queueFamilyIndex": dev._family,
         })
         pool = ffi.new("VkCommandPool*")
         try:
-            native.call.vkCreateCommandPool(device._handle, pool_info, ffi.NULL, pool)
+            native.call.vkCreateCommandPool(dev._handle, pool_info, ffi.NULL, pool)
         except BaseException:
-            lib.vkDestroySemaphore(device._handle, self._semaphore, ffi.NULL)
+            lib.vkDestroySemaphore(dev._handle, self.semaphore, ffi.NULL)
             raise
-        self._command_pool = pool[0]
-        # Handles go when the stream is collected (the device holds busy streams) or the device closes.
-        self._destroy = weakref.finalize(self, _destroy_stream_handles, device._handle, self._semaphore,
-                                         self._command_pool, self._free_descriptor_pools)
+        self.command_pool = pool[0]
+        self.free_cmds: list[Any] = []
+        self.free_descriptor_pools: list[DescriptorPool] = []
+        self.value = 0  # the semaphore's value once its stream's work is done: where the next stream starts
+
+    def destroy(self, device_handle: Any) -> None:
+        ffi, lib = native.vk.ffi, native.vk.lib
+        for pool in self.free_descriptor_pools:
+            lib.vkDestroyDescriptorPool(device_handle, pool.handle, ffi.NULL)
+        lib.vkDestroyCommandPool(device_handle, self.command_pool, ffi.NULL)  # frees its command buffers
+        lib.vkDestroySemaphore(device_handle, self.semaphore, ffi.NULL)
+
+
+class VulkanStream(api.Stream):
+    """An in-order queue of work on a timeline semaphore; see the package docstring."""
+
+    def __init__(self, device: VulkanDevice, queue: Queue, handles: StreamHandles):
+        super().__init__(device)
+        self._queue = queue
+        self._handles = handles
+        self._semaphore = handles.semaphore
+        self._command_pool = handles.command_pool
+        self._submitted = handles.value  # the timeline value of the last submission
+        self._completed = handles.value  # the highest value known to have completed
+        self._batch: _Batch | None = None  # recording, not yet submitted
+        self._waits: list[tuple[VulkanStream, int]] = []  # event waits for the next submission
+        self._in_flight: deque[_Batch] = deque()
+        self._free_cmds = handles.free_cmds
+        self._free_descriptor_pools = handles.free_descriptor_pools
+        # When the stream is collected (the device holds busy ones) its handles go back to the device's spares.
+        self._give_back = weakref.finalize(self, device._spare_handles.append, handles)
 
     # -- recording ----------------------------------------------------------------------------------
 
@@ -250,7 +273,7 @@ class VulkanStream(api.Stream):
         })
         with self._queue.lock:
             native.call.vkQueueSubmit(self._queue.handle, 1, submit, ffi.NULL)
-        self._submitted = value
+        self._submitted = self._handles.value = value
         self._waits = []
         self._batch = None
         batch = batch or _Batch(None)  # a submission of waits only: tracked so the stream stays alive for it
@@ -403,7 +426,7 @@ class VulkanStream(api.Stream):
         scalars = pack_scalars_for(args)
         module = kernel.module
         assert isinstance(module, VulkanModule)
-        module._check_block(kernel.name, block)
+        module._check_launch(kernel.name, block, len(scalars))
         with dev._lock:
             layout, set_layout = dev._layouts.get(len(buffers), len(scalars))
             pipeline = module._pipeline(kernel.name, block, len(buffers), len(scalars), layout)
@@ -425,14 +448,6 @@ class VulkanStream(api.Stream):
             lib.vkCmdDispatch(cmd, *grid)
             self._recorded()
 
-
-
-def _destroy_stream_handles(device: Any, semaphore: Any, command_pool: Any, descriptor_pools: list[DescriptorPool]) -> None:
-    ffi, lib = native.vk.ffi, native.vk.lib
-    for pool in descriptor_pools:
-        lib.vkDestroyDescriptorPool(device, pool.handle, ffi.NULL)
-    lib.vkDestroyCommandPool(device, command_pool, ffi.NULL)  # frees its command buffers
-    lib.vkDestroySemaphore(device, semaphore, ffi.NULL)
 
 
 def pack_scalars_for(args: Sequence[object]) -> bytes:
