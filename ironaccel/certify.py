@@ -59,6 +59,7 @@ class TargetRun:
     summary: dict[str, int] | None = None
     seconds: float = 0.0
     message: str = ""
+    node: str = ""  # where it ran, for a farm run (``ironaccel.farm``); "" on this machine
 
     @property
     def ok(self) -> bool:
@@ -109,15 +110,27 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
         results.dump(results.document(targets.get(name), spec.current([name]).parts(name), started,
                                       RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
                                       f"exit code {exit_code}: " + " / ".join(tail)), out)
-    doc = results.load(out)
-    results.sibling(out, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
-    write_certificate(out)
+    doc = write_junit_and_certificate(out)
     run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"])
     if run.ok:
         log.unlink(missing_ok=True)
     else:
         run.message = (run.message + f" (log: {log})").strip()
     return run
+
+
+def child_environment(name: str) -> dict[str, str]:
+    """The environment of a target's test process: this one's, the target's driver selection, and
+    Hypothesis' ``ci`` profile unless HYPOTHESIS_PROFILE says otherwise."""
+    return {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
+
+
+def write_junit_and_certificate(results_file: Path) -> dict[str, Any]:
+    """Write the JUnit XML and the certificate beside a finished results file; return its document."""
+    doc = results.load(results_file)
+    results.sibling(results_file, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
+    write_certificate(results_file)
+    return doc
 
 
 def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
@@ -130,7 +143,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
     out = results_dir / results.file_name(name)
     log = out.with_name("." + out.stem + ".log")
     cmd = [sys.executable, "-m", "pytest", *pytest_args(name, out, test_timeout_s, suite, selection)]
-    env = {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
+    env = child_environment(name)
     started, t0 = results.now(), time.monotonic()
     out.unlink(missing_ok=True)
     # cwd: a scratch folder away from any checkout (`ironaccel` must import from where it is installed, or
@@ -227,10 +240,10 @@ class Progress:
     """One line saying how far each running target has got, read from its results file (the plugin rewrites
     it after every test): redrawn in place on a terminal, printed every ``log_every_s`` elsewhere (CI logs)."""
 
-    def __init__(self, total: int, stream=None, log_every_s: float = 15.0):
+    def __init__(self, total: int, stream=None, log_every_s: float = 15.0, unit: str = "targets"):
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty()
-        self.total, self.finished, self.log_every_s = total, 0, log_every_s
+        self.total, self.finished, self.log_every_s, self.unit = total, 0, log_every_s, unit
         self.running: dict[str, Path] = {}
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -249,21 +262,24 @@ class Progress:
     def echo(self, text: str) -> None:
         self._print(text + "\n")
 
-    def started(self, name: str, results_file: Path) -> None:
+    def started(self, name: str, results_file: Path, node: str = "") -> None:
         with self.lock:
             self.running[name] = results_file
-        self.echo(f"  start  {name}")
+        self.echo(f"  start  {name}" + (f" on {node}" if node else ""))
 
-    def done(self, run: TargetRun) -> None:
+    def done(self, run: TargetRun, name: str = "") -> None:
+        """``name``: what ``started`` was given, when it is not the run's target (a farm's shard)."""
+        name = name or run.target
         with self.lock:
-            self.running.pop(run.target, None)
+            self.running.pop(name, None)
             self.finished += 1
-        self.echo(f"  done   {run.target}: {run.status}, {_counts(run)} in {run.seconds:.1f} s")
+        self.echo(f"  done   {name}" + (f" on {run.node}" if run.node else "")
+                  + f": {run.status}, {_counts(run)} in {run.seconds:.1f} s")
 
     def line(self) -> str:
         with self.lock:
             running = dict(self.running)
-        parts = [f"[{time.monotonic() - self.t0:4.0f} s] {self.finished}/{self.total} targets done"]
+        parts = [f"[{time.monotonic() - self.t0:4.0f} s] {self.finished}/{self.total} {self.unit} done"]
         for name, path in sorted(running.items()):
             try:
                 tests = results.read_json(path)["tests"]
@@ -310,9 +326,12 @@ def _counts(run: TargetRun) -> str:
 
 
 def summary_table(runs: list[TargetRun]) -> str:
-    rows = [["target", "run", "result", "outcomes", "seconds"]]
+    """One row per run; a "node" column when the runs say where they ran (a farm's)."""
+    nodes = any(r.node for r in runs)
+    rows = [["target", "run", "result", "outcomes", "seconds"] + (["node"] if nodes else [])]
     for r in runs:
-        rows.append([r.target, r.status, "OK" if r.ok else "FAILED", _counts(r), f"{r.seconds:.1f}"])
+        rows.append([r.target, r.status, "OK" if r.ok else "FAILED", _counts(r), f"{r.seconds:.1f}"]
+                    + ([r.node] if nodes else []))
     lines = [tables.plain(rows)]
     for r in runs:
         if not r.ok and r.message:
@@ -334,9 +353,7 @@ def merge(paths: list[Path], output: Path) -> dict[str, Any]:
     certificate beside it; return the merged document."""
     doc = results.merge([results.load(p) for p in paths], [str(p) for p in paths])
     results.dump(doc, output)
-    results.sibling(output, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
-    write_certificate(output)
-    return doc
+    return write_junit_and_certificate(output)
 
 
 def junit_xml(doc: dict[str, Any]) -> str:

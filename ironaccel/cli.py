@@ -30,9 +30,13 @@ Selection (the same options on `pytest --target`): --only/--skip GLOB (repeatabl
 (test_copy.py::*) or cited clause ids (KERNEL-*); --shard K/N runs every N-th selected test from the K-th
 (by test id), for a farm; `ironaccel merge` joins the shards' results files into one.
 
+A farm (--ray): each target, or each shard of about --shard-size tests, runs as a Ray task on a node that
+advertises it; the files come back into --results (shards merged); --resume re-runs what is missing or crashed.
+
 exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or timed out;
             2 nothing ran (no target given or runnable, unknown target, bad --shard or --baseline,
-            no Docker engine with --docker);
+            no Docker engine with --docker; with --ray: Ray not installed, no cluster, a target no
+            node advertises);
             6 (with --baseline DIR) a regression: a test fails that did not in DIR's results file of its
             target, or a run that finished there did not finish now. Fixes and newly flaky tests are
             reported, not counted.
@@ -64,6 +68,14 @@ def cmd_devices(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from . import targets
 
+    if args.ray_resources:
+        import json
+
+        from . import farm
+
+        print(json.dumps(farm.node_resources()))
+        return 0
+
     rows = [["target", "runnable", "what to do"]]
     for name, t in targets.TARGETS.items():
         why = t.missing()
@@ -85,15 +97,30 @@ def cmd_certify(args: argparse.Namespace) -> int:
             return 2
         print(why, file=sys.stdout if code == certify.VERIFY_VALID else sys.stderr)
         return code
-    if args.all:
+    farm_only = [flag for flag, given in (("--shard-size", args.shard_size is not None), ("--resume", args.resume))
+                 if given]
+    if args.shard_size is not None and args.shard_size < 1:
+        print(f"ironaccel certify: --shard-size {args.shard_size}: must be at least 1", file=sys.stderr)
+        return 2
+    if farm_only and not args.ray:
+        print(f"ironaccel certify: {' and '.join(farm_only)} need{'s' if len(farm_only) == 1 else ''} --ray", file=sys.stderr)
+        return 2
+    if args.ray and (args.docker or (args.shard and args.shard_size)):
+        print("ironaccel certify: --ray runs the farm's own processes: not with --docker, nor --shard with "
+              "--shard-size", file=sys.stderr)
+        return 2
+    if args.all and args.ray:
+        names = None  # every target the farm's nodes advertise
+    elif args.all:
         names = certify.simulated_targets() if args.docker else certify.runnable_targets()
         if not names:
             print("no target is runnable on this machine: see `ironaccel doctor`", file=sys.stderr)
             return 2
     elif args.target:
         names = list(dict.fromkeys(args.target))
-        for name in names:
-            targets.get(name)  # unknown names fail before anything runs
+        if not args.ray:  # on a farm, a node may know a target this machine does not
+            for name in names:
+                targets.get(name)  # unknown names fail before anything runs
     elif args.package:
         return _package(args)
     else:
@@ -114,8 +141,19 @@ def cmd_certify(args: argparse.Namespace) -> int:
         except certify.DockerUnavailable as exc:
             print(f"ironaccel certify --docker: {exc}", file=sys.stderr)
             return 2
-    runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
-                           test_timeout_s=args.test_timeout, runner=runner, selection=selection)
+    if args.ray:
+        from . import farm
+
+        try:
+            runs = farm.certify_on_farm(names, Path(args.results), args.ray, timeout_s=args.timeout,
+                                        test_timeout_s=args.test_timeout, selection=selection,
+                                        shard_size=args.shard_size, resume=args.resume)
+        except farm.FarmUnavailable as exc:
+            print(f"ironaccel certify --ray: {exc}", file=sys.stderr)
+            return 2
+    else:
+        runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
+                               test_timeout_s=args.test_timeout, runner=runner, selection=selection)
     print()
     print(certify.summary_table(runs))
     code = 0 if all(r.ok for r in runs) else 1
@@ -130,6 +168,10 @@ def cmd_certify(args: argparse.Namespace) -> int:
                 code = judge.EXIT_REGRESSION
         if code == judge.EXIT_REGRESSION:
             print(f"REGRESSION (exit {judge.EXIT_REGRESSION})", file=sys.stderr)
+    if args.status:
+        from . import status
+
+        status.command(Path(args.results), Path(args.status))
     if args.package:
         return _package(args) or code
     return code
@@ -181,7 +223,10 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     sub.add_parser("devices", help="every registered backend, available or not, and its devices").set_defaults(func=cmd_devices)
-    sub.add_parser("doctor", help="which targets this machine can run; how to fix the others").set_defaults(func=cmd_doctor)
+    d = sub.add_parser("doctor", help="which targets this machine can run; how to fix the others")
+    d.add_argument("--ray-resources", action="store_true", help="print the targets this machine can run as Ray "
+                   "custom resources (JSON), for a farm node: ray start --resources \"$(ironaccel doctor --ray-resources)\"")
+    d.set_defaults(func=cmd_doctor)
 
     c = sub.add_parser("certify", help="run the conformance suite on targets; write results, JUnit, certificates",
                        description=CERTIFY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -207,6 +252,17 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--skip", action="append", default=[], metavar="GLOB",
                    help="do not run tests whose id or a cited clause id matches (repeatable)")
     c.add_argument("--shard", default="", metavar="K/N", help="run shard K of N of the selected tests")
+    c.add_argument("--ray", metavar="ADDRESS|auto|local", help="run each target as a task on a Ray cluster, on a "
+                   "node that advertises it (ironaccel doctor --ray-resources): ADDRESS (host:port, ray://host:port), "
+                   "auto (the cluster `ray start` began here) or local (a new one on this machine); with --all, every "
+                   "target a node advertises; --jobs does not apply (the nodes' CPUs bound it). Needs "
+                   "pip install 'ironaccel[farm]'")
+    c.add_argument("--shard-size", type=int, default=None, metavar="N", help="with --ray: split each target into "
+                   "shards of about N tests, each its own task; they merge into the target's results file")
+    c.add_argument("--resume", action="store_true", help="with --ray: run only the targets (and shards) whose "
+                   "results file in --results is missing or crashed")
+    c.add_argument("--status", metavar="FILE", help="after the run, regenerate FILE (a STATUS.md) from the results "
+                   "folder, as `ironaccel status --results DIR --output FILE`")
     c.add_argument("--baseline", metavar="DIR", help="compare each target's run with its results file in DIR: "
                    "new failures, fixes, newly flaky tests (exit 6 on a regression)")
     c.set_defaults(func=cmd_certify)

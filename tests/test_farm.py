@@ -1,0 +1,262 @@
+"""``ironaccel certify --ray``: certify on a farm of Ray nodes.
+
+The farm here is a local Ray cluster this module starts (``ray.cluster_utils.Cluster``, Ray's own
+multi-node test harness): a head without CPUs and two worker nodes, each a raylet with its own worker
+processes, advertising different fake resources — node A ``mem/test`` and ``cuda/fake``, node B
+``mem/test`` and ``mem/wrong`` — so where a task may run is decided by the resources alone. "mem/test" is
+the in-memory target of tests/test_certify.py (registered in Ray's workers by a worker setup hook);
+cuda/fake is the real simulated target. The plain-run comparison runs ``--ray local`` in a child process.
+
+The two worker nodes also stand for a farm of ``FAKE_NODES`` machines: each advertises the targets of half
+of them (``sim042/cuda``, ``sim042/vulkan``, ...), and a runner that runs nothing measures what the farm
+costs per task (scheduling, the node's stream, the files coming back).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from ironaccel import certify, farm, results, status, targets
+from ironaccel.cli import main
+from ironaccel.selection import Selection
+from membackend import MemBackend, mem_drivers, registered
+from test_certify import outcomes, suite
+
+ray = pytest.importorskip("ray", reason="the farm needs Ray: pip install 'ironaccel[farm]'")
+
+TESTS_DIR = Path(__file__).resolve().parent
+ROOT = TESTS_DIR.parent
+
+FOUR_TESTS = "".join(f"""
+@pytest.mark.clause("MEM-{i}")
+def test_{i}(device):
+    assert device.info.name
+""" for i in range(1, 5))  # on mem/wrong each fails: its driver never matches the device
+
+# test_b (on mem/test only, until the file "resumed" exists) writes the pids of its Ray worker and its own
+# process, then waits to be killed
+KILLED_MID_RUN = """
+HERE = pathlib.Path(__file__).parent
+
+@pytest.mark.clause("MEM-1")
+def test_a_passes():
+    pass
+
+@pytest.mark.clause("MEM-2")
+def test_b_is_killed_the_first_time():
+    if os.environ["IRONACCEL_TARGET"] == "mem/test" and not (HERE / "resumed").exists():
+        (HERE / "pids").write_text(f"{os.getppid()} {os.getpid()}")
+        time.sleep(120)
+
+@pytest.mark.clause("MEM-3")
+def test_c_passes():
+    pass
+"""
+
+
+FAKE_NODES = 100
+FAKE_DRIVERS = ("cuda", "vulkan")
+
+
+def fake_targets(first: int, last: int) -> list[str]:
+    return [f"sim{i:03d}/{driver}" for i in range(first, last) for driver in FAKE_DRIVERS]
+
+
+def instant_run(name, results_dir, timeout_s, test_timeout_s, suite=None, selection=Selection()):
+    """``certify.run_target`` without a test process: a results file with one passing test, at once."""
+    backend, driver = name.split("/")
+    out = results_dir / results.file_name(name)
+    test = {"id": "test_sim.py::test_scheduled", "clauses": ["MEM-1"], "outcome": "pass", "duration": 0.0,
+            "message": ""}
+    results.dump(results.document(targets.Target(backend, driver, True), {"suite": "0" * 16}, results.now(), "ok",
+                                  tests=[test]), out)
+    return certify.TargetRun(name, out, "ok", results.load(out)["summary"])
+
+
+def register_mem_backend() -> None:
+    """Ray's worker setup hook: the mem backend in every worker process of the test cluster."""
+    from ironaccel.backends import register
+
+    register("mem", MemBackend, mem_drivers)
+
+
+def _normalized(doc: dict) -> dict:
+    """A results document without what differs between two runs of the same tests: times."""
+    doc = dict(doc, started="", finished="")
+    doc["tests"] = [dict(t, duration=0.0) for t in doc["tests"]]
+    return doc
+
+
+def test_farm_run_gives_the_same_results_files_as_a_plain_run(tmp_path):
+    """`certify --ray local --all` and `certify --all`, each test file's first tests only (to be quick):
+    the same results files, times apart, for every target this machine can run."""
+    only = ["--only", "test_err.py::*"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    for mode, extra in (("plain", []), ("farm", ["--ray", "local", "--status", str(tmp_path / "STATUS.md")])):
+        proc = subprocess.run([sys.executable, "-m", "ironaccel", "certify", "--all", *only, *extra,
+                               "--results", str(tmp_path / mode)], env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "node" in proc.stdout.split("\n\n")[-1].splitlines()[0]  # the farm's summary table names nodes
+    assert status.command(tmp_path / "farm", tmp_path / "STATUS.md", check=True) == 0  # --status wrote it
+    plain = sorted(p.name for p in (tmp_path / "plain").glob("*.json"))
+    assert plain == sorted(p.name for p in (tmp_path / "farm").glob("*.json"))
+    assert {"cuda-fake.json", "vulkan-lavapipe.json"} <= set(plain)  # this machine's simulated targets at least
+    for name in plain:
+        if name.endswith(".cert.json"):
+            assert main(["certify", "--verify", str(tmp_path / "farm" / name)]) == certify.VERIFY_VALID
+            continue
+        a, b = (results.load(tmp_path / mode / name) for mode in ("plain", "farm"))
+        assert _normalized(a) == _normalized(b), name
+        assert a["tests"] and all(t["outcome"] == "pass" for t in b["tests"])
+
+
+def test_without_ray_the_command_says_how_to_install_it(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray now raises ImportError
+    assert main(["certify", "--ray", "local", "--target", "cuda/fake"]) == 2
+    assert "pip install 'ironaccel[farm]'" in capsys.readouterr().err
+
+
+def test_farm_options_need_ray_and_a_positive_shard_size(capsys):
+    assert main(["certify", "--target", "cuda/fake", "--shard-size", "5"]) == 2
+    assert "--shard-size needs --ray" in capsys.readouterr().err
+    assert main(["certify", "--target", "cuda/fake", "--resume"]) == 2
+    assert "--resume needs --ray" in capsys.readouterr().err
+    assert main(["certify", "--ray", "local", "--target", "cuda/fake", "--shard-size", "0"]) == 2
+    assert "at least 1" in capsys.readouterr().err
+
+
+def test_doctor_prints_the_runnable_targets_as_ray_resources(monkeypatch, capsys):
+    monkeypatch.setattr(certify, "runnable_targets", lambda: ["cuda/fake", "vulkan/lavapipe"])
+    assert main(["doctor", "--ray-resources"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"target:cuda/fake": 1.0, "target:vulkan/lavapipe": 1.0}
+
+
+# -- on a cluster of several nodes ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def nodes():
+    """Node name (as the farm reports it) by role, of a head and two worker nodes of a local cluster."""
+    from ray.cluster_utils import Cluster
+
+    with pytest.MonkeyPatch.context() as mp, registered():
+        # the nodes' worker processes inherit this environment: they import membackend and test_farm from here
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(TESTS_DIR), str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+        try:
+            half = FAKE_NODES // 2
+            a = cluster.add_node(num_cpus=1, resources={"target:mem/test": 1, "target:cuda/fake": 1,
+                                                        **{farm.resource(t): 1 for t in fake_targets(0, half)}})
+            b = cluster.add_node(num_cpus=1, resources={"target:mem/test": 1, "target:mem/wrong": 1,
+                                                        **{farm.resource(t): 1 for t in fake_targets(half, FAKE_NODES)}})
+            cluster.wait_for_nodes()
+            ray.init(address=cluster.address, logging_level="warning",
+                     runtime_env={"worker_process_setup_hook": "test_farm.register_mem_backend"})
+            host = socket.gethostname()
+            yield {"a": f"{host}@{a.node_id[:8]}", "b": f"{host}@{b.node_id[:8]}"}
+        finally:
+            ray.shutdown()
+            cluster.shutdown()
+
+
+def test_targets_run_on_the_nodes_that_advertise_them_and_shards_merge(tmp_path, nodes):
+    stream = io.StringIO()
+    runs = farm.certify_on_farm(["mem/test", "mem/wrong"], tmp_path / "results", address="auto", shard_size=2,
+                                suite=suite(tmp_path, FOUR_TESTS), stream=stream)
+    by_target = {r.target: r for r in runs}
+    assert by_target["mem/wrong"].node == nodes["b"]  # the only node advertising it
+    assert set(by_target["mem/test"].node.split(", ")) <= set(nodes.values())
+    mem = results.load(tmp_path / "results" / "mem-test.json")
+    assert outcomes(mem) == {f"test_{i}": "pass" for i in range(1, 5)} and "selection" not in mem
+    assert by_target["mem/test"].ok and (by_target["mem/test"].status, by_target["mem/wrong"].ok) == ("ok", False)
+    shards = sorted(p.parent.name for p in (tmp_path / "results" / "shards").glob("*/*.json")
+                    if not p.name.endswith(".cert.json"))
+    assert shards == ["mem-test-1of2", "mem-test-2of2", "mem-wrong-1of2", "mem-wrong-2of2"]
+    cert = results.sibling(tmp_path / "results" / "mem-test.json", ".cert.json")
+    assert certify.verify(cert)[0] == certify.VERIFY_VALID
+    text = stream.getvalue()
+    assert f"start  mem/wrong 1/2 on {nodes['b']}" in text and "4 Ray task(s) on a farm of 3 node(s)" in text
+    assert certify.summary_table(runs).splitlines()[0].split()[-1] == "node"
+
+
+def test_a_real_simulated_target_runs_on_its_node(tmp_path, nodes):
+    (run,) = farm.certify_on_farm(["cuda/fake"], tmp_path, address="auto",
+                                  selection=Selection(only=("test_err.py::*",)), stream=io.StringIO())
+    assert (run.node, run.ok) == (nodes["a"], True)
+    doc = results.load(tmp_path / "cuda-fake.json")
+    assert doc["target"]["device"] and doc["tests"] and {t["outcome"] for t in doc["tests"]} == {"pass"}
+    assert results.sibling(tmp_path / "cuda-fake.json", ".junit.xml").is_file()
+
+
+def test_a_target_no_node_advertises_is_refused_before_anything_runs(tmp_path, nodes):
+    with pytest.raises(farm.FarmUnavailable, match="no live node advertises vulkan/lavapipe"):
+        farm.certify_on_farm(["vulkan/lavapipe"], tmp_path, address="auto")
+    assert not list(tmp_path.iterdir())
+
+
+def test_a_worker_killed_mid_run_leaves_its_target_crashed_and_resume_completes_it(tmp_path, nodes):
+    folder, out = suite(tmp_path, KILLED_MID_RUN), tmp_path / "results"
+    got: dict = {}
+    first = threading.Thread(target=lambda: got.update(runs=farm.certify_on_farm(
+        ["mem/test", "mem/wrong"], out, address="auto", suite=folder, stream=io.StringIO())))
+    first.start()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline and not (folder / "pids").exists():
+        time.sleep(0.2)
+    while time.monotonic() < deadline:  # the caller's copy of the results file has test_a's pass
+        try:
+            if outcomes(results.load(out / "mem-test.json"))["test_a_passes"] == "pass":
+                break
+        except (ValueError, KeyError):
+            pass
+        time.sleep(0.2)
+    worker, child = map(int, (folder / "pids").read_text().split())
+    os.kill(worker, signal.SIGKILL)
+    os.kill(child, signal.SIGKILL)
+    first.join(timeout=120)
+    assert not first.is_alive()
+    crashed, wrong = got["runs"]
+    assert (crashed.status, crashed.ok) == ("crashed", False) and "WorkerCrashedError" in crashed.message
+    doc = results.load(out / "mem-test.json")
+    assert outcomes(doc) == {"test_a_passes": "pass", "test_b_is_killed_the_first_time": "not-run",
+                             "test_c_passes": "not-run"}
+    assert doc["run"]["status"] == "crashed" and crashed.node in doc["run"]["message"]
+    assert results.sibling(out / "mem-test.json", ".junit.xml").is_file()
+    assert wrong.status != "crashed"
+    kept = (out / "mem-wrong.json").read_bytes()
+
+    (folder / "resumed").write_text("")
+    stream = io.StringIO()
+    resumed, again = farm.certify_on_farm(["mem/test", "mem/wrong"], out, address="auto", suite=folder,
+                                          resume=True, stream=stream)
+    assert "1 Ray task(s)" in stream.getvalue() and "keeping 1 finished earlier" in stream.getvalue()
+    assert resumed.ok and set(outcomes(results.load(out / "mem-test.json")).values()) == {"pass"}
+    assert (out / "mem-wrong.json").read_bytes() == kept and again.node == "earlier run"
+
+
+def test_a_farm_of_100_fake_nodes_runs_each_ones_targets_where_it_is_advertised(tmp_path, nodes, record_property):
+    """Every fake node's targets scheduled onto the worker node that advertises them; the farm's cost per
+    task (wall time x the 2 task slots / tasks) printed and recorded as a property."""
+    names = fake_targets(0, FAKE_NODES)
+    t0 = time.monotonic()
+    runs = farm.certify_on_farm(names, tmp_path, address="auto", runner=instant_run, stream=io.StringIO())
+    wall = time.monotonic() - t0
+    assert [r.target for r in runs] == names and all(r.ok for r in runs)
+    for r in runs:
+        assert r.node == nodes["a" if int(r.target[3:6]) < FAKE_NODES // 2 else "b"], r.target
+    assert all(results.load(tmp_path / results.file_name(n))["run"]["status"] == "ok" for n in names)
+    per_task_ms = wall * 2 / len(names) * 1000
+    record_property("farm_overhead_per_task_ms", round(per_task_ms, 1))
+    print(f"{FAKE_NODES} fake nodes, {len(names)} tasks on 2 task slots: {wall:.1f} s wall, "
+          f"{per_task_ms:.0f} ms of farm overhead per task")
