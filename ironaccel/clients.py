@@ -142,7 +142,7 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
         status = "finished"
         try:
             proc = subprocess.run(cmd, env=child_env(target, test_timeout_s), cwd=tmp, capture_output=True,
-                                  text=True, timeout=total_timeout_s)
+                                  text=True, errors="replace", timeout=total_timeout_s)
             tail = proc.stdout[-2000:] + proc.stderr[-2000:]
             if proc.returncode not in (0, 1):  # 1: some test failed; anything else: the run itself broke
                 status = f"pytest exit {proc.returncode}"
