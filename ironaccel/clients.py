@@ -43,8 +43,10 @@ class Client:
     targets: tuple[str, ...]
     pyargs: str = ""  # tests shipped inside an installed package (numba-cuda)
     #: numba-cuda's tests live in a package whose parent folder holds a package named ``cuda``, which
-    #: shadows cuda.bindings when pytest prepends it to sys.path; cuda-python's tests need their folder there
+    #: shadows cuda.bindings when pytest prepends it to sys.path, and its pytest.ini considers namespace
+    #: packages; cuda-python's tests need their folder on sys.path and their plain module names
     import_mode: str = "prepend"
+    ini: str = ""
     how_to_get: str = ""  # for a suite fetched at run time: how to get its tests folder
 
     def source_env(self) -> str:
@@ -54,7 +56,7 @@ class Client:
 CLIENTS = {
     c.name: c for c in (
         Client("numba-cuda", "numba-cuda", (FAKE, NVIDIA, CUDASIM), pyargs="numba.cuda.tests",
-               import_mode="importlib"),
+               import_mode="importlib", ini="consider_namespace_packages = true\n"),
         Client("cuda-core", "cuda-core", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at the commit of cuda-core {version} "
             "(its tests need the checkout's cuda_python_test_helpers/ beside cuda_core/): "
@@ -136,7 +138,7 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
     with tempfile.TemporaryDirectory(prefix="ironaccel-clients-") as tmp:
         ini, record = Path(tmp) / "pytest.ini", Path(tmp) / "record.jsonl"
         # An empty ini of our own: neither ironaccel's pytest settings nor the client's checkout's apply.
-        ini.write_text("[pytest]\nconsider_namespace_packages = true\n")
+        ini.write_text("[pytest]\n" + client.ini)
         cmd = child_command(client, source, record, ini, test_timeout_s, sample, select)
         start = time.monotonic()
         status = "finished"
@@ -226,7 +228,7 @@ def initialize_from_pytest_config(request):
 
 def first_line(report) -> str:
     """The failure's first line; for a module that does not import, its last ``E`` line (the exception)."""
-    if not hasattr(report, "when"):
+    if report.when == "collect":
         errors = [line[1:].strip() for line in str(report.longrepr).splitlines() if line.startswith("E ")]
         if errors:
             return errors[-1][:300]
@@ -242,10 +244,9 @@ def first_line(report) -> str:
 def pytest_runtest_logreport(report):
     config = _CONFIG.get("config")
     path = config.getoption("clients_record") if config is not None else ""
-    when = getattr(report, "when", "collect")
-    if not path or (report.passed and when != "call"):
+    if not path or (report.passed and report.when != "call"):
         return
-    entry = {"id": report.nodeid, "when": when, "outcome": report.outcome,
+    entry = {"id": report.nodeid, "when": report.when, "outcome": report.outcome,
              "message": "" if report.passed else first_line(report)}
     with open(path, "a") as f:  # one line per phase, flushed now: a killed run keeps what it reached
         f.write(json.dumps(entry) + "\n")

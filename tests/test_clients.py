@@ -33,9 +33,13 @@ def test_plugin_records_every_outcome(pytester):
         def test_skip(): pytest.skip("no device")
         def test_error(broken): pass
     """)
+    pytester.makepyfile(test_broken="import no_such_module_of_a_client")
     record = pytester.path / "record.jsonl"
-    pytester.runpytest_subprocess("-p", "ironaccel.clients", f"--clients-record={record}")
+    pytester.runpytest_subprocess("-p", "ironaccel.clients", f"--clients-record={record}",
+                                  "--continue-on-collection-errors")
     tests = clients.read_record(record)
+    assert tests.pop("test_broken.py") == {
+        "outcome": "error", "message": "ModuleNotFoundError: No module named 'no_such_module_of_a_client'"}
     assert {t.split("::")[1]: v["outcome"] for t, v in tests.items()} == {
         "test_pass": "pass", "test_fail": "fail", "test_skip": "skip", "test_error": "error"}
     messages = {t.split("::")[1]: v["message"] for t, v in tests.items()}
