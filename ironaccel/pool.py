@@ -296,13 +296,16 @@ class MemPool:
         return PooledBuffer(self, block, nbytes)
 
     def _device_alloc(self, size: int) -> Buffer:
-        """``Device.alloc``; on OutOfMemory, give every cached block back and try once more."""
+        """``Device.alloc``; on OutOfMemory, give every cached block back and try once more — after the
+        pool's stream has reached those frees: a stream-ordered free (CUDA's cuMemFreeAsync) returns the
+        memory only when the stream gets there, and the blocks were last used on that stream."""
         try:
             buffer = self._device.alloc(size)
         except OutOfMemory:
             if size > self._max_alloc:
                 raise  # no cache can help
             self.trim()
+            self._stream.synchronize()
             buffer = self._device.alloc(size)
         with self._lock:
             self._misses += 1
@@ -422,8 +425,14 @@ class MemPool:
         keep_bytes = _check_int("MemPool.trim", "keep_bytes", keep_bytes)
         with self._lock:
             victims = self._take_cached(keep_bytes)
-        for block in victims:
-            self._give_to_device(block)
+        failure: Exception | None = None
+        for block in victims:  # every victim gets its free, even after one fails; then the first failure
+            try:
+                self._give_to_device(block)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
         return sum(b.size for b in victims)
 
     def _take_cached(self, keep_bytes: int) -> list[_Block]:

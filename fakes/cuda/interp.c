@@ -905,8 +905,18 @@ static int run_thread(Exec *X, Thread *T) {
             uint64_t old = atomic_rmw(p, in->sub2, in->type, R[in->b], R[in->c]);
             R[in->d] = old;
         } vmbreak;
+        vmcase(NANOSLEEP) {
+            uint32_t ns = (uint32_t)R[in->a];
+            struct timespec t = {0, ns > 1000000 ? 1000000 : ns};
+            nanosleep(&t, NULL);
+        } vmbreak;
         vmcase(GUARD) if (((R[in->a] ^ in->flags) & 1) == 0) JUMP(pc + (uint32_t)in->imm); vmbreak;
         vmcase(BRA) BRANCH((uint32_t)in->imm); vmbreak;
+        /* setp then @p bra, fused: the predicate is written as setp would; seg-- counts the bra too */
+#define SETP_BRA(OPN, T) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; int p = CMP_INT(a_, b_, in->sub); \
+            R[in->d] = (uint64_t)p; seg--; if ((p ^ in->flags) & 1) BRANCH((uint32_t)in->imm); } vmbreak;
+        SETP_BRA(SETP_BRA_S32, int32_t) SETP_BRA(SETP_BRA_U32, uint32_t) SETP_BRA(SETP_BRA_S64, int64_t)
+        SETP_BRA(SETP_BRA_U64, uint64_t)
         vmcase(BRA_IF) if ((R[in->a] ^ in->flags) & 1) BRANCH((uint32_t)in->imm); vmbreak;
         vmcase(CALL) {
             const CallInfo *ci = &X->m->calls[in->imm];

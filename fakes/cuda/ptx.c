@@ -529,6 +529,12 @@ static void d_dot(Parser *P, const PtxInstr *row, Insn *I) {
     in->sub = (uint8_t)has_mod(&I->o, "hi");
 }
 
+static void d_nanosleep(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 1);
+    uint32_t a = SLOT(0);
+    emit(P, pick(P, row, I), I->line)->a = a;
+}
+
 static void d_shf(Parser *P, const PtxInstr *row, Insn *I) {
     int clamp = has_mod(&I->o, "clamp");
     if (!clamp && !has_mod(&I->o, "wrap")) fail(P, I->line, "%.*s needs .wrap or .clamp", I->tok.len, I->tok.s);
@@ -783,14 +789,36 @@ static void add_label_ref(Parser *P, uint32_t pc, Tok label) {
     P->fixups[P->nfixups++] = (Label){label, pc};
 }
 
+/* The compare-and-branch an integer setp followed by "@p bra" becomes: one dispatch instead of two. */
+static int fused_compare_branch(int setp_op) {
+    switch (setp_op) {
+    case OP_SETP_S32: return OP_SETP_BRA_S32;
+    case OP_SETP_U32: return OP_SETP_BRA_U32;
+    case OP_SETP_S64: return OP_SETP_BRA_S64;
+    case OP_SETP_U64: return OP_SETP_BRA_U64;
+    default: return OP_NONE;
+    }
+}
+
 static void d_bra(Parser *P, const PtxInstr *row, Insn *I) {
     (void)row;
     need(P, I, 1);
     if (I->ops[0].kind != O_SYM) fail(P, I->line, "bra needs a label");
+    PtxModule *m = P->m;
+    Inst *prev = m->ncode > P->m->funcs[P->fn].entry_pc ? &m->code[m->ncode - 1] : NULL;
+    int fused = prev ? fused_compare_branch(prev->op) : OP_NONE;
+    if (fused && I->guard != SP_TRUE && prev->d == I->guard && prev->e == SP_SINK && !prev->sub2 &&
+        !(P->nlabels && P->labels[P->nlabels - 1].pc == m->ncode) && /* no jump lands on the bra alone */
+        !(m->ncode >= 2 && m->code[m->ncode - 2].op == OP_GUARD)) { /* nor is the setp guarded */
+        prev->op = (uint16_t)fused;
+        prev->flags = I->gneg ? F_NEG_C : 0;
+        add_label_ref(P, m->ncode - 1, I->ops[0].sym);
+        return;
+    }
     Inst *in = emit(P, I->guard == SP_TRUE ? OP_BRA : OP_BRA_IF, I->line);
     in->a = I->guard;
     in->flags = I->gneg ? F_NEG_C : 0;
-    add_label_ref(P, P->m->ncode - 1, I->ops[0].sym);
+    add_label_ref(P, m->ncode - 1, I->ops[0].sym);
 }
 
 /* call[.uni] [(ret)], name, [(args)]; */
@@ -1063,7 +1091,8 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"prefetch", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "global local L1 L2 L2::evict_last L2::evict_normal",
      "no-op", 0},
     {"prefetchu", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "L1", "no-op", 0},
-    {"nanosleep", NULL, d_plain, 0, {[T_U32] = OP_NOP}, "", "no-op (does not sleep)", 0},
+    {"nanosleep", NULL, d_nanosleep, 0, {[T_U32] = OP_NANOSLEEP}, "",
+     "the worker sleeps the time asked, at most 1 ms (the PTX limit)", 0},
     {"griddepcontrol", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "launch_dependents wait", "no-op", 0},
     {"discard", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "global L2", "no-op", 0},
     {"pmevent", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "mask", "no-op", 0},

@@ -834,14 +834,17 @@ def test_library_headers_fp16_bf16_cub_cooperative_groups(cuda, rng):
     gb = (g.view(np.uint32) >> 16).astype(np.uint16)
     fv = (rng.standard_normal(128) * 100).astype(np.float32)
     v = rng.integers(-1000, 1000, 128).astype(np.int32)
-    oh, ob, of, oi = np.zeros(512, np.uint16), np.zeros(256, np.uint16), np.zeros(256, np.float32), np.zeros(257, np.int32)
+    oh, ob = np.zeros(512, np.uint16), np.zeros(256, np.uint16)
+    of, oi = np.zeros(256, np.float32), np.zeros(257, np.int32)
     outs = [cuda.poisoned(a) for a in (oh, ob, of, oi)]
-    cuda.launch(f, (1,), (128,), cuda.upload(h.view(np.uint16)), cuda.upload(gb), cuda.upload(fv), cuda.upload(v), *outs)
+    ins = [cuda.upload(a) for a in (h.view(np.uint16), gb, fv, v)]
+    cuda.launch(f, (1,), (128,), *ins, *outs)
     oh, ob, of, oi = (cuda.download(p, a) for p, a in zip(outs, (oh, ob, of, oi)))
     x, y = h[0::2], h[1::2]
     got16 = oh.view(np.float16).reshape(128, 4)
     assert np.array_equal(got16[:, 0], x + y) and np.array_equal(got16[:, 1], x * y)
-    want_fma = [rounded(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(a)), "f16", "rn") for a, b in zip(x, y)]
+    want_fma = [rounded(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(a)), "f16", "rn")
+                for a, b in zip(x, y)]
     assert [as_fraction(v) for v in got16[:, 2]] == want_fma
     assert [as_fraction(v) for v in got16[:, 3]] == [rounded(Fraction(float(a)), "f16", "rz") for a in fv]
     bx, by = bf16_values(gb[0::2]), bf16_values(gb[1::2])
@@ -943,3 +946,66 @@ def test_mutated_ptx_never_crashes_or_hangs(cuda):
                        env=env, capture_output=True, timeout=300)
     assert r.returncode == 0, r.stderr.decode(errors="replace")[-3000:]
     assert int(r.stdout.split()[-1]) > 10  # enough of them load and run to matter
+
+
+def test_nanosleep_sleeps(cuda):
+    f = cuda.kernel(r"""
+    extern "C" __global__ void naps(unsigned* out, unsigned n)
+    { for (unsigned k = 0; k < n; k++) __nanosleep(1000000); out[threadIdx.x] = n; }""", "naps")
+    out = cuda.poisoned(np.zeros(1, np.uint32))
+    t0 = time.monotonic()
+    cuda.launch(f, (1,), (1,), out, np.uint32(20))
+    assert time.monotonic() - t0 >= 0.019  # 20 x 1 ms (the most one nanosleep may take)
+    assert cuda.download(out, np.zeros(1, np.uint32))[0] == 20
+
+
+COMPARE_BRANCH = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry branches(.param .u64 out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r2, 0;
+$L1:
+    add.s32 %r2, %r2, 1;
+    setp.lt.s32 %p1, %r2, 10;
+    @%p1 bra $L1;
+    selp.u32 %r6, 1, 0, %p1;
+    mov.u32 %r3, 0;
+$L2:
+    add.s32 %r3, %r3, 1;
+    setp.eq.u32 %p2, %r3, 5;
+    @!%p2 bra $L2;
+    mov.u32 %r4, 0;
+    setp.eq.s32 %p1, %r4, 0;
+    bra.uni $L5;
+$L4:
+    setp.ne.s32 %p1, %r4, 0;
+$L5:
+    @%p1 bra $L6;
+    add.s32 %r4, %r4, 7;
+$L6:
+    mov.u32 %r5, 3;
+    setp.eq.s32 %p2, %r5, 3;
+    setp.eq.s32 %p1, %r5, 3;
+    @!%p2 setp.ne.s32 %p1, %r5, 3;
+    @%p1 bra $L7;
+    add.s32 %r5, %r5, 1000;
+$L7:
+    st.global.v4.u32 [%rd1], {%r2, %r3, %r4, %r5};
+    st.global.u32 [%rd1+16], %r6;
+    ret;
+}
+\0"""
+
+
+def test_compare_and_branch_fusion_keeps_branch_semantics(cuda):
+    """setp + @p bra run as one instruction, except where a label lands on the bra or the setp is guarded."""
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(COMPARE_BRANCH)), b"branches"))
+    out = cuda.poisoned(np.zeros(5, np.uint32))
+    cuda.launch(f, (1,), (1,), out)
+    assert list(cuda.download(out, np.zeros(5, np.uint32))) == [10, 5, 0, 3, 0]

@@ -127,7 +127,8 @@ class GLThread:
         self.syncs: EGLSyncs | None = None
         self._failure: BaseException | None = None  # the first error of submitted work, not yet raised
         self._closed = False  # set with the end-of-jobs marker, under _closing: nothing is queued after it
-        self._closing = threading.Lock()
+        # Re-entrant: garbage collection can run an Event's __del__, which submits, while this thread holds it.
+        self._closing = threading.RLock()
         self._index = device_index
         self._thread = threading.Thread(target=self._main, args=(device_index,), daemon=True,
                                         name=f"ironaccel-opengl-{device_index}")
