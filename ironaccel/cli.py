@@ -283,6 +283,11 @@ def parser() -> argparse.ArgumentParser:
     fsub = f.add_subparsers(dest="fakes_command", required=True, metavar="ACTION")
     fsub.add_parser("build", help="build (or find cached) and print the fake's path").set_defaults(func=cmd_fakes_build)
 
+    from . import clients  # its options live with the client runner
+
+    clients.add_arguments(sub.add_parser("clients", help="run other projects' CUDA test suites on the fake or "
+                                         "hardware; regenerate CLIENTS.md from their results"))
+
     from . import bench  # its options and ``func=bench.command`` live with the benchmark
 
     bench.add_arguments(sub.add_parser("bench", help=bench.HELP))

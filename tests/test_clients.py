@@ -1,0 +1,110 @@
+"""``ironaccel clients``: the recording plugin, the outcome rules, and CLIENTS.md (deterministic, current)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from ironaccel import clients
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def doc(client, target, tests, sample=1):
+    tests = {tid: {"outcome": o, "message": m} for tid, (o, m) in tests.items()}
+    return {"client": client, "version": "1.0", "target": target, "source": {"path": "x", "commit": ""}, "counts": clients.counts(tests), "tests": tests,
+            "run": {"status": "finished", "seconds": 1.0, "sample": sample, "select": "", "test_timeout_s": 60,
+                    "total_timeout_s": 600, "output_tail": ""}}
+
+
+def test_plugin_records_every_outcome(pytester):
+    pytester.makepyfile(test_suite="""
+        import pytest
+
+        @pytest.fixture
+        def broken():
+            raise RuntimeError("CUDA_ERROR_NOT_SUPPORTED in setup")
+
+        def test_pass(): pass
+        def test_fail(): assert 1 == 2, "wrong answer\\nsecond line"
+        def test_skip(): pytest.skip("no device")
+        def test_error(broken): pass
+    """)
+    pytester.makepyfile(test_broken="import no_such_module_of_a_client")
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.clients", f"--clients-record={record}",
+                                  "--continue-on-collection-errors")
+    tests = clients.read_record(record)
+    assert tests.pop("test_broken.py") == {
+        "outcome": "error", "message": "ModuleNotFoundError: No module named 'no_such_module_of_a_client'"}
+    assert {t.split("::")[1]: v["outcome"] for t, v in tests.items()} == {
+        "test_pass": "pass", "test_fail": "fail", "test_skip": "skip", "test_error": "error"}
+    messages = {t.split("::")[1]: v["message"] for t, v in tests.items()}
+    assert messages["test_fail"].startswith("AssertionError: wrong answer") and "second" not in messages["test_fail"]
+    assert messages["test_skip"] == "Skipped: no device"
+    assert "CUDA_ERROR_NOT_SUPPORTED" in messages["test_error"]
+    assert clients.counts(tests) == {"pass": 1, "fail": 1, "error": 1, "skip": 1}
+
+
+def test_sample_keeps_every_nth_test_by_id(pytester):
+    pytester.makepyfile(test_many="\n".join(f"def test_{i:02d}(): pass" for i in range(10)))
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.clients", f"--clients-record={record}", "--clients-sample=3")
+    assert [t.split("::")[1] for t in clients.read_record(record)] == ["test_00", "test_03", "test_06", "test_09"]
+
+
+def test_worst_phase_wins_and_a_cut_last_line_is_ignored(tmp_path):
+    record = tmp_path / "r.jsonl"
+    lines = [{"id": "t::a", "when": "call", "outcome": "passed", "message": ""},
+             {"id": "t::a", "when": "teardown", "outcome": "failed", "message": "leak"}]
+    record.write_text("".join(json.dumps(x) + "\n" for x in lines) + '{"id": "t::b", "wh')
+    assert clients.read_record(record) == {"t::a": {"outcome": "error", "message": "leak"}}
+
+
+def test_causes_group_by_cuda_error_name_or_normalized_first_line():
+    assert clients.cause("CudaAPIError: [209] Call to cuModuleLoadDataEx results in CUDA_ERROR_NO_BINARY_FOR_GPU") \
+        == "CUDA_ERROR_NO_BINARY_FOR_GPU"
+    assert clients.cause("IndexError: index 3 at 0x7f00") == clients.cause("IndexError: index 12 at 0x1")
+
+
+def sample_docs():
+    both = {"t::a": ("pass", ""), "t::b": ("pass", ""), "t::c": ("skip", "x")}
+    fake = {"t::a": ("pass", ""), "t::b": ("fail", "CUDA_ERROR_NO_BINARY_FOR_GPU here"), "t::c": ("skip", "x")}
+    return [doc("numba-cuda", clients.CUDASIM, both), doc("numba-cuda", clients.FAKE, fake, sample=4),
+            doc("cuda-core", clients.FAKE, {"t::d": ("error", "not implemented: cuTexObjectCreate")})]
+
+
+def test_report_lists_the_gap_by_cause_and_says_not_run():
+    text = clients.render(sample_docs())
+    numba = text.split("## numba-cuda")[1].split("\n## ")[0]
+    assert "| cuda/fake | 1.0 | 1 | 1 | 0 | 1 | every 4th test; 1 s |" in numba
+    assert "| cuda/nvidia | - | not run | not run | not run | not run |  |" in numba
+    assert "Pass on numba/cudasim but not on cuda/fake: 1 tests" in numba
+    assert "| 1 | `fail: CUDA_ERROR_NO_BINARY_FOR_GPU` |" in numba and "`t::b`" in numba
+    core = text.split("## cuda-core")[1].split("\n## ")[0]
+    assert "| 1 | `error: not implemented: cuTexObjectCreate` |" in core
+    assert "Not run on the fake yet" in text.split("## cuda-bindings")[1]
+
+
+def test_report_is_deterministic():
+    docs = sample_docs()
+    first = clients.render(docs)
+    for seed in range(3):
+        shuffled = docs[:]
+        random.Random(seed).shuffle(shuffled)
+        assert clients.render(shuffled) == first
+
+
+def test_unknown_client_or_missing_source_is_a_clear_error(tmp_path):
+    with pytest.raises(clients.ClientError, match="--source DIR or set IRONACCEL_CLIENTS_SOURCE_CUDA_CORE"):
+        clients.run_client(clients.CLIENTS["cuda-core"], clients.FAKE, tmp_path)
+    with pytest.raises(clients.ClientError, match="does not run on numba/cudasim"):
+        clients.run_client(clients.CLIENTS["cuda-core"], clients.CUDASIM, tmp_path)
+
+
+def test_committed_clients_md_is_current():
+    assert clients.report(REPO / "clients" / "results", REPO / "CLIENTS.md", check=True) == 0, \
+        "CLIENTS.md is stale: run `python3 -m ironaccel clients --report`"
