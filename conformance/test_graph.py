@@ -82,7 +82,7 @@ def test_parameters_by_value_buffers_by_contents(device, stream, kernels, requir
         assert a == 5.0
 
 
-@pytest.mark.clause("GRAPH-4", "ERR-1")
+@pytest.mark.clause("GRAPH-4")
 def test_capture_errors(device, stream, kernels, require):
     require("graphs")
     host = np.zeros(N, np.uint32)
