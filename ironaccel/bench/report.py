@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from .. import tables
 from ..errors import InvalidArgument
 from .cases import C_FLOOR, FLOOR, OURS
 from .units import format_ns
@@ -50,14 +51,15 @@ def markdown(report: dict[str, Any]) -> str:
         "",
     ]
     head = ["operation", OURS] + [h for o in others for h in (o, f"vs {o}")] + ["goal"]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     for case in report["cases"]:
         impls = case["impls"]
         row = [case["label"], format_ns(impls.get(OURS, {}).get("median_ns"))]
         for o in others:
             row += [format_ns(impls.get(o, {}).get("median_ns")), _ratio(case["ratios"].get(o))]
         row.append(goal_text(case.get("goal"), report["simulated"]))
-        lines.append("| " + " | ".join(row) + " |")
+        rows.append(row)
+    lines += tables.markdown(head, rows)
     missing = report.get("peers_unavailable", {})
     if missing:
         lines += ["", "Not measured: " + "; ".join(f"{k} ({v})" for k, v in missing.items()) + "."]
@@ -95,7 +97,7 @@ def table(report: dict[str, Any], names: tuple[str, ...] = HEADLINE) -> str:
         "",
     ]
     head = ["operation", OURS, C_FLOOR, f"vs {C_FLOOR}", f"{FLOOR} floor", f"vs {FLOOR}", *peers, "goal"]
-    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    rows = []
     by_name = {case["name"]: case for case in report["cases"]}
     for name in names:
         case = by_name.get(name)
@@ -108,8 +110,8 @@ def table(report: dict[str, Any], names: tuple[str, ...] = HEADLINE) -> str:
 
         row = [case["label"], ns(OURS), ns(C_FLOOR), _ratio(ratios.get(C_FLOOR)), ns(FLOOR), _ratio(ratios.get(FLOOR)),
                *(ns(p) for p in peers), goal_text(case.get("goal"), simulated)]
-        lines.append("| " + " | ".join(row) + " |")
-    return "\n".join(lines) + "\n"
+        rows.append(row)
+    return "\n".join(lines + tables.markdown(head, rows)) + "\n"
 
 
 def plot(report: dict[str, Any], path_stem: Path) -> Path:

@@ -86,7 +86,8 @@ def _others(dev: Any, stream: Any, sizes: tuple[int, ...], peers: bool, launches
         others[FLOOR], extra = floor_cuda.setup(dev, stream, sizes, pinned, launches)
         cleanup += extra
         try:
-            c_floor = cfloor.CFloor(cfloor.driver_library(dev.info), image, sizes)
+            usable = tuple(n for n in sizes if n <= dev.info.limits.max_alloc)
+            c_floor = cfloor.CFloor(cfloor.driver_library(dev.info), image, usable)
         except Exception as exc:
             unavailable[C_FLOOR] = why(exc)
         else:
