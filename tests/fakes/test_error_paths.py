@@ -90,6 +90,15 @@ def _sass_only_fatbin():
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entry)) + entry
 
 
+def _memcpy3d_overflowing(ptr):
+    """A device-to-device CUDA_MEMCPY3D whose rows reach past the end of the address space."""
+    words = _memcpy3d_device_to_device()
+    words[6] = words[17] = ptr  # srcDevice, dstDevice
+    words[9] = words[20] = 2    # srcPitch, dstPitch
+    words[22], words[23], words[24] = 1, 2 ** 62, 1  # WidthInBytes, Height, Depth
+    return byref(words)
+
+
 def _memset_node(element_size):
     return byref((c_uint64 * 5)(0, 0, element_size << 32, 1, 1))  # dst, pitch, value|elementSize, width, height
 
@@ -213,6 +222,7 @@ CASES = {
     "cuMemcpyDtoH_v2": [("past the end", lambda e: (e.hostp, e.ptr, c_size_t(257)), INVALID_VALUE),
                         ("not an allocation", lambda e: (e.hostp, BADPTR, c_size_t(4)), INVALID_VALUE)],
     "cuMemcpyDtoD_v2": [("past the end", lambda e: (e.ptr, e.ptr, c_size_t(257)), INVALID_VALUE),
+                        ("a size that wraps around", lambda e: (e.ptr, e.ptr, c_size_t(2 ** 64 - 8)), INVALID_VALUE),
                         ("not an allocation", lambda e: (BADPTR, e.ptr, c_size_t(4)), INVALID_VALUE)],
     "cuMemcpyHtoDAsync_v2": [("past the end", lambda e: (e.ptr, e.hostp, c_size_t(257), e.stream), INVALID_VALUE),
                              ("bad stream", lambda e: (e.ptr, e.hostp, c_size_t(4), BAD), INVALID_HANDLE)],
@@ -240,7 +250,9 @@ CASES = {
     "cuMemsetD2D8_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(16), c_size_t(2)),
                          INVALID_VALUE),
                         ("past the end", lambda e: (e.ptr, c_size_t(64), c_uint(0), c_size_t(64), c_size_t(5)),
-                         INVALID_VALUE)],
+                         INVALID_VALUE),
+                        ("a span that overflows", lambda e: (e.ptr, c_size_t(2 ** 63), c_uint(0), c_size_t(1),
+                                                             c_size_t(3)), INVALID_VALUE)],
     "cuMemsetD2D16_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(8), c_size_t(2)),
                           INVALID_VALUE)],
     "cuMemsetD2D32_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(4), c_size_t(2)),
@@ -296,6 +308,9 @@ CASES = {
     "cuGraphAddMemcpyNode": [("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), e.empty_copy, NULL),
                               INVALID_HANDLE),
                              ("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL, NULL),
+                              INVALID_VALUE),
+                             ("a span that overflows", lambda e: (e.outp, e.graph, NULL, c_size_t(0),
+                                                                  _memcpy3d_overflowing(e.ptr.value), NULL),
                               INVALID_VALUE)],
     "cuGraphAddMemsetNode": [("element size 3", lambda e: (e.outp, e.graph, NULL, c_size_t(0), _memset_node(3),
                                                            NULL), INVALID_VALUE),
