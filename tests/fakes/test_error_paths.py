@@ -14,7 +14,7 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 import numpy as np
 import pytest
 
-SUCCESS, INVALID_VALUE, NOT_INITIALIZED = 0, 1, 3
+SUCCESS, INVALID_VALUE, OUT_OF_MEMORY, NOT_INITIALIZED = 0, 1, 2, 3
 INVALID_DEVICE, INVALID_IMAGE, INVALID_CONTEXT, INVALID_PTX = 101, 200, 201, 218
 FILE_NOT_FOUND, INVALID_HANDLE, ILLEGAL_STATE, NOT_FOUND = 301, 400, 401, 500
 CAPTURE_UNSUPPORTED, NO_BINARY_FOR_GPU, NOT_SUPPORTED = 900, 209, 801
@@ -186,7 +186,9 @@ CASES = {
     "cuMemAllocPitch_v2": [("element size 3", lambda e: (e.outp, e.outp, c_size_t(64), c_size_t(4), c_uint(3)),
                             INVALID_VALUE),
                            ("NULL out", lambda e: (NULL, NULL, c_size_t(64), c_size_t(4), c_uint(4)),
-                            INVALID_VALUE)],
+                            INVALID_VALUE),
+                           ("pitch x height overflows", lambda e: (e.outp, e.outp, c_size_t(2 ** 40), c_size_t(2 ** 40),
+                                                                   c_uint(4)), OUT_OF_MEMORY)],
     "cuMemAllocManaged": [("size 0", lambda e: (e.outp, c_size_t(0), c_uint(1)), INVALID_VALUE),
                           ("bad flags", lambda e: (e.outp, c_size_t(64), c_uint(0)), INVALID_VALUE)],
     "cuMemFree_v2": [("not an allocation", lambda e: (BADPTR,), INVALID_VALUE),
@@ -201,7 +203,9 @@ CASES = {
                                      ("flags must be 0", lambda e: (e.outp, e.hostp, c_uint(1)), INVALID_VALUE)],
     "cuMemHostGetFlags": [("not pinned", lambda e: (e.outp, e.hostp), INVALID_VALUE)],
     "cuMemHostRegister_v2": [("NULL", lambda e: (NULL, c_size_t(64), c_uint(0)), INVALID_VALUE),
-                             ("size 0", lambda e: (e.hostp, c_size_t(0), c_uint(0)), INVALID_VALUE)],
+                             ("size 0", lambda e: (e.hostp, c_size_t(0), c_uint(0)), INVALID_VALUE),
+                             ("a range that wraps around", lambda e: (e.hostp, c_size_t(2 ** 64 - 16), c_uint(0)),
+                              INVALID_VALUE)],
     "cuMemHostUnregister": [("not registered", lambda e: (e.hostp,), 713)],  # HOST_MEMORY_NOT_REGISTERED
     "cuMemAllocAsync": [("NULL out", lambda e: (NULL, c_size_t(64), e.stream), INVALID_VALUE),
                         ("bad stream", lambda e: (e.outp, c_size_t(64), BAD), INVALID_HANDLE)],
