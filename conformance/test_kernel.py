@@ -15,6 +15,7 @@ BROKEN = {
     "cuda": 'extern "C" __global__ void broken() { int x = undefined_thing; }',
     "ptx": ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry broken() { bogus.instruction; }",
     "glsl": "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { uint x = undefined_thing; }",
+    "glsl430": "#version 430\nvoid main() { uint x = undefined_thing; }",
     "spirv": b"\x03\x02\x23\x07not really spir-v",
 }
 

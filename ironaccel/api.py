@@ -57,13 +57,14 @@ CAPABILITIES: dict[str, str] = {
     "lang.cuda": "compile(lang='cuda'): CUDA C++",
     "lang.ptx": "compile(lang='ptx'): PTX text",
     "lang.cubin": "compile(lang='cubin'): a CUDA binary (bytes) built for the device's architecture",
-    "lang.glsl": "compile(lang='glsl'): GLSL compute shaders",
+    "lang.glsl": "compile(lang='glsl'): GLSL compute shaders, Vulkan dialect (GL_KHR_vulkan_glsl)",
+    "lang.glsl430": "compile(lang='glsl430'): GLSL compute shaders, OpenGL 4.3+ dialect (conformance/kernels/README.md)",
     "lang.spirv": "compile(lang='spirv'): SPIR-V bytes",
     "lang.wgsl": "compile(lang='wgsl'): WGSL",
 }
 
 #: Kernel languages, in the order a backend prefers them when it supports several.
-LANGUAGES = ("cuda", "ptx", "cubin", "spirv", "glsl", "wgsl")
+LANGUAGES = ("cuda", "ptx", "cubin", "spirv", "glsl", "glsl430", "wgsl")
 
 #: Languages whose source is a binary image (bytes) rather than text.
 BINARY_LANGUAGES = ("cubin", "spirv")
@@ -154,10 +155,11 @@ def _host_bytes(op: str, obj: object, *, writable: bool) -> np.ndarray:
     return np.frombuffer(view, dtype=np.uint8)
 
 
-def _check_timeout(op: str, value: object) -> float:
+def _check_timeout(op: str, value: object) -> float | None:
+    """Seconds > 0; infinity means no limit (None), as backends wait without one."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
         raise InvalidArgument(op, f"timeout must be a number of seconds > 0 or None, got {value!r}")
-    return float(value)
+    return None if np.isinf(value) else float(value)
 
 
 def _check_range(op: str, what: str, buf: Buffer, offset: object, nbytes: int) -> int:

@@ -103,7 +103,7 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
             results.dump(doc, out)
     else:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        results.dump(results.document(targets.get(name), spec.suite_hash(), started,
+        results.dump(results.document(targets.get(name), spec.current([name]).parts(name), started,
                                       RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
                                       f"exit code {exit_code}: " + " / ".join(tail)), out)
     doc = results.load(out)
@@ -383,7 +383,7 @@ def certificate(results_file: Path) -> dict[str, Any]:
     """The certificate of one results file, judged by the current SPEC.md and suite hash."""
     doc = results.load(results_file)
     clauses = spec.load_clauses()
-    (run,), _ = judge.runs([doc], spec.suite_hash(), targets.TARGETS)
+    (run,), _ = judge.runs([doc], spec.current([doc["target"]["name"]]), targets.TARGETS)
     proves, why = judge.target_level(run, clauses)
     states = judge.required_clause_states(doc, clauses)
     t = doc["target"]
@@ -468,11 +468,10 @@ def verify(cert_path: Path) -> tuple[int, str]:
     if edited:
         return VERIFY_TAMPERED, (f"tampered: the certificate's {', '.join(edited)} do not say what its results "
                                  f"file {results_file.name} says")
-    current = spec.suite_hash()
-    recorded_hash = cert["suite"]["hash"]
-    if recorded_hash != current:
-        return VERIFY_STALE, (f"stale: certified at suite hash {recorded_hash}, the suite is now {current}; "
+    changed = judge.stale_parts(results.load(results_file), spec.current([cert["target"]]))
+    if changed:
+        return VERIFY_STALE, (f"stale: {'; '.join(changed)} since it was certified; "
                               f"re-run `ironaccel certify --target {cert['target']}`")
     if expected != cert:
         return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
-    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {current}"
+    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {cert['suite']['hash']}"

@@ -36,8 +36,10 @@ exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or
             6 (with --baseline DIR) a regression: a test fails that did not in DIR's results file of its
             target, or a run that finished there did not finish now. Fixes and newly flaky tests are
             reported, not counted.
---verify:   0 valid; 3 stale (the suite changed since); 4 tampered (results file changed or missing, or
-            the certificate disagrees with it); 2 not a readable certificate.
+--verify:   0 valid; 3 stale (the suite, or the target's backend, driver or expectations, changed since);
+            4 tampered (results file changed or missing, or the certificate disagrees with it; for a
+            package: a file missing, added or changed, or a level the results do not give);
+            2 not a readable certificate or package.
 """
 
 
@@ -71,12 +73,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
-    from . import certify, judge, targets
+    from . import certify, judge, submission, targets
     from .selection import Selection
 
     if args.verify:
         try:
-            code, why = certify.verify(Path(args.verify))
+            check = submission.verify if Path(args.verify).is_dir() else certify.verify
+            code, why = check(Path(args.verify))
         except ValueError as exc:
             print(f"ironaccel certify --verify: {exc}", file=sys.stderr)
             return 2
@@ -91,6 +94,8 @@ def cmd_certify(args: argparse.Namespace) -> int:
         names = list(dict.fromkeys(args.target))
         for name in names:
             targets.get(name)  # unknown names fail before anything runs
+    elif args.package:
+        return _package(args)
     else:
         print("name targets with --target T (repeatable) or use --all; `ironaccel doctor` lists them", file=sys.stderr)
         return 2
@@ -125,7 +130,21 @@ def cmd_certify(args: argparse.Namespace) -> int:
                 code = judge.EXIT_REGRESSION
         if code == judge.EXIT_REGRESSION:
             print(f"REGRESSION (exit {judge.EXIT_REGRESSION})", file=sys.stderr)
+    if args.package:
+        return _package(args) or code
     return code
+
+
+def _package(args: argparse.Namespace) -> int:
+    from . import submission
+
+    try:
+        out = submission.package(Path(args.results), Path(args.package))
+    except ValueError as exc:
+        print(f"ironaccel certify --package: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the submission package {out}; check it with `ironaccel certify --verify {out}`")
+    return 0
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -170,8 +189,8 @@ def parser() -> argparse.ArgumentParser:
     which.add_argument("--target", action="append", metavar="BACKEND/DRIVER", help="a target to run (repeatable)")
     which.add_argument("--all", action="store_true",
                        help="every target this machine can run (with --docker: every simulated target)")
-    which.add_argument("--verify", metavar="CERT", help="check a certificate (*.cert.json) against its results "
-                       "file and the current suite")
+    which.add_argument("--verify", metavar="CERT|PACKAGE", help="check a certificate (*.cert.json) against its "
+                       "results file and the current suite, or a whole submission package (a folder)")
     c.add_argument("--results", default="results", metavar="DIR", help="where results files go (default: results)")
     c.add_argument("--jobs", type=int, default=None, help="parallel target processes (default: CPU count)")
     c.add_argument("--timeout", type=float, default=TARGET_TIMEOUT_S, metavar="S",
@@ -180,6 +199,9 @@ def parser() -> argparse.ArgumentParser:
                    help=f"per-test time limit in seconds (default: {TEST_TIMEOUT_S:g})")
     c.add_argument("--docker", action="store_true", help="run each target in its own container (ci/docker images; "
                    "simulated targets in the GPU-less one, hardware targets in the CUDA one with the host's GPUs)")
+    c.add_argument("--package", metavar="OUT", help="bundle the results folder (after the run, with --target or "
+                   "--all) into a new folder OUT: results, JUnit, certificates, environment, git commit, dirty "
+                   "flag and diff; check it with --verify OUT")
     c.add_argument("--only", action="append", default=[], metavar="GLOB",
                    help="run only tests whose id or a cited clause id matches (repeatable): KERNEL-*, test_copy.py::*")
     c.add_argument("--skip", action="append", default=[], metavar="GLOB",

@@ -12,7 +12,9 @@ the words are defined once, in SPEC.md's certification section (``definitions``)
 * Results at another suite hash are stale and never count toward a level. A target is hardware only when
   the target registry has it as a hardware target and its results file does not say simulated: a target
   the registry does not know, or passes on the fake libcuda, never count as hardware whatever a file claims.
-* Several results files for one target: the one that counts is the current-hash, finished, latest one;
+* Stale means: the suite, the target's backend, its driver's sources (the fake) or its expectations file
+  changed since the run (``stale_parts``); another backend's change leaves a run current.
+* Several results files for one target: the one that counts is the current, finished, latest one;
   the others are superseded.
 """
 
@@ -26,7 +28,7 @@ from typing import Any, Iterable, Mapping
 from . import spec
 from .api import BackendInfo
 from .results import Outcome, RunStatus
-from .spec import Clause
+from .spec import Clause, Current
 from .targets import Target
 
 TARGET_LEVELS = ("hardware", "simulated", "partial", "stale")
@@ -50,7 +52,7 @@ class Run:
 
     doc: dict[str, Any]
     simulated: bool
-    current: bool  # its suite hash is the current one
+    stale: tuple[str, ...]  # what changed since it ran (``stale_parts``); empty when current
     # simulated: the judge's view (``runs``); the file's own claim is doc["target"]["simulated"]
     superseded: bool = False  # another results file of the same target is the one that counts
 
@@ -61,6 +63,10 @@ class Run:
     @property
     def backend(self) -> str:
         return self.doc["target"]["backend"]
+
+    @property
+    def current(self) -> bool:
+        return not self.stale
 
     @property
     def finished(self) -> bool:
@@ -105,7 +111,26 @@ def doc_key(doc: dict[str, Any]) -> str:
     return json.dumps(doc, sort_keys=True)
 
 
-def runs(results: Iterable[dict[str, Any]], current_hash: str,
+PART_NAMES = {"suite": "the suite", "backend": "the {backend} backend", "driver": "the {driver} driver's sources",
+              "expectations": "its expectations file"}
+
+
+def stale_parts(doc: dict[str, Any], current: Current) -> tuple[str, ...]:
+    """What changed since ``doc`` ran: the parts (``spec.Current.parts``) whose hashes differ, in words;
+    empty when it is current. A file from before per-part hashes records only the suite's hash."""
+    t = doc["target"]
+    recorded = doc["suite"].get("parts") or {"suite": doc["suite"]["hash"]}
+    now = current.parts(t["name"])
+    out = []
+    for label in ("suite", "backend", "driver", "expectations"):
+        if recorded.get(label) != now.get(label):
+            what = PART_NAMES[label].format(backend=t["backend"], driver=t["driver"])
+            gone = label in recorded and label not in now
+            out.append(f"{what} is not here to check" if gone else f"{what} changed")
+    return tuple(out)
+
+
+def runs(results: Iterable[dict[str, Any]], current: Current,
          targets: Mapping[str, Target]) -> tuple[list[Run], list[Run]]:
     """(the run that counts per target, superseded runs), each sorted by target name."""
     by_target: dict[str, list[Run]] = {}
@@ -113,7 +138,7 @@ def runs(results: Iterable[dict[str, Any]], current_hash: str,
         t = doc["target"]
         known = targets.get(t["name"])
         simulated = t["simulated"] or known is None or known.simulated  # hardware only if registered as such
-        run = Run(doc, simulated, doc["suite"]["hash"] == current_hash)
+        run = Run(doc, simulated, stale_parts(doc, current))
         by_target.setdefault(t["name"], []).append(run)
     chosen, superseded = [], []
     for name in sorted(by_target):
@@ -131,7 +156,7 @@ def target_level(run: Run, clauses: Mapping[str, Clause]) -> tuple[str, str]:
     """(one of TARGET_LEVELS, why): what one target's run proves on its own — a certificate's ``proves``."""
     n_required = sum(c.required for c in clauses.values())
     if not run.current:
-        return "stale", f"results at suite hash {run.doc['suite']['hash']}, not the current one"
+        return "stale", "; ".join(run.stale) + " since the run"
     gaps = required_gaps(run, clauses)
     if run.finished and not gaps:
         kind = "simulated" if run.simulated else "hardware"

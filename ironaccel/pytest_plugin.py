@@ -50,7 +50,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="conformance target backend/driver, e.g. webgpu/lavapipe (env IRONACCEL_TARGET)")
     group.addoption("--results-json", default=None, help="write the results file for this target run here")
     group.addoption("--expectations", default=None,
-                    help="expectations file (default: conformance/expectations/<backend>-<driver>.txt)")
+                    help="expectations file (default: the target's own; the suite's are conformance/expectations/"
+                         "<backend>-<driver>.txt)")
     group.addoption("--only", action="append", default=[], metavar="GLOB",
                     help="run only tests whose id or a cited clause matches (repeatable): KERNEL-*, test_copy.py::*")
     group.addoption("--skip", action="append", default=[], metavar="GLOB",
@@ -126,14 +127,14 @@ class Conformance:
 
     def __init__(self, config: pytest.Config, target_name: str):
         from . import targets
-        from .spec import load_clauses, suite_hash
+        from .spec import current, load_clauses
 
         self.target = targets.get(target_name)
         os.environ.update(self.target.environment())
         if self.target.backend == "vulkan" and os.path.exists(VALIDATION_LAYER_JSON):
             os.environ.setdefault("IRONACCEL_VK_VALIDATION", "1")
         self.clauses = load_clauses()
-        self.suite_hash = suite_hash()
+        self.parts = current([self.target.name]).parts(self.target.name)
         exp = config.getoption("--expectations")
         self.expectations_path = Path(exp) if exp else self.target.expectations_file
         self.expectations = load_expectations(self.expectations_path)
@@ -187,7 +188,7 @@ class Conformance:
 
     # -- pytest hooks (this object is registered as a plugin) ----------------------------------------
     def pytest_report_header(self) -> list[str]:
-        return [f"ironaccel target: {self.target.name}  suite hash: {self.suite_hash}  "
+        return [f"ironaccel target: {self.target.name}  suite hash: {self.parts['suite']}  "
                 f"expectations: {self.expectations_path.name} ({len(self.expectations)} entries)"]
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -309,7 +310,7 @@ class Conformance:
         entry.update(outcome=outcome.value, message=message[:2000])
 
     def document(self, status: str, message: str = "") -> dict[str, Any]:
-        return results.document(self.target, self.suite_hash, self.started, status, message or self.device_error,
+        return results.document(self.target, self.parts, self.started, status, message or self.device_error,
                                 self.tests.values(), self.device.info if self.device is not None else None,
                                 self.host, None if self.selection.everything else self.selection.record())
 
@@ -405,19 +406,12 @@ def kernel_source(request: pytest.FixtureRequest) -> Callable[[str, str], str | 
 def kernels(request: pytest.FixtureRequest, device: Any) -> Callable[[str], Any]:
     """``kernels("saxpy")``: the conformance kernel in the device's first language that the target has a
     file for (``Target.kernels``: the suite's conformance/kernels/<lang>/, or a plugin's own folder)."""
-    dialects = {d.lang: d for d in _conformance(request).target.kernels}
+    target = _conformance(request).target
     cache: dict[str, Any] = {}
 
     def load(name: str) -> Any:
         if name not in cache:
-            for lang in device.languages:
-                source = dialects[lang].source(name) if lang in dialects else None
-                if source is not None:
-                    cache[name] = device.compile(source, lang).kernel(name)
-                    break
-            else:
-                where = ", ".join(str(d.folder) for d in dialects.values()) or "no kernel folder"
-                raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} in {where}")
+            cache[name] = target.compile_kernel(device, name)
         return cache[name]
 
     return load

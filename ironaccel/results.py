@@ -6,7 +6,8 @@ Schema (``SCHEMA_VERSION``)::
 
     {
       "schema": 1,
-      "suite": {"version": "0.1.0", "hash": "<spec.suite_hash()>"},
+      "suite": {"version": "0.1.0", "hash": "<spec.suite_hash()>",
+                "parts": {"suite": "<same>", "backend": "...", "driver": "...", "expectations": "..."}},
       "target": {"name": "webgpu/lavapipe", "backend": "webgpu", "driver": "lavapipe",
                  "driver_version": "...", "device": "llvmpipe (LLVM 15...)", "vendor": "Mesa",
                  "simulated": true, "os": "Linux-6.1-x86_64", "python": "3.11.7",
@@ -159,10 +160,11 @@ def host_environment(names: Iterable[str] = PACKAGES) -> dict[str, Any]:
     return {"os": platform.platform(), "python": platform.python_version(), "packages": packages}
 
 
-def document(target: Any, suite_hash: str, started: str, status: str, message: str = "",
+def document(target: Any, parts: dict[str, str], started: str, status: str, message: str = "",
              tests: Iterable[dict[str, Any]] = (), device: Any = None,
              host: dict[str, Any] | None = None, selection: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A results document: ``target`` a ``targets.Target``, ``device`` the DeviceInfo of the device the run
+    """A results document: ``target`` a ``targets.Target``, ``parts`` the hashes it ran at
+    (``spec.Current.parts``: suite, backend, driver, expectations), ``device`` the DeviceInfo of the device the run
     used (None when it never got one: device fields are then empty and ``simulated`` is the target's),
     ``host`` as ``host_environment()`` (None: left empty, for a run that never started), ``selection``
     as ``Selection.record()`` for a run of part of the suite (None: the whole suite)."""
@@ -172,7 +174,7 @@ def document(target: Any, suite_hash: str, started: str, status: str, message: s
     host = host or {"os": "", "python": "", "packages": {}}
     doc = {
         "schema": SCHEMA_VERSION,
-        "suite": {"version": __version__, "hash": suite_hash},
+        "suite": {"version": __version__, "hash": parts["suite"], "parts": dict(parts)},
         "target": {
             "name": target.name, "backend": target.backend, "driver": target.driver,
             "driver_version": device.driver_version if device else "", "device": device.name if device else "",
@@ -273,6 +275,10 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
                       ("started", str), ("finished", str)):
         need(isinstance(doc[key], kind), f"{key} must be a JSON {JSON_TYPE_NAMES[kind]}")
     need(isinstance(doc["suite"].get("hash"), str), "suite.hash must be a string")
+    parts = doc["suite"].get("parts", {"suite": doc["suite"]["hash"]})  # absent in files before per-part hashes
+    need(isinstance(parts, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in parts.items())
+         and parts.get("suite") == doc["suite"]["hash"],
+         "suite.parts must map part names to hash strings, its suite the same as suite.hash")
     for key in ("name", "backend", "driver", "simulated"):
         need(key in doc["target"], f"target.{key} missing")
     for key in ("name", "backend", "driver"):

@@ -64,33 +64,116 @@ def load_definitions(spec_md: Path | None = None) -> dict[tuple[str, str], str]:
     return found
 
 
-HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h"}
+HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h", ".cl"}
+
+#: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
+#: interface and errors, the pool (POOL clauses), target and backend registries and the built-in driver
+#: declarations, the plugin and the results vocabulary it writes with. Judging and reporting (judge, status, certify, cli) are not in it:
+#: they do not change what a run does.
+SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "targets.py", "drivers", "pytest_plugin.py",
+                 "results.py", "selection.py", "spec.py", "backends/__init__.py")
+
+
+def _digest(files: list[tuple[str, Path]]) -> str:
+    """sha256 (16 hex digits) over (label, file) pairs: each file under its fixed label, so a checkout and
+    an installed wheel (where conformance/ and the fake's sources live inside the package) hash alike."""
+    h = hashlib.sha256()
+    for label, f in sorted(files, key=lambda pair: pair[0]):
+        h.update(label.encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _tree(label: str, base: Path, exclude: Path | None = None) -> list[tuple[str, Path]]:
+    if base.is_file():
+        return [(label, base)]
+    return [(f"{label}/{f.relative_to(base).as_posix()}", f) for f in base.rglob("*")
+            if f.is_file() and f.suffix in HASHED_SUFFIXES and "__pycache__" not in f.parts
+            and not (exclude is not None and exclude in f.parents)]
 
 
 def suite_hash() -> str:
-    """sha256 over the conformance suite, the library and the fake libcuda's sources.
+    """The "suite" part: conformance/ (but its per-target expectations files) and ``SUITE_LIBRARY``."""
+    package = Path(__file__).resolve().parent
+    suite = conformance_dir()
+    files = _tree("conformance", suite, exclude=suite / "expectations")
+    files += [pair for name in SUITE_LIBRARY for pair in _tree(f"ironaccel/{name}", package / name)]
+    return _digest(files)
 
-    Results at another hash are stale. Each part is hashed under a fixed label, so a checkout and an
-    installed wheel (where conformance/ and the fake's sources live inside the package) hash alike."""
+
+def implementation(backend: str) -> Path | None:
+    """Where a registered backend's code lives: its module or package (``ironaccel.backends.cuda``), or a
+    third party's whole top-level package; None for a backend that is not registered or not found."""
+    import importlib.util
+
+    from .backends import registry
+
+    spec_ = registry().get(backend)
+    if spec_ is None:
+        return None
+    module = spec_.partition(":")[0] if isinstance(spec_, str) else spec_.__module__  # or the class itself
+    if not module.startswith("ironaccel."):
+        module = module.split(".")[0]
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if found is None or not found.origin or not Path(found.origin).is_file():
+        return None
+    origin = Path(found.origin)
+    return origin.parent if origin.name == "__init__.py" else origin
+
+
+def driver_sources(target: str) -> list[tuple[str, Path]]:
+    """Sources of a driver that ironaccel itself builds: the fake libcuda (its C sources and fakes.py)."""
+    if target != "cuda/fake":
+        return []
     from .errors import NotAvailable
     from .fakes import source_dir
 
-    package = Path(__file__).resolve().parent
-    parts = {"conformance": conformance_dir(), "ironaccel": package}
+    files = [("ironaccel/fakes.py", Path(__file__).resolve().parent / "fakes.py")]
     try:
-        parts["fakes/cuda"] = source_dir()
+        files += _tree("fakes/cuda", source_dir())
     except NotAvailable:  # a build without the fake's sources hashes without them
         pass
-    nested = {p.resolve() for p in parts.values() if p != package}
-    h = hashlib.sha256()
-    for label, base in parts.items():
-        for f in sorted(base.rglob("*")):
-            if not f.is_file() or f.suffix not in HASHED_SUFFIXES or "__pycache__" in f.parts:
-                continue
-            if label == "ironaccel" and any(d in f.resolve().parents for d in nested):
-                continue
-            h.update(f"{label}/{f.relative_to(base).as_posix()}".encode())
-            h.update(b"\0")
-            h.update(f.read_bytes())
-            h.update(b"\0")
-    return h.hexdigest()[:16]
+    return files
+
+
+@dataclass(frozen=True)
+class Current:
+    """The hashes results are judged against. A results file records the same parts for its target
+    (``parts``); it is stale when any differs: the suite, its backend's implementation, its driver's sources
+    (the fake), or its expectations file. Another backend's change leaves it current."""
+
+    suite: str
+    implementations: dict[str, str]  # "backend/<name>", "driver/<target>", "expectations/<target>" -> hash
+
+    def parts(self, target: str) -> dict[str, str]:
+        backend = target.partition("/")[0]
+        out = {"suite": self.suite}
+        for label, key in (("backend", f"backend/{backend}"), ("driver", f"driver/{target}"),
+                           ("expectations", f"expectations/{target}")):
+            if key in self.implementations:
+                out[label] = self.implementations[key]
+        return out
+
+
+def current(target_names: list[str] | None = None) -> Current:
+    """Current hashes for every registered backend and ``target_names`` (default: the target registry)."""
+    from .backends import registry
+    from .targets import TARGETS
+
+    names = list(TARGETS) if target_names is None else list(target_names)
+    found: dict[str, str] = {}
+    for backend in sorted(set(registry()) | {n.partition("/")[0] for n in names}):
+        where = implementation(backend)
+        if where is not None:
+            found[f"backend/{backend}"] = _digest(_tree(f"backend/{backend}", where))
+    for name in names:
+        sources = driver_sources(name)
+        if sources:
+            found[f"driver/{name}"] = _digest(sources)
+        exp = (TARGETS[name].expectations_file if name in TARGETS
+               else conformance_dir() / "expectations" / f"{name.replace('/', '-')}.txt")
+        if exp.is_file():
+            found[f"expectations/{name}"] = _digest([(exp.name, exp)])
+    return Current(suite_hash(), found)

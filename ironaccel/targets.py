@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from .api import DeviceInfo
 from .backends import drivers as registered_drivers
@@ -33,6 +34,10 @@ from .errors import InvalidArgument, NotAvailable
 def cache_dir() -> Path:
     """Where provisioned drivers and built fakes live: $IRONACCEL_CACHE or ~/.cache/ironaccel."""
     return Path(os.environ.get("IRONACCEL_CACHE") or Path.home() / ".cache" / "ironaccel")
+
+
+#: Dialects whose entry point is always ``main``: ``options=("-e", NAME)`` names the kernel (both GLSLs).
+NAMED_BY_OPTION = ("glsl", "glsl430")
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,18 @@ class Target:
         from .spec import conformance_dir
 
         return conformance_dir() / "expectations" / f"{self.backend}-{self.driver}.txt"
+
+    def compile_kernel(self, device: Any, name: str) -> Any:
+        """Conformance kernel ``name`` compiled on ``device``: from the first of the device's languages that
+        this target has a file for."""
+        dialects = {d.lang: d for d in self.kernels}
+        for lang in device.languages:
+            source = dialects[lang].source(name) if lang in dialects else None
+            if source is not None:
+                options = ("-e", name) if lang in NAMED_BY_OPTION else ()
+                return device.compile(source, lang, options=options).kernel(name)
+        where = ", ".join(str(d.folder) for d in self.kernels) or "no kernel folder"
+        raise FileNotFoundError(f"no conformance kernel {name!r} for languages {device.languages} in {where}")
 
     def environment(self) -> dict[str, str]:
         """Variables that make a child process select this target's driver."""

@@ -1,9 +1,9 @@
 """``ironaccel certify``: target processes that crash, hang or misuse pytest; per-test timeouts, re-runs, JUnit;
 certificates and their verification; the progress line.
 
-Targets here are "mem/test" over ironaccel/testing/memdevice.py, registered in the child process by the suite folder's
-conftest (the one tests/test_plugin.py uses) and in this process by ``mem_target``; ``run_target(suite=...)``
-runs that folder instead of the conformance suite.
+Targets here are "mem/test" over the in-memory device (tests/membackend.py), registered in the child process
+by the suite folder's conftest (the one tests/test_plugin.py uses) and in this process by ``mem_target``;
+``run_target(suite=...)`` runs that folder instead of the conformance suite.
 """
 
 from __future__ import annotations
@@ -16,22 +16,17 @@ from pathlib import Path
 import pytest
 
 from ironaccel import certify, results, spec, targets
-from ironaccel.backends import register, unregister
 from ironaccel.cli import main
+from membackend import registered
 from test_plugin import CONFTEST
 
 NAME = "mem/test"
 
 
-def mem_drivers() -> list[targets.Target]:
-    return [targets.Target("mem", "test", True)]
-
-
 @pytest.fixture
 def mem_target() -> None:
-    register("mem", drivers=mem_drivers)
-    yield
-    unregister("mem")
+    with registered():
+        yield
 
 
 def suite(tmp_path: Path, tests: str) -> Path:
@@ -234,7 +229,7 @@ def _passing_doc(target: str) -> dict:
     required = [cid for cid, c in spec.load_clauses().items() if c.required]
     tests = [{"id": f"test_x.py::test_{cid}", "clauses": [cid], "outcome": "pass", "duration": 0.0, "message": ""}
              for cid in required]
-    return results.document(targets.get(target), spec.suite_hash(), "2026-11-30T04:30:00Z", "ok", "", tests)
+    return results.document(targets.get(target), spec.current([target]).parts(target), "2026-11-30T04:30:00Z", "ok", "", tests)
 
 
 def test_certificates_and_status_say_the_same_thing(tmp_path):
@@ -249,7 +244,7 @@ def test_certificates_and_status_say_the_same_thing(tmp_path):
         proves[name] = cert["proves"]
     assert proves == {"webgpu/nvidia": "hardware", "webgpu/lavapipe": "simulated"}
     text = status.render(status.load_results(tmp_path), spec.load_clauses(), status.registry_infos(),
-                         spec.suite_hash(), targets.TARGETS, judge.definitions())
+                         spec.current(), targets.TARGETS, judge.definitions())
     assert "| **webgpu** | production |" in text
     for name, word in proves.items():
         row = next(line for line in text.splitlines() if line.startswith(f"| {name} | "))
@@ -282,3 +277,90 @@ def test_verify_rejects_duplicate_keys_and_an_edit_that_also_changes_the_suite_h
     cert_path.write_text(json.dumps(forged))
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_TAMPERED
     assert "suite" in capsys.readouterr().err
+
+
+def _package(tmp_path: Path) -> Path:
+    """A submission package of passing webgpu/nvidia and webgpu/lavapipe runs, from a dirty git checkout."""
+    import subprocess
+
+    from ironaccel import submission
+
+    res = tmp_path / "results"
+    res.mkdir()
+    for name in ("webgpu/nvidia", "webgpu/lavapipe"):
+        results.dump(_passing_doc(name), res / results.file_name(name))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "a.txt").write_text("one\n")
+    subprocess.run([*git, "add", "a.txt"], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    (repo / "a.txt").write_text("two\n")
+    return submission.package(res, tmp_path / "pkg", root=repo)
+
+
+def test_package_round_trip_and_tampering(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    pkg = _package(tmp_path)
+    manifest = json.loads((pkg / "MANIFEST.json").read_text())
+    assert manifest["backends"] == {"webgpu": "production"}
+    assert manifest["targets"] == {"webgpu/lavapipe": "simulated", "webgpu/nvidia": "hardware"}
+    assert manifest["git"]["dirty"] is True and len(manifest["git"]["commit"]) == 40
+    assert "+two" in (pkg / "git.diff").read_text()
+    assert {"results/webgpu-nvidia.json", "results/webgpu-nvidia.junit.xml", "results/webgpu-nvidia.cert.json",
+            "results/webgpu-nvidia.cert.md", "environment.json", "git.diff"} <= set(manifest["files"])
+    assert main(["certify", "--verify", str(pkg)]) == certify.VERIFY_VALID
+    assert "valid: 2 results files, webgpu production" in capsys.readouterr().out
+
+    def tampered(change) -> str:
+        copy = tmp_path / f"copy{len(list(tmp_path.glob('copy*')))}"
+        shutil.copytree(pkg, copy)
+        change(copy)
+        assert main(["certify", "--verify", str(copy)]) == certify.VERIFY_TAMPERED
+        return capsys.readouterr().err
+
+    def edit_manifest(copy, **changes):
+        m = json.loads((copy / "MANIFEST.json").read_text())
+        m.update(changes)
+        (copy / "MANIFEST.json").write_text(json.dumps(m))
+
+    def forge_results(copy):  # the results file edited, its JUnit remade, both sha256 updated in the manifest
+        path = copy / "results" / "webgpu-nvidia.json"
+        doc = results.load(path)
+        doc["tests"][0]["duration"] = 9.0
+        results.dump(doc, path)
+        junit = results.sibling(path, ".junit.xml")
+        junit.write_text(certify.junit_xml(doc))
+        m = json.loads((copy / "MANIFEST.json").read_text())
+        for f in (path, junit):
+            m["files"][f"results/{f.name}"] = certify.sha256_file(f)
+        (copy / "MANIFEST.json").write_text(json.dumps(m))
+
+    assert "changed since the package was made" in tampered(
+        lambda c: (c / "results" / "webgpu-nvidia.junit.xml").write_text("<testsuite/>"))
+    assert "missing from the package: results/webgpu-nvidia.cert.md" in tampered(
+        lambda c: (c / "results" / "webgpu-nvidia.cert.md").unlink())
+    assert "not in the manifest: extra.json" in tampered(lambda c: (c / "extra.json").write_text("{}"))
+    assert "changed since the certificate was written" in tampered(forge_results)
+    assert "backends" in tampered(lambda c: edit_manifest(c, backends={"webgpu": "simulated"}))
+    assert "targets" in tampered(lambda c: edit_manifest(c, targets={"webgpu/lavapipe": "hardware",
+                                                                     "webgpu/nvidia": "hardware"}))
+
+    monkeypatch.setattr(spec, "suite_hash", lambda: "0" * 16)
+    assert main(["certify", "--verify", str(pkg)]) == certify.VERIFY_STALE
+    assert "the suite changed" in capsys.readouterr().err
+    monkeypatch.undo()
+
+    (tmp_path / "empty").mkdir()
+    assert main(["certify", "--verify", str(tmp_path / "empty")]) == 2
+    assert "MANIFEST.json" in capsys.readouterr().err
+
+
+def test_package_refuses_an_existing_folder_and_an_empty_results_folder(tmp_path, capsys):
+    (tmp_path / "res").mkdir()
+    assert main(["certify", "--package", str(tmp_path / "out"), "--results", str(tmp_path / "res")]) == 2
+    assert "no results files to package" in capsys.readouterr().err
+    assert main(["certify", "--package", str(tmp_path / "res"), "--results", str(tmp_path / "res")]) == 2
+    assert "already exists" in capsys.readouterr().err

@@ -177,7 +177,7 @@ def _one_test_doc(outcome: str, status: str = "ok") -> dict:
 
     tests = [{"id": "test_mem.py::test_a", "clauses": ["MEM-1"], "outcome": outcome, "duration": 0.0, "message": ""},
              {"id": "test_mem.py::test_b", "clauses": ["MEM-2"], "outcome": "fail", "duration": 0.0, "message": ""}]
-    return results.document(targets.get("webgpu/lavapipe"), spec.suite_hash(), "2026-11-30T04:30:00Z", status, "",
+    return results.document(targets.get("webgpu/lavapipe"), spec.current().parts("webgpu/lavapipe"), "2026-11-30T04:30:00Z", status, "",
                             tests)
 
 

@@ -1,14 +1,16 @@
-"""The CUDA backend on the fake libcuda: failure paths through the fake's fault injection, sticky errors.
+"""The CUDA backend on the fake libcuda: failure paths, leaks, waits, reflection, exit.
 
-For every driver entry point the backend calls, a test makes the fake fail that call and checks that the
-typed error names the op, that nothing leaks (the fake's live allocation count) and that the device still
-works afterwards. Runs with no GPU; skipped, with the reason, when the fake cannot be built or loaded.
+The fault-injection matrix makes the fake fail the 1st and the 3rd call of every driver entry point the
+backend calls, and checks that the typed error names it, that nothing leaks (the fake's live allocation
+count) and that a fresh saxpy is still right. Other tests: held copy_dtoh destinations and when they are
+released, failed frees and context releases, synchronize(timeout=), Kernel.params, devices left open at
+exit, sticky errors. Runs with no GPU; skipped, with the reason, when the fake cannot be built or loaded.
 """
 
 from __future__ import annotations
 
 import ctypes
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -80,58 +82,166 @@ def assert_device_works(device: Any) -> None:
     np.testing.assert_array_equal(out, data)
 
 
-def _operations(device: Any) -> dict[str, Callable[[], Any]]:
-    """For each driver entry point the backend calls: an API call that makes it, on a fresh setup."""
-    s = device.create_stream()
-    a, b = device.alloc(256), device.alloc(256)
-    host = np.zeros(256, np.uint8)
-    ev = s.record(timing=True)
-    ev.synchronize()
-    module = device.compile(PTX_STORE, "ptx")
-    kernel = module.kernel("store")
-    return {
-        "cuMemAllocAsync": lambda: device.alloc(64),
-        "cuMemFreeAsync": device.alloc(64).free,
-        "cuMemHostAlloc": lambda: s.copy_htod(a, host),  # the staging ring is allocated on first use
-        "cuMemcpyHtoDAsync": lambda: s.copy_htod(a, host),
-        "cuMemcpyDtoHAsync": lambda: s.copy_dtoh(host, a),
-        "cuMemcpyDtoDAsync": lambda: s.copy_dtod(b, a, 16),
-        "cuMemsetD8Async": lambda: s.fill(a, 1),
-        "cuStreamCreate": device.create_stream,
-        "cuStreamSynchronize": s.synchronize,
-        "cuStreamWaitEvent": lambda: s.wait(ev),
-        "cuCtxSynchronize": device.synchronize,
-        "cuEventCreate": lambda: [s.record() for _ in range(4)],  # beyond the spare events
-        "cuEventRecord": s.record,
-        "cuEventQuery": ev.query,
-        "cuEventSynchronize": ev.synchronize,
-        "cuEventElapsedTime": lambda: ev.elapsed_ms(ev),
-        "cuModuleLoadDataEx": lambda: device.compile(PTX_STORE, "ptx"),
-        "cuModuleGetFunction": lambda: device.compile(PTX_STORE, "ptx").kernel("store"),
-        "cuLaunchKernel": lambda: s.launch(kernel, 1, 1, (b, np.uint32(5))),
-    }
+PTX_SAXPY = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry saxpy(.param .u64 y, .param .u64 x, .param .f32 a, .param .u32 n)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<5>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [y];
+    ld.param.u64 %rd2, [x];
+    ld.param.f32 %f1, [a];
+    ld.param.u32 %r1, [n];
+    mov.u32 %r2, %ctaid.x;
+    mov.u32 %r3, %ntid.x;
+    mov.u32 %r4, %tid.x;
+    mad.lo.s32 %r5, %r2, %r3, %r4;
+    setp.ge.u32 %p1, %r5, %r1;
+    @%p1 bra DONE;
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mul.wide.u32 %rd5, %r5, 4;
+    add.s64 %rd6, %rd4, %rd5;
+    ld.global.f32 %f2, [%rd6];
+    add.s64 %rd7, %rd3, %rd5;
+    ld.global.f32 %f3, [%rd7];
+    fma.rn.f32 %f4, %f1, %f2, %f3;
+    st.global.f32 [%rd7], %f4;
+DONE:
+    ret;
+}
+"""
 
 
-ENTRY_POINTS = [
-    "cuMemAllocAsync", "cuMemFreeAsync", "cuMemHostAlloc", "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
-    "cuMemsetD8Async", "cuStreamCreate", "cuStreamSynchronize", "cuStreamWaitEvent", "cuCtxSynchronize",
-    "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize", "cuEventElapsedTime",
-    "cuModuleLoadDataEx", "cuModuleGetFunction", "cuLaunchKernel",
-]
+def assert_saxpy_works(backend: Any) -> None:
+    """A fresh device computes y = 2x + y correctly."""
+    with backend.open_device(0) as dev:
+        s = dev.create_stream()
+        n = 1000
+        x, y = np.arange(n, dtype=np.float32), np.full(n, 3, np.float32)
+        with dev.alloc(4 * n) as bx, dev.alloc(4 * n) as by:
+            s.copy_htod(bx, x)
+            s.copy_htod(by, y)
+            s.launch(dev.compile(PTX_SAXPY, "ptx").kernel("saxpy"), 4, 256, (by, bx, np.float32(2), np.uint32(n)))
+            out = np.empty(n, np.float32)
+            s.copy_dtoh(out, by)
+            s.synchronize()
+        np.testing.assert_array_equal(out, 2 * x + y)
 
 
-@pytest.mark.parametrize("entry", ENTRY_POINTS)
-def test_injected_failure_names_the_op_leaks_nothing_and_device_works(fake, device, entry):
-    ops = _operations(device)
-    device.synchronize()
-    assert fake.ironaccel_fake_inject(entry.encode(), 1, CUDA_ERROR_INVALID_VALUE) == 0
-    with pytest.raises(ia.DriverError, match=entry) as info:
-        ops[entry]()
-    assert info.value.op == entry and info.value.name == "CUDA_ERROR_INVALID_VALUE"
-    assert_device_works(device)
-    device.close()
-    leaked = fake.ironaccel_fake_live_allocations() - device.live_allocations_before_open
-    assert leaked == 0, f"{leaked} allocation(s) outlived the device after a failed {entry}"
+def _workload(opened: list) -> None:
+    """One of nearly everything the backend does, most of it three times (so a third call fails too)."""
+    from ironaccel.backends.cuda import CudaBackend
+
+    dev = CudaBackend().open_device(0)
+    opened.append(dev)
+    s, t = dev.create_stream(), dev.create_stream()
+    a, b, c = dev.alloc(1 << 20), dev.alloc(1 << 20), dev.alloc(9 << 20)
+    small = np.arange(256, dtype=np.uint8)
+    for _ in range(3):
+        s.copy_htod(a, small)
+        s.copy_dtod(b, a, 4096)
+        s.fill(a, 1, nbytes=64)
+    s.copy_htod(c, np.ones(9 << 20, np.uint8))  # large: chunked through the ring's segments, fenced by events
+    out = np.empty(4096, np.uint8)
+    for _ in range(3):
+        s.copy_dtoh(out, b)
+    events = [s.record(timing=True) for _ in range(3)]  # more than spare: cuEventCreate
+    for event in events:
+        t.wait(event)
+    end = t.record(timing=True)
+    end.synchronize()
+    events[0].query()
+    events[1].synchronize(timeout=30)
+    events[0].elapsed_ms(end)
+    kernels = [dev.compile(PTX_SAXPY, "ptx").kernel("saxpy") for _ in range(3)]
+    for kernel in kernels:
+        s.launch(kernel, 1, 256, (a, b, np.float32(2), np.uint32(256)))
+    for _ in range(3):
+        s.synchronize()
+    s.synchronize(timeout=30)
+    dev.synchronize()
+    dev.synchronize(timeout=30)
+    for buf in (a, b, c):
+        buf.free()
+    dev.close()
+
+
+#: Entry points the fake implements through another one (counted, and failing, for both): the error names
+#: the one the backend called.
+FAKE_CALLS_THROUGH = {"cuEventRecordWithFlags": "cuEventRecord", "cuStreamCreateWithPriority": "cuStreamCreate"}
+
+#: Entry points whose failure is not an error of the operation, with the reason.
+NOT_RAISED = {
+    "cuPointerGetAttribute": "asks whether a large copy's source is pinned; a failed query means 'not pinned', "
+                             "and the copy is staged instead (correct either way)",
+}
+
+
+def _entry_points_called(fake_control: Any) -> dict[str, int]:
+    """The fake's entry points the workload calls (fake name -> calls), from the fake's own call counts."""
+    names = fake_control.entry_points()
+    fake_control.reset()
+    _workload([])
+    return {name: n for name in names if (n := fake_control.call_count(name))}
+
+
+def test_fault_injection_matrix(fake):
+    """For every entry point the backend calls, its 1st and its 3rd call fail in turn: a typed error naming
+    that entry point, nothing leaked (the fake's live allocations), and a fresh saxpy is right afterwards."""
+    import re
+
+    from ironaccel import fakes
+    from ironaccel.backends.cuda import CudaBackend, device as device_module
+
+    control = fakes.Control(fake)
+    backend = CudaBackend()
+    called = _entry_points_called(control)
+    assert {"cuLaunchKernel", "cuMemAllocAsync", "cuEventRecord", "cuStreamQuery"} <= called.keys()
+    baseline = control.live_allocations()
+    failures = []
+    cases = 0
+    for name, count in sorted(called.items()):
+        op = re.sub(r"_v\d+$", "", name)  # the fake's versioned symbol; the binding (and the error) name it without
+        op = FAKE_CALLS_THROUGH.get(op, op)
+        for nth in (1, 3):
+            if nth > count:
+                continue
+            cases += 1
+            opened: list = []
+            control.inject(name, nth, 999)  # CUDA_ERROR_UNKNOWN: no special meaning to any caller
+            error = None
+            try:
+                _workload(opened)
+            except ia.IronAccelError as exc:
+                error = exc
+            finally:
+                control.reset()
+                for dev in opened:
+                    try:
+                        dev.close()
+                    except ia.IronAccelError:
+                        pass
+                while device_module._unreleased_contexts:  # what exit would do
+                    fake_cu = device_module.driver.cu
+                    fake_cu.cuDevicePrimaryCtxRelease(device_module._unreleased_contexts.pop())
+            where = f"{name} call {nth}"
+            if op in NOT_RAISED:
+                if error is not None:
+                    failures.append(f"{where}: raised {error!r}, expected none ({NOT_RAISED[op]})")
+            elif error is None:
+                failures.append(f"{where}: nothing raised")
+            elif getattr(error, "op", None) != op:
+                failures.append(f"{where}: raised {error!r}, not naming {op}")
+            leaked = control.live_allocations() - baseline
+            if leaked:
+                failures.append(f"{where}: {leaked} allocation(s) leaked")
+            assert_saxpy_works(backend)
+    assert not failures, f"{len(failures)} of {cases} cases:\n" + "\n".join(failures)
+    assert cases > 2 * 20
 
 
 def test_out_of_memory_from_the_driver_is_typed(fake, device):
@@ -501,16 +611,28 @@ def test_failed_context_release_closes_the_device_and_is_retried_at_exit(fake):
     assert dev._cu.cuDevicePrimaryCtxRelease(dev._dev)[0] == 0  # what exit would do
 
 
-def test_devices_left_open_are_closed_at_exit(tmp_path):
-    """A program that never calls close(): the fake (in error mode) reports no leak at exit, its staging
-    ring included, and the exit status stays 0."""
+def _run_script(tmp_path: Any, source: str, **env_extra: str) -> Any:
     import subprocess
     import sys
+    from pathlib import Path
 
     from ironaccel import fakes
 
-    script = tmp_path / "left_open.py"
-    script.write_text(
+    script = tmp_path / "script.py"
+    script.write_text(source)
+    try:
+        env = fakes.child_env()
+    except ia.NotAvailable as exc:
+        pytest.skip(f"the fake libcuda cannot be built: {exc}")
+    env.update(env_extra, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_devices_left_open_are_closed_at_exit(tmp_path):
+    """A program that never calls close(): the fake (in error mode) reports no leak at exit, its staging
+    ring included, and the exit status stays 0."""
+    proc = _run_script(
+        tmp_path,
         "import numpy as np\n"
         "from ironaccel.backends.cuda import CudaBackend\n"
         "dev = CudaBackend().open_device(0)\n"
@@ -520,15 +642,8 @@ def test_devices_left_open_are_closed_at_exit(tmp_path):
         "out = np.empty(1 << 20, np.uint8)\n"
         "s.copy_dtoh(out, buf)\n"
         "s.synchronize()\n"
-        "assert out.all()\n"
-    )
-    try:
-        env = fakes.child_env()
-    except ia.NotAvailable as exc:
-        pytest.skip(f"the fake libcuda cannot be built: {exc}")
-    env["IRONACCEL_FAKE_CUDA_LEAKS"] = "error"
-    env["PYTHONPATH"] = str(__import__("pathlib").Path(__file__).resolve().parents[1])
-    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+        "assert out.all()\n",
+        IRONACCEL_FAKE_CUDA_LEAKS="error")
     assert proc.returncode == 0, proc.stderr
     assert "leak report" not in proc.stderr
 
@@ -539,4 +654,67 @@ def test_compile_options_that_are_not_strings_are_rejected(device, options):
         pytest.skip("NVRTC is not available")
     with pytest.raises(ia.InvalidArgument) as info:
         device.compile('extern "C" __global__ void k() {}', "cuda", options=options)
-    assert info.value.op == "Device.compile" and "list or tuple of str" in info.value.detail
+    assert info.value.op == "Device.compile" and "list or tuple of str" in info.value.detail  # api.py checks them
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 8])
+def test_tiny_copies_land_in_the_host_array(device, n):
+    """The smallest copies both ways (a 1-element array must be taken as memory, never as a number)."""
+    s = device.create_stream()
+    with device.alloc(64) as buf:
+        s.fill(buf, 0)
+        s.copy_htod(buf, np.arange(1, n + 1, dtype=np.uint8), dst_offset=5)
+        out = np.full(n, 0xEE, np.uint8)
+        s.copy_dtoh(out, buf, src_offset=5)
+        s.synchronize()
+    np.testing.assert_array_equal(out, np.arange(1, n + 1, dtype=np.uint8))
+
+
+def test_exit_does_not_wait_for_a_kernel_that_runs_on(tmp_path):
+    """A device left open with a kernel still running: exit waits a bounded time, then leaves it to the driver."""
+    import time
+
+    started = time.monotonic()
+    proc = _run_script(
+        tmp_path,
+        "import numpy as np\n"
+        "from ironaccel.backends.cuda import CudaBackend\n"
+        f"PTX = {PTX_SPIN!r}\n"
+        "dev = CudaBackend().open_device(0)\n"
+        "buf = dev.alloc(4)\n"
+        "dev.create_stream().launch(dev.compile(PTX, 'ptx').kernel('spin'), 1, 1, (buf, np.uint32(4_000_000_000)))\n")
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 60
+
+
+def test_threads_sharing_a_device_record_copy_and_wait(device):
+    """Four threads on one device: streams created, events recorded and waited for, copies, device-wide waits
+    in between; no error, every copy right (the spare events and the stream set are shared)."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        try:
+            with device.alloc(256) as buf:
+                s = device.create_stream()
+                for i in range(150):
+                    if i % 25 == 24:
+                        s = device.create_stream()  # the old one is dropped: destroyed while others run
+                    data = np.full(256, (seed * 31 + i) % 251, np.uint8)
+                    s.copy_htod(buf, data)
+                    out = np.empty(256, np.uint8)
+                    s.copy_dtoh(out, buf)
+                    s.record().synchronize()
+                    if i % 10 == seed:
+                        device.synchronize(timeout=30)
+                    np.testing.assert_array_equal(out, data)
+        except BaseException as exc:  # reported below, in the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors[0]

@@ -4,36 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
 from ironaccel import results
 
+TESTS_DIR = Path(__file__).resolve().parent
 
 # Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
-CONFTEST = """
-from ironaccel.testing.memdevice import MemDevice
-from ironaccel import api, targets
+CONFTEST = f"""
+import sys
+sys.path.insert(0, {str(TESTS_DIR)!r})
+from membackend import MemBackend, mem_drivers
 from ironaccel.backends import register
-
-
-class MemBackend(api.Backend):
-    name = "mem"
-
-    def probe(self):
-        return api.BackendInfo("mem", True, "in-memory")
-
-    def device_count(self):
-        return 1
-
-    def _open_device(self, index):
-        return MemDevice(1 << 20)
-
-
-def mem_drivers():
-    return [targets.Target("mem", driver, True, recognise=lambda info, driver=driver: driver == "test")
-            for driver in ("test", "wrong")]
-
 
 register("mem", MemBackend, mem_drivers)
 """

@@ -22,7 +22,7 @@ def probe_class(name: str) -> type[ProbeBackend]:
 
 
 def test_every_probe_backend_is_registered():
-    assert sorted(PROBES) == ["d3d12", "levelzero", "metal", "neuron", "opengl", "qnn", "rocm", "tpu"]
+    assert sorted(PROBES) == ["d3d12", "levelzero", "metal", "neuron", "qnn", "rocm", "tpu"]
     for name in PROBES:
         cls = probe_class(name)
         assert cls.name == name

@@ -164,7 +164,7 @@ def test_clause_id_parse():
 def test_document_without_a_device_is_valid_and_says_the_targets_kind():
     from ironaccel.targets import Target
 
-    doc = results.document(Target("cuda", "fake", True), "0123456789abcdef", "2026-11-30T04:30:00Z", "crashed",
+    doc = results.document(Target("cuda", "fake", True), {"suite": "0123456789abcdef"}, "2026-11-30T04:30:00Z", "crashed",
                            "no device", [{"id": "b::x", "clauses": ["MEM-1"], "outcome": "not-run", "duration": 0.0,
                                           "message": ""},
                                          {"id": "a::y", "clauses": ["MEM-2"], "outcome": "pass", "duration": 0.0,
@@ -173,4 +173,4 @@ def test_document_without_a_device_is_valid_and_says_the_targets_kind():
     assert doc["target"]["simulated"] is True and doc["target"]["device"] == ""
     assert [t["id"] for t in doc["tests"]] == ["a::y", "b::x"] and doc["summary"]["not-run"] == 1
     with pytest.raises(ValueError):
-        results.document(Target("cuda", "fake", True), "h", "", "exploded")
+        results.document(Target("cuda", "fake", True), {"suite": "h"}, "", "exploded")

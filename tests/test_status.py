@@ -46,7 +46,8 @@ def docs():
 
 
 def render(docs, clauses, backends=BACKENDS, current=CURRENT, targets=TARGETS):
-    return status.render(docs, clauses, backends, current, targets, judge.definitions())
+    """STATUS.md of the golden inputs, whose files record only the suite hash (``current`` counts as current)."""
+    return status.render(docs, clauses, backends, spec.Current(current, {}), targets, judge.definitions())
 
 
 def levels(text: str) -> dict[str, str]:
@@ -238,3 +239,54 @@ def test_flaky_tests_are_listed_with_their_history(clauses):
     assert ("| t::MEM-1 | webgpu/lavapipe | flaky in 2 of 3 results files "
             "(webgpu/lavapipe, webgpu/lavapipe (superseded)) |") in section
     assert "None." in render(docs[2:], clauses, [BackendInfo("vulkan", True)]).split("## Flaky tests")[1].split("\n## ")[0]
+
+
+def _current_of(tree: Path) -> spec.Current:
+    """spec.current() as computed from the checkout at ``tree`` (a fresh process: nothing cached)."""
+    import json
+    import subprocess
+    import sys
+
+    code = ("import json; from ironaccel import spec; c = spec.current(); "
+            "print(json.dumps({'suite': c.suite, 'implementations': c.implementations}))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                         capture_output=True, text=True, check=True, timeout=120).stdout
+    found = json.loads(out)
+    return spec.Current(found["suite"], found["implementations"])
+
+
+def test_editing_one_backend_leaves_the_other_backends_results_current(tmp_path, clauses):
+    import shutil
+
+    tree = tmp_path / "checkout"
+    for part in ("ironaccel", "conformance", "fakes/cuda"):
+        shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so", "build"))
+    before = _current_of(tree)
+    names = ("cuda/fake", "cuda/nvidia", "vulkan/lavapipe", "webgpu/lavapipe", "webgpu/nvidia")
+    docs = []
+    for name in names:
+        doc = _doc(name, TARGETS[name].simulated)
+        doc["suite"] = {"version": "0", "hash": before.suite, "parts": before.parts(name)}
+        docs.append(doc)
+    assert docs[0]["suite"]["parts"].keys() >= {"suite", "backend", "driver"}  # the fake's sources count for cuda/fake
+
+    webgpu = next((tree / "ironaccel" / "backends").glob("webgpu*"))
+    edited = webgpu / "__init__.py" if webgpu.is_dir() else webgpu
+    edited.write_text(edited.read_text() + "\n# an edit\n")
+    after = _current_of(tree)
+    assert after.suite == before.suite
+    runs, _ = judge.runs(docs, after, TARGETS)
+    stale = {r.name: r.stale for r in runs}
+    assert stale == {"cuda/fake": (), "cuda/nvidia": (), "vulkan/lavapipe": (),
+                     "webgpu/lavapipe": ("the webgpu backend changed",), "webgpu/nvidia": ("the webgpu backend changed",)}
+    text = status.render(docs, clauses, [BackendInfo(b, True) for b in ("cuda", "vulkan", "webgpu")], after, TARGETS,
+                         judge.definitions())
+    assert "**STALE**: the webgpu backend changed" in text
+    assert levels(text)["cuda"] == "production" and levels(text)["webgpu"] == "unavailable"
+
+    (tree / "fakes" / "cuda" / "fake.h").write_text((tree / "fakes" / "cuda" / "fake.h").read_text() + "\n")
+    (tree / "conformance" / "SPEC.md").write_text((tree / "conformance" / "SPEC.md").read_text() + "\n")
+    runs, _ = judge.runs(docs, _current_of(tree), TARGETS)
+    stale = {r.name: r.stale for r in runs}
+    assert stale["cuda/fake"] == ("the suite changed", "the fake driver's sources changed")
+    assert stale["cuda/nvidia"] == ("the suite changed",)

@@ -206,6 +206,16 @@ def test_every_icd_manifest_is_a_vulkan_and_a_webgpu_target(tmp_path, monkeypatc
         assert got["acme"].matches(_info(backend=backend, name="Acme GPU", vendor="Acme"))
 
 
+@pytest.mark.parametrize("library", ["libGLX_nvidia.so.0", "libEGL_nvidia.so.0"])
+def test_nvidias_manifest_is_vulkan_nvidia_by_discovery(tmp_path, monkeypatch, library):
+    nvidia = manifest(tmp_path / "icd.d", "nvidia_icd.json", library)  # a bare name: the loader finds it
+    monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "icd.d"])
+    got = {t.name: t for t in vulkan_drivers.vulkan_drivers()}
+    assert got["vulkan/nvidia"].select["VK_DRIVER_FILES"] == str(nvidia) and not got["vulkan/nvidia"].simulated
+    assert got["vulkan/nvidia"].matches(_info(name="NVIDIA H200", vendor="NVIDIA", driver="NVIDIA"))
+    assert not got["vulkan/nvidia"].matches(_info(name="llvmpipe (LLVM 15.0.6, 256 bits)", vendor="Mesa"))
+
+
 def test_a_hardware_manifest_without_its_gpu_is_not_runnable(tmp_path, monkeypatch):
     """Mesa installs manifests for every GPU family: the target asks the loader whether the GPU is there."""
     icd_d = tmp_path / "icd.d"

@@ -8,12 +8,15 @@ is installed; each device must end its test with no validation message.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ironaccel as ia
 from ironaccel import targets
@@ -208,6 +211,103 @@ def test_bad_spirv_is_a_compile_error(device):
     for bad in (b"", b"\x03\x02\x23\x07", good[:-2], good[:20] + b"\x00\x00\x00\x00" + good[24:]):
         with pytest.raises(ia.CompileError, match=r"Device\.compile"):
             device.compile(bad, "spirv")
+
+
+SAXPY_SPV = (KERNELS / "spirv" / "saxpy.spv").read_bytes()
+
+
+def _entry_points_or_compile_error(code):
+    from ironaccel.backends.vulkan.spirv import spirv_interfaces
+
+    try:
+        interfaces = spirv_interfaces(code)
+    except ia.CompileError as exc:
+        assert "Device.compile" in str(exc)
+        return None
+    assert all(isinstance(name, str) for name in interfaces)
+    return interfaces
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_spirv_reader_never_raises_anything_but_compile_error_on_bytes(code):
+    _entry_points_or_compile_error(code)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 2**32 - 1), max_size=24), st.sampled_from([0x07230203, 0x03022307]))
+def test_spirv_reader_never_raises_anything_but_compile_error_on_words(words, magic):
+    """Any header-correct sequence of words: instructions of odd lengths and operands, strings without nul."""
+    header = [magic, 0x00010500, 0, 64, 0]
+    _entry_points_or_compile_error(np.array(header + words, dtype="<u4").tobytes())
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_spirv_reader_never_raises_anything_but_compile_error_on_mutants(data):
+    """A real module truncated, or with words replaced: what a broken toolchain or a flipped bit gives."""
+    words = np.frombuffer(SAXPY_SPV, dtype="<u4").copy()
+    for _ in range(data.draw(st.integers(1, 4), label="mutations")):
+        at = data.draw(st.integers(5, len(words) - 1), label="word")
+        words[at] = data.draw(st.sampled_from([0, 1, 0xFFFFFFFF, 0x00010000 | int(words[at]) & 0xFFFF,
+                                               int(words[at]) & 0xFFFF, 0x80 << 24 | 0xFF]), label="value")
+    cut = data.draw(st.integers(5, len(words)), label="length")
+    _entry_points_or_compile_error(words[:cut].tobytes())
+
+
+@pytest.mark.parametrize("code", [
+    SAXPY_SPV[:24],  # a header and one word
+    np.array([0x07230203, 0x10500, 0, 9, 0, 15 | 2 << 16, 5], "<u4").tobytes(),  # OpEntryPoint with 1 operand
+    np.array([0x07230203, 0x10500, 0, 9, 0, 15 | 4 << 16, 5, 1, 0x41414141], "<u4").tobytes(),  # name without nul
+    np.array([0x07230203, 0x10500, 0, 9, 0, 15 | 4 << 16, 5, 1, 0xFF], "<u4").tobytes(),  # name not UTF-8
+    np.array([0x07230203, 0x10500, 0, 9, 0, 16 | 3 << 16, 1, 17], "<u4").tobytes(),  # LocalSize without sizes
+    np.array([0x07230203, 0x10500, 0, 9, 0, 72 | 4 << 16, 1, 0, 35], "<u4").tobytes(),  # Offset without a value
+], ids=["one-word", "short-entry-point", "name-without-nul", "name-not-utf8", "short-local-size", "short-offset"])
+def test_spirv_reader_odd_modules_are_compile_errors(code):
+    with pytest.raises(ia.CompileError, match="SPIR-V"):
+        from ironaccel.backends.vulkan.spirv import spirv_interfaces
+
+        spirv_interfaces(code)
+
+
+def _out_of_range_access_chain(code):
+    """saxpy whose buffer access chains index member 1 of a one-member struct: invalid SPIR-V that crashes
+    lavapipe (SIGSEGV) and SwiftShader (SIGILL) at launch when it reaches them."""
+    words = np.frombuffer(code, dtype="<u4").copy()
+    i, constants, chains = 5, {}, []
+    while i < len(words):
+        count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
+        if opcode == 43:  # OpConstant %type %id value
+            constants[int(words[i + 2])] = int(words[i + 3])
+        elif opcode == 65 and count == 6:  # OpAccessChain %type %id %base %member %element
+            chains.append(i + 4)
+        i += count
+    assert chains
+    words[chains] = next(id_ for id_, value in constants.items() if value == 1)
+    return words.tobytes()
+
+
+def test_invalid_spirv_is_rejected_before_the_driver_sees_it(device):
+    from ironaccel.backends.vulkan.pipeline import SPIRV_VAL
+
+    if shutil.which(SPIRV_VAL) is None:
+        pytest.skip("spirv-val is not on PATH (apt-get install spirv-tools)")
+    with pytest.raises(ia.CompileError, match=r"Device\.compile") as err:
+        device.compile(_out_of_range_access_chain(SAXPY_SPV), "spirv")
+    assert "OpAccessChain" in err.value.log and "out of bounds" in err.value.log
+
+
+def test_without_spirv_val_the_validation_layer_rejects_invalid_spirv(device, monkeypatch):
+    if not device.info.extra["validation"]:
+        pytest.skip("VK_LAYER_KHRONOS_validation is not installed")
+    from ironaccel.backends.vulkan import pipeline
+
+    monkeypatch.setattr(pipeline, "SPIRV_VAL", "spirv-val-not-installed")
+    with pytest.raises(ia.CompileError, match=r"Device\.compile") as err:
+        device.compile(_out_of_range_access_chain(SAXPY_SPV), "spirv")
+    assert "OpAccessChain" in err.value.log
+    assert device.diagnostics() == []  # the message went into the error
+    assert device.compile(SAXPY_SPV, "spirv").kernel("saxpy")  # a valid module still compiles
 
 
 def test_launch_must_match_the_kernel_interface(device, stream):
@@ -452,3 +552,14 @@ def test_events_of_a_closed_device_raise(device, stream):
     for call in (event.query, event.synchronize):
         with pytest.raises(ia.UseAfterFree, match=r"Event\."):
             call()
+
+
+def test_buffers_of_a_closed_device_raise(device):
+    buf = device.alloc(64)
+    assert buf.handle is not None and buf.offset >= 0
+    device.close()
+    with pytest.raises(ia.UseAfterFree, match=r"Buffer\.handle"):
+        buf.handle
+    with pytest.raises(ia.UseAfterFree, match=r"VulkanBuffer\.offset"):
+        buf.offset
+    buf.free()  # still idempotent and harmless

@@ -13,8 +13,8 @@ ENV IRONACCEL_CACHE=/opt/ironaccel/cache \
     HYPOTHESIS_PROFILE=ci
 
 # gcc builds the fake libcuda; ci/provision installs the Vulkan side (mesa-vulkan-drivers, libvulkan1,
-# glslang-tools, vulkan-validationlayers), PoCL (pocl-opencl-icd, ocl-icd-libopencl1) and extracts SwiftShader
-# from chromium-common into $IRONACCEL_CACHE.
+# glslang-tools, vulkan-validationlayers), PoCL (pocl-opencl-icd, ocl-icd-libopencl1), Mesa's EGL
+# and llvmpipe for OpenGL, and extracts SwiftShader from chromium-common into $IRONACCEL_CACHE.
 # Debian package versions are not pinned: the image follows bookworm's security updates.
 COPY ci/provision /opt/ironaccel/src/ci/provision
 # hadolint ignore=DL3008
@@ -30,7 +30,7 @@ COPY fakes /opt/ironaccel/src/fakes
 COPY plugins /opt/ironaccel/src/plugins
 # Editable: the fake libcuda's C sources are found beside the package; the fake is built now, so a
 # container run by any user finds it in the (read-only for them) cache.
-RUN pip install -e "/opt/ironaccel/src[webgpu,vulkan,cuda]" \
+RUN pip install -e "/opt/ironaccel/src[webgpu,vulkan,cuda,opengl]" \
     && pip install -e /opt/ironaccel/src/plugins/ironaccel-opencl \
     && ironaccel fakes build \
     && chmod -R a+rX "$IRONACCEL_CACHE" \

@@ -3,6 +3,7 @@
  * then collectives are resolved per warp and barriers per block, so threads interleave exactly at
  * synchronisation points. Every load/store is checked (memcheck) before it touches memory. */
 #define _GNU_SOURCE
+#include <fenv.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +29,7 @@ typedef struct Thread {
     uint8_t *local;
     int state, depth;
     unsigned linear; /* index of the thread in its block */
-    Frame stack[MAX_DEPTH];
+    Frame *stack; /* MAX_DEPTH frames, apart so that scanning the threads of a warp stays in cache */
 } Thread;
 
 /* What ends a launch that runs too long (IRONACCEL_FAKE_WATCHDOG_S / _INSTRUCTIONS), checked every
@@ -131,30 +132,92 @@ static int fault(Exec *X, Thread *T, CUresult code, uint64_t a, unsigned n, int 
     return TS_FAULT;
 }
 
-/* ---- conversions ---- */
+/* ---- conversions and rounding ----
+ * Every float format is rounded by one routine from an exact value (an integer significand times a power of
+ * two), so each of .rn/.rz/.rm/.rp is exact for f16, bf16, f32 and f64 alike. Arithmetic in f16/bf16 is done
+ * in double rounded to odd (the inexact flag becomes the last bit), which then rounds to the narrow format
+ * exactly as the infinitely precise result would; f32/f64 arithmetic with a directed mode runs in that mode. */
 
-static float half_to_float(uint16_t h) {
+typedef struct FloatFormat {
+    int mant_bits, exp_bits;
+} FloatFormat;
+static const FloatFormat FMT_F16 = {10, 5}, FMT_BF16 = {7, 8}, FMT_F32 = {23, 8}, FMT_F64 = {52, 11};
+
+static const FloatFormat *format_of(int t) {
+    switch (t) {
+    case T_F16: case T_F16X2: return &FMT_F16;
+    case T_BF16: case T_BF16X2: return &FMT_BF16;
+    case T_F32: return &FMT_F32;
+    default: return &FMT_F64;
+    }
+}
+
+/* The bits of neg * mant * 2^exp in format F, rounded by mode (R_RN, R_RZ, R_RM, R_RP). */
+static uint64_t round_to_format(int neg, uint64_t mant, int exp, const FloatFormat *F, int mode) {
+    int m = F->mant_bits, bias = (1 << (F->exp_bits - 1)) - 1;
+    uint64_t sign = (uint64_t)neg << (m + F->exp_bits), inf = (((uint64_t)1 << F->exp_bits) - 1) << m;
+    if (!mant) return sign;
+    int top = 63 - __builtin_clzll(mant);
+    int e = top + exp, emin = 1 - bias;
+    int unit = (e < emin ? emin : e) - m; /* exponent of the last place kept */
+    int shift = unit - exp;
+    uint64_t q;
+    int inexact, above, tie;
+    if (shift <= 0) {
+        q = mant << -shift;
+        inexact = 0, above = 0, tie = 0;
+    } else if (shift > 64) { /* below half a unit */
+        q = 0;
+        inexact = 1, above = 0, tie = 0;
+    } else {
+        unsigned __int128 wide = mant, rem = wide & ((((unsigned __int128)1) << shift) - 1);
+        unsigned __int128 half = ((unsigned __int128)1) << (shift - 1);
+        q = (uint64_t)(wide >> shift);
+        inexact = rem != 0;
+        above = rem > half;
+        tie = rem == half;
+    }
+    int up = mode == R_RZ ? 0 : mode == R_RM ? neg && inexact : mode == R_RP ? !neg && inexact
+           : above || (tie && (q & 1));
+    q += (uint64_t)up;
+    if (q >> (m + 1)) q >>= 1, unit++; /* rounded up to the next power of two */
+    if (q < ((uint64_t)1 << m)) return sign | q; /* subnormal (or the smallest normal, 2^m, encodes itself) */
+    int biased = unit + m + bias;
+    if (biased >= (1 << F->exp_bits) - 1) { /* overflow */
+        int to_inf = mode == R_RN || (mode == R_RM && neg) || (mode == R_RP && !neg);
+        return sign | (to_inf ? inf : inf - 1);
+    }
+    return sign | ((uint64_t)biased << m) | (q - ((uint64_t)1 << m));
+}
+
+static uint64_t double_to_format(double v, const FloatFormat *F, int mode) {
+    int m = F->mant_bits;
+    uint64_t sign = (uint64_t)(signbit(v) != 0) << (m + F->exp_bits), inf = (((uint64_t)1 << F->exp_bits) - 1) << m;
+    if (isnan(v)) return sign | inf | ((uint64_t)1 << (m - 1));
+    if (isinf(v)) return sign | inf;
+    int e;
+    double frac = frexp(fabs(v), &e); /* |v| = frac * 2^e, frac in [0.5, 1): 53 bits cover it exactly */
+    return round_to_format(signbit(v) != 0, (uint64_t)ldexp(frac, 53), e - 53, F, mode);
+}
+
+static double half_to_double(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-    if (exp == 0) return (sign ? -1.0f : 1.0f) * ldexpf((float)man, -24);
+    if (exp == 0) return (sign ? -1.0 : 1.0) * ldexp((double)man, -24);
     if (exp == 31) return f32(sign | 0x7F800000u | (man << 13));
     return f32(sign | ((exp + 112) << 23) | (man << 13));
 }
 
-static uint16_t float_to_half(float f) { /* round to nearest even */
-    uint32_t x = (uint32_t)bits32(f), sign = (x >> 16) & 0x8000;
-    uint32_t absx = x & 0x7FFFFFFF;
-    if (absx >= 0x7F800000) return (uint16_t)(sign | 0x7C00 | (absx > 0x7F800000 ? 0x200 : 0));
-    if (absx >= 0x477FF000) return (uint16_t)(sign | 0x7C00); /* overflow after rounding */
-    if (absx < 0x38800000) { /* subnormal half */
-        float v = f32(absx) * 16777216.0f; /* scale by 2^24: exact integer part is the mantissa */
-        return (uint16_t)(sign | (uint32_t)nearbyintf(v));
+/* The exact value of a float register of type t (f16, bf16, f32, f64), as a double. */
+static double float_value(uint64_t raw, int t) {
+    switch (t) {
+    case T_F16: case T_F16X2: return half_to_double((uint16_t)raw);
+    case T_BF16: case T_BF16X2: return f32((uint32_t)(uint16_t)raw << 16);
+    case T_F32: return f32(raw);
+    default: return f64(raw);
     }
-    uint32_t e = ((absx >> 23) - 112) << 10, m = (absx >> 13) & 0x3FF;
-    uint32_t rest = absx & 0x1FFF;
-    uint32_t h = e | m;
-    if (rest > 0x1000 || (rest == 0x1000 && (m & 1))) h++;
-    return (uint16_t)(sign | h);
 }
+
+static int rounding_direction(int rnd) { return rnd == R_RZ || rnd == R_RM || rnd == R_RP ? rnd : R_RN; }
 
 static double round_integral(double v, int rnd) {
     switch (rnd) {
@@ -169,13 +232,14 @@ static double round_integral(double v, int rnd) {
 static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
     int sb = type_bits(st), db = type_bits(dt);
     if (type_is_float(st)) {
-        double v = st == T_F64 ? f64(raw) : st == T_F32 ? (double)f32(raw) : (double)half_to_float((uint16_t)raw);
+        double v = float_value(raw, st);
         if (type_is_float(dt)) {
             v = round_integral(v, rnd);
             if (sat) v = isnan(v) ? 0.0 : v < 0 ? 0.0 : v > 1 ? 1.0 : v;
-            if (dt == T_F64) return bits64(v);
-            if (dt == T_F32) return bits32(st == T_F32 ? f32(bits32((float)v)) : (float)v);
-            return float_to_half((float)v);
+            int mode = rounding_direction(rnd);
+            if (dt == T_F64) return bits64(v); /* every source is exact in f64 */
+            if (dt == T_F32 && mode == R_RN) return bits32((float)v);
+            return double_to_format(v, format_of(dt), mode);
         }
         if (isnan(v)) return 0;
         v = round_integral(v, rnd == R_NONE ? R_RZI : rnd);
@@ -193,10 +257,11 @@ static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
     if (type_is_signed(st)) s = sb == 8 ? (int8_t)raw : sb == 16 ? (int16_t)raw : sb == 32 ? (int32_t)raw : (int64_t)raw;
     else u = sb == 8 ? (uint8_t)raw : sb == 16 ? (uint16_t)raw : sb == 32 ? (uint32_t)raw : raw;
     if (type_is_float(dt)) {
-        double v = type_is_signed(st) ? (double)s : (double)u;
-        if (dt == T_F64) return type_is_signed(st) ? bits64((double)s) : bits64((double)u);
-        if (dt == T_F32) return type_is_signed(st) ? bits32((float)s) : bits32((float)u);
-        return float_to_half((float)v);
+        int mode = rounding_direction(rnd), neg = type_is_signed(st) && s < 0;
+        if (mode == R_RN && dt == T_F64) return type_is_signed(st) ? bits64((double)s) : bits64((double)u);
+        if (mode == R_RN && dt == T_F32) return type_is_signed(st) ? bits32((float)s) : bits32((float)u);
+        uint64_t mag = type_is_signed(st) ? (neg ? 0 - (uint64_t)s : (uint64_t)s) : u;
+        return round_to_format(neg, mag, 0, format_of(dt), mode);
     }
     if (sat) {
         if (type_is_signed(dt)) {
@@ -216,6 +281,93 @@ static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
         if (type_is_signed(dt) && (v >> (db - 1)) & 1) v |= ~(((uint64_t)1 << db) - 1); /* sign-extend into the register */
     }
     return v;
+}
+
+static const int FE_MODES[] = {[R_NONE] = FE_TONEAREST, [R_RN] = FE_TONEAREST, [R_RZ] = FE_TOWARDZERO,
+                               [R_RM] = FE_DOWNWARD, [R_RP] = FE_UPWARD};
+
+static double clamp_unit(double v) { return isnan(v) ? 0.0 : v < 0 ? 0.0 : v > 1 ? 1.0 : v; }
+
+/* f32/f64 arithmetic in a directed rounding mode (or with .sat): the host FPU runs in that mode meanwhile.
+ * volatile keeps the operation between the two mode switches. */
+static uint64_t float_rounded(const Inst *in, uint64_t a, uint64_t b, uint64_t c) {
+    int saved = fegetround();
+    fesetround(FE_MODES[in->sub2]);
+    double r;
+    if (in->type == T_F32) {
+        volatile float x = f32(a), y = f32(b), z = f32(c), v;
+        switch (in->sub) {
+        case FR_ADD: v = x + y; break;
+        case FR_SUB: v = x - y; break;
+        case FR_MUL: v = x * y; break;
+        case FR_FMA: v = fmaf(x, y, z); break;
+        case FR_DIV: v = x / y; break;
+        case FR_SQRT: v = sqrtf(x); break;
+        default: v = 1.0f / x; break; /* FR_RCP */
+        }
+        r = v;
+    } else {
+        volatile double x = f64(a), y = f64(b), z = f64(c), v;
+        switch (in->sub) {
+        case FR_ADD: v = x + y; break;
+        case FR_SUB: v = x - y; break;
+        case FR_MUL: v = x * y; break;
+        case FR_FMA: v = fma(x, y, z); break;
+        case FR_DIV: v = x / y; break;
+        case FR_SQRT: v = sqrt(x); break;
+        default: v = 1.0 / x; break; /* FR_RCP */
+        }
+        r = v;
+    }
+    fesetround(saved);
+    if (in->flags & F_SAT) r = clamp_unit(r);
+    return in->type == T_F32 ? bits32((float)r) : bits64(r);
+}
+
+/* a op b (op c) in double, rounded to odd: exact enough to round once more to any format of <= 51 bits. */
+static double rounded_to_odd(int op, double a, double b, double c) {
+    int saved = fegetround();
+    feclearexcept(FE_INEXACT);
+    fesetround(FE_TOWARDZERO);
+    volatile double x = a, y = b, z = c, v;
+    switch (op) {
+    case FR_ADD: v = x + y; break;
+    case FR_SUB: v = x - y; break;
+    case FR_MUL: v = x * y; break;
+    case FR_FMA: v = fma(x, y, z); break;
+    case FR_DIV: v = x / y; break;
+    default: v = sqrt(x); break; /* FR_SQRT */
+    }
+    double r = v;
+    int inexact = fetestexcept(FE_INEXACT) != 0;
+    fesetround(saved);
+    return inexact && isfinite(r) ? f64(bits64(r) | 1) : r;
+}
+
+/* f16/bf16 arithmetic, scalar or on both halves of an x2 register (.rn; .sat clamps to [0, 1]). */
+static uint64_t half_op(const Inst *in, uint64_t a, uint64_t b, uint64_t c) {
+    int t = in->type, lanes = t == T_F16X2 || t == T_BF16X2 ? 2 : 1;
+    const FloatFormat *F = format_of(t);
+    uint64_t out = 0;
+    for (int l = 0; l < lanes; l++) {
+        uint64_t x = (a >> (16 * l)) & 0xFFFF, bits;
+        double dx = float_value(x, t), dy = float_value(b >> (16 * l), t), dz = float_value(c >> (16 * l), t);
+        switch (in->sub) {
+        case FR_NEG: bits = x ^ 0x8000; break;
+        case FR_ABS: bits = x & 0x7FFF; break;
+        case FR_MIN: case FR_MAX: {
+            double r = in->sub == FR_MIN ? fmin(dx, dy) : fmax(dx, dy); /* a NaN operand yields the other */
+            bits = double_to_format(r, F, R_RN);
+        } break;
+        default: {
+            double r = rounded_to_odd(in->sub, dx, dy, dz);
+            if (in->flags & F_SAT) r = clamp_unit(r);
+            bits = double_to_format(r, F, R_RN);
+        } break;
+        }
+        out |= (bits & 0xFFFF) << (16 * l);
+    }
+    return out;
 }
 
 /* ---- comparisons ---- */
@@ -247,6 +399,30 @@ static inline uint64_t combine(const Inst *in, const uint64_t *R, int p) {
     if (!in->sub2) return (uint64_t)p;
     int c = (int)(R[in->c] & 1) ^ (in->flags & F_NEG_C ? 1 : 0);
     return (uint64_t)(in->sub2 == 1 ? (p & c) : in->sub2 == 2 ? (p | c) : (p ^ c));
+}
+
+/* set: compare (each half of an x2 source on its own), then 1.0 in a float destination, all ones in an integer
+ * one. */
+static uint64_t set_compare(const Inst *in, const uint64_t *R) {
+    int st = in->type, dt = (int)in->imm, lanes = st == T_F16X2 || st == T_BF16X2 ? 2 : 1;
+    int scalar = st == T_F16X2 ? T_F16 : st == T_BF16X2 ? T_BF16 : st, bits = lanes == 2 ? 16 : type_bits(scalar);
+    uint64_t mask = bits == 64 ? UINT64_MAX : ((uint64_t)1 << bits) - 1, out = 0;
+    for (int l = 0; l < lanes; l++) {
+        uint64_t a = R[in->a] >> (16 * l) & mask, b = R[in->b] >> (16 * l) & mask;
+        int p;
+        if (type_is_float(scalar)) p = cmp_float(float_value(a, scalar), float_value(b, scalar), in->sub);
+        else if (type_is_signed(scalar)) {
+            int64_t x = (int64_t)(a << (64 - bits)) >> (64 - bits), y = (int64_t)(b << (64 - bits)) >> (64 - bits);
+            p = CMP_INT(x, y, in->sub);
+        } else {
+            p = CMP_INT(a, b, in->sub);
+        }
+        p = (int)combine(in, R, p);
+        uint64_t one = dt == T_F32 ? 0x3F800000u : dt == T_F16 || dt == T_F16X2 ? 0x3C00u
+                     : dt == T_BF16 || dt == T_BF16X2 ? 0x3F80u : lanes == 2 ? 0xFFFFu : 0xFFFFFFFFu;
+        out |= (p ? one : 0) << (16 * l);
+    }
+    return out;
 }
 
 /* ---- atomics ---- */
@@ -507,8 +683,56 @@ static int run_thread(Exec *X, Thread *T) {
         vmcase(MAD_HI_U64) R[in->d] = (uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64) + R[in->c]; vmbreak;
         vmcase(MAD24_LO_S32) R[in->d] = (uint64_t)(((int64_t)((int32_t)((uint32_t)R[in->a] << 8) >> 8)) * ((int32_t)((uint32_t)R[in->b] << 8) >> 8)) + R[in->c]; vmbreak;
         vmcase(MAD24_LO_U32) R[in->d] = (R[in->a] & 0xFFFFFF) * (R[in->b] & 0xFFFFFF) + R[in->c]; vmbreak;
+#define SAD(OPN, T) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
+            R[in->d] = R[in->c] + (uint64_t)(a_ > b_ ? (T)(a_ - b_) : (T)(b_ - a_)); } vmbreak;
+        SAD(SAD_S16, int16_t) SAD(SAD_U16, uint16_t) SAD(SAD_S32, int32_t) SAD(SAD_U32, uint32_t) SAD(SAD_S64, int64_t)
+        SAD(SAD_U64, uint64_t)
+        vmcase(DP4A) { int64_t acc = (int32_t)R[in->c];
+            for (int k = 0; k < 4; k++) {
+                uint32_t x = (uint32_t)R[in->a] >> (8 * k) & 0xFF, y = (uint32_t)R[in->b] >> (8 * k) & 0xFF;
+                acc += ((in->flags & F_SIGNED_A) ? (int8_t)x : (int64_t)x) * ((in->flags & F_SIGNED_B) ? (int8_t)y : (int64_t)y);
+            }
+            R[in->d] = (uint32_t)acc; } vmbreak;
+        vmcase(DP2A) { int64_t acc = (int32_t)R[in->c];
+            for (int k = 0; k < 2; k++) {
+                uint32_t x = (uint32_t)R[in->a] >> (16 * k) & 0xFFFF, y = (uint32_t)R[in->b] >> (8 * (k + 2 * in->sub)) & 0xFF;
+                acc += ((in->flags & F_SIGNED_A) ? (int16_t)x : (int64_t)x) * ((in->flags & F_SIGNED_B) ? (int8_t)y : (int64_t)y);
+            }
+            R[in->d] = (uint32_t)acc; } vmbreak;
         vmcase(FMA_F32) R[in->d] = bits32(fmaf(f32(R[in->a]), f32(R[in->b]), f32(R[in->c]))); vmbreak;
         vmcase(FMA_F64) R[in->d] = bits64(fma(f64(R[in->a]), f64(R[in->b]), f64(R[in->c]))); vmbreak;
+        vmcase(FROUND) R[in->d] = float_rounded(in, R[in->a], R[in->b], R[in->c]); vmbreak;
+        vmcase(HALF) R[in->d] = half_op(in, R[in->a], R[in->b], R[in->c]); vmbreak;
+        vmcase(SETP_HALF) { int p = cmp_float(float_value(R[in->a], in->type), float_value(R[in->b], in->type), in->sub);
+            R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(CVT_PACK) R[in->d] = (convert(R[in->a], in->type, T_F32, in->sub2, in->flags & F_SAT) << 16) |
+                                    convert(R[in->b], in->type, T_F32, in->sub2, in->flags & F_SAT); vmbreak;
+        /* carry chains: in->imm is the slot of the carry-in (SP_ZERO for none), in->e receives the carry-out */
+        vmcase(ADDC_32) { uint64_t s = (uint64_t)(uint32_t)R[in->a] + (uint32_t)R[in->b] + (R[in->imm] & 1);
+            R[in->d] = (uint32_t)s; R[in->e] = s >> 32; } vmbreak;
+        vmcase(ADDC_64) { unsigned __int128 s = (unsigned __int128)R[in->a] + R[in->b] + (R[in->imm] & 1);
+            R[in->d] = (uint64_t)s; R[in->e] = (uint64_t)(s >> 64); } vmbreak;
+        vmcase(SUBC_32) { uint64_t x = (uint32_t)R[in->a], y = (uint64_t)(uint32_t)R[in->b] + (R[in->imm] & 1);
+            R[in->d] = (uint32_t)(x - y); R[in->e] = x < y; } vmbreak; /* the carry of a subtraction is its borrow */
+        vmcase(SUBC_64) { unsigned __int128 y = (unsigned __int128)R[in->b] + (R[in->imm] & 1);
+            R[in->d] = R[in->a] - (uint64_t)y; R[in->e] = R[in->a] < y; } vmbreak;
+        vmcase(MADC_LO_32) { uint64_t s = (uint64_t)(uint32_t)((uint32_t)R[in->a] * (uint32_t)R[in->b]) + (uint32_t)R[in->c] + (R[in->imm] & 1);
+            R[in->d] = (uint32_t)s; R[in->e] = s >> 32; } vmbreak;
+        vmcase(MADC_LO_64) { unsigned __int128 s = (unsigned __int128)(R[in->a] * R[in->b]) + R[in->c] + (R[in->imm] & 1);
+            R[in->d] = (uint64_t)s; R[in->e] = (uint64_t)(s >> 64); } vmbreak;
+        vmcase(MADC_HI_U32) { uint64_t s = (((uint64_t)(uint32_t)R[in->a] * (uint32_t)R[in->b]) >> 32) + (uint32_t)R[in->c] + (R[in->imm] & 1);
+            R[in->d] = (uint32_t)s; R[in->e] = s >> 32; } vmbreak;
+        vmcase(MADC_HI_S32) { uint64_t s = (uint64_t)(uint32_t)(((int64_t)(int32_t)R[in->a] * (int32_t)R[in->b]) >> 32) + (uint32_t)R[in->c] + (R[in->imm] & 1);
+            R[in->d] = (uint32_t)s; R[in->e] = s >> 32; } vmbreak;
+        vmcase(MADC_HI_U64) { unsigned __int128 s = (unsigned __int128)(uint64_t)(((unsigned __int128)R[in->a] * R[in->b]) >> 64) + R[in->c] + (R[in->imm] & 1);
+            R[in->d] = (uint64_t)s; R[in->e] = (uint64_t)(s >> 64); } vmbreak;
+        vmcase(MADC_HI_S64) { unsigned __int128 s = (unsigned __int128)(uint64_t)(((__int128)(int64_t)R[in->a] * (int64_t)R[in->b]) >> 64) + R[in->c] + (R[in->imm] & 1);
+            R[in->d] = (uint64_t)s; R[in->e] = (uint64_t)(s >> 64); } vmbreak;
+        /* funnel shifts: b:a shifted, the upper (shf.l) or lower (shf.r) 32 bits kept */
+        vmcase(SHF_L) { uint32_t n = (uint32_t)R[in->c]; n = (in->flags & F_CLAMP) ? (n > 32 ? 32 : n) : n & 31;
+            uint64_t v = ((uint64_t)(uint32_t)R[in->b] << 32) | (uint32_t)R[in->a]; R[in->d] = (uint32_t)((v << n) >> 32); } vmbreak;
+        vmcase(SHF_R) { uint32_t n = (uint32_t)R[in->c]; n = (in->flags & F_CLAMP) ? (n > 32 ? 32 : n) : n & 31;
+            uint64_t v = ((uint64_t)(uint32_t)R[in->b] << 32) | (uint32_t)R[in->a]; R[in->d] = (uint32_t)(v >> n); } vmbreak;
 #define IDIV(OPN, T, ZERO) vmcase(OPN) { T a_ = (T)R[in->a], b_ = (T)R[in->b]; \
             R[in->d] = (uint64_t)(b_ == 0 ? (T)(ZERO) : (b_ == (T)-1 && (T)(a_ * 0 - 1) < 0) ? (T)(0 - (uint64_t)a_) : a_ / b_); } vmbreak;
         IDIV(DIV_S16, int16_t, -1) IDIV(DIV_U16, uint16_t, 0xFFFF) IDIV(DIV_S32, int32_t, -1)
@@ -611,6 +835,7 @@ static int run_thread(Exec *X, Thread *T) {
             R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
         vmcase(SETP_F64) { int p = cmp_float(f64(R[in->a]), f64(R[in->b]), in->sub);
             R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(SET) R[in->d] = set_compare(in, R); vmbreak;
         vmcase(SELP) R[in->d] = (R[in->c] & 1) ? R[in->a] : R[in->b]; vmbreak;
         vmcase(CVT) R[in->d] = convert(R[in->a], in->type, in->sub, in->sub2, in->flags & F_SAT); vmbreak;
         vmcase(CVTA_SHARED) R[in->d] = (uint64_t)(uintptr_t)X->shared + (uint32_t)R[in->a]; vmbreak;
@@ -841,6 +1066,7 @@ static void release_barrier(Exec *X, Thread *threads, int n) {
 
 typedef struct BlockMemory {
     Thread *threads;
+    Frame *frames; /* the threads' call stacks; NULL when the module makes no calls */
     uint64_t *regs;
     uint8_t *local, *shared;
     uint32_t *warp_active;
@@ -871,6 +1097,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
             for (unsigned x = 0; x < S->block[0]; x++, i++) {
                 Thread *T = &B->threads[i];
                 T->regs = B->regs + (size_t)i * K->stack_slots;
+                T->stack = B->frames ? B->frames + (size_t)i * MAX_DEPTH : NULL;
                 T->local = B->local + (size_t)i * X->local_size;
                 T->pc = K->entry_pc;
                 T->lbase = 0;
@@ -951,12 +1178,13 @@ static void *grid_worker(void *arg) {
     BlockMemory B = {0};
     B.nthreads = (size_t)S->block[0] * S->block[1] * S->block[2];
     B.threads = calloc(B.nthreads, sizeof(Thread));
+    B.frames = G->m->ncalls ? calloc(B.nthreads * MAX_DEPTH, sizeof(Frame)) : NULL;
     B.regs = calloc(B.nthreads * G->kernel->stack_slots + 1, sizeof(uint64_t));
     B.local = calloc(B.nthreads * X.local_size + 16, 1);
     B.shared = aligned_alloc(16, (X.shared_size + 16) & ~(uint64_t)15);
     B.warp_active = calloc((B.nthreads + 31) / 32, sizeof(uint32_t));
     X.shared = B.shared;
-    if (!B.threads || !B.regs || !B.local || !B.shared || !B.warp_active) {
+    if (!B.threads || !B.regs || !B.local || !B.shared || !B.warp_active || (G->m->ncalls && !B.frames)) {
         pthread_mutex_lock(&G->mu);
         if (!G->has_failure) { G->has_failure = 1; G->failed.fault = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; }
         G->stop = 1;
@@ -978,7 +1206,7 @@ static void *grid_worker(void *arg) {
             pthread_mutex_unlock(&G->mu);
         }
     }
-    free(B.threads), free(B.regs), free(B.local), free(B.shared), free(B.warp_active);
+    free(B.threads), free(B.frames), free(B.regs), free(B.local), free(B.shared), free(B.warp_active);
     __atomic_fetch_add(&g_executed, X.steps, __ATOMIC_RELAXED);
     return NULL;
 }

@@ -64,6 +64,10 @@ enum Collective { COL_BAR, COL_BAR_RED_POPC, COL_BAR_RED_AND, COL_BAR_RED_OR, CO
                   COL_VOTE_BALLOT, COL_REDUX_ADD, COL_REDUX_MIN, COL_REDUX_MAX, COL_REDUX_AND, COL_REDUX_OR,
                   COL_REDUX_XOR };
 
+/* The float operation of OP_FROUND (f32/f64 with a directed rounding mode or .sat) and OP_HALF (f16/bf16,
+ * scalar and x2). */
+enum FloatOp { FR_NONE, FR_ADD, FR_SUB, FR_MUL, FR_FMA, FR_DIV, FR_SQRT, FR_RCP, FR_MIN, FR_MAX, FR_NEG, FR_ABS };
+
 enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORMAL };
 
 /* ---- OPS(X): every decoded opcode. NONE (0) is "no opcode": a zero entry in a decoder table means the form
@@ -77,7 +81,10 @@ enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORM
     X(MUL_HI_S32) X(MUL_HI_U32) X(MUL_HI_S64) X(MUL_HI_U64) X(MUL24_LO_S32) X(MUL24_LO_U32) \
     X(MAD_LO_I16) X(MAD_LO_I32) X(MAD_LO_I64) X(MAD_WIDE_S32) X(MAD_WIDE_U32) X(MAD_WIDE_S16) X(MAD_WIDE_U16) \
     X(MAD_HI_S32) X(MAD_HI_U32) X(MAD_HI_S64) X(MAD_HI_U64) X(MAD24_LO_S32) X(MAD24_LO_U32) \
-    X(FMA_F32) X(FMA_F64) \
+    X(SAD_S16) X(SAD_U16) X(SAD_S32) X(SAD_U32) X(SAD_S64) X(SAD_U64) X(DP4A) X(DP2A) \
+    X(FMA_F32) X(FMA_F64) X(FROUND) X(HALF) X(SETP_HALF) X(CVT_PACK) \
+    X(ADDC_32) X(ADDC_64) X(SUBC_32) X(SUBC_64) X(MADC_LO_32) X(MADC_LO_64) \
+    X(MADC_HI_U32) X(MADC_HI_S32) X(MADC_HI_U64) X(MADC_HI_S64) X(SHF_L) X(SHF_R) \
     X(DIV_S16) X(DIV_U16) X(DIV_S32) X(DIV_U32) X(DIV_S64) X(DIV_U64) X(DIV_F32) X(DIV_F64) \
     X(REM_S16) X(REM_U16) X(REM_S32) X(REM_U32) X(REM_S64) X(REM_U64) \
     X(MIN_S16) X(MIN_U16) X(MIN_S32) X(MIN_U32) X(MIN_S64) X(MIN_U64) X(MIN_F32) X(MIN_F64) \
@@ -89,7 +96,7 @@ enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORM
     X(BFE_U32) X(BFE_S32) X(BFE_U64) X(BFE_S64) X(BFI_32) X(BFI_64) X(PRMT) \
     X(BFIND_U32) X(BFIND_S32) X(BFIND_U64) X(BFIND_S64) \
     X(SETP_S16) X(SETP_U16) X(SETP_S32) X(SETP_U32) X(SETP_S64) X(SETP_U64) X(SETP_F32) X(SETP_F64) \
-    X(SELP) X(CVT) X(CVTA_SHARED) X(CVTA_TO_SHARED) X(CVTA_LOCAL) X(CVTA_TO_LOCAL) X(ISSPACEP) \
+    X(SELP) X(SET) X(CVT) X(CVTA_SHARED) X(CVTA_TO_SHARED) X(CVTA_LOCAL) X(CVTA_TO_LOCAL) X(ISSPACEP) \
     X(SQRT_F32) X(SQRT_F64) X(RSQRT_F32) X(RSQRT_F64) X(RCP_F32) X(RCP_F64) X(EX2_F32) X(LG2_F32) \
     X(SIN_F32) X(COS_F32) X(TANH_F32) X(TESTP_F32) X(TESTP_F64) X(COPYSIGN_F32) X(COPYSIGN_F64) \
     X(LD_GLOBAL_32) X(LD_GLOBAL_64) X(ST_GLOBAL_32) X(ST_GLOBAL_64) X(LD_SHARED_32) X(ST_SHARED_32) \
@@ -112,8 +119,11 @@ static const char *const OP_NAMES[OP_COUNT] = {
 
 /* Inst.flags bits */
 #define F_NEG_C 0x1     /* setp/vote: the predicate source is negated; GUARD/BRA_IF: the guard is negated */
-#define F_SAT 0x2       /* cvt.sat */
+#define F_SAT 0x2       /* cvt.sat, and .sat of OP_FROUND / OP_HALF: clamp to [0, 1] */
 #define F_ASSERT 0x4    /* trap from __assertfail */
 #define F_SHIFTAMT 0x8  /* bfind.shiftamt */
+#define F_CLAMP 0x10    /* shf.clamp (else .wrap) */
+#define F_SIGNED_A 0x20 /* dp4a/dp2a: a's elements are signed */
+#define F_SIGNED_B 0x40 /* dp4a/dp2a: b's elements are signed */
 
 #endif

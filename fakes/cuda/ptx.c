@@ -71,6 +71,7 @@ typedef struct Parser {
     CallFix *callfix;
     int ncallfix, capcallfix;
     uint32_t nregs;
+    uint32_t carry; /* the slot of the function's carry flag (CC.CF), 0 until a carry instruction needs it */
     uint64_t *consts;
     uint32_t nconsts, capconsts;
     uint32_t code_cap;
@@ -109,8 +110,10 @@ static void lex(Parser *P, const char *text) {
             t.len = (int)(q - p) + (*q == '"');
         } else if (is_ident_char((unsigned char)*p) && *p != ':') {
             const char *q = p;
-            /* "::" appears inside cache hints (L1::no_allocate); a single ':' ends a label */
-            while (*q && (is_ident_char((unsigned char)*q) && (*q != ':' || q[1] == ':' || (q > p && q[-1] == ':'))))
+            /* "::" appears inside cache hints (L1::no_allocate); a single ':' ends a label; a directive ends at
+             * the next dot (".reg.b32 f;" in inline asm is ".reg .b32 f;") */
+            while (*q && (is_ident_char((unsigned char)*q) && (*q != ':' || q[1] == ':' || (q > p && q[-1] == ':'))) &&
+                   !(*p == '.' && q > p && *q == '.'))
                 q++;
             t.len = (int)(q - p);
         }
@@ -174,7 +177,8 @@ static const struct { const char *name; int slot; } SPECIALS[] = {
     {"%globaltimer", SP_CLOCK}, {"%dynamic_smem_size", SP_DYN_SMEM}, {"%total_smem_size", SP_TOTAL_SMEM},
 };
 
-static int reg_slot(Parser *P, const Tok *t) {
+/* The register-file slot a register name denotes, or -1. */
+static int find_register(Parser *P, const Tok *t) {
     if (tok_is(t, "_")) return SP_SINK;
     for (size_t i = 0; i < sizeof SPECIALS / sizeof SPECIALS[0]; i++)
         if (tok_is(t, SPECIALS[i].name)) return SPECIALS[i].slot;
@@ -188,7 +192,13 @@ static int reg_slot(Parser *P, const Tok *t) {
         n = find_name(P, &prefix);
         if (n && n->kind == N_REGRANGE && idx < n->count) return (int)(n->value + idx);
     }
-    fail(P, t->line, "unknown register %.*s", t->len, t->s);
+    return -1;
+}
+
+static int reg_slot(Parser *P, const Tok *t) {
+    int slot = find_register(P, t);
+    if (slot < 0) fail(P, t->line, "unknown register %.*s", t->len, t->s);
+    return slot;
 }
 
 static uint32_t const_slot(Parser *P, uint64_t bits) {
@@ -327,7 +337,7 @@ static void parse_operand(Parser *P, Operand *o) {
         return;
     }
     next(P);
-    if (t->s[0] == '%' || tok_is(t, "_")) {
+    if (t->s[0] == '%' || find_register(P, t) >= 0) { /* registers may be named without a % (inline asm's p) */
         o->kind = O_REG;
         o->slot = reg_slot(P, t);
         o->neg = neg == 1;
@@ -433,10 +443,11 @@ enum RowFlags {
     ROW_OWN_GUARD = 2,    /* the decoder folds the guard into its instruction (bra) */
 };
 
-/* A row: a mnemonic (alternatives separated by spaces), optionally a variant modifier that selects the row
- * (rows with a variant come before the mnemonic's default row), the opcode emitted per type (an empty entry:
- * that type is not accepted; [T_NONE]: the form without a type), the other accepted modifiers, and what the
- * implementation does that a reader of the coverage table should know. */
+/* A row: a mnemonic (alternatives separated by spaces), optionally variant modifiers that select the row
+ * (all must be present; rows with a variant come before the mnemonic's default row), the opcode emitted per
+ * type (an empty entry: that type is not accepted; [T_NONE]: the form without a type), the other accepted
+ * modifiers, what the implementation does that a reader of the coverage table should know, and for float
+ * arithmetic the operation OP_FROUND / OP_HALF perform. */
 typedef struct PtxInstr {
     const char *name, *variant;
     DecodeFn *decode;
@@ -445,6 +456,7 @@ typedef struct PtxInstr {
     const char *mods;
     const char *note;
     int flags;
+    int fop; /* enum FloatOp */
 } PtxInstr;
 
 #define SLOT(i) value_slot(P, &I->ops[i])
@@ -459,15 +471,60 @@ static int pick(Parser *P, const PtxInstr *row, Insn *I) {
     return op;
 }
 
-/* d = op(a[, b[, c]]): the typed one-result form. */
+/* d = op(a[, b[, c]]): the typed one-result form. f32/f64 arithmetic with a directed rounding mode or .sat
+ * becomes OP_FROUND; f16/bf16 arithmetic is OP_HALF (round to nearest). */
 static void d_typed(Parser *P, const PtxInstr *row, Insn *I) {
     need(P, I, row->nsrc + 1);
+    int op = pick(P, row, I);
+    int directed = I->rnd == R_RZ || I->rnd == R_RM || I->rnd == R_RP, sat = has_mod(&I->o, "sat");
+    if (I->rnd != R_NONE && !type_is_float(I->t))
+        fail(P, I->line, "%.*s: a rounding modifier needs a float type", I->tok.len, I->tok.s);
+    if (op == OP_HALF) {
+        if (directed) fail(P, I->line, "%.*s: f16/bf16 arithmetic rounds to nearest (.rn) only", I->tok.len, I->tok.s);
+    } else if ((directed || sat) && (I->t == T_F32 || I->t == T_F64) && row->fop) {
+        op = OP_FROUND;
+    } else if (sat) {
+        fail(P, I->line, "%.*s: .sat is supported on float types only", I->tok.len, I->tok.s);
+    }
     uint32_t s[3] = {SP_SINK, SP_SINK, SP_SINK};
     for (int i = 0; i < row->nsrc; i++) s[i] = SLOT(i + 1);
     uint32_t d = SLOT(0);
-    Inst *in = emit(P, pick(P, row, I), I->line);
+    Inst *in = emit(P, op, I->line);
     in->d = d, in->a = s[0], in->b = s[1], in->c = s[2];
     in->type = (uint8_t)I->t;
+    in->sub = (uint8_t)row->fop;
+    in->sub2 = (uint8_t)I->rnd;
+    if (sat) in->flags |= F_SAT;
+}
+
+static uint32_t carry_slot(Parser *P) {
+    if (!P->carry) P->carry = SP_COUNT + P->nregs++;
+    return P->carry;
+}
+
+/* add.cc/addc, sub.cc/subc, mad.cc/madc: the carry flag is a register of the function's frame. */
+static void d_carry(Parser *P, const PtxInstr *row, Insn *I) {
+    d_typed(P, row, I);
+    Inst *in = &P->m->code[P->m->ncode - 1];
+    int carry_in = I->o.base.s[I->o.base.len - 1] == 'c'; /* addc, subc, madc */
+    in->imm = carry_in ? carry_slot(P) : SP_ZERO;
+    in->e = has_mod(&I->o, "cc") ? carry_slot(P) : SP_SINK;
+}
+
+/* dp4a/dp2a.atype.btype: the signedness of each source's bytes (halves) in flags, .hi in sub. */
+static void d_dot(Parser *P, const PtxInstr *row, Insn *I) {
+    if (I->o.ntypes != 2) fail(P, I->line, "%.*s needs two types", I->tok.len, I->tok.s);
+    d_typed(P, row, I);
+    Inst *in = &P->m->code[P->m->ncode - 1];
+    in->flags = (uint8_t)((type_is_signed(I->o.types[0]) ? F_SIGNED_A : 0) | (type_is_signed(I->o.types[1]) ? F_SIGNED_B : 0));
+    in->sub = (uint8_t)has_mod(&I->o, "hi");
+}
+
+static void d_shf(Parser *P, const PtxInstr *row, Insn *I) {
+    int clamp = has_mod(&I->o, "clamp");
+    if (!clamp && !has_mod(&I->o, "wrap")) fail(P, I->line, "%.*s needs .wrap or .clamp", I->tok.len, I->tok.s);
+    d_typed(P, row, I);
+    if (clamp) P->m->code[P->m->ncode - 1].flags |= F_CLAMP;
 }
 
 /* An instruction with no operands to decode (ret, exit, fences, hints). */
@@ -540,6 +597,31 @@ static void d_setp(Parser *P, const PtxInstr *row, Insn *I) {
     in->d = (uint32_t)I->ops[0].slot;
     in->e = I->ops[0].slot2 >= 0 ? (uint32_t)I->ops[0].slot2 : SP_SINK;
     in->a = a, in->b = b, in->c = c;
+    in->type = (uint8_t)I->t;
+    in->sub = (uint8_t)cmp;
+    in->sub2 = (uint8_t)boolop;
+    if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
+}
+
+/* set.cmp[.bool].dtype.stype d, a, b[, c]: the comparison of setp with a value result. */
+static void d_set(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 3);
+    if (I->o.ntypes != 2) fail(P, I->line, "set needs a destination and a source type");
+    int dt = I->o.types[0], st = I->o.types[1];
+    if (dt == T_F64 || type_bytes(dt) == 8) fail(P, I->line, "%.*s: unsupported destination type", I->tok.len, I->tok.s);
+    int cmp = cmp_of(&I->o.mods[0]);
+    if (cmp < 0) fail(P, I->line, "set: unknown comparison");
+    int boolop = has_mod(&I->o, "and") ? 1 : has_mod(&I->o, "or") ? 2 : has_mod(&I->o, "xor") ? 3 : 0;
+    uint32_t d = SLOT(0), a = SLOT(1), b = SLOT(2), c = SP_SINK;
+    if (boolop) {
+        need(P, I, 4);
+        c = SLOT(3);
+    }
+    (void)row;
+    Inst *in = emit(P, OP_SET, I->line);
+    in->d = d, in->a = a, in->b = b, in->c = c;
+    in->type = (uint8_t)st;
+    in->imm = dt;
     in->sub = (uint8_t)cmp;
     in->sub2 = (uint8_t)boolop;
     if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
@@ -550,13 +632,14 @@ static void d_cvt(Parser *P, const PtxInstr *row, Insn *I) {
     if (I->o.ntypes != 2) fail(P, I->line, "cvt needs two types");
     (void)row; /* check_modifiers has checked both types */
     int dt = I->o.types[0], st = I->o.types[1], rnd = I->rnd;
-    if (type_is_float(dt) && (rnd == R_RZ || rnd == R_RM || rnd == R_RP) &&
-        !(type_is_float(st) && type_bytes(st) < type_bytes(dt)))
-        fail(P, I->line, "cvt rounding mode other than .rn is not supported");
-    uint32_t d = SLOT(0), a = SLOT(1);
-    Inst *in = emit(P, OP_CVT, I->line);
-    in->d = d, in->a = a;
-    in->type = (uint8_t)dt;
+    int pack = dt == T_F16X2 || dt == T_BF16X2;
+    if (st == T_F16X2 || st == T_BF16X2 || (pack && st != T_F32))
+        fail(P, I->line, "%.*s: x2 conversions are from two .f32 values only", I->tok.len, I->tok.s);
+    if (pack) need(P, I, 3);
+    uint32_t d = SLOT(0), a = SLOT(1), b = pack ? SLOT(2) : SP_SINK;
+    Inst *in = emit(P, pack ? OP_CVT_PACK : OP_CVT, I->line);
+    in->d = d, in->a = a, in->b = b;
+    in->type = (uint8_t)(dt == T_F16X2 ? T_F16 : dt == T_BF16X2 ? T_BF16 : dt);
     in->sub = (uint8_t)st;
     in->sub2 = (uint8_t)rnd;
     if (has_mod(&I->o, "sat")) in->flags |= F_SAT;
@@ -843,6 +926,11 @@ static void d_redux(Parser *P, const PtxInstr *row, Insn *I) {
 #define ALL_INTS(op) INTS(op, op, op, op, op, op), BITS(op, op, op)
 #define FLOATS(f32, f64) [T_F32] = f32, [T_F64] = f64
 #define VALUES(op) ALL_INTS(op), [T_F16] = op, [T_BF16] = op, FLOATS(op, op), [T_B8] = op, [T_U8] = op, [T_S8] = op
+#define HALVES(op) [T_F16] = op, [T_F16X2] = op, [T_BF16] = op, [T_BF16X2] = op
+#define CARRY32(op32, op64) [T_U32] = op32, [T_S32] = op32, [T_U64] = op64, [T_S64] = op64
+
+#define ROUNDING_NOTE                                                                                       \
+    "every rounding mode exact; f16/bf16 (and x2) .rn only; .sat on floats; .ftz: subnormals are not flushed"
 
 /* Ordering, scope and cache hints of ld/st: no effect in an interpreter that is sequentially consistent. */
 #define MEMORY_HINTS                                                                                          \
@@ -852,43 +940,63 @@ static void d_redux(Parser *P, const PtxInstr *row, Insn *I) {
 static const PtxInstr INSTRUCTIONS[] = {
     {"mov", NULL, d_mov, 1, {ALL_INTS(OP_MOV), FLOATS(OP_MOV, OP_MOV), [T_F16] = OP_MOV, [T_BF16] = OP_MOV,
                              [T_PRED] = OP_MOV}, "", "vector pack/unpack; the address of a variable", 0},
+    {"add", "cc", d_carry, 2, {CARRY32(OP_ADDC_32, OP_ADDC_64)}, "", "carry-out to CC.CF", 0},
     {"add", NULL, d_typed, 2, {INTS(OP_ADD_I16, OP_ADD_I16, OP_ADD_I32, OP_ADD_I32, OP_ADD_I64, OP_ADD_I64),
-                               FLOATS(OP_ADD_F32, OP_ADD_F64)}, "rn ftz", ".ftz: subnormals are not flushed", 0},
+                               FLOATS(OP_ADD_F32, OP_ADD_F64), HALVES(OP_HALF)}, "rn rz rm rp ftz sat",
+     ROUNDING_NOTE, 0, FR_ADD},
+    {"addc", NULL, d_carry, 2, {CARRY32(OP_ADDC_32, OP_ADDC_64)}, "cc", "carry-in from CC.CF", 0},
+    {"sub", "cc", d_carry, 2, {CARRY32(OP_SUBC_32, OP_SUBC_64)}, "", "borrow-out to CC.CF", 0},
     {"sub", NULL, d_typed, 2, {INTS(OP_SUB_I16, OP_SUB_I16, OP_SUB_I32, OP_SUB_I32, OP_SUB_I64, OP_SUB_I64),
-                               FLOATS(OP_SUB_F32, OP_SUB_F64)}, "rn ftz", ".ftz: subnormals are not flushed", 0},
+                               FLOATS(OP_SUB_F32, OP_SUB_F64), HALVES(OP_HALF)}, "rn rz rm rp ftz sat",
+     ROUNDING_NOTE, 0, FR_SUB},
+    {"subc", NULL, d_carry, 2, {CARRY32(OP_SUBC_32, OP_SUBC_64)}, "cc", "borrow-in from CC.CF", 0},
     {"mul", "wide", d_typed, 2, {INTS(OP_MUL_WIDE_S16, OP_MUL_WIDE_U16, OP_MUL_WIDE_S32, OP_MUL_WIDE_U32, 0, 0)},
      "", "", 0},
     {"mul", "hi", d_typed, 2, {INTS(0, 0, OP_MUL_HI_S32, OP_MUL_HI_U32, OP_MUL_HI_S64, OP_MUL_HI_U64)}, "", "", 0},
     {"mul", NULL, d_typed, 2, {INTS(OP_MUL_LO_I16, OP_MUL_LO_I16, OP_MUL_LO_I32, OP_MUL_LO_I32, OP_MUL_LO_I64,
-                                    OP_MUL_LO_I64), FLOATS(OP_MUL_F32, OP_MUL_F64)}, "lo rn ftz", "", 0},
+                                    OP_MUL_LO_I64), FLOATS(OP_MUL_F32, OP_MUL_F64), HALVES(OP_HALF)},
+     "lo rn rz rm rp ftz sat", ROUNDING_NOTE, 0, FR_MUL},
+    {"sad", NULL, d_typed, 3, {INTS(OP_SAD_S16, OP_SAD_U16, OP_SAD_S32, OP_SAD_U32, OP_SAD_S64, OP_SAD_U64)}, "",
+     "d = c + |a - b|", 0},
+    {"dp4a", NULL, d_dot, 3, {[T_U32] = OP_DP4A, [T_S32] = OP_DP4A}, "", "", 0},
+    {"dp2a", NULL, d_dot, 3, {[T_U32] = OP_DP2A, [T_S32] = OP_DP2A}, "lo hi", "", 0},
     {"mul24", NULL, d_typed, 2, {INTS(0, 0, OP_MUL24_LO_S32, OP_MUL24_LO_U32, 0, 0)}, "lo", "", 0},
     {"mad24", NULL, d_typed, 3, {INTS(0, 0, OP_MAD24_LO_S32, OP_MAD24_LO_U32, 0, 0)}, "lo", "", 0},
+    {"mad", "hi cc", d_carry, 3, {[T_U32] = OP_MADC_HI_U32, [T_S32] = OP_MADC_HI_S32, [T_U64] = OP_MADC_HI_U64,
+                                  [T_S64] = OP_MADC_HI_S64}, "", "carry-out to CC.CF", 0},
+    {"mad", "cc", d_carry, 3, {CARRY32(OP_MADC_LO_32, OP_MADC_LO_64)}, "lo", "carry-out to CC.CF", 0},
     {"mad", "wide", d_typed, 3, {INTS(OP_MAD_WIDE_S16, OP_MAD_WIDE_U16, OP_MAD_WIDE_S32, OP_MAD_WIDE_U32, 0, 0)},
      "", "", 0},
     {"mad", "hi", d_typed, 3, {INTS(0, 0, OP_MAD_HI_S32, OP_MAD_HI_U32, OP_MAD_HI_S64, OP_MAD_HI_U64)}, "", "", 0},
     {"mad", NULL, d_typed, 3, {INTS(OP_MAD_LO_I16, OP_MAD_LO_I16, OP_MAD_LO_I32, OP_MAD_LO_I32, OP_MAD_LO_I64,
-                                    OP_MAD_LO_I64), FLOATS(OP_FMA_F32, OP_FMA_F64)}, "lo rn ftz",
-     "float mad is a fused multiply-add", 0},
-    {"fma", NULL, d_typed, 3, {FLOATS(OP_FMA_F32, OP_FMA_F64)}, "rn ftz", "", 0},
+                                    OP_MAD_LO_I64), FLOATS(OP_FMA_F32, OP_FMA_F64)}, "lo rn rz rm rp ftz sat",
+     "float mad is a fused multiply-add", 0, FR_FMA},
+    {"madc", "hi", d_carry, 3, {[T_U32] = OP_MADC_HI_U32, [T_S32] = OP_MADC_HI_S32, [T_U64] = OP_MADC_HI_U64,
+                                [T_S64] = OP_MADC_HI_S64}, "cc", "carry-in from CC.CF", 0},
+    {"madc", NULL, d_carry, 3, {CARRY32(OP_MADC_LO_32, OP_MADC_LO_64)}, "lo cc", "carry-in from CC.CF", 0},
+    {"fma", NULL, d_typed, 3, {FLOATS(OP_FMA_F32, OP_FMA_F64), HALVES(OP_HALF)}, "rn rz rm rp ftz sat",
+     ROUNDING_NOTE, 0, FR_FMA},
     {"div", NULL, d_typed, 2, {INTS(OP_DIV_S16, OP_DIV_U16, OP_DIV_S32, OP_DIV_U32, OP_DIV_S64, OP_DIV_U64),
-                               FLOATS(OP_DIV_F32, OP_DIV_F64)}, "rn approx full ftz",
-     ".approx/.full are computed correctly rounded", 0},
+                               FLOATS(OP_DIV_F32, OP_DIV_F64)}, "rn rz rm rp approx full ftz",
+     ".approx/.full are computed correctly rounded", 0, FR_DIV},
     {"rem", NULL, d_typed, 2, {INTS(OP_REM_S16, OP_REM_U16, OP_REM_S32, OP_REM_U32, OP_REM_S64, OP_REM_U64)}, "",
      "", 0},
     {"min", NULL, d_typed, 2, {INTS(OP_MIN_S16, OP_MIN_U16, OP_MIN_S32, OP_MIN_U32, OP_MIN_S64, OP_MIN_U64),
-                               FLOATS(OP_MIN_F32, OP_MIN_F64)}, "ftz", "", 0},
+                               FLOATS(OP_MIN_F32, OP_MIN_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_MIN},
     {"max", NULL, d_typed, 2, {INTS(OP_MAX_S16, OP_MAX_U16, OP_MAX_S32, OP_MAX_U32, OP_MAX_S64, OP_MAX_U64),
-                               FLOATS(OP_MAX_F32, OP_MAX_F64)}, "ftz", "", 0},
+                               FLOATS(OP_MAX_F32, OP_MAX_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_MAX},
     {"abs", NULL, d_typed, 1, {[T_S16] = OP_ABS_S16, [T_S32] = OP_ABS_S32, [T_S64] = OP_ABS_S64,
-                               FLOATS(OP_ABS_F32, OP_ABS_F64)}, "ftz", "", 0},
+                               FLOATS(OP_ABS_F32, OP_ABS_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_ABS},
     {"neg", NULL, d_typed, 1, {[T_S16] = OP_NEG_I16, [T_S32] = OP_NEG_I32, [T_S64] = OP_NEG_I64,
-                               FLOATS(OP_NEG_F32, OP_NEG_F64)}, "ftz", "", 0},
+                               FLOATS(OP_NEG_F32, OP_NEG_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_NEG},
     {"and", NULL, d_typed, 2, {BITS(OP_AND, OP_AND, OP_AND), [T_PRED] = OP_AND}, "", "", 0},
     {"or", NULL, d_typed, 2, {BITS(OP_OR, OP_OR, OP_OR), [T_PRED] = OP_OR}, "", "", 0},
     {"xor", NULL, d_typed, 2, {BITS(OP_XOR, OP_XOR, OP_XOR), [T_PRED] = OP_XOR}, "", "", 0},
     {"not", NULL, d_typed, 1, {BITS(OP_NOT, OP_NOT, OP_NOT), [T_PRED] = OP_NOT_PRED}, "", "", 0},
     {"cnot", NULL, d_typed, 1, {BITS(OP_CNOT, OP_CNOT, OP_CNOT)}, "", "", 0},
     {"lop3", NULL, d_lop3, 0, {[T_B32] = OP_LOP3}, "", "", 0},
+    {"shf", "l", d_shf, 3, {[T_B32] = OP_SHF_L}, "wrap clamp", "funnel shift of b:a", 0},
+    {"shf", "r", d_shf, 3, {[T_B32] = OP_SHF_R}, "wrap clamp", "funnel shift of b:a", 0},
     {"shl", NULL, d_typed, 2, {BITS(OP_SHL_16, OP_SHL_32, OP_SHL_64)}, "", "", 0},
     {"shr", NULL, d_typed, 2, {INTS(OP_SHR_S16, OP_SHR_U16, OP_SHR_S32, OP_SHR_U32, OP_SHR_S64, OP_SHR_U64),
                                BITS(OP_SHR_U16, OP_SHR_U32, OP_SHR_U64)}, "", "", 0},
@@ -902,20 +1010,25 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"bfind", NULL, d_bfind, 1, {INTS(0, 0, OP_BFIND_S32, OP_BFIND_U32, OP_BFIND_S64, OP_BFIND_U64)}, "shiftamt", "",
      0},
     {"setp", NULL, d_setp, 0, {INTS(OP_SETP_S16, OP_SETP_U16, OP_SETP_S32, OP_SETP_U32, OP_SETP_S64, OP_SETP_U64),
-                               BITS(OP_SETP_U16, OP_SETP_U32, OP_SETP_U64), FLOATS(OP_SETP_F32, OP_SETP_F64)},
+                               BITS(OP_SETP_U16, OP_SETP_U32, OP_SETP_U64), FLOATS(OP_SETP_F32, OP_SETP_F64),
+                               [T_F16] = OP_SETP_HALF, [T_BF16] = OP_SETP_HALF},
      "eq ne lt le gt ge equ neu ltu leu gtu geu num nan lo ls hi hs and or xor ftz", "p|q destinations", 0},
+    {"set", NULL, d_set, 0, {INTS(OP_SET, OP_SET, OP_SET, OP_SET, OP_SET, OP_SET), BITS(OP_SET, OP_SET, OP_SET),
+                             FLOATS(OP_SET, OP_SET), HALVES(OP_SET)},
+     "eq ne lt le gt ge equ neu ltu leu gtu geu num nan lo ls hi hs and or xor ftz",
+     "d = 1.0 (float destination) or all ones (integer) when true; x2 sources compare each half", 0},
     {"selp", NULL, d_typed, 3, {ALL_INTS(OP_SELP), FLOATS(OP_SELP, OP_SELP)}, "", "", 0},
     {"cvt", NULL, d_cvt, 0, {INTS(OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT), [T_U8] = OP_CVT, [T_S8] = OP_CVT,
-                             [T_F16] = OP_CVT, FLOATS(OP_CVT, OP_CVT)}, "rn rz rm rp rni rzi rmi rpi sat ftz",
-     "to a float: .rz/.rm/.rp only where exact (widening)", 0},
+                             HALVES(OP_CVT), FLOATS(OP_CVT, OP_CVT)}, "rn rz rm rp rni rzi rmi rpi sat ftz",
+     "every rounding mode exact for every float format; .f16x2/.bf16x2 from two .f32 (d = {cvt(a), cvt(b)})", 0},
     {"cvta", NULL, d_cvta, 0, {[T_U32] = OP_MOV, [T_U64] = OP_MOV}, "to global shared shared::cta local const", "",
      0},
     {"isspacep", NULL, d_isspacep, 1, {[T_NONE] = OP_ISSPACEP}, "global shared shared::cta local", "", 0},
-    {"sqrt", NULL, d_typed, 1, {FLOATS(OP_SQRT_F32, OP_SQRT_F64)}, "rn approx ftz",
-     ".approx is computed correctly rounded", 0},
+    {"sqrt", NULL, d_typed, 1, {FLOATS(OP_SQRT_F32, OP_SQRT_F64)}, "rn rz rm rp approx ftz",
+     ".approx is computed correctly rounded", 0, FR_SQRT},
     {"rsqrt", NULL, d_typed, 1, {FLOATS(OP_RSQRT_F32, OP_RSQRT_F64)}, "approx ftz", "computed as 1/sqrt", 0},
-    {"rcp", NULL, d_typed, 1, {FLOATS(OP_RCP_F32, OP_RCP_F64)}, "rn approx ftz", ".approx is computed correctly rounded",
-     0},
+    {"rcp", NULL, d_typed, 1, {FLOATS(OP_RCP_F32, OP_RCP_F64)}, "rn rz rm rp approx ftz",
+     ".approx is computed correctly rounded", 0, FR_RCP},
     {"ex2", NULL, d_typed, 1, {[T_F32] = OP_EX2_F32}, "approx ftz", "libm exp2f", 0},
     {"lg2", NULL, d_typed, 1, {[T_F32] = OP_LG2_F32}, "approx ftz", "libm log2f", 0},
     {"sin", NULL, d_typed, 1, {[T_F32] = OP_SIN_F32}, "approx ftz", "libm sinf", 0},
@@ -969,20 +1082,31 @@ static const PtxInstr INSTRUCTIONS[] = {
 static const struct { const char *names, *what; } NOT_IMPLEMENTED[] = {
     {"mma wmma wgmma ldmatrix stmatrix movmatrix", "tensor-core matrix instructions"},
     {"tex tld4 txq suld sust sured suq istypep", "textures and surfaces"},
-    {"cp mbarrier cp.async", "asynchronous copies and mbarriers"},
+    {"cp mbarrier", "asynchronous copies (cp.async*) and mbarriers"},
     {"vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 vadd4 vsub4 "
      "vavrg4 vabsdiff4 vmin4 vmax4 vset4", "SIMD video instructions"},
-    {"dp4a dp2a", "integer dot products"},
     {"match", "match.sync"},
+    {"fns", "find n-th set bit"},
     {"alloca stacksave stackrestore", "dynamic stack allocation"},
     {"getctarank mapa elect setmaxnreg", "clusters and warpgroup register control"},
     {"applypriority createpolicy", "cache eviction policies"},
 };
 
+static int has_all_mods(const Opcode *o, const char *words) {
+    for (const char *p = words; *p;) {
+        const char *e = strchr(p, ' ');
+        int n = e ? (int)(e - p) : (int)strlen(p), found = 0;
+        for (int i = 0; i < o->nmods && !found; i++) found = o->mods[i].len == n && !memcmp(o->mods[i].s, p, (size_t)n);
+        if (!found) return 0;
+        p = e ? e + 1 : p + n;
+    }
+    return 1;
+}
+
 static const PtxInstr *find_row(const Opcode *o) {
     for (size_t i = 0; i < sizeof INSTRUCTIONS / sizeof INSTRUCTIONS[0]; i++) {
         const PtxInstr *row = &INSTRUCTIONS[i];
-        if (word_in(row->name, &o->base) && (!row->variant || has_mod(o, row->variant))) return row;
+        if (word_in(row->name, &o->base) && (!row->variant || has_all_mods(o, row->variant))) return row;
     }
     return NULL;
 }
@@ -993,7 +1117,7 @@ static void check_modifiers(Parser *P, const PtxInstr *row, Insn *I) {
         int ty = type_of(m);
         if (ty != T_NONE) {
             if (!row->ops[ty]) fail(P, I->line, "%.*s: type .%.*s is not supported", I->tok.len, I->tok.s, m->len, m->s);
-        } else if (!(row->variant && tok_is(m, row->variant)) && !word_in(row->mods, m)) {
+        } else if (!word_in(row->variant, m) && !word_in(row->mods, m)) {
             fail(P, I->line, "%.*s: modifier .%.*s is not supported", I->tok.len, I->tok.s, m->len, m->s);
         }
     }
@@ -1263,6 +1387,7 @@ static void function_body(Parser *P, PtxFunction *f, uint32_t frame) {
     PtxModule *m = P->m;
     P->nnames = P->module_names;
     P->nregs = 0;
+    P->carry = 0;
     P->nconsts = 0;
     P->nfixups = P->nlabels = 0;
     f->entry_pc = m->ncode;
@@ -1272,12 +1397,20 @@ static void function_body(Parser *P, PtxFunction *f, uint32_t frame) {
         add_name(P, tok_of(f->params[i].name), f->is_entry ? N_KPARAM : N_FRAME, f->params[i].offset, 0);
     if (f->has_ret) add_name(P, tok_of("func_retval0"), N_FRAME, f->ret_off, 0);
     expect(P, "{");
-    int depth = 1;
+    int depth = 1, scope_names[64]; /* a { } block's declarations end with it (inline asm declares %r1 anew) */
+    scope_names[0] = P->nnames;
     while (depth > 0) {
         Tok *t = next(P);
         if (!t->len) fail(P, f->line, "unterminated body of %s", f->name);
-        if (tok_is(t, "{")) { depth++; continue; }
-        if (tok_is(t, "}")) { depth--; continue; }
+        if (tok_is(t, "{")) {
+            if (depth == 64) fail(P, t->line, "blocks nested too deeply");
+            scope_names[depth++] = P->nnames;
+            continue;
+        }
+        if (tok_is(t, "}")) {
+            P->nnames = scope_names[--depth];
+            continue;
+        }
         if (tok_is(t, ".reg")) {
             for (;;) {
                 Decl d;
@@ -1491,3 +1624,85 @@ void ptx_free(PtxModule *m) {
     free(m->global_names), free(m->global_addrs), free(m->global_sizes);
     free(m);
 }
+
+/* ---- the coverage document ---- */
+
+static void append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && *len + (size_t)n < *cap) {
+            *len += (size_t)n;
+            return;
+        }
+        *cap = *cap * 2 + (size_t)(n > 0 ? n : 0);
+        *buf = realloc(*buf, *cap);
+    }
+}
+
+static char *g_coverage;
+
+static void type_list(char **buf, size_t *len, size_t *cap, const uint16_t *ops) {
+    int first = 1;
+    for (int t = 1; t < T_COUNT; t++)
+        if (ops[t]) append(buf, len, cap, "%s.%s", first ? "" : " ", PTX_TYPE_INFO[t].name), first = 0;
+    if (ops[T_NONE]) append(buf, len, cap, "%s(none)", first ? "" : " ");
+}
+
+/* The words of a space-separated list, each after prefix, separated by sep. */
+static void word_list(char **buf, size_t *len, size_t *cap, const char *words, const char *prefix, const char *sep) {
+    for (const char *p = words; p && *p;) {
+        const char *e = strchr(p, ' ');
+        int n = e ? (int)(e - p) : (int)strlen(p);
+        append(buf, len, cap, "%s%s%.*s", p == words ? "" : sep, prefix, n, p);
+        p = e ? e + 1 : NULL;
+    }
+}
+
+/* Markdown: every row of the decoder table with its types and modifiers, the special registers, and what is
+ * known not to be implemented. Built from the tables above, so it cannot drift from the decoder. */
+static void build_coverage(void) {
+    size_t len = 0, cap = 1 << 15;
+    char *b = malloc(cap);
+    b[0] = 0;
+    append(&b, &len, &cap,
+           "# PTX coverage of the fake libcuda\n\n"
+           "Generated from the decoder's tables (`INSTRUCTIONS`, `SPECIALS`, `NOT_IMPLEMENTED` in fakes/cuda/ptx.c) "
+           "by `python fakes/cuda/gen_coverage.py`; do not edit by hand.\n\n"
+           "A PTX instruction whose mnemonic, type or modifier is not listed here fails the module load with "
+           "CUDA_ERROR_INVALID_PTX and a JIT log line `line N: ...` naming it: look the failing instruction up "
+           "below. A row with a variant (`mul.wide`) is chosen when that modifier is present.\n\n"
+           "| instruction | types | modifiers | notes |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof INSTRUCTIONS / sizeof INSTRUCTIONS[0]; i++) {
+        const PtxInstr *row = &INSTRUCTIONS[i];
+        append(&b, &len, &cap, "| ");
+        word_list(&b, &len, &cap, row->name, "`", "` / ");
+        word_list(&b, &len, &cap, row->variant, ".", "");
+        append(&b, &len, &cap, "` | ");
+        type_list(&b, &len, &cap, row->ops);
+        append(&b, &len, &cap, " | ");
+        word_list(&b, &len, &cap, row->mods, ".", " ");
+        append(&b, &len, &cap, " | %s |\n", row->note);
+    }
+    append(&b, &len, &cap, "\n## Special registers\n\n");
+    for (size_t i = 0; i < sizeof SPECIALS / sizeof SPECIALS[0]; i++)
+        append(&b, &len, &cap, "%s`%s`", i ? ", " : "", SPECIALS[i].name);
+    append(&b, &len, &cap, "\n\n## Not implemented (the load fails naming the instruction)\n\n"
+                           "| instructions | what |\n|---|---|\n");
+    for (size_t i = 0; i < sizeof NOT_IMPLEMENTED / sizeof NOT_IMPLEMENTED[0]; i++) {
+        append(&b, &len, &cap, "| ");
+        word_list(&b, &len, &cap, NOT_IMPLEMENTED[i].names, "", " ");
+        append(&b, &len, &cap, " | %s |\n", NOT_IMPLEMENTED[i].what);
+    }
+    g_coverage = b;
+}
+
+API const char *ironaccel_fake_ptx_coverage(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_coverage);
+    return g_coverage;
+}
+

@@ -42,7 +42,7 @@ BUILTIN: dict[str, str] = {
     "rocm": "ironaccel.backends.probes:RocmProbe",
     "metal": "ironaccel.backends.probes:MetalProbe",
     "d3d12": "ironaccel.backends.probes:D3D12Probe",
-    "opengl": "ironaccel.backends.probes:OpenGLProbe",
+    "opengl": "ironaccel.backends.opengl:OpenGLBackend",
     "levelzero": "ironaccel.backends.probes:LevelZeroProbe",
     "qnn": "ironaccel.backends.probes:QnnProbe",
     "tpu": "ironaccel.backends.probes:TpuProbe",
@@ -54,6 +54,7 @@ BUILTIN_DRIVERS: dict[str, str] = {
     "cuda": "ironaccel.drivers.cuda:drivers",
     "vulkan": "ironaccel.drivers.vulkan:vulkan_drivers",
     "webgpu": "ironaccel.drivers.vulkan:webgpu_drivers",
+    "opengl": "ironaccel.backends.opengl.drivers:drivers",
 }
 
 _registered_backends: dict[str, Any] = {}  # register(): name -> "module:Class" or a Backend subclass

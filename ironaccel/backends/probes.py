@@ -1,6 +1,6 @@
 """Probe-only backends: runtimes ironaccel can detect but cannot run work on yet.
 
-rocm, metal, d3d12, opengl, levelzero, qnn, tpu and neuron each look for their runtime so that
+rocm, metal, d3d12, levelzero, qnn, tpu and neuron each look for their runtime so that
 ``ironaccel devices`` can say what this machine has. None has a compute path, so every probe reports
 ``available=False`` (and ``compute=False``); the reason says whether the runtime was found, or what was
 searched. ``open_device`` always raises NotAvailable.
@@ -13,7 +13,7 @@ to dlopen, platform, how to read a version or a device count). Decisions:
   reported in the reason, because a broken or exotic runtime must not break ``ironaccel.backends()``.
 * Library names are the Linux ones (plus the runtime's usual install folders); Metal and D3D12 are gated by
   ``sys.platform`` first, so they never touch ctypes elsewhere.
-* Versions come from the runtime when that is one safe call (HIP, EGL), else from the loaded file's name
+* Versions come from the runtime when that is one safe call (HIP), else from the loaded file's name
   (``libze_loader.so.1.17.6`` -> ``1.17.6``), else stay empty.
 * ``device_count`` asks the runtime only where one well-known call answers it (HIP); elsewhere it raises
   NotAvailable rather than guess.
@@ -39,7 +39,6 @@ __all__ = [
     "RocmProbe",
     "MetalProbe",
     "D3D12Probe",
-    "OpenGLProbe",
     "LevelZeroProbe",
     "QnnProbe",
     "TpuProbe",
@@ -119,14 +118,6 @@ def _hip_device_count(libs: list[ctypes.CDLL]) -> int:
     if status != 0:
         raise NotAvailable("rocm", "libamdhip64.so", f"hipGetDeviceCount returned hipError {status}")
     return n.value
-
-
-def _egl_version(libs: list[ctypes.CDLL]) -> str:
-    # EGL 1.5: eglQueryString(EGL_NO_DISPLAY, EGL_VERSION) is the client library's version, no display needed.
-    query = libs[0].eglQueryString
-    query.restype, query.argtypes = ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_int32]
-    text = query(None, 0x3054)
-    return f"EGL {text.decode(errors='replace')}" if text else ""
 
 
 def _libtpu_paths() -> list[str]:
@@ -245,16 +236,6 @@ class MetalProbe(ProbeBackend):
 class D3D12Probe(ProbeBackend):
     name = "d3d12"
     runtime = Runtime("Direct3D 12 runtime", (("d3d12.dll",),), platform="win32", version=_platform_version)
-
-
-class OpenGLProbe(ProbeBackend):
-    name = "opengl"
-    runtime = Runtime(
-        "OpenGL runtime (EGL + GL)",
-        (("libEGL.so.1", "libEGL.so"), ("libGL.so.1", "libGL.so")),
-        install="apt-get install libegl1 libgl1",
-        version=_egl_version,
-    )
 
 
 class LevelZeroProbe(ProbeBackend):

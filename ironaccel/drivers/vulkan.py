@@ -55,6 +55,7 @@ KNOWN_LIBRARIES: dict[str, KnownDriver] = {
     "vulkan_panfrost": KnownDriver("panvk", False, ("panvk", "mali")),
     "vulkan_asahi": KnownDriver("asahi", False, ("apple", "asahi")),
 }
+KNOWN_LIBRARIES["EGL_nvidia"] = KNOWN_LIBRARIES["GLX_nvidia"]  # headless and container installs name this one
 ALWAYS_DECLARED = ("vulkan_lvp", "vk_swiftshader", "GLX_nvidia")
 
 

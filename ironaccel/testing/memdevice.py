@@ -287,5 +287,11 @@ def _fill_u32(grid: api.Dim3, block: api.Dim3, out: np.ndarray, value: np.uint32
     words[:min(int(n), grid[0] * block[0], words.size)] = value
 
 
+def _saxpy(grid: api.Dim3, block: api.Dim3, x: np.ndarray, y: np.ndarray, a: np.float32, n: np.uint32) -> None:
+    xs, ys = x.view(np.float32), y.view(np.float32)
+    count = min(int(n), grid[0] * block[0], xs.size, ys.size)
+    ys[:count] = a * xs[:count] + ys[:count]
+
+
 #: Python versions of conformance kernels, same names and arguments (conformance/kernels/README.md).
-CATALOGUE: dict[str, PythonKernel] = {"add_one": _add_one, "fill_u32": _fill_u32}
+CATALOGUE: dict[str, PythonKernel] = {"add_one": _add_one, "fill_u32": _fill_u32, "saxpy": _saxpy}

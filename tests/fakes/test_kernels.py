@@ -1,9 +1,19 @@
 """CUDA C++ kernels compiled by NVRTC and run by the fake's PTX interpreter, checked against numpy."""
 
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
 import time
+from fractions import Fraction
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+from ironaccel import fakes
 
 CONFORMANCE = r'''
 extern "C" __global__ void fill_u32(unsigned* out, unsigned value, unsigned n)
@@ -350,3 +360,526 @@ def test_watchdog_bad_setting_leaves_it_off(cuda, conf, monkeypatch):
     p = cuda.poisoned(np.zeros(32, np.uint32))
     cuda.launch(conf("busy"), (1,), (32,), p, np.uint32(2000), np.uint32(32))
     assert np.array_equal(cuda.download(p, np.zeros(32, np.uint32)), lcg(32, 2000))
+
+
+# ---- PTX that ordinary code emits: carry chains, rounding modes, funnel shifts, f16/bf16, long names ----
+
+FORMATS = {"f16": (10, 5), "bf16": (7, 8), "f32": (23, 8), "f64": (52, 11)}  # mantissa bits, exponent bits
+
+
+def rounded(q: Fraction, fmt: str, mode: str) -> Fraction | float:
+    """The exact rational q rounded to a float format by mode (rn, rz, rm, rp): the test's oracle."""
+    m, e_bits = FORMATS[fmt]
+    if q == 0:
+        return Fraction(0)
+    neg, a = q < 0, abs(q)
+    bias = (1 << (e_bits - 1)) - 1
+    e = a.numerator.bit_length() - a.denominator.bit_length()
+    if Fraction(2) ** e > a:
+        e -= 1
+    unit = Fraction(2) ** (max(e, 1 - bias) - m)
+    scaled = a / unit
+    low = scaled.numerator // scaled.denominator
+    rest = scaled - low
+    up = {"rz": False, "rm": neg and rest > 0, "rp": not neg and rest > 0,
+          "rn": rest > Fraction(1, 2) or (rest == Fraction(1, 2) and low % 2 == 1)}[mode]
+    value = (low + up) * unit
+    if value >= Fraction(2) ** (bias + 1):  # overflow
+        to_inf = {"rn": True, "rz": False, "rm": neg, "rp": not neg}[mode]
+        value = float("inf") if to_inf else (2 - Fraction(2) ** -m) * Fraction(2) ** bias
+    return -value if neg else value
+
+
+def bf16_values(bits: np.ndarray) -> np.ndarray:
+    return (bits.astype(np.uint32) << 16).view(np.float32)
+
+
+def as_fraction(v) -> Fraction | float:
+    v = float(v)
+    return v if np.isinf(v) else Fraction(v)
+
+
+def sqrt_rounded_ok(got, x: Fraction, mode: str) -> bool:
+    """Whether got is sqrt(x) rounded by mode: the neighbours' squares bracket x (sqrt is not rational)."""
+    g = Fraction(float(got))
+    lo, hi = (Fraction(float(np.nextafter(got, type(got)(s)))) for s in (-np.inf, np.inf))
+    if mode in ("rz", "rm"):
+        return g * g <= x < hi * hi
+    if mode == "rp":
+        return lo * lo < x <= g * g
+    return ((lo + g) / 2) ** 2 <= x <= ((g + hi) / 2) ** 2
+
+
+ROUNDED = r"""
+#define MODES(X, ...) X##_rn(__VA_ARGS__), X##_rz(__VA_ARGS__), X##_rd(__VA_ARGS__), X##_ru(__VA_ARGS__)
+extern "C" __global__ void rounded(const float* a, const float* b, const float* c, const double* da, const double* db,
+                                   const double* dc, const int* ia, const long long* la, float* o, double* od,
+                                   unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    float x = a[i], y = b[i], z = c[i];
+    float r[] = {MODES(__fadd, x, y), MODES(__fsub, x, y), MODES(__fmul, x, y), MODES(__fdiv, x, y),
+                 MODES(__fmaf, x, y, z), MODES(__frcp, x), MODES(__double2float, da[i]), MODES(__int2float, ia[i]),
+                 MODES(__ll2float, la[i]), MODES(__fsqrt, fabsf(x))};
+    for (int k = 0; k < 40; k++) o[i * 40 + k] = r[k];
+    double dx = da[i], dy = db[i], dz = dc[i];
+    double d[] = {MODES(__dadd, dx, dy), MODES(__dmul, dx, dy), MODES(__ddiv, dx, dy), MODES(__fma, dx, dy, dz),
+                  MODES(__drcp, dx), MODES(__ll2double, la[i]), MODES(__dsqrt, fabs(dx))};
+    for (int k = 0; k < 28; k++) od[i * 28 + k] = d[k];
+}"""
+
+
+def test_rounding_modes_f32_f64_exact(cuda, rng):
+    ptx = cuda.ptx(ROUNDED).decode()
+    for inst in ("add.rz.f32", "fma.rm.f32", "div.rp.f32", "sqrt.rz.f32", "rcp.rm.f32", "cvt.rm.f32.f64",
+                 "cvt.rp.f32.s32", "cvt.rz.f32.s64", "mul.rm.f64", "fma.rp.f64", "cvt.rm.f64.s64", "sqrt.rp.f64"):
+        assert inst in ptx, inst  # NVRTC emits each form this test checks
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.module(ROUNDED), b"rounded"))
+    n = 96
+    a, b, c = ((rng.standard_normal(n) * np.exp2(rng.integers(-20, 20, n))).astype(np.float32) for _ in range(3))
+    da = rng.standard_normal(n) * np.exp2(rng.integers(-8, 8, n))
+    db, dc = rng.standard_normal(n), rng.standard_normal(n)
+    ia = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32) | 0x7F  # more bits than f32 keeps
+    la = rng.integers(-2**63, 2**63 - 1, n, dtype=np.int64) | 0x7FF  # more bits than f64 keeps
+    o, od = np.zeros(n * 40, np.float32), np.zeros(n * 28)
+    do, dd = cuda.poisoned(o), cuda.poisoned(od)
+    cuda.launch(f, (1,), (n,), *map(cuda.upload, (a, b, c, da, db, dc, ia, la)), do, dd, np.uint32(n))
+    r, d = cuda.download(do, o).reshape(n, 40), cuda.download(dd, od).reshape(n, 28)
+    F, modes = Fraction, ("rn", "rz", "rm", "rp")
+    for i in range(n):
+        x, y, z, dx, dy, dz = (F(float(v[i])) for v in (a, b, c, da, db, dc))
+        exact32 = [x + y, x - y, x * y, x / y, x * y + z, 1 / x, dx, F(int(ia[i])), F(int(la[i]))]
+        exact64 = [dx + dy, dx * dy, dx / dy, dx * dy + dz, 1 / dx, F(int(la[i]))]
+        for j, mode in enumerate(modes):
+            for k, q in enumerate(exact32):
+                assert as_fraction(r[i, 4 * k + j]) == rounded(q, "f32", mode), (i, k, mode)
+            for k, q in enumerate(exact64):
+                assert as_fraction(d[i, 4 * k + j]) == rounded(q, "f64", mode), (i, k, mode)
+            assert sqrt_rounded_ok(r[i, 36 + j], abs(x), mode), (i, "sqrt.f32", mode)
+            assert sqrt_rounded_ok(d[i, 24 + j], abs(dx), mode), (i, "sqrt.f64", mode)
+
+
+CARRY = r"""
+extern "C" __global__ void carry(const unsigned* a, const unsigned* b, unsigned* o, unsigned long long* w,
+                                 const double* x, double* sc, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    unsigned a0 = a[2 * i], a1 = a[2 * i + 1], b0 = b[2 * i], b1 = b[2 * i + 1], *r = o + 12 * i;
+    asm("add.cc.u32 %0, %3, %5;\n\taddc.cc.u32 %1, %4, %6;\n\taddc.u32 %2, 0, 0;"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]) : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    asm("sub.cc.u32 %0, %3, %5;\n\tsubc.cc.u32 %1, %4, %6;\n\tsubc.u32 %2, 0, 0;"
+        : "=r"(r[3]), "=r"(r[4]), "=r"(r[5]) : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    asm("mul.lo.u32 %0, %4, %6;\n\tmul.hi.u32 %1, %4, %6;\n\t"
+        "mad.lo.cc.u32 %1, %4, %7, %1;\n\tmadc.hi.u32 %2, %4, %7, 0;\n\t"
+        "mad.lo.cc.u32 %1, %5, %6, %1;\n\tmadc.hi.cc.u32 %2, %5, %6, %2;\n\tmadc.hi.u32 %3, %5, %7, 0;\n\t"
+        "mad.lo.cc.u32 %2, %5, %7, %2;\n\taddc.u32 %3, %3, 0;"
+        : "=r"(r[6]), "=r"(r[7]), "=r"(r[8]), "=r"(r[9]) : "r"(a0), "r"(a1), "r"(b0), "r"(b1));
+    asm("mad.hi.cc.s32 %0, %2, %3, %4;\n\taddc.u32 %1, 0, 0;" : "=r"(r[10]), "=r"(r[11]) : "r"(a0), "r"(b0), "r"(a1));
+    unsigned long long wa = ((unsigned long long)a1 << 32) | a0, wb = ((unsigned long long)b1 << 32) | b0, lo, hi;
+    asm("add.cc.u64 %0, %2, %3;\n\taddc.u64 %1, %2, %3;" : "=l"(lo), "=l"(hi) : "l"(wa), "l"(wb));
+    w[2 * i] = lo; w[2 * i + 1] = hi;
+    sc[2 * i] = sin(x[i]); sc[2 * i + 1] = cos(x[i]);  // large arguments: libdevice's Payne-Hanek reduction
+}"""
+
+
+def test_carry_chains_exact_and_double_sin_cos(cuda, rng):
+    ptx = cuda.ptx(CARRY).decode()
+    for inst in ("mad.lo.cc.u32", "madc.hi.cc.u32", "madc.lo.cc.u32"):
+        assert ptx.count(inst) > ("mad.lo.cc.u32" == inst) * 3, inst  # NVRTC's own double sin/cos emit them too
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.module(CARRY), b"carry"))
+    n = 128
+    a, b = (rng.integers(0, 1 << 32, 2 * n, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    a[:4], b[:4] = 0xFFFFFFFF, [1, 0xFFFFFFFF, 0, 0]  # carries through both limbs
+    x = rng.uniform(-1e300, 1e300, n)
+    x[:8] = [1e22, -1e22, 3.0, 0.5, 1e6, 2.0 ** 1000, 5.0e-310, 1e15]
+    o, w, sc = np.zeros(12 * n, np.uint32), np.zeros(2 * n, np.uint64), np.zeros(2 * n)
+    do, dw, ds = cuda.poisoned(o), cuda.poisoned(w), cuda.poisoned(sc)
+    cuda.launch(f, (1,), (n,), cuda.upload(a), cuda.upload(b), do, dw, cuda.upload(x), ds, np.uint32(n))
+    r, w, sc = cuda.download(do, o).reshape(n, 12), cuda.download(dw, w), cuda.download(ds, sc)
+    M = 1 << 32
+
+    def signed(v):
+        return v - M if v >= M // 2 else v
+
+    for i in range(n):
+        a0, a1, b0, b1 = int(a[2 * i]), int(a[2 * i + 1]), int(b[2 * i]), int(b[2 * i + 1])
+        A, B = a0 | a1 << 32, b0 | b1 << 32
+        s, diff, p = A + B, (A - B) % (1 << 96), A * B
+        assert [int(v) for v in r[i, :3]] == [s % M, s >> 32 & (M - 1), s >> 64], i
+        assert [int(v) for v in r[i, 3:6]] == [diff % M, diff >> 32 & (M - 1), diff >> 64], i
+        assert [int(v) for v in r[i, 6:10]] == [p >> (32 * k) & (M - 1) for k in range(4)], i
+        t = ((signed(a0) * signed(b0)) >> 32 & (M - 1)) + a1
+        assert [int(r[i, 10]), int(r[i, 11])] == [t % M, t >> 32], i
+        assert [int(w[2 * i]), int(w[2 * i + 1])] == [s % (1 << 64), (s + (s >> 64)) % (1 << 64)], i
+    for got, want in ((sc[0::2], np.sin(x)), (sc[1::2], np.cos(x))):  # CUDA documents 2 ulp for both
+        ulps = np.abs(got - want) / np.spacing(np.abs(want))
+        assert ulps.max() <= 2, (ulps.max(), x[ulps.argmax()])
+
+
+FUNNEL = r"""
+extern "C" __global__ void funnel(const unsigned* a, const unsigned* b, const unsigned* s, unsigned* o, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    unsigned x = a[i], y = b[i], k = s[i];
+    o[5 * i] = __funnelshift_l(x, y, k); o[5 * i + 1] = __funnelshift_lc(x, y, k);
+    o[5 * i + 2] = __funnelshift_r(x, y, k); o[5 * i + 3] = __funnelshift_rc(x, y, k);
+    o[5 * i + 4] = (x << (k & 31)) | (x >> ((32 - k) & 31));  // a variable rotate
+}"""
+
+
+def test_funnel_shifts(cuda, rng):
+    ptx = cuda.ptx(FUNNEL).decode()
+    for inst in ("shf.l.wrap.b32", "shf.l.clamp.b32", "shf.r.wrap.b32", "shf.r.clamp.b32"):
+        assert inst in ptx, inst
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.module(FUNNEL), b"funnel"))
+    n = 200
+    a, b = (rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    s = rng.integers(0, 70, n).astype(np.uint32)
+    s[:4] = [0, 32, 31, 64]
+    o = np.zeros(5 * n, np.uint32)
+    do = cuda.poisoned(o)
+    cuda.launch(f, (1,), (256,), cuda.upload(a), cuda.upload(b), cuda.upload(s), do, np.uint32(n))
+    r = cuda.download(do, o).reshape(n, 5)
+    M = (1 << 32) - 1
+    for i in range(n):
+        x, y, k = int(a[i]), int(b[i]), int(s[i])
+        both = y << 32 | x
+        want = [both << (k & 31) >> 32 & M, both << min(k, 32) >> 32 & M, both >> (k & 31) & M,
+                both >> min(k, 32) & M, (x << (k & 31) | x >> ((32 - k) & 31)) & M]
+        assert [int(v) for v in r[i]] == want, (i, x, y, k)
+
+
+HALVES = r"""
+#define ASM1(inst, out, x) asm(inst " %0, %1;" : "=h"(out) : "h"(x))
+#define ASM2(inst, out, x, y) asm(inst " %0, %1, %2;" : "=h"(out) : "h"(x), "h"(y))
+#define ASM3(inst, out, x, y, z) asm(inst " %0, %1, %2, %3;" : "=h"(out) : "h"(x), "h"(y), "h"(z))
+#define CVT4(to, out, x, c) asm("cvt.rn." to "." c " %0, %4;\n\tcvt.rz." to "." c " %1, %4;\n\t" \
+    "cvt.rm." to "." c " %2, %4;\n\tcvt.rp." to "." c " %3, %4;" \
+    : "=h"(out[0]), "=h"(out[1]), "=h"(out[2]), "=h"(out[3]) : C(x))
+extern "C" __global__ void halves(const unsigned short* h, const unsigned short* g, const float* f, const double* d,
+                                  unsigned short* o, unsigned* o2, float* of, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    unsigned short x = h[3 * i], y = h[3 * i + 1], z = h[3 * i + 2];
+    unsigned short bx = g[3 * i], by = g[3 * i + 1], bz = g[3 * i + 2];
+    unsigned short* r = o + 32 * i;
+    ASM2("add.rn.f16", r[0], x, y); ASM2("sub.rn.f16", r[1], x, y); ASM2("mul.rn.f16", r[2], x, y);
+    ASM3("fma.rn.f16", r[3], x, y, z); ASM2("min.f16", r[4], x, y); ASM2("max.f16", r[5], x, y);
+    ASM1("neg.f16", r[6], x); ASM1("abs.f16", r[7], x);
+    ASM2("add.rn.bf16", r[8], bx, by); ASM2("sub.rn.bf16", r[9], bx, by); ASM2("mul.rn.bf16", r[10], bx, by);
+    ASM3("fma.rn.bf16", r[11], bx, by, bz); ASM2("min.bf16", r[12], bx, by); ASM2("max.bf16", r[13], bx, by);
+    ASM1("neg.bf16", r[14], bx); ASM1("abs.bf16", r[15], bx);
+#define C(v) "f"(v)
+    CVT4("f16", (r + 16), f[i], "f32"); CVT4("bf16", (r + 20), f[i], "f32");
+#undef C
+#define C(v) "d"(v)
+    CVT4("f16", (r + 24), d[i], "f64"); CVT4("bf16", (r + 28), d[i], "f64");
+    unsigned px = x | (unsigned)y << 16, py = y | (unsigned)z << 16, pz = z | (unsigned)x << 16, *q = o2 + 6 * i;
+    unsigned pbx = bx | (unsigned)by << 16, pby = by | (unsigned)bz << 16;
+    asm("add.rn.f16x2 %0, %1, %2;" : "=r"(q[0]) : "r"(px), "r"(py));
+    asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(q[1]) : "r"(px), "r"(py), "r"(pz));
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(q[2]) : "r"(pbx), "r"(pby));
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(q[3]) : "f"(f[i]), "f"(-f[i] * 3.0f));
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(q[4]) : "f"(f[i]), "f"(-f[i] * 3.0f));
+    asm("{\n\t.reg .pred p;\n\tsetp.lt.f16 p, %1, %2;\n\tselp.u32 %0, 1, 0, p;\n\t}" : "=r"(q[5]) : "h"(x), "h"(y));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(of[2 * i]) : "h"(x));
+    asm("cvt.f32.bf16 %0, %1;" : "=f"(of[2 * i + 1]) : "h"(bx));
+}"""
+
+
+def test_f16_bf16_arithmetic_and_conversions_exact(cuda, rng):
+    f = cuda.kernel(HALVES, "halves")
+    n = 128
+    h = (rng.standard_normal(3 * n) * np.exp2(rng.integers(-14, 8, 3 * n))).astype(np.float16)
+    h[:3] = [60000, 30000, 2]  # overflow to inf
+    g = (rng.standard_normal(3 * n) * np.exp2(rng.integers(-60, 60, 3 * n))).astype(np.float32)
+    gb = (g.view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits
+    fv = (rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))).astype(np.float32)
+    fv[:3] = [65520.0, 1e-8, -5.96e-8]  # f16 overflow and subnormals
+    dv = rng.standard_normal(n) * np.exp2(rng.integers(-30, 20, n))
+    o, o2, of = np.zeros(32 * n, np.uint16), np.zeros(6 * n, np.uint32), np.zeros(2 * n, np.float32)
+    do, do2, dof = cuda.poisoned(o), cuda.poisoned(o2), cuda.poisoned(of)
+    cuda.launch(f, (1,), (n,), cuda.upload(h.view(np.uint16)), cuda.upload(gb), cuda.upload(fv), cuda.upload(dv),
+                do, do2, dof, np.uint32(n))
+    r, q, of = cuda.download(do, o).reshape(n, 32), cuda.download(do2, o2).reshape(n, 6), cuda.download(dof, of)
+    F, modes = Fraction, ("rn", "rz", "rm", "rp")
+
+    def f16(bits):
+        return as_fraction(np.uint16(bits).view(np.float16))
+
+    def bf16(bits):
+        return as_fraction(bf16_values(np.array([bits]))[0])
+
+    for i in range(n):
+        x, y, z = (F(float(v)) for v in h[3 * i:3 * i + 3])
+        bx, by, bz = (bf16(v) for v in gb[3 * i:3 * i + 3])
+        want16 = [x + y, x - y, x * y, x * y + z, min(x, y), max(x, y), -x, abs(x)]
+        for k, w in enumerate(want16):
+            assert f16(r[i, k]) == rounded(w, "f16", "rn"), (i, k)
+        wantb = [bx + by, bx - by, bx * by, bx * by + bz, min(bx, by), max(bx, by), -bx, abs(bx)]
+        for k, w in enumerate(wantb):
+            assert bf16(r[i, 8 + k]) == rounded(w, "bf16", "rn"), (i, 8 + k)
+        for j, mode in enumerate(modes):
+            assert f16(r[i, 16 + j]) == rounded(F(float(fv[i])), "f16", mode), (i, "f16.f32", mode)
+            assert bf16(r[i, 20 + j]) == rounded(F(float(fv[i])), "bf16", mode), (i, "bf16.f32", mode)
+            assert f16(r[i, 24 + j]) == rounded(F(dv[i]), "f16", mode), (i, "f16.f64", mode)
+            assert bf16(r[i, 28 + j]) == rounded(F(dv[i]), "bf16", mode), (i, "bf16.f64", mode)
+        lanes = [(x, y, z), (y, z, x)]
+        assert [f16(q[i, 0] & 0xFFFF), f16(q[i, 0] >> 16)] == [rounded(a + b, "f16", "rn") for a, b, _ in lanes]
+        assert [f16(q[i, 1] & 0xFFFF), f16(q[i, 1] >> 16)] == [rounded(a * b + c, "f16", "rn") for a, b, c in lanes]
+        assert [bf16(q[i, 2] & 0xFFFF), bf16(q[i, 2] >> 16)] == [rounded(bx * by, "bf16", "rn"),
+                                                                  rounded(by * bz, "bf16", "rn")]
+        hi, lo = F(float(fv[i])), F(float(-fv[i] * np.float32(3)))
+        assert [f16(q[i, 3] >> 16), f16(q[i, 3] & 0xFFFF)] == [rounded(hi, "f16", "rn"), rounded(lo, "f16", "rn")]
+        assert [bf16(q[i, 4] >> 16), bf16(q[i, 4] & 0xFFFF)] == [rounded(hi, "bf16", "rn"), rounded(lo, "bf16", "rn")]
+        assert q[i, 5] == (x < y), i
+        assert F(float(of[2 * i])) == x and F(float(of[2 * i + 1])) == bx, i
+
+
+LONG = "k_" + "averyveryverylongkernelname" * 11  # 299 characters, like numba's mangled names
+LONG_SOURCE = r"""
+namespace outer_namespace_with_a_long_name { namespace inner_namespace_with_an_even_longer_name_than_that {
+template <typename T> __device__ __noinline__ T scaled_by_a_template_parameter_of_some_length(T v) { return v * 3; }
+} }
+extern "C" __device__ __noinline__ float HELPER(float value) { return value + 1.0f; }
+extern "C" __global__ void KERNEL(float* PARAM, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) PARAM[i] = HELPER(outer_namespace_with_a_long_name::inner_namespace_with_an_even_longer_name_than_that::
+                                 scaled_by_a_template_parameter_of_some_length<float>(PARAM[i]));
+}""".replace("KERNEL", LONG).replace("HELPER", "h_" + "helperfunctionname" * 10).replace("PARAM", "p_" + "x" * 200)
+
+
+def test_identifiers_of_any_length(cuda, rng):
+    ptx = cuda.ptx(LONG_SOURCE).decode()
+    assert any(len(w) > 150 for w in ptx.split() if w.startswith("_ZN"))  # the mangled callee, too
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.module(LONG_SOURCE), LONG.encode()))
+    assert cuda.ok(cuda.d.cuFuncGetName(f)).decode() == LONG
+    x = rng.integers(-100, 100, 50).astype(np.float32)
+    dx = cuda.upload(x)
+    cuda.launch(f, (1,), (64,), dx, np.uint32(50))
+    assert np.array_equal(cuda.download(dx, x), x * 3 + 1)
+
+
+def test_committed_ptx_coverage_table_is_current(fake):
+    coverage = fake.lib.ironaccel_fake_ptx_coverage
+    coverage.restype = ctypes.c_char_p
+    committed = Path(fakes.source_dir(), "PTX_COVERAGE.md").read_text()
+    assert committed == coverage().decode(), "stale: run python fakes/cuda/gen_coverage.py"
+    assert "| `shf.l` | .b32 | .wrap .clamp |" in committed
+
+
+@pytest.mark.parametrize("inst, named", [("min.NaN.f32 %f1, %f1, %f1;", "modifier .NaN"),
+                                         ("add.sat.s32 %r1, %r1, %r1;", ".sat is supported on float types only"),
+                                         ("add.rz.f16 %h1, %h1, %h1;", "rounds to nearest (.rn) only"),
+                                         ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 %f1, %f1;",
+                                          "tensor-core matrix instructions are not implemented")])
+def test_unsupported_form_fails_the_load_naming_it(cuda, capfd, inst, named):
+    ptx = (".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k()\n{\n"
+           f"\t.reg .f32 %f<2>;\n\t.reg .b32 %r<2>;\n\t.reg .b16 %h<2>;\n\t{inst}\n\tret;\n}}\n\0").encode()
+    assert cuda.err(cuda.d.cuModuleLoadData(ptx)) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
+    err = capfd.readouterr().err
+    assert "line 9: " in err and named in err, err
+
+
+CONTEND = r"""
+extern "C" __global__ void contend(unsigned* counter, float* fsum, int* top, unsigned* wrap, unsigned* lock,
+                                   unsigned* guarded) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    for (int k = 0; k < 32; k++) atomicAdd(counter, 1u);  // long enough for workers to overlap on a busy machine
+    atomicAdd(fsum, 1.0f);
+    atomicMax(top, (int)(i * 2654435761u % 1000003u));
+    atomicInc(wrap, 999u);
+    if (threadIdx.x == 0) {  // a lock across blocks, so across the interpreter's workers
+        while (atomicCAS(lock, 0u, 1u) != 0u) {}
+        __threadfence();
+        volatile unsigned* g = guarded;
+        *g = *g + 1;  // not atomic: only the lock keeps other blocks out
+        __threadfence();
+        atomicExch(lock, 0u);
+    }
+}"""
+
+
+def test_atomics_stay_atomic_across_many_workers():
+    code = textwrap.dedent(f"""
+        import sys
+        import numpy as np
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from cuda.bindings import driver
+        from ironaccel import fakes
+        assert driver.cuInit(0)[0] == 0
+        from conftest import Cuda
+        cuda = Cuda(fakes.Control())
+        f = cuda.kernel({CONTEND!r}, "contend")
+        bufs = [cuda.upload(np.zeros(1, t)) for t in (np.uint32, np.float32, np.int32, np.uint32, np.uint32, np.uint32)]
+        cuda.launch(f, (2048,), (128,), *bufs)
+        print(*(cuda.download(b, np.zeros(1, t))[0] for b, t in zip(bufs, (np.uint32, np.float32, np.int32, np.uint32,
+                                                                          np.uint32, np.uint32))))
+    """)
+    env = fakes.child_env()
+    env["IRONACCEL_FAKE_CUDA_THREADS"] = "8"  # more workers than cores: blocks interleave on each core
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    n = 2048 * 128
+    i = np.arange(n, dtype=np.uint64)
+    top = int((i * 2654435761 % (1 << 32) % 1000003).max())
+    assert r.stdout.split() == [str(32 * n), f"{float(n)}", str(top), str(n % 1000), "0", "2048"], r.stdout
+
+
+SAD_DOT_SET = r"""
+extern "C" __global__ void sds(const int* a, const int* b, const int* c, const unsigned short* h, int* o, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    int x = a[i], y = b[i], z = c[i], *r = o + 12 * i;
+    r[0] = __sad(x, y, z); r[1] = __usad(x, y, z);
+    r[2] = __dp4a(x, y, z); r[3] = __dp4a((unsigned)x, (unsigned)y, (unsigned)z);
+    r[4] = __dp2a_lo(x, y, z); r[5] = __dp2a_hi((unsigned)x, (unsigned)y, (unsigned)z);
+    asm("set.lt.u32.s32 %0, %1, %2;" : "=r"(r[6]) : "r"(x), "r"(y));
+    asm("set.lt.u32.u32 %0, %1, %2;" : "=r"(r[7]) : "r"(x), "r"(y));
+    asm("set.gt.f32.f32 %0, %1, %2;" : "=r"(r[8]) : "f"((float)x), "f"((float)y));
+    asm("{\n\t.reg .pred p;\n\tsetp.ne.s32 p, %3, 0;\n\tset.ge.and.u32.s32 %0, %1, %2, p;\n\t}"
+        : "=r"(r[9]) : "r"(x), "r"(y), "r"(z & 1));
+    unsigned short e;
+    asm("set.le.f16.f16 %0, %1, %2;" : "=h"(e) : "h"(h[2 * i]), "h"(h[2 * i + 1]));
+    r[10] = e;
+    asm("set.lt.u32.f16x2 %0, %1, %2;" : "=r"(r[11]) : "r"(h[2 * i] | (unsigned)h[2 * i + 1] << 16),
+                                                     "r"(h[2 * i + 1] | (unsigned)h[2 * i] << 16));
+}"""
+
+
+def test_sad_dot_products_and_set(cuda, rng):
+    ptx = cuda.ptx(SAD_DOT_SET).decode()
+    for inst in ("sad.s32", "sad.u32", "dp4a.s32.s32", "dp4a.u32.u32", "dp2a.lo.s32.s32", "dp2a.hi.u32.u32"):
+        assert inst in ptx, inst
+    f = cuda.kernel(SAD_DOT_SET, "sds")
+    n = 200
+    a, b, c = (rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32) for _ in range(3))
+    b[:3] = a[:3]  # equal operands
+    h = (rng.standard_normal(2 * n) * 10).astype(np.float16)
+    h[1] = h[0]
+    o = np.zeros(12 * n, np.int32)
+    do = cuda.poisoned(o)
+    cuda.launch(f, (1,), (256,), cuda.upload(a), cuda.upload(b), cuda.upload(c), cuda.upload(h.view(np.uint16)), do,
+                np.uint32(n))
+    r = cuda.download(do, o).reshape(n, 12).view(np.uint32)
+    M = 1 << 32
+
+    def parts(v, width, signed):
+        out = [(v >> (width * k)) & ((1 << width) - 1) for k in range(32 // width)]
+        return [p - (1 << width) if signed and p >> (width - 1) else p for p in out]
+
+    for i in range(n):
+        x, y, z = int(a[i]), int(b[i]), int(c[i])
+        ux, uy = x % M, y % M
+        dot4 = sum(p * q for p, q in zip(parts(ux, 8, True), parts(uy, 8, True))) + z
+        udot4 = sum(p * q for p, q in zip(parts(ux, 8, False), parts(uy, 8, False))) + z
+        dot2lo = sum(p * q for p, q in zip(parts(ux, 16, True), parts(uy, 8, True)[:2])) + z
+        udot2hi = sum(p * q for p, q in zip(parts(ux, 16, False), parts(uy, 8, False)[2:])) + z
+        hx, hy = float(h[2 * i]), float(h[2 * i + 1])
+        want = [(z + abs(x - y)) % M, (z + abs(ux - uy)) % M, dot4 % M, udot4 % M, dot2lo % M, udot2hi % M,
+                M - 1 if x < y else 0, M - 1 if ux < uy else 0,
+                0x3F800000 if float(np.float32(x)) > float(np.float32(y)) else 0,
+                M - 1 if x >= y and z & 1 else 0, 0x3C00 if hx <= hy else 0,
+                (0xFFFF if hx < hy else 0) | (0xFFFF0000 if hy < hx else 0)]
+        assert [int(v) for v in r[i]] == want, i
+
+
+def toolkit_include() -> Path | None:
+    """A CUDA toolkit's include directory (cuda_fp16.h, CUB, cooperative groups), where one is installed."""
+    for d in sorted(Path("/usr/local").glob("cuda*/include"), reverse=True):
+        if (d / "cuda_fp16.h").is_file() and (d / "cccl").is_dir():
+            return d
+    return None
+
+
+HEADERS = r"""
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cooperative_groups.h>
+#include <cooperative_groups/reduce.h>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+namespace cg = cooperative_groups;
+extern "C" __global__ void library(const __half* h, const __nv_bfloat16* b, const float* f, const int* v,
+                                   __half* oh, __nv_bfloat16* ob, float* of, int* oi) {
+    unsigned t = threadIdx.x;
+    __half x = h[2 * t], y = h[2 * t + 1];
+    oh[4 * t] = __hadd(x, y); oh[4 * t + 1] = __hmul(x, y); oh[4 * t + 2] = __hfma(x, y, x);
+    oh[4 * t + 3] = __float2half_rz(f[t]);
+    __nv_bfloat16 bx = b[2 * t], by = b[2 * t + 1];
+    ob[2 * t] = __hadd(bx, by); ob[2 * t + 1] = __float2bfloat16_rn(f[t]);
+    of[2 * t] = __half2float(x) + __bfloat162float(bx); of[2 * t + 1] = (float)(x < y) + 2.0f * (float)(bx > by);
+    using Reduce = cub::BlockReduce<int, 128>; using Scan = cub::BlockScan<int, 128>;
+    __shared__ typename Reduce::TempStorage rs; __shared__ typename Scan::TempStorage ss;
+    int sum = Reduce(rs).Sum(v[t]);
+    __syncthreads();
+    int prefix;
+    Scan(ss).ExclusiveSum(v[t], prefix);
+    cg::thread_block_tile<32> warp = cg::tiled_partition<32>(cg::this_thread_block());
+    int warp_max = cg::reduce(warp, v[t], cg::greater<int>());
+    oi[2 * t] = prefix; oi[2 * t + 1] = warp_max;
+    if (t == 0) oi[256] = sum;
+}"""
+
+
+@pytest.mark.skipif(toolkit_include() is None, reason="no CUDA toolkit headers (cuda_fp16.h, CUB) installed here")
+def test_library_headers_fp16_bf16_cub_cooperative_groups(cuda, rng):
+    n = cuda.nvrtc
+    inc = toolkit_include()
+    err, prog = n.nvrtcCreateProgram(HEADERS.encode(), b"lib.cu", 0, [], [])
+    opts = [b"--gpu-architecture=compute_90", b"--std=c++17", f"-I{inc}".encode(), f"-I{inc / 'cccl'}".encode()]
+    assert n.nvrtcCompileProgram(prog, len(opts), opts)[0] == n.nvrtcResult.NVRTC_SUCCESS
+    _, size = n.nvrtcGetPTXSize(prog)
+    ptx = b" " * size
+    n.nvrtcGetPTX(prog, ptx)
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(ptx)), b"library"))
+    h = (rng.standard_normal(256) * 8).astype(np.float16)
+    g = (rng.standard_normal(256) * 8).astype(np.float32)
+    gb = (g.view(np.uint32) >> 16).astype(np.uint16)
+    fv = (rng.standard_normal(128) * 100).astype(np.float32)
+    v = rng.integers(-1000, 1000, 128).astype(np.int32)
+    oh, ob, of, oi = np.zeros(512, np.uint16), np.zeros(256, np.uint16), np.zeros(256, np.float32), np.zeros(257, np.int32)
+    outs = [cuda.poisoned(a) for a in (oh, ob, of, oi)]
+    cuda.launch(f, (1,), (128,), cuda.upload(h.view(np.uint16)), cuda.upload(gb), cuda.upload(fv), cuda.upload(v), *outs)
+    oh, ob, of, oi = (cuda.download(p, a) for p, a in zip(outs, (oh, ob, of, oi)))
+    x, y = h[0::2], h[1::2]
+    got16 = oh.view(np.float16).reshape(128, 4)
+    assert np.array_equal(got16[:, 0], x + y) and np.array_equal(got16[:, 1], x * y)
+    want_fma = [rounded(Fraction(float(a)) * Fraction(float(b)) + Fraction(float(a)), "f16", "rn") for a, b in zip(x, y)]
+    assert [as_fraction(v) for v in got16[:, 2]] == want_fma
+    assert [as_fraction(v) for v in got16[:, 3]] == [rounded(Fraction(float(a)), "f16", "rz") for a in fv]
+    bx, by = bf16_values(gb[0::2]), bf16_values(gb[1::2])
+    gotb = bf16_values(ob).reshape(128, 2)
+    assert [as_fraction(v) for v in gotb[:, 0]] == [rounded(Fraction(float(a)) + Fraction(float(b)), "bf16", "rn")
+                                                    for a, b in zip(bx, by)]
+    assert [as_fraction(v) for v in gotb[:, 1]] == [rounded(Fraction(float(a)), "bf16", "rn") for a in fv]
+    of = of.reshape(128, 2)
+    assert np.array_equal(of[:, 0], x.astype(np.float32) + bx)
+    assert np.array_equal(of[:, 1], (x < y).astype(np.float32) + 2 * (bx > by))
+    oi2 = oi[:256].reshape(128, 2)
+    assert np.array_equal(oi2[:, 0], np.concatenate([[0], np.cumsum(v)[:-1]]))
+    assert np.array_equal(oi2[:, 1], np.repeat(v.reshape(4, 32).max(axis=1), 32))
+    assert oi[256] == v.sum()
+
+
+def test_switch_dispatch_and_trace_builds_compute_the_same(tmp_path):
+    """The interpreter's other dispatch (a plain switch) and its tracing build, built and run in a child."""
+    src = fakes.source_dir()
+    lib = tmp_path / "libcuda.so.1"
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    build = subprocess.run([cc, *fakes.CFLAGS, "-O0", "-DFAKECUDA_SWITCH_DISPATCH", "-DFAKECUDA_TRACE", "-o", str(lib),
+                            *map(str, sorted(src.glob("*.c"))), "-lpthread", "-lm"], capture_output=True, text=True)
+    assert build.returncode == 0, build.stderr
+    code = textwrap.dedent(f"""
+        import ctypes, os, sys
+        import numpy as np
+        lib = ctypes.CDLL({str(lib)!r}, mode=os.RTLD_GLOBAL)
+        sys.path.insert(0, {str(Path(__file__).parent)!r})
+        from cuda.bindings import driver
+        from ironaccel import fakes
+        assert driver.cuInit(0)[0] == 0
+        from conftest import Cuda
+        cuda = Cuda(fakes.Control(lib))
+        out = cuda.poisoned(np.zeros(40, np.uint32))
+        cuda.launch(cuda.kernel({CONFORMANCE!r}, "busy"), (1,), (64,), out, np.uint32(7), np.uint32(40))
+        print(*cuda.download(out, np.zeros(40, np.uint32)))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [int(v) for v in r.stdout.split()] == list(lcg(40, 7))
+    assert "fakecuda trace: block (0,0,0) thread 63 pc " in r.stderr and " MAD_LO_I32\n" in r.stderr

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import os
 import re
+import threading
 import time
 import weakref
 from dataclasses import dataclass
@@ -27,7 +29,7 @@ from typing import Any
 
 from ... import api
 from ...api import BackendInfo, DeviceInfo, Limits
-from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable
+from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable, Timeout
 from . import driver, nvrtc
 from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
 from .module import CudaModule, binary_entries, ptx_entries
@@ -153,13 +155,16 @@ class CudaDevice(api.Device):
         # Buffers not yet freed, freed at close: the primary context outlives this Device.
         self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
         self._orphans: list[int] = []  # pointers of buffers whose free failed as they were collected: close frees them
-        self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()  # created streams, for synchronize(timeout)
+        # created streams (for synchronize and close); the lock: a WeakSet must not grow while it is iterated
+        self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()
+        self._streams_lock = threading.Lock()
         self._caps: frozenset[str] | None = None
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
         self._modules: list[Any] = []
         self._staging = StagingRing(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
+        self._pid = os.getpid()  # the process that opened it (closed at exit only there)
         _open_devices[self._id] = self
 
     def _native(self) -> CudaHandles:
@@ -189,8 +194,13 @@ class CudaDevice(api.Device):
         self._make_current()
         cu = self._cu
         stream = CudaStream(self, calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), owned=True)
-        self._streams.add(stream)
+        with self._streams_lock:
+            self._streams.add(stream)
         return stream
+
+    def _created_streams(self) -> list[CudaStream]:
+        with self._streams_lock:
+            return list(self._streams)
 
     def _alloc(self, nbytes: int) -> CudaBuffer:
         self._make_current()
@@ -251,7 +261,7 @@ class CudaDevice(api.Device):
         """Without a timeout one cuCtxSynchronize; with one, every stream of this Device polled until its work
         is done (there is no context query)."""
         self._make_current()
-        streams = [self._default, *self._streams]  # held, so none is destroyed while it is waited for
+        streams = [self._default, *self._created_streams()]  # held, so none is destroyed while it is waited for
         marks = [stream._hold_mark() for stream in streams]
         if timeout is None:
             calls.cuCtxSynchronize()
@@ -264,33 +274,47 @@ class CudaDevice(api.Device):
                 stream._release_held(mark)
 
     def _close(self) -> None:
-        """Wait for the device, free what this Device still holds, release the primary context.
+        """Wait for the device, free what this Device still holds (its streams too), release the primary context.
 
-        Everything is released even when the wait fails (a sticky error); that failure is raised last."""
+        Everything is released even when a step fails (a sticky error fails them all); the first failure is
+        raised at the end, naming its entry point."""
         _open_devices.pop(self._id, None)
         cu = self._cu
-        self._make_current()
-        failure = cu.cuCtxSynchronize()[0]
+        failures: list[tuple[Any, Any]] = []  # (driver function, CUresult) of each step that failed
+
+        def release(function: Any, *args: Any) -> None:
+            err = function(*args)[0]
+            if err:
+                failures.append((function, err))
+
+        try:
+            self._make_current()
+        except DriverError as exc:  # everything below fails too, but is still tried: this is the error to raise
+            failures.append((cu.cuCtxSetCurrent, cu.CUresult(exc.code)))
+        release(cu.cuCtxSynchronize)
         for buf in list(self._live.values()):
             buf._freed = True
-            cu.cuMemFree(buf._ptr)
+            release(cu.cuMemFree, buf._ptr)
         self._live.clear()
         for ptr in self._orphans:
-            cu.cuMemFree(ptr)
+            release(cu.cuMemFree, ptr)
         self._orphans.clear()
-        self._staging.close()
+        self._staging.close(release)
         for handle in self._modules:
-            cu.cuModuleUnload(handle)
+            release(cu.cuModuleUnload, handle)
         for spare in self._spare_events.values():
             for ev in spare:
-                cu.cuEventDestroy(ev)
-        cu.cuStreamDestroy(self._alloc_stream)
+                release(cu.cuEventDestroy, ev)
+        for stream in self._created_streams():
+            stream._alive = False
+            release(cu.cuStreamDestroy, stream._handle)
+        release(cu.cuStreamDestroy, self._alloc_stream)
         err, = cu.cuDevicePrimaryCtxRelease(self._dev)
         if err:  # the context stays retained: released again at exit; the Device is closed either way
             _unreleased_contexts.append(self._dev)
-            fail(cu.cuDevicePrimaryCtxRelease, err)
-        if failure:
-            fail(cu.cuCtxSynchronize, failure)
+            failures.append((cu.cuDevicePrimaryCtxRelease, err))
+        if failures:
+            fail(*failures[0])
 
 
 #: Devices not yet closed, by id; closed at interpreter exit (their buffers, staging ring and context given back).
@@ -304,10 +328,18 @@ EXIT_WAIT_SECONDS = 1.0  # how long exit waits for a device still running work b
 def _close_at_exit() -> None:
     """Close what the program left open, so nothing is reported leaked (the fake's leak report) and pinned
     memory is given back. A device still running work after ``EXIT_WAIT_SECONDS`` is left to the driver
-    (which reclaims everything when the process ends) rather than hanging the exit."""
+    (which reclaims everything when the process ends) rather than hanging the exit; so are the devices a
+    forked child inherited (CUDA does not work across fork)."""
     for dev in list(_open_devices.values()):
+        if dev._pid != os.getpid():
+            continue
         try:
             dev.synchronize(timeout=EXIT_WAIT_SECONDS)
+        except Timeout:
+            continue
+        except IronAccelError:
+            pass  # a sticky error: close still releases everything
+        try:
             dev.close()
         except IronAccelError:
             pass

@@ -2,7 +2,9 @@
 
 Every other module of the backend calls the driver, and every failed call must become the same typed
 error (``DriverError`` naming the entry point, ``OutOfMemory`` for CUDA_ERROR_OUT_OF_MEMORY), so loading
-and checking live here, once.
+and checking live here, once: ``calls`` (``CheckedCalls``) for every call off the hot paths, ``fail`` for
+the hot paths' inline checks, ``EXPLANATIONS`` for what the common codes mean, and ``wait_until_complete``
+for the waits that have a timeout.
 
 ``IRONACCEL_CUDA_DRIVER=fake`` loads ironaccel's fake libcuda (``ironaccel.fakes.load()``) before
 cuda.bindings does, so the whole backend runs on a machine with no GPU. Which library is really loaded is
@@ -98,9 +100,9 @@ EXPLANATIONS = {
                                 "run in this process",
     "CUDA_ERROR_NO_DEVICE": "the driver sees no CUDA device: check nvidia-smi and CUDA_VISIBLE_DEVICES",
     "CUDA_ERROR_INVALID_DEVICE": "the device index is not one the driver knows (CUDA_VISIBLE_DEVICES renumbers them)",
-    "CUDA_ERROR_INVALID_CONTEXT": "no CUDA context is current on the calling thread, or it was destroyed: "
-                                  "use the Device from the thread that opened it or after close() was not called; "
-                                  "code mixing other CUDA libraries may have changed the current context",
+    "CUDA_ERROR_INVALID_CONTEXT": "no CUDA context is current on the calling thread, or it was destroyed: a "
+                                  "Device used after close(), or another CUDA library in this process changed "
+                                  "or destroyed the current context",
     "CUDA_ERROR_CONTEXT_IS_DESTROYED": "the context was destroyed while still in use (a device closed elsewhere)",
     "CUDA_ERROR_INVALID_VALUE": "an argument was out of range for this call: a size, an offset, a flag or a "
                                 "handle the driver does not accept",
@@ -119,8 +121,9 @@ EXPLANATIONS = {
                                        "unusable (sticky)",
     "CUDA_ERROR_ASSERT": "a device-side assert() failed in a kernel; the context is now unusable (sticky)",
     "CUDA_ERROR_LAUNCH_FAILED": "the kernel faulted while running; the context is now unusable (sticky)",
-    "CUDA_ERROR_LAUNCH_TIMEOUT": "the kernel ran past the driver's watchdog (a GPU that also drives a display "
-                                 "limits kernel run time): shorten the kernel or use a GPU without a display",
+    "CUDA_ERROR_LAUNCH_TIMEOUT": "the kernel ran past a watchdog (a GPU that also drives a display limits kernel "
+                                 "run time; the fake's is IRONACCEL_FAKE_WATCHDOG_S): shorten the kernel or use "
+                                 "a GPU without a display. The context is now unusable (sticky)",
     "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES": "the block needs more registers or shared memory than a multiprocessor "
                                           "has: launch with a smaller block",
     "CUDA_ERROR_NO_BINARY_FOR_GPU": "the module has no code for this GPU's architecture: compile for its "

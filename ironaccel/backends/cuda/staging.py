@@ -13,7 +13,7 @@ import ctypes
 import os
 import queue
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -86,7 +86,7 @@ class StagingRing:
         self._dev = device
         self._lock = threading.Lock()
         self._base = 0  # pinned address, 0 until the first staged copy
-        self._ring: np.ndarray | None = None  # uint8 view of the pinned ring
+        self._ring: memoryview | None = None  # byte view of the pinned ring
         self._segment = 0  # the segment copies are taking bytes from
         self._used = 0  # bytes of it taken
         self._users: list[dict[CudaStream, None]] = [{} for _ in range(STAGING_SEGMENTS)]
@@ -95,20 +95,26 @@ class StagingRing:
         self._workers = CopyWorkers(min(COPY_THREADS, max((os.cpu_count() or 1) - 1, 1)))
 
     def _reserve(self, n: int, stream: CudaStream) -> int:
-        """Address of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``."""
-        if not self._base:
-            self._base = int(calls.cuMemHostAlloc(STAGING_BYTES, 0))
-            # numpy's view of the ring: a small copy is a slice assignment, no ``ndarray.ctypes`` lookup
-            self._ring = np.ctypeslib.as_array((ctypes.c_uint8 * STAGING_BYTES).from_address(self._base))
+        """Offset in the ring of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``. The common
+        case (room left in the current segment) is these few lines; ``_advance`` does the rest."""
+        if self._used + n > STAGING_SEGMENT or not self._base:
+            self._advance()
         segment, used = self._segment, self._used
-        if used + n > STAGING_SEGMENT:
-            self._leave(segment)
-            segment = self._segment = (segment + 1) % STAGING_SEGMENTS
-            self._enter(segment)
-            used = 0
         self._used = used + n
         self._users[segment][stream] = None
-        return self._base + segment * STAGING_SEGMENT + used
+        return segment * STAGING_SEGMENT + used
+
+    def _advance(self) -> None:
+        """Allocate the ring on first use; later, move to the next segment (fencing this one, waiting for it)."""
+        if not self._base:
+            self._base = int(calls.cuMemHostAlloc(STAGING_BYTES, 0))
+            # a byte view of the ring: a small copy is a slice assignment, no ``ndarray.ctypes`` lookup
+            self._ring = memoryview((ctypes.c_uint8 * STAGING_BYTES).from_address(self._base)).cast("B")
+            return
+        self._leave(self._segment)
+        self._segment = (self._segment + 1) % STAGING_SEGMENTS
+        self._enter(self._segment)
+        self._used = 0
 
     def _leave(self, segment: int) -> None:
         """Fence the segment's copies: an event on every stream that copied from it."""
@@ -131,36 +137,36 @@ class StagingRing:
     def copy_htod(self, stream: CudaStream, dst: int, src: np.ndarray) -> None:
         n = src.nbytes
         handle = stream._handle
-        cu = driver.cu
         with self._lock:
             if n <= SMALL_COPY_BYTES:
-                staged = self._reserve(n, stream)
-                start = staged - self._base
+                start = self._reserve(n, stream)  # first: it may allocate the ring
                 self._ring[start:start + n] = src
-                err, = cu.cuMemcpyHtoDAsync(dst, staged, n, handle)
+                copy = driver.cu.cuMemcpyHtoDAsync
+                err, = copy(dst, self._base + start, n, handle)
                 if err:
-                    fail(cu.cuMemcpyHtoDAsync, err)
+                    fail(copy, err)
                 return
             address = src.ctypes.data
             for first in range(0, n, STAGING_SEGMENT):
                 size = min(STAGING_SEGMENT, n - first)
-                staged = self._reserve(size, stream)
+                start = self._reserve(size, stream)  # first: it may allocate the ring
+                staged = self._base + start
                 if size >= PARALLEL_COPY_BYTES:
                     self._workers.copy(staged, address + first, size)
                 else:
                     ctypes.memmove(staged, address + first, size)
                 calls.cuMemcpyHtoDAsync(dst + first, staged, size, handle)
 
-    def close(self) -> None:
-        """Free the ring; the device has been synchronized."""
+    def close(self, release: Callable[..., None]) -> None:
+        """Free the ring through ``release(function, *args)`` (which records failures); the device is idle."""
         cu = self._dev._cu
         for event in [e for fences in self._fences for e in fences] + self._spare:
-            cu.cuEventDestroy(event)
+            release(cu.cuEventDestroy, event)
         for fences in self._fences:
             fences.clear()
         for users in self._users:
             users.clear()
         self._spare.clear()
         if self._base:
-            cu.cuMemFreeHost(self._base)
+            release(cu.cuMemFreeHost, self._base)
             self._base, self._ring = 0, None

@@ -21,12 +21,15 @@ How the shared API maps onto Vulkan:
   device memory is itself host-visible, coherent and cached (lavapipe, SwiftShader) and the stream has no
   work outstanding, copies and fills touch the mapped memory directly (``IRONACCEL_VK_DIRECT_MAPPING=0`` turns
   that off, so CPU drivers exercise the staging path discrete GPUs take). A freed buffer's range is reused only
-  once every stream has finished the work enqueued before the free.
+  once every stream has finished the work enqueued before the free. Robust buffer access is on where the
+  device has it (``DeviceInfo.extra["robust_buffer_access"]``) and each descriptor binds only its buffer's
+  range, so a kernel's out-of-bounds access never reaches another buffer.
 * **Kernels** — ``lang="spirv"`` (bytes; kernel names are the GLCompute OpEntryPoint names) and
   ``lang="glsl"`` (glslangValidator; the kernel is ``main``, or ``NAME`` with ``options=("-e", NAME)``).
   Buffers bind as storage buffers set 0, bindings 0..k-1; scalars are one push-constant block packed by
   ``api.pack_scalars``; the block size is specialization constants 0, 1, 2. Pipelines are cached per
-  (kernel, block, argument layout).
+  (kernel, block, argument layout). A module is validated by ``spirv-val`` before any driver sees it (by the
+  validation layer when spirv-val is missing and validation is on): an invalid one is a CompileError.
 
 Modules, one concern each: ``native`` (loading the package, the checked call proxy, VkResult errors), ``spirv`` (reading a module's
 kernel interface), ``instance`` (VkInstance, validation), ``memory`` (the sub-allocator, buffers),

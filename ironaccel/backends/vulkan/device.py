@@ -21,7 +21,7 @@ from ...errors import InvalidArgument, NotAvailable, OutOfMemory
 from . import native
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
-from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl
+from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
 from .stream import Deadline, Queue, Timestamps, VulkanStream, deadline
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
@@ -182,6 +182,7 @@ class VulkanDevice(api.Device):
             lib.vkGetPhysicalDeviceMemoryProperties(physical, memory)
             max_alloc = self._create_memory_pools(memory, props, index)
             super().__init__(self._describe(props, memory, index, queue_count, max_alloc))
+            self._spirv_target_env = spirv_target_env(props["core"].properties.apiVersion)
             self._prepare_hot_path(family, props["core"].properties.limits.timestampPeriod)
         except BaseException:
             lib.vkDeviceWaitIdle(self._handle)  # unchecked: the error being raised is the one to report

@@ -164,9 +164,11 @@ class VulkanBuffer(api.Buffer):
 
     @property
     def offset(self) -> int:
+        self._device._check_open("VulkanBuffer.offset")
         return self._backing("VulkanBuffer.offset")._allocation.offset
 
     def _native_handle(self) -> Any:
+        self._device._check_open("Buffer.handle")  # the VkBuffer died with the device
         return self._allocation.block.buffer
 
     def _release(self) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .memory import VulkanBuffer
 
 GLSLANG = "glslangValidator"
+SPIRV_VAL = "spirv-val"
 
 
 class DescriptorPool:
@@ -136,6 +138,9 @@ class VulkanModule(api.Module):
         self._interfaces = spirv_interfaces(code)
         if not self._interfaces:
             raise CompileError("Device.compile", lang, "the SPIR-V module has no GLCompute OpEntryPoint")
+        validated = validate_spirv(code, lang, device._spirv_target_env)
+        messages = device._instance.messages
+        seen = len(messages)
         vk = native.vk
         ffi = vk.ffi
         words = ffi.new("char[]", code)
@@ -146,6 +151,12 @@ class VulkanModule(api.Module):
         out = ffi.new("VkShaderModule*")
         native.call.vkCreateShaderModule(device._handle, info, ffi.NULL, out)
         self._handle = out[0]
+        if not validated:  # the validation layer, when on, checked the module inside vkCreateShaderModule
+            verdict = [m for m in messages[seen:] if "SPIR-V module not valid" in m or "ShaderModuleCreateInfo-pCode" in m]
+            if verdict:
+                vk.lib.vkDestroyShaderModule(device._handle, self._handle, ffi.NULL)
+                messages[:] = [m for m in messages if m not in verdict]  # reported by the error instead
+                raise CompileError("Device.compile", lang, "\n".join(verdict))
         self._pipelines: dict[tuple[str, Dim3, int, int], Any] = {}
         device._modules.append(self)
 
@@ -211,6 +222,33 @@ class VulkanKernel(api.Kernel):
 
     def _params(self) -> tuple[api.Param, ...]:
         return self.module._interfaces[self.name].params
+
+
+def spirv_target_env(api_version: int) -> str:
+    """spirv-val's ``--target-env`` for a device's Vulkan version (capped at 1.3, the instance's version)."""
+    return f"vulkan1.{min((api_version >> 12) & 0x3FF, 3)}"
+
+
+def validate_spirv(code: bytes, lang: str, target_env: str) -> bool:
+    """Reject a module spirv-val finds invalid before any driver sees it (lavapipe and SwiftShader crash on
+    some, e.g. an OpAccessChain index out of range): CompileError with the validator's message. False when
+    spirv-val is not installed (apt-get install spirv-tools), so nothing was checked here."""
+    tool = shutil.which(SPIRV_VAL)
+    if tool is None:
+        return False
+    log = _spirv_val_log(tool, bytes(code), target_env)
+    if log:
+        raise CompileError("Device.compile", lang, log)
+    return True
+
+
+@lru_cache(maxsize=256)
+def _spirv_val_log(tool: str, code: bytes, target_env: str) -> str:
+    """spirv-val's complaint about ``code`` ("" when valid), remembered: suites compile the same kernels often."""
+    proc = subprocess.run([tool, "--target-env", target_env, "-"], input=code, capture_output=True)
+    if proc.returncode == 0:
+        return ""
+    return (proc.stdout + proc.stderr).decode("utf-8", "replace").strip() or f"{SPIRV_VAL} exited with {proc.returncode}"
 
 
 def compile_glsl(source: str, options: tuple[str, ...]) -> bytes:

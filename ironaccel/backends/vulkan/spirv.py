@@ -24,6 +24,27 @@ class KernelInterface:
     params: tuple[Param, ...] = ()  # the storage buffers in binding order, then the push-constant members by offset
 
 
+#: The fewest operands of each instruction the reader looks into (more may follow): a shorter one is malformed.
+_MIN_OPERANDS = {15: 3, 16: 2, 21: 2, 22: 2, 23: 3, 30: 1, 32: 3, 51: 2, 59: 3, 71: 2, 72: 3}
+_LOCAL_SIZE, _OFFSET = 17, 35  # the ExecutionMode and the member Decoration the reader wants
+
+
+def _malformed(detail: str) -> CompileError:
+    return CompileError("Device.compile", "spirv", f"malformed SPIR-V: {detail}")
+
+
+def _literal_string(words: np.ndarray, at: int) -> tuple[str, int]:
+    """The nul-terminated UTF-8 literal starting at word ``at``, and how many words it takes."""
+    raw = words[at:].tobytes()
+    end = raw.find(0)
+    if end < 0:
+        raise _malformed(f"the string at word {at} has no terminating nul")
+    try:
+        return raw[:end].decode("utf-8"), end // 4 + 1
+    except UnicodeDecodeError:
+        raise _malformed(f"the string at word {at} is not UTF-8") from None
+
+
 def _spirv_words(code: bytes) -> np.ndarray:
     words = np.frombuffer(code, dtype="<u4") if len(code) % 4 == 0 else np.empty(0, "<u4")
     if len(words) >= 5 and words[0] == 0x03022307:
@@ -54,17 +75,22 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
         if count == 0 or i + count > len(words):
             raise CompileError("Device.compile", "spirv", f"malformed SPIR-V: instruction at word {i} has length {count}")
         op = [int(w) for w in words[i + 1 : i + count]]
+        if len(op) < _MIN_OPERANDS.get(opcode, 0):
+            raise _malformed(f"instruction {opcode} at word {i} has {len(op)} operand(s)")
         if opcode == 15 and op[0] == 5:  # OpEntryPoint GLCompute %id "name" %interface...
-            raw = words[i + 3 : i + count].tobytes()
-            name_words = raw.index(0) // 4 + 1
-            entries[raw[: raw.index(0)].decode()] = (op[1], op[2 + name_words :])
-        elif opcode == 16 and op[1] == 17:  # OpExecutionMode %id LocalSize x y z
+            name, name_words = _literal_string(words[: i + count], i + 3)
+            entries[name] = (op[1], op[2 + name_words :])
+        elif opcode == 16 and op[1] == _LOCAL_SIZE:  # OpExecutionMode %id LocalSize x y z
+            if len(op) < 5:
+                raise _malformed(f"LocalSize at word {i} has {len(op) - 2} of its 3 sizes")
             local_size[op[0]] = (op[2], op[3], op[4])
         elif opcode == 71 and len(op) >= 3:  # OpDecorate %id decoration literal
             decorations.setdefault(op[0], {})[op[1]] = op[2]
         elif opcode == 71 and op[1] in (2, 3):  # Block, BufferBlock
             decorations.setdefault(op[0], {})[op[1]] = 1
-        elif opcode == 72 and op[2] == 35:  # OpMemberDecorate %struct member Offset n
+        elif opcode == 72 and op[2] == _OFFSET:  # OpMemberDecorate %struct member Offset n
+            if len(op) < 4:
+                raise _malformed(f"the member Offset at word {i} has no value")
             offsets[(op[0], op[1])] = op[3]
         elif opcode == 59:  # OpVariable %type %id storage-class
             variables[op[1]] = (op[2], op[0])
@@ -107,5 +133,5 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
 
 
 def spirv_entry_points(code: bytes) -> list[str]:
-    """Names of the GLCompute entry points of a SPIR-V module, in order; InvalidArgument when it is not one."""
+    """Names of the GLCompute entry points of a SPIR-V module, in order; CompileError when it is not one."""
     return list(spirv_interfaces(code))

@@ -1,0 +1,101 @@
+"""Buffers (GL buffer objects bound as SSBOs) and the readbacks of ``copy_dtoh``.
+
+* A Buffer is one GL buffer object of its size rounded up to 4 bytes (kernels see 32-bit words); it is bound
+  whole (glBindBufferBase), so GL_SHADER_STORAGE_BUFFER_OFFSET_ALIGNMENT never applies, and its size is capped
+  by GL_MAX_SHADER_STORAGE_BLOCK_SIZE (``limits.max_alloc``), the largest range a kernel can bind.
+* ``free`` deletes the GL name (queued after the work already enqueued): GL keeps the storage until the
+  commands issued before that use it have run, so freeing a buffer a kernel still writes is safe.
+* ``copy_dtoh`` must not block, so it copies the range (glCopyBufferSubData, in the command stream) into a
+  staging buffer that is persistently and coherently mapped (glBufferStorage, GL 4.4 or ARB_buffer_storage).
+  Once a fence after the copy has signalled, whichever thread sees it (a synchronize, or a query that finds
+  an event recorded after the copy complete) copies the mapped bytes into the host array: no GL call, so it
+  never waits for the GL thread. The staging buffer is then deleted on the GL thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ... import api
+from . import gl as GL
+
+if TYPE_CHECKING:
+    from .device import OpenGLDevice
+
+STAGING_FLAGS = GL.MAP_READ_BIT | GL.MAP_PERSISTENT_BIT | GL.MAP_COHERENT_BIT
+
+
+def gl_size(nbytes: int) -> int:
+    return -(-nbytes // 4) * 4
+
+
+class OpenGLBuffer(api.Buffer):
+    def __init__(self, device: OpenGLDevice, nbytes: int, gl_buffer: Any):
+        super().__init__(device, nbytes)
+        self._dev = device
+        self.gl_buffer = gl_buffer  # a moderngl.Buffer
+
+    def _native_handle(self) -> int:
+        """The GL buffer object name."""
+        return self.gl_buffer.glo
+
+    def _release(self) -> None:
+        if not self._dev.closed:
+            self._dev.thread.submit(self.gl_buffer.release)
+        self.gl_buffer = None
+
+
+@dataclass
+class Readback:
+    seq: int  # position among the device's readbacks: a fence delivers those up to its own
+    staging: int  # GL name of the mapped staging buffer
+    mapped: int  # its address
+    host: np.ndarray  # the caller's array, as flat bytes
+
+
+class Readbacks:
+    """The device's pending readbacks, in the order they were enqueued."""
+
+    def __init__(self, device: OpenGLDevice) -> None:
+        self._dev = device
+        self._lock = threading.Lock()
+        self._pending: list[Readback] = []
+        self.seq = 0  # of the last readback enqueued; read by fences on the GL thread
+
+    def enqueue(self, host: np.ndarray, src: Any, offset: int) -> None:
+        """On the GL thread: copy ``host.nbytes`` bytes of ``src`` (a moderngl.Buffer) from ``offset`` into a
+        new staging buffer."""
+        gl = self._dev.gl
+        name = ctypes.c_uint()
+        gl.glGenBuffers(1, ctypes.byref(name))
+        gl.check("glGenBuffers")
+        gl.glBindBuffer(GL.COPY_WRITE_BUFFER, name.value)
+        gl.glBufferStorage(GL.COPY_WRITE_BUFFER, host.nbytes, None, STAGING_FLAGS)
+        gl.check("glBufferStorage")
+        mapped = gl.glMapBufferRange(GL.COPY_WRITE_BUFFER, 0, host.nbytes, STAGING_FLAGS)
+        gl.check("glMapBufferRange")
+        gl.glBindBuffer(GL.COPY_READ_BUFFER, src.glo)
+        gl.glCopyBufferSubData(GL.COPY_READ_BUFFER, GL.COPY_WRITE_BUFFER, offset, 0, host.nbytes)
+        gl.check("glCopyBufferSubData")
+        with self._lock:
+            self.seq += 1
+            self._pending.append(Readback(self.seq, name.value, mapped, host))
+
+    def deliver(self, upto: int) -> None:
+        """Any thread: fill the host arrays of the readbacks up to ``upto``, whose copies have completed."""
+        with self._lock:  # copied under the lock: a delivery that finds nothing left knows the others are done
+            ready = [r for r in self._pending if r.seq <= upto]
+            self._pending = self._pending[len(ready):]
+            for r in ready:
+                ctypes.memmove(r.host.ctypes.data, r.mapped, r.host.nbytes)
+                self._dev.thread.submit(self._delete, r.staging)
+
+    def _delete(self, name: int) -> None:
+        gl = self._dev.gl
+        gl.glDeleteBuffers(1, ctypes.byref(ctypes.c_uint(name)))  # unmaps it too
+        gl.check("glDeleteBuffers")

@@ -1,0 +1,371 @@
+"""The OpenGL backend's own behaviour, beyond the shared conformance suite: the glsl430 dialect (block
+injection, line numbers, naming, bindings, the scalar block), reflection, launch checks, deferred readbacks,
+fences and timeouts, GL errors and KHR_debug diagnostics, several threads on one device, and the driver
+table the targets use.
+
+Runs on llvmpipe (opengl/llvmpipe) when this machine has it; each device must end its test with no
+diagnostics.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+from ironaccel import targets
+from ironaccel.api import DeviceInfo, Limits, Param
+from ironaccel.backends.opengl import gl as GL
+from ironaccel.backends.opengl.module import _with_block
+
+KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels" / "glsl430"
+TARGET = "opengl/llvmpipe"
+
+
+@pytest.fixture(scope="module")
+def device():
+    missing = targets.get(TARGET).missing()
+    if missing:
+        pytest.skip(f"{TARGET}: {missing}")
+    from ironaccel.backends.opengl import OpenGLBackend
+
+    dev = OpenGLBackend().open_device(0)
+    assert targets.get(TARGET).matches(dev.info), dev.info
+    yield dev
+    dev.close()
+
+
+@pytest.fixture(autouse=True)
+def _no_diagnostics(request):
+    yield
+    if "device" in request.fixturenames:
+        dev = request.getfixturevalue("device")
+        if not dev.closed:
+            messages = dev.diagnostics()
+            assert not messages, "\n".join(messages)
+
+
+@pytest.fixture
+def stream(device):
+    s = device.create_stream()
+    yield s
+    s.synchronize()
+
+
+def kernel(device, name):
+    return device.compile((KERNELS / f"{name}.comp").read_text(), "glsl430", options=("-e", name)).kernel(name)
+
+
+def read(stream, buf, dtype=np.uint32):
+    out = np.empty(buf.nbytes // np.dtype(dtype).itemsize, dtype)
+    stream.copy_dtoh(out, buf)
+    stream.synchronize()
+    return out
+
+
+# -- devices ------------------------------------------------------------------------------------------
+
+def test_device_info_comes_from_the_context(device):
+    info = device.info
+    assert info.backend == "opengl" and info.driver == "llvmpipe" and info.simulated
+    assert "llvmpipe" in info.name and "Mesa" in info.driver_version
+    assert info.limits.max_alloc > 0 and info.limits.max_alloc % 4 == 0
+    assert info.extra["context_version"] >= 430
+    assert "EGL_MESA_device_software" in info.extra["egl_device_extensions"]
+    assert device.languages == ("glsl430",)
+    assert device.supports("events.timing")
+
+
+def test_open_device_rejects_options(device):
+    from ironaccel.backends.opengl import OpenGLBackend
+
+    with pytest.raises(ia.InvalidArgument, match=r"Backend\.open_device.*no options"):
+        OpenGLBackend().open_device(0, validation=True)
+
+
+def test_native_handles_run_raw_gl_on_the_gl_thread(device):
+    handles = device.native
+    thread_names = handles.run(lambda: threading.current_thread().name)
+    assert thread_names.startswith("ironaccel-opengl-")
+    assert handles.run(handles.gl.integer, GL.MAX_SHADER_STORAGE_BLOCK_SIZE) // 4 * 4 == device.info.limits.max_alloc
+
+
+# -- the glsl430 dialect ------------------------------------------------------------------------------
+
+def test_block_is_injected_after_version_and_extensions():
+    src = "#version 430\n#extension GL_NV_shader_atomic_float : require\n// note\nvoid main() {}"
+    lines = _with_block(src, (8, 4, 2)).split("\n")
+    assert lines[:3] == ["#version 430", "#extension GL_NV_shader_atomic_float : require", "// note"]
+    assert lines[3] == "layout(local_size_x = 8, local_size_y = 4, local_size_z = 2) in;"
+    assert lines[4] == "#line 4" and lines[5] == "void main() {}"
+
+
+def test_compile_errors_keep_the_source_line_numbers(device):
+    src = "#version 430\nlayout(std430, binding = 0) buffer B { uint d[]; } b;\n\nvoid main() { b.d[0] = nope; }"
+    with pytest.raises(ia.CompileError, match=r"glCompileShader") as info:
+        device.compile(src, "glsl430")
+    assert "0:4(" in info.value.log and "nope" in info.value.log, info.value.log
+
+
+def test_kernel_is_main_unless_named(device):
+    src = (KERNELS / "add_one.comp").read_text()
+    assert device.compile(src, "glsl430").kernel("main").name == "main"
+    with pytest.raises(ia.InvalidArgument, match=r"Module\.kernel.*add_one"):
+        device.compile(src, "glsl430").kernel("add_one")
+    for bad in (("-e",), ("-O",), ("-e", "not a name"), ("-e", "a", "-e", "b")):
+        with pytest.raises(ia.InvalidArgument, match=r"Device\.compile.*-e"):
+            device.compile(src, "glsl430", options=bad)
+
+
+@pytest.mark.parametrize("src, complaint", [
+    ("layout(local_size_x = 64) in;\nlayout(std430, binding = 0) buffer B { uint d[]; } b;\nvoid main() { b.d[0] = 1u; }",
+     "local_size"),
+    ("layout(std430, binding = 1) buffer B { uint d[]; } b;\nvoid main() { b.d[0] = 1u; }", "bindings 0..k-1"),
+    ("layout(std430, binding = 0) buffer B { uint d[]; } b;\nlayout(std140, binding = 0) uniform A { uint n; } a;\n"
+     "layout(std140, binding = 1) uniform C { uint m; } c;\nvoid main() { b.d[0] = a.n + c.m; }", "one uniform block"),
+    ("layout(std430, binding = 0) buffer B { uint d[]; } b;\nlayout(std140, binding = 0) uniform A { uvec4 v; } a;\n"
+     "void main() { b.d[0] = a.v.x; }", "not a scalar"),
+])
+def test_dialect_violations_are_refused_at_compile(device, src, complaint):
+    with pytest.raises(ia.InvalidArgument, match=rf"Device\.compile.*{complaint}"):
+        device.compile("#version 430\n" + src, "glsl430")
+
+
+def test_params_reflect_bindings_then_scalars(device):
+    assert kernel(device, "pack_args").params == (
+        Param("buffer"), Param("buffer"),
+        Param("scalar", 4, "int"), Param("scalar", 4, "float"), Param("scalar", 4, "int"), Param("scalar", 4, "int"))
+    assert kernel(device, "daxpy").params == (Param("buffer"), Param("buffer"), Param("scalar", 8, "float"),
+                                              Param("scalar", 4, "int"))
+    assert kernel(device, "add_one").params == (Param("buffer"), Param("scalar", 4, "int"))
+
+
+def test_one_program_per_block_size(device, stream):
+    k = kernel(device, "add_one")
+    n, blocks = 1000, (32, 64, 32, 128, 64)
+    with device.alloc(4 * n) as buf:
+        stream.fill(buf, 0)
+        for block in blocks:
+            stream.launch(k, -(-n // block), block, (buf, np.uint32(n)))
+        assert set(k.module._programs) == {(1, 1, 1), (32, 1, 1), (64, 1, 1), (128, 1, 1)}
+        np.testing.assert_array_equal(read(stream, buf), len(blocks))
+
+
+def test_reflected_params_check_launches(device, stream):
+    k = kernel(device, "saxpy")
+    with device.alloc(64) as x, device.alloc(64) as y:
+        for args in ((x, y, np.uint32(2), np.uint32(16)), (x, y, np.float32(2)), (x, y, np.float64(2), np.uint32(16)),
+                     (x, np.float32(2), np.uint32(16)), (x, y, y, np.float32(2), np.uint32(16))):
+            with pytest.raises(ia.InvalidArgument, match=r"Stream\.launch.*saxpy"):
+                stream.launch(k, 1, 16, args)
+        stream.launch(k, 1, 16, (np.float32(2), x, np.uint32(16), y))  # interleaved any way: buffers, then scalars
+
+
+# -- copies, readbacks, fences ------------------------------------------------------------------------
+
+def test_copy_dtoh_is_delivered_by_the_first_fence_after_it(device, stream):
+    with device.alloc(16) as buf:
+        stream.copy_htod(buf, np.arange(4, dtype=np.uint32))
+        before = stream.record()
+        host = np.full(4, 7, np.uint32)
+        stream.copy_dtoh(host, buf)
+        before.synchronize()
+        np.testing.assert_array_equal(host, 7)  # an event recorded before the copy does not deliver it
+        after = stream.record()
+        while not after.query():
+            time.sleep(0.001)
+        np.testing.assert_array_equal(host, np.arange(4))
+
+
+def test_copies_and_fills_are_byte_exact(device, stream):
+    with device.alloc(37) as a, device.alloc(37) as b:
+        stream.fill(a, 0x11)
+        stream.fill(a, 0xEE, offset=3, nbytes=5)
+        stream.copy_htod(a, np.array([1, 2, 3], np.uint8), dst_offset=30)
+        stream.fill(b, 0)
+        stream.copy_dtod(b, a, 35, dst_offset=1, src_offset=1)
+        expected = np.full(37, 0x11, np.uint8)
+        expected[3:8] = 0xEE
+        expected[30:33] = [1, 2, 3]
+        expected[[0, 36]] = 0
+        np.testing.assert_array_equal(read(stream, b, np.uint8), expected)
+
+
+def test_dropped_events_free_their_sync_and_query(device, stream, monkeypatch):
+    syncs, gl = device.thread.syncs, device.gl
+    destroyed, deleted = [], []
+    real_destroy, real_delete = syncs.destroy, gl.glDeleteQueries
+    monkeypatch.setattr(syncs, "destroy", lambda sync: destroyed.append(sync) or real_destroy(sync))
+    monkeypatch.setattr(gl, "glDeleteQueries", lambda n, names: deleted.append(n) or real_delete(n, names))
+    for _ in range(20):
+        stream.record(timing=True)
+    gc.collect()
+    device.synchronize()  # runs after the frees the dropped events queued
+    assert len(destroyed) >= 20 and len(deleted) == 20
+
+
+def busy_work(device, stream, seconds=0.5):
+    """Launches of `busy` that keep the GL thread executing for about ``seconds`` (llvmpipe runs a dispatch
+    inside glDispatchCompute, so the fence behind them is not even placed yet)."""
+    k = kernel(device, "busy")
+    n = 1 << 16
+    buf = device.alloc(4 * n)
+    t0 = time.perf_counter()
+    stream.launch(k, n // 128, 128, (buf, np.uint32(1000), np.uint32(n)))
+    stream.synchronize()
+    launches = max(1, round(seconds / (time.perf_counter() - t0)))
+    for _ in range(launches):
+        stream.launch(k, n // 128, 128, (buf, np.uint32(1000), np.uint32(n)))
+    return buf, n
+
+
+@pytest.mark.parametrize("op", ["Stream.synchronize", "Event.synchronize", "Device.synchronize"])
+def test_synchronize_timeout_on_running_work(device, stream, op):
+    buf, n = busy_work(device, stream)
+    ev = stream.record()
+    wait = {"Stream.synchronize": stream.synchronize, "Event.synchronize": ev.synchronize,
+            "Device.synchronize": device.synchronize}[op]
+    t0 = time.monotonic()
+    with pytest.raises(ia.Timeout, match=op) as info:
+        wait(timeout=0.05)
+    assert 0.05 <= time.monotonic() - t0 < 0.4 and info.value.seconds == 0.05
+    assert ev.query() is False
+    wait()
+    assert ev.query() is True
+    v = np.arange(n, dtype=np.uint32)
+    for _ in range(1000):
+        v = v * np.uint32(1664525) + np.uint32(1013904223)
+    np.testing.assert_array_equal(read(stream, buf), v)
+    buf.free()
+
+
+def test_a_waiting_thread_does_not_hold_the_gl_thread(device, stream, monkeypatch):
+    """A wait blocks its caller in eglClientWaitSyncKHR, not the GL thread: other work gets through."""
+    real_wait = device.thread.syncs.wait
+    started = threading.Event()
+
+    def slow_wait(sync, nanoseconds):
+        if nanoseconds:
+            started.set()
+            time.sleep(nanoseconds / 1e9)
+            return False
+        return real_wait(sync, nanoseconds)
+
+    monkeypatch.setattr(device.thread.syncs, "wait", slow_wait)
+    timeouts = []
+    waiter = threading.Thread(target=lambda: timeouts.append(pytest.raises(ia.Timeout, stream.synchronize, timeout=0.5)))
+    waiter.start()
+    assert started.wait(5)
+    t0 = time.monotonic()
+    with device.alloc(4) as buf:
+        other = device.create_stream()
+        other.copy_htod(buf, np.array([9], np.uint32))
+        assert device.native.run(lambda: True)  # the GL thread has run the upload and answers
+    assert time.monotonic() - t0 < 0.3, "work on another stream waited for the waiting thread"
+    waiter.join()
+    assert timeouts
+
+
+def test_timed_events_measure_work(device, stream):
+    k = kernel(device, "busy")
+    n = 1 << 14
+    with device.alloc(4 * n) as buf:
+        e0 = stream.record(timing=True)
+        stream.launch(k, n // 128, 128, (buf, np.uint32(2000), np.uint32(n)))
+        e1 = stream.record(timing=True)
+        assert e0.elapsed_ms(e1) > 0
+
+
+# -- errors and diagnostics ---------------------------------------------------------------------------
+
+def test_gl_errors_name_the_call_and_carry_the_debug_message(device):
+    gl = device.gl
+
+    def bad_bind():
+        gl.glBindBuffer(0xDEAD, 0)
+        gl.check("glBindBuffer")
+
+    with pytest.raises(ia.DriverError, match=r"opengl: glBindBuffer failed: GL_INVALID_ENUM.*0xdead") as info:
+        device.native.run(bad_bind)
+    assert info.value.op == "glBindBuffer"
+    assert device.diagnostics() == []  # the message went into the error
+
+
+def test_unchecked_gl_errors_become_diagnostics(device):
+    gl = device.gl
+    device.native.run(gl.glBindBuffer, 0xDEAD, 0)
+    messages = device.diagnostics()
+    assert len(messages) == 1 and "GL_INVALID_ENUM" in messages[0] and "ERROR" in messages[0]
+    assert device.native.run(gl.glGetError) == 0x0500
+    assert device.diagnostics() == []
+
+
+def test_out_of_memory_from_gl_is_typed(device):
+    """Past the device's memory, glBufferData fails with GL_OUT_OF_MEMORY: OutOfMemory naming the call."""
+    gl = device.gl
+    with pytest.raises(ia.OutOfMemory, match=r"glBufferData.*GL_OUT_OF_MEMORY"):
+        device.native.run(gl.mgl, "glBufferData", device.native.context.buffer, reserve=1 << 46)
+    assert device.diagnostics() == []
+
+
+# -- threads ------------------------------------------------------------------------------------------
+
+def test_several_threads_share_one_device(device):
+    k = kernel(device, "add_one")
+    n, rounds, errors = 4096, 20, []
+
+    def work(seed):
+        try:
+            s = device.create_stream()
+            start = np.arange(n, dtype=np.uint32) * seed
+            with device.alloc(4 * n) as buf:
+                s.copy_htod(buf, start)
+                for _ in range(rounds):
+                    s.launch(k, n // 64, 64, (buf, np.uint32(n)))
+                np.testing.assert_array_equal(read(s, buf), start + rounds)
+        except BaseException as exc:  # reported to the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(1, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+# -- drivers ------------------------------------------------------------------------------------------
+
+def _info(**kw):
+    base = dict(backend="opengl", index=0, name="x", vendor="x", driver="x", driver_version="x", simulated=False,
+                memory=0, limits=Limits(1, 1, (1, 1, 1), (1, 1, 1), 1))
+    return DeviceInfo(**{**base, **kw})
+
+
+def test_drivers_recognise_their_devices():
+    llvmpipe, nvidia = targets.get("opengl/llvmpipe"), targets.get("opengl/nvidia")
+    lp = _info(name="llvmpipe (LLVM 15.0.6, 256 bits)", vendor="Mesa/X.org", driver="llvmpipe", simulated=True)
+    zink = _info(name="zink Vulkan 1.3(llvmpipe (LLVM 15.0.6, 256 bits))", vendor="Mesa", driver="zink", simulated=True)
+    h200 = _info(name="NVIDIA H200/PCIe/SSE2", vendor="NVIDIA Corporation", driver="NVIDIA")
+    assert llvmpipe.matches(lp) and not llvmpipe.matches(zink) and not llvmpipe.matches(h200)
+    assert nvidia.matches(h200) and not nvidia.matches(lp)
+    assert not nvidia.matches(_info(backend="vulkan", name="NVIDIA H200", vendor="NVIDIA Corporation"))
+    assert [d.lang for d in llvmpipe.kernels] == ["glsl430"] and llvmpipe.kernels[0].source("saxpy")
+
+
+def test_driver_environments_select_the_egl_vendor():
+    env = targets.get("opengl/llvmpipe").environment()
+    assert env["GALLIUM_DRIVER"] == "llvmpipe" and env["LIBGL_ALWAYS_SOFTWARE"] == "1"
+    if "__EGL_VENDOR_LIBRARY_FILENAMES" in env:
+        assert "mesa" in Path(env["__EGL_VENDOR_LIBRARY_FILENAMES"]).name
+    nvidia = targets.get("opengl/nvidia")
+    if nvidia.missing() is None:
+        assert "nvidia" in Path(nvidia.environment()["__EGL_VENDOR_LIBRARY_FILENAMES"]).name
+    else:
+        assert "__EGL_VENDOR_LIBRARY_FILENAMES" not in nvidia.environment()
+        assert "NVIDIA" in nvidia.missing() or "loader" in nvidia.missing()
