@@ -29,8 +29,9 @@ API CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width, 
     NEED_CONTEXT(c);
     if (!dptr || !pitch || !width || !height || (elem != 4 && elem != 8 && elem != 16))
         return CUDA_ERROR_INVALID_VALUE;
-    size_t p = (width + 511) & ~(size_t)511;
-    TRY(mem_alloc(c, p * height, A_DEVICE, dptr));
+    size_t p = (width + 511) & ~(size_t)511, bytes;
+    if (p < width || __builtin_mul_overflow(p, height, &bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+    TRY(mem_alloc(c, bytes, A_DEVICE, dptr));
     *pitch = p;
     return CUDA_SUCCESS;
 }
@@ -106,7 +107,7 @@ API CUresult cuMemHostGetFlags(unsigned *flags, void *p) {
 API CUresult cuMemHostRegister_v2(void *p, size_t size, unsigned flags) {
     ENTER(cuMemHostRegister_v2);
     NEED_CONTEXT(c);
-    if (!p || size == 0 || (flags & ~0xFu)) return CUDA_ERROR_INVALID_VALUE;
+    if (!p || size == 0 || (flags & ~0xFu) || (uintptr_t)p + size < (uintptr_t)p) return CUDA_ERROR_INVALID_VALUE;
     return mem_register(c, p, size, flags);
 }
 

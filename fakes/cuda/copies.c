@@ -26,15 +26,21 @@ static void run_copy(void *arg) {
 static CUresult check_side(uint64_t p, size_t n, int side) {
     if (!p && n) return CUDA_ERROR_INVALID_VALUE;
     if (!n) return CUDA_SUCCESS;
+    if (p + n < p) return CUDA_ERROR_INVALID_VALUE; /* past the end of the address space */
     AllocInfo a;
-    if (mem_find(p, &a)) return p + n <= a.base + a.size ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (mem_find(p, &a)) return n <= a.base + a.size - p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
     return side == MEM_DEVICE || mem_in_device_range(p) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
-/* Bytes from the first to one past the last byte a copy touches on one side. */
+/* Bytes from the first to one past the last byte a copy touches on one side; SIZE_MAX when that does not
+ * fit (no allocation is that large, so the check fails). */
 static size_t copy_span(const Copy3D *c, size_t pitch, size_t height) {
     if (!c->width || !c->height || !c->depth) return 0;
-    return ((c->depth - 1) * height + (c->height - 1)) * pitch + c->width;
+    size_t rows, bytes;
+    if (__builtin_mul_overflow(c->depth - 1, height, &rows) || __builtin_add_overflow(rows, c->height - 1, &rows) ||
+        __builtin_mul_overflow(rows, pitch, &bytes) || __builtin_add_overflow(bytes, c->width, &bytes))
+        return SIZE_MAX;
+    return bytes;
 }
 
 static CUresult submit_copy(Stream *s, const StreamOp *op) {
@@ -138,7 +144,11 @@ static const StreamOpClass SET_CLASS = {submit_set, NULL, NULL};
 CUresult set_op(const SetParams *p, StreamOp *op) {
     if ((p->elem != 1 && p->elem != 2 && p->elem != 4) || p->dst % p->elem) return CUDA_ERROR_INVALID_VALUE;
     if (p->height > 1 && p->pitch < p->width * p->elem) return CUDA_ERROR_INVALID_VALUE;
-    size_t span = p->height ? (p->height - 1) * p->pitch + p->width * p->elem : 0;
+    size_t span = 0, row;
+    if (p->height &&
+        (__builtin_mul_overflow(p->height - 1, p->pitch, &span) || __builtin_mul_overflow(p->width, p->elem, &row) ||
+         __builtin_add_overflow(span, row, &span)))
+        return CUDA_ERROR_INVALID_VALUE;
     if (span) TRY(check_side(p->dst, span, MEM_DEVICE));
     *op = (StreamOp){.kind = OPK_MEMSET, .cls = &SET_CLASS, .u.set = *p};
     return CUDA_SUCCESS;

@@ -7,9 +7,29 @@
 
 #include "fake.h"
 
+/* An executable graph. Destroying it while launches are queued frees it when the last one is done: its user
+ * objects (a host node's callback, kept alive by one) must outlive the work, as on a real driver. */
 typedef struct GraphExec {
     Graph *graph; /* the instantiated clone */
+    int pending;  /* launches queued and not yet done; under g_exec_mu */
+    int destroyed;
 } GraphExec;
+
+static pthread_mutex_t g_exec_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void exec_free(GraphExec *x) {
+    graph_free(x->graph);
+    free(x);
+}
+
+/* The work item queued after each launch's nodes. */
+static void launch_done(void *arg) {
+    GraphExec *x = arg;
+    pthread_mutex_lock(&g_exec_mu);
+    int last = --x->pending == 0 && x->destroyed;
+    pthread_mutex_unlock(&g_exec_mu);
+    if (last) exec_free(x);
+}
 
 /* CUDA_KERNEL_NODE_PARAMS_v2 (v1 is its prefix up to extra). */
 typedef struct KernelNodeParams {
@@ -441,8 +461,11 @@ API CUresult cuGraphExecDestroy(void *hExec) {
     GraphExec *x;
     TRY(handle_get(hExec, H_GRAPH_EXEC, &x));
     handle_remove(x);
-    graph_free(x->graph);
-    free(x);
+    pthread_mutex_lock(&g_exec_mu);
+    x->destroyed = 1;
+    int idle = x->pending == 0;
+    pthread_mutex_unlock(&g_exec_mu);
+    if (idle) exec_free(x);
     return CUDA_SUCCESS;
 }
 
@@ -504,7 +527,12 @@ API CUresult cuGraphLaunch(void *hExec, void *hStream) {
         StreamOp op = {.kind = OPK_GRAPH, .cls = &CHILD_CLASS, .u.graph = x->graph};
         return stream_capture(s, &op);
     }
-    return graph_submit(s, x->graph);
+    pthread_mutex_lock(&g_exec_mu);
+    x->pending++;
+    pthread_mutex_unlock(&g_exec_mu);
+    CUresult rc = graph_submit(s, x->graph);
+    if (stream_submit(s, launch_done, x) != CUDA_SUCCESS) launch_done(x); /* could not queue it: done now */
+    return rc;
 }
 
 API CUresult cuGraphUpload(void *hExec, void *hStream) {

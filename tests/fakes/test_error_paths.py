@@ -14,7 +14,7 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
 import numpy as np
 import pytest
 
-SUCCESS, INVALID_VALUE, NOT_INITIALIZED = 0, 1, 3
+SUCCESS, INVALID_VALUE, OUT_OF_MEMORY, NOT_INITIALIZED = 0, 1, 2, 3
 INVALID_DEVICE, INVALID_IMAGE, INVALID_CONTEXT, INVALID_PTX = 101, 200, 201, 218
 FILE_NOT_FOUND, INVALID_HANDLE, ILLEGAL_STATE, NOT_FOUND = 301, 400, 401, 500
 CAPTURE_UNSUPPORTED, NO_BINARY_FOR_GPU, NOT_SUPPORTED = 900, 209, 801
@@ -88,6 +88,15 @@ def _sass_only_fatbin():
     """A fatbin whose one entry is machine code (kind 2, sm_90)."""
     entry = struct.pack("<HHIQIIHHIIIQQQ", 2, 0x0101, 64, 8, 0, 0, 0, 9, 90, 0, 0, 0, 0, 0) + bytes(8)
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(entry)) + entry
+
+
+def _memcpy3d_overflowing(ptr):
+    """A device-to-device CUDA_MEMCPY3D whose rows reach past the end of the address space."""
+    words = _memcpy3d_device_to_device()
+    words[6] = words[17] = ptr  # srcDevice, dstDevice
+    words[9] = words[20] = 2    # srcPitch, dstPitch
+    words[22], words[23], words[24] = 1, 2 ** 62, 1  # WidthInBytes, Height, Depth
+    return byref(words)
 
 
 def _memset_node(element_size):
@@ -177,7 +186,9 @@ CASES = {
     "cuMemAllocPitch_v2": [("element size 3", lambda e: (e.outp, e.outp, c_size_t(64), c_size_t(4), c_uint(3)),
                             INVALID_VALUE),
                            ("NULL out", lambda e: (NULL, NULL, c_size_t(64), c_size_t(4), c_uint(4)),
-                            INVALID_VALUE)],
+                            INVALID_VALUE),
+                           ("pitch x height overflows", lambda e: (e.outp, e.outp, c_size_t(2 ** 40), c_size_t(2 ** 40),
+                                                                   c_uint(4)), OUT_OF_MEMORY)],
     "cuMemAllocManaged": [("size 0", lambda e: (e.outp, c_size_t(0), c_uint(1)), INVALID_VALUE),
                           ("bad flags", lambda e: (e.outp, c_size_t(64), c_uint(0)), INVALID_VALUE)],
     "cuMemFree_v2": [("not an allocation", lambda e: (BADPTR,), INVALID_VALUE),
@@ -192,7 +203,9 @@ CASES = {
                                      ("flags must be 0", lambda e: (e.outp, e.hostp, c_uint(1)), INVALID_VALUE)],
     "cuMemHostGetFlags": [("not pinned", lambda e: (e.outp, e.hostp), INVALID_VALUE)],
     "cuMemHostRegister_v2": [("NULL", lambda e: (NULL, c_size_t(64), c_uint(0)), INVALID_VALUE),
-                             ("size 0", lambda e: (e.hostp, c_size_t(0), c_uint(0)), INVALID_VALUE)],
+                             ("size 0", lambda e: (e.hostp, c_size_t(0), c_uint(0)), INVALID_VALUE),
+                             ("a range that wraps around", lambda e: (e.hostp, c_size_t(2 ** 64 - 16), c_uint(0)),
+                              INVALID_VALUE)],
     "cuMemHostUnregister": [("not registered", lambda e: (e.hostp,), 713)],  # HOST_MEMORY_NOT_REGISTERED
     "cuMemAllocAsync": [("NULL out", lambda e: (NULL, c_size_t(64), e.stream), INVALID_VALUE),
                         ("bad stream", lambda e: (e.outp, c_size_t(64), BAD), INVALID_HANDLE)],
@@ -213,6 +226,7 @@ CASES = {
     "cuMemcpyDtoH_v2": [("past the end", lambda e: (e.hostp, e.ptr, c_size_t(257)), INVALID_VALUE),
                         ("not an allocation", lambda e: (e.hostp, BADPTR, c_size_t(4)), INVALID_VALUE)],
     "cuMemcpyDtoD_v2": [("past the end", lambda e: (e.ptr, e.ptr, c_size_t(257)), INVALID_VALUE),
+                        ("a size that wraps around", lambda e: (e.ptr, e.ptr, c_size_t(2 ** 64 - 8)), INVALID_VALUE),
                         ("not an allocation", lambda e: (BADPTR, e.ptr, c_size_t(4)), INVALID_VALUE)],
     "cuMemcpyHtoDAsync_v2": [("past the end", lambda e: (e.ptr, e.hostp, c_size_t(257), e.stream), INVALID_VALUE),
                              ("bad stream", lambda e: (e.ptr, e.hostp, c_size_t(4), BAD), INVALID_HANDLE)],
@@ -240,7 +254,9 @@ CASES = {
     "cuMemsetD2D8_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(16), c_size_t(2)),
                          INVALID_VALUE),
                         ("past the end", lambda e: (e.ptr, c_size_t(64), c_uint(0), c_size_t(64), c_size_t(5)),
-                         INVALID_VALUE)],
+                         INVALID_VALUE),
+                        ("a span that overflows", lambda e: (e.ptr, c_size_t(2 ** 63), c_uint(0), c_size_t(1),
+                                                             c_size_t(3)), INVALID_VALUE)],
     "cuMemsetD2D16_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(8), c_size_t(2)),
                           INVALID_VALUE)],
     "cuMemsetD2D32_v2": [("pitch below width", lambda e: (e.ptr, c_size_t(8), c_uint(0), c_size_t(4), c_size_t(2)),
@@ -296,6 +312,9 @@ CASES = {
     "cuGraphAddMemcpyNode": [("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), e.empty_copy, NULL),
                               INVALID_HANDLE),
                              ("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL, NULL),
+                              INVALID_VALUE),
+                             ("a span that overflows", lambda e: (e.outp, e.graph, NULL, c_size_t(0),
+                                                                  _memcpy3d_overflowing(e.ptr.value), NULL),
                               INVALID_VALUE)],
     "cuGraphAddMemsetNode": [("element size 3", lambda e: (e.outp, e.graph, NULL, c_size_t(0), _memset_node(3),
                                                            NULL), INVALID_VALUE),

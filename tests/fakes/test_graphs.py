@@ -2,6 +2,7 @@
 order with real values checked, executable graphs take new parameters, capture records instead of running."""
 
 import ctypes
+import threading
 
 import numpy as np
 import pytest
@@ -274,3 +275,27 @@ def test_graph_queries_clone_and_node_removal(cuda):
     assert int(embedded) != int(g) and cuda.ok(d.cuGraphGetNodes(embedded, 0))[1] == 2
     for graph in (g, clone, parent):
         cuda.ok(d.cuGraphDestroy(graph))
+
+
+def test_destroying_an_executable_graph_with_queued_launches_keeps_its_objects_until_they_are_done(cuda):
+    d = cuda.d
+    gate, ran, destroyed = threading.Event(), [], []
+    host_fn = HOST_FN(lambda _: (gate.wait(10), ran.append(1)))
+    destructor = HOST_FN(lambda ptr: destroyed.append(ptr))
+    g = cuda.ok(d.cuGraphCreate(0))
+    hp = d.CUDA_HOST_NODE_PARAMS()
+    hp.fn = ctypes.cast(host_fn, ctypes.c_void_p).value
+    cuda.ok(d.cuGraphAddHostNode(g, None, 0, hp))
+    obj = cuda.ok(d.cuUserObjectCreate(7, ctypes.cast(destructor, ctypes.c_void_p).value, 1,
+                                       d.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC))
+    cuda.ok(d.cuGraphRetainUserObject(g, obj, 1, d.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE))
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    cuda.ok(d.cuGraphDestroy(g))
+    s = cuda.ok(d.cuStreamCreate(1))
+    cuda.ok(d.cuGraphLaunch(exe, s))  # the host node waits for the gate
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    assert destroyed == [] and ran == []  # still queued: its user object lives
+    gate.set()
+    cuda.ok(d.cuStreamSynchronize(s))
+    assert ran == [1] and destroyed == [7]
+    cuda.ok(d.cuStreamDestroy(s))
