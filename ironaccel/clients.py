@@ -355,7 +355,9 @@ def render(docs: list[dict]) -> str:
             if better is None:
                 lines += [f"#### Pass on {better_target} but not on {FAKE}: {better_target} not run", ""]
             else:
-                lines += _gap_section(f"Pass on {better_target} but not on {FAKE}", _gap(better, fake))
+                both = len(better["tests"].keys() & fake["tests"].keys())
+                lines += _gap_section(f"Pass on {better_target} but not on {FAKE} (of the {both} tests both ran)",
+                                      _gap(better, fake))
         failing: dict[str, int] = {}
         for t in fake["tests"].values():
             if t["outcome"] in ("fail", "error"):
