@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -80,7 +81,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     for name, t in targets.TARGETS.items():
         why = t.missing()
         rows.append([name, "yes" if why is None else "no", "" if why is None else why])
-    print(tables.plain(rows))
+    print(tables.plain(rows, width=shutil.get_terminal_size().columns))
     return 0
 
 

@@ -4,13 +4,24 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from typing import Sequence
 
 
-def plain(rows: Sequence[Sequence[str]]) -> str:
-    """Aligned columns, the first row a header underlined with dashes."""
+def plain(rows: Sequence[Sequence[str]], width: int | None = None) -> str:
+    """Aligned columns, the first row a header underlined with dashes. With ``width`` (a terminal's), the
+    last column wraps at word boundaries under itself so no line is longer (it keeps 20 columns at least)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    if width is not None:
+        lead = sum(widths[:-1]) + 2 * (len(widths) - 1)
+        widths[-1] = min(widths[-1], max(20, width - lead))
+    lines = []
+    for r in rows:
+        last = (textwrap.wrap(r[-1], widths[-1]) or [""]) if width is not None else [r[-1]]
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths)) + ("  " if len(r) > 1 else "") + last[0])
+        indent = " " * (sum(widths[:-1]) + 2 * (len(widths) - 1))
+        lines += [indent + more for more in last[1:]]
+    lines = [line.rstrip() for line in lines]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
