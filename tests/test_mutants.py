@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "ci" / "mutants"))
 import run  # noqa: E402
 from catalogue import MUTANTS  # noqa: E402
 
-AREAS = {"webgpu", "vulkan", "cuda", "pool", "plugin", "fake"}
+AREAS = {"webgpu", "vulkan", "cuda", "opengl", "pool", "plugin", "fake"}
 
 
 @pytest.mark.parametrize("mutant", MUTANTS, ids=[m.id for m in MUTANTS])

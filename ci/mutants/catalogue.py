@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Mutant:
     id: str
-    area: str  # webgpu, vulkan, cuda, pool, plugin, fake
+    area: str  # webgpu, vulkan, cuda, opengl, pool, plugin, fake
     file: str
     old: str
     new: str
@@ -33,6 +33,7 @@ class Mutant:
 WGPU = "ironaccel/backends/webgpu/"
 VK = "ironaccel/backends/vulkan/"
 CU = "ironaccel/backends/cuda/"
+GL = "ironaccel/backends/opengl/"
 STAGED = {"IRONACCEL_VK_DIRECT_MAPPING": "0"}  # Vulkan's staging path, which lavapipe's mapped memory skips
 PURE = {"IRONACCEL_PURE_PYTHON": "1"}  # CUDA code the compiled hot path (ironaccel/_fast.c) replaces when it loads
 
@@ -275,6 +276,32 @@ MUTANTS: list[Mutant] = [
            "dev._staging.copy_htod(self, dst._ptr + dst_offset, src)",
            "dev._staging.copy_htod(self, dst._ptr, src)",
            "cuda/fake", "copy_htod at an offset lands at the start of the buffer", ("COPY-1",)),
+    # -- OpenGL (certified on opengl/llvmpipe) --------------------------------------------------------------
+    Mutant("gl-htod-offset-dropped", "opengl", GL + "stream.py",
+           'self._dev.gl.mgl("glBufferSubData", dst.write, src, offset)',
+           'self._dev.gl.mgl("glBufferSubData", dst.write, src, 0)',
+           "opengl/llvmpipe", "copy_htod at an offset lands at the start of the buffer", ("COPY-1",)),
+    Mutant("gl-dtod-offsets-swapped", "opengl", GL + "stream.py",
+           "self._dev.ctx.copy_buffer, dst, src, n, src_offset, dst_offset)",
+           "self._dev.ctx.copy_buffer, dst, src, n, dst_offset, src_offset)",
+           "opengl/llvmpipe", "copy_dtod reads at the destination offset and writes at the source offset", ("COPY-2",)),
+    Mutant("gl-fill-offset-dropped", "opengl", GL + "stream.py",
+           "gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, offset, nbytes,",
+           "gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, 0, nbytes,",
+           "opengl/llvmpipe", "fill of a range at an offset fills the start of the buffer", ("FILL-1",)),
+    Mutant("gl-htod-source-not-copied", "opengl", GL + "stream.py",
+           "self._dev.thread.submit(self._gl_copy_htod, _gl(dst), dst_offset, src.copy())",
+           "self._dev.thread.submit(self._gl_copy_htod, _gl(dst), dst_offset, src)",
+           "opengl/llvmpipe", "copy_htod reads the host array later on the GL thread: overwriting it after the call "
+           "changes what lands", ("COPY-4",)),
+    Mutant("gl-query-always-complete", "opengl", GL + "stream.py",
+           "return self._fence.wait(0)",
+           "return True",
+           "opengl/llvmpipe", "Event.query() says complete while the work before it still runs", ("EVENT-5",)),
+    Mutant("gl-elapsed-in-seconds", "opengl", GL + "stream.py",
+           "return (end._nanoseconds() - self._nanoseconds()) / 1e6",
+           "return (end._nanoseconds() - self._nanoseconds()) / 1e9",
+           "opengl/llvmpipe", "elapsed_ms returns seconds", ("EVENT-6",)),
     # -- MemPool -----------------------------------------------------------------------------------------
     Mutant("pool-bucket-too-big-at-powers-of-two", "pool", "ironaccel/pool.py",
            "bucket = (nbytes - 1).bit_length() - MIN_SHIFT",
