@@ -9,15 +9,11 @@ driver; a child process gets it through ``child_env()`` (LD_LIBRARY_PATH) instea
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 
+from . import cbuild
 from .errors import NotAvailable
-from .targets import cache_dir
 
 __all__ = ["IDENTITY", "source_dir", "build", "load", "child_env", "Control"]
 
@@ -42,41 +38,9 @@ def _sources(src: Path) -> list[Path]:
     return sorted(p for p in src.iterdir() if p.suffix in (".c", ".h"))
 
 
-def _find_compiler() -> str:
-    tried = []
-    for name in (os.environ.get("CC"), "cc", "gcc", "clang"):
-        if not name:
-            continue
-        tried.append(name)
-        path = shutil.which(name)
-        if path:
-            return path
-    raise NotAvailable("cuda", "C compiler", f"searched $CC, cc, gcc, clang ({', '.join(tried)}): apt-get install gcc")
-
-
 def build() -> Path:
     """Compiles the fake once per source hash (cached); safe to call from parallel processes."""
-    src = source_dir()
-    files = _sources(src)
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")
-    digest.update(" ".join(CFLAGS + LIBS).encode())
-    out_dir = cache_dir() / "fakecuda" / digest.hexdigest()
-    lib = out_dir / "libcuda.so.1"
-    if lib.is_file():
-        return lib
-    compiler = _find_compiler()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".libcuda.", suffix=".so", dir=out_dir)
-    os.close(fd)
-    cmd = [compiler, *CFLAGS, "-o", tmp, *[str(f) for f in files if f.suffix == ".c"], *LIBS]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise NotAvailable("cuda", "fake libcuda build", f"{' '.join(cmd)} failed:\n{proc.stderr}")
-    os.replace(tmp, lib)  # atomic: a concurrent builder either sees no file or a complete one
-    return lib
+    return cbuild.build("fakecuda", "libcuda.so.1", _sources(source_dir()), CFLAGS, LIBS)
 
 
 _loaded: ctypes.CDLL | None = None

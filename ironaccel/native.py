@@ -10,18 +10,16 @@ exists nor can be built; it never raises.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.machinery
 import importlib.util
 import os
 import subprocess
 import sysconfig
-import tempfile
 from pathlib import Path
 from types import ModuleType
 
+from . import cbuild
 from .errors import NotAvailable
-from .targets import cache_dir
 
 SOURCE = Path(__file__).with_name("_fast.c")
 CFLAGS = ("-O2", "-fPIC", "-shared", "-fvisibility=hidden")  # setup.py builds with the same
@@ -58,23 +56,7 @@ def build() -> Path:
     """Compile ``_fast.c`` once per source hash and Python ABI (cached; safe from parallel processes)."""
     include = sysconfig.get_paths()["include"]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
-    digest = hashlib.sha256(SOURCE.read_bytes() + " ".join(CFLAGS).encode() + include.encode() + suffix.encode())
-    out = cache_dir() / "fast" / digest.hexdigest() / f"_fast{suffix}"
-    if out.is_file():
-        return out
-    from .fakes import _find_compiler  # one compiler search for everything ironaccel compiles
-
-    compiler = _find_compiler()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".fast.", suffix=".so", dir=out.parent)
-    os.close(fd)
-    cmd = [compiler, *CFLAGS, f"-I{include}", "-o", tmp, str(SOURCE), "-ldl"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise OSError(f"{' '.join(cmd)} failed:\n{proc.stderr}")
-    os.replace(tmp, out)  # atomic: a concurrent builder sees no file or a complete one
-    return out
+    return cbuild.build("fast", f"_fast{suffix}", [SOURCE], (*CFLAGS, f"-I{include}"), ("-ldl",), key=suffix)
 
 
 def _import(path: Path) -> ModuleType:

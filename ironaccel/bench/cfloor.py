@@ -9,17 +9,14 @@ so it runs (simulated) without a GPU too.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import select
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import fakes
+from .. import cbuild, fakes
 from ..errors import NotAvailable, Timeout
-from ..targets import cache_dir
 from .cases import C_FLOOR, Impl
 
 SOURCE = Path(__file__).with_name("cfloor.c")
@@ -29,24 +26,7 @@ REPLY_TIMEOUT_S = 120.0  # a batch is calibrated to milliseconds; a silent progr
 
 def build() -> Path:
     """The compiled program, built once per source hash; safe to call from parallel processes."""
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source + b"\0" + " ".join(CFLAGS).encode()).hexdigest()
-    out_dir = cache_dir() / "cfloor" / digest
-    program = out_dir / "cfloor"
-    if program.is_file():
-        return program
-    compiler = fakes._find_compiler()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".cfloor.", dir=out_dir)
-    os.close(fd)
-    cmd = [compiler, *CFLAGS, "-o", tmp, str(SOURCE), "-ldl"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        os.unlink(tmp)
-        raise NotAvailable("cuda", "C floor build", f"{' '.join(cmd)} failed:\n{proc.stderr}")
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, program)  # atomic: a concurrent builder either sees no file or a complete one
-    return program
+    return cbuild.build("cfloor", "cfloor", [SOURCE], CFLAGS, ("-ldl",))
 
 
 def driver_library(info: Any) -> str:
