@@ -1,5 +1,6 @@
 /* Copies and sets (cuMemcpy*, cuMemset*, and the operations graph nodes hold): checked at the call,
  * queued on a stream as work items (or recorded by a capturing stream); the synchronous forms wait. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -8,15 +9,35 @@
 typedef struct CopyWork {
     Copy3D c;
     void *staging;
+    Context *ctx;
 } CopyWork;
+
+static size_t copy_span(const Copy3D *c, size_t pitch, size_t height);
+
+/* When the stream reaches a copy or set: a device-range side that is no longer (or not yet) live memory, such
+ * as a graph allocation after its free, is a fault like a kernel's: sticky ILLEGAL_ADDRESS and a report,
+ * never a touch of an unmapped page. */
+static int reached_memory_ok(Context *ctx, const char *what, uint64_t p, size_t n) {
+    if (!n || !mem_in_device_range(p) || mem_span_ok(p, n)) return 1;
+    char report[512], where[256];
+    mem_describe(p, where, sizeof where);
+    snprintf(report, sizeof report, "%s of %zu bytes at 0x%llx when the stream reached it: not live memory (%s)",
+             what, n, (unsigned long long)p, where);
+    if (!ctx->sticky) ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+    fake_log("%s", report);
+    set_last_report(report);
+    return 0;
+}
 
 static void run_copy(void *arg) {
     CopyWork *w = arg;
     const Copy3D *c = &w->c;
-    for (size_t z = 0; z < c->depth; z++)
-        for (size_t y = 0; y < c->height; y++)
-            memmove((uint8_t *)(uintptr_t)c->dst + (z * c->dst_height + y) * c->dst_pitch,
-                    (const uint8_t *)(uintptr_t)c->src + (z * c->src_height + y) * c->src_pitch, c->width);
+    if (reached_memory_ok(w->ctx, "copy destination", c->dst, copy_span(c, c->dst_pitch, c->dst_height)) &&
+        reached_memory_ok(w->ctx, "copy source", c->src, copy_span(c, c->src_pitch, c->src_height)))
+        for (size_t z = 0; z < c->depth; z++)
+            for (size_t y = 0; y < c->height; y++)
+                memmove((uint8_t *)(uintptr_t)c->dst + (z * c->dst_height + y) * c->dst_pitch,
+                        (const uint8_t *)(uintptr_t)c->src + (z * c->src_height + y) * c->src_pitch, c->width);
     free(w->staging);
     free(w);
 }
@@ -29,6 +50,7 @@ static CUresult check_side(uint64_t p, size_t n, int side) {
     if (p + n < p) return CUDA_ERROR_INVALID_VALUE; /* past the end of the address space */
     AllocInfo a;
     if (mem_find(p, &a)) return n <= a.base + a.size - p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    if (graph_mem_contains(p, n)) return CUDA_SUCCESS; /* mapped by the time the stream reaches the work */
     return side == MEM_DEVICE || mem_in_device_range(p) ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
@@ -47,6 +69,7 @@ static CUresult submit_copy(Stream *s, const StreamOp *op) {
     CopyWork *w = calloc(1, sizeof *w);
     if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
     w->c = op->u.copy;
+    w->ctx = s->ctx;
     CUresult rc = stream_submit(s, run_copy, w);
     if (rc) free(w);
     return rc;
@@ -74,8 +97,9 @@ static CUresult copy(uint64_t dst, int dst_side, uint64_t src, int src_side, siz
     CopyWork *w = calloc(1, sizeof *w);
     if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
     w->c = op.u.copy;
-    int src_pageable = !mem_is_host_pinned((void *)(uintptr_t)src) && !mem_find(src, NULL);
-    int dst_pageable = !mem_is_host_pinned((void *)(uintptr_t)dst) && !mem_find(dst, NULL);
+    w->ctx = s->ctx;
+    int src_pageable = !mem_in_device_range(src) && !mem_find(src, NULL);
+    int dst_pageable = !mem_in_device_range(dst) && !mem_find(dst, NULL);
     if (!sync && src_pageable) { /* pageable source: staged now, so the caller may reuse it at once */
         w->staging = malloc(n);
         memcpy(w->staging, (const void *)(uintptr_t)src, n);
@@ -119,21 +143,29 @@ API CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, void *hSt
     return copy(dst, MEM_EITHER, src, MEM_EITHER, n, hStream, 0);
 }
 
+typedef struct SetWork {
+    SetParams p;
+    Context *ctx;
+} SetWork;
+
 static void run_set(void *arg) {
-    SetParams *w = arg;
-    for (size_t y = 0; y < w->height; y++) {
-        uint8_t *row = (uint8_t *)(uintptr_t)w->dst + y * w->pitch;
-        if (w->elem == 1) memset(row, (int)(w->value & 0xFF), w->width);
-        else if (w->elem == 2) for (size_t i = 0; i < w->width; i++) ((uint16_t *)row)[i] = (uint16_t)w->value;
-        else for (size_t i = 0; i < w->width; i++) ((uint32_t *)row)[i] = w->value;
-    }
-    free(w);
+    SetWork *sw = arg;
+    const SetParams *w = &sw->p;
+    size_t span = w->height ? (w->height - 1) * w->pitch + w->width * w->elem : 0; /* checked by set_op */
+    if (reached_memory_ok(sw->ctx, "memset", w->dst, span))
+        for (size_t y = 0; y < w->height; y++) {
+            uint8_t *row = (uint8_t *)(uintptr_t)w->dst + y * w->pitch;
+            if (w->elem == 1) memset(row, (int)(w->value & 0xFF), w->width);
+            else if (w->elem == 2) for (size_t i = 0; i < w->width; i++) ((uint16_t *)row)[i] = (uint16_t)w->value;
+            else for (size_t i = 0; i < w->width; i++) ((uint32_t *)row)[i] = w->value;
+        }
+    free(sw);
 }
 
 static CUresult submit_set(Stream *s, const StreamOp *op) {
-    SetParams *w = malloc(sizeof *w);
+    SetWork *w = malloc(sizeof *w);
     if (!w) return CUDA_ERROR_OUT_OF_MEMORY;
-    *w = op->u.set;
+    *w = (SetWork){op->u.set, s->ctx};
     CUresult rc = stream_submit(s, run_set, w);
     if (rc) free(w);
     return rc;

@@ -110,6 +110,13 @@
     X(cuGraphAddEventWaitNode, "cuGraphAddEventWaitNode", 11010) \
     X(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode", 10000) \
     X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", 10000) \
+    X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 11040) \
+    X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", 11040) \
+    X(cuGraphMemAllocNodeGetParams, "cuGraphMemAllocNodeGetParams", 11040) \
+    X(cuGraphMemFreeNodeGetParams, "cuGraphMemFreeNodeGetParams", 11040) \
+    X(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute", 11040) \
+    X(cuDeviceSetGraphMemAttribute, "cuDeviceSetGraphMemAttribute", 11040) \
+    X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040) \
     X(cuGraphGetNodes, "cuGraphGetNodes", 10000) \
     X(cuGraphNodeGetType, "cuGraphNodeGetType", 10000) \
     X(cuGraphDestroyNode, "cuGraphDestroyNode", 10000) \

@@ -113,6 +113,10 @@ typedef struct AllocInfo {
 /* Reserves the device address range; called once from cuInit. 0 on success. */
 int mem_init(void);
 CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out);
+/* Reserves an address range without mapping it (0 when none is left); mem_map_reserved makes [base, +size)
+ * a live allocation of that kind (again after each mem_free): INVALID_VALUE while it is live. */
+uint64_t mem_reserve(uint64_t size);
+CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind);
 /* Registers caller-owned host memory (cuMemHostRegister). */
 CUresult mem_register(Context *ctx, void *p, uint64_t size, unsigned flags);
 CUresult mem_free(uint64_t base, int kind_mask);
@@ -131,7 +135,6 @@ void mem_describe(uint64_t addr, char *buf, size_t n);
 void mem_release_context(Context *ctx);
 uint64_t mem_total(void);
 uint64_t mem_used(void);
-int mem_is_host_pinned(const void *p);
 /* The leak report at process exit (atexit; exits with status 3 in IRONACCEL_FAKE_CUDA_LEAKS=error mode). */
 void mem_report_at_exit(void);
 
@@ -284,7 +287,7 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len);
 /* ---- operations: one unit of stream work, as a stream runs it and a graph node keeps it ---- */
 enum OpKind { /* the CUgraphNodeType values */
     OPK_KERNEL = 0, OPK_MEMCPY = 1, OPK_MEMSET = 2, OPK_HOST = 3, OPK_GRAPH = 4, OPK_EMPTY = 5,
-    OPK_EVENT_WAIT = 6, OPK_EVENT_RECORD = 7
+    OPK_EVENT_WAIT = 6, OPK_EVENT_RECORD = 7, OPK_MEM_ALLOC = 10, OPK_MEM_FREE = 11
 };
 /* A (up to) 3-D copy between addresses that already include the offsets; pitches in bytes. */
 typedef struct Copy3D {
@@ -317,6 +320,8 @@ struct StreamOp {
         struct { void (*fn)(void *); void *user; } host;
         Event *event;
         Graph *graph; /* a child graph, cloned by hold */
+        struct GraphAlloc *alloc; /* a graph allocation (graph_memory.c), referenced by hold */
+        CUdeviceptr freed; /* the graph allocation a free node frees */
     } u;
 };
 
@@ -375,6 +380,9 @@ unsigned graph_drop_object(Graph *g, UserObject *o, unsigned count);
 Graph *graph_new(void);
 /* Adds a node after deps (all nodes of g), holding a copy of op; NULL when out of memory. */
 GraphNode *graph_add(Graph *g, const StreamOp *op, GraphNode *const *deps, int ndeps);
+/* graph_add for an entry point: checks the graph and dependency handles (INVALID_HANDLE/VALUE); the
+ * caller's op is not taken. */
+CUresult graph_add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op);
 /* Removes a node and every edge to it; the nodes after it move up one place. */
 void graph_remove(GraphNode *n);
 /* Replaces a node's operation (the new one held, the old dropped). */
@@ -388,6 +396,21 @@ int graph_shape_differs(const Graph *a, const Graph *b);
 int graph_node_precedes(const GraphNode *a, const GraphNode *b);
 /* Queues every node of g on s, in order (one stream runs a graph: its order respects every edge). */
 CUresult graph_submit(Stream *s, const Graph *g);
+
+/* ---- graph memory (graph_memory.c): allocations that memory nodes make and free in stream order ---- */
+/* An allocation of size bytes at an address of its own (*base), made each time the op is reached; props is a
+ * CUmemPoolProps (NULL: device memory), access its CUmemAccessDesc array. The caller drops op after adding it. */
+CUresult graph_alloc_op(Context *ctx, size_t size, const void *props, const void *access, size_t naccess,
+                        CUdeviceptr *base, StreamOp *op);
+/* A free of graph allocation p (INVALID_VALUE when p is not the start of one). */
+CUresult graph_free_op(CUdeviceptr p, StreamOp *op);
+/* Is p the start of a graph allocation? */
+int graph_mem_owns(CUdeviceptr p);
+/* Does [p, p+n) lie inside one graph allocation (mapped or not: work on it is checked when it is queued)? */
+int graph_mem_contains(uint64_t p, size_t n);
+/* Before a graph launch: an allocation of g still live from an earlier launch is freed first (auto_free)
+ * or the launch fails with INVALID_VALUE, as on a real driver. */
+CUresult graph_mem_prelaunch(Stream *s, const Graph *g, int auto_free);
 
 /* ---- fault injection, counts, control (faults.c) ---- */
 const char *entry_name(int id);

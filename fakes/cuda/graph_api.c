@@ -11,6 +11,7 @@
  * objects (a host node's callback, kept alive by one) must outlive the work, as on a real driver. */
 typedef struct GraphExec {
     Graph *graph; /* the instantiated clone */
+    uint64_t flags; /* CUDA_GRAPH_INSTANTIATE_FLAG_* */
     int pending;  /* launches queued and not yet done; under g_exec_mu */
     int destroyed;
 } GraphExec;
@@ -88,7 +89,8 @@ typedef struct UpdateResultInfo {
 } UpdateResultInfo;
 enum { UPDATE_SUCCESS = 0, UPDATE_ERROR = 1, UPDATE_TOPOLOGY_CHANGED = 2, UPDATE_NODE_TYPE_CHANGED = 3 };
 
-/* CUDA_GRAPH_INSTANTIATE_FLAG_*: auto-free-on-launch (1) and use-node-priority (8) change nothing here */
+/* CUDA_GRAPH_INSTANTIATE_FLAG_*: use-node-priority (8) changes nothing here */
+#define INSTANTIATE_AUTO_FREE_ON_LAUNCH 1
 #define INSTANTIATE_UPLOAD 2
 #define INSTANTIATE_DEVICE_LAUNCH 4
 #define INSTANTIATE_FLAGS 0xF
@@ -111,8 +113,7 @@ API CUresult cuGraphDestroy(void *hGraph) {
     return CUDA_SUCCESS;
 }
 
-/* Adds op to the graph after deps (each a node of that graph); the caller's op is not taken. */
-static CUresult add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op) {
+CUresult graph_add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op) {
     Graph *g;
     TRY(handle_get(hGraph, H_GRAPH, &g));
     if (!phNode || (ndeps && !deps) || ndeps > (size_t)g->nnodes) return CUDA_ERROR_INVALID_VALUE;
@@ -140,7 +141,7 @@ API CUresult cuGraphAddKernelNode_v2(void **phNode, void *hGraph, GraphNode *con
     NEED_INIT();
     StreamOp op;
     TRY(kernel_node_op(params, &op));
-    CUresult rc = add_node(phNode, hGraph, deps, ndeps, &op);
+    CUresult rc = graph_add_node(phNode, hGraph, deps, ndeps, &op);
     free(op.u.kernel.params);
     return rc;
 }
@@ -184,7 +185,7 @@ API CUresult cuGraphAddMemcpyNode(void **phNode, void *hGraph, GraphNode *const 
     (void)ctx; /* one device, unified addressing: every context sees the same memory */
     StreamOp op;
     TRY(memcpy_node_op(params, &op));
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 static CUresult memset_node_op(const MemsetNodeParams *p, StreamOp *op) {
@@ -199,7 +200,7 @@ API CUresult cuGraphAddMemsetNode(void **phNode, void *hGraph, GraphNode *const 
     (void)ctx;
     StreamOp op;
     TRY(memset_node_op(params, &op));
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 API CUresult cuGraphAddHostNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
@@ -209,7 +210,7 @@ API CUresult cuGraphAddHostNode(void **phNode, void *hGraph, GraphNode *const *d
     if (!params || !params->fn) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op;
     host_op(params->fn, params->user, &op);
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 static CUresult add_event_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, void *hEvent,
@@ -218,7 +219,7 @@ static CUresult add_event_node(void **phNode, void *hGraph, GraphNode *const *de
     TRY(handle_get(hEvent, H_EVENT, &e));
     StreamOp op;
     make(e, &op);
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 API CUresult cuGraphAddEventRecordNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
@@ -247,14 +248,14 @@ API CUresult cuGraphAddChildGraphNode(void **phNode, void *hGraph, GraphNode *co
     TRY(handle_get(hChild, H_GRAPH, &child));
     if (hChild == hGraph) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op = {.kind = OPK_GRAPH, .cls = &CHILD_CLASS, .u.graph = child}; /* cloned by the node */
-    TRY(add_node(phNode, hGraph, deps, ndeps, &op));
+    TRY(graph_add_node(phNode, hGraph, deps, ndeps, &op));
     return ((GraphNode *)*phNode)->op.u.graph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 API CUresult cuGraphAddEmptyNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps) {
     ENTER(cuGraphAddEmptyNode);
     StreamOp op = {.kind = OPK_EMPTY, .cls = NULL};
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 API CUresult cuGraphGetNodes(void *hGraph, GraphNode **nodes, size_t *count) {
@@ -432,6 +433,7 @@ static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
         free(x);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    x->flags = flags;
     handle_add(x, H_GRAPH_EXEC);
     *phExec = x;
     return CUDA_SUCCESS;
@@ -527,6 +529,7 @@ API CUresult cuGraphLaunch(void *hExec, void *hStream) {
         StreamOp op = {.kind = OPK_GRAPH, .cls = &CHILD_CLASS, .u.graph = x->graph};
         return stream_capture(s, &op);
     }
+    TRY(graph_mem_prelaunch(s, x->graph, (x->flags & INSTANTIATE_AUTO_FREE_ON_LAUNCH) != 0));
     pthread_mutex_lock(&g_exec_mu);
     x->pending++;
     pthread_mutex_unlock(&g_exec_mu);

@@ -103,6 +103,15 @@ def _memset_node(element_size):
     return byref((c_uint64 * 5)(0, 0, element_size << 32, 1, 1))  # dst, pitch, value|elementSize, width, height
 
 
+def _alloc_node(nbytes):
+    """A CUDA_MEM_ALLOC_NODE_PARAMS for device memory: pool properties (88 bytes), access list, size, dptr."""
+    words = (c_uint64 * 15)()
+    words[0] = 1        # allocType PINNED, handleTypes NONE
+    words[1] = 1        # location: DEVICE, id 0
+    words[13] = nbytes  # bytesize
+    return words
+
+
 def _config(block=1, attrs=None, nattrs=0):
     return byref(LaunchConfig((c_uint * 3)(1, 1, 1), (c_uint * 3)(block, 1, 1), 0, None, attrs, nattrs))
 
@@ -377,6 +386,27 @@ CASES = {
                            ("count 0", lambda e: (e.user_object, c_uint(0)), INVALID_VALUE)],
     "cuUserObjectRelease": [("bad object", lambda e: (BAD, c_uint(1)), INVALID_HANDLE),
                             ("count 0", lambda e: (e.user_object, c_uint(0)), INVALID_VALUE)],
+    "cuGraphAddMemAllocNode": [("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), byref(_alloc_node(64))),
+                                INVALID_HANDLE),
+                               ("zero bytes", lambda e: (e.outp, e.graph, NULL, c_size_t(0), byref(_alloc_node(0))),
+                                INVALID_VALUE),
+                               ("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL), INVALID_VALUE),
+                               ("nothing current", lambda e: (e.outp, e.graph, NULL, c_size_t(0),
+                                                              byref(_alloc_node(64))), INVALID_CONTEXT, "no context")],
+    "cuGraphAddMemFreeNode": [("not graph memory", lambda e: (e.outp, e.graph, NULL, c_size_t(0), e.ptr), INVALID_VALUE),
+                              ("NULL address", lambda e: (e.outp, e.graph, NULL, c_size_t(0), c_uint64(0)), INVALID_VALUE)],
+    "cuGraphMemAllocNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                     ("not an allocation node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphMemFreeNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                    ("not a free node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuDeviceGetGraphMemAttribute": [("bad device", lambda e: (DEV9, c_int(0), e.outp), INVALID_DEVICE),
+                                     ("unknown attribute", lambda e: (DEV0, c_int(4), e.outp), INVALID_VALUE),
+                                     ("NULL out", lambda e: (DEV0, c_int(0), NULL), INVALID_VALUE)],
+    "cuDeviceSetGraphMemAttribute": [("a current figure", lambda e: (DEV0, c_int(0), byref(c_uint64(0))), INVALID_VALUE),
+                                     ("a mark set above 0", lambda e: (DEV0, c_int(1), byref(c_uint64(1))),
+                                      INVALID_VALUE),
+                                     ("bad device", lambda e: (DEV9, c_int(1), byref(c_uint64(0))), INVALID_DEVICE)],
+    "cuDeviceGraphMemTrim": [("bad device", lambda e: (DEV9,), INVALID_DEVICE)],
     "cuGraphRetainUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1), c_uint(0)), INVALID_HANDLE),
                                 ("bad object", lambda e: (e.graph, BAD, c_uint(1), c_uint(0)), INVALID_HANDLE)],
     "cuGraphReleaseUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1)), INVALID_HANDLE),

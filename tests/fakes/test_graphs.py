@@ -299,3 +299,138 @@ def test_destroying_an_executable_graph_with_queued_launches_keeps_its_objects_u
     cuda.ok(d.cuStreamSynchronize(s))
     assert ran == [1] and destroyed == [7]
     cuda.ok(d.cuStreamDestroy(s))
+
+
+def _graph_mem(d, attr):
+    return int(d.cuDeviceGetGraphMemAttribute(0, attr)[1])
+
+
+def test_memory_nodes_allocate_at_a_fixed_address_each_launch_and_free_into_the_graph_pool(cuda, saxpy, rng):
+    d = cuda.d
+    A = d.CUgraphMem_attribute
+    x = rng.random(N, dtype=np.float32)
+    dx = cuda.upload(x)
+    out = np.full(N, np.nan, np.float32)
+    s = cuda.ok(d.cuStreamCreate(1))
+    cuda.ok(d.cuDeviceGraphMemTrim(0))
+    pool_before = _graph_mem(d, A.CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT)
+
+    g = cuda.ok(d.cuGraphCreate(0))
+    ap = d.CUDA_MEM_ALLOC_NODE_PARAMS()
+    ap.poolProps.allocType = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    ap.poolProps.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    ap.poolProps.location.id = 0
+    ap.bytesize = 4 * N
+    alloc = cuda.ok(d.cuGraphAddMemAllocNode(g, None, 0, ap))
+    dy = int(ap.dptr)
+    assert dy != 0 and cuda.ok(d.cuGraphNodeGetType(alloc)) == d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_MEM_ALLOC
+    got = cuda.ok(d.cuGraphMemAllocNodeGetParams(alloc))
+    assert int(got.dptr) == dy and got.bytesize == 4 * N
+    assert got.poolProps.location.type == d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    fill = cuda.ok(d.cuGraphAddMemsetNode(g, [alloc], 1, _memset_params(d, dy, _bits(1.0), N), cuda.ctx))
+    kp, keep = _kernel_params(d, saxpy["saxpy"], dx, dy, np.float32(2.0), np.uint32(N))
+    kernel = cuda.ok(d.cuGraphAddKernelNode(g, [fill], 1, kp))
+    copy = cuda.ok(d.cuGraphAddMemcpyNode(g, [kernel], 1, _memcpy_dtoh_params(d, out, dy), cuda.ctx))
+    free = cuda.ok(d.cuGraphAddMemFreeNode(g, [copy], 1, dy))
+    assert int(cuda.ok(d.cuGraphMemFreeNodeGetParams(free))) == dy
+    assert cuda.err(d.cuGraphAddMemFreeNode(g, [free], 1, dx)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # not graph memory
+
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    for _ in range(2):  # the free node ends each launch's allocation: the next launch makes it again
+        out[:] = np.nan
+        cuda.ok(d.cuGraphLaunch(exe, s))
+        cuda.ok(d.cuStreamSynchronize(s))
+        np.testing.assert_allclose(out, 2 * x + 1, rtol=1e-6)
+    # freed: its memory stays in the graph pool until trimmed
+    assert _graph_mem(d, A.CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == pool_before + 4 * N
+    assert _graph_mem(d, A.CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) >= pool_before + 4 * N
+    cuda.ok(d.cuDeviceGraphMemTrim(0))
+    assert _graph_mem(d, A.CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT) == pool_before
+    assert cuda.err(d.cuDeviceSetGraphMemAttribute(0, A.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, d.cuuint64_t(1))) == \
+        d.CUresult.CUDA_ERROR_INVALID_VALUE
+    cuda.ok(d.cuDeviceSetGraphMemAttribute(0, A.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, d.cuuint64_t(0)))
+    assert _graph_mem(d, A.CU_GRAPH_MEM_ATTR_USED_MEM_HIGH) == pool_before
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuStreamDestroy(s))
+
+
+def test_an_allocation_a_graph_leaves_live_blocks_its_relaunch_unless_auto_free(cuda):
+    d = cuda.d
+    s = cuda.ok(d.cuStreamCreate(1))
+    g = cuda.ok(d.cuGraphCreate(0))
+    ap = d.CUDA_MEM_ALLOC_NODE_PARAMS()
+    ap.poolProps.allocType = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    ap.poolProps.location.type = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    ap.bytesize = 4 * N
+    alloc = cuda.ok(d.cuGraphAddMemAllocNode(g, None, 0, ap))
+    dy = int(ap.dptr)
+    cuda.ok(d.cuGraphAddMemsetNode(g, [alloc], 1, _memset_params(d, dy, 7, N), cuda.ctx))
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    assert np.all(cuda.download(dy, np.zeros(N, np.uint32)) == 7)  # the graph's output outlives the launch
+    assert cuda.err(d.cuGraphLaunch(exe, s)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # still allocated
+    cuda.ok(d.cuMemFreeAsync(dy, s))  # freed in stream order, like any stream-ordered allocation
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    cuda.ok(d.cuGraphExecDestroy(exe))
+
+    auto = cuda.ok(d.cuGraphInstantiate(g, d.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH))
+    for _ in range(2):  # the first launch frees what the earlier one left; the second frees its own
+        cuda.ok(d.cuGraphLaunch(auto, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    assert np.all(cuda.download(dy, np.zeros(N, np.uint32)) == 7)
+    cuda.ok(d.cuMemFree(dy))
+    assert cuda.err(d.cuMemFree(dy)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # freed already
+    cuda.ok(d.cuGraphExecDestroy(auto))
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuStreamDestroy(s))
+
+
+def test_stream_ordered_alloc_and_free_in_a_capture_become_memory_nodes(cuda, saxpy, rng):
+    d = cuda.d
+    T = d.CUgraphNodeType
+    x = rng.random(N, dtype=np.float32)
+    dx = cuda.upload(x)
+    out = cuda.poisoned(x)
+    s = cuda.ok(d.cuStreamCreate(1))
+    cuda.ok(d.cuStreamBeginCapture(s, d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL))
+    tmp = int(cuda.ok(d.cuMemAllocAsync(4 * N, s)))
+    assert tmp != 0
+    cuda.ok(d.cuMemsetD32Async(tmp, _bits(1.0), N, s))
+    ptrs, boxes = _args(dx, tmp, np.float32(2.0), np.uint32(N))
+    cuda.ok(d.cuLaunchKernel(saxpy["saxpy"], N // 64, 1, 1, 64, 1, 1, 0, s, ptrs.ctypes.data, 0))
+    cuda.ok(d.cuMemcpyDtoDAsync(out, tmp, 4 * N, s))
+    cuda.ok(d.cuMemFreeAsync(tmp, s))
+    assert cuda.ok(d.cuStreamIsCapturing(s)) == d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+    g = cuda.ok(d.cuStreamEndCapture(s))
+    nodes, count = cuda.ok(d.cuGraphGetNodes(g, 5))
+    kinds = [cuda.ok(d.cuGraphNodeGetType(n)) for n in nodes]
+    assert kinds == [T.CU_GRAPH_NODE_TYPE_MEM_ALLOC, T.CU_GRAPH_NODE_TYPE_MEMSET, T.CU_GRAPH_NODE_TYPE_KERNEL,
+                     T.CU_GRAPH_NODE_TYPE_MEMCPY, T.CU_GRAPH_NODE_TYPE_MEM_FREE]
+    assert int(cuda.ok(d.cuGraphMemAllocNodeGetParams(nodes[0])).dptr) == tmp
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    for _ in range(2):
+        cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    np.testing.assert_allclose(cuda.download(out, x), 2 * x + 1, rtol=1e-6)
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuStreamDestroy(s))
+
+
+def test_work_reaching_a_freed_graph_allocation_faults_instead_of_touching_it(cuda):
+    d = cuda.d
+    s = cuda.ok(d.cuStreamCreate(1))
+    cuda.ok(d.cuStreamBeginCapture(s, d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL))
+    tmp = int(cuda.ok(d.cuMemAllocAsync(4 * N, s)))
+    cuda.ok(d.cuMemFreeAsync(tmp, s))
+    g = cuda.ok(d.cuStreamEndCapture(s))
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    # the address is the graph's (accepted when queued) but unmapped once the free ran: a fault, as on a GPU
+    assert cuda.err(d.cuMemsetD32Async(tmp, 0, N, s)) == d.CUresult.CUDA_SUCCESS
+    assert cuda.err(d.cuStreamSynchronize(s)) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "memset" in cuda.control.last_report() and f"{tmp:x}" in cuda.control.last_report()
