@@ -40,6 +40,8 @@ def exhausted(target, device):
 
 
 def _refusal(report):
+    if "why" in report:
+        pytest.fail(f"cannot exhaust the device: {report['why']}", pytrace=False)
     refusal = report["refusal"]
     assert refusal is not None, (
         f"the device never refused an allocation: {report['held_bytes']} bytes held in {report['seconds']} s "
@@ -66,7 +68,9 @@ def test_pool_gives_its_cache_back_and_retries_when_the_device_refuses(exhausted
     exhausted = exhausted()
     _refusal(exhausted)
     refused = exhausted.get("request_refused")
-    assert refused is not None, f"the device never refused a {exhaust.REQUEST}-byte allocation"
+    assert refused is not None, (
+        f"the exhaustion stopped before the device refused a {exhaust.REQUEST}-byte allocation: "
+        f"{exhausted['held_bytes']} bytes held after {exhausted['seconds']} s")
     assert refused["type"] == "OutOfMemory", refused["message"]
     pool = exhausted["pool"]
     assert exhausted["cached_before"] >= exhaust.CACHED_BLOCKS * exhaust.REQUEST

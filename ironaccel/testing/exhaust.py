@@ -7,8 +7,9 @@ memory runs out then fails the test instead of ending the run, and an address-sp
 How the device is exhausted depends on where its memory lives (``Target.memory_kind``):
 
 * ``device`` (a GPU, the fake libcuda's limit): allocations of ``limits.max_alloc`` bytes until the driver
-  refuses, never holding more than ``DeviceInfo.memory`` plus one allocation (a driver that over-commits is
-  reported, not chased), within ``DEADLINE_S``;
+  refuses, never holding more than ``DeviceInfo.memory`` plus one allocation (a driver that over-commits or
+  spills into host memory is reported, not chased), within ``DEADLINE_S``; a device that does not report its
+  memory is not exhausted at all (reported as such);
 * ``host`` (a CPU driver: its device memory is this process's memory, committed lazily, so it never refuses on
   its own): the same, under an address-space limit (RLIMIT_AS) of ``HOST_BUDGET`` bytes more than the process
   maps already, so what runs out is the driver's real allocation, and the machine is never at risk.
@@ -122,6 +123,11 @@ def exhaust(target_name: str) -> dict[str, Any]:
     stream = device.create_stream()
     report: dict[str, Any] = {"memory_kind": target.memory_kind, "memory": info.memory,
                               "max_alloc": info.limits.max_alloc}
+    if target.memory_kind == "device" and not info.memory:  # a GPU driver may spill into host memory
+        device.close()
+        return {**report, "refusal": None, "held_bytes": 0, "seconds": 0.0,
+                "why": "the device does not report its memory (DeviceInfo.memory is 0), so its exhaustion cannot "
+                       "be bounded safely"}
     saxpy = target.compile_kernel(device, "saxpy")  # before: a compiler needs memory too
     pool = MemPool(device, stream)
     cached_size = max(b for b in BUCKET_SIZES if b <= info.limits.max_alloc)
@@ -134,7 +140,7 @@ def exhaust(target_name: str) -> dict[str, Any]:
     held: list[Any] = []
     host = target.memory_kind == "host"
     chunk = min(info.limits.max_alloc, HOST_BUDGET // 4) if host else info.limits.max_alloc
-    bound = 2 * HOST_BUDGET if host else (info.memory + info.limits.max_alloc if info.memory else 1 << 40)
+    bound = 2 * HOST_BUDGET if host else info.memory + info.limits.max_alloc
     deadline = time.monotonic() + DEADLINE_S
     started = time.monotonic()
     pooled = None
