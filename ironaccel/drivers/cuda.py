@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
 
 from ..api import DeviceInfo
+from ..cbuild import find_compiler
+from ..errors import NotAvailable
 from ..targets import Target
 from . import python_package_missing, suite_kernels
 
@@ -24,8 +24,11 @@ def _is_nvidia(info: DeviceInfo) -> bool:
 
 def _fake_requirements() -> str | None:
     why = python_package_missing(*CUDA_PACKAGES)
-    if why is None and not any(shutil.which(cc) for cc in (os.environ.get("CC", "cc"), "cc", "gcc", "clang")):
-        why = "no C compiler to build the fake libcuda (searched $CC, cc, gcc, clang): apt-get install gcc"
+    if why is None:
+        try:
+            find_compiler()
+        except NotAvailable as exc:
+            why = f"no C compiler to build the fake libcuda ({exc.detail})"
     return why
 
 
