@@ -1,6 +1,7 @@
 """The Vulkan backend's own behaviour, beyond the shared conformance suite: both copy paths (mapped and
-staged), sub-allocation, deferred frees, batching and back-pressure, descriptor-pool rotation, GLSL naming,
-launch checks against the SPIR-V interface, error mapping and validation-message collection.
+staged), sub-allocation, deferred frees, batching and back-pressure, descriptor-pool rotation, the lifetime
+of graphs' resources, GLSL naming, launch checks against the SPIR-V interface, error mapping and
+validation-message collection.
 
 Runs on every software driver this machine has (lavapipe, SwiftShader), with the validation layer on when it
 is installed; each device must end its test with no validation message.
