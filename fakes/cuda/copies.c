@@ -86,6 +86,86 @@ CUresult copy_op(const Copy3D *c, int dst_side, int src_side, StreamOp *op) {
     return CUDA_SUCCESS;
 }
 
+/* CUDA_MEMCPY3D */
+struct Memcpy3DParams {
+    size_t src_x, src_y, src_z, src_lod;
+    int src_type;
+    const void *src_host;
+    CUdeviceptr src_device;
+    void *src_array, *reserved0;
+    size_t src_pitch, src_height;
+    size_t dst_x, dst_y, dst_z, dst_lod;
+    int dst_type;
+    void *dst_host;
+    CUdeviceptr dst_device;
+    void *dst_array, *reserved1;
+    size_t dst_pitch, dst_height;
+    size_t width, height, depth;
+};
+enum { MEMTYPE_HOST = 1, MEMTYPE_DEVICE = 2, MEMTYPE_ARRAY = 3, MEMTYPE_UNIFIED = 4 };
+
+/* One side of a CUDA_MEMCPY3D: its address (offsets applied), row pitch and rows a slice (an array's own, a
+ * pointer's as given: 0 means tightly packed), and how it is checked. */
+static CUresult memcpy3d_side(int type, const void *host, CUdeviceptr device, void *array, size_t x, size_t y,
+                              size_t z, size_t *pitch, size_t *height, uint64_t *addr, int *side) {
+    switch (type) {
+    case MEMTYPE_HOST: *addr = (uint64_t)(uintptr_t)host, *side = MEM_HOST; break;
+    case MEMTYPE_DEVICE: *addr = device, *side = MEM_DEVICE; break;
+    case MEMTYPE_UNIFIED: *addr = device, *side = MEM_EITHER; break;
+    case MEMTYPE_ARRAY:
+        TRY(array_layout(array, addr, pitch, height));
+        *side = MEM_DEVICE;
+        break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    *addr += x + (y + z * *height) * *pitch;
+    return CUDA_SUCCESS;
+}
+
+CUresult memcpy3d_op(const Memcpy3DParams *p, StreamOp *op) {
+    if (!p || p->src_lod || p->dst_lod) return CUDA_ERROR_INVALID_VALUE;
+    Copy3D c = {0};
+    c.width = p->width;
+    c.height = p->height ? p->height : 1;
+    c.depth = p->depth ? p->depth : 1;
+    c.src_pitch = p->src_pitch ? p->src_pitch : p->width;
+    c.dst_pitch = p->dst_pitch ? p->dst_pitch : p->width;
+    c.src_height = p->src_height ? p->src_height : c.height;
+    c.dst_height = p->dst_height ? p->dst_height : c.height;
+    int dst_side, src_side;
+    TRY(memcpy3d_side(p->src_type, p->src_host, p->src_device, p->src_array, p->src_x, p->src_y, p->src_z,
+                      &c.src_pitch, &c.src_height, &c.src, &src_side));
+    TRY(memcpy3d_side(p->dst_type, p->dst_host, p->dst_device, p->dst_array, p->dst_x, p->dst_y, p->dst_z,
+                      &c.dst_pitch, &c.dst_height, &c.dst, &dst_side));
+    return copy_op(&c, dst_side, src_side, op);
+}
+
+/* A 3-D copy with a host side in pageable memory is done when the call returns (no staging of a pitched
+ * region); otherwise it is queued like any other copy. */
+static CUresult memcpy3d(const Memcpy3DParams *p, void *hStream, int sync) {
+    NEED_CONTEXT(c);
+    Stream *s;
+    TRY(stream_resolve(hStream, c, &s));
+    StreamOp op;
+    TRY(memcpy3d_op(p, &op));
+    if (!op.u.copy.width) return CUDA_SUCCESS;
+    if (s->capture) return stream_capture(s, &op);
+    int pageable = (!mem_in_device_range(op.u.copy.src) && !mem_find(op.u.copy.src, NULL)) ||
+                   (!mem_in_device_range(op.u.copy.dst) && !mem_find(op.u.copy.dst, NULL));
+    TRY(submit_copy(s, &op));
+    return sync || pageable ? stream_sync(s) : CUDA_SUCCESS;
+}
+
+API CUresult cuMemcpy3D_v2(const Memcpy3DParams *p) {
+    ENTER(cuMemcpy3D_v2);
+    return memcpy3d(p, NULL, 1);
+}
+
+API CUresult cuMemcpy3DAsync_v2(const Memcpy3DParams *p, void *hStream) {
+    ENTER(cuMemcpy3DAsync_v2);
+    return memcpy3d(p, hStream, 0);
+}
+
 static CUresult copy(uint64_t dst, int dst_side, uint64_t src, int src_side, size_t n, void *hStream, int sync) {
     NEED_CONTEXT(c);
     Stream *s;

@@ -71,6 +71,24 @@
     X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", 3020) \
     X(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", 3020) \
     X(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", 3020) \
+    X(cuMemcpy3D_v2, "cuMemcpy3D", 3020) \
+    X(cuMemcpy3DAsync_v2, "cuMemcpy3DAsync", 3020) \
+    X(cuArrayCreate_v2, "cuArrayCreate", 3020) \
+    X(cuArray3DCreate_v2, "cuArray3DCreate", 3020) \
+    X(cuArrayGetDescriptor_v2, "cuArrayGetDescriptor", 3020) \
+    X(cuArray3DGetDescriptor_v2, "cuArray3DGetDescriptor", 3020) \
+    X(cuArrayDestroy, "cuArrayDestroy", 2000) \
+    X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000) \
+    X(cuMipmappedArrayGetLevel, "cuMipmappedArrayGetLevel", 5000) \
+    X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000) \
+    X(cuTexObjectCreate, "cuTexObjectCreate", 5000) \
+    X(cuTexObjectDestroy, "cuTexObjectDestroy", 5000) \
+    X(cuTexObjectGetResourceDesc, "cuTexObjectGetResourceDesc", 5000) \
+    X(cuTexObjectGetTextureDesc, "cuTexObjectGetTextureDesc", 5000) \
+    X(cuTexObjectGetResourceViewDesc, "cuTexObjectGetResourceViewDesc", 5000) \
+    X(cuSurfObjectCreate, "cuSurfObjectCreate", 5000) \
+    X(cuSurfObjectDestroy, "cuSurfObjectDestroy", 5000) \
+    X(cuSurfObjectGetResourceDesc, "cuSurfObjectGetResourceDesc", 5000) \
     X(cuMemsetD8_v2, "cuMemsetD8", 3020) \
     X(cuMemsetD16_v2, "cuMemsetD16", 3020) \
     X(cuMemsetD32_v2, "cuMemsetD32", 3020) \

@@ -59,7 +59,8 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
 #define THREADS_PER_SM 2048
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
-enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK };
+enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK,
+                  H_ARRAY, H_MIPMAPPED_ARRAY, H_TEXTURE_OBJECT };
 void handle_add(void *p, int kind);
 int handle_ok(const void *p, int kind);
 void handle_remove(void *p);
@@ -333,6 +334,11 @@ CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3],
  * caller's memory), MEM_DEVICE (one live allocation) or MEM_EITHER (unified addressing). */
 enum MemSide { MEM_HOST, MEM_DEVICE, MEM_EITHER };
 CUresult copy_op(const Copy3D *c, int dst_side, int src_side, StreamOp *op);
+/* The copy a CUDA_MEMCPY3D describes (host, device, unified or array sides; copies.c). */
+typedef struct Memcpy3DParams Memcpy3DParams;
+CUresult memcpy3d_op(const Memcpy3DParams *p, StreamOp *op);
+/* Where a CUDA array's elements are (arrays.c): its device allocation, bytes a row, rows a slice. */
+CUresult array_layout(void *harray, uint64_t *data, size_t *pitch, size_t *rows);
 CUresult set_op(const SetParams *p, StreamOp *op);
 /* Event record/wait and host-function operations (streams.c). */
 void event_record_op(Event *e, StreamOp *op);

@@ -42,24 +42,6 @@ typedef struct KernelNodeParams {
     void *ctx;
 } KernelNodeParams;
 
-/* CUDA_MEMCPY3D */
-typedef struct Memcpy3DParams {
-    size_t src_x, src_y, src_z, src_lod;
-    int src_type;
-    const void *src_host;
-    CUdeviceptr src_device;
-    void *src_array, *reserved0;
-    size_t src_pitch, src_height;
-    size_t dst_x, dst_y, dst_z, dst_lod;
-    int dst_type;
-    void *dst_host;
-    CUdeviceptr dst_device;
-    void *dst_array, *reserved1;
-    size_t dst_pitch, dst_height;
-    size_t width, height, depth;
-} Memcpy3DParams;
-enum { MEMTYPE_HOST = 1, MEMTYPE_DEVICE = 2, MEMTYPE_ARRAY = 3, MEMTYPE_UNIFIED = 4 };
-
 /* CUDA_MEMSET_NODE_PARAMS */
 typedef struct MemsetNodeParams {
     CUdeviceptr dst;
@@ -146,45 +128,13 @@ API CUresult cuGraphAddKernelNode_v2(void **phNode, void *hGraph, GraphNode *con
     return rc;
 }
 
-/* One side of a CUDA_MEMCPY3D: its address (offsets applied) and how it is checked. */
-static CUresult memcpy_side(int type, const void *host, CUdeviceptr device, size_t x, size_t y, size_t z,
-                            size_t pitch, size_t height, uint64_t *addr, int *side) {
-    switch (type) {
-    case MEMTYPE_HOST: *addr = (uint64_t)(uintptr_t)host, *side = MEM_HOST; break;
-    case MEMTYPE_DEVICE: *addr = device, *side = MEM_DEVICE; break;
-    case MEMTYPE_UNIFIED: *addr = device, *side = MEM_EITHER; break;
-    case MEMTYPE_ARRAY: fake_log("graph memcpy nodes with CUDA arrays are not implemented"); return CUDA_ERROR_NOT_SUPPORTED;
-    default: return CUDA_ERROR_INVALID_VALUE;
-    }
-    *addr += x + (y + z * height) * pitch;
-    return CUDA_SUCCESS;
-}
-
-static CUresult memcpy_node_op(const Memcpy3DParams *p, StreamOp *op) {
-    if (!p || p->src_lod || p->dst_lod) return CUDA_ERROR_INVALID_VALUE;
-    Copy3D c = {0};
-    int dst_side, src_side;
-    TRY(memcpy_side(p->src_type, p->src_host, p->src_device, p->src_x, p->src_y, p->src_z, p->src_pitch,
-                    p->src_height, &c.src, &src_side));
-    TRY(memcpy_side(p->dst_type, p->dst_host, p->dst_device, p->dst_x, p->dst_y, p->dst_z, p->dst_pitch,
-                    p->dst_height, &c.dst, &dst_side));
-    c.width = p->width;
-    c.height = p->height ? p->height : 1;
-    c.depth = p->depth ? p->depth : 1;
-    c.src_pitch = p->src_pitch ? p->src_pitch : p->width;
-    c.dst_pitch = p->dst_pitch ? p->dst_pitch : p->width;
-    c.src_height = p->src_height ? p->src_height : c.height;
-    c.dst_height = p->dst_height ? p->dst_height : c.height;
-    return copy_op(&c, dst_side, src_side, op);
-}
-
 API CUresult cuGraphAddMemcpyNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
                                   const Memcpy3DParams *params, void *ctx) {
     ENTER(cuGraphAddMemcpyNode);
     NEED_INIT();
     (void)ctx; /* one device, unified addressing: every context sees the same memory */
     StreamOp op;
-    TRY(memcpy_node_op(params, &op));
+    TRY(memcpy3d_op(params, &op));
     return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 

@@ -112,6 +112,35 @@ def _alloc_node(nbytes):
     return words
 
 
+def _array_desc(width, height, fmt, channels):
+    """A CUDA_ARRAY_DESCRIPTOR: Width, Height, Format | NumChannels << 32."""
+    return (c_uint64 * 3)(width, height, fmt | channels << 32)
+
+
+def _array3d_desc(width, height, depth, fmt, channels, flags=0):
+    """A CUDA_ARRAY3D_DESCRIPTOR: Width, Height, Depth, Format | NumChannels << 32, Flags."""
+    return (c_uint64 * 5)(width, height, depth, fmt | channels << 32, flags)
+
+
+def _memcpy3d_from_array(array):
+    """A one-byte CUDA_MEMCPY3D from a CUDA array (srcMemoryType 3, srcArray) to device memory."""
+    words = _memcpy3d_device_to_device()
+    words[4], words[7] = 3, array.value
+    words[22] = words[23] = words[24] = 1
+    return byref(words)
+
+
+def _resource(kind, handle):
+    """A CUDA_RESOURCE_DESC (144 bytes): resType, then the array (or other) handle."""
+    words = (c_uint64 * 18)()
+    words[0], words[1] = kind, handle
+    return words
+
+
+def _texture_desc():
+    return (c_uint * 26)()  # CUDA_TEXTURE_DESC, all defaults: wrap, point filtering
+
+
 def _config(block=1, attrs=None, nattrs=0):
     return byref(LaunchConfig((c_uint * 3)(1, 1, 1), (c_uint * 3)(block, 1, 1), 0, None, attrs, nattrs))
 
@@ -407,6 +436,43 @@ CASES = {
                                       INVALID_VALUE),
                                      ("bad device", lambda e: (DEV9, c_int(1), byref(c_uint64(0))), INVALID_DEVICE)],
     "cuDeviceGraphMemTrim": [("bad device", lambda e: (DEV9,), INVALID_DEVICE)],
+    "cuMemcpy3D_v2": [("NULL params", lambda e: (NULL,), INVALID_VALUE),
+                      ("bad array", lambda e: (_memcpy3d_from_array(BAD),), INVALID_HANDLE)],
+    "cuMemcpy3DAsync_v2": [("bad stream", lambda e: (e.empty_copy, BAD), INVALID_HANDLE),
+                           ("NULL params", lambda e: (NULL, e.stream), INVALID_VALUE)],
+    "cuArrayCreate_v2": [("NULL descriptor", lambda e: (e.outp, NULL), INVALID_VALUE),
+                         ("3 channels", lambda e: (e.outp, byref(_array_desc(4, 4, 0x20, 3))), INVALID_VALUE),
+                         ("nothing current", lambda e: (e.outp, byref(_array_desc(4, 4, 0x20, 1))), INVALID_CONTEXT,
+                          "no context")],
+    "cuArray3DCreate_v2": [("zero width", lambda e: (e.outp, byref(_array3d_desc(0, 4, 0, 0x20, 1))), INVALID_VALUE),
+                           ("NULL out", lambda e: (NULL, byref(_array3d_desc(4, 4, 0, 0x20, 1))), INVALID_VALUE),
+                           ("block-compressed format", lambda e: (e.outp, byref(_array3d_desc(4, 4, 0, 0x91, 1))),
+                            NOT_SUPPORTED),
+                           ("depth without height", lambda e: (e.outp, byref(_array3d_desc(4, 0, 4, 0x20, 1))),
+                            INVALID_VALUE)],
+    "cuArrayGetDescriptor_v2": [("bad array", lambda e: (e.outp, BAD), INVALID_HANDLE)],
+    "cuArray3DGetDescriptor_v2": [("bad array", lambda e: (e.outp, BAD), INVALID_HANDLE)],
+    "cuArrayDestroy": [("bad array", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuMipmappedArrayCreate": [("no levels", lambda e: (e.outp, byref(_array3d_desc(4, 4, 0, 0x20, 1)), c_uint(0)),
+                                INVALID_VALUE),
+                               ("more levels than halvings", lambda e: (e.outp, byref(_array3d_desc(4, 4, 0, 0x20, 1)),
+                                                                        c_uint(4)), INVALID_VALUE),
+                               ("NULL descriptor", lambda e: (e.outp, NULL, c_uint(1)), INVALID_VALUE)],
+    "cuMipmappedArrayGetLevel": [("bad mipmapped array", lambda e: (e.outp, BAD, c_uint(0)), INVALID_HANDLE)],
+    "cuMipmappedArrayDestroy": [("bad mipmapped array", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuTexObjectCreate": [("NULL resource", lambda e: (e.outp, NULL, byref(_texture_desc()), NULL), INVALID_VALUE),
+                          ("bad array", lambda e: (e.outp, byref(_resource(0, BAD.value)), byref(_texture_desc()), NULL),
+                           INVALID_HANDLE),
+                          ("unknown resource type", lambda e: (e.outp, byref(_resource(7, 0)), byref(_texture_desc()),
+                                                               NULL), INVALID_VALUE)],
+    "cuTexObjectDestroy": [("bad object", lambda e: (BADPTR,), INVALID_HANDLE)],
+    "cuTexObjectGetResourceDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
+    "cuTexObjectGetTextureDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
+    "cuTexObjectGetResourceViewDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
+    "cuSurfObjectCreate": [("linear memory", lambda e: (e.outp, byref(_resource(2, 0))), INVALID_VALUE),
+                           ("bad array", lambda e: (e.outp, byref(_resource(0, BAD.value))), INVALID_HANDLE)],
+    "cuSurfObjectDestroy": [("bad object", lambda e: (BADPTR,), INVALID_HANDLE)],
+    "cuSurfObjectGetResourceDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
     "cuGraphRetainUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1), c_uint(0)), INVALID_HANDLE),
                                 ("bad object", lambda e: (e.graph, BAD, c_uint(1), c_uint(0)), INVALID_HANDLE)],
     "cuGraphReleaseUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1)), INVALID_HANDLE),
