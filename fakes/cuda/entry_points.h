@@ -116,6 +116,9 @@
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000) \
     X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010) \
     X(cuStreamEndCapture, "cuStreamEndCapture", 10000) \
+    X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030) \
+    X(cuStreamUpdateCaptureDependencies, "cuStreamUpdateCaptureDependencies", 11030) \
+    X(cuStreamUpdateCaptureDependencies_v2, "cuStreamUpdateCaptureDependencies", 12030) \
     X(cuStreamGetCaptureInfo_v2, "cuStreamGetCaptureInfo", 11030) \
     X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo", 12030) \
     X(cuGraphCreate, "cuGraphCreate", 10000) \
@@ -128,6 +131,10 @@
     X(cuGraphAddEventWaitNode, "cuGraphAddEventWaitNode", 11010) \
     X(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode", 10000) \
     X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", 10000) \
+    X(cuGraphConditionalHandleCreate, "cuGraphConditionalHandleCreate", 12030) \
+    X(cuGraphAddNode, "cuGraphAddNode", 12020) \
+    X(cuGraphAddNode_v2, "cuGraphAddNode", 12030) \
+    X(cuGraphNodeGetParams, "cuGraphNodeGetParams", 12020) \
     X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 11040) \
     X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", 11040) \
     X(cuGraphMemAllocNodeGetParams, "cuGraphMemAllocNodeGetParams", 11040) \

@@ -60,7 +60,7 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
 enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK,
-                  H_ARRAY, H_MIPMAPPED_ARRAY, H_TEXTURE_OBJECT };
+                  H_ARRAY, H_MIPMAPPED_ARRAY, H_TEXTURE_OBJECT, H_CONDITION };
 void handle_add(void *p, int kind);
 int handle_ok(const void *p, int kind);
 void handle_remove(void *p);
@@ -150,6 +150,7 @@ typedef struct Capture {
     int mode;
     int invalidated; /* an unsupported operation was attempted: EndCapture fails */
     Stream *origin;
+    int callers_graph; /* cuStreamBeginCaptureToGraph: the graph is the caller's, never freed here */
 } Capture;
 struct Stream {
     Context *ctx;
@@ -185,6 +186,8 @@ CUresult stream_resolve(void *h, Context *ctx, Stream **out);
 CUresult stream_submit(Stream *s, WorkFn fn, void *arg);
 CUresult stream_sync(Stream *s);
 Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null);
+/* Ends a stream: its worker drains the queue, then frees it (what cuStreamDestroy does). */
+void stream_close(Stream *s);
 /* Waits until every stream of ctx (NULL: of every context) has drained. */
 void streams_sync_context(Context *ctx);
 /* Closes every stream of a context being destroyed, after their queues drain. */
@@ -288,7 +291,8 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len);
 /* ---- operations: one unit of stream work, as a stream runs it and a graph node keeps it ---- */
 enum OpKind { /* the CUgraphNodeType values */
     OPK_KERNEL = 0, OPK_MEMCPY = 1, OPK_MEMSET = 2, OPK_HOST = 3, OPK_GRAPH = 4, OPK_EMPTY = 5,
-    OPK_EVENT_WAIT = 6, OPK_EVENT_RECORD = 7, OPK_MEM_ALLOC = 10, OPK_MEM_FREE = 11
+    OPK_EVENT_WAIT = 6, OPK_EVENT_RECORD = 7, OPK_MEM_ALLOC = 10, OPK_MEM_FREE = 11,
+    OPK_CONDITIONAL = 13
 };
 /* A (up to) 3-D copy between addresses that already include the offsets; pitches in bytes. */
 typedef struct Copy3D {
@@ -323,6 +327,7 @@ struct StreamOp {
         Graph *graph; /* a child graph, cloned by hold */
         struct GraphAlloc *alloc; /* a graph allocation (graph_memory.c), referenced by hold */
         CUdeviceptr freed; /* the graph allocation a free node frees */
+        struct Conditional *conditional; /* condition, kind and bodies (graph_conditional.c), copied by hold */
     } u;
 };
 
@@ -417,6 +422,12 @@ int graph_mem_contains(uint64_t p, size_t n);
 /* Before a graph launch: an allocation of g still live from an earlier launch is freed first (auto_free)
  * or the launch fails with INVALID_VALUE, as on a real driver. */
 CUresult graph_mem_prelaunch(Stream *s, const Graph *g, int auto_free);
+
+/* ---- conditional nodes (graph_conditional.c) ---- */
+/* cudaGraphSetConditional from device code: -1 when handle is not a live condition. */
+int graph_condition_set(uint64_t handle, unsigned value);
+/* Before a graph launch: queues the default assignment of every condition of g made with ASSIGN_DEFAULT. */
+CUresult graph_conditions_prelaunch(Stream *s, const Graph *g);
 
 /* ---- fault injection, counts, control (faults.c) ---- */
 const char *entry_name(int id);

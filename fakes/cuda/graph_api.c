@@ -480,6 +480,7 @@ API CUresult cuGraphLaunch(void *hExec, void *hStream) {
         return stream_capture(s, &op);
     }
     TRY(graph_mem_prelaunch(s, x->graph, (x->flags & INSTANTIATE_AUTO_FREE_ON_LAUNCH) != 0));
+    TRY(graph_conditions_prelaunch(s, x->graph));
     pthread_mutex_lock(&g_exec_mu);
     x->pending++;
     pthread_mutex_unlock(&g_exec_mu);

@@ -64,6 +64,8 @@ class Env:
         self.empty_copy = byref(_memcpy3d_device_to_device())
         self.host_node = byref((c_void_p * 2)(ctypes.cast(self.noop, c_void_p).value, None))
         self.link = c_void_p(int(cuda.ok(d.cuLinkCreate(0, [], []))))
+        self.other_graph = c_void_p(int(cuda.ok(d.cuGraphCreate(0))))
+        self.condition = c_uint64(int(cuda.ok(d.cuGraphConditionalHandleCreate(self.graph.value, cuda.ctx, 0, 0))))
         self.user_object = c_void_p(int(cuda.ok(d.cuUserObjectCreate(0, ctypes.cast(self.noop, c_void_p).value, 1, 1))))
 
 
@@ -139,6 +141,20 @@ def _resource(kind, handle):
 
 def _texture_desc():
     return (c_uint * 26)()  # CUDA_TEXTURE_DESC, all defaults: wrap, point filtering
+
+
+def _node_params(kind):
+    """A CUgraphNodeParams (256 bytes) of that node type, its parameters all zero."""
+    words = (c_uint64 * 32)()
+    words[0] = kind
+    return words
+
+
+def _conditional_node(handle, kind, size):
+    """A CUgraphNodeParams for a conditional node: type 13, then handle, kind | size << 32."""
+    words = _node_params(13)
+    words[2], words[3] = handle, kind | size << 32
+    return words
 
 
 def _config(block=1, attrs=None, nattrs=0):
@@ -473,6 +489,38 @@ CASES = {
                            ("bad array", lambda e: (e.outp, byref(_resource(0, BAD.value))), INVALID_HANDLE)],
     "cuSurfObjectDestroy": [("bad object", lambda e: (BADPTR,), INVALID_HANDLE)],
     "cuSurfObjectGetResourceDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
+    "cuGraphConditionalHandleCreate": [("bad graph", lambda e: (e.outp, BAD, NULL, c_uint(0), c_uint(0)), INVALID_HANDLE),
+                                       ("unknown flags", lambda e: (e.outp, e.graph, NULL, c_uint(0), c_uint(2)),
+                                        INVALID_VALUE),
+                                       ("NULL out", lambda e: (NULL, e.graph, NULL, c_uint(0), c_uint(0)), INVALID_VALUE)],
+    "cuGraphAddNode": [("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL), INVALID_VALUE),
+                       ("conditional with a forged handle", lambda e: (e.outp, e.graph, NULL, c_size_t(0),
+                                                                       byref(_conditional_node(BAD.value, 0, 1))),
+                        INVALID_VALUE),
+                       ("a kind without generic parameters here", lambda e: (e.outp, e.graph, NULL, c_size_t(0),
+                                                                             byref(_node_params(5))), NOT_SUPPORTED)],
+    "cuGraphAddNode_v2": [("NULL params", lambda e: (e.outp, e.graph, NULL, NULL, c_size_t(0), NULL), INVALID_VALUE),
+                          ("bad graph", lambda e: (e.outp, BAD, NULL, NULL, c_size_t(0),
+                                                   byref(_conditional_node(e.condition.value, 0, 1))), INVALID_HANDLE),
+                          ("while with two bodies", lambda e: (e.outp, e.graph, NULL, NULL, c_size_t(0),
+                                                               byref(_conditional_node(e.condition.value, 1, 2))),
+                           INVALID_VALUE)],
+    "cuGraphNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                             ("NULL out", lambda e: (e.node, NULL), INVALID_VALUE)],
+    "cuStreamBeginCaptureToGraph": [("bad graph", lambda e: (e.stream, BAD, NULL, NULL, c_size_t(0), c_int(0)),
+                                     INVALID_HANDLE),
+                                    ("a dependency from another graph", lambda e: (e.stream, e.other_graph,
+                                                                                   byref(e.node), NULL, c_size_t(1),
+                                                                                   c_int(0)), INVALID_VALUE),
+                                    ("the legacy stream", lambda e: (NULL, e.graph, NULL, NULL, c_size_t(0), c_int(0)),
+                                     CAPTURE_UNSUPPORTED)],
+    "cuStreamUpdateCaptureDependencies": [("not capturing", lambda e: (e.stream, NULL, c_size_t(0), c_uint(0)),
+                                           ILLEGAL_STATE),
+                                          ("bad stream", lambda e: (BAD, NULL, c_size_t(0), c_uint(0)), INVALID_HANDLE)],
+    "cuStreamUpdateCaptureDependencies_v2": [("not capturing", lambda e: (e.stream, NULL, NULL, c_size_t(0), c_uint(1)),
+                                              ILLEGAL_STATE),
+                                             ("unknown flags", lambda e: (e.stream, NULL, NULL, c_size_t(0), c_uint(2)),
+                                              INVALID_VALUE)],
     "cuGraphRetainUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1), c_uint(0)), INVALID_HANDLE),
                                 ("bad object", lambda e: (e.graph, BAD, c_uint(1), c_uint(0)), INVALID_HANDLE)],
     "cuGraphReleaseUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1)), INVALID_HANDLE),

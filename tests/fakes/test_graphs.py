@@ -434,3 +434,111 @@ def test_work_reaching_a_freed_graph_allocation_faults_instead_of_touching_it(cu
     assert cuda.err(d.cuMemsetD32Async(tmp, 0, N, s)) == d.CUresult.CUDA_SUCCESS
     assert cuda.err(d.cuStreamSynchronize(s)) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     assert "memset" in cuda.control.last_report() and f"{tmp:x}" in cuda.control.last_report()
+
+
+COUNTDOWN = r'''
+extern "C" __device__ __cudart_builtin__ void CUDARTAPI cudaGraphSetConditional(cudaGraphConditionalHandle, unsigned);
+extern "C" __global__ void countdown(cudaGraphConditionalHandle h, int* counter, int* steps)
+{ int left = --*counter; ++*steps; cudaGraphSetConditional(h, left > 0 ? 1u : 0u); }
+extern "C" __global__ void choose(cudaGraphConditionalHandle h, unsigned value) { cudaGraphSetConditional(h, value); }
+extern "C" __global__ void add(int* p, int v) { *p += v; }
+'''
+
+
+def _conditional(d, cuda, g, deps, handle, kind, size):
+    p = d.CUgraphNodeParams()
+    p.type = d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+    p.conditional.handle = handle
+    p.conditional.type = kind
+    p.conditional.size = size
+    p.conditional.ctx = cuda.ctx
+    node = cuda.ok(d.cuGraphAddNode(g, deps, None, len(deps), p))
+    return node, [p.conditional.phGraph_out[i] for i in range(size)]
+
+
+def test_conditional_nodes_run_the_body_device_code_chooses(cuda):
+    d = cuda.d
+    C = d.CUgraphConditionalNodeType
+    mod = cuda.module(COUNTDOWN)
+    f = {n: cuda.ok(d.cuModuleGetFunction(mod, n.encode())) for n in ("countdown", "choose", "add")}
+    cells = np.zeros(4, np.int32)
+    dcells = cuda.upload(cells)  # counter, steps, then-or-else result, switch result
+    s = cuda.ok(d.cuStreamCreate(1))
+
+    g = cuda.ok(d.cuGraphCreate(0))
+    loop = cuda.ok(d.cuGraphConditionalHandleCreate(g, cuda.ctx, 1, d.CU_GRAPH_COND_ASSIGN_DEFAULT))
+    pick = cuda.ok(d.cuGraphConditionalHandleCreate(g, cuda.ctx, 0, 0))
+    # WHILE: the body counts the counter down to 0, one launch per iteration
+    node, (body,) = _conditional(d, cuda, g, [], loop, C.CU_GRAPH_COND_TYPE_WHILE, 1)
+    kp, keep = _kernel_params(d, f["countdown"], int(loop), dcells, dcells + 4, grid=1, block=1)
+    cuda.ok(d.cuGraphAddKernelNode(body, None, 0, kp))
+    # SWITCH on a value a kernel sets: body 2 of 3 adds 300
+    kp2, keep2 = _kernel_params(d, f["choose"], int(pick), np.uint32(2), grid=1, block=1)
+    chooser = cuda.ok(d.cuGraphAddKernelNode(g, [node], 1, kp2))
+    sw, bodies = _conditional(d, cuda, g, [chooser], pick, C.CU_GRAPH_COND_TYPE_SWITCH, 3)
+    keeps = []
+    for i, b in enumerate(bodies):
+        kpb, kb = _kernel_params(d, f["add"], dcells + 12, np.int32(100 * (i + 1)), grid=1, block=1)
+        keeps.append(kb)
+        cuda.ok(d.cuGraphAddKernelNode(b, None, 0, kpb))
+    # IF/ELSE on the same value (2 is nonzero: then adds 10, else would add 20)
+    ifelse, (then, other) = _conditional(d, cuda, g, [sw], pick, C.CU_GRAPH_COND_TYPE_IF, 2)
+    kt, k1 = _kernel_params(d, f["add"], dcells + 8, np.int32(10), grid=1, block=1)
+    ke, k2 = _kernel_params(d, f["add"], dcells + 8, np.int32(20), grid=1, block=1)
+    cuda.ok(d.cuGraphAddKernelNode(then, None, 0, kt))
+    cuda.ok(d.cuGraphAddKernelNode(other, None, 0, ke))
+    got = cuda.ok(d.cuGraphNodeGetParams(sw))
+    assert got.type == d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+    assert got.conditional.type == C.CU_GRAPH_COND_TYPE_SWITCH and got.conditional.size == 3
+    assert int(got.conditional.handle) == int(pick)
+
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    cuda.ok(d.cuMemcpyHtoD(dcells, np.array([5, 0, 0, 0], np.int32), 16))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    # the WHILE body ran 5 times (the default 1 enters it; the fifth countdown sets 0)
+    assert list(cuda.download(dcells, cells)) == [0, 5, 10, 300]
+    # relaunch: ASSIGN_DEFAULT puts 1 back, so the loop runs once more on a counter reset to 2
+    cuda.ok(d.cuMemcpyHtoD(dcells, np.array([2, 0, 0, 0], np.int32), 16))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    assert list(cuda.download(dcells, cells)) == [0, 2, 10, 300]
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuStreamDestroy(s))
+
+
+def test_capture_into_a_conditional_body_graph(cuda):
+    d = cuda.d
+    mod = cuda.module(COUNTDOWN)
+    add = cuda.ok(d.cuModuleGetFunction(mod, b"add"))
+    choose = cuda.ok(d.cuModuleGetFunction(mod, b"choose"))
+    cell = cuda.upload(np.zeros(1, np.int32))
+    s, side = cuda.ok(d.cuStreamCreate(1)), cuda.ok(d.cuStreamCreate(1))
+    mode = d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED
+    cuda.ok(d.cuStreamBeginCapture(s, mode))
+    status, _, graph, deps, *_ , n = cuda.ok(d.cuStreamGetCaptureInfo(s))
+    h = cuda.ok(d.cuGraphConditionalHandleCreate(graph, cuda.ctx, 0, 0))
+    ptrs, boxes = _args(int(h), np.uint32(1))
+    cuda.ok(d.cuLaunchKernel(choose, 1, 1, 1, 1, 1, 1, 0, s, ptrs.ctypes.data, 0))
+    status, _, graph, deps, *_ , n = cuda.ok(d.cuStreamGetCaptureInfo(s))
+    node, (body,) = _conditional(d, cuda, graph, list(deps), h, d.CUgraphConditionalNodeType.CU_GRAPH_COND_TYPE_IF, 1)
+    cuda.ok(d.cuStreamUpdateCaptureDependencies(s, [node], None, 1,
+                                                d.CUstreamUpdateCaptureDependencies_flags.CU_STREAM_SET_CAPTURE_DEPENDENCIES))
+    cuda.ok(d.cuStreamBeginCaptureToGraph(side, body, None, None, 0, mode))  # the body, by capture
+    aptrs, aboxes = _args(cell, np.int32(7))
+    cuda.ok(d.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, side, aptrs.ctypes.data, 0))
+    assert int(cuda.ok(d.cuStreamEndCapture(side))) == int(body)
+    cuda.ok(d.cuLaunchKernel(add, 1, 1, 1, 1, 1, 1, 0, s, aptrs.ctypes.data, 0))  # after the conditional node
+    g = cuda.ok(d.cuStreamEndCapture(s))
+    kinds = [cuda.ok(d.cuGraphNodeGetType(x)) for x in cuda.ok(d.cuGraphGetNodes(g, 3))[0]]
+    T = d.CUgraphNodeType
+    assert kinds == [T.CU_GRAPH_NODE_TYPE_KERNEL, T.CU_GRAPH_NODE_TYPE_CONDITIONAL, T.CU_GRAPH_NODE_TYPE_KERNEL]
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    assert cuda.download(cell, np.zeros(1, np.int32))[0] == 14  # the body ran (condition 1), then the last kernel
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphDestroy(g))
+    for x in (s, side):
+        cuda.ok(d.cuStreamDestroy(x))
