@@ -155,6 +155,16 @@
     X(cuGraphGetEdges, "cuGraphGetEdges", 10000) \
     X(cuGraphGetEdges_v2, "cuGraphGetEdges", 12030) \
     X(cuGraphKernelNodeSetParams_v2, "cuGraphKernelNodeSetParams", 12000) \
+    X(cuGraphKernelNodeGetParams_v2, "cuGraphKernelNodeGetParams", 12000) \
+    X(cuGraphMemsetNodeGetParams, "cuGraphMemsetNodeGetParams", 10000) \
+    X(cuGraphHostNodeGetParams, "cuGraphHostNodeGetParams", 10000) \
+    X(cuGraphEventRecordNodeGetEvent, "cuGraphEventRecordNodeGetEvent", 11010) \
+    X(cuGraphEventWaitNodeGetEvent, "cuGraphEventWaitNodeGetEvent", 11010) \
+    X(cuGraphAddDependencies, "cuGraphAddDependencies", 10000) \
+    X(cuGraphAddDependencies_v2, "cuGraphAddDependencies", 12030) \
+    X(cuGraphRemoveDependencies, "cuGraphRemoveDependencies", 10000) \
+    X(cuGraphRemoveDependencies_v2, "cuGraphRemoveDependencies", 12030) \
+    X(cuGraphDebugDotPrint, "cuGraphDebugDotPrint", 11030) \
     X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
     X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000) \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000) \

@@ -363,6 +363,7 @@ struct GraphNode {
     GraphNode **deps;
     int ndeps;
     const GraphNode *origin; /* in a clone: the node it copies (how an executable graph finds its nodes) */
+    void *queried; /* what the last parameter query handed out (kernelParams), valid while the node lives */
 };
 /* A user object (cuUserObjectCreate): the destructor runs when the last reference goes, graphs hold some. */
 typedef struct UserObject {
@@ -403,6 +404,9 @@ void graph_free(Graph *g);
 /* Index of the first node where a and b differ in kind or dependencies (recursively for child graphs), -1
  * when they have the same shape; an extra or missing node counts as a difference at min(sizes). */
 int graph_shape_differs(const Graph *a, const Graph *b);
+/* Puts g's nodes back in an order where every dependency comes first (after edges were added), keeping the
+ * present order where it can; -1 (nothing changed) when the edges make a cycle. */
+int graph_sort(Graph *g);
 /* Is a reachable from b through dependencies (or b itself)? */
 int graph_node_precedes(const GraphNode *a, const GraphNode *b);
 /* Queues every node of g on s, in order (one stream runs a graph: its order respects every edge). */

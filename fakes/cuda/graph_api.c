@@ -2,6 +2,7 @@
  * graph, empty), instantiate it (the executable graph is a clone), change an executable graph's kernel
  * parameters or update it from a graph of the same shape, launch it on a stream (its nodes in order, so
  * every edge is respected), destroy both. Stream capture (streams.c) builds the same graphs. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -366,6 +367,182 @@ API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *
     graph_node_set_op(n, &op);
     free(op.u.kernel.params);
     return CUDA_SUCCESS;
+}
+
+/* ---- node queries ---- */
+
+static CUresult node_of_kind(void *hNode, int kind, GraphNode **out) {
+    TRY(handle_get(hNode, H_GRAPH_NODE, out));
+    return (*out)->op.kind == kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* kernelParams point into the node's own copy of the arguments, valid while the node lives. */
+API CUresult cuGraphKernelNodeGetParams_v2(void *hNode, KernelNodeParams *params) {
+    ENTER(cuGraphKernelNodeGetParams_v2);
+    GraphNode *n;
+    TRY(node_of_kind(hNode, OPK_KERNEL, &n));
+    if (!params) return CUDA_ERROR_INVALID_VALUE;
+    const LaunchSpec *k = &n->op.u.kernel;
+    const PtxFunction *pf = &k->fn->module->ptx->funcs[k->fn->index];
+    void **args = malloc((size_t)pf->nparams * sizeof *args + 1);
+    if (!args) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < pf->nparams; i++) args[i] = k->params + pf->params[i].offset;
+    free(n->queried);
+    n->queried = args;
+    *params = (KernelNodeParams){k->fn, {k->grid[0], k->grid[1], k->grid[2]}, {k->block[0], k->block[1], k->block[2]},
+                                 k->shared_bytes, args, NULL, k->fn, k->fn->module->ctx};
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphMemsetNodeGetParams(void *hNode, MemsetNodeParams *params) {
+    ENTER(cuGraphMemsetNodeGetParams);
+    GraphNode *n;
+    TRY(node_of_kind(hNode, OPK_MEMSET, &n));
+    if (!params) return CUDA_ERROR_INVALID_VALUE;
+    const SetParams *p = &n->op.u.set;
+    *params = (MemsetNodeParams){p->dst, p->pitch, p->value, p->elem, p->width, p->height};
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphHostNodeGetParams(void *hNode, HostNodeParams *params) {
+    ENTER(cuGraphHostNodeGetParams);
+    GraphNode *n;
+    TRY(node_of_kind(hNode, OPK_HOST, &n));
+    if (!params) return CUDA_ERROR_INVALID_VALUE;
+    *params = (HostNodeParams){n->op.u.host.fn, n->op.u.host.user};
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_of(void *hNode, int kind, void **event) {
+    GraphNode *n;
+    TRY(node_of_kind(hNode, kind, &n));
+    if (!event) return CUDA_ERROR_INVALID_VALUE;
+    *event = n->op.u.event;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphEventRecordNodeGetEvent(void *hNode, void **event) {
+    ENTER(cuGraphEventRecordNodeGetEvent);
+    return event_of(hNode, OPK_EVENT_RECORD, event);
+}
+
+API CUresult cuGraphEventWaitNodeGetEvent(void *hNode, void **event) {
+    ENTER(cuGraphEventWaitNodeGetEvent);
+    return event_of(hNode, OPK_EVENT_WAIT, event);
+}
+
+/* ---- editing edges: the nodes are re-sorted so every edge still runs in order ---- */
+
+/* The n (from[i], to[i]) edges, checked: nodes of g, no self edge; edge data all default. */
+static CUresult check_edges(void *hGraph, GraphNode *const *from, GraphNode *const *to, const void *edges, size_t n,
+                            Graph **g) {
+    TRY(handle_get(hGraph, H_GRAPH, g));
+    if (n && (!from || !to)) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        GraphNode *a, *b;
+        TRY(handle_get(from[i], H_GRAPH_NODE, &a));
+        TRY(handle_get(to[i], H_GRAPH_NODE, &b));
+        if (a->owner != *g || b->owner != *g || a == b) return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; edges && i < n * EDGE_DATA_BYTES; i++)
+        if (((const uint8_t *)edges)[i]) return CUDA_ERROR_NOT_SUPPORTED; /* only full dependencies here */
+    return CUDA_SUCCESS;
+}
+
+static int has_edge(const GraphNode *from, const GraphNode *to) {
+    for (int k = 0; k < to->ndeps; k++)
+        if (to->deps[k] == from) return 1;
+    return 0;
+}
+
+static CUresult add_dependencies(void *hGraph, GraphNode *const *from, GraphNode *const *to, const void *edges,
+                                 size_t n) {
+    Graph *g;
+    TRY(check_edges(hGraph, from, to, edges, n, &g));
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k <= i; k++)
+            if (has_edge(from[i], to[i]) || (k < i && from[k] == from[i] && to[k] == to[i]))
+                return CUDA_ERROR_INVALID_VALUE; /* an edge that exists already */
+    size_t added = 0;
+    CUresult rc = CUDA_SUCCESS;
+    for (; added < n; added++) {
+        GraphNode *b = to[added];
+        GraphNode **grown = realloc(b->deps, (size_t)(b->ndeps + 1) * sizeof *grown);
+        if (!grown) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        b->deps = grown;
+        b->deps[b->ndeps++] = from[added];
+    }
+    if (rc == CUDA_SUCCESS && graph_sort(g)) rc = CUDA_ERROR_INVALID_VALUE; /* the edges would make a cycle */
+    if (rc)
+        while (added--) to[added]->ndeps--; /* each edge added was its node's last */
+    return rc;
+}
+
+API CUresult cuGraphAddDependencies(void *hGraph, GraphNode *const *from, GraphNode *const *to, size_t n) {
+    ENTER(cuGraphAddDependencies);
+    return add_dependencies(hGraph, from, to, NULL, n);
+}
+
+API CUresult cuGraphAddDependencies_v2(void *hGraph, GraphNode *const *from, GraphNode *const *to, const void *edges,
+                                       size_t n) {
+    ENTER(cuGraphAddDependencies_v2);
+    return add_dependencies(hGraph, from, to, edges, n);
+}
+
+static CUresult remove_dependencies(void *hGraph, GraphNode *const *from, GraphNode *const *to, const void *edges,
+                                    size_t n) {
+    Graph *g;
+    TRY(check_edges(hGraph, from, to, edges, n, &g));
+    for (size_t i = 0; i < n; i++)
+        if (!has_edge(from[i], to[i])) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        GraphNode *b = to[i];
+        for (int k = 0; k < b->ndeps; k++)
+            if (b->deps[k] == from[i]) {
+                memmove(&b->deps[k], &b->deps[k + 1], (size_t)(b->ndeps - k - 1) * sizeof *b->deps);
+                b->ndeps--;
+                break;
+            }
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphRemoveDependencies(void *hGraph, GraphNode *const *from, GraphNode *const *to, size_t n) {
+    ENTER(cuGraphRemoveDependencies);
+    return remove_dependencies(hGraph, from, to, NULL, n);
+}
+
+API CUresult cuGraphRemoveDependencies_v2(void *hGraph, GraphNode *const *from, GraphNode *const *to,
+                                          const void *edges, size_t n) {
+    ENTER(cuGraphRemoveDependencies_v2);
+    return remove_dependencies(hGraph, from, to, edges, n);
+}
+
+static const char *kind_name(int kind) {
+    static const char *names[] = {"kernel", "memcpy", "memset", "host", "graph", "empty", "event wait", "event record",
+                                  "", "", "mem alloc", "mem free", "", "conditional"};
+    return kind >= 0 && kind < (int)(sizeof names / sizeof *names) && *names[kind] ? names[kind] : "node";
+}
+
+/* A DOT file of the graph's nodes (kind and handle) and edges; the flags' extra detail is not written. */
+API CUresult cuGraphDebugDotPrint(void *hGraph, const char *path, unsigned flags) {
+    ENTER(cuGraphDebugDotPrint);
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    (void)flags;
+    if (!path) return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "w");
+    if (!f) return CUDA_ERROR_OPERATING_SYSTEM;
+    fprintf(f, "digraph dot {\n");
+    for (int i = 0; i < g->nnodes; i++)
+        fprintf(f, "  node%d [label=\"%d: %s\\n%p\"];\n", i, i, kind_name(g->nodes[i]->op.kind), (void *)g->nodes[i]);
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i]->ndeps; k++) fprintf(f, "  node%d -> node%d;\n", g->nodes[i]->deps[k]->index, i);
+    fprintf(f, "}\n");
+    return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
 }
 
 /* ---- executable graphs ---- */

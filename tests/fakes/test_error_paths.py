@@ -64,6 +64,7 @@ class Env:
         self.empty_copy = byref(_memcpy3d_device_to_device())
         self.host_node = byref((c_void_p * 2)(ctypes.cast(self.noop, c_void_p).value, None))
         self.link = c_void_p(int(cuda.ok(d.cuLinkCreate(0, [], []))))
+        self.node2 = c_void_p(int(cuda.ok(d.cuGraphAddEmptyNode(self.graph.value, None, 0))))
         self.other_graph = c_void_p(int(cuda.ok(d.cuGraphCreate(0))))
         self.condition = c_uint64(int(cuda.ok(d.cuGraphConditionalHandleCreate(self.graph.value, cuda.ctx, 0, 0))))
         self.user_object = c_void_p(int(cuda.ok(d.cuUserObjectCreate(0, ctypes.cast(self.noop, c_void_p).value, 1, 1))))
@@ -521,6 +522,32 @@ CASES = {
                                               ILLEGAL_STATE),
                                              ("unknown flags", lambda e: (e.stream, NULL, NULL, c_size_t(0), c_uint(2)),
                                               INVALID_VALUE)],
+    "cuGraphKernelNodeGetParams_v2": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                      ("not a kernel node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphMemsetNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                   ("not a memset node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphHostNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                 ("not a host node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphEventRecordNodeGetEvent": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                       ("not an event record node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphEventWaitNodeGetEvent": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                     ("not an event wait node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphAddDependencies": [("bad graph", lambda e: (BAD, byref(e.node), byref(e.node), c_size_t(1)), INVALID_HANDLE),
+                               ("a node on itself", lambda e: (e.graph, byref(e.node), byref(e.node), c_size_t(1)),
+                                INVALID_VALUE),
+                               ("NULL arrays", lambda e: (e.graph, NULL, NULL, c_size_t(1)), INVALID_VALUE)],
+    "cuGraphAddDependencies_v2": [("bad node", lambda e: (e.graph, e.bad_deps, byref(e.node), NULL, c_size_t(1)),
+                                   INVALID_HANDLE),
+                                  ("a node of another graph", lambda e: (e.other_graph, byref(e.node), byref(e.node),
+                                                                         NULL, c_size_t(1)), INVALID_VALUE)],
+    "cuGraphRemoveDependencies": [("no such edge", lambda e: (e.graph, byref(e.node), byref(e.node2), c_size_t(1)),
+                                   INVALID_VALUE),
+                                  ("bad graph", lambda e: (BAD, byref(e.node), byref(e.node2), c_size_t(1)),
+                                   INVALID_HANDLE)],
+    "cuGraphRemoveDependencies_v2": [("no such edge", lambda e: (e.graph, byref(e.node2), byref(e.node), NULL,
+                                                                 c_size_t(1)), INVALID_VALUE)],
+    "cuGraphDebugDotPrint": [("bad graph", lambda e: (BAD, b"/tmp/x.dot", c_uint(0)), INVALID_HANDLE),
+                             ("NULL path", lambda e: (e.graph, NULL, c_uint(0)), INVALID_VALUE)],
     "cuGraphRetainUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1), c_uint(0)), INVALID_HANDLE),
                                 ("bad object", lambda e: (e.graph, BAD, c_uint(1), c_uint(0)), INVALID_HANDLE)],
     "cuGraphReleaseUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1)), INVALID_HANDLE),

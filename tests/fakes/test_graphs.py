@@ -542,3 +542,64 @@ def test_capture_into_a_conditional_body_graph(cuda):
     cuda.ok(d.cuGraphDestroy(g))
     for x in (s, side):
         cuda.ok(d.cuStreamDestroy(x))
+
+
+def test_node_queries_give_back_the_parameters_given(cuda, saxpy):
+    d = cuda.d
+    dy = cuda.alloc(4 * N)
+    g = cuda.ok(d.cuGraphCreate(0))
+    kp, keep = _kernel_params(d, saxpy["scale"], dy, np.float32(2.5), np.uint32(N))
+    kernel = cuda.ok(d.cuGraphAddKernelNode(g, None, 0, kp))
+    got = cuda.ok(d.cuGraphKernelNodeGetParams(kernel))
+    assert (got.gridDimX, got.blockDimX, got.sharedMemBytes) == (N // 64, 64, 0)
+    assert int(got.func) == int(saxpy["scale"])
+    args = ctypes.cast(int(got.kernelParams), ctypes.POINTER(ctypes.c_void_p))  # the node's own copies
+    assert ctypes.c_uint64.from_address(args[0]).value == dy
+    assert ctypes.c_float.from_address(args[1]).value == 2.5
+    assert ctypes.c_uint32.from_address(args[2]).value == N
+    fill = cuda.ok(d.cuGraphAddMemsetNode(g, None, 0, _memset_params(d, dy, 77, N), cuda.ctx))
+    m = cuda.ok(d.cuGraphMemsetNodeGetParams(fill))
+    assert (int(m.dst), m.value, m.elementSize, m.width) == (dy, 77, 4, N)
+    host_fn = HOST_FN(lambda _: None)
+    hp = d.CUDA_HOST_NODE_PARAMS()
+    hp.fn = ctypes.cast(host_fn, ctypes.c_void_p).value
+    hp.userData = 1234
+    host = cuda.ok(d.cuGraphAddHostNode(g, None, 0, hp))
+    h = cuda.ok(d.cuGraphHostNodeGetParams(host))
+    assert int(h.fn) == ctypes.cast(host_fn, ctypes.c_void_p).value and int(h.userData) == 1234
+    ev = cuda.ok(d.cuEventCreate(0))
+    rec = cuda.ok(d.cuGraphAddEventRecordNode(g, None, 0, ev))
+    assert int(cuda.ok(d.cuGraphEventRecordNodeGetEvent(rec))) == int(ev)
+    assert cuda.err(d.cuGraphEventWaitNodeGetEvent(rec)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # a record node
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuEventDestroy(ev))
+
+
+def test_edges_added_after_the_nodes_still_run_in_order(cuda, saxpy, rng, tmp_path):
+    d = cuda.d
+    y0 = rng.random(N, dtype=np.float32)
+    dy = cuda.upload(y0)
+    g = cuda.ok(d.cuGraphCreate(0))
+    scale, keep = _kernel_params(d, saxpy["scale"], dy, np.float32(3.0), np.uint32(N))
+    times = cuda.ok(d.cuGraphAddKernelNode(g, None, 0, scale))  # added first, must run last
+    fill = cuda.ok(d.cuGraphAddMemsetNode(g, None, 0, _memset_params(d, dy, _bits(2.0), N), cuda.ctx))
+    cuda.ok(d.cuGraphAddDependencies(g, [fill], [times], None, 1))
+    assert cuda.err(d.cuGraphAddDependencies(g, [times], [fill], None, 1)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # cycle
+    assert cuda.err(d.cuGraphAddDependencies(g, [fill], [times], None, 1)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # twice
+    from_, to, *_, n = cuda.ok(d.cuGraphGetEdges(g, 1))  # (edge data too, on bindings 12.3+)
+    assert n == 1 and int(from_[0]) == int(fill) and int(to[0]) == int(times)
+    dot = tmp_path / "g.dot"
+    cuda.ok(d.cuGraphDebugDotPrint(g, str(dot).encode(), 0))
+    text = dot.read_text()
+    assert text.startswith("digraph") and "memset" in text and "->" in text
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    s = cuda.ok(d.cuStreamCreate(1))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    np.testing.assert_array_equal(cuda.download(dy, y0), np.full(N, 6.0, np.float32))  # fill, then scale
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphRemoveDependencies(g, [fill], [times], None, 1))
+    assert cuda.err(d.cuGraphRemoveDependencies(g, [fill], [times], None, 1)) == d.CUresult.CUDA_ERROR_INVALID_VALUE
+    assert cuda.ok(d.cuGraphGetEdges(g, 0))[-1] == 0
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuStreamDestroy(s))
