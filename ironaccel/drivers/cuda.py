@@ -44,9 +44,20 @@ def _nvidia_requirements() -> str | None:
     return None
 
 
+def native_op(op: str) -> bool:
+    """A function of the CUDA driver API or of NVRTC, as cuda.bindings names them (``cuMemAllocAsync``)."""
+    from cuda.bindings import driver, nvrtc
+
+    return (op.startswith("cu") and callable(getattr(driver, op, None))) or (
+        op.startswith("nvrtc") and callable(getattr(nvrtc, op, None)))
+
+
 def drivers() -> list[Target]:
     kernels = (suite_kernels("cuda", ".cu"), suite_kernels("ptx", ".ptx"))  # cubins: KERNEL-13 loads its own
     return [
-        Target("cuda", "fake", True, {"IRONACCEL_CUDA_DRIVER": "fake"}, _is_fake, _fake_requirements, kernels),
-        Target("cuda", "nvidia", False, {"IRONACCEL_CUDA_DRIVER": "nvidia"}, _is_nvidia, _nvidia_requirements, kernels),
+        # the fake's memory is its own: a limit (16 GiB, IRONACCEL_FAKE_CUDA_MEMORY) it enforces like a GPU
+        Target("cuda", "fake", True, {"IRONACCEL_CUDA_DRIVER": "fake"}, _is_fake, _fake_requirements, kernels,
+               native_op=native_op, memory="device"),
+        Target("cuda", "nvidia", False, {"IRONACCEL_CUDA_DRIVER": "nvidia"}, _is_nvidia, _nvidia_requirements, kernels,
+               native_op=native_op),
     ]
