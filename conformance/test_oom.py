@@ -49,7 +49,7 @@ def _refusal(report):
     return refusal
 
 
-@pytest.mark.clause("MEM-7", "ERR-4", "ERR-1")
+@pytest.mark.clause("MEM-7", "ERR-4")
 def test_driver_refusal_is_out_of_memory_naming_the_native_call(target, exhausted):
     exhausted = exhausted()
     refusal = _refusal(exhausted)
