@@ -10,9 +10,11 @@
  * the typed error (driver.fail) when it is not 0. Each driver call releases the GIL, as cuda.bindings does.
  *
  *   init()                                       load the entry points (OSError when libcuda is not loaded)
- *   launch(fn, grid, block, stream, handle, codes, args)
- *        pack args by codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64)
- *        into 8-byte slots and cuLaunchKernel; a buffer argument's _ptr is read and its _last_stream set
+ *   configure(buffer_type, current)             what launch checks against (CudaBuffer, driver.current)
+ *   launch(plan, stream, args)                   api.Stream._launch_plan's common case in one call: the api's
+ *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
+ *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
+ *        8-byte slots and cuLaunchKernel; -1 sends anything uncommon to the Python path
  *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)  event_record(event, handle)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(dst, ring_address, host, handle) memcpy host into the pinned ring, then the DMA from there
@@ -40,7 +42,10 @@ static CUresult (*cuEventRecord)(CUevent, CUstream);
 static CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void *, size_t, CUstream);
 static CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
 
-static PyObject *str_ptr, *str_last_stream;
+/* interned attribute names (GET(obj, name) reads str_name) and the op the launch's errors name */
+static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_packing, *str_codes, *str_dev,
+    *str_closed, *str_capturing, *str_freed, *str_backing, *str_device, *str_id, *str_make_current,
+    *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -76,18 +81,10 @@ static int dims(PyObject *obj, unsigned out[3]) {
     return 0;
 }
 
-/* One argument into its 8-byte slot. */
-static int pack(char code, PyObject *arg, PyObject *stream, uint64_t *slot) {
+/* One scalar argument into its 8-byte slot (the buffers are done by launch). */
+static int pack_scalar(char code, PyObject *arg, uint64_t *slot) {
     *slot = 0;
     switch (code) {
-    case 'B': {
-        PyObject *ptr = PyObject_GetAttr(arg, str_ptr);
-        if (ptr == NULL) return -1;
-        *slot = PyLong_AsUnsignedLongLong(ptr);
-        Py_DECREF(ptr);
-        if (PyErr_Occurred()) return -1;
-        return PyObject_SetAttr(arg, str_last_stream, stream);
-    }
     case 'f': {
         float f = (float)PyFloat_AsDouble(arg);
         memcpy(slot, &f, sizeof f);
@@ -108,9 +105,13 @@ static int pack(char code, PyObject *arg, PyObject *stream, uint64_t *slot) {
         memcpy(slot, &v, sizeof v);
         break;
     }
-    case 'Q':
-        *slot = PyLong_AsUnsignedLongLong(arg);
+    case 'Q': {
+        PyObject *index = PyNumber_Index(arg); /* a numpy uint64 is no int: PyLong_AsUnsignedLongLong needs one */
+        if (index == NULL) return -1;
+        *slot = PyLong_AsUnsignedLongLong(index);
+        Py_DECREF(index);
         break;
+    }
     default:
         PyErr_Format(PyExc_ValueError, "unknown argument code %c", code);
         return -1;
@@ -118,29 +119,132 @@ static int pack(char code, PyObject *arg, PyObject *stream, uint64_t *slot) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* getattr as a borrowed-free helper: a new reference or NULL with the error set. */
+#define GET(obj, name) PyObject_GetAttr((obj), str_##name)
+
+static PyObject *buffer_type; /* CudaBuffer: its instances are their own backing */
+static PyObject *current;     /* driver.current: which Device's context the thread has current */
+
+static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current)");
+    Py_XSETREF(buffer_type, Py_NewRef(args[0]));
+    Py_XSETREF(current, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* launch(plan, stream, args): the whole of Stream._launch_plan (api.py) for the common case, then the driver
+ * call; returns the CUresult, or TAKE_PYTHON_PATH when anything is uncommon (no cached rule for these
+ * argument types yet, a freed buffer or one of another device, a closed device, a capture): the Python path
+ * then does the same launch or raises its error. Nothing is changed before that decision. */
+enum { TAKE_PYTHON_PATH = -1 };
+
 static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) return PyErr_Format(PyExc_TypeError, "launch takes 7 arguments, got %zd", nargs);
-    void *fn, *stream;
-    unsigned grid[3], block[3];
-    if (address(args[0], &fn) || dims(args[1], grid) || dims(args[2], block) || address(args[4], &stream))
-        return NULL;
-    PyObject *codes = args[5], *argv = args[6];
-    if (!PyBytes_Check(codes) || !PyList_Check(argv) || PyList_GET_SIZE(argv) != PyBytes_GET_SIZE(codes) ||
-        PyBytes_GET_SIZE(codes) > MAX_PARAMS)
-        return PyErr_Format(PyExc_TypeError, "launch: codes (bytes) and args (list) of one length <= %d", MAX_PARAMS);
-    Py_ssize_t n = PyBytes_GET_SIZE(codes);
-    const char *code = PyBytes_AS_STRING(codes);
+    if (nargs != 3) return PyErr_Format(PyExc_TypeError, "launch takes 3 arguments, got %zd", nargs);
+    if (buffer_type == NULL) return PyErr_Format(PyExc_RuntimeError, "launch before configure");
+    PyObject *plan = args[0], *stream = args[1], *argv = args[2];
+    if (!PyTuple_CheckExact(argv) && !PyList_CheckExact(argv)) return PyLong_FromLong(TAKE_PYTHON_PATH);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(argv);
+    if (n > MAX_PARAMS) return PyLong_FromLong(TAKE_PYTHON_PATH);
+    PyObject **items = PySequence_Fast_ITEMS(argv);
+    long result = TAKE_PYTHON_PATH;
+    PyObject *kernel = NULL, *rules = NULL, *types = NULL, *packing = NULL, *codes = NULL, *dev = NULL;
+    PyObject *attr = NULL, *backings[MAX_PARAMS];
+    Py_ssize_t held = 0;
     uint64_t slots[MAX_PARAMS];
     void *params[MAX_PARAMS];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (pack(code[i], PyList_GET_ITEM(argv, i), args[3], &slots[i])) return NULL;
-        params[i] = &slots[i];
+    unsigned dim[6];
+
+    if ((kernel = GET(plan, kernel)) == NULL || (rules = GET(kernel, arg_rules)) == NULL) goto error;
+    if ((types = PyTuple_New(n)) == NULL) goto error;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(types, i, Py_NewRef((PyObject *)Py_TYPE(items[i])));
+    PyObject *rule = PyDict_Check(rules) ? PyDict_GetItemWithError(rules, types) : NULL; /* borrowed */
+    if (rule == NULL) {
+        if (PyErr_Occurred()) goto error;
+        goto done;
     }
+    if ((packing = GET(rule, packing)) == NULL || (codes = GET(packing, codes)) == NULL) goto error;
+    if (!PyBytes_Check(codes) || PyBytes_GET_SIZE(codes) != n) goto done;
+    if ((dev = GET(stream, dev)) == NULL || (attr = GET(dev, closed)) == NULL) goto error;
+    if (attr != Py_False) goto done;
+    Py_SETREF(attr, GET(stream, capturing));
+    if (attr == NULL) goto error;
+    if (attr != Py_None) goto done;
+    Py_CLEAR(attr);
+    const char *code = PyBytes_AS_STRING(codes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        params[i] = &slots[i];
+        if (code[i] != 'B') {
+            if (pack_scalar(code[i], items[i], &slots[i])) goto error;
+            continue;
+        }
+        PyObject *backing;
+        if ((PyObject *)Py_TYPE(items[i]) == buffer_type) {
+            if ((attr = GET(items[i], freed)) == NULL) goto error;
+            if (attr != Py_False) goto done;
+            Py_CLEAR(attr);
+            backing = Py_NewRef(items[i]);
+        } else if ((backing = PyObject_CallMethodOneArg(items[i], str_backing, str_op)) == NULL) {
+            goto error; /* the error the Python path raises: the same method raised it */
+        }
+        backings[held++] = backing;
+        if ((attr = GET(backing, device)) == NULL) goto error;
+        if (attr != dev) goto done;
+        Py_SETREF(attr, GET(backing, ptr));
+        if (attr == NULL) goto error;
+        slots[i] = PyLong_AsUnsignedLongLong(attr);
+        if (PyErr_Occurred()) goto error;
+        Py_CLEAR(attr);
+    }
+    /* The launch is going ahead: the side effects of the Python path, in its order. */
+    for (Py_ssize_t i = 0; i < held; i++)
+        if (PyObject_SetAttr(backings[i], str_last_stream, stream)) goto error;
+    PyObject *mine = NULL;
+    if ((attr = GET(current, current_device)) == NULL || (mine = GET(dev, id)) == NULL) {
+        Py_XDECREF(mine);
+        goto error;
+    }
+    int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
+    Py_DECREF(mine);
+    Py_CLEAR(attr);
+    if (same < 0) goto error;
+    if (!same) {
+        if ((attr = PyObject_CallMethodNoArgs(dev, str_make_current)) == NULL) goto error;
+        Py_CLEAR(attr);
+    }
+    void *fn, *work;
+    if ((attr = GET(kernel, function_address)) == NULL || address(attr, &fn)) goto error;
+    Py_SETREF(attr, GET(stream, work_address));
+    if (attr == NULL || address(attr, &work)) goto error;
+    Py_SETREF(attr, GET(plan, grid));
+    if (attr == NULL || dims(attr, dim)) goto error;
+    Py_SETREF(attr, GET(plan, block));
+    if (attr == NULL || dims(attr, dim + 3)) goto error;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
-    err = cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream, params, NULL);
+    err = cuLaunchKernel(fn, dim[0], dim[1], dim[2], dim[3], dim[4], dim[5], 0, work, params, NULL);
     Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
+    result = err;
+done:
+    Py_XDECREF(attr);
+    while (held) Py_DECREF(backings[--held]);
+    Py_XDECREF(kernel);
+    Py_XDECREF(rules);
+    Py_XDECREF(types);
+    Py_XDECREF(packing);
+    Py_XDECREF(codes);
+    Py_XDECREF(dev);
+    return PyLong_FromLong(result);
+error:
+    Py_XDECREF(attr);
+    while (held) Py_DECREF(backings[--held]);
+    Py_XDECREF(kernel);
+    Py_XDECREF(rules);
+    Py_XDECREF(types);
+    Py_XDECREF(packing);
+    Py_XDECREF(codes);
+    Py_XDECREF(dev);
+    return NULL;
 }
 
 #define ONE_HANDLE(name, call)                                                                                \
@@ -201,7 +305,10 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
 
 static PyMethodDef methods[] = {
     {"init", fast_init, METH_NOARGS, "Take the driver entry points from the loaded libcuda.so.1."},
-    {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL, "Pack the arguments and cuLaunchKernel."},
+    {"configure", (PyCFunction)(void (*)(void))fast_configure, METH_FASTCALL,
+     "Give launch the buffer type and the thread's current-context record."},
+    {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL,
+     "Stream._launch_plan's common case and cuLaunchKernel; TAKE_PYTHON_PATH (-1) otherwise."},
     {"stream_synchronize", fast_stream_synchronize, METH_O, "cuStreamSynchronize."},
     {"event_synchronize", fast_event_synchronize, METH_O, "cuEventSynchronize."},
     {"event_query", fast_event_query, METH_O, "cuEventQuery."},
@@ -215,8 +322,17 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", "The CUDA backend's hot paths in C.", -1, methods};
 
 PyMODINIT_FUNC PyInit__fast(void) {
-    str_ptr = PyUnicode_InternFromString("_ptr");
-    str_last_stream = PyUnicode_InternFromString("_last_stream");
-    if (str_ptr == NULL || str_last_stream == NULL) return NULL;
+    struct { PyObject **name; const char *text; } names[] = {
+        {&str_ptr, "_ptr"}, {&str_last_stream, "_last_stream"}, {&str_kernel, "kernel"},
+        {&str_arg_rules, "_arg_rules"}, {&str_packing, "packing"}, {&str_codes, "codes"}, {&str_dev, "_dev"},
+        {&str_closed, "_closed"}, {&str_capturing, "_capturing"}, {&str_freed, "_freed"},
+        {&str_backing, "_backing"}, {&str_device, "_device"}, {&str_id, "_id"},
+        {&str_make_current, "_make_current"}, {&str_function_address, "_function_address"},
+        {&str_work_address, "_work_address"}, {&str_grid, "grid"}, {&str_block, "block"},
+        {&str_current_device, "device"},
+        {&str_op, "Stream.launch"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
     return PyModule_Create(&module);
 }

@@ -782,3 +782,57 @@ def test_pure_python_path_is_used_when_forced(tmp_path, pure):
     assert proc.returncode == 0, proc.stderr
     expected = "CudaStream CudaStream StagingRing True" if pure else "FastStream FastStream FastStagingRing False"
     assert proc.stdout.split("\n")[-2] == expected
+
+
+PTX_STORE64 = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry store64(.param .u64 out, .param .u64 value)
+{
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [value];
+    cvta.to.global.u64 %rd3, %rd1;
+    st.global.u64 [%rd3], %rd2;
+    ret;
+}
+"""
+
+
+def test_launch_arguments_plain_pooled_64_bit_and_rejected(device):
+    """What the compiled launch takes in one call (a cached rule, plain and pooled buffers, every scalar
+    code) lands right, and what it hands to the Python path (a first launch, a freed buffer, a buffer of
+    another device, a closed device) raises the API's errors, naming the launch; nothing is enqueued then."""
+    s = device.create_stream()
+    k = device.compile(PTX_STORE64, "ptx").kernel("store64")
+    out = np.zeros(1, np.uint64)
+    pool = ia.MemPool(device, s)
+    for buf in (device.alloc(8), pool.alloc(8)):
+        for value in (np.uint64(2**64 - 3), np.uint64(5), np.int64(-2)):
+            for _ in range(2):  # the first launch of these types makes the rule, the second uses it
+                s.launch(k, 1, 1, (buf, value))
+                s.copy_dtoh(out, buf)
+                s.synchronize()
+                assert out[0] == value.astype(np.uint64), (type(buf).__name__, value)
+        buf.free()
+        with pytest.raises(ia.UseAfterFree, match="Stream.launch"):
+            s.launch(k, 1, 1, (buf, np.uint64(1)))
+    from ironaccel.backends.cuda import CudaBackend
+
+    other = CudaBackend().open_device(0)
+    try:
+        foreign = other.alloc(8)
+        with pytest.raises(ia.InvalidArgument, match="argument 0 belongs to another device"):
+            s.launch(k, 1, 1, (foreign, np.uint64(1)))
+    finally:
+        other.close()
+    plan = k.prepare(1, 1)
+    with device.alloc(8) as buf:
+        plan(s, buf, np.uint64(9))
+        s.copy_dtoh(out, buf)
+        s.synchronize()
+        assert out[0] == 9
+        pool.close()
+        device.close()
+        with pytest.raises(ia.UseAfterFree, match="Stream.launch"):
+            plan(s, buf, np.uint64(1))

@@ -9,18 +9,23 @@ pinned sources) goes to the pure-Python method.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ... import api
 from . import driver
 from .driver import current, fail
-from .module import CudaKernel, Signature
 from .staging import SMALL_COPY_BYTES, StagingRing
-from .stream import CudaEvent, CudaStream
+from .stream import CudaBuffer, CudaEvent, CudaStream
 
 CUDA_ERROR_NOT_READY = 600
+TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast.c)
+
+
+def configure() -> None:
+    """Tell the compiled module what its launch checks against; once driver.fast is loaded."""
+    driver.fast.configure(CudaBuffer, current)
 
 
 def _fail(name: str, err: int) -> None:
@@ -93,18 +98,13 @@ class FastStream(CudaStream):
         if mark:
             self._release_held(mark)
 
-    def _launch(self, kernel: CudaKernel, grid: api.Dim3, block: api.Dim3,  # type: ignore[override]
-                args: list[Any]) -> None:
-        key = tuple(map(type, args))
-        signature = kernel._signatures.get(key)
-        if signature is None:
-            signature = kernel._signatures[key] = Signature(args)
-        dev = self._dev
-        if current.device != dev._id:
-            dev._make_current()
-        # packs args (each buffer's _ptr, its _last_stream set to this stream) and calls cuLaunchKernel
-        err = driver.fast.launch(kernel._function_address, grid, block, self, self._work_address, signature.codes, args)
+    def _launch_plan(self, plan: api.LaunchPlan, args: Sequence[object]) -> None:
+        """api.Stream._launch_plan in one C call (same rule, checks and side effects); what it does not take
+        (the first launch of these argument types, a capture, anything that raises) goes the Python way."""
+        err = driver.fast.launch(plan, self, args)
         if err:
+            if err == TAKE_PYTHON_PATH:
+                return super()._launch_plan(plan, args)
             _fail("cuLaunchKernel", err)
 
 

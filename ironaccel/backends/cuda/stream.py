@@ -231,13 +231,9 @@ class CudaStream(api.Stream):
             while held and held[0][0] < mark:  # appends may land out of order: a later one only waits longer
                 held.popleft()
 
-    def _launch(self, kernel: CudaKernel, grid: api.Dim3, block: api.Dim3,  # type: ignore[override]
-                args: list[Any]) -> None:
-        key = tuple(map(type, args))
-        signature = kernel._signatures.get(key)
-        if signature is None:
-            signature = kernel._signatures[key] = Signature(args)
-        for i in signature.buffers:  # args is launch()'s own list: buffers become their pointers in place
+    def _launch_prepared(self, plan: api.LaunchPlan, signature: Signature, args: list[Any]) -> None:
+        kernel: CudaKernel = plan.kernel  # type: ignore[assignment]
+        for i in signature.buffers:  # args is the api's own list: buffers become their pointers in place
             buf = args[i]
             buf._last_stream = self
             args[i] = buf._ptr
@@ -247,7 +243,7 @@ class CudaStream(api.Stream):
         if current.device != dev._id:
             dev._make_current()
         launch = driver.cu.cuLaunchKernel
-        err, = launch(kernel._function, *grid, *block, 0, self._work, params, 0)
+        err, = launch(kernel._function, *plan.grid, *plan.block, 0, self._work, params, 0)
         if err:
             fail(launch, err)
 
