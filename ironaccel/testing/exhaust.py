@@ -45,7 +45,8 @@ CACHED_BLOCKS = 2  # blocks of the pool's biggest bucket that fits max_alloc, ca
 HOST_BUDGET = 512 * MiB  # address space a host-memory driver may map beyond what it maps at the start
 DEADLINE_S = 20.0  # the exhaustion gives up (and reports so) after this long
 SYNC_EVERY = 8  # allocations between synchronizations (a lazily allocating driver fails at its first use)
-LOCK = Path(tempfile.gettempdir()) / f"ironaccel-exhaust-{os.getuid()}.lock"  # per user: a file another user made may be unwritable
+#: One per user: a lock file another user made may be unwritable.
+LOCK = Path(tempfile.gettempdir()) / f"ironaccel-exhaust-{os.getuid()}.lock"
 
 
 def _mapped_bytes() -> int:
