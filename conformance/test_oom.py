@@ -60,7 +60,8 @@ def test_driver_refusal_is_out_of_memory_naming_the_native_call(target, exhauste
     assert target.native_op(op), f"{op!r} is not a native entry point of {target.name}: {refusal['message']}"
     if exhausted["memory_kind"] == "device" and exhausted["memory"]:
         assert exhausted["held_bytes"] <= exhausted["memory"], "the device handed out more than its memory"
-    assert exhausted["works_after"], f"the device does not work after its memory ran out: {exhausted.get('error_after')}"
+    after = exhausted.get("error_after")
+    assert exhausted["works_after"], f"the device does not work once its memory is freed: {after}"
 
 
 @pytest.mark.clause("POOL-8")
