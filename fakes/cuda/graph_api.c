@@ -255,10 +255,21 @@ API CUresult cuGraphNodeFindInClone(void **phNode, void *hOriginal, void *hClone
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A graph with memory nodes keeps its nodes and edges, as on a real driver. */
+static CUresult check_editable(const Graph *g, const char *what) {
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i]->op.kind == OPK_MEM_ALLOC || g->nodes[i]->op.kind == OPK_MEM_FREE) {
+            fake_log("%s: a graph with memory allocation or free nodes cannot lose nodes or edges", what);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    return CUDA_SUCCESS;
+}
+
 API CUresult cuGraphDestroyNode(void *hNode) {
     ENTER(cuGraphDestroyNode);
     GraphNode *n;
     TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    TRY(check_editable(n->owner, "cuGraphDestroyNode"));
     graph_remove(n);
     return CUDA_SUCCESS;
 }
@@ -496,6 +507,7 @@ static CUresult remove_dependencies(void *hGraph, GraphNode *const *from, GraphN
                                     size_t n) {
     Graph *g;
     TRY(check_edges(hGraph, from, to, edges, n, &g));
+    TRY(check_editable(g, "cuGraphRemoveDependencies"));
     for (size_t i = 0; i < n; i++)
         if (!has_edge(from[i], to[i])) return CUDA_ERROR_INVALID_VALUE;
     for (size_t i = 0; i < n; i++) {

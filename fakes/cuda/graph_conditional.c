@@ -17,6 +17,7 @@ typedef struct Condition {
     volatile unsigned value;
     unsigned default_value;
     int assign_default;
+    const Graph *graph; /* the graph it was made for: only its nodes may use it */
     UserObject *life; /* held by the graph it was made for and by every node that uses it */
 } Condition;
 
@@ -54,7 +55,7 @@ API CUresult cuGraphConditionalHandleCreate(uint64_t *out, void *hGraph, void *c
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     *life = (UserObject){c, condition_free, 1};
-    *c = (Condition){default_value, default_value, (flags & COND_ASSIGN_DEFAULT) != 0, life};
+    *c = (Condition){default_value, default_value, (flags & COND_ASSIGN_DEFAULT) != 0, g, life};
     handle_add(c, H_CONDITION);
     *out = (uint64_t)(uintptr_t)c;
     return CUDA_SUCCESS;
@@ -186,6 +187,8 @@ typedef struct NodeParams {
 
 static CUresult add_node(void **phNode, void *hGraph, GraphNode *const *deps, const void *edges, size_t ndeps,
                          NodeParams *params) {
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
     if (!params) return CUDA_ERROR_INVALID_VALUE;
     static const uint8_t zero[EDGE_DATA_BYTES];
     for (size_t i = 0; edges && i < ndeps; i++)
@@ -200,7 +203,7 @@ static CUresult add_node(void **phNode, void *hGraph, GraphNode *const *deps, co
     }
     ConditionalParams *p = &params->u.conditional;
     Condition *cond = (Condition *)(uintptr_t)p->handle;
-    if (!handle_ok(cond, H_CONDITION)) return CUDA_ERROR_INVALID_VALUE;
+    if (!handle_ok(cond, H_CONDITION) || cond->graph != g) return CUDA_ERROR_INVALID_VALUE;
     if (p->type < COND_IF || p->type > COND_SWITCH || !p->size ||
         (p->type == COND_IF && p->size > 2) || (p->type == COND_WHILE && p->size != 1) ||
         (p->type == COND_SWITCH && p->size > MAX_SWITCH_BODIES))

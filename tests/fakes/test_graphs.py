@@ -334,6 +334,9 @@ def test_memory_nodes_allocate_at_a_fixed_address_each_launch_and_free_into_the_
     free = cuda.ok(d.cuGraphAddMemFreeNode(g, [copy], 1, dy))
     assert int(cuda.ok(d.cuGraphMemFreeNodeGetParams(free))) == dy
     assert cuda.err(d.cuGraphAddMemFreeNode(g, [free], 1, dx)) == d.CUresult.CUDA_ERROR_INVALID_VALUE  # not graph memory
+    # a graph with memory nodes keeps its nodes and edges
+    assert cuda.err(d.cuGraphDestroyNode(copy)) == d.CUresult.CUDA_ERROR_NOT_SUPPORTED
+    assert cuda.err(d.cuGraphRemoveDependencies(g, [kernel], [copy], None, 1)) == d.CUresult.CUDA_ERROR_NOT_SUPPORTED
 
     exe = cuda.ok(d.cuGraphInstantiate(g, 0))
     for _ in range(2):  # the free node ends each launch's allocation: the next launch makes it again
@@ -487,6 +490,12 @@ def test_conditional_nodes_run_the_body_device_code_chooses(cuda):
     ke, k2 = _kernel_params(d, f["add"], dcells + 8, np.int32(20), grid=1, block=1)
     cuda.ok(d.cuGraphAddKernelNode(then, None, 0, kt))
     cuda.ok(d.cuGraphAddKernelNode(other, None, 0, ke))
+    other_graph = cuda.ok(d.cuGraphCreate(0))  # a condition serves the graph it was made for only
+    p = d.CUgraphNodeParams()
+    p.type = d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
+    p.conditional.handle, p.conditional.type, p.conditional.size = pick, C.CU_GRAPH_COND_TYPE_IF, 1
+    assert cuda.err(d.cuGraphAddNode(other_graph, [], None, 0, p)) == d.CUresult.CUDA_ERROR_INVALID_VALUE
+    cuda.ok(d.cuGraphDestroy(other_graph))
     got = cuda.ok(d.cuGraphNodeGetParams(sw))
     assert got.type == d.CUgraphNodeType.CU_GRAPH_NODE_TYPE_CONDITIONAL
     assert got.conditional.type == C.CU_GRAPH_COND_TYPE_SWITCH and got.conditional.size == 3
