@@ -89,6 +89,9 @@
     X(cuSurfObjectCreate, "cuSurfObjectCreate", 5000) \
     X(cuSurfObjectDestroy, "cuSurfObjectDestroy", 5000) \
     X(cuSurfObjectGetResourceDesc, "cuSurfObjectGetResourceDesc", 5000) \
+    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", 12000) \
+    X(cuTensorMapEncodeIm2col, "cuTensorMapEncodeIm2col", 12000) \
+    X(cuTensorMapReplaceAddress, "cuTensorMapReplaceAddress", 12000) \
     X(cuMemsetD8_v2, "cuMemsetD8", 3020) \
     X(cuMemsetD16_v2, "cuMemsetD16", 3020) \
     X(cuMemsetD32_v2, "cuMemsetD32", 3020) \

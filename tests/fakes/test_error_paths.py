@@ -158,6 +158,13 @@ def _conditional_node(handle, kind, size):
     return words
 
 
+def _tiled_args(e, rank, dtype=7):
+    """cuTensorMapEncodeTiled's arguments after the map: a float32 map of e.ptr, box 16 x 1 x ..."""
+    return (c_int(dtype), c_uint(rank), c_void_p(e.ptr.value), byref((c_uint64 * 6)(*[16] * 6)),
+            byref((c_uint64 * 5)(*[64] * 5)), byref((c_uint * 6)(*[16] * 6)), byref((c_uint * 6)(*[1] * 6)),
+            *[c_int(0)] * 4)
+
+
 def _config(block=1, attrs=None, nattrs=0):
     return byref(LaunchConfig((c_uint * 3)(1, 1, 1), (c_uint * 3)(block, 1, 1), 0, None, attrs, nattrs))
 
@@ -548,6 +555,17 @@ CASES = {
                                                                  c_size_t(1)), INVALID_VALUE)],
     "cuGraphDebugDotPrint": [("bad graph", lambda e: (BAD, b"/tmp/x.dot", c_uint(0)), INVALID_HANDLE),
                              ("NULL path", lambda e: (e.graph, NULL, c_uint(0)), INVALID_VALUE)],
+    "cuTensorMapEncodeTiled": [("NULL map", lambda e: (NULL, *_tiled_args(e, rank=1)), INVALID_VALUE),
+                               ("rank 6", lambda e: (e.outp, *_tiled_args(e, rank=6)), INVALID_VALUE),
+                               ("unknown data type", lambda e: (e.outp, *_tiled_args(e, rank=1, dtype=99)),
+                                INVALID_VALUE)],
+    "cuTensorMapEncodeIm2col": [("rank 2", lambda e: (e.outp, c_int(7), c_uint(2), c_void_p(e.ptr.value),
+                                                      byref((c_uint64 * 2)(4, 4)), byref((c_uint64 * 1)(16)),
+                                                      byref((c_int * 1)()), byref((c_int * 1)()), c_uint(4), c_uint(4),
+                                                      byref((c_uint * 2)(1, 1)), *[c_int(0)] * 4), INVALID_VALUE)],
+    "cuTensorMapReplaceAddress": [("not an encoded map", lambda e: (byref((c_uint64 * 16)()), c_void_p(e.ptr.value)),
+                                   INVALID_VALUE),
+                                  ("NULL map", lambda e: (NULL, c_void_p(e.ptr.value)), INVALID_VALUE)],
     "cuGraphRetainUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1), c_uint(0)), INVALID_HANDLE),
                                 ("bad object", lambda e: (e.graph, BAD, c_uint(1), c_uint(0)), INVALID_HANDLE)],
     "cuGraphReleaseUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1)), INVALID_HANDLE),
