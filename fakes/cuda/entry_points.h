@@ -223,4 +223,6 @@
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050) \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000) \
     X(cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", 6050) \
+    X(cuOccupancyMaxPotentialClusterSize, "cuOccupancyMaxPotentialClusterSize", 11080) \
+    X(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11080) \
     X(cuOccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", 11000)

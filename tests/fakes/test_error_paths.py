@@ -675,6 +675,11 @@ CASES = {
     "cuOccupancyMaxPotentialBlockSize": [
         ("bad function", lambda e: (e.outp, e.outp, BAD, NULL, c_size_t(0), c_int(0)), INVALID_HANDLE),
         ("NULL out", lambda e: (NULL, NULL, e.fn, NULL, c_size_t(0), c_int(0)), INVALID_VALUE)],
+    "cuOccupancyMaxPotentialClusterSize": [("bad function", lambda e: (e.outp, BAD, _config()), INVALID_HANDLE),
+                                           ("NULL config", lambda e: (e.outp, e.fn, NULL), INVALID_VALUE)],
+    "cuOccupancyMaxActiveClusters": [("bad function", lambda e: (e.outp, BAD, _config()), INVALID_HANDLE),
+                                     ("block of 0", lambda e: (e.outp, e.fn, _config(block=0)), INVALID_VALUE),
+                                     ("NULL out", lambda e: (NULL, e.fn, _config()), INVALID_VALUE)],
     "cuOccupancyAvailableDynamicSMemPerBlock": [
         ("bad function", lambda e: (e.outp, BAD, c_int(1), c_int(128)), INVALID_HANDLE),
         ("NULL out", lambda e: (NULL, e.fn, c_int(1), c_int(128)), INVALID_VALUE)],
