@@ -636,6 +636,24 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(void *hExec, void *hNode, const K
     return CUDA_SUCCESS;
 }
 
+/* After an update the executable graph holds the new graph's user objects, as on a real driver; the old
+ * ones go now, or with the executable graph when launches that may use them are still queued. */
+static void adopt_user_objects(GraphExec *x, const Graph *g) {
+    Graph *xg = x->graph;
+    pthread_mutex_lock(&g_exec_mu);
+    int idle = x->pending == 0;
+    pthread_mutex_unlock(&g_exec_mu);
+    UserObjectRef *old = xg->objs;
+    int nold = xg->nobjs;
+    if (idle) xg->objs = NULL, xg->nobjs = xg->capobjs = 0;
+    for (int i = 0; i < g->nobjs; i++)
+        if (graph_hold_object(xg, g->objs[i].obj, g->objs[i].count) == 0)
+            user_object_retain(g->objs[i].obj, g->objs[i].count);
+    if (!idle) return;
+    for (int i = 0; i < nold; i++) user_object_release(old[i].obj, old[i].count);
+    free(old);
+}
+
 /* Takes every node's parameters from hGraph when it has the executable graph's shape (same nodes, kinds and
  * edges, in the same order); otherwise nothing changes and the result says where they differ. */
 API CUresult cuGraphExecUpdate_v2(void *hExec, void *hGraph, UpdateResultInfo *info) {
@@ -654,6 +672,7 @@ API CUresult cuGraphExecUpdate_v2(void *hExec, void *hGraph, UpdateResultInfo *i
         return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     }
     for (int i = 0; i < g->nnodes; i++) graph_node_set_op(x->graph->nodes[i], &g->nodes[i]->op);
+    adopt_user_objects(x, g);
     return CUDA_SUCCESS;
 }
 

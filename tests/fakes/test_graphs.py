@@ -247,6 +247,28 @@ def test_user_objects_live_as_long_as_their_last_reference(cuda):
     assert cuda.err(d.cuUserObjectRetain(obj, 1)) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
 
 
+def test_an_update_hands_the_executable_graph_the_new_graphs_user_objects(cuda):
+    d = cuda.d
+    destroyed = []
+    destructor = HOST_FN(lambda ptr: destroyed.append(ptr))
+    fn = ctypes.cast(destructor, ctypes.c_void_p).value
+    flags = d.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC
+    move = d.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE
+    graphs = []
+    for tag in (0x01D, 0x0E3):
+        g = cuda.ok(d.cuGraphCreate(0))
+        cuda.ok(d.cuGraphAddEmptyNode(g, None, 0))
+        cuda.ok(d.cuGraphRetainUserObject(g, cuda.ok(d.cuUserObjectCreate(tag, fn, 1, flags)), 1, move))
+        graphs.append(g)
+    exe = cuda.ok(d.cuGraphInstantiate(graphs[0], 0))
+    cuda.ok(d.cuGraphExecUpdate(exe, graphs[1]))
+    for g in graphs:
+        cuda.ok(d.cuGraphDestroy(g))
+    assert destroyed == [0x01D]  # the old object went with its graph; the new one lives in the executable graph
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    assert destroyed == [0x01D, 0x0E3]
+
+
 def test_graph_queries_clone_and_node_removal(cuda):
     d = cuda.d
     g = cuda.ok(d.cuGraphCreate(0))
