@@ -1,4 +1,4 @@
-/* ironaccel._fast: the CUDA backend's hot paths as C functions of the CPython C API.
+/* ironaccel._fast: the hot paths of the CUDA backend and of the MemPool, in C through the CPython C API.
  *
  * Why C and the C API rather than Cython over cuda.bindings.cydriver: nothing to add at build time beyond
  * the system compiler and Python's headers (the fake libcuda is built the same way), and the calls here
@@ -18,9 +18,11 @@
  *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)  event_record(event, handle)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(dst, ring_address, host, handle) memcpy host into the pinned ring, then the DMA from there
+ *   PoolCore, PooledCore, configure_pool(...)    the MemPool's warm alloc and free (backend-agnostic; below)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
@@ -303,6 +305,256 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
     return PyLong_FromLong(err);
 }
 
+
+/* ---- The MemPool's warm path (ironaccel/pool.py) ------------------------------------------------------------
+ *
+ * PoolCore, MemPool's base: alloc() serves a request of a front bucket from the calling thread's front cache;
+ * PooledCore, PooledBuffer's base: free() puts the block back into it when the thread holds credit for it.
+ * They work on pool.py's own objects (its _Front and _Slots lists, its _Block), with the GIL held and never
+ * released, so each is as atomic as the pure-Python methods they stand for. Anything else (a first use on
+ * this thread, a miss, a block of another tier, a double free, a foreign stream, a closed device) is handed,
+ * unchanged, to those pure-Python methods (configure_pool), which raise pool.py's errors.
+ *
+ * The calling thread's front is found through pool._local once and then remembered with the id of the
+ * thread state that found it (ids are never reused, unlike thread idents).
+ */
+static PyObject *pooled_type;   /* PooledBuffer */
+static PyObject *alloc_python;  /* pool.py's pure-Python MemPool.alloc */
+static PyObject *free_python;   /* and PooledBuffer.free */
+static long front_buckets, min_shift;
+static PyObject *str_front, *str_bucket, *str_credit;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *device, *stream, *local;
+    uint64_t owner;          /* thread state id whose front is owner_front (0: none) */
+    PyObject *owner_front;
+    Py_ssize_t fast_hits;    /* allocations this path served from a front cache */
+} PoolCore;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *device, *nbytes, *pool, *block;
+    char freed;
+} PooledCore;
+
+static PyObject *fast_configure_pool(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "configure_pool(buffer_type, alloc, free, front_buckets, min_shift)");
+    front_buckets = PyLong_AsLong(args[3]);
+    min_shift = PyLong_AsLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    Py_XSETREF(pooled_type, Py_NewRef(args[0]));
+    Py_XSETREF(alloc_python, Py_NewRef(args[1]));
+    Py_XSETREF(free_python, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
+/* The calling thread's front (borrowed), or NULL without an error when it has none yet. */
+static PyObject *thread_front(PoolCore *pool) {
+    uint64_t me = PyThreadState_GetID(PyThreadState_Get());
+    if (pool->owner == me && pool->owner_front != NULL) return pool->owner_front;
+    if (pool->local == NULL) return NULL;
+    PyObject *front = PyObject_GetAttr(pool->local, str_front);
+    if (front == NULL) {
+        PyErr_Clear(); /* AttributeError: no front on this thread yet */
+        return NULL;
+    }
+    if (!PyList_Check(front)) {
+        Py_DECREF(front);
+        return NULL;
+    }
+    Py_XSETREF(pool->owner_front, front);
+    pool->owner = me;
+    return front;
+}
+
+static PyObject *pool_alloc(PoolCore *self, PyObject *nbytes) {
+    if (!PyLong_CheckExact(nbytes) || pooled_type == NULL) goto python;
+    int overflow;
+    long long n = PyLong_AsLongLongAndOverflow(nbytes, &overflow);
+    if (overflow || n < 1 || n > (1LL << (min_shift + front_buckets - 1))) goto python;
+    long bucket = 0;
+    if (n > (1LL << min_shift)) {
+        unsigned long long m = (unsigned long long)(n - 1);
+        bucket = (64 - __builtin_clzll(m)) - min_shift;
+    }
+    if (self->device == NULL) goto python;
+    PyObject *closed = PyObject_GetAttr(self->device, str_closed);
+    if (closed == NULL) return NULL;
+    Py_DECREF(closed);
+    if (closed != Py_False) goto python;
+    PyObject *front = thread_front(self);
+    if (front == NULL || PyList_GET_SIZE(front) <= bucket) goto python;
+    PyObject *slots = PyList_GET_ITEM(front, bucket);
+    if (!PyList_Check(slots)) goto python;
+    Py_ssize_t size = PyList_GET_SIZE(slots);
+    if (size == 0) goto python;
+    PyObject *block = PyList_GET_ITEM(slots, size - 1); /* list.pop(): the reference moves to us */
+    if (((PyListObject *)slots)->allocated > (size >> 1)) {
+        Py_SET_SIZE(slots, size - 1); /* no shrink due: what list.pop itself does then */
+    } else {
+        Py_INCREF(block);
+        if (PyList_SetSlice(slots, size - 1, size, NULL)) {
+            Py_DECREF(block);
+            return NULL;
+        }
+    }
+    self->fast_hits++;
+    PyTypeObject *type = (PyTypeObject *)pooled_type;
+    PooledCore *buf = (PooledCore *)type->tp_alloc(type, 0);
+    if (buf == NULL) {
+        Py_DECREF(block); /* the block is lost to the pool, as it would be if PooledBuffer() raised */
+        return NULL;
+    }
+    buf->device = Py_NewRef(self->device);
+    buf->nbytes = Py_NewRef(nbytes);
+    buf->pool = Py_NewRef((PyObject *)self);
+    buf->block = block;
+    buf->freed = 0;
+    return (PyObject *)buf;
+python:
+    return PyObject_CallFunctionObjArgs(alloc_python, (PyObject *)self, nbytes, NULL);
+}
+
+static PyObject *pooled_free(PooledCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *stream = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw > 1) return PyErr_Format(PyExc_TypeError, "free() takes at most 1 argument (stream)");
+    if (nargs == 1) stream = args[0];
+    if (nkw == 1) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "stream") != 0)
+            return PyErr_Format(PyExc_TypeError, "free() got an unexpected keyword argument %R",
+                                PyTuple_GET_ITEM(kwnames, 0));
+        stream = args[0];
+    }
+    PoolCore *pool = (PoolCore *)self->pool;
+    if (self->freed || pool == NULL || self->block == NULL || (stream != Py_None && stream != pool->stream))
+        goto python;
+    PyObject *attr = PyObject_GetAttr(self->block, str_bucket);
+    if (attr == NULL) return NULL;
+    long bucket = PyLong_AsLong(attr);
+    Py_DECREF(attr);
+    if (bucket == -1 && PyErr_Occurred()) return NULL;
+    if (bucket >= front_buckets) goto python;
+    PyObject *front = thread_front(pool);
+    if (front == NULL || PyList_GET_SIZE(front) <= bucket) goto python;
+    PyObject *slots = PyList_GET_ITEM(front, bucket);
+    if (!PyList_Check(slots)) goto python;
+    if ((attr = PyObject_GetAttr(slots, str_credit)) == NULL) return NULL;
+    Py_ssize_t credit = PyLong_AsSsize_t(attr);
+    Py_DECREF(attr);
+    if (credit == -1 && PyErr_Occurred()) return NULL;
+    if (PyList_GET_SIZE(slots) >= credit) goto python;
+    self->freed = 1;
+    if (PyList_Append(slots, self->block)) {
+        self->freed = 0;
+        return NULL;
+    }
+    Py_RETURN_NONE;
+python:
+    return PyObject_CallFunctionObjArgs(free_python, (PyObject *)self, stream, NULL);
+}
+
+static int pool_traverse(PoolCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->device);
+    Py_VISIT(self->stream);
+    Py_VISIT(self->local);
+    Py_VISIT(self->owner_front);
+    return 0;
+}
+
+static int pool_clear(PoolCore *self) {
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->stream);
+    Py_CLEAR(self->local);
+    Py_CLEAR(self->owner_front);
+    self->owner = 0;
+    return 0;
+}
+
+static void pool_dealloc(PoolCore *self) {
+    PyObject_GC_UnTrack(self);
+    pool_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int pooled_traverse(PooledCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->device);
+    Py_VISIT(self->nbytes);
+    Py_VISIT(self->pool);
+    Py_VISIT(self->block);
+    return 0;
+}
+
+static int pooled_clear(PooledCore *self) {
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->nbytes);
+    Py_CLEAR(self->pool);
+    Py_CLEAR(self->block);
+    return 0;
+}
+
+static void pooled_dealloc(PooledCore *self) {
+    PyObject_GC_UnTrack(self);
+    pooled_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef pool_methods[] = {
+    {"alloc", (PyCFunction)pool_alloc, METH_O, "A PooledBuffer of nbytes >= 1 bytes (MemPool.alloc)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pool_members[] = {
+    {"_device", T_OBJECT_EX, offsetof(PoolCore, device), 0, NULL},
+    {"_stream", T_OBJECT_EX, offsetof(PoolCore, stream), 0, NULL},
+    {"_local", T_OBJECT_EX, offsetof(PoolCore, local), 0, NULL},
+    {"_fast_hits", T_PYSSIZET, offsetof(PoolCore, fast_hits), READONLY, "front-cache hits served here"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef pooled_methods[] = {
+    {"free", (PyCFunction)(void (*)(void))pooled_free, METH_FASTCALL | METH_KEYWORDS,
+     "Return the block to the pool (PooledBuffer.free)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pooled_members[] = {
+    {"_device", T_OBJECT_EX, offsetof(PooledCore, device), 0, NULL},
+    {"_nbytes", T_OBJECT_EX, offsetof(PooledCore, nbytes), 0, NULL},
+    {"_pool", T_OBJECT_EX, offsetof(PooledCore, pool), 0, NULL},
+    {"_block", T_OBJECT_EX, offsetof(PooledCore, block), 0, NULL},
+    {"_freed", T_BOOL, offsetof(PooledCore, freed), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject PoolCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.PoolCore",
+    .tp_basicsize = sizeof(PoolCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "MemPool's compiled base: the warm alloc.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)pool_traverse,
+    .tp_clear = (inquiry)pool_clear,
+    .tp_dealloc = (destructor)pool_dealloc,
+    .tp_methods = pool_methods,
+    .tp_members = pool_members,
+};
+
+static PyTypeObject PooledCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.PooledCore",
+    .tp_basicsize = sizeof(PooledCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "PooledBuffer's compiled base: its fields and the warm free.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)pooled_traverse,
+    .tp_clear = (inquiry)pooled_clear,
+    .tp_dealloc = (destructor)pooled_dealloc,
+    .tp_methods = pooled_methods,
+    .tp_members = pooled_members,
+};
+
 static PyMethodDef methods[] = {
     {"init", fast_init, METH_NOARGS, "Take the driver entry points from the loaded libcuda.so.1."},
     {"configure", (PyCFunction)(void (*)(void))fast_configure, METH_FASTCALL,
@@ -313,6 +565,8 @@ static PyMethodDef methods[] = {
     {"event_synchronize", fast_event_synchronize, METH_O, "cuEventSynchronize."},
     {"event_query", fast_event_query, METH_O, "cuEventQuery."},
     {"event_record", (PyCFunction)(void (*)(void))fast_event_record, METH_FASTCALL, "cuEventRecord."},
+    {"configure_pool", (PyCFunction)(void (*)(void))fast_configure_pool, METH_FASTCALL,
+     "Give the pool's types the pure-Python methods they hand uncommon cases to."},
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
      "memcpy into the pinned ring, then cuMemcpyHtoDAsync from it."},
@@ -329,10 +583,18 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_backing, "_backing"}, {&str_device, "_device"}, {&str_id, "_id"},
         {&str_make_current, "_make_current"}, {&str_function_address, "_function_address"},
         {&str_work_address, "_work_address"}, {&str_grid, "grid"}, {&str_block, "block"},
-        {&str_current_device, "device"},
+        {&str_current_device, "device"}, {&str_front, "front"}, {&str_bucket, "bucket"}, {&str_credit, "credit"},
         {&str_op, "Stream.launch"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
-    return PyModule_Create(&module);
+    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType)) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "PoolCore", (PyObject *)&PoolCoreType) ||
+        PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
