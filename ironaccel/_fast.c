@@ -15,7 +15,8 @@
  *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
  *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
  *        8-byte slots and cuLaunchKernel; -1 sends anything uncommon to the Python path
- *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)  event_record(event, handle)
+ *   record(stream, timing, event_type)           FastStream._record: a spare CUevent recorded, as an event
+ *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(dst, ring_address, host, handle) memcpy host into the pinned ring, then the DMA from there
  *   PoolCore, PooledCore, configure_pool(...)    the MemPool's warm alloc and free (backend-agnostic; below)
@@ -47,7 +48,8 @@ static CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
 /* interned attribute names (GET(obj, name) reads str_name) and the op the launch's errors name */
 static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_packing, *str_codes, *str_dev,
     *str_closed, *str_capturing, *str_freed, *str_backing, *str_device, *str_id, *str_make_current,
-    *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op;
+    *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
+    *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -263,15 +265,82 @@ ONE_HANDLE(stream_synchronize, cuStreamSynchronize)
 ONE_HANDLE(event_synchronize, cuEventSynchronize)
 ONE_HANDLE(event_query, cuEventQuery)
 
-static PyObject *fast_event_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *event, *stream;
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "event_record takes 2 arguments, got %zd", nargs);
-    if (address(args[0], &event) || address(args[1], &stream)) return NULL;
+/* record(stream, timing, event_type): FastStream._record in one call. Takes a spare CUevent of the device
+ * (dev._spare_events[timing]), numbers the event after the stream's held copy destinations (as the Python
+ * path does), makes an event_type object around it and cuEventRecord's it on the stream. Returns the event,
+ * NO_SPARE_EVENT (the Python side creates one and calls again) or the failed call's CUresult (the event is
+ * dropped, which gives its CUevent back). */
+enum { NO_SPARE_EVENT = -1 };
+
+static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[2])) return PyErr_Format(PyExc_TypeError, "record(stream, timing, event_type)");
+    if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "record before configure");
+    PyObject *stream = args[0], *timing = args[1];
+    PyTypeObject *event_type = (PyTypeObject *)args[2];
+    PyObject *dev = NULL, *attr = NULL, *handle = NULL, *mark = NULL, *event_address = NULL, *event = NULL, *result = NULL;
+    if ((dev = GET(stream, dev)) == NULL || (attr = GET(stream, needs_current)) == NULL) goto out;
+    if (attr == Py_True) {
+        PyObject *mine = NULL;
+        Py_SETREF(attr, GET(current, current_device));
+        if (attr == NULL || (mine = GET(dev, id)) == NULL) goto out;
+        int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
+        Py_DECREF(mine);
+        if (same < 0) goto out;
+        if (!same) {
+            Py_SETREF(attr, PyObject_CallMethodNoArgs(dev, str_make_current));
+            if (attr == NULL) goto out;
+        }
+    }
+    Py_SETREF(attr, GET(dev, spare_events));
+    if (attr == NULL) goto out;
+    PyObject *spare = PyDict_Check(attr) ? PyDict_GetItemWithError(attr, timing) : NULL; /* borrowed */
+    if (spare == NULL || !PyList_Check(spare)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "record: _spare_events[timing] is no list");
+        goto out;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(spare);
+    if (n == 0) {
+        result = PyLong_FromLong(NO_SPARE_EVENT);
+        goto out;
+    }
+    handle = Py_NewRef(PyList_GET_ITEM(spare, n - 1));
+    if (PyList_SetSlice(spare, n - 1, n, NULL)) goto out;
+    /* the event owns the handle from here: dropping it gives the handle back to the spare list */
+    if ((event = event_type->tp_alloc(event_type, 0)) == NULL) {
+        PyList_Append(spare, handle); /* back where it was (a failed append leaves it to the driver) */
+        goto out;
+    }
+    if ((event_address = PyNumber_Long(handle)) == NULL) goto out;
+    if (PyObject_SetAttr(event, str_stream, stream) || PyObject_SetAttr(event, str_timing, timing) ||
+        PyObject_SetAttr(event, str_handle, handle) || PyObject_SetAttr(event, str_address, event_address))
+        goto out;
+    Py_SETREF(attr, GET(stream, held));
+    if (attr == NULL) goto out;
+    Py_ssize_t held = PyObject_Size(attr);
+    if (held < 0) goto out;
+    if (held) {
+        Py_SETREF(attr, GET(stream, numbers));
+        if (attr == NULL || (mark = PyIter_Next(attr)) == NULL) goto out;
+    } else {
+        mark = PyLong_FromLong(0);
+    }
+    if (mark == NULL || PyObject_SetAttr(event, str_mark, mark)) goto out;
+    void *ev, *queue;
+    Py_SETREF(attr, GET(stream, address));
+    if (attr == NULL || address(attr, &queue) || address(event_address, &ev)) goto out;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
-    err = cuEventRecord(event, stream);
+    err = cuEventRecord(ev, queue);
     Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
+    result = err ? PyLong_FromLong(err) : Py_NewRef(event);
+out:
+    Py_XDECREF(dev);
+    Py_XDECREF(attr);
+    Py_XDECREF(handle);
+    Py_XDECREF(mark);
+    Py_XDECREF(event_address);
+    Py_XDECREF(event);
+    return result;
 }
 
 static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -564,9 +633,10 @@ static PyMethodDef methods[] = {
     {"stream_synchronize", fast_stream_synchronize, METH_O, "cuStreamSynchronize."},
     {"event_synchronize", fast_event_synchronize, METH_O, "cuEventSynchronize."},
     {"event_query", fast_event_query, METH_O, "cuEventQuery."},
-    {"event_record", (PyCFunction)(void (*)(void))fast_event_record, METH_FASTCALL, "cuEventRecord."},
     {"configure_pool", (PyCFunction)(void (*)(void))fast_configure_pool, METH_FASTCALL,
      "Give the pool's types the pure-Python methods they hand uncommon cases to."},
+    {"record", (PyCFunction)(void (*)(void))fast_record, METH_FASTCALL,
+     "FastStream._record: a spare CUevent recorded on the stream, as an event object."},
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
      "memcpy into the pinned ring, then cuMemcpyHtoDAsync from it."},
@@ -584,6 +654,9 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_make_current, "_make_current"}, {&str_function_address, "_function_address"},
         {&str_work_address, "_work_address"}, {&str_grid, "grid"}, {&str_block, "block"},
         {&str_current_device, "device"}, {&str_front, "front"}, {&str_bucket, "bucket"}, {&str_credit, "credit"},
+        {&str_needs_current, "_needs_current"}, {&str_spare_events, "_spare_events"}, {&str_stream, "_stream"},
+        {&str_timing, "_timing"}, {&str_handle, "_handle"}, {&str_address, "_address"}, {&str_mark, "_mark"},
+        {&str_held, "_held"}, {&str_numbers, "_numbers"},
         {&str_op, "Stream.launch"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

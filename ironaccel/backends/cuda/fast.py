@@ -15,12 +15,13 @@ import numpy as np
 
 from ... import api
 from . import driver
-from .driver import current, fail
+from .driver import calls, current, fail
 from .staging import SMALL_COPY_BYTES, StagingRing
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
 CUDA_ERROR_NOT_READY = 600
 TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast.c)
+NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
 
 
 def configure() -> None:
@@ -34,11 +35,9 @@ def _fail(name: str, err: int) -> None:
 
 
 class FastEvent(CudaEvent):
-    __slots__ = ("_address",)
+    """Made by the compiled record (``_fast.c``), which sets every field; ``_address``: the CUevent as an int."""
 
-    def __init__(self, stream: CudaStream, timing: bool, handle: Any, mark: int):
-        self._stream, self._timing, self._handle, self._mark = stream, timing, handle, mark
-        self._address = int(handle)
+    __slots__ = ("_address",)
 
     def _query(self) -> bool:
         err = driver.fast.event_query(self._address)
@@ -73,17 +72,16 @@ class FastStream(CudaStream):
         self._held.append((next(self._numbers), dst))
 
     def _record(self, timing: bool) -> CudaEvent:
-        dev = self._dev
-        if self._needs_current and current.device != dev._id:
+        event = driver.fast.record(self, timing, FastEvent)
+        if type(event) is int:
+            if event != NO_SPARE_EVENT:
+                _fail("cuEventRecord", event)
+            dev = self._dev
+            flags = driver.cu.CUevent_flags
             dev._make_current()
-        try:  # not "if spare: pop()": another thread may take the last one in between
-            handle = dev._spare_events[timing].pop()
-        except IndexError:
-            return super()._record(timing)  # creates the event (the slow path)
-        event = FastEvent(self, timing, handle, next(self._numbers) if self._held else 0)
-        err = driver.fast.event_record(event._address, self._address)
-        if err:
-            _fail("cuEventRecord", err)
+            dev._spare_events[timing].append(
+                calls.cuEventCreate(flags.CU_EVENT_DEFAULT if timing else flags.CU_EVENT_DISABLE_TIMING))
+            return self._record(timing)  # another thread may take the new one first: then it creates another
         return event
 
     def _synchronize(self, timeout: float | None = None) -> None:
