@@ -327,8 +327,9 @@ class Graph(abc.ABC):
     value; buffers by reference: a replay reads and writes their contents as they are then). Nothing runs
     while capturing. Host copies, event records and waits are rejected during a capture: a replay cannot
     give them their one-shot meaning (``copy_htod``'s source is reusable on return, an Event marks one
-    point). The buffers a graph uses stay referenced by it; ``launch`` raises UseAfterFree if one was freed.
-    ``close()`` (idempotent; a context manager closes on exit) frees the graph."""
+    point), and so is launching a graph (graphs do not nest). The buffers a graph uses stay referenced by
+    it; ``launch`` raises UseAfterFree if one was freed. ``close()`` (idempotent; a context manager closes
+    on exit) frees the graph; replays still pending finish first."""
 
     def __init__(self, device: Device):
         self._device = device
@@ -353,6 +354,9 @@ class Graph(abc.ABC):
             raise UseAfterFree(op, "a graph", "closed")
         if not self._ready:
             raise InvalidArgument(op, "the graph is still being captured: launch it after the capture's with block")
+        if stream._capturing is not None:
+            raise InvalidArgument(op, "the stream is capturing a graph and graphs do not nest: launch this one "
+                                      "before or after the capture")
         self._device._check_open(op)
         for buf in self._buffers.values():
             if buf._freed:

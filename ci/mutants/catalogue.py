@@ -36,6 +36,9 @@ CU = "ironaccel/backends/cuda/"
 GL = "ironaccel/backends/opengl/"
 STAGED = {"IRONACCEL_VK_DIRECT_MAPPING": "0"}  # Vulkan's staging path, which lavapipe's mapped memory skips
 PURE = {"IRONACCEL_PURE_PYTHON": "1"}  # code the compiled hot paths (ironaccel/_fast.c: CUDA's, the MemPool's) replace when they load
+# the fake starts queued work only when the host waits or queries: work a test queued first is still pending for
+# as long as the backend does not wait, however fast the host is (a kill that does not depend on timing)
+START_ON_WAIT = {"IRONACCEL_FAKE_CUDA_START_ON_WAIT": "1"}
 
 MUTANTS: list[Mutant] = [
     # -- WebGPU ------------------------------------------------------------------------------------------
@@ -209,7 +212,7 @@ MUTANTS: list[Mutant] = [
            "            calls.cuEventSynchronize(event)\n",
            "",
            "cuda/fake", "a pageable copy_htod larger than the pinned ring overwrites ring data whose DMA is still queued",
-           ("COPY-8",)),
+           ("COPY-8",), env=START_ON_WAIT),
     Mutant("cuda-fill-offset-dropped", "cuda", CU + "stream.py",
            "calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._work)",
            "calls.cuMemsetD8Async(buf._ptr, value, nbytes, self._work)",

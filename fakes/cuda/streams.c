@@ -24,6 +24,7 @@ typedef struct Work {
     void *arg;
     Event *event;
     uint64_t gen;
+    uint64_t seq; /* when it was queued, in the order of every queue: compared with g_started */
     struct Work *next;
 } Work;
 
@@ -31,6 +32,25 @@ static pthread_mutex_t g_q_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_q_cv = PTHREAD_COND_INITIALIZER;
 static Stream **g_streams;
 static int g_nstreams, g_capstreams;
+
+/* IRONACCEL_FAKE_CUDA_START_ON_WAIT=1: queued work starts only once the host has waited for or queried
+ * something since it was queued (or its stream is being destroyed): the GPU is arbitrarily slow until the
+ * host looks, a schedule a real GPU may also take. A backend that reuses memory before waiting for the work
+ * that still reads it is then caught every time, not only when that work happens to be slow. */
+static int g_start_on_wait = -1; /* -1: not read yet */
+static uint64_t g_queued, g_started; /* work with seq <= g_started may start */
+
+static int may_start_locked(const Stream *s, const Work *w) {
+    return !g_start_on_wait || s->closing || w->seq <= g_started;
+}
+
+/* The host waits for or queries stream work: everything queued so far may start. */
+static void host_looks_locked(void) {
+    if (g_start_on_wait && g_started != g_queued) {
+        g_started = g_queued;
+        pthread_cond_broadcast(&g_q_cv);
+    }
+}
 
 static double now_ms(void) {
     struct timespec ts;
@@ -50,7 +70,7 @@ static void *stream_worker(void *arg) {
     Stream *s = arg;
     pthread_mutex_lock(&g_q_mu);
     for (;;) {
-        while (!s->head && !s->closing) pthread_cond_wait(&g_q_cv, &g_q_mu);
+        while (s->head ? !may_start_locked(s, s->head) : !s->closing) pthread_cond_wait(&g_q_cv, &g_q_mu);
         if (!s->head) break;
         Work *w = s->head;
         if (w->kind == W_WAIT) {
@@ -95,6 +115,10 @@ Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null) {
     s->priority = priority;
     s->is_null = is_null;
     pthread_mutex_lock(&g_q_mu);
+    if (g_start_on_wait < 0) {
+        const char *v = getenv("IRONACCEL_FAKE_CUDA_START_ON_WAIT");
+        g_start_on_wait = v && !strcmp(v, "1");
+    }
     if (g_nstreams == g_capstreams) {
         g_capstreams = g_capstreams ? g_capstreams * 2 : 16;
         g_streams = realloc(g_streams, g_capstreams * sizeof *g_streams);
@@ -129,6 +153,7 @@ static void stream_close(Stream *s) {
 
 static void push_locked(Stream *s, Work *w) {
     w->next = NULL;
+    w->seq = ++g_queued;
     if (s->tail) s->tail->next = w;
     else s->head = w;
     s->tail = w;
@@ -198,11 +223,13 @@ static int listed_locked(Stream *s) {
 /* Waits for what is queued on s now; a stream whose worker has finished and freed it is drained. */
 static void wait_drained_locked(Stream *s) {
     uint64_t target = s->enqueued;
+    host_looks_locked();
     while (listed_locked(s) && s->completed < target) pthread_cond_wait(&g_q_cv, &g_q_mu);
 }
 
 /* Waits until no stream of ctx accepted by `which` has pending work. */
 static void wait_streams_locked(Context *ctx, int blocking_only) {
+    host_looks_locked();
     for (;;) {
         Stream *pending = NULL;
         for (int i = 0; i < g_nstreams && !pending; i++) {
@@ -293,6 +320,7 @@ API CUresult cuStreamQuery(void *h) {
     TRY(stream_from(h, &s));
     if (s->capture) return stream_capture_unsupported(s, "cuStreamQuery");
     pthread_mutex_lock(&g_q_mu);
+    host_looks_locked();
     int done = s->completed == s->enqueued;
     pthread_mutex_unlock(&g_q_mu);
     TRY(context_sticky(s->ctx));
@@ -768,6 +796,7 @@ API CUresult cuEventQuery(void *hEvent) {
     Event *e;
     TRY(event_from(hEvent, &e));
     pthread_mutex_lock(&g_q_mu);
+    host_looks_locked();
     int done = e->done_gen >= e->record_gen;
     pthread_mutex_unlock(&g_q_mu);
     TRY(context_sticky(e->ctx));
@@ -779,6 +808,7 @@ API CUresult cuEventSynchronize(void *hEvent) {
     Event *e;
     TRY(event_from(hEvent, &e));
     pthread_mutex_lock(&g_q_mu);
+    host_looks_locked();
     uint64_t target = e->record_gen;
     while (e->done_gen < target) pthread_cond_wait(&g_q_cv, &g_q_mu);
     pthread_mutex_unlock(&g_q_mu);
