@@ -824,13 +824,16 @@ def test_launch_arguments_plain_pooled_64_bit_and_rejected(device):
     from ironaccel.backends.cuda import CudaBackend
 
     other = CudaBackend().open_device(0)
+    plan = k.prepare(1, 1)
     try:
         foreign = other.alloc(8)
         with pytest.raises(ia.InvalidArgument, match="argument 0 belongs to another device"):
             s.launch(k, 1, 1, (foreign, np.uint64(1)))
+        for not_ours in (other.create_stream(), "a stream", None):
+            with pytest.raises(ia.InvalidArgument, match="a plan launches on a Stream of its kernel's device"):
+                plan(not_ours, foreign, np.uint64(1))
     finally:
         other.close()
-    plan = k.prepare(1, 1)
     with device.alloc(8) as buf:
         plan(s, buf, np.uint64(9))
         s.copy_dtoh(out, buf)
