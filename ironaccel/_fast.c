@@ -146,11 +146,19 @@ enum { TAKE_PYTHON_PATH = -1 };
 static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 3) return PyErr_Format(PyExc_TypeError, "launch takes 3 arguments, got %zd", nargs);
     if (buffer_type == NULL) return PyErr_Format(PyExc_RuntimeError, "launch before configure");
-    PyObject *plan = args[0], *stream = args[1], *argv = args[2];
-    if (!PyTuple_CheckExact(argv) && !PyList_CheckExact(argv)) return PyLong_FromLong(TAKE_PYTHON_PATH);
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(argv);
-    if (n > MAX_PARAMS) return PyLong_FromLong(TAKE_PYTHON_PATH);
-    PyObject **items = PySequence_Fast_ITEMS(argv);
+    PyObject *plan = args[0], *stream = args[1], *argv;
+    /* a list becomes a tuple of its own: the Python code run below (a pooled buffer's _backing, a finalizer)
+     * may let another thread change the caller's list */
+    if (PyTuple_CheckExact(args[2])) argv = Py_NewRef(args[2]);
+    else if (PyList_CheckExact(args[2])) argv = PyList_AsTuple(args[2]);
+    else return PyLong_FromLong(TAKE_PYTHON_PATH);
+    if (argv == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(argv);
+    if (n > MAX_PARAMS) {
+        Py_DECREF(argv);
+        return PyLong_FromLong(TAKE_PYTHON_PATH);
+    }
+    PyObject **items = &PyTuple_GET_ITEM(argv, 0);
     long result = TAKE_PYTHON_PATH;
     PyObject *kernel = NULL, *rules = NULL, *types = NULL, *packing = NULL, *codes = NULL, *dev = NULL;
     PyObject *attr = NULL, *backings[MAX_PARAMS];
@@ -230,6 +238,7 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
     Py_END_ALLOW_THREADS
     result = err;
 done:
+    Py_DECREF(argv);
     Py_XDECREF(attr);
     while (held) Py_DECREF(backings[--held]);
     Py_XDECREF(kernel);
@@ -240,6 +249,7 @@ done:
     Py_XDECREF(dev);
     return PyLong_FromLong(result);
 error:
+    Py_DECREF(argv);
     Py_XDECREF(attr);
     while (held) Py_DECREF(backings[--held]);
     Py_XDECREF(kernel);
