@@ -10,7 +10,8 @@
  * the typed error (driver.fail) when it is not 0. Each driver call releases the GIL, as cuda.bindings does.
  *
  *   init()                                       load the entry points (OSError when libcuda is not loaded)
- *   configure(buffer_type, current)             what launch checks against (CudaBuffer, driver.current)
+ *   configure(buffer_type, current, segment)     what launch checks against (CudaBuffer, driver.current), and
+ *                                                the staging ring's segment size
  *   launch(plan, stream, args)                   api.Stream._launch_plan's common case in one call: the api's
  *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
  *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
@@ -18,7 +19,8 @@
  *   record(stream, timing, event_type)           FastStream._record: a spare CUevent recorded, as an event
  *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
- *   staged_htod(dst, ring_address, host, handle) memcpy host into the pinned ring, then the DMA from there
+ *   staged_htod(stream, dst, offset, host, ring) a small pageable copy_htod: the ring's room reserved under its
+ *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring)
  *   PoolCore, PooledCore, configure_pool(...)    the MemPool's warm alloc and free (backend-agnostic; below)
  */
 #define PY_SSIZE_T_CLEAN
@@ -49,7 +51,8 @@ static CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
 static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_packing, *str_codes, *str_dev,
     *str_closed, *str_capturing, *str_freed, *str_backing, *str_device, *str_id, *str_make_current,
     *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
-    *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers;
+    *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
+    *str_base, *str_used, *str_segment, *str_users;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -128,10 +131,13 @@ static int pack_scalar(char code, PyObject *arg, uint64_t *slot) {
 
 static PyObject *buffer_type; /* CudaBuffer: its instances are their own backing */
 static PyObject *current;     /* driver.current: which Device's context the thread has current */
+static long segment_bytes;    /* the staging ring's segment (staging.STAGING_SEGMENT) */
 
 static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyType_Check(args[0]))
-        return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current)");
+    if (nargs != 3 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current, staging_segment_bytes)");
+    segment_bytes = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
     Py_XSETREF(buffer_type, Py_NewRef(args[0]));
     Py_XSETREF(current, Py_NewRef(args[1]));
     Py_RETURN_NONE;
@@ -368,20 +374,91 @@ static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_
     return PyLong_FromLong(err);
 }
 
+/* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
+static int make_current(PyObject *dev) {
+    PyObject *cur = GET(current, current_device), *mine = cur ? GET(dev, id) : NULL;
+    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
+    Py_XDECREF(cur);
+    Py_XDECREF(mine);
+    if (same) return same < 0 ? -1 : 0;
+    PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
+    Py_XDECREF(done);
+    return done ? 0 : -1;
+}
+
+/* staged_htod(stream, dst, dst_offset, host, ring): a small pageable copy_htod (FastStream._copy_htod) in one
+ * call: under the ring's lock, the bytes reserved in its current segment as StagingRing._reserve does, the
+ * memcpy into them and the DMA from there. TAKE_PYTHON_PATH when the segment has no room or the ring is not
+ * allocated yet (the Python path advances it), else the CUresult. */
 static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *ring, *stream;
-    Py_buffer host;
-    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "staged_htod takes 4 arguments, got %zd", nargs);
-    CUdeviceptr dst = PyLong_AsUnsignedLongLong(args[0]);
-    if (PyErr_Occurred() || address(args[1], &ring) || address(args[3], &stream)) return NULL;
-    if (PyObject_GetBuffer(args[2], &host, PyBUF_C_CONTIGUOUS)) return NULL;
+    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "staged_htod takes 5 arguments, got %zd", nargs);
+    if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "staged_htod before configure");
+    PyObject *stream = args[0], *dst = args[1], *ring = args[4];
+    PyObject *dev = NULL, *lock = NULL, *attr = NULL, *result = NULL;
+    Py_buffer host = {0};
+    int locked = 0;
+    void *queue;
+    unsigned long long ptr, offset = PyLong_AsUnsignedLongLong(args[2]);
+    if (PyErr_Occurred() || (dev = GET(stream, dev)) == NULL || make_current(dev)) goto out;
+    if (PyObject_SetAttr(dst, str_last_stream, stream)) goto out;
+    if ((attr = GET(dst, ptr)) == NULL) goto out;
+    ptr = PyLong_AsUnsignedLongLong(attr) + offset;
+    if (PyErr_Occurred()) goto out;
+    Py_SETREF(attr, GET(stream, address));
+    if (attr == NULL || address(attr, &queue)) goto out;
+    if (PyObject_GetBuffer(args[3], &host, PyBUF_C_CONTIGUOUS)) goto out;
+    if ((lock = GET(ring, lock)) == NULL) goto out;
+    Py_SETREF(attr, PyObject_CallMethodNoArgs(lock, str_acquire));
+    if (attr == NULL) goto out;
+    locked = 1;
+    long long base, used, segment;
+    Py_SETREF(attr, GET(ring, base));
+    if (attr == NULL || (base = PyLong_AsLongLong(attr)) == -1) goto out;
+    Py_SETREF(attr, GET(ring, used));
+    if (attr == NULL || (used = PyLong_AsLongLong(attr)) == -1) goto out;
+    Py_SETREF(attr, GET(ring, segment));
+    if (attr == NULL || (segment = PyLong_AsLongLong(attr)) == -1) goto out;
+    if (!base || used + host.len > segment_bytes) {
+        result = PyLong_FromLong(TAKE_PYTHON_PATH);
+        goto out;
+    }
+    Py_SETREF(attr, PyLong_FromLongLong(used + host.len));
+    if (attr == NULL || PyObject_SetAttr(ring, str_used, attr)) goto out;
+    Py_SETREF(attr, GET(ring, users)); /* the segment's users: a fence is recorded on each when it is left */
+    PyObject *users = attr && PyList_Check(attr) && segment < PyList_GET_SIZE(attr) ? PyList_GET_ITEM(attr, segment) : NULL;
+    if (users == NULL || !PyDict_Check(users)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "staged_htod: the ring's users are no list of dicts");
+        goto out;
+    }
+    if (PyDict_SetItem(users, stream, Py_None)) goto out;
+    void *staged = (char *)(intptr_t)base + segment * segment_bytes + used;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
-    memcpy(ring, host.buf, (size_t)host.len);
-    err = cuMemcpyHtoDAsync_v2(dst, ring, (size_t)host.len, stream);
+    memcpy(staged, host.buf, (size_t)host.len);
+    err = cuMemcpyHtoDAsync_v2((CUdeviceptr)ptr, staged, (size_t)host.len, queue);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&host);
-    return PyLong_FromLong(err);
+    result = PyLong_FromLong(err);
+out:
+    if (locked) { /* released whatever happened, keeping the error that may be pending */
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *exc = PyErr_GetRaisedException();
+#else
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+#endif
+        PyObject *released = PyObject_CallMethodNoArgs(lock, str_release);
+        Py_XDECREF(released);
+#if PY_VERSION_HEX >= 0x030C0000
+        if (exc) PyErr_SetRaisedException(exc);
+#else
+        if (type) PyErr_Restore(type, value, traceback);
+#endif
+    }
+    if (host.obj) PyBuffer_Release(&host);
+    Py_XDECREF(dev);
+    Py_XDECREF(lock);
+    Py_XDECREF(attr);
+    return result;
 }
 
 
@@ -649,7 +726,7 @@ static PyMethodDef methods[] = {
      "FastStream._record: a spare CUevent recorded on the stream, as an event object."},
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
-     "memcpy into the pinned ring, then cuMemcpyHtoDAsync from it."},
+     "A small pageable copy_htod: room in the pinned ring, memcpy, cuMemcpyHtoDAsync."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -666,7 +743,9 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_current_device, "device"}, {&str_front, "front"}, {&str_bucket, "bucket"}, {&str_credit, "credit"},
         {&str_needs_current, "_needs_current"}, {&str_spare_events, "_spare_events"}, {&str_stream, "_stream"},
         {&str_timing, "_timing"}, {&str_handle, "_handle"}, {&str_address, "_address"}, {&str_mark, "_mark"},
-        {&str_held, "_held"}, {&str_numbers, "_numbers"},
+        {&str_held, "_held"}, {&str_numbers, "_numbers"}, {&str_lock, "_lock"}, {&str_acquire, "acquire"},
+        {&str_release, "release"}, {&str_base, "_base"}, {&str_used, "_used"}, {&str_segment, "_segment"},
+        {&str_users, "_users"},
         {&str_op, "Stream.launch"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

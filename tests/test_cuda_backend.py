@@ -784,7 +784,7 @@ def test_pure_python_path_is_used_when_forced(tmp_path, pure):
     proc = _run_script(tmp_path, _WHICH_PATH, IRONACCEL_PURE_PYTHON=pure)
     assert proc.returncode == 0, proc.stderr
     expected = ("CudaStream CudaStream StagingRing CudaEvent True" if pure
-                else "FastStream FastStream FastStagingRing FastEvent False")
+                else "FastStream FastStream StagingRing FastEvent False")
     assert proc.stdout.split("\n")[-2] == expected
 
 

@@ -1,7 +1,7 @@
 """The hot paths through the compiled module (``ironaccel/_fast.c``, loaded as ``driver.fast``).
 
-A device opened while ``driver.fast`` is set uses these subclasses for its streams, events and staging
-ring; each override makes the same driver call as the pure-Python method it replaces, through the entry
+A device opened while ``driver.fast`` is set uses these subclasses for its streams and events (a small
+pageable ``copy_htod`` goes through the device's staging ring in C); each override makes the same driver call as the pure-Python method it replaces, through the entry
 points the module took from the same libcuda, so the semantics (ordering, held copy destinations, typed
 errors naming the entry point) are the pure path's. What is not a hot path (timeouts, large copies,
 pinned sources) goes to the pure-Python method.
@@ -16,7 +16,7 @@ import numpy as np
 from ... import api
 from . import driver
 from .driver import calls, current, fail
-from .staging import SMALL_COPY_BYTES, StagingRing
+from .staging import SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
 CUDA_ERROR_NOT_READY = 600
@@ -26,7 +26,7 @@ NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
 
 def configure() -> None:
     """Tell the compiled module what its launch checks against; once driver.fast is loaded."""
-    driver.fast.configure(CudaBuffer, current)
+    driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT)
 
 
 def _fail(name: str, err: int) -> None:
@@ -71,6 +71,15 @@ class FastStream(CudaStream):
             _fail("cuMemcpyDtoHAsync", err)
         self._held.append((next(self._numbers), dst))
 
+    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+        if src.nbytes <= SMALL_COPY_BYTES:  # staged in one C call (the ring's room, memcpy, DMA)
+            err = driver.fast.staged_htod(self, dst, dst_offset, src, self._dev._staging)
+            if err != TAKE_PYTHON_PATH:
+                if err:
+                    _fail("cuMemcpyHtoDAsync", err)
+                return
+        super()._copy_htod(dst, dst_offset, src)  # a large copy, a pinned source, or the ring must advance
+
     def _record(self, timing: bool) -> CudaEvent:
         event = driver.fast.record(self, timing, FastEvent)
         if type(event) is int:
@@ -104,15 +113,3 @@ class FastStream(CudaStream):
             if err == TAKE_PYTHON_PATH:
                 return super()._launch_plan(plan, args)
             _fail("cuLaunchKernel", err)
-
-
-class FastStagingRing(StagingRing):
-    def copy_htod(self, stream: CudaStream, dst: int, src: np.ndarray) -> None:
-        n = src.nbytes
-        if n > SMALL_COPY_BYTES:
-            return super().copy_htod(stream, dst, src)
-        with self._lock:
-            start = self._reserve(n, stream)  # first: it may allocate the ring
-            err = driver.fast.staged_htod(dst, self._base + start, src, stream._address)
-        if err:
-            _fail("cuMemcpyHtoDAsync", err)
