@@ -494,6 +494,8 @@ typedef struct {
     char freed;
 } PooledCore;
 
+static PyTypeObject PoolCoreType;
+
 static PyObject *fast_configure_pool(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     if (nargs != 5 || !PyType_Check(args[0]))
         return PyErr_Format(PyExc_TypeError, "configure_pool(buffer_type, alloc, free, front_buckets, min_shift)");
@@ -526,7 +528,8 @@ static PyObject *thread_front(PoolCore *pool) {
 }
 
 static PyObject *pool_alloc(PoolCore *self, PyObject *nbytes) {
-    if (!PyLong_CheckExact(nbytes) || pooled_type == NULL) goto python;
+    if (pooled_type == NULL) return PyErr_Format(PyExc_RuntimeError, "PoolCore.alloc before configure_pool");
+    if (!PyLong_CheckExact(nbytes)) goto python;
     int overflow;
     long long n = PyLong_AsLongLongAndOverflow(nbytes, &overflow);
     if (overflow || n < 1 || n > (1LL << (min_shift + front_buckets - 1))) goto python;
@@ -584,7 +587,9 @@ static PyObject *pooled_free(PooledCore *self, PyObject *const *args, Py_ssize_t
                                 PyTuple_GET_ITEM(kwnames, 0));
         stream = args[0];
     }
+    if (free_python == NULL) return PyErr_Format(PyExc_RuntimeError, "PooledCore.free before configure_pool");
     PoolCore *pool = (PoolCore *)self->pool;
+    if (pool != NULL && !PyObject_TypeCheck((PyObject *)pool, &PoolCoreType)) pool = NULL; /* not ours: the Python way */
     if (self->freed || pool == NULL || self->block == NULL || (stream != Py_None && stream != pool->stream))
         goto python;
     PyObject *attr = PyObject_GetAttr(self->block, str_bucket);
