@@ -114,7 +114,7 @@ class CudaEvent(api.Event):
 
     def __del__(self) -> None:
         dev = self._stream._dev
-        if not dev.closed:
+        if not dev._closed:
             dev._spare_events[self._timing].append(self._handle)
 
 
