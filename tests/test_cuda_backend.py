@@ -320,6 +320,32 @@ def test_pinned_source_is_copied_directly(fake, device):
         cu.cuMemFreeHost(ptr)
 
 
+def test_a_pinned_source_may_be_overwritten_when_copy_htod_returns(device):
+    """COPY-4 for page-locked host memory too: the copy is enqueued behind a kernel still running, and the
+    source is overwritten as soon as copy_htod returns; the device must get what the array held at the call."""
+    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
+
+    n = 4 * PINNED_CHECK_BYTES
+    ptr = driver.calls.cuMemHostAlloc(n, 0)
+    try:
+        pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
+        pinned[:] = np.arange(n) % 251
+        expect = pinned.copy()
+        s = device.create_stream()
+        spin = device.compile(PTX_SPIN, "ptx").kernel("spin")
+        with device.alloc(n) as buf, device.alloc(4) as flag:
+            s.launch(spin, 1, 1, (flag, np.uint32(SPIN_ITERATIONS // 10)))
+            s.copy_htod(buf, pinned)
+            pinned[:] = 0xEE
+            s.synchronize()
+            out = np.empty(n, np.uint8)
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+        np.testing.assert_array_equal(out, expect)
+    finally:
+        driver.cu.cuMemFreeHost(ptr)
+
+
 def test_device_info_reports_the_fake(device):
     info = device.info
     assert info.simulated and info.driver == "ironaccel fake libcuda"
