@@ -1323,6 +1323,7 @@ static void layout_shared(Parser *P) {
                 off = align_up(P->m->shared_static, 16);
                 dynamic_count++;
             } else {
+                if (d.align > P->m->data_align && !(d.align & (d.align - 1))) P->m->data_align = d.align;
                 off = align_up(P->m->shared_static, d.align);
                 P->m->shared_static = off + d.elem * d.count;
             }
@@ -1457,6 +1458,7 @@ static void function_body(Parser *P, PtxFunction *f, uint32_t frame) {
             uint32_t size = d.elem * (d.count ? d.count : 1);
             uint32_t off = align_up(frame, d.align < 8 ? 8 : d.align);
             frame = off + size;
+            if (d.align > P->m->data_align && !(d.align & (d.align - 1))) P->m->data_align = d.align;
             add_name(P, d.name, N_FRAME, off, 0);
             if (tok_is(peek(P), "=")) skip_initializer(P, NULL, 0, 0);
             expect(P, ";");
@@ -1549,6 +1551,7 @@ static void stack_needs(Parser *P, int fi, int *state) {
     if (state[fi] == 2) return;
     if (state[fi] == 1) fail(P, f->line, "recursion (through %s) is not supported", f->name);
     state[fi] = 1;
+    f->frame_local = align_up(f->frame_local, m->data_align); /* callee frames start aligned like the first */
     uint32_t slots = 0, local = 0;
     for (uint32_t pc = f->entry_pc; pc < f->end_pc; pc++) {
         if (m->code[pc].op != OP_CALL) continue;
@@ -1575,6 +1578,7 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen) {
     P->ctx = ctx;
     P->m = calloc(1, sizeof(PtxModule));
     PtxModule *m = P->m;
+    m->data_align = 16;
     if (setjmp(P->fail)) {
         for (int i = 0; i < m->nglobals; i++) mem_free(m->global_addrs[i], 1 << A_MODULE_GLOBAL);
         ptx_free(m);

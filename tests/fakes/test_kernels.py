@@ -239,6 +239,30 @@ def test_device_function_call(cuda, rng):
     assert np.array_equal(cuda.download(dy, y), 2 * y + 6)
 
 
+def test_declared_alignment_of_shared_and_local_arrays_holds_for_their_addresses(cuda):
+    """`.align N` on .shared and .local variables (numba asks for up to 256) holds for the generic address,
+    in the kernel and in a called function's frame, for every thread."""
+    f = cuda.kernel(r'''
+    __device__ __noinline__ unsigned long long deep(int k) {
+        __align__(128) volatile char l[40];
+        l[k] = 1;
+        return (unsigned long long)&l[0];
+    }
+    extern "C" __global__ void where(unsigned long long* out) {
+        __shared__ __align__(256) char s[24];
+        __align__(64) volatile char l[24];
+        unsigned t = threadIdx.x;
+        l[t % 24] = 1; s[t % 24] = 1;
+        out[3 * t] = (unsigned long long)&s[0];
+        out[3 * t + 1] = (unsigned long long)&l[0];
+        out[3 * t + 2] = deep(t % 40);
+    }''', "where")
+    like = np.zeros(3 * 64, dtype=np.uint64)
+    out = cuda.poisoned(like)
+    cuda.launch(f, (2,), (64,), out)
+    got = cuda.download(out, like).reshape(64, 3)
+    assert np.all(got != 0)
+    assert np.all(got % np.array([256, 64, 128], dtype=np.uint64) == 0), [hex(int(v)) for v in got[:2].ravel()]
 INTEGER_OPS = r'''
 extern "C" __global__ void intops(const int* a, const int* b, int* o, unsigned n) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
