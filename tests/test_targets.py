@@ -119,6 +119,7 @@ def test_a_throwaway_distribution_certifies(throwaway, tmp_path):
         "test_an_expected_failure_from_the_plugins_own_expectations": "xfail",
     }
     assert doc["target"]["device"] == "in-memory test device" and doc["target"]["simulated"] is True
+    assert doc["target"]["select"] == {"THROWAWAY_DRIVER": "mem"}  # the configuration it ran in, recorded
     assert "mem-throwaway.txt: the throwaway driver cannot do it" in doc["tests"][0]["message"] + doc["tests"][1]["message"]
     assert json.loads(run.results_file.with_suffix(".cert.json").read_text())["target"] == "mem/throwaway"
 

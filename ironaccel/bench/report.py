@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import tables
 from ..errors import InvalidArgument
-from .cases import C_FLOOR, FLOOR, OURS
+from .cases import C_FLOOR, FLOOR, GRAPH_LAUNCHES, OURS
 from .units import format_ns
 
 SIMULATED_LABEL = "SIMULATED (a CPU driver, not a GPU: these figures measure the host-side layer only)"
@@ -76,11 +76,12 @@ def goal_text(goal: dict[str, Any] | None, simulated: bool) -> str:
     return f"{goal['text']}: {'met' if goal['met'] else 'MISSED'}"
 
 
-#: The rows of the README's table (those a report has), in order: the control-plane rows of issue 14 and
-#: the copies that show bandwidth.
+#: The rows of the README's table (those a report has), in order: the control-plane rows of issue 14, the
+#: graph replay beside the launches it replaces, and the copies that show bandwidth.
 HEADLINE = ("alloc_free.device", "alloc_free.pool", "stream_sync", "event_record_sync", "launch.async", "launch.args4",
-            "htod.pinned.256.call", "htod.pageable.256.call", "htod.pinned.65536.call", "htod.pageable.1048576",
-            "htod.pageable.67108864", "htod.pinned.67108864", "dtoh.pageable.67108864")
+            f"launch.x{GRAPH_LAUNCHES}", f"graph.x{GRAPH_LAUNCHES}", "htod.pinned.256.call", "htod.pageable.256.call",
+            "htod.pinned.65536.call", "htod.pageable.1048576", "htod.pageable.67108864", "htod.pinned.67108864",
+            "dtoh.pageable.67108864")
 
 
 def table(report: dict[str, Any], names: tuple[str, ...] = HEADLINE) -> str:

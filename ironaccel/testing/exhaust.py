@@ -18,7 +18,7 @@ Then the chunk halves after each refusal down to ``FLOOR``, and allocations of `
 one is refused, so the next one of that size is known to be refused. A MemPool holding ``CACHED_BLOCKS`` blocks of
 its biggest bucket (within max_alloc) must then serve ``REQUEST`` by giving its cache back and retrying.
 
-The exhaustion of one device at a time holds a host-wide lock (``LOCK``), so targets certified in parallel on one
+The exhaustion of one device at a time holds a lock (``LOCK``, one per user), so targets certified in parallel on one
 machine do not exhaust the same GPU at once; their other tests may still meet the full GPU while it is held (a
 second or so on an H200), so hardware targets sharing a GPU are best certified one after the other.
 """
@@ -45,7 +45,8 @@ CACHED_BLOCKS = 2  # blocks of the pool's biggest bucket that fits max_alloc, ca
 HOST_BUDGET = 512 * MiB  # address space a host-memory driver may map beyond what it maps at the start
 DEADLINE_S = 20.0  # the exhaustion gives up (and reports so) after this long
 SYNC_EVERY = 8  # allocations between synchronizations (a lazily allocating driver fails at its first use)
-LOCK = Path(tempfile.gettempdir()) / "ironaccel-exhaust.lock"
+#: One per user: a lock file another user made may be unwritable.
+LOCK = Path(tempfile.gettempdir()) / f"ironaccel-exhaust-{os.getuid()}.lock"
 
 
 def _mapped_bytes() -> int:
