@@ -334,6 +334,8 @@ static uint64_t half_op(const Inst *in, uint64_t a, uint64_t b, uint64_t c) {
         switch (in->sub) {
         case FR_NEG: bits = x ^ 0x8000; break;
         case FR_ABS: bits = x & 0x7FFF; break;
+        case FR_EX2: bits = double_to_format(exp2(dx), F, R_RN); break; /* .approx: correctly rounded here */
+        case FR_TANH: bits = double_to_format(tanh(dx), F, R_RN); break;
         case FR_MIN: case FR_MAX: {
             double r = in->sub == FR_MIN ? fmin(dx, dy) : fmax(dx, dy); /* a NaN operand yields the other */
             bits = double_to_format(r, F, R_RN);

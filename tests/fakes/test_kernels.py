@@ -656,6 +656,34 @@ def test_f16_bf16_arithmetic_and_conversions_exact(cuda, rng):
         assert F(float(of[2 * i])) == x and F(float(of[2 * i + 1])) == bx, i
 
 
+HALF_APPROX = r"""
+extern "C" __global__ void approx(const unsigned short* h, const unsigned short* g, unsigned short* o, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    unsigned short x = h[i], b = g[i], *r = o + 4 * i;
+    asm("tanh.approx.f16 %0, %1;" : "=h"(r[0]) : "h"(x)); asm("tanh.approx.bf16 %0, %1;" : "=h"(r[1]) : "h"(b));
+    asm("ex2.approx.f16 %0, %1;" : "=h"(r[2]) : "h"(x)); asm("ex2.approx.ftz.bf16 %0, %1;" : "=h"(r[3]) : "h"(b));
+}"""
+
+
+def test_f16_bf16_tanh_and_ex2_approx_are_the_function_rounded_once(cuda, rng):
+    """numba's bfloat16 math (tanh) and cuda_fp16's h2exp emit these; .approx is computed correctly rounded."""
+    f = cuda.kernel(HALF_APPROX, "approx")
+    n = 64
+    h = rng.uniform(-4, 4, n).astype(np.float16)
+    g = (rng.uniform(-4, 4, n).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits
+    out = cuda.poisoned(np.zeros(4 * n, dtype=np.uint16))
+    cuda.launch(f, (1,), (64,), cuda.upload(h.view(np.uint16)), cuda.upload(g), out, np.uint32(n))
+    r = cuda.download(out, np.zeros(4 * n, dtype=np.uint16)).reshape(n, 4)
+    got_f16 = r[:, [0, 2]].copy().view(np.float16)
+    got_bf16 = bf16_values(r[:, [1, 3]].copy())
+    for i in range(n):
+        x, b = float(h[i]), float(bf16_values(g[i:i + 1])[0])
+        assert Fraction(float(got_f16[i, 0])) == rounded(Fraction(np.tanh(x)), "f16", "rn"), i
+        assert Fraction(float(got_f16[i, 1])) == rounded(Fraction(np.exp2(x)), "f16", "rn"), i
+        assert Fraction(float(got_bf16[i, 0])) == rounded(Fraction(np.tanh(b)), "bf16", "rn"), i
+        assert Fraction(float(got_bf16[i, 1])) == rounded(Fraction(np.exp2(b)), "bf16", "rn"), i
+
+
 LONG = "k_" + "averyveryverylongkernelname" * 11  # 299 characters, like numba's mangled names
 LONG_SOURCE = r"""
 namespace outer_namespace_with_a_long_name { namespace inner_namespace_with_an_even_longer_name_than_that {
