@@ -441,7 +441,8 @@ class LaunchPlan:
         self.kernel, self.grid, self.block = kernel, grid, block
 
     def __call__(self, stream: Stream, *args: object) -> None:
-        if not isinstance(stream, Stream) or stream.device is not self.kernel.module.device:
+        # Stream in the MRO, not isinstance: Stream is an ABC, whose isinstance costs a Python-level call
+        if Stream not in type(stream).__mro__ or stream._device is not self.kernel.module.device:
             raise InvalidArgument("Stream.launch", "a plan launches on a Stream of its kernel's device")
         stream._launch_plan(self, args)
 

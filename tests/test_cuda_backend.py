@@ -320,6 +320,32 @@ def test_pinned_source_is_copied_directly(fake, device):
         cu.cuMemFreeHost(ptr)
 
 
+def test_a_pinned_source_may_be_overwritten_when_copy_htod_returns(device):
+    """COPY-4 for page-locked host memory too: the copy is enqueued behind a kernel still running, and the
+    source is overwritten as soon as copy_htod returns; the device must get what the array held at the call."""
+    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
+
+    n = 4 * PINNED_CHECK_BYTES
+    ptr = driver.calls.cuMemHostAlloc(n, 0)
+    try:
+        pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
+        pinned[:] = np.arange(n) % 251
+        expect = pinned.copy()
+        s = device.create_stream()
+        spin = device.compile(PTX_SPIN, "ptx").kernel("spin")
+        with device.alloc(n) as buf, device.alloc(4) as flag:
+            s.launch(spin, 1, 1, (flag, np.uint32(SPIN_ITERATIONS // 10)))
+            s.copy_htod(buf, pinned)
+            pinned[:] = 0xEE
+            s.synchronize()
+            out = np.empty(n, np.uint8)
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+        np.testing.assert_array_equal(out, expect)
+    finally:
+        driver.cu.cuMemFreeHost(ptr)
+
+
 def test_device_info_reports_the_fake(device):
     info = device.info
     assert info.simulated and info.driver == "ironaccel fake libcuda"
@@ -766,21 +792,25 @@ _WHICH_PATH = (
     "    s.copy_dtoh(out, buf)\n"
     "    s.record().synchronize()\n"
     "    assert (out == np.arange(16)).all(), out\n"
-    "print(type(s).__name__, type(dev.default_stream).__name__, type(dev._staging).__name__, driver.fast is None)\n"
+    "events = {type(e).__name__ for e in [s.record() for _ in range(3)]}  # none spare: each one made anew\n"
+    "assert len(events) == 1, events\n"
+    "print(type(s).__name__, type(dev.default_stream).__name__, type(dev._staging).__name__, *events, driver.fast is None)\n"
 )
 
 
 @pytest.mark.parametrize("pure", ["1", ""])
 def test_pure_python_path_is_used_when_forced(tmp_path, pure):
     """IRONACCEL_PURE_PYTHON=1: no compiled module is loaded and every stream, event and the staging ring
-    are the pure-Python classes; without it, where ironaccel._fast builds here, the compiled ones."""
+    are the pure-Python classes; without it, where ironaccel._fast builds here, the compiled ones (events
+    too when no spare CUevent is left and one is created)."""
     from ironaccel import native
 
     if not pure and native.load() is None:
         pytest.skip(f"the compiled path is not available here: {native.why_not}")
     proc = _run_script(tmp_path, _WHICH_PATH, IRONACCEL_PURE_PYTHON=pure)
     assert proc.returncode == 0, proc.stderr
-    expected = "CudaStream CudaStream StagingRing True" if pure else "FastStream FastStream FastStagingRing False"
+    expected = ("CudaStream CudaStream StagingRing CudaEvent True" if pure
+                else "FastStream FastStream StagingRing FastEvent False")
     assert proc.stdout.split("\n")[-2] == expected
 
 
@@ -820,13 +850,16 @@ def test_launch_arguments_plain_pooled_64_bit_and_rejected(device):
     from ironaccel.backends.cuda import CudaBackend
 
     other = CudaBackend().open_device(0)
+    plan = k.prepare(1, 1)
     try:
         foreign = other.alloc(8)
         with pytest.raises(ia.InvalidArgument, match="argument 0 belongs to another device"):
             s.launch(k, 1, 1, (foreign, np.uint64(1)))
+        for not_ours in (other.create_stream(), "a stream", None):
+            with pytest.raises(ia.InvalidArgument, match="a plan launches on a Stream of its kernel's device"):
+                plan(not_ours, foreign, np.uint64(1))
     finally:
         other.close()
-    plan = k.prepare(1, 1)
     with device.alloc(8) as buf:
         plan(s, buf, np.uint64(9))
         s.copy_dtoh(out, buf)

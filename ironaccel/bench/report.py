@@ -41,7 +41,8 @@ def markdown(report: dict[str, Any]) -> str:
     s = report["settings"]
     lines += [
         f"Device: {t['device']} ({t['vendor']}, driver {t['driver_version']}). Python {report['host']['python']}, "
-        f"{report['host']['cpus']} CPUs; {report['started']}.",
+        f"{report['host']['cpus']} CPUs; {report['started']}."
+        + (f" ironaccel's hot path: {report['compiled_hot_path']}." if "compiled_hot_path" in report else ""),
         f"Time per operation, median of {s['samples']} paired rounds; ratio = ironaccel / other, the median of "
         f"per-round ratios with a {int(s['confidence'] * 100)}% bootstrap interval (below 1: ironaccel is faster). "
         "Copies are timed to completion (copy + stream synchronize) except the *call only* rows (the call alone, "

@@ -167,6 +167,7 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         "target": {"name": name, "backend": backend_name, "driver": driver, "device": info.name,
                    "vendor": info.vendor, "driver_version": info.driver_version, "simulated": simulated},
         "host": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+        "compiled_hot_path": _compiled_hot_path(),
         "packages": _versions(),
         "settings": {"quick": quick, "peers": peers, "samples": samples, "sample_ms": sample_ns / 1e6,
                      "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "confidence": CONFIDENCE, "seed": SEED},
@@ -176,6 +177,13 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         "cases": cases,
     }
 
+
+
+def _compiled_hot_path() -> str:
+    """Whether ironaccel's rows ran on the compiled hot path (``ironaccel/_fast.c``) or pure Python, and why."""
+    from .. import native
+
+    return "compiled" if native.load() is not None else f"pure Python ({native.why_not})"
 
 
 def _versions() -> dict[str, str]:

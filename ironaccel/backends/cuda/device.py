@@ -33,7 +33,7 @@ from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError
 from . import driver, nvrtc
 from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
 from . import fast
-from .fast import FastStagingRing, FastStream
+from .fast import FastStream
 from .module import CudaModule, binary_entries, ptx_entries
 from .staging import StagingRing
 from .stream import CudaBuffer, CudaStream
@@ -169,7 +169,7 @@ class CudaDevice(api.Device):
         self._modules: list[Any] = []
         self._graphs: dict[int, Any] = {}  # id -> CudaGraph not yet closed: close destroys their executables
         self._capture_streams: list[Any] = []  # private streams captures run on, kept for the next capture
-        self._staging = (FastStagingRing if driver.fast is not None else StagingRing)(self)
+        self._staging = StagingRing(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
         self._pid = os.getpid()  # the process that opened it (closed at exit only there)
