@@ -48,6 +48,13 @@ API CUresult cuMemFree_v2(CUdeviceptr p) {
     NEED_CONTEXT(c);
     if (p == 0) return CUDA_SUCCESS;
     streams_sync_context(c); /* cuMemFree synchronizes the device, as on hardware */
+    if (graph_mem_owns(p)) { /* a graph allocation: freed now, its memory kept in the graph pool */
+        StreamOp op;
+        TRY(graph_free_op(p, &op));
+        TRY(op.cls->submit(c->null_stream, &op));
+        streams_sync_context(c);
+        return CUDA_SUCCESS;
+    }
     return mem_free(p, 1 << A_DEVICE);
 }
 
@@ -172,10 +179,18 @@ API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
     if (!dptr) return CUDA_ERROR_INVALID_VALUE;
-    if (s->capture) return stream_capture_unsupported(s, "cuMemAllocAsync (memory allocation nodes)");
     if (size == 0) { /* succeeds with the null address, as on hardware; freeing it is a no-op */
         *dptr = 0;
         return CUDA_SUCCESS;
+    }
+    if (s->capture) { /* a memory allocation node, its address fixed now */
+        StreamOp op;
+        CUdeviceptr base;
+        TRY(graph_alloc_op(c, size, NULL, NULL, 0, &base, &op));
+        CUresult rc = stream_capture(s, &op);
+        if (rc == CUDA_SUCCESS) *dptr = base;
+        op.cls->drop(&op);
+        return rc;
     }
     /* The address is needed now; memory is usable by work queued after this on the stream either way. */
     return mem_alloc(c, size, A_DEVICE, dptr);
@@ -198,8 +213,13 @@ API CUresult cuMemFreeAsync(CUdeviceptr p, void *hStream) {
     NEED_CONTEXT(c);
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
-    if (s->capture) return stream_capture_unsupported(s, "cuMemFreeAsync (memory free nodes)");
     if (p == 0) return CUDA_SUCCESS; /* what a zero-byte cuMemAllocAsync returned */
+    if (graph_mem_owns(p)) { /* a graph allocation: freed in stream order, or a memory free node */
+        StreamOp op;
+        TRY(graph_free_op(p, &op));
+        return s->capture ? stream_capture(s, &op) : op.cls->submit(s, &op);
+    }
+    if (s->capture) return stream_capture_unsupported(s, "cuMemFreeAsync of memory not allocated by a graph");
     AllocInfo a;
     if (!mem_find(p, &a) || a.base != p || a.kind != A_DEVICE) return CUDA_ERROR_INVALID_VALUE;
     uint64_t *arg = malloc(sizeof *arg);

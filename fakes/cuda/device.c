@@ -98,6 +98,9 @@ static int attribute_value(int attr, int *known) {
     case 17: case 18: return 0;
     case 19: return 1;
     case 20: return 0;
+    case 21: case 22: return 131072; /* texture and array extents: 1-D, 2-D width (arrays.c) */
+    case 23: return 65536;
+    case 24: case 25: case 26: return 16384; /* 3-D */
     case 30: return 512;
     case 31: return 1;
     case 32: return 0;
@@ -134,6 +137,7 @@ static int attribute_value(int attr, int *known) {
     case 119: return 0;
     case 120: return 0;
     case 126: return 1;
+    case 127: return 1; /* TENSOR_MAP_ACCESS_SUPPORTED: maps are encoded (tensor_map.c); the PTX using them is not */
     case 129: return 0;
     case 131: case 134: return -1;
     default:

@@ -71,6 +71,27 @@
     X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", 3020) \
     X(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", 3020) \
     X(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", 3020) \
+    X(cuMemcpy3D_v2, "cuMemcpy3D", 3020) \
+    X(cuMemcpy3DAsync_v2, "cuMemcpy3DAsync", 3020) \
+    X(cuArrayCreate_v2, "cuArrayCreate", 3020) \
+    X(cuArray3DCreate_v2, "cuArray3DCreate", 3020) \
+    X(cuArrayGetDescriptor_v2, "cuArrayGetDescriptor", 3020) \
+    X(cuArray3DGetDescriptor_v2, "cuArray3DGetDescriptor", 3020) \
+    X(cuArrayDestroy, "cuArrayDestroy", 2000) \
+    X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000) \
+    X(cuMipmappedArrayGetLevel, "cuMipmappedArrayGetLevel", 5000) \
+    X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000) \
+    X(cuTexObjectCreate, "cuTexObjectCreate", 5000) \
+    X(cuTexObjectDestroy, "cuTexObjectDestroy", 5000) \
+    X(cuTexObjectGetResourceDesc, "cuTexObjectGetResourceDesc", 5000) \
+    X(cuTexObjectGetTextureDesc, "cuTexObjectGetTextureDesc", 5000) \
+    X(cuTexObjectGetResourceViewDesc, "cuTexObjectGetResourceViewDesc", 5000) \
+    X(cuSurfObjectCreate, "cuSurfObjectCreate", 5000) \
+    X(cuSurfObjectDestroy, "cuSurfObjectDestroy", 5000) \
+    X(cuSurfObjectGetResourceDesc, "cuSurfObjectGetResourceDesc", 5000) \
+    X(cuTensorMapEncodeTiled, "cuTensorMapEncodeTiled", 12000) \
+    X(cuTensorMapEncodeIm2col, "cuTensorMapEncodeIm2col", 12000) \
+    X(cuTensorMapReplaceAddress, "cuTensorMapReplaceAddress", 12000) \
     X(cuMemsetD8_v2, "cuMemsetD8", 3020) \
     X(cuMemsetD16_v2, "cuMemsetD16", 3020) \
     X(cuMemsetD32_v2, "cuMemsetD32", 3020) \
@@ -98,6 +119,9 @@
     X(cuStreamIsCapturing, "cuStreamIsCapturing", 10000) \
     X(cuStreamBeginCapture_v2, "cuStreamBeginCapture", 10010) \
     X(cuStreamEndCapture, "cuStreamEndCapture", 10000) \
+    X(cuStreamBeginCaptureToGraph, "cuStreamBeginCaptureToGraph", 12030) \
+    X(cuStreamUpdateCaptureDependencies, "cuStreamUpdateCaptureDependencies", 11030) \
+    X(cuStreamUpdateCaptureDependencies_v2, "cuStreamUpdateCaptureDependencies", 12030) \
     X(cuStreamGetCaptureInfo_v2, "cuStreamGetCaptureInfo", 11030) \
     X(cuStreamGetCaptureInfo_v3, "cuStreamGetCaptureInfo", 12030) \
     X(cuGraphCreate, "cuGraphCreate", 10000) \
@@ -110,6 +134,17 @@
     X(cuGraphAddEventWaitNode, "cuGraphAddEventWaitNode", 11010) \
     X(cuGraphAddChildGraphNode, "cuGraphAddChildGraphNode", 10000) \
     X(cuGraphAddEmptyNode, "cuGraphAddEmptyNode", 10000) \
+    X(cuGraphConditionalHandleCreate, "cuGraphConditionalHandleCreate", 12030) \
+    X(cuGraphAddNode, "cuGraphAddNode", 12020) \
+    X(cuGraphAddNode_v2, "cuGraphAddNode", 12030) \
+    X(cuGraphNodeGetParams, "cuGraphNodeGetParams", 12020) \
+    X(cuGraphAddMemAllocNode, "cuGraphAddMemAllocNode", 11040) \
+    X(cuGraphAddMemFreeNode, "cuGraphAddMemFreeNode", 11040) \
+    X(cuGraphMemAllocNodeGetParams, "cuGraphMemAllocNodeGetParams", 11040) \
+    X(cuGraphMemFreeNodeGetParams, "cuGraphMemFreeNodeGetParams", 11040) \
+    X(cuDeviceGetGraphMemAttribute, "cuDeviceGetGraphMemAttribute", 11040) \
+    X(cuDeviceSetGraphMemAttribute, "cuDeviceSetGraphMemAttribute", 11040) \
+    X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040) \
     X(cuGraphGetNodes, "cuGraphGetNodes", 10000) \
     X(cuGraphNodeGetType, "cuGraphNodeGetType", 10000) \
     X(cuGraphDestroyNode, "cuGraphDestroyNode", 10000) \
@@ -123,6 +158,16 @@
     X(cuGraphGetEdges, "cuGraphGetEdges", 10000) \
     X(cuGraphGetEdges_v2, "cuGraphGetEdges", 12030) \
     X(cuGraphKernelNodeSetParams_v2, "cuGraphKernelNodeSetParams", 12000) \
+    X(cuGraphKernelNodeGetParams_v2, "cuGraphKernelNodeGetParams", 12000) \
+    X(cuGraphMemsetNodeGetParams, "cuGraphMemsetNodeGetParams", 10000) \
+    X(cuGraphHostNodeGetParams, "cuGraphHostNodeGetParams", 10000) \
+    X(cuGraphEventRecordNodeGetEvent, "cuGraphEventRecordNodeGetEvent", 11010) \
+    X(cuGraphEventWaitNodeGetEvent, "cuGraphEventWaitNodeGetEvent", 11010) \
+    X(cuGraphAddDependencies, "cuGraphAddDependencies", 10000) \
+    X(cuGraphAddDependencies_v2, "cuGraphAddDependencies", 12030) \
+    X(cuGraphRemoveDependencies, "cuGraphRemoveDependencies", 10000) \
+    X(cuGraphRemoveDependencies_v2, "cuGraphRemoveDependencies", 12030) \
+    X(cuGraphDebugDotPrint, "cuGraphDebugDotPrint", 11030) \
     X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
     X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000) \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000) \
@@ -178,4 +223,6 @@
     X(cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050) \
     X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, "cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000) \
     X(cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize", 6050) \
+    X(cuOccupancyMaxPotentialClusterSize, "cuOccupancyMaxPotentialClusterSize", 11080) \
+    X(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11080) \
     X(cuOccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", 11000)

@@ -59,7 +59,8 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
 #define THREADS_PER_SM 2048
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
-enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK };
+enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK,
+                  H_ARRAY, H_MIPMAPPED_ARRAY, H_TEXTURE_OBJECT, H_CONDITION };
 void handle_add(void *p, int kind);
 int handle_ok(const void *p, int kind);
 void handle_remove(void *p);
@@ -113,6 +114,10 @@ typedef struct AllocInfo {
 /* Reserves the device address range; called once from cuInit. 0 on success. */
 int mem_init(void);
 CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out);
+/* Reserves an address range without mapping it (0 when none is left); mem_map_reserved makes [base, +size)
+ * a live allocation of that kind (again after each mem_free): INVALID_VALUE while it is live. */
+uint64_t mem_reserve(uint64_t size);
+CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind);
 /* Registers caller-owned host memory (cuMemHostRegister). */
 CUresult mem_register(Context *ctx, void *p, uint64_t size, unsigned flags);
 CUresult mem_free(uint64_t base, int kind_mask);
@@ -131,7 +136,6 @@ void mem_describe(uint64_t addr, char *buf, size_t n);
 void mem_release_context(Context *ctx);
 uint64_t mem_total(void);
 uint64_t mem_used(void);
-int mem_is_host_pinned(const void *p);
 /* The leak report at process exit (atexit; exits with status 3 in IRONACCEL_FAKE_CUDA_LEAKS=error mode). */
 void mem_report_at_exit(void);
 
@@ -146,6 +150,7 @@ typedef struct Capture {
     int mode;
     int invalidated; /* an unsupported operation was attempted: EndCapture fails */
     Stream *origin;
+    int callers_graph; /* cuStreamBeginCaptureToGraph: the graph is the caller's, never freed here */
 } Capture;
 struct Stream {
     Context *ctx;
@@ -181,6 +186,8 @@ CUresult stream_resolve(void *h, Context *ctx, Stream **out);
 CUresult stream_submit(Stream *s, WorkFn fn, void *arg);
 CUresult stream_sync(Stream *s);
 Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null);
+/* Ends a stream: its worker drains the queue, then frees it (what cuStreamDestroy does). */
+void stream_close(Stream *s);
 /* Waits until every stream of ctx (NULL: of every context) has drained. */
 void streams_sync_context(Context *ctx);
 /* Closes every stream of a context being destroyed, after their queues drain. */
@@ -286,7 +293,8 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len);
 /* ---- operations: one unit of stream work, as a stream runs it and a graph node keeps it ---- */
 enum OpKind { /* the CUgraphNodeType values */
     OPK_KERNEL = 0, OPK_MEMCPY = 1, OPK_MEMSET = 2, OPK_HOST = 3, OPK_GRAPH = 4, OPK_EMPTY = 5,
-    OPK_EVENT_WAIT = 6, OPK_EVENT_RECORD = 7
+    OPK_EVENT_WAIT = 6, OPK_EVENT_RECORD = 7, OPK_MEM_ALLOC = 10, OPK_MEM_FREE = 11,
+    OPK_CONDITIONAL = 13
 };
 /* A (up to) 3-D copy between addresses that already include the offsets; pitches in bytes. */
 typedef struct Copy3D {
@@ -319,6 +327,9 @@ struct StreamOp {
         struct { void (*fn)(void *); void *user; } host;
         Event *event;
         Graph *graph; /* a child graph, cloned by hold */
+        struct GraphAlloc *alloc; /* a graph allocation (graph_memory.c), referenced by hold */
+        CUdeviceptr freed; /* the graph allocation a free node frees */
+        struct Conditional *conditional; /* condition, kind and bodies (graph_conditional.c), copied by hold */
     } u;
 };
 
@@ -330,6 +341,11 @@ CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3],
  * caller's memory), MEM_DEVICE (one live allocation) or MEM_EITHER (unified addressing). */
 enum MemSide { MEM_HOST, MEM_DEVICE, MEM_EITHER };
 CUresult copy_op(const Copy3D *c, int dst_side, int src_side, StreamOp *op);
+/* The copy a CUDA_MEMCPY3D describes (host, device, unified or array sides; copies.c). */
+typedef struct Memcpy3DParams Memcpy3DParams;
+CUresult memcpy3d_op(const Memcpy3DParams *p, StreamOp *op);
+/* Where a CUDA array's elements are (arrays.c): its device allocation, bytes a row, rows a slice. */
+CUresult array_layout(void *harray, uint64_t *data, size_t *pitch, size_t *rows);
 CUresult set_op(const SetParams *p, StreamOp *op);
 /* Event record/wait and host-function operations (streams.c). */
 void event_record_op(Event *e, StreamOp *op);
@@ -349,6 +365,7 @@ struct GraphNode {
     GraphNode **deps;
     int ndeps;
     const GraphNode *origin; /* in a clone: the node it copies (how an executable graph finds its nodes) */
+    void *queried; /* what the last parameter query handed out (kernelParams), valid while the node lives */
 };
 /* A user object (cuUserObjectCreate): the destructor runs when the last reference goes, graphs hold some. */
 typedef struct UserObject {
@@ -377,6 +394,9 @@ unsigned graph_drop_object(Graph *g, UserObject *o, unsigned count);
 Graph *graph_new(void);
 /* Adds a node after deps (all nodes of g), holding a copy of op; NULL when out of memory. */
 GraphNode *graph_add(Graph *g, const StreamOp *op, GraphNode *const *deps, int ndeps);
+/* graph_add for an entry point: checks the graph and dependency handles (INVALID_HANDLE/VALUE); the
+ * caller's op is not taken. */
+CUresult graph_add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op);
 /* Removes a node and every edge to it; the nodes after it move up one place. */
 void graph_remove(GraphNode *n);
 /* Replaces a node's operation (the new one held, the old dropped). */
@@ -386,10 +406,34 @@ void graph_free(Graph *g);
 /* Index of the first node where a and b differ in kind or dependencies (recursively for child graphs), -1
  * when they have the same shape; an extra or missing node counts as a difference at min(sizes). */
 int graph_shape_differs(const Graph *a, const Graph *b);
+/* Puts g's nodes back in an order where every dependency comes first (after edges were added), keeping the
+ * present order where it can; -1 (nothing changed) when the edges make a cycle. */
+int graph_sort(Graph *g);
 /* Is a reachable from b through dependencies (or b itself)? */
 int graph_node_precedes(const GraphNode *a, const GraphNode *b);
 /* Queues every node of g on s, in order (one stream runs a graph: its order respects every edge). */
 CUresult graph_submit(Stream *s, const Graph *g);
+
+/* ---- graph memory (graph_memory.c): allocations that memory nodes make and free in stream order ---- */
+/* An allocation of size bytes at an address of its own (*base), made each time the op is reached; props is a
+ * CUmemPoolProps (NULL: device memory), access its CUmemAccessDesc array. The caller drops op after adding it. */
+CUresult graph_alloc_op(Context *ctx, size_t size, const void *props, const void *access, size_t naccess,
+                        CUdeviceptr *base, StreamOp *op);
+/* A free of graph allocation p (INVALID_VALUE when p is not the start of one). */
+CUresult graph_free_op(CUdeviceptr p, StreamOp *op);
+/* Is p the start of a graph allocation? */
+int graph_mem_owns(CUdeviceptr p);
+/* Does [p, p+n) lie inside one graph allocation (mapped or not: work on it is checked when it is queued)? */
+int graph_mem_contains(uint64_t p, size_t n);
+/* Before a graph launch: an allocation of g still live from an earlier launch is freed first (auto_free)
+ * or the launch fails with INVALID_VALUE, as on a real driver. */
+CUresult graph_mem_prelaunch(Stream *s, const Graph *g, int auto_free);
+
+/* ---- conditional nodes (graph_conditional.c) ---- */
+/* cudaGraphSetConditional from device code: -1 when handle is not a live condition. */
+int graph_condition_set(uint64_t handle, unsigned value);
+/* Before a graph launch: queues the default assignment of every condition of g made with ASSIGN_DEFAULT. */
+CUresult graph_conditions_prelaunch(Stream *s, const Graph *g);
 
 /* ---- fault injection, counts, control (faults.c) ---- */
 const char *entry_name(int id);

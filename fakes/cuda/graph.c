@@ -98,6 +98,7 @@ GraphNode *graph_add(Graph *g, const StreamOp *op, GraphNode *const *deps, int n
 static void node_free(GraphNode *n) {
     handle_remove(n);
     drop(&n->op);
+    free(n->queried);
     free(n->deps);
     free(n);
 }
@@ -167,6 +168,31 @@ int graph_shape_differs(const Graph *a, const Graph *b) {
         if (x->op.kind == OPK_GRAPH && graph_shape_differs(x->op.u.graph, y->op.u.graph) >= 0) return i;
     }
     return a->nnodes == b->nnodes ? -1 : n;
+}
+
+int graph_sort(Graph *g) {
+    int n = g->nnodes;
+    GraphNode **order = malloc((size_t)n * sizeof *order + 1);
+    char *placed = calloc((size_t)n + 1, 1);
+    int done = 0;
+    while (order && placed && done < n) { /* each round: the first unplaced node whose dependencies are placed */
+        int pick = -1;
+        for (int i = 0; i < n && pick < 0; i++) {
+            if (placed[i]) continue;
+            int ready = 1;
+            for (int k = 0; k < g->nodes[i]->ndeps && ready; k++) ready = placed[g->nodes[i]->deps[k]->index];
+            if (ready) pick = i;
+        }
+        if (pick < 0) break; /* a cycle */
+        placed[pick] = 1;
+        order[done++] = g->nodes[pick];
+    }
+    int ok = order && placed && done == n;
+    if (ok)
+        for (int i = 0; i < n; i++) g->nodes[i] = order[i], order[i]->index = i;
+    free(order);
+    free(placed);
+    return ok ? 0 : -1;
 }
 
 int graph_node_precedes(const GraphNode *a, const GraphNode *b) {

@@ -2,6 +2,7 @@
  * graph, empty), instantiate it (the executable graph is a clone), change an executable graph's kernel
  * parameters or update it from a graph of the same shape, launch it on a stream (its nodes in order, so
  * every edge is respected), destroy both. Stream capture (streams.c) builds the same graphs. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,7 @@
  * objects (a host node's callback, kept alive by one) must outlive the work, as on a real driver. */
 typedef struct GraphExec {
     Graph *graph; /* the instantiated clone */
+    uint64_t flags; /* CUDA_GRAPH_INSTANTIATE_FLAG_* */
     int pending;  /* launches queued and not yet done; under g_exec_mu */
     int destroyed;
 } GraphExec;
@@ -41,24 +43,6 @@ typedef struct KernelNodeParams {
     void *ctx;
 } KernelNodeParams;
 
-/* CUDA_MEMCPY3D */
-typedef struct Memcpy3DParams {
-    size_t src_x, src_y, src_z, src_lod;
-    int src_type;
-    const void *src_host;
-    CUdeviceptr src_device;
-    void *src_array, *reserved0;
-    size_t src_pitch, src_height;
-    size_t dst_x, dst_y, dst_z, dst_lod;
-    int dst_type;
-    void *dst_host;
-    CUdeviceptr dst_device;
-    void *dst_array, *reserved1;
-    size_t dst_pitch, dst_height;
-    size_t width, height, depth;
-} Memcpy3DParams;
-enum { MEMTYPE_HOST = 1, MEMTYPE_DEVICE = 2, MEMTYPE_ARRAY = 3, MEMTYPE_UNIFIED = 4 };
-
 /* CUDA_MEMSET_NODE_PARAMS */
 typedef struct MemsetNodeParams {
     CUdeviceptr dst;
@@ -88,7 +72,8 @@ typedef struct UpdateResultInfo {
 } UpdateResultInfo;
 enum { UPDATE_SUCCESS = 0, UPDATE_ERROR = 1, UPDATE_TOPOLOGY_CHANGED = 2, UPDATE_NODE_TYPE_CHANGED = 3 };
 
-/* CUDA_GRAPH_INSTANTIATE_FLAG_*: auto-free-on-launch (1) and use-node-priority (8) change nothing here */
+/* CUDA_GRAPH_INSTANTIATE_FLAG_*: use-node-priority (8) changes nothing here */
+#define INSTANTIATE_AUTO_FREE_ON_LAUNCH 1
 #define INSTANTIATE_UPLOAD 2
 #define INSTANTIATE_DEVICE_LAUNCH 4
 #define INSTANTIATE_FLAGS 0xF
@@ -111,8 +96,7 @@ API CUresult cuGraphDestroy(void *hGraph) {
     return CUDA_SUCCESS;
 }
 
-/* Adds op to the graph after deps (each a node of that graph); the caller's op is not taken. */
-static CUresult add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op) {
+CUresult graph_add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op) {
     Graph *g;
     TRY(handle_get(hGraph, H_GRAPH, &g));
     if (!phNode || (ndeps && !deps) || ndeps > (size_t)g->nnodes) return CUDA_ERROR_INVALID_VALUE;
@@ -140,41 +124,9 @@ API CUresult cuGraphAddKernelNode_v2(void **phNode, void *hGraph, GraphNode *con
     NEED_INIT();
     StreamOp op;
     TRY(kernel_node_op(params, &op));
-    CUresult rc = add_node(phNode, hGraph, deps, ndeps, &op);
+    CUresult rc = graph_add_node(phNode, hGraph, deps, ndeps, &op);
     free(op.u.kernel.params);
     return rc;
-}
-
-/* One side of a CUDA_MEMCPY3D: its address (offsets applied) and how it is checked. */
-static CUresult memcpy_side(int type, const void *host, CUdeviceptr device, size_t x, size_t y, size_t z,
-                            size_t pitch, size_t height, uint64_t *addr, int *side) {
-    switch (type) {
-    case MEMTYPE_HOST: *addr = (uint64_t)(uintptr_t)host, *side = MEM_HOST; break;
-    case MEMTYPE_DEVICE: *addr = device, *side = MEM_DEVICE; break;
-    case MEMTYPE_UNIFIED: *addr = device, *side = MEM_EITHER; break;
-    case MEMTYPE_ARRAY: fake_log("graph memcpy nodes with CUDA arrays are not implemented"); return CUDA_ERROR_NOT_SUPPORTED;
-    default: return CUDA_ERROR_INVALID_VALUE;
-    }
-    *addr += x + (y + z * height) * pitch;
-    return CUDA_SUCCESS;
-}
-
-static CUresult memcpy_node_op(const Memcpy3DParams *p, StreamOp *op) {
-    if (!p || p->src_lod || p->dst_lod) return CUDA_ERROR_INVALID_VALUE;
-    Copy3D c = {0};
-    int dst_side, src_side;
-    TRY(memcpy_side(p->src_type, p->src_host, p->src_device, p->src_x, p->src_y, p->src_z, p->src_pitch,
-                    p->src_height, &c.src, &src_side));
-    TRY(memcpy_side(p->dst_type, p->dst_host, p->dst_device, p->dst_x, p->dst_y, p->dst_z, p->dst_pitch,
-                    p->dst_height, &c.dst, &dst_side));
-    c.width = p->width;
-    c.height = p->height ? p->height : 1;
-    c.depth = p->depth ? p->depth : 1;
-    c.src_pitch = p->src_pitch ? p->src_pitch : p->width;
-    c.dst_pitch = p->dst_pitch ? p->dst_pitch : p->width;
-    c.src_height = p->src_height ? p->src_height : c.height;
-    c.dst_height = p->dst_height ? p->dst_height : c.height;
-    return copy_op(&c, dst_side, src_side, op);
 }
 
 API CUresult cuGraphAddMemcpyNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
@@ -183,8 +135,8 @@ API CUresult cuGraphAddMemcpyNode(void **phNode, void *hGraph, GraphNode *const 
     NEED_INIT();
     (void)ctx; /* one device, unified addressing: every context sees the same memory */
     StreamOp op;
-    TRY(memcpy_node_op(params, &op));
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    TRY(memcpy3d_op(params, &op));
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 static CUresult memset_node_op(const MemsetNodeParams *p, StreamOp *op) {
@@ -199,7 +151,7 @@ API CUresult cuGraphAddMemsetNode(void **phNode, void *hGraph, GraphNode *const 
     (void)ctx;
     StreamOp op;
     TRY(memset_node_op(params, &op));
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 API CUresult cuGraphAddHostNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
@@ -209,7 +161,7 @@ API CUresult cuGraphAddHostNode(void **phNode, void *hGraph, GraphNode *const *d
     if (!params || !params->fn) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op;
     host_op(params->fn, params->user, &op);
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 static CUresult add_event_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, void *hEvent,
@@ -218,7 +170,7 @@ static CUresult add_event_node(void **phNode, void *hGraph, GraphNode *const *de
     TRY(handle_get(hEvent, H_EVENT, &e));
     StreamOp op;
     make(e, &op);
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 API CUresult cuGraphAddEventRecordNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps,
@@ -247,14 +199,14 @@ API CUresult cuGraphAddChildGraphNode(void **phNode, void *hGraph, GraphNode *co
     TRY(handle_get(hChild, H_GRAPH, &child));
     if (hChild == hGraph) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op = {.kind = OPK_GRAPH, .cls = &CHILD_CLASS, .u.graph = child}; /* cloned by the node */
-    TRY(add_node(phNode, hGraph, deps, ndeps, &op));
+    TRY(graph_add_node(phNode, hGraph, deps, ndeps, &op));
     return ((GraphNode *)*phNode)->op.u.graph ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 API CUresult cuGraphAddEmptyNode(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps) {
     ENTER(cuGraphAddEmptyNode);
     StreamOp op = {.kind = OPK_EMPTY, .cls = NULL};
-    return add_node(phNode, hGraph, deps, ndeps, &op);
+    return graph_add_node(phNode, hGraph, deps, ndeps, &op);
 }
 
 API CUresult cuGraphGetNodes(void *hGraph, GraphNode **nodes, size_t *count) {
@@ -303,10 +255,21 @@ API CUresult cuGraphNodeFindInClone(void **phNode, void *hOriginal, void *hClone
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* A graph with memory nodes keeps its nodes and edges, as on a real driver. */
+static CUresult check_editable(const Graph *g, const char *what) {
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->nodes[i]->op.kind == OPK_MEM_ALLOC || g->nodes[i]->op.kind == OPK_MEM_FREE) {
+            fake_log("%s: a graph with memory allocation or free nodes cannot lose nodes or edges", what);
+            return CUDA_ERROR_NOT_SUPPORTED;
+        }
+    return CUDA_SUCCESS;
+}
+
 API CUresult cuGraphDestroyNode(void *hNode) {
     ENTER(cuGraphDestroyNode);
     GraphNode *n;
     TRY(handle_get(hNode, H_GRAPH_NODE, &n));
+    TRY(check_editable(n->owner, "cuGraphDestroyNode"));
     graph_remove(n);
     return CUDA_SUCCESS;
 }
@@ -417,6 +380,183 @@ API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *
     return CUDA_SUCCESS;
 }
 
+/* ---- node queries ---- */
+
+static CUresult node_of_kind(void *hNode, int kind, GraphNode **out) {
+    TRY(handle_get(hNode, H_GRAPH_NODE, out));
+    return (*out)->op.kind == kind ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* kernelParams point into the node's own copy of the arguments, valid while the node lives. */
+API CUresult cuGraphKernelNodeGetParams_v2(void *hNode, KernelNodeParams *params) {
+    ENTER(cuGraphKernelNodeGetParams_v2);
+    GraphNode *n;
+    TRY(node_of_kind(hNode, OPK_KERNEL, &n));
+    if (!params) return CUDA_ERROR_INVALID_VALUE;
+    const LaunchSpec *k = &n->op.u.kernel;
+    const PtxFunction *pf = &k->fn->module->ptx->funcs[k->fn->index];
+    void **args = malloc((size_t)pf->nparams * sizeof *args + 1);
+    if (!args) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int i = 0; i < pf->nparams; i++) args[i] = k->params + pf->params[i].offset;
+    free(n->queried);
+    n->queried = args;
+    *params = (KernelNodeParams){k->fn, {k->grid[0], k->grid[1], k->grid[2]}, {k->block[0], k->block[1], k->block[2]},
+                                 k->shared_bytes, args, NULL, k->fn, k->fn->module->ctx};
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphMemsetNodeGetParams(void *hNode, MemsetNodeParams *params) {
+    ENTER(cuGraphMemsetNodeGetParams);
+    GraphNode *n;
+    TRY(node_of_kind(hNode, OPK_MEMSET, &n));
+    if (!params) return CUDA_ERROR_INVALID_VALUE;
+    const SetParams *p = &n->op.u.set;
+    *params = (MemsetNodeParams){p->dst, p->pitch, p->value, p->elem, p->width, p->height};
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphHostNodeGetParams(void *hNode, HostNodeParams *params) {
+    ENTER(cuGraphHostNodeGetParams);
+    GraphNode *n;
+    TRY(node_of_kind(hNode, OPK_HOST, &n));
+    if (!params) return CUDA_ERROR_INVALID_VALUE;
+    *params = (HostNodeParams){n->op.u.host.fn, n->op.u.host.user};
+    return CUDA_SUCCESS;
+}
+
+static CUresult event_of(void *hNode, int kind, void **event) {
+    GraphNode *n;
+    TRY(node_of_kind(hNode, kind, &n));
+    if (!event) return CUDA_ERROR_INVALID_VALUE;
+    *event = n->op.u.event;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphEventRecordNodeGetEvent(void *hNode, void **event) {
+    ENTER(cuGraphEventRecordNodeGetEvent);
+    return event_of(hNode, OPK_EVENT_RECORD, event);
+}
+
+API CUresult cuGraphEventWaitNodeGetEvent(void *hNode, void **event) {
+    ENTER(cuGraphEventWaitNodeGetEvent);
+    return event_of(hNode, OPK_EVENT_WAIT, event);
+}
+
+/* ---- editing edges: the nodes are re-sorted so every edge still runs in order ---- */
+
+/* The n (from[i], to[i]) edges, checked: nodes of g, no self edge; edge data all default. */
+static CUresult check_edges(void *hGraph, GraphNode *const *from, GraphNode *const *to, const void *edges, size_t n,
+                            Graph **g) {
+    TRY(handle_get(hGraph, H_GRAPH, g));
+    if (n && (!from || !to)) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        GraphNode *a, *b;
+        TRY(handle_get(from[i], H_GRAPH_NODE, &a));
+        TRY(handle_get(to[i], H_GRAPH_NODE, &b));
+        if (a->owner != *g || b->owner != *g || a == b) return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; edges && i < n * EDGE_DATA_BYTES; i++)
+        if (((const uint8_t *)edges)[i]) return CUDA_ERROR_NOT_SUPPORTED; /* only full dependencies here */
+    return CUDA_SUCCESS;
+}
+
+static int has_edge(const GraphNode *from, const GraphNode *to) {
+    for (int k = 0; k < to->ndeps; k++)
+        if (to->deps[k] == from) return 1;
+    return 0;
+}
+
+static CUresult add_dependencies(void *hGraph, GraphNode *const *from, GraphNode *const *to, const void *edges,
+                                 size_t n) {
+    Graph *g;
+    TRY(check_edges(hGraph, from, to, edges, n, &g));
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k <= i; k++)
+            if (has_edge(from[i], to[i]) || (k < i && from[k] == from[i] && to[k] == to[i]))
+                return CUDA_ERROR_INVALID_VALUE; /* an edge that exists already */
+    size_t added = 0;
+    CUresult rc = CUDA_SUCCESS;
+    for (; added < n; added++) {
+        GraphNode *b = to[added];
+        GraphNode **grown = realloc(b->deps, (size_t)(b->ndeps + 1) * sizeof *grown);
+        if (!grown) {
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+            break;
+        }
+        b->deps = grown;
+        b->deps[b->ndeps++] = from[added];
+    }
+    if (rc == CUDA_SUCCESS && graph_sort(g)) rc = CUDA_ERROR_INVALID_VALUE; /* the edges would make a cycle */
+    if (rc)
+        while (added--) to[added]->ndeps--; /* each edge added was its node's last */
+    return rc;
+}
+
+API CUresult cuGraphAddDependencies(void *hGraph, GraphNode *const *from, GraphNode *const *to, size_t n) {
+    ENTER(cuGraphAddDependencies);
+    return add_dependencies(hGraph, from, to, NULL, n);
+}
+
+API CUresult cuGraphAddDependencies_v2(void *hGraph, GraphNode *const *from, GraphNode *const *to, const void *edges,
+                                       size_t n) {
+    ENTER(cuGraphAddDependencies_v2);
+    return add_dependencies(hGraph, from, to, edges, n);
+}
+
+static CUresult remove_dependencies(void *hGraph, GraphNode *const *from, GraphNode *const *to, const void *edges,
+                                    size_t n) {
+    Graph *g;
+    TRY(check_edges(hGraph, from, to, edges, n, &g));
+    TRY(check_editable(g, "cuGraphRemoveDependencies"));
+    for (size_t i = 0; i < n; i++)
+        if (!has_edge(from[i], to[i])) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < n; i++) {
+        GraphNode *b = to[i];
+        for (int k = 0; k < b->ndeps; k++)
+            if (b->deps[k] == from[i]) {
+                memmove(&b->deps[k], &b->deps[k + 1], (size_t)(b->ndeps - k - 1) * sizeof *b->deps);
+                b->ndeps--;
+                break;
+            }
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuGraphRemoveDependencies(void *hGraph, GraphNode *const *from, GraphNode *const *to, size_t n) {
+    ENTER(cuGraphRemoveDependencies);
+    return remove_dependencies(hGraph, from, to, NULL, n);
+}
+
+API CUresult cuGraphRemoveDependencies_v2(void *hGraph, GraphNode *const *from, GraphNode *const *to,
+                                          const void *edges, size_t n) {
+    ENTER(cuGraphRemoveDependencies_v2);
+    return remove_dependencies(hGraph, from, to, edges, n);
+}
+
+static const char *kind_name(int kind) {
+    static const char *names[] = {"kernel", "memcpy", "memset", "host", "graph", "empty", "event wait", "event record",
+                                  "", "", "mem alloc", "mem free", "", "conditional"};
+    return kind >= 0 && kind < (int)(sizeof names / sizeof *names) && *names[kind] ? names[kind] : "node";
+}
+
+/* A DOT file of the graph's nodes (kind and handle) and edges; the flags' extra detail is not written. */
+API CUresult cuGraphDebugDotPrint(void *hGraph, const char *path, unsigned flags) {
+    ENTER(cuGraphDebugDotPrint);
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    (void)flags;
+    if (!path) return CUDA_ERROR_INVALID_VALUE;
+    FILE *f = fopen(path, "w");
+    if (!f) return CUDA_ERROR_OPERATING_SYSTEM;
+    fprintf(f, "digraph dot {\n");
+    for (int i = 0; i < g->nnodes; i++)
+        fprintf(f, "  node%d [label=\"%d: %s\\n%p\"];\n", i, i, kind_name(g->nodes[i]->op.kind), (void *)g->nodes[i]);
+    for (int i = 0; i < g->nnodes; i++)
+        for (int k = 0; k < g->nodes[i]->ndeps; k++) fprintf(f, "  node%d -> node%d;\n", g->nodes[i]->deps[k]->index, i);
+    fprintf(f, "}\n");
+    return fclose(f) ? CUDA_ERROR_OPERATING_SYSTEM : CUDA_SUCCESS;
+}
+
 /* ---- executable graphs ---- */
 
 static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
@@ -432,6 +572,7 @@ static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
         free(x);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    x->flags = flags;
     handle_add(x, H_GRAPH_EXEC);
     *phExec = x;
     return CUDA_SUCCESS;
@@ -495,6 +636,24 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(void *hExec, void *hNode, const K
     return CUDA_SUCCESS;
 }
 
+/* After an update the executable graph holds the new graph's user objects, as on a real driver; the old
+ * ones go now, or with the executable graph when launches that may use them are still queued. */
+static void adopt_user_objects(GraphExec *x, const Graph *g) {
+    Graph *xg = x->graph;
+    pthread_mutex_lock(&g_exec_mu);
+    int idle = x->pending == 0;
+    pthread_mutex_unlock(&g_exec_mu);
+    UserObjectRef *old = xg->objs;
+    int nold = xg->nobjs;
+    if (idle) xg->objs = NULL, xg->nobjs = xg->capobjs = 0;
+    for (int i = 0; i < g->nobjs; i++)
+        if (graph_hold_object(xg, g->objs[i].obj, g->objs[i].count) == 0)
+            user_object_retain(g->objs[i].obj, g->objs[i].count);
+    if (!idle) return;
+    for (int i = 0; i < nold; i++) user_object_release(old[i].obj, old[i].count);
+    free(old);
+}
+
 /* Takes every node's parameters from hGraph when it has the executable graph's shape (same nodes, kinds and
  * edges, in the same order); otherwise nothing changes and the result says where they differ. */
 API CUresult cuGraphExecUpdate_v2(void *hExec, void *hGraph, UpdateResultInfo *info) {
@@ -513,6 +672,7 @@ API CUresult cuGraphExecUpdate_v2(void *hExec, void *hGraph, UpdateResultInfo *i
         return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
     }
     for (int i = 0; i < g->nnodes; i++) graph_node_set_op(x->graph->nodes[i], &g->nodes[i]->op);
+    adopt_user_objects(x, g);
     return CUDA_SUCCESS;
 }
 
@@ -527,6 +687,8 @@ API CUresult cuGraphLaunch(void *hExec, void *hStream) {
         StreamOp op = {.kind = OPK_GRAPH, .cls = &CHILD_CLASS, .u.graph = x->graph};
         return stream_capture(s, &op);
     }
+    TRY(graph_mem_prelaunch(s, x->graph, (x->flags & INSTANTIATE_AUTO_FREE_ON_LAUNCH) != 0));
+    TRY(graph_conditions_prelaunch(s, x->graph));
     pthread_mutex_lock(&g_exec_mu);
     x->pending++;
     pthread_mutex_unlock(&g_exec_mu);

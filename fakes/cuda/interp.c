@@ -952,6 +952,15 @@ static int run_thread(Exec *X, Thread *T) {
             JUMP(fr->ret_pc);
         } vmbreak;
         vmcase(EXIT) YIELD(TS_DONE, pc - 1);
+        vmcase(SET_CONDITIONAL) { /* cudaGraphSetConditional(handle, value): its params in this frame */
+            uint8_t *h = address(X, T, SPACE_FRAME, (uint64_t)in->imm, 8), *v = address(X, T, SPACE_FRAME, in->e, 4);
+            uint64_t handle;
+            uint32_t value;
+            if (!h || !v) FAULT_AT(CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1);
+            memcpy(&handle, h, sizeof handle);
+            memcpy(&value, v, sizeof value);
+            if (graph_condition_set(handle, value)) FAULT_AT(CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1);
+        } vmbreak;
         vmcase(TRAP) FAULT_AT((in->flags & F_ASSERT) ? CUDA_ERROR_ASSERT : CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1);
         vmcase(COLLECTIVE) YIELD(in->sub <= COL_BAR_RED_OR ? TS_BAR : TS_WARP, pc - 1);
         vmcase(ACTIVEMASK) R[in->d] = X->warp_active[T->linear >> 5]; vmbreak;

@@ -122,6 +122,39 @@ CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
     return CUDA_SUCCESS;
 }
 
+/* An address range of its own for memory mapped later, maybe many times (a graph allocation: the same
+ * address each time its graph runs); 0 when the range is used up. */
+uint64_t mem_reserve(uint64_t size) {
+    if (!g_space || size == 0 || size > RESERVE_BYTES) return 0;
+    uint64_t span = (size + PAGE - 1) & ~(PAGE - 1);
+    pthread_mutex_lock(&g_mem_mu);
+    uint64_t base = 0;
+    if (g_bump + span <= RESERVE_BYTES) {
+        base = (uint64_t)(uintptr_t)(g_space + g_bump);
+        g_bump += span;
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    return base;
+}
+
+CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind) {
+    uint64_t span = (size + PAGE - 1) & ~(PAGE - 1);
+    pthread_mutex_lock(&g_mem_mu);
+    int counts = kind == A_DEVICE;
+    CUresult rc = CUDA_SUCCESS;
+    if (find_index_locked(base) >= 0) rc = CUDA_ERROR_INVALID_VALUE;
+    else if (counts && g_used + size > g_total) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (mprotect((void *)(uintptr_t)base, span, PROT_READ | PROT_WRITE)) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    if (rc == CUDA_SUCCESS) {
+        for (int i = 0; i < g_nretired; i++) /* an unmap still pending from its last free must not hit it */
+            if (g_retired[i].base == base) g_retired[i--] = g_retired[--g_nretired];
+        if (counts) g_used += size;
+        insert_locked((AllocInfo){base, size, kind, ctx, ++g_serial, 0});
+    }
+    pthread_mutex_unlock(&g_mem_mu);
+    return rc;
+}
+
 /* Registers host memory the caller owns (cuMemHostRegister). */
 CUresult mem_register(Context *ctx, void *p, uint64_t size, unsigned flags) {
     pthread_mutex_lock(&g_mem_mu);
@@ -218,11 +251,6 @@ int mem_span_ok(uint64_t addr, uint64_t n) {
     AllocInfo a;
     if (!mem_find(addr, &a)) return 0;
     return addr + n <= a.base + a.size && addr + n >= addr;
-}
-
-int mem_is_host_pinned(const void *p) {
-    AllocInfo a;
-    return mem_find((uint64_t)(uintptr_t)p, &a) && a.kind != A_DEVICE && a.kind != A_MODULE_GLOBAL;
 }
 
 Range *mem_snapshot(int *count) {

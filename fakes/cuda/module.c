@@ -499,16 +499,23 @@ typedef struct LaunchConfig {
 
 #define CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
 
+/* Blocks in a cluster the config asks for (1 when it asks for none). */
+static uint64_t cluster_blocks(const LaunchConfig *config) {
+    uint64_t n = 1;
+    for (unsigned i = 0; i < config->nattrs; i++) {
+        const LaunchAttribute *a = &config->attrs[i];
+        if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION)
+            n = (uint64_t)a->value.cluster.x * a->value.cluster.y * a->value.cluster.z;
+    }
+    return n;
+}
+
 API CUresult cuLaunchKernelEx(const LaunchConfig *config, void *f, void **params, void **extra) {
     ENTER(cuLaunchKernelEx);
     if (!config || (config->nattrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
-    for (unsigned i = 0; i < config->nattrs; i++) {
-        const LaunchAttribute *a = &config->attrs[i];
-        if (a->id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION &&
-            a->value.cluster.x * a->value.cluster.y * a->value.cluster.z > 1) {
-            fake_log("cuLaunchKernelEx: thread block clusters are not implemented");
-            return CUDA_ERROR_NOT_SUPPORTED;
-        }
+    if (cluster_blocks(config) > 1) {
+        fake_log("cuLaunchKernelEx: thread block clusters are not implemented");
+        return CUDA_ERROR_NOT_SUPPORTED;
     }
     return launch(f, config->grid, config->block, config->shared, config->stream, params, extra);
 }
@@ -559,6 +566,30 @@ API CUresult cuOccupancyMaxPotentialBlockSize(int *min_grid, int *block_size, vo
     if (!best) best = top;
     *block_size = best;
     *min_grid = g_block_threads * blocks_per_sm(f, best, shared_for ? shared_for(best) : dynamic_shared);
+    return CUDA_SUCCESS;
+}
+
+/* Clusters of more than one block cannot be launched here, so the largest cluster is 1 block. */
+API CUresult cuOccupancyMaxPotentialClusterSize(int *size, void *hfunc, const LaunchConfig *config) {
+    ENTER(cuOccupancyMaxPotentialClusterSize);
+    Function *f;
+    TRY(function_from(hfunc, &f));
+    if (!size || !config || (config->nattrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+    *size = 1;
+    return CUDA_SUCCESS;
+}
+
+/* Clusters of the config's size resident at once: none for a cluster of more than one block (not launchable
+ * here); otherwise one block is a cluster, so the device's active blocks. */
+API CUresult cuOccupancyMaxActiveClusters(int *clusters, void *hfunc, const LaunchConfig *config) {
+    ENTER(cuOccupancyMaxActiveClusters);
+    Function *f;
+    TRY(function_from(hfunc, &f));
+    if (!clusters || !config || (config->nattrs && !config->attrs)) return CUDA_ERROR_INVALID_VALUE;
+    uint64_t threads = (uint64_t)config->block[0] * config->block[1] * config->block[2];
+    if (!threads || threads > (uint64_t)max_block_threads(&f->module->ptx->funcs[f->index]))
+        return CUDA_ERROR_INVALID_VALUE;
+    *clusters = cluster_blocks(config) > 1 ? 0 : g_block_threads * blocks_per_sm(f, (int)threads, config->shared);
     return CUDA_SUCCESS;
 }
 

@@ -853,6 +853,15 @@ static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
         emit(P, OP_TRAP, line)->flags = F_ASSERT;
         return;
     }
+    if (tok_is(&callee, "cudaGraphSetConditional")) { /* the device runtime's: sets a graph node's condition */
+        Name *h = nargs == 2 ? find_name(P, &args[0]) : NULL, *v = nargs == 2 ? find_name(P, &args[1]) : NULL;
+        if (!h || h->kind != N_FRAME || !v || v->kind != N_FRAME)
+            fail(P, line, "cudaGraphSetConditional takes a handle and a value, in .param variables");
+        Inst *in = emit(P, OP_SET_CONDITIONAL, line);
+        in->imm = (int64_t)h->value;
+        in->e = (uint32_t)v->value;
+        return;
+    }
     if (tok_is(&callee, "vprintf")) { /* device printf output is dropped; it returns 0 */
         if (ret.len) {
             Name *r = find_name(P, &ret);
@@ -1082,7 +1091,7 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"bra", NULL, d_bra, 0, {[T_NONE] = OP_BRA}, "uni", "", ROW_OWN_GUARD},
     {"call", NULL, d_call, 0, {[T_NONE] = OP_CALL}, "uni",
      "direct calls to functions of the module (no recursion, no indirect calls); __assertfail traps; vprintf "
-     "output is dropped", ROW_RAW_OPERANDS},
+     "output is dropped; cudaGraphSetConditional sets a graph node's condition", ROW_RAW_OPERANDS},
     {"ret", NULL, d_plain, 0, {[T_NONE] = OP_RET}, "uni", "", 0},
     {"exit", NULL, d_plain, 0, {[T_NONE] = OP_EXIT}, "", "", 0},
     {"trap brkpt", NULL, d_plain, 0, {[T_NONE] = OP_TRAP}, "", "ends the launch with CUDA_ERROR_LAUNCH_FAILED", 0},

@@ -143,7 +143,7 @@ Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null) {
 }
 
 /* Marks the stream closing: its worker finishes the queue, then frees it. */
-static void stream_close(Stream *s) {
+void stream_close(Stream *s) {
     if (!s->is_null) handle_remove(s);
     pthread_mutex_lock(&g_q_mu);
     s->closing = 1;
@@ -549,9 +549,12 @@ static void leave_capture_locked(Stream *s) {
 /* A capturing stream being destroyed leaves its capture, invalidated. */
 static void capture_forget_stream(Stream *s) {
     pthread_mutex_lock(&g_cap_mu);
-    if (s->capture) {
+    if (s->capture && s->capture->origin == s) {
+        fake_log("the origin stream of a capture destroyed: the capture is invalidated");
         s->capture->invalidated = 1;
-        if (s->capture->origin == s) s->capture->origin = NULL;
+        s->capture->origin = NULL;
+    }
+    if (s->capture) { /* a forked stream leaves; what it captured stays in the graph */
         leave_capture_locked(s);
     }
     free(s->deps);
@@ -563,14 +566,20 @@ static void capture_forget_stream(Stream *s) {
     pthread_mutex_unlock(&g_cap_mu);
 }
 
-API CUresult cuStreamBeginCapture_v2(void *h, int mode) {
-    ENTER(cuStreamBeginCapture_v2);
+/* Starts a capture into g (a new graph when NULL) after deps, nodes of g. */
+static CUresult begin_capture(void *h, Graph *g, GraphNode *const *deps, size_t ndeps, int mode) {
     Stream *s;
     TRY(stream_from(h, &s));
-    if (mode < 0 || mode > CU_STREAM_CAPTURE_MODE_RELAXED) return CUDA_ERROR_INVALID_VALUE;
+    if (mode < 0 || mode > CU_STREAM_CAPTURE_MODE_RELAXED || (ndeps && !deps)) return CUDA_ERROR_INVALID_VALUE;
     if (s->is_null) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* the legacy stream cannot be captured */
+    for (size_t i = 0; i < ndeps; i++) {
+        GraphNode *n;
+        TRY(handle_get(deps[i], H_GRAPH_NODE, &n));
+        if (n->owner != g) return CUDA_ERROR_INVALID_VALUE;
+    }
+    int callers = g != NULL;
     Capture *c = calloc(1, sizeof *c);
-    Graph *g = graph_new();
+    if (!g) g = graph_new();
     pthread_mutex_lock(&g_cap_mu);
     CUresult rc = CUDA_SUCCESS;
     if (s->capture) rc = CUDA_ERROR_ILLEGAL_STATE;
@@ -581,18 +590,74 @@ API CUresult cuStreamBeginCapture_v2(void *h, int mode) {
         if (grown) g_captures = grown, g_capcaptures = cap;
         else rc = CUDA_ERROR_OUT_OF_MEMORY;
     }
+    if (rc == CUDA_SUCCESS && set_deps_locked(&s->deps, &s->ndeps, &s->capdeps, deps, (int)ndeps))
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
     if (rc == CUDA_SUCCESS) {
-        *c = (Capture){g, ++g_capture_ids, mode, 0, s};
+        *c = (Capture){g, ++g_capture_ids, mode, 0, s, callers};
         g_captures[g_ncaptures++] = c;
         s->capture = c;
-        s->ndeps = 0;
     }
     pthread_mutex_unlock(&g_cap_mu);
     if (rc) {
         free(c);
-        if (g) graph_free(g);
+        if (g && !callers) graph_free(g);
     }
     return rc;
+}
+
+API CUresult cuStreamBeginCapture_v2(void *h, int mode) {
+    ENTER(cuStreamBeginCapture_v2);
+    return begin_capture(h, NULL, NULL, 0, mode);
+}
+
+/* Edge data, where given, must be all default (full dependencies): the only kind of edge here. */
+static int default_edges(const void *edges, size_t n) {
+    for (size_t i = 0; edges && i < n * EDGE_DATA_BYTES; i++)
+        if (((const uint8_t *)edges)[i]) return 0;
+    return 1;
+}
+
+API CUresult cuStreamBeginCaptureToGraph(void *h, void *hGraph, GraphNode *const *deps, const void *edges,
+                                         size_t ndeps, int mode) {
+    ENTER(cuStreamBeginCaptureToGraph);
+    Graph *g;
+    TRY(handle_get(hGraph, H_GRAPH, &g));
+    if (!default_edges(edges, ndeps)) return CUDA_ERROR_NOT_SUPPORTED;
+    return begin_capture(h, g, deps, ndeps, mode);
+}
+
+#define CU_STREAM_SET_CAPTURE_DEPENDENCIES 0x1
+
+/* Replaces (SET) or extends (ADD) what the next captured operation depends on, with nodes of the capture. */
+static CUresult update_capture_deps(void *h, GraphNode *const *deps, const void *edges, size_t ndeps, unsigned flags) {
+    Stream *s;
+    TRY(stream_from(h, &s));
+    if ((ndeps && !deps) || flags > CU_STREAM_SET_CAPTURE_DEPENDENCIES) return CUDA_ERROR_INVALID_VALUE;
+    if (!default_edges(edges, ndeps)) return CUDA_ERROR_NOT_SUPPORTED;
+    pthread_mutex_lock(&g_cap_mu);
+    CUresult rc = CUDA_SUCCESS;
+    if (!s->capture) rc = CUDA_ERROR_ILLEGAL_STATE;
+    for (size_t i = 0; rc == CUDA_SUCCESS && i < ndeps; i++) {
+        GraphNode *n = deps[i];
+        if (!handle_ok(n, H_GRAPH_NODE) || n->owner != s->capture->graph) rc = CUDA_ERROR_INVALID_VALUE;
+    }
+    if (rc == CUDA_SUCCESS) {
+        if (flags & CU_STREAM_SET_CAPTURE_DEPENDENCIES) s->ndeps = 0;
+        if (merge_deps_locked(s, deps, (int)ndeps)) rc = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_unlock(&g_cap_mu);
+    return rc;
+}
+
+API CUresult cuStreamUpdateCaptureDependencies(void *h, GraphNode *const *deps, size_t ndeps, unsigned flags) {
+    ENTER(cuStreamUpdateCaptureDependencies);
+    return update_capture_deps(h, deps, NULL, ndeps, flags);
+}
+
+API CUresult cuStreamUpdateCaptureDependencies_v2(void *h, GraphNode *const *deps, const void *edges, size_t ndeps,
+                                                  unsigned flags) {
+    ENTER(cuStreamUpdateCaptureDependencies_v2);
+    return update_capture_deps(h, deps, edges, ndeps, flags);
 }
 
 API CUresult cuStreamEndCapture(void *h, void **phGraph) {
@@ -623,7 +688,7 @@ API CUresult cuStreamEndCapture(void *h, void **phGraph) {
                   : unjoined     ? CUDA_ERROR_STREAM_CAPTURE_UNJOINED
                                  : CUDA_SUCCESS;
     if (rc) {
-        graph_free(c->graph);
+        if (!c->callers_graph) graph_free(c->graph);
         *phGraph = NULL;
     } else {
         *phGraph = c->graph;

@@ -136,10 +136,10 @@ def test_child_process_env_faults_memory_limit_and_leaks():
 
 def test_unimplemented_entry_point_says_so_once():
     r = _run_child("""
-        print(int(d.cuTexObjectDestroy(0)[0]), int(d.cuTexObjectDestroy(0)[0]))
+        print(int(d.cuDeviceCanAccessPeer(0, 0)[0]), int(d.cuDeviceCanAccessPeer(0, 0)[0]))
     """)
     assert r.stdout.split() == ["801", "801"], r.stderr
-    assert r.stderr.count("cuTexObjectDestroy is not implemented") == 1
+    assert r.stderr.count("cuDeviceCanAccessPeer is not implemented") == 1
 
 
 def test_stream_ordering_events_and_stale_reads(cuda):

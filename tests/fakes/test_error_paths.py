@@ -64,6 +64,9 @@ class Env:
         self.empty_copy = byref(_memcpy3d_device_to_device())
         self.host_node = byref((c_void_p * 2)(ctypes.cast(self.noop, c_void_p).value, None))
         self.link = c_void_p(int(cuda.ok(d.cuLinkCreate(0, [], []))))
+        self.node2 = c_void_p(int(cuda.ok(d.cuGraphAddEmptyNode(self.graph.value, None, 0))))
+        self.other_graph = c_void_p(int(cuda.ok(d.cuGraphCreate(0))))
+        self.condition = c_uint64(int(cuda.ok(d.cuGraphConditionalHandleCreate(self.graph.value, cuda.ctx, 0, 0))))
         self.user_object = c_void_p(int(cuda.ok(d.cuUserObjectCreate(0, ctypes.cast(self.noop, c_void_p).value, 1, 1))))
 
 
@@ -101,6 +104,65 @@ def _memcpy3d_overflowing(ptr):
 
 def _memset_node(element_size):
     return byref((c_uint64 * 5)(0, 0, element_size << 32, 1, 1))  # dst, pitch, value|elementSize, width, height
+
+
+def _alloc_node(nbytes):
+    """A CUDA_MEM_ALLOC_NODE_PARAMS for device memory: pool properties (88 bytes), access list, size, dptr."""
+    words = (c_uint64 * 15)()
+    words[0] = 1        # allocType PINNED, handleTypes NONE
+    words[1] = 1        # location: DEVICE, id 0
+    words[13] = nbytes  # bytesize
+    return words
+
+
+def _array_desc(width, height, fmt, channels):
+    """A CUDA_ARRAY_DESCRIPTOR: Width, Height, Format | NumChannels << 32."""
+    return (c_uint64 * 3)(width, height, fmt | channels << 32)
+
+
+def _array3d_desc(width, height, depth, fmt, channels, flags=0):
+    """A CUDA_ARRAY3D_DESCRIPTOR: Width, Height, Depth, Format | NumChannels << 32, Flags."""
+    return (c_uint64 * 5)(width, height, depth, fmt | channels << 32, flags)
+
+
+def _memcpy3d_from_array(array):
+    """A one-byte CUDA_MEMCPY3D from a CUDA array (srcMemoryType 3, srcArray) to device memory."""
+    words = _memcpy3d_device_to_device()
+    words[4], words[7] = 3, array.value
+    words[22] = words[23] = words[24] = 1
+    return byref(words)
+
+
+def _resource(kind, handle):
+    """A CUDA_RESOURCE_DESC (144 bytes): resType, then the array (or other) handle."""
+    words = (c_uint64 * 18)()
+    words[0], words[1] = kind, handle
+    return words
+
+
+def _texture_desc():
+    return (c_uint * 26)()  # CUDA_TEXTURE_DESC, all defaults: wrap, point filtering
+
+
+def _node_params(kind):
+    """A CUgraphNodeParams (256 bytes) of that node type, its parameters all zero."""
+    words = (c_uint64 * 32)()
+    words[0] = kind
+    return words
+
+
+def _conditional_node(handle, kind, size):
+    """A CUgraphNodeParams for a conditional node: type 13, then handle, kind | size << 32."""
+    words = _node_params(13)
+    words[2], words[3] = handle, kind | size << 32
+    return words
+
+
+def _tiled_args(e, rank, dtype=7):
+    """cuTensorMapEncodeTiled's arguments after the map: a float32 map of e.ptr, box 16 x 1 x ..."""
+    return (c_int(dtype), c_uint(rank), c_void_p(e.ptr.value), byref((c_uint64 * 6)(*[16] * 6)),
+            byref((c_uint64 * 5)(*[64] * 5)), byref((c_uint * 6)(*[16] * 6)), byref((c_uint * 6)(*[1] * 6)),
+            *[c_int(0)] * 4)
 
 
 def _config(block=1, attrs=None, nattrs=0):
@@ -377,6 +439,133 @@ CASES = {
                            ("count 0", lambda e: (e.user_object, c_uint(0)), INVALID_VALUE)],
     "cuUserObjectRelease": [("bad object", lambda e: (BAD, c_uint(1)), INVALID_HANDLE),
                             ("count 0", lambda e: (e.user_object, c_uint(0)), INVALID_VALUE)],
+    "cuGraphAddMemAllocNode": [("bad graph", lambda e: (e.outp, BAD, NULL, c_size_t(0), byref(_alloc_node(64))),
+                                INVALID_HANDLE),
+                               ("zero bytes", lambda e: (e.outp, e.graph, NULL, c_size_t(0), byref(_alloc_node(0))),
+                                INVALID_VALUE),
+                               ("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL), INVALID_VALUE),
+                               ("nothing current", lambda e: (e.outp, e.graph, NULL, c_size_t(0),
+                                                              byref(_alloc_node(64))), INVALID_CONTEXT, "no context")],
+    "cuGraphAddMemFreeNode": [("not graph memory", lambda e: (e.outp, e.graph, NULL, c_size_t(0), e.ptr), INVALID_VALUE),
+                              ("NULL address", lambda e: (e.outp, e.graph, NULL, c_size_t(0), c_uint64(0)), INVALID_VALUE)],
+    "cuGraphMemAllocNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                     ("not an allocation node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphMemFreeNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                    ("not a free node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuDeviceGetGraphMemAttribute": [("bad device", lambda e: (DEV9, c_int(0), e.outp), INVALID_DEVICE),
+                                     ("unknown attribute", lambda e: (DEV0, c_int(4), e.outp), INVALID_VALUE),
+                                     ("NULL out", lambda e: (DEV0, c_int(0), NULL), INVALID_VALUE)],
+    "cuDeviceSetGraphMemAttribute": [("a current figure", lambda e: (DEV0, c_int(0), byref(c_uint64(0))), INVALID_VALUE),
+                                     ("a mark set above 0", lambda e: (DEV0, c_int(1), byref(c_uint64(1))),
+                                      INVALID_VALUE),
+                                     ("bad device", lambda e: (DEV9, c_int(1), byref(c_uint64(0))), INVALID_DEVICE)],
+    "cuDeviceGraphMemTrim": [("bad device", lambda e: (DEV9,), INVALID_DEVICE)],
+    "cuMemcpy3D_v2": [("NULL params", lambda e: (NULL,), INVALID_VALUE),
+                      ("bad array", lambda e: (_memcpy3d_from_array(BAD),), INVALID_HANDLE)],
+    "cuMemcpy3DAsync_v2": [("bad stream", lambda e: (e.empty_copy, BAD), INVALID_HANDLE),
+                           ("NULL params", lambda e: (NULL, e.stream), INVALID_VALUE)],
+    "cuArrayCreate_v2": [("NULL descriptor", lambda e: (e.outp, NULL), INVALID_VALUE),
+                         ("3 channels", lambda e: (e.outp, byref(_array_desc(4, 4, 0x20, 3))), INVALID_VALUE),
+                         ("nothing current", lambda e: (e.outp, byref(_array_desc(4, 4, 0x20, 1))), INVALID_CONTEXT,
+                          "no context")],
+    "cuArray3DCreate_v2": [("zero width", lambda e: (e.outp, byref(_array3d_desc(0, 4, 0, 0x20, 1))), INVALID_VALUE),
+                           ("NULL out", lambda e: (NULL, byref(_array3d_desc(4, 4, 0, 0x20, 1))), INVALID_VALUE),
+                           ("block-compressed format", lambda e: (e.outp, byref(_array3d_desc(4, 4, 0, 0x91, 1))),
+                            NOT_SUPPORTED),
+                           ("depth without height", lambda e: (e.outp, byref(_array3d_desc(4, 0, 4, 0x20, 1))),
+                            INVALID_VALUE)],
+    "cuArrayGetDescriptor_v2": [("bad array", lambda e: (e.outp, BAD), INVALID_HANDLE)],
+    "cuArray3DGetDescriptor_v2": [("bad array", lambda e: (e.outp, BAD), INVALID_HANDLE)],
+    "cuArrayDestroy": [("bad array", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuMipmappedArrayCreate": [("no levels", lambda e: (e.outp, byref(_array3d_desc(4, 4, 0, 0x20, 1)), c_uint(0)),
+                                INVALID_VALUE),
+                               ("more levels than halvings", lambda e: (e.outp, byref(_array3d_desc(4, 4, 0, 0x20, 1)),
+                                                                        c_uint(4)), INVALID_VALUE),
+                               ("NULL descriptor", lambda e: (e.outp, NULL, c_uint(1)), INVALID_VALUE)],
+    "cuMipmappedArrayGetLevel": [("bad mipmapped array", lambda e: (e.outp, BAD, c_uint(0)), INVALID_HANDLE)],
+    "cuMipmappedArrayDestroy": [("bad mipmapped array", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuTexObjectCreate": [("NULL resource", lambda e: (e.outp, NULL, byref(_texture_desc()), NULL), INVALID_VALUE),
+                          ("bad array", lambda e: (e.outp, byref(_resource(0, BAD.value)), byref(_texture_desc()), NULL),
+                           INVALID_HANDLE),
+                          ("unknown resource type", lambda e: (e.outp, byref(_resource(7, 0)), byref(_texture_desc()),
+                                                               NULL), INVALID_VALUE)],
+    "cuTexObjectDestroy": [("bad object", lambda e: (BADPTR,), INVALID_HANDLE)],
+    "cuTexObjectGetResourceDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
+    "cuTexObjectGetTextureDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
+    "cuTexObjectGetResourceViewDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
+    "cuSurfObjectCreate": [("linear memory", lambda e: (e.outp, byref(_resource(2, 0))), INVALID_VALUE),
+                           ("bad array", lambda e: (e.outp, byref(_resource(0, BAD.value))), INVALID_HANDLE)],
+    "cuSurfObjectDestroy": [("bad object", lambda e: (BADPTR,), INVALID_HANDLE)],
+    "cuSurfObjectGetResourceDesc": [("bad object", lambda e: (e.outp, BADPTR), INVALID_HANDLE)],
+    "cuGraphConditionalHandleCreate": [("bad graph", lambda e: (e.outp, BAD, NULL, c_uint(0), c_uint(0)), INVALID_HANDLE),
+                                       ("unknown flags", lambda e: (e.outp, e.graph, NULL, c_uint(0), c_uint(2)),
+                                        INVALID_VALUE),
+                                       ("NULL out", lambda e: (NULL, e.graph, NULL, c_uint(0), c_uint(0)), INVALID_VALUE)],
+    "cuGraphAddNode": [("NULL params", lambda e: (e.outp, e.graph, NULL, c_size_t(0), NULL), INVALID_VALUE),
+                       ("conditional with a forged handle", lambda e: (e.outp, e.graph, NULL, c_size_t(0),
+                                                                       byref(_conditional_node(BAD.value, 0, 1))),
+                        INVALID_VALUE),
+                       ("a kind without generic parameters here", lambda e: (e.outp, e.graph, NULL, c_size_t(0),
+                                                                             byref(_node_params(5))), NOT_SUPPORTED)],
+    "cuGraphAddNode_v2": [("NULL params", lambda e: (e.outp, e.graph, NULL, NULL, c_size_t(0), NULL), INVALID_VALUE),
+                          ("bad graph", lambda e: (e.outp, BAD, NULL, NULL, c_size_t(0),
+                                                   byref(_conditional_node(e.condition.value, 0, 1))), INVALID_HANDLE),
+                          ("while with two bodies", lambda e: (e.outp, e.graph, NULL, NULL, c_size_t(0),
+                                                               byref(_conditional_node(e.condition.value, 1, 2))),
+                           INVALID_VALUE)],
+    "cuGraphNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                             ("NULL out", lambda e: (e.node, NULL), INVALID_VALUE)],
+    "cuStreamBeginCaptureToGraph": [("bad graph", lambda e: (e.stream, BAD, NULL, NULL, c_size_t(0), c_int(0)),
+                                     INVALID_HANDLE),
+                                    ("a dependency from another graph", lambda e: (e.stream, e.other_graph,
+                                                                                   byref(e.node), NULL, c_size_t(1),
+                                                                                   c_int(0)), INVALID_VALUE),
+                                    ("the legacy stream", lambda e: (NULL, e.graph, NULL, NULL, c_size_t(0), c_int(0)),
+                                     CAPTURE_UNSUPPORTED)],
+    "cuStreamUpdateCaptureDependencies": [("not capturing", lambda e: (e.stream, NULL, c_size_t(0), c_uint(0)),
+                                           ILLEGAL_STATE),
+                                          ("bad stream", lambda e: (BAD, NULL, c_size_t(0), c_uint(0)), INVALID_HANDLE)],
+    "cuStreamUpdateCaptureDependencies_v2": [("not capturing", lambda e: (e.stream, NULL, NULL, c_size_t(0), c_uint(1)),
+                                              ILLEGAL_STATE),
+                                             ("unknown flags", lambda e: (e.stream, NULL, NULL, c_size_t(0), c_uint(2)),
+                                              INVALID_VALUE)],
+    "cuGraphKernelNodeGetParams_v2": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                      ("not a kernel node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphMemsetNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                   ("not a memset node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphHostNodeGetParams": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                 ("not a host node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphEventRecordNodeGetEvent": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                       ("not an event record node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphEventWaitNodeGetEvent": [("bad node", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                                     ("not an event wait node", lambda e: (e.node, e.outp), INVALID_VALUE)],
+    "cuGraphAddDependencies": [("bad graph", lambda e: (BAD, byref(e.node), byref(e.node), c_size_t(1)), INVALID_HANDLE),
+                               ("a node on itself", lambda e: (e.graph, byref(e.node), byref(e.node), c_size_t(1)),
+                                INVALID_VALUE),
+                               ("NULL arrays", lambda e: (e.graph, NULL, NULL, c_size_t(1)), INVALID_VALUE)],
+    "cuGraphAddDependencies_v2": [("bad node", lambda e: (e.graph, e.bad_deps, byref(e.node), NULL, c_size_t(1)),
+                                   INVALID_HANDLE),
+                                  ("a node of another graph", lambda e: (e.other_graph, byref(e.node), byref(e.node),
+                                                                         NULL, c_size_t(1)), INVALID_VALUE)],
+    "cuGraphRemoveDependencies": [("no such edge", lambda e: (e.graph, byref(e.node), byref(e.node2), c_size_t(1)),
+                                   INVALID_VALUE),
+                                  ("bad graph", lambda e: (BAD, byref(e.node), byref(e.node2), c_size_t(1)),
+                                   INVALID_HANDLE)],
+    "cuGraphRemoveDependencies_v2": [("no such edge", lambda e: (e.graph, byref(e.node2), byref(e.node), NULL,
+                                                                 c_size_t(1)), INVALID_VALUE)],
+    "cuGraphDebugDotPrint": [("bad graph", lambda e: (BAD, b"/tmp/x.dot", c_uint(0)), INVALID_HANDLE),
+                             ("NULL path", lambda e: (e.graph, NULL, c_uint(0)), INVALID_VALUE)],
+    "cuTensorMapEncodeTiled": [("NULL map", lambda e: (NULL, *_tiled_args(e, rank=1)), INVALID_VALUE),
+                               ("rank 6", lambda e: (e.outp, *_tiled_args(e, rank=6)), INVALID_VALUE),
+                               ("unknown data type", lambda e: (e.outp, *_tiled_args(e, rank=1, dtype=99)),
+                                INVALID_VALUE)],
+    "cuTensorMapEncodeIm2col": [("rank 2", lambda e: (e.outp, c_int(7), c_uint(2), c_void_p(e.ptr.value),
+                                                      byref((c_uint64 * 2)(4, 4)), byref((c_uint64 * 1)(16)),
+                                                      byref((c_int * 1)()), byref((c_int * 1)()), c_uint(4), c_uint(4),
+                                                      byref((c_uint * 2)(1, 1)), *[c_int(0)] * 4), INVALID_VALUE)],
+    "cuTensorMapReplaceAddress": [("not an encoded map", lambda e: (byref((c_uint64 * 16)()), c_void_p(e.ptr.value)),
+                                   INVALID_VALUE),
+                                  ("NULL map", lambda e: (NULL, c_void_p(e.ptr.value)), INVALID_VALUE)],
     "cuGraphRetainUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1), c_uint(0)), INVALID_HANDLE),
                                 ("bad object", lambda e: (e.graph, BAD, c_uint(1), c_uint(0)), INVALID_HANDLE)],
     "cuGraphReleaseUserObject": [("bad graph", lambda e: (BAD, e.user_object, c_uint(1)), INVALID_HANDLE),
@@ -486,6 +675,11 @@ CASES = {
     "cuOccupancyMaxPotentialBlockSize": [
         ("bad function", lambda e: (e.outp, e.outp, BAD, NULL, c_size_t(0), c_int(0)), INVALID_HANDLE),
         ("NULL out", lambda e: (NULL, NULL, e.fn, NULL, c_size_t(0), c_int(0)), INVALID_VALUE)],
+    "cuOccupancyMaxPotentialClusterSize": [("bad function", lambda e: (e.outp, BAD, _config()), INVALID_HANDLE),
+                                           ("NULL config", lambda e: (e.outp, e.fn, NULL), INVALID_VALUE)],
+    "cuOccupancyMaxActiveClusters": [("bad function", lambda e: (e.outp, BAD, _config()), INVALID_HANDLE),
+                                     ("block of 0", lambda e: (e.outp, e.fn, _config(block=0)), INVALID_VALUE),
+                                     ("NULL out", lambda e: (NULL, e.fn, _config()), INVALID_VALUE)],
     "cuOccupancyAvailableDynamicSMemPerBlock": [
         ("bad function", lambda e: (e.outp, BAD, c_int(1), c_int(128)), INVALID_HANDLE),
         ("NULL out", lambda e: (NULL, e.fn, c_int(1), c_int(128)), INVALID_VALUE)],

@@ -41,6 +41,24 @@ def test_available_dynamic_shared_memory_respects_the_per_block_limit(cuda):
     assert cuda.ok(d.cuOccupancyAvailableDynamicSMemPerBlock(f, 1, 128)) == 100000
 
 
+def test_cluster_occupancy_says_what_the_fake_can_launch(cuda):
+    d = cuda.d
+    f = cuda.kernel(KERNEL, "touch")
+    config = d.CUlaunchConfig()
+    config.gridDimX = config.gridDimY = config.gridDimZ = 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = 128, 1, 1
+    sms = cuda.ok(d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0))
+    per_sm = cuda.ok(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, 128, 0))
+    assert per_sm == 16  # 2048 threads an SM, 128 a block
+    assert cuda.ok(d.cuOccupancyMaxActiveClusters(f, config)) == sms * per_sm  # a cluster of one block
+    assert cuda.ok(d.cuOccupancyMaxPotentialClusterSize(f, config)) == 1  # larger clusters do not launch here
+    attr = d.CUlaunchAttribute()
+    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = 2, 1, 1
+    config.attrs, config.numAttrs = [attr], 1
+    assert cuda.ok(d.cuOccupancyMaxActiveClusters(f, config)) == 0
+
+
 def test_zero_byte_stream_ordered_allocations_succeed(cuda):
     d = cuda.d
     s = cuda.ok(d.cuStreamCreate(0))
