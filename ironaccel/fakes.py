@@ -77,7 +77,11 @@ def _real_toolchain() -> dict[str, str]:
     missing = [name for name in SHIMMED if name not in found]
     if missing:
         env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-        proc = subprocess.run([sys.executable, "-c", _FIND_REAL, *missing], capture_output=True, text=True, env=env)
+        try:
+            proc = subprocess.run([sys.executable, "-c", _FIND_REAL, *missing], capture_output=True, text=True,
+                                  env=env, timeout=120)
+        except subprocess.TimeoutExpired:
+            return found
         for line in proc.stdout.splitlines():
             name, _, path = line.partition(" ")
             if name in missing and path:

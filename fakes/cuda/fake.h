@@ -248,6 +248,8 @@ typedef struct PtxModule {
     CallInfo *calls;
     int ncalls;
     uint32_t shared_static; /* bytes of module-level + function-level .shared */
+    uint32_t data_align;    /* the largest .align of a .shared or .local variable (at least 16): a block's shared
+                             * memory, each thread's local memory and every frame start at a multiple of it */
     int uses_dynamic_shared;
     char **global_names;
     uint64_t *global_addrs, *global_sizes;

@@ -334,6 +334,8 @@ static uint64_t half_op(const Inst *in, uint64_t a, uint64_t b, uint64_t c) {
         switch (in->sub) {
         case FR_NEG: bits = x ^ 0x8000; break;
         case FR_ABS: bits = x & 0x7FFF; break;
+        case FR_EX2: bits = double_to_format(exp2(dx), F, R_RN); break; /* .approx: correctly rounded here */
+        case FR_TANH: bits = double_to_format(tanh(dx), F, R_RN); break;
         case FR_MIN: case FR_MAX: {
             double r = in->sub == FR_MIN ? fmin(dx, dy) : fmax(dx, dy); /* a NaN operand yields the other */
             bits = double_to_format(r, F, R_RN);
@@ -1187,14 +1189,17 @@ static void *grid_worker(void *arg) {
     X.watch = &G->watch;
     X.watch_countdown = WATCH_INTERVAL;
     X.shared_size = G->m->shared_static + S->shared_bytes;
-    X.local_size = (G->kernel->stack_local + 15) & ~15u;
+    uint32_t align = G->m->data_align; /* a power of two: .align takes no other */
+    X.local_size = (G->kernel->stack_local + align - 1) & ~(align - 1);
     BlockMemory B = {0};
     B.nthreads = (size_t)S->block[0] * S->block[1] * S->block[2];
     B.threads = calloc(B.nthreads, sizeof(Thread));
     B.frames = G->m->ncalls ? calloc(B.nthreads * MAX_DEPTH, sizeof(Frame)) : NULL;
     B.regs = calloc(B.nthreads * G->kernel->stack_slots + 1, sizeof(uint64_t));
-    B.local = calloc(B.nthreads * X.local_size + 16, 1);
-    B.shared = aligned_alloc(16, (X.shared_size + 16) & ~(uint64_t)15);
+    size_t local_bytes = B.nthreads * X.local_size + align;
+    B.local = aligned_alloc(align, local_bytes);
+    if (B.local) memset(B.local, 0, local_bytes);
+    B.shared = aligned_alloc(align, (X.shared_size + align) & ~(uint64_t)(align - 1));
     B.warp_active = calloc((B.nthreads + 31) / 32, sizeof(uint32_t));
     X.shared = B.shared;
     if (!B.threads || !B.regs || !B.local || !B.shared || !B.warp_active || (G->m->ncalls && !B.frames)) {

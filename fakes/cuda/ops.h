@@ -66,7 +66,7 @@ enum Collective { COL_BAR, COL_BAR_RED_POPC, COL_BAR_RED_AND, COL_BAR_RED_OR, CO
 
 /* The float operation of OP_FROUND (f32/f64 with a directed rounding mode or .sat) and OP_HALF (f16/bf16,
  * scalar and x2). */
-enum FloatOp { FR_NONE, FR_ADD, FR_SUB, FR_MUL, FR_FMA, FR_DIV, FR_SQRT, FR_RCP, FR_MIN, FR_MAX, FR_NEG, FR_ABS };
+enum FloatOp { FR_NONE, FR_ADD, FR_SUB, FR_MUL, FR_FMA, FR_DIV, FR_SQRT, FR_RCP, FR_MIN, FR_MAX, FR_NEG, FR_ABS, FR_EX2, FR_TANH };
 
 enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORMAL };
 

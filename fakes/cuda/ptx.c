@@ -1064,11 +1064,13 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"rsqrt", NULL, d_typed, 1, {FLOATS(OP_RSQRT_F32, OP_RSQRT_F64)}, "approx ftz", "computed as 1/sqrt", 0},
     {"rcp", NULL, d_typed, 1, {FLOATS(OP_RCP_F32, OP_RCP_F64)}, "rn rz rm rp approx ftz",
      ".approx is computed correctly rounded", 0, FR_RCP},
-    {"ex2", NULL, d_typed, 1, {[T_F32] = OP_EX2_F32}, "approx ftz", "libm exp2f", 0},
+    {"ex2", NULL, d_typed, 1, {[T_F32] = OP_EX2_F32, HALVES(OP_HALF)}, "approx ftz", "libm exp2f (f16/bf16: exp2, rounded once)",
+     0, FR_EX2},
     {"lg2", NULL, d_typed, 1, {[T_F32] = OP_LG2_F32}, "approx ftz", "libm log2f", 0},
     {"sin", NULL, d_typed, 1, {[T_F32] = OP_SIN_F32}, "approx ftz", "libm sinf", 0},
     {"cos", NULL, d_typed, 1, {[T_F32] = OP_COS_F32}, "approx ftz", "libm cosf", 0},
-    {"tanh", NULL, d_typed, 1, {[T_F32] = OP_TANH_F32}, "approx", "libm tanhf", 0},
+    {"tanh", NULL, d_typed, 1, {[T_F32] = OP_TANH_F32, HALVES(OP_HALF)}, "approx", "libm tanhf (f16/bf16: tanh, rounded once)",
+     0, FR_TANH},
     {"testp", NULL, d_testp, 1, {FLOATS(OP_TESTP_F32, OP_TESTP_F64)},
      "finite infinite number notanumber normal subnormal", "", 0},
     {"copysign", NULL, d_typed, 2, {FLOATS(OP_COPYSIGN_F32, OP_COPYSIGN_F64)}, "", "", 0},
@@ -1332,6 +1334,7 @@ static void layout_shared(Parser *P) {
                 off = align_up(P->m->shared_static, 16);
                 dynamic_count++;
             } else {
+                if (d.align > P->m->data_align && !(d.align & (d.align - 1))) P->m->data_align = d.align;
                 off = align_up(P->m->shared_static, d.align);
                 P->m->shared_static = off + d.elem * d.count;
             }
@@ -1466,6 +1469,7 @@ static void function_body(Parser *P, PtxFunction *f, uint32_t frame) {
             uint32_t size = d.elem * (d.count ? d.count : 1);
             uint32_t off = align_up(frame, d.align < 8 ? 8 : d.align);
             frame = off + size;
+            if (d.align > P->m->data_align && !(d.align & (d.align - 1))) P->m->data_align = d.align;
             add_name(P, d.name, N_FRAME, off, 0);
             if (tok_is(peek(P), "=")) skip_initializer(P, NULL, 0, 0);
             expect(P, ";");
@@ -1558,6 +1562,7 @@ static void stack_needs(Parser *P, int fi, int *state) {
     if (state[fi] == 2) return;
     if (state[fi] == 1) fail(P, f->line, "recursion (through %s) is not supported", f->name);
     state[fi] = 1;
+    f->frame_local = align_up(f->frame_local, m->data_align); /* callee frames start aligned like the first */
     uint32_t slots = 0, local = 0;
     for (uint32_t pc = f->entry_pc; pc < f->end_pc; pc++) {
         if (m->code[pc].op != OP_CALL) continue;
@@ -1584,6 +1589,7 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen) {
     P->ctx = ctx;
     P->m = calloc(1, sizeof(PtxModule));
     PtxModule *m = P->m;
+    m->data_align = 16;
     if (setjmp(P->fail)) {
         for (int i = 0; i < m->nglobals; i++) mem_free(m->global_addrs[i], 1 << A_MODULE_GLOBAL);
         ptx_free(m);

@@ -239,6 +239,30 @@ def test_device_function_call(cuda, rng):
     assert np.array_equal(cuda.download(dy, y), 2 * y + 6)
 
 
+def test_declared_alignment_of_shared_and_local_arrays_holds_for_their_addresses(cuda):
+    """`.align N` on .shared and .local variables (numba asks for up to 256) holds for the generic address,
+    in the kernel and in a called function's frame, for every thread."""
+    f = cuda.kernel(r'''
+    __device__ __noinline__ unsigned long long deep(int k) {
+        __align__(128) volatile char l[40];
+        l[k] = 1;
+        return (unsigned long long)&l[0];
+    }
+    extern "C" __global__ void where(unsigned long long* out) {
+        __shared__ __align__(256) char s[24];
+        __align__(64) volatile char l[24];
+        unsigned t = threadIdx.x;
+        l[t % 24] = 1; s[t % 24] = 1;
+        out[3 * t] = (unsigned long long)&s[0];
+        out[3 * t + 1] = (unsigned long long)&l[0];
+        out[3 * t + 2] = deep(t % 40);
+    }''', "where")
+    like = np.zeros(3 * 64, dtype=np.uint64)
+    out = cuda.poisoned(like)
+    cuda.launch(f, (2,), (64,), out)
+    got = cuda.download(out, like).reshape(64, 3)
+    assert np.all(got != 0)
+    assert np.all(got % np.array([256, 64, 128], dtype=np.uint64) == 0), [hex(int(v)) for v in got[:2].ravel()]
 INTEGER_OPS = r'''
 extern "C" __global__ void intops(const int* a, const int* b, int* o, unsigned n) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
@@ -630,6 +654,34 @@ def test_f16_bf16_arithmetic_and_conversions_exact(cuda, rng):
         assert [bf16(q[i, 4] >> 16), bf16(q[i, 4] & 0xFFFF)] == [rounded(hi, "bf16", "rn"), rounded(lo, "bf16", "rn")]
         assert q[i, 5] == (x < y), i
         assert F(float(of[2 * i])) == x and F(float(of[2 * i + 1])) == bx, i
+
+
+HALF_APPROX = r"""
+extern "C" __global__ void approx(const unsigned short* h, const unsigned short* g, unsigned short* o, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    unsigned short x = h[i], b = g[i], *r = o + 4 * i;
+    asm("tanh.approx.f16 %0, %1;" : "=h"(r[0]) : "h"(x)); asm("tanh.approx.bf16 %0, %1;" : "=h"(r[1]) : "h"(b));
+    asm("ex2.approx.f16 %0, %1;" : "=h"(r[2]) : "h"(x)); asm("ex2.approx.ftz.bf16 %0, %1;" : "=h"(r[3]) : "h"(b));
+}"""
+
+
+def test_f16_bf16_tanh_and_ex2_approx_are_the_function_rounded_once(cuda, rng):
+    """numba's bfloat16 math (tanh) and cuda_fp16's h2exp emit these; .approx is computed correctly rounded."""
+    f = cuda.kernel(HALF_APPROX, "approx")
+    n = 64
+    h = rng.uniform(-4, 4, n).astype(np.float16)
+    g = (rng.uniform(-4, 4, n).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)  # bf16 bits
+    out = cuda.poisoned(np.zeros(4 * n, dtype=np.uint16))
+    cuda.launch(f, (1,), (64,), cuda.upload(h.view(np.uint16)), cuda.upload(g), out, np.uint32(n))
+    r = cuda.download(out, np.zeros(4 * n, dtype=np.uint16)).reshape(n, 4)
+    got_f16 = r[:, [0, 2]].copy().view(np.float16)
+    got_bf16 = bf16_values(r[:, [1, 3]].copy())
+    for i in range(n):
+        x, b = float(h[i]), float(bf16_values(g[i:i + 1])[0])
+        assert Fraction(float(got_f16[i, 0])) == rounded(Fraction(np.tanh(x)), "f16", "rn"), i
+        assert Fraction(float(got_f16[i, 1])) == rounded(Fraction(np.exp2(x)), "f16", "rn"), i
+        assert Fraction(float(got_bf16[i, 0])) == rounded(Fraction(np.tanh(b)), "bf16", "rn"), i
+        assert Fraction(float(got_bf16[i, 1])) == rounded(Fraction(np.exp2(b)), "bf16", "rn"), i
 
 
 LONG = "k_" + "averyveryverylongkernelname" * 11  # 299 characters, like numba's mangled names

@@ -226,3 +226,31 @@ def test_a_numba_kernel_runs_on_the_fake():
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert "simulated" in result["device"]
     assert result["y"] == [2.5 * i + 1.0 for i in range(300)]
+
+
+def test_a_cuda_core_program_compiled_to_cubin_runs_on_the_fake():
+    """cuda.core's default target is a cubin (nvrtcGetCUBIN), loaded lazily by get_kernel."""
+    pytest.importorskip("cuda.core")
+    code = textwrap.dedent('''
+        import json
+        import numpy as np
+        from cuda.bindings import driver
+        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+
+        dev = Device()
+        dev.set_current()
+        stream = dev.create_stream()
+        source = 'extern "C" __global__ void fill(int* y) { y[threadIdx.x] = 7 * threadIdx.x + 1; }'
+        code = Program(source, "c++", ProgramOptions(arch=f"sm_{dev.arch}")).compile("cubin")
+        buf = dev.memory_resource.allocate(4 * 32, stream=stream)
+        launch(stream, LaunchConfig(grid=1, block=32), code.get_kernel("fill"), buf)
+        stream.sync()
+        out = np.full(32, -1, dtype=np.int32)
+        assert driver.cuMemcpyDtoH(out, int(buf.handle), out.nbytes)[0] == 0
+        print(json.dumps({"elf": code.code[:4] == b"\\x7fELF", "y": out.tolist()}))
+    ''')
+    proc = subprocess.run([sys.executable, "-c", code], env=fakes.child_env(), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result == {"elf": True, "y": [7 * i + 1 for i in range(32)]}

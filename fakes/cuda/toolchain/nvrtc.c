@@ -164,12 +164,11 @@ API nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *size) {
 }
 
 API nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin) {
-    if (!cubin) {
-        REAL(nvrtcResult, nvrtcGetCUBIN, (nvrtcProgram, char *));
-        return real ? real(prog, cubin) : NVRTC_ERROR_INTERNAL_ERROR;
-    }
+    REAL(nvrtcResult, nvrtcGetCUBIN, (nvrtcProgram, char *));
+    if (!real) return NVRTC_ERROR_INTERNAL_ERROR;
     Cubin *c;
-    nvrtcResult rc = cubin_of(prog, &c);
-    if (rc == NVRTC_SUCCESS && c->bytes) memcpy(cubin, c->bytes, c->size);
-    return rc;
+    nvrtcResult rc = cubin ? cubin_of(prog, &c) : NVRTC_ERROR_INTERNAL_ERROR;
+    if (rc != NVRTC_SUCCESS || !c->bytes) return real(prog, cubin); /* no cubin here: NVRTC's own answer */
+    memcpy(cubin, c->bytes, c->size);
+    return NVRTC_SUCCESS;
 }
