@@ -323,15 +323,16 @@ class MemPool(_compiled.PoolCore if _compiled else _PoolCore):  # type: ignore[m
 
     def _device_alloc(self, size: int) -> Buffer:
         """``Device.alloc``; on OutOfMemory, give every cached block back and try once more — after the
-        pool's stream has reached those frees: a stream-ordered free (CUDA's cuMemFreeAsync) returns the
-        memory only when the stream gets there, and the blocks were last used on that stream."""
+        device has reached those frees: a stream-ordered free (CUDA's cuMemFreeAsync) returns the memory only
+        when its stream gets there, and that is the stream that last used the block (the pool's, another
+        one the block was freed on, or the device's own allocation stream for a block never used)."""
         try:
             buffer = self._device.alloc(size)
         except OutOfMemory:
             if size > self._max_alloc:
                 raise  # no cache can help
             self.trim()
-            self._stream.synchronize()
+            self._device.synchronize()
             buffer = self._device.alloc(size)
         with self._lock:
             self._misses += 1
