@@ -5,6 +5,7 @@ in an installed wheel alike."""
 from __future__ import annotations
 
 import time
+import weakref
 
 import numpy as np
 
@@ -40,10 +41,22 @@ class RunningWork:
     The size is measured, not guessed: a launch is timed (as the difference between one and five launches
     before a synchronize, so the cost of waiting cancels out) while it grows — wider up to 2^20 threads,
     then longer loops up to 65,535 iterations, the most lavapipe runs — until it takes 10 ms or more;
-    then enough launches are queued for ``seconds``."""
+    then enough launches are queued for ``seconds``. The measurement is made once per device (by the first
+    RunningWork on it) and reused: made afresh it cost 0.4-1.2 s each of the suite's 11 uses, a quarter or
+    more of a run on a software driver."""
+
+    _measured: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> (n, iters, seconds per launch)
 
     def __init__(self, device, stream, kernels, seconds: float = 0.5):
         self.kernel = kernels("busy")
+        if device not in RunningWork._measured:
+            RunningWork._measured[device] = self._measure(device, stream)
+        self.n, self.iters, per_launch = RunningWork._measured[device]
+        self.launches = max(1, min(10_000, round(seconds / per_launch)))
+        self.expected_seconds = self.launches * per_launch
+        self.buf = device.alloc(4 * self.n)
+
+    def _measure(self, device, stream) -> tuple[int, int, float]:
         self.n, self.iters = 1024, 16
         while True:
             buf = device.alloc(4 * self.n)
@@ -53,14 +66,11 @@ class RunningWork:
                                     for _ in range(3))[1], 1e-7)
             buf.free()
             if per_launch >= 0.01 or self.iters >= 65535:
-                break
+                return self.n, self.iters, per_launch
             if self.n < 1 << 20:
                 self.n *= 4
             else:
                 self.iters = min(65535, self.iters * 4)
-        self.launches = max(1, min(10_000, round(seconds / per_launch)))
-        self.expected_seconds = self.launches * per_launch
-        self.buf = device.alloc(4 * self.n)
 
     def _timed(self, stream, buf, launches: int) -> float:
         t0 = time.perf_counter()
