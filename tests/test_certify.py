@@ -256,6 +256,18 @@ def test_{i}():
                                                      "mem-test.junit.xml"]
 
 
+def test_shards_that_do_not_merge_are_an_error_not_a_results_file(tmp_path):
+    doc = dict(_passing_doc("webgpu/lavapipe"), selection={"only": [], "skip": [], "shard": "1/2"})
+    runs = []
+    for k in (1, 2):  # both say they are shard 1/2
+        results.dump(doc, tmp_path / f"{k}.json")
+        runs.append(certify.TargetRun("webgpu/lavapipe", tmp_path / f"{k}.json", "ok", doc["summary"], 1.0))
+    run = certify.merge_shard_runs("webgpu/lavapipe", runs, tmp_path)
+    assert (run.status, run.summary, run.ok, run.seconds) == ("error", None, False, 2.0)
+    assert run.message.startswith("the shards do not merge: ") and "shard 1/2 is also" in run.message
+    assert not (tmp_path / results.file_name("webgpu/lavapipe")).exists()
+
+
 def test_progress_line_counts_finished_tests_from_the_results_file(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"tests": [{"outcome": "pass"}, {"outcome": "not-run"}, {"outcome": "fail"}]}))
