@@ -28,6 +28,11 @@ def ranges(draw, size: int = BUF):
 @example(r=(1, 4), seed=4)  # a word at an unaligned offset
 @example(r=(3, 257), seed=5)
 @example(r=(BUF - 1, 1), seed=6)  # the last byte
+@example(r=(0, 0), seed=7)  # empty ranges, at the start and at the very end
+@example(r=(BUF, 0), seed=8)
+@example(r=(2, 3), seed=9)  # sizes either side of the 4-byte word and of 256 bytes
+@example(r=(5, 5), seed=10)
+@example(r=(0, 255), seed=11)
 def test_htod_dtoh_round_trip(device, r, seed):
     offset, nbytes = r
     s = device.create_stream()
@@ -50,6 +55,10 @@ def test_htod_dtoh_round_trip(device, r, seed):
 @example(src=(256, 256), dst_offset=512, seed=2)
 @example(src=(1, 7), dst_offset=2, seed=3)
 @example(src=(4, 4), dst_offset=BUF - 4, seed=4)
+@example(src=(0, 0), dst_offset=0, seed=5)  # empty ranges
+@example(src=(BUF, 0), dst_offset=BUF - 1, seed=6)
+@example(src=(3, 255), dst_offset=257, seed=7)  # around 256 bytes, unaligned both sides
+@example(src=(0, 257), dst_offset=256, seed=8)
 def test_dtod_any_offsets(device, src, dst_offset, seed):
     src_offset, nbytes = src
     nbytes = min(nbytes, BUF - dst_offset)

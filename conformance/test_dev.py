@@ -37,6 +37,13 @@ def test_device_info_is_complete(device):
     assert lim.max_shared_memory >= 1024
 
 
+@pytest.mark.clause("DEV-6")
+def test_simulated_is_what_the_registry_says_of_the_driver(device, target):
+    kind = "a simulated (software or fake)" if target.simulated else "a hardware"
+    assert device.info.simulated is target.simulated, (
+        f"{target.name} is {kind} driver, but its device {device.info.name!r} reports simulated={device.info.simulated}")
+
+
 @pytest.mark.clause("DEV-3")
 @pytest.mark.parametrize("capability", sorted(CAPABILITIES))
 def test_supports_answers_every_capability(device, capability):

@@ -31,6 +31,12 @@ def ranges(draw):
 @example(r=(1, 4), value=0)
 @example(r=(252, 260), value=255)
 @example(r=(BUF - 5, 5), value=0)
+@example(r=(0, 0), value=255)  # empty ranges, at the start and at the very end: nothing is written
+@example(r=(BUF, 0), value=0)
+@example(r=(0, 3), value=255)  # sizes either side of the 4-byte word and of 256 bytes
+@example(r=(7, 5), value=0)
+@example(r=(1, 255), value=255)
+@example(r=(256, 257), value=0)
 def test_fill_exact_range(device, r, value):
     offset, nbytes = r
     s = device.create_stream()

@@ -7,7 +7,7 @@ import pytest
 
 import ironaccel as ia
 
-from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
+from .helpers import POISON, RunningWork, assert_device_works, ceil_div, poisoned, random_bytes, read, rng, upload
 
 N = 1000
 
@@ -142,4 +142,66 @@ def test_capture_unsupported_says_so(device, stream, kernels):
         with pytest.raises(ia.Unsupported, match=r"Stream\.capture.*graphs"):
             with stream.capture():
                 pass
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-6")
+def test_replay_of_any_alignment_and_length_outlives_close(device, stream, kernels, require):
+    require("graphs")
+    n = 4099
+    data = random_bytes(n, 6)
+    work = RunningWork(device, stream, kernels, seconds=0.2)
+    try:
+        with upload(device, stream, data) as src, poisoned(device, stream, n + 8) as dst, \
+                poisoned(device, stream, 4 * N) as counter:
+            stream.fill(counter, 0)
+            with stream.capture() as graph:
+                stream.copy_dtod(dst, src, n - 3, dst_offset=5, src_offset=1)  # odd offsets and length
+                stream.fill(dst, 0x3C, offset=1, nbytes=3)  # unaligned edges only
+                stream.fill(dst, 0x11, offset=n + 2, nbytes=3)
+                for _ in range(300):  # more launches than one submission or descriptor pool of a backend holds
+                    add_one(stream, kernels, counter)
+            stream.synchronize()
+            work.enqueue(stream)  # the replays queue behind running work: still pending when the graph closes
+            graph.launch(stream)
+            graph.launch(stream)  # twice in a row
+            graph.close()
+            scratch = [device.alloc(64) for _ in range(8)]  # what the closed graph held is not reused under it
+            other = device.create_stream()
+            for i, buf in enumerate(scratch):
+                other.copy_htod(buf, np.full(64, i, np.uint8))
+            other.synchronize()
+            want = np.full(n + 8, POISON, np.uint8)
+            want[5:n + 2] = data[1:n - 2]
+            want[1:4] = 0x3C
+            want[n + 2:n + 5] = 0x11
+            np.testing.assert_array_equal(read(stream, counter, np.uint32), 600)
+            np.testing.assert_array_equal(read(stream, dst), want)
+            for buf in scratch:
+                buf.free()
+        work.check(stream)
+    finally:
+        work.free()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-7")
+def test_graphs_do_not_nest(device, stream, kernels, require):
+    require("graphs")
+    with poisoned(device, stream, 4 * N) as buf:
+        stream.fill(buf, 0)
+        with stream.capture() as inner:
+            add_one(stream, kernels, buf)
+        with inner:
+            with stream.capture() as outer:
+                with pytest.raises(ia.InvalidArgument, match=r"Graph\.launch.*captur"):
+                    inner.launch(stream)
+            with outer:
+                outer.launch(stream)  # it captured nothing
+                np.testing.assert_array_equal(read(stream, buf, np.uint32), 0)
+            other = device.create_stream()
+            with other.capture() as elsewhere:  # a capture on another stream leaves this one alone
+                inner.launch(stream)
+            elsewhere.close()
+            np.testing.assert_array_equal(read(stream, buf, np.uint32), 1)
     assert_device_works(device, kernels)

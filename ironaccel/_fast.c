@@ -1,4 +1,4 @@
-/* ironaccel._fast: the CUDA backend's hot paths as C functions of the CPython C API.
+/* ironaccel._fast: the hot paths of the CUDA backend and of the MemPool, in C through the CPython C API.
  *
  * Why C and the C API rather than Cython over cuda.bindings.cydriver: nothing to add at build time beyond
  * the system compiler and Python's headers (the fake libcuda is built the same way), and the calls here
@@ -10,15 +10,22 @@
  * the typed error (driver.fail) when it is not 0. Each driver call releases the GIL, as cuda.bindings does.
  *
  *   init()                                       load the entry points (OSError when libcuda is not loaded)
- *   launch(fn, grid, block, stream, handle, codes, args)
- *        pack args by codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64)
- *        into 8-byte slots and cuLaunchKernel; a buffer argument's _ptr is read and its _last_stream set
- *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)  event_record(event, handle)
+ *   configure(buffer_type, current, segment)     what launch checks against (CudaBuffer, driver.current), and
+ *                                                the staging ring's segment size
+ *   launch(plan, stream, args)                   api.Stream._launch_plan's common case in one call: the api's
+ *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
+ *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
+ *        8-byte slots and cuLaunchKernel; -1 sends anything uncommon to the Python path
+ *   record(stream, timing, event_type)           FastStream._record: a spare CUevent recorded, as an event
+ *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
- *   staged_htod(dst, ring_address, host, handle) memcpy host into the pinned ring, then the DMA from there
+ *   staged_htod(stream, dst, offset, host, ring) a small pageable copy_htod: the ring's room reserved under its
+ *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring)
+ *   PoolCore, PooledCore, configure_pool(...)    the MemPool's warm alloc and free (backend-agnostic; below)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <dlfcn.h>
 #include <stdint.h>
 #include <string.h>
@@ -40,7 +47,12 @@ static CUresult (*cuEventRecord)(CUevent, CUstream);
 static CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void *, size_t, CUstream);
 static CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
 
-static PyObject *str_ptr, *str_last_stream;
+/* interned attribute names (GET(obj, name) reads str_name) and the op the launch's errors name */
+static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_packing, *str_codes, *str_dev,
+    *str_closed, *str_capturing, *str_freed, *str_backing, *str_device, *str_id, *str_make_current,
+    *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
+    *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
+    *str_base, *str_used, *str_segment, *str_users;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -76,18 +88,10 @@ static int dims(PyObject *obj, unsigned out[3]) {
     return 0;
 }
 
-/* One argument into its 8-byte slot. */
-static int pack(char code, PyObject *arg, PyObject *stream, uint64_t *slot) {
+/* One scalar argument into its 8-byte slot (the buffers are done by launch). */
+static int pack_scalar(char code, PyObject *arg, uint64_t *slot) {
     *slot = 0;
     switch (code) {
-    case 'B': {
-        PyObject *ptr = PyObject_GetAttr(arg, str_ptr);
-        if (ptr == NULL) return -1;
-        *slot = PyLong_AsUnsignedLongLong(ptr);
-        Py_DECREF(ptr);
-        if (PyErr_Occurred()) return -1;
-        return PyObject_SetAttr(arg, str_last_stream, stream);
-    }
     case 'f': {
         float f = (float)PyFloat_AsDouble(arg);
         memcpy(slot, &f, sizeof f);
@@ -108,9 +112,13 @@ static int pack(char code, PyObject *arg, PyObject *stream, uint64_t *slot) {
         memcpy(slot, &v, sizeof v);
         break;
     }
-    case 'Q':
-        *slot = PyLong_AsUnsignedLongLong(arg);
+    case 'Q': {
+        PyObject *index = PyNumber_Index(arg); /* a numpy uint64 is no int: PyLong_AsUnsignedLongLong needs one */
+        if (index == NULL) return -1;
+        *slot = PyLong_AsUnsignedLongLong(index);
+        Py_DECREF(index);
         break;
+    }
     default:
         PyErr_Format(PyExc_ValueError, "unknown argument code %c", code);
         return -1;
@@ -118,29 +126,145 @@ static int pack(char code, PyObject *arg, PyObject *stream, uint64_t *slot) {
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* getattr as a borrowed-free helper: a new reference or NULL with the error set. */
+#define GET(obj, name) PyObject_GetAttr((obj), str_##name)
+
+static PyObject *buffer_type; /* CudaBuffer: its instances are their own backing */
+static PyObject *current;     /* driver.current: which Device's context the thread has current */
+static long segment_bytes;    /* the staging ring's segment (staging.STAGING_SEGMENT) */
+
+static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current, staging_segment_bytes)");
+    segment_bytes = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    Py_XSETREF(buffer_type, Py_NewRef(args[0]));
+    Py_XSETREF(current, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* launch(plan, stream, args): the whole of Stream._launch_plan (api.py) for the common case, then the driver
+ * call; returns the CUresult, or TAKE_PYTHON_PATH when anything is uncommon (no cached rule for these
+ * argument types yet, a freed buffer or one of another device, a closed device, a capture): the Python path
+ * then does the same launch or raises its error. Nothing is changed before that decision. */
+enum { TAKE_PYTHON_PATH = -1 };
+
 static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7) return PyErr_Format(PyExc_TypeError, "launch takes 7 arguments, got %zd", nargs);
-    void *fn, *stream;
-    unsigned grid[3], block[3];
-    if (address(args[0], &fn) || dims(args[1], grid) || dims(args[2], block) || address(args[4], &stream))
-        return NULL;
-    PyObject *codes = args[5], *argv = args[6];
-    if (!PyBytes_Check(codes) || !PyList_Check(argv) || PyList_GET_SIZE(argv) != PyBytes_GET_SIZE(codes) ||
-        PyBytes_GET_SIZE(codes) > MAX_PARAMS)
-        return PyErr_Format(PyExc_TypeError, "launch: codes (bytes) and args (list) of one length <= %d", MAX_PARAMS);
-    Py_ssize_t n = PyBytes_GET_SIZE(codes);
-    const char *code = PyBytes_AS_STRING(codes);
+    if (nargs != 3) return PyErr_Format(PyExc_TypeError, "launch takes 3 arguments, got %zd", nargs);
+    if (buffer_type == NULL) return PyErr_Format(PyExc_RuntimeError, "launch before configure");
+    PyObject *plan = args[0], *stream = args[1], *argv;
+    /* a list becomes a tuple of its own: the Python code run below (a pooled buffer's _backing, a finalizer)
+     * may let another thread change the caller's list */
+    if (PyTuple_CheckExact(args[2])) argv = Py_NewRef(args[2]);
+    else if (PyList_CheckExact(args[2])) argv = PyList_AsTuple(args[2]);
+    else return PyLong_FromLong(TAKE_PYTHON_PATH);
+    if (argv == NULL) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(argv);
+    if (n > MAX_PARAMS) {
+        Py_DECREF(argv);
+        return PyLong_FromLong(TAKE_PYTHON_PATH);
+    }
+    PyObject **items = &PyTuple_GET_ITEM(argv, 0);
+    long result = TAKE_PYTHON_PATH;
+    PyObject *kernel = NULL, *rules = NULL, *types = NULL, *packing = NULL, *codes = NULL, *dev = NULL;
+    PyObject *attr = NULL, *backings[MAX_PARAMS];
+    Py_ssize_t held = 0;
     uint64_t slots[MAX_PARAMS];
     void *params[MAX_PARAMS];
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (pack(code[i], PyList_GET_ITEM(argv, i), args[3], &slots[i])) return NULL;
-        params[i] = &slots[i];
+    unsigned dim[6];
+
+    if ((kernel = GET(plan, kernel)) == NULL || (rules = GET(kernel, arg_rules)) == NULL) goto error;
+    if ((types = PyTuple_New(n)) == NULL) goto error;
+    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(types, i, Py_NewRef((PyObject *)Py_TYPE(items[i])));
+    PyObject *rule = PyDict_Check(rules) ? PyDict_GetItemWithError(rules, types) : NULL; /* borrowed */
+    if (rule == NULL) {
+        if (PyErr_Occurred()) goto error;
+        goto done;
     }
+    if ((packing = GET(rule, packing)) == NULL || (codes = GET(packing, codes)) == NULL) goto error;
+    if (!PyBytes_Check(codes) || PyBytes_GET_SIZE(codes) != n) goto done;
+    if ((dev = GET(stream, dev)) == NULL || (attr = GET(dev, closed)) == NULL) goto error;
+    if (attr != Py_False) goto done;
+    Py_SETREF(attr, GET(stream, capturing));
+    if (attr == NULL) goto error;
+    if (attr != Py_None) goto done;
+    Py_CLEAR(attr);
+    const char *code = PyBytes_AS_STRING(codes);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        params[i] = &slots[i];
+        if (code[i] != 'B') {
+            if (pack_scalar(code[i], items[i], &slots[i])) goto error;
+            continue;
+        }
+        PyObject *backing;
+        if ((PyObject *)Py_TYPE(items[i]) == buffer_type) {
+            if ((attr = GET(items[i], freed)) == NULL) goto error;
+            if (attr != Py_False) goto done;
+            Py_CLEAR(attr);
+            backing = Py_NewRef(items[i]);
+        } else if ((backing = PyObject_CallMethodOneArg(items[i], str_backing, str_op)) == NULL) {
+            goto error; /* the error the Python path raises: the same method raised it */
+        }
+        backings[held++] = backing;
+        if ((attr = GET(backing, device)) == NULL) goto error;
+        if (attr != dev) goto done;
+        Py_SETREF(attr, GET(backing, ptr));
+        if (attr == NULL) goto error;
+        slots[i] = PyLong_AsUnsignedLongLong(attr);
+        if (PyErr_Occurred()) goto error;
+        Py_CLEAR(attr);
+    }
+    /* The launch is going ahead: the side effects of the Python path, in its order. */
+    for (Py_ssize_t i = 0; i < held; i++)
+        if (PyObject_SetAttr(backings[i], str_last_stream, stream)) goto error;
+    PyObject *mine = NULL;
+    if ((attr = GET(current, current_device)) == NULL || (mine = GET(dev, id)) == NULL) {
+        Py_XDECREF(mine);
+        goto error;
+    }
+    int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
+    Py_DECREF(mine);
+    Py_CLEAR(attr);
+    if (same < 0) goto error;
+    if (!same) {
+        if ((attr = PyObject_CallMethodNoArgs(dev, str_make_current)) == NULL) goto error;
+        Py_CLEAR(attr);
+    }
+    void *fn, *work;
+    if ((attr = GET(kernel, function_address)) == NULL || address(attr, &fn)) goto error;
+    Py_SETREF(attr, GET(stream, work_address));
+    if (attr == NULL || address(attr, &work)) goto error;
+    Py_SETREF(attr, GET(plan, grid));
+    if (attr == NULL || dims(attr, dim)) goto error;
+    Py_SETREF(attr, GET(plan, block));
+    if (attr == NULL || dims(attr, dim + 3)) goto error;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
-    err = cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, stream, params, NULL);
+    err = cuLaunchKernel(fn, dim[0], dim[1], dim[2], dim[3], dim[4], dim[5], 0, work, params, NULL);
     Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
+    result = err;
+done:
+    Py_DECREF(argv);
+    Py_XDECREF(attr);
+    while (held) Py_DECREF(backings[--held]);
+    Py_XDECREF(kernel);
+    Py_XDECREF(rules);
+    Py_XDECREF(types);
+    Py_XDECREF(packing);
+    Py_XDECREF(codes);
+    Py_XDECREF(dev);
+    return PyLong_FromLong(result);
+error:
+    Py_DECREF(argv);
+    Py_XDECREF(attr);
+    while (held) Py_DECREF(backings[--held]);
+    Py_XDECREF(kernel);
+    Py_XDECREF(rules);
+    Py_XDECREF(types);
+    Py_XDECREF(packing);
+    Py_XDECREF(codes);
+    Py_XDECREF(dev);
+    return NULL;
 }
 
 #define ONE_HANDLE(name, call)                                                                                \
@@ -157,15 +281,82 @@ ONE_HANDLE(stream_synchronize, cuStreamSynchronize)
 ONE_HANDLE(event_synchronize, cuEventSynchronize)
 ONE_HANDLE(event_query, cuEventQuery)
 
-static PyObject *fast_event_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *event, *stream;
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "event_record takes 2 arguments, got %zd", nargs);
-    if (address(args[0], &event) || address(args[1], &stream)) return NULL;
+/* record(stream, timing, event_type): FastStream._record in one call. Takes a spare CUevent of the device
+ * (dev._spare_events[timing]), numbers the event after the stream's held copy destinations (as the Python
+ * path does), makes an event_type object around it and cuEventRecord's it on the stream. Returns the event,
+ * NO_SPARE_EVENT (the Python side creates one and calls again) or the failed call's CUresult (the event is
+ * dropped, which gives its CUevent back). */
+enum { NO_SPARE_EVENT = -1 };
+
+static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[2])) return PyErr_Format(PyExc_TypeError, "record(stream, timing, event_type)");
+    if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "record before configure");
+    PyObject *stream = args[0], *timing = args[1];
+    PyTypeObject *event_type = (PyTypeObject *)args[2];
+    PyObject *dev = NULL, *attr = NULL, *handle = NULL, *mark = NULL, *event_address = NULL, *event = NULL, *result = NULL;
+    if ((dev = GET(stream, dev)) == NULL || (attr = GET(stream, needs_current)) == NULL) goto out;
+    if (attr == Py_True) {
+        PyObject *mine = NULL;
+        Py_SETREF(attr, GET(current, current_device));
+        if (attr == NULL || (mine = GET(dev, id)) == NULL) goto out;
+        int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
+        Py_DECREF(mine);
+        if (same < 0) goto out;
+        if (!same) {
+            Py_SETREF(attr, PyObject_CallMethodNoArgs(dev, str_make_current));
+            if (attr == NULL) goto out;
+        }
+    }
+    Py_SETREF(attr, GET(dev, spare_events));
+    if (attr == NULL) goto out;
+    PyObject *spare = PyDict_Check(attr) ? PyDict_GetItemWithError(attr, timing) : NULL; /* borrowed */
+    if (spare == NULL || !PyList_Check(spare)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "record: _spare_events[timing] is no list");
+        goto out;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(spare);
+    if (n == 0) {
+        result = PyLong_FromLong(NO_SPARE_EVENT);
+        goto out;
+    }
+    handle = Py_NewRef(PyList_GET_ITEM(spare, n - 1));
+    if (PyList_SetSlice(spare, n - 1, n, NULL)) goto out;
+    /* the event owns the handle from here: dropping it gives the handle back to the spare list */
+    if ((event = event_type->tp_alloc(event_type, 0)) == NULL) {
+        PyList_Append(spare, handle); /* back where it was (a failed append leaves it to the driver) */
+        goto out;
+    }
+    if ((event_address = PyNumber_Long(handle)) == NULL) goto out;
+    if (PyObject_SetAttr(event, str_stream, stream) || PyObject_SetAttr(event, str_timing, timing) ||
+        PyObject_SetAttr(event, str_handle, handle) || PyObject_SetAttr(event, str_address, event_address))
+        goto out;
+    Py_SETREF(attr, GET(stream, held));
+    if (attr == NULL) goto out;
+    Py_ssize_t held = PyObject_Size(attr);
+    if (held < 0) goto out;
+    if (held) {
+        Py_SETREF(attr, GET(stream, numbers));
+        if (attr == NULL || (mark = PyIter_Next(attr)) == NULL) goto out;
+    } else {
+        mark = PyLong_FromLong(0);
+    }
+    if (mark == NULL || PyObject_SetAttr(event, str_mark, mark)) goto out;
+    void *ev, *queue;
+    Py_SETREF(attr, GET(stream, address));
+    if (attr == NULL || address(attr, &queue) || address(event_address, &ev)) goto out;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
-    err = cuEventRecord(event, stream);
+    err = cuEventRecord(ev, queue);
     Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
+    result = err ? PyLong_FromLong(err) : Py_NewRef(event);
+out:
+    Py_XDECREF(dev);
+    Py_XDECREF(attr);
+    Py_XDECREF(handle);
+    Py_XDECREF(mark);
+    Py_XDECREF(event_address);
+    Py_XDECREF(event);
+    return result;
 }
 
 static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -183,40 +374,394 @@ static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_
     return PyLong_FromLong(err);
 }
 
+/* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
+static int make_current(PyObject *dev) {
+    PyObject *cur = GET(current, current_device), *mine = cur ? GET(dev, id) : NULL;
+    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
+    Py_XDECREF(cur);
+    Py_XDECREF(mine);
+    if (same) return same < 0 ? -1 : 0;
+    PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
+    Py_XDECREF(done);
+    return done ? 0 : -1;
+}
+
+/* staged_htod(stream, dst, dst_offset, host, ring): a small pageable copy_htod (FastStream._copy_htod) in one
+ * call: under the ring's lock, the bytes reserved in its current segment as StagingRing._reserve does, the
+ * memcpy into them and the DMA from there. TAKE_PYTHON_PATH when the segment has no room or the ring is not
+ * allocated yet (the Python path advances it), else the CUresult. */
 static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *ring, *stream;
-    Py_buffer host;
-    if (nargs != 4) return PyErr_Format(PyExc_TypeError, "staged_htod takes 4 arguments, got %zd", nargs);
-    CUdeviceptr dst = PyLong_AsUnsignedLongLong(args[0]);
-    if (PyErr_Occurred() || address(args[1], &ring) || address(args[3], &stream)) return NULL;
-    if (PyObject_GetBuffer(args[2], &host, PyBUF_C_CONTIGUOUS)) return NULL;
+    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "staged_htod takes 5 arguments, got %zd", nargs);
+    if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "staged_htod before configure");
+    PyObject *stream = args[0], *dst = args[1], *ring = args[4];
+    PyObject *dev = NULL, *lock = NULL, *attr = NULL, *result = NULL;
+    Py_buffer host = {0};
+    int locked = 0;
+    void *queue;
+    unsigned long long ptr, offset = PyLong_AsUnsignedLongLong(args[2]);
+    if (PyErr_Occurred() || (dev = GET(stream, dev)) == NULL || make_current(dev)) goto out;
+    if (PyObject_SetAttr(dst, str_last_stream, stream)) goto out;
+    if ((attr = GET(dst, ptr)) == NULL) goto out;
+    ptr = PyLong_AsUnsignedLongLong(attr) + offset;
+    if (PyErr_Occurred()) goto out;
+    Py_SETREF(attr, GET(stream, address));
+    if (attr == NULL || address(attr, &queue)) goto out;
+    if (PyObject_GetBuffer(args[3], &host, PyBUF_C_CONTIGUOUS)) goto out;
+    if ((lock = GET(ring, lock)) == NULL) goto out;
+    Py_SETREF(attr, PyObject_CallMethodNoArgs(lock, str_acquire));
+    if (attr == NULL) goto out;
+    locked = 1;
+    long long base, used, segment;
+    Py_SETREF(attr, GET(ring, base));
+    if (attr == NULL || (base = PyLong_AsLongLong(attr)) == -1) goto out;
+    Py_SETREF(attr, GET(ring, used));
+    if (attr == NULL || (used = PyLong_AsLongLong(attr)) == -1) goto out;
+    Py_SETREF(attr, GET(ring, segment));
+    if (attr == NULL || (segment = PyLong_AsLongLong(attr)) == -1) goto out;
+    if (!base || used + host.len > segment_bytes) {
+        result = PyLong_FromLong(TAKE_PYTHON_PATH);
+        goto out;
+    }
+    Py_SETREF(attr, PyLong_FromLongLong(used + host.len));
+    if (attr == NULL || PyObject_SetAttr(ring, str_used, attr)) goto out;
+    Py_SETREF(attr, GET(ring, users)); /* the segment's users: a fence is recorded on each when it is left */
+    PyObject *users = attr && PyList_Check(attr) && segment < PyList_GET_SIZE(attr) ? PyList_GET_ITEM(attr, segment) : NULL;
+    if (users == NULL || !PyDict_Check(users)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "staged_htod: the ring's users are no list of dicts");
+        goto out;
+    }
+    if (PyDict_SetItem(users, stream, Py_None)) goto out;
+    void *staged = (char *)(intptr_t)base + segment * segment_bytes + used;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
-    memcpy(ring, host.buf, (size_t)host.len);
-    err = cuMemcpyHtoDAsync_v2(dst, ring, (size_t)host.len, stream);
+    memcpy(staged, host.buf, (size_t)host.len);
+    err = cuMemcpyHtoDAsync_v2((CUdeviceptr)ptr, staged, (size_t)host.len, queue);
     Py_END_ALLOW_THREADS
-    PyBuffer_Release(&host);
-    return PyLong_FromLong(err);
+    result = PyLong_FromLong(err);
+out:
+    if (locked) { /* released whatever happened, keeping the error that may be pending */
+#if PY_VERSION_HEX >= 0x030C0000
+        PyObject *exc = PyErr_GetRaisedException();
+#else
+        PyObject *type, *value, *traceback;
+        PyErr_Fetch(&type, &value, &traceback);
+#endif
+        PyObject *released = PyObject_CallMethodNoArgs(lock, str_release);
+        Py_XDECREF(released);
+#if PY_VERSION_HEX >= 0x030C0000
+        if (exc) PyErr_SetRaisedException(exc);
+#else
+        if (type) PyErr_Restore(type, value, traceback);
+#endif
+    }
+    if (host.obj) PyBuffer_Release(&host);
+    Py_XDECREF(dev);
+    Py_XDECREF(lock);
+    Py_XDECREF(attr);
+    return result;
 }
+
+
+/* ---- The MemPool's warm path (ironaccel/pool.py) ------------------------------------------------------------
+ *
+ * PoolCore, MemPool's base: alloc() serves a request of a front bucket from the calling thread's front cache;
+ * PooledCore, PooledBuffer's base: free() puts the block back into it when the thread holds credit for it.
+ * They work on pool.py's own objects (its _Front and _Slots lists, its _Block), with the GIL held and never
+ * released, so each is as atomic as the pure-Python methods they stand for. Anything else (a first use on
+ * this thread, a miss, a block of another tier, a double free, a foreign stream, a closed device) is handed,
+ * unchanged, to those pure-Python methods (configure_pool), which raise pool.py's errors.
+ *
+ * The calling thread's front is found through pool._local once and then remembered with the id of the
+ * thread state that found it (ids are never reused, unlike thread idents).
+ */
+static PyObject *pooled_type;   /* PooledBuffer */
+static PyObject *alloc_python;  /* pool.py's pure-Python MemPool.alloc */
+static PyObject *free_python;   /* and PooledBuffer.free */
+static long front_buckets, min_shift;
+static PyObject *str_front, *str_bucket, *str_credit;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *device, *stream, *local;
+    uint64_t owner;          /* thread state id whose front is owner_front (0: none) */
+    PyObject *owner_front;
+    Py_ssize_t fast_hits;    /* allocations this path served from a front cache */
+} PoolCore;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *device, *nbytes, *pool, *block;
+    char freed;
+} PooledCore;
+
+static PyTypeObject PoolCoreType;
+
+static PyObject *fast_configure_pool(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "configure_pool(buffer_type, alloc, free, front_buckets, min_shift)");
+    front_buckets = PyLong_AsLong(args[3]);
+    min_shift = PyLong_AsLong(args[4]);
+    if (PyErr_Occurred()) return NULL;
+    Py_XSETREF(pooled_type, Py_NewRef(args[0]));
+    Py_XSETREF(alloc_python, Py_NewRef(args[1]));
+    Py_XSETREF(free_python, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
+/* The calling thread's front (borrowed), or NULL without an error when it has none yet. */
+static PyObject *thread_front(PoolCore *pool) {
+    uint64_t me = PyThreadState_GetID(PyThreadState_Get());
+    if (pool->owner == me && pool->owner_front != NULL) return pool->owner_front;
+    if (pool->local == NULL) return NULL;
+    PyObject *front = PyObject_GetAttr(pool->local, str_front);
+    if (front == NULL) {
+        PyErr_Clear(); /* AttributeError: no front on this thread yet */
+        return NULL;
+    }
+    if (!PyList_Check(front)) {
+        Py_DECREF(front);
+        return NULL;
+    }
+    Py_XSETREF(pool->owner_front, front);
+    pool->owner = me;
+    return front;
+}
+
+static PyObject *pool_alloc(PoolCore *self, PyObject *nbytes) {
+    if (pooled_type == NULL) return PyErr_Format(PyExc_RuntimeError, "PoolCore.alloc before configure_pool");
+    if (!PyLong_CheckExact(nbytes)) goto python;
+    int overflow;
+    long long n = PyLong_AsLongLongAndOverflow(nbytes, &overflow);
+    if (overflow || n < 1 || n > (1LL << (min_shift + front_buckets - 1))) goto python;
+    long bucket = 0;
+    if (n > (1LL << min_shift)) {
+        unsigned long long m = (unsigned long long)(n - 1);
+        bucket = (64 - __builtin_clzll(m)) - min_shift;
+    }
+    if (self->device == NULL) goto python;
+    PyObject *closed = PyObject_GetAttr(self->device, str_closed);
+    if (closed == NULL) return NULL;
+    Py_DECREF(closed);
+    if (closed != Py_False) goto python;
+    PyObject *front = thread_front(self);
+    if (front == NULL || PyList_GET_SIZE(front) <= bucket) goto python;
+    PyObject *slots = PyList_GET_ITEM(front, bucket);
+    if (!PyList_Check(slots)) goto python;
+    Py_ssize_t size = PyList_GET_SIZE(slots);
+    if (size == 0) goto python;
+    PyObject *block = PyList_GET_ITEM(slots, size - 1); /* list.pop(): the reference moves to us */
+    if (((PyListObject *)slots)->allocated > (size >> 1)) {
+        Py_SET_SIZE(slots, size - 1); /* no shrink due: what list.pop itself does then */
+    } else {
+        Py_INCREF(block);
+        if (PyList_SetSlice(slots, size - 1, size, NULL)) {
+            Py_DECREF(block);
+            return NULL;
+        }
+    }
+    self->fast_hits++;
+    PyTypeObject *type = (PyTypeObject *)pooled_type;
+    PooledCore *buf = (PooledCore *)type->tp_alloc(type, 0);
+    if (buf == NULL) {
+        Py_DECREF(block); /* the block is lost to the pool, as it would be if PooledBuffer() raised */
+        return NULL;
+    }
+    buf->device = Py_NewRef(self->device);
+    buf->nbytes = Py_NewRef(nbytes);
+    buf->pool = Py_NewRef((PyObject *)self);
+    buf->block = block;
+    buf->freed = 0;
+    return (PyObject *)buf;
+python:
+    return PyObject_CallFunctionObjArgs(alloc_python, (PyObject *)self, nbytes, NULL);
+}
+
+static PyObject *pooled_free(PooledCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *stream = Py_None;
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw > 1) return PyErr_Format(PyExc_TypeError, "free() takes at most 1 argument (stream)");
+    if (nargs == 1) stream = args[0];
+    if (nkw == 1) {
+        if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "stream") != 0)
+            return PyErr_Format(PyExc_TypeError, "free() got an unexpected keyword argument %R",
+                                PyTuple_GET_ITEM(kwnames, 0));
+        stream = args[0];
+    }
+    if (free_python == NULL) return PyErr_Format(PyExc_RuntimeError, "PooledCore.free before configure_pool");
+    PoolCore *pool = (PoolCore *)self->pool;
+    if (pool != NULL && !PyObject_TypeCheck((PyObject *)pool, &PoolCoreType)) pool = NULL; /* not ours: the Python way */
+    if (self->freed || pool == NULL || self->block == NULL || (stream != Py_None && stream != pool->stream))
+        goto python;
+    PyObject *attr = PyObject_GetAttr(self->block, str_bucket);
+    if (attr == NULL) return NULL;
+    long bucket = PyLong_AsLong(attr);
+    Py_DECREF(attr);
+    if (bucket == -1 && PyErr_Occurred()) return NULL;
+    if (bucket >= front_buckets) goto python;
+    PyObject *front = thread_front(pool);
+    if (front == NULL || PyList_GET_SIZE(front) <= bucket) goto python;
+    PyObject *slots = PyList_GET_ITEM(front, bucket);
+    if (!PyList_Check(slots)) goto python;
+    if ((attr = PyObject_GetAttr(slots, str_credit)) == NULL) return NULL;
+    Py_ssize_t credit = PyLong_AsSsize_t(attr);
+    Py_DECREF(attr);
+    if (credit == -1 && PyErr_Occurred()) return NULL;
+    if (PyList_GET_SIZE(slots) >= credit) goto python;
+    self->freed = 1;
+    if (PyList_Append(slots, self->block)) {
+        self->freed = 0;
+        return NULL;
+    }
+    Py_RETURN_NONE;
+python:
+    return PyObject_CallFunctionObjArgs(free_python, (PyObject *)self, stream, NULL);
+}
+
+static int pool_traverse(PoolCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->device);
+    Py_VISIT(self->stream);
+    Py_VISIT(self->local);
+    Py_VISIT(self->owner_front);
+    return 0;
+}
+
+static int pool_clear(PoolCore *self) {
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->stream);
+    Py_CLEAR(self->local);
+    Py_CLEAR(self->owner_front);
+    self->owner = 0;
+    return 0;
+}
+
+static void pool_dealloc(PoolCore *self) {
+    PyObject_GC_UnTrack(self);
+    pool_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int pooled_traverse(PooledCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->device);
+    Py_VISIT(self->nbytes);
+    Py_VISIT(self->pool);
+    Py_VISIT(self->block);
+    return 0;
+}
+
+static int pooled_clear(PooledCore *self) {
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->nbytes);
+    Py_CLEAR(self->pool);
+    Py_CLEAR(self->block);
+    return 0;
+}
+
+static void pooled_dealloc(PooledCore *self) {
+    PyObject_GC_UnTrack(self);
+    pooled_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef pool_methods[] = {
+    {"alloc", (PyCFunction)pool_alloc, METH_O, "A PooledBuffer of nbytes >= 1 bytes (MemPool.alloc)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pool_members[] = {
+    {"_device", T_OBJECT_EX, offsetof(PoolCore, device), 0, NULL},
+    {"_stream", T_OBJECT_EX, offsetof(PoolCore, stream), 0, NULL},
+    {"_local", T_OBJECT_EX, offsetof(PoolCore, local), 0, NULL},
+    {"_fast_hits", T_PYSSIZET, offsetof(PoolCore, fast_hits), READONLY, "front-cache hits served here"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMethodDef pooled_methods[] = {
+    {"free", (PyCFunction)(void (*)(void))pooled_free, METH_FASTCALL | METH_KEYWORDS,
+     "Return the block to the pool (PooledBuffer.free)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef pooled_members[] = {
+    {"_device", T_OBJECT_EX, offsetof(PooledCore, device), 0, NULL},
+    {"_nbytes", T_OBJECT_EX, offsetof(PooledCore, nbytes), 0, NULL},
+    {"_pool", T_OBJECT_EX, offsetof(PooledCore, pool), 0, NULL},
+    {"_block", T_OBJECT_EX, offsetof(PooledCore, block), 0, NULL},
+    {"_freed", T_BOOL, offsetof(PooledCore, freed), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject PoolCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.PoolCore",
+    .tp_basicsize = sizeof(PoolCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "MemPool's compiled base: the warm alloc.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)pool_traverse,
+    .tp_clear = (inquiry)pool_clear,
+    .tp_dealloc = (destructor)pool_dealloc,
+    .tp_methods = pool_methods,
+    .tp_members = pool_members,
+};
+
+static PyTypeObject PooledCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.PooledCore",
+    .tp_basicsize = sizeof(PooledCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "PooledBuffer's compiled base: its fields and the warm free.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)pooled_traverse,
+    .tp_clear = (inquiry)pooled_clear,
+    .tp_dealloc = (destructor)pooled_dealloc,
+    .tp_methods = pooled_methods,
+    .tp_members = pooled_members,
+};
 
 static PyMethodDef methods[] = {
     {"init", fast_init, METH_NOARGS, "Take the driver entry points from the loaded libcuda.so.1."},
-    {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL, "Pack the arguments and cuLaunchKernel."},
+    {"configure", (PyCFunction)(void (*)(void))fast_configure, METH_FASTCALL,
+     "Give launch the buffer type and the thread's current-context record."},
+    {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL,
+     "Stream._launch_plan's common case and cuLaunchKernel; TAKE_PYTHON_PATH (-1) otherwise."},
     {"stream_synchronize", fast_stream_synchronize, METH_O, "cuStreamSynchronize."},
     {"event_synchronize", fast_event_synchronize, METH_O, "cuEventSynchronize."},
     {"event_query", fast_event_query, METH_O, "cuEventQuery."},
-    {"event_record", (PyCFunction)(void (*)(void))fast_event_record, METH_FASTCALL, "cuEventRecord."},
+    {"configure_pool", (PyCFunction)(void (*)(void))fast_configure_pool, METH_FASTCALL,
+     "Give the pool's types the pure-Python methods they hand uncommon cases to."},
+    {"record", (PyCFunction)(void (*)(void))fast_record, METH_FASTCALL,
+     "FastStream._record: a spare CUevent recorded on the stream, as an event object."},
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
-     "memcpy into the pinned ring, then cuMemcpyHtoDAsync from it."},
+     "A small pageable copy_htod: room in the pinned ring, memcpy, cuMemcpyHtoDAsync."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", "The CUDA backend's hot paths in C.", -1, methods};
 
 PyMODINIT_FUNC PyInit__fast(void) {
-    str_ptr = PyUnicode_InternFromString("_ptr");
-    str_last_stream = PyUnicode_InternFromString("_last_stream");
-    if (str_ptr == NULL || str_last_stream == NULL) return NULL;
-    return PyModule_Create(&module);
+    struct { PyObject **name; const char *text; } names[] = {
+        {&str_ptr, "_ptr"}, {&str_last_stream, "_last_stream"}, {&str_kernel, "kernel"},
+        {&str_arg_rules, "_arg_rules"}, {&str_packing, "packing"}, {&str_codes, "codes"}, {&str_dev, "_dev"},
+        {&str_closed, "_closed"}, {&str_capturing, "_capturing"}, {&str_freed, "_freed"},
+        {&str_backing, "_backing"}, {&str_device, "_device"}, {&str_id, "_id"},
+        {&str_make_current, "_make_current"}, {&str_function_address, "_function_address"},
+        {&str_work_address, "_work_address"}, {&str_grid, "grid"}, {&str_block, "block"},
+        {&str_current_device, "device"}, {&str_front, "front"}, {&str_bucket, "bucket"}, {&str_credit, "credit"},
+        {&str_needs_current, "_needs_current"}, {&str_spare_events, "_spare_events"}, {&str_stream, "_stream"},
+        {&str_timing, "_timing"}, {&str_handle, "_handle"}, {&str_address, "_address"}, {&str_mark, "_mark"},
+        {&str_held, "_held"}, {&str_numbers, "_numbers"}, {&str_lock, "_lock"}, {&str_acquire, "acquire"},
+        {&str_release, "release"}, {&str_base, "_base"}, {&str_used, "_used"}, {&str_segment, "_segment"},
+        {&str_users, "_users"},
+        {&str_op, "Stream.launch"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
+    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType)) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m == NULL) return NULL;
+    if (PyModule_AddObjectRef(m, "PoolCore", (PyObject *)&PoolCoreType) ||
+        PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType)) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }

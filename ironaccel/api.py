@@ -41,6 +41,7 @@ __all__ = [
     "Device",
     "Backend",
     "Dim3",
+    "ArgRule",
     "LaunchPlan",
     "Param",
     "pack_scalars",
@@ -326,8 +327,9 @@ class Graph(abc.ABC):
     value; buffers by reference: a replay reads and writes their contents as they are then). Nothing runs
     while capturing. Host copies, event records and waits are rejected during a capture: a replay cannot
     give them their one-shot meaning (``copy_htod``'s source is reusable on return, an Event marks one
-    point). The buffers a graph uses stay referenced by it; ``launch`` raises UseAfterFree if one was freed.
-    ``close()`` (idempotent; a context manager closes on exit) frees the graph."""
+    point), and so is launching a graph (graphs do not nest). The buffers a graph uses stay referenced by
+    it; ``launch`` raises UseAfterFree if one was freed. ``close()`` (idempotent; a context manager closes
+    on exit) frees the graph; replays still pending finish first."""
 
     def __init__(self, device: Device):
         self._device = device
@@ -352,6 +354,9 @@ class Graph(abc.ABC):
             raise UseAfterFree(op, "a graph", "closed")
         if not self._ready:
             raise InvalidArgument(op, "the graph is still being captured: launch it after the capture's with block")
+        if stream._capturing is not None:
+            raise InvalidArgument(op, "the stream is capturing a graph and graphs do not nest: launch this one "
+                                      "before or after the capture")
         self._device._check_open(op)
         for buf in self._buffers.values():
             if buf._freed:
@@ -414,10 +419,21 @@ def _dims_key(value: object) -> object:
     return None
 
 
+class ArgRule:
+    """One sequence of argument types, checked once against a kernel's parameters (``Kernel._arg_rule``):
+    where its Buffers are (each resolved and checked on every call), and what the backend prepared to pack
+    it (``Kernel._prepare_args``), so a launch classifies nothing."""
+
+    __slots__ = ("buffers", "packing")
+
+    def __init__(self, buffers: tuple[int, ...], packing: Any):
+        self.buffers, self.packing = buffers, packing
+
+
 class LaunchPlan:
     """``Kernel.prepare(grid, block)``: the configuration checked once. Calling it with a stream and the
-    arguments does only what can change per call — the arguments against the kernel's parameters (cached
-    per sequence of argument types), the buffers' liveness — and the backend's launch."""
+    arguments does only what can change per call — the arguments against the kernel's parameters (an
+    ``ArgRule`` cached per sequence of argument types), the buffers' liveness — and the backend's launch."""
 
     __slots__ = ("kernel", "grid", "block")
 
@@ -425,7 +441,8 @@ class LaunchPlan:
         self.kernel, self.grid, self.block = kernel, grid, block
 
     def __call__(self, stream: Stream, *args: object) -> None:
-        if not isinstance(stream, Stream) or stream.device is not self.kernel.module.device:
+        # Stream in the MRO, not isinstance: Stream is an ABC, whose isinstance costs a Python-level call
+        if Stream not in type(stream).__mro__ or stream._device is not self.kernel.module.device:
             raise InvalidArgument("Stream.launch", "a plan launches on a Stream of its kernel's device")
         stream._launch_plan(self, args)
 
@@ -445,7 +462,7 @@ class Kernel:
         self.module = module
         self.name = name
         self._plans: dict[tuple[object, object], LaunchPlan] = {}  # Stream.launch's plans, by exact grid/block
-        self._arg_rules: dict[tuple[type, ...], tuple[int, ...]] = {}  # argument types -> positions of buffers
+        self._arg_rules: dict[tuple[type, ...], ArgRule] = {}  # by the exact argument types
 
     def prepare(self, grid: object, block: object) -> LaunchPlan:
         """Check ``grid`` and ``block`` against the device limits once; the plan launches with arguments."""
@@ -455,7 +472,10 @@ class Kernel:
         return LaunchPlan(self, g, b)
 
     def _plan(self, op: str, grid: object, block: object) -> LaunchPlan:
-        key = (_dims_key(grid), _dims_key(block))
+        if type(grid) is int and type(block) is int:  # the common one-off form, without _dims_key's calls
+            key: tuple[object, object] = (grid, block)
+        else:
+            key = (_dims_key(grid), _dims_key(block))
         plan = self._plans.get(key)
         if plan is None:
             g, b = _launch_dims(op, self.module.device.info.limits, grid, block)
@@ -464,8 +484,8 @@ class Kernel:
                 self._plans[key] = plan
         return plan
 
-    def _arg_rule(self, types: tuple[type, ...]) -> tuple[int, ...]:
-        """Check one sequence of argument types; the positions of its Buffers (checked on every call)."""
+    def _arg_rule(self, types: tuple[type, ...]) -> ArgRule:
+        """Check one sequence of argument types once; its rule, cached for the next launches."""
         op = "Stream.launch"
         device = self.module.device
         buffers = []
@@ -479,10 +499,15 @@ class Kernel:
             elif need is not None and not device.supports(need):
                 raise Unsupported(op, need, f"argument {i} is {t.__name__}")
         self._match_params(types)
-        rule = tuple(buffers)
+        rule = ArgRule(tuple(buffers), self._prepare_args(types, tuple(buffers)))
         if len(self._arg_rules) < 256:
             self._arg_rules[types] = rule
         return rule
+
+    def _prepare_args(self, types: tuple[type, ...], buffers: tuple[int, ...]) -> Any:
+        """What the backend packs arguments of these (checked) types with, made once per sequence of types
+        and handed to ``Stream._launch_prepared``; ``buffers``: the positions of the Buffers. None by default."""
+        return None
 
     @property
     def native(self) -> Any:
@@ -711,20 +736,29 @@ class Stream(abc.ABC):
         self._launch_plan(kernel._plan(op, grid, block), args)
 
     def _launch_plan(self, plan: LaunchPlan, args: Sequence[object]) -> None:
-        """The hot path of every launch: argument rules are cached per sequence of argument types."""
+        """The hot path of every launch: the argument rule is cached per sequence of argument types."""
         kernel = plan.kernel
         types = tuple(map(type, args))
-        buffers = kernel._arg_rules.get(types)
-        if buffers is None:
-            buffers = kernel._arg_rule(types)
+        rule = kernel._arg_rules.get(types)
+        if rule is None:
+            rule = kernel._arg_rule(types)
         checked = list(args)
-        for i in buffers:
-            checked[i] = self._buffer("Stream.launch", f"argument {i}", args[i])
-        if self._device._closed or self._capturing is not None:
-            self._device._check_open("Stream.launch")
+        device = self._device
+        for i in rule.buffers:  # Buffers by the rule: only their liveness and device are left to check
+            backing = args[i]._backing("Stream.launch")  # type: ignore[attr-defined]
+            if backing._device is not device:
+                self._buffer("Stream.launch", f"argument {i}", args[i])  # raises, naming the argument
+            checked[i] = backing
+        if device._closed or self._capturing is not None:
+            device._check_open("Stream.launch")
             if self._capturing is not None:
-                self._capturing._uses([args[i] for i in buffers])  # type: ignore[misc]
-        self._launch(kernel, plan.grid, plan.block, checked)  # type: ignore[arg-type]
+                self._capturing._uses([args[i] for i in rule.buffers])  # type: ignore[misc]
+        self._launch_prepared(plan, rule.packing, checked)
+
+    def _launch_prepared(self, plan: LaunchPlan, packing: Any, args: list[Buffer | np.generic]) -> None:
+        """The backend's launch of checked arguments (Buffers resolved to their backing), ``packing`` being
+        what ``Kernel._prepare_args`` made for their types. By default ``_launch``, which needs no packing."""
+        self._launch(plan.kernel, plan.grid, plan.block, args)
 
     def _begin_capture(self) -> Graph:
         """Start capturing this stream's work into a new Graph (backends that list "graphs")."""
@@ -756,8 +790,9 @@ class Stream(abc.ABC):
     def _synchronize(self, timeout: float | None) -> None:
         """Wait; with a ``timeout`` (seconds > 0) raise ``Timeout("Stream.synchronize", timeout)`` when it expires."""
 
-    @abc.abstractmethod
-    def _launch(self, kernel: Kernel, grid: Dim3, block: Dim3, args: list[Buffer | np.generic]) -> None: ...
+    def _launch(self, kernel: Kernel, grid: Dim3, block: Dim3, args: list[Buffer | np.generic]) -> None:
+        """A backend implements this, or ``_launch_prepared`` when it packs arguments by a prepared rule."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither _launch nor _launch_prepared")
 
 
 class Device(abc.ABC):

@@ -4,18 +4,28 @@ The fake is a real ``libcuda.so.1`` compiled from C with the system compiler int
 ``cache_dir()/fakecuda/<sha256 of the sources>/libcuda.so.1``. cuda.bindings (12.x and 13.x) accepts an
 already-loaded driver found by its soname, so ``load()`` must run before cuda.bindings first touches the
 driver; a child process gets it through ``child_env()`` (LD_LIBRARY_PATH) instead.
+
+With it comes the simulated toolchain (fakes/cuda/toolchain): shims of NVRTC and nvJitLink under the real
+libraries' sonames that forward every call to the real library and make the cubins they return carry the
+program's PTX, which the fake runs. cuda.pathfinder (which loads both for cuda.bindings) takes an
+already-loaded library of the soname first, so ``load()`` loads the shims before it, and ``child_env()``
+preloads them (LD_PRELOAD).
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from . import cbuild
 from .errors import NotAvailable
 
-__all__ = ["IDENTITY", "source_dir", "build", "load", "child_env", "Control"]
+__all__ = ["IDENTITY", "source_dir", "build", "toolchain", "load", "child_env", "Control"]
 
 #: What ``ironaccel_fake_identity()`` returns; the CUDA backend compares against it.
 IDENTITY = "ironaccel fake libcuda"
@@ -43,16 +53,68 @@ def build() -> Path:
     return cbuild.build("fakecuda", "libcuda.so.1", _sources(source_dir()), CFLAGS, LIBS)
 
 
+#: The toolchain libraries shimmed: cuda.pathfinder's name -> the variable naming the real library for the
+#: shim, and the shim's own source beside toolchain/shim.c.
+SHIMMED = {"nvrtc": ("IRONACCEL_FAKE_NVRTC_LIBRARY", "nvrtc.c"),
+           "nvJitLink": ("IRONACCEL_FAKE_NVJITLINK_LIBRARY", "nvjitlink.c")}
+_SHIM_CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden")
+_FIND_REAL = """import sys
+from cuda.pathfinder import load_nvidia_dynamic_lib
+for name in sys.argv[1:]:
+    try:
+        print(name, load_nvidia_dynamic_lib(name).abs_path)
+    except Exception:
+        print(name)
+"""
+
+
+@functools.cache
+def _real_toolchain() -> dict[str, str]:
+    """cuda.pathfinder's name -> path of the real library, for those found: from the shims' variables
+    when set (a child of a fake-target process), else asked of cuda.pathfinder in a fresh interpreter
+    (loading it here would make it, not the shim, the library found by soname), with no shim preloaded."""
+    found = {name: os.environ[var] for name, (var, _) in SHIMMED.items() if os.environ.get(var)}
+    missing = [name for name in SHIMMED if name not in found]
+    if missing:
+        env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+        proc = subprocess.run([sys.executable, "-c", _FIND_REAL, *missing], capture_output=True, text=True, env=env)
+        for line in proc.stdout.splitlines():
+            name, _, path = line.partition(" ")
+            if name in missing and path:
+                found[name] = path
+    return found
+
+
+def toolchain() -> dict[str, tuple[Path, str]]:
+    """Builds the toolchain shims (cached): cuda.pathfinder's name -> (shim, real library it forwards to),
+    for each library this machine has (none without cuda.pathfinder or the NVIDIA wheels)."""
+    src = source_dir() / "toolchain"
+    shims = {}
+    for name, path in _real_toolchain().items():
+        soname = re.match(r"lib[\w.-]*?\.so\.\d+", Path(path).name)  # libnvrtc.so.13(.5.37) -> libnvrtc.so.13
+        if soname is None:
+            continue
+        sources = [src / "shim.h", src / "shim.c", src / SHIMMED[name][1]]
+        shim = cbuild.build("faketoolchain", soname.group(0), sources,
+                            (*_SHIM_CFLAGS, f"-Wl,-soname,{soname.group(0)}"), ("-lpthread", "-ldl"))
+        shims[name] = (shim, path)
+    return shims
+
+
 _loaded: ctypes.CDLL | None = None
 
 
 def load() -> ctypes.CDLL:
     """Builds and loads the fake globally, so cuda.bindings finds it by soname instead of a real driver.
 
-    Must run before cuda.bindings loads the driver in this process; once loaded the fake stays.
+    Must run before cuda.bindings loads the driver in this process, and before it loads NVRTC or nvJitLink
+    for their shims to be the ones found; once loaded the fake stays.
     """
     global _loaded
     if _loaded is None:
+        for name, (shim, real) in toolchain().items():
+            os.environ[SHIMMED[name][0]] = real  # read by the shim at its first call
+            ctypes.CDLL(str(shim), mode=ctypes.RTLD_GLOBAL)
         _loaded = ctypes.CDLL(str(build()), mode=ctypes.RTLD_GLOBAL)
         _loaded.ironaccel_fake_identity.restype = ctypes.c_char_p
         _loaded.ironaccel_fake_identity.argtypes = []
@@ -60,8 +122,14 @@ def load() -> ctypes.CDLL:
 
 
 def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """An environment in which a child process loads the fake as libcuda.so.1."""
+    """An environment in which a child process loads the fake as libcuda.so.1, and the toolchain shims."""
     env = dict(os.environ if base is None else base)
+    preload = []
+    for name, (shim, real) in toolchain().items():
+        env[SHIMMED[name][0]] = real
+        preload.append(str(shim))
+    if preload:
+        env["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p and p not in preload])
     lib_dir = str(build().parent)
     old = env.get("LD_LIBRARY_PATH", "")
     env["LD_LIBRARY_PATH"] = lib_dir + (os.pathsep + old if old else "")

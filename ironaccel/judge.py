@@ -191,10 +191,13 @@ def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Ma
     if hardware and simulated:
         return "production", (f"all {n_required} required clauses pass on hardware {', '.join(hardware)} "
                               f"and simulated {', '.join(simulated)}")
+    stale = [r.name for r in backend_runs if not r.current]
     if simulated:
         hw_runs = [r.name for r in counted if not r.simulated]
         hw = (f"no hardware target passes them all ({', '.join(hw_runs)})" if hw_runs
-              else "no hardware results")
+              else "no current hardware results")
+        if stale:
+            hw += f"; stale, not counted: {', '.join(stale)}"
         return "simulated", f"all {n_required} required clauses pass on simulated {', '.join(simulated)}; {hw}"
     parts = []
     for r in counted:
@@ -203,7 +206,6 @@ def backend_level(info: BackendInfo | None, backend_runs: list[Run], clauses: Ma
         parts.append(f"{r.name}: {passing}/{n_required} required{note}")
     if hardware:
         parts.append("certified on hardware only, no simulated target passes every required clause")
-    stale = [r.name for r in backend_runs if not r.current]
     if stale:
         parts.append(f"stale, not counted: {', '.join(stale)}")
     return "partial", "; ".join(parts)

@@ -6,6 +6,9 @@ One C source, two ways to a built module: ``pip install`` compiles it as the ext
 ``cache_dir()/fast/<sha256 of the source, flags and Python ABI>/``, as ``ironaccel.fakes`` builds the fake
 libcuda. ``load()`` returns None (the pure-Python path) when ``IRONACCEL_PURE_PYTHON=1`` or when neither
 exists nor can be built; it never raises.
+
+Two users: the CUDA backend (``driver.fast``, once libcuda is loaded) and the MemPool, on every backend
+(``pool.py`` picks its base classes when it is imported, so a checkout's first ``import ironaccel`` builds it).
 """
 
 from __future__ import annotations

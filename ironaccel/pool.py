@@ -30,6 +30,12 @@ the shared tier, so the lock-free path never meets a fence. A block handed out b
 is ready for work on the pool's stream; to use it on another stream, order that stream after the pool's
 stream first (an event and ``Stream.wait``), as with any stream-ordered allocator.
 
+Compiled: where ``ironaccel._fast`` loads (``ironaccel.native``), MemPool's and PooledBuffer's bases are its
+PoolCore and PooledCore, which do the warm alloc and free (a front-cache hit, a free into a credited slot)
+in C on these same objects, with the GIL held throughout, and hand every other case to the pure-Python
+``_PoolCore.alloc`` and ``_PooledCore.free`` below, the bases when it does not load (or with
+``IRONACCEL_PURE_PYTHON=1``). One set of semantics, two speeds.
+
 Sizes: ``stats()`` and the cap count block sizes (a 1000-byte request holds a 1024-byte block).
 
 Freeing a pooled buffer twice raises InvalidArgument, unlike a plain Buffer's idempotent ``free()``: a block
@@ -42,6 +48,7 @@ import threading
 import weakref
 from dataclasses import dataclass
 
+from . import native
 from .api import Buffer, Device, Event, Stream, _check_int
 from .errors import InvalidArgument, OutOfMemory, UseAfterFree
 
@@ -120,22 +127,14 @@ class _ThreadMark:
     __slots__ = ("__weakref__",)
 
 
-class PooledBuffer(Buffer):
-    """A Buffer lent by a MemPool; usable wherever a Buffer is (backends resolve it through ``_backing``).
+class _PooledCore:
+    """PooledBuffer's fields and its ``free`` in Python. Where the compiled module loads, its PooledCore
+    (ironaccel/_fast.c) is PooledBuffer's base instead: the same fields, and a ``free`` that does the warm case
+    (a block of a front bucket into this thread's credited slot) in C and hands every other case to this one."""
 
-    ``free(stream=None)`` returns the block to the pool; pass the stream that last used the buffer when it is
-    not the pool's. Unlike a plain Buffer, whose ``free`` is idempotent, a second free raises
-    InvalidArgument: a block returned twice could be handed out to two owners at once. A PooledBuffer
-    dropped without ``free()`` takes its block with it, as an unfreed Buffer would.
-    """
-
-    def __init__(self, pool: MemPool, block: _Block, nbytes: int):
-        # Buffer.__init__'s three fields, set here directly: this runs on every alloc.
-        self._device = pool._device
-        self._nbytes = nbytes
-        self._freed = False
-        self._pool = pool
-        self._block = block
+    __slots__ = ("_device", "_nbytes", "_freed", "_pool", "_block")
+    _pool: MemPool
+    _block: _Block
 
     def free(self, stream: Stream | None = None) -> None:
         """Return the block to the pool; ``stream``: the stream that last used it, if not the pool's."""
@@ -152,7 +151,7 @@ class PooledBuffer(Buffer):
             pool._put_slow(block)
             return
         self._freed = True
-        # MemPool's hot path for a free, inlined: into this thread's front cache if it has a reserved slot.
+        # the warm free: into this thread's front cache if it has a reserved slot
         bucket = block.bucket
         if bucket < FRONT_BUCKETS:
             try:
@@ -163,6 +162,58 @@ class PooledBuffer(Buffer):
                 slots.append(block)
                 return
         pool._put_slow(block)
+
+
+
+class _PoolCore:
+    """MemPool's ``alloc`` in Python; where the compiled module loads, its PoolCore is MemPool's base instead
+    and serves front-cache hits in C (counted in ``_fast_hits``), handing every other case to this one."""
+
+    _fast_hits = 0  # hits counted by the compiled alloc: none here
+
+    def alloc(self: MemPool, nbytes: int) -> PooledBuffer:  # type: ignore[misc]
+        """A buffer of ``nbytes`` >= 1 bytes, ready for work on the pool's stream."""
+        if type(nbytes) is not int or nbytes < 1:
+            nbytes = _check_int("MemPool.alloc", "nbytes", nbytes, 1)
+        if nbytes <= 1024:
+            bucket = 0
+        else:
+            bucket = (nbytes - 1).bit_length() - MIN_SHIFT
+            if bucket >= FRONT_BUCKETS:
+                return self._alloc_slow(nbytes, bucket)
+        if self._device._closed:
+            self._check_usable("MemPool.alloc")
+        try:
+            front = self._local.front
+        except AttributeError:
+            front = self._new_front()
+        try:
+            block = front[bucket].pop()
+        except IndexError:
+            return self._alloc_slow(nbytes, bucket)
+        front.hits += 1
+        return PooledBuffer(self, block, nbytes)
+
+
+_compiled = native.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
+
+
+class PooledBuffer(_compiled.PooledCore if _compiled else _PooledCore, Buffer):  # type: ignore[misc]
+    """A Buffer lent by a MemPool; usable wherever a Buffer is (backends resolve it through ``_backing``).
+
+    ``free(stream=None)`` returns the block to the pool; pass the stream that last used the buffer when it is
+    not the pool's. Unlike a plain Buffer, whose ``free`` is idempotent, a second free raises
+    InvalidArgument: a block returned twice could be handed out to two owners at once. A PooledBuffer
+    dropped without ``free()`` takes its block with it, as an unfreed Buffer would.
+    """
+
+    def __init__(self, pool: MemPool, block: _Block, nbytes: int):
+        # Buffer.__init__'s three fields, set here directly: this runs on every alloc.
+        self._device = pool._device
+        self._nbytes = nbytes
+        self._freed = False
+        self._pool = pool
+        self._block = block
 
     def _release(self) -> None:
         """Buffer.free's hook, reached only by calling ``Buffer.free(buf)`` directly: the locked path."""
@@ -177,7 +228,7 @@ class PooledBuffer(Buffer):
         return self._block.buffer._native_handle()
 
 
-class MemPool:
+class MemPool(_compiled.PoolCore if _compiled else _PoolCore):  # type: ignore[misc]
     """A cache of device buffers for ``device``, reused in the order of ``stream``; see the module docstring.
 
     ``max_cached_bytes`` caps the bytes of cached blocks, ``max_per_bucket`` the number of cached blocks of
@@ -238,31 +289,6 @@ class MemPool:
     @property
     def max_per_bucket(self) -> int:
         return self._max_per_bucket
-
-    # -- the hot path (its free half is inlined in PooledBuffer.free) -------------------------------------
-
-    def alloc(self, nbytes: int) -> PooledBuffer:
-        """A buffer of ``nbytes`` >= 1 bytes, ready for work on the pool's stream."""
-        if type(nbytes) is not int or nbytes < 1:
-            nbytes = _check_int("MemPool.alloc", "nbytes", nbytes, 1)
-        if nbytes <= 1024:
-            bucket = 0
-        else:
-            bucket = (nbytes - 1).bit_length() - MIN_SHIFT
-            if bucket >= FRONT_BUCKETS:
-                return self._alloc_slow(nbytes, bucket)
-        if self._device._closed:
-            self._check_usable("MemPool.alloc")
-        try:
-            front = self._local.front
-        except AttributeError:
-            front = self._new_front()
-        try:
-            block = front[bucket].pop()
-        except IndexError:
-            return self._alloc_slow(nbytes, bucket)
-        front.hits += 1
-        return PooledBuffer(self, block, nbytes)
 
     # -- the slow paths -----------------------------------------------------------------------------------
 
@@ -409,7 +435,7 @@ class MemPool:
             self._adopt_ended()
             front_bytes = self._front_bytes()
             return PoolStats(
-                hits=self._shared_hits + self._ended_hits + sum(f.hits for f in self._fronts),
+                hits=self._shared_hits + self._ended_hits + sum(f.hits for f in self._fronts) + self._fast_hits,
                 misses=self._misses,
                 bytes_live=self._held - front_bytes - self._shared_bytes,
                 bytes_cached_front=front_bytes,
@@ -496,3 +522,7 @@ class MemPool:
     def __repr__(self) -> str:
         state = "closed" if self._closed else "open"
         return f"<MemPool on {self._device!r} {state}>"
+
+
+if _compiled:
+    _compiled.configure_pool(PooledBuffer, _PoolCore.alloc, _PooledCore.free, FRONT_BUCKETS, MIN_SHIFT)

@@ -11,7 +11,9 @@ plugin's from its entry point in group ``ironaccel.drivers`` — and ``TARGETS``
   adapter fails the run instead of passing it;
 * ``requirements``: what this machine lacks to run it, and how to fix that (None: nothing);
 * where its conformance kernels (one ``KernelDialect`` per language) and its expectations file live, and
-  which distributions' versions its results record.
+  which distributions' versions its results record;
+* ``native_op``: which operation names are entry points of its native runtime (ERR-4: what a DriverError's
+  ``op`` must be), and ``memory``: how the out-of-memory clause (MEM-7) can exhaust it safely.
 """
 
 from __future__ import annotations
@@ -78,10 +80,24 @@ class Target:
     always: bool = True
     #: Distributions whose versions a results file records besides ironaccel's own (a plugin, its runtime).
     packages: tuple[str, ...] = ()
+    #: Is ``op`` the name of an entry point of this driver's native runtime, as the runtime exports it
+    #: (``cuMemAllocAsync``, ``vkAllocateMemory``, ``GPUDevice.create_buffer``)? None: the target does not say,
+    #: and ERR-4 fails on it.
+    native_op: Callable[[str], bool] | None = None
+    #: Where its device memory lives, which decides how MEM-7 exhausts it (``ironaccel.testing.exhaust``):
+    #: ``device`` (a GPU's own memory, the fake's limit: allocate until the driver refuses) or ``host`` (a CPU
+    #: driver's memory is the process's, committed lazily, so it never refuses on its own: exhaust an address-space
+    #: limit in a child process instead). Empty: ``host`` for a simulated driver, ``device`` for hardware.
+    memory: str = ""
 
     @property
     def name(self) -> str:
         return f"{self.backend}/{self.driver}"
+
+    @property
+    def memory_kind(self) -> str:
+        """``memory``, or its default: ``host`` for a simulated driver, ``device`` for hardware."""
+        return self.memory or ("host" if self.simulated else "device")
 
     @property
     def expectations_file(self) -> Path:

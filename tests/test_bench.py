@@ -140,8 +140,15 @@ def test_quick_run_on_the_fake_libcuda_through_the_command(tmp_path):
     assert "not judged: simulated" in md and "| vs C floor |" in md
 
 
-@pytest.mark.parametrize("target", ["vulkan/lavapipe", "webgpu/lavapipe"])
-def test_quick_run_on_lavapipe_has_launch_rows_against_the_raw_floor(tmp_path, target):
+LAUNCH_ROWS = {"launch.async", "launch.args4", "launch.single", "launch.sync"}
+GRAPH_ROWS = {f"launch.x{cases.GRAPH_LAUNCHES}", f"graph.x{cases.GRAPH_LAUNCHES}"}
+
+
+@pytest.mark.parametrize("target, rows", [("vulkan/lavapipe", LAUNCH_ROWS | GRAPH_ROWS),
+                                          ("webgpu/lavapipe", LAUNCH_ROWS), ("opengl/llvmpipe", LAUNCH_ROWS)])
+def test_quick_run_on_a_software_driver_has_every_row_against_the_raw_floor(tmp_path, target, rows):
+    """Launch rows (and the graph replay row where the backend has graphs), copies, synchronize: each
+    measured for ironaccel and the raw floor in the same rounds."""
     from ironaccel import targets
 
     missing = targets.get(target).missing()
@@ -154,10 +161,11 @@ def test_quick_run_on_lavapipe_has_launch_rows_against_the_raw_floor(tmp_path, t
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = _check_outputs(tmp_path, "bench-" + target.replace("/", "-"), simulated=True)
-    launches = {c["name"]: c for c in report["cases"] if c["name"].startswith("launch.")}
-    assert set(launches) == {"launch.async", "launch.args4", "launch.single", "launch.sync"}
-    for case in launches.values():
-        assert set(case["impls"]) == {"ironaccel", "raw"}, case["errors"]
+    names = {c["name"] for c in report["cases"]}
+    assert {n for n in names if n.startswith(("launch.", "graph."))} == rows
+    assert {"stream_sync", "event_record_sync", "htod.pageable.256.call", "htod.pageable.65536", "dtoh.pageable.256"} <= names
+    for case in report["cases"]:
+        assert set(case["impls"]) == {"ironaccel", "raw"}, (case["name"], case["errors"])
 
 
 @pytest.fixture

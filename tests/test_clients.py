@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 def doc(client, target, tests, sample=1):
     tests = {tid: {"outcome": o, "message": m} for tid, (o, m) in tests.items()}
     return {"client": client, "version": "1.0", "target": target, "source": {"path": "x", "commit": ""}, "counts": clients.counts(tests), "tests": tests,
-            "run": {"status": "finished", "seconds": 1.0, "sample": sample, "select": "", "test_timeout_s": 60,
+            "run": {"status": "finished", "seconds": 1.0, "sample": sample, "sample_by": clients.SAMPLE_BY, "select": "", "test_timeout_s": 60,
                     "total_timeout_s": 600, "output_tail": ""}}
 
 
@@ -49,11 +49,19 @@ def test_plugin_records_every_outcome(pytester):
     assert clients.counts(tests) == {"pass": 1, "fail": 1, "error": 1, "skip": 1}
 
 
-def test_sample_keeps_every_nth_test_by_id(pytester):
-    pytester.makepyfile(test_many="\n".join(f"def test_{i:02d}(): pass" for i in range(10)))
+def test_sample_keeps_one_test_in_n_by_a_hash_of_its_id(pytester):
+    pytester.makepyfile(test_many="\n".join(f"def test_{i:02d}(): pass" for i in range(30)))
     record = pytester.path / "record.jsonl"
     pytester.runpytest_subprocess("-p", "ironaccel.clients", f"--clients-record={record}", "--clients-sample=3")
-    assert [t.split("::")[1] for t in clients.read_record(record)] == ["test_00", "test_03", "test_06", "test_09"]
+    kept = sorted(clients.read_record(record))
+    assert kept == sorted(f"test_many.py::test_{i:02d}" for i in range(30) if clients.in_sample(f"test_many.py::test_{i:02d}", 3))
+    assert 3 <= len(kept) <= 20  # a hash, neither all nor none
+
+
+def test_a_tests_place_in_the_sample_does_not_depend_on_the_others():
+    ids = [f"t.py::test_{i}" for i in range(200)]
+    assert [t for t in ids if clients.in_sample(t, 5)] == [t for t in ids[::-1] if clients.in_sample(t, 5)][::-1]
+    assert 20 <= sum(clients.in_sample(t, 5) for t in ids) <= 60
 
 
 def test_worst_phase_wins_and_a_cut_last_line_is_ignored(tmp_path):
@@ -80,7 +88,7 @@ def sample_docs():
 def test_report_lists_the_gap_by_cause_and_says_not_run():
     text = clients.render(sample_docs())
     numba = text.split("## numba-cuda")[1].split("\n## ")[0]
-    assert "| cuda/fake | 1.0 | 1 | 1 | 0 | 1 | every 4th test; 1 s |" in numba
+    assert "| cuda/fake | 1.0 | 1 | 1 | 0 | 1 | 1 test in 4, by a hash of its id; 1 s |" in numba
     assert "| cuda/nvidia | - | not run | not run | not run | not run |  |" in numba
     assert "Pass on numba/cudasim but not on cuda/fake (of the 3 tests both ran): 1 tests" in numba
     assert "| 1 | `fail: CUDA_ERROR_NO_BINARY_FOR_GPU` |" in numba and "`t::b`" in numba

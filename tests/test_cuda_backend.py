@@ -320,6 +320,32 @@ def test_pinned_source_is_copied_directly(fake, device):
         cu.cuMemFreeHost(ptr)
 
 
+def test_a_pinned_source_may_be_overwritten_when_copy_htod_returns(device):
+    """COPY-4 for page-locked host memory too: the copy is enqueued behind a kernel still running, and the
+    source is overwritten as soon as copy_htod returns; the device must get what the array held at the call."""
+    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
+
+    n = 4 * PINNED_CHECK_BYTES
+    ptr = driver.calls.cuMemHostAlloc(n, 0)
+    try:
+        pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
+        pinned[:] = np.arange(n) % 251
+        expect = pinned.copy()
+        s = device.create_stream()
+        spin = device.compile(PTX_SPIN, "ptx").kernel("spin")
+        with device.alloc(n) as buf, device.alloc(4) as flag:
+            s.launch(spin, 1, 1, (flag, np.uint32(SPIN_ITERATIONS // 10)))
+            s.copy_htod(buf, pinned)
+            pinned[:] = 0xEE
+            s.synchronize()
+            out = np.empty(n, np.uint8)
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+        np.testing.assert_array_equal(out, expect)
+    finally:
+        driver.cu.cuMemFreeHost(ptr)
+
+
 def test_device_info_reports_the_fake(device):
     info = device.info
     assert info.simulated and info.driver == "ironaccel fake libcuda"
@@ -766,19 +792,80 @@ _WHICH_PATH = (
     "    s.copy_dtoh(out, buf)\n"
     "    s.record().synchronize()\n"
     "    assert (out == np.arange(16)).all(), out\n"
-    "print(type(s).__name__, type(dev.default_stream).__name__, type(dev._staging).__name__, driver.fast is None)\n"
+    "events = {type(e).__name__ for e in [s.record() for _ in range(3)]}  # none spare: each one made anew\n"
+    "assert len(events) == 1, events\n"
+    "print(type(s).__name__, type(dev.default_stream).__name__, type(dev._staging).__name__, *events, driver.fast is None)\n"
 )
 
 
 @pytest.mark.parametrize("pure", ["1", ""])
 def test_pure_python_path_is_used_when_forced(tmp_path, pure):
     """IRONACCEL_PURE_PYTHON=1: no compiled module is loaded and every stream, event and the staging ring
-    are the pure-Python classes; without it, where ironaccel._fast builds here, the compiled ones."""
+    are the pure-Python classes; without it, where ironaccel._fast builds here, the compiled ones (events
+    too when no spare CUevent is left and one is created)."""
     from ironaccel import native
 
     if not pure and native.load() is None:
         pytest.skip(f"the compiled path is not available here: {native.why_not}")
     proc = _run_script(tmp_path, _WHICH_PATH, IRONACCEL_PURE_PYTHON=pure)
     assert proc.returncode == 0, proc.stderr
-    expected = "CudaStream CudaStream StagingRing True" if pure else "FastStream FastStream FastStagingRing False"
+    expected = ("CudaStream CudaStream StagingRing CudaEvent True" if pure
+                else "FastStream FastStream StagingRing FastEvent False")
     assert proc.stdout.split("\n")[-2] == expected
+
+
+PTX_STORE64 = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry store64(.param .u64 out, .param .u64 value)
+{
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [value];
+    cvta.to.global.u64 %rd3, %rd1;
+    st.global.u64 [%rd3], %rd2;
+    ret;
+}
+"""
+
+
+def test_launch_arguments_plain_pooled_64_bit_and_rejected(device):
+    """What the compiled launch takes in one call (a cached rule, plain and pooled buffers, every scalar
+    code) lands right, and what it hands to the Python path (a first launch, a freed buffer, a buffer of
+    another device, a closed device) raises the API's errors, naming the launch; nothing is enqueued then."""
+    s = device.create_stream()
+    k = device.compile(PTX_STORE64, "ptx").kernel("store64")
+    out = np.zeros(1, np.uint64)
+    pool = ia.MemPool(device, s)
+    for buf in (device.alloc(8), pool.alloc(8)):
+        for value in (np.uint64(2**64 - 3), np.uint64(5), np.int64(-2)):
+            for _ in range(2):  # the first launch of these types makes the rule, the second uses it
+                s.launch(k, 1, 1, (buf, value))
+                s.copy_dtoh(out, buf)
+                s.synchronize()
+                assert out[0] == value.astype(np.uint64), (type(buf).__name__, value)
+        buf.free()
+        with pytest.raises(ia.UseAfterFree, match="Stream.launch"):
+            s.launch(k, 1, 1, (buf, np.uint64(1)))
+    from ironaccel.backends.cuda import CudaBackend
+
+    other = CudaBackend().open_device(0)
+    plan = k.prepare(1, 1)
+    try:
+        foreign = other.alloc(8)
+        with pytest.raises(ia.InvalidArgument, match="argument 0 belongs to another device"):
+            s.launch(k, 1, 1, (foreign, np.uint64(1)))
+        for not_ours in (other.create_stream(), "a stream", None):
+            with pytest.raises(ia.InvalidArgument, match="a plan launches on a Stream of its kernel's device"):
+                plan(not_ours, foreign, np.uint64(1))
+    finally:
+        other.close()
+    with device.alloc(8) as buf:
+        plan(s, buf, np.uint64(9))
+        s.copy_dtoh(out, buf)
+        s.synchronize()
+        assert out[0] == 9
+        pool.close()
+        device.close()
+        with pytest.raises(ia.UseAfterFree, match="Stream.launch"):
+            plan(s, buf, np.uint64(1))

@@ -471,3 +471,62 @@ def test_the_base_class_free_returns_the_block_too(pool):
     buf = pool.alloc(KiB)
     Buffer.free(buf)
     assert buf.freed and pool.stats().bytes_cached == KiB and pool.stats().bytes_live == 0
+
+
+_WHICH_POOL = """
+import threading
+from ironaccel import native, pool as P
+from ironaccel.errors import InvalidArgument
+from ironaccel.testing.memdevice import MemDevice
+dev = MemDevice(1 << 26)
+s, other = dev.create_stream(), dev.create_stream()
+pool = P.MemPool(dev, s)
+def work():
+    for n in (1, 1024, 1025, 1 << 20, (1 << 20) + 1):
+        for _ in range(3):
+            b = pool.alloc(n)
+            assert b.nbytes == n and b._block.size >= n
+            b.free()
+    b = pool.alloc(10)
+    b.free(stream=other)  # fenced: the shared tier, by the pure-Python free
+    b = pool.alloc(10)
+    b.free(stream=s)
+    try:
+        b.free()
+    except InvalidArgument as exc:
+        assert "already freed" in str(exc)
+    else:
+        raise AssertionError("a second free did not raise")
+threads = [threading.Thread(target=work) for _ in range(3)]
+work()
+[t.start() for t in threads]
+[t.join() for t in threads]
+st = pool.stats()
+assert st.bytes_live == 0 and st.hits + st.misses == 4 * 17, st
+print(type(pool).__mro__[1].__name__, type(pool.alloc(1)).__mro__[1].__name__, native.load() is None)
+"""
+
+
+@pytest.mark.parametrize("pure", ["1", ""])
+def test_compiled_pool_unless_pure_python_is_forced(tmp_path, pure):
+    """The compiled PoolCore/PooledCore are MemPool's and PooledBuffer's bases where ironaccel._fast builds,
+    the pure-Python ones with IRONACCEL_PURE_PYTHON=1; either way, across threads, the warm paths and the
+    cases they hand over (sizes past the front buckets, a fenced free, a double free) count and behave alike."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from ironaccel import native
+
+    if not pure and native.load() is None:
+        pytest.skip(f"the compiled path is not available here: {native.why_not}")
+    script = tmp_path / "which_pool.py"
+    script.write_text(_WHICH_POOL)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "IRONACCEL_PURE_PYTHON": pure,
+           "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    expected = "_PoolCore _PooledCore True" if pure else "PoolCore PooledCore False"
+    assert proc.stdout.strip() == expected

@@ -119,6 +119,7 @@ def test_a_throwaway_distribution_certifies(throwaway, tmp_path):
         "test_an_expected_failure_from_the_plugins_own_expectations": "xfail",
     }
     assert doc["target"]["device"] == "in-memory test device" and doc["target"]["simulated"] is True
+    assert doc["target"]["select"] == {"THROWAWAY_DRIVER": "mem"}  # the configuration it ran in, recorded
     assert "mem-throwaway.txt: the throwaway driver cannot do it" in doc["tests"][0]["message"] + doc["tests"][1]["message"]
     assert json.loads(run.results_file.with_suffix(".cert.json").read_text())["target"] == "mem/throwaway"
 
@@ -190,7 +191,7 @@ def test_every_icd_manifest_is_a_vulkan_and_a_webgpu_target(tmp_path, monkeypatc
         "lavapipe": lvp, "radv": radv, "acme": acme, "swiftshader": swiftshader}
 
     for backend, declare in (("vulkan", vulkan_drivers.vulkan_drivers), ("webgpu", vulkan_drivers.webgpu_drivers)):
-        got = {t.driver: t for t in declare()}
+        got = {t.driver: t for t in declare() if not t.driver.endswith("-staged")}  # configurations: test below
         assert set(got) == {"lavapipe", "swiftshader", "nvidia", "radv", "acme"}
         assert [t.driver for t in got.values() if t.always] == ["lavapipe", "swiftshader", "nvidia"]
         assert {d: t.simulated for d, t in got.items()} == {
@@ -204,6 +205,36 @@ def test_every_icd_manifest_is_a_vulkan_and_a_webgpu_target(tmp_path, monkeypatc
         assert not got["lavapipe"].matches(_info(backend="cuda", name="llvmpipe"))
         assert got["radv"].matches(_info(backend=backend, name="AMD Radeon RX 6800 (RADV NAVI21)", driver="radv"))
         assert got["acme"].matches(_info(backend=backend, name="Acme GPU", vendor="Acme"))
+
+
+def test_lavapipe_with_staging_forced_is_a_vulkan_target_of_its_own(tmp_path, monkeypatch):
+    lvp = manifest(tmp_path / "icd.d", "lvp_icd.x86_64.json", "libvulkan_lvp.so")
+    monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "icd.d"])
+    got = {t.name: t for t in vulkan_drivers.vulkan_drivers()}
+    staged, plain = got["vulkan/lavapipe-staged"], got["vulkan/lavapipe"]
+    assert staged.simulated and staged.always and staged.memory_kind == "host"
+    assert staged.select == {**plain.select, "IRONACCEL_VK_DIRECT_MAPPING": "0"}
+    assert staged.select["VK_DRIVER_FILES"] == str(lvp) and "IRONACCEL_VK_DIRECT_MAPPING" not in plain.select
+    assert staged.expectations_file.name == "vulkan-lavapipe-staged.txt" and staged.expectations_file.is_file()
+    lavapipe = dict(name="llvmpipe (LLVM 15.0.6, 256 bits)", simulated=True)
+    assert staged.matches(_info(**lavapipe, extra={"direct_mapping": False}))
+    assert not staged.matches(_info(**lavapipe, extra={"direct_mapping": True}))  # staging was not forced
+    assert not staged.matches(_info(**lavapipe))
+    assert plain.matches(_info(**lavapipe, extra={"direct_mapping": True}))
+    assert not any(t.driver.endswith("-staged") for t in vulkan_drivers.webgpu_drivers())
+
+
+def test_native_ops_are_looked_up_in_the_runtime():
+    for runtime in ("cuda.bindings", "vulkan", "wgpu"):
+        pytest.importorskip(runtime)
+    from ironaccel.drivers.cuda import native_op as cuda_op
+
+    assert cuda_op("cuMemAllocAsync") and cuda_op("nvrtcCompileProgram")
+    assert not cuda_op("CUDA_ERROR_OUT_OF_MEMORY") and not cuda_op("Device.alloc") and not cuda_op("cuNoSuchCall")
+    assert vulkan_drivers.vulkan_native_op("vkAllocateMemory")
+    assert not vulkan_drivers.vulkan_native_op("VK_ERROR_OUT_OF_DEVICE_MEMORY")
+    assert vulkan_drivers.webgpu_native_op("GPUDevice.create_buffer")
+    assert not vulkan_drivers.webgpu_native_op("GPUOutOfMemoryError") and not vulkan_drivers.webgpu_native_op("Device.alloc")
 
 
 @pytest.mark.parametrize("library", ["libGLX_nvidia.so.0", "libEGL_nvidia.so.0"])

@@ -35,7 +35,7 @@ VK = "ironaccel/backends/vulkan/"
 CU = "ironaccel/backends/cuda/"
 GL = "ironaccel/backends/opengl/"
 STAGED = {"IRONACCEL_VK_DIRECT_MAPPING": "0"}  # Vulkan's staging path, which lavapipe's mapped memory skips
-PURE = {"IRONACCEL_PURE_PYTHON": "1"}  # CUDA code the compiled hot path (ironaccel/_fast.c) replaces when it loads
+PURE = {"IRONACCEL_PURE_PYTHON": "1"}  # code the compiled hot paths (ironaccel/_fast.c: CUDA's, the MemPool's) replace when they load
 # the fake starts queued work only when the host waits or queries: work a test queued first is still pending for
 # as long as the backend does not wait, however fast the host is (a kill that does not depend on timing)
 START_ON_WAIT = {"IRONACCEL_FAKE_CUDA_START_ON_WAIT": "1"}
@@ -174,8 +174,8 @@ MUTANTS: list[Mutant] = [
            "vulkan/lavapipe", "a kernel relaunched with another block size runs with the first block size",
            ("KERNEL-12",)),
     Mutant("vk-free-not-deferred", "vulkan", VK + "device.py",
-           "            if points:\n                self._deferred.append((allocation, points))",
-           "            if False:\n                self._deferred.append((allocation, points))",
+           "            if points:\n                self._deferred.append((release, points))",
+           "            if False:\n                self._deferred.append((release, points))",
            "vulkan/lavapipe", "a buffer freed while a kernel still writes it is handed to the next alloc at once",
            ("LIFE-1",)),
     Mutant("vk-device-sync-default-only", "vulkan", VK + "device.py",
@@ -309,15 +309,15 @@ MUTANTS: list[Mutant] = [
     Mutant("pool-bucket-too-big-at-powers-of-two", "pool", "ironaccel/pool.py",
            "bucket = (nbytes - 1).bit_length() - MIN_SHIFT",
            "bucket = nbytes.bit_length() - MIN_SHIFT",
-           "cuda/fake", "a request of exactly a bucket size takes a block twice as big", ("POOL-3",)),
+           "cuda/fake", "a request of exactly a bucket size takes a block twice as big", ("POOL-3",), env=PURE),
     Mutant("pool-bucket-too-small", "pool", "ironaccel/pool.py",
            "bucket = (nbytes - 1).bit_length() - MIN_SHIFT",
            "bucket = (nbytes - 1).bit_length() - MIN_SHIFT - 1",
-           "cuda/fake", "a pooled buffer is backed by a block half the requested size", ("POOL-1",)),
+           "cuda/fake", "a pooled buffer is backed by a block half the requested size", ("POOL-1",), env=PURE),
     Mutant("pool-front-overfills-credit", "pool", "ironaccel/pool.py",
            "if len(slots) < slots.credit:",
            "if len(slots) <= slots.credit:",
-           "vulkan/lavapipe", "the lock-free free path caches one block beyond the cap", ("POOL-7",)),
+           "vulkan/lavapipe", "the lock-free free path caches one block beyond the cap", ("POOL-7",), env=PURE),
     Mutant("pool-no-fence-recorded", "pool", "ironaccel/pool.py",
            "            block.fence = stream.record()",
            "            block.fence = None",
@@ -365,7 +365,7 @@ MUTANTS: list[Mutant] = [
     Mutant("pool-front-hits-uncounted", "pool", "ironaccel/pool.py",
            "        front.hits += 1\n",
            "",
-           "cuda/fake", "stats().hits misses allocations served from the front cache", ("POOL-2", "POOL-3")),
+           "cuda/fake", "stats().hits misses allocations served from the front cache", ("POOL-2", "POOL-3"), env=PURE),
     Mutant("pool-high-water-is-current", "pool", "ironaccel/pool.py",
            "self._high_water = max(self._high_water, self._held)",
            "self._high_water = self._held",

@@ -4,7 +4,7 @@
     ironaccel bench --backend webgpu/lavapipe --peers --quick                # simulated: labelled so
 
 Every operation is timed for ironaccel, for the raw driver calls that do the same thing (the *floor*:
-cuda.bindings, the ``vulkan`` package or wgpu-py, on the same device, reached through the public
+cuda.bindings, the ``vulkan`` package, wgpu-py or moderngl, on the same device, reached through the public
 ``native`` handles), on CUDA for the same driver calls made from C (the *C floor*, ``cfloor.c``, built
 with the system C compiler and timed in the same rounds through a pipe) and, with ``--peers``, for each
 peer library that can be imported (cuda.core, CuPy, PyTorch). How, so that the figures mean something:
@@ -24,9 +24,9 @@ Outputs, in ``--out``: ``bench-<backend>-<driver>.json`` (every sample), ``.md``
 (``.png`` with matplotlib, else an ``.svg`` written here).
 
 Modules: ``cases`` (what is timed, the goals), ``stats`` (timing and statistics), ``kernels`` (the
-launch rows' kernels), ``ours`` (ironaccel's side), ``floor_cuda`` / ``floor_vulkan`` / ``floor_webgpu``
-(the raw floors), ``cfloor`` (the C floor), ``peers``, ``report`` (the outputs), ``runner`` (a run and
-the command's options).
+launch rows' kernels), ``ours`` (ironaccel's side), ``floor_cuda`` / ``floor_vulkan`` /
+``floor_webgpu`` / ``floor_opengl`` (the raw floors), ``cfloor`` (the C floor), ``peers``, ``report`` (the
+outputs), ``runner`` (a run and the command's options).
 """
 
 from .runner import HELP, SCHEMA, add_arguments, command, main, run

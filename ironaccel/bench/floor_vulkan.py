@@ -2,8 +2,14 @@
 ``Stream.native``), with buffers, memory, a command buffer, a fence and compute pipelines of its own.
 
 A launch records bind-pipeline, bind-descriptors, push-constants and dispatch into an open command buffer,
-which the next synchronize ends, submits and waits for: what ironaccel's batching streams do too, so
-"back to back" means recorded back to back on both sides."""
+after a full memory barrier when a command precedes it (stream order: each launch sees the writes of the
+one before, as on ironaccel's streams); the next synchronize ends the command buffer (after a barrier that
+makes device writes visible to the host), submits it and waits for it. ironaccel's streams record the same
+commands and barriers, with two differences that are part of what they cost: each launch writes a new
+descriptor set (the floor binds one made once), and a batch is submitted as soon as the device has caught
+up with the stream (so work starts at once), which this floor never does, so on a fast device ironaccel's
+"back to back" rows include submissions the floor's do not. The graph row executes a secondary command buffer of 100 recorded launches
+(with their barriers) as one command, as ironaccel's Vulkan graphs do."""
 
 from __future__ import annotations
 
@@ -14,7 +20,7 @@ import numpy as np
 
 from ..api import pack_scalars
 from . import kernels
-from .cases import ALLOC_BYTES, Impl, pageable
+from .cases import ALLOC_BYTES, GRAPH_LAUNCHES, Impl, pageable
 from .stats import timed, timed_each, timed_then
 
 
@@ -54,6 +60,12 @@ class VulkanRaw:
         self._ok(lib.vkMapMemory(self.handle, self.staging_memory, 0, max_bytes, 0, mapped))
         self.mapped = int(ffi.cast("uintptr_t", mapped[0]))
         self.region = ffi.new("VkBufferCopy*")
+        memory_access = vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT
+        self.between_commands = ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": memory_access, "dstAccessMask": memory_access})
+        self.to_host = ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
+            "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT})
         self.recording = False
         self.objects: list[tuple[Callable[..., None], Any]] = []  # (vkDestroy*, handle) of the pipelines' parts
 
@@ -90,27 +102,59 @@ class VulkanRaw:
         self._ok(lib.vkWaitForFences(self.handle, 1, self.fence_array, 1, 0xFFFFFFFFFFFFFFFF))
         self._ok(lib.vkResetFences(self.handle, 1, self.fence_array))
 
+    def barrier(self, cmd: Any, memory: Any, dst_stage: int) -> None:
+        vk = self.vk
+        self.lib.vkCmdPipelineBarrier(cmd, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT, dst_stage, 0, 1, memory, 0,
+                                      self.ffi.NULL, 0, self.ffi.NULL)
+
+    def end_submit_wait(self) -> None:
+        """End the command buffer after the barrier to the host, submit it, wait for it."""
+        self.barrier(self.cmd, self.to_host, self.vk.VK_PIPELINE_STAGE_HOST_BIT)
+        self._ok(self.lib.vkEndCommandBuffer(self.cmd))
+        self.submit_wait(self.submit_cmd, 1)
+
     def copy(self, src: Any, dst: Any, n: int) -> None:
         lib = self.lib
         self._ok(lib.vkBeginCommandBuffer(self.cmd, self.begin_info))
         self.region.size = n
         lib.vkCmdCopyBuffer(self.cmd, src, dst, 1, self.region)
-        self._ok(lib.vkEndCommandBuffer(self.cmd))
-        self.submit_wait(self.submit_cmd, 1)
+        self.end_submit_wait()
 
     def record(self, commands: Callable[[Any], None]) -> None:
-        """Record ``commands(cmd)`` into the open command buffer (beginning it when none is open)."""
+        """Record ``commands(cmd)`` into the open command buffer: begun when none is open, else after a
+        barrier that orders it after the commands before."""
         if not self.recording:
             self._ok(self.lib.vkBeginCommandBuffer(self.cmd, self.begin_info))
             self.recording = True
+        else:
+            self.barrier(self.cmd, self.between_commands, self.vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT)
         commands(self.cmd)
 
     def flush(self) -> None:
         """End the open command buffer (if any), submit it and wait for it: the synchronize of the launches."""
         if self.recording:
             self.recording = False
-            self._ok(self.lib.vkEndCommandBuffer(self.cmd))
-            self.submit_wait(self.submit_cmd, 1)
+            self.end_submit_wait()
+
+    def secondary(self, commands: Callable[[Any], None], count: int) -> Callable[[Any], None]:
+        """A secondary command buffer of ``count`` x ``commands`` with barriers between them, recorded once
+        (SIMULTANEOUS_USE: executed again before the last execution completed); returns what executes it."""
+        vk, ffi, lib = self.vk, self.ffi, self.lib
+        cmds = ffi.new("VkCommandBuffer[1]")
+        self._ok(lib.vkAllocateCommandBuffers(self.handle, ffi.new("VkCommandBufferAllocateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self.pool,
+            "level": vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY, "commandBufferCount": 1}), cmds))
+        inheritance = ffi.new("VkCommandBufferInheritanceInfo*", {"sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO})
+        self._ok(lib.vkBeginCommandBuffer(cmds[0], ffi.new("VkCommandBufferBeginInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "pInheritanceInfo": inheritance})))
+        for i in range(count):
+            if i:
+                self.barrier(cmds[0], self.between_commands, vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT)
+            commands(cmds[0])
+        self._ok(lib.vkEndCommandBuffer(cmds[0]))
+        execute = lib.vkCmdExecuteCommands
+        return lambda cmd: execute(cmd, 1, cmds)
 
     def close(self) -> None:
         lib, ffi = self.lib, self.ffi
@@ -222,6 +266,10 @@ def setup(dev: Any, stream: Any, sizes: tuple[int, ...]) -> tuple[dict[str, Impl
     impls["launch.args4"] = timed_then(lambda: record(four_args), flush)
     impls["launch.single"] = timed_each(lambda: record(empty), flush)
     impls["launch.sync"] = timed(lambda: (record(empty), flush()))
+    if dev.supports("graphs"):  # where ironaccel has the graph row and the launches it replaces
+        impls[f"launch.x{GRAPH_LAUNCHES}"] = timed_then(lambda: [record(empty) for _ in range(GRAPH_LAUNCHES)], flush)
+        graph = raw.secondary(empty, GRAPH_LAUNCHES)
+        impls[f"graph.x{GRAPH_LAUNCHES}"] = timed_then(lambda: record(graph), flush)
     for n in usable:
         d, _ = raw.buffer(n, raw.native.device_memory_type)
         host = pageable(n)

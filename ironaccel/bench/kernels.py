@@ -27,7 +27,8 @@ BUFFERS = {EMPTY: 1, FOUR_ARGS: 2}
 #: A kernel to launch and the arguments it is launched with.
 KernelCall = tuple[Any, tuple[Any, ...]]
 
-_FILES = {"cuda": ("cuda", ".cu"), "spirv": ("spirv", ".spv"), "wgsl": ("wgsl", ".wgsl")}
+_FILES = {"cuda": ("cuda", ".cu"), "spirv": ("spirv", ".spv"), "wgsl": ("wgsl", ".wgsl"),
+          "glsl430": ("glsl430", ".comp")}
 
 
 def source(name: str, lang: str) -> str | bytes:
@@ -84,7 +85,8 @@ def launches(dev: Any, lang: str, code: Callable[[str], str | bytes]) -> tuple[d
     out: dict[str, KernelCall] = {}
     cleanup: list[Callable[[], None]] = []
     for name in (EMPTY, FOUR_ARGS):
-        kernel = dev.compile(code(name), lang).kernel(name)
+        options = ("-e", name) if lang == "glsl430" else ()  # a GLSL program's one kernel is main unless named
+        kernel = dev.compile(code(name), lang, options=options).kernel(name)
         buffers = tuple(dev.alloc(KERNEL_BYTES) for _ in range(BUFFERS[name]))
         cleanup += [b.free for b in buffers]
         out[name] = (kernel, buffers + SCALARS[name])

@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import tables
 from ..errors import InvalidArgument
-from .cases import C_FLOOR, FLOOR, OURS
+from .cases import C_FLOOR, FLOOR, GRAPH_LAUNCHES, OURS
 from .units import format_ns
 
 SIMULATED_LABEL = "SIMULATED (a CPU driver, not a GPU: these figures measure the host-side layer only)"
@@ -41,7 +41,8 @@ def markdown(report: dict[str, Any]) -> str:
     s = report["settings"]
     lines += [
         f"Device: {t['device']} ({t['vendor']}, driver {t['driver_version']}). Python {report['host']['python']}, "
-        f"{report['host']['cpus']} CPUs; {report['started']}.",
+        f"{report['host']['cpus']} CPUs; {report['started']}."
+        + (f" ironaccel's hot path: {report['compiled_hot_path']}." if "compiled_hot_path" in report else ""),
         f"Time per operation, median of {s['samples']} paired rounds; ratio = ironaccel / other, the median of "
         f"per-round ratios with a {int(s['confidence'] * 100)}% bootstrap interval (below 1: ironaccel is faster). "
         "Copies are timed to completion (copy + stream synchronize) except the *call only* rows (the call alone, "
@@ -76,11 +77,12 @@ def goal_text(goal: dict[str, Any] | None, simulated: bool) -> str:
     return f"{goal['text']}: {'met' if goal['met'] else 'MISSED'}"
 
 
-#: The rows of the README's table (those a report has), in order: the control-plane rows of issue 14 and
-#: the copies that show bandwidth.
+#: The rows of the README's table (those a report has), in order: the control-plane rows of issue 14, the
+#: graph replay beside the launches it replaces, and the copies that show bandwidth.
 HEADLINE = ("alloc_free.device", "alloc_free.pool", "stream_sync", "event_record_sync", "launch.async", "launch.args4",
-            "htod.pinned.256.call", "htod.pageable.256.call", "htod.pinned.65536.call", "htod.pageable.1048576",
-            "htod.pageable.67108864", "htod.pinned.67108864", "dtoh.pageable.67108864")
+            f"launch.x{GRAPH_LAUNCHES}", f"graph.x{GRAPH_LAUNCHES}", "htod.pinned.256.call", "htod.pageable.256.call",
+            "htod.pinned.65536.call", "htod.pageable.1048576", "htod.pageable.67108864", "htod.pinned.67108864",
+            "dtoh.pageable.67108864")
 
 
 def table(report: dict[str, Any], names: tuple[str, ...] = HEADLINE) -> str:

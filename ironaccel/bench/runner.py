@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from . import cfloor, floor_cuda, floor_vulkan, floor_webgpu, kernels, peers as peer_libraries
+from . import cfloor, floor_cuda, floor_opengl, floor_vulkan, floor_webgpu, kernels, peers as peer_libraries
 from .cases import C_FLOOR, CUDA_GOALS, FLOOR, OURS, QUICK_SIZES, SIZES, Case, Impl, catalogue
 from .kernels import KernelCall
 from .ours import api_impls
@@ -65,7 +65,7 @@ def _launches(dev: Any) -> tuple[dict[str, KernelCall], str | bytes | None, list
         lang, image = kernels.cuda_image(dev.info.extra["compute_capability"], cubin)
         launches, cleanup = kernels.launches(dev, lang, lambda name: image)
         return launches, image, cleanup
-    for lang in ("spirv", "wgsl"):
+    for lang in ("spirv", "wgsl", "glsl430"):
         if backend != "cuda" and dev.supports(f"lang.{lang}"):
             launches, cleanup = kernels.launches(dev, lang, lambda name, lang=lang: kernels.source(name, lang))
             return launches, None, cleanup
@@ -99,7 +99,7 @@ def _others(dev: Any, stream: Any, sizes: tuple[int, ...], peers: bool, launches
             unavailable.update(missing)
         cleanup.append(pinned.close)  # runs before the peers' and the floor's cleanup
         return others, pinned, unavailable
-    floors = {"webgpu": floor_webgpu, "vulkan": floor_vulkan}
+    floors = {"webgpu": floor_webgpu, "vulkan": floor_vulkan, "opengl": floor_opengl}
     if backend in floors:  # (the in-memory test device has no floor: ironaccel alone)
         others[FLOOR], extra = floors[backend].setup(dev, stream, sizes)
         cleanup += extra
@@ -167,6 +167,7 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         "target": {"name": name, "backend": backend_name, "driver": driver, "device": info.name,
                    "vendor": info.vendor, "driver_version": info.driver_version, "simulated": simulated},
         "host": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+        "compiled_hot_path": _compiled_hot_path(),
         "packages": _versions(),
         "settings": {"quick": quick, "peers": peers, "samples": samples, "sample_ms": sample_ns / 1e6,
                      "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "confidence": CONFIDENCE, "seed": SEED},
@@ -176,6 +177,13 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         "cases": cases,
     }
 
+
+
+def _compiled_hot_path() -> str:
+    """Whether ironaccel's rows ran on the compiled hot path (``ironaccel/_fast.c``) or pure Python, and why."""
+    from .. import native
+
+    return "compiled" if native.load() is not None else f"pure Python ({native.why_not})"
 
 
 def _versions() -> dict[str, str]:
@@ -204,7 +212,7 @@ def _progress_line(case: dict[str, Any]) -> str:
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="cuda", metavar="B",
-                   help="backend (cuda, vulkan, webgpu), target (cuda/fake, webgpu/lavapipe, ...) or mem "
+                   help="backend (cuda, vulkan, webgpu, opengl), target (cuda/fake, opengl/llvmpipe, ...) or mem "
                         "(the in-memory test device); default: cuda")
     p.add_argument("--peers", action="store_true", help="also time the peer libraries that import (cuda.core, CuPy, PyTorch)")
     p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="output folder (default: benchmarks/results)")

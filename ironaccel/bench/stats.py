@@ -63,10 +63,14 @@ def timed_then(op: Callable[[], Any], after: Callable[[], Any]) -> Impl:
 
 
 def calibrate(impl: Impl, sample_ns: float) -> int:
-    """A batch size whose run takes about ``sample_ns``; warms the implementation up while finding it."""
+    """A batch size whose run takes about ``sample_ns``; warms the implementation up while finding it.
+
+    Each size is timed twice and the faster run counts: one slow call (the first, paying one-time costs such
+    as a cache miss or a lazily created handle, or a stall) must not end the search at a tiny batch, whose
+    samples then time a cold operation (the --quick H200 run of 2026-12-01 got batches of 2-3 this way)."""
     n = 1
     while True:
-        elapsed = max(impl(n), 1)
+        elapsed = max(min(impl(n), impl(n)), 1)
         if elapsed >= sample_ns / 4 or n >= MAX_BATCH:
             return int(min(max(n * sample_ns / elapsed, 1), MAX_BATCH))
         n = min(n * 4, MAX_BATCH)

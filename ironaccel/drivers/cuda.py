@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import ctypes
-import os
-import shutil
 
 from ..api import DeviceInfo
+from ..cbuild import find_compiler
+from ..errors import NotAvailable
 from ..targets import Target
 from . import python_package_missing, suite_kernels
 
@@ -24,8 +24,11 @@ def _is_nvidia(info: DeviceInfo) -> bool:
 
 def _fake_requirements() -> str | None:
     why = python_package_missing(*CUDA_PACKAGES)
-    if why is None and not any(shutil.which(cc) for cc in (os.environ.get("CC", "cc"), "cc", "gcc", "clang")):
-        why = "no C compiler to build the fake libcuda (searched $CC, cc, gcc, clang): apt-get install gcc"
+    if why is None:
+        try:
+            find_compiler()
+        except NotAvailable as exc:
+            why = f"no C compiler to build the fake libcuda ({exc.detail})"
     return why
 
 
@@ -41,9 +44,20 @@ def _nvidia_requirements() -> str | None:
     return None
 
 
+def native_op(op: str) -> bool:
+    """A function of the CUDA driver API or of NVRTC, as cuda.bindings names them (``cuMemAllocAsync``)."""
+    from cuda.bindings import driver, nvrtc
+
+    return (op.startswith("cu") and callable(getattr(driver, op, None))) or (
+        op.startswith("nvrtc") and callable(getattr(nvrtc, op, None)))
+
+
 def drivers() -> list[Target]:
     kernels = (suite_kernels("cuda", ".cu"), suite_kernels("ptx", ".ptx"))  # cubins: KERNEL-13 loads its own
     return [
-        Target("cuda", "fake", True, {"IRONACCEL_CUDA_DRIVER": "fake"}, _is_fake, _fake_requirements, kernels),
-        Target("cuda", "nvidia", False, {"IRONACCEL_CUDA_DRIVER": "nvidia"}, _is_nvidia, _nvidia_requirements, kernels),
+        # the fake's memory is its own: a limit (16 GiB, IRONACCEL_FAKE_CUDA_MEMORY) it enforces like a GPU
+        Target("cuda", "fake", True, {"IRONACCEL_CUDA_DRIVER": "fake"}, _is_fake, _fake_requirements, kernels,
+               native_op=native_op, memory="device"),
+        Target("cuda", "nvidia", False, {"IRONACCEL_CUDA_DRIVER": "nvidia"}, _is_nvidia, _nvidia_requirements, kernels,
+               native_op=native_op),
     ]

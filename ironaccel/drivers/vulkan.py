@@ -9,6 +9,11 @@ nvidia; an unknown ``libvulkan_foo.so`` -> foo). Whether it is simulated is know
 
 lavapipe, SwiftShader and NVIDIA are declared even where no manifest is found, so ``ironaccel doctor`` says
 how to get them and CI's job matrix has a fixed list (``Target.always``).
+
+A Vulkan driver can also be run in a configuration of its own, a target named ``<driver>-<configuration>``
+(``STAGED``): lavapipe maps device memory into the host, so the backend's staging path (copies through
+host-visible staging buffers, the path discrete GPUs take) never runs on it unless IRONACCEL_VK_DIRECT_MAPPING=0
+forces it; ``vulkan/lavapipe-staged`` is lavapipe so forced, recognised only when its device says it stages.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import json
 import os
 import platform
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from ..api import DeviceInfo
 from ..targets import KernelDialect, Target, cache_dir, count_devices
@@ -122,8 +128,27 @@ def discover() -> dict[str, ICD]:
     return found
 
 
+#: Drivers that also run as ``vulkan/<driver>-staged``: they map device memory directly by themselves.
+STAGED = ("lavapipe",)
+
+
+def vulkan_native_op(op: str) -> bool:
+    """A Vulkan command, as the vulkan package names it (``vkAllocateMemory``)."""
+    import vulkan
+
+    return op.startswith("vk") and callable(getattr(vulkan, op, None))
+
+
+def webgpu_native_op(op: str) -> bool:
+    """A method of one of wgpu-py's GPU classes (``GPUDevice.create_buffer``), which call wgpu-native."""
+    import wgpu
+
+    cls, _, method = op.partition(".")
+    return cls.startswith("GPU") and callable(getattr(getattr(wgpu, cls, None), method, None))
+
+
 def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, kernels: tuple[KernelDialect, ...],
-                python_package: tuple[str, str], always: bool) -> Target:
+                python_package: tuple[str, str], always: bool, native_op: Callable[[str], bool]) -> Target:
     words = known.words
 
     def recognise(info: DeviceInfo) -> bool:
@@ -142,23 +167,38 @@ def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, kernels: tupl
         return why
 
     select = {} if icd is None else {"VK_DRIVER_FILES": str(icd.manifest), "VK_ICD_FILENAMES": str(icd.manifest)}
-    return Target(backend, known.driver, known.simulated, select, recognise, requirements, kernels, always=always)
+    return Target(backend, known.driver, known.simulated, select, recognise, requirements, kernels, always=always,
+                  native_op=native_op)
 
 
-def _drivers(backend: str, kernels: tuple[KernelDialect, ...], python_package: tuple[str, str]) -> list[Target]:
+def _drivers(backend: str, kernels: tuple[KernelDialect, ...], python_package: tuple[str, str],
+             native_op: Callable[[str], bool]) -> list[Target]:
     found = discover()
     declared = [KNOWN_LIBRARIES[stem] for stem in ALWAYS_DECLARED]
-    out = [_icd_target(backend, k, found.get(k.driver), kernels, python_package, True) for k in declared]
+    out = [_icd_target(backend, k, found.get(k.driver), kernels, python_package, True, native_op) for k in declared]
     always = {k.driver for k in declared}
-    out += [_icd_target(backend, icd.known, icd, kernels, python_package, False)
+    out += [_icd_target(backend, icd.known, icd, kernels, python_package, False, native_op)
             for name, icd in found.items() if name not in always]
     return out
 
 
+def staged(target: Target) -> Target:
+    """``target`` with the Vulkan backend's staging path forced (IRONACCEL_VK_DIRECT_MAPPING=0), as a target of
+    its own: its device must say it stages (``DeviceInfo.extra["direct_mapping"]`` False)."""
+    from ..backends.vulkan.device import DIRECT_MAPPING_ENV
+
+    def recognise(info: DeviceInfo) -> bool:
+        return target.recognise(info) and info.extra.get("direct_mapping") is False
+
+    return replace(target, driver=f"{target.driver}-staged", select={**target.select, DIRECT_MAPPING_ENV: "0"},
+                   recognise=recognise)
+
+
 def vulkan_drivers() -> list[Target]:
     kernels = (suite_kernels("spirv", ".spv", binary=True), suite_kernels("glsl", ".comp", named_by_option=True))
-    return _drivers("vulkan", kernels, ("vulkan", "pip install vulkan"))
+    out = _drivers("vulkan", kernels, ("vulkan", "pip install vulkan"), vulkan_native_op)
+    return out + [staged(t) for t in out if t.driver in STAGED]
 
 
 def webgpu_drivers() -> list[Target]:
-    return _drivers("webgpu", (suite_kernels("wgsl", ".wgsl"),), ("wgpu", "pip install wgpu"))
+    return _drivers("webgpu", (suite_kernels("wgsl", ".wgsl"),), ("wgpu", "pip install wgpu"), webgpu_native_op)

@@ -137,18 +137,29 @@ def test_ptx_carried_by_fatbins_and_elf_files_runs(cuda, tmp_path):
     cuda.ok(d.cuLinkDestroy(state))
 
 
+def _real_nvrtc_cubin(source):
+    """A cubin of the real NVRTC (the toolchain shim in this process would add the PTX), through ctypes."""
+    from ironaccel import fakes
+
+    nvrtc = ctypes.CDLL(fakes.toolchain()["nvrtc"][1])
+    prog = ctypes.c_void_p()
+    assert nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"s.cu", 0, None, None) == 0
+    assert nvrtc.nvrtcCompileProgram(prog, 1, (ctypes.c_char_p * 1)(b"--gpu-architecture=sm_90")) == 0
+    size = ctypes.c_size_t()
+    assert nvrtc.nvrtcGetCUBINSize(prog, ctypes.byref(size)) == 0
+    image = ctypes.create_string_buffer(size.value)
+    assert nvrtc.nvrtcGetCUBIN(prog, image) == 0
+    nvrtc.nvrtcDestroyProgram(ctypes.byref(prog))
+    return image.raw
+
+
 @pytest.mark.parametrize("kind", ["committed cubin", "NVRTC cubin", "fatbin of SASS", "compressed PTX"])
 def test_machine_code_alone_is_refused_with_what_the_device_needs(cuda, kind):
     d = cuda.d
     if kind == "committed cubin":
         image = (CUBINS / "saxpy.sm_90.cubin").read_bytes()
     elif kind == "NVRTC cubin":
-        n = cuda.nvrtc
-        _, prog = n.nvrtcCreateProgram(SCALE.encode(), b"s.cu", 0, [], [])
-        assert n.nvrtcCompileProgram(prog, 1, [b"--gpu-architecture=sm_90"])[0] == n.nvrtcResult.NVRTC_SUCCESS
-        _, size = n.nvrtcGetCUBINSize(prog)
-        image = b" " * size
-        n.nvrtcGetCUBIN(prog, image)
+        image = _real_nvrtc_cubin(SCALE)
     elif kind == "fatbin of SASS":
         image = _fatbin((2, 90, (CUBINS / "saxpy.sm_90.cubin").read_bytes(), 0))
     else:

@@ -32,7 +32,8 @@ from ...api import BackendInfo, DeviceInfo, Limits
 from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable, Timeout
 from . import driver, nvrtc
 from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
-from .fast import FastStagingRing, FastStream
+from . import fast
+from .fast import FastStream
 from .module import CudaModule, binary_entries, ptx_entries
 from .staging import StagingRing
 from .stream import CudaBuffer, CudaStream
@@ -154,6 +155,8 @@ class CudaDevice(api.Device):
         self._pools = self._info.extra["memory_pools"]
         # the compiled hot paths when ironaccel._fast loaded (driver.fast), else the pure-Python ones
         self._stream_class = FastStream if driver.fast is not None else CudaStream
+        if driver.fast is not None:
+            fast.configure()
         self._default = self._stream_class(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
         # Buffers not yet freed, freed at close: the primary context outlives this Device.
         self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
@@ -166,7 +169,7 @@ class CudaDevice(api.Device):
         self._modules: list[Any] = []
         self._graphs: dict[int, Any] = {}  # id -> CudaGraph not yet closed: close destroys their executables
         self._capture_streams: list[Any] = []  # private streams captures run on, kept for the next capture
-        self._staging = (FastStagingRing if driver.fast is not None else StagingRing)(self)
+        self._staging = StagingRing(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
         self._pid = os.getpid()  # the process that opened it (closed at exit only there)

@@ -1,7 +1,7 @@
 """The hot paths through the compiled module (``ironaccel/_fast.c``, loaded as ``driver.fast``).
 
-A device opened while ``driver.fast`` is set uses these subclasses for its streams, events and staging
-ring; each override makes the same driver call as the pure-Python method it replaces, through the entry
+A device opened while ``driver.fast`` is set uses these subclasses for its streams and events (a small
+pageable ``copy_htod`` goes through the device's staging ring in C); each override makes the same driver call as the pure-Python method it replaces, through the entry
 points the module took from the same libcuda, so the semantics (ordering, held copy destinations, typed
 errors naming the entry point) are the pure path's. What is not a hot path (timeouts, large copies,
 pinned sources) goes to the pure-Python method.
@@ -9,18 +9,24 @@ pinned sources) goes to the pure-Python method.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from ... import api
 from . import driver
-from .driver import current, fail
-from .module import CudaKernel, Signature
-from .staging import SMALL_COPY_BYTES, StagingRing
-from .stream import CudaEvent, CudaStream
+from .driver import calls, current, fail
+from .staging import SMALL_COPY_BYTES, STAGING_SEGMENT
+from .stream import CudaBuffer, CudaEvent, CudaStream
 
 CUDA_ERROR_NOT_READY = 600
+TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast.c)
+NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
+
+
+def configure() -> None:
+    """Tell the compiled module what its launch checks against; once driver.fast is loaded."""
+    driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT)
 
 
 def _fail(name: str, err: int) -> None:
@@ -29,11 +35,9 @@ def _fail(name: str, err: int) -> None:
 
 
 class FastEvent(CudaEvent):
-    __slots__ = ("_address",)
+    """Made by the compiled record (``_fast.c``), which sets every field; ``_address``: the CUevent as an int."""
 
-    def __init__(self, stream: CudaStream, timing: bool, handle: Any, mark: int):
-        self._stream, self._timing, self._handle, self._mark = stream, timing, handle, mark
-        self._address = int(handle)
+    __slots__ = ("_address",)
 
     def _query(self) -> bool:
         err = driver.fast.event_query(self._address)
@@ -67,18 +71,26 @@ class FastStream(CudaStream):
             _fail("cuMemcpyDtoHAsync", err)
         self._held.append((next(self._numbers), dst))
 
+    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+        if src.nbytes <= SMALL_COPY_BYTES:  # staged in one C call (the ring's room, memcpy, DMA)
+            err = driver.fast.staged_htod(self, dst, dst_offset, src, self._dev._staging)
+            if err != TAKE_PYTHON_PATH:
+                if err:
+                    _fail("cuMemcpyHtoDAsync", err)
+                return
+        super()._copy_htod(dst, dst_offset, src)  # a large copy, a pinned source, or the ring must advance
+
     def _record(self, timing: bool) -> CudaEvent:
-        dev = self._dev
-        if self._needs_current and current.device != dev._id:
+        event = driver.fast.record(self, timing, FastEvent)
+        if type(event) is int:
+            if event != NO_SPARE_EVENT:
+                _fail("cuEventRecord", event)
+            dev = self._dev
+            flags = driver.cu.CUevent_flags
             dev._make_current()
-        try:  # not "if spare: pop()": another thread may take the last one in between
-            handle = dev._spare_events[timing].pop()
-        except IndexError:
-            return super()._record(timing)  # creates the event (the slow path)
-        event = FastEvent(self, timing, handle, next(self._numbers) if self._held else 0)
-        err = driver.fast.event_record(event._address, self._address)
-        if err:
-            _fail("cuEventRecord", err)
+            dev._spare_events[timing].append(
+                calls.cuEventCreate(flags.CU_EVENT_DEFAULT if timing else flags.CU_EVENT_DISABLE_TIMING))
+            return self._record(timing)  # another thread may take the new one first: then it creates another
         return event
 
     def _synchronize(self, timeout: float | None = None) -> None:
@@ -93,28 +105,11 @@ class FastStream(CudaStream):
         if mark:
             self._release_held(mark)
 
-    def _launch(self, kernel: CudaKernel, grid: api.Dim3, block: api.Dim3,  # type: ignore[override]
-                args: list[Any]) -> None:
-        key = tuple(map(type, args))
-        signature = kernel._signatures.get(key)
-        if signature is None:
-            signature = kernel._signatures[key] = Signature(args)
-        dev = self._dev
-        if current.device != dev._id:
-            dev._make_current()
-        # packs args (each buffer's _ptr, its _last_stream set to this stream) and calls cuLaunchKernel
-        err = driver.fast.launch(kernel._function_address, grid, block, self, self._work_address, signature.codes, args)
+    def _launch_plan(self, plan: api.LaunchPlan, args: Sequence[object]) -> None:
+        """api.Stream._launch_plan in one C call (same rule, checks and side effects); what it does not take
+        (the first launch of these argument types, a capture, anything that raises) goes the Python way."""
+        err = driver.fast.launch(plan, self, args)
         if err:
+            if err == TAKE_PYTHON_PATH:
+                return super()._launch_plan(plan, args)
             _fail("cuLaunchKernel", err)
-
-
-class FastStagingRing(StagingRing):
-    def copy_htod(self, stream: CudaStream, dst: int, src: np.ndarray) -> None:
-        n = src.nbytes
-        if n > SMALL_COPY_BYTES:
-            return super().copy_htod(stream, dst, src)
-        with self._lock:
-            start = self._reserve(n, stream)  # first: it may allocate the ring
-            err = driver.fast.staged_htod(dst, self._base + start, src, stream._address)
-        if err:
-            _fail("cuMemcpyHtoDAsync", err)

@@ -86,18 +86,18 @@ _FAST_CODES = {("f", 4): "f", ("f", 8): "d", ("i", 4): "i", ("i", 8): "q", ("u",
 
 
 class Signature:
-    """How one sequence of argument types is packed: a struct over the kernel's 8-byte parameter slots. The
-    arguments were matched against ``Kernel.params`` by ``Stream.launch`` (api.py) before."""
+    """How one sequence of argument types is packed: a struct over the kernel's 8-byte parameter slots (the
+    pure-Python launch) and one code byte per argument (the compiled one). Made once per sequence of types
+    from the api's rule (``Kernel._prepare_args``): the types were checked against ``Kernel.params`` and
+    ``buffers`` says where the Buffers are."""
 
     __slots__ = ("struct", "buffers", "codes")
 
-    def __init__(self, args: Sequence[Any]):
-        codes = ["Q" if isinstance(arg, api.Buffer) else _SCALAR_CODES[arg.dtype.kind, arg.dtype.itemsize]
-                 for arg in args]
-        self.struct = struct.Struct("<" + "".join(codes))
-        self.buffers = tuple(i for i, arg in enumerate(args) if isinstance(arg, api.Buffer))
-        self.codes = "".join("B" if isinstance(arg, api.Buffer) else _FAST_CODES[arg.dtype.kind, arg.dtype.itemsize]
-                             for arg in args).encode()
+    def __init__(self, types: Sequence[type], buffers: tuple[int, ...]):
+        kinds = [None if i in buffers else (np.dtype(t).kind, np.dtype(t).itemsize) for i, t in enumerate(types)]
+        self.struct = struct.Struct("<" + "".join("Q" if k is None else _SCALAR_CODES[k] for k in kinds))
+        self.buffers = buffers
+        self.codes = "".join("B" if k is None else _FAST_CODES[k] for k in kinds).encode()
 
 
 class _Slots(threading.local):
@@ -112,7 +112,7 @@ class _Slots(threading.local):
 
 class CudaKernel(api.Kernel):
     """A CUfunction and its parameters. A launch packs its arguments with one ``struct.pack_into`` into
-    the calling thread's reusable slots; the struct is built once per sequence of argument types."""
+    the calling thread's reusable slots (or in C), by the Signature prepared with the api's rule."""
 
     def __init__(self, module: CudaModule, name: str, function: Any, params: tuple[api.Param, ...]):
         super().__init__(module, name)
@@ -120,10 +120,12 @@ class CudaKernel(api.Kernel):
         self._function_address = int(function)  # for the compiled launch
         self._param_list = params
         self._slots = _Slots(len(params))
-        self._signatures: dict[tuple[type, ...], Signature] = {}
 
     def _native(self) -> Any:
         return self._function
 
     def _params(self) -> tuple[api.Param, ...]:
         return self._param_list
+
+    def _prepare_args(self, types: tuple[type, ...], buffers: tuple[int, ...]) -> Signature:
+        return Signature(types, buffers)

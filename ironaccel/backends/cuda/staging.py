@@ -4,7 +4,8 @@ Given pageable memory the driver stages the copy itself, synchronously and at a 
 bandwidth. So the data goes through a pinned ring (``STAGING_BYTES``, allocated on first use) instead: a
 small copy is one memmove into the ring plus one DMA (no event per copy: the ring is fenced per segment);
 a large copy is cut into ``STAGING_SEGMENT`` chunks, each filled by several threads while the DMA of the
-previous one runs. A pinned source of ``PINNED_CHECK_BYTES`` or more is copied directly (``is_pinned``).
+previous one runs. A pinned source of ``PINNED_CHECK_BYTES`` or more is copied directly when its stream is
+idle, and waited for (``is_pinned``).
 """
 
 from __future__ import annotations

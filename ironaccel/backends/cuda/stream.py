@@ -114,7 +114,7 @@ class CudaEvent(api.Event):
 
     def __del__(self) -> None:
         dev = self._stream._dev
-        if not dev.closed:
+        if not dev._closed:
             dev._spare_events[self._timing].append(self._handle)
 
 
@@ -147,10 +147,23 @@ class CudaStream(api.Stream):
             dev._make_current()
         dst._last_stream = self
         n = src.nbytes
-        if n >= PINNED_CHECK_BYTES and is_pinned(driver.cu, src.ctypes.data):
+        if n >= PINNED_CHECK_BYTES and is_pinned(driver.cu, src.ctypes.data) and self._idle():
+            # DMA'd from the caller's page-locked array, then waited for, since the caller may reuse the array
+            # once this returns (COPY-4); on an idle stream the wait is the copy's own time. Behind other work
+            # the staging ring copies it instead, without waiting for that work.
             calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src.ctypes.data, n, self._handle)
+            calls.cuStreamSynchronize(self._handle)
         else:
             dev._staging.copy_htod(self, dst._ptr + dst_offset, src)
+
+    def _idle(self) -> bool:
+        """Has everything enqueued on the stream so far completed? (a non-blocking cuStreamQuery)"""
+        err, = driver.cu.cuStreamQuery(self._handle)
+        if err == driver.cu.CUresult.CUDA_ERROR_NOT_READY:
+            return False
+        if err:
+            fail(driver.cu.cuStreamQuery, err)
+        return True
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
         dev = self._dev
@@ -231,13 +244,9 @@ class CudaStream(api.Stream):
             while held and held[0][0] < mark:  # appends may land out of order: a later one only waits longer
                 held.popleft()
 
-    def _launch(self, kernel: CudaKernel, grid: api.Dim3, block: api.Dim3,  # type: ignore[override]
-                args: list[Any]) -> None:
-        key = tuple(map(type, args))
-        signature = kernel._signatures.get(key)
-        if signature is None:
-            signature = kernel._signatures[key] = Signature(args)
-        for i in signature.buffers:  # args is launch()'s own list: buffers become their pointers in place
+    def _launch_prepared(self, plan: api.LaunchPlan, signature: Signature, args: list[Any]) -> None:
+        kernel: CudaKernel = plan.kernel  # type: ignore[assignment]
+        for i in signature.buffers:  # args is the api's own list: buffers become their pointers in place
             buf = args[i]
             buf._last_stream = self
             args[i] = buf._ptr
@@ -247,7 +256,7 @@ class CudaStream(api.Stream):
         if current.device != dev._id:
             dev._make_current()
         launch = driver.cu.cuLaunchKernel
-        err, = launch(kernel._function, *grid, *block, 0, self._work, params, 0)
+        err, = launch(kernel._function, *plan.grid, *plan.block, 0, self._work, params, 0)
         if err:
             fail(launch, err)
 

@@ -92,6 +92,19 @@ def _is_nvidia(info: DeviceInfo) -> bool:
     return not info.simulated and info.vendor.startswith("NVIDIA")
 
 
+def native_op(op: str) -> bool:
+    """A GL or EGL function, as libglvnd's dispatch libraries export it (``glBufferData``, ``eglInitialize``)."""
+    if not op.startswith(("gl", "egl")):
+        return False
+    for soname in ("libOpenGL.so.0", "libGL.so.1", "libEGL.so.1"):
+        try:
+            if hasattr(ctypes.CDLL(soname), op):
+                return True
+        except OSError:
+            continue
+    return False
+
+
 def _needs(driver_missing: Callable[[], str | None]) -> Callable[[], str | None]:
     return lambda: _python_packages() or _loaders() or driver_missing()
 
@@ -101,7 +114,7 @@ def drivers() -> list[Target]:
     packages = ("moderngl", "glcontext")  # their versions go into the results files
     return [
         Target("opengl", "llvmpipe", True, _llvmpipe_environment(), _is_llvmpipe, _needs(_llvmpipe_missing), kernels,
-               packages=packages),
+               packages=packages, native_op=native_op),
         Target("opengl", "nvidia", False, _nvidia_environment(), _is_nvidia, _needs(_nvidia_missing), kernels,
-               packages=packages),
+               packages=packages, native_op=native_op),
     ]

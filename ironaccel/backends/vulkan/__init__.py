@@ -27,6 +27,9 @@ How the shared API maps onto Vulkan:
   once every stream has finished the work enqueued before the free. Robust buffer access is on where the
   device has it (``DeviceInfo.extra["robust_buffer_access"]``) and each descriptor binds only its buffer's
   range, so a kernel's out-of-bounds access never reaches another buffer.
+* **Graphs** — ``Stream.capture`` records the stream's launches, fills and ``copy_dtod`` into a secondary
+  command buffer (with the barriers a batch has), and ``Graph.launch`` executes it as one command of the
+  replaying stream's batch; descriptor sets and staging live as long as the graph (``graph``).
 * **Kernels** — ``lang="spirv"`` (bytes; kernel names are the GLCompute OpEntryPoint names) and
   ``lang="glsl"`` (glslangValidator; the kernel is ``main``, or ``NAME`` with ``options=("-e", NAME)``).
   Buffers bind as storage buffers set 0, bindings 0..k-1; scalars are one push-constant block packed by
@@ -36,9 +39,9 @@ How the shared API maps onto Vulkan:
 
 Modules, one concern each: ``native`` (loading the package, the checked call proxy, VkResult errors),
 ``spirv`` (reading a module's kernel interface), ``instance`` (VkInstance, validation), ``memory`` (the
-sub-allocator, buffers), ``stream`` (streams, events, timestamps), ``pipeline`` (modules, pipelines,
-descriptors, SPIR-V validation), ``device`` (the logical device and device-wide synchronisation),
-``backend`` (the registered Backend).
+sub-allocator, buffers), ``stream`` (streams, events, timestamps), ``graph`` (captured work and its replay),
+``pipeline`` (modules, pipelines, descriptors, SPIR-V validation), ``device`` (the logical device and
+device-wide synchronisation), ``backend`` (the registered Backend).
 """
 
 from .backend import VulkanBackend

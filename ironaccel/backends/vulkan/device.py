@@ -13,12 +13,13 @@ import shutil
 import threading
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ... import api
 from ...api import DeviceInfo, Limits
 from ...errors import InvalidArgument, NotAvailable, OutOfMemory
 from . import native
+from .graph import GraphResources, VulkanGraph
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
 from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
@@ -92,7 +93,7 @@ def _capabilities(props: dict[str, Any], features: dict[str, Any], extensions: s
                   family: Any) -> tuple[set[str], list[bytes]]:
     """The capability names the device supports, and the device extensions to enable (for them, and
     VK_EXT_robustness2 where the device has robustBufferAccess2)."""
-    caps = {"lang.spirv", "kernel.shared_memory", "kernel.atomics.int32"}
+    caps = {"lang.spirv", "kernel.shared_memory", "kernel.atomics.int32", "graphs"}
     if shutil.which(GLSLANG):
         caps.add("lang.glsl")
     core = features["core"].features
@@ -166,7 +167,11 @@ class VulkanDevice(api.Device):
         self._spare_handles: list[StreamHandles] = []  # of collected streams, for the next ones
         self._modules: list[VulkanModule] = []
         self._layouts = PipelineLayouts(self)
-        self._deferred: list[tuple[Allocation, list[tuple[VulkanStream, int]]]] = []
+        # releases that wait for enqueued work (a freed buffer's range, a closed graph), with the points
+        # (stream, timeline value) it must reach first
+        self._deferred: list[tuple[Callable[[], None], list[tuple[VulkanStream, int]]]] = []
+        self._graphs: set[GraphResources] = set()  # of graphs not yet released
+        self._graph_pool: Any = None  # the VkCommandPool of graphs' command buffers, made at the first capture
         self._counter_value = ffi.new("uint64_t*")
 
         extensions = _device_extensions(physical)
@@ -319,6 +324,12 @@ class VulkanDevice(api.Device):
             "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
             "flags": vk.VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT,
         })
+        self._graph_inheritance = ffi.new("VkCommandBufferInheritanceInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_INHERITANCE_INFO})  # outside any render pass
+        self._graph_begin_info = ffi.new("VkCommandBufferBeginInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
+            "flags": vk.VK_COMMAND_BUFFER_USAGE_SIMULTANEOUS_USE_BIT, "pInheritanceInfo": self._graph_inheritance,
+        })
         memory_access = vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT
         all_commands = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
         self._between_commands = (all_commands, all_commands, ffi.new("VkMemoryBarrier*", {
@@ -380,24 +391,40 @@ class VulkanDevice(api.Device):
         for stream in list(self._busy):
             stream._retire()
         if self._deferred:
-            still = []
-            for allocation, points in self._deferred:
-                if all(s._completed >= v for s, v in points):
-                    self._memory.free(allocation)
-                else:
-                    still.append((allocation, points))
+            due, still = [], []
+            for release, points in self._deferred:
+                (due if all(s._completed >= v for s, v in points) else still).append((release, points))
             self._deferred = still
+            for release, _ in due:
+                release()
+
+    def _release_after(self, points: list[tuple[VulkanStream, int]], release: Callable[[], None]) -> None:
+        """Call ``release`` once every (stream, value) is reached: now when all already are."""
+        with self._lock:
+            points = [(s, v) for s, v in points if v > s._completed]
+            if points:
+                self._deferred.append((release, points))
+            else:
+                release()
 
     def _free_later(self, allocation: Allocation) -> None:
         """Release a buffer's range once the work enqueued before now, on every stream, has completed."""
         if self._closed:
             return
         with self._lock:
-            points = [(s, s._pending_value()) for s in self._busy if s._pending_value() > s._completed]
-            if points:
-                self._deferred.append((allocation, points))
-            else:
-                self._memory.free(allocation)
+            points = [(s, s._pending_value()) for s in self._busy]
+            self._release_after(points, lambda: self._memory.free(allocation))
+
+    def _graph_command_pool(self) -> Any:
+        """The VkCommandPool that graphs' secondary command buffers come from (recorded under ``_lock``)."""
+        if self._graph_pool is None:
+            vk = native.vk
+            info = vk.ffi.new("VkCommandPoolCreateInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO, "queueFamilyIndex": self._family})
+            out = vk.ffi.new("VkCommandPool*")
+            native.call.vkCreateCommandPool(self._handle, info, vk.ffi.NULL, out)
+            self._graph_pool = out[0]
+        return self._graph_pool
 
     # -- the private API --------------------------------------------------------------------------------
 
@@ -410,6 +437,10 @@ class VulkanDevice(api.Device):
 
     def _default_stream(self) -> api.Stream:
         return self._default
+
+    def _create_graph(self) -> VulkanGraph:
+        with self._lock:
+            return VulkanGraph(self)
 
     def _create_stream(self) -> VulkanStream:
         with self._lock:
@@ -466,6 +497,11 @@ class VulkanDevice(api.Device):
             with self._lock:
                 for module in self._modules:
                     module._destroy(handle)
+                for graph in list(self._graphs):  # open graphs, and closed ones whose release still waited
+                    graph.destroy(self)
+                self._deferred.clear()
+                if self._graph_pool is not None:
+                    lib.vkDestroyCommandPool(handle, self._graph_pool, ffi.NULL)
                 self._layouts.destroy()
                 for stream in self._busy:  # a failed synchronize leaves pools with batches
                     pending = [*stream._in_flight, *([stream._batch] if stream._batch else [])]

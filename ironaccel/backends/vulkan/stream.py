@@ -25,6 +25,7 @@ from .pipeline import DescriptorPool, VulkanModule
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
+    from .graph import VulkanGraph
 
 BATCH_COMMANDS = 64  # commands recorded before a stream submits on its own
 MAX_IN_FLIGHT = 64  # submissions per stream before the host waits for the oldest
@@ -52,8 +53,9 @@ def deadline(op: str, timeout: float | None) -> Deadline | None:
     return None if timeout is None else Deadline(op, timeout)
 
 
-class _Batch:
-    """One submission of a stream: its command buffer and what the host owes it once it completes."""
+class Batch:
+    """One submission of a stream: its command buffer and what the host owes it once it completes. A
+    graph's recording is one too (``graph.py``): the same fields, kept until the graph is released."""
 
     __slots__ = ("cmd", "commands", "value", "staging", "descriptor_pool", "on_complete")
 
@@ -187,6 +189,8 @@ class StreamHandles:
 class VulkanStream(api.Stream):
     """An in-order queue of work on a timeline semaphore; see the package docstring."""
 
+    _capturing: VulkanGraph | None
+
     def __init__(self, device: VulkanDevice, queue: Queue, handles: StreamHandles):
         super().__init__(device)
         self._queue = queue
@@ -195,9 +199,9 @@ class VulkanStream(api.Stream):
         self._command_pool = handles.command_pool
         self._submitted = handles.value  # the timeline value of the last submission
         self._completed = handles.value  # the highest value known to have completed
-        self._batch: _Batch | None = None  # recording, not yet submitted
+        self._batch: Batch | None = None  # recording, not yet submitted
         self._waits: list[tuple[VulkanStream, int]] = []  # event waits for the next submission
-        self._in_flight: deque[_Batch] = deque()
+        self._in_flight: deque[Batch] = deque()
         self._free_cmds = handles.free_cmds
         self._free_descriptor_pools = handles.free_descriptor_pools
         # When the stream is collected (the device holds busy ones) its handles go back to the device's spares.
@@ -205,8 +209,11 @@ class VulkanStream(api.Stream):
 
     # -- recording ----------------------------------------------------------------------------------
 
-    def _recording(self) -> _Batch:
-        """The open batch, with a barrier that orders the next command after the ones before it."""
+    def _recording(self) -> Batch:
+        """The open batch (while capturing: the graph's recording), with a barrier that orders the next
+        command after the ones before it."""
+        if self._capturing is not None:
+            return self._capturing._next_command()
         vk = native.vk
         batch = self._batch
         if batch is None:
@@ -221,7 +228,7 @@ class VulkanStream(api.Stream):
                 native.call.vkAllocateCommandBuffers(self._device._handle, info, out)
                 cmd = out[0]
             native.call.vkBeginCommandBuffer(cmd, self._device._begin_info)
-            batch = self._batch = _Batch(cmd)
+            batch = self._batch = Batch(cmd)
             self._device._busy.add(self)
         elif batch.commands:
             self._device._barrier(batch.cmd, self._device._between_commands)
@@ -276,7 +283,7 @@ class VulkanStream(api.Stream):
         self._submitted = self._handles.value = value
         self._waits = []
         self._batch = None
-        batch = batch or _Batch(None)  # a submission of waits only: tracked so the stream stays alive for it
+        batch = batch or Batch(None)  # a submission of waits only: tracked so the stream stays alive for it
         batch.value = value
         self._in_flight.append(batch)
 
@@ -312,8 +319,9 @@ class VulkanStream(api.Stream):
         return not self._in_flight
 
     def _direct(self) -> bool:
-        """Copy through mapped device memory on the host: it is mapped and this stream has nothing outstanding."""
-        return self._device._direct_mapping and self._idle()
+        """Copy through mapped device memory on the host: it is mapped, this stream has nothing outstanding
+        and is not capturing (captured work is recorded, to run at each replay)."""
+        return self._device._direct_mapping and self._capturing is None and self._idle()
 
     def _copy_region(self, cmd: Any, src: Any, src_offset: int, dst: Any, dst_offset: int, nbytes: int) -> None:
         region = native.vk.ffi.new("VkBufferCopy*", {"srcOffset": src_offset, "dstOffset": dst_offset, "size": nbytes})
@@ -411,6 +419,12 @@ class VulkanStream(api.Stream):
             self._waits.append((source, event._value))
             self._device._busy.add(self)
 
+    def _begin_capture(self) -> api.Graph:
+        return self._device._create_graph()
+
+    def _end_capture(self, graph: api.Graph, keep: bool) -> None:
+        graph._end(keep)  # type: ignore[attr-defined]  # the VulkanGraph of _begin_capture
+
     def _synchronize(self, timeout: float | None = None) -> None:
         limit = deadline("Stream.synchronize", timeout)
         with self._device._lock:
@@ -430,10 +444,15 @@ class VulkanStream(api.Stream):
         with dev._lock:
             layout, set_layout = dev._layouts.get(len(buffers), len(scalars))
             pipeline = module._pipeline(kernel.name, block, len(buffers), len(scalars), layout)
-            if buffers and self._batch is not None:
-                pool = self._batch.descriptor_pool
+            graph = self._capturing
+            target = self._batch if graph is None else graph._resources.recording
+            if buffers and target is not None:
+                pool = target.descriptor_pool
                 if pool is not None and not pool.fits(len(buffers)):
-                    self._submit()  # the batch's descriptor pool is full: the next batch gets another
+                    if graph is None:
+                        self._submit()  # the batch's descriptor pool is full: the next batch gets another
+                    else:
+                        graph._spend_descriptor_pool()
             batch = self._recording()
             cmd = batch.cmd
             lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)

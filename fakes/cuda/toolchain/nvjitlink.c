@@ -1,0 +1,319 @@
+/* libnvJitLink.so.N of the simulated toolchain: every call goes to the real nvJitLink, which links (and
+ * reports errors) as it always does. Beside it the shim keeps the PTX of the inputs: PTX inputs as given,
+ * the PTX the fake reads from cubin, fatbin and object inputs (asked of the fake libcuda), and the PTX the
+ * real nvJitLink makes of LTO-IR inputs (a second link with -ptx). The linked cubin is the real one plus a
+ * section holding that PTX, one module after another, as the fake's own linker makes it. When an input
+ * carries no PTX the linked cubin is the real one alone, which the fake refuses saying why. */
+#define _GNU_SOURCE /* memmem */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shim.h"
+
+typedef int nvJitLinkResult;
+typedef void *nvJitLinkHandle;
+enum { INPUT_CUBIN = 1, INPUT_PTX, INPUT_LTOIR, INPUT_FATBIN, INPUT_OBJECT, INPUT_LIBRARY, INPUT_INDEX,
+       INPUT_ANY = 10 };
+#define NVJITLINK_SUCCESS 0
+#define NVJITLINK_ERROR_INTERNAL 6
+
+static RealLibrary g_nvjitlink = REAL_LIBRARY("IRONACCEL_FAKE_NVJITLINK_LIBRARY", "nvJitLink");
+
+#define REAL_AS(var, name, params) \
+    nvJitLinkResult(*var) params = (nvJitLinkResult(*) params)shim_real(&g_nvjitlink, #name)
+#define REAL(name, params) REAL_AS(real, name, params)
+
+#define FORWARD(name, params, args)                           \
+    API nvJitLinkResult name params {                         \
+        REAL(name, params);                                   \
+        return real ? real args : NVJITLINK_ERROR_INTERNAL;   \
+    }
+
+FORWARD(nvJitLinkVersion, (unsigned *major, unsigned *minor), (major, minor))
+FORWARD(nvJitLinkGetLinkedPtxSize, (nvJitLinkHandle h, size_t *size), (h, size))
+FORWARD(nvJitLinkGetLinkedPtx, (nvJitLinkHandle h, char *ptx), (h, ptx))
+FORWARD(nvJitLinkGetLinkedLTOIRSize, (nvJitLinkHandle h, size_t *size), (h, size))
+FORWARD(nvJitLinkGetLinkedLTOIR, (nvJitLinkHandle h, void *ltoir), (h, ltoir))
+FORWARD(nvJitLinkGetErrorLogSize, (nvJitLinkHandle h, size_t *size), (h, size))
+FORWARD(nvJitLinkGetErrorLog, (nvJitLinkHandle h, char *log), (h, log))
+FORWARD(nvJitLinkGetInfoLogSize, (nvJitLinkHandle h, size_t *size), (h, size))
+FORWARD(nvJitLinkGetInfoLog, (nvJitLinkHandle h, char *log), (h, log))
+
+/* What the shim keeps of one link. */
+typedef struct Link {
+    nvJitLinkHandle handle;
+    char **options; /* a copy of the options, for the LTO-IR-to-PTX link */
+    uint32_t noptions;
+    Text ptx;                     /* the inputs' PTX, in order */
+    struct Blob *ltoir;           /* the LTO-IR inputs */
+    char no_ptx[512];             /* why the linked image cannot carry all the PTX ("" when it can) */
+    void *cubin;                  /* the linked cubin returned, made once after nvJitLinkComplete */
+    size_t cubin_size;
+    struct Link *next;
+} Link;
+
+typedef struct Blob {
+    void *data;
+    size_t size;
+    struct Blob *next;
+} Blob;
+
+static Link *g_links;
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The link of a handle, or NULL; call with g_mu held. */
+static Link *link_of(nvJitLinkHandle h) {
+    Link *l = g_links;
+    while (l && l->handle != h) l = l->next;
+    return l;
+}
+
+static void link_free(Link *l) {
+    for (uint32_t i = 0; i < l->noptions; i++) free(l->options[i]);
+    free(l->options);
+    free(l->ptx.s);
+    for (Blob *b = l->ltoir, *next; b; b = next) {
+        next = b->next;
+        free(b->data);
+        free(b);
+    }
+    free(l->cubin);
+    free(l);
+}
+
+API nvJitLinkResult nvJitLinkCreate(nvJitLinkHandle *h, uint32_t n, const char **options) {
+    REAL(nvJitLinkCreate, (nvJitLinkHandle *, uint32_t, const char **));
+    if (!real) return NVJITLINK_ERROR_INTERNAL;
+    nvJitLinkResult rc = real(h, n, options);
+    if (rc != NVJITLINK_SUCCESS || !h || !*h) return rc;
+    Link *l = calloc(1, sizeof *l);
+    if (l) l->options = calloc(n ? n : 1, sizeof *l->options);
+    if (!l || !l->options) { /* nothing kept: the link goes on, its cubin without PTX */
+        free(l);
+        shim_log("nvJitLinkCreate: out of memory: the linked cubin will be machine code only");
+        return rc;
+    }
+    l->handle = *h;
+    for (uint32_t i = 0; i < n; i++)
+        if (options[i] && (l->options[l->noptions] = strdup(options[i]))) l->noptions++;
+    pthread_mutex_lock(&g_mu);
+    l->next = g_links;
+    g_links = l;
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+API nvJitLinkResult nvJitLinkDestroy(nvJitLinkHandle *h) {
+    REAL(nvJitLinkDestroy, (nvJitLinkHandle *));
+    if (!real) return NVJITLINK_ERROR_INTERNAL;
+    if (h && *h) {
+        pthread_mutex_lock(&g_mu);
+        for (Link **p = &g_links; *p; p = &(*p)->next)
+            if ((*p)->handle == *h) {
+                Link *gone = *p;
+                *p = gone->next;
+                link_free(gone);
+                break;
+            }
+        pthread_mutex_unlock(&g_mu);
+    }
+    return real(h);
+}
+
+static int is_elf(const uint8_t *b, size_t n) { return n >= 4 && !memcmp(b, "\x7f" "ELF", 4); }
+static int is_fatbin(const uint8_t *b, size_t n) { return n >= 4 && b[0] == 0x50 && b[1] == 0xED && b[2] == 0x55 && b[3] == 0xBA; }
+static int is_archive(const uint8_t *b, size_t n) { return n >= 8 && !memcmp(b, "!<arch>\n", 8); }
+static int is_ptx_text(const uint8_t *b, size_t n) { return memmem(b, strnlen((const char *)b, n), ".version", 8) != NULL; }
+
+/* The type nvJitLink would take an INPUT_ANY input for: by its first bytes (LTO-IR is what is left). */
+static int input_type(int type, const uint8_t *b, size_t n) {
+    if (type != INPUT_ANY) return type;
+    if (is_elf(b, n)) return INPUT_OBJECT;
+    if (is_fatbin(b, n)) return INPUT_FATBIN;
+    if (is_archive(b, n)) return INPUT_LIBRARY;
+    return is_ptx_text(b, n) ? INPUT_PTX : INPUT_LTOIR;
+}
+
+/* Keeps what the fake needs of an input the real nvJitLink accepted. */
+static void keep_input(nvJitLinkHandle h, int type, const void *data, size_t size, const char *name) {
+    pthread_mutex_lock(&g_mu);
+    Link *l = link_of(h);
+    if (!l || l->no_ptx[0]) goto done;
+    const char *what = name ? name : "an input";
+    switch (input_type(type, data, size)) {
+    case INPUT_PTX:
+        if (text_append(&l->ptx, data, strnlen(data, size)))
+            snprintf(l->no_ptx, sizeof l->no_ptx, "out of memory keeping the PTX of %s", what);
+        break;
+    case INPUT_LTOIR: {
+        Blob *b = calloc(1, sizeof *b);
+        if (b && (b->data = malloc(size))) {
+            memcpy(b->data, data, size);
+            b->size = size;
+            Blob **end = &l->ltoir;
+            while (*end) end = &(*end)->next;
+            *end = b;
+        } else {
+            free(b);
+            snprintf(l->no_ptx, sizeof l->no_ptx, "out of memory keeping the LTO-IR of %s", what);
+        }
+        break;
+    }
+    case INPUT_CUBIN:
+    case INPUT_FATBIN:
+    case INPUT_OBJECT: {
+        char why[400] = "";
+        char *ptx = shim_image_ptx(data, why, sizeof why);
+        if (!ptx) snprintf(l->no_ptx, sizeof l->no_ptx, "%s carries no PTX the fake can run: %s", what, why);
+        else if (text_append(&l->ptx, ptx, strlen(ptx)))
+            snprintf(l->no_ptx, sizeof l->no_ptx, "out of memory keeping the PTX of %s", what);
+        free(ptx);
+        break;
+    }
+    default:
+        snprintf(l->no_ptx, sizeof l->no_ptx, "%s is a library or index input, whose PTX the shim does not read", what);
+    }
+done:
+    pthread_mutex_unlock(&g_mu);
+}
+
+API nvJitLinkResult nvJitLinkAddData(nvJitLinkHandle h, int type, const void *data, size_t size, const char *name) {
+    REAL(nvJitLinkAddData, (nvJitLinkHandle, int, const void *, size_t, const char *));
+    if (!real) return NVJITLINK_ERROR_INTERNAL;
+    nvJitLinkResult rc = real(h, type, data, size, name);
+    if (rc == NVJITLINK_SUCCESS && data && size) keep_input(h, type, data, size, name);
+    return rc;
+}
+
+API nvJitLinkResult nvJitLinkAddFile(nvJitLinkHandle h, int type, const char *path) {
+    REAL(nvJitLinkAddFile, (nvJitLinkHandle, int, const char *));
+    if (!real) return NVJITLINK_ERROR_INTERNAL;
+    nvJitLinkResult rc = real(h, type, path);
+    if (rc != NVJITLINK_SUCCESS) return rc;
+    FILE *f = fopen(path, "rb");
+    char *bytes = NULL;
+    long n = -1;
+    if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) > 0 && fseek(f, 0, SEEK_SET) == 0 &&
+        (bytes = calloc(1, (size_t)n + 1)) && fread(bytes, 1, (size_t)n, f) == (size_t)n) {
+        keep_input(h, type, bytes, (size_t)n, path);
+    } else {
+        pthread_mutex_lock(&g_mu);
+        Link *l = link_of(h);
+        if (l) snprintf(l->no_ptx, sizeof l->no_ptx, "%s could not be read again for its PTX", path);
+        pthread_mutex_unlock(&g_mu);
+    }
+    free(bytes);
+    if (f) fclose(f);
+    return rc;
+}
+
+/* The PTX the real nvJitLink makes of the LTO-IR inputs: a link of them alone with the same options and
+ * -ptx; NULL (reason in why) when it fails. */
+static char *ltoir_ptx(Link *l, char *why, size_t whylen) {
+    REAL_AS(create, nvJitLinkCreate, (nvJitLinkHandle *, uint32_t, const char **));
+    REAL_AS(add, nvJitLinkAddData, (nvJitLinkHandle, int, const void *, size_t, const char *));
+    REAL_AS(complete, nvJitLinkComplete, (nvJitLinkHandle));
+    REAL_AS(ptx_size, nvJitLinkGetLinkedPtxSize, (nvJitLinkHandle, size_t *));
+    REAL_AS(get_ptx, nvJitLinkGetLinkedPtx, (nvJitLinkHandle, char *));
+    REAL_AS(destroy, nvJitLinkDestroy, (nvJitLinkHandle *));
+    if (!create || !add || !complete || !ptx_size || !get_ptx || !destroy) {
+        snprintf(why, whylen, "the real nvJitLink lacks a function the LTO-IR-to-PTX link needs");
+        return NULL;
+    }
+    const char **options = calloc(l->noptions + 1, sizeof *options);
+    if (!options) return NULL;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < l->noptions; i++)
+        if (strcmp(l->options[i], "-ptx")) options[n++] = l->options[i];
+    options[n++] = "-ptx";
+    nvJitLinkHandle h = NULL;
+    char *ptx = NULL;
+    size_t size = 0;
+    nvJitLinkResult rc = create(&h, n, options);
+    for (Blob *b = l->ltoir; rc == NVJITLINK_SUCCESS && b; b = b->next) rc = add(h, INPUT_LTOIR, b->data, b->size, "ltoir");
+    if (rc == NVJITLINK_SUCCESS) rc = complete(h);
+    if (rc == NVJITLINK_SUCCESS) rc = ptx_size(h, &size);
+    if (rc == NVJITLINK_SUCCESS && (ptx = calloc(1, size + 1)) && (rc = get_ptx(h, ptx)) != NVJITLINK_SUCCESS) {
+        free(ptx);
+        ptx = NULL;
+    }
+    if (!ptx) snprintf(why, whylen, "the LTO-IR inputs linked to PTX (with -ptx) failed with nvJitLinkResult %d", rc);
+    if (h) destroy(&h);
+    free(options);
+    return ptx;
+}
+
+API nvJitLinkResult nvJitLinkComplete(nvJitLinkHandle h) {
+    REAL(nvJitLinkComplete, (nvJitLinkHandle));
+    if (!real) return NVJITLINK_ERROR_INTERNAL;
+    nvJitLinkResult rc = real(h);
+    if (rc != NVJITLINK_SUCCESS) return rc;
+    pthread_mutex_lock(&g_mu);
+    Link *l = link_of(h);
+    if (l && !l->no_ptx[0] && l->ltoir) {
+        char why[256] = "";
+        char *ptx = ltoir_ptx(l, why, sizeof why);
+        if (!ptx) snprintf(l->no_ptx, sizeof l->no_ptx, "%s", why);
+        else if (text_append(&l->ptx, ptx, strlen(ptx))) snprintf(l->no_ptx, sizeof l->no_ptx, "out of memory");
+        free(ptx);
+    }
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+/* The linked cubin to return: the real one, with the inputs' PTX when they all carry it. */
+static nvJitLinkResult linked_cubin(nvJitLinkHandle h, Link **out) {
+    REAL_AS(real_size, nvJitLinkGetLinkedCubinSize, (nvJitLinkHandle, size_t *));
+    REAL_AS(real_cubin, nvJitLinkGetLinkedCubin, (nvJitLinkHandle, void *));
+    if (!real_size || !real_cubin) return NVJITLINK_ERROR_INTERNAL;
+    Link *l = link_of(h);
+    *out = l;
+    if (!l || l->cubin) return NVJITLINK_SUCCESS;
+    size_t size = 0;
+    nvJitLinkResult rc = real_size(h, &size);
+    if (rc != NVJITLINK_SUCCESS) return rc;
+    void *cubin = malloc(size ? size : 1);
+    if (!cubin) return NVJITLINK_ERROR_INTERNAL;
+    if ((rc = real_cubin(h, cubin)) != NVJITLINK_SUCCESS) {
+        free(cubin);
+        return rc;
+    }
+    if (!l->no_ptx[0] && !l->ptx.len) snprintf(l->no_ptx, sizeof l->no_ptx, "no input carried PTX");
+    if (!l->no_ptx[0] && shim_elf_with_ptx(cubin, size, l->ptx.s, &l->cubin, &l->cubin_size) == 0) {
+        free(cubin);
+        return NVJITLINK_SUCCESS;
+    }
+    if (!l->no_ptx[0]) snprintf(l->no_ptx, sizeof l->no_ptx, "the linked cubin is not an ELF image");
+    shim_log("nvJitLinkGetLinkedCubin: the linked cubin is machine code only (%s)", l->no_ptx);
+    l->cubin = cubin;
+    l->cubin_size = size;
+    return NVJITLINK_SUCCESS;
+}
+
+API nvJitLinkResult nvJitLinkGetLinkedCubinSize(nvJitLinkHandle h, size_t *size) {
+    REAL(nvJitLinkGetLinkedCubinSize, (nvJitLinkHandle, size_t *));
+    if (!real) return NVJITLINK_ERROR_INTERNAL;
+    nvJitLinkResult rc = real(h, size); /* the real answer first: errors, and before the link completed */
+    if (rc != NVJITLINK_SUCCESS) return rc;
+    pthread_mutex_lock(&g_mu);
+    Link *l;
+    rc = linked_cubin(h, &l);
+    if (rc == NVJITLINK_SUCCESS && l) *size = l->cubin_size;
+    pthread_mutex_unlock(&g_mu);
+    return rc;
+}
+
+API nvJitLinkResult nvJitLinkGetLinkedCubin(nvJitLinkHandle h, void *cubin) {
+    REAL(nvJitLinkGetLinkedCubin, (nvJitLinkHandle, void *));
+    if (!real) return NVJITLINK_ERROR_INTERNAL;
+    size_t size;
+    nvJitLinkResult rc = nvJitLinkGetLinkedCubinSize(h, &size);
+    if (rc != NVJITLINK_SUCCESS || !cubin) return real(h, cubin);
+    pthread_mutex_lock(&g_mu);
+    Link *l = link_of(h);
+    if (l) memcpy(cubin, l->cubin, l->cubin_size);
+    pthread_mutex_unlock(&g_mu);
+    return l ? NVJITLINK_SUCCESS : real(h, cubin);
+}

@@ -1,0 +1,124 @@
+"""Graphs: stream work recorded once into a secondary command buffer, replayed by executing it.
+
+While a stream captures, the commands it would record into its own batch go into the graph's recording
+instead: a secondary command buffer begun with SIMULTANEOUS_USE (a replay may be pending on several
+streams, or twice in one batch), with the same full memory barrier between commands that a stream's batch
+has. The host-side shortcuts of an idle stream (copies and fills through mapped memory) are off while it
+captures, so every captured operation is a recorded command. What the commands refer to lives as long as
+the graph: descriptor sets (from descriptor pools of the graph's own) and the staging bytes of a fill's
+unaligned edges.
+
+A replay is one command of the replaying stream's batch: ``vkCmdExecuteCommands`` after the barrier every
+command gets, with the next command after another, so the replay is ordered after the stream's earlier work
+and before its later work on any driver. ``close()`` hands the graph's resources to the device, which
+releases them once every stream that replayed the graph has completed its last replay (a replay still
+running keeps working); the device releases the graphs still open when it closes.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ... import api
+from . import native
+from .stream import Batch
+
+if TYPE_CHECKING:
+    from .device import VulkanDevice
+    from .pipeline import DescriptorPool
+    from .stream import VulkanStream
+
+
+class GraphResources:
+    """What a graph's recorded commands use: the secondary command buffer, its descriptor pools (the one in
+    use is the recording's), its staging. Released once, by the device."""
+
+    __slots__ = ("cmds", "recording", "spent_pools")
+
+    def __init__(self, cmds: Any, recording: Batch):
+        self.cmds = cmds  # VkCommandBuffer[1], as vkCmdExecuteCommands takes it
+        self.recording = recording
+        self.spent_pools: list[DescriptorPool] = []  # full pools, the recording's current one apart
+
+    def destroy(self, dev: VulkanDevice) -> None:
+        ffi, lib = native.vk.ffi, native.vk.lib
+        pools = self.spent_pools + ([self.recording.descriptor_pool] if self.recording.descriptor_pool else [])
+        for pool in pools:
+            lib.vkDestroyDescriptorPool(dev._handle, pool.handle, ffi.NULL)
+        for allocation in self.recording.staging:
+            dev._staging.free(allocation)
+        lib.vkFreeCommandBuffers(dev._handle, dev._graph_command_pool(), 1, self.cmds)
+        self.spent_pools, self.recording.staging, self.recording.descriptor_pool = [], [], None
+        dev._graphs.discard(self)
+
+
+class VulkanGraph(api.Graph):
+    """A secondary command buffer of captured work; see the module docstring."""
+
+    def __init__(self, device: VulkanDevice):
+        super().__init__(device)
+        vk = native.vk
+        ffi = vk.ffi
+        pool = device._graph_command_pool()
+        info = ffi.new("VkCommandBufferAllocateInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": pool,
+            "level": vk.VK_COMMAND_BUFFER_LEVEL_SECONDARY, "commandBufferCount": 1,
+        })
+        cmds = ffi.new("VkCommandBuffer[1]")
+        native.call.vkAllocateCommandBuffers(device._handle, info, cmds)
+        self._resources = GraphResources(cmds, Batch(cmds[0]))
+        device._graphs.add(self._resources)
+        try:
+            native.call.vkBeginCommandBuffer(cmds[0], device._graph_begin_info)
+        except BaseException:
+            self._resources.destroy(device)
+            raise
+        self._replays: dict[VulkanStream, int] = {}  # stream -> the timeline value of its last replay
+
+    # -- capture (called by VulkanStream) ---------------------------------------------------------------
+
+    def _next_command(self) -> Batch:
+        """The recording, with a barrier that orders the next command after the ones before it."""
+        recording = self._resources.recording
+        if recording.commands:
+            dev: VulkanDevice = self._device  # type: ignore[assignment]
+            dev._barrier(recording.cmd, dev._between_commands)
+        recording.commands += 1
+        return recording
+
+    def _spend_descriptor_pool(self) -> None:
+        """The recording's descriptor pool is full: keep it (its sets are recorded) and take another next."""
+        recording = self._resources.recording
+        assert recording.descriptor_pool is not None
+        self._resources.spent_pools.append(recording.descriptor_pool)
+        recording.descriptor_pool = None
+
+    def _end(self, keep: bool) -> None:
+        dev: VulkanDevice = self._device  # type: ignore[assignment]
+        with dev._lock:
+            try:
+                native.call.vkEndCommandBuffer(self._resources.recording.cmd)
+            except BaseException:
+                self._resources.destroy(dev)
+                raise
+            if not keep:  # never submitted: nothing to wait for
+                self._resources.destroy(dev)
+
+    # -- the private API --------------------------------------------------------------------------------
+
+    def _launch(self, stream: api.Stream) -> None:
+        s: VulkanStream = stream  # type: ignore[assignment]
+        dev: VulkanDevice = self._device  # type: ignore[assignment]
+        with dev._lock:
+            batch = s._recording()
+            native.vk.lib.vkCmdExecuteCommands(batch.cmd, 1, self._resources.cmds)
+            s._recorded()
+            self._replays[s] = s._pending_value()
+
+    def _release(self) -> None:
+        dev: VulkanDevice = self._device  # type: ignore[assignment]
+        with dev._lock:
+            points = [(s, v) for s, v in self._replays.items() if v > s._completed]
+            self._replays.clear()
+            resources = self._resources
+            dev._release_after(points, lambda: resources.destroy(dev))

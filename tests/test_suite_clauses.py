@@ -1,0 +1,26 @@
+"""The suite's clause marks agree with SPEC.md's required/optional split, checked on the committed results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ironaccel import spec
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+
+
+def test_a_test_a_capability_can_skip_cites_only_optional_clauses() -> None:
+    """A not-supported test that cites a required clause leaves that clause unproven on every device without the
+    capability (GRAPH-7's test once cited ERR-1 and made WebGPU, OpenGL and OpenCL fail ERR-1)."""
+    required = {cid for cid, clause in spec.load_clauses().items() if clause.required}
+    wrong = {}
+    for path in sorted(RESULTS.glob("*.json")):
+        doc = json.loads(path.read_text())
+        if "tests" not in doc:
+            continue
+        for test in doc["tests"]:
+            cited = required.intersection(test.get("clauses", ()))
+            if test["outcome"] == "not-supported" and cited:
+                wrong[test["id"]] = sorted(cited)
+    assert not wrong, f"tests skipped for a capability cite required clauses: {wrong}"
