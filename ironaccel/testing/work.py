@@ -5,7 +5,6 @@ in an installed wheel alike."""
 from __future__ import annotations
 
 import time
-import weakref
 
 import numpy as np
 
@@ -41,37 +40,27 @@ class RunningWork:
     The size is measured, not guessed: a launch is timed (as the difference between one and five launches
     before a synchronize, so the cost of waiting cancels out) while it grows — wider up to 2^20 threads,
     then longer loops up to 65,535 iterations, the most lavapipe runs — until it takes 10 ms or more;
-    then enough launches are queued for ``seconds``. The growth starts where the last RunningWork on the
-    device stopped (growing from the smallest size cost up to a second each of the suite's 11 uses), and
-    every RunningWork times its launch afresh, so a measurement disturbed by a busy host affects one use only."""
-
-    _sizes: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # device -> (threads, iterations)
+    then enough launches are queued for ``seconds``."""
 
     def __init__(self, device, stream, kernels, seconds: float = 0.5):
         self.kernel = kernels("busy")
-        # a size found before that now times under 10 ms (a quieter host, noise) stays if it is within one growth
-        # step of it; growing past it would make every use time launches four times as long
-        self.n, self.iters = RunningWork._sizes.get(device, (1024, 16))
-        enough = 0.0025 if device in RunningWork._sizes else 0.01
-        while (per_launch := self._time_a_launch(device, stream)) < enough and self.iters < 65535:
+        self.n, self.iters = 1024, 16
+        while True:
+            buf = device.alloc(4 * self.n)
+            self._timed(stream, buf, 1)  # untimed in effect: the first launch of a size may compile or validate
+            # what a wait costs cancels out; the median of three rides out a busy host
+            per_launch = max(sorted((self._timed(stream, buf, 5) - self._timed(stream, buf, 1)) / 4
+                                    for _ in range(3))[1], 1e-7)
+            buf.free()
+            if per_launch >= 0.01 or self.iters >= 65535:
+                break
             if self.n < 1 << 20:
                 self.n *= 4
             else:
                 self.iters = min(65535, self.iters * 4)
-        RunningWork._sizes[device] = self.n, self.iters
         self.launches = max(1, min(10_000, round(seconds / per_launch)))
         self.expected_seconds = self.launches * per_launch
         self.buf = device.alloc(4 * self.n)
-
-    def _time_a_launch(self, device, stream) -> float:
-        """Seconds one launch of the current size takes."""
-        buf = device.alloc(4 * self.n)
-        self._timed(stream, buf, 1)  # untimed in effect: the first launch of a size may compile or validate
-        # what a wait costs cancels out; the median of three rides out a busy host
-        per_launch = max(sorted((self._timed(stream, buf, 5) - self._timed(stream, buf, 1)) / 4
-                                for _ in range(3))[1], 1e-7)
-        buf.free()
-        return per_launch
 
     def _timed(self, stream, buf, launches: int) -> float:
         t0 = time.perf_counter()
