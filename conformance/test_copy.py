@@ -93,14 +93,20 @@ def test_out_of_range_is_invalid_and_copies_nothing(device, stream, case):
 
 
 @pytest.mark.clause("COPY-4")
-def test_htod_source_reusable_on_return(device, stream):
+def test_htod_source_reusable_on_return(device, stream, kernels):
     n = 1 << 16
     host = random_bytes(n, 11)
     expect = host.copy()
-    with device.alloc(n) as buf:
-        stream.copy_htod(buf, host)
-        host[:] = 0x11  # overwrite before the device is known to have the data
-        np.testing.assert_array_equal(read(stream, buf), expect)
+    work = RunningWork(device, stream, kernels, seconds=0.3)
+    try:
+        with device.alloc(n) as buf:
+            work.enqueue(stream)  # the copy queues behind it: a backend that reads the host array later reads 0x11
+            stream.copy_htod(buf, host)
+            host[:] = 0x11  # overwrite before the device is known to have the data
+            np.testing.assert_array_equal(read(stream, buf), expect)
+        work.check(stream)
+    finally:
+        work.free()
 
 
 @pytest.mark.clause("COPY-5", "ERR-1")

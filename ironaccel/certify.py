@@ -22,9 +22,11 @@ tampered; then the suite or the target's own parts changed → stale. Shards of 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -301,23 +303,89 @@ class Progress:
             self._print(self.line() + ("" if self.tty else "\n"))
 
 
+def plan(names: list[str], jobs: int, selection: Selection) -> list[tuple[str, Selection]]:
+    """The processes of a run, in the order they start: one per target, except that when the targets do not
+    divide evenly among ``jobs`` processes, each of the last ``len(names) % jobs`` runs as ``jobs`` interleaved
+    shards, so the last round keeps every core busy (7 targets on 2 cores: 3 rounds of two targets, then two
+    halves, not a 4th round of one target beside an idle core). A run that is itself a shard is not split."""
+    rest = 0 if selection.shard or len(names) <= jobs else len(names) % jobs
+    whole = names[:len(names) - rest]
+    return [(n, selection) for n in whole] + [(n, dataclasses.replace(selection, shard=f"{k}/{jobs}"))
+                                              for n in names[len(whole):] for k in range(1, jobs + 1)]
+
+
+def merge_shard_runs(target: str, runs: list[TargetRun], results_dir: Path) -> TargetRun:
+    """The target's run from its shards' runs (shard 1/N first), their results files merged into ``results_dir``
+    (with JUnit and certificate); seconds are the shards' total. A shard that never opened its device (it crashed first, or
+    its farm node died) takes its siblings' device, so its tests merge as not-run."""
+    out = results_dir / results.file_name(target)
+    node = ", ".join(sorted({r.node for r in runs if r.node}))
+    seconds = sum(r.seconds for r in runs)
+    if any(r.summary is None for r in runs):  # a shard without a results file (a target unknown here)
+        return TargetRun(target, out, RunStatus.CRASHED.value, None, seconds,
+                         "; ".join(f"{target} {k}/{len(runs)}: {r.message}" for k, r in enumerate(runs, 1)
+                                   if r.summary is None), node)
+    docs = [results.load(r.results_file) for r in runs]
+    device = next((d["target"] for d in docs if d["target"]["device"]), None)
+    for doc in docs:
+        if device and not doc["target"]["device"]:
+            doc["target"].update({k: device[k] for k in ("driver_version", "device", "vendor", "simulated")})
+    try:
+        merged = results.merge(docs, [str(r.results_file) for r in runs])
+    except ValueError as exc:  # e.g. the suite changed between the shards' starts: no results file is right
+        return TargetRun(target, out, RunStatus.ERROR.value, None, seconds, f"the shards do not merge: {exc}", node)
+    results.dump(merged, out)
+    doc = write_junit_and_certificate(out)
+    return TargetRun(target, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"], node)
+
+
+SHARDS_FOLDER = ".shards"  # certify's own shards (``plan``), merged into the results folder, then removed
+
+
 def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeout_s: float = TARGET_TIMEOUT_S,
             test_timeout_s: float = TEST_TIMEOUT_S, runner: Callable[..., TargetRun] = run_target,
             stream=None, selection: Selection = Selection()) -> list[TargetRun]:
-    """Run ``names`` with ``runner`` in parallel (bounded by cores), showing progress; return every run."""
+    """Run ``names`` with ``runner`` in parallel (bounded by cores; ``plan`` splits the last round into
+    shards), showing progress; return every target's run, in ``names``' order."""
     results_dir.mkdir(parents=True, exist_ok=True)
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
-    with Progress(len(names), stream) as progress:
-        progress.echo(f"certifying {len(names)} target(s) with {jobs} process(es): {', '.join(names)}")
+    processes = plan(names, jobs, selection)
+    with Progress(len(processes), stream, unit="processes") as progress:
+        split = sorted({n for n, sel in processes if sel.shard != selection.shard}, key=names.index)
+        progress.echo(f"certifying {len(names)} target(s) with {jobs} process(es): {', '.join(names)}"
+                      + (f" ({', '.join(split)} as {jobs} shards)" if split else ""))
 
-        def one(name: str) -> TargetRun:
-            progress.started(name, results_dir.resolve() / results.file_name(name))
-            run = runner(name, results_dir, timeout_s, test_timeout_s, selection=selection)
-            progress.done(run)
+        def one(process: tuple[str, Selection]) -> TargetRun:
+            name, sel = process
+            folder = results_dir
+            if sel.shard != selection.shard:
+                k, n = sel.shard.split("/")
+                folder = results_dir / SHARDS_FOLDER / f"{results.file_name(name).removesuffix('.json')}-{k}of{n}"
+                folder.mkdir(parents=True, exist_ok=True)
+            label = name + (f" {sel.shard}" if folder != results_dir else "")
+            progress.started(label, folder.resolve() / results.file_name(name))
+            run = runner(name, folder, timeout_s, test_timeout_s, selection=sel)
+            progress.done(run, label)
             return run
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            return list(pool.map(one, names))
+            runs = list(pool.map(one, processes))
+    out = []
+    for name in names:
+        mine = [(sel, r) for (n, sel), r in zip(processes, runs) if n == name]
+        if len(mine) == 1:
+            out.append(mine[0][1])
+            continue
+        run = merge_shard_runs(name, [r for _, r in mine], results_dir)
+        if run.ok:  # the shards' files are in the merged one; a failed shard's log stays, named in the message
+            for _, r in mine:
+                shutil.rmtree(r.results_file.parent)
+        else:
+            run.message = "; ".join([run.message] + [f"shard {sel.shard}: {r.message}" for sel, r in mine if not r.ok])
+        out.append(run)
+    if split and not any((results_dir / SHARDS_FOLDER).iterdir()):
+        (results_dir / SHARDS_FOLDER).rmdir()
+    return out
 
 
 def _counts(run: TargetRun) -> str:

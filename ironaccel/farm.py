@@ -290,25 +290,6 @@ def run_jobs(ray: Any, jobs: list[Job], results_dir: Path, timeout_s: float, tes
     return runs
 
 
-def _merge(target: str, jobs: list[Job], runs: list[TargetRun], results_dir: Path) -> TargetRun:
-    """The target's run from its shards' results files, merged into one (``results.merge``). A shard that
-    never opened its device (its node died first) takes its siblings' device, so its tests merge as not-run."""
-    out = results_dir / results.file_name(target)
-    node = ", ".join(sorted({r.node for r in runs if r.node}))
-    seconds = sum(r.seconds for r in runs)
-    if any(r.summary is None for r in runs):  # a shard without a results file (a target unknown here)
-        return TargetRun(target, out, RunStatus.CRASHED.value, None, seconds,
-                         "; ".join(f"{j.label}: {r.message}" for j, r in zip(jobs, runs) if r.summary is None), node)
-    docs = [results.load(r.results_file) for r in runs]
-    device = next((d["target"] for d in docs if d["target"]["device"]), None)
-    for doc in docs:
-        if device and not doc["target"]["device"]:
-            doc["target"].update({k: device[k] for k in ("driver_version", "device", "vendor", "simulated")})
-    results.dump(results.merge(docs, [str(r.results_file) for r in runs]), out)
-    certify.write_junit_and_certificate(out)
-    return _from_file(target, out, seconds, node)
-
-
 def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "local",
                     timeout_s: float = TARGET_TIMEOUT_S, test_timeout_s: float = TEST_TIMEOUT_S,
                     selection: Selection = Selection(), shard_size: int | None = None, resume: bool = False,
@@ -342,5 +323,5 @@ def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "
     out = []
     for name in names:
         runs = [done.get(j) or _from_file(name, j.results_file(results_dir), 0.0, "earlier run") for j in jobs[name]]
-        out.append(_merge(name, jobs[name], runs, results_dir) if jobs[name][0].sharded else runs[0])
+        out.append(certify.merge_shard_runs(name, runs, results_dir) if jobs[name][0].sharded else runs[0])
     return out

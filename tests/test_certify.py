@@ -17,6 +17,7 @@ import pytest
 
 from ironaccel import certify, results, spec, targets
 from ironaccel.cli import main
+from ironaccel.selection import Selection
 from membackend import registered
 from test_plugin import CONFTEST
 
@@ -208,6 +209,63 @@ def test_certify_runs_targets_in_parallel_with_progress_and_a_summary(tmp_path, 
     assert "certifying 2 target(s) with 2 process(es)" in text and f"done   {NAME}: ok, 2 pass" in text
     table = certify.summary_table(runs)
     assert table.splitlines()[0].split() == ["target", "run", "result", "outcomes", "seconds"]
+
+
+def test_the_last_round_is_split_into_shards_so_no_core_idles():
+    sel = Selection(only=("MEM-*",))
+    assert certify.plan(["a", "b", "c"], 2, sel) == [("a", sel), ("b", sel), ("c", Selection(("MEM-*",), (), "1/2")),
+                                                     ("c", Selection(("MEM-*",), (), "2/2"))]
+    assert certify.plan(["a", "b", "c", "d"], 2, sel) == [(n, sel) for n in "abcd"]  # even rounds: nothing split
+    assert certify.plan(["a", "b"], 4, sel) == [("a", sel), ("b", sel)]  # fewer targets than cores
+    mine = Selection(shard="1/3")
+    assert certify.plan(["a", "b", "c"], 2, mine) == [(n, mine) for n in "abc"]  # a shard is not split again
+
+
+def test_a_target_run_as_shards_merges_into_the_same_results_as_a_whole_run(tmp_path, mem_target):
+    tests = "".join(f"""
+@pytest.mark.clause("MEM-{i % 3 + 1}")
+def test_{i}():
+    assert {i} != 4
+""" for i in range(7))
+    folder = suite(tmp_path, tests)
+    whole = certify.run_target(NAME, tmp_path, suite=folder)
+
+    def runner(name, results_dir, timeout_s, test_timeout_s, selection):
+        if name != NAME:
+            return certify.TargetRun(name, results_dir / "x.json", "ok", {"pass": 1}, 0.1)
+        return certify.run_target(name, results_dir, timeout_s, test_timeout_s, suite=folder, selection=selection)
+
+    out = tmp_path / "sharded"
+    stream = io.StringIO()
+    runs = certify.certify(["a/x", "b/y", NAME], out, jobs=2, runner=runner, stream=stream)
+    assert f"({NAME} as 2 shards)" in stream.getvalue() and f"done   {NAME} 2/2" in stream.getvalue()
+    merged = runs[2]
+    assert merged.results_file == out / results.file_name(NAME) and merged.summary == whole.summary
+    doc, expected = results.load(merged.results_file), results.load(whole.results_file)
+    assert outcomes(doc) == outcomes(expected) and outcomes(doc)["test_4"] == "fail"
+    assert "selection" not in doc and doc["run"] == {"status": "ok", "message": ""}
+    assert results.sibling(merged.results_file, ".junit.xml").is_file()
+    log = next((out / certify.SHARDS_FOLDER).glob("*/.mem-test.log"))  # the failed shard's log stays
+    assert not merged.ok and str(log) in merged.message
+
+    skip = Selection(skip=("test_suite.py::test_4",))  # every test passes: nothing is left of the shards
+    again = certify.certify(["a/x", "b/y", NAME], out, jobs=2, runner=runner, stream=io.StringIO(), selection=skip)[2]
+    assert again.ok and outcomes(results.load(again.results_file)) == {k: v for k, v in outcomes(expected).items()
+                                                                      if k != "test_4"}
+    assert sorted(p.name for p in out.iterdir()) == ["mem-test.cert.json", "mem-test.cert.md", "mem-test.json",
+                                                     "mem-test.junit.xml"]
+
+
+def test_shards_that_do_not_merge_are_an_error_not_a_results_file(tmp_path):
+    doc = dict(_passing_doc("webgpu/lavapipe"), selection={"only": [], "skip": [], "shard": "1/2"})
+    runs = []
+    for k in (1, 2):  # both say they are shard 1/2
+        results.dump(doc, tmp_path / f"{k}.json")
+        runs.append(certify.TargetRun("webgpu/lavapipe", tmp_path / f"{k}.json", "ok", doc["summary"], 1.0))
+    run = certify.merge_shard_runs("webgpu/lavapipe", runs, tmp_path)
+    assert (run.status, run.summary, run.ok, run.seconds) == ("error", None, False, 2.0)
+    assert run.message.startswith("the shards do not merge: ") and "shard 1/2 is also" in run.message
+    assert not (tmp_path / results.file_name("webgpu/lavapipe")).exists()
 
 
 def test_progress_line_counts_finished_tests_from_the_results_file(tmp_path):

@@ -228,7 +228,8 @@ MUTANTS: list[Mutant] = [
     Mutant("cuda-timing-events-untimed", "cuda", CU + "stream.py",
            "flags = cu.CUevent_flags.CU_EVENT_DEFAULT if timing else cu.CUevent_flags.CU_EVENT_DISABLE_TIMING",
            "flags = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING",
-           "cuda/fake", "record(timing=True) creates events without timing: elapsed_ms fails", ("EVENT-2", "EVENT-6")),
+           "cuda/fake", "record(timing=True) creates events without timing: elapsed_ms fails", ("EVENT-2", "EVENT-6"),
+           env=PURE),
     Mutant("cuda-elapsed-in-seconds", "cuda", CU + "stream.py",
            "return float(calls.cuEventElapsedTime(self._handle, end._handle))",
            "return float(calls.cuEventElapsedTime(self._handle, end._handle)) / 1000",
@@ -278,7 +279,7 @@ MUTANTS: list[Mutant] = [
     Mutant("cuda-htod-small-offset-dropped", "cuda", CU + "stream.py",
            "dev._staging.copy_htod(self, dst._ptr + dst_offset, src)",
            "dev._staging.copy_htod(self, dst._ptr, src)",
-           "cuda/fake", "copy_htod at an offset lands at the start of the buffer", ("COPY-1",)),
+           "cuda/fake", "copy_htod at an offset lands at the start of the buffer", ("COPY-1",), env=PURE),
     # -- OpenGL (certified on opengl/llvmpipe) --------------------------------------------------------------
     Mutant("gl-htod-offset-dropped", "opengl", GL + "stream.py",
            'self._dev.gl.mgl("glBufferSubData", dst.write, src, offset)',

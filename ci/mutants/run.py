@@ -2,7 +2,7 @@
 """The project's mutation run: every mutant of ``catalogue.py`` applied to its own temporary copy of the tree,
 certified on its target, and a report of what the suite caught.
 
-    python3 ci/mutants/run.py                 # every mutant, 2 at a time; writes ci/mutants/REPORT.md
+    python3 ci/mutants/run.py                 # every mutant, CPU-count at a time; writes ci/mutants/REPORT.md
     python3 ci/mutants/run.py --only 'vk-*'   # some mutants; prints the report instead of writing it
     tox -e mutants
 
@@ -151,7 +151,8 @@ def key(mutant: Mutant) -> tuple[str, tuple[tuple[str, str], ...]]:
     return mutant.target, tuple(sorted(mutant.env.items()))
 
 
-def run_baselines(mutants: list[Mutant], snapshot: Path, limit: float, whole_suite: bool) -> tuple[dict, list[str]]:
+def run_baselines(mutants: list[Mutant], snapshot: Path, limit: float, whole_suite: bool, jobs: int
+                  ) -> tuple[dict, list[str]]:
     """Certify every (target, environment) the suite mutants use, unmutated, on the clauses those mutants run
     (``whole_suite``: every clause); and the canary. Problems listed."""
     problems: list[str] = []
@@ -171,7 +172,7 @@ def run_baselines(mutants: list[Mutant], snapshot: Path, limit: float, whole_sui
             only = () if whole_suite else tuple(sorted({c for m in mutants if key(m) == k for c in m.clauses}))
             return k, certify(tree, target, env, results, only, limit)
 
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
             for k, (doc, problem) in pool.map(one, keys):
                 label = k[0] + "".join(f" {a}={b}" for a, b in k[1])
                 if doc is None or doc["run"]["status"] != "ok":
@@ -245,7 +246,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", metavar="GLOB", help="mutant ids to run (repeatable)")
     parser.add_argument("--area", action="append", help="areas to run (repeatable)")
-    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="mutants run at once (default: CPU count)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant (default 300)")
     parser.add_argument("--whole-suite", action="store_true", help="certify the whole suite, not the mutant's clauses")
     parser.add_argument("--report", type=Path, help=f"write the report here (default: {REPORT.relative_to(ROOT)} for a "
@@ -264,7 +265,7 @@ def main() -> int:
     results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutant-snapshot-") as snapshot:
         copy_tree(Path(snapshot))  # every copy is made from this one, so edits made during the run change nothing
-        baselines, baseline_problems = run_baselines(chosen, Path(snapshot), args.timeout, args.whole_suite)
+        baselines, baseline_problems = run_baselines(chosen, Path(snapshot), args.timeout, args.whole_suite, args.jobs)
         problems += baseline_problems
         if not baseline_problems:
             with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
@@ -281,6 +282,7 @@ def main() -> int:
     out = args.report or (REPORT if full else None)
     if out:
         out.write_text(text, encoding="utf-8")
+        print(text.split("\n## Every mutant")[0])  # the kill rates, problems, survivors and equivalents
         print(f"report: {out}")
     else:
         print(text)
