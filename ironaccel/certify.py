@@ -22,6 +22,7 @@ tampered; then the suite or the target's own parts changed → stale. Shards of 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -346,8 +347,14 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
             test_timeout_s: float = TEST_TIMEOUT_S, runner: Callable[..., TargetRun] = run_target,
             stream=None, selection: Selection = Selection()) -> list[TargetRun]:
     """Run ``names`` with ``runner`` in parallel (bounded by cores; ``plan`` splits the last round into
-    shards), showing progress; return every target's run, in ``names``' order."""
+    shards), showing progress; return every target's run, in ``names``' order.
+
+    Hardware targets run one at a time (simulated ones beside them): they share the machine's GPU, and a
+    clause such as MEM-7 exhausts its memory, which would fail another target's allocations mid-run."""
     results_dir.mkdir(parents=True, exist_ok=True)
+    known = targets.registered_drivers()
+    hardware = {n for n in names if n in known and not known[n].simulated}
+    one_gpu_at_a_time = threading.Lock()
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
     processes = plan(names, jobs, selection)
     with Progress(len(processes), stream, unit="processes") as progress:
@@ -363,8 +370,9 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
                 folder = results_dir / SHARDS_FOLDER / f"{results.file_name(name).removesuffix('.json')}-{k}of{n}"
                 folder.mkdir(parents=True, exist_ok=True)
             label = name + (f" {sel.shard}" if folder != results_dir else "")
-            progress.started(label, folder.resolve() / results.file_name(name))
-            run = runner(name, folder, timeout_s, test_timeout_s, selection=sel)
+            with one_gpu_at_a_time if name in hardware else contextlib.nullcontext():
+                progress.started(label, folder.resolve() / results.file_name(name))
+                run = runner(name, folder, timeout_s, test_timeout_s, selection=sel)
             progress.done(run, label)
             return run
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import io
 import json
+import threading
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -209,6 +211,28 @@ def test_certify_runs_targets_in_parallel_with_progress_and_a_summary(tmp_path, 
     assert "certifying 2 target(s) with 2 process(es)" in text and f"done   {NAME}: ok, 2 pass" in text
     table = certify.summary_table(runs)
     assert table.splitlines()[0].split() == ["target", "run", "result", "outcomes", "seconds"]
+
+
+def test_hardware_targets_run_one_at_a_time_beside_simulated_ones(tmp_path):
+    """They share the GPU (MEM-7 exhausts its memory); simulated targets still run in parallel with them."""
+    lock = threading.Lock()
+    running: set[str] = set()
+    overlaps = []
+
+    def runner(name, results_dir, timeout_s, test_timeout_s, selection):
+        with lock:
+            running.add(name)
+            overlaps.append(frozenset(running))
+        time.sleep(0.2)
+        with lock:
+            running.discard(name)
+        return certify.TargetRun(name, results_dir / "x.json", "ok", {"pass": 1}, 0.2)
+
+    names = ["cuda/nvidia", "vulkan/nvidia", "webgpu/nvidia", "vulkan/lavapipe"]
+    certify.certify(names, tmp_path, jobs=4, runner=runner, stream=io.StringIO())
+    hardware = {"cuda/nvidia", "vulkan/nvidia", "webgpu/nvidia"}
+    assert all(len(seen & hardware) <= 1 for seen in overlaps), overlaps
+    assert any("vulkan/lavapipe" in seen and seen & hardware for seen in overlaps), "simulated ran alone"
 
 
 def test_the_last_round_is_split_into_shards_so_no_core_idles():
