@@ -25,9 +25,6 @@ from pathlib import Path
 
 import pytest
 
-#: how ``--sample N`` picks its tests (recorded in each results file; older files sampled by position)
-SAMPLE_BY = "crc32 of the test id"
-
 #: Comparison targets: cuda/fake and cuda/nvidia are ironaccel targets; numba/cudasim is numba's own
 #: CUDA simulator (NUMBA_ENABLE_CUDASIM=1), which only numba-cuda has.
 FAKE, NVIDIA, CUDASIM = "cuda/fake", "cuda/nvidia", "numba/cudasim"
@@ -160,7 +157,6 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
             "client": client.name, "version": version_of(client.distribution), "target": target,
             "source": {"path": str(source or client.pyargs), "commit": source_commit(source)},
             "run": {"status": status, "seconds": round(time.monotonic() - start, 1), "sample": sample,
-                    "sample_by": SAMPLE_BY,
                     "select": select, "test_timeout_s": test_timeout_s, "total_timeout_s": total_timeout_s,
                     "output_tail": "" if tests else tail},
             "counts": counts(tests),
@@ -304,8 +300,7 @@ def _cell(doc: dict | None) -> list[str]:
     if doc["source"]["commit"]:
         notes.append(f"tests of {doc['source']['commit'][:12]}")
     if run["sample"] > 1:
-        by = "by a hash of its id" if run.get("sample_by") == SAMPLE_BY else "by position"
-        notes.append(f"1 test in {run['sample']}, {by}")
+        notes.append(f"1 test in {run['sample']}, by a hash of its id")
     if run["select"]:
         notes.append(f"-k {run['select']!r}")
     if run["status"] != "finished":

@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 def doc(client, target, tests, sample=1):
     tests = {tid: {"outcome": o, "message": m} for tid, (o, m) in tests.items()}
     return {"client": client, "version": "1.0", "target": target, "source": {"path": "x", "commit": ""}, "counts": clients.counts(tests), "tests": tests,
-            "run": {"status": "finished", "seconds": 1.0, "sample": sample, "sample_by": clients.SAMPLE_BY, "select": "", "test_timeout_s": 60,
+            "run": {"status": "finished", "seconds": 1.0, "sample": sample, "select": "", "test_timeout_s": 60,
                     "total_timeout_s": 600, "output_tail": ""}}
 
 
