@@ -296,6 +296,29 @@ def test_staged_copies_wrap_the_ring_and_free_the_host_array_at_once(device):
     np.testing.assert_array_equal(out_large, expect_large)
 
 
+@pytest.mark.parametrize("extra", [1, 5])
+def test_mid_size_copies_are_filled_and_sent_in_pieces_at_any_offset(device, extra):
+    """A pageable copy too small for the copy threads is filled into the ring and DMA'd a piece at a time:
+    every piece lands at its own offset, also when the size is no multiple of the piece or of 16 bytes (the
+    non-temporal stores' alignment) and the host array is overwritten right after the call."""
+    from ironaccel.backends.cuda.staging import PARALLEL_COPY_BYTES, PIPELINE_PIECE, SMALL_COPY_BYTES
+
+    s = device.create_stream()
+    rng = np.random.default_rng(extra)
+    for n in (SMALL_COPY_BYTES + extra, 3 * PIPELINE_PIECE + extra, PARALLEL_COPY_BYTES - extra):
+        with device.alloc(n + 2 * extra) as buf:
+            s.fill(buf, 0)
+            host = rng.integers(0, 256, n, dtype=np.uint8)
+            expect = host.copy()
+            s.copy_htod(buf, host[:], dst_offset=extra)
+            host[:] = 0
+            out = np.empty(buf.nbytes, np.uint8)
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+        np.testing.assert_array_equal(out[extra:extra + n], expect, err_msg=f"{n} bytes")
+        assert not out[:extra].any() and not out[extra + n:].any(), f"{n} bytes: written outside the range"
+
+
 def test_pinned_source_is_copied_directly(fake, device):
     from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
 

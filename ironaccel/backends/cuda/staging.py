@@ -4,7 +4,10 @@ Given pageable memory the driver stages the copy itself, synchronously and at a 
 bandwidth. So the data goes through a pinned ring (``STAGING_BYTES``, allocated on first use) instead: a
 small copy is one memmove into the ring plus one DMA (no event per copy: the ring is fenced per segment);
 a large copy is cut into ``STAGING_SEGMENT`` chunks, each filled by several threads while the DMA of the
-previous one runs. A pinned source of ``PINNED_CHECK_BYTES`` or more is copied directly when its stream is
+previous one runs; a chunk too small for threads is filled in ``PIPELINE_PIECE`` pieces, each DMA'd as
+soon as it is filled (a 1 MiB copy in one memmove and then one DMA took twice the driver's own pageable
+copy, which overlaps the two). With the compiled module the fills use non-temporal stores
+(``_fast.c``: ``copy_to_pinned``). A pinned source of ``PINNED_CHECK_BYTES`` or more is copied directly when its stream is
 idle, and waited for (``is_pinned``).
 """
 
@@ -30,6 +33,7 @@ STAGING_SEGMENTS = 8
 STAGING_BYTES = STAGING_SEGMENT * STAGING_SEGMENTS
 SMALL_COPY_BYTES = 64 << 10  # staged with one memmove and one DMA, no chunking
 PARALLEL_COPY_BYTES = 2 << 20  # chunks this big are filled by several threads (below: the handoff costs more)
+PIPELINE_PIECE = 256 << 10  # a smaller chunk is filled and DMA'd in pieces this big, the two overlapping
 COPY_THREADS = 7  # worker threads that fill the ring (at most cpu_count - 1), besides the caller
 PINNED_CHECK_BYTES = 256 << 10
 
@@ -44,8 +48,9 @@ class CopyWorkers:
     """Threads that copy host memory in parallel: one thread cannot read pageable memory as fast as a PCIe 5
     DMA engine drains pinned memory. ``ctypes.memmove`` releases the GIL, so the copies really overlap."""
 
-    def __init__(self, count: int):
+    def __init__(self, count: int, memmove: Callable[[int, int, int], Any]):
         self._count = count
+        self._memmove = memmove  # releases the GIL, so the copies really overlap
         self._tasks: queue.SimpleQueue[tuple[int, int, int]] = queue.SimpleQueue()
         self._done: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._pid = 0  # the process whose threads serve the queues (0: none started; a forked child has none)
@@ -62,12 +67,12 @@ class CopyWorkers:
         for first in range(piece, n, piece):
             self._tasks.put((dst + first, src + first, min(piece, n - first)))
             others += 1
-        ctypes.memmove(dst, src, min(piece, n))
+        self._memmove(dst, src, min(piece, n))
         for _ in range(others):
             self._done.get()
 
     def _serve(self) -> None:
-        tasks, done, memmove = self._tasks, self._done, ctypes.memmove  # this process's queues
+        tasks, done, memmove = self._tasks, self._done, self._memmove  # this process's queues
         while True:
             dst, src, n = tasks.get()
             memmove(dst, src, n)
@@ -93,7 +98,9 @@ class StagingRing:
         self._users: list[dict[CudaStream, None]] = [{} for _ in range(STAGING_SEGMENTS)]
         self._fences: list[list[Any]] = [[] for _ in range(STAGING_SEGMENTS)]  # CUevents to wait for
         self._spare: list[Any] = []
-        self._workers = CopyWorkers(min(COPY_THREADS, max((os.cpu_count() or 1) - 1, 1)))
+        fast = driver.fast
+        self._workers = CopyWorkers(min(COPY_THREADS, max((os.cpu_count() or 1) - 1, 1)),
+                                    fast.fill_pinned if fast is not None else ctypes.memmove)
 
     def _reserve(self, n: int, stream: CudaStream) -> int:
         """Offset in the ring of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``. The common
@@ -147,16 +154,26 @@ class StagingRing:
                 if err:
                     fail(copy, err)
                 return
-            address = src.ctypes.data
             for first in range(0, n, STAGING_SEGMENT):
                 size = min(STAGING_SEGMENT, n - first)
                 start = self._reserve(size, stream)  # first: it may allocate the ring
-                staged = self._base + start
-                if size >= PARALLEL_COPY_BYTES:
-                    self._workers.copy(staged, address + first, size)
-                else:
-                    ctypes.memmove(staged, address + first, size)
-                calls.cuMemcpyHtoDAsync(dst + first, staged, size, handle)
+                self._send(dst + first, self._base + start, src, first, size, handle)
+
+    def _send(self, dst: int, staged: int, src: np.ndarray, first: int, size: int, handle: Any) -> None:
+        """``src[first:first + size]`` into the ring at ``staged``, then DMA'd to ``dst``."""
+        if size >= PARALLEL_COPY_BYTES:
+            self._workers.copy(staged, src.ctypes.data + first, size)
+            calls.cuMemcpyHtoDAsync(dst, staged, size, handle)
+        elif driver.fast is not None:
+            err = driver.fast.staged_copy(dst, staged, src, first, size, PIPELINE_PIECE, int(handle))
+            if err:
+                fail(driver.cu.cuMemcpyHtoDAsync, driver.cu.CUresult(err))
+        else:
+            address = src.ctypes.data + first
+            for done in range(0, size, PIPELINE_PIECE):
+                piece = min(PIPELINE_PIECE, size - done)
+                ctypes.memmove(staged + done, address + done, piece)
+                calls.cuMemcpyHtoDAsync(dst + done, staged + done, piece, handle)
 
     def close(self, release: Callable[..., None]) -> None:
         """Free the ring through ``release(function, *args)`` (which records failures); the device is idle."""
