@@ -10,8 +10,8 @@
  * the typed error (driver.fail) when it is not 0. Each driver call releases the GIL, as cuda.bindings does.
  *
  *   init()                                       load the entry points (OSError when libcuda is not loaded)
- *   configure(buffer_type, current, segment)     what launch checks against (CudaBuffer, driver.current), and
- *                                                the staging ring's segment size
+ *   configure(buffer_type, current, segment, reuse)  what launch checks against (CudaBuffer, driver.current),
+ *                                                the staging ring's segment size and REUSE_BYTES
  *   launch(plan, stream, args)                   api.Stream._launch_plan's common case in one call: the api's
  *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
  *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
@@ -25,7 +25,7 @@
  *        device's allocation stream and cuStreamSynchronize of it, in one call (the pointer, or the name and
  *        CUresult of the call that failed; the memory is given back when the wait fails)
  *   free_async(ptr, stream)                      cuMemFreeAsync
- *   staged_copy(dst, staged, host, offset, n, piece, stream)  a large copy_htod's chunk: host bytes
+ *   staged_copy(dst, staged, host, offset, n, piece, stream, hot)  a large copy_htod's chunk: host bytes
  *        [offset, offset + n) into the pinned ring at staged, piece by piece, each piece's DMA enqueued as
  *        soon as it is filled (so the DMA of one piece overlaps the memcpy of the next)
  *   fill_pinned(dst, src, n)                     a copy worker's memcpy into the ring (GIL released)
@@ -46,12 +46,14 @@ typedef void *CUstream;
 typedef void *CUevent;
 typedef void *CUfunction;
 typedef unsigned long long CUdeviceptr;
+enum { CUDA_ERROR_NOT_READY = 600 };
 
 enum { MAX_PARAMS = 512 }; /* 4 KiB of parameters, the most cuLaunchKernel takes */
 
 static CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                                   CUstream, void **, void **);
 static CUresult (*cuStreamSynchronize)(CUstream);
+static CUresult (*cuStreamQuery)(CUstream);
 static CUresult (*cuEventSynchronize)(CUevent);
 static CUresult (*cuEventQuery)(CUevent);
 static CUresult (*cuEventRecord)(CUevent, CUstream);
@@ -75,6 +77,7 @@ static PyObject *fast_init(PyObject *self, PyObject *unused) {
     if (name == NULL) return PyErr_Format(PyExc_OSError, "libcuda.so.1 has no %s", #name);
     RESOLVE(cuLaunchKernel)
     RESOLVE(cuStreamSynchronize)
+    RESOLVE(cuStreamQuery)
     RESOLVE(cuEventSynchronize)
     RESOLVE(cuEventQuery)
     RESOLVE(cuEventRecord)
@@ -147,11 +150,13 @@ static int pack_scalar(char code, PyObject *arg, uint64_t *slot) {
 static PyObject *buffer_type; /* CudaBuffer: its instances are their own backing */
 static PyObject *current;     /* driver.current: which Device's context the thread has current */
 static long segment_bytes;    /* the staging ring's segment (staging.STAGING_SEGMENT) */
+static long reuse_bytes;      /* from this size a staged copy asks to reuse the segment (staging.REUSE_BYTES) */
 
 static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyType_Check(args[0]))
-        return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current, staging_segment_bytes)");
+    if (nargs != 4 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current, staging_segment_bytes, reuse_bytes)");
     segment_bytes = PyLong_AsLong(args[2]);
+    reuse_bytes = PyLong_AsLong(args[3]);
     if (PyErr_Occurred()) return NULL;
     Py_XSETREF(buffer_type, Py_NewRef(args[0]));
     Py_XSETREF(current, Py_NewRef(args[1]));
@@ -469,17 +474,20 @@ static PyObject *fast_fill_pinned(PyObject *self, PyObject *const *args, Py_ssiz
     Py_RETURN_NONE;
 }
 
-/* staged_copy(dst, staged, host, offset, n, piece, stream): host bytes [offset, offset + n) into the ring at
- * staged, a piece at a time, each piece's cuMemcpyHtoDAsync to dst enqueued as soon as it is filled, so the
- * DMA of a piece runs while the next is copied in. Returns the first failed DMA's CUresult (0: all enqueued). */
+/* staged_copy(dst, staged, host, offset, n, piece, stream, hot): host bytes [offset, offset + n) into the ring
+ * at staged, a piece at a time, each piece's cuMemcpyHtoDAsync to dst enqueued as soon as it is filled, so the
+ * DMA of a piece runs while the next is copied in; hot: the ring bytes were just used (StagingRing._reserve
+ * reused them), so plain stores into the cache rather than copy_to_pinned's. Returns the first failed DMA's
+ * CUresult (0: all enqueued). */
 static PyObject *fast_staged_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *staged, *stream;
     Py_buffer host;
-    if (nargs != 7) return PyErr_Format(PyExc_TypeError, "staged_copy takes 7 arguments, got %zd", nargs);
+    if (nargs != 8) return PyErr_Format(PyExc_TypeError, "staged_copy takes 8 arguments, got %zd", nargs);
     CUdeviceptr dst = PyLong_AsUnsignedLongLong(args[0]);
     if (PyErr_Occurred() || address(args[1], &staged)) return NULL;
     Py_ssize_t offset = PyLong_AsSsize_t(args[3]), n = PyLong_AsSsize_t(args[4]), piece = PyLong_AsSsize_t(args[5]);
-    if (PyErr_Occurred() || address(args[6], &stream)) return NULL;
+    int hot = PyObject_IsTrue(args[7]);
+    if (PyErr_Occurred() || address(args[6], &stream) || hot < 0) return NULL;
     if (PyObject_GetBuffer(args[2], &host, PyBUF_C_CONTIGUOUS)) return NULL;
     if (offset < 0 || n < 0 || piece <= 0 || offset > host.len || n > host.len - offset) {
         PyBuffer_Release(&host);
@@ -490,7 +498,10 @@ static PyObject *fast_staged_copy(PyObject *self, PyObject *const *args, Py_ssiz
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t done = 0; done < n && !err; done += piece) {
         size_t size = (size_t)(n - done < piece ? n - done : piece);
-        copy_to_pinned((char *)staged + done, (const char *)host.buf + offset + done, size);
+        if (hot)
+            memcpy((char *)staged + done, (const char *)host.buf + offset + done, size);
+        else
+            copy_to_pinned((char *)staged + done, (const char *)host.buf + offset + done, size);
         err = cuMemcpyHtoDAsync_v2(dst + (CUdeviceptr)done, (char *)staged + done, size, stream);
     }
     Py_END_ALLOW_THREADS
@@ -518,7 +529,7 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
     if (nargs != 5) return PyErr_Format(PyExc_TypeError, "staged_htod takes 5 arguments, got %zd", nargs);
     if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "staged_htod before configure");
     PyObject *stream = args[0], *dst = args[1], *ring = args[4];
-    PyObject *dev = NULL, *lock = NULL, *attr = NULL, *result = NULL;
+    PyObject *dev = NULL, *lock = NULL, *attr = NULL, *users_list = NULL, *result = NULL;
     Py_buffer host = {0};
     int locked = 0;
     void *queue;
@@ -542,23 +553,44 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
     if (attr == NULL || (used = PyLong_AsLongLong(attr)) == -1) goto out;
     Py_SETREF(attr, GET(ring, segment));
     if (attr == NULL || (segment = PyLong_AsLongLong(attr)) == -1) goto out;
+    if ((users_list = GET(ring, users)) == NULL) goto out; /* per segment, the streams a fence is recorded on */
+    PyObject *users = PyList_Check(users_list) && segment >= 0 && segment < PyList_GET_SIZE(users_list)
+                          ? PyList_GET_ITEM(users_list, segment) : NULL; /* borrowed: users_list is held */
+    if (users == NULL || !PyDict_Check(users)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "staged_htod: the ring's users are no list of dicts");
+        goto out;
+    }
+    /* StagingRing._reusable: the segment again from its start when this stream alone copied from it and is idle */
+    int reused = 0;
+    if (host.len >= reuse_bytes && used > 0 && PyDict_GET_SIZE(users) == 1) {
+        int mine = PyDict_Contains(users, stream);
+        if (mine < 0) goto out;
+        if (mine) {
+            CUresult idle;
+            Py_BEGIN_ALLOW_THREADS
+            idle = cuStreamQuery(queue);
+            Py_END_ALLOW_THREADS
+            if (idle == 0) used = 0, reused = 1;
+            else if (idle != CUDA_ERROR_NOT_READY) {
+                result = PyLong_FromLong(TAKE_PYTHON_PATH); /* the Python path asks again and raises its error */
+                goto out;
+            }
+        }
+    }
     if (!base || used + host.len > segment_bytes) {
         result = PyLong_FromLong(TAKE_PYTHON_PATH);
         goto out;
     }
     Py_SETREF(attr, PyLong_FromLongLong(used + host.len));
     if (attr == NULL || PyObject_SetAttr(ring, str_used, attr)) goto out;
-    Py_SETREF(attr, GET(ring, users)); /* the segment's users: a fence is recorded on each when it is left */
-    PyObject *users = attr && PyList_Check(attr) && segment < PyList_GET_SIZE(attr) ? PyList_GET_ITEM(attr, segment) : NULL;
-    if (users == NULL || !PyDict_Check(users)) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "staged_htod: the ring's users are no list of dicts");
-        goto out;
-    }
     if (PyDict_SetItem(users, stream, Py_None)) goto out;
     void *staged = (char *)(intptr_t)base + segment * segment_bytes + used;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
-    copy_to_pinned(staged, host.buf, (size_t)host.len);
+    if (reused)
+        memcpy(staged, host.buf, (size_t)host.len);
+    else
+        copy_to_pinned(staged, host.buf, (size_t)host.len);
     err = cuMemcpyHtoDAsync_v2((CUdeviceptr)ptr, staged, (size_t)host.len, queue);
     Py_END_ALLOW_THREADS
     result = PyLong_FromLong(err);
@@ -579,6 +611,7 @@ out:
 #endif
     }
     if (host.obj) PyBuffer_Release(&host);
+    Py_XDECREF(users_list);
     Py_XDECREF(dev);
     Py_XDECREF(lock);
     Py_XDECREF(attr);

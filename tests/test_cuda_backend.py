@@ -319,6 +319,32 @@ def test_mid_size_copies_are_filled_and_sent_in_pieces_at_any_offset(device, ext
         assert not out[:extra].any() and not out[extra + n:].any(), f"{n} bytes: written outside the range"
 
 
+def test_staging_reuses_a_segment_only_when_its_copies_are_done(device):
+    """A staged copy of REUSE_BYTES or more on an idle stream that alone used the ring's segment fills it again
+    from its start (bytes still in the cache); behind a running kernel the segment is not reused, or the
+    second copy would overwrite the first's bytes before their DMA runs."""
+    from ironaccel.backends.cuda.staging import REUSE_BYTES
+
+    s, ring = device.create_stream(), device._staging
+    n = REUSE_BYTES
+    with device.alloc(2 * n) as buf, device.alloc(4) as out:
+        host = np.full(n, 1, np.uint8)
+        for _ in range(3):
+            s.copy_htod(buf, host)
+            s.synchronize()
+        assert ring._used == n, "an idle stream's copy must reuse the segment from its start"
+        kernel = device.compile(PTX_SPIN, "ptx").kernel("spin")
+        s.launch(kernel, 1, 1, (out, np.uint32(SPIN_ITERATIONS // 20)))
+        s.copy_htod(buf, host)  # queued behind the kernel: its staged bytes must stay untouched
+        host[:] = 2
+        s.copy_htod(buf, host, dst_offset=n)
+        assert ring._used == 3 * n
+        result = np.empty(2 * n, np.uint8)
+        s.copy_dtoh(result, buf)
+        s.synchronize()
+    assert (result[:n] == 1).all() and (result[n:] == 2).all()
+
+
 def test_pinned_source_is_copied_directly(fake, device):
     from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
 

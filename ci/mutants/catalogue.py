@@ -273,8 +273,8 @@ MUTANTS: list[Mutant] = [
                       "a live buffer and cuModuleUnload synchronize the context (CUDA semantics the fake follows) "
                       "and copy_dtoh into pageable memory completes before it returns"),
     Mutant("cuda-large-chunk-offset-dropped", "cuda", CU + "staging.py",
-           "self._send(dst + first, self._base + start, src, first, size, handle)",
-           "self._send(dst, self._base + start, src, first, size, handle)",
+           "self._send(dst + first, self._base + start, src, first, size, handle, reused)",
+           "self._send(dst, self._base + start, src, first, size, handle, reused)",
            "cuda/fake", "every chunk of a large pageable copy_htod lands at the start of the destination", ("COPY-8",)),
     Mutant("cuda-htod-small-offset-dropped", "cuda", CU + "stream.py",
            "dev._staging.copy_htod(self, dst._ptr + dst_offset, src)",

@@ -16,7 +16,7 @@ import numpy as np
 from ... import api
 from . import driver
 from .driver import calls, current, fail
-from .staging import SMALL_COPY_BYTES, STAGING_SEGMENT
+from .staging import REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
 CUDA_ERROR_NOT_READY = 600
@@ -26,7 +26,7 @@ NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
 
 def configure() -> None:
     """Tell the compiled module what its launch checks against; once driver.fast is loaded."""
-    driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT)
+    driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
 
 
 def fail_named(name: str, err: int) -> None:
