@@ -213,11 +213,6 @@ MUTANTS: list[Mutant] = [
            "",
            "cuda/fake", "a pageable copy_htod larger than the pinned ring overwrites ring data whose DMA is still queued",
            ("COPY-8",), env=START_ON_WAIT),
-    Mutant("cuda-ring-reused-while-busy", "cuda", CU + "staging.py",
-           "return len(users) == 1 and stream in users and stream._idle()",
-           "return len(users) == 1 and stream in users",
-           "cuda/fake", "a staged copy_htod refills the ring segment from its start while DMAs queued on the stream "
-           "still read it", ("COPY-8",), env=START_ON_WAIT),
     Mutant("cuda-fill-offset-dropped", "cuda", CU + "stream.py",
            "calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._work)",
            "calls.cuMemsetD8Async(buf._ptr, value, nbytes, self._work)",

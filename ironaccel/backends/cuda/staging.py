@@ -104,11 +104,13 @@ class StagingRing:
         self._workers = CopyWorkers(min(COPY_THREADS, max((os.cpu_count() or 1) - 1, 1)),
                                     fast.fill_pinned if fast is not None else ctypes.memmove)
 
-    def _reserve(self, n: int, stream: CudaStream) -> tuple[int, bool]:
+    def _reserve(self, n: int, stream: CudaStream, reuse: bool) -> tuple[int, bool]:
         """Offset in the ring of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``, and whether
-        they were used just before (so likely in the CPU's cache). The common case (room left in the current
-        segment) is these few lines; ``_reusable`` and ``_advance`` do the rest."""
-        reused = n >= REUSE_BYTES and self._used > 0 and self._reusable(stream)
+        they were used just before (so likely in the CPU's cache). ``reuse``: may ask ``_reusable`` (not for a
+        large copy's later chunks: the stream then still has the earlier ones to do, and the driver calls a
+        copy makes stay the same from run to run). The common case (room left in the current segment) is these
+        few lines; ``_reusable`` and ``_advance`` do the rest."""
+        reused = reuse and n >= REUSE_BYTES and self._used > 0 and self._reusable(stream)
         if reused:
             self._used = 0
         elif self._used + n > STAGING_SEGMENT or not self._base:
@@ -161,7 +163,7 @@ class StagingRing:
         handle = stream._handle
         with self._lock:
             if n <= SMALL_COPY_BYTES:
-                start, _ = self._reserve(n, stream)  # first: it may allocate the ring
+                start, _ = self._reserve(n, stream, True)  # first: it may allocate the ring
                 self._ring[start:start + n] = src
                 copy = driver.cu.cuMemcpyHtoDAsync
                 err, = copy(dst, self._base + start, n, handle)
@@ -170,7 +172,7 @@ class StagingRing:
                 return
             for first in range(0, n, STAGING_SEGMENT):
                 size = min(STAGING_SEGMENT, n - first)
-                start, reused = self._reserve(size, stream)  # first: it may allocate the ring
+                start, reused = self._reserve(size, stream, first == 0)  # first: it may allocate the ring
                 self._send(dst + first, self._base + start, src, first, size, handle, reused)
 
     def _send(self, dst: int, staged: int, src: np.ndarray, first: int, size: int, handle: Any, hot: bool) -> None:
