@@ -13,12 +13,12 @@
 #include "fake.h"
 #include "ops.h"
 
-#define MAX_DEPTH 32
 
 enum ThreadState { TS_RUN, TS_BAR, TS_WARP, TS_DONE, TS_FAULT };
 
 typedef struct Frame {
     uint32_t ret_pc, call;
+    int callee;
     uint64_t *regs;
     uint32_t lbase;
 } Frame;
@@ -29,11 +29,11 @@ typedef struct Thread {
     uint8_t *local;
     int state, depth;
     unsigned linear; /* index of the thread in its block */
-    Frame *stack; /* MAX_DEPTH frames, apart so that scanning the threads of a warp stays in cache */
+    Frame *stack; /* CALL_DEPTH_MAX frames, apart so that scanning the threads of a warp stays in cache */
 } Thread;
 
 /* What ends a launch that runs too long (IRONACCEL_FAKE_WATCHDOG_S / _INSTRUCTIONS), checked every
- * WATCH_INTERVAL loop back-edges of a worker: only a loop can run forever (recursion is rejected at load). */
+ * WATCH_INTERVAL loop back-edges of a worker: only a loop can run forever (recursion ends at CALL_DEPTH_MAX). */
 typedef struct Watchdog {
     double seconds;       /* 0: no time limit */
     uint64_t deadline_ns; /* CLOCK_MONOTONIC */
@@ -47,6 +47,7 @@ enum WatchCause { WATCH_NONE, WATCH_TIME, WATCH_BUDGET, WATCH_STOP };
 
 typedef struct Exec {
     const LaunchSpec *spec;
+    Context *ctx; /* the launch's: its device heap serves malloc */
     const PtxModule *m;
     const PtxFunction *kernel;
     const Range *ranges;
@@ -616,6 +617,7 @@ static int run_thread(Exec *X, Thread *T) {
     uint64_t *R = T->regs;
     uint32_t pc = T->pc, seg = pc;
     const Inst *in;
+    int callee_index; /* of the call being made */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(FAKECUDA_SWITCH_DISPATCH)
     static const void *const DISPATCH[OP_COUNT] = {
 #define LABEL(name) &&L_##name,
@@ -921,12 +923,26 @@ static int run_thread(Exec *X, Thread *T) {
         SETP_BRA(SETP_BRA_U64, uint64_t)
         vmcase(BRA_IF) if ((R[in->a] ^ in->flags) & 1) BRANCH((uint32_t)in->imm); vmbreak;
         vmcase(CALL) {
+            callee_index = X->m->calls[in->imm].callee;
+            goto call;
+        }
+        vmcase(CALL_INDIRECT) {
+            uint64_t target = R[in->a] - FUNCTION_ADDRESS_BASE;
+            callee_index = (int)(target / FUNCTION_ADDRESS_STEP);
+            if (target % FUNCTION_ADDRESS_STEP || target / FUNCTION_ADDRESS_STEP >= (uint64_t)X->m->nfuncs ||
+                !funcs[callee_index].defined || funcs[callee_index].is_entry ||
+                funcs[callee_index].nparams != X->m->calls[in->imm].nargs)
+                FAULT_AT(CUDA_ERROR_INVALID_PC, R[in->a], 0, 0, -1); /* not a function of the module, or another signature */
+            goto call;
+        }
+        call: {
             const CallInfo *ci = &X->m->calls[in->imm];
-            const PtxFunction *callee = &funcs[ci->callee], *caller = &funcs[ci->caller];
-            if (T->depth == MAX_DEPTH) FAULT_AT(CUDA_ERROR_HARDWARE_STACK_ERROR, 0, 0, 0, -1);
+            const PtxFunction *callee = &funcs[callee_index], *caller = &funcs[ci->caller];
+            if (T->depth == CALL_DEPTH_MAX) FAULT_AT(CUDA_ERROR_HARDWARE_STACK_ERROR, 0, 0, 0, -1);
             Frame *fr = &T->stack[T->depth++];
             fr->ret_pc = pc;
             fr->call = (uint32_t)in->imm;
+            fr->callee = callee_index;
             fr->regs = R;
             fr->lbase = T->lbase;
             uint64_t *nr = R + caller->nslots;
@@ -944,12 +960,23 @@ static int run_thread(Exec *X, Thread *T) {
             if (T->depth == 0) YIELD(TS_DONE, pc - 1);
             Frame *fr = &T->stack[--T->depth];
             const CallInfo *ci = &X->m->calls[fr->call];
-            const PtxFunction *callee = &funcs[ci->callee];
+            const PtxFunction *callee = &funcs[fr->callee];
             if (ci->ret_off != UINT32_MAX && callee->has_ret)
                 memcpy(T->local + fr->lbase + ci->ret_off, T->local + T->lbase + callee->ret_off, callee->ret_size);
             R = T->regs = fr->regs;
             T->lbase = fr->lbase;
             JUMP(fr->ret_pc);
+        } vmbreak;
+        vmcase(MALLOC) { /* malloc(size) -> pointer: params in this frame */
+            uint64_t size, p;
+            memcpy(&size, T->local + T->lbase + in->imm, sizeof size);
+            p = device_heap_malloc(X->ctx, size);
+            memcpy(T->local + T->lbase + in->e, &p, sizeof p);
+        } vmbreak;
+        vmcase(FREE) {
+            uint64_t p;
+            memcpy(&p, T->local + T->lbase + in->imm, sizeof p);
+            if (device_heap_free(X->ctx, p)) FAULT_AT(CUDA_ERROR_ILLEGAL_ADDRESS, p, 0, 1, SPACE_GLOBAL);
         } vmbreak;
         vmcase(EXIT) YIELD(TS_DONE, pc - 1);
         vmcase(SET_CONDITIONAL) { /* cudaGraphSetConditional(handle, value): its params in this frame */
@@ -1110,7 +1137,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
                 for (unsigned x = 0; x < S->block[0]; x++, i++) {
                     Thread *T = &B->threads[i];
                     T->regs = B->regs + (size_t)i * K->stack_slots;
-                    T->stack = B->frames ? B->frames + (size_t)i * MAX_DEPTH : NULL;
+                    T->stack = B->frames ? B->frames + (size_t)i * CALL_DEPTH_MAX : NULL;
                     T->local = B->local + (size_t)i * X->local_size;
                     T->pc = K->entry_pc;
                     T->lbase = 0;
@@ -1166,6 +1193,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
 }
 
 typedef struct Grid {
+    Context *ctx;
     const LaunchSpec *spec;
     const PtxModule *m;
     const PtxFunction *kernel;
@@ -1185,7 +1213,7 @@ static void *grid_worker(void *arg) {
     Grid *G = arg;
     const LaunchSpec *S = G->spec;
     Exec X = {0};
-    X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges;
+    X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges, X.ctx = G->ctx;
     X.watch = &G->watch;
     X.watch_countdown = WATCH_INTERVAL;
     X.shared_size = G->m->shared_static + S->shared_bytes;
@@ -1194,7 +1222,7 @@ static void *grid_worker(void *arg) {
     BlockMemory B = {0};
     B.nthreads = (size_t)S->block[0] * S->block[1] * S->block[2];
     B.threads = calloc(B.nthreads, sizeof(Thread));
-    B.frames = G->m->ncalls ? calloc(B.nthreads * MAX_DEPTH, sizeof(Frame)) : NULL;
+    B.frames = G->m->ncalls ? calloc(B.nthreads * CALL_DEPTH_MAX, sizeof(Frame)) : NULL;
     B.regs = calloc(B.nthreads * G->kernel->stack_slots + 1, sizeof(uint64_t));
     size_t local_bytes = B.nthreads * X.local_size + align;
     B.local = aligned_alloc(align, local_bytes);
@@ -1268,11 +1296,15 @@ static void watchdog_from_env(Watchdog *W) {
     }
 }
 
-CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) {
+CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_t report_len) {
     const PtxModule *m = spec->fn->module->ptx;
     Grid G = {0};
-    G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index];
+    G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index], G.ctx = ctx;
     G.nblocks = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
+    if (m->uses_device_heap) {
+        CUresult rc = device_heap_ready(ctx);
+        if (rc != CUDA_SUCCESS) return rc;
+    }
     G.ranges = mem_snapshot(&G.nranges);
     watchdog_from_env(&G.watch);
     G.watch.stop = &G.stop;
@@ -1319,6 +1351,7 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) 
         const char *what = F->fault == CUDA_ERROR_ASSERT ? "device-side assert"
                          : F->fault == CUDA_ERROR_LAUNCH_FAILED ? "trap"
                          : F->fault == CUDA_ERROR_HARDWARE_STACK_ERROR ? "call stack overflow"
+                         : F->fault == CUDA_ERROR_INVALID_PC ? "call through a pointer to no function of the module"
                          : "launch failure";
         snprintf(report, report_len, "%s in kernel %s, block (%u,%u,%u), thread (%u,%u,%u), PTX line %d", what, name,
                  F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line);
