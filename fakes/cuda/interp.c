@@ -230,6 +230,41 @@ static double round_integral(double v, int rnd) {
     }
 }
 
+/* 8-bit floats (OCP): e4m3 has no infinities (its largest is 448, S.1111.111 its NaN), e5m2 is IEEE-like
+ * (largest finite 57344). To them: rounded to nearest even and .satfinite, so beyond the largest finite is
+ * the largest finite, and NaN is 0x7F; with .relu a negative value is +0. */
+static uint8_t f8_from_double(double v, int e5m2, int relu) {
+    int m = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    uint8_t largest = e5m2 ? 0x7B : 0x7E, sign = signbit(v) ? 0x80 : 0;
+    if (isnan(v)) return 0x7F;
+    if (relu && sign) return 0;
+    int e;
+    double a = fabs(v);
+    if (a == 0) return sign;
+    frexp(a, &e); /* a in [2^(e-1), 2^e) */
+    int unit = (e - 1 < 1 - bias ? 1 - bias : e - 1) - m; /* exponent of the last place kept */
+    double x = ldexp(a, -unit), fl = floor(x), rest = x - fl;
+    double q = rest > 0.5 || (rest == 0.5 && fmod(fl, 2.0) != 0) ? fl + 1 : fl;
+    if (q == 0) return sign;
+    frexp(ldexp(q, unit), &e);
+    int biased = e - 1 + bias;
+    if (biased <= 0) return sign | (uint8_t)q; /* subnormal: q counts units of 2^(1 - bias - m) */
+    uint64_t mant = (uint64_t)ldexp(q, unit - (e - 1 - m)) - ((uint64_t)1 << m);
+    uint8_t bits = (uint8_t)(biased << m | mant);
+    if (biased > (e5m2 ? 30 : 15) || bits > largest) return sign | largest;
+    return sign | bits;
+}
+
+static double f8_to_double(uint8_t b, int e5m2) {
+    int m = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, emax = e5m2 ? 31 : 15;
+    int exp = (b & 0x7F) >> m, mant = b & ((1 << m) - 1);
+    double s = b & 0x80 ? -1.0 : 1.0;
+    if (e5m2 && exp == emax) return mant ? NAN : s * INFINITY;
+    if (!e5m2 && exp == emax && mant == (1 << m) - 1) return NAN;
+    if (exp == 0) return s * ldexp(mant, 1 - bias - m);
+    return s * ldexp((1 << m) + mant, exp - bias - m);
+}
+
 static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
     int sb = type_bits(st), db = type_bits(dt);
     if (type_is_float(st)) {
@@ -688,6 +723,21 @@ static int run_thread(Exec *X, Thread *T) {
         vmcase(HALF) R[in->d] = half_op(in, R[in->a], R[in->b], R[in->c]); vmbreak;
         vmcase(SETP_HALF) { int p = cmp_float(float_value(R[in->a], in->type), float_value(R[in->b], in->type), in->sub);
             R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(CVT_PACK_F8) { /* d = {cvt(a), cvt(b)}: a in the high byte; from an .f16x2, its high half there */
+            int e5m2 = in->type == T_E5M2X2, relu = in->flags & F_RELU;
+            double hi = in->sub == T_F32 ? f32(R[in->a]) : half_to_double((uint16_t)(R[in->a] >> 16));
+            double lo = in->sub == T_F32 ? f32(R[in->b]) : half_to_double((uint16_t)R[in->a]);
+            R[in->d] = (uint64_t)f8_from_double(hi, e5m2, relu) << 8 | f8_from_double(lo, e5m2, relu);
+        } vmbreak;
+        vmcase(CVT_UNPACK_F8) { /* every 8-bit float is exact in f16; NaN becomes f16's canonical 0x7FFF */
+            int e5m2 = in->type == T_E5M2X2;
+            uint64_t out = 0;
+            for (int half = 0; half < 2; half++) {
+                double v = f8_to_double((uint8_t)(R[in->a] >> (8 * half)), e5m2);
+                out |= (isnan(v) ? 0x7FFFu : double_to_format(v, &FMT_F16, R_RN)) << (16 * half);
+            }
+            R[in->d] = out;
+        } vmbreak;
         vmcase(CVT_PACK) R[in->d] = (convert(R[in->a], in->type, T_F32, in->sub2, in->flags & F_SAT) << 16) |
                                     convert(R[in->b], in->type, T_F32, in->sub2, in->flags & F_SAT); vmbreak;
         /* carry chains: in->imm is the slot of the carry-in (SP_ZERO for none), in->e receives the carry-out */

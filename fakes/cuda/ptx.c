@@ -640,6 +640,24 @@ static void d_cvt(Parser *P, const PtxInstr *row, Insn *I) {
     if (I->o.ntypes != 2) fail(P, I->line, "cvt needs two types");
     (void)row; /* check_modifiers has checked both types */
     int dt = I->o.types[0], st = I->o.types[1], rnd = I->rnd;
+    int f8_out = dt == T_E4M3X2 || dt == T_E5M2X2, f8_in = st == T_E4M3X2 || st == T_E5M2X2;
+    if (f8_out || f8_in) { /* pairs of 8-bit floats: to them from two .f32 or an .f16x2, from them to an .f16x2 */
+        int from_f32 = f8_out && st == T_F32;
+        if (f8_out ? (st != T_F32 && st != T_F16X2) || !has_mod(&I->o, "satfinite") : dt != T_F16X2 || has_mod(&I->o, "satfinite"))
+            fail(P, I->line, "%.*s: 8-bit float pairs convert .satfinite from two .f32 or an .f16x2, and to an .f16x2",
+                 I->tok.len, I->tok.s);
+        if (rnd != R_RN) fail(P, I->line, "%.*s: 8-bit float conversions round .rn only", I->tok.len, I->tok.s);
+        need(P, I, from_f32 ? 3 : 2);
+        uint32_t d = DEST(0), a = SLOT(1), b = from_f32 ? SLOT(2) : SP_SINK;
+        Inst *in = emit(P, f8_out ? OP_CVT_PACK_F8 : OP_CVT_UNPACK_F8, I->line);
+        in->d = d, in->a = a, in->b = b;
+        in->type = (uint8_t)(f8_out ? dt : st);
+        in->sub = (uint8_t)st;
+        if (has_mod(&I->o, "relu")) in->flags |= F_RELU;
+        return;
+    }
+    if (has_mod(&I->o, "satfinite") || has_mod(&I->o, "relu"))
+        fail(P, I->line, "%.*s: .satfinite and .relu are for 8-bit float pairs only", I->tok.len, I->tok.s);
     int pack = dt == T_F16X2 || dt == T_BF16X2;
     if (st == T_F16X2 || st == T_BF16X2 || (pack && st != T_F32))
         fail(P, I->line, "%.*s: x2 conversions are from two .f32 values only", I->tok.len, I->tok.s);
@@ -1073,8 +1091,10 @@ static const PtxInstr INSTRUCTIONS[] = {
      "d = 1.0 (float destination) or all ones (integer) when true; x2 sources compare each half", 0},
     {"selp", NULL, d_typed, 3, {ALL_INTS(OP_SELP), FLOATS(OP_SELP, OP_SELP)}, "", "", 0},
     {"cvt", NULL, d_cvt, 0, {INTS(OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT), [T_U8] = OP_CVT, [T_S8] = OP_CVT,
-                             HALVES(OP_CVT), FLOATS(OP_CVT, OP_CVT)}, "rn rz rm rp rni rzi rmi rpi sat ftz",
-     "every rounding mode exact for every float format; .f16x2/.bf16x2 from two .f32 (d = {cvt(a), cvt(b)})", 0},
+                             HALVES(OP_CVT), FLOATS(OP_CVT, OP_CVT), [T_E4M3X2] = OP_CVT, [T_E5M2X2] = OP_CVT},
+     "rn rz rm rp rni rzi rmi rpi sat ftz satfinite relu",
+     "every rounding mode exact for every float format; .f16x2/.bf16x2 from two .f32 (d = {cvt(a), cvt(b)}); "
+     ".e4m3x2/.e5m2x2 (OCP 8-bit floats) .rn.satfinite{.relu} from two .f32 or an .f16x2, and to an .f16x2", 0},
     {"cvta", NULL, d_cvta, 0, {[T_U32] = OP_MOV, [T_U64] = OP_MOV}, "to global shared shared::cta local const", "",
      0},
     {"isspacep", NULL, d_isspacep, 1, {[T_NONE] = OP_ISSPACEP}, "global shared shared::cta local", "", 0},
