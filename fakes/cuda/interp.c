@@ -45,8 +45,17 @@ typedef struct Watchdog {
 enum WatchCause { WATCH_NONE, WATCH_TIME, WATCH_BUDGET, WATCH_STOP };
 #define WATCH_INTERVAL 1024
 
+/* What a launch's printf calls wrote, written to stdout when it ends; at most the context's
+ * CU_LIMIT_PRINTF_FIFO_SIZE bytes (the rest is dropped, as a full FIFO drops it on hardware). */
+typedef struct PrintOutput {
+    pthread_mutex_t mu;
+    char *text;
+    size_t len, cap, limit;
+} PrintOutput;
+
 typedef struct Exec {
     const LaunchSpec *spec;
+    PrintOutput *print;
     Context *ctx; /* the launch's: its device heap serves malloc */
     const PtxModule *m;
     const PtxFunction *kernel;
@@ -579,6 +588,101 @@ static int watchdog_expired(Exec *X, uint64_t pending_steps) {
     return WATCH_NONE;
 }
 
+/* ---- device printf ----
+ * vprintf(format, buffer): the arguments lie in the buffer one after another, each aligned to its size
+ * (integers 4 bytes unless l/ll/j/z/t, doubles (floats are promoted) and pointers 8). Returns the number of
+ * arguments read (-1 for a NULL format), or -2 when a read leaves memory the thread may access. */
+
+#define PRINTF_MAX 4096 /* bytes of one call's output, and of a format or %s string read */
+
+static int device_string(Exec *X, Thread *T, uint64_t a, char *out, size_t max) {
+    for (size_t i = 0; i < max; i++) {
+        uint8_t *p = address(X, T, SPACE_GENERIC, a + i, 1);
+        if (!p) return -1;
+        out[i] = (char)*p;
+        if (!*p) return 0;
+    }
+    out[max - 1] = 0;
+    return 0;
+}
+
+static int device_printf(Exec *X, Thread *T, uint64_t format, uint64_t buffer) {
+    if (!format) return -1;
+    char fmt[PRINTF_MAX], out[PRINTF_MAX], str[PRINTF_MAX];
+    if (device_string(X, T, format, fmt, sizeof fmt)) return -2;
+    size_t len = 0, at = 0;
+    int count = 0;
+    for (const char *c = fmt; *c && len < sizeof out - 1;) {
+        if (*c != '%' || c[1] == '%') {
+            out[len++] = *c;
+            c += *c == '%' ? 2 : 1;
+            continue;
+        }
+        const char *spec = c++;
+        c += strspn(c, "-+ #0");
+        c += strspn(c, "0123456789");
+        if (*c == '.') c++, c += strspn(c, "0123456789");
+        size_t keep = (size_t)(c - spec); /* flags, width and precision: reprinted with our own length */
+        int wide = 0, shorts = 0;
+        for (; *c && strchr("hlLqjzt", *c); c++) {
+            if (*c == 'h') shorts++;
+            else wide = 1;
+        }
+        char conv = *c ? *c++ : 0, piece[64];
+        if (!conv || keep > sizeof piece - 8) break;
+        memcpy(piece, spec, keep);
+        piece[keep] = 0;
+        int is_float = strchr("fFeEgGaA", conv) != NULL, is_ptr = conv == 's' || conv == 'p';
+        unsigned size = is_float || is_ptr || wide ? 8 : 4;
+        at = (at + size - 1) & ~(size_t)(size - 1);
+        uint8_t *p = buffer ? address(X, T, SPACE_GENERIC, buffer + at, size) : NULL;
+        if (!p) return -2;
+        uint64_t v = 0;
+        memcpy(&v, p, size);
+        at += size;
+        count++;
+        size_t room = sizeof out - len;
+        int w;
+        if (strchr("diuxXo", conv)) { /* an integer: as wide as read, then as narrow as h/hh ask */
+            const char *ll = conv == 'd' || conv == 'i' ? "lld" : conv == 'u' ? "llu" : conv == 'x' ? "llx"
+                           : conv == 'X' ? "llX" : "llo";
+            strcat(piece, ll);
+            uint64_t u = size == 8 ? v : (uint32_t)v;
+            if (shorts) u &= shorts == 1 ? 0xFFFFu : 0xFFu;
+            long long sv = size == 8 ? (long long)v : (long long)(int32_t)v;
+            if (shorts) sv = shorts == 1 ? (int16_t)sv : (int8_t)sv;
+            w = conv == 'd' || conv == 'i' ? snprintf(out + len, room, piece, sv)
+                                           : snprintf(out + len, room, piece, (unsigned long long)u);
+        } else if (is_float) {
+            piece[keep] = conv, piece[keep + 1] = 0;
+            w = snprintf(out + len, room, piece, f64(v));
+        } else if (conv == 's') {
+            if (v && device_string(X, T, v, str, sizeof str)) return -2;
+            strcat(piece, "s");
+            w = snprintf(out + len, room, piece, v ? str : "(null)");
+        } else if (conv == 'c') {
+            strcat(piece, "c");
+            w = snprintf(out + len, room, piece, (int)v);
+        } else if (conv == 'p') {
+            w = snprintf(out + len, room, "0x%llx", (unsigned long long)v);
+        } else break; /* an unknown conversion: the output ends here (printf's would be undefined) */
+        if (w > 0) len += (size_t)w < room ? (size_t)w : room - 1;
+    }
+    PrintOutput *o = X->print;
+    pthread_mutex_lock(&o->mu);
+    if (o->len + len <= o->limit) {
+        if (o->len + len > o->cap) {
+            size_t cap = o->cap ? o->cap : 4096;
+            while (cap < o->len + len) cap *= 2;
+            char *t = realloc(o->text, cap);
+            if (t) o->text = t, o->cap = cap;
+        }
+        if (o->len + len <= o->cap) memcpy(o->text + o->len, out, len), o->len += len;
+    }
+    pthread_mutex_unlock(&o->mu);
+    return count;
+}
+
 /* ---- the dispatch loop: run one thread until it synchronises, exits or faults ----
  * vmdispatch/vmcase/vmbreak (after Lua's lvm.c): with GCC or Clang each handler jumps straight to the next
  * one through a table of label addresses (computed goto); elsewhere, or with -DFAKECUDA_SWITCH_DISPATCH,
@@ -1017,6 +1121,14 @@ static int run_thread(Exec *X, Thread *T) {
             T->lbase = fr->lbase;
             JUMP(fr->ret_pc);
         } vmbreak;
+        vmcase(PRINTF) { /* vprintf(format, buffer): params in this frame; returns the arguments read */
+            uint64_t format, buffer;
+            memcpy(&format, T->local + T->lbase + in->imm, sizeof format);
+            memcpy(&buffer, T->local + T->lbase + in->c, sizeof buffer);
+            int32_t count = device_printf(X, T, format, buffer);
+            if (count == -2) FAULT_AT(CUDA_ERROR_ILLEGAL_ADDRESS, format, 1, 0, SPACE_GENERIC);
+            if (in->e != UINT32_MAX) memcpy(T->local + T->lbase + in->e, &count, sizeof count);
+        } vmbreak;
         vmcase(MALLOC) { /* malloc(size) -> pointer: params in this frame */
             uint64_t size, p;
             memcpy(&size, T->local + T->lbase + in->imm, sizeof size);
@@ -1244,6 +1356,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
 
 typedef struct Grid {
     Context *ctx;
+    PrintOutput print;
     const LaunchSpec *spec;
     const PtxModule *m;
     const PtxFunction *kernel;
@@ -1263,6 +1376,7 @@ static void *grid_worker(void *arg) {
     Grid *G = arg;
     const LaunchSpec *S = G->spec;
     Exec X = {0};
+    X.print = &G->print;
     X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges, X.ctx = G->ctx;
     X.watch = &G->watch;
     X.watch_countdown = WATCH_INTERVAL;
@@ -1356,6 +1470,8 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
         if (rc != CUDA_SUCCESS) return rc;
     }
     G.ranges = mem_snapshot(&G.nranges);
+    pthread_mutex_init(&G.print.mu, NULL);
+    G.print.limit = context_limit(ctx, 1); /* CU_LIMIT_PRINTF_FIFO_SIZE */
     watchdog_from_env(&G.watch);
     G.watch.stop = &G.stop;
     if (G.watch.seconds > 0) G.watch.deadline_ns = now_ns() + (uint64_t)(G.watch.seconds * 1e9);
@@ -1370,6 +1486,12 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
     for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
     free(G.ranges);
     pthread_mutex_destroy(&G.mu);
+    if (G.print.len) { /* the host sees a launch's printf output once the launch is done */
+        fwrite(G.print.text, 1, G.print.len, stdout);
+        fflush(stdout);
+    }
+    free(G.print.text);
+    pthread_mutex_destroy(&G.print.mu);
     if (!G.has_failure) return CUDA_SUCCESS;
     Exec *F = &G.failed;
     unsigned linear = F->fault_linear;

@@ -906,16 +906,12 @@ static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
         m->uses_device_heap = 1;
         return;
     }
-    if (tok_is(&callee, "vprintf")) { /* device printf output is dropped; it returns 0 */
-        if (ret.len) {
-            Inst *in = emit(P, OP_ST, line);
-            in->sub = SPACE_FRAME;
-            in->a = SP_ZERO;
-            in->imm = frame_param(P, &ret, line, "call return");
-            in->type = T_B32;
-            in->vec = 1;
-            in->d = SP_ZERO;
-        }
+    if (tok_is(&callee, "vprintf")) { /* device printf: vprintf(format, argument buffer) */
+        if (nargs != 2) fail(P, line, "vprintf takes a format and an argument buffer");
+        Inst *in = emit(P, OP_PRINTF, line);
+        in->imm = frame_param(P, &args[0], line, "call argument");
+        in->c = frame_param(P, &args[1], line, "call argument");
+        in->e = ret.len ? frame_param(P, &ret, line, "call return") : UINT32_MAX;
         return;
     }
     if (m->ncalls % 64 == 0) m->calls = realloc(m->calls, (m->ncalls + 64) * sizeof(CallInfo));
@@ -1130,7 +1126,7 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"bra", NULL, d_bra, 0, {[T_NONE] = OP_BRA}, "uni", "", ROW_OWN_GUARD},
     {"call", NULL, d_call, 0, {[T_NONE] = OP_CALL}, "uni",
      "calls to functions of the module, direct, recursive or through a pointer (.callprototype; at most 32 "
-     "frames deep); malloc and free use the device heap; __assertfail traps; vprintf output is dropped; "
+     "frames deep); malloc and free use the device heap; __assertfail traps; vprintf (printf) writes to stdout when the launch ends; "
      "cudaGraphSetConditional sets a graph node's condition", ROW_RAW_OPERANDS},
     {"ret", NULL, d_plain, 0, {[T_NONE] = OP_RET}, "uni", "", 0},
     {"exit", NULL, d_plain, 0, {[T_NONE] = OP_EXIT}, "", "", 0},

@@ -135,3 +135,32 @@ def test_device_malloc_past_the_heap_returns_null_and_a_double_free_ends_the_lau
     cuda.ok(d.cuLaunchKernel(cuda.ok(d.cuModuleGetFunction(module, b"free_twice")), 1, 1, 1, 1, 1, 1, 0, 0,
                              ptrs.ctypes.data, 0))
     assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+
+
+PRINTF = r'''
+extern "C" __global__ void say(int* counts, const char* word) {
+    unsigned t = threadIdx.x;
+    long long big = -5000000000LL * (long long)(t + 1);
+    counts[t] = printf("t=%u i=%d neg=%+05d big=%lld hex=%#x short=%hd char=%c f=%.3f e=%10.2e s=%s|%-6s| 100%%\n",
+                       t, (int)t * 7, -(int)t, big, 255u + t, (short)(70000 + t), 'a' + (int)t, 1.5f * t, 12345.678 * t,
+                       word, word);
+}
+extern "C" __global__ void plain() { printf("no arguments\n"); }
+'''
+
+
+def test_device_printf_writes_each_threads_line_to_stdout_when_the_launch_ends(cuda, capfd):
+    d = cuda.d
+    module = cuda.module(PRINTF)
+    word = np.frombuffer(b"hey\0", np.uint8)
+    counts = np.zeros(4, np.int32)
+    dcounts = cuda.poisoned(counts)
+    capfd.readouterr()
+    cuda.launch(cuda.ok(d.cuModuleGetFunction(module, b"say")), (1,), (4,), dcounts, cuda.upload(word))
+    cuda.launch(cuda.ok(d.cuModuleGetFunction(module, b"plain")), (1,), (2,))
+    lines = capfd.readouterr().out.splitlines()
+    want = ["t=%u i=%d neg=%+05d big=%d hex=%#x short=%d char=%c f=%.3f e=%10.2e s=%s|%-6s| 100%%"
+            % (t, 7 * t, -t, -5000000000 * (t + 1), 255 + t, (70000 + t + 2 ** 15) % 2 ** 16 - 2 ** 15, chr(97 + t), 1.5 * t, 12345.678 * t,
+               "hey", "hey") for t in range(4)]
+    assert sorted(lines[:4]) == want and lines[4:] == ["no arguments"] * 2
+    assert cuda.download(dcounts, counts).tolist() == [11] * 4  # printf returns the arguments it read
