@@ -13,7 +13,6 @@
 #include "fake.h"
 #include "ops.h"
 
-
 enum ThreadState { TS_RUN, TS_BAR, TS_WARP, TS_DONE, TS_FAULT };
 
 typedef struct Frame {
@@ -838,6 +837,7 @@ static int run_thread(Exec *X, Thread *T) {
             uint64_t out = 0;
             for (int half = 0; half < 2; half++) {
                 double v = f8_to_double((uint8_t)(R[in->a] >> (8 * half)), e5m2);
+                if ((in->flags & F_RELU) && signbit(v) && !isnan(v)) v = 0; /* .relu: a negative value is +0 */
                 out |= (isnan(v) ? 0x7FFFu : double_to_format(v, &FMT_F16, R_RN)) << (16 * half);
             }
             R[in->d] = out;

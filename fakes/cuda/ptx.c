@@ -1090,7 +1090,7 @@ static const PtxInstr INSTRUCTIONS[] = {
                              HALVES(OP_CVT), FLOATS(OP_CVT, OP_CVT), [T_E4M3X2] = OP_CVT, [T_E5M2X2] = OP_CVT},
      "rn rz rm rp rni rzi rmi rpi sat ftz satfinite relu",
      "every rounding mode exact for every float format; .f16x2/.bf16x2 from two .f32 (d = {cvt(a), cvt(b)}); "
-     ".e4m3x2/.e5m2x2 (OCP 8-bit floats) .rn.satfinite{.relu} from two .f32 or an .f16x2, and to an .f16x2", 0},
+     ".e4m3x2/.e5m2x2 (OCP 8-bit floats) .rn.satfinite{.relu} from two .f32 or an .f16x2, .rn{.relu} to an .f16x2", 0},
     {"cvta", NULL, d_cvta, 0, {[T_U32] = OP_MOV, [T_U64] = OP_MOV}, "to global shared shared::cta local const", "",
      0},
     {"isspacep", NULL, d_isspacep, 1, {[T_NONE] = OP_ISSPACEP}, "global shared shared::cta local", "", 0},

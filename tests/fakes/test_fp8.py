@@ -27,10 +27,12 @@ PTX = r'''
     add.s64 %rd5, %rd2, %rd3;
     cvt.rn.satfinite.e4m3x2.f32 %rs1, %f1, %f2;
     cvt.rn.satfinite.e5m2x2.f32 %rs2, %f1, %f2;
-    @%p1 cvt.rn.satfinite.relu.e4m3x2.f32 %rs1, %f1, %f2;
-    @%p1 cvt.rn.satfinite.relu.e5m2x2.f32 %rs2, %f1, %f2;
     cvt.rn.f16x2.e4m3x2 %r2, %rs1;
     cvt.rn.f16x2.e5m2x2 %r3, %rs2;
+    @%p1 cvt.rn.relu.f16x2.e4m3x2 %r2, %rs1;
+    @%p1 cvt.rn.relu.f16x2.e5m2x2 %r3, %rs2;
+    @%p1 cvt.rn.satfinite.relu.e4m3x2.f32 %rs1, %f1, %f2;
+    @%p1 cvt.rn.satfinite.relu.e5m2x2.f32 %rs2, %f1, %f2;
     st.global.u16 [%rd5], %rs1;
     st.global.u16 [%rd5+2], %rs2;
     st.global.u32 [%rd5+4], %r2;
@@ -80,12 +82,17 @@ def test_cvt_to_and_from_8_bit_float_pairs_matches_ml_dtypes(cuda, rng, relu):
     assert got["e5m2"].tolist() == _pair(*e5).tolist()
 
     def widened(pairs, dtype):  # each byte's exact value as f16, NaN as 0x7FFF; the low byte in the low half
-        halves = [(pairs >> s & 0xFF).astype(np.uint8).view(dtype).astype(np.float16).view(np.uint16) for s in (0, 8)]
-        halves = [np.where(np.isnan(h.view(np.float16)), np.uint16(0x7FFF), h) for h in halves]
+        halves = [(pairs >> s & 0xFF).astype(np.uint8).view(dtype).astype(np.float16) for s in (0, 8)]
+        if relu:  # negative values (-0 too) become +0
+            halves = [np.where(~np.isnan(h) & np.signbit(h), np.float16(0), h) for h in halves]
+        halves = [np.where(np.isnan(h), np.uint16(0x7FFF), h.view(np.uint16)) for h in halves]
         return (halves[1].astype(np.uint32) << 16 | halves[0]).tolist()
 
-    assert got["h4"].tolist() == widened(got["e4m3"], ml_dtypes.float8_e4m3fn)
-    assert got["h5"].tolist() == widened(got["e5m2"], ml_dtypes.float8_e5m2)
+    # widened from the pairs made without .relu (the kernel widens before it packs again with .relu)
+    plain4 = _pair(*[_to_f8(src[:, k], ml_dtypes.float8_e4m3fn, 448.0, 0) for k in (0, 1)])
+    plain5 = _pair(*[_to_f8(src[:, k], ml_dtypes.float8_e5m2, 57344.0, 0) for k in (0, 1)])
+    assert got["h4"].tolist() == widened(plain4, ml_dtypes.float8_e4m3fn)
+    assert got["h5"].tolist() == widened(plain5, ml_dtypes.float8_e5m2)
     # from an f16x2 whose high half holds the e4m3 pair's bits and low half the e5m2 pair's, read as halves
     high, low = (got[k].view(np.float16).astype(np.float32) for k in ("e4m3", "e5m2"))
     want = _pair(_to_f8(high, ml_dtypes.float8_e4m3fn, 448.0, 0), _to_f8(low, ml_dtypes.float8_e4m3fn, 448.0, 0))
