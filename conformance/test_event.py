@@ -10,7 +10,7 @@ import pytest
 
 import ironaccel as ia
 
-from .helpers import RunningWork, ceil_div, lcg
+from .helpers import RunningWork, ceil_div, lcg, read
 
 N = 1 << 16
 
@@ -76,15 +76,22 @@ def test_query_never_blocks(device, stream, kernels):
 @pytest.mark.clause("EVENT-5")
 def test_query_is_false_while_work_runs(device, stream, kernels):
     work = RunningWork(device, stream, kernels, seconds=0.5)
+    marker = device.alloc(4)
     try:
+        stream.fill(marker, 0)
         work.enqueue(stream)
+        stream.fill(marker, 7)  # the last command before the event
         ev = stream.record()
         assert ev.query() is False, f"query() said complete while ~{work.expected_seconds:.2f} s of work was queued"
         ev.synchronize()
         assert ev.query() is True
+        # read on a stream not ordered after the work: the fill has landed only if the event really completed
+        # after everything enqueued before it (not after an earlier part of it)
+        assert (read(device.create_stream(), marker) == 7).all(), "the event completed before the work before it"
         work.check(stream)
     finally:
         work.free()
+        marker.free()
 
 
 @pytest.mark.clause("EVENT-6")
