@@ -75,22 +75,25 @@ def test_query_never_blocks(device, stream, kernels):
 
 @pytest.mark.clause("EVENT-5")
 def test_query_is_false_while_work_runs(device, stream, kernels):
-    work = RunningWork(device, stream, kernels, seconds=0.5)
-    try:
+    for work in RunningWork.tries(device, stream, kernels):
         work.enqueue(stream)
         ev = stream.record()
-        assert ev.query() is False, f"query() said complete while ~{work.expected_seconds:.2f} s of work was queued"
+        done = ev.query()
+        if not work.looked_in_time():  # the host was away for most of the work: no conclusion, more work
+            ev.synchronize()
+            continue
+        assert done is False, f"query() said complete while ~{work.expected_seconds:.2f} s of work was queued"
         ev.synchronize()
         assert ev.query() is True
         work.check(stream)
-    finally:
-        work.free()
+        return
+    pytest.fail("the host never got to query() within a third of the work's time, however long the work")
 
 
 @pytest.mark.clause("EVENT-6")
 def test_elapsed_ms_measures_the_work_between_the_events(device, stream, kernels, require):
     require("events.timing")
-    work = RunningWork(device, stream, kernels, seconds=0.3)
+    work = RunningWork(device, stream, kernels)
     try:
         stream.synchronize()
         t0 = time.perf_counter()
