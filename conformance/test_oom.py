@@ -43,9 +43,11 @@ def _refusal(report):
     if "why" in report:
         pytest.fail(f"cannot exhaust the device: {report['why']}", pytrace=False)
     refusal = report["refusal"]
+    stopped_by = {"bound": "stopped at its memory plus one allocation: the driver over-commits",
+                  "deadline": "stopped at the deadline"}.get(report.get("stopped_by", ""), "")
     assert refusal is not None, (
         f"the device never refused an allocation: {report['held_bytes']} bytes held in {report['seconds']} s "
-        f"({report['memory_kind']} memory, reported memory {report['memory']})")
+        f"({report['memory_kind']} memory, reported memory {report['memory']}; {stopped_by})")
     return refusal
 
 

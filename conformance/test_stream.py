@@ -127,14 +127,18 @@ def test_cross_stream_wait_on_running_work(device, kernels):
     a, b = device.create_stream(), device.create_stream()
     work = RunningWork(device, a, kernels)
     try:
-        with poisoned(device, b, 4 * work.n) as copy:
+        with poisoned(device, b, 4 * work.n) as copy, device.alloc(4) as flag, poisoned(device, b, 4) as flag_copy:
             b.synchronize()
             a.fill(work.buf, 0)
+            a.fill(flag, 0)
             work.enqueue(a)
+            a.fill(flag, 1)  # behind all the work (the work's values are final after its first launch)
             ev = a.record()
             b.wait(ev)
             b.copy_dtod(copy, work.buf, 4 * work.n)
+            b.copy_dtod(flag_copy, flag, 4)
             work.check(b, copy)  # a wait that did not wait copies zeros (or poison)
+            assert (read(b, flag_copy) == 1).all(), "b's copy ran before a's work was done"
     finally:
         work.free()
 

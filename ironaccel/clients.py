@@ -49,6 +49,8 @@ class Client:
     import_mode: str = "prepend"
     ini: str = ""
     how_to_get: str = ""  # for a suite fetched at run time: how to get its tests folder
+    #: the share of the tests that pass on cuda/nvidia that must pass on the fake too (issue 15); 0: none set
+    fake_goal: float = 0.0
 
     def source_env(self) -> str:
         return SOURCE_ENV.format(self.name.upper().replace("-", "_"))
@@ -57,11 +59,11 @@ class Client:
 CLIENTS = {
     c.name: c for c in (
         Client("numba-cuda", "numba-cuda", (FAKE, NVIDIA, CUDASIM), pyargs="numba.cuda.tests",
-               import_mode="importlib", ini="consider_namespace_packages = true\n"),
+               import_mode="importlib", ini="consider_namespace_packages = true\n", fake_goal=0.90),
         Client("cuda-core", "cuda-core", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at the commit of cuda-core {version} "
             "(its tests need the checkout's cuda_python_test_helpers/ beside cuda_core/): "
-            "--source cuda-core=CHECKOUT/cuda_core/tests")),
+            "--source cuda-core=CHECKOUT/cuda_core/tests"), fake_goal=0.95),
         Client("cuda-bindings", "cuda-bindings", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at tag v{version} "
             "(with its cuda_python_test_helpers/): --source cuda-bindings=CHECKOUT/cuda_bindings/tests")),
@@ -334,6 +336,32 @@ def _gap_section(title: str, groups: dict[str, list[str]]) -> list[str]:
     return lines + ["", "</details>", ""]
 
 
+def _summary(by: dict) -> list[str]:
+    """Per client: of the tests that pass on the better target (both ran them), how many pass on the fake."""
+    lines = ["## The fake against hardware and numba's simulator", "",
+             "Of the tests that pass on the other target and that both runs ran (samples and versions as in the",
+             "tables below): how many pass on the fake, and how the rest end there (a skip there is often a package",
+             "the fake's machine lacks, see the causes).", "",
+             "| client | other target | pass there | pass on the fake too | share | fail or error on the fake "
+             "| skip on the fake | goal |", "|---|---|---:|---:|---:|---:|---:|---|"]
+    for client in CLIENTS.values():
+        fake = by.get((client.name, FAKE))
+        for other in (NVIDIA, CUDASIM):
+            better = by.get((client.name, other))
+            if fake is None or better is None:
+                continue
+            both = [tid for tid, t in better["tests"].items() if t["outcome"] == "pass" and tid in fake["tests"]]
+            ends = [fake["tests"][tid]["outcome"] for tid in both]
+            passed = ends.count("pass")
+            share = passed / len(both) if both else 0.0
+            goal = ""
+            if other == NVIDIA and client.fake_goal:
+                goal = f">= {client.fake_goal:.0%}: {'met' if share >= client.fake_goal else 'MISSED'}"
+            lines.append(f"| {client.name} | {other} | {len(both)} | {passed} | {share:.1%} | "
+                         f"{ends.count('fail') + ends.count('error')} | {ends.count('skip')} | {goal} |")
+    return lines + [""]
+
+
 def render(docs: list[dict]) -> str:
     """CLIENTS.md from results documents; depends only on their content, not their order."""
     by = {(d["client"], d["target"]): d for d in docs}
@@ -342,6 +370,7 @@ def render(docs: list[dict]) -> str:
              "one run of another project's own test suite (`ironaccel clients --client NAME --target T`).",
              "numba/cudasim is numba's own CUDA simulator (NUMBA_ENABLE_CUDASIM=1), the comparison for the fake;",
              "its skips include tests it cannot run, so compare sets of tests (below), not rates.", ""]
+    lines += _summary(by)
     for client in CLIENTS.values():
         lines += [f"## {client.name}", "",
                   "| target | version | pass | fail | error | skip | run |", "|---|---|---:|---:|---:|---:|---|"]

@@ -67,11 +67,13 @@ def load_definitions(spec_md: Path | None = None) -> dict[tuple[str, str], str]:
 HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h", ".cl"}
 
 #: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
-#: interface and errors, the pool (POOL clauses), target and backend registries and the built-in driver
-#: declarations, the plugin and the results vocabulary it writes with. Judging and reporting (judge,
-#: status, certify, cli) are not in it: they do not change what a run does.
-SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "targets.py", "drivers", "pytest_plugin.py",
-                 "results.py", "selection.py", "spec.py", "backends/__init__.py")
+#: interface and errors, the pool (POOL clauses) and the compiled hot path it and the CUDA backend load
+#: (native.py, _fast.c, built by cbuild.py), the helpers the tests drive the device with (testing/: busy work, exhaustion),
+#: target and backend registries and the built-in driver declarations, the plugin and the results
+#: vocabulary it writes with. Judging and reporting (judge, status, certify, cli) are not in it: they do
+#: not change what a run does.
+SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "testing",
+                 "targets.py", "drivers", "pytest_plugin.py", "results.py", "selection.py", "spec.py", "backends/__init__.py")
 
 
 def _digest(files: list[tuple[str, Path]]) -> str:

@@ -97,6 +97,16 @@ def test_report_lists_the_gap_by_cause_and_says_not_run():
     assert "Not run on the fake yet" in text.split("## cuda-bindings")[1]
 
 
+def test_summary_gives_the_fakes_share_of_hardware_passes_against_the_goal():
+    hw = {f"t::{i}": ("pass", "") for i in range(20)} | {"t::only-hw": ("pass", ""), "t::x": ("fail", "no")}
+    fake = {f"t::{i}": ("pass", "") for i in range(19)} | {"t::19": ("skip", "no cupy"), "t::x": ("pass", "")}
+    text = clients.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, fake)])
+    assert "| cuda-core | cuda/nvidia | 20 | 19 | 95.0% | 0 | 1 | >= 95%: met |" in text  # t::only-hw: not both
+    fake["t::18"] = ("fail", "CUDA_ERROR_INVALID_PTX")
+    text = clients.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, fake)])
+    assert "| cuda-core | cuda/nvidia | 20 | 18 | 90.0% | 1 | 1 | >= 95%: MISSED |" in text
+
+
 def test_report_is_deterministic():
     docs = sample_docs()
     first = clients.render(docs)

@@ -414,3 +414,16 @@ def test_driver_environments_select_the_egl_vendor():
     else:
         assert "__EGL_VENDOR_LIBRARY_FILENAMES" not in nvidia.environment()
         assert "NVIDIA" in nvidia.missing() or "loader" in nvidia.missing()
+
+
+def test_an_idle_synchronize_makes_no_round_trip_to_the_gl_thread(device, stream):
+    stream.synchronize()
+    jobs = device.thread.jobs
+    stream.synchronize()
+    device.synchronize()
+    assert device.thread.jobs == jobs, "a synchronize with nothing enqueued placed a fence"
+    with device.alloc(16) as buf:
+        stream.fill(buf, 3)  # a job since: the next synchronize must wait for it
+        stream.synchronize()
+        assert device.thread.jobs >= jobs + 3  # the fill, the fence, its discard
+        assert (read(stream, buf, np.uint8) == 3).all()

@@ -195,6 +195,82 @@ def test_long_batches_and_many_submissions(device, stream):
     buf.free()
 
 
+def _burst(monkeypatch):
+    """A long burst window, so that on a slow machine too a launch right after a submission is deferred."""
+    from ironaccel.backends.vulkan import stream as vk_stream
+
+    monkeypatch.setattr(vk_stream, "SUBMIT_GAP_S", 0.3)
+    return vk_stream
+
+
+def test_a_burst_is_batched_and_the_flusher_submits_its_end_without_a_host_call(device, stream, monkeypatch):
+    _burst(monkeypatch)
+    add_one = spirv(device, "add_one")
+    buf = device.alloc(4 * 64)
+    stream.fill(buf, 0)
+    stream.synchronize()
+    threading.Event().wait(0.31)  # past the burst window of the synchronize's submission
+    stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(64)))  # idle: submitted at once
+    assert stream._batch is None
+    submitted = stream._submitted
+    stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(64)))  # within the burst: recorded
+    stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(64)))
+    assert stream._batch is not None and stream._batch.commands == 2 and stream._submitted == submitted
+    for _ in range(200):  # no call on the stream: the flusher submits the batch ~0.3 s after the first launch
+        if stream._batch is None:
+            break
+        threading.Event().wait(0.01)
+    assert stream._batch is None and stream._submitted == submitted + 1, "the flusher never submitted the batch"
+    assert (read(stream, buf).view(np.uint32) == 3).all()
+    buf.free()
+
+
+def test_a_failed_flush_is_raised_by_the_streams_next_call(device, stream, monkeypatch):
+    _burst(monkeypatch)
+    add_one = spirv(device, "add_one")
+    buf = device.alloc(4 * 64)
+    stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(64)))
+    failure = ia.DriverError("vulkan", "vkQueueSubmit", -4, "VK_ERROR_DEVICE_LOST", "simulated")
+    real_submit = stream._submit
+
+    def lost(limit=None):
+        raise failure
+
+    monkeypatch.setattr(stream, "_submit", lost)
+    stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(64)))  # deferred; the flusher's submit fails
+    for _ in range(200):
+        if stream._flush_error is not None:
+            break
+        threading.Event().wait(0.01)
+    assert stream._flush_error is failure
+    monkeypatch.setattr(stream, "_submit", real_submit)
+    with pytest.raises(ia.DriverError, match="vkQueueSubmit") as info:
+        stream.synchronize()
+    assert info.value is failure
+    with pytest.raises(ia.DriverError, match="vkQueueSubmit"):  # and the stream's later work, not only once
+        stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(64)))
+    stream._flush_error = None  # so the fixture can close the device (a real lost device would not come back)
+    stream.synchronize()
+    buf.free()
+
+
+def test_launches_of_a_batch_that_bind_the_same_buffers_share_a_descriptor_set(device, stream, monkeypatch):
+    _burst(monkeypatch)
+    add_one = spirv(device, "add_one")
+    a, b = device.alloc(4 * 64), device.alloc(4 * 64)
+    stream.fill(a, 0)
+    stream.fill(b, 0)
+    stream.synchronize()
+    stream.fill(a, 0)  # opens a batch: the launches below are recorded into it
+    for buf in (a, a, b, a):
+        stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(64)))
+    pool = stream._batch.descriptor_pool
+    assert pool.SETS - pool.sets_left == 2, "one set per distinct buffer range"
+    assert (read(stream, a).view(np.uint32) == 3).all() and (read(stream, b).view(np.uint32) == 1).all()
+    a.free()
+    b.free()
+
+
 def test_descriptor_pools_rotate_when_full(device, stream):
     """A kernel with many buffers exhausts a batch's descriptor pool; the stream moves on to another."""
     if not device.supports("lang.glsl"):

@@ -129,6 +129,9 @@ class GLThread:
         self._closed = False  # set with the end-of-jobs marker, under _closing: nothing is queued after it
         # Re-entrant: garbage collection can run an Event's __del__, which submits, while this thread holds it.
         self._closing = threading.RLock()
+        #: jobs handed to the thread so far (``run`` and ``submit``), numbered under ``_closing``: a finish that
+        #: finds none after the last one it saw complete has nothing to wait for (``OpenGLDevice.finish``)
+        self.jobs = 0
         self._index = device_index
         self._thread = threading.Thread(target=self._main, args=(device_index,), daemon=True,
                                         name=f"ironaccel-opengl-{device_index}")
@@ -190,6 +193,7 @@ class GLThread:
         with self._closing:
             if self._closed:  # another thread closed the device after this call checked it was open
                 raise UseAfterFree(getattr(fn, "__qualname__", "GL call"), f"the GL context of EGL device {self._index}")
+            self.jobs += 1
             self._jobs.put((fn, args, kwargs, box))
         done.wait()
         ok, value = box[1]
@@ -197,12 +201,15 @@ class GLThread:
             raise value
         return value
 
-    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """Queue ``fn(*args, **kwargs)`` on the GL thread, after everything queued before; return at once.
-        Once the thread is closed there is nothing left to do it on, and it is dropped (frees, mostly)."""
+    def submit(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> int:
+        """Queue ``fn(*args, **kwargs)`` on the GL thread, after everything queued before; return at once,
+        with the job's number (``jobs``). Once the thread is closed there is nothing left to do it on, and it
+        is dropped (frees, mostly)."""
         with self._closing:
             if not self._closed:
+                self.jobs += 1
                 self._jobs.put((fn, args, kwargs, None))
+            return self.jobs
 
     def raise_failure(self) -> None:
         """Raise the first error of submitted work since the last call, if there was one."""

@@ -119,6 +119,7 @@ class OpenGLDevice(api.Device):
         self._caps = caps
         self.readbacks = Readbacks(self)
         self.fence_lock = threading.Lock()  # a fence completes once, whichever thread sees it first
+        self._finished_jobs = -1  # GLThread.jobs when the last finish saw its fence signal
         self._default = OpenGLStream(self)
 
     def _native(self) -> OpenGLHandles:
@@ -149,13 +150,20 @@ class OpenGLDevice(api.Device):
         return self.thread.run(OpenGLModule, self, str(source), name)
 
     def finish(self, op: str, timeout: float | None) -> None:
-        """Wait for everything submitted so far to the device's one command stream."""
+        """Wait for everything submitted so far to the device's one command stream: at once when no job was
+        handed to the GL thread since the last finish saw its fence signal (an idle synchronize costs no
+        round trip to that thread)."""
+        if self.thread.jobs == self._finished_jobs:
+            self.thread.raise_failure()
+            return
         fence = Fence(self, False)
-        self.thread.submit(fence.place)
+        placed = self.thread.submit(fence.place)
         try:
             wait_for(fence, op, timeout)
         finally:
-            self.thread.submit(fence.discard)  # nothing to free once it signalled; after a Timeout, its sync
+            discarded = self.thread.submit(fence.discard)  # frees the sync, signalled or not (after a Timeout)
+        # every job before the fence is done; the discard counts too unless another thread's job came between
+        self._finished_jobs = discarded if discarded == placed + 1 else placed
 
     def _synchronize(self, timeout: float | None) -> None:
         self.finish("Device.synchronize", timeout)

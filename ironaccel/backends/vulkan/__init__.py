@@ -8,10 +8,12 @@ How the shared API maps onto Vulkan:
 * **Stream** — a timeline semaphore and a command pool (handed to the next new stream when the stream is
   collected: the device keeps only streams with work outstanding); streams take the device's queues in turn.
   Work is recorded into the stream's open command buffer (a full memory barrier between commands keeps stream
-  order) and submitted,
-  without a host wait, as soon as the stream's earlier submissions have completed (so work starts at once on
-  an idle device), else at ``record``, ``synchronize``, ``Device.synchronize`` or every ``BATCH_COMMANDS``
-  commands. Each submission waits for the stream's previous value and for the events passed to ``wait``, and
+  order) and submitted
+  without a host wait: at once when the stream's earlier submissions have completed and its last one is
+  ``SUBMIT_GAP_S`` old (so work starts at once on an idle device); within a burst of commands (a submission
+  costs several recorded launches) the batch stays open until ``record``, ``synchronize``,
+  ``Device.synchronize``, ``BATCH_COMMANDS`` commands, or the device's flusher thread, which submits it
+  ``SUBMIT_GAP_S`` after the stream's last submission, so a burst's last commands start without a host call. Each submission waits for the stream's previous value and for the events passed to ``wait``, and
   signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding, and
   ``synchronize(timeout=)`` waits are finite: past the timeout they raise Timeout naming the op.
 * **Event** — a (stream, timeline value) pair; ``timing=True`` adds a timestamp query. Host-side work that a

@@ -23,7 +23,7 @@ from .graph import GraphResources, VulkanGraph
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
 from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
-from .stream import Deadline, Queue, StreamHandles, Timestamps, VulkanStream, deadline
+from .stream import Deadline, Flusher, Queue, StreamHandles, Timestamps, VulkanStream, deadline
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
 MAX_QUEUES = 4
@@ -163,6 +163,7 @@ class VulkanDevice(api.Device):
         self._handle = None
         self._lock = threading.RLock()
         self._busy: set[VulkanStream] = set()  # streams with work recorded, waiting or in flight
+        self._flusher = Flusher(self._lock)  # submits the batches a burst of commands leaves open
         self._stream_handles: list[weakref.finalize] = []  # each gives a live stream's handles back at close
         self._spare_handles: list[StreamHandles] = []  # of collected streams, for the next ones
         self._modules: list[VulkanModule] = []
@@ -490,6 +491,7 @@ class VulkanDevice(api.Device):
         """Finish enqueued work (so owed copy_dtoh results land), then destroy everything, device last."""
         ffi, lib = native.vk.ffi, native.vk.lib
         handle = self._handle
+        self._flusher.stop()  # before the synchronize, which submits what it left open
         try:
             self._synchronize()
         finally:

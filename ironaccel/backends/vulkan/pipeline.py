@@ -30,7 +30,9 @@ SPIRV_VAL = "spirv-val"
 
 
 class DescriptorPool:
-    """A VkDescriptorPool for one batch's launches; reset and reused once that batch completes."""
+    """A VkDescriptorPool for one batch's launches; reset and reused once that batch completes. Launches of
+    the batch that bind the same buffer ranges share one descriptor set (a set is never written after it
+    is made, and a range cannot be freed and reused while the batch that binds it is pending)."""
 
     SETS = 256
     DESCRIPTORS = 1024
@@ -48,12 +50,17 @@ class DescriptorPool:
         native.call.vkCreateDescriptorPool(dev._handle, info, ffi.NULL, out)
         self.handle = out[0]
         self.sets_left, self.descriptors_left = self.SETS, self.DESCRIPTORS
+        self._sets: dict[tuple[Any, ...], Any] = {}  # (set layout, bound ranges) -> the set made for them
 
     def fits(self, descriptors: int) -> bool:
         return self.sets_left >= 1 and self.descriptors_left >= descriptors
 
     def allocate(self, dev: VulkanDevice, set_layout: Any, buffers: list[VulkanBuffer]) -> Any:
         """A descriptor set of ``set_layout`` binding ``buffers`` at bindings 0..k-1."""
+        key = (set_layout, *((b._allocation.block.buffer, b._allocation.offset, b.nbytes) for b in buffers))
+        made = self._sets.get(key)
+        if made is not None:
+            return made
         vk = native.vk
         ffi, lib = vk.ffi, vk.lib
         layouts = ffi.new("VkDescriptorSetLayout[1]", [set_layout])
@@ -71,11 +78,13 @@ class DescriptorPool:
              "descriptorCount": 1, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": infos + i}
             for i in range(len(buffers))])
         lib.vkUpdateDescriptorSets(dev._handle, len(buffers), writes, 0, ffi.NULL)
+        self._sets[key] = out
         return out
 
     def reset(self, dev: VulkanDevice) -> None:
         native.call.vkResetDescriptorPool(dev._handle, self.handle, 0)
         self.sets_left, self.descriptors_left = self.SETS, self.DESCRIPTORS
+        self._sets.clear()
 
 
 class PipelineLayouts:

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from .graph import VulkanGraph
 
 BATCH_COMMANDS = 64  # commands recorded before a stream submits on its own
+#: A stream that submitted less than this long ago keeps recording (a burst of commands: a vkQueueSubmit
+#: costs ~40 µs on the H200's driver, 5x a recorded launch); the device's Flusher submits what a burst leaves.
+SUBMIT_GAP_S = 500e-6
+FLUSHER_IDLE_S = 1.0  # the flusher's longest sleep: a device collected without close() frees its thread
 MAX_IN_FLIGHT = 64  # submissions per stream before the host waits for the oldest
 TIMESTAMP_SLOTS = 1024  # timestamp queries per VkQueryPool
 
@@ -138,6 +142,68 @@ class Timestamps:
         self._pools.clear()
 
 
+class Flusher:
+    """Submits the batches streams leave open within a burst of commands, ``SUBMIT_GAP_S`` after each stream's
+    last submission, so the end of a burst starts on the device without another host call. One daemon thread
+    per device, started at the first deferred batch; it submits under the device lock, as streams do."""
+
+    def __init__(self, lock: threading.RLock):
+        self._wake = threading.Condition(lock)
+        self._armed: set[VulkanStream] = set()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def arm(self, stream: VulkanStream) -> None:
+        """Have ``stream``'s open batch submitted when it is due (called under the device lock)."""
+        if stream in self._armed:
+            return  # the thread re-reads every armed stream's due time when it wakes
+        self._armed.add(stream)
+        if self._thread is None:
+            self._thread = threading.Thread(target=Flusher._run, args=(weakref.ref(self), self._wake),
+                                            name="ironaccel-vulkan-flusher", daemon=True)
+            self._thread.start()
+        self._wake.notify()
+
+    def stop(self) -> None:
+        """End the thread (Device.close): nothing is submitted after this returns."""
+        with self._wake:
+            self._stopped = True
+            self._armed.clear()
+            self._wake.notify()
+        if self._thread is not None:
+            # bounded: a caller that holds the device lock keeps the thread from waking until it lets go,
+            # and the thread then ends without submitting (it reads _stopped first)
+            self._thread.join(timeout=1.0)
+
+    def _submit_due(self) -> float:
+        """Submit the armed batches that are due; the seconds until the next one is (FLUSHER_IDLE_S: none)."""
+        now = time.monotonic()
+        wait = FLUSHER_IDLE_S
+        for stream in list(self._armed):
+            due = stream._last_submit + SUBMIT_GAP_S
+            if stream._batch is None:
+                self._armed.discard(stream)
+            elif len(stream._in_flight) >= MAX_IN_FLIGHT:  # it never waits (under the lock, without a deadline):
+                wait = min(wait, SUBMIT_GAP_S)  # the stream's next host call applies the back-pressure
+            elif now >= due:
+                self._armed.discard(stream)
+                stream._flush()
+            else:
+                wait = min(wait, due - now)
+        return wait
+
+    @staticmethod
+    def _run(ref: weakref.ref[Flusher], wake: threading.Condition) -> None:
+        with wake:
+            while True:
+                flusher = ref()
+                if flusher is None or flusher._stopped:
+                    return
+                wait = flusher._submit_due()
+                del flusher  # while asleep, only the lock is held: a device dropped without close() can go
+                wake.wait(wait)
+
+
 class Queue:
     def __init__(self, handle: Any):
         self.handle = handle
@@ -202,6 +268,10 @@ class VulkanStream(api.Stream):
         self._batch: Batch | None = None  # recording, not yet submitted
         self._waits: list[tuple[VulkanStream, int]] = []  # event waits for the next submission
         self._in_flight: deque[Batch] = deque()
+        self._last_submit = 0.0  # time.monotonic() of the last submission: within SUBMIT_GAP_S, keep recording
+        #: the flusher's failed submission: its batch is ended but unsubmitted, so every later submission or
+        #: recording on this stream raises it (as after a failed submission by the host's own call)
+        self._flush_error: BaseException | None = None
         self._free_cmds = handles.free_cmds
         self._free_descriptor_pools = handles.free_descriptor_pools
         # When the stream is collected (the device holds busy ones) its handles go back to the device's spares.
@@ -214,6 +284,8 @@ class VulkanStream(api.Stream):
         command after the ones before it."""
         if self._capturing is not None:
             return self._capturing._next_command()
+        if self._flush_error is not None:
+            raise self._flush_error
         vk = native.vk
         batch = self._batch
         if batch is None:
@@ -236,15 +308,30 @@ class VulkanStream(api.Stream):
         return batch
 
     def _recorded(self) -> None:
-        """Submit now when the device has caught up with this stream (so work starts at once), else keep
-        batching while earlier work runs, up to BATCH_COMMANDS commands."""
+        """Submit now when the batch is full, or when the stream's last submission is SUBMIT_GAP_S old and the
+        device has caught up with it (so work starts at once on an idle device); else keep recording, and
+        arm the device's flusher, which submits the batch when it is due if no host call did first."""
         batch = self._batch
-        if batch is not None and (batch.commands >= BATCH_COMMANDS or self._device._counter(self) >= self._submitted):
+        if batch is None:
+            return
+        if batch.commands >= BATCH_COMMANDS or (time.monotonic() - self._last_submit >= SUBMIT_GAP_S
+                                                and self._device._counter(self) >= self._submitted):
             self._submit()
+        else:
+            self._device._flusher.arm(self)
+
+    def _flush(self) -> None:
+        """The flusher's submission (under the device lock): a failure is kept, for the host's next call."""
+        try:
+            self._submit()
+        except Exception as exc:  # the flusher's thread has no caller: the stream's next host call raises it
+            self._flush_error = exc
 
     def _submit(self, limit: Deadline | None = None) -> None:
         """Submit the open batch and pending waits, signalling the next timeline value. The host waits only
         when the stream already has MAX_IN_FLIGHT submissions outstanding (back-pressure), within ``limit``."""
+        if self._flush_error is not None:
+            raise self._flush_error
         batch = self._batch
         if batch is None and not self._waits:
             return
@@ -280,6 +367,7 @@ class VulkanStream(api.Stream):
         })
         with self._queue.lock:
             native.call.vkQueueSubmit(self._queue.handle, 1, submit, ffi.NULL)
+        self._last_submit = time.monotonic()
         self._submitted = self._handles.value = value
         self._waits = []
         self._batch = None
