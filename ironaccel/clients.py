@@ -114,7 +114,11 @@ def child_env(target: str, test_timeout_s: float) -> dict[str, str]:
 
 def child_command(client: Client, source: Path | None, record: Path, ini: Path, test_timeout_s: float,
                    sample: int, select: str) -> list[str]:
-    cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(ini.parent), "-q",
+    """The child's pytest command. A fetched suite's rootdir is its own tests folder: with the ini's folder as
+    rootdir, conftest files outside it applied to every test (cuda-bindings' cudla/conftest.py replaced the
+    ``ctx`` fixture of all its tests with one that makes no context)."""
+    rootdir = ini.parent if source is None else source
+    cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(rootdir), "-q",
            "-p", "no:cacheprovider", "-p", "ironaccel.clients", f"--clients-record={record}",
            f"--timeout={test_timeout_s:g}", f"--import-mode={client.import_mode}", "--continue-on-collection-errors"]
     if sample > 1:

@@ -126,3 +126,12 @@ def test_unknown_client_or_missing_source_is_a_clear_error(tmp_path):
 def test_committed_clients_md_is_current():
     assert clients.report(REPO / "clients" / "results", REPO / "CLIENTS.md", check=True) == 0, \
         "CLIENTS.md is stale: run `python3 -m ironaccel clients --report`"
+
+
+def test_a_fetched_suite_runs_with_its_own_folder_as_rootdir(tmp_path):
+    ini, record = tmp_path / "pytest.ini", tmp_path / "record.jsonl"
+    source = tmp_path / "cuda_bindings" / "tests"
+    fetched = clients.child_command(clients.CLIENTS["cuda-bindings"], source, record, ini, 60, 1, "")
+    assert fetched[fetched.index("--rootdir") + 1] == str(source)
+    shipped = clients.child_command(clients.CLIENTS["numba-cuda"], None, record, ini, 60, 1, "")
+    assert shipped[shipped.index("--rootdir") + 1] == str(tmp_path)

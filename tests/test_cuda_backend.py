@@ -145,6 +145,7 @@ def _workload(opened: list) -> None:
         s.copy_htod(a, small)
         s.copy_dtod(b, a, 4096)
         s.fill(a, 1, nbytes=64)
+    s.synchronize()  # the large copy then reuses the ring's segment on every run: the same driver calls each time
     s.copy_htod(c, np.ones(9 << 20, np.uint8))  # large: chunked through the ring's segments, fenced by events
     out = np.empty(4096, np.uint8)
     for _ in range(3):
@@ -294,6 +295,55 @@ def test_staged_copies_wrap_the_ring_and_free_the_host_array_at_once(device):
     for slot, value in last.items():
         assert (out[slot * small:(slot + 1) * small] == value).all(), f"slot {slot}"
     np.testing.assert_array_equal(out_large, expect_large)
+
+
+@pytest.mark.parametrize("extra", [1, 5])
+def test_mid_size_copies_are_filled_and_sent_in_pieces_at_any_offset(device, extra):
+    """A pageable copy too small for the copy threads is filled into the ring and DMA'd a piece at a time:
+    every piece lands at its own offset, also when the size is no multiple of the piece or of 16 bytes (the
+    non-temporal stores' alignment) and the host array is overwritten right after the call."""
+    from ironaccel.backends.cuda.staging import PARALLEL_COPY_BYTES, PIPELINE_PIECE, SMALL_COPY_BYTES
+
+    s = device.create_stream()
+    rng = np.random.default_rng(extra)
+    for n in (SMALL_COPY_BYTES + extra, 3 * PIPELINE_PIECE + extra, PARALLEL_COPY_BYTES - extra):
+        with device.alloc(n + 2 * extra) as buf:
+            s.fill(buf, 0)
+            host = rng.integers(0, 256, n, dtype=np.uint8)
+            expect = host.copy()
+            s.copy_htod(buf, host[:], dst_offset=extra)
+            host[:] = 0
+            out = np.empty(buf.nbytes, np.uint8)
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+        np.testing.assert_array_equal(out[extra:extra + n], expect, err_msg=f"{n} bytes")
+        assert not out[:extra].any() and not out[extra + n:].any(), f"{n} bytes: written outside the range"
+
+
+def test_staging_reuses_a_segment_only_when_its_copies_are_done(device):
+    """A staged copy of REUSE_BYTES or more on an idle stream that alone used the ring's segment fills it again
+    from its start (bytes still in the cache); behind a running kernel the segment is not reused, or the
+    second copy would overwrite the first's bytes before their DMA runs."""
+    from ironaccel.backends.cuda.staging import REUSE_BYTES
+
+    s, ring = device.create_stream(), device._staging
+    n = REUSE_BYTES
+    with device.alloc(2 * n) as buf, device.alloc(4) as out:
+        host = np.full(n, 1, np.uint8)
+        for _ in range(3):
+            s.copy_htod(buf, host)
+            s.synchronize()
+        assert ring._used == n, "an idle stream's copy must reuse the segment from its start"
+        kernel = device.compile(PTX_SPIN, "ptx").kernel("spin")
+        s.launch(kernel, 1, 1, (out, np.uint32(SPIN_ITERATIONS // 20)))
+        s.copy_htod(buf, host)  # queued behind the kernel: its staged bytes must stay untouched
+        host[:] = 2
+        s.copy_htod(buf, host, dst_offset=n)
+        assert ring._used == 3 * n
+        result = np.empty(2 * n, np.uint8)
+        s.copy_dtoh(result, buf)
+        s.synchronize()
+    assert (result[:n] == 1).all() and (result[n:] == 2).all()
 
 
 def test_pinned_source_is_copied_directly(fake, device):

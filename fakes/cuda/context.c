@@ -34,6 +34,7 @@ static void ctx_start(Context *c, unsigned flags, int primary) {
 /* Drains the work, reports leaks, frees the memory and streams of a context. */
 static void ctx_teardown(Context *c) {
     streams_close_context(c);
+    device_heap_release(c);
     mem_release_context(c);
     c->null_stream = NULL;
     c->sticky = CUDA_SUCCESS;
@@ -169,6 +170,13 @@ API CUresult cuCtxGetStreamPriorityRange(int *least, int *greatest) {
     if (least) *least = 0;
     if (greatest) *greatest = -5;
     return CUDA_SUCCESS;
+}
+
+size_t context_limit(Context *c, int limit) {
+    pthread_mutex_lock(&g_ctx_mu);
+    size_t v = c->limits[limit];
+    pthread_mutex_unlock(&g_ctx_mu);
+    return v;
 }
 
 API CUresult cuCtxGetLimit(size_t *value, int limit) {

@@ -80,9 +80,12 @@ typedef struct Context {
     unsigned long long id;
     size_t limits[CTX_LIMITS]; /* cuCtxSetLimit; under context.c's lock */
     int cache_config;
+    struct DeviceHeap *heap; /* what kernels' malloc draws from, made at the first launch that needs it */
 } Context;
 
 Context *current_context(void);
+/* A context's CUlimit value (context.c's lock held while read). */
+size_t context_limit(Context *c, int limit);
 /* The current context, or an error (not initialised, no context, destroyed, sticky launch error). */
 CUresult need_context(Context **out);
 /* Declares `Context *c` as the current context, or returns need_context's error from the entry point. */
@@ -209,8 +212,15 @@ typedef struct Inst {
     int64_t imm;
 } Inst;
 
+/* Frames a thread may have beyond its kernel's; a call past them ends the launch (HARDWARE_STACK_ERROR). */
+#define CALL_DEPTH_MAX 32
+/* A function's address as device code sees it (mov of its name; what an indirect call jumps to): a range of
+ * its own, so that a call through any other value is caught. */
+#define FUNCTION_ADDRESS_BASE 0xfc00000000000000ull
+#define FUNCTION_ADDRESS_STEP 16u
+
 typedef struct CallInfo {
-    int callee, caller; /* function indices, resolved when the module is loaded */
+    int callee, caller; /* function indices, resolved when the module is loaded; callee -1: through a pointer */
     int nargs;
     uint32_t arg_off[16];  /* caller frame offsets of the argument params */
     uint32_t ret_off;      /* caller frame offset of the return param, or UINT32_MAX */
@@ -235,7 +245,10 @@ typedef struct PtxFunction {
     uint32_t param_bytes;
     int has_ret;
     uint32_t ret_off, ret_size;
-    uint32_t stack_slots, stack_local; /* the deepest call chain from here, computed at load */
+    uint32_t stack_slots, stack_local; /* the deepest call chain from here, computed at load: a chain that
+                                        * recurses or calls through a pointer counts CALL_DEPTH_MAX frames of
+                                        * the module's largest */
+    int unbounded_calls;               /* such a chain starts here */
     uint32_t reqntid, maxntid;
     int line;
 } PtxFunction;
@@ -251,6 +264,7 @@ typedef struct PtxModule {
     uint32_t data_align;    /* the largest .align of a .shared or .local variable (at least 16): a block's shared
                              * memory, each thread's local memory and every frame start at a multiple of it */
     int uses_dynamic_shared;
+    int uses_device_heap; /* calls malloc or free */
     char **global_names;
     uint64_t *global_addrs, *global_sizes;
     int nglobals;
@@ -287,8 +301,19 @@ typedef struct LaunchSpec {
     uint32_t param_bytes;
 } LaunchSpec;
 
-/* Runs a whole grid; returns CUDA_SUCCESS or the error that ended it (with a report in report). */
-CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len);
+/* Runs a whole grid in ctx; returns CUDA_SUCCESS or the error that ended it (with a report in report). */
+CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_t report_len);
+
+/* ---- the device heap (device_heap.c): device code's malloc and free ---- */
+/* Makes the context's heap (CU_LIMIT_MALLOC_HEAP_SIZE bytes) if it has none yet: before a launch snapshots the
+ * live allocations, so that memcheck sees the heap. */
+CUresult device_heap_ready(Context *ctx);
+/* A block of at least size bytes, 16-byte aligned; 0 when the heap has no room (malloc's NULL). */
+uint64_t device_heap_malloc(Context *ctx, uint64_t size);
+/* Frees a block malloc returned (0 is a no-op); -1 when p is no such block. */
+int device_heap_free(Context *ctx, uint64_t p);
+/* Forgets the context's heap bookkeeping (its memory goes with the context's allocations). */
+void device_heap_release(Context *ctx);
 
 /* ---- operations: one unit of stream work, as a stream runs it and a graph node keeps it ---- */
 enum OpKind { /* the CUgraphNodeType values */

@@ -13,12 +13,11 @@
 #include "fake.h"
 #include "ops.h"
 
-#define MAX_DEPTH 32
-
 enum ThreadState { TS_RUN, TS_BAR, TS_WARP, TS_DONE, TS_FAULT };
 
 typedef struct Frame {
     uint32_t ret_pc, call;
+    int callee;
     uint64_t *regs;
     uint32_t lbase;
 } Frame;
@@ -29,11 +28,11 @@ typedef struct Thread {
     uint8_t *local;
     int state, depth;
     unsigned linear; /* index of the thread in its block */
-    Frame *stack; /* MAX_DEPTH frames, apart so that scanning the threads of a warp stays in cache */
+    Frame *stack; /* CALL_DEPTH_MAX frames, apart so that scanning the threads of a warp stays in cache */
 } Thread;
 
 /* What ends a launch that runs too long (IRONACCEL_FAKE_WATCHDOG_S / _INSTRUCTIONS), checked every
- * WATCH_INTERVAL loop back-edges of a worker: only a loop can run forever (recursion is rejected at load). */
+ * WATCH_INTERVAL loop back-edges of a worker: only a loop can run forever (recursion ends at CALL_DEPTH_MAX). */
 typedef struct Watchdog {
     double seconds;       /* 0: no time limit */
     uint64_t deadline_ns; /* CLOCK_MONOTONIC */
@@ -45,8 +44,18 @@ typedef struct Watchdog {
 enum WatchCause { WATCH_NONE, WATCH_TIME, WATCH_BUDGET, WATCH_STOP };
 #define WATCH_INTERVAL 1024
 
+/* What a launch's printf calls wrote, written to stdout when it ends; at most the context's
+ * CU_LIMIT_PRINTF_FIFO_SIZE bytes (the rest is dropped, as a full FIFO drops it on hardware). */
+typedef struct PrintOutput {
+    pthread_mutex_t mu;
+    char *text;
+    size_t len, cap, limit;
+} PrintOutput;
+
 typedef struct Exec {
     const LaunchSpec *spec;
+    PrintOutput *print;
+    Context *ctx; /* the launch's: its device heap serves malloc */
     const PtxModule *m;
     const PtxFunction *kernel;
     const Range *ranges;
@@ -227,6 +236,41 @@ static double round_integral(double v, int rnd) {
     case R_RZI: return trunc(v);
     default: return v;
     }
+}
+
+/* 8-bit floats (OCP): e4m3 has no infinities (its largest is 448, S.1111.111 its NaN), e5m2 is IEEE-like
+ * (largest finite 57344). To them: rounded to nearest even and .satfinite, so beyond the largest finite is
+ * the largest finite, and NaN is 0x7F; with .relu a negative value is +0. */
+static uint8_t f8_from_double(double v, int e5m2, int relu) {
+    int m = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7;
+    uint8_t largest = e5m2 ? 0x7B : 0x7E, sign = signbit(v) ? 0x80 : 0;
+    if (isnan(v)) return 0x7F;
+    if (relu && sign) return 0;
+    int e;
+    double a = fabs(v);
+    if (a == 0) return sign;
+    frexp(a, &e); /* a in [2^(e-1), 2^e) */
+    int unit = (e - 1 < 1 - bias ? 1 - bias : e - 1) - m; /* exponent of the last place kept */
+    double x = ldexp(a, -unit), fl = floor(x), rest = x - fl;
+    double q = rest > 0.5 || (rest == 0.5 && fmod(fl, 2.0) != 0) ? fl + 1 : fl;
+    if (q == 0) return sign;
+    frexp(ldexp(q, unit), &e);
+    int biased = e - 1 + bias;
+    if (biased <= 0) return sign | (uint8_t)q; /* subnormal: q counts units of 2^(1 - bias - m) */
+    uint64_t mant = (uint64_t)ldexp(q, unit - (e - 1 - m)) - ((uint64_t)1 << m);
+    uint8_t bits = (uint8_t)(biased << m | mant);
+    if (biased > (e5m2 ? 30 : 15) || bits > largest) return sign | largest;
+    return sign | bits;
+}
+
+static double f8_to_double(uint8_t b, int e5m2) {
+    int m = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, emax = e5m2 ? 31 : 15;
+    int exp = (b & 0x7F) >> m, mant = b & ((1 << m) - 1);
+    double s = b & 0x80 ? -1.0 : 1.0;
+    if (e5m2 && exp == emax) return mant ? NAN : s * INFINITY;
+    if (!e5m2 && exp == emax && mant == (1 << m) - 1) return NAN;
+    if (exp == 0) return s * ldexp(mant, 1 - bias - m);
+    return s * ldexp((1 << m) + mant, exp - bias - m);
 }
 
 static uint64_t convert(uint64_t raw, int dt, int st, int rnd, int sat) {
@@ -543,6 +587,101 @@ static int watchdog_expired(Exec *X, uint64_t pending_steps) {
     return WATCH_NONE;
 }
 
+/* ---- device printf ----
+ * vprintf(format, buffer): the arguments lie in the buffer one after another, each aligned to its size
+ * (integers 4 bytes unless l/ll/j/z/t, doubles (floats are promoted) and pointers 8). Returns the number of
+ * arguments read (-1 for a NULL format), or -2 when a read leaves memory the thread may access. */
+
+#define PRINTF_MAX 4096 /* bytes of one call's output, and of a format or %s string read */
+
+static int device_string(Exec *X, Thread *T, uint64_t a, char *out, size_t max) {
+    for (size_t i = 0; i < max; i++) {
+        uint8_t *p = address(X, T, SPACE_GENERIC, a + i, 1);
+        if (!p) return -1;
+        out[i] = (char)*p;
+        if (!*p) return 0;
+    }
+    out[max - 1] = 0;
+    return 0;
+}
+
+static int device_printf(Exec *X, Thread *T, uint64_t format, uint64_t buffer) {
+    if (!format) return -1;
+    char fmt[PRINTF_MAX], out[PRINTF_MAX], str[PRINTF_MAX];
+    if (device_string(X, T, format, fmt, sizeof fmt)) return -2;
+    size_t len = 0, at = 0;
+    int count = 0;
+    for (const char *c = fmt; *c && len < sizeof out - 1;) {
+        if (*c != '%' || c[1] == '%') {
+            out[len++] = *c;
+            c += *c == '%' ? 2 : 1;
+            continue;
+        }
+        const char *spec = c++;
+        c += strspn(c, "-+ #0");
+        c += strspn(c, "0123456789");
+        if (*c == '.') c++, c += strspn(c, "0123456789");
+        size_t keep = (size_t)(c - spec); /* flags, width and precision: reprinted with our own length */
+        int wide = 0, shorts = 0;
+        for (; *c && strchr("hlLqjzt", *c); c++) {
+            if (*c == 'h') shorts++;
+            else wide = 1;
+        }
+        char conv = *c ? *c++ : 0, piece[64];
+        if (!conv || keep > sizeof piece - 8) break;
+        memcpy(piece, spec, keep);
+        piece[keep] = 0;
+        int is_float = strchr("fFeEgGaA", conv) != NULL, is_ptr = conv == 's' || conv == 'p';
+        unsigned size = is_float || is_ptr || wide ? 8 : 4;
+        at = (at + size - 1) & ~(size_t)(size - 1);
+        uint8_t *p = buffer ? address(X, T, SPACE_GENERIC, buffer + at, size) : NULL;
+        if (!p) return -2;
+        uint64_t v = 0;
+        memcpy(&v, p, size);
+        at += size;
+        count++;
+        size_t room = sizeof out - len;
+        int w;
+        if (strchr("diuxXo", conv)) { /* an integer: as wide as read, then as narrow as h/hh ask */
+            const char *ll = conv == 'd' || conv == 'i' ? "lld" : conv == 'u' ? "llu" : conv == 'x' ? "llx"
+                           : conv == 'X' ? "llX" : "llo";
+            strcat(piece, ll);
+            uint64_t u = size == 8 ? v : (uint32_t)v;
+            if (shorts) u &= shorts == 1 ? 0xFFFFu : 0xFFu;
+            long long sv = size == 8 ? (long long)v : (long long)(int32_t)v;
+            if (shorts) sv = shorts == 1 ? (int16_t)sv : (int8_t)sv;
+            w = conv == 'd' || conv == 'i' ? snprintf(out + len, room, piece, sv)
+                                           : snprintf(out + len, room, piece, (unsigned long long)u);
+        } else if (is_float) {
+            piece[keep] = conv, piece[keep + 1] = 0;
+            w = snprintf(out + len, room, piece, f64(v));
+        } else if (conv == 's') {
+            if (v && device_string(X, T, v, str, sizeof str)) return -2;
+            strcat(piece, "s");
+            w = snprintf(out + len, room, piece, v ? str : "(null)");
+        } else if (conv == 'c') {
+            strcat(piece, "c");
+            w = snprintf(out + len, room, piece, (int)v);
+        } else if (conv == 'p') {
+            w = snprintf(out + len, room, "0x%llx", (unsigned long long)v);
+        } else break; /* an unknown conversion: the output ends here (printf's would be undefined) */
+        if (w > 0) len += (size_t)w < room ? (size_t)w : room - 1;
+    }
+    PrintOutput *o = X->print;
+    pthread_mutex_lock(&o->mu);
+    if (o->len + len <= o->limit) {
+        if (o->len + len > o->cap) {
+            size_t cap = o->cap ? o->cap : 4096;
+            while (cap < o->len + len) cap *= 2;
+            char *t = realloc(o->text, cap);
+            if (t) o->text = t, o->cap = cap;
+        }
+        if (o->len + len <= o->cap) memcpy(o->text + o->len, out, len), o->len += len;
+    }
+    pthread_mutex_unlock(&o->mu);
+    return count;
+}
+
 /* ---- the dispatch loop: run one thread until it synchronises, exits or faults ----
  * vmdispatch/vmcase/vmbreak (after Lua's lvm.c): with GCC or Clang each handler jumps straight to the next
  * one through a table of label addresses (computed goto); elsewhere, or with -DFAKECUDA_SWITCH_DISPATCH,
@@ -616,6 +755,7 @@ static int run_thread(Exec *X, Thread *T) {
     uint64_t *R = T->regs;
     uint32_t pc = T->pc, seg = pc;
     const Inst *in;
+    int callee_index; /* of the call being made */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(FAKECUDA_SWITCH_DISPATCH)
     static const void *const DISPATCH[OP_COUNT] = {
 #define LABEL(name) &&L_##name,
@@ -686,6 +826,22 @@ static int run_thread(Exec *X, Thread *T) {
         vmcase(HALF) R[in->d] = half_op(in, R[in->a], R[in->b], R[in->c]); vmbreak;
         vmcase(SETP_HALF) { int p = cmp_float(float_value(R[in->a], in->type), float_value(R[in->b], in->type), in->sub);
             R[in->d] = combine(in, R, p); R[in->e] = combine(in, R, !p); } vmbreak;
+        vmcase(CVT_PACK_F8) { /* d = {cvt(a), cvt(b)}: a in the high byte; from an .f16x2, its high half there */
+            int e5m2 = in->type == T_E5M2X2, relu = in->flags & F_RELU;
+            double hi = in->sub == T_F32 ? f32(R[in->a]) : half_to_double((uint16_t)(R[in->a] >> 16));
+            double lo = in->sub == T_F32 ? f32(R[in->b]) : half_to_double((uint16_t)R[in->a]);
+            R[in->d] = (uint64_t)f8_from_double(hi, e5m2, relu) << 8 | f8_from_double(lo, e5m2, relu);
+        } vmbreak;
+        vmcase(CVT_UNPACK_F8) { /* every 8-bit float is exact in f16; NaN becomes f16's canonical 0x7FFF */
+            int e5m2 = in->type == T_E5M2X2;
+            uint64_t out = 0;
+            for (int half = 0; half < 2; half++) {
+                double v = f8_to_double((uint8_t)(R[in->a] >> (8 * half)), e5m2);
+                if ((in->flags & F_RELU) && signbit(v) && !isnan(v)) v = 0; /* .relu: a negative value is +0 */
+                out |= (isnan(v) ? 0x7FFFu : double_to_format(v, &FMT_F16, R_RN)) << (16 * half);
+            }
+            R[in->d] = out;
+        } vmbreak;
         vmcase(CVT_PACK) R[in->d] = (convert(R[in->a], in->type, T_F32, in->sub2, in->flags & F_SAT) << 16) |
                                     convert(R[in->b], in->type, T_F32, in->sub2, in->flags & F_SAT); vmbreak;
         /* carry chains: in->imm is the slot of the carry-in (SP_ZERO for none), in->e receives the carry-out */
@@ -921,12 +1077,26 @@ static int run_thread(Exec *X, Thread *T) {
         SETP_BRA(SETP_BRA_U64, uint64_t)
         vmcase(BRA_IF) if ((R[in->a] ^ in->flags) & 1) BRANCH((uint32_t)in->imm); vmbreak;
         vmcase(CALL) {
+            callee_index = X->m->calls[in->imm].callee;
+            goto call;
+        }
+        vmcase(CALL_INDIRECT) {
+            uint64_t target = R[in->a] - FUNCTION_ADDRESS_BASE;
+            callee_index = (int)(target / FUNCTION_ADDRESS_STEP);
+            if (target % FUNCTION_ADDRESS_STEP || target / FUNCTION_ADDRESS_STEP >= (uint64_t)X->m->nfuncs ||
+                !funcs[callee_index].defined || funcs[callee_index].is_entry ||
+                funcs[callee_index].nparams != X->m->calls[in->imm].nargs)
+                FAULT_AT(CUDA_ERROR_INVALID_PC, R[in->a], 0, 0, -1); /* not a function of the module, or another signature */
+            goto call;
+        }
+        call: {
             const CallInfo *ci = &X->m->calls[in->imm];
-            const PtxFunction *callee = &funcs[ci->callee], *caller = &funcs[ci->caller];
-            if (T->depth == MAX_DEPTH) FAULT_AT(CUDA_ERROR_HARDWARE_STACK_ERROR, 0, 0, 0, -1);
+            const PtxFunction *callee = &funcs[callee_index], *caller = &funcs[ci->caller];
+            if (T->depth == CALL_DEPTH_MAX) FAULT_AT(CUDA_ERROR_HARDWARE_STACK_ERROR, 0, 0, 0, -1);
             Frame *fr = &T->stack[T->depth++];
             fr->ret_pc = pc;
             fr->call = (uint32_t)in->imm;
+            fr->callee = callee_index;
             fr->regs = R;
             fr->lbase = T->lbase;
             uint64_t *nr = R + caller->nslots;
@@ -944,12 +1114,31 @@ static int run_thread(Exec *X, Thread *T) {
             if (T->depth == 0) YIELD(TS_DONE, pc - 1);
             Frame *fr = &T->stack[--T->depth];
             const CallInfo *ci = &X->m->calls[fr->call];
-            const PtxFunction *callee = &funcs[ci->callee];
+            const PtxFunction *callee = &funcs[fr->callee];
             if (ci->ret_off != UINT32_MAX && callee->has_ret)
                 memcpy(T->local + fr->lbase + ci->ret_off, T->local + T->lbase + callee->ret_off, callee->ret_size);
             R = T->regs = fr->regs;
             T->lbase = fr->lbase;
             JUMP(fr->ret_pc);
+        } vmbreak;
+        vmcase(PRINTF) { /* vprintf(format, buffer): params in this frame; returns the arguments read */
+            uint64_t format, buffer;
+            memcpy(&format, T->local + T->lbase + in->imm, sizeof format);
+            memcpy(&buffer, T->local + T->lbase + in->c, sizeof buffer);
+            int32_t count = device_printf(X, T, format, buffer);
+            if (count == -2) FAULT_AT(CUDA_ERROR_ILLEGAL_ADDRESS, format, 1, 0, SPACE_GENERIC);
+            if (in->e != UINT32_MAX) memcpy(T->local + T->lbase + in->e, &count, sizeof count);
+        } vmbreak;
+        vmcase(MALLOC) { /* malloc(size) -> pointer: params in this frame */
+            uint64_t size, p;
+            memcpy(&size, T->local + T->lbase + in->imm, sizeof size);
+            p = device_heap_malloc(X->ctx, size);
+            memcpy(T->local + T->lbase + in->e, &p, sizeof p);
+        } vmbreak;
+        vmcase(FREE) {
+            uint64_t p;
+            memcpy(&p, T->local + T->lbase + in->imm, sizeof p);
+            if (device_heap_free(X->ctx, p)) FAULT_AT(CUDA_ERROR_ILLEGAL_ADDRESS, p, 0, 1, SPACE_GLOBAL);
         } vmbreak;
         vmcase(EXIT) YIELD(TS_DONE, pc - 1);
         vmcase(SET_CONDITIONAL) { /* cudaGraphSetConditional(handle, value): its params in this frame */
@@ -1110,7 +1299,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
                 for (unsigned x = 0; x < S->block[0]; x++, i++) {
                     Thread *T = &B->threads[i];
                     T->regs = B->regs + (size_t)i * K->stack_slots;
-                    T->stack = B->frames ? B->frames + (size_t)i * MAX_DEPTH : NULL;
+                    T->stack = B->frames ? B->frames + (size_t)i * CALL_DEPTH_MAX : NULL;
                     T->local = B->local + (size_t)i * X->local_size;
                     T->pc = K->entry_pc;
                     T->lbase = 0;
@@ -1166,6 +1355,8 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
 }
 
 typedef struct Grid {
+    Context *ctx;
+    PrintOutput print;
     const LaunchSpec *spec;
     const PtxModule *m;
     const PtxFunction *kernel;
@@ -1185,7 +1376,8 @@ static void *grid_worker(void *arg) {
     Grid *G = arg;
     const LaunchSpec *S = G->spec;
     Exec X = {0};
-    X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges;
+    X.print = &G->print;
+    X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges, X.ctx = G->ctx;
     X.watch = &G->watch;
     X.watch_countdown = WATCH_INTERVAL;
     X.shared_size = G->m->shared_static + S->shared_bytes;
@@ -1194,7 +1386,7 @@ static void *grid_worker(void *arg) {
     BlockMemory B = {0};
     B.nthreads = (size_t)S->block[0] * S->block[1] * S->block[2];
     B.threads = calloc(B.nthreads, sizeof(Thread));
-    B.frames = G->m->ncalls ? calloc(B.nthreads * MAX_DEPTH, sizeof(Frame)) : NULL;
+    B.frames = G->m->ncalls ? calloc(B.nthreads * CALL_DEPTH_MAX, sizeof(Frame)) : NULL;
     B.regs = calloc(B.nthreads * G->kernel->stack_slots + 1, sizeof(uint64_t));
     size_t local_bytes = B.nthreads * X.local_size + align;
     B.local = aligned_alloc(align, local_bytes);
@@ -1268,12 +1460,18 @@ static void watchdog_from_env(Watchdog *W) {
     }
 }
 
-CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) {
+CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_t report_len) {
     const PtxModule *m = spec->fn->module->ptx;
     Grid G = {0};
-    G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index];
+    G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index], G.ctx = ctx;
     G.nblocks = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
+    if (m->uses_device_heap) {
+        CUresult rc = device_heap_ready(ctx);
+        if (rc != CUDA_SUCCESS) return rc;
+    }
     G.ranges = mem_snapshot(&G.nranges);
+    pthread_mutex_init(&G.print.mu, NULL);
+    G.print.limit = context_limit(ctx, 1); /* CU_LIMIT_PRINTF_FIFO_SIZE */
     watchdog_from_env(&G.watch);
     G.watch.stop = &G.stop;
     if (G.watch.seconds > 0) G.watch.deadline_ns = now_ns() + (uint64_t)(G.watch.seconds * 1e9);
@@ -1288,6 +1486,12 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) 
     for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
     free(G.ranges);
     pthread_mutex_destroy(&G.mu);
+    if (G.print.len) { /* the host sees a launch's printf output once the launch is done */
+        fwrite(G.print.text, 1, G.print.len, stdout);
+        fflush(stdout);
+    }
+    free(G.print.text);
+    pthread_mutex_destroy(&G.print.mu);
     if (!G.has_failure) return CUDA_SUCCESS;
     Exec *F = &G.failed;
     unsigned linear = F->fault_linear;
@@ -1319,6 +1523,7 @@ CUresult interp_launch(const LaunchSpec *spec, char *report, size_t report_len) 
         const char *what = F->fault == CUDA_ERROR_ASSERT ? "device-side assert"
                          : F->fault == CUDA_ERROR_LAUNCH_FAILED ? "trap"
                          : F->fault == CUDA_ERROR_HARDWARE_STACK_ERROR ? "call stack overflow"
+                         : F->fault == CUDA_ERROR_INVALID_PC ? "call through a pointer to no function of the module"
                          : "launch failure";
         snprintf(report, report_len, "%s in kernel %s, block (%u,%u,%u), thread (%u,%u,%u), PTX line %d", what, name,
                  F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line);

@@ -352,7 +352,7 @@ static void run_launch(void *arg) {
     LaunchWork *w = arg;
     if (!w->ctx->sticky) {
         char report[1024] = "";
-        CUresult rc = interp_launch(&w->spec, report, sizeof report);
+        CUresult rc = interp_launch(w->ctx, &w->spec, report, sizeof report);
         if (rc) {
             w->ctx->sticky = rc; /* sticky: the context is unusable afterwards, as on hardware */
             fake_log("%s", report);

@@ -16,6 +16,7 @@ enum TypeClass { TC_NONE, TC_BITS, TC_UNSIGNED, TC_SIGNED, TC_FLOAT, TC_PRED };
     X(S8, "s8", 1, TC_SIGNED) X(S16, "s16", 2, TC_SIGNED) X(S32, "s32", 4, TC_SIGNED) X(S64, "s64", 8, TC_SIGNED) \
     X(F16, "f16", 2, TC_FLOAT) X(BF16, "bf16", 2, TC_FLOAT) X(F32, "f32", 4, TC_FLOAT) X(F64, "f64", 8, TC_FLOAT) \
     X(F16X2, "f16x2", 4, TC_FLOAT) X(BF16X2, "bf16x2", 4, TC_FLOAT)                                           \
+    X(E4M3X2, "e4m3x2", 2, TC_BITS) X(E5M2X2, "e5m2x2", 2, TC_BITS) /* two 8-bit floats: cvt only */         \
     X(PRED, "pred", 1, TC_PRED)
 
 enum PtxType {
@@ -101,7 +102,7 @@ enum TestKind { TP_FINITE, TP_INFINITE, TP_NUMBER, TP_NAN, TP_NORMAL, TP_SUBNORM
     X(SIN_F32) X(COS_F32) X(TANH_F32) X(TESTP_F32) X(TESTP_F64) X(COPYSIGN_F32) X(COPYSIGN_F64) \
     X(LD_GLOBAL_32) X(LD_GLOBAL_64) X(ST_GLOBAL_32) X(ST_GLOBAL_64) X(LD_SHARED_32) X(ST_SHARED_32) \
     X(LD_KPARAM_32) X(LD_KPARAM_64) X(LD) X(ST) X(ATOM) \
-    X(NANOSLEEP) X(GUARD) X(BRA) X(SETP_BRA_S32) X(SETP_BRA_U32) X(SETP_BRA_S64) X(SETP_BRA_U64) X(BRA_IF) X(CALL) X(RET) X(EXIT) X(TRAP) X(SET_CONDITIONAL) X(COLLECTIVE) X(ACTIVEMASK)
+    X(NANOSLEEP) X(GUARD) X(BRA) X(SETP_BRA_S32) X(SETP_BRA_U32) X(SETP_BRA_S64) X(SETP_BRA_U64) X(BRA_IF) X(CALL) X(CALL_INDIRECT) X(RET) X(EXIT) X(TRAP) X(SET_CONDITIONAL) X(CVT_PACK_F8) X(CVT_UNPACK_F8) X(PRINTF) X(MALLOC) X(FREE) X(COLLECTIVE) X(ACTIVEMASK)
 
 enum Op {
 #define X(name) OP_##name,
@@ -125,5 +126,6 @@ static const char *const OP_NAMES[OP_COUNT] = {
 #define F_CLAMP 0x10    /* shf.clamp (else .wrap) */
 #define F_SIGNED_A 0x20 /* dp4a/dp2a: a's elements are signed */
 #define F_SIGNED_B 0x40 /* dp4a/dp2a: b's elements are signed */
+#define F_RELU 0x80     /* cvt.relu to 8-bit floats: a negative value becomes 0 */
 
 #endif

@@ -368,6 +368,8 @@ static Inst *emit(Parser *P, int op, int line) {
     return in;
 }
 
+static int function_index(Parser *P, const Tok *name, int create);
+
 /* A value operand as a slot: registers as they are, immediates and symbol addresses as constants. */
 static uint32_t value_slot(Parser *P, Operand *o) {
     if (o->kind == O_REG) return (uint32_t)o->slot;
@@ -375,6 +377,8 @@ static uint32_t value_slot(Parser *P, Operand *o) {
     if (o->kind == O_SYM) {
         Name *n = find_name(P, &o->sym);
         if (n && (n->kind == N_SHARED || n->kind == N_GLOBAL)) return const_slot(P, n->value);
+        int fn = n ? -1 : function_index(P, &o->sym, 0);
+        if (fn >= 0) return const_slot(P, FUNCTION_ADDRESS_BASE + (uint64_t)fn * FUNCTION_ADDRESS_STEP);
         fail(P, o->line, "operand %.*s cannot be used as a value here", o->sym.len, o->sym.s);
     }
     fail(P, o->line, "unexpected operand kind");
@@ -636,6 +640,24 @@ static void d_cvt(Parser *P, const PtxInstr *row, Insn *I) {
     if (I->o.ntypes != 2) fail(P, I->line, "cvt needs two types");
     (void)row; /* check_modifiers has checked both types */
     int dt = I->o.types[0], st = I->o.types[1], rnd = I->rnd;
+    int f8_out = dt == T_E4M3X2 || dt == T_E5M2X2, f8_in = st == T_E4M3X2 || st == T_E5M2X2;
+    if (f8_out || f8_in) { /* pairs of 8-bit floats: to them from two .f32 or an .f16x2, from them to an .f16x2 */
+        int from_f32 = f8_out && st == T_F32;
+        if (f8_out ? (st != T_F32 && st != T_F16X2) || !has_mod(&I->o, "satfinite") : dt != T_F16X2 || has_mod(&I->o, "satfinite"))
+            fail(P, I->line, "%.*s: 8-bit float pairs convert .satfinite from two .f32 or an .f16x2, and to an .f16x2",
+                 I->tok.len, I->tok.s);
+        if (rnd != R_RN) fail(P, I->line, "%.*s: 8-bit float conversions round .rn only", I->tok.len, I->tok.s);
+        need(P, I, from_f32 ? 3 : 2);
+        uint32_t d = DEST(0), a = SLOT(1), b = from_f32 ? SLOT(2) : SP_SINK;
+        Inst *in = emit(P, f8_out ? OP_CVT_PACK_F8 : OP_CVT_UNPACK_F8, I->line);
+        in->d = d, in->a = a, in->b = b;
+        in->type = (uint8_t)(f8_out ? dt : st);
+        in->sub = (uint8_t)st;
+        if (has_mod(&I->o, "relu")) in->flags |= F_RELU;
+        return;
+    }
+    if (has_mod(&I->o, "satfinite") || has_mod(&I->o, "relu"))
+        fail(P, I->line, "%.*s: .satfinite and .relu are for 8-bit float pairs only", I->tok.len, I->tok.s);
     int pack = dt == T_F16X2 || dt == T_BF16X2;
     if (st == T_F16X2 || st == T_BF16X2 || (pack && st != T_F32))
         fail(P, I->line, "%.*s: x2 conversions are from two .f32 values only", I->tok.len, I->tok.s);
@@ -821,7 +843,14 @@ static void d_bra(Parser *P, const PtxInstr *row, Insn *I) {
     add_label_ref(P, m->ncode - 1, I->ops[0].sym);
 }
 
-/* call[.uni] [(ret)], name, [(args)]; */
+/* A builtin call's param (malloc's size, free's pointer, a return value): its offset in the caller's frame. */
+static uint32_t frame_param(Parser *P, const Tok *t, int line, const char *what) {
+    Name *n = find_name(P, t);
+    if (!n || n->kind != N_FRAME) fail(P, line, "%s %.*s is not a .param in this function", what, t->len, t->s);
+    return (uint32_t)n->value;
+}
+
+/* call[.uni] [(ret)], name, [(args)];  call[.uni] [(ret)], %reg, [(args),] prototype; (through a pointer) */
 static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
     (void)row;
     PtxModule *m = P->m;
@@ -834,9 +863,10 @@ static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
         expect(P, ",");
     }
     Tok callee = *next(P);
+    int indirect = callee.s[0] == '%';
     Tok args[16];
     int nargs = 0;
-    if (tok_is(peek(P), ",")) {
+    if (tok_is(peek(P), ",") && P->pos + 1 < P->ntoks && tok_is(&P->toks[P->pos + 1], "(")) {
         next(P);
         expect(P, "(");
         while (!tok_is(peek(P), ")")) {
@@ -847,6 +877,10 @@ static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
             if (tok_is(peek(P), ",")) next(P);
         }
         expect(P, ")");
+    }
+    if (indirect) { /* the prototype names the signature; the callee's own is checked when it is called */
+        expect(P, ",");
+        next(P);
     }
     expect(P, ";");
     if (tok_is(&callee, "__assertfail") || tok_is(&callee, "__assert_fail")) {
@@ -862,18 +896,22 @@ static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
         in->e = (uint32_t)v->value;
         return;
     }
-    if (tok_is(&callee, "vprintf")) { /* device printf output is dropped; it returns 0 */
-        if (ret.len) {
-            Name *r = find_name(P, &ret);
-            if (!r || r->kind != N_FRAME) fail(P, line, "bad call return %.*s", ret.len, ret.s);
-            Inst *in = emit(P, OP_ST, line);
-            in->sub = SPACE_FRAME;
-            in->a = SP_ZERO;
-            in->imm = (int64_t)r->value;
-            in->type = T_B32;
-            in->vec = 1;
-            in->d = SP_ZERO;
-        }
+    if (tok_is(&callee, "malloc") || tok_is(&callee, "free")) { /* the device runtime's heap */
+        int is_malloc = tok_is(&callee, "malloc");
+        if (nargs != 1 || (is_malloc && !ret.len))
+            fail(P, line, "%s takes one argument%s", is_malloc ? "malloc" : "free", is_malloc ? " and returns one" : "");
+        Inst *in = emit(P, is_malloc ? OP_MALLOC : OP_FREE, line);
+        in->imm = frame_param(P, &args[0], line, "call argument");
+        in->e = is_malloc ? frame_param(P, &ret, line, "call return") : 0;
+        m->uses_device_heap = 1;
+        return;
+    }
+    if (tok_is(&callee, "vprintf")) { /* device printf: vprintf(format, argument buffer) */
+        if (nargs != 2) fail(P, line, "vprintf takes a format and an argument buffer");
+        Inst *in = emit(P, OP_PRINTF, line);
+        in->imm = frame_param(P, &args[0], line, "call argument");
+        in->c = frame_param(P, &args[1], line, "call argument");
+        in->e = ret.len ? frame_param(P, &ret, line, "call return") : UINT32_MAX;
         return;
     }
     if (m->ncalls % 64 == 0) m->calls = realloc(m->calls, (m->ncalls + 64) * sizeof(CallInfo));
@@ -882,18 +920,13 @@ static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
     ci->callee = -1;
     ci->caller = P->fn;
     ci->nargs = nargs;
-    ci->ret_off = UINT32_MAX;
-    if (ret.len) {
-        Name *r = find_name(P, &ret);
-        if (!r || r->kind != N_FRAME)
-            fail(P, line, "call return %.*s is not a .param in this function", ret.len, ret.s);
-        ci->ret_off = (uint32_t)r->value;
-    }
-    for (int i = 0; i < nargs; i++) {
-        Name *a = find_name(P, &args[i]);
-        if (!a || a->kind != N_FRAME)
-            fail(P, line, "call argument %.*s is not a .param in this function", args[i].len, args[i].s);
-        ci->arg_off[i] = (uint32_t)a->value;
+    ci->ret_off = ret.len ? frame_param(P, &ret, line, "call return") : UINT32_MAX;
+    for (int i = 0; i < nargs; i++) ci->arg_off[i] = frame_param(P, &args[i], line, "call argument");
+    if (indirect) {
+        Inst *in = emit(P, OP_CALL_INDIRECT, line);
+        in->a = (uint32_t)reg_slot(P, &callee);
+        in->imm = m->ncalls++;
+        return;
     }
     GROW(P->callfix, P->ncallfix, P->capcallfix);
     P->callfix[P->ncallfix++] = (CallFix){m->ncalls, callee};
@@ -1054,8 +1087,10 @@ static const PtxInstr INSTRUCTIONS[] = {
      "d = 1.0 (float destination) or all ones (integer) when true; x2 sources compare each half", 0},
     {"selp", NULL, d_typed, 3, {ALL_INTS(OP_SELP), FLOATS(OP_SELP, OP_SELP)}, "", "", 0},
     {"cvt", NULL, d_cvt, 0, {INTS(OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT), [T_U8] = OP_CVT, [T_S8] = OP_CVT,
-                             HALVES(OP_CVT), FLOATS(OP_CVT, OP_CVT)}, "rn rz rm rp rni rzi rmi rpi sat ftz",
-     "every rounding mode exact for every float format; .f16x2/.bf16x2 from two .f32 (d = {cvt(a), cvt(b)})", 0},
+                             HALVES(OP_CVT), FLOATS(OP_CVT, OP_CVT), [T_E4M3X2] = OP_CVT, [T_E5M2X2] = OP_CVT},
+     "rn rz rm rp rni rzi rmi rpi sat ftz satfinite relu",
+     "every rounding mode exact for every float format; .f16x2/.bf16x2 from two .f32 (d = {cvt(a), cvt(b)}); "
+     ".e4m3x2/.e5m2x2 (OCP 8-bit floats) .rn.satfinite{.relu} from two .f32 or an .f16x2, .rn{.relu} to an .f16x2", 0},
     {"cvta", NULL, d_cvta, 0, {[T_U32] = OP_MOV, [T_U64] = OP_MOV}, "to global shared shared::cta local const", "",
      0},
     {"isspacep", NULL, d_isspacep, 1, {[T_NONE] = OP_ISSPACEP}, "global shared shared::cta local", "", 0},
@@ -1090,8 +1125,9 @@ static const PtxInstr INSTRUCTIONS[] = {
      "global shared shared::cta add min max and or xor inc dec relaxed release cta gpu sys", "", 0},
     {"bra", NULL, d_bra, 0, {[T_NONE] = OP_BRA}, "uni", "", ROW_OWN_GUARD},
     {"call", NULL, d_call, 0, {[T_NONE] = OP_CALL}, "uni",
-     "direct calls to functions of the module (no recursion, no indirect calls); __assertfail traps; vprintf "
-     "output is dropped; cudaGraphSetConditional sets a graph node's condition", ROW_RAW_OPERANDS},
+     "calls to functions of the module, direct, recursive or through a pointer (.callprototype; at most 32 "
+     "frames deep); malloc and free use the device heap; __assertfail traps; vprintf (printf) writes to stdout when the launch ends; "
+     "cudaGraphSetConditional sets a graph node's condition", ROW_RAW_OPERANDS},
     {"ret", NULL, d_plain, 0, {[T_NONE] = OP_RET}, "uni", "", 0},
     {"exit", NULL, d_plain, 0, {[T_NONE] = OP_EXIT}, "", "", 0},
     {"trap brkpt", NULL, d_plain, 0, {[T_NONE] = OP_TRAP}, "", "ends the launch with CUDA_ERROR_LAUNCH_FAILED", 0},
@@ -1281,9 +1317,18 @@ static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint32_t ma
         else {
             int neg = 0;
             if (tok_is(t, "-")) { neg = 1; t = next(P); }
-            if (!is_number_start(t)) fail(P, t->line, "only numeric initializers are supported");
-            int f;
-            uint64_t v = parse_number(P, t, neg, &f);
+            uint64_t v;
+            if (is_number_start(t)) {
+                int f;
+                v = parse_number(P, t, neg, &f);
+            } else { /* the address of a variable or a function declared before (a table of pointers) */
+                Name *n = neg ? NULL : find_name(P, t);
+                int fn = neg || n ? -1 : function_index(P, t, 0);
+                if (n && n->kind == N_GLOBAL) v = n->value;
+                else if (fn >= 0) v = FUNCTION_ADDRESS_BASE + (uint64_t)fn * FUNCTION_ADDRESS_STEP;
+                else fail(P, t->line, "initializer %.*s is not a number, nor a global variable or function declared "
+                          "before", t->len, t->s);
+            }
             if (dst && (i + 1) * elem <= max) memcpy(dst + i * elem, &v, elem);
             i++;
         }
@@ -1490,6 +1535,10 @@ static void function_body(Parser *P, PtxFunction *f, uint32_t frame) {
         }
         if (tok_is(peek(P), ":") && t->s[0] != '@') { /* label */
             next(P);
+            if (tok_is(peek(P), ".callprototype")) { /* an indirect call's signature, named: read at the call */
+                while (!tok_is(next(P), ";")) {}
+                continue;
+            }
             GROW(P->labels, P->nlabels, P->caplabels);
             P->labels[P->nlabels++] = (Label){*t, m->ncode};
             continue;
@@ -1555,25 +1604,31 @@ static void function_decl(Parser *P, int is_entry) {
     function_body(P, f, frame);
 }
 
-/* Computes each function's deepest call chain (registers and local bytes) and rejects recursion. */
-static void stack_needs(Parser *P, int fi, int *state) {
+/* Computes each function's deepest call chain (registers and local bytes). A chain that recurses or calls
+ * through a pointer has no bound the code shows: its frames are bounded by CALL_DEPTH_MAX instead, each
+ * counted as the module's largest (big, slots and bytes); returns whether fi starts such a chain. */
+static int stack_needs(Parser *P, int fi, int *state, uint32_t big_slots, uint32_t big_local) {
     PtxModule *m = P->m;
     PtxFunction *f = &m->funcs[fi];
-    if (state[fi] == 2) return;
-    if (state[fi] == 1) fail(P, f->line, "recursion (through %s) is not supported", f->name);
+    if (state[fi] == 2) return f->unbounded_calls;
+    if (state[fi] == 1) return 1; /* recursion */
     state[fi] = 1;
-    f->frame_local = align_up(f->frame_local, m->data_align); /* callee frames start aligned like the first */
     uint32_t slots = 0, local = 0;
+    int unbounded = 0;
     for (uint32_t pc = f->entry_pc; pc < f->end_pc; pc++) {
+        if (m->code[pc].op == OP_CALL_INDIRECT) unbounded = 1;
         if (m->code[pc].op != OP_CALL) continue;
         int callee = m->calls[m->code[pc].imm].callee;
-        stack_needs(P, callee, state);
+        unbounded |= stack_needs(P, callee, state, big_slots, big_local);
         if (m->funcs[callee].stack_slots > slots) slots = m->funcs[callee].stack_slots;
         if (m->funcs[callee].stack_local > local) local = m->funcs[callee].stack_local;
     }
+    if (unbounded) slots = CALL_DEPTH_MAX * big_slots, local = CALL_DEPTH_MAX * big_local;
     f->stack_slots = f->nslots + slots;
     f->stack_local = f->frame_local + local;
+    f->unbounded_calls = unbounded;
     state[fi] = 2;
+    return unbounded;
 }
 
 static void parser_free(Parser *P) {
@@ -1651,9 +1706,17 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen) {
             fail(P, name->line, "call to %.*s, which is not defined in this module", name->len, name->s);
         m->calls[P->callfix[i].call].callee = callee;
     }
+    uint32_t big_slots = 0, big_local = 0;
+    for (int i = 0; i < m->nfuncs; i++) {
+        PtxFunction *f = &m->funcs[i];
+        f->frame_local = align_up(f->frame_local, m->data_align); /* callee frames start aligned like the first */
+        if (!f->defined || f->is_entry) continue;
+        if (f->nslots > big_slots) big_slots = f->nslots;
+        if (f->frame_local > big_local) big_local = f->frame_local;
+    }
     int *state = calloc((size_t)m->nfuncs + 1, sizeof(int));
     for (int i = 0; i < m->nfuncs; i++)
-        if (m->funcs[i].defined) stack_needs(P, i, state);
+        if (m->funcs[i].defined) stack_needs(P, i, state, big_slots, big_local);
     free(state);
     parser_free(P);
     return m;

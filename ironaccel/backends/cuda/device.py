@@ -152,14 +152,17 @@ class CudaDevice(api.Device):
         except DriverError:
             cu.cuDevicePrimaryCtxRelease(self._dev)
             raise
+        self._alloc_address = int(self._alloc_stream)  # for the compiled alloc and free
         self._pools = self._info.extra["memory_pools"]
         # the compiled hot paths when ironaccel._fast loaded (driver.fast), else the pure-Python ones
         self._stream_class = FastStream if driver.fast is not None else CudaStream
         if driver.fast is not None:
             fast.configure()
         self._default = self._stream_class(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
-        # Buffers not yet freed, freed at close: the primary context outlives this Device.
-        self._live: weakref.WeakValueDictionary[int, CudaBuffer] = weakref.WeakValueDictionary()
+        # Buffers not yet freed (pointer -> weak reference), freed at close: the primary context outlives this
+        # Device. A plain dict of weakref.ref, not a WeakValueDictionary (whose Python-level bookkeeping cost
+        # ~1 us per alloc+free): a Buffer collected unfreed frees itself (__del__), which removes its entry.
+        self._live: dict[int, weakref.ref[CudaBuffer]] = {}
         self._orphans: list[int] = []  # pointers of buffers whose free failed as they were collected: close frees them
         # created streams (for synchronize and close); the lock: a WeakSet must not grow while it is iterated
         self._streams: weakref.WeakSet[CudaStream] = weakref.WeakSet()
@@ -211,18 +214,24 @@ class CudaDevice(api.Device):
             return list(self._streams)
 
     def _alloc(self, nbytes: int) -> CudaBuffer:
-        self._make_current()
-        if self._pools:
+        if driver.current.device != self._id:
+            self._make_current()
+        if not self._pools:
+            ptr = int(calls.cuMemAlloc(nbytes))
+        elif driver.fast is not None:  # the same two calls, in one C call
+            ptr = driver.fast.alloc_ordered(nbytes, self._alloc_address)
+            if type(ptr) is not int:
+                fast.fail_named(*ptr)
+        else:
             ptr = calls.cuMemAllocAsync(nbytes, self._alloc_stream)
             try:
                 calls.cuStreamSynchronize(self._alloc_stream)
             except DriverError:
                 self._cu.cuMemFreeAsync(ptr, self._alloc_stream)  # best effort: the wait's error is the one to raise
                 raise
-        else:
-            ptr = calls.cuMemAlloc(nbytes)
-        buf = CudaBuffer(self, nbytes, int(ptr))
-        self._live[buf._ptr] = buf
+            ptr = int(ptr)
+        buf = CudaBuffer(self, nbytes, ptr)
+        self._live[ptr] = weakref.ref(buf)
         return buf
 
     # -- compilation ------------------------------------------------------------------------------------
@@ -300,7 +309,10 @@ class CudaDevice(api.Device):
         except DriverError as exc:  # everything below fails too, but is still tried: this is the error to raise
             failures.append((cu.cuCtxSetCurrent, cu.CUresult(exc.code)))
         release(cu.cuCtxSynchronize)
-        for buf in list(self._live.values()):
+        for ref in list(self._live.values()):
+            buf = ref()
+            if buf is None:  # collected, its free failed: its pointer is in _orphans
+                continue
             buf._freed = True
             release(cu.cuMemFree, buf._ptr)
         self._live.clear()

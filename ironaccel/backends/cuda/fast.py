@@ -16,7 +16,7 @@ import numpy as np
 from ... import api
 from . import driver
 from .driver import calls, current, fail
-from .staging import SMALL_COPY_BYTES, STAGING_SEGMENT
+from .staging import REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
 CUDA_ERROR_NOT_READY = 600
@@ -26,10 +26,11 @@ NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
 
 def configure() -> None:
     """Tell the compiled module what its launch checks against; once driver.fast is loaded."""
-    driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT)
+    driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
 
 
-def _fail(name: str, err: int) -> None:
+def fail_named(name: str, err: int) -> None:
+    """driver.fail for a call the compiled module made: the entry point by name, the CUresult as an int."""
     cu = driver.cu
     fail(getattr(cu, name), cu.CUresult(err))
 
@@ -47,7 +48,7 @@ class FastEvent(CudaEvent):
             return True
         if err == CUDA_ERROR_NOT_READY:
             return False
-        _fail("cuEventQuery", err)
+        fail_named("cuEventQuery", err)
         return False
 
     def _synchronize(self, timeout: float | None = None) -> None:
@@ -55,7 +56,7 @@ class FastEvent(CudaEvent):
             return super()._synchronize(timeout)
         err = driver.fast.event_synchronize(self._address)
         if err:
-            _fail("cuEventSynchronize", err)
+            fail_named("cuEventSynchronize", err)
         if self._mark:
             self._stream._release_held(self._mark)
 
@@ -68,7 +69,7 @@ class FastStream(CudaStream):
         src._last_stream = self
         err = driver.fast.copy_dtoh(dst, src._ptr + src_offset, self._address)
         if err:
-            _fail("cuMemcpyDtoHAsync", err)
+            fail_named("cuMemcpyDtoHAsync", err)
         self._held.append((next(self._numbers), dst))
 
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
@@ -76,7 +77,7 @@ class FastStream(CudaStream):
             err = driver.fast.staged_htod(self, dst, dst_offset, src, self._dev._staging)
             if err != TAKE_PYTHON_PATH:
                 if err:
-                    _fail("cuMemcpyHtoDAsync", err)
+                    fail_named("cuMemcpyHtoDAsync", err)
                 return
         super()._copy_htod(dst, dst_offset, src)  # a large copy, a pinned source, or the ring must advance
 
@@ -84,7 +85,7 @@ class FastStream(CudaStream):
         event = driver.fast.record(self, timing, FastEvent)
         if type(event) is int:
             if event != NO_SPARE_EVENT:
-                _fail("cuEventRecord", event)
+                fail_named("cuEventRecord", event)
             dev = self._dev
             flags = driver.cu.CUevent_flags
             dev._make_current()
@@ -101,7 +102,7 @@ class FastStream(CudaStream):
         mark = next(self._numbers) if self._held else 0
         err = driver.fast.stream_synchronize(self._address)
         if err:
-            _fail("cuStreamSynchronize", err)
+            fail_named("cuStreamSynchronize", err)
         if mark:
             self._release_held(mark)
 
@@ -112,4 +113,4 @@ class FastStream(CudaStream):
         if err:
             if err == TAKE_PYTHON_PATH:
                 return super()._launch_plan(plan, args)
-            _fail("cuLaunchKernel", err)
+            fail_named("cuLaunchKernel", err)

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
 
 class CudaBuffer(api.Buffer):
     def __init__(self, device: CudaDevice, nbytes: int, ptr: int):
-        super().__init__(device, nbytes)
+        self._device = device  # api.Buffer's three fields, set here directly: this runs on every alloc
+        self._nbytes = nbytes
+        self._freed = False
         self._ptr = ptr
         self._last_stream: CudaStream | None = None  # frees are ordered after the last use
 
@@ -46,16 +48,22 @@ class CudaBuffer(api.Buffer):
         """``free()`` is stream-ordered (``cuMemFreeAsync``) on the stream that last used the buffer, so
         freeing never blocks; devices without memory pools use ``cuMemFree``."""
         dev: CudaDevice = self._device  # type: ignore[assignment]
-        if dev.closed:
+        if dev._closed:
             return  # closing the device freed it
         try:
-            dev._make_current()
-            if dev._pools:
-                last = self._last_stream
-                stream = last._handle if last is not None and last._alive else dev._alloc_stream
-                calls.cuMemFreeAsync(self._ptr, stream)
-            else:
+            if current.device != dev._id:
+                dev._make_current()
+            last = self._last_stream  # the stream the free is ordered on; None: the allocation stream
+            if last is not None and not last._alive:
+                last = None
+            if not dev._pools:
                 calls.cuMemFree(self._ptr)
+            elif driver.fast is not None:
+                err = driver.fast.free_async(self._ptr, dev._alloc_address if last is None else last._address)
+                if err:
+                    fail(driver.cu.cuMemFreeAsync, driver.cu.CUresult(err))
+            else:
+                calls.cuMemFreeAsync(self._ptr, dev._alloc_stream if last is None else last._handle)
         except DriverError:
             self._freed = False  # still live (and in dev._live): free() may be retried, close() frees it
             raise
