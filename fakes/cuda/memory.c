@@ -99,7 +99,7 @@ static void insert_locked(AllocInfo info) {
 
 /* Device, pinned and managed memory come from the reserved range, never reusing an address, so a use
  * after free always lands on an address no allocation owns. */
-CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
+static CUresult alloc_with_flags(Context *ctx, uint64_t size, int kind, unsigned flags, uint64_t *out) {
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
     if (!g_space) return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t span = (size + PAGE - 1) & ~(PAGE - 1);
@@ -116,10 +116,18 @@ CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
     }
     g_bump += span;
     if (counts) g_used += size;
-    insert_locked((AllocInfo){(uint64_t)(uintptr_t)p, size, kind, ctx, ++g_serial, 0});
+    insert_locked((AllocInfo){(uint64_t)(uintptr_t)p, size, kind, ctx, ++g_serial, flags});
     pthread_mutex_unlock(&g_mem_mu);
     *out = (uint64_t)(uintptr_t)p;
     return CUDA_SUCCESS;
+}
+
+CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
+    return alloc_with_flags(ctx, size, kind, 0, out);
+}
+
+CUresult mem_alloc_managed(Context *ctx, uint64_t size, uint64_t *out) {
+    return alloc_with_flags(ctx, size, A_DEVICE, MEM_MANAGED, out);
 }
 
 /* An address range of its own for memory mapped later, maybe many times (a graph allocation: the same
@@ -137,7 +145,7 @@ uint64_t mem_reserve(uint64_t size) {
     return base;
 }
 
-CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind) {
+CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind, unsigned flags) {
     uint64_t span = (size + PAGE - 1) & ~(PAGE - 1);
     pthread_mutex_lock(&g_mem_mu);
     int counts = kind == A_DEVICE;
@@ -149,7 +157,7 @@ CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind) 
         for (int i = 0; i < g_nretired; i++) /* an unmap still pending from its last free must not hit it */
             if (g_retired[i].base == base) g_retired[i--] = g_retired[--g_nretired];
         if (counts) g_used += size;
-        insert_locked((AllocInfo){base, size, kind, ctx, ++g_serial, 0});
+        insert_locked((AllocInfo){base, size, kind, ctx, ++g_serial, flags});
     }
     pthread_mutex_unlock(&g_mem_mu);
     return rc;
