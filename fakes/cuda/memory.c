@@ -270,9 +270,9 @@ Range *mem_snapshot(int *count) {
     return r;
 }
 
-static const char *kind_name(int kind) {
-    switch (kind) {
-    case A_DEVICE: return "device allocation";
+static const char *kind_name(const AllocInfo *a) {
+    switch (a->kind) {
+    case A_DEVICE: return a->flags & MEM_MANAGED ? "managed allocation" : "device allocation";
     case A_HOST_PINNED: return "pinned host allocation";
     case A_HOST_REGISTERED: return "registered host memory";
     default: return "module global";
@@ -285,7 +285,7 @@ void mem_describe(uint64_t addr, char *buf, size_t n) {
     for (int k = 0; k < FREED_HISTORY && k < g_nfreed; k++) {
         AllocInfo *f = &g_freed[(g_nfreed - 1 - k) % FREED_HISTORY];
         if (addr >= f->base && addr < f->base + f->size && find_index_locked(addr) < 0) {
-            snprintf(buf, n, "use after free: %s #%llu [0x%llx, +%llu) was freed", kind_name(f->kind),
+            snprintf(buf, n, "use after free: %s #%llu [0x%llx, +%llu) was freed", kind_name(f),
                      (unsigned long long)f->serial, (unsigned long long)f->base, (unsigned long long)f->size);
             pthread_mutex_unlock(&g_mem_mu);
             return;
@@ -301,7 +301,7 @@ void mem_describe(uint64_t addr, char *buf, size_t n) {
     }
     if (best)
         snprintf(buf, n, "nearest allocation: %s #%llu [0x%llx, +%llu), address is %lld bytes %s it",
-                 kind_name(best->kind), (unsigned long long)best->serial, (unsigned long long)best->base,
+                 kind_name(best), (unsigned long long)best->serial, (unsigned long long)best->base,
                  (unsigned long long)best->size,
                  (long long)(addr < best->base ? best->base - addr : addr - (best->base + best->size)),
                  addr < best->base ? "before" : "past the end of");
@@ -335,7 +335,7 @@ static int report_leaks_locked(Context *ctx, const char *when) {
     for (int i = 0; i < g_nallocs && shown < 20; i++) {
         AllocInfo *a = &g_allocs[i];
         if (a->kind == A_MODULE_GLOBAL || (ctx && a->ctx != ctx)) continue;
-        fprintf(stderr, "  %s #%llu at 0x%llx, %llu bytes\n", kind_name(a->kind), (unsigned long long)a->serial,
+        fprintf(stderr, "  %s #%llu at 0x%llx, %llu bytes\n", kind_name(a), (unsigned long long)a->serial,
                 (unsigned long long)a->base, (unsigned long long)a->size);
         shown++;
     }

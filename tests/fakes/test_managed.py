@@ -172,3 +172,18 @@ def test_a_captured_managed_allocation_is_managed_memory(cuda):
     cuda.ok(d.cuStreamSynchronize(stream))
     for destroy, handle in ((d.cuGraphExecDestroy, exe), (d.cuGraphDestroy, graph), (d.cuStreamDestroy, stream)):
         cuda.ok(destroy(handle))
+
+
+WRITE_AT = r'''
+extern "C" __global__ void write_at(unsigned* p, unsigned i) { p[i] = 1; }
+'''
+
+
+def test_memcheck_names_managed_memory(cuda, managed):
+    d = cuda.d
+    f = cuda.kernel(WRITE_AT, "write_at")
+    cuda.ok(d.cuMemFree(managed))
+    cuda.allocs.remove(managed)
+    cuda.launch(f, (1,), (1,), managed, np.uint32(0), sync=False)
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "use after free: managed allocation" in cuda.control.last_report()
