@@ -97,7 +97,7 @@ def test_htod_source_reusable_on_return(device, stream, kernels):
     n = 1 << 16
     host = random_bytes(n, 11)
     expect = host.copy()
-    work = RunningWork(device, stream, kernels, seconds=0.3)
+    work = RunningWork(device, stream, kernels)
     try:
         with device.alloc(n) as buf:
             work.enqueue(stream)  # the copy queues behind it: a backend that reads the host array later reads 0x11
@@ -171,7 +171,7 @@ BIG = 40 << 20  # more than any staging ring a backend keeps (CUDA's pinned ring
 def test_large_copies_behind_running_work(device, stream, kernels):
     offset = 4099  # unaligned, and not a multiple of any segment size
     n = min(BIG, device.info.limits.max_alloc - offset)
-    work = RunningWork(device, stream, kernels, seconds=0.3)
+    work = RunningWork(device, stream, kernels)
     data = random_bytes(n, 12)
     try:
         with poisoned(device, stream, n + offset) as buf:

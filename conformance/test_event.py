@@ -75,29 +75,31 @@ def test_query_never_blocks(device, stream, kernels):
 
 @pytest.mark.clause("EVENT-5")
 def test_query_is_false_while_work_runs(device, stream, kernels):
-    work = RunningWork(device, stream, kernels, seconds=0.5)
-    marker = device.alloc(4)
-    try:
-        stream.fill(marker, 0)
-        work.enqueue(stream)
-        stream.fill(marker, 7)  # the last command before the event
-        ev = stream.record()
-        assert ev.query() is False, f"query() said complete while ~{work.expected_seconds:.2f} s of work was queued"
-        ev.synchronize()
-        assert ev.query() is True
-        # read on a stream not ordered after the work: the fill has landed only if the event really completed
-        # after everything enqueued before it (not after an earlier part of it)
-        assert (read(device.create_stream(), marker) == 7).all(), "the event completed before the work before it"
-        work.check(stream)
-    finally:
-        work.free()
-        marker.free()
+    with device.alloc(4) as marker:
+        for work in RunningWork.tries(device, stream, kernels):
+            stream.fill(marker, 0)
+            work.enqueue(stream)
+            stream.fill(marker, 7)  # the last command before the event
+            ev = stream.record()
+            done = ev.query()
+            if not work.looked_in_time():  # the host was away for most of the work: no conclusion, more work
+                ev.synchronize()
+                continue
+            assert done is False, f"query() said complete while ~{work.expected_seconds:.2f} s of work was queued"
+            ev.synchronize()
+            assert ev.query() is True
+            # read on a stream not ordered after the work: the fill has landed only if the event really completed
+            # after everything enqueued before it (not after an earlier part of it)
+            assert (read(device.create_stream(), marker) == 7).all(), "the event completed before the work before it"
+            work.check(stream)
+            return
+    pytest.fail("the host never got to query() within a third of the work's time, however long the work")
 
 
 @pytest.mark.clause("EVENT-6")
 def test_elapsed_ms_measures_the_work_between_the_events(device, stream, kernels, require):
     require("events.timing")
-    work = RunningWork(device, stream, kernels, seconds=0.3)
+    work = RunningWork(device, stream, kernels)
     try:
         stream.synchronize()
         t0 = time.perf_counter()

@@ -16,7 +16,7 @@ from .helpers import RunningWork, assert_device_works, lcg, read
 @pytest.mark.clause("LIFE-1")
 @pytest.mark.parametrize("pooled", [False, True], ids=["plain", "pooled"])
 def test_free_while_a_kernel_still_writes_the_buffer(device, stream, kernels, pooled):
-    work = RunningWork(device, stream, kernels, seconds=0.5)
+    work = RunningWork(device, stream, kernels)
     pool = ia.MemPool(device, stream) if pooled else None
     alloc = pool.alloc if pool else device.alloc
     try:
@@ -62,7 +62,7 @@ def test_close_with_running_kernels_and_no_live_buffers(device, kernels, target)
     other = get_backend(device.info.backend).open_device(device.info.index)
     busy = target.compile_kernel(other, "busy")
     s = other.create_stream()
-    work = RunningWork(other, s, lambda name: busy, seconds=0.3)
+    work = RunningWork(other, s, lambda name: busy)
     buf = other.alloc(4096)
     work.enqueue(s)
     s.fill(buf, 0x6B)

@@ -8,7 +8,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.pool import MemPool, PoolStats
 
-from .helpers import POISON, assert_device_works, ceil_div, random_bytes, read
+from .helpers import POISON, RunningWork, assert_device_works, ceil_div, random_bytes, read
 
 KiB = 1 << 10
 N = 1 << 14  # u32 words written by the busy kernel
@@ -184,35 +184,39 @@ def test_close_gives_everything_back_and_later_allocs_raise(device, stream, kern
 
 
 @pytest.mark.clause("POOL-5")
-def test_a_block_freed_on_the_pools_stream_is_reused_in_stream_order(pool, stream, kernels):
-    buf = pool.alloc(4 * N)
+def test_a_block_freed_on_the_pools_stream_is_reused_in_stream_order(device, pool, stream, kernels):
+    work = RunningWork(device, stream, kernels)
+    buf = pool.alloc(4 * work.n)
     block = block_of(buf)
-    busy(stream, kernels, buf)  # still running when the block is handed out again
+    work.enqueue(stream, buf)  # still running when the block is handed out again
     buf.free()
-    again = pool.alloc(4 * N)
+    again = pool.alloc(4 * work.n)
     assert block_of(again) is block
-    data = random_bytes(4 * N, seed=6)
+    data = random_bytes(4 * work.n, seed=6)
     stream.copy_htod(again, data)
     np.testing.assert_array_equal(read(stream, again), data)
     again.free()
+    work.free()
 
 
 @pytest.mark.clause("POOL-5")
 def test_a_block_freed_after_use_on_another_stream_is_fenced_before_reuse(device, pool, stream, kernels):
     other = device.create_stream()
-    buf = pool.alloc(4 * N)
+    work = RunningWork(device, other, kernels)
+    buf = pool.alloc(4 * work.n)
     block = block_of(buf)
     other.wait(stream.record())  # a pooled block is ready in the pool stream's order
-    busy(other, kernels, buf)  # writes the whole buffer, late
+    work.enqueue(other, buf)  # writes the whole buffer, late
     buf.free(stream=other)
-    again = pool.alloc(4 * N)
+    again = pool.alloc(4 * work.n)
     assert block_of(again) is block
-    data = random_bytes(4 * N, seed=7)
+    data = random_bytes(4 * work.n, seed=7)
     stream.copy_htod(again, data)
     np.testing.assert_array_equal(read(stream, again), data)
     device.synchronize()  # had the copy not waited for the kernel, the kernel's values would land now
     np.testing.assert_array_equal(read(stream, again), data)
     again.free()
+    work.free()
 
 
 @pytest.mark.clause("POOL-5")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -102,7 +100,7 @@ def test_default_stream_and_device_synchronize(device):
 @pytest.mark.clause("STREAM-6")
 def test_device_synchronize_completes_launches_and_fills_on_every_stream(device, kernels):
     streams = [device.create_stream() for _ in range(3)]
-    work = RunningWork(device, streams[0], kernels, seconds=0.3)
+    work = RunningWork(device, streams[0], kernels)
     bufs = [device.alloc(4 * work.n) for _ in streams]
     reader = device.create_stream()
     try:
@@ -127,7 +125,7 @@ def test_device_synchronize_completes_launches_and_fills_on_every_stream(device,
 @pytest.mark.clause("STREAM-7")
 def test_cross_stream_wait_on_running_work(device, kernels):
     a, b = device.create_stream(), device.create_stream()
-    work = RunningWork(device, a, kernels, seconds=0.5)
+    work = RunningWork(device, a, kernels)
     try:
         with poisoned(device, b, 4 * work.n) as copy, device.alloc(4) as flag, poisoned(device, b, 4) as flag_copy:
             b.synchronize()
@@ -148,19 +146,22 @@ def test_cross_stream_wait_on_running_work(device, kernels):
 @pytest.mark.clause("STREAM-8")
 @pytest.mark.parametrize("waiter", ["Stream.synchronize", "Event.synchronize", "Device.synchronize"])
 def test_synchronize_timeout_while_work_runs(device, stream, kernels, waiter):
-    work = RunningWork(device, stream, kernels, seconds=1.0)
-    try:
+    for work in RunningWork.tries(device, stream, kernels):
         work.enqueue(stream)
         ev = stream.record()
         wait = {"Stream.synchronize": stream.synchronize, "Event.synchronize": ev.synchronize,
                 "Device.synchronize": device.synchronize}[waiter]
-        t0 = time.perf_counter()
-        with pytest.raises(ia.Timeout, match="^" + waiter.replace(".", r"\.") + ": ") as info:
+        try:
             wait(timeout=0.01)
-        gave_up = time.perf_counter() - t0
-        assert info.value.seconds == 0.01
-        assert gave_up < 0.01 + 0.5 * work.expected_seconds, f"the 10 ms wait took {gave_up:.3f} s"
+            timeout = None
+        except ia.Timeout as exc:
+            timeout = exc
+        if not work.looked_in_time():  # the wait returned only after most of the work: no conclusion, more work
+            wait(timeout=600)
+            continue
+        assert timeout is not None, f"{waiter}(timeout=0.01) returned while the work was still running"
+        assert str(timeout).startswith(waiter + ": ") and timeout.seconds == 0.01, str(timeout)
         wait(timeout=600)  # the work still completes, and the results are right
         work.check(stream)
-    finally:
-        work.free()
+        return
+    pytest.fail(f"{waiter}(timeout=0.01) never returned within a third of the work's time, however long the work")

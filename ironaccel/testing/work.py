@@ -5,6 +5,7 @@ in an installed wheel alike."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,40 +33,92 @@ def lcg(index: np.ndarray, iters: int) -> np.ndarray:
     return v
 
 
+#: Per device (``_device_key``): the ``busy`` launch size RunningWork has grown to in this process, and the
+#: fastest time a launch of that size has taken.
+_SIZES: dict[tuple, "_BusySize"] = {}
+
+GROWN_LAUNCH_S = 0.01  # a launch grows until it takes this long: few launches make the work, queued in no time
+MAX_ITERS = 65535  # the most loop iterations lavapipe runs
+
+
+@dataclass
+class _BusySize:
+    n: int = 1024
+    iters: int = 16
+    per_launch: float = 0.0  # 0: not timed yet
+
+    def grow(self) -> None:
+        """Wider up to 2^20 threads, then longer loops."""
+        if self.n < 1 << 20:
+            self.n *= 4
+        else:
+            self.iters = min(MAX_ITERS, self.iters * 4)
+        self.per_launch = 0.0
+
+    @property
+    def grown(self) -> bool:
+        return self.per_launch >= GROWN_LAUNCH_S or self.iters >= MAX_ITERS
+
+
+def _device_key(device) -> tuple:
+    info = device.info
+    return info.backend, info.index, info.name, info.driver, info.driver_version
+
+
 class RunningWork:
-    """``busy`` launches sized on this device to keep a stream busy for about ``seconds``, so a test can
-    look at a stream, an event or a wait while work is really still running (a no-op wait, a query that
-    always says True or a synchronize that returns early then fail).
+    """``busy`` launches sized on this device to keep a stream busy for about ``seconds``, so a test can look
+    at a stream, an event or a wait while work is really still running (a no-op wait, a query that always says
+    True or a synchronize that returns early then fail).
 
-    The size is measured, not guessed: a launch is timed (as the difference between one and five launches
-    before a synchronize, so the cost of waiting cancels out) while it grows — wider up to 2^20 threads,
-    then longer loops up to 65,535 iterations, the most lavapipe runs — until it takes 10 ms or more;
-    then enough launches are queued for ``seconds``."""
+    The size is measured, not guessed, and kept for the device: every RunningWork times one launch, and while
+    the fastest time seen is under 10 ms the launch grows (wider up to 2^20 threads, then longer loops up to
+    65,535 iterations, the most lavapipe runs). A busy host makes a timing slower, never faster, so it makes
+    the work last longer rather than shorter, and the size only grows: one timed while the host was busy
+    elsewhere is corrected by the next quiet timing (then the work is few launches, queued in no time, even
+    by a host that shares its cores with the driver's threads)."""
 
-    def __init__(self, device, stream, kernels, seconds: float = 0.5):
+    def __init__(self, device, stream, kernels, seconds: float = 0.1):
         self.kernel = kernels("busy")
-        self.n, self.iters = 1024, 16
+        size = _SIZES.setdefault(_device_key(device), _BusySize())
         while True:
-            buf = device.alloc(4 * self.n)
-            self._timed(stream, buf, 1)  # untimed in effect: the first launch of a size may compile or validate
-            # what a wait costs cancels out; the median of three rides out a busy host
-            per_launch = max(sorted((self._timed(stream, buf, 5) - self._timed(stream, buf, 1)) / 4
-                                    for _ in range(3))[1], 1e-7)
-            buf.free()
-            if per_launch >= 0.01 or self.iters >= 65535:
+            self.n, self.iters = size.n, size.iters
+            self.buf = device.alloc(4 * self.n)
+            if size.per_launch == 0.0:  # a new size: its first launch may compile or validate, the next is timed twice
+                self._timed(stream, self.buf)
+                size.per_launch = self._timed(stream, self.buf)
+            size.per_launch = min(size.per_launch, self._timed(stream, self.buf))
+            if size.grown:
                 break
-            if self.n < 1 << 20:
-                self.n *= 4
-            else:
-                self.iters = min(65535, self.iters * 4)
-        self.launches = max(1, min(10_000, round(seconds / per_launch)))
-        self.expected_seconds = self.launches * per_launch
-        self.buf = device.alloc(4 * self.n)
+            self.buf.free()
+            size.grow()
+        stream.fill(self.buf, 0)  # what the timing wrote is not taken for the work's results (``check``)
+        stream.synchronize()
+        self.launches = max(1, min(10_000, round(seconds / size.per_launch)))
+        self.expected_seconds = self.launches * size.per_launch
+        self.enqueued_at: float | None = None
 
-    def _timed(self, stream, buf, launches: int) -> float:
+    @classmethod
+    def tries(cls, device, stream, kernels, seconds: float = 0.1, count: int = 3):
+        """RunningWork of ``seconds``, then 3 and 9 times as long, each freed after its try: for a test that
+        must look at the work while it runs, and so cannot conclude when the host (busy elsewhere) looked only
+        after most of it (``looked_in_time``). A test that never concludes fails."""
+        for k in range(count):
+            work = cls(device, stream, kernels, seconds * 3 ** k)
+            try:
+                yield work
+            finally:
+                work.free()
+
+    def looked_in_time(self) -> bool:
+        """Whether it is now less than a third of the work's expected time since ``enqueue`` began, so the work
+        is certainly still running (timed as the class says, the work has taken at least 3/5 of its expected
+        time even on a host that got quieter)."""
+        return time.perf_counter() - self.enqueued_at < self.expected_seconds / 3
+
+    def _timed(self, stream, buf) -> float:
+        """Seconds one launch takes, synchronize included (so never less than the launch alone)."""
         t0 = time.perf_counter()
-        for _ in range(launches):
-            self._launch(stream, buf)
+        self._launch(stream, buf)
         stream.synchronize()
         return time.perf_counter() - t0
 
@@ -74,6 +127,7 @@ class RunningWork:
 
     def enqueue(self, stream, buf=None) -> None:
         """Queue the work (every launch writes the same values into ``buf``, by default ``self.buf``)."""
+        self.enqueued_at = time.perf_counter()
         for _ in range(self.launches):
             self._launch(stream, self.buf if buf is None else buf)
 
