@@ -40,7 +40,7 @@ API CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t size, unsigned flags) {
     ENTER(cuMemAllocManaged);
     NEED_CONTEXT(c);
     if (!dptr || size == 0 || (flags != 1 && flags != 2)) return CUDA_ERROR_INVALID_VALUE;
-    return mem_alloc(c, size, A_DEVICE, dptr); /* host-accessible already: one address space */
+    return mem_alloc_managed(c, size, dptr); /* host-accessible already: one address space */
 }
 
 API CUresult cuMemFree_v2(CUdeviceptr p) {
@@ -126,9 +126,49 @@ API CUresult cuMemHostUnregister(void *p) {
                                                                    : CUDA_SUCCESS;
 }
 
-/* ---- stream-ordered allocation: the default pool, allocations made when the stream reaches them ---- */
+/* ---- stream-ordered allocation: pools, allocations made when the stream reaches them ---- */
 
-static int g_default_pool; /* its address is the pool handle */
+enum { ALLOCATION_PINNED = 1, ALLOCATION_MANAGED = 2 };                           /* CUmemAllocationType */
+enum { LOCATION_NONE = 0, LOCATION_DEVICE = 1, LOCATION_HOST = 2, LOCATION_HOST_NUMA = 3 }; /* CUmemLocationType */
+#define POOL_PROPS_BYTES 88 /* sizeof(CUmemPoolProps) */
+
+typedef struct CUmemLocation {
+    int type, id;
+} CUmemLocation;
+
+/* A memory pool: device memory (the device's default pool) or managed memory (the default managed pools, one
+ * per location, and pools made by cuMemPoolCreate). Every allocation is one of the allocator's own, so reuse
+ * and trimming have nothing to act on. */
+typedef struct Pool {
+    int type;              /* CUmemAllocationType */
+    CUmemLocation location; /* managed: the preferred location (type NONE: none) */
+    uint64_t threshold;    /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, as set */
+} Pool;
+
+static Pool g_default_pool = {ALLOCATION_PINNED, {LOCATION_DEVICE, 0}, 0};
+static Pool g_managed_pools[] = {{ALLOCATION_MANAGED, {LOCATION_NONE, 0}, 0},
+                                 {ALLOCATION_MANAGED, {LOCATION_DEVICE, 0}, 0},
+                                 {ALLOCATION_MANAGED, {LOCATION_HOST, 0}, 0},
+                                 {ALLOCATION_MANAGED, {LOCATION_HOST_NUMA, 0}, 0}};
+#define MANAGED_POOLS (sizeof g_managed_pools / sizeof g_managed_pools[0])
+
+static CUresult pool_get(void *h, Pool **out) {
+    NEED_INIT();
+    for (size_t i = 0; i < MANAGED_POOLS; i++)
+        if (h == &g_managed_pools[i]) return *out = h, CUDA_SUCCESS;
+    if (h == &g_default_pool) return *out = h, CUDA_SUCCESS;
+    return handle_get(h, H_POOL, out);
+}
+
+/* The default managed pool of a location (host NUMA node 0 is the host's one node); NULL when it has none. */
+static Pool *managed_pool_for(const CUmemLocation *l) {
+    for (size_t i = 0; i < MANAGED_POOLS; i++) {
+        const CUmemLocation *m = &g_managed_pools[i].location;
+        if (m->type == l->type && (l->type == LOCATION_NONE || l->type == LOCATION_HOST || m->id == l->id))
+            return &g_managed_pools[i];
+    }
+    return NULL;
+}
 
 API CUresult cuDeviceGetDefaultMemPool(void **pool, CUdevice dev) {
     ENTER(cuDeviceGetDefaultMemPool);
@@ -144,37 +184,96 @@ API CUresult cuDeviceGetMemPool(void **pool, CUdevice dev) {
     return cuDeviceGetDefaultMemPool(pool, dev);
 }
 
-static uint64_t g_pool_threshold;
+/* cuMemGetMemPool / cuMemGetDefaultMemPool: no pool is ever made current, so the current one is the default.
+ * Pinned host pools are not implemented. */
+static CUresult location_pool(void **pool, const CUmemLocation *l, int type) {
+    NEED_INIT();
+    if (!pool || !l) return CUDA_ERROR_INVALID_VALUE;
+    if (l->type == LOCATION_DEVICE) NEED_DEVICE(l->id);
+    if (type == ALLOCATION_PINNED) {
+        if (l->type == LOCATION_DEVICE) return *pool = &g_default_pool, CUDA_SUCCESS;
+        return l->type == LOCATION_HOST || l->type == LOCATION_HOST_NUMA ? CUDA_ERROR_NOT_SUPPORTED
+                                                                         : CUDA_ERROR_INVALID_VALUE;
+    }
+    Pool *m = type == ALLOCATION_MANAGED ? managed_pool_for(l) : NULL;
+    if (!m) return CUDA_ERROR_INVALID_VALUE;
+    *pool = m;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemGetMemPool(void **pool, CUmemLocation *location, int type) {
+    ENTER(cuMemGetMemPool);
+    return location_pool(pool, location, type);
+}
+
+API CUresult cuMemGetDefaultMemPool(void **pool, CUmemLocation *location, int type) {
+    ENTER(cuMemGetDefaultMemPool);
+    return location_pool(pool, location, type);
+}
+
+/* Managed pools only: pools of device or pinned host memory, and pools with exportable handles, are not
+ * implemented. */
+API CUresult cuMemPoolCreate(void **pool, const void *props) {
+    ENTER(cuMemPoolCreate);
+    NEED_INIT();
+    if (!pool || !props) return CUDA_ERROR_INVALID_VALUE;
+    struct {
+        int type, handle_types;
+        CUmemLocation location;
+    } p;
+    memcpy(&p, props, sizeof p);
+    if (p.type != ALLOCATION_MANAGED)
+        return p.type == ALLOCATION_PINNED ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
+    if (p.handle_types) return CUDA_ERROR_NOT_SUPPORTED;
+    if (p.location.type == LOCATION_DEVICE) NEED_DEVICE(p.location.id);
+    if (!managed_pool_for(&p.location)) return CUDA_ERROR_INVALID_VALUE;
+    Pool *made = calloc(1, sizeof *made);
+    if (!made) return CUDA_ERROR_OUT_OF_MEMORY;
+    *made = (Pool){ALLOCATION_MANAGED, p.location, 0};
+    if (p.location.type == LOCATION_HOST) made->location.id = 0;
+    handle_add(made, H_POOL);
+    *pool = made;
+    return CUDA_SUCCESS;
+}
+
+/* Outstanding allocations stay valid (they are the allocator's, not the pool's), as the driver allows. */
+API CUresult cuMemPoolDestroy(void *pool) {
+    ENTER(cuMemPoolDestroy);
+    NEED_INIT();
+    if (!handle_ok(pool, H_POOL)) return CUDA_ERROR_INVALID_VALUE; /* a default pool cannot be destroyed */
+    handle_remove(pool);
+    free(pool);
+    return CUDA_SUCCESS;
+}
 
 API CUresult cuMemPoolGetAttribute(void *pool, int attr, void *value) {
     ENTER(cuMemPoolGetAttribute);
-    NEED_INIT();
-    if (pool != &g_default_pool) return CUDA_ERROR_INVALID_HANDLE;
+    Pool *p;
+    TRY(pool_get(pool, &p));
     if (!value || attr < 1 || attr > 8) return CUDA_ERROR_INVALID_VALUE;
     if (attr <= 3) *(int *)value = 1; /* reuse policies: all on */
-    else if (attr == 4) *(uint64_t *)value = g_pool_threshold;
-    else *(uint64_t *)value = attr <= 6 ? mem_used() : mem_used(); /* reserved/used, current/high */
+    else if (attr == 4) *(uint64_t *)value = p->threshold;
+    else *(uint64_t *)value = mem_used(); /* reserved/used, current/high: the one allocator's figure */
     return CUDA_SUCCESS;
 }
 
 API CUresult cuMemPoolSetAttribute(void *pool, int attr, void *value) {
     ENTER(cuMemPoolSetAttribute);
-    NEED_INIT();
-    if (pool != &g_default_pool) return CUDA_ERROR_INVALID_HANDLE;
+    Pool *p;
+    TRY(pool_get(pool, &p));
     if (!value || attr < 1 || attr > 8) return CUDA_ERROR_INVALID_VALUE;
-    if (attr == 4) g_pool_threshold = *(uint64_t *)value;
+    if (attr == 4) p->threshold = *(uint64_t *)value;
     return CUDA_SUCCESS;
 }
 
 API CUresult cuMemPoolTrimTo(void *pool, size_t keep) {
     ENTER(cuMemPoolTrimTo);
     (void)keep;
-    NEED_INIT();
-    return pool == &g_default_pool ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    Pool *p;
+    return pool_get(pool, &p);
 }
 
-API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
-    ENTER(cuMemAllocAsync);
+static CUresult alloc_async(CUdeviceptr *dptr, size_t size, const Pool *pool, void *hStream) {
     NEED_CONTEXT(c);
     Stream *s;
     TRY(stream_resolve(hStream, c, &s));
@@ -184,22 +283,31 @@ API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
         return CUDA_SUCCESS;
     }
     if (s->capture) { /* a memory allocation node, its address fixed now */
+        uint8_t props[POOL_PROPS_BYTES] = {0};
+        memcpy(props, &pool->type, sizeof pool->type);
+        memcpy(props + 8, &pool->location, sizeof pool->location);
         StreamOp op;
         CUdeviceptr base;
-        TRY(graph_alloc_op(c, size, NULL, NULL, 0, &base, &op));
+        TRY(graph_alloc_op(c, size, props, NULL, 0, &base, &op));
         CUresult rc = stream_capture(s, &op);
         if (rc == CUDA_SUCCESS) *dptr = base;
         op.cls->drop(&op);
         return rc;
     }
     /* The address is needed now; memory is usable by work queued after this on the stream either way. */
-    return mem_alloc(c, size, A_DEVICE, dptr);
+    return pool->type == ALLOCATION_MANAGED ? mem_alloc_managed(c, size, dptr) : mem_alloc(c, size, A_DEVICE, dptr);
+}
+
+API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
+    ENTER(cuMemAllocAsync);
+    return alloc_async(dptr, size, &g_default_pool, hStream);
 }
 
 API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, void *pool, void *hStream) {
     ENTER(cuMemAllocFromPoolAsync);
-    if (pool != &g_default_pool) return CUDA_ERROR_INVALID_HANDLE;
-    return cuMemAllocAsync(dptr, size, hStream);
+    Pool *p;
+    TRY(pool_get(pool, &p));
+    return alloc_async(dptr, size, p, hStream);
 }
 
 static void free_when_reached(void *arg) {
@@ -248,7 +356,7 @@ static CUresult pointer_attribute(void *out, int attr, CUdeviceptr p) {
         break;
     case 6: *(int *)out = 1; break;
     case 7: *(uint64_t *)out = found ? a.serial : 0; break;
-    case 8: *(int *)out = 0; break;
+    case 8: *(int *)out = found && (a.flags & MEM_MANAGED); break; /* IS_MANAGED */
     case 9: *(int *)out = 0; break;
     case 10: *(int *)out = 0; break;
     case 11: *(uint64_t *)out = found ? a.base : 0; break;

@@ -23,9 +23,9 @@ static int reached_memory_ok(Context *ctx, const char *what, uint64_t p, size_t 
     mem_describe(p, where, sizeof where);
     snprintf(report, sizeof report, "%s of %zu bytes at 0x%llx when the stream reached it: not live memory (%s)",
              what, n, (unsigned long long)p, where);
-    if (!ctx->sticky) ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
     fake_log("%s", report);
-    set_last_report(report);
+    set_last_report(report); /* before the sticky error: a call that sees it may read the report at once */
+    if (!ctx->sticky) ctx->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
     return 0;
 }
 

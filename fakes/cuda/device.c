@@ -123,7 +123,8 @@ static int attribute_value(int attr, int *known) {
     case 84: case 85: return 0;
     case 86: return 0;
     case 87: return 2;
-    case 88: case 89: return 0;
+    case 88: return 0; /* pageable host memory is not device-accessible: launches check accesses against allocations */
+    case 89: return 1; /* concurrent managed access: managed memory is host memory in one coherent address space */
     case 90: return 0;
     case 91: return 1;
     case 95: return 1;

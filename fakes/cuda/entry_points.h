@@ -58,9 +58,22 @@
     X(cuMemAllocAsync, "cuMemAllocAsync", 11020) \
     X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020) \
     X(cuMemFreeAsync, "cuMemFreeAsync", 11020) \
+    X(cuMemAdvise, "cuMemAdvise", 8000) \
+    X(cuMemAdvise_v2, "cuMemAdvise", 12020) \
+    X(cuMemPrefetchAsync, "cuMemPrefetchAsync", 8000) \
+    X(cuMemPrefetchAsync_v2, "cuMemPrefetchAsync", 12020) \
+    X(cuMemPrefetchBatchAsync, "cuMemPrefetchBatchAsync", 12080) \
+    X(cuMemDiscardBatchAsync, "cuMemDiscardBatchAsync", 12080) \
+    X(cuMemDiscardAndPrefetchBatchAsync, "cuMemDiscardAndPrefetchBatchAsync", 12080) \
+    X(cuMemRangeGetAttribute, "cuMemRangeGetAttribute", 8000) \
+    X(cuMemRangeGetAttributes, "cuMemRangeGetAttributes", 8000) \
     X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020) \
     X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020) \
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020) \
+    X(cuMemPoolCreate, "cuMemPoolCreate", 11020) \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020) \
+    X(cuMemGetMemPool, "cuMemGetMemPool", 13000) \
+    X(cuMemGetDefaultMemPool, "cuMemGetDefaultMemPool", 13000) \
     X(cuPointerGetAttribute, "cuPointerGetAttribute", 4000) \
     X(cuPointerGetAttributes, "cuPointerGetAttributes", 7000) \
     X(cuMemcpy, "cuMemcpy", 4000) \

@@ -117,10 +117,13 @@ typedef struct AllocInfo {
 /* Reserves the device address range; called once from cuInit. 0 on success. */
 int mem_init(void);
 CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out);
+/* Managed memory (cuMemAllocManaged, managed pools): device memory flagged MEM_MANAGED, host-accessible as is. */
+#define MEM_MANAGED 0x80000000u /* AllocInfo.flags of a managed allocation */
+CUresult mem_alloc_managed(Context *ctx, uint64_t size, uint64_t *out);
 /* Reserves an address range without mapping it (0 when none is left); mem_map_reserved makes [base, +size)
- * a live allocation of that kind (again after each mem_free): INVALID_VALUE while it is live. */
+ * a live allocation of that kind and AllocInfo flags (again after each mem_free): INVALID_VALUE while it is live. */
 uint64_t mem_reserve(uint64_t size);
-CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind);
+CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind, unsigned flags);
 /* Registers caller-owned host memory (cuMemHostRegister). */
 CUresult mem_register(Context *ctx, void *p, uint64_t size, unsigned flags);
 CUresult mem_free(uint64_t base, int kind_mask);

@@ -82,7 +82,10 @@ static void drop_alloc(StreamOp *op) {
 /* On the stream, when reached: the memory appears at the node's address. */
 static void map_when_reached(void *arg) {
     GraphAlloc *a = arg;
-    if (mem_map_reserved(a->ctx, a->base, a->size, a->kind) != CUDA_SUCCESS)
+    int type;
+    memcpy(&type, a->props, sizeof type);
+    if (mem_map_reserved(a->ctx, a->base, a->size, a->kind, type == ALLOCATION_MANAGED ? MEM_MANAGED : 0) !=
+        CUDA_SUCCESS)
         fake_log("graph allocation at 0x%llx (%llu bytes) could not be mapped: out of device memory",
                  (unsigned long long)a->base, (unsigned long long)a->size);
     pthread_mutex_lock(&g_gm_mu);

@@ -99,7 +99,7 @@ static void insert_locked(AllocInfo info) {
 
 /* Device, pinned and managed memory come from the reserved range, never reusing an address, so a use
  * after free always lands on an address no allocation owns. */
-CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
+static CUresult alloc_with_flags(Context *ctx, uint64_t size, int kind, unsigned flags, uint64_t *out) {
     if (size == 0) return CUDA_ERROR_INVALID_VALUE;
     if (!g_space) return CUDA_ERROR_OUT_OF_MEMORY;
     uint64_t span = (size + PAGE - 1) & ~(PAGE - 1);
@@ -116,10 +116,18 @@ CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
     }
     g_bump += span;
     if (counts) g_used += size;
-    insert_locked((AllocInfo){(uint64_t)(uintptr_t)p, size, kind, ctx, ++g_serial, 0});
+    insert_locked((AllocInfo){(uint64_t)(uintptr_t)p, size, kind, ctx, ++g_serial, flags});
     pthread_mutex_unlock(&g_mem_mu);
     *out = (uint64_t)(uintptr_t)p;
     return CUDA_SUCCESS;
+}
+
+CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
+    return alloc_with_flags(ctx, size, kind, 0, out);
+}
+
+CUresult mem_alloc_managed(Context *ctx, uint64_t size, uint64_t *out) {
+    return alloc_with_flags(ctx, size, A_DEVICE, MEM_MANAGED, out);
 }
 
 /* An address range of its own for memory mapped later, maybe many times (a graph allocation: the same
@@ -137,7 +145,7 @@ uint64_t mem_reserve(uint64_t size) {
     return base;
 }
 
-CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind) {
+CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind, unsigned flags) {
     uint64_t span = (size + PAGE - 1) & ~(PAGE - 1);
     pthread_mutex_lock(&g_mem_mu);
     int counts = kind == A_DEVICE;
@@ -149,7 +157,7 @@ CUresult mem_map_reserved(Context *ctx, uint64_t base, uint64_t size, int kind) 
         for (int i = 0; i < g_nretired; i++) /* an unmap still pending from its last free must not hit it */
             if (g_retired[i].base == base) g_retired[i--] = g_retired[--g_nretired];
         if (counts) g_used += size;
-        insert_locked((AllocInfo){base, size, kind, ctx, ++g_serial, 0});
+        insert_locked((AllocInfo){base, size, kind, ctx, ++g_serial, flags});
     }
     pthread_mutex_unlock(&g_mem_mu);
     return rc;
@@ -262,9 +270,9 @@ Range *mem_snapshot(int *count) {
     return r;
 }
 
-static const char *kind_name(int kind) {
-    switch (kind) {
-    case A_DEVICE: return "device allocation";
+static const char *kind_name(const AllocInfo *a) {
+    switch (a->kind) {
+    case A_DEVICE: return a->flags & MEM_MANAGED ? "managed allocation" : "device allocation";
     case A_HOST_PINNED: return "pinned host allocation";
     case A_HOST_REGISTERED: return "registered host memory";
     default: return "module global";
@@ -277,7 +285,7 @@ void mem_describe(uint64_t addr, char *buf, size_t n) {
     for (int k = 0; k < FREED_HISTORY && k < g_nfreed; k++) {
         AllocInfo *f = &g_freed[(g_nfreed - 1 - k) % FREED_HISTORY];
         if (addr >= f->base && addr < f->base + f->size && find_index_locked(addr) < 0) {
-            snprintf(buf, n, "use after free: %s #%llu [0x%llx, +%llu) was freed", kind_name(f->kind),
+            snprintf(buf, n, "use after free: %s #%llu [0x%llx, +%llu) was freed", kind_name(f),
                      (unsigned long long)f->serial, (unsigned long long)f->base, (unsigned long long)f->size);
             pthread_mutex_unlock(&g_mem_mu);
             return;
@@ -293,7 +301,7 @@ void mem_describe(uint64_t addr, char *buf, size_t n) {
     }
     if (best)
         snprintf(buf, n, "nearest allocation: %s #%llu [0x%llx, +%llu), address is %lld bytes %s it",
-                 kind_name(best->kind), (unsigned long long)best->serial, (unsigned long long)best->base,
+                 kind_name(best), (unsigned long long)best->serial, (unsigned long long)best->base,
                  (unsigned long long)best->size,
                  (long long)(addr < best->base ? best->base - addr : addr - (best->base + best->size)),
                  addr < best->base ? "before" : "past the end of");
@@ -327,7 +335,7 @@ static int report_leaks_locked(Context *ctx, const char *when) {
     for (int i = 0; i < g_nallocs && shown < 20; i++) {
         AllocInfo *a = &g_allocs[i];
         if (a->kind == A_MODULE_GLOBAL || (ctx && a->ctx != ctx)) continue;
-        fprintf(stderr, "  %s #%llu at 0x%llx, %llu bytes\n", kind_name(a->kind), (unsigned long long)a->serial,
+        fprintf(stderr, "  %s #%llu at 0x%llx, %llu bytes\n", kind_name(a), (unsigned long long)a->serial,
                 (unsigned long long)a->base, (unsigned long long)a->size);
         shown++;
     }

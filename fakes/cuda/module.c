@@ -353,10 +353,10 @@ static void run_launch(void *arg) {
     if (!w->ctx->sticky) {
         char report[1024] = "";
         CUresult rc = interp_launch(w->ctx, &w->spec, report, sizeof report);
-        if (rc) {
-            w->ctx->sticky = rc; /* sticky: the context is unusable afterwards, as on hardware */
+        if (rc) { /* the report first: a call that sees the sticky error may read it at once */
             fake_log("%s", report);
             set_last_report(report);
+            w->ctx->sticky = rc; /* sticky: the context is unusable afterwards, as on hardware */
         }
     }
     free(w->spec.params);

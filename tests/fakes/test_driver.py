@@ -236,3 +236,43 @@ def test_free_while_a_kernel_uses_the_buffer_never_crashes(cuda, tmp_path, free_
     report = r.stdout.split("report", 1)[1]
     assert "churn" in report and "thread (0,0,0)" in report and "use after free" in report, report
     assert f"at {r.stdout.split('ptr ')[1].split()[0]}" in report, report  # the freed buffer's address
+
+
+
+def test_a_fault_report_is_there_when_the_sticky_error_is(cuda):
+    """The worker writes a launch's report before it makes the error sticky, so a call that returns the sticky
+    error finds the report. Deterministic: the child's stderr is a full pipe, so the worker blocks while it logs
+    the fault, and a call that checks the sticky error comes while it is blocked."""
+    r = _run_child(f"""
+        import fcntl, os, threading, time
+        import numpy as np
+        from ironaccel import fakes
+        err, ctx = d.cuCtxCreate(None, 0, 0)
+        f = d.cuModuleGetFunction(d.cuModuleLoadData({cuda.ptx(OOB)!r})[1], b"write_at")[1]
+        p = int(d.cuMemAlloc(64)[1])
+        d.cuMemFree(p)
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, 2)
+        fcntl.fcntl(2, fcntl.F_SETFL, os.O_NONBLOCK)
+        try:
+            while True:
+                os.write(2, b"x" * 512)
+        except BlockingIOError:
+            pass
+        fcntl.fcntl(2, fcntl.F_SETFL, 0)
+        def drain():
+            time.sleep(1)
+            while os.read(read_end, 1 << 16):
+                pass
+        threading.Thread(target=drain, daemon=True).start()
+        boxes = [np.array([p], dtype=np.uint64), np.array([0], dtype=np.uint32)]
+        ptrs = np.array([b.ctypes.data for b in boxes], dtype=np.uint64)
+        d.cuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, 0, ptrs.ctypes.data, 0)
+        time.sleep(0.3)
+        early = int(d.cuMemAlloc(16)[0])  # returns a sticky error at once, without waiting for the stream
+        early_ok = early == 0 or f"{{p:x}}" in fakes.Control().last_report()
+        rc = int(d.cuCtxSynchronize()[0])
+        print(early_ok, rc, f"{{p:x}}" in fakes.Control().last_report(), flush=True)
+        os._exit(0)
+    """)
+    assert r.stdout.split() == ["True", "700", "True"], r.stdout

@@ -51,6 +51,8 @@ class Env:
         self.host = np.zeros(256, np.uint8)
         self.hostp = c_void_p(self.host.ctypes.data)
         self.pool = c_void_p(int(cuda.ok(d.cuDeviceGetDefaultMemPool(0))))
+        self.managed = c_uint64(int(cuda.ok(d.cuMemAllocManaged(256, 1))))
+        cuda.allocs.append(self.managed.value)
         self.out = ctypes.create_string_buffer(256)  # room for any single out-parameter
         self.outp = byref(self.out)
         self.noop = ctypes.CFUNCTYPE(None, c_void_p)(lambda _: None)
@@ -113,6 +115,26 @@ def _alloc_node(nbytes):
     words[1] = 1        # location: DEVICE, id 0
     words[13] = nbytes  # bytesize
     return words
+
+
+class Location(ctypes.Structure):  # CUmemLocation, passed by value
+    _fields_ = [("type", c_int), ("id", c_int)]
+
+
+DEVICE0, HOST_NUMA0 = Location(1, 0), Location(3, 0)
+
+
+def _pool_props(alloc_type, location_type, location_id=0, handle_types=0):
+    """A CUmemPoolProps (88 bytes): allocType, handleTypes, location, then zeros."""
+    words = (c_int * 22)()
+    words[0], words[1], words[2], words[3] = alloc_type, handle_types, location_type, location_id
+    return byref(words)
+
+
+def _batch(e, ptr, nlocs=1, first=0):
+    """cuMemPrefetchBatchAsync's arguments for one 256-byte range at ptr, nlocs locations from index first."""
+    return (byref(c_uint64(ptr.value)), byref(c_size_t(256)), c_size_t(1), byref((Location * 2)(DEVICE0, DEVICE0)),
+            byref((c_size_t * 2)(first, first + 1)), c_size_t(nlocs), c_uint64(0), e.stream)
 
 
 def _array_desc(width, height, fmt, channels):
@@ -280,6 +302,46 @@ CASES = {
     "cuMemPoolSetAttribute": [("bad pool", lambda e: (BAD, c_int(1), e.outp), INVALID_HANDLE),
                               ("unknown attribute", lambda e: (e.pool, c_int(99), e.outp), INVALID_VALUE)],
     "cuMemPoolTrimTo": [("bad pool", lambda e: (BAD, c_size_t(0)), INVALID_HANDLE)],
+    "cuMemAdvise": [("not managed", lambda e: (e.ptr, c_size_t(256), c_int(1), DEV0), INVALID_VALUE),
+                    ("bad device", lambda e: (e.managed, c_size_t(256), c_int(3), DEV9), INVALID_DEVICE)],
+    "cuMemAdvise_v2": [("not managed", lambda e: (e.ptr, c_size_t(256), c_int(1), DEVICE0), INVALID_VALUE),
+                       ("unknown advice", lambda e: (e.managed, c_size_t(256), c_int(99), DEVICE0), INVALID_VALUE),
+                       ("accessed by a NUMA node", lambda e: (e.managed, c_size_t(256), c_int(5), HOST_NUMA0),
+                        INVALID_VALUE)],
+    "cuMemPrefetchAsync": [("not managed", lambda e: (e.ptr, c_size_t(256), DEV0, e.stream), INVALID_VALUE),
+                           ("bad stream", lambda e: (e.managed, c_size_t(256), DEV0, BAD), INVALID_HANDLE)],
+    "cuMemPrefetchAsync_v2": [
+        ("past the end", lambda e: (e.managed, c_size_t(257), DEVICE0, c_uint(0), e.stream), INVALID_VALUE),
+        ("flags", lambda e: (e.managed, c_size_t(256), DEVICE0, c_uint(1), e.stream), INVALID_VALUE),
+        ("unknown location type", lambda e: (e.managed, c_size_t(256), Location(9, 0), c_uint(0), e.stream),
+         INVALID_VALUE)],
+    "cuMemPrefetchBatchAsync": [("not managed", lambda e: _batch(e, e.ptr), INVALID_VALUE),
+                                ("first index not 0", lambda e: _batch(e, e.managed, first=1), INVALID_VALUE)],
+    "cuMemDiscardAndPrefetchBatchAsync": [
+        ("more locations than ranges", lambda e: _batch(e, e.managed, nlocs=2), INVALID_VALUE)],
+    "cuMemDiscardBatchAsync": [
+        ("not managed", lambda e: _batch(e, e.ptr)[:3] + (c_uint64(0), e.stream), INVALID_VALUE),
+        ("bad stream", lambda e: _batch(e, e.managed)[:3] + (c_uint64(0), BAD), INVALID_HANDLE)],
+    "cuMemRangeGetAttribute": [
+        ("not managed", lambda e: (e.outp, c_size_t(4), c_int(1), e.ptr, c_size_t(256)), INVALID_VALUE),
+        ("wrong size", lambda e: (e.outp, c_size_t(8), c_int(1), e.managed, c_size_t(256)), INVALID_VALUE),
+        ("unknown attribute", lambda e: (e.outp, c_size_t(4), c_int(99), e.managed, c_size_t(256)), INVALID_VALUE)],
+    "cuMemRangeGetAttributes": [
+        ("NULL data", lambda e: (NULL, byref(c_size_t(4)), byref(c_int(1)), c_size_t(1), e.managed, c_size_t(256)),
+         INVALID_VALUE),
+        ("nothing current", lambda e: (byref(c_void_p(ctypes.addressof(e.out))), byref(c_size_t(4)), byref(c_int(1)),
+                                       c_size_t(1), e.managed, c_size_t(256)), INVALID_CONTEXT, "no context")],
+    "cuMemGetMemPool": [("NULL location", lambda e: (e.outp, NULL, c_int(2)), INVALID_VALUE),
+                        ("pinned host pool", lambda e: (e.outp, byref(Location(2, 0)), c_int(1)), NOT_SUPPORTED),
+                        ("unknown type", lambda e: (e.outp, byref(DEVICE0), c_int(7)), INVALID_VALUE),
+                        ("bad device", lambda e: (e.outp, byref(Location(1, 9)), c_int(2)), INVALID_DEVICE)],
+    "cuMemGetDefaultMemPool": [("NULL out", lambda e: (NULL, byref(DEVICE0), c_int(2)), INVALID_VALUE)],
+    "cuMemPoolCreate": [("NULL props", lambda e: (e.outp, NULL), INVALID_VALUE),
+                        ("device memory pool", lambda e: (e.outp, _pool_props(1, 1)), NOT_SUPPORTED),
+                        ("exportable handles", lambda e: (e.outp, _pool_props(2, 1, handle_types=1)), NOT_SUPPORTED),
+                        ("bad device", lambda e: (e.outp, _pool_props(2, 1, 9)), INVALID_DEVICE)],
+    "cuMemPoolDestroy": [("default pool", lambda e: (e.pool,), INVALID_VALUE),
+                         ("bad pool", lambda e: (BAD,), INVALID_VALUE)],
     "cuPointerGetAttribute": [("NULL out", lambda e: (NULL, c_int(1), e.ptr), INVALID_VALUE),
                               ("unknown attribute", lambda e: (e.outp, c_int(999), e.ptr), INVALID_VALUE)],
     "cuPointerGetAttributes": [("NULL attributes", lambda e: (c_uint(1), NULL, NULL, e.ptr), INVALID_VALUE)],
