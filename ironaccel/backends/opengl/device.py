@@ -97,7 +97,6 @@ def _capabilities(ctx: Any, gl: GL.GL) -> frozenset[str]:
     caps = {f"lang.{LANG}", "kernel.shared_memory", "kernel.atomics.int32"}  # GL 4.3 core
     bits = ctypes.c_int()
     gl.glGetQueryiv(GL.TIMESTAMP, GL.QUERY_COUNTER_BITS, ctypes.byref(bits))
-    gl.check("glGetQueryiv")
     if bits.value > 0:
         caps.add("events.timing")
     for extension, capability in (("GL_ARB_gpu_shader_fp64", "kernel.float64"),
