@@ -29,7 +29,7 @@ class OpenGLHandles:
     """``Device.native``: for interop and raw-driver floors."""
 
     context: Any  # moderngl.Context
-    gl: GL.GL  # raw entry points (gl.glQueryCounter, ...) and error checks (gl.check, gl.mgl)
+    gl: GL.GL  # GL entry points, checked (gl.glQueryCounter, ...) and bare (gl.unchecked), and gl.mgl
     run: Callable[..., Any]  # run(fn, *args): call fn on the GL thread, return its result
 
 
