@@ -68,12 +68,13 @@ HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".com
 
 #: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
 #: interface and errors, the pool (POOL clauses) and the compiled hot path it and the CUDA backend load
-#: (native.py, _fast.c, built by cbuild.py), the helpers the tests drive the device with (testing/: busy work, exhaustion),
+#: (native.py, _fast.c, built by cbuild.py into cache.py's folder), the helpers the tests drive the device with (testing/: busy work, exhaustion),
 #: target and backend registries and the built-in driver declarations, the plugin and the results
 #: vocabulary it writes with. Judging and reporting (judge, status, certify, cli) are not in it: they do
 #: not change what a run does.
-SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "testing",
-                 "targets.py", "drivers", "pytest_plugin.py", "results.py", "selection.py", "spec.py", "backends/__init__.py")
+SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "cache.py",
+                 "testing", "targets.py", "drivers", "pytest_plugin.py", "results.py", "selection.py", "spec.py",
+                 "backends/__init__.py")
 
 
 def _digest(files: list[tuple[str, Path]]) -> str:

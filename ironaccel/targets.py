@@ -31,11 +31,7 @@ from .api import DeviceInfo
 from .backends import drivers as registered_drivers
 from .backends import get as get_backend
 from .errors import InvalidArgument, NotAvailable
-
-
-def cache_dir() -> Path:
-    """Where provisioned drivers and built fakes live: $IRONACCEL_CACHE or ~/.cache/ironaccel."""
-    return Path(os.environ.get("IRONACCEL_CACHE") or Path.home() / ".cache" / "ironaccel")
+from .spec import conformance_dir
 
 
 @dataclass(frozen=True)
@@ -103,8 +99,6 @@ class Target:
     def expectations_file(self) -> Path:
         if self.expectations is not None:
             return self.expectations
-        from .spec import conformance_dir
-
         return conformance_dir() / "expectations" / f"{self.backend}-{self.driver}.txt"
 
     def compile_kernel(self, device: Any, name: str) -> Any:

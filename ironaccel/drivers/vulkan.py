@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Callable
 
 from ..api import DeviceInfo
-from ..targets import KernelDialect, Target, cache_dir, count_devices
+from ..cache import cache_dir
+from ..targets import KernelDialect, Target, count_devices
 from . import python_package_missing, suite_kernels
 
 
