@@ -135,13 +135,18 @@ def infos() -> list[BackendInfo]:
     return out
 
 
+def driver_declarations() -> dict[str, Any]:
+    """Backend name -> where its drivers are declared: "module:function" (or the function, for ``register``)."""
+    return _declared(DRIVERS_GROUP, BUILTIN_DRIVERS, _registered_drivers)
+
+
 @cache
 def drivers() -> Mapping[str, Target]:
     """Target name -> Target from every backend's registered drivers (read-only; ``register`` adds more).
 
     A drivers function that raises is reported as a warning and contributes nothing."""
     found: dict[str, Target] = {}
-    for backend, spec in _declared(DRIVERS_GROUP, BUILTIN_DRIVERS, _registered_drivers).items():
+    for backend, spec in driver_declarations().items():
         try:
             declared = list(_load(spec)())
         except Exception as exc:
