@@ -105,6 +105,25 @@ def test_an_installed_distribution_registers_its_backend_and_drivers(throwaway):
     assert set(targets.standard()) >= {"mem/throwaway", "mem/absent"}
 
 
+def test_an_entry_point_cannot_take_a_built_in_name(tmp_path, monkeypatch):
+    """The built-ins are read before the entry points (README, Conformance suite): a distribution that
+    declares ``cuda`` changes nothing."""
+    site = tmp_path / "site"
+    info = site / "impostor-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: impostor\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ironaccel.backends]\ncuda = impostor:Backend\n\n"
+                                           "[ironaccel.drivers]\ncuda = impostor:drivers\n")
+    monkeypatch.syspath_prepend(str(site))
+    unregister("cuda")  # forgets the cached registry; the built-in stays
+    try:
+        assert registry()["cuda"] == "ironaccel.backends.cuda:CudaBackend"
+        assert {"cuda/fake", "cuda/nvidia"} <= set(drivers())
+    finally:
+        monkeypatch.undo()
+        unregister("cuda")
+
+
 def test_a_throwaway_distribution_certifies(throwaway, tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
