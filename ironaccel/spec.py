@@ -145,9 +145,10 @@ def implementation(backend: str) -> list[tuple[str, Path]]:
     where = package_location(backend)
     files = [] if where is None else _tree(f"backend/{backend}", where)
     declared = driver_declarations().get(backend)
-    drivers_module = None if declared is None else _module_location(_spec_module(declared))
-    if drivers_module is not None and not (where is not None and (drivers_module == where or where in drivers_module.parents)):
-        files += _tree(f"drivers/{_spec_module(declared)}", drivers_module)
+    module = None if declared is None else _spec_module(declared)
+    declaration = None if module is None else _module_location(module)
+    if declaration is not None and not (where is not None and (declaration == where or where in declaration.parents)):
+        files += _tree(f"drivers/{module}", declaration)
     return files
 
 
