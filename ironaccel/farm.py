@@ -21,10 +21,16 @@ behind the caller's back) leaves its target ``crashed``: the last copy of its re
 had not finished ``not-run``; a task whose target no live node advertises any more is cancelled and
 recorded the same way. ``--resume`` runs again only the targets and shards whose results file is
 missing or ``crashed``.
+
+A farm run gives the results files a plain ``certify`` gives, apart from timings and where it ran
+(``differences``); CI checks it on its own machine::
+
+    python -m ironaccel.farm compare PLAIN_RESULTS FARM_RESULTS
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import socket
 import subprocess
@@ -325,3 +331,71 @@ def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "
         runs = [done.get(j) or _from_file(name, j.results_file(results_dir), 0.0, "earlier run") for j in jobs[name]]
         out.append(certify.merge_shard_runs(name, runs, results_dir) if jobs[name][0].sharded else runs[0])
     return out
+
+
+# -- a farm run against a plain one -----------------------------------------------------------------------
+
+def comparable(doc: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A results document without what two runs of the same tests on one machine differ in: when they
+    ran (started, finished, each test's duration), the results folder named in messages; tests by id."""
+    def local(message: str) -> str:
+        return message.replace(str(folder), "{results}")
+
+    tests = {t["id"]: dict(t, duration=0.0, message=local(t["message"])) for t in doc["tests"]}
+    return dict(doc, started="", finished="", run=dict(doc["run"], message=local(doc["run"]["message"])), tests=tests)
+
+
+def _differences(a: Any, b: Any, where: str) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for key in sorted(set(a) | set(b), key=str)
+                for d in (_differences(a[key], b[key], f"{where}.{key}") if key in a and key in b
+                          else [f"{where}.{key}: only in the {'plain' if key in a else 'farm'} run"])]
+    return [] if a == b else [f"{where}: {a!r} in the plain run, {b!r} in the farm run"]
+
+
+def differences(plain: Path, farmed: Path) -> list[str]:
+    """What differs between the results folders of a plain run (``plain``) and a farm run (``farmed``) of
+    the same targets: which files there are, then each results file (every test's outcome, clauses and
+    message, the run's status, summary, suite and environment) as ``comparable``; and each of the farm's
+    certificates must verify. Empty when they are the same."""
+    plain, farmed = Path(plain).resolve(), Path(farmed).resolve()
+    names = {folder: {p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")}
+             for folder in (plain, farmed)}
+    out = [f"{name}: only in the {'plain' if name in names[plain] else 'farm'} run"
+           for name in sorted(names[plain] ^ names[farmed])]
+    for name in sorted(names[plain] & names[farmed]):
+        if name.endswith(results.CERTIFICATE_SUFFIX):
+            code, why = certify.verify(farmed / name)
+            out += [] if code == certify.VERIFY_VALID else [f"{name} of the farm run: {why}"]
+        elif name.endswith(".json"):
+            out += _differences(comparable(results.load(plain / name), plain),
+                                comparable(results.load(farmed / name), farmed), name)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ironaccel.farm compare PLAIN FARM``: exit 1 naming the first differences."""
+    parser = argparse.ArgumentParser(prog="python -m ironaccel.farm")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compare", help="do a farm run's results files say what a plain run's say, times apart?")
+    c.add_argument("plain", type=Path, help="the results folder of `ironaccel certify`")
+    c.add_argument("farm", type=Path, help="the results folder of `ironaccel certify --ray`")
+    c.add_argument("--show", type=int, default=20, metavar="N", help="differences to print (default 20)")
+    args = parser.parse_args(argv)
+    for folder in (args.plain, args.farm):
+        if not folder.is_dir():
+            print(f"python -m ironaccel.farm compare: {folder}: no such results folder", file=sys.stderr)
+            return 2
+    found = differences(args.plain, args.farm)
+    if found:
+        print(f"the farm run's results files differ from the plain run's in {len(found)} place(s):", file=sys.stderr)
+        print("\n".join(found[:args.show]), file=sys.stderr)
+        return 1
+    docs = [results.load(p) for p in sorted(args.plain.glob("*.json")) if not p.name.endswith(results.CERTIFICATE_SUFFIX)]
+    print(f"the farm run's results files are the plain run's, times apart: {len(docs)} targets, "
+          f"{sum(len(d['tests']) for d in docs)} tests")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
