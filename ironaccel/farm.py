@@ -3,12 +3,15 @@
 Each target (or each shard of one, ``--shard-size N``) becomes a Ray task that runs exactly what
 ``certify`` runs on one machine (``certify.run_target``: the suite in its own process) on a node that
 advertises the target. A node advertises what its own ``ironaccel doctor`` finds runnable, as Ray custom
-resources ``{"target:vulkan/lavapipe": 1, ...}``::
+resources ``{"target:vulkan/lavapipe": 1, ..., "hardware-slot": 1}``::
 
     ray start --address HEAD:6379 --resources "$(ironaccel doctor --ray-resources)"
 
 A task asks for ``TASK_SHARE`` of its target's resource and one CPU, so any number of one target's tasks
-share a node, bounded by its CPUs (as ``certify`` bounds a machine's targets by its cores).
+share a node, bounded by its CPUs (as ``certify`` bounds a machine's targets by its cores). A hardware
+target's task (or one of a target this machine does not know) also takes the node's one ``hardware-slot``
+whole: hardware targets run one at a time on a node, as ``certify`` runs them on one machine (they share
+its GPU, and MEM-7 exhausts its memory).
 
 What goes over the wire: to the node, the target's name, the selection, the time limits (and, for tests,
 a suite folder); back, as the task's stream, the node's name, the results file each time the node's test
@@ -50,6 +53,7 @@ from .selection import Selection
 
 RESOURCE_PREFIX = "target:"
 TASK_SHARE = 0.001  # of a node's target resource (1): Ray's resolution is 0.0001
+HARDWARE_SLOT = "hardware-slot"
 INSTALL_HINT = "pip install 'ironaccel[farm]' (or pip install ray)"
 SHARDS_FOLDER = "shards"
 NODE_POLL_S = 1.0  # how often a node looks at its results file for the caller's progress line
@@ -65,8 +69,16 @@ def resource(target: str) -> str:
 
 
 def node_resources() -> dict[str, float]:
-    """The Ray custom resources of this machine: one per target its doctor finds runnable."""
-    return {resource(name): 1.0 for name in certify.runnable_targets()}
+    """The Ray custom resources of this machine: one per target its doctor finds runnable, and its one
+    hardware slot."""
+    return {**{resource(name): 1.0 for name in certify.runnable_targets()}, HARDWARE_SLOT: 1.0}
+
+
+def task_resources(target: str) -> dict[str, float]:
+    """What a run of ``target`` asks of a node, besides a CPU: a share of the target, and for a hardware
+    target or one unknown here (it may be hardware) the node's hardware slot."""
+    known = targets.registered_drivers().get(target)
+    return {resource(target): TASK_SHARE, **({} if known and known.simulated else {HARDWARE_SLOT: 1.0})}
 
 
 def import_ray() -> Any:
@@ -90,7 +102,8 @@ def connect(address: str) -> Any:
             ray.init(address=address, **options)
         except ConnectionError as exc:
             raise FarmUnavailable(f"no Ray cluster answers at {address!r} ({exc}); start one with `ray start "
-                                  "--head`, or use --ray local") from exc
+                                  "--head`, or use --ray local; a head with token authentication (it found "
+                                  "~/.ray/auth_token) also needs RAY_AUTH_MODE=token and its token here") from exc
     return ray
 
 
@@ -245,7 +258,7 @@ def run_jobs(ray: Any, jobs: list[Job], results_dir: Path, timeout_s: float, tes
     streams = {}
     for job in jobs:
         job.results_file(results_dir).unlink(missing_ok=True)  # stale progress, or what --resume re-runs
-        streams[task.options(resources={resource(job.target): TASK_SHARE}).remote(
+        streams[task.options(resources=task_resources(job.target)).remote(
             job.target, job.selection, timeout_s, test_timeout_s, suite, runner)] = job
     nodes: dict[Job, str] = {}
     started: dict[Job, float] = {}
@@ -391,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the farm run's results files differ from the plain run's in {len(found)} place(s):", file=sys.stderr)
         print("\n".join(found[:args.show]), file=sys.stderr)
         return 1
-    docs = [results.load(p) for p in sorted(args.plain.glob("*.json")) if not p.name.endswith(results.CERTIFICATE_SUFFIX)]
+    docs = [results.load(p) for p in args.plain.glob("*.json") if not p.name.endswith(results.CERTIFICATE_SUFFIX)]
     print(f"the farm run's results files are the plain run's, times apart: {len(docs)} targets, "
           f"{sum(len(d['tests']) for d in docs)} tests")
     return 0

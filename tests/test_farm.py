@@ -169,7 +169,14 @@ def test_farm_options_need_ray_and_a_positive_shard_size(capsys):
 def test_doctor_prints_the_runnable_targets_as_ray_resources(monkeypatch, capsys):
     monkeypatch.setattr(certify, "runnable_targets", lambda: ["cuda/fake", "vulkan/lavapipe"])
     assert main(["doctor", "--ray-resources"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"target:cuda/fake": 1.0, "target:vulkan/lavapipe": 1.0}
+    assert json.loads(capsys.readouterr().out) == {"target:cuda/fake": 1.0, "target:vulkan/lavapipe": 1.0,
+                                                   "hardware-slot": 1.0}
+
+
+def test_hardware_targets_and_unknown_ones_take_the_nodes_one_hardware_slot():
+    assert farm.task_resources("cuda/fake") == {"target:cuda/fake": farm.TASK_SHARE}
+    for name in ("cuda/nvidia", "vulkan/nvidia", "sim042/cuda"):  # the last one no registry here knows
+        assert farm.task_resources(name) == {f"target:{name}": farm.TASK_SHARE, "hardware-slot": 1.0}
 
 
 # -- on a cluster of several nodes ---------------------------------------------------------------------------
@@ -185,10 +192,12 @@ def nodes():
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
         try:
             half = FAKE_NODES // 2
-            a = cluster.add_node(num_cpus=1, resources={"target:mem/test": 1, "target:cuda/fake": 1,
-                                                        **{farm.resource(t): 1 for t in fake_targets(0, half)}})
-            b = cluster.add_node(num_cpus=1, resources={"target:mem/test": 1, "target:mem/wrong": 1,
-                                                        **{farm.resource(t): 1 for t in fake_targets(half, FAKE_NODES)}})
+            a = cluster.add_node(num_cpus=1, resources={
+                "target:mem/test": 1, "target:cuda/fake": 1, farm.HARDWARE_SLOT: 1,
+                **{farm.resource(t): 1 for t in fake_targets(0, half)}})
+            b = cluster.add_node(num_cpus=1, resources={
+                "target:mem/test": 1, "target:mem/wrong": 1, farm.HARDWARE_SLOT: 1,
+                **{farm.resource(t): 1 for t in fake_targets(half, FAKE_NODES)}})
             cluster.wait_for_nodes()
             ray.init(address=cluster.address, logging_level="warning",
                      runtime_env={"worker_process_setup_hook": "test_farm.register_mem_backend"})
