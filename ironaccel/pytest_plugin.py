@@ -490,7 +490,12 @@ def kernel_source(request: pytest.FixtureRequest) -> Callable[[str, str], str | 
 def kernels(request: pytest.FixtureRequest, device: Any) -> Callable[[str], Any]:
     """``kernels("saxpy")``: the conformance kernel in the device's first language that the target has a
     file for (``Target.kernels``: the suite's conformance/kernels/<lang>/, or a plugin's own folder)."""
-    target = _conformance(request).target
+    return conformance_kernels(device, _conformance(request).target)
+
+
+def conformance_kernels(device: Any, target: Any) -> Callable[[str], Any]:
+    """The target's conformance kernels by name, each compiled on ``device`` once (``Target.compile_kernel``):
+    the ``kernels`` fixture, and what ``ironaccel.testing.fuzz`` launches."""
     cache: dict[str, Any] = {}
 
     def load(name: str) -> Any:

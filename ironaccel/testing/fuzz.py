@@ -178,6 +178,7 @@ def run(device: Any, kernels: Callable[[str], Any], examples: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from ironaccel import targets
+    from ironaccel.pytest_plugin import conformance_kernels
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", required=True)
@@ -194,18 +195,6 @@ def main(argv: list[str] | None = None) -> int:
     device.close()
     print(f"fuzz: {args.target}: {args.examples} sequences, every error typed, nothing corrupted")
     return 0
-
-
-def conformance_kernels(device: Any, target: Any) -> Callable[[str], Any]:
-    """The target's conformance kernels by name, compiled once."""
-    cache: dict[str, Any] = {}
-
-    def load(name: str) -> Any:
-        if name not in cache:
-            cache[name] = target.compile_kernel(device, name)
-        return cache[name]
-
-    return load
 
 
 if __name__ == "__main__":
