@@ -66,11 +66,12 @@ def test_open_device_out_of_range(device):
 
 
 @pytest.mark.clause("DEV-5", "ERR-1")
-def test_closed_device_raises_use_after_free(device, kernels):
+def test_closed_device_raises_use_after_free(device, kernels, target):
     other = get_backend(device.info.backend).open_device(device.info.index)
     s = other.create_stream()
     buf = other.alloc(64)
     ev = s.record()
+    module = target.compile_kernel(other, "saxpy").module
     other.close()
     other.close()  # idempotent
     for op, call in [
@@ -83,9 +84,10 @@ def test_closed_device_raises_use_after_free(device, kernels):
         ("Event.synchronize", ev.synchronize),
         ("Device.compile", lambda: other.compile("x", other.languages[0])),
         ("Buffer.handle", lambda: buf.handle),
+        ("Module.kernel", lambda: module.kernel("saxpy")),
     ]:
         with pytest.raises(ia.UseAfterFree, match="^" + op.replace(".", r"\.") + ": ") as info:
             call()
-        if op.startswith("Device."):
+        if op.startswith("Device.") or op in ("Module.kernel", "Buffer.handle"):
             assert "closed" in str(info.value), f"a closed device should say so: {info.value}"
     assert_device_works(device, kernels)

@@ -14,6 +14,13 @@ A target process that crashes or hangs is never lost: the plugin rewrites its re
 (status "crashed" until the run ends), and past the target's time limit the process is killed and the file
 marked "timeout". A target that wrote no file at all gets one here saying so.
 
+The signal reaches only Python code: a test blocked in a native wait (an endless kernel behind a
+``synchronize()`` without timeout) would hold the run until the target's limit. So certify watches each
+test phase too (the plugin's ``--watch-file``): a phase still running ``WATCHDOG_GRACE_S`` past its limit
+has its process killed, and a process that dies in a test (a signal, ``os._exit``) is named by it; that test
+is recorded as a failure saying so, and the run goes on in a new process with the tests not yet run
+(``run_target``), into the same results file.
+
 A certificate holds nothing that its results file and the suite do not determine (no issue time), so
 ``verify`` recomputes it and compares: results file changed, or the certificate's own facts edited →
 tampered; then the suite or the target's own parts changed → stale. Shards of one run are joined by
@@ -44,6 +51,8 @@ from .selection import Selection
 
 TARGET_TIMEOUT_S = 1800
 TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
+WATCHDOG_GRACE_S = 5.0  # how long past its limit a test phase may run before its process is killed
+WATCHDOG_POLL_S = 0.5
 CERTIFICATE_SCHEMA = 2  # 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"
 
 #: ``ironaccel certify --verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
@@ -81,33 +90,34 @@ def simulated_targets() -> list[str]:
 
 
 def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Path,
-                selection: Selection = Selection()) -> list[str]:
+                selection: Selection = Selection(), watch_file: Path | None = None) -> list[str]:
     """The pytest command line (after ``python -m pytest``) of one target's run.
 
     The test timer covers the test function only (``timeout_func_only``): armed per call, so a re-run gets
-    its own; a whole-protocol timer spans both attempts and is spent by the first. A hang in a fixture is
-    left to the target's time limit."""
+    its own; a whole-protocol timer spans both attempts and is spent by the first. A hang in a fixture, or
+    one the signal cannot interrupt, is the watchdog's (``watch_file``: the plugin's ``--watch-file``)."""
     return [str(suite), "-p", "ironaccel.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:benchmark",
             "--rootdir", str(suite), "-q",
             "--target", name, "--results-json", str(results_file), "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
-            "--reruns", "1", *selection.pytest_args()]
+            "--reruns", "1", *selection.pytest_args(), *(["--watch-file", str(watch_file)] if watch_file else [])]
 
 
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
-            timeout_s: float) -> TargetRun:
-    """Record how the target's process ended in its results file, write its certificate, return the run."""
+            timeout_s: float, stopped: tuple[str, ...] = ()) -> TargetRun:
+    """Record how the target's process ended in its results file, write its certificate, return the run.
+    ``stopped``: the tests the watchdog stopped or a process died in (``run_target``), for the run's message."""
     if out.exists():
         doc = results.read_json(out)
         if timed_out:
             doc["run"] = {"status": RunStatus.TIMEOUT.value, "message": f"killed after {timeout_s:g} s"}
-            results.dump(doc, out)
         elif doc["run"]["status"] == RunStatus.CRASHED:
             doc["run"]["message"] = f"the test process exited with code {exit_code} before finishing"
-            results.dump(doc, out)
         elif exit_code not in (0, 1):  # 0: all passed, 1: some failed; else pytest itself gave up
             doc["run"] = {"status": RunStatus.ERROR.value, "message": f"the test process exited with code {exit_code} "
                           "(pytest: 2 interrupted, 3 internal error, 4 usage error, 5 no tests collected)"}
-            results.dump(doc, out)
+        if stopped:
+            doc["run"]["message"] = "; ".join([*stopped, doc["run"]["message"]]).strip("; ")
+        results.dump(doc, out)
     else:
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
         results.dump(results.document(targets.get(name), spec.current([name]).parts(name), started,
@@ -145,22 +155,114 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
     results_dir = results_dir.resolve()
     out = results_dir / results.file_name(name)
     log = out.with_name("." + out.stem + ".log")
-    cmd = [sys.executable, "-m", "pytest", *pytest_args(name, out, test_timeout_s, suite, selection)]
+    watch = out.with_name("." + out.stem + ".watch.json")
+    part = out.with_name("." + out.stem + ".part.json")  # the results of a process that goes on with the run
     env = child_environment(name)
     started, t0 = results.now(), time.monotonic()
+    deadline = t0 + timeout_s
     out.unlink(missing_ok=True)
+    part.unlink(missing_ok=True)
+    stopped: list[str] = []  # per test the watchdog stopped, or a process died in: what happened
     # cwd: a scratch folder away from any checkout (`ironaccel` must import from where it is installed, or
     # PYTHONPATH) that takes what tools leave in cwd (Hypothesis' .hypothesis/) away from the results folder
     with open(log, "w", encoding="utf-8") as log_file, tempfile.TemporaryDirectory(prefix="ironaccel-") as cwd:
-        proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT)
+        into, sel = out, selection
+        while True:
+            cmd = [sys.executable, "-m", "pytest", *pytest_args(name, into, test_timeout_s, suite, sel, watch)]
+            exit_code, timed_out, ended = _run_watched(cmd, env, cwd, log_file, watch, deadline)
+            if into == part and part.exists():
+                _go_on_with(out, results.load(part))
+                part.unlink()
+            if ended is None or not out.exists():
+                break
+            left = _record_stopped_test(out, ended, exit_code, stopped)
+            if not left:  # the stopped test was the last: every test has its outcome, one a failure
+                exit_code = 1
+                break
+            log_file.write(f"\n[ironaccel certify] {stopped[-1]}; going on with {len(left)} test(s) in a new process\n")
+            log_file.flush()
+            into, sel = part, Selection(only=tuple(left))
+    return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped))
+
+
+def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, watch: Path,
+                 deadline: float) -> tuple[int, bool, dict[str, Any] | None]:
+    """Run one pytest process of a target's run and watch its test phases (``Watch`` of the plugin): (its
+    exit code, whether it was killed at the target's ``deadline``, the phase it was stopped in or died in,
+    with ``"hung"`` true when the watchdog killed it; None when it ended between tests or normally)."""
+    watch.unlink(missing_ok=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT)
+    ended: dict[str, Any] | None = None
+    while True:
         try:
-            proc.wait(timeout=timeout_s)
-            timed_out = False
+            proc.wait(timeout=max(0.0, min(WATCHDOG_POLL_S, deadline - time.monotonic())))
+            break
         except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() >= deadline:
             proc.kill()
             proc.wait()
-            timed_out = True
-    return _finish(name, out, log, started, time.monotonic() - t0, timed_out, proc.returncode, timeout_s)
+            return proc.returncode, True, None
+        phase = _read_watch(watch)
+        if phase and phase["limit"] and time.time() > phase["since"] + phase["limit"] + WATCHDOG_GRACE_S:
+            proc.kill()
+            proc.wait()
+            ended = dict(phase, hung=True)
+            break
+    if ended is None:
+        phase = _read_watch(watch)  # still naming a test: the process died in it (a clean end removes the file)
+        ended = dict(phase, hung=False) if phase else None
+    watch.unlink(missing_ok=True)
+    return proc.returncode, False, ended
+
+
+def _read_watch(watch: Path) -> dict[str, Any] | None:
+    """The test phase a watch file names (None: no file, no test running, or a write not finished)."""
+    try:
+        phase = json.loads(watch.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return phase if isinstance(phase, dict) and phase.get("test") else None
+
+
+def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopped: list[str]) -> list[str]:
+    """Record the test a process was stopped (or died) in as a failure saying so, in the results file
+    ``out``; note it in ``stopped``; return the ids of the tests still not run."""
+    doc = results.load(out)
+    tests = {t["id"]: t for t in doc["tests"]}
+    tid, when = ended["test"], ended["when"]
+    elapsed = time.time() - ended["since"]
+    if ended["hung"]:
+        message = (f"timeout: [{when}] still running {elapsed:.0f} s after it started, past its {ended['limit']:g} s "
+                   "limit, where pytest-timeout's signal could not stop it (e.g. a native wait); the watchdog "
+                   "killed the test process")
+        stopped.append(f"{tid} hung past its {ended['limit']:g} s limit")
+    else:
+        how = f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
+        message = f"[{when}] the test process died during this test ({how})"
+        stopped.append(f"the test process died in {tid} ({how})")
+    if tid in tests:
+        tests[tid].update(outcome=Outcome.FAIL.value, message=message,
+                          duration=round(tests[tid]["duration"] + elapsed, 4))
+    left = sorted(t["id"] for t in doc["tests"] if t["outcome"] == Outcome.NOT_RUN)
+    if not left:
+        doc["run"] = {"status": RunStatus.OK.value, "message": ""}
+    doc["summary"] = results.summarize(doc["tests"])
+    results.dump(doc, out)
+    return left
+
+
+def _go_on_with(out: Path, part: dict[str, Any]) -> None:
+    """Fold the results of a process that went on with a run into the run's results file: its tests' entries,
+    how it ended, and the device when the first process never reached one."""
+    doc = results.load(out)
+    tests = {t["id"]: t for t in doc["tests"]}
+    tests.update({t["id"]: t for t in part["tests"]})
+    doc.update(tests=sorted(tests.values(), key=lambda t: t["id"]), finished=part["finished"], run=part["run"])
+    doc["summary"] = results.summarize(doc["tests"])
+    if not doc["target"]["device"]:
+        doc["target"].update({k: part["target"][k] for k in ("driver_version", "device", "vendor", "simulated")})
+    results.dump(doc, out)
 
 
 # -- Docker ---------------------------------------------------------------------------------------------

@@ -22,13 +22,18 @@ With a target it:
 * writes the results file (``--results-json``; schema in ``ironaccel.results``) after every test, so a run
   that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``;
 * under pytest-rerunfailures (``--reruns 1``, as ``ironaccel certify`` runs it) records a test that failed
-  and then passed when re-run as ``flaky``, never ``pass``; one that failed both times is ``fail``.
+  and then passed when re-run as ``flaky``, never ``pass``; one that failed both times is ``fail``;
+* with ``--watch-file PATH`` (certify passes one), writes there which test phase is running, since when and
+  its time limit (``Watch``), so the runner can stop a test that hangs where pytest-timeout's signal cannot
+  reach it (a native wait) or name the test a crash happened in, and go on with the rest.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--baseline", default=None, metavar="DIR",
                     help="compare the run with DIR/<backend>-<driver>.json: report new failures, fixes and newly "
                     f"flaky tests; exit {EXIT_REGRESSION} on a regression")
+    group.addoption("--watch-file", default=None, metavar="PATH",
+                    help="keep the running test phase, its start and time limit in PATH (JSON; for a runner's "
+                    "watchdog: `ironaccel certify` passes one)")
     parser.addini(HYPOTHESIS_INI, type="bool", default=False,
                   help="load ironaccel's Hypothesis profiles (dev, ci: HYPOTHESIS_PROFILE picks) without a target")
 
@@ -326,6 +334,54 @@ class Conformance:
             tmp.replace(self.results_path)
 
 
+class Watch:
+    """Keeps ``{"test", "when", "since", "limit"}`` of the test phase now running in a file (``null`` test
+    between tests; the file removed at the end of the session), written before the phase starts.
+
+    pytest-timeout's signal method fails a test that runs past its limit only when Python code runs: a
+    native wait that retries on EINTR (vkWaitSemaphores, a futex) never sees it, and a thread in the target
+    process may never get the GIL back. So the watchdog is the parent's (``ironaccel.certify``): it reads
+    this file, kills a process whose phase is past its limit, and knows which test a crash happened in."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def write(self, state: dict[str, Any]) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state), encoding="utf-8")
+        tmp.replace(self.path)
+
+    def phase(self, item: pytest.Item, when: str) -> None:
+        self.write({"test": test_id(item), "when": when, "since": time.time(), "limit": time_limit(item)})
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.phase(item, "setup")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> None:
+        self.phase(item, "call")
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_teardown(self, item: pytest.Item) -> None:
+        self.phase(item, "teardown")
+
+    def pytest_runtest_logfinish(self) -> None:
+        self.write({"test": None})
+
+    def pytest_sessionfinish(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def time_limit(item: pytest.Item) -> float | None:
+    """The test's pytest-timeout limit in seconds: its ``timeout`` mark, else ``--timeout`` (None: none)."""
+    mark = item.get_closest_marker("timeout")
+    value = (mark.args[0] if mark.args else mark.kwargs.get("timeout")) if mark else None
+    if value is None:
+        value = item.config.getoption("timeout", None)
+    return float(value) if value else None
+
+
 _KEY = pytest.StashKey[Conformance]()
 
 
@@ -345,6 +401,9 @@ def pytest_configure(config: pytest.Config) -> None:
         state = Conformance(config, target)
         config.stash[_KEY] = state
         config.pluginmanager.register(state, "ironaccel-conformance")
+        watch = config.getoption("--watch-file")
+        if watch:
+            config.pluginmanager.register(Watch(Path(watch)), "ironaccel-watch")
 
 
 def _message(report: pytest.TestReport) -> str:
@@ -431,7 +490,12 @@ def kernel_source(request: pytest.FixtureRequest) -> Callable[[str, str], str | 
 def kernels(request: pytest.FixtureRequest, device: Any) -> Callable[[str], Any]:
     """``kernels("saxpy")``: the conformance kernel in the device's first language that the target has a
     file for (``Target.kernels``: the suite's conformance/kernels/<lang>/, or a plugin's own folder)."""
-    target = _conformance(request).target
+    return conformance_kernels(device, _conformance(request).target)
+
+
+def conformance_kernels(device: Any, target: Any) -> Callable[[str], Any]:
+    """The target's conformance kernels by name, each compiled on ``device`` once (``Target.compile_kernel``):
+    the ``kernels`` fixture, and what ``ironaccel.testing.fuzz`` launches."""
     cache: dict[str, Any] = {}
 
     def load(name: str) -> Any:

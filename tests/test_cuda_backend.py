@@ -10,6 +10,7 @@ exit, sticky errors. Runs with no GPU; skipped, with the reason, when the fake c
 from __future__ import annotations
 
 import ctypes
+import gc
 from typing import Any
 
 import numpy as np
@@ -119,17 +120,27 @@ DONE:
 def assert_saxpy_works(backend: Any) -> None:
     """A fresh device computes y = 2x + y correctly."""
     with backend.open_device(0) as dev:
-        s = dev.create_stream()
-        n = 1000
-        x, y = np.arange(n, dtype=np.float32), np.full(n, 3, np.float32)
-        with dev.alloc(4 * n) as bx, dev.alloc(4 * n) as by:
-            s.copy_htod(bx, x)
-            s.copy_htod(by, y)
-            s.launch(dev.compile(PTX_SAXPY, "ptx").kernel("saxpy"), 4, 256, (by, bx, np.float32(2), np.uint32(n)))
-            out = np.empty(n, np.float32)
-            s.copy_dtoh(out, by)
-            s.synchronize()
-        np.testing.assert_array_equal(out, 2 * x + y)
+        assert_saxpy_works_on(dev)
+
+
+def assert_saxpy_works_on(dev: Any) -> None:
+    """``dev`` computes y = 2x + y correctly, directly and replayed from a captured graph."""
+    s = dev.create_stream()
+    n = 1000
+    x, y = np.arange(n, dtype=np.float32), np.full(n, 3, np.float32)
+    with dev.alloc(4 * n) as bx, dev.alloc(4 * n) as by:
+        s.copy_htod(bx, x)
+        s.copy_htod(by, y)
+        kernel = dev.compile(PTX_SAXPY, "ptx").kernel("saxpy")
+        s.launch(kernel, 4, 256, (by, bx, np.float32(2), np.uint32(n)))
+        with s.capture() as graph:
+            s.launch(kernel, 4, 256, (by, bx, np.float32(2), np.uint32(n)))
+        graph.launch(s)
+        graph.close()
+        out = np.empty(n, np.float32)
+        s.copy_dtoh(out, by)
+        s.synchronize()
+    np.testing.assert_array_equal(out, 4 * x + y)
 
 
 def _workload(opened: list) -> None:
@@ -158,9 +169,22 @@ def _workload(opened: list) -> None:
     events[0].query()
     events[1].synchronize(timeout=30)
     events[0].elapsed_ms(end)
+    del events, event, end  # dropped before close, as a program would: their CUevents go back to the device's spares
     kernels = [dev.compile(PTX_SAXPY, "ptx").kernel("saxpy") for _ in range(3)]
     for kernel in kernels:
         s.launch(kernel, 1, 256, (a, b, np.float32(2), np.uint32(256)))
+    t.wait(s.record())  # t's graphs use a and b after s's launches (and so does a free ordered on t)
+    graphs = []
+    for kernel in kernels:  # stream capture: cuStreamBeginCapture, EndCapture, GraphInstantiate, GraphDestroy
+        with t.capture() as graph:
+            t.launch(kernel, 1, 256, (a, b, np.float32(2), np.uint32(256)))
+            t.fill(b, 3, nbytes=64)
+        graphs.append(graph)
+    for graph in graphs:
+        graph.launch(t)  # cuGraphLaunch
+    t.synchronize()
+    for graph in graphs:
+        graph.close()  # cuGraphExecDestroy
     for _ in range(3):
         s.synchronize()
     s.synchronize(timeout=30)
@@ -168,17 +192,49 @@ def _workload(opened: list) -> None:
     dev.synchronize(timeout=30)
     for buf in (a, b, c):
         buf.free()
+    # a device without memory pools (MEMORY_POOLS_SUPPORTED 0; the fake's has them) allocates with
+    # cuMemAlloc and frees with cuMemFree: the backend's switch, set as _device_info would set it
+    bare = CudaBackend().open_device(0)
+    opened.append(bare)
+    bare._pools = False
+    blocks = [bare.alloc(4096) for _ in range(3)]
+    u = bare.create_stream()
+    u.copy_htod(blocks[0], small)
+    u.synchronize()
+    for block in blocks:
+        block.free()
+    bare.close()
     dev.close()
 
 
-#: Entry points the fake implements through another one (counted, and failing, for both): the error names
-#: the one the backend called.
-FAKE_CALLS_THROUGH = {"cuEventRecordWithFlags": "cuEventRecord", "cuStreamCreateWithPriority": "cuStreamCreate"}
+#: Entry points the fake implements through another one (counted, and failing, for both), or that the
+#: binding resolves to a newer one: the error names the one the backend called.
+FAKE_CALLS_THROUGH = {"cuEventRecordWithFlags": "cuEventRecord", "cuStreamCreateWithPriority": "cuStreamCreate",
+                      "cuGraphInstantiateWithFlags": "cuGraphInstantiate"}
 
 #: Entry points whose failure is not an error of the operation, with the reason.
 NOT_RAISED = {
     "cuPointerGetAttribute": "asks whether a large copy's source is pinned; a failed query means 'not pinned', "
                              "and the copy is staged instead (correct either way)",
+}
+
+#: Entry points whose failure leaves the device that failed broken, with the bug (backends/cuda's to fix;
+#: once fixed, the matrix fails until the entry is removed).
+BREAKS_THE_DEVICE = {
+    "cuStreamEndCapture": "end_capture (backends/cuda/graph.py) returns the capture stream to the device's spares "
+                          "still capturing, so the next capture's cuStreamBeginCapture fails with "
+                          "CUDA_ERROR_ILLEGAL_STATE",
+}
+
+#: Driver objects the workload makes: kind -> (the fake entry point that makes one, the one that destroys it).
+#: Streams are not counted: a stream that ran a copy_htod is never destroyed, fault or not
+#: (test_a_stream_that_copied_is_destroyed_at_close), so their count says nothing about fault paths.
+DRIVER_OBJECTS = {
+    "primary context": ("cuDevicePrimaryCtxRetain", "cuDevicePrimaryCtxRelease_v2"),
+    "event": ("cuEventCreate", "cuEventDestroy_v2"),
+    "module": ("cuModuleLoadDataEx", "cuModuleUnload"),
+    "captured graph": ("cuStreamEndCapture", "cuGraphDestroy"),
+    "graph exec": ("cuGraphInstantiateWithFlags", "cuGraphExecDestroy"),
 }
 
 
@@ -190,19 +246,53 @@ def _entry_points_called(fake_control: Any) -> dict[str, int]:
     return {name: n for name in names if (n := fake_control.call_count(name))}
 
 
+def _objects_left(fake_control: Any, failed: str | None) -> dict[str, int]:
+    """Per kind of driver object, how many were made and not destroyed since the counts were reset, from the
+    fake's call counts. The ``failed`` (injected) call made nothing, or destroyed nothing: the object a failed
+    destroy leaves is the driver's refusal, not counted."""
+    left = {}
+    for kind, (make, destroy) in DRIVER_OBJECTS.items():
+        made = fake_control.call_count(make) - (failed == make) - (failed == destroy)
+        left[kind] = made - (fake_control.call_count(destroy) - (failed == destroy))
+    return left
+
+
+def _close_all(opened: list) -> None:
+    """Close what the workload opened, as the program would after an error (or exit would)."""
+    from ironaccel.backends.cuda import device as device_module
+
+    gc.collect()  # streams and events the failed workload's frames held
+    for dev in opened:
+        try:
+            dev.close()
+        except ia.IronAccelError:
+            pass
+    while device_module._unreleased_contexts:  # what exit would do
+        device_module.driver.cu.cuDevicePrimaryCtxRelease(device_module._unreleased_contexts.pop())
+
+
 def test_fault_injection_matrix(fake):
     """For every entry point the backend calls, its 1st and its 3rd call fail in turn: a typed error naming
-    that entry point, nothing leaked (the fake's live allocations), and a fresh saxpy is right afterwards."""
+    that entry point; the device that failed still computes a saxpy (directly and from a graph) when the
+    error left it open, and a fresh one does; nothing leaked: not the fake's live allocations, and no more
+    streams, events, modules, graphs or contexts left undestroyed than the run without a fault leaves."""
     import re
 
     from ironaccel import fakes
-    from ironaccel.backends.cuda import CudaBackend, device as device_module
+    from ironaccel.backends.cuda import CudaBackend
 
     control = fakes.Control(fake)
     backend = CudaBackend()
     called = _entry_points_called(control)
-    assert {"cuLaunchKernel", "cuMemAllocAsync", "cuEventRecord", "cuStreamQuery"} <= called.keys()
+    assert {"cuLaunchKernel", "cuMemAllocAsync", "cuEventRecord", "cuStreamQuery", "cuStreamBeginCapture_v2",
+            "cuGraphLaunch", "cuMemAlloc_v2", "cuMemFree_v2"} <= called.keys()
     baseline = control.live_allocations()
+    control.reset()
+    opened: list = []
+    _workload(opened)
+    _close_all(opened)
+    unfaulted = _objects_left(control, None)
+    assert not any(unfaulted.values()), unfaulted
     failures = []
     cases = 0
     for name, count in sorted(called.items()):
@@ -212,24 +302,27 @@ def test_fault_injection_matrix(fake):
             if nth > count:
                 continue
             cases += 1
-            opened: list = []
+            opened = []
+            control.reset()
             control.inject(name, nth, 999)  # CUDA_ERROR_UNKNOWN: no special meaning to any caller
             error = None
             try:
                 _workload(opened)
             except ia.IronAccelError as exc:
-                error = exc
-            finally:
-                control.reset()
-                for dev in opened:
-                    try:
-                        dev.close()
-                    except ia.IronAccelError:
-                        pass
-                while device_module._unreleased_contexts:  # what exit would do
-                    fake_cu = device_module.driver.cu
-                    fake_cu.cuDevicePrimaryCtxRelease(device_module._unreleased_contexts.pop())
+                error = exc.with_traceback(None)  # its frames would keep the workload's streams and events alive
             where = f"{name} call {nth}"
+            faulted = next((dev for dev in reversed(opened) if not dev.closed), None)
+            if faulted is not None:
+                try:
+                    assert_saxpy_works_on(faulted)
+                    if op in BREAKS_THE_DEVICE:
+                        failures.append(f"{where}: the device that failed works now: drop {op} from BREAKS_THE_DEVICE")
+                except Exception as exc:  # what it was is the failure's message
+                    if op not in BREAKS_THE_DEVICE:
+                        failures.append(f"{where}: the device that failed no longer works: {exc!r}")
+            _close_all(opened)
+            left = _objects_left(control, name)
+            control.reset()
             if op in NOT_RAISED:
                 if error is not None:
                     failures.append(f"{where}: raised {error!r}, expected none ({NOT_RAISED[op]})")
@@ -240,9 +333,33 @@ def test_fault_injection_matrix(fake):
             leaked = control.live_allocations() - baseline
             if leaked:
                 failures.append(f"{where}: {leaked} allocation(s) leaked")
+            more = {kind: n - unfaulted[kind] for kind, n in left.items() if n > unfaulted[kind]}
+            if more:
+                failures.append(f"{where}: left undestroyed, beyond the unfaulted run's: {more}")
             assert_saxpy_works(backend)
     assert not failures, f"{len(failures)} of {cases} cases:\n" + "\n".join(failures)
-    assert cases > 2 * 20
+    assert cases > 2 * 30
+
+
+@pytest.mark.xfail(strict=True, reason="backends/cuda: a stream that ran a copy_htod is not destroyed, not even "
+                   "by Device.close (perf's to fix; the fault-injection matrix does not count streams until then)")
+def test_a_stream_that_copied_is_destroyed_at_close(fake):
+    from ironaccel import fakes
+    from ironaccel.backends.cuda import CudaBackend
+
+    control = fakes.Control(fake)
+    control.reset()
+    dev = CudaBackend().open_device(0)
+    s = dev.create_stream()
+    with dev.alloc(64) as buf:
+        s.copy_htod(buf, np.zeros(64, np.uint8))
+        s.synchronize()
+    del s
+    gc.collect()
+    dev.close()
+    made, destroyed = control.call_count("cuStreamCreate"), control.call_count("cuStreamDestroy_v2")
+    control.reset()
+    assert made == destroyed == 2, f"{made} streams made (one the device's own), {destroyed} destroyed"
 
 
 def test_out_of_memory_from_the_driver_is_typed(fake, device):

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+import ironaccel as ia
 from ironaccel import targets
 from ironaccel.testing import fuzz
 from ironaccel.testing.memdevice import CATALOGUE, MemDevice, MemStream
@@ -67,3 +68,36 @@ def test_protected_buffers_start_with_known_bytes():
         assert bytes(buf.handle) == data.tobytes()
     sess.intact()
     assert np.all([b.nbytes == 4096 for b, _ in sess.protected])
+
+
+def test_the_fuzz_reports_an_attribute_error_of_the_library_that_looks_like_its_own_junk(monkeypatch):
+    """The fuzz skips its own junk buffers itself, so the AttributeError its junk would cause, raised by the
+    library (a None it forgot to check), is reported, not taken for the fuzz's."""
+    real = MemDevice.supports
+
+    def careless(self, capability):
+        if capability == "nope":
+            return None.startswith("lang.")  # AttributeError: 'NoneType' object has no attribute 'startswith'
+        return real(self, capability)
+
+    monkeypatch.setattr(MemDevice, "supports", careless)
+    device = MemDevice(64 << 20)
+    with pytest.raises(AssertionError, match="supports raised AttributeError: 'NoneType' object"):
+        fuzz.run(device, device.python_module(CATALOGUE).kernel, examples=40)
+
+
+def _raised(call) -> BaseException:
+    try:
+        call()
+    except BaseException as exc:
+        return exc
+    raise AssertionError("nothing raised")
+
+
+def test_junk_buffers_are_the_library_s_to_reject_except_for_their_own_methods():
+    device = MemDevice(1 << 20)
+    sess = fuzz.Session(device, device.python_module(CATALOGUE).kernel)
+    ops = fuzz.operations(sess)
+    assert ops["free"][1](1) is None and ops["handle"][1](1) is None  # pick 1: "not a buffer", no method to call
+    exc = _raised(lambda: ops["fill"][1](1, 0, 0, None))
+    assert isinstance(exc, ia.IronAccelError) and "Stream.fill" in str(exc)

@@ -313,7 +313,6 @@ class CudaDevice(api.Device):
             buf = ref()
             if buf is None:  # collected, its free failed: its pointer is in _orphans
                 continue
-            buf._freed = True
             release(cu.cuMemFree, buf._ptr)
         self._live.clear()
         for ptr in self._orphans:
