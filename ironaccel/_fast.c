@@ -67,7 +67,7 @@ static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_pa
     *str_closed, *str_capturing, *str_freed, *str_backing, *str_device, *str_id, *str_make_current,
     *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
     *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
-    *str_base, *str_used, *str_segment, *str_users;
+    *str_base, *str_used, *str_segment, *str_users, *str_release_held, *str_record_python_path;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -287,33 +287,197 @@ error:
     return NULL;
 }
 
-#define ONE_HANDLE(name, call)                                                                                \
-    static PyObject *fast_##name(PyObject *self, PyObject *arg) {                                             \
-        void *handle;                                                                                         \
-        if (address(arg, &handle)) return NULL;                                                               \
-        CUresult err;                                                                                         \
-        Py_BEGIN_ALLOW_THREADS                                                                                \
-        err = call(handle);                                                                                   \
-        Py_END_ALLOW_THREADS                                                                                  \
-        return PyLong_FromLong(err);                                                                          \
-    }
-ONE_HANDLE(stream_synchronize, cuStreamSynchronize)
-ONE_HANDLE(event_synchronize, cuEventSynchronize)
-ONE_HANDLE(event_query, cuEventQuery)
+/* ---- Events and streams: FastEvent's and FastStream's compiled bases ----------------------------------------
+ *
+ * EventCore, FastEvent's base, holds an event's fields in C (_stream, _timing, _handle: the CUevent object,
+ * _address: the same as an int, _mark: the stream's copy_dtoh destinations numbered below it are done once the
+ * event is) and does query/synchronize and the CUevent's return to the device's spare list (its finalizer,
+ * CudaEvent.__del__'s work) without Python frames. StreamCore, FastStream's base, does Stream.record() and
+ * Stream.synchronize() the same way. Whatever is not their common case (a closed device, a capture, a
+ * timeout, a timing event, arguments they do not take) goes, unchanged, to the pure-Python methods given by
+ * configure_streams, which raise the API's errors; a failed driver call raises through fast.fail_named. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *stream, *handle;
+    unsigned long long address;
+    long long mark;
+    char timing;
+} EventCore;
 
-/* record(stream, timing, event_type): FastStream._record in one call. Takes a spare CUevent of the device
- * (dev._spare_events[timing]), numbers the event after the stream's held copy destinations (as the Python
- * path does), makes an event_type object around it and cuEventRecord's it on the stream. Returns the event,
- * NO_SPARE_EVENT (the Python side creates one and calls again) or the failed call's CUresult (the event is
- * dropped, which gives its CUevent back). */
+static PyTypeObject EventCoreType;
+static PyTypeObject *event_type;     /* FastEvent */
+static PyObject *fail_named;         /* fast.fail_named(entry point, CUresult): raises */
+static PyObject *event_synchronize_python, *event_query_python; /* api.Event.synchronize, api.Event.query */
+static PyObject *event_wait_python;  /* CudaEvent._synchronize: a wait with a timeout */
+static PyObject *stream_record_python, *stream_synchronize_python; /* api.Stream.record, api.Stream.synchronize */
+
+static PyObject *fast_configure_streams(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 7 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType))
+        return PyErr_Format(PyExc_TypeError, "configure_streams(event_type, fail_named, event_synchronize, "
+                                             "event_query, event_wait, stream_record, stream_synchronize)");
+    Py_XSETREF(event_type, (PyTypeObject *)Py_NewRef(args[0]));
+    PyObject **slots[] = {&fail_named, &event_synchronize_python, &event_query_python, &event_wait_python,
+                          &stream_record_python, &stream_synchronize_python};
+    for (int i = 0; i < 6; i++) Py_XSETREF(*slots[i], Py_NewRef(args[i + 1]));
+    Py_RETURN_NONE;
+}
+
+static PyObject *raise_failed(const char *entry_point, CUresult err) {
+    PyObject *raised = PyObject_CallFunction(fail_named, "si", entry_point, err);
+    Py_XDECREF(raised); /* fail_named raises: NULL, with its error set */
+    if (raised != NULL && !PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%s failed (%d)", entry_point, err);
+    return NULL;
+}
+
+/* The same call with self prepended: how a compiled method hands its case to the pure-Python method. */
+static PyObject *call_python(PyObject *function, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc((total + 1) * sizeof(PyObject *));
+    if (all == NULL) return PyErr_NoMemory();
+    all[0] = self;
+    for (Py_ssize_t i = 0; i < total; i++) all[i + 1] = args[i];
+    PyObject *result = PyObject_Vectorcall(function, all, nargs + 1, kwnames);
+    if (all != small) PyMem_Free(all);
+    return result;
+}
+
+/* stream._release_held(mark): the copy_dtoh destinations held below mark are done. */
+static int release_held(PyObject *stream, long long mark) {
+    PyObject *number = PyLong_FromLongLong(mark);
+    if (number == NULL) return -1;
+    PyObject *done = PyObject_CallMethodOneArg(stream, str_release_held, number);
+    Py_DECREF(number);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* Is the device of this stream closed? 1, 0, or -1 with the error set. */
+static int stream_device_closed(PyObject *stream) {
+    PyObject *dev = GET(stream, device);
+    if (dev == NULL) return -1;
+    PyObject *closed = GET(dev, closed);
+    Py_DECREF(dev);
+    if (closed == NULL) return -1;
+    Py_DECREF(closed);
+    return closed != Py_False;
+}
+
+static int event_ready(EventCore *self) {
+    if (self->stream != NULL && self->handle != NULL) return 0;
+    PyErr_SetString(PyExc_TypeError, "this event was not made by Stream.record");
+    return -1;
+}
+
+/* The wait without the API's checks (CudaEvent._synchronize without a timeout). */
+static PyObject *event_wait(EventCore *self) {
+    if (event_ready(self)) return NULL;
+    CUresult err;
+    CUevent ev = (CUevent)(uintptr_t)self->address;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuEventSynchronize(ev);
+    Py_END_ALLOW_THREADS
+    if (err) return raise_failed("cuEventSynchronize", err);
+    if (self->mark && release_held(self->stream, self->mark)) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *event_poll(EventCore *self) {
+    if (event_ready(self)) return NULL;
+    CUresult err;
+    CUevent ev = (CUevent)(uintptr_t)self->address;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuEventQuery(ev);
+    Py_END_ALLOW_THREADS
+    if (err == CUDA_ERROR_NOT_READY) Py_RETURN_FALSE;
+    if (err) return raise_failed("cuEventQuery", err);
+    if (self->mark && release_held(self->stream, self->mark)) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* synchronize(timeout=None): api.Event.synchronize; only the blocking wait on an open device is done here. */
+static PyObject *event_synchronize(EventCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs == 1 && kwnames == NULL && args[0] == Py_None) nargs = 0;
+    if (nargs || kwnames || event_ready(self))
+        return call_python(event_synchronize_python, (PyObject *)self, args, nargs, kwnames);
+    int closed = stream_device_closed(self->stream);
+    if (closed < 0) return NULL;
+    if (closed) return call_python(event_synchronize_python, (PyObject *)self, args, nargs, kwnames);
+    return event_wait(self);
+}
+
+static PyObject *event_query(EventCore *self, PyObject *unused) {
+    if (event_ready(self)) return NULL;
+    int closed = stream_device_closed(self->stream);
+    if (closed < 0) return NULL;
+    if (closed) return PyObject_CallOneArg(event_query_python, (PyObject *)self);
+    return event_poll(self);
+}
+
+/* _synchronize(timeout=None): the abstract method api.Event.synchronize calls after its checks. */
+static PyObject *event_synchronize_unchecked(EventCore *self, PyObject *const *args, Py_ssize_t nargs,
+                                             PyObject *kwnames) {
+    if (nargs == 1 && kwnames == NULL && args[0] == Py_None) nargs = 0;
+    if (nargs || kwnames) return call_python(event_wait_python, (PyObject *)self, args, nargs, kwnames);
+    return event_wait(self);
+}
+
+/* CudaEvent.__del__: the CUevent goes back to its device's spare list unless the device is closed. */
+static void event_finalize(EventCore *self) {
+    if (self->stream == NULL || self->handle == NULL) return;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+#endif
+    PyObject *dev = GET(self->stream, dev), *closed = NULL, *spare = NULL;
+    if (dev != NULL && (closed = GET(dev, closed)) != NULL && closed == Py_False &&
+        (spare = GET(dev, spare_events)) != NULL) {
+        PyObject *list = PyDict_Check(spare) ? PyDict_GetItemWithError(spare, self->timing ? Py_True : Py_False) : NULL;
+        if (list != NULL && PyList_Check(list)) PyList_Append(list, self->handle);
+        else if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_spare_events[timing] is no list");
+    }
+    if (PyErr_Occurred()) PyErr_WriteUnraisable((PyObject *)self);
+    Py_XDECREF(dev);
+    Py_XDECREF(closed);
+    Py_XDECREF(spare);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(type, value, traceback);
+#endif
+}
+
+static int event_traverse(EventCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->stream);
+    Py_VISIT(self->handle);
+    return 0;
+}
+
+static int event_clear(EventCore *self) {
+    Py_CLEAR(self->stream);
+    Py_CLEAR(self->handle);
+    return 0;
+}
+
+static void event_dealloc(EventCore *self) {
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self)) return; /* resurrected */
+    PyObject_GC_UnTrack(self);
+    event_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A spare CUevent of the stream's device recorded on the stream, as a FastEvent: FastStream._record in one call.
+ * The event is numbered after the stream's held copy destinations, as the Python path does. Returns the
+ * event, NO_SPARE_EVENT (the Python side creates one and calls again) or the failed call's CUresult (the event
+ * is dropped, which gives its CUevent back). */
 enum { NO_SPARE_EVENT = -1 };
 
-static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyType_Check(args[2])) return PyErr_Format(PyExc_TypeError, "record(stream, timing, event_type)");
-    if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "record before configure");
-    PyObject *stream = args[0], *timing = args[1];
-    PyTypeObject *event_type = (PyTypeObject *)args[2];
-    PyObject *dev = NULL, *attr = NULL, *handle = NULL, *mark = NULL, *event_address = NULL, *event = NULL, *result = NULL;
+static PyObject *record_event(PyObject *stream, int timing) {
+    if (current == NULL || event_type == NULL) return PyErr_Format(PyExc_RuntimeError, "record before configure");
+    PyObject *dev = NULL, *attr = NULL, *result = NULL;
+    EventCore *event = NULL;
     if ((dev = GET(stream, dev)) == NULL || (attr = GET(stream, needs_current)) == NULL) goto out;
     if (attr == Py_True) {
         PyObject *mine = NULL;
@@ -329,7 +493,7 @@ static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     Py_SETREF(attr, GET(dev, spare_events));
     if (attr == NULL) goto out;
-    PyObject *spare = PyDict_Check(attr) ? PyDict_GetItemWithError(attr, timing) : NULL; /* borrowed */
+    PyObject *spare = PyDict_Check(attr) ? PyDict_GetItemWithError(attr, timing ? Py_True : Py_False) : NULL;
     if (spare == NULL || !PyList_Check(spare)) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "record: _spare_events[timing] is no list");
         goto out;
@@ -339,45 +503,183 @@ static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t n
         result = PyLong_FromLong(NO_SPARE_EVENT);
         goto out;
     }
-    handle = Py_NewRef(PyList_GET_ITEM(spare, n - 1));
-    if (PyList_SetSlice(spare, n - 1, n, NULL)) goto out;
-    /* the event owns the handle from here: dropping it gives the handle back to the spare list */
-    if ((event = event_type->tp_alloc(event_type, 0)) == NULL) {
-        PyList_Append(spare, handle); /* back where it was (a failed append leaves it to the driver) */
+    PyObject *handle = Py_NewRef(PyList_GET_ITEM(spare, n - 1));
+    if (PyList_SetSlice(spare, n - 1, n, NULL)) {
+        Py_DECREF(handle);
         goto out;
     }
-    if ((event_address = PyNumber_Long(handle)) == NULL) goto out;
-    if (PyObject_SetAttr(event, str_stream, stream) || PyObject_SetAttr(event, str_timing, timing) ||
-        PyObject_SetAttr(event, str_handle, handle) || PyObject_SetAttr(event, str_address, event_address))
+    if ((event = (EventCore *)event_type->tp_alloc(event_type, 0)) == NULL) {
+        PyList_Append(spare, handle); /* back where it was (a failed append leaves it to the driver) */
+        Py_DECREF(handle);
         goto out;
+    }
+    /* the event owns the handle from here: dropping it gives the handle back to the spare list */
+    event->stream = Py_NewRef(stream);
+    event->handle = handle;
+    event->timing = (char)timing;
+    Py_SETREF(attr, PyNumber_Long(handle));
+    if (attr == NULL) goto out;
+    event->address = PyLong_AsUnsignedLongLong(attr);
+    if (PyErr_Occurred()) goto out;
     Py_SETREF(attr, GET(stream, held));
     if (attr == NULL) goto out;
     Py_ssize_t held = PyObject_Size(attr);
     if (held < 0) goto out;
     if (held) {
         Py_SETREF(attr, GET(stream, numbers));
-        if (attr == NULL || (mark = PyIter_Next(attr)) == NULL) goto out;
-    } else {
-        mark = PyLong_FromLong(0);
+        if (attr == NULL) goto out;
+        PyObject *mark = PyIter_Next(attr);
+        if (mark == NULL) goto out;
+        event->mark = PyLong_AsLongLong(mark);
+        Py_DECREF(mark);
+        if (PyErr_Occurred()) goto out;
     }
-    if (mark == NULL || PyObject_SetAttr(event, str_mark, mark)) goto out;
-    void *ev, *queue;
+    void *queue;
     Py_SETREF(attr, GET(stream, address));
-    if (attr == NULL || address(attr, &queue) || address(event_address, &ev)) goto out;
+    if (attr == NULL || address(attr, &queue)) goto out;
     CUresult err;
+    CUevent ev = (CUevent)(uintptr_t)event->address;
     Py_BEGIN_ALLOW_THREADS
     err = cuEventRecord(ev, queue);
     Py_END_ALLOW_THREADS
-    result = err ? PyLong_FromLong(err) : Py_NewRef(event);
+    result = err ? PyLong_FromLong(err) : Py_NewRef((PyObject *)event);
 out:
     Py_XDECREF(dev);
     Py_XDECREF(attr);
-    Py_XDECREF(handle);
-    Py_XDECREF(mark);
-    Py_XDECREF(event_address);
     Py_XDECREF(event);
     return result;
 }
+
+static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "record(stream, timing)");
+    int timing = PyObject_IsTrue(args[1]);
+    return timing < 0 ? NULL : record_event(args[0], timing);
+}
+
+/* record(*, timing=False): api.Stream.record; a plain record on an open device that is not capturing is done
+ * here, anything else by the Python method. */
+static PyObject *stream_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs || kwnames) return call_python(stream_record_python, self, args, nargs, kwnames);
+    int closed = stream_device_closed(self);
+    if (closed < 0) return NULL;
+    PyObject *capturing = GET(self, capturing);
+    if (capturing == NULL) return NULL;
+    Py_DECREF(capturing);
+    if (closed || capturing != Py_None) return call_python(stream_record_python, self, args, nargs, kwnames);
+    PyObject *event = record_event(self, 0);
+    if (event == NULL || !PyLong_CheckExact(event)) return event;
+    long err = PyLong_AsLong(event);
+    Py_DECREF(event);
+    if (err != NO_SPARE_EVENT) return raise_failed("cuEventRecord", (CUresult)err);
+    return PyObject_CallMethodOneArg(self, str_record_python_path, Py_False); /* creates a CUevent, records */
+}
+
+/* synchronize(timeout=None): api.Stream.synchronize and FastStream's blocking wait in one call; a timeout or a
+ * closed device goes to the Python method. */
+static PyObject *stream_synchronize(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs == 1 && kwnames == NULL && args[0] == Py_None) nargs = 0;
+    if (nargs || kwnames) return call_python(stream_synchronize_python, self, args, nargs, kwnames);
+    PyObject *dev = GET(self, dev), *attr = NULL, *result = NULL;
+    long long mark = 0;
+    void *queue;
+    if (dev == NULL || (attr = GET(dev, closed)) == NULL) goto out;
+    if (attr != Py_False) {
+        result = call_python(stream_synchronize_python, self, args, nargs, kwnames);
+        goto out;
+    }
+    Py_SETREF(attr, GET(self, needs_current));
+    if (attr == NULL) goto out;
+    if (attr == Py_True) {
+        PyObject *mine = NULL;
+        Py_SETREF(attr, GET(current, current_device));
+        if (attr == NULL || (mine = GET(dev, id)) == NULL) goto out;
+        int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
+        Py_DECREF(mine);
+        if (same < 0) goto out;
+        if (!same) {
+            Py_SETREF(attr, PyObject_CallMethodNoArgs(dev, str_make_current));
+            if (attr == NULL) goto out;
+        }
+    }
+    Py_SETREF(attr, GET(self, held));
+    if (attr == NULL) goto out;
+    Py_ssize_t held = PyObject_Size(attr);
+    if (held < 0) goto out;
+    if (held) {
+        Py_SETREF(attr, GET(self, numbers));
+        if (attr == NULL) goto out;
+        PyObject *number = PyIter_Next(attr);
+        if (number == NULL) goto out;
+        mark = PyLong_AsLongLong(number);
+        Py_DECREF(number);
+        if (PyErr_Occurred()) goto out;
+    }
+    Py_SETREF(attr, GET(self, address));
+    if (attr == NULL || address(attr, &queue)) goto out;
+    CUresult err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuStreamSynchronize(queue);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        raise_failed("cuStreamSynchronize", err);
+        goto out;
+    }
+    if (mark && release_held(self, mark)) goto out;
+    result = Py_NewRef(Py_None);
+out:
+    Py_XDECREF(dev);
+    Py_XDECREF(attr);
+    return result;
+}
+
+static PyMethodDef event_methods[] = {
+    {"synchronize", (PyCFunction)(void (*)(void))event_synchronize, METH_FASTCALL | METH_KEYWORDS,
+     "Event.synchronize(timeout=None): block until the event is complete."},
+    {"query", (PyCFunction)event_query, METH_NOARGS, "Event.query(): has the device reached the event?"},
+    {"_synchronize", (PyCFunction)(void (*)(void))event_synchronize_unchecked, METH_FASTCALL | METH_KEYWORDS,
+     "The wait after the API's checks."},
+    {"_query", (PyCFunction)event_poll, METH_NOARGS, "The query after the API's checks."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef event_members[] = {
+    {"_stream", T_OBJECT_EX, offsetof(EventCore, stream), READONLY, NULL},
+    {"_handle", T_OBJECT_EX, offsetof(EventCore, handle), READONLY, "the CUevent"},
+    {"_address", T_ULONGLONG, offsetof(EventCore, address), READONLY, "the CUevent as an int"},
+    {"_mark", T_LONGLONG, offsetof(EventCore, mark), READONLY, NULL},
+    {"_timing", T_BOOL, offsetof(EventCore, timing), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject EventCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.EventCore",
+    .tp_basicsize = sizeof(EventCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "FastEvent's compiled base: its fields, query, synchronize and the CUevent's return.",
+    .tp_traverse = (traverseproc)event_traverse,
+    .tp_clear = (inquiry)event_clear,
+    .tp_dealloc = (destructor)event_dealloc,
+    .tp_finalize = (destructor)event_finalize,
+    .tp_methods = event_methods,
+    .tp_members = event_members,
+};
+
+static PyMethodDef stream_methods[] = {
+    {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.record(*, timing=False): an event marking everything enqueued so far."},
+    {"synchronize", (PyCFunction)(void (*)(void))stream_synchronize, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.synchronize(timeout=None): block until the stream's work has completed."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject StreamCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.StreamCore",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "FastStream's compiled base: record and synchronize.",
+    .tp_new = PyType_GenericNew,
+    .tp_methods = stream_methods,
+};
 
 static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *stream;
@@ -879,9 +1181,8 @@ static PyMethodDef methods[] = {
      "Give launch the buffer type and the thread's current-context record."},
     {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL,
      "Stream._launch_plan's common case and cuLaunchKernel; TAKE_PYTHON_PATH (-1) otherwise."},
-    {"stream_synchronize", fast_stream_synchronize, METH_O, "cuStreamSynchronize."},
-    {"event_synchronize", fast_event_synchronize, METH_O, "cuEventSynchronize."},
-    {"event_query", fast_event_query, METH_O, "cuEventQuery."},
+    {"configure_streams", (PyCFunction)(void (*)(void))fast_configure_streams, METH_FASTCALL,
+     "Give the event and stream types the FastEvent type and the pure-Python methods they hand cases to."},
     {"alloc_ordered", (PyCFunction)(void (*)(void))fast_alloc_ordered, METH_FASTCALL,
      "cuMemAllocAsync and cuStreamSynchronize: the pointer, or (entry point, CUresult)."},
     {"free_async", (PyCFunction)(void (*)(void))fast_free_async, METH_FASTCALL, "cuMemFreeAsync."},
@@ -892,7 +1193,7 @@ static PyMethodDef methods[] = {
     {"configure_pool", (PyCFunction)(void (*)(void))fast_configure_pool, METH_FASTCALL,
      "Give the pool's types the pure-Python methods they hand uncommon cases to."},
     {"record", (PyCFunction)(void (*)(void))fast_record, METH_FASTCALL,
-     "FastStream._record: a spare CUevent recorded on the stream, as an event object."},
+     "FastStream._record: a spare CUevent recorded on the stream, as a FastEvent."},
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
      "A small pageable copy_htod: room in the pinned ring, memcpy, cuMemcpyHtoDAsync."},
@@ -914,16 +1215,20 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_timing, "_timing"}, {&str_handle, "_handle"}, {&str_address, "_address"}, {&str_mark, "_mark"},
         {&str_held, "_held"}, {&str_numbers, "_numbers"}, {&str_lock, "_lock"}, {&str_acquire, "acquire"},
         {&str_release, "release"}, {&str_base, "_base"}, {&str_used, "_used"}, {&str_segment, "_segment"},
-        {&str_users, "_users"},
+        {&str_users, "_users"}, {&str_release_held, "_release_held"}, {&str_record_python_path, "_record"},
         {&str_op, "Stream.launch"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
-    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType)) return NULL;
+    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) ||
+        PyType_Ready(&StreamCoreType))
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "PoolCore", (PyObject *)&PoolCoreType) ||
-        PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType)) {
+        PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType) ||
+        PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) ||
+        PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -919,3 +919,65 @@ def test_launch_arguments_plain_pooled_64_bit_and_rejected(device):
         device.close()
         with pytest.raises(ia.UseAfterFree, match="Stream.launch"):
             plan(s, buf, np.uint64(1))
+
+
+def test_events_and_stream_waits_keep_their_api(fake, device):
+    """Stream.record/synchronize and Event.query/synchronize (compiled: _fast.c's StreamCore and EventCore, on
+    both paths the same): a wait releases the copy_dtoh destinations held before it, a dropped event gives its
+    CUevent back to the device (a failed record too), a timeout and a timing event work, wrong arguments are
+    TypeError or InvalidArgument, a failed driver call names its entry point, and after close each names its op."""
+    import weakref
+
+    s = device.create_stream()
+    spare = device._spare_events[False]
+    with device.alloc(64) as buf:
+        event = s.record()
+        before = len(spare)
+        del event
+        assert len(spare) == before + 1, "a dropped event gives its CUevent back"
+        event = s.record()
+        assert len(spare) == before, "record takes a spare CUevent"
+        out = np.empty(64, np.uint8)
+        s.copy_dtoh(out, buf)
+        held = weakref.ref(out)
+        del out
+        after_copy = s.record()
+        after_copy.synchronize()
+        assert held() is None, "the event's wait releases the copy recorded before it"
+        assert after_copy.query() is True and event.query() is True
+        event.synchronize(timeout=5.0)
+        event.synchronize(None)
+        s.synchronize(timeout=5.0)
+        s.synchronize(None)
+        start, end = s.record(timing=True), s.record(timing=True)
+        assert start.elapsed_ms(end) >= 0.0
+        with pytest.raises(ia.InvalidArgument, match="Event.synchronize"):
+            event.synchronize(timeout=-1)
+        with pytest.raises(ia.InvalidArgument, match="Stream.synchronize"):
+            s.synchronize(timeout=0)
+        with pytest.raises(TypeError):
+            s.record(True)  # timing is keyword-only
+        with pytest.raises(TypeError):
+            event.synchronize(1.0, 2.0)
+        for entry_point, wait in (("cuEventSynchronize", lambda: s.record().synchronize()),
+                                  ("cuEventQuery", lambda: s.record().query()),
+                                  ("cuStreamSynchronize", s.synchronize)):
+            fake.ironaccel_fake_inject(entry_point.encode(), 1, CUDA_ERROR_INVALID_VALUE)
+            with pytest.raises(ia.DriverError) as info:
+                wait()
+            assert info.value.op == entry_point
+        count = len(spare)
+        fake.ironaccel_fake_inject(b"cuEventRecord", 1, CUDA_ERROR_INVALID_VALUE)
+        with pytest.raises(ia.DriverError) as info:
+            s.record()
+        assert info.value.op == "cuEventRecord"
+        del info  # its traceback holds the pure path's frame, and so the event
+        assert len(spare) == count, "a failed record gives its CUevent back"
+    device.close()
+    for wait, op in ((event.synchronize, "Event.synchronize"), (event.query, "Event.query"),
+                     (s.record, "Stream.record"), (s.synchronize, "Stream.synchronize")):
+        with pytest.raises(ia.UseAfterFree, match=op):
+            wait()
+    count = len(spare)
+    del event  # its CUevent was destroyed by close: nothing goes back
+    assert len(spare) == count

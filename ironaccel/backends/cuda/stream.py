@@ -80,9 +80,8 @@ class CudaBuffer(api.Buffer):
 
 
 class CudaEvent(api.Event):
-    """A CUevent from the device's spare list, returned to it when the Event object goes away."""
-
-    __slots__ = ("_stream", "_timing", "_handle", "_mark")
+    """A CUevent from the device's spare list, returned to it when the Event object goes away. (No __slots__:
+    FastEvent's compiled base holds these fields in C, and slots here would clash with its layout.)"""
 
     def __init__(self, stream: CudaStream, timing: bool, handle: Any, mark: int):
         self._stream = stream  # api.Event's two fields, set here directly: this runs on every record
