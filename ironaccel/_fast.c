@@ -16,15 +16,16 @@
  *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
  *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
  *        8-byte slots and cuLaunchKernel; -1 sends anything uncommon to the Python path
- *   record(stream, timing, event_type)           FastStream._record: a spare CUevent recorded, as an event
- *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)
+ *   record(stream, timing)                       FastStream._record: a spare CUevent recorded, as a FastEvent
+ *   EventCore, StreamCore, configure_streams(...)  FastEvent's and FastStream's bases: query, synchronize,
+ *        record without Python frames (below)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(stream, dst, offset, host, ring) a small pageable copy_htod: the ring's room reserved under its
  *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring)
- *   alloc_ordered(nbytes, stream)                CudaDevice._alloc with memory pools: cuMemAllocAsync on the
- *        device's allocation stream and cuStreamSynchronize of it, in one call (the pointer, or the name and
- *        CUresult of the call that failed; the memory is given back when the wait fails)
- *   free_async(ptr, stream)                      cuMemFreeAsync
+ *   alloc(device, nbytes)                        CudaDevice._alloc with memory pools: cuMemAllocAsync on the
+ *        device's allocation stream and cuStreamSynchronize of it, in one call, and the buffer made and
+ *        registered (or the name and CUresult of the call that failed; the memory is given back then)
+ *   BufferCore, configure_buffers(...)           CudaBuffer's base: its fields, free() and the finalizer (below)
  *   staged_copy(dst, staged, host, offset, n, piece, stream, hot)  a large copy_htod's chunk: host bytes
  *        [offset, offset + n) into the pinned ring at staged, piece by piece, each piece's DMA enqueued as
  *        soon as it is filled (so the DMA of one piece overlaps the memcpy of the next)
@@ -67,7 +68,8 @@ static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_pa
     *str_closed, *str_capturing, *str_freed, *str_backing, *str_device, *str_id, *str_make_current,
     *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
     *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
-    *str_base, *str_used, *str_segment, *str_users, *str_release_held, *str_record_python_path;
+    *str_base, *str_used, *str_segment, *str_users, *str_release_held, *str_record_python_path,
+    *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -696,14 +698,180 @@ static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_
     return PyLong_FromLong(err);
 }
 
-/* cuMemAllocAsync and cuStreamSynchronize of the same stream, in one call: the pointer as an int, or a tuple
- * (entry point name, CUresult) of the call that failed. A failed wait gives the memory back (best effort)
- * and reports the wait's error, as CudaDevice._alloc's pure path does. */
-static PyObject *fast_alloc_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* ---- Device buffers: CudaBuffer's compiled base ---------------------------------------------------------------
+ *
+ * BufferCore holds a buffer's fields in C (_device, _nbytes, _freed, _ptr, _last_stream) and does free() on a
+ * device with memory pools (cuMemFreeAsync, ordered after the buffer's last stream while that stream lives,
+ * else on the allocation stream) and CudaBuffer.__del__'s work (a C finalizer: a buffer dropped unfreed frees
+ * itself; a failed free leaves its pointer in device._orphans for close). alloc(device, nbytes) is
+ * CudaDevice._alloc with memory pools in one call: cuMemAllocAsync on the allocation stream and its
+ * cuStreamSynchronize (a failed wait gives the memory back), the buffer made and registered in device._live
+ * (pointer -> weak reference). Anything else (a device without pools, a closed one: CudaBuffer._release) and
+ * every error goes through the Python methods given by configure_buffers. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *device, *nbytes, *last_stream;
+    unsigned long long ptr;
+    char freed;
+} BufferCore;
+
+static PyTypeObject BufferCoreType;
+static PyObject *release_python; /* CudaBuffer._release */
+static PyObject *driver_error;   /* ironaccel.errors.DriverError */
+
+static PyObject *fast_configure_buffers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2 || !PyType_Check(args[1]))
+        return PyErr_Format(PyExc_TypeError, "configure_buffers(release, DriverError)");
+    Py_XSETREF(release_python, Py_NewRef(args[0]));
+    Py_XSETREF(driver_error, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* The common case of CudaBuffer._release after api.Buffer.free's check: 0, or -1 with the error set (the
+ * buffer live again when the driver refused, as the Python path leaves it). */
+static int buffer_free(BufferCore *self) {
+    if (self->freed) return 0;
+    if (self->device == NULL) {
+        PyErr_SetString(PyExc_TypeError, "this buffer was not made by Device.alloc");
+        return -1;
+    }
+    self->freed = 1;
+    PyObject *dev = self->device, *attr = NULL, *live = NULL, *key = NULL;
+    int result = -1;
+    if ((attr = GET(dev, closed)) == NULL) goto out;
+    if (attr != Py_False) { /* closing the device freed it */
+        result = 0;
+        goto out;
+    }
+    Py_SETREF(attr, GET(dev, pools));
+    if (attr == NULL) goto out;
+    int pools = PyObject_IsTrue(attr);
+    if (pools < 0) goto out;
+    if (!pools || cuMemFreeAsync == NULL || release_python == NULL || current == NULL) {
+        Py_SETREF(attr, PyObject_CallOneArg(release_python ? release_python : Py_None, (PyObject *)self));
+        result = attr == NULL ? -1 : 0;
+        goto out;
+    }
+    PyObject *mine = NULL;
+    Py_SETREF(attr, GET(current, current_device));
+    if (attr == NULL || (mine = GET(dev, id)) == NULL) goto refused;
+    int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
+    Py_DECREF(mine);
+    if (same < 0) goto refused;
+    if (!same) {
+        Py_SETREF(attr, PyObject_CallMethodNoArgs(dev, str_make_current));
+        if (attr == NULL) goto refused;
+    }
+    PyObject *last = self->last_stream; /* the stream the free is ordered on; None: the allocation stream */
+    if (last != NULL && last != Py_None) {
+        Py_SETREF(attr, GET(last, alive));
+        if (attr == NULL) goto refused;
+        if (attr == Py_False) last = NULL;
+    } else {
+        last = NULL;
+    }
+    Py_SETREF(attr, last != NULL ? GET(last, address) : GET(dev, alloc_address));
+    void *queue;
+    if (attr == NULL || address(attr, &queue)) goto refused;
+    CUresult err;
+    CUdeviceptr ptr = self->ptr;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuMemFreeAsync(ptr, queue);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        raise_failed("cuMemFreeAsync", err);
+        goto refused;
+    }
+    if ((live = GET(dev, live)) == NULL || (key = PyLong_FromUnsignedLongLong(self->ptr)) == NULL) goto out;
+    if (!PyDict_Check(live)) {
+        PyErr_SetString(PyExc_TypeError, "free: the device's _live is no dict");
+        goto out;
+    }
+    if (PyDict_DelItem(live, key)) { /* dev._live.pop(ptr, None) */
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto out;
+        PyErr_Clear();
+    }
+    Py_CLEAR(self->last_stream);
+    result = 0;
+    goto out;
+refused: /* a DriverError: still live (and in dev._live); free() may be retried, close() frees it */
+    if (PyErr_ExceptionMatches(driver_error)) self->freed = 0;
+out:
+    Py_XDECREF(attr);
+    Py_XDECREF(live);
+    Py_XDECREF(key);
+    return result;
+}
+
+static PyObject *buffer_free_method(BufferCore *self, PyObject *unused) {
+    if (buffer_free(self)) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* CudaBuffer.__del__: a buffer dropped without free() gives its memory back (stream-ordered, so never too
+ * early); when that fails there is nobody to tell: the pointer stays the device's, and close() frees it. */
+static void buffer_finalize(BufferCore *self) {
+    if (self->freed || self->device == NULL) return;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+#endif
+    if (buffer_free(self)) {
+        if (driver_error != NULL && PyErr_ExceptionMatches(driver_error)) {
+            PyErr_Clear();
+            PyObject *orphans = GET(self->device, orphans), *key = PyLong_FromUnsignedLongLong(self->ptr);
+            if (orphans != NULL && key != NULL) {
+                PyObject *done = PyObject_CallMethodOneArg(orphans, str_append, key);
+                Py_XDECREF(done);
+            }
+            Py_XDECREF(orphans);
+            Py_XDECREF(key);
+        }
+        if (PyErr_Occurred()) PyErr_WriteUnraisable((PyObject *)self);
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(type, value, traceback);
+#endif
+}
+
+static int buffer_traverse(BufferCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->device);
+    Py_VISIT(self->nbytes);
+    Py_VISIT(self->last_stream);
+    return 0;
+}
+
+static int buffer_clear(BufferCore *self) {
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->nbytes);
+    Py_CLEAR(self->last_stream);
+    return 0;
+}
+
+static void buffer_dealloc(BufferCore *self) {
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self)) return; /* resurrected */
+    PyObject_GC_UnTrack(self);
+    buffer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* alloc(device, nbytes): the buffer, registered in device._live, or a tuple (entry point name, CUresult) of the
+ * call that failed (the memory given back when the wait failed). */
+static PyObject *fast_alloc(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "alloc takes 2 arguments, got %zd", nargs);
+    if (buffer_type == NULL || !PyType_IsSubtype((PyTypeObject *)buffer_type, &BufferCoreType))
+        return PyErr_Format(PyExc_RuntimeError, "alloc before configure");
+    PyObject *dev = args[0], *attr = GET(dev, alloc_address);
     void *stream;
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "alloc_ordered takes 2 arguments, got %zd", nargs);
-    size_t nbytes = PyLong_AsSize_t(args[0]);
-    if (PyErr_Occurred() || address(args[1], &stream)) return NULL;
+    if (attr == NULL) return NULL;
+    int bad = address(attr, &stream);
+    Py_DECREF(attr);
+    size_t nbytes = PyLong_AsSize_t(args[1]);
+    if (bad || PyErr_Occurred()) return NULL;
     CUdeviceptr ptr = 0;
     CUresult err;
     const char *failed = "cuMemAllocAsync";
@@ -718,20 +886,60 @@ static PyObject *fast_alloc_ordered(PyObject *self, PyObject *const *args, Py_ss
     }
     Py_END_ALLOW_THREADS
     if (err) return Py_BuildValue("(si)", failed, err);
-    return PyLong_FromUnsignedLongLong(ptr);
+    PyTypeObject *type = (PyTypeObject *)buffer_type;
+    BufferCore *buf = (BufferCore *)type->tp_alloc(type, 0);
+    PyObject *key = NULL, *ref = NULL, *live = NULL;
+    if (buf == NULL) goto lost;
+    buf->device = Py_NewRef(dev);
+    buf->nbytes = Py_NewRef(args[1]);
+    buf->ptr = ptr;
+    if ((key = PyLong_FromUnsignedLongLong(ptr)) == NULL || (ref = PyWeakref_NewRef((PyObject *)buf, NULL)) == NULL ||
+        (live = GET(dev, live)) == NULL || PyObject_SetItem(live, key, ref)) {
+        buf->freed = 1; /* not handed out: given back below, never by its finalizer */
+        goto lost;
+    }
+    Py_DECREF(key);
+    Py_DECREF(ref);
+    Py_DECREF(live);
+    return (PyObject *)buf;
+lost:
+    Py_XDECREF(key);
+    Py_XDECREF(ref);
+    Py_XDECREF(live);
+    Py_XDECREF(buf);
+    Py_BEGIN_ALLOW_THREADS
+    cuMemFreeAsync(ptr, stream);
+    Py_END_ALLOW_THREADS
+    return NULL;
 }
 
-static PyObject *fast_free_async(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *stream;
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "free_async takes 2 arguments, got %zd", nargs);
-    CUdeviceptr ptr = PyLong_AsUnsignedLongLong(args[0]);
-    if (PyErr_Occurred() || address(args[1], &stream)) return NULL;
-    CUresult err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cuMemFreeAsync(ptr, stream);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
-}
+static PyMethodDef buffer_methods[] = {
+    {"free", (PyCFunction)buffer_free_method, METH_NOARGS, "Give the memory back (Buffer.free); idempotent."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef buffer_members[] = {
+    {"_device", T_OBJECT_EX, offsetof(BufferCore, device), 0, NULL},
+    {"_nbytes", T_OBJECT_EX, offsetof(BufferCore, nbytes), 0, NULL},
+    {"_freed", T_BOOL, offsetof(BufferCore, freed), 0, NULL},
+    {"_ptr", T_ULONGLONG, offsetof(BufferCore, ptr), 0, "the device pointer"},
+    {"_last_stream", T_OBJECT, offsetof(BufferCore, last_stream), 0, "the stream frees are ordered after"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject BufferCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.BufferCore",
+    .tp_basicsize = sizeof(BufferCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "CudaBuffer's compiled base: its fields, free() and the free of a buffer dropped unfreed.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)buffer_traverse,
+    .tp_clear = (inquiry)buffer_clear,
+    .tp_dealloc = (destructor)buffer_dealloc,
+    .tp_finalize = (destructor)buffer_finalize,
+    .tp_methods = buffer_methods,
+    .tp_members = buffer_members,
+};
 
 /* memcpy into the pinned staging ring, which nothing but a DMA reads next. The ring is cycled through, so its
  * lines are cold in the cache: plain stores first read each line (read-for-ownership) and then evict the
@@ -1183,9 +1391,10 @@ static PyMethodDef methods[] = {
      "Stream._launch_plan's common case and cuLaunchKernel; TAKE_PYTHON_PATH (-1) otherwise."},
     {"configure_streams", (PyCFunction)(void (*)(void))fast_configure_streams, METH_FASTCALL,
      "Give the event and stream types the FastEvent type and the pure-Python methods they hand cases to."},
-    {"alloc_ordered", (PyCFunction)(void (*)(void))fast_alloc_ordered, METH_FASTCALL,
-     "cuMemAllocAsync and cuStreamSynchronize: the pointer, or (entry point, CUresult)."},
-    {"free_async", (PyCFunction)(void (*)(void))fast_free_async, METH_FASTCALL, "cuMemFreeAsync."},
+    {"alloc", (PyCFunction)(void (*)(void))fast_alloc, METH_FASTCALL,
+     "CudaDevice._alloc with pools: the registered buffer, or (entry point, CUresult)."},
+    {"configure_buffers", (PyCFunction)(void (*)(void))fast_configure_buffers, METH_FASTCALL,
+     "Give BufferCore the Python release it hands uncommon frees to, and DriverError."},
     {"fill_pinned", (PyCFunction)(void (*)(void))fast_fill_pinned, METH_FASTCALL,
      "memcpy into the pinned staging ring (non-temporal stores), the GIL released."},
     {"staged_copy", (PyCFunction)(void (*)(void))fast_staged_copy, METH_FASTCALL,
@@ -1216,11 +1425,13 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_held, "_held"}, {&str_numbers, "_numbers"}, {&str_lock, "_lock"}, {&str_acquire, "acquire"},
         {&str_release, "release"}, {&str_base, "_base"}, {&str_used, "_used"}, {&str_segment, "_segment"},
         {&str_users, "_users"}, {&str_release_held, "_release_held"}, {&str_record_python_path, "_record"},
+        {&str_pools, "_pools"}, {&str_alive, "_alive"}, {&str_alloc_address, "_alloc_address"}, {&str_live, "_live"},
+        {&str_orphans, "_orphans"}, {&str_append, "append"},
         {&str_op, "Stream.launch"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
-    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) ||
+    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) || PyType_Ready(&BufferCoreType) ||
         PyType_Ready(&StreamCoreType))
         return NULL;
     PyObject *m = PyModule_Create(&module);
@@ -1228,7 +1439,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
     if (PyModule_AddObjectRef(m, "PoolCore", (PyObject *)&PoolCoreType) ||
         PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType) ||
         PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) ||
-        PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType)) {
+        PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) ||
+        PyModule_AddObjectRef(m, "BufferCore", (PyObject *)&BufferCoreType)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -981,3 +981,44 @@ def test_events_and_stream_waits_keep_their_api(fake, device):
     count = len(spare)
     del event  # its CUevent was destroyed by close: nothing goes back
     assert len(spare) == count
+
+
+def test_buffers_keep_their_bookkeeping(fake, device):
+    """Device.alloc and Buffer.free (compiled: _fast.c's alloc and BufferCore, on both paths the same): a live
+    buffer is in device._live by a weak reference and leaves it when freed, free() is idempotent across threads
+    (one cuMemFreeAsync), a buffer dropped unfreed frees itself, one used on a stream frees after that use, and a
+    failed alloc wait gives the memory back and names cuStreamSynchronize."""
+    import threading
+
+    before = fake.ironaccel_fake_live_allocations()
+    buf = device.alloc(256)
+    assert device._live[buf._ptr]() is buf and not buf.freed
+    frees = fake.ironaccel_fake_call_count(b"cuMemFreeAsync")
+    threads = [threading.Thread(target=buf.free) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    buf.free()
+    assert buf.freed and buf._ptr not in device._live
+    assert fake.ironaccel_fake_call_count(b"cuMemFreeAsync") == frees + 1
+    with pytest.raises(ia.UseAfterFree, match="Buffer.handle"):
+        buf.handle
+    dropped = device.alloc(256)
+    ptr = dropped._ptr
+    del dropped
+    assert ptr not in device._live
+    s = device.create_stream()
+    used = device.alloc(256)
+    s.fill(used, 1)
+    assert used._last_stream is s
+    used.free()  # ordered after the fill, on s
+    assert used._last_stream is None
+    device.synchronize()
+    assert fake.ironaccel_fake_live_allocations() == before
+    fake.ironaccel_fake_inject(b"cuStreamSynchronize", 1, CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(ia.DriverError) as info:
+        device.alloc(256)
+    assert info.value.op == "cuStreamSynchronize"
+    device.synchronize()
+    assert fake.ironaccel_fake_live_allocations() == before and not device._live

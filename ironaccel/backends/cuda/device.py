@@ -218,10 +218,11 @@ class CudaDevice(api.Device):
             self._make_current()
         if not self._pools:
             ptr = int(calls.cuMemAlloc(nbytes))
-        elif driver.fast is not None:  # the same two calls, in one C call
-            ptr = driver.fast.alloc_ordered(nbytes, self._alloc_address)
-            if type(ptr) is not int:
-                fast.fail_named(*ptr)
+        elif driver.fast is not None:  # the same two calls and the buffer's registration, in one C call
+            buf = driver.fast.alloc(self, nbytes)
+            if type(buf) is tuple:
+                fast.fail_named(*buf)
+            return buf
         else:
             ptr = calls.cuMemAllocAsync(nbytes, self._alloc_stream)
             try:

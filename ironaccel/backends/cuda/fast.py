@@ -15,6 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ... import api, native
+from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail
 from .staging import REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
@@ -29,6 +30,7 @@ def configure() -> None:
     """Tell the compiled module what its launch checks against, and what its event and stream methods hand
     uncommon cases to; once driver.fast is loaded."""
     driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
+    driver.fast.configure_buffers(CudaBuffer._release, DriverError)
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize)
 
