@@ -69,7 +69,7 @@ static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_pa
     *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
     *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
     *str_base, *str_used, *str_segment, *str_users, *str_release_held, *str_record_python_path,
-    *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
+    *str_plans, *str_module, *str_launch_plan, *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -312,15 +312,20 @@ static PyObject *fail_named;         /* fast.fail_named(entry point, CUresult): 
 static PyObject *event_synchronize_python, *event_query_python; /* api.Event.synchronize, api.Event.query */
 static PyObject *event_wait_python;  /* CudaEvent._synchronize: a wait with a timeout */
 static PyObject *stream_record_python, *stream_synchronize_python; /* api.Stream.record, api.Stream.synchronize */
+static PyObject *stream_launch_python; /* api.Stream.launch */
+static PyTypeObject *kernel_type;      /* api.Kernel */
 
 static PyObject *fast_configure_streams(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 7 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType))
+    if (nargs != 9 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType) ||
+        !PyType_Check(args[8]))
         return PyErr_Format(PyExc_TypeError, "configure_streams(event_type, fail_named, event_synchronize, "
-                                             "event_query, event_wait, stream_record, stream_synchronize)");
+                                             "event_query, event_wait, stream_record, stream_synchronize, "
+                                             "stream_launch, kernel_type)");
     Py_XSETREF(event_type, (PyTypeObject *)Py_NewRef(args[0]));
     PyObject **slots[] = {&fail_named, &event_synchronize_python, &event_query_python, &event_wait_python,
-                          &stream_record_python, &stream_synchronize_python};
-    for (int i = 0; i < 6; i++) Py_XSETREF(*slots[i], Py_NewRef(args[i + 1]));
+                          &stream_record_python, &stream_synchronize_python, &stream_launch_python};
+    for (int i = 0; i < 7; i++) Py_XSETREF(*slots[i], Py_NewRef(args[i + 1]));
+    Py_XSETREF(kernel_type, (PyTypeObject *)Py_NewRef(args[8]));
     Py_RETURN_NONE;
 }
 
@@ -666,7 +671,62 @@ static PyTypeObject EventCoreType = {
     .tp_members = event_members,
 };
 
+/* api._dims_key's test: an exact int, or a tuple of exact ints (what Kernel._plan caches plans by). */
+static int plan_dims(PyObject *value) {
+    if (PyLong_CheckExact(value)) return 1;
+    if (!PyTuple_CheckExact(value)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); i++)
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(value, i))) return 0;
+    return 1;
+}
+
+/* launch(kernel, grid, block, args=()): api.Stream.launch when its checks pass and the kernel has a cached plan
+ * for these exact dims, then the compiled launch (launch() above); a first launch of these dims, anything
+ * the checks would refuse, and what the compiled launch does not take go to the Python methods. */
+static PyObject *stream_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (kwnames || nargs < 3 || nargs > 4 || kernel_type == NULL || !PyObject_TypeCheck(args[0], kernel_type) ||
+        !plan_dims(args[1]) || !plan_dims(args[2]))
+        return call_python(stream_launch_python, self, args, nargs, kwnames);
+    PyObject *kernel = args[0], *argv = nargs == 4 ? args[3] : NULL;
+    if (argv != NULL && !PyTuple_CheckExact(argv) && !PyList_CheckExact(argv))
+        return call_python(stream_launch_python, self, args, nargs, kwnames);
+    PyObject *module = NULL, *theirs = NULL, *mine = NULL, *plans = NULL, *key = NULL, *plan = NULL, *result = NULL;
+    if ((module = GET(kernel, module)) == NULL || (theirs = PyObject_GetAttr(module, str_current_device)) == NULL || /* module.device */
+        (mine = GET(self, device)) == NULL || (plans = GET(kernel, plans)) == NULL ||
+        (key = PyTuple_Pack(2, args[1], args[2])) == NULL)
+        goto out;
+    plan = PyDict_Check(plans) ? PyDict_GetItemWithError(plans, key) : NULL;
+    if (plan == NULL && PyErr_Occurred()) goto out;
+    if (theirs != mine || plan == NULL) {
+        result = call_python(stream_launch_python, self, args, nargs, kwnames);
+        goto out;
+    }
+    Py_INCREF(plan);
+    argv = argv != NULL ? Py_NewRef(argv) : PyTuple_New(0);
+    if (argv == NULL) goto out;
+    PyObject *forward[3] = {plan, self, argv};
+    PyObject *code = fast_launch(NULL, forward, 3);
+    if (code != NULL) {
+        long err = PyLong_AsLong(code);
+        Py_DECREF(code);
+        if (err == TAKE_PYTHON_PATH) result = PyObject_CallMethodObjArgs(self, str_launch_plan, plan, argv, NULL);
+        else if (err) raise_failed("cuLaunchKernel", (CUresult)err);
+        else if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+    }
+    Py_DECREF(argv);
+out:
+    Py_XDECREF(module);
+    Py_XDECREF(theirs);
+    Py_XDECREF(mine);
+    Py_XDECREF(plans);
+    Py_XDECREF(key);
+    Py_XDECREF(plan);
+    return result;
+}
+
 static PyMethodDef stream_methods[] = {
+    {"launch", (PyCFunction)(void (*)(void))stream_launch, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.launch(kernel, grid, block, args=()): run kernel over grid blocks of block threads."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
      "Stream.record(*, timing=False): an event marking everything enqueued so far."},
     {"synchronize", (PyCFunction)(void (*)(void))stream_synchronize, METH_FASTCALL | METH_KEYWORDS,
@@ -678,7 +738,7 @@ static PyTypeObject StreamCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.StreamCore",
     .tp_basicsize = sizeof(PyObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "FastStream's compiled base: record and synchronize.",
+    .tp_doc = "FastStream's compiled base: record, synchronize and launch.",
     .tp_new = PyType_GenericNew,
     .tp_methods = stream_methods,
 };
@@ -1425,6 +1485,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_held, "_held"}, {&str_numbers, "_numbers"}, {&str_lock, "_lock"}, {&str_acquire, "acquire"},
         {&str_release, "release"}, {&str_base, "_base"}, {&str_used, "_used"}, {&str_segment, "_segment"},
         {&str_users, "_users"}, {&str_release_held, "_release_held"}, {&str_record_python_path, "_record"},
+        {&str_plans, "_plans"}, {&str_module, "module"}, {&str_launch_plan, "_launch_plan"},
         {&str_pools, "_pools"}, {&str_alive, "_alive"}, {&str_alloc_address, "_alloc_address"}, {&str_live, "_live"},
         {&str_orphans, "_orphans"}, {&str_append, "append"},
         {&str_op, "Stream.launch"},

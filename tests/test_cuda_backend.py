@@ -1022,3 +1022,41 @@ def test_buffers_keep_their_bookkeeping(fake, device):
     assert info.value.op == "cuStreamSynchronize"
     device.synchronize()
     assert fake.ironaccel_fake_live_allocations() == before and not device._live
+
+
+def test_launch_checks_hold_on_every_form(device):
+    """Stream.launch (compiled: _fast.c's StreamCore.launch once the kernel has a plan for the dims): int and
+    tuple dims, args by keyword or as a list, each launch landing; a kernel of another device, a non-kernel,
+    args that are no tuple or list, and dims that are no exact ints raise the API's errors, cached plan or not."""
+    s = device.create_stream()
+    k = device.compile(PTX_STORE64, "ptx").kernel("store64")
+    out = np.zeros(1, np.uint64)
+    with device.alloc(8) as buf:
+        for value, launch in enumerate((lambda v: s.launch(k, 1, 1, (buf, np.uint64(v))),
+                                        lambda v: s.launch(k, (1, 1, 1), (1,), [buf, np.uint64(v)]),
+                                        lambda v: s.launch(k, 1, 1, args=(buf, np.uint64(v))),
+                                        lambda v: s.launch(k, grid=1, block=1, args=(buf, np.uint64(v))))):
+            for attempt in range(2):  # the first use of the dims makes the plan, the second uses it
+                launch(100 * value + attempt)
+                s.copy_dtoh(out, buf)
+                s.synchronize()
+                assert out[0] == 100 * value + attempt
+        with pytest.raises(ia.InvalidArgument, match="Stream.launch.*compiled on this device"):
+            s.launch("store64", 1, 1, (buf, np.uint64(1)))
+        with pytest.raises(ia.InvalidArgument, match="Stream.launch.*tuple or list"):
+            s.launch(k, 1, 1, np.uint64(1))
+        for grid in (True, (1, True), 0, (1, 2.0)):
+            with pytest.raises(ia.InvalidArgument, match="Stream.launch"):
+                s.launch(k, grid, 1, (buf, np.uint64(1)))
+        with pytest.raises(TypeError):
+            s.launch(k, 1)
+        from ironaccel.backends.cuda import CudaBackend
+
+        other = CudaBackend().open_device(0)
+        try:
+            theirs = other.compile(PTX_STORE64, "ptx").kernel("store64")
+            other.default_stream.launch(theirs, 1, 1, (other.alloc(8), np.uint64(1)))  # a plan for (1, 1) there
+            with pytest.raises(ia.InvalidArgument, match="Stream.launch.*compiled on this device"):
+                s.launch(theirs, 1, 1, (buf, np.uint64(1)))
+        finally:
+            other.close()
