@@ -69,7 +69,7 @@ static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_pa
     *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
     *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
     *str_base, *str_used, *str_segment, *str_users, *str_release_held, *str_record_python_path,
-    *str_plans, *str_module, *str_launch_plan, *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
+    *str_op_copy_htod, *str_nbytes, *str_staging, *str_plans, *str_module, *str_launch_plan, *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -150,6 +150,7 @@ static int pack_scalar(char code, PyObject *arg, uint64_t *slot) {
 #define GET(obj, name) PyObject_GetAttr((obj), str_##name)
 
 static PyObject *buffer_type; /* CudaBuffer: its instances are their own backing */
+static PyObject *pooled_type; /* PooledBuffer (configure_pool) */
 static PyObject *current;     /* driver.current: which Device's context the thread has current */
 static long segment_bytes;    /* the staging ring's segment (staging.STAGING_SEGMENT) */
 static long reuse_bytes;      /* from this size a staged copy asks to reuse the segment (staging.REUSE_BYTES) */
@@ -287,6 +288,18 @@ error:
     Py_XDECREF(codes);
     Py_XDECREF(dev);
     return NULL;
+}
+
+/* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
+static int make_current(PyObject *dev) {
+    PyObject *cur = GET(current, current_device), *mine = cur ? GET(dev, id) : NULL;
+    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
+    Py_XDECREF(cur);
+    Py_XDECREF(mine);
+    if (same) return same < 0 ? -1 : 0;
+    PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
+    Py_XDECREF(done);
+    return done ? 0 : -1;
 }
 
 /* ---- Events and streams: FastEvent's and FastStream's compiled bases ----------------------------------------
@@ -486,18 +499,7 @@ static PyObject *record_event(PyObject *stream, int timing) {
     PyObject *dev = NULL, *attr = NULL, *result = NULL;
     EventCore *event = NULL;
     if ((dev = GET(stream, dev)) == NULL || (attr = GET(stream, needs_current)) == NULL) goto out;
-    if (attr == Py_True) {
-        PyObject *mine = NULL;
-        Py_SETREF(attr, GET(current, current_device));
-        if (attr == NULL || (mine = GET(dev, id)) == NULL) goto out;
-        int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
-        Py_DECREF(mine);
-        if (same < 0) goto out;
-        if (!same) {
-            Py_SETREF(attr, PyObject_CallMethodNoArgs(dev, str_make_current));
-            if (attr == NULL) goto out;
-        }
-    }
+    if (attr == Py_True && make_current(dev)) goto out;
     Py_SETREF(attr, GET(dev, spare_events));
     if (attr == NULL) goto out;
     PyObject *spare = PyDict_Check(attr) ? PyDict_GetItemWithError(attr, timing ? Py_True : Py_False) : NULL;
@@ -596,18 +598,7 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *const *args, Py_ss
     }
     Py_SETREF(attr, GET(self, needs_current));
     if (attr == NULL) goto out;
-    if (attr == Py_True) {
-        PyObject *mine = NULL;
-        Py_SETREF(attr, GET(current, current_device));
-        if (attr == NULL || (mine = GET(dev, id)) == NULL) goto out;
-        int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
-        Py_DECREF(mine);
-        if (same < 0) goto out;
-        if (!same) {
-            Py_SETREF(attr, PyObject_CallMethodNoArgs(dev, str_make_current));
-            if (attr == NULL) goto out;
-        }
-    }
+    if (attr == Py_True && make_current(dev)) goto out;
     Py_SETREF(attr, GET(self, held));
     if (attr == NULL) goto out;
     Py_ssize_t held = PyObject_Size(attr);
@@ -724,7 +715,11 @@ out:
     return result;
 }
 
+static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
 static PyMethodDef stream_methods[] = {
+    {"copy_htod", (PyCFunction)(void (*)(void))stream_copy_htod, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.copy_htod(dst, src, *, dst_offset=0): copy all of host src into dst at dst_offset."},
     {"launch", (PyCFunction)(void (*)(void))stream_launch, METH_FASTCALL | METH_KEYWORDS,
      "Stream.launch(kernel, grid, block, args=()): run kernel over grid blocks of block threads."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
@@ -738,7 +733,7 @@ static PyTypeObject StreamCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.StreamCore",
     .tp_basicsize = sizeof(PyObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "FastStream's compiled base: record, synchronize and launch.",
+    .tp_doc = "FastStream's compiled base: record, synchronize, launch and small copy_htod.",
     .tp_new = PyType_GenericNew,
     .tp_methods = stream_methods,
 };
@@ -812,16 +807,7 @@ static int buffer_free(BufferCore *self) {
         result = attr == NULL ? -1 : 0;
         goto out;
     }
-    PyObject *mine = NULL;
-    Py_SETREF(attr, GET(current, current_device));
-    if (attr == NULL || (mine = GET(dev, id)) == NULL) goto refused;
-    int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
-    Py_DECREF(mine);
-    if (same < 0) goto refused;
-    if (!same) {
-        Py_SETREF(attr, PyObject_CallMethodNoArgs(dev, str_make_current));
-        if (attr == NULL) goto refused;
-    }
+    if (make_current(dev)) goto refused;
     PyObject *last = self->last_stream; /* the stream the free is ordered on; None: the allocation stream */
     if (last != NULL && last != Py_None) {
         Py_SETREF(attr, GET(last, alive));
@@ -1079,18 +1065,6 @@ static PyObject *fast_staged_copy(PyObject *self, PyObject *const *args, Py_ssiz
     return PyLong_FromLong(err);
 }
 
-/* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
-static int make_current(PyObject *dev) {
-    PyObject *cur = GET(current, current_device), *mine = cur ? GET(dev, id) : NULL;
-    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
-    Py_XDECREF(cur);
-    Py_XDECREF(mine);
-    if (same) return same < 0 ? -1 : 0;
-    PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
-    Py_XDECREF(done);
-    return done ? 0 : -1;
-}
-
 /* staged_htod(stream, dst, dst_offset, host, ring): a small pageable copy_htod (FastStream._copy_htod) in one
  * call: under the ring's lock, the bytes reserved in its current segment as StagingRing._reserve does, the
  * memcpy into them and the DMA from there. TAKE_PYTHON_PATH when the segment has no room or the ring is not
@@ -1189,6 +1163,97 @@ out:
 }
 
 
+static PyTypeObject *ndarray_type;    /* numpy.ndarray */
+static PyObject *copy_htod_python;    /* api.Stream.copy_htod */
+static long small_copy_bytes;         /* staging.SMALL_COPY_BYTES: staged in one memcpy and one DMA */
+
+static PyObject *fast_configure_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "configure_copies(ndarray, copy_htod, small_copy_bytes)");
+    small_copy_bytes = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[0]));
+    Py_XSETREF(copy_htod_python, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* copy_htod(dst, src, *, dst_offset=0): api.Stream.copy_htod and FastStream._copy_htod for the common case, a
+ * small copy from a C-contiguous ndarray of plain data (its buffer exported without an 'O' in its format)
+ * into a live plain or pooled buffer of this device, in range, on an open device that is not capturing:
+ * staged_htod. Everything else, and a ring that must advance, goes to api.Stream.copy_htod, which checks
+ * again and raises the API's errors. */
+static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *offset = NULL;
+    if (nargs == 2 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 &&
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "dst_offset") == 0)
+        offset = args[2];
+    else if (nargs != 2 || kwnames != NULL)
+        goto python;
+    PyObject *dst = args[0], *src = args[1];
+    if (copy_htod_python == NULL || buffer_type == NULL || !Py_IS_TYPE(src, ndarray_type) ||
+        (offset != NULL && !PyLong_CheckExact(offset)))
+        goto python;
+    Py_buffer host;
+    if (PyObject_GetBuffer(src, &host, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)) {
+        PyErr_Clear(); /* not plain data (datetimes, ...): the Python path says what is wrong */
+        goto python;
+    }
+    Py_ssize_t n = host.len;
+    int plain = host.format == NULL || strchr(host.format, 'O') == NULL;
+    PyBuffer_Release(&host);
+    if (!plain || n == 0 || n > small_copy_bytes) goto python;
+    long long at = 0;
+    if (offset != NULL && ((at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) {
+        PyErr_Clear();
+        goto python;
+    }
+    PyObject *backing = NULL, *attr = NULL, *dev = NULL, *ring = NULL, *result = NULL, *code = NULL;
+    if ((PyObject *)Py_TYPE(dst) == buffer_type)
+        backing = Py_NewRef(dst);
+    else if (pooled_type != NULL && (PyObject *)Py_TYPE(dst) == pooled_type)
+        backing = PyObject_CallMethodOneArg(dst, str_backing, str_op_copy_htod); /* raises UseAfterFree */
+    else
+        goto python;
+    if (backing == NULL) return NULL;
+    if ((PyObject *)Py_TYPE(backing) != buffer_type || ((BufferCore *)backing)->freed) goto python_release;
+    if ((dev = GET(self, device)) == NULL) goto out;
+    if (((BufferCore *)backing)->device != dev) goto python_release;
+    if ((attr = GET(dst, nbytes)) == NULL) goto out;
+    long long size = PyLong_AsLongLong(attr);
+    if (size == -1 && PyErr_Occurred()) goto out;
+    if (at + n > size) goto python_release;
+    Py_SETREF(attr, GET(dev, closed));
+    if (attr == NULL) goto out;
+    if (attr != Py_False) goto python_release;
+    Py_SETREF(attr, GET(self, capturing));
+    if (attr == NULL) goto out;
+    if (attr != Py_None) goto python_release;
+    if ((ring = GET(dev, staging)) == NULL) goto out;
+    Py_SETREF(attr, PyLong_FromLongLong(at));
+    if (attr == NULL) goto out;
+    PyObject *forward[5] = {self, backing, attr, src, ring};
+    if ((code = fast_staged_htod(NULL, forward, 5)) == NULL) goto out;
+    long err = PyLong_AsLong(code);
+    if (err == TAKE_PYTHON_PATH) goto python_release;
+    if (err) raise_failed("cuMemcpyHtoDAsync", (CUresult)err);
+    else if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+out:
+    Py_XDECREF(backing);
+    Py_XDECREF(attr);
+    Py_XDECREF(dev);
+    Py_XDECREF(ring);
+    Py_XDECREF(code);
+    return result;
+python_release:
+    Py_XDECREF(backing);
+    Py_XDECREF(attr);
+    Py_XDECREF(dev);
+    Py_XDECREF(ring);
+    Py_XDECREF(code);
+python:
+    return call_python(copy_htod_python, self, args, nargs, kwnames);
+}
+
 /* ---- The MemPool's warm path (ironaccel/pool.py) ------------------------------------------------------------
  *
  * PoolCore, MemPool's base: alloc() serves a request of a front bucket from the calling thread's front cache;
@@ -1201,7 +1266,6 @@ out:
  * The calling thread's front is found through pool._local once and then remembered with the id of the
  * thread state that found it (ids are never reused, unlike thread idents).
  */
-static PyObject *pooled_type;   /* PooledBuffer */
 static PyObject *alloc_python;  /* pool.py's pure-Python MemPool.alloc */
 static PyObject *free_python;   /* and PooledBuffer.free */
 static long front_buckets, min_shift;
@@ -1453,6 +1517,8 @@ static PyMethodDef methods[] = {
      "Give the event and stream types the FastEvent type and the pure-Python methods they hand cases to."},
     {"alloc", (PyCFunction)(void (*)(void))fast_alloc, METH_FASTCALL,
      "CudaDevice._alloc with pools: the registered buffer, or (entry point, CUresult)."},
+    {"configure_copies", (PyCFunction)(void (*)(void))fast_configure_copies, METH_FASTCALL,
+     "Give StreamCore.copy_htod numpy's ndarray, the Python copy_htod and the small-copy size."},
     {"configure_buffers", (PyCFunction)(void (*)(void))fast_configure_buffers, METH_FASTCALL,
      "Give BufferCore the Python release it hands uncommon frees to, and DriverError."},
     {"fill_pinned", (PyCFunction)(void (*)(void))fast_fill_pinned, METH_FASTCALL,
@@ -1485,7 +1551,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_held, "_held"}, {&str_numbers, "_numbers"}, {&str_lock, "_lock"}, {&str_acquire, "acquire"},
         {&str_release, "release"}, {&str_base, "_base"}, {&str_used, "_used"}, {&str_segment, "_segment"},
         {&str_users, "_users"}, {&str_release_held, "_release_held"}, {&str_record_python_path, "_record"},
-        {&str_plans, "_plans"}, {&str_module, "module"}, {&str_launch_plan, "_launch_plan"},
+        {&str_op_copy_htod, "Stream.copy_htod"}, {&str_nbytes, "_nbytes"},
+        {&str_staging, "_staging"}, {&str_plans, "_plans"}, {&str_module, "module"}, {&str_launch_plan, "_launch_plan"},
         {&str_pools, "_pools"}, {&str_alive, "_alive"}, {&str_alloc_address, "_alloc_address"}, {&str_live, "_live"},
         {&str_orphans, "_orphans"}, {&str_append, "append"},
         {&str_op, "Stream.launch"},

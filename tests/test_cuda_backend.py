@@ -1060,3 +1060,57 @@ def test_launch_checks_hold_on_every_form(device):
                 s.launch(theirs, 1, 1, (buf, np.uint64(1)))
         finally:
             other.close()
+
+
+def test_small_copy_htod_checks_hold_on_every_form(device):
+    """Stream.copy_htod of a small host array (compiled: _fast.c's StreamCore.copy_htod, on both paths the
+    same): any C-contiguous plain-data ndarray, bytes, an offset, a pooled buffer, each landing exactly; and the
+    API's errors, naming the op, for what the compiled check hands back (non-contiguous, object and datetime
+    arrays, out of range, freed plain and pooled buffers, another device's buffer, a capture, a closed device)."""
+    s = device.create_stream()
+    pool = ia.MemPool(device, s)
+    out = np.zeros(64, np.uint8)
+    with device.alloc(64) as buf:
+        pooled = pool.alloc(64)
+        for target in (buf, pooled):
+            for src, offset in ((np.arange(16, dtype=np.uint32).reshape(4, 4), 0), (np.arange(8, dtype=np.uint8), 56),
+                                (bytes(range(100, 132)), 16), (np.float64([1.5, -2.0]), 8)):
+                expected = np.frombuffer(bytes(memoryview(src)), np.uint8)
+                s.fill(target, 0)
+                s.copy_htod(target, src, dst_offset=offset)
+                s.copy_dtoh(out, target)
+                s.synchronize()
+                assert out[offset:offset + expected.size].tolist() == expected.tolist(), (type(target).__name__, offset)
+                assert not out[:offset].any() and not out[offset + expected.size:].any()
+        s.copy_htod(buf, np.zeros(0, np.uint8), dst_offset=64)  # nothing to copy, in range
+        op = "Stream.copy_htod"
+        for src, offset in ((np.zeros((4, 4), np.uint8)[:, ::2], 0), (np.array([None] * 4, object), 0),
+                            (np.zeros(2, "datetime64[s]"), 0), (np.zeros(16, np.uint8), 56), (np.zeros(1, np.uint8), -1),
+                            (np.zeros(1, np.uint8), 1.0)):
+            with pytest.raises(ia.InvalidArgument, match=op):
+                s.copy_htod(buf, src, dst_offset=offset)
+        with pytest.raises(TypeError):
+            s.copy_htod(buf, np.zeros(4, np.uint8), 0)  # dst_offset is keyword-only
+        pooled.free()
+        with pytest.raises(ia.UseAfterFree, match=op):
+            s.copy_htod(pooled, np.zeros(4, np.uint8))
+        with pytest.raises(ia.InvalidArgument, match=op):
+            s.copy_htod(s, np.zeros(4, np.uint8))
+        from ironaccel.backends.cuda import CudaBackend
+
+        other = CudaBackend().open_device(0)
+        try:
+            with pytest.raises(ia.InvalidArgument, match="another device"):
+                s.copy_htod(other.alloc(64), np.zeros(4, np.uint8))
+        finally:
+            other.close()
+        with s.capture():
+            with pytest.raises(ia.InvalidArgument, match=op):
+                s.copy_htod(buf, np.zeros(4, np.uint8))
+    with pytest.raises(ia.UseAfterFree, match=op):
+        s.copy_htod(buf, np.zeros(4, np.uint8))
+    kept = device.alloc(64)
+    pool.close()
+    device.close()
+    with pytest.raises(ia.UseAfterFree, match=op):
+        s.copy_htod(kept, np.zeros(4, np.uint8))

@@ -31,6 +31,7 @@ def configure() -> None:
     uncommon cases to; once driver.fast is loaded."""
     driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
     driver.fast.configure_buffers(CudaBuffer._release, DriverError)
+    driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, SMALL_COPY_BYTES)
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
                                   api.Stream.launch, api.Kernel)
@@ -55,8 +56,9 @@ class FastEvent(*_compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
 
 
 class FastStream(*_compiled_base("StreamCore"), CudaStream):  # type: ignore[misc]
-    """``record()``, ``synchronize()`` and ``launch()`` are its compiled base's (a timing event, a timeout, a
-    launch's first use of its dims, a closed device or a capture: api.Stream's methods, then these overrides)."""
+    """``record()``, ``synchronize()``, ``launch()`` and a small ``copy_htod()`` are its compiled base's (a timing
+    event, a timeout, a launch's first use of its dims, a large or unusual copy, a closed device or a capture:
+    api.Stream's methods, then these overrides)."""
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
         dev = self._dev
