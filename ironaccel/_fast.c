@@ -25,7 +25,8 @@
  *   alloc(device, nbytes)                        CudaDevice._alloc with memory pools: cuMemAllocAsync on the
  *        device's allocation stream and cuStreamSynchronize of it, in one call, and the buffer made and
  *        registered (or the name and CUresult of the call that failed; the memory is given back then)
- *   BufferCore, configure_buffers(...)           CudaBuffer's base: its fields, free() and the finalizer (below)
+ *   BufferCore, configure_buffers(...)           CudaBuffer's base: its fields, free() and the finalizer (below);
+ *        DeviceCore, CudaDevice's base: alloc() in one call
  *   staged_copy(dst, staged, host, offset, n, piece, stream, hot)  a large copy_htod's chunk: host bytes
  *        [offset, offset + n) into the pinned ring at staged, piece by piece, each piece's DMA enqueued as
  *        soon as it is filled (so the DMA of one piece overlaps the memcpy of the next)
@@ -69,7 +70,7 @@ static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_pa
     *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
     *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
     *str_base, *str_used, *str_segment, *str_users, *str_release_held, *str_record_python_path,
-    *str_op_copy_htod, *str_nbytes, *str_staging, *str_plans, *str_module, *str_launch_plan, *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
+    *str_info, *str_limits, *str_max_alloc, *str_op_copy_htod, *str_nbytes, *str_staging, *str_plans, *str_module, *str_launch_plan, *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -774,11 +775,14 @@ static PyTypeObject BufferCoreType;
 static PyObject *release_python; /* CudaBuffer._release */
 static PyObject *driver_error;   /* ironaccel.errors.DriverError */
 
+static PyObject *device_alloc_python; /* api.Device.alloc */
+
 static PyObject *fast_configure_buffers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 2 || !PyType_Check(args[1]))
-        return PyErr_Format(PyExc_TypeError, "configure_buffers(release, DriverError)");
+    if (nargs != 3 || !PyType_Check(args[1]))
+        return PyErr_Format(PyExc_TypeError, "configure_buffers(release, DriverError, device_alloc)");
     Py_XSETREF(release_python, Py_NewRef(args[0]));
     Py_XSETREF(driver_error, Py_NewRef(args[1]));
+    Py_XSETREF(device_alloc_python, Py_NewRef(args[2]));
     Py_RETURN_NONE;
 }
 
@@ -958,6 +962,65 @@ lost:
     Py_END_ALLOW_THREADS
     return NULL;
 }
+
+/* DeviceCore.alloc(nbytes): api.Device.alloc's common case (an int in 1..max_alloc, the device open) on a
+ * device with memory pools, then alloc() above; anything else goes to api.Device.alloc. */
+static PyObject *device_alloc(PyObject *self, PyObject *nbytes) {
+    PyObject *attr = NULL, *limit = NULL, *result = NULL;
+    int overflow;
+    long long n = PyLong_CheckExact(nbytes) ? PyLong_AsLongLongAndOverflow(nbytes, &overflow) : 0;
+    if (n < 1 || overflow || cuMemAllocAsync == NULL || buffer_type == NULL || device_alloc_python == NULL ||
+        fail_named == NULL)
+        goto python;
+    if ((attr = GET(self, info)) == NULL || (limit = GET(attr, limits)) == NULL) goto out;
+    Py_SETREF(limit, GET(limit, max_alloc));
+    if (limit == NULL) goto out;
+    long long most = PyLong_AsLongLong(limit);
+    if (most == -1 && PyErr_Occurred()) goto out;
+    if (n > most) goto python;
+    Py_SETREF(attr, GET(self, closed));
+    if (attr == NULL) goto out;
+    if (attr != Py_False) goto python;
+    Py_SETREF(attr, GET(self, pools));
+    if (attr == NULL) goto out;
+    int pools = PyObject_IsTrue(attr);
+    if (pools < 0) goto out;
+    if (!pools) goto python;
+    if (make_current(self)) goto out;
+    PyObject *forward[2] = {self, nbytes};
+    Py_SETREF(attr, fast_alloc(NULL, forward, 2));
+    if (attr == NULL) goto out;
+    if (!PyTuple_Check(attr)) {
+        result = Py_NewRef(attr);
+        goto out;
+    }
+    Py_SETREF(attr, PyObject_Call(fail_named, attr, NULL)); /* raises, naming the entry point */
+    if (attr != NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "alloc failed");
+out:
+    Py_XDECREF(attr);
+    Py_XDECREF(limit);
+    return result;
+python:
+    Py_XDECREF(attr);
+    Py_XDECREF(limit);
+    if (PyErr_Occurred()) PyErr_Clear(); /* the Python path checks nbytes again and raises its error */
+    return device_alloc_python == NULL ? PyErr_Format(PyExc_RuntimeError, "alloc before configure")
+                                       : PyObject_CallFunctionObjArgs(device_alloc_python, self, nbytes, NULL);
+}
+
+static PyMethodDef device_methods[] = {
+    {"alloc", (PyCFunction)device_alloc, METH_O, "Device.alloc(nbytes): nbytes >= 1 of device memory."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject DeviceCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.DeviceCore",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "CudaDevice's compiled base: alloc.",
+    .tp_new = PyType_GenericNew,
+    .tp_methods = device_methods,
+};
 
 static PyMethodDef buffer_methods[] = {
     {"free", (PyCFunction)buffer_free_method, METH_NOARGS, "Give the memory back (Buffer.free); idempotent."},
@@ -1551,6 +1614,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_held, "_held"}, {&str_numbers, "_numbers"}, {&str_lock, "_lock"}, {&str_acquire, "acquire"},
         {&str_release, "release"}, {&str_base, "_base"}, {&str_used, "_used"}, {&str_segment, "_segment"},
         {&str_users, "_users"}, {&str_release_held, "_release_held"}, {&str_record_python_path, "_record"},
+        {&str_info, "_info"}, {&str_limits, "limits"}, {&str_max_alloc, "max_alloc"},
         {&str_op_copy_htod, "Stream.copy_htod"}, {&str_nbytes, "_nbytes"},
         {&str_staging, "_staging"}, {&str_plans, "_plans"}, {&str_module, "module"}, {&str_launch_plan, "_launch_plan"},
         {&str_pools, "_pools"}, {&str_alive, "_alive"}, {&str_alloc_address, "_alloc_address"}, {&str_live, "_live"},
@@ -1559,7 +1623,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
-    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) || PyType_Ready(&BufferCoreType) ||
+    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) || PyType_Ready(&BufferCoreType) || PyType_Ready(&DeviceCoreType) ||
         PyType_Ready(&StreamCoreType))
         return NULL;
     PyObject *m = PyModule_Create(&module);
@@ -1568,7 +1632,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
         PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType) ||
         PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) ||
         PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) ||
-        PyModule_AddObjectRef(m, "BufferCore", (PyObject *)&BufferCoreType)) {
+        PyModule_AddObjectRef(m, "BufferCore", (PyObject *)&BufferCoreType) ||
+        PyModule_AddObjectRef(m, "DeviceCore", (PyObject *)&DeviceCoreType)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -984,10 +984,11 @@ def test_events_and_stream_waits_keep_their_api(fake, device):
 
 
 def test_buffers_keep_their_bookkeeping(fake, device):
-    """Device.alloc and Buffer.free (compiled: _fast.c's alloc and BufferCore, on both paths the same): a live
+    """Device.alloc and Buffer.free (compiled: _fast.c's DeviceCore, alloc and BufferCore; on both paths the same): a live
     buffer is in device._live by a weak reference and leaves it when freed, free() is idempotent across threads
     (one cuMemFreeAsync), a buffer dropped unfreed frees itself, one used on a stream frees after that use, and a
-    failed alloc wait gives the memory back and names cuStreamSynchronize."""
+    failed alloc wait gives the memory back and names cuStreamSynchronize; bad sizes and a closed device raise the
+    API's errors naming Device.alloc."""
     import threading
 
     before = fake.ironaccel_fake_live_allocations()
@@ -1022,6 +1023,15 @@ def test_buffers_keep_their_bookkeeping(fake, device):
     assert info.value.op == "cuStreamSynchronize"
     device.synchronize()
     assert fake.ironaccel_fake_live_allocations() == before and not device._live
+    for nbytes in (0, -1, True, 1.5):
+        with pytest.raises(ia.InvalidArgument, match="Device.alloc"):
+            device.alloc(nbytes)
+    for nbytes in (device.info.limits.max_alloc + 1, 2**64):
+        with pytest.raises(ia.OutOfMemory, match="Device.alloc"):
+            device.alloc(nbytes)
+    device.close()
+    with pytest.raises(ia.UseAfterFree, match="Device.alloc"):
+        device.alloc(256)
 
 
 def test_launch_checks_hold_on_every_form(device):

@@ -30,7 +30,7 @@ def configure() -> None:
     """Tell the compiled module what its launch checks against, and what its event and stream methods hand
     uncommon cases to; once driver.fast is loaded."""
     driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
-    driver.fast.configure_buffers(CudaBuffer._release, DriverError)
+    driver.fast.configure_buffers(CudaBuffer._release, DriverError, api.Device.alloc)
     driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, SMALL_COPY_BYTES)
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
@@ -43,19 +43,19 @@ def fail_named(name: str, err: int) -> None:
     fail(getattr(cu, name), cu.CUresult(err))
 
 
-def _compiled_base(name: str) -> tuple[type, ...]:
-    """The compiled module's type ``name`` as a base class; none without the module (then no device uses the
-    class that would have it: driver.fast is None)."""
+def compiled_base(name: str) -> tuple[type, ...]:
+    """The compiled module's type ``name`` as a base class; none without the module. (Loaded but without its
+    entry points, where libcuda could not give them, its types hand every call to the Python methods.)"""
     return (getattr(_compiled, name),) if _compiled is not None else ()
 
 
-class FastEvent(*_compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
+class FastEvent(*compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
     """Made by the compiled record (``_fast.c``): its fields, ``query``, ``synchronize`` without a timeout and
     the CUevent's return to the spare list are its compiled base's; a timeout and ``elapsed_ms`` are
     CudaEvent's."""
 
 
-class FastStream(*_compiled_base("StreamCore"), CudaStream):  # type: ignore[misc]
+class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc]
     """``record()``, ``synchronize()``, ``launch()`` and a small ``copy_htod()`` are its compiled base's (a timing
     event, a timeout, a launch's first use of its dims, a large or unusual copy, a closed device or a capture:
     api.Stream's methods, then these overrides)."""
