@@ -150,14 +150,24 @@ static int pack_scalar(char code, PyObject *arg, uint64_t *slot) {
 /* getattr as a borrowed-free helper: a new reference or NULL with the error set. */
 #define GET(obj, name) PyObject_GetAttr((obj), str_##name)
 
-static PyObject *buffer_type; /* CudaBuffer: its instances are their own backing */
+/* CudaBuffer's compiled base (its methods are below, with the other device-buffer code) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *device, *nbytes, *last_stream;
+    unsigned long long ptr;
+    char freed;
+} BufferCore;
+
+static PyTypeObject BufferCoreType;
+
+static PyObject *buffer_type; /* CudaBuffer, a BufferCore: its instances are their own backing */
 static PyObject *pooled_type; /* PooledBuffer (configure_pool) */
 static PyObject *current;     /* driver.current: which Device's context the thread has current */
 static long segment_bytes;    /* the staging ring's segment (staging.STAGING_SEGMENT) */
 static long reuse_bytes;      /* from this size a staged copy asks to reuse the segment (staging.REUSE_BYTES) */
 
 static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyType_Check(args[0]))
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &BufferCoreType))
         return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current, staging_segment_bytes, reuse_bytes)");
     segment_bytes = PyLong_AsLong(args[2]);
     reuse_bytes = PyLong_AsLong(args[3]);
@@ -165,6 +175,18 @@ static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_
     Py_XSETREF(buffer_type, Py_NewRef(args[0]));
     Py_XSETREF(current, Py_NewRef(args[1]));
     Py_RETURN_NONE;
+}
+
+/* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
+static int make_current(PyObject *dev) {
+    PyObject *cur = GET(current, current_device), *mine = cur ? GET(dev, id) : NULL;
+    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
+    Py_XDECREF(cur);
+    Py_XDECREF(mine);
+    if (same) return same < 0 ? -1 : 0;
+    PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
+    Py_XDECREF(done);
+    return done ? 0 : -1;
 }
 
 /* launch(plan, stream, args): the whole of Stream._launch_plan (api.py) for the common case, then the driver
@@ -222,14 +244,17 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         PyObject *backing;
         if ((PyObject *)Py_TYPE(items[i]) == buffer_type) {
-            if ((attr = GET(items[i], freed)) == NULL) goto error;
-            if (attr != Py_False) goto done;
-            Py_CLEAR(attr);
+            if (((BufferCore *)items[i])->freed) goto done;
             backing = Py_NewRef(items[i]);
         } else if ((backing = PyObject_CallMethodOneArg(items[i], str_backing, str_op)) == NULL) {
             goto error; /* the error the Python path raises: the same method raised it */
         }
         backings[held++] = backing;
+        if ((PyObject *)Py_TYPE(backing) == buffer_type) { /* the fields themselves */
+            if (((BufferCore *)backing)->device != dev) goto done;
+            slots[i] = ((BufferCore *)backing)->ptr;
+            continue;
+        }
         if ((attr = GET(backing, device)) == NULL) goto error;
         if (attr != dev) goto done;
         Py_SETREF(attr, GET(backing, ptr));
@@ -239,21 +264,13 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_CLEAR(attr);
     }
     /* The launch is going ahead: the side effects of the Python path, in its order. */
-    for (Py_ssize_t i = 0; i < held; i++)
-        if (PyObject_SetAttr(backings[i], str_last_stream, stream)) goto error;
-    PyObject *mine = NULL;
-    if ((attr = GET(current, current_device)) == NULL || (mine = GET(dev, id)) == NULL) {
-        Py_XDECREF(mine);
-        goto error;
+    for (Py_ssize_t i = 0; i < held; i++) {
+        if ((PyObject *)Py_TYPE(backings[i]) == buffer_type)
+            Py_XSETREF(((BufferCore *)backings[i])->last_stream, Py_NewRef(stream));
+        else if (PyObject_SetAttr(backings[i], str_last_stream, stream))
+            goto error;
     }
-    int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
-    Py_DECREF(mine);
-    Py_CLEAR(attr);
-    if (same < 0) goto error;
-    if (!same) {
-        if ((attr = PyObject_CallMethodNoArgs(dev, str_make_current)) == NULL) goto error;
-        Py_CLEAR(attr);
-    }
+    if (make_current(dev)) goto error;
     void *fn, *work;
     if ((attr = GET(kernel, function_address)) == NULL || address(attr, &fn)) goto error;
     Py_SETREF(attr, GET(stream, work_address));
@@ -289,18 +306,6 @@ error:
     Py_XDECREF(codes);
     Py_XDECREF(dev);
     return NULL;
-}
-
-/* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
-static int make_current(PyObject *dev) {
-    PyObject *cur = GET(current, current_device), *mine = cur ? GET(dev, id) : NULL;
-    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
-    Py_XDECREF(cur);
-    Py_XDECREF(mine);
-    if (same) return same < 0 ? -1 : 0;
-    PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
-    Py_XDECREF(done);
-    return done ? 0 : -1;
 }
 
 /* ---- Events and streams: FastEvent's and FastStream's compiled bases ----------------------------------------
@@ -764,14 +769,6 @@ static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_
  * cuStreamSynchronize (a failed wait gives the memory back), the buffer made and registered in device._live
  * (pointer -> weak reference). Anything else (a device without pools, a closed one: CudaBuffer._release) and
  * every error goes through the Python methods given by configure_buffers. */
-typedef struct {
-    PyObject_HEAD
-    PyObject *device, *nbytes, *last_stream;
-    unsigned long long ptr;
-    char freed;
-} BufferCore;
-
-static PyTypeObject BufferCoreType;
 static PyObject *release_python; /* CudaBuffer._release */
 static PyObject *driver_error;   /* ironaccel.errors.DriverError */
 
