@@ -160,6 +160,45 @@ typedef struct {
 
 static PyTypeObject BufferCoreType;
 
+/* FastStream's and CudaDevice's compiled bases: the fields the compiled paths read on every call, held in the
+ * struct (member descriptors: set by CudaStream.__init__, CudaDevice.__init__ and api.Device as before) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *dev, *device, *address, *work_address, *needs_current, *held, *numbers, *capturing;
+} StreamCore;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *info, *id, *pools, *alloc_address, *live, *orphans, *spare_events, *staging;
+    char closed;
+} DeviceCore;
+
+static PyTypeObject StreamCoreType, DeviceCoreType;
+
+/* stream as a StreamCore whose fields are set, or NULL with a TypeError. */
+static StreamCore *fast_stream(PyObject *stream) {
+    if (PyObject_TypeCheck(stream, &StreamCoreType)) {
+        StreamCore *core = (StreamCore *)stream;
+        if (core->dev && core->device && core->address && core->work_address && core->needs_current && core->held &&
+            core->numbers)
+            return core;
+    }
+    PyErr_Format(PyExc_TypeError, "a FastStream of a CudaDevice was expected, got %s", Py_TYPE(stream)->tp_name);
+    return NULL;
+}
+
+/* dev as a DeviceCore whose fields are set, or NULL with a TypeError. */
+static DeviceCore *fast_device(PyObject *dev) {
+    if (dev != NULL && PyObject_TypeCheck(dev, &DeviceCoreType)) {
+        DeviceCore *core = (DeviceCore *)dev;
+        if (core->info && core->id && core->pools && core->alloc_address && core->live && core->orphans &&
+            core->spare_events && core->staging)
+            return core;
+    }
+    PyErr_Format(PyExc_TypeError, "a CudaDevice was expected, got %s", dev ? Py_TYPE(dev)->tp_name : "nothing");
+    return NULL;
+}
+
 static PyObject *buffer_type; /* CudaBuffer, a BufferCore: its instances are their own backing */
 static PyObject *pooled_type; /* PooledBuffer (configure_pool) */
 static PyObject *current;     /* driver.current: which Device's context the thread has current */
@@ -179,7 +218,9 @@ static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
 static int make_current(PyObject *dev) {
-    PyObject *cur = GET(current, current_device), *mine = cur ? GET(dev, id) : NULL;
+    PyObject *cur = GET(current, current_device);
+    PyObject *mine = cur == NULL ? NULL : PyObject_TypeCheck(dev, &DeviceCoreType) && ((DeviceCore *)dev)->id
+                                              ? Py_NewRef(((DeviceCore *)dev)->id) : GET(dev, id);
     int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
     Py_XDECREF(cur);
     Py_XDECREF(mine);
@@ -229,12 +270,10 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     if ((packing = GET(rule, packing)) == NULL || (codes = GET(packing, codes)) == NULL) goto error;
     if (!PyBytes_Check(codes) || PyBytes_GET_SIZE(codes) != n) goto done;
-    if ((dev = GET(stream, dev)) == NULL || (attr = GET(dev, closed)) == NULL) goto error;
-    if (attr != Py_False) goto done;
-    Py_SETREF(attr, GET(stream, capturing));
-    if (attr == NULL) goto error;
-    if (attr != Py_None) goto done;
-    Py_CLEAR(attr);
+    StreamCore *st = fast_stream(stream);
+    if (st == NULL || fast_device(st->dev) == NULL) goto error;
+    dev = Py_NewRef(st->dev);
+    if (((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None)) goto done;
     const char *code = PyBytes_AS_STRING(codes);
     for (Py_ssize_t i = 0; i < n; i++) {
         params[i] = &slots[i];
@@ -273,8 +312,7 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (make_current(dev)) goto error;
     void *fn, *work;
     if ((attr = GET(kernel, function_address)) == NULL || address(attr, &fn)) goto error;
-    Py_SETREF(attr, GET(stream, work_address));
-    if (attr == NULL || address(attr, &work)) goto error;
+    if (address(st->work_address, &work)) goto error;
     Py_SETREF(attr, GET(plan, grid));
     if (attr == NULL || dims(attr, dim)) goto error;
     Py_SETREF(attr, GET(plan, block));
@@ -380,13 +418,9 @@ static int release_held(PyObject *stream, long long mark) {
 
 /* Is the device of this stream closed? 1, 0, or -1 with the error set. */
 static int stream_device_closed(PyObject *stream) {
-    PyObject *dev = GET(stream, device);
-    if (dev == NULL) return -1;
-    PyObject *closed = GET(dev, closed);
-    Py_DECREF(dev);
-    if (closed == NULL) return -1;
-    Py_DECREF(closed);
-    return closed != Py_False;
+    StreamCore *st = fast_stream(stream);
+    DeviceCore *dev = st ? fast_device(st->device) : NULL;
+    return dev ? dev->closed : -1;
 }
 
 static int event_ready(EventCore *self) {
@@ -457,17 +491,15 @@ static void event_finalize(EventCore *self) {
     PyObject *type, *value, *traceback;
     PyErr_Fetch(&type, &value, &traceback);
 #endif
-    PyObject *dev = GET(self->stream, dev), *closed = NULL, *spare = NULL;
-    if (dev != NULL && (closed = GET(dev, closed)) != NULL && closed == Py_False &&
-        (spare = GET(dev, spare_events)) != NULL) {
+    StreamCore *stream = fast_stream(self->stream);
+    DeviceCore *dev = stream ? fast_device(stream->dev) : NULL;
+    if (dev != NULL && !dev->closed) {
+        PyObject *spare = dev->spare_events;
         PyObject *list = PyDict_Check(spare) ? PyDict_GetItemWithError(spare, self->timing ? Py_True : Py_False) : NULL;
         if (list != NULL && PyList_Check(list)) PyList_Append(list, self->handle);
         else if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_spare_events[timing] is no list");
     }
     if (PyErr_Occurred()) PyErr_WriteUnraisable((PyObject *)self);
-    Py_XDECREF(dev);
-    Py_XDECREF(closed);
-    Py_XDECREF(spare);
 #if PY_VERSION_HEX >= 0x030C0000
     PyErr_SetRaisedException(exc);
 #else
@@ -502,13 +534,14 @@ enum { NO_SPARE_EVENT = -1 };
 
 static PyObject *record_event(PyObject *stream, int timing) {
     if (current == NULL || event_type == NULL) return PyErr_Format(PyExc_RuntimeError, "record before configure");
-    PyObject *dev = NULL, *attr = NULL, *result = NULL;
+    PyObject *attr = NULL, *result = NULL;
     EventCore *event = NULL;
-    if ((dev = GET(stream, dev)) == NULL || (attr = GET(stream, needs_current)) == NULL) goto out;
-    if (attr == Py_True && make_current(dev)) goto out;
-    Py_SETREF(attr, GET(dev, spare_events));
-    if (attr == NULL) goto out;
-    PyObject *spare = PyDict_Check(attr) ? PyDict_GetItemWithError(attr, timing ? Py_True : Py_False) : NULL;
+    StreamCore *st = fast_stream(stream);
+    DeviceCore *dev = st ? fast_device(st->dev) : NULL;
+    if (dev == NULL) return NULL;
+    if (st->needs_current == Py_True && make_current((PyObject *)dev)) return NULL;
+    PyObject *spare = PyDict_Check(dev->spare_events)
+                          ? PyDict_GetItemWithError(dev->spare_events, timing ? Py_True : Py_False) : NULL;
     if (spare == NULL || !PyList_Check(spare)) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "record: _spare_events[timing] is no list");
         goto out;
@@ -532,26 +565,20 @@ static PyObject *record_event(PyObject *stream, int timing) {
     event->stream = Py_NewRef(stream);
     event->handle = handle;
     event->timing = (char)timing;
-    Py_SETREF(attr, PyNumber_Long(handle));
-    if (attr == NULL) goto out;
+    if ((attr = PyNumber_Long(handle)) == NULL) goto out;
     event->address = PyLong_AsUnsignedLongLong(attr);
     if (PyErr_Occurred()) goto out;
-    Py_SETREF(attr, GET(stream, held));
-    if (attr == NULL) goto out;
-    Py_ssize_t held = PyObject_Size(attr);
+    Py_ssize_t held = PyObject_Size(st->held);
     if (held < 0) goto out;
     if (held) {
-        Py_SETREF(attr, GET(stream, numbers));
-        if (attr == NULL) goto out;
-        PyObject *mark = PyIter_Next(attr);
+        PyObject *mark = PyIter_Next(st->numbers);
         if (mark == NULL) goto out;
         event->mark = PyLong_AsLongLong(mark);
         Py_DECREF(mark);
         if (PyErr_Occurred()) goto out;
     }
     void *queue;
-    Py_SETREF(attr, GET(stream, address));
-    if (attr == NULL || address(attr, &queue)) goto out;
+    if (address(st->address, &queue)) goto out;
     CUresult err;
     CUevent ev = (CUevent)(uintptr_t)event->address;
     Py_BEGIN_ALLOW_THREADS
@@ -559,7 +586,6 @@ static PyObject *record_event(PyObject *stream, int timing) {
     Py_END_ALLOW_THREADS
     result = err ? PyLong_FromLong(err) : Py_NewRef((PyObject *)event);
 out:
-    Py_XDECREF(dev);
     Py_XDECREF(attr);
     Py_XDECREF(event);
     return result;
@@ -577,10 +603,9 @@ static PyObject *stream_record(PyObject *self, PyObject *const *args, Py_ssize_t
     if (nargs || kwnames) return call_python(stream_record_python, self, args, nargs, kwnames);
     int closed = stream_device_closed(self);
     if (closed < 0) return NULL;
-    PyObject *capturing = GET(self, capturing);
-    if (capturing == NULL) return NULL;
-    Py_DECREF(capturing);
-    if (closed || capturing != Py_None) return call_python(stream_record_python, self, args, nargs, kwnames);
+    PyObject *capturing = ((StreamCore *)self)->capturing;
+    if (closed || (capturing != NULL && capturing != Py_None))
+        return call_python(stream_record_python, self, args, nargs, kwnames);
     PyObject *event = record_event(self, 0);
     if (event == NULL || !PyLong_CheckExact(event)) return event;
     long err = PyLong_AsLong(event);
@@ -594,46 +619,30 @@ static PyObject *stream_record(PyObject *self, PyObject *const *args, Py_ssize_t
 static PyObject *stream_synchronize(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     if (nargs == 1 && kwnames == NULL && args[0] == Py_None) nargs = 0;
     if (nargs || kwnames) return call_python(stream_synchronize_python, self, args, nargs, kwnames);
-    PyObject *dev = GET(self, dev), *attr = NULL, *result = NULL;
+    StreamCore *st = fast_stream(self);
+    DeviceCore *dev = st ? fast_device(st->dev) : NULL;
     long long mark = 0;
     void *queue;
-    if (dev == NULL || (attr = GET(dev, closed)) == NULL) goto out;
-    if (attr != Py_False) {
-        result = call_python(stream_synchronize_python, self, args, nargs, kwnames);
-        goto out;
-    }
-    Py_SETREF(attr, GET(self, needs_current));
-    if (attr == NULL) goto out;
-    if (attr == Py_True && make_current(dev)) goto out;
-    Py_SETREF(attr, GET(self, held));
-    if (attr == NULL) goto out;
-    Py_ssize_t held = PyObject_Size(attr);
-    if (held < 0) goto out;
+    if (dev == NULL) return NULL;
+    if (dev->closed) return call_python(stream_synchronize_python, self, args, nargs, kwnames);
+    if (st->needs_current == Py_True && make_current((PyObject *)dev)) return NULL;
+    Py_ssize_t held = PyObject_Size(st->held);
+    if (held < 0) return NULL;
     if (held) {
-        Py_SETREF(attr, GET(self, numbers));
-        if (attr == NULL) goto out;
-        PyObject *number = PyIter_Next(attr);
-        if (number == NULL) goto out;
+        PyObject *number = PyIter_Next(st->numbers);
+        if (number == NULL) return NULL;
         mark = PyLong_AsLongLong(number);
         Py_DECREF(number);
-        if (PyErr_Occurred()) goto out;
+        if (PyErr_Occurred()) return NULL;
     }
-    Py_SETREF(attr, GET(self, address));
-    if (attr == NULL || address(attr, &queue)) goto out;
+    if (address(st->address, &queue)) return NULL;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
     err = cuStreamSynchronize(queue);
     Py_END_ALLOW_THREADS
-    if (err) {
-        raise_failed("cuStreamSynchronize", err);
-        goto out;
-    }
-    if (mark && release_held(self, mark)) goto out;
-    result = Py_NewRef(Py_None);
-out:
-    Py_XDECREF(dev);
-    Py_XDECREF(attr);
-    return result;
+    if (err) return raise_failed("cuStreamSynchronize", err);
+    if (mark && release_held(self, mark)) return NULL;
+    Py_RETURN_NONE;
 }
 
 static PyMethodDef event_methods[] = {
@@ -735,13 +744,60 @@ static PyMethodDef stream_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+
+static PyMemberDef stream_members[] = {
+    {"_dev", T_OBJECT_EX, offsetof(StreamCore, dev), 0, NULL},
+    {"_device", T_OBJECT_EX, offsetof(StreamCore, device), 0, NULL},
+    {"_address", T_OBJECT_EX, offsetof(StreamCore, address), 0, "the CUstream as an int"},
+    {"_work_address", T_OBJECT_EX, offsetof(StreamCore, work_address), 0, "where launches go, as an int"},
+    {"_needs_current", T_OBJECT_EX, offsetof(StreamCore, needs_current), 0, NULL},
+    {"_held", T_OBJECT_EX, offsetof(StreamCore, held), 0, NULL},
+    {"_numbers", T_OBJECT_EX, offsetof(StreamCore, numbers), 0, NULL},
+    {"_capturing", T_OBJECT, offsetof(StreamCore, capturing), 0, "the Graph being captured (None: none)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static int stream_traverse(StreamCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dev);
+    Py_VISIT(self->device);
+    Py_VISIT(self->address);
+    Py_VISIT(self->work_address);
+    Py_VISIT(self->needs_current);
+    Py_VISIT(self->held);
+    Py_VISIT(self->numbers);
+    Py_VISIT(self->capturing);
+    return 0;
+}
+
+static int stream_clear(StreamCore *self) {
+    Py_CLEAR(self->dev);
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->address);
+    Py_CLEAR(self->work_address);
+    Py_CLEAR(self->needs_current);
+    Py_CLEAR(self->held);
+    Py_CLEAR(self->numbers);
+    Py_CLEAR(self->capturing);
+    return 0;
+}
+
+static void stream_dealloc(StreamCore *self) {
+    PyObject_GC_UnTrack(self);
+    stream_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
 static PyTypeObject StreamCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.StreamCore",
-    .tp_basicsize = sizeof(PyObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "FastStream's compiled base: record, synchronize, launch and small copy_htod.",
+    .tp_basicsize = sizeof(StreamCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "FastStream's compiled base: its hot fields, record, synchronize, launch and small copy_htod.",
     .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)stream_traverse,
+    .tp_clear = (inquiry)stream_clear,
+    .tp_dealloc = (destructor)stream_dealloc,
     .tp_methods = stream_methods,
+    .tp_members = stream_members,
 };
 
 static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
@@ -792,32 +848,30 @@ static int buffer_free(BufferCore *self) {
         return -1;
     }
     self->freed = 1;
-    PyObject *dev = self->device, *attr = NULL, *live = NULL, *key = NULL;
+    PyObject *dev = self->device, *attr = NULL, *key = NULL;
     int result = -1;
-    if ((attr = GET(dev, closed)) == NULL) goto out;
-    if (attr != Py_False) { /* closing the device freed it */
-        result = 0;
-        goto out;
-    }
-    Py_SETREF(attr, GET(dev, pools));
-    if (attr == NULL) goto out;
-    int pools = PyObject_IsTrue(attr);
+    DeviceCore *core = PyObject_TypeCheck(dev, &DeviceCoreType) ? (DeviceCore *)dev : NULL;
+    int pools = core != NULL && core->pools != NULL && core->alloc_address != NULL && core->live != NULL
+                    ? PyObject_IsTrue(core->pools) : 0;
     if (pools < 0) goto out;
     if (!pools || cuMemFreeAsync == NULL || release_python == NULL || current == NULL) {
-        Py_SETREF(attr, PyObject_CallOneArg(release_python ? release_python : Py_None, (PyObject *)self));
+        attr = PyObject_CallOneArg(release_python ? release_python : Py_None, (PyObject *)self);
         result = attr == NULL ? -1 : 0;
+        goto out;
+    }
+    if (core->closed) { /* closing the device freed it */
+        result = 0;
         goto out;
     }
     if (make_current(dev)) goto refused;
     PyObject *last = self->last_stream; /* the stream the free is ordered on; None: the allocation stream */
     if (last != NULL && last != Py_None) {
-        Py_SETREF(attr, GET(last, alive));
-        if (attr == NULL) goto refused;
+        if ((attr = GET(last, alive)) == NULL) goto refused;
         if (attr == Py_False) last = NULL;
     } else {
         last = NULL;
     }
-    Py_SETREF(attr, last != NULL ? GET(last, address) : GET(dev, alloc_address));
+    Py_XSETREF(attr, last != NULL ? GET(last, address) : Py_NewRef(core->alloc_address));
     void *queue;
     if (attr == NULL || address(attr, &queue)) goto refused;
     CUresult err;
@@ -829,7 +883,8 @@ static int buffer_free(BufferCore *self) {
         raise_failed("cuMemFreeAsync", err);
         goto refused;
     }
-    if ((live = GET(dev, live)) == NULL || (key = PyLong_FromUnsignedLongLong(self->ptr)) == NULL) goto out;
+    PyObject *live = core->live;
+    if ((key = PyLong_FromUnsignedLongLong(self->ptr)) == NULL) goto out;
     if (!PyDict_Check(live)) {
         PyErr_SetString(PyExc_TypeError, "free: the device's _live is no dict");
         goto out;
@@ -845,7 +900,6 @@ refused: /* a DriverError: still live (and in dev._live); free() may be retried,
     if (PyErr_ExceptionMatches(driver_error)) self->freed = 0;
 out:
     Py_XDECREF(attr);
-    Py_XDECREF(live);
     Py_XDECREF(key);
     return result;
 }
@@ -912,13 +966,12 @@ static PyObject *fast_alloc(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (nargs != 2) return PyErr_Format(PyExc_TypeError, "alloc takes 2 arguments, got %zd", nargs);
     if (buffer_type == NULL || !PyType_IsSubtype((PyTypeObject *)buffer_type, &BufferCoreType))
         return PyErr_Format(PyExc_RuntimeError, "alloc before configure");
-    PyObject *dev = args[0], *attr = GET(dev, alloc_address);
+    PyObject *dev = args[0];
+    DeviceCore *core = fast_device(dev);
     void *stream;
-    if (attr == NULL) return NULL;
-    int bad = address(attr, &stream);
-    Py_DECREF(attr);
+    if (core == NULL || address(core->alloc_address, &stream)) return NULL;
     size_t nbytes = PyLong_AsSize_t(args[1]);
-    if (bad || PyErr_Occurred()) return NULL;
+    if (PyErr_Occurred()) return NULL;
     CUdeviceptr ptr = 0;
     CUresult err;
     const char *failed = "cuMemAllocAsync";
@@ -935,24 +988,22 @@ static PyObject *fast_alloc(PyObject *self, PyObject *const *args, Py_ssize_t na
     if (err) return Py_BuildValue("(si)", failed, err);
     PyTypeObject *type = (PyTypeObject *)buffer_type;
     BufferCore *buf = (BufferCore *)type->tp_alloc(type, 0);
-    PyObject *key = NULL, *ref = NULL, *live = NULL;
+    PyObject *key = NULL, *ref = NULL;
     if (buf == NULL) goto lost;
     buf->device = Py_NewRef(dev);
     buf->nbytes = Py_NewRef(args[1]);
     buf->ptr = ptr;
     if ((key = PyLong_FromUnsignedLongLong(ptr)) == NULL || (ref = PyWeakref_NewRef((PyObject *)buf, NULL)) == NULL ||
-        (live = GET(dev, live)) == NULL || PyObject_SetItem(live, key, ref)) {
+        PyObject_SetItem(core->live, key, ref)) {
         buf->freed = 1; /* not handed out: given back below, never by its finalizer */
         goto lost;
     }
     Py_DECREF(key);
     Py_DECREF(ref);
-    Py_DECREF(live);
     return (PyObject *)buf;
 lost:
     Py_XDECREF(key);
     Py_XDECREF(ref);
-    Py_XDECREF(live);
     Py_XDECREF(buf);
     Py_BEGIN_ALLOW_THREADS
     cuMemFreeAsync(ptr, stream);
@@ -969,24 +1020,22 @@ static PyObject *device_alloc(PyObject *self, PyObject *nbytes) {
     if (n < 1 || overflow || cuMemAllocAsync == NULL || buffer_type == NULL || device_alloc_python == NULL ||
         fail_named == NULL)
         goto python;
-    if ((attr = GET(self, info)) == NULL || (limit = GET(attr, limits)) == NULL) goto out;
+    if (!PyObject_TypeCheck(self, &DeviceCoreType) || ((DeviceCore *)self)->info == NULL) goto python;
+    if ((limit = GET(((DeviceCore *)self)->info, limits)) == NULL) goto out;
     Py_SETREF(limit, GET(limit, max_alloc));
     if (limit == NULL) goto out;
     long long most = PyLong_AsLongLong(limit);
     if (most == -1 && PyErr_Occurred()) goto out;
     if (n > most) goto python;
-    Py_SETREF(attr, GET(self, closed));
-    if (attr == NULL) goto out;
-    if (attr != Py_False) goto python;
-    Py_SETREF(attr, GET(self, pools));
-    if (attr == NULL) goto out;
-    int pools = PyObject_IsTrue(attr);
+    DeviceCore *core = fast_device(self);
+    if (core == NULL) goto out;
+    if (core->closed) goto python;
+    int pools = PyObject_IsTrue(core->pools);
     if (pools < 0) goto out;
     if (!pools) goto python;
     if (make_current(self)) goto out;
     PyObject *forward[2] = {self, nbytes};
-    Py_SETREF(attr, fast_alloc(NULL, forward, 2));
-    if (attr == NULL) goto out;
+    if ((attr = fast_alloc(NULL, forward, 2)) == NULL) goto out;
     if (!PyTuple_Check(attr)) {
         result = Py_NewRef(attr);
         goto out;
@@ -1010,13 +1059,61 @@ static PyMethodDef device_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+
+static PyMemberDef device_members[] = {
+    {"_closed", T_BOOL, offsetof(DeviceCore, closed), 0, NULL},
+    {"_info", T_OBJECT_EX, offsetof(DeviceCore, info), 0, NULL},
+    {"_id", T_OBJECT_EX, offsetof(DeviceCore, id), 0, NULL},
+    {"_pools", T_OBJECT_EX, offsetof(DeviceCore, pools), 0, NULL},
+    {"_alloc_address", T_OBJECT_EX, offsetof(DeviceCore, alloc_address), 0, NULL},
+    {"_live", T_OBJECT_EX, offsetof(DeviceCore, live), 0, NULL},
+    {"_orphans", T_OBJECT_EX, offsetof(DeviceCore, orphans), 0, NULL},
+    {"_spare_events", T_OBJECT_EX, offsetof(DeviceCore, spare_events), 0, NULL},
+    {"_staging", T_OBJECT_EX, offsetof(DeviceCore, staging), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static int device_traverse(DeviceCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->info);
+    Py_VISIT(self->id);
+    Py_VISIT(self->pools);
+    Py_VISIT(self->alloc_address);
+    Py_VISIT(self->live);
+    Py_VISIT(self->orphans);
+    Py_VISIT(self->spare_events);
+    Py_VISIT(self->staging);
+    return 0;
+}
+
+static int device_clear(DeviceCore *self) {
+    Py_CLEAR(self->info);
+    Py_CLEAR(self->id);
+    Py_CLEAR(self->pools);
+    Py_CLEAR(self->alloc_address);
+    Py_CLEAR(self->live);
+    Py_CLEAR(self->orphans);
+    Py_CLEAR(self->spare_events);
+    Py_CLEAR(self->staging);
+    return 0;
+}
+
+static void device_dealloc(DeviceCore *self) {
+    PyObject_GC_UnTrack(self);
+    device_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
 static PyTypeObject DeviceCoreType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.DeviceCore",
-    .tp_basicsize = sizeof(PyObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "CudaDevice's compiled base: alloc.",
+    .tp_basicsize = sizeof(DeviceCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "CudaDevice's compiled base: its hot fields and alloc.",
     .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)device_traverse,
+    .tp_clear = (inquiry)device_clear,
+    .tp_dealloc = (destructor)device_dealloc,
     .tp_methods = device_methods,
+    .tp_members = device_members,
 };
 
 static PyMethodDef buffer_methods[] = {
@@ -1138,17 +1235,20 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
     int locked = 0;
     void *queue;
     unsigned long long ptr, offset = PyLong_AsUnsignedLongLong(args[2]);
-    if (PyErr_Occurred() || (dev = GET(stream, dev)) == NULL || make_current(dev)) goto out;
-    if (PyObject_SetAttr(dst, str_last_stream, stream)) goto out;
-    if ((attr = GET(dst, ptr)) == NULL) goto out;
-    ptr = PyLong_AsUnsignedLongLong(attr) + offset;
-    if (PyErr_Occurred()) goto out;
-    Py_SETREF(attr, GET(stream, address));
-    if (attr == NULL || address(attr, &queue)) goto out;
+    StreamCore *st = PyErr_Occurred() ? NULL : fast_stream(stream);
+    if (st == NULL || fast_device(st->dev) == NULL) goto out;
+    dev = Py_NewRef(st->dev);
+    if (make_current(dev)) goto out;
+    if ((PyObject *)Py_TYPE(dst) != buffer_type) {
+        PyErr_SetString(PyExc_TypeError, "staged_htod: dst is no CudaBuffer");
+        goto out;
+    }
+    Py_XSETREF(((BufferCore *)dst)->last_stream, Py_NewRef(stream));
+    ptr = ((BufferCore *)dst)->ptr + offset;
+    if (address(st->address, &queue)) goto out;
     if (PyObject_GetBuffer(args[3], &host, PyBUF_C_CONTIGUOUS)) goto out;
     if ((lock = GET(ring, lock)) == NULL) goto out;
-    Py_SETREF(attr, PyObject_CallMethodNoArgs(lock, str_acquire));
-    if (attr == NULL) goto out;
+    if ((attr = PyObject_CallMethodNoArgs(lock, str_acquire)) == NULL) goto out;
     locked = 1;
     long long base, used, segment;
     Py_SETREF(attr, GET(ring, base));
@@ -1276,19 +1376,16 @@ static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssiz
         goto python;
     if (backing == NULL) return NULL;
     if ((PyObject *)Py_TYPE(backing) != buffer_type || ((BufferCore *)backing)->freed) goto python_release;
-    if ((dev = GET(self, device)) == NULL) goto out;
+    StreamCore *st = fast_stream(self);
+    if (st == NULL || fast_device(st->device) == NULL) goto out;
+    dev = Py_NewRef(st->device);
     if (((BufferCore *)backing)->device != dev) goto python_release;
     if ((attr = GET(dst, nbytes)) == NULL) goto out;
     long long size = PyLong_AsLongLong(attr);
     if (size == -1 && PyErr_Occurred()) goto out;
-    if (at + n > size) goto python_release;
-    Py_SETREF(attr, GET(dev, closed));
-    if (attr == NULL) goto out;
-    if (attr != Py_False) goto python_release;
-    Py_SETREF(attr, GET(self, capturing));
-    if (attr == NULL) goto out;
-    if (attr != Py_None) goto python_release;
-    if ((ring = GET(dev, staging)) == NULL) goto out;
+    if (at + n > size || ((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None))
+        goto python_release;
+    ring = Py_NewRef(((DeviceCore *)dev)->staging);
     Py_SETREF(attr, PyLong_FromLongLong(at));
     if (attr == NULL) goto out;
     PyObject *forward[5] = {self, backing, attr, src, ring};

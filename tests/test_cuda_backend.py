@@ -1124,3 +1124,26 @@ def test_small_copy_htod_checks_hold_on_every_form(device):
     device.close()
     with pytest.raises(ia.UseAfterFree, match=op):
         s.copy_htod(kept, np.zeros(4, np.uint8))
+
+
+def test_compiled_entry_points_refuse_what_is_not_theirs(device):
+    """The compiled module's functions and its types' methods, given objects they were not made for (another
+    type, a half-made instance), raise TypeError or the Python error instead of reading foreign memory."""
+    from ironaccel.backends.cuda import driver
+    from ironaccel.backends.cuda.fast import FastEvent
+
+    fast = driver.fast
+    if fast is None:
+        pytest.skip("the compiled path is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
+    s = device.create_stream()
+    with device.alloc(64) as buf:
+        host = np.zeros(4, np.uint8)
+        for call in (lambda: fast.record("a stream", False), lambda: fast.alloc("a device", 8),
+                     lambda: fast.staged_htod("a stream", buf, 0, host, device._staging),
+                     lambda: fast.staged_htod(s, "a buffer", 0, host, device._staging), lambda: FastEvent(),
+                     lambda: type(s).record(object()), lambda: type(device).alloc(object(), 8),
+                     lambda: type(buf).free(object()), lambda: type(buf).__new__(type(buf)).free()):
+            with pytest.raises(TypeError):
+                call()
+        with pytest.raises(AttributeError):
+            fast.launch(None, s, ())
