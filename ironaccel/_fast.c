@@ -1439,6 +1439,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *device, *nbytes, *pool, *block;
+    long front_bucket; /* the block's bucket + 1 where the compiled alloc made this buffer (0: read block.bucket) */
     char freed;
 } PooledCore;
 
@@ -1487,10 +1488,14 @@ static PyObject *pool_alloc(PoolCore *self, PyObject *nbytes) {
         bucket = (64 - __builtin_clzll(m)) - min_shift;
     }
     if (self->device == NULL) goto python;
-    PyObject *closed = PyObject_GetAttr(self->device, str_closed);
-    if (closed == NULL) return NULL;
-    Py_DECREF(closed);
-    if (closed != Py_False) goto python;
+    if (PyObject_TypeCheck(self->device, &DeviceCoreType)) { /* a CUDA device: its flag in the struct */
+        if (((DeviceCore *)self->device)->closed) goto python;
+    } else {
+        PyObject *closed = PyObject_GetAttr(self->device, str_closed);
+        if (closed == NULL) return NULL;
+        Py_DECREF(closed);
+        if (closed != Py_False) goto python;
+    }
     PyObject *front = thread_front(self);
     if (front == NULL || PyList_GET_SIZE(front) <= bucket) goto python;
     PyObject *slots = PyList_GET_ITEM(front, bucket);
@@ -1518,6 +1523,7 @@ static PyObject *pool_alloc(PoolCore *self, PyObject *nbytes) {
     buf->nbytes = Py_NewRef(nbytes);
     buf->pool = Py_NewRef((PyObject *)self);
     buf->block = block;
+    buf->front_bucket = bucket + 1;
     buf->freed = 0;
     return (PyObject *)buf;
 python:
@@ -1540,11 +1546,14 @@ static PyObject *pooled_free(PooledCore *self, PyObject *const *args, Py_ssize_t
     if (pool != NULL && !PyObject_TypeCheck((PyObject *)pool, &PoolCoreType)) pool = NULL; /* not ours: the Python way */
     if (self->freed || pool == NULL || self->block == NULL || (stream != Py_None && stream != pool->stream))
         goto python;
-    PyObject *attr = PyObject_GetAttr(self->block, str_bucket);
-    if (attr == NULL) return NULL;
-    long bucket = PyLong_AsLong(attr);
-    Py_DECREF(attr);
-    if (bucket == -1 && PyErr_Occurred()) return NULL;
+    PyObject *attr;
+    long bucket = self->front_bucket - 1;
+    if (bucket < 0) {
+        if ((attr = PyObject_GetAttr(self->block, str_bucket)) == NULL) return NULL;
+        bucket = PyLong_AsLong(attr);
+        Py_DECREF(attr);
+        if (bucket == -1 && PyErr_Occurred()) return NULL;
+    }
     if (bucket >= front_buckets) goto python;
     PyObject *front = thread_front(pool);
     if (front == NULL || PyList_GET_SIZE(front) <= bucket) goto python;
@@ -1633,9 +1642,25 @@ static PyMemberDef pooled_members[] = {
     {"_device", T_OBJECT_EX, offsetof(PooledCore, device), 0, NULL},
     {"_nbytes", T_OBJECT_EX, offsetof(PooledCore, nbytes), 0, NULL},
     {"_pool", T_OBJECT_EX, offsetof(PooledCore, pool), 0, NULL},
-    {"_block", T_OBJECT_EX, offsetof(PooledCore, block), 0, NULL},
     {"_freed", T_BOOL, offsetof(PooledCore, freed), 0, NULL},
     {NULL, 0, 0, 0, NULL},
+};
+
+/* _block: setting it forgets the bucket the compiled alloc remembered for the block it put there. */
+static PyObject *pooled_get_block(PooledCore *self, void *closure) {
+    if (self->block == NULL) return PyErr_Format(PyExc_AttributeError, "_block");
+    return Py_NewRef(self->block);
+}
+
+static int pooled_set_block(PooledCore *self, PyObject *value, void *closure) {
+    Py_XSETREF(self->block, Py_XNewRef(value));
+    self->front_bucket = 0;
+    return 0;
+}
+
+static PyGetSetDef pooled_getset[] = {
+    {"_block", (getter)pooled_get_block, (setter)pooled_set_block, "the pool's block behind this buffer", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject PoolCoreType = {
@@ -1662,6 +1687,7 @@ static PyTypeObject PooledCoreType = {
     .tp_dealloc = (destructor)pooled_dealloc,
     .tp_methods = pooled_methods,
     .tp_members = pooled_members,
+    .tp_getset = pooled_getset,
 };
 
 static PyMethodDef methods[] = {
