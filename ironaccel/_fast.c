@@ -1226,16 +1226,15 @@ static PyObject *fast_staged_copy(PyObject *self, PyObject *const *args, Py_ssiz
  * call: under the ring's lock, the bytes reserved in its current segment as StagingRing._reserve does, the
  * memcpy into them and the DMA from there. TAKE_PYTHON_PATH when the segment has no room or the ring is not
  * allocated yet (the Python path advances it), else the CUresult. */
-static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "staged_htod takes 5 arguments, got %zd", nargs);
+static PyObject *staged_htod(PyObject *stream, PyObject *dst, unsigned long long offset, Py_buffer *source,
+                             PyObject *ring) {
     if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "staged_htod before configure");
-    PyObject *stream = args[0], *dst = args[1], *ring = args[4];
     PyObject *dev = NULL, *lock = NULL, *attr = NULL, *users_list = NULL, *result = NULL;
-    Py_buffer host = {0};
+    Py_buffer host = *source; /* borrowed: the caller releases it */
     int locked = 0;
     void *queue;
-    unsigned long long ptr, offset = PyLong_AsUnsignedLongLong(args[2]);
-    StreamCore *st = PyErr_Occurred() ? NULL : fast_stream(stream);
+    unsigned long long ptr;
+    StreamCore *st = fast_stream(stream);
     if (st == NULL || fast_device(st->dev) == NULL) goto out;
     dev = Py_NewRef(st->dev);
     if (make_current(dev)) goto out;
@@ -1246,7 +1245,6 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
     Py_XSETREF(((BufferCore *)dst)->last_stream, Py_NewRef(stream));
     ptr = ((BufferCore *)dst)->ptr + offset;
     if (address(st->address, &queue)) goto out;
-    if (PyObject_GetBuffer(args[3], &host, PyBUF_C_CONTIGUOUS)) goto out;
     if ((lock = GET(ring, lock)) == NULL) goto out;
     if ((attr = PyObject_CallMethodNoArgs(lock, str_acquire)) == NULL) goto out;
     locked = 1;
@@ -1314,11 +1312,20 @@ out:
         if (type) PyErr_Restore(type, value, traceback);
 #endif
     }
-    if (host.obj) PyBuffer_Release(&host);
     Py_XDECREF(users_list);
     Py_XDECREF(dev);
     Py_XDECREF(lock);
     Py_XDECREF(attr);
+    return result;
+}
+
+static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "staged_htod takes 5 arguments, got %zd", nargs);
+    unsigned long long offset = PyLong_AsUnsignedLongLong(args[2]);
+    Py_buffer host;
+    if (PyErr_Occurred() || PyObject_GetBuffer(args[3], &host, PyBUF_C_CONTIGUOUS)) return NULL;
+    PyObject *result = staged_htod(args[0], args[1], offset, &host, args[4]);
+    PyBuffer_Release(&host);
     return result;
 }
 
@@ -1359,22 +1366,18 @@ static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssiz
         goto python;
     }
     Py_ssize_t n = host.len;
-    int plain = host.format == NULL || strchr(host.format, 'O') == NULL;
-    PyBuffer_Release(&host);
-    if (!plain || n == 0 || n > small_copy_bytes) goto python;
     long long at = 0;
-    if (offset != NULL && ((at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) {
-        PyErr_Clear();
-        goto python;
-    }
-    PyObject *backing = NULL, *attr = NULL, *dev = NULL, *ring = NULL, *result = NULL, *code = NULL;
+    if (offset != NULL && ((at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) PyErr_Clear();
+    PyObject *backing = NULL, *attr = NULL, *dev = NULL, *result = NULL, *code = NULL;
+    if (at < 0 || (host.format != NULL && strchr(host.format, 'O') != NULL) || n == 0 || n > small_copy_bytes)
+        goto python_release;
     if ((PyObject *)Py_TYPE(dst) == buffer_type)
         backing = Py_NewRef(dst);
     else if (pooled_type != NULL && (PyObject *)Py_TYPE(dst) == pooled_type)
         backing = PyObject_CallMethodOneArg(dst, str_backing, str_op_copy_htod); /* raises UseAfterFree */
     else
-        goto python;
-    if (backing == NULL) return NULL;
+        goto python_release;
+    if (backing == NULL) goto out;
     if ((PyObject *)Py_TYPE(backing) != buffer_type || ((BufferCore *)backing)->freed) goto python_release;
     StreamCore *st = fast_stream(self);
     if (st == NULL || fast_device(st->device) == NULL) goto out;
@@ -1385,27 +1388,26 @@ static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssiz
     if (size == -1 && PyErr_Occurred()) goto out;
     if (at + n > size || ((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None))
         goto python_release;
-    ring = Py_NewRef(((DeviceCore *)dev)->staging);
-    Py_SETREF(attr, PyLong_FromLongLong(at));
-    if (attr == NULL) goto out;
-    PyObject *forward[5] = {self, backing, attr, src, ring};
-    if ((code = fast_staged_htod(NULL, forward, 5)) == NULL) goto out;
+    PyObject *ring = Py_NewRef(((DeviceCore *)dev)->staging); /* held: the call runs Python code (the lock) */
+    code = staged_htod(self, backing, (unsigned long long)at, &host, ring);
+    Py_DECREF(ring);
+    if (code == NULL) goto out;
     long err = PyLong_AsLong(code);
     if (err == TAKE_PYTHON_PATH) goto python_release;
     if (err) raise_failed("cuMemcpyHtoDAsync", (CUresult)err);
     else if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
 out:
+    PyBuffer_Release(&host);
     Py_XDECREF(backing);
     Py_XDECREF(attr);
     Py_XDECREF(dev);
-    Py_XDECREF(ring);
     Py_XDECREF(code);
     return result;
 python_release:
+    PyBuffer_Release(&host);
     Py_XDECREF(backing);
     Py_XDECREF(attr);
     Py_XDECREF(dev);
-    Py_XDECREF(ring);
     Py_XDECREF(code);
 python:
     return call_python(copy_htod_python, self, args, nargs, kwnames);
