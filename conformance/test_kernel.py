@@ -116,6 +116,51 @@ def test_relaunch_with_new_scalars(device, stream, kernels):
         np.testing.assert_array_equal(got, expect)
 
 
+@pytest.mark.clause("KERNEL-16")
+def test_back_to_back_launches_bind_each_launchs_own_buffers(device, stream, kernels):
+    """Launches queued in one burst, on buffers of one size (likely sub-allocated side by side), then on the same
+    buffers in another order: a binding cached by size, by block or by the set of buffers writes the wrong one."""
+    n, count = 64, 8
+    bufs = [device.alloc(4 * n) for _ in range(count)]
+    try:
+        for i, buf in enumerate(bufs):
+            stream.fill(buf, POISON)
+        for i, buf in enumerate(bufs):
+            stream.launch(kernels("fill_u32"), 1, 64, (buf, np.uint32(0x1000 + i), np.uint32(n)))
+        for i, buf in enumerate(bufs):
+            np.testing.assert_array_equal(read(stream, buf, np.uint32), np.full(n, 0x1000 + i, np.uint32),
+                                          err_msg=f"buffer {i} of {count}")
+        x, y = rng(16).standard_normal((2, n)).astype(np.float32)
+        stream.copy_htod(bufs[0], x)
+        stream.copy_htod(bufs[1], y)
+        saxpy = kernels("saxpy")  # y = a * x + y
+        stream.launch(saxpy, 1, 64, (bufs[0], bufs[1], np.float32(2), np.uint32(n)))
+        stream.launch(saxpy, 1, 64, (bufs[1], bufs[0], np.float32(2), np.uint32(n)))  # the same two, swapped
+        y = np.float32(2) * x + y
+        x = np.float32(2) * y + x
+        np.testing.assert_allclose(read(stream, bufs[1], np.float32), y, rtol=1e-6)
+        np.testing.assert_allclose(read(stream, bufs[0], np.float32), x, rtol=1e-6)
+        if device.supports("graphs"):  # the same pair recorded into one graph, whose bindings are made together
+            stream.copy_htod(bufs[2], x)
+            stream.copy_htod(bufs[3], y)
+            with stream.capture() as graph:
+                stream.launch(saxpy, 1, 64, (bufs[2], bufs[3], np.float32(2), np.uint32(n)))
+                stream.launch(saxpy, 1, 64, (bufs[3], bufs[2], np.float32(2), np.uint32(n)))
+                for i, buf in enumerate(bufs[4:]):
+                    stream.launch(kernels("fill_u32"), 1, 64, (buf, np.uint32(0x2000 + i), np.uint32(n)))
+            graph.launch(stream)
+            for i, buf in enumerate(bufs[4:]):
+                np.testing.assert_array_equal(read(stream, buf, np.uint32), np.full(n, 0x2000 + i, np.uint32),
+                                              err_msg=f"buffer {4 + i} of {count}, filled in the graph")
+            y = np.float32(2) * x + y
+            x = np.float32(2) * y + x
+            np.testing.assert_allclose(read(stream, bufs[3], np.float32), y, rtol=1e-6)
+            np.testing.assert_allclose(read(stream, bufs[2], np.float32), x, rtol=1e-6)
+    finally:
+        for buf in bufs:
+            buf.free()
+
+
 @pytest.mark.clause("KERNEL-7")
 @pytest.mark.parametrize("block", [2, 32, 128, 256])
 def test_shared_memory_reduction(device, stream, kernels, block, require):

@@ -3,12 +3,15 @@
 Each target (or each shard of one, ``--shard-size N``) becomes a Ray task that runs exactly what
 ``certify`` runs on one machine (``certify.run_target``: the suite in its own process) on a node that
 advertises the target. A node advertises what its own ``ironaccel doctor`` finds runnable, as Ray custom
-resources ``{"target:vulkan/lavapipe": 1, ...}``::
+resources ``{"target:vulkan/lavapipe": 1, ..., "hardware-slot": 1}``::
 
     ray start --address HEAD:6379 --resources "$(ironaccel doctor --ray-resources)"
 
 A task asks for ``TASK_SHARE`` of its target's resource and one CPU, so any number of one target's tasks
-share a node, bounded by its CPUs (as ``certify`` bounds a machine's targets by its cores).
+share a node, bounded by its CPUs (as ``certify`` bounds a machine's targets by its cores). A hardware
+target's task (or one of a target this machine does not know) also takes the node's one ``hardware-slot``
+whole: hardware targets run one at a time on a node, as ``certify`` runs them on one machine (they share
+its GPU, and MEM-7 exhausts its memory).
 
 What goes over the wire: to the node, the target's name, the selection, the time limits (and, for tests,
 a suite folder); back, as the task's stream, the node's name, the results file each time the node's test
@@ -21,10 +24,16 @@ behind the caller's back) leaves its target ``crashed``: the last copy of its re
 had not finished ``not-run``; a task whose target no live node advertises any more is cancelled and
 recorded the same way. ``--resume`` runs again only the targets and shards whose results file is
 missing or ``crashed``.
+
+A farm run gives the results files a plain ``certify`` gives, apart from timings and where it ran
+(``differences``); CI checks it on its own machine::
+
+    python -m ironaccel.farm compare PLAIN_RESULTS FARM_RESULTS
 """
 
 from __future__ import annotations
 
+import argparse
 import math
 import socket
 import subprocess
@@ -44,6 +53,7 @@ from .selection import Selection
 
 RESOURCE_PREFIX = "target:"
 TASK_SHARE = 0.001  # of a node's target resource (1): Ray's resolution is 0.0001
+HARDWARE_SLOT = "hardware-slot"
 INSTALL_HINT = "pip install 'ironaccel[farm]' (or pip install ray)"
 SHARDS_FOLDER = "shards"
 NODE_POLL_S = 1.0  # how often a node looks at its results file for the caller's progress line
@@ -59,8 +69,16 @@ def resource(target: str) -> str:
 
 
 def node_resources() -> dict[str, float]:
-    """The Ray custom resources of this machine: one per target its doctor finds runnable."""
-    return {resource(name): 1.0 for name in certify.runnable_targets()}
+    """The Ray custom resources of this machine: one per target its doctor finds runnable, and its one
+    hardware slot."""
+    return {**{resource(name): 1.0 for name in certify.runnable_targets()}, HARDWARE_SLOT: 1.0}
+
+
+def task_resources(target: str) -> dict[str, float]:
+    """What a run of ``target`` asks of a node, besides a CPU: a share of the target, and for a hardware
+    target or one unknown here (it may be hardware) the node's hardware slot."""
+    known = targets.registered_drivers().get(target)
+    return {resource(target): TASK_SHARE, **({} if known and known.simulated else {HARDWARE_SLOT: 1.0})}
 
 
 def import_ray() -> Any:
@@ -84,7 +102,8 @@ def connect(address: str) -> Any:
             ray.init(address=address, **options)
         except ConnectionError as exc:
             raise FarmUnavailable(f"no Ray cluster answers at {address!r} ({exc}); start one with `ray start "
-                                  "--head`, or use --ray local") from exc
+                                  "--head`, or use --ray local; a head with token authentication (it found "
+                                  "~/.ray/auth_token) also needs RAY_AUTH_MODE=token and its token here") from exc
     return ray
 
 
@@ -239,7 +258,7 @@ def run_jobs(ray: Any, jobs: list[Job], results_dir: Path, timeout_s: float, tes
     streams = {}
     for job in jobs:
         job.results_file(results_dir).unlink(missing_ok=True)  # stale progress, or what --resume re-runs
-        streams[task.options(resources={resource(job.target): TASK_SHARE}).remote(
+        streams[task.options(resources=task_resources(job.target)).remote(
             job.target, job.selection, timeout_s, test_timeout_s, suite, runner)] = job
     nodes: dict[Job, str] = {}
     started: dict[Job, float] = {}
@@ -325,3 +344,71 @@ def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "
         runs = [done.get(j) or _from_file(name, j.results_file(results_dir), 0.0, "earlier run") for j in jobs[name]]
         out.append(certify.merge_shard_runs(name, runs, results_dir) if jobs[name][0].sharded else runs[0])
     return out
+
+
+# -- a farm run against a plain one -----------------------------------------------------------------------
+
+def comparable(doc: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """A results document without what two runs of the same tests on one machine differ in: when they
+    ran (started, finished, each test's duration), the results folder named in messages; tests by id."""
+    def local(message: str) -> str:
+        return message.replace(str(folder), "{results}")
+
+    tests = {t["id"]: dict(t, duration=0.0, message=local(t["message"])) for t in doc["tests"]}
+    return dict(doc, started="", finished="", run=dict(doc["run"], message=local(doc["run"]["message"])), tests=tests)
+
+
+def _differences(a: Any, b: Any, where: str) -> list[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for key in sorted(set(a) | set(b), key=str)
+                for d in (_differences(a[key], b[key], f"{where}.{key}") if key in a and key in b
+                          else [f"{where}.{key}: only in the {'plain' if key in a else 'farm'} run"])]
+    return [] if a == b else [f"{where}: {a!r} in the plain run, {b!r} in the farm run"]
+
+
+def differences(plain: Path, farmed: Path) -> list[str]:
+    """What differs between the results folders of a plain run (``plain``) and a farm run (``farmed``) of
+    the same targets: which files there are, then each results file (every test's outcome, clauses and
+    message, the run's status, summary, suite and environment) as ``comparable``; and each of the farm's
+    certificates must verify. Empty when they are the same."""
+    plain, farmed = Path(plain).resolve(), Path(farmed).resolve()
+    names = {folder: {p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")}
+             for folder in (plain, farmed)}
+    out = [f"{name}: only in the {'plain' if name in names[plain] else 'farm'} run"
+           for name in sorted(names[plain] ^ names[farmed])]
+    for name in sorted(names[plain] & names[farmed]):
+        if name.endswith(results.CERTIFICATE_SUFFIX):
+            code, why = certify.verify(farmed / name)
+            out += [] if code == certify.VERIFY_VALID else [f"{name} of the farm run: {why}"]
+        elif name.endswith(".json"):
+            out += _differences(comparable(results.load(plain / name), plain),
+                                comparable(results.load(farmed / name), farmed), name)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ironaccel.farm compare PLAIN FARM``: exit 1 naming the first differences."""
+    parser = argparse.ArgumentParser(prog="python -m ironaccel.farm")
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compare", help="do a farm run's results files say what a plain run's say, times apart?")
+    c.add_argument("plain", type=Path, help="the results folder of `ironaccel certify`")
+    c.add_argument("farm", type=Path, help="the results folder of `ironaccel certify --ray`")
+    c.add_argument("--show", type=int, default=20, metavar="N", help="differences to print (default 20)")
+    args = parser.parse_args(argv)
+    for folder in (args.plain, args.farm):
+        if not folder.is_dir():
+            print(f"python -m ironaccel.farm compare: {folder}: no such results folder", file=sys.stderr)
+            return 2
+    found = differences(args.plain, args.farm)
+    if found:
+        print(f"the farm run's results files differ from the plain run's in {len(found)} place(s):", file=sys.stderr)
+        print("\n".join(found[:args.show]), file=sys.stderr)
+        return 1
+    docs = [results.load(p) for p in args.plain.glob("*.json") if not p.name.endswith(results.CERTIFICATE_SUFFIX)]
+    print(f"the farm run's results files are the plain run's, times apart: {len(docs)} targets, "
+          f"{sum(len(d['tests']) for d in docs)} tests")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import certify, farm, results, status, targets
+from ironaccel import certify, farm, results, spec, status, targets
 from ironaccel.cli import main
 from ironaccel.selection import Selection
 from membackend import MemBackend, mem_drivers, registered
@@ -91,13 +91,6 @@ def register_mem_backend() -> None:
     register("mem", MemBackend, mem_drivers)
 
 
-def _normalized(doc: dict) -> dict:
-    """A results document without what differs between two runs of the same tests: times."""
-    doc = dict(doc, started="", finished="")
-    doc["tests"] = [dict(t, duration=0.0) for t in doc["tests"]]
-    return doc
-
-
 def test_farm_run_gives_the_same_results_files_as_a_plain_run(tmp_path):
     """`certify --ray local --all` and `certify --all`, each test file's first tests only (to be quick):
     the same results files, times apart, for every target this machine can run."""
@@ -110,16 +103,52 @@ def test_farm_run_gives_the_same_results_files_as_a_plain_run(tmp_path):
         assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "node" in proc.stdout.split("\n\n")[-1].splitlines()[0]  # the farm's summary table names nodes
     assert status.command(tmp_path / "farm", tmp_path / "STATUS.md", check=True) == 0  # --status wrote it
-    plain = sorted(p.name for p in (tmp_path / "plain").glob("*.json"))
-    assert plain == sorted(p.name for p in (tmp_path / "farm").glob("*.json"))
-    assert {"cuda-fake.json", "vulkan-lavapipe.json"} <= set(plain)  # this machine's simulated targets at least
+    assert farm.differences(tmp_path / "plain", tmp_path / "farm") == []
+    plain = {p.name for p in (tmp_path / "plain").glob("*.json") if not p.name.endswith(".cert.json")}
+    assert {"cuda-fake.json", "vulkan-lavapipe.json"} <= plain  # this machine's simulated targets at least
     for name in plain:
-        if name.endswith(".cert.json"):
-            assert main(["certify", "--verify", str(tmp_path / "farm" / name)]) == certify.VERIFY_VALID
-            continue
-        a, b = (results.load(tmp_path / mode / name) for mode in ("plain", "farm"))
-        assert _normalized(a) == _normalized(b), name
-        assert a["tests"] and all(t["outcome"] == "pass" for t in b["tests"])
+        tests = results.load(tmp_path / "farm" / name)["tests"]
+        assert tests and all(t["outcome"] == "pass" for t in tests), name
+
+
+def cuda_fake_results(folder: Path, outcome: str = "pass", duration: float = 0.1) -> Path:
+    """A cuda/fake results file (one test, messages naming ``folder``) with its JUnit and certificate."""
+    folder.mkdir(parents=True, exist_ok=True)
+    test = {"id": "test_err.py::test_one", "clauses": ["ERR-1"], "outcome": outcome, "duration": duration,
+            "message": f"see {folder}/one.log"}
+    out = folder / "cuda-fake.json"
+    results.dump(results.document(targets.get("cuda/fake"), spec.current(["cuda/fake"]).parts("cuda/fake"),
+                                  results.now(), "ok", f"log: {folder}/run.log", tests=[test],
+                                  host=results.host_environment()), out)
+    certify.write_junit_and_certificate(out)
+    return out
+
+
+def test_the_comparison_ignores_times_and_folders_and_names_what_differs(tmp_path, capsys):
+    plain = cuda_fake_results(tmp_path / "plain")
+    time.sleep(1.1)  # another second in started/finished
+    farmed = cuda_fake_results(tmp_path / "farm", duration=0.7)
+    assert farm.main(["compare", str(plain.parent), str(farmed.parent)]) == 0
+    assert "1 targets, 1 tests" in capsys.readouterr().out
+
+    cuda_fake_results(tmp_path / "farm", outcome="flaky")
+    (tmp_path / "farm" / "extra.json").write_text("{}")
+    doc = results.load(farmed)
+    doc["target"]["packages"]["numpy"] = "0.0"
+    results.dump(doc, farmed)  # after its certificate: tampered
+    found = farm.differences(plain.parent, farmed.parent)
+    assert found[0] == "extra.json: only in the farm run"
+    assert "cuda-fake.cert.json of the farm run: tampered" in found[1]
+    assert found[2:] == [f"cuda-fake.json.summary.{o}: {int(o == 'pass')} in the plain run, {int(o == 'flaky')} in "
+                         "the farm run" for o in ("flaky", "pass")] + [
+        f"cuda-fake.json.target.packages.numpy: {results.load(plain)['target']['packages']['numpy']!r} in the plain "
+        "run, '0.0' in the farm run",
+        "cuda-fake.json.tests.test_err.py::test_one.outcome: 'pass' in the plain run, 'flaky' in the farm run"]
+    assert farm.main(["compare", str(plain.parent), str(farmed.parent), "--show", "1"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "the farm run's results files differ from the plain run's in 6 place(s):", "extra.json: only in the farm run"]
+    assert farm.main(["compare", str(plain.parent), str(tmp_path / "nowhere")]) == 2
+    assert "nowhere: no such results folder" in capsys.readouterr().err
 
 
 def test_without_ray_the_command_says_how_to_install_it(monkeypatch, capsys):
@@ -140,7 +169,14 @@ def test_farm_options_need_ray_and_a_positive_shard_size(capsys):
 def test_doctor_prints_the_runnable_targets_as_ray_resources(monkeypatch, capsys):
     monkeypatch.setattr(certify, "runnable_targets", lambda: ["cuda/fake", "vulkan/lavapipe"])
     assert main(["doctor", "--ray-resources"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"target:cuda/fake": 1.0, "target:vulkan/lavapipe": 1.0}
+    assert json.loads(capsys.readouterr().out) == {"target:cuda/fake": 1.0, "target:vulkan/lavapipe": 1.0,
+                                                   "hardware-slot": 1.0}
+
+
+def test_hardware_targets_and_unknown_ones_take_the_nodes_one_hardware_slot():
+    assert farm.task_resources("cuda/fake") == {"target:cuda/fake": farm.TASK_SHARE}
+    for name in ("cuda/nvidia", "vulkan/nvidia", "sim042/cuda"):  # the last one no registry here knows
+        assert farm.task_resources(name) == {f"target:{name}": farm.TASK_SHARE, "hardware-slot": 1.0}
 
 
 # -- on a cluster of several nodes ---------------------------------------------------------------------------
@@ -156,10 +192,12 @@ def nodes():
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
         try:
             half = FAKE_NODES // 2
-            a = cluster.add_node(num_cpus=1, resources={"target:mem/test": 1, "target:cuda/fake": 1,
-                                                        **{farm.resource(t): 1 for t in fake_targets(0, half)}})
-            b = cluster.add_node(num_cpus=1, resources={"target:mem/test": 1, "target:mem/wrong": 1,
-                                                        **{farm.resource(t): 1 for t in fake_targets(half, FAKE_NODES)}})
+            a = cluster.add_node(num_cpus=1, resources={
+                "target:mem/test": 1, "target:cuda/fake": 1, farm.HARDWARE_SLOT: 1,
+                **{farm.resource(t): 1 for t in fake_targets(0, half)}})
+            b = cluster.add_node(num_cpus=1, resources={
+                "target:mem/test": 1, "target:mem/wrong": 1, farm.HARDWARE_SLOT: 1,
+                **{farm.resource(t): 1 for t in fake_targets(half, FAKE_NODES)}})
             cluster.wait_for_nodes()
             ray.init(address=cluster.address, logging_level="warning",
                      runtime_env={"worker_process_setup_hook": "test_farm.register_mem_backend"})
@@ -247,7 +285,7 @@ def test_a_worker_killed_mid_run_leaves_its_target_crashed_and_resume_completes_
 
 def test_a_farm_of_100_fake_nodes_runs_each_ones_targets_where_it_is_advertised(tmp_path, nodes, record_property):
     """Every fake node's targets scheduled onto the worker node that advertises them; the farm's cost per
-    task (wall time x the 2 task slots / tasks) printed and recorded as a property."""
+    task (wall time x the 2 task slots / tasks) recorded as a property, which conftest.py prints."""
     names = fake_targets(0, FAKE_NODES)
     t0 = time.monotonic()
     runs = farm.certify_on_farm(names, tmp_path, address="auto", runner=instant_run, stream=io.StringIO())
@@ -256,7 +294,5 @@ def test_a_farm_of_100_fake_nodes_runs_each_ones_targets_where_it_is_advertised(
     for r in runs:
         assert r.node == nodes["a" if int(r.target[3:6]) < FAKE_NODES // 2 else "b"], r.target
     assert all(results.load(tmp_path / results.file_name(n))["run"]["status"] == "ok" for n in names)
-    per_task_ms = wall * 2 / len(names) * 1000
-    record_property("farm_overhead_per_task_ms", round(per_task_ms, 1))
-    print(f"{FAKE_NODES} fake nodes, {len(names)} tasks on 2 task slots: {wall:.1f} s wall, "
-          f"{per_task_ms:.0f} ms of farm overhead per task")
+    record_property("farm_overhead_per_task_ms", round(wall * 2 / len(names) * 1000, 1))
+    record_property("farm_simulation", f"{FAKE_NODES} fake nodes, {len(names)} tasks on 2 task slots in {wall:.1f} s")
