@@ -380,6 +380,20 @@ def test_shards_split_the_selection_interleaved_and_merge_back(pytester: pytest.
         certify.merge([tmp_path / "merged.json"], tmp_path / "m.json")
 
 
+def test_a_shard_the_selection_leaves_empty_is_ok_but_an_empty_selection_is_not(pytester: pytest.Pytester) -> None:
+    """certify splits a target into as many shards as it has cores: a selection of one test leaves the other
+    shards empty, which is no failure; a selection that matches nothing still is (pytest's exit 5)."""
+    pytester.makepyfile(test_sel=SELECTION_TESTS)
+    result, doc = run(pytester, "mem/test", "--only", "KERNEL-1", "--shard", "2/2")
+    assert result.ret == 0 and doc["tests"] == []
+    assert doc["run"] == {"status": "ok", "message": "shard 2/2 of the 1 selected test(s) has none"}
+    result, doc = run(pytester, "mem/test", "--only", "KERNEL-1", "--shard", "1/2")
+    assert result.ret == 0 and names(doc) == {"test_kernel_one"}
+    for args in (("--only", "NOPE-1"), ("--only", "NOPE-1", "--shard", "2/2")):
+        result, doc = run(pytester, "mem/test", *args)
+        assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED and doc["run"]["status"] == "error", args
+
+
 def test_a_bad_shard_is_a_usage_error(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_sel=SELECTION_TESTS)
     result, _ = run(pytester, "mem/test", "--shard", "4/3")
