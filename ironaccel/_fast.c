@@ -16,15 +16,17 @@
  *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
  *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
  *        8-byte slots and cuLaunchKernel; -1 sends anything uncommon to the Python path
- *   record(stream, timing, event_type)           FastStream._record: a spare CUevent recorded, as an event
- *   stream_synchronize(handle)  event_synchronize(event)  event_query(event)
+ *   record(stream, timing)                       FastStream._record: a spare CUevent recorded, as a FastEvent
+ *   EventCore, StreamCore, configure_streams(...)  FastEvent's and FastStream's bases: query, synchronize,
+ *        record without Python frames (below)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(stream, dst, offset, host, ring) a small pageable copy_htod: the ring's room reserved under its
  *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring)
- *   alloc_ordered(nbytes, stream)                CudaDevice._alloc with memory pools: cuMemAllocAsync on the
- *        device's allocation stream and cuStreamSynchronize of it, in one call (the pointer, or the name and
- *        CUresult of the call that failed; the memory is given back when the wait fails)
- *   free_async(ptr, stream)                      cuMemFreeAsync
+ *   alloc(device, nbytes)                        CudaDevice._alloc with memory pools: cuMemAllocAsync on the
+ *        device's allocation stream and cuStreamSynchronize of it, in one call, and the buffer made and
+ *        registered (or the name and CUresult of the call that failed; the memory is given back then)
+ *   BufferCore, configure_buffers(...)           CudaBuffer's base: its fields, free() and the finalizer (below);
+ *        DeviceCore, CudaDevice's base: alloc() in one call
  *   staged_copy(dst, staged, host, offset, n, piece, stream, hot)  a large copy_htod's chunk: host bytes
  *        [offset, offset + n) into the pinned ring at staged, piece by piece, each piece's DMA enqueued as
  *        soon as it is filled (so the DMA of one piece overlaps the memcpy of the next)
@@ -67,7 +69,8 @@ static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_pa
     *str_closed, *str_capturing, *str_freed, *str_backing, *str_device, *str_id, *str_make_current,
     *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
     *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
-    *str_base, *str_used, *str_segment, *str_users;
+    *str_base, *str_used, *str_segment, *str_users, *str_release_held, *str_record_python_path,
+    *str_info, *str_limits, *str_max_alloc, *str_op_copy_htod, *str_nbytes, *str_staging, *str_plans, *str_module, *str_launch_plan, *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -147,13 +150,63 @@ static int pack_scalar(char code, PyObject *arg, uint64_t *slot) {
 /* getattr as a borrowed-free helper: a new reference or NULL with the error set. */
 #define GET(obj, name) PyObject_GetAttr((obj), str_##name)
 
-static PyObject *buffer_type; /* CudaBuffer: its instances are their own backing */
+/* CudaBuffer's compiled base (its methods are below, with the other device-buffer code) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *device, *nbytes, *last_stream;
+    unsigned long long ptr;
+    char freed;
+} BufferCore;
+
+static PyTypeObject BufferCoreType;
+
+/* FastStream's and CudaDevice's compiled bases: the fields the compiled paths read on every call, held in the
+ * struct (member descriptors: set by CudaStream.__init__, CudaDevice.__init__ and api.Device as before) */
+typedef struct {
+    PyObject_HEAD
+    PyObject *dev, *device, *address, *work_address, *needs_current, *held, *numbers, *capturing;
+} StreamCore;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *info, *id, *pools, *alloc_address, *live, *orphans, *spare_events, *staging;
+    char closed;
+} DeviceCore;
+
+static PyTypeObject StreamCoreType, DeviceCoreType;
+
+/* stream as a StreamCore whose fields are set, or NULL with a TypeError. */
+static StreamCore *fast_stream(PyObject *stream) {
+    if (PyObject_TypeCheck(stream, &StreamCoreType)) {
+        StreamCore *core = (StreamCore *)stream;
+        if (core->dev && core->device && core->address && core->work_address && core->needs_current && core->held &&
+            core->numbers)
+            return core;
+    }
+    PyErr_Format(PyExc_TypeError, "a FastStream of a CudaDevice was expected, got %s", Py_TYPE(stream)->tp_name);
+    return NULL;
+}
+
+/* dev as a DeviceCore whose fields are set, or NULL with a TypeError. */
+static DeviceCore *fast_device(PyObject *dev) {
+    if (dev != NULL && PyObject_TypeCheck(dev, &DeviceCoreType)) {
+        DeviceCore *core = (DeviceCore *)dev;
+        if (core->info && core->id && core->pools && core->alloc_address && core->live && core->orphans &&
+            core->spare_events && core->staging)
+            return core;
+    }
+    PyErr_Format(PyExc_TypeError, "a CudaDevice was expected, got %s", dev ? Py_TYPE(dev)->tp_name : "nothing");
+    return NULL;
+}
+
+static PyObject *buffer_type; /* CudaBuffer, a BufferCore: its instances are their own backing */
+static PyObject *pooled_type; /* PooledBuffer (configure_pool) */
 static PyObject *current;     /* driver.current: which Device's context the thread has current */
 static long segment_bytes;    /* the staging ring's segment (staging.STAGING_SEGMENT) */
 static long reuse_bytes;      /* from this size a staged copy asks to reuse the segment (staging.REUSE_BYTES) */
 
 static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyType_Check(args[0]))
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &BufferCoreType))
         return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current, staging_segment_bytes, reuse_bytes)");
     segment_bytes = PyLong_AsLong(args[2]);
     reuse_bytes = PyLong_AsLong(args[3]);
@@ -161,6 +214,20 @@ static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_
     Py_XSETREF(buffer_type, Py_NewRef(args[0]));
     Py_XSETREF(current, Py_NewRef(args[1]));
     Py_RETURN_NONE;
+}
+
+/* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
+static int make_current(PyObject *dev) {
+    PyObject *cur = GET(current, current_device);
+    PyObject *mine = cur == NULL ? NULL : PyObject_TypeCheck(dev, &DeviceCoreType) && ((DeviceCore *)dev)->id
+                                              ? Py_NewRef(((DeviceCore *)dev)->id) : GET(dev, id);
+    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
+    Py_XDECREF(cur);
+    Py_XDECREF(mine);
+    if (same) return same < 0 ? -1 : 0;
+    PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
+    Py_XDECREF(done);
+    return done ? 0 : -1;
 }
 
 /* launch(plan, stream, args): the whole of Stream._launch_plan (api.py) for the common case, then the driver
@@ -203,12 +270,10 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
     }
     if ((packing = GET(rule, packing)) == NULL || (codes = GET(packing, codes)) == NULL) goto error;
     if (!PyBytes_Check(codes) || PyBytes_GET_SIZE(codes) != n) goto done;
-    if ((dev = GET(stream, dev)) == NULL || (attr = GET(dev, closed)) == NULL) goto error;
-    if (attr != Py_False) goto done;
-    Py_SETREF(attr, GET(stream, capturing));
-    if (attr == NULL) goto error;
-    if (attr != Py_None) goto done;
-    Py_CLEAR(attr);
+    StreamCore *st = fast_stream(stream);
+    if (st == NULL || fast_device(st->dev) == NULL) goto error;
+    dev = Py_NewRef(st->dev);
+    if (((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None)) goto done;
     const char *code = PyBytes_AS_STRING(codes);
     for (Py_ssize_t i = 0; i < n; i++) {
         params[i] = &slots[i];
@@ -218,14 +283,17 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         PyObject *backing;
         if ((PyObject *)Py_TYPE(items[i]) == buffer_type) {
-            if ((attr = GET(items[i], freed)) == NULL) goto error;
-            if (attr != Py_False) goto done;
-            Py_CLEAR(attr);
+            if (((BufferCore *)items[i])->freed) goto done;
             backing = Py_NewRef(items[i]);
         } else if ((backing = PyObject_CallMethodOneArg(items[i], str_backing, str_op)) == NULL) {
             goto error; /* the error the Python path raises: the same method raised it */
         }
         backings[held++] = backing;
+        if ((PyObject *)Py_TYPE(backing) == buffer_type) { /* the fields themselves */
+            if (((BufferCore *)backing)->device != dev) goto done;
+            slots[i] = ((BufferCore *)backing)->ptr;
+            continue;
+        }
         if ((attr = GET(backing, device)) == NULL) goto error;
         if (attr != dev) goto done;
         Py_SETREF(attr, GET(backing, ptr));
@@ -235,25 +303,16 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_CLEAR(attr);
     }
     /* The launch is going ahead: the side effects of the Python path, in its order. */
-    for (Py_ssize_t i = 0; i < held; i++)
-        if (PyObject_SetAttr(backings[i], str_last_stream, stream)) goto error;
-    PyObject *mine = NULL;
-    if ((attr = GET(current, current_device)) == NULL || (mine = GET(dev, id)) == NULL) {
-        Py_XDECREF(mine);
-        goto error;
+    for (Py_ssize_t i = 0; i < held; i++) {
+        if ((PyObject *)Py_TYPE(backings[i]) == buffer_type)
+            Py_XSETREF(((BufferCore *)backings[i])->last_stream, Py_NewRef(stream));
+        else if (PyObject_SetAttr(backings[i], str_last_stream, stream))
+            goto error;
     }
-    int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
-    Py_DECREF(mine);
-    Py_CLEAR(attr);
-    if (same < 0) goto error;
-    if (!same) {
-        if ((attr = PyObject_CallMethodNoArgs(dev, str_make_current)) == NULL) goto error;
-        Py_CLEAR(attr);
-    }
+    if (make_current(dev)) goto error;
     void *fn, *work;
     if ((attr = GET(kernel, function_address)) == NULL || address(attr, &fn)) goto error;
-    Py_SETREF(attr, GET(stream, work_address));
-    if (attr == NULL || address(attr, &work)) goto error;
+    if (address(st->work_address, &work)) goto error;
     Py_SETREF(attr, GET(plan, grid));
     if (attr == NULL || dims(attr, dim)) goto error;
     Py_SETREF(attr, GET(plan, block));
@@ -287,49 +346,202 @@ error:
     return NULL;
 }
 
-#define ONE_HANDLE(name, call)                                                                                \
-    static PyObject *fast_##name(PyObject *self, PyObject *arg) {                                             \
-        void *handle;                                                                                         \
-        if (address(arg, &handle)) return NULL;                                                               \
-        CUresult err;                                                                                         \
-        Py_BEGIN_ALLOW_THREADS                                                                                \
-        err = call(handle);                                                                                   \
-        Py_END_ALLOW_THREADS                                                                                  \
-        return PyLong_FromLong(err);                                                                          \
-    }
-ONE_HANDLE(stream_synchronize, cuStreamSynchronize)
-ONE_HANDLE(event_synchronize, cuEventSynchronize)
-ONE_HANDLE(event_query, cuEventQuery)
+/* ---- Events and streams: FastEvent's and FastStream's compiled bases ----------------------------------------
+ *
+ * EventCore, FastEvent's base, holds an event's fields in C (_stream, _timing, _handle: the CUevent object,
+ * _address: the same as an int, _mark: the stream's copy_dtoh destinations numbered below it are done once the
+ * event is) and does query/synchronize and the CUevent's return to the device's spare list (its finalizer,
+ * CudaEvent.__del__'s work) without Python frames. StreamCore, FastStream's base, does Stream.record() and
+ * Stream.synchronize() the same way. Whatever is not their common case (a closed device, a capture, a
+ * timeout, a timing event, arguments they do not take) goes, unchanged, to the pure-Python methods given by
+ * configure_streams, which raise the API's errors; a failed driver call raises through fast.fail_named. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *stream, *handle;
+    unsigned long long address;
+    long long mark;
+    char timing;
+} EventCore;
 
-/* record(stream, timing, event_type): FastStream._record in one call. Takes a spare CUevent of the device
- * (dev._spare_events[timing]), numbers the event after the stream's held copy destinations (as the Python
- * path does), makes an event_type object around it and cuEventRecord's it on the stream. Returns the event,
- * NO_SPARE_EVENT (the Python side creates one and calls again) or the failed call's CUresult (the event is
- * dropped, which gives its CUevent back). */
+static PyTypeObject EventCoreType;
+static PyTypeObject *event_type;     /* FastEvent */
+static PyObject *fail_named;         /* fast.fail_named(entry point, CUresult): raises */
+static PyObject *event_synchronize_python, *event_query_python; /* api.Event.synchronize, api.Event.query */
+static PyObject *event_wait_python;  /* CudaEvent._synchronize: a wait with a timeout */
+static PyObject *stream_record_python, *stream_synchronize_python; /* api.Stream.record, api.Stream.synchronize */
+static PyObject *stream_launch_python; /* api.Stream.launch */
+static PyTypeObject *kernel_type;      /* api.Kernel */
+
+static PyObject *fast_configure_streams(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 9 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType) ||
+        !PyType_Check(args[8]))
+        return PyErr_Format(PyExc_TypeError, "configure_streams(event_type, fail_named, event_synchronize, "
+                                             "event_query, event_wait, stream_record, stream_synchronize, "
+                                             "stream_launch, kernel_type)");
+    Py_XSETREF(event_type, (PyTypeObject *)Py_NewRef(args[0]));
+    PyObject **slots[] = {&fail_named, &event_synchronize_python, &event_query_python, &event_wait_python,
+                          &stream_record_python, &stream_synchronize_python, &stream_launch_python};
+    for (int i = 0; i < 7; i++) Py_XSETREF(*slots[i], Py_NewRef(args[i + 1]));
+    Py_XSETREF(kernel_type, (PyTypeObject *)Py_NewRef(args[8]));
+    Py_RETURN_NONE;
+}
+
+static PyObject *raise_failed(const char *entry_point, CUresult err) {
+    PyObject *raised = PyObject_CallFunction(fail_named, "si", entry_point, err);
+    Py_XDECREF(raised); /* fail_named raises: NULL, with its error set */
+    if (raised != NULL && !PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%s failed (%d)", entry_point, err);
+    return NULL;
+}
+
+/* The same call with self prepended: how a compiled method hands its case to the pure-Python method. */
+static PyObject *call_python(PyObject *function, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject *kwnames) {
+    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc((total + 1) * sizeof(PyObject *));
+    if (all == NULL) return PyErr_NoMemory();
+    all[0] = self;
+    for (Py_ssize_t i = 0; i < total; i++) all[i + 1] = args[i];
+    PyObject *result = PyObject_Vectorcall(function, all, nargs + 1, kwnames);
+    if (all != small) PyMem_Free(all);
+    return result;
+}
+
+/* stream._release_held(mark): the copy_dtoh destinations held below mark are done. */
+static int release_held(PyObject *stream, long long mark) {
+    PyObject *number = PyLong_FromLongLong(mark);
+    if (number == NULL) return -1;
+    PyObject *done = PyObject_CallMethodOneArg(stream, str_release_held, number);
+    Py_DECREF(number);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* Is the device of this stream closed? 1, 0, or -1 with the error set. */
+static int stream_device_closed(PyObject *stream) {
+    StreamCore *st = fast_stream(stream);
+    DeviceCore *dev = st ? fast_device(st->device) : NULL;
+    return dev ? dev->closed : -1;
+}
+
+static int event_ready(EventCore *self) {
+    if (self->stream != NULL && self->handle != NULL) return 0;
+    PyErr_SetString(PyExc_TypeError, "this event was not made by Stream.record");
+    return -1;
+}
+
+/* The wait without the API's checks (CudaEvent._synchronize without a timeout). */
+static PyObject *event_wait(EventCore *self) {
+    if (event_ready(self)) return NULL;
+    CUresult err;
+    CUevent ev = (CUevent)(uintptr_t)self->address;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuEventSynchronize(ev);
+    Py_END_ALLOW_THREADS
+    if (err) return raise_failed("cuEventSynchronize", err);
+    if (self->mark && release_held(self->stream, self->mark)) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *event_poll(EventCore *self) {
+    if (event_ready(self)) return NULL;
+    CUresult err;
+    CUevent ev = (CUevent)(uintptr_t)self->address;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuEventQuery(ev);
+    Py_END_ALLOW_THREADS
+    if (err == CUDA_ERROR_NOT_READY) Py_RETURN_FALSE;
+    if (err) return raise_failed("cuEventQuery", err);
+    if (self->mark && release_held(self->stream, self->mark)) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* synchronize(timeout=None): api.Event.synchronize; only the blocking wait on an open device is done here. */
+static PyObject *event_synchronize(EventCore *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs == 1 && kwnames == NULL && args[0] == Py_None) nargs = 0;
+    if (nargs || kwnames || event_ready(self))
+        return call_python(event_synchronize_python, (PyObject *)self, args, nargs, kwnames);
+    int closed = stream_device_closed(self->stream);
+    if (closed < 0) return NULL;
+    if (closed) return call_python(event_synchronize_python, (PyObject *)self, args, nargs, kwnames);
+    return event_wait(self);
+}
+
+static PyObject *event_query(EventCore *self, PyObject *unused) {
+    if (event_ready(self)) return NULL;
+    int closed = stream_device_closed(self->stream);
+    if (closed < 0) return NULL;
+    if (closed) return PyObject_CallOneArg(event_query_python, (PyObject *)self);
+    return event_poll(self);
+}
+
+/* _synchronize(timeout=None): the abstract method api.Event.synchronize calls after its checks. */
+static PyObject *event_synchronize_unchecked(EventCore *self, PyObject *const *args, Py_ssize_t nargs,
+                                             PyObject *kwnames) {
+    if (nargs == 1 && kwnames == NULL && args[0] == Py_None) nargs = 0;
+    if (nargs || kwnames) return call_python(event_wait_python, (PyObject *)self, args, nargs, kwnames);
+    return event_wait(self);
+}
+
+/* CudaEvent.__del__: the CUevent goes back to its device's spare list unless the device is closed. */
+static void event_finalize(EventCore *self) {
+    if (self->stream == NULL || self->handle == NULL) return;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+#endif
+    StreamCore *stream = fast_stream(self->stream);
+    DeviceCore *dev = stream ? fast_device(stream->dev) : NULL;
+    if (dev != NULL && !dev->closed) {
+        PyObject *spare = dev->spare_events;
+        PyObject *list = PyDict_Check(spare) ? PyDict_GetItemWithError(spare, self->timing ? Py_True : Py_False) : NULL;
+        if (list != NULL && PyList_Check(list)) PyList_Append(list, self->handle);
+        else if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_spare_events[timing] is no list");
+    }
+    if (PyErr_Occurred()) PyErr_WriteUnraisable((PyObject *)self);
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(type, value, traceback);
+#endif
+}
+
+static int event_traverse(EventCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->stream);
+    Py_VISIT(self->handle);
+    return 0;
+}
+
+static int event_clear(EventCore *self) {
+    Py_CLEAR(self->stream);
+    Py_CLEAR(self->handle);
+    return 0;
+}
+
+static void event_dealloc(EventCore *self) {
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self)) return; /* resurrected */
+    PyObject_GC_UnTrack(self);
+    event_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A spare CUevent of the stream's device recorded on the stream, as a FastEvent: FastStream._record in one call.
+ * The event is numbered after the stream's held copy destinations, as the Python path does. Returns the
+ * event, NO_SPARE_EVENT (the Python side creates one and calls again) or the failed call's CUresult (the event
+ * is dropped, which gives its CUevent back). */
 enum { NO_SPARE_EVENT = -1 };
 
-static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyType_Check(args[2])) return PyErr_Format(PyExc_TypeError, "record(stream, timing, event_type)");
-    if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "record before configure");
-    PyObject *stream = args[0], *timing = args[1];
-    PyTypeObject *event_type = (PyTypeObject *)args[2];
-    PyObject *dev = NULL, *attr = NULL, *handle = NULL, *mark = NULL, *event_address = NULL, *event = NULL, *result = NULL;
-    if ((dev = GET(stream, dev)) == NULL || (attr = GET(stream, needs_current)) == NULL) goto out;
-    if (attr == Py_True) {
-        PyObject *mine = NULL;
-        Py_SETREF(attr, GET(current, current_device));
-        if (attr == NULL || (mine = GET(dev, id)) == NULL) goto out;
-        int same = PyObject_RichCompareBool(attr, mine, Py_EQ);
-        Py_DECREF(mine);
-        if (same < 0) goto out;
-        if (!same) {
-            Py_SETREF(attr, PyObject_CallMethodNoArgs(dev, str_make_current));
-            if (attr == NULL) goto out;
-        }
-    }
-    Py_SETREF(attr, GET(dev, spare_events));
-    if (attr == NULL) goto out;
-    PyObject *spare = PyDict_Check(attr) ? PyDict_GetItemWithError(attr, timing) : NULL; /* borrowed */
+static PyObject *record_event(PyObject *stream, int timing) {
+    if (current == NULL || event_type == NULL) return PyErr_Format(PyExc_RuntimeError, "record before configure");
+    PyObject *attr = NULL, *result = NULL;
+    EventCore *event = NULL;
+    StreamCore *st = fast_stream(stream);
+    DeviceCore *dev = st ? fast_device(st->dev) : NULL;
+    if (dev == NULL) return NULL;
+    if (st->needs_current == Py_True && make_current((PyObject *)dev)) return NULL;
+    PyObject *spare = PyDict_Check(dev->spare_events)
+                          ? PyDict_GetItemWithError(dev->spare_events, timing ? Py_True : Py_False) : NULL;
     if (spare == NULL || !PyList_Check(spare)) {
         if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "record: _spare_events[timing] is no list");
         goto out;
@@ -339,45 +551,254 @@ static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t n
         result = PyLong_FromLong(NO_SPARE_EVENT);
         goto out;
     }
-    handle = Py_NewRef(PyList_GET_ITEM(spare, n - 1));
-    if (PyList_SetSlice(spare, n - 1, n, NULL)) goto out;
-    /* the event owns the handle from here: dropping it gives the handle back to the spare list */
-    if ((event = event_type->tp_alloc(event_type, 0)) == NULL) {
-        PyList_Append(spare, handle); /* back where it was (a failed append leaves it to the driver) */
+    PyObject *handle = Py_NewRef(PyList_GET_ITEM(spare, n - 1));
+    if (PyList_SetSlice(spare, n - 1, n, NULL)) {
+        Py_DECREF(handle);
         goto out;
     }
-    if ((event_address = PyNumber_Long(handle)) == NULL) goto out;
-    if (PyObject_SetAttr(event, str_stream, stream) || PyObject_SetAttr(event, str_timing, timing) ||
-        PyObject_SetAttr(event, str_handle, handle) || PyObject_SetAttr(event, str_address, event_address))
+    if ((event = (EventCore *)event_type->tp_alloc(event_type, 0)) == NULL) {
+        PyList_Append(spare, handle); /* back where it was (a failed append leaves it to the driver) */
+        Py_DECREF(handle);
         goto out;
-    Py_SETREF(attr, GET(stream, held));
-    if (attr == NULL) goto out;
-    Py_ssize_t held = PyObject_Size(attr);
+    }
+    /* the event owns the handle from here: dropping it gives the handle back to the spare list */
+    event->stream = Py_NewRef(stream);
+    event->handle = handle;
+    event->timing = (char)timing;
+    if ((attr = PyNumber_Long(handle)) == NULL) goto out;
+    event->address = PyLong_AsUnsignedLongLong(attr);
+    if (PyErr_Occurred()) goto out;
+    Py_ssize_t held = PyObject_Size(st->held);
     if (held < 0) goto out;
     if (held) {
-        Py_SETREF(attr, GET(stream, numbers));
-        if (attr == NULL || (mark = PyIter_Next(attr)) == NULL) goto out;
-    } else {
-        mark = PyLong_FromLong(0);
+        PyObject *mark = PyIter_Next(st->numbers);
+        if (mark == NULL) goto out;
+        event->mark = PyLong_AsLongLong(mark);
+        Py_DECREF(mark);
+        if (PyErr_Occurred()) goto out;
     }
-    if (mark == NULL || PyObject_SetAttr(event, str_mark, mark)) goto out;
-    void *ev, *queue;
-    Py_SETREF(attr, GET(stream, address));
-    if (attr == NULL || address(attr, &queue) || address(event_address, &ev)) goto out;
+    void *queue;
+    if (address(st->address, &queue)) goto out;
     CUresult err;
+    CUevent ev = (CUevent)(uintptr_t)event->address;
     Py_BEGIN_ALLOW_THREADS
     err = cuEventRecord(ev, queue);
     Py_END_ALLOW_THREADS
-    result = err ? PyLong_FromLong(err) : Py_NewRef(event);
+    result = err ? PyLong_FromLong(err) : Py_NewRef((PyObject *)event);
 out:
-    Py_XDECREF(dev);
     Py_XDECREF(attr);
-    Py_XDECREF(handle);
-    Py_XDECREF(mark);
-    Py_XDECREF(event_address);
     Py_XDECREF(event);
     return result;
 }
+
+static PyObject *fast_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "record(stream, timing)");
+    int timing = PyObject_IsTrue(args[1]);
+    return timing < 0 ? NULL : record_event(args[0], timing);
+}
+
+/* record(*, timing=False): api.Stream.record; a plain record on an open device that is not capturing is done
+ * here, anything else by the Python method. */
+static PyObject *stream_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs || kwnames) return call_python(stream_record_python, self, args, nargs, kwnames);
+    int closed = stream_device_closed(self);
+    if (closed < 0) return NULL;
+    PyObject *capturing = ((StreamCore *)self)->capturing;
+    if (closed || (capturing != NULL && capturing != Py_None))
+        return call_python(stream_record_python, self, args, nargs, kwnames);
+    PyObject *event = record_event(self, 0);
+    if (event == NULL || !PyLong_CheckExact(event)) return event;
+    long err = PyLong_AsLong(event);
+    Py_DECREF(event);
+    if (err != NO_SPARE_EVENT) return raise_failed("cuEventRecord", (CUresult)err);
+    return PyObject_CallMethodOneArg(self, str_record_python_path, Py_False); /* creates a CUevent, records */
+}
+
+/* synchronize(timeout=None): api.Stream.synchronize and FastStream's blocking wait in one call; a timeout or a
+ * closed device goes to the Python method. */
+static PyObject *stream_synchronize(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (nargs == 1 && kwnames == NULL && args[0] == Py_None) nargs = 0;
+    if (nargs || kwnames) return call_python(stream_synchronize_python, self, args, nargs, kwnames);
+    StreamCore *st = fast_stream(self);
+    DeviceCore *dev = st ? fast_device(st->dev) : NULL;
+    long long mark = 0;
+    void *queue;
+    if (dev == NULL) return NULL;
+    if (dev->closed) return call_python(stream_synchronize_python, self, args, nargs, kwnames);
+    if (st->needs_current == Py_True && make_current((PyObject *)dev)) return NULL;
+    Py_ssize_t held = PyObject_Size(st->held);
+    if (held < 0) return NULL;
+    if (held) {
+        PyObject *number = PyIter_Next(st->numbers);
+        if (number == NULL) return NULL;
+        mark = PyLong_AsLongLong(number);
+        Py_DECREF(number);
+        if (PyErr_Occurred()) return NULL;
+    }
+    if (address(st->address, &queue)) return NULL;
+    CUresult err;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuStreamSynchronize(queue);
+    Py_END_ALLOW_THREADS
+    if (err) return raise_failed("cuStreamSynchronize", err);
+    if (mark && release_held(self, mark)) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef event_methods[] = {
+    {"synchronize", (PyCFunction)(void (*)(void))event_synchronize, METH_FASTCALL | METH_KEYWORDS,
+     "Event.synchronize(timeout=None): block until the event is complete."},
+    {"query", (PyCFunction)event_query, METH_NOARGS, "Event.query(): has the device reached the event?"},
+    {"_synchronize", (PyCFunction)(void (*)(void))event_synchronize_unchecked, METH_FASTCALL | METH_KEYWORDS,
+     "The wait after the API's checks."},
+    {"_query", (PyCFunction)event_poll, METH_NOARGS, "The query after the API's checks."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef event_members[] = {
+    {"_stream", T_OBJECT_EX, offsetof(EventCore, stream), READONLY, NULL},
+    {"_handle", T_OBJECT_EX, offsetof(EventCore, handle), READONLY, "the CUevent"},
+    {"_address", T_ULONGLONG, offsetof(EventCore, address), READONLY, "the CUevent as an int"},
+    {"_mark", T_LONGLONG, offsetof(EventCore, mark), READONLY, NULL},
+    {"_timing", T_BOOL, offsetof(EventCore, timing), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject EventCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.EventCore",
+    .tp_basicsize = sizeof(EventCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "FastEvent's compiled base: its fields, query, synchronize and the CUevent's return.",
+    .tp_traverse = (traverseproc)event_traverse,
+    .tp_clear = (inquiry)event_clear,
+    .tp_dealloc = (destructor)event_dealloc,
+    .tp_finalize = (destructor)event_finalize,
+    .tp_methods = event_methods,
+    .tp_members = event_members,
+};
+
+/* api._dims_key's test: an exact int, or a tuple of exact ints (what Kernel._plan caches plans by). */
+static int plan_dims(PyObject *value) {
+    if (PyLong_CheckExact(value)) return 1;
+    if (!PyTuple_CheckExact(value)) return 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); i++)
+        if (!PyLong_CheckExact(PyTuple_GET_ITEM(value, i))) return 0;
+    return 1;
+}
+
+/* launch(kernel, grid, block, args=()): api.Stream.launch when its checks pass and the kernel has a cached plan
+ * for these exact dims, then the compiled launch (launch() above); a first launch of these dims, anything
+ * the checks would refuse, and what the compiled launch does not take go to the Python methods. */
+static PyObject *stream_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (kwnames || nargs < 3 || nargs > 4 || kernel_type == NULL || !PyObject_TypeCheck(args[0], kernel_type) ||
+        !plan_dims(args[1]) || !plan_dims(args[2]))
+        return call_python(stream_launch_python, self, args, nargs, kwnames);
+    PyObject *kernel = args[0], *argv = nargs == 4 ? args[3] : NULL;
+    if (argv != NULL && !PyTuple_CheckExact(argv) && !PyList_CheckExact(argv))
+        return call_python(stream_launch_python, self, args, nargs, kwnames);
+    PyObject *module = NULL, *theirs = NULL, *mine = NULL, *plans = NULL, *key = NULL, *plan = NULL, *result = NULL;
+    if ((module = GET(kernel, module)) == NULL || (theirs = PyObject_GetAttr(module, str_current_device)) == NULL || /* module.device */
+        (mine = GET(self, device)) == NULL || (plans = GET(kernel, plans)) == NULL ||
+        (key = PyTuple_Pack(2, args[1], args[2])) == NULL)
+        goto out;
+    plan = PyDict_Check(plans) ? PyDict_GetItemWithError(plans, key) : NULL;
+    if (plan == NULL && PyErr_Occurred()) goto out;
+    if (theirs != mine || plan == NULL) {
+        result = call_python(stream_launch_python, self, args, nargs, kwnames);
+        goto out;
+    }
+    Py_INCREF(plan);
+    argv = argv != NULL ? Py_NewRef(argv) : PyTuple_New(0);
+    if (argv == NULL) goto out;
+    PyObject *forward[3] = {plan, self, argv};
+    PyObject *code = fast_launch(NULL, forward, 3);
+    if (code != NULL) {
+        long err = PyLong_AsLong(code);
+        Py_DECREF(code);
+        if (err == TAKE_PYTHON_PATH) result = PyObject_CallMethodObjArgs(self, str_launch_plan, plan, argv, NULL);
+        else if (err) raise_failed("cuLaunchKernel", (CUresult)err);
+        else if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+    }
+    Py_DECREF(argv);
+out:
+    Py_XDECREF(module);
+    Py_XDECREF(theirs);
+    Py_XDECREF(mine);
+    Py_XDECREF(plans);
+    Py_XDECREF(key);
+    Py_XDECREF(plan);
+    return result;
+}
+
+static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+static PyMethodDef stream_methods[] = {
+    {"copy_htod", (PyCFunction)(void (*)(void))stream_copy_htod, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.copy_htod(dst, src, *, dst_offset=0): copy all of host src into dst at dst_offset."},
+    {"launch", (PyCFunction)(void (*)(void))stream_launch, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.launch(kernel, grid, block, args=()): run kernel over grid blocks of block threads."},
+    {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.record(*, timing=False): an event marking everything enqueued so far."},
+    {"synchronize", (PyCFunction)(void (*)(void))stream_synchronize, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.synchronize(timeout=None): block until the stream's work has completed."},
+    {NULL, NULL, 0, NULL},
+};
+
+
+static PyMemberDef stream_members[] = {
+    {"_dev", T_OBJECT_EX, offsetof(StreamCore, dev), 0, NULL},
+    {"_device", T_OBJECT_EX, offsetof(StreamCore, device), 0, NULL},
+    {"_address", T_OBJECT_EX, offsetof(StreamCore, address), 0, "the CUstream as an int"},
+    {"_work_address", T_OBJECT_EX, offsetof(StreamCore, work_address), 0, "where launches go, as an int"},
+    {"_needs_current", T_OBJECT_EX, offsetof(StreamCore, needs_current), 0, NULL},
+    {"_held", T_OBJECT_EX, offsetof(StreamCore, held), 0, NULL},
+    {"_numbers", T_OBJECT_EX, offsetof(StreamCore, numbers), 0, NULL},
+    {"_capturing", T_OBJECT, offsetof(StreamCore, capturing), 0, "the Graph being captured (None: none)"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static int stream_traverse(StreamCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->dev);
+    Py_VISIT(self->device);
+    Py_VISIT(self->address);
+    Py_VISIT(self->work_address);
+    Py_VISIT(self->needs_current);
+    Py_VISIT(self->held);
+    Py_VISIT(self->numbers);
+    Py_VISIT(self->capturing);
+    return 0;
+}
+
+static int stream_clear(StreamCore *self) {
+    Py_CLEAR(self->dev);
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->address);
+    Py_CLEAR(self->work_address);
+    Py_CLEAR(self->needs_current);
+    Py_CLEAR(self->held);
+    Py_CLEAR(self->numbers);
+    Py_CLEAR(self->capturing);
+    return 0;
+}
+
+static void stream_dealloc(StreamCore *self) {
+    PyObject_GC_UnTrack(self);
+    stream_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject StreamCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.StreamCore",
+    .tp_basicsize = sizeof(StreamCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "FastStream's compiled base: its hot fields, record, synchronize, launch and small copy_htod.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)stream_traverse,
+    .tp_clear = (inquiry)stream_clear,
+    .tp_dealloc = (destructor)stream_dealloc,
+    .tp_methods = stream_methods,
+    .tp_members = stream_members,
+};
 
 static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *stream;
@@ -394,14 +815,163 @@ static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_
     return PyLong_FromLong(err);
 }
 
-/* cuMemAllocAsync and cuStreamSynchronize of the same stream, in one call: the pointer as an int, or a tuple
- * (entry point name, CUresult) of the call that failed. A failed wait gives the memory back (best effort)
- * and reports the wait's error, as CudaDevice._alloc's pure path does. */
-static PyObject *fast_alloc_ordered(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+/* ---- Device buffers: CudaBuffer's compiled base ---------------------------------------------------------------
+ *
+ * BufferCore holds a buffer's fields in C (_device, _nbytes, _freed, _ptr, _last_stream) and does free() on a
+ * device with memory pools (cuMemFreeAsync, ordered after the buffer's last stream while that stream lives,
+ * else on the allocation stream) and CudaBuffer.__del__'s work (a C finalizer: a buffer dropped unfreed frees
+ * itself; a failed free leaves its pointer in device._orphans for close). alloc(device, nbytes) is
+ * CudaDevice._alloc with memory pools in one call: cuMemAllocAsync on the allocation stream and its
+ * cuStreamSynchronize (a failed wait gives the memory back), the buffer made and registered in device._live
+ * (pointer -> weak reference). Anything else (a device without pools, a closed one: CudaBuffer._release) and
+ * every error goes through the Python methods given by configure_buffers. */
+static PyObject *release_python; /* CudaBuffer._release */
+static PyObject *driver_error;   /* ironaccel.errors.DriverError */
+
+static PyObject *device_alloc_python; /* api.Device.alloc */
+
+static PyObject *fast_configure_buffers(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[1]))
+        return PyErr_Format(PyExc_TypeError, "configure_buffers(release, DriverError, device_alloc)");
+    Py_XSETREF(release_python, Py_NewRef(args[0]));
+    Py_XSETREF(driver_error, Py_NewRef(args[1]));
+    Py_XSETREF(device_alloc_python, Py_NewRef(args[2]));
+    Py_RETURN_NONE;
+}
+
+/* The common case of CudaBuffer._release after api.Buffer.free's check: 0, or -1 with the error set (the
+ * buffer live again when the driver refused, as the Python path leaves it). */
+static int buffer_free(BufferCore *self) {
+    if (self->freed) return 0;
+    if (self->device == NULL) {
+        PyErr_SetString(PyExc_TypeError, "this buffer was not made by Device.alloc");
+        return -1;
+    }
+    self->freed = 1;
+    PyObject *dev = self->device, *attr = NULL, *key = NULL;
+    int result = -1;
+    DeviceCore *core = PyObject_TypeCheck(dev, &DeviceCoreType) ? (DeviceCore *)dev : NULL;
+    int pools = core != NULL && core->pools != NULL && core->alloc_address != NULL && core->live != NULL
+                    ? PyObject_IsTrue(core->pools) : 0;
+    if (pools < 0) goto out;
+    if (!pools || cuMemFreeAsync == NULL || release_python == NULL || current == NULL) {
+        attr = PyObject_CallOneArg(release_python ? release_python : Py_None, (PyObject *)self);
+        result = attr == NULL ? -1 : 0;
+        goto out;
+    }
+    if (core->closed) { /* closing the device freed it */
+        result = 0;
+        goto out;
+    }
+    if (make_current(dev)) goto refused;
+    PyObject *last = self->last_stream; /* the stream the free is ordered on; None: the allocation stream */
+    if (last != NULL && last != Py_None) {
+        if ((attr = GET(last, alive)) == NULL) goto refused;
+        if (attr == Py_False) last = NULL;
+    } else {
+        last = NULL;
+    }
+    Py_XSETREF(attr, last != NULL ? GET(last, address) : Py_NewRef(core->alloc_address));
+    void *queue;
+    if (attr == NULL || address(attr, &queue)) goto refused;
+    CUresult err;
+    CUdeviceptr ptr = self->ptr;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuMemFreeAsync(ptr, queue);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        raise_failed("cuMemFreeAsync", err);
+        goto refused;
+    }
+    PyObject *live = core->live;
+    if ((key = PyLong_FromUnsignedLongLong(self->ptr)) == NULL) goto out;
+    if (!PyDict_Check(live)) {
+        PyErr_SetString(PyExc_TypeError, "free: the device's _live is no dict");
+        goto out;
+    }
+    if (PyDict_DelItem(live, key)) { /* dev._live.pop(ptr, None) */
+        if (!PyErr_ExceptionMatches(PyExc_KeyError)) goto out;
+        PyErr_Clear();
+    }
+    Py_CLEAR(self->last_stream);
+    result = 0;
+    goto out;
+refused: /* a DriverError: still live (and in dev._live); free() may be retried, close() frees it */
+    if (PyErr_ExceptionMatches(driver_error)) self->freed = 0;
+out:
+    Py_XDECREF(attr);
+    Py_XDECREF(key);
+    return result;
+}
+
+static PyObject *buffer_free_method(BufferCore *self, PyObject *unused) {
+    if (buffer_free(self)) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* CudaBuffer.__del__: a buffer dropped without free() gives its memory back (stream-ordered, so never too
+ * early); when that fails there is nobody to tell: the pointer stays the device's, and close() frees it. */
+static void buffer_finalize(BufferCore *self) {
+    if (self->freed || self->device == NULL) return;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+#endif
+    if (buffer_free(self)) {
+        if (driver_error != NULL && PyErr_ExceptionMatches(driver_error)) {
+            PyErr_Clear();
+            PyObject *orphans = GET(self->device, orphans), *key = PyLong_FromUnsignedLongLong(self->ptr);
+            if (orphans != NULL && key != NULL) {
+                PyObject *done = PyObject_CallMethodOneArg(orphans, str_append, key);
+                Py_XDECREF(done);
+            }
+            Py_XDECREF(orphans);
+            Py_XDECREF(key);
+        }
+        if (PyErr_Occurred()) PyErr_WriteUnraisable((PyObject *)self);
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(type, value, traceback);
+#endif
+}
+
+static int buffer_traverse(BufferCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->device);
+    Py_VISIT(self->nbytes);
+    Py_VISIT(self->last_stream);
+    return 0;
+}
+
+static int buffer_clear(BufferCore *self) {
+    Py_CLEAR(self->device);
+    Py_CLEAR(self->nbytes);
+    Py_CLEAR(self->last_stream);
+    return 0;
+}
+
+static void buffer_dealloc(BufferCore *self) {
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self)) return; /* resurrected */
+    PyObject_GC_UnTrack(self);
+    buffer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* alloc(device, nbytes): the buffer, registered in device._live, or a tuple (entry point name, CUresult) of the
+ * call that failed (the memory given back when the wait failed). */
+static PyObject *fast_alloc(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "alloc takes 2 arguments, got %zd", nargs);
+    if (buffer_type == NULL || !PyType_IsSubtype((PyTypeObject *)buffer_type, &BufferCoreType))
+        return PyErr_Format(PyExc_RuntimeError, "alloc before configure");
+    PyObject *dev = args[0];
+    DeviceCore *core = fast_device(dev);
     void *stream;
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "alloc_ordered takes 2 arguments, got %zd", nargs);
-    size_t nbytes = PyLong_AsSize_t(args[0]);
-    if (PyErr_Occurred() || address(args[1], &stream)) return NULL;
+    if (core == NULL || address(core->alloc_address, &stream)) return NULL;
+    size_t nbytes = PyLong_AsSize_t(args[1]);
+    if (PyErr_Occurred()) return NULL;
     CUdeviceptr ptr = 0;
     CUresult err;
     const char *failed = "cuMemAllocAsync";
@@ -416,20 +986,163 @@ static PyObject *fast_alloc_ordered(PyObject *self, PyObject *const *args, Py_ss
     }
     Py_END_ALLOW_THREADS
     if (err) return Py_BuildValue("(si)", failed, err);
-    return PyLong_FromUnsignedLongLong(ptr);
+    PyTypeObject *type = (PyTypeObject *)buffer_type;
+    BufferCore *buf = (BufferCore *)type->tp_alloc(type, 0);
+    PyObject *key = NULL, *ref = NULL;
+    if (buf == NULL) goto lost;
+    buf->device = Py_NewRef(dev);
+    buf->nbytes = Py_NewRef(args[1]);
+    buf->ptr = ptr;
+    if ((key = PyLong_FromUnsignedLongLong(ptr)) == NULL || (ref = PyWeakref_NewRef((PyObject *)buf, NULL)) == NULL ||
+        PyObject_SetItem(core->live, key, ref)) {
+        buf->freed = 1; /* not handed out: given back below, never by its finalizer */
+        goto lost;
+    }
+    Py_DECREF(key);
+    Py_DECREF(ref);
+    return (PyObject *)buf;
+lost:
+    Py_XDECREF(key);
+    Py_XDECREF(ref);
+    Py_XDECREF(buf);
+    Py_BEGIN_ALLOW_THREADS
+    cuMemFreeAsync(ptr, stream);
+    Py_END_ALLOW_THREADS
+    return NULL;
 }
 
-static PyObject *fast_free_async(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *stream;
-    if (nargs != 2) return PyErr_Format(PyExc_TypeError, "free_async takes 2 arguments, got %zd", nargs);
-    CUdeviceptr ptr = PyLong_AsUnsignedLongLong(args[0]);
-    if (PyErr_Occurred() || address(args[1], &stream)) return NULL;
-    CUresult err;
-    Py_BEGIN_ALLOW_THREADS
-    err = cuMemFreeAsync(ptr, stream);
-    Py_END_ALLOW_THREADS
-    return PyLong_FromLong(err);
+/* DeviceCore.alloc(nbytes): api.Device.alloc's common case (an int in 1..max_alloc, the device open) on a
+ * device with memory pools, then alloc() above; anything else goes to api.Device.alloc. */
+static PyObject *device_alloc(PyObject *self, PyObject *nbytes) {
+    PyObject *attr = NULL, *limit = NULL, *result = NULL;
+    int overflow;
+    long long n = PyLong_CheckExact(nbytes) ? PyLong_AsLongLongAndOverflow(nbytes, &overflow) : 0;
+    if (n < 1 || overflow || cuMemAllocAsync == NULL || buffer_type == NULL || device_alloc_python == NULL ||
+        fail_named == NULL)
+        goto python;
+    if (!PyObject_TypeCheck(self, &DeviceCoreType) || ((DeviceCore *)self)->info == NULL) goto python;
+    if ((limit = GET(((DeviceCore *)self)->info, limits)) == NULL) goto out;
+    Py_SETREF(limit, GET(limit, max_alloc));
+    if (limit == NULL) goto out;
+    long long most = PyLong_AsLongLong(limit);
+    if (most == -1 && PyErr_Occurred()) goto out;
+    if (n > most) goto python;
+    DeviceCore *core = fast_device(self);
+    if (core == NULL) goto out;
+    if (core->closed) goto python;
+    int pools = PyObject_IsTrue(core->pools);
+    if (pools < 0) goto out;
+    if (!pools) goto python;
+    if (make_current(self)) goto out;
+    PyObject *forward[2] = {self, nbytes};
+    if ((attr = fast_alloc(NULL, forward, 2)) == NULL) goto out;
+    if (!PyTuple_Check(attr)) {
+        result = Py_NewRef(attr);
+        goto out;
+    }
+    Py_SETREF(attr, PyObject_Call(fail_named, attr, NULL)); /* raises, naming the entry point */
+    if (attr != NULL && !PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "alloc failed");
+out:
+    Py_XDECREF(attr);
+    Py_XDECREF(limit);
+    return result;
+python:
+    Py_XDECREF(attr);
+    Py_XDECREF(limit);
+    if (PyErr_Occurred()) PyErr_Clear(); /* the Python path checks nbytes again and raises its error */
+    return device_alloc_python == NULL ? PyErr_Format(PyExc_RuntimeError, "alloc before configure")
+                                       : PyObject_CallFunctionObjArgs(device_alloc_python, self, nbytes, NULL);
 }
+
+static PyMethodDef device_methods[] = {
+    {"alloc", (PyCFunction)device_alloc, METH_O, "Device.alloc(nbytes): nbytes >= 1 of device memory."},
+    {NULL, NULL, 0, NULL},
+};
+
+
+static PyMemberDef device_members[] = {
+    {"_closed", T_BOOL, offsetof(DeviceCore, closed), 0, NULL},
+    {"_info", T_OBJECT_EX, offsetof(DeviceCore, info), 0, NULL},
+    {"_id", T_OBJECT_EX, offsetof(DeviceCore, id), 0, NULL},
+    {"_pools", T_OBJECT_EX, offsetof(DeviceCore, pools), 0, NULL},
+    {"_alloc_address", T_OBJECT_EX, offsetof(DeviceCore, alloc_address), 0, NULL},
+    {"_live", T_OBJECT_EX, offsetof(DeviceCore, live), 0, NULL},
+    {"_orphans", T_OBJECT_EX, offsetof(DeviceCore, orphans), 0, NULL},
+    {"_spare_events", T_OBJECT_EX, offsetof(DeviceCore, spare_events), 0, NULL},
+    {"_staging", T_OBJECT_EX, offsetof(DeviceCore, staging), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static int device_traverse(DeviceCore *self, visitproc visit, void *arg) {
+    Py_VISIT(self->info);
+    Py_VISIT(self->id);
+    Py_VISIT(self->pools);
+    Py_VISIT(self->alloc_address);
+    Py_VISIT(self->live);
+    Py_VISIT(self->orphans);
+    Py_VISIT(self->spare_events);
+    Py_VISIT(self->staging);
+    return 0;
+}
+
+static int device_clear(DeviceCore *self) {
+    Py_CLEAR(self->info);
+    Py_CLEAR(self->id);
+    Py_CLEAR(self->pools);
+    Py_CLEAR(self->alloc_address);
+    Py_CLEAR(self->live);
+    Py_CLEAR(self->orphans);
+    Py_CLEAR(self->spare_events);
+    Py_CLEAR(self->staging);
+    return 0;
+}
+
+static void device_dealloc(DeviceCore *self) {
+    PyObject_GC_UnTrack(self);
+    device_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject DeviceCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.DeviceCore",
+    .tp_basicsize = sizeof(DeviceCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "CudaDevice's compiled base: its hot fields and alloc.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)device_traverse,
+    .tp_clear = (inquiry)device_clear,
+    .tp_dealloc = (destructor)device_dealloc,
+    .tp_methods = device_methods,
+    .tp_members = device_members,
+};
+
+static PyMethodDef buffer_methods[] = {
+    {"free", (PyCFunction)buffer_free_method, METH_NOARGS, "Give the memory back (Buffer.free); idempotent."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef buffer_members[] = {
+    {"_device", T_OBJECT_EX, offsetof(BufferCore, device), 0, NULL},
+    {"_nbytes", T_OBJECT_EX, offsetof(BufferCore, nbytes), 0, NULL},
+    {"_freed", T_BOOL, offsetof(BufferCore, freed), 0, NULL},
+    {"_ptr", T_ULONGLONG, offsetof(BufferCore, ptr), 0, "the device pointer"},
+    {"_last_stream", T_OBJECT, offsetof(BufferCore, last_stream), 0, "the stream frees are ordered after"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject BufferCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.BufferCore",
+    .tp_basicsize = sizeof(BufferCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "CudaBuffer's compiled base: its fields, free() and the free of a buffer dropped unfreed.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)buffer_traverse,
+    .tp_clear = (inquiry)buffer_clear,
+    .tp_dealloc = (destructor)buffer_dealloc,
+    .tp_finalize = (destructor)buffer_finalize,
+    .tp_methods = buffer_methods,
+    .tp_members = buffer_members,
+};
 
 /* memcpy into the pinned staging ring, which nothing but a DMA reads next. The ring is cycled through, so its
  * lines are cold in the cache: plain stores first read each line (read-for-ownership) and then evict the
@@ -509,42 +1222,31 @@ static PyObject *fast_staged_copy(PyObject *self, PyObject *const *args, Py_ssiz
     return PyLong_FromLong(err);
 }
 
-/* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
-static int make_current(PyObject *dev) {
-    PyObject *cur = GET(current, current_device), *mine = cur ? GET(dev, id) : NULL;
-    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
-    Py_XDECREF(cur);
-    Py_XDECREF(mine);
-    if (same) return same < 0 ? -1 : 0;
-    PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
-    Py_XDECREF(done);
-    return done ? 0 : -1;
-}
-
 /* staged_htod(stream, dst, dst_offset, host, ring): a small pageable copy_htod (FastStream._copy_htod) in one
  * call: under the ring's lock, the bytes reserved in its current segment as StagingRing._reserve does, the
  * memcpy into them and the DMA from there. TAKE_PYTHON_PATH when the segment has no room or the ring is not
  * allocated yet (the Python path advances it), else the CUresult. */
-static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "staged_htod takes 5 arguments, got %zd", nargs);
+static PyObject *staged_htod(PyObject *stream, PyObject *dst, unsigned long long offset, Py_buffer *source,
+                             PyObject *ring) {
     if (current == NULL) return PyErr_Format(PyExc_RuntimeError, "staged_htod before configure");
-    PyObject *stream = args[0], *dst = args[1], *ring = args[4];
     PyObject *dev = NULL, *lock = NULL, *attr = NULL, *users_list = NULL, *result = NULL;
-    Py_buffer host = {0};
+    Py_buffer host = *source; /* borrowed: the caller releases it */
     int locked = 0;
     void *queue;
-    unsigned long long ptr, offset = PyLong_AsUnsignedLongLong(args[2]);
-    if (PyErr_Occurred() || (dev = GET(stream, dev)) == NULL || make_current(dev)) goto out;
-    if (PyObject_SetAttr(dst, str_last_stream, stream)) goto out;
-    if ((attr = GET(dst, ptr)) == NULL) goto out;
-    ptr = PyLong_AsUnsignedLongLong(attr) + offset;
-    if (PyErr_Occurred()) goto out;
-    Py_SETREF(attr, GET(stream, address));
-    if (attr == NULL || address(attr, &queue)) goto out;
-    if (PyObject_GetBuffer(args[3], &host, PyBUF_C_CONTIGUOUS)) goto out;
+    unsigned long long ptr;
+    StreamCore *st = fast_stream(stream);
+    if (st == NULL || fast_device(st->dev) == NULL) goto out;
+    dev = Py_NewRef(st->dev);
+    if (make_current(dev)) goto out;
+    if ((PyObject *)Py_TYPE(dst) != buffer_type) {
+        PyErr_SetString(PyExc_TypeError, "staged_htod: dst is no CudaBuffer");
+        goto out;
+    }
+    Py_XSETREF(((BufferCore *)dst)->last_stream, Py_NewRef(stream));
+    ptr = ((BufferCore *)dst)->ptr + offset;
+    if (address(st->address, &queue)) goto out;
     if ((lock = GET(ring, lock)) == NULL) goto out;
-    Py_SETREF(attr, PyObject_CallMethodNoArgs(lock, str_acquire));
-    if (attr == NULL) goto out;
+    if ((attr = PyObject_CallMethodNoArgs(lock, str_acquire)) == NULL) goto out;
     locked = 1;
     long long base, used, segment;
     Py_SETREF(attr, GET(ring, base));
@@ -610,7 +1312,6 @@ out:
         if (type) PyErr_Restore(type, value, traceback);
 #endif
     }
-    if (host.obj) PyBuffer_Release(&host);
     Py_XDECREF(users_list);
     Py_XDECREF(dev);
     Py_XDECREF(lock);
@@ -618,6 +1319,99 @@ out:
     return result;
 }
 
+static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 5) return PyErr_Format(PyExc_TypeError, "staged_htod takes 5 arguments, got %zd", nargs);
+    unsigned long long offset = PyLong_AsUnsignedLongLong(args[2]);
+    Py_buffer host;
+    if (PyErr_Occurred() || PyObject_GetBuffer(args[3], &host, PyBUF_C_CONTIGUOUS)) return NULL;
+    PyObject *result = staged_htod(args[0], args[1], offset, &host, args[4]);
+    PyBuffer_Release(&host);
+    return result;
+}
+
+
+static PyTypeObject *ndarray_type;    /* numpy.ndarray */
+static PyObject *copy_htod_python;    /* api.Stream.copy_htod */
+static long small_copy_bytes;         /* staging.SMALL_COPY_BYTES: staged in one memcpy and one DMA */
+
+static PyObject *fast_configure_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError, "configure_copies(ndarray, copy_htod, small_copy_bytes)");
+    small_copy_bytes = PyLong_AsLong(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[0]));
+    Py_XSETREF(copy_htod_python, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* copy_htod(dst, src, *, dst_offset=0): api.Stream.copy_htod and FastStream._copy_htod for the common case, a
+ * small copy from a C-contiguous ndarray of plain data (its buffer exported without an 'O' in its format)
+ * into a live plain or pooled buffer of this device, in range, on an open device that is not capturing:
+ * staged_htod. Everything else, and a ring that must advance, goes to api.Stream.copy_htod, which checks
+ * again and raises the API's errors. */
+static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *offset = NULL;
+    if (nargs == 2 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 &&
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "dst_offset") == 0)
+        offset = args[2];
+    else if (nargs != 2 || kwnames != NULL)
+        goto python;
+    PyObject *dst = args[0], *src = args[1];
+    if (copy_htod_python == NULL || buffer_type == NULL || !Py_IS_TYPE(src, ndarray_type) ||
+        (offset != NULL && !PyLong_CheckExact(offset)))
+        goto python;
+    Py_buffer host;
+    if (PyObject_GetBuffer(src, &host, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)) {
+        PyErr_Clear(); /* not plain data (datetimes, ...): the Python path says what is wrong */
+        goto python;
+    }
+    Py_ssize_t n = host.len;
+    long long at = 0;
+    if (offset != NULL && ((at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) PyErr_Clear();
+    PyObject *backing = NULL, *attr = NULL, *dev = NULL, *result = NULL, *code = NULL;
+    if (at < 0 || (host.format != NULL && strchr(host.format, 'O') != NULL) || n == 0 || n > small_copy_bytes)
+        goto python_release;
+    if ((PyObject *)Py_TYPE(dst) == buffer_type)
+        backing = Py_NewRef(dst);
+    else if (pooled_type != NULL && (PyObject *)Py_TYPE(dst) == pooled_type)
+        backing = PyObject_CallMethodOneArg(dst, str_backing, str_op_copy_htod); /* raises UseAfterFree */
+    else
+        goto python_release;
+    if (backing == NULL) goto out;
+    if ((PyObject *)Py_TYPE(backing) != buffer_type || ((BufferCore *)backing)->freed) goto python_release;
+    StreamCore *st = fast_stream(self);
+    if (st == NULL || fast_device(st->device) == NULL) goto out;
+    dev = Py_NewRef(st->device);
+    if (((BufferCore *)backing)->device != dev) goto python_release;
+    if ((attr = GET(dst, nbytes)) == NULL) goto out;
+    long long size = PyLong_AsLongLong(attr);
+    if (size == -1 && PyErr_Occurred()) goto out;
+    if (at + n > size || ((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None))
+        goto python_release;
+    PyObject *ring = Py_NewRef(((DeviceCore *)dev)->staging); /* held: the call runs Python code (the lock) */
+    code = staged_htod(self, backing, (unsigned long long)at, &host, ring);
+    Py_DECREF(ring);
+    if (code == NULL) goto out;
+    long err = PyLong_AsLong(code);
+    if (err == TAKE_PYTHON_PATH) goto python_release;
+    if (err) raise_failed("cuMemcpyHtoDAsync", (CUresult)err);
+    else if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
+out:
+    PyBuffer_Release(&host);
+    Py_XDECREF(backing);
+    Py_XDECREF(attr);
+    Py_XDECREF(dev);
+    Py_XDECREF(code);
+    return result;
+python_release:
+    PyBuffer_Release(&host);
+    Py_XDECREF(backing);
+    Py_XDECREF(attr);
+    Py_XDECREF(dev);
+    Py_XDECREF(code);
+python:
+    return call_python(copy_htod_python, self, args, nargs, kwnames);
+}
 
 /* ---- The MemPool's warm path (ironaccel/pool.py) ------------------------------------------------------------
  *
@@ -631,7 +1425,6 @@ out:
  * The calling thread's front is found through pool._local once and then remembered with the id of the
  * thread state that found it (ids are never reused, unlike thread idents).
  */
-static PyObject *pooled_type;   /* PooledBuffer */
 static PyObject *alloc_python;  /* pool.py's pure-Python MemPool.alloc */
 static PyObject *free_python;   /* and PooledBuffer.free */
 static long front_buckets, min_shift;
@@ -648,6 +1441,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *device, *nbytes, *pool, *block;
+    long front_bucket; /* the block's bucket + 1 where the compiled alloc made this buffer (0: read block.bucket) */
     char freed;
 } PooledCore;
 
@@ -696,10 +1490,14 @@ static PyObject *pool_alloc(PoolCore *self, PyObject *nbytes) {
         bucket = (64 - __builtin_clzll(m)) - min_shift;
     }
     if (self->device == NULL) goto python;
-    PyObject *closed = PyObject_GetAttr(self->device, str_closed);
-    if (closed == NULL) return NULL;
-    Py_DECREF(closed);
-    if (closed != Py_False) goto python;
+    if (PyObject_TypeCheck(self->device, &DeviceCoreType)) { /* a CUDA device: its flag in the struct */
+        if (((DeviceCore *)self->device)->closed) goto python;
+    } else {
+        PyObject *closed = PyObject_GetAttr(self->device, str_closed);
+        if (closed == NULL) return NULL;
+        Py_DECREF(closed);
+        if (closed != Py_False) goto python;
+    }
     PyObject *front = thread_front(self);
     if (front == NULL || PyList_GET_SIZE(front) <= bucket) goto python;
     PyObject *slots = PyList_GET_ITEM(front, bucket);
@@ -727,6 +1525,7 @@ static PyObject *pool_alloc(PoolCore *self, PyObject *nbytes) {
     buf->nbytes = Py_NewRef(nbytes);
     buf->pool = Py_NewRef((PyObject *)self);
     buf->block = block;
+    buf->front_bucket = bucket + 1;
     buf->freed = 0;
     return (PyObject *)buf;
 python:
@@ -749,11 +1548,14 @@ static PyObject *pooled_free(PooledCore *self, PyObject *const *args, Py_ssize_t
     if (pool != NULL && !PyObject_TypeCheck((PyObject *)pool, &PoolCoreType)) pool = NULL; /* not ours: the Python way */
     if (self->freed || pool == NULL || self->block == NULL || (stream != Py_None && stream != pool->stream))
         goto python;
-    PyObject *attr = PyObject_GetAttr(self->block, str_bucket);
-    if (attr == NULL) return NULL;
-    long bucket = PyLong_AsLong(attr);
-    Py_DECREF(attr);
-    if (bucket == -1 && PyErr_Occurred()) return NULL;
+    PyObject *attr;
+    long bucket = self->front_bucket - 1;
+    if (bucket < 0) {
+        if ((attr = PyObject_GetAttr(self->block, str_bucket)) == NULL) return NULL;
+        bucket = PyLong_AsLong(attr);
+        Py_DECREF(attr);
+        if (bucket == -1 && PyErr_Occurred()) return NULL;
+    }
     if (bucket >= front_buckets) goto python;
     PyObject *front = thread_front(pool);
     if (front == NULL || PyList_GET_SIZE(front) <= bucket) goto python;
@@ -842,9 +1644,25 @@ static PyMemberDef pooled_members[] = {
     {"_device", T_OBJECT_EX, offsetof(PooledCore, device), 0, NULL},
     {"_nbytes", T_OBJECT_EX, offsetof(PooledCore, nbytes), 0, NULL},
     {"_pool", T_OBJECT_EX, offsetof(PooledCore, pool), 0, NULL},
-    {"_block", T_OBJECT_EX, offsetof(PooledCore, block), 0, NULL},
     {"_freed", T_BOOL, offsetof(PooledCore, freed), 0, NULL},
     {NULL, 0, 0, 0, NULL},
+};
+
+/* _block: setting it forgets the bucket the compiled alloc remembered for the block it put there. */
+static PyObject *pooled_get_block(PooledCore *self, void *closure) {
+    if (self->block == NULL) return PyErr_Format(PyExc_AttributeError, "_block");
+    return Py_NewRef(self->block);
+}
+
+static int pooled_set_block(PooledCore *self, PyObject *value, void *closure) {
+    Py_XSETREF(self->block, Py_XNewRef(value));
+    self->front_bucket = 0;
+    return 0;
+}
+
+static PyGetSetDef pooled_getset[] = {
+    {"_block", (getter)pooled_get_block, (setter)pooled_set_block, "the pool's block behind this buffer", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PyTypeObject PoolCoreType = {
@@ -871,6 +1689,7 @@ static PyTypeObject PooledCoreType = {
     .tp_dealloc = (destructor)pooled_dealloc,
     .tp_methods = pooled_methods,
     .tp_members = pooled_members,
+    .tp_getset = pooled_getset,
 };
 
 static PyMethodDef methods[] = {
@@ -879,12 +1698,14 @@ static PyMethodDef methods[] = {
      "Give launch the buffer type and the thread's current-context record."},
     {"launch", (PyCFunction)(void (*)(void))fast_launch, METH_FASTCALL,
      "Stream._launch_plan's common case and cuLaunchKernel; TAKE_PYTHON_PATH (-1) otherwise."},
-    {"stream_synchronize", fast_stream_synchronize, METH_O, "cuStreamSynchronize."},
-    {"event_synchronize", fast_event_synchronize, METH_O, "cuEventSynchronize."},
-    {"event_query", fast_event_query, METH_O, "cuEventQuery."},
-    {"alloc_ordered", (PyCFunction)(void (*)(void))fast_alloc_ordered, METH_FASTCALL,
-     "cuMemAllocAsync and cuStreamSynchronize: the pointer, or (entry point, CUresult)."},
-    {"free_async", (PyCFunction)(void (*)(void))fast_free_async, METH_FASTCALL, "cuMemFreeAsync."},
+    {"configure_streams", (PyCFunction)(void (*)(void))fast_configure_streams, METH_FASTCALL,
+     "Give the event and stream types the FastEvent type and the pure-Python methods they hand cases to."},
+    {"alloc", (PyCFunction)(void (*)(void))fast_alloc, METH_FASTCALL,
+     "CudaDevice._alloc with pools: the registered buffer, or (entry point, CUresult)."},
+    {"configure_copies", (PyCFunction)(void (*)(void))fast_configure_copies, METH_FASTCALL,
+     "Give StreamCore.copy_htod numpy's ndarray, the Python copy_htod and the small-copy size."},
+    {"configure_buffers", (PyCFunction)(void (*)(void))fast_configure_buffers, METH_FASTCALL,
+     "Give BufferCore the Python release it hands uncommon frees to, and DriverError."},
     {"fill_pinned", (PyCFunction)(void (*)(void))fast_fill_pinned, METH_FASTCALL,
      "memcpy into the pinned staging ring (non-temporal stores), the GIL released."},
     {"staged_copy", (PyCFunction)(void (*)(void))fast_staged_copy, METH_FASTCALL,
@@ -892,7 +1713,7 @@ static PyMethodDef methods[] = {
     {"configure_pool", (PyCFunction)(void (*)(void))fast_configure_pool, METH_FASTCALL,
      "Give the pool's types the pure-Python methods they hand uncommon cases to."},
     {"record", (PyCFunction)(void (*)(void))fast_record, METH_FASTCALL,
-     "FastStream._record: a spare CUevent recorded on the stream, as an event object."},
+     "FastStream._record: a spare CUevent recorded on the stream, as a FastEvent."},
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
      "A small pageable copy_htod: room in the pinned ring, memcpy, cuMemcpyHtoDAsync."},
@@ -914,16 +1735,27 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_timing, "_timing"}, {&str_handle, "_handle"}, {&str_address, "_address"}, {&str_mark, "_mark"},
         {&str_held, "_held"}, {&str_numbers, "_numbers"}, {&str_lock, "_lock"}, {&str_acquire, "acquire"},
         {&str_release, "release"}, {&str_base, "_base"}, {&str_used, "_used"}, {&str_segment, "_segment"},
-        {&str_users, "_users"},
+        {&str_users, "_users"}, {&str_release_held, "_release_held"}, {&str_record_python_path, "_record"},
+        {&str_info, "_info"}, {&str_limits, "limits"}, {&str_max_alloc, "max_alloc"},
+        {&str_op_copy_htod, "Stream.copy_htod"}, {&str_nbytes, "_nbytes"},
+        {&str_staging, "_staging"}, {&str_plans, "_plans"}, {&str_module, "module"}, {&str_launch_plan, "_launch_plan"},
+        {&str_pools, "_pools"}, {&str_alive, "_alive"}, {&str_alloc_address, "_alloc_address"}, {&str_live, "_live"},
+        {&str_orphans, "_orphans"}, {&str_append, "append"},
         {&str_op, "Stream.launch"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
-    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType)) return NULL;
+    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) || PyType_Ready(&BufferCoreType) || PyType_Ready(&DeviceCoreType) ||
+        PyType_Ready(&StreamCoreType))
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
     if (PyModule_AddObjectRef(m, "PoolCore", (PyObject *)&PoolCoreType) ||
-        PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType)) {
+        PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType) ||
+        PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) ||
+        PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) ||
+        PyModule_AddObjectRef(m, "BufferCore", (PyObject *)&BufferCoreType) ||
+        PyModule_AddObjectRef(m, "DeviceCore", (PyObject *)&DeviceCoreType)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -350,12 +350,38 @@ def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "
 
 def comparable(doc: dict[str, Any], folder: Path) -> dict[str, Any]:
     """A results document without what two runs of the same tests on one machine differ in: when they
-    ran (started, finished, each test's duration), the results folder named in messages; tests by id."""
+    ran (started, finished, each test's duration), the results folder named in messages, and whether a test
+    that passed needed its re-run (flaky: a pass whose first attempt failed, which is chance, not where it
+    ran; ``flaky_in_one_run`` names them); tests by id."""
     def local(message: str) -> str:
         return message.replace(str(folder), "{results}")
 
-    tests = {t["id"]: dict(t, duration=0.0, message=local(t["message"])) for t in doc["tests"]}
-    return dict(doc, started="", finished="", run=dict(doc["run"], message=local(doc["run"]["message"])), tests=tests)
+    def settled(test: dict[str, Any]) -> dict[str, Any]:
+        if test["outcome"] in (results.Outcome.PASS, results.Outcome.FLAKY):  # a flaky one's message: its first try's
+            return dict(test, duration=0.0, outcome=results.Outcome.PASS.value, message="")
+        return dict(test, duration=0.0, message=local(test["message"]))
+
+    tests = {t["id"]: settled(t) for t in doc["tests"]}
+    summary = dict(doc["summary"])
+    summary["pass"] = summary.get("pass", 0) + summary.get("flaky", 0)
+    summary["flaky"] = 0
+    return dict(doc, started="", finished="", run=dict(doc["run"], message=local(doc["run"]["message"])),
+                tests=tests, summary=summary)
+
+
+def flaky_in_one_run(plain: Path, farmed: Path) -> list[str]:
+    """The tests flaky in one of the two runs and a plain pass in the other (what ``comparable`` settles)."""
+    out = []
+    for path in sorted(Path(plain).glob("*.json")):
+        other = Path(farmed) / path.name
+        if path.name.endswith(results.CERTIFICATE_SUFFIX) or not other.is_file():
+            continue
+        mine, theirs = ({t["id"]: t["outcome"] for t in results.load(p)["tests"]} for p in (path, other))
+        for tid in sorted(set(mine) & set(theirs)):
+            if {mine[tid], theirs[tid]} == {results.Outcome.FLAKY.value, results.Outcome.PASS.value}:
+                run = "plain" if mine[tid] == results.Outcome.FLAKY else "farm"
+                out.append(f"{path.name}: {tid} flaky in the {run} run only")
+    return out
 
 
 def _differences(a: Any, b: Any, where: str) -> list[str]:
@@ -404,6 +430,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the farm run's results files differ from the plain run's in {len(found)} place(s):", file=sys.stderr)
         print("\n".join(found[:args.show]), file=sys.stderr)
         return 1
+    for line in flaky_in_one_run(args.plain, args.farm):
+        print(f"note: {line} (its re-run passed; compared as a pass)")
     docs = [results.load(p) for p in args.plain.glob("*.json") if not p.name.endswith(results.CERTIFICATE_SUFFIX)]
     print(f"the farm run's results files are the plain run's, times apart: {len(docs)} targets, "
           f"{sum(len(d['tests']) for d in docs)} tests")

@@ -1036,3 +1036,231 @@ def test_launch_arguments_plain_pooled_64_bit_and_rejected(device):
         device.close()
         with pytest.raises(ia.UseAfterFree, match="Stream.launch"):
             plan(s, buf, np.uint64(1))
+
+
+def test_events_and_stream_waits_keep_their_api(fake, device):
+    """Stream.record/synchronize and Event.query/synchronize (compiled: _fast.c's StreamCore and EventCore, on
+    both paths the same): a wait releases the copy_dtoh destinations held before it, a dropped event gives its
+    CUevent back to the device (a failed record too), a timeout and a timing event work, wrong arguments are
+    TypeError or InvalidArgument, a failed driver call names its entry point, and after close each names its op."""
+    import weakref
+
+    s = device.create_stream()
+    spare = device._spare_events[False]
+    with device.alloc(64) as buf:
+        event = s.record()
+        before = len(spare)
+        del event
+        assert len(spare) == before + 1, "a dropped event gives its CUevent back"
+        event = s.record()
+        assert len(spare) == before, "record takes a spare CUevent"
+        out = np.empty(64, np.uint8)
+        s.copy_dtoh(out, buf)
+        held = weakref.ref(out)
+        del out
+        after_copy = s.record()
+        after_copy.synchronize()
+        assert held() is None, "the event's wait releases the copy recorded before it"
+        assert after_copy.query() is True and event.query() is True
+        event.synchronize(timeout=5.0)
+        event.synchronize(None)
+        s.synchronize(timeout=5.0)
+        s.synchronize(None)
+        start, end = s.record(timing=True), s.record(timing=True)
+        assert start.elapsed_ms(end) >= 0.0
+        with pytest.raises(ia.InvalidArgument, match="Event.synchronize"):
+            event.synchronize(timeout=-1)
+        with pytest.raises(ia.InvalidArgument, match="Stream.synchronize"):
+            s.synchronize(timeout=0)
+        with pytest.raises(TypeError):
+            s.record(True)  # timing is keyword-only
+        with pytest.raises(TypeError):
+            event.synchronize(1.0, 2.0)
+        for entry_point, wait in (("cuEventSynchronize", lambda: s.record().synchronize()),
+                                  ("cuEventQuery", lambda: s.record().query()),
+                                  ("cuStreamSynchronize", s.synchronize)):
+            fake.ironaccel_fake_inject(entry_point.encode(), 1, CUDA_ERROR_INVALID_VALUE)
+            with pytest.raises(ia.DriverError) as info:
+                wait()
+            assert info.value.op == entry_point
+        count = len(spare)
+        fake.ironaccel_fake_inject(b"cuEventRecord", 1, CUDA_ERROR_INVALID_VALUE)
+        with pytest.raises(ia.DriverError) as info:
+            s.record()
+        assert info.value.op == "cuEventRecord"
+        del info  # its traceback holds the pure path's frame, and so the event
+        assert len(spare) == count, "a failed record gives its CUevent back"
+    device.close()
+    for wait, op in ((event.synchronize, "Event.synchronize"), (event.query, "Event.query"),
+                     (s.record, "Stream.record"), (s.synchronize, "Stream.synchronize")):
+        with pytest.raises(ia.UseAfterFree, match=op):
+            wait()
+    count = len(spare)
+    del event  # its CUevent was destroyed by close: nothing goes back
+    assert len(spare) == count
+
+
+def test_buffers_keep_their_bookkeeping(fake, device):
+    """Device.alloc and Buffer.free (compiled: _fast.c's DeviceCore, alloc and BufferCore; on both paths the same): a live
+    buffer is in device._live by a weak reference and leaves it when freed, free() is idempotent across threads
+    (one cuMemFreeAsync), a buffer dropped unfreed frees itself, one used on a stream frees after that use, and a
+    failed alloc wait gives the memory back and names cuStreamSynchronize; bad sizes and a closed device raise the
+    API's errors naming Device.alloc."""
+    import threading
+
+    before = fake.ironaccel_fake_live_allocations()
+    buf = device.alloc(256)
+    assert device._live[buf._ptr]() is buf and not buf.freed
+    frees = fake.ironaccel_fake_call_count(b"cuMemFreeAsync")
+    threads = [threading.Thread(target=buf.free) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    buf.free()
+    assert buf.freed and buf._ptr not in device._live
+    assert fake.ironaccel_fake_call_count(b"cuMemFreeAsync") == frees + 1
+    with pytest.raises(ia.UseAfterFree, match="Buffer.handle"):
+        buf.handle
+    dropped = device.alloc(256)
+    ptr = dropped._ptr
+    del dropped
+    assert ptr not in device._live
+    s = device.create_stream()
+    used = device.alloc(256)
+    s.fill(used, 1)
+    assert used._last_stream is s
+    used.free()  # ordered after the fill, on s
+    assert used._last_stream is None
+    device.synchronize()
+    assert fake.ironaccel_fake_live_allocations() == before
+    fake.ironaccel_fake_inject(b"cuStreamSynchronize", 1, CUDA_ERROR_INVALID_VALUE)
+    with pytest.raises(ia.DriverError) as info:
+        device.alloc(256)
+    assert info.value.op == "cuStreamSynchronize"
+    device.synchronize()
+    assert fake.ironaccel_fake_live_allocations() == before and not device._live
+    for nbytes in (0, -1, True, 1.5):
+        with pytest.raises(ia.InvalidArgument, match="Device.alloc"):
+            device.alloc(nbytes)
+    for nbytes in (device.info.limits.max_alloc + 1, 2**64):
+        with pytest.raises(ia.OutOfMemory, match="Device.alloc"):
+            device.alloc(nbytes)
+    device.close()
+    with pytest.raises(ia.UseAfterFree, match="Device.alloc"):
+        device.alloc(256)
+
+
+def test_launch_checks_hold_on_every_form(device):
+    """Stream.launch (compiled: _fast.c's StreamCore.launch once the kernel has a plan for the dims): int and
+    tuple dims, args by keyword or as a list, each launch landing; a kernel of another device, a non-kernel,
+    args that are no tuple or list, and dims that are no exact ints raise the API's errors, cached plan or not."""
+    s = device.create_stream()
+    k = device.compile(PTX_STORE64, "ptx").kernel("store64")
+    out = np.zeros(1, np.uint64)
+    with device.alloc(8) as buf:
+        for value, launch in enumerate((lambda v: s.launch(k, 1, 1, (buf, np.uint64(v))),
+                                        lambda v: s.launch(k, (1, 1, 1), (1,), [buf, np.uint64(v)]),
+                                        lambda v: s.launch(k, 1, 1, args=(buf, np.uint64(v))),
+                                        lambda v: s.launch(k, grid=1, block=1, args=(buf, np.uint64(v))))):
+            for attempt in range(2):  # the first use of the dims makes the plan, the second uses it
+                launch(100 * value + attempt)
+                s.copy_dtoh(out, buf)
+                s.synchronize()
+                assert out[0] == 100 * value + attempt
+        with pytest.raises(ia.InvalidArgument, match="Stream.launch.*compiled on this device"):
+            s.launch("store64", 1, 1, (buf, np.uint64(1)))
+        with pytest.raises(ia.InvalidArgument, match="Stream.launch.*tuple or list"):
+            s.launch(k, 1, 1, np.uint64(1))
+        for grid in (True, (1, True), 0, (1, 2.0)):
+            with pytest.raises(ia.InvalidArgument, match="Stream.launch"):
+                s.launch(k, grid, 1, (buf, np.uint64(1)))
+        with pytest.raises(TypeError):
+            s.launch(k, 1)
+        from ironaccel.backends.cuda import CudaBackend
+
+        other = CudaBackend().open_device(0)
+        try:
+            theirs = other.compile(PTX_STORE64, "ptx").kernel("store64")
+            other.default_stream.launch(theirs, 1, 1, (other.alloc(8), np.uint64(1)))  # a plan for (1, 1) there
+            with pytest.raises(ia.InvalidArgument, match="Stream.launch.*compiled on this device"):
+                s.launch(theirs, 1, 1, (buf, np.uint64(1)))
+        finally:
+            other.close()
+
+
+def test_small_copy_htod_checks_hold_on_every_form(device):
+    """Stream.copy_htod of a small host array (compiled: _fast.c's StreamCore.copy_htod, on both paths the
+    same): any C-contiguous plain-data ndarray, bytes, an offset, a pooled buffer, each landing exactly; and the
+    API's errors, naming the op, for what the compiled check hands back (non-contiguous, object and datetime
+    arrays, out of range, freed plain and pooled buffers, another device's buffer, a capture, a closed device)."""
+    s = device.create_stream()
+    pool = ia.MemPool(device, s)
+    out = np.zeros(64, np.uint8)
+    with device.alloc(64) as buf:
+        pooled = pool.alloc(64)
+        for target in (buf, pooled):
+            for src, offset in ((np.arange(16, dtype=np.uint32).reshape(4, 4), 0), (np.arange(8, dtype=np.uint8), 56),
+                                (bytes(range(100, 132)), 16), (np.float64([1.5, -2.0]), 8)):
+                expected = np.frombuffer(bytes(memoryview(src)), np.uint8)
+                s.fill(target, 0)
+                s.copy_htod(target, src, dst_offset=offset)
+                s.copy_dtoh(out, target)
+                s.synchronize()
+                assert out[offset:offset + expected.size].tolist() == expected.tolist(), (type(target).__name__, offset)
+                assert not out[:offset].any() and not out[offset + expected.size:].any()
+        s.copy_htod(buf, np.zeros(0, np.uint8), dst_offset=64)  # nothing to copy, in range
+        op = "Stream.copy_htod"
+        for src, offset in ((np.zeros((4, 4), np.uint8)[:, ::2], 0), (np.array([None] * 4, object), 0),
+                            (np.zeros(2, "datetime64[s]"), 0), (np.zeros(16, np.uint8), 56), (np.zeros(1, np.uint8), -1),
+                            (np.zeros(1, np.uint8), 1.0)):
+            with pytest.raises(ia.InvalidArgument, match=op):
+                s.copy_htod(buf, src, dst_offset=offset)
+        with pytest.raises(TypeError):
+            s.copy_htod(buf, np.zeros(4, np.uint8), 0)  # dst_offset is keyword-only
+        pooled.free()
+        with pytest.raises(ia.UseAfterFree, match=op):
+            s.copy_htod(pooled, np.zeros(4, np.uint8))
+        with pytest.raises(ia.InvalidArgument, match=op):
+            s.copy_htod(s, np.zeros(4, np.uint8))
+        from ironaccel.backends.cuda import CudaBackend
+
+        other = CudaBackend().open_device(0)
+        try:
+            with pytest.raises(ia.InvalidArgument, match="another device"):
+                s.copy_htod(other.alloc(64), np.zeros(4, np.uint8))
+        finally:
+            other.close()
+        with s.capture():
+            with pytest.raises(ia.InvalidArgument, match=op):
+                s.copy_htod(buf, np.zeros(4, np.uint8))
+    with pytest.raises(ia.UseAfterFree, match=op):
+        s.copy_htod(buf, np.zeros(4, np.uint8))
+    kept = device.alloc(64)
+    pool.close()
+    device.close()
+    with pytest.raises(ia.UseAfterFree, match=op):
+        s.copy_htod(kept, np.zeros(4, np.uint8))
+
+
+def test_compiled_entry_points_refuse_what_is_not_theirs(device):
+    """The compiled module's functions and its types' methods, given objects they were not made for (another
+    type, a half-made instance), raise TypeError or the Python error instead of reading foreign memory."""
+    from ironaccel.backends.cuda import driver
+    from ironaccel.backends.cuda.fast import FastEvent
+
+    fast = driver.fast
+    if fast is None:
+        pytest.skip("the compiled path is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
+    s = device.create_stream()
+    with device.alloc(64) as buf:
+        host = np.zeros(4, np.uint8)
+        for call in (lambda: fast.record("a stream", False), lambda: fast.alloc("a device", 8),
+                     lambda: fast.staged_htod("a stream", buf, 0, host, device._staging),
+                     lambda: fast.staged_htod(s, "a buffer", 0, host, device._staging), lambda: FastEvent(),
+                     lambda: type(s).record(object()), lambda: type(device).alloc(object(), 8),
+                     lambda: type(buf).free(object()), lambda: type(buf).__new__(type(buf)).free()):
+            with pytest.raises(TypeError):
+                call()
+        with pytest.raises(AttributeError):
+            fast.launch(None, s, ())

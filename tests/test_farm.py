@@ -131,7 +131,11 @@ def test_the_comparison_ignores_times_and_folders_and_names_what_differs(tmp_pat
     assert farm.main(["compare", str(plain.parent), str(farmed.parent)]) == 0
     assert "1 targets, 1 tests" in capsys.readouterr().out
 
-    cuda_fake_results(tmp_path / "farm", outcome="flaky")
+    cuda_fake_results(tmp_path / "farm", outcome="flaky")  # it passed on its re-run: chance, not the farm
+    assert farm.main(["compare", str(plain.parent), str(farmed.parent)]) == 0
+    assert "note: cuda-fake.json: test_err.py::test_one flaky in the farm run only" in capsys.readouterr().out
+
+    cuda_fake_results(tmp_path / "farm", outcome="fail")
     (tmp_path / "farm" / "extra.json").write_text("{}")
     doc = results.load(farmed)
     doc["target"]["packages"]["numpy"] = "0.0"
@@ -139,14 +143,15 @@ def test_the_comparison_ignores_times_and_folders_and_names_what_differs(tmp_pat
     found = farm.differences(plain.parent, farmed.parent)
     assert found[0] == "extra.json: only in the farm run"
     assert "cuda-fake.cert.json of the farm run: tampered" in found[1]
-    assert found[2:] == [f"cuda-fake.json.summary.{o}: {int(o == 'pass')} in the plain run, {int(o == 'flaky')} in "
-                         "the farm run" for o in ("flaky", "pass")] + [
+    assert found[2:] == [f"cuda-fake.json.summary.{o}: {int(o == 'pass')} in the plain run, {int(o == 'fail')} in "
+                         "the farm run" for o in ("fail", "pass")] + [
         f"cuda-fake.json.target.packages.numpy: {results.load(plain)['target']['packages']['numpy']!r} in the plain "
         "run, '0.0' in the farm run",
-        "cuda-fake.json.tests.test_err.py::test_one.outcome: 'pass' in the plain run, 'flaky' in the farm run"]
+        "cuda-fake.json.tests.test_err.py::test_one.message: '' in the plain run, 'see {results}/one.log' in the farm run",
+        "cuda-fake.json.tests.test_err.py::test_one.outcome: 'pass' in the plain run, 'fail' in the farm run"]
     assert farm.main(["compare", str(plain.parent), str(farmed.parent), "--show", "1"]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        "the farm run's results files differ from the plain run's in 6 place(s):", "extra.json: only in the farm run"]
+        "the farm run's results files differ from the plain run's in 7 place(s):", "extra.json: only in the farm run"]
     assert farm.main(["compare", str(plain.parent), str(tmp_path / "nowhere")]) == 2
     assert "nowhere: no such results folder" in capsys.readouterr().err
 

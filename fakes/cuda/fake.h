@@ -200,7 +200,7 @@ void streams_sync_context(Context *ctx);
 /* Closes every stream of a context being destroyed, after their queues drain. */
 void streams_close_context(Context *ctx);
 
-/* ---- the decoded PTX form (ptx.c) and the interpreter (interp.c) ---- */
+/* ---- the decoded PTX form (ptx.c, ptx_decode.c, ptx_lex.c) and the interpreter (interp.c) ---- */
 enum Special {
     SP_TRUE, SP_TID_X, SP_TID_Y, SP_TID_Z, SP_NTID_X, SP_NTID_Y, SP_NTID_Z, SP_CTAID_X, SP_CTAID_Y, SP_CTAID_Z,
     SP_NCTAID_X, SP_NCTAID_Y, SP_NCTAID_Z, SP_LANEID, SP_WARPID, SP_NWARPID, SP_SMID, SP_NSMID, SP_GRIDID,

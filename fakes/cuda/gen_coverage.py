@@ -1,6 +1,6 @@
 """Writes fakes/cuda/PTX_COVERAGE.md: which PTX instructions, types and modifiers the fake implements.
 
-The table comes from the decoder's own tables (ironaccel_fake_ptx_coverage() in ptx.c), so it says exactly
+The table comes from the decoder's own tables (ironaccel_fake_ptx_coverage() in ptx_decode.c), so it says exactly
 what a module load accepts. Run after changing the decoder: python fakes/cuda/gen_coverage.py
 (tests/fakes/test_kernels.py fails while the committed file is stale).
 """

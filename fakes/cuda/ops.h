@@ -1,5 +1,5 @@
 /* The decoded instruction set, as tables: PTX types, memory spaces, opcodes. Each table is one X-macro, so
- * the enum, the names and the properties cannot disagree between the decoder (ptx.c) and the interpreter
+ * the enum, the names and the properties cannot disagree between the decoder (ptx_decode.c) and the interpreter
  * (interp.c). Hot opcodes are specialised by type at decode time so the interpreter does no type dispatch. */
 #ifndef FAKECUDA_OPS_H
 #define FAKECUDA_OPS_H

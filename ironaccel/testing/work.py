@@ -70,12 +70,15 @@ class RunningWork:
     at a stream, an event or a wait while work is really still running (a no-op wait, a query that always says
     True or a synchronize that returns early then fail).
 
-    The size is measured, not guessed, and kept for the device: every RunningWork times one launch, and while
+    The size is measured, not guessed, and kept for the device: every RunningWork times its launch, and while
     the fastest time seen is under 10 ms the launch grows (wider up to 2^20 threads, then longer loops up to
-    65,535 iterations, the most lavapipe runs). A busy host makes a timing slower, never faster, so it makes
-    the work last longer rather than shorter, and the size only grows: one timed while the host was busy
-    elsewhere is corrected by the next quiet timing (then the work is few launches, queued in no time, even
-    by a host that shares its cores with the driver's threads)."""
+    65,535 iterations, the most lavapipe runs). A launch is timed with the synchronize that ends it, and on a
+    busy host that synchronize can wake up late by more than the launch itself takes: a timing of one launch
+    would then stop the growth early and count too few launches, so the work would end long before
+    ``expected_seconds`` says (a correct ``query()`` saying True while ``looked_in_time`` holds). So a launch's
+    time is the difference between three launches and one, each with its synchronize, which cancels the fixed
+    wake-up cost; it is never taken above the one launch's timing, nor below a quarter of it. The fastest
+    time seen is kept: a timing taken while the host was busy elsewhere is corrected by the next quiet one."""
 
     def __init__(self, device, stream, kernels, seconds: float = 0.1):
         self.kernel = kernels("busy")
@@ -83,10 +86,10 @@ class RunningWork:
         while True:
             self.n, self.iters = size.n, size.iters
             self.buf = device.alloc(4 * self.n)
-            if size.per_launch == 0.0:  # a new size: its first launch may compile or validate, the next is timed twice
+            if size.per_launch == 0.0:  # a new size: its first launch may compile or validate
                 self._timed(stream, self.buf)
-                size.per_launch = self._timed(stream, self.buf)
-            size.per_launch = min(size.per_launch, self._timed(stream, self.buf))
+                size.per_launch = self._per_launch(stream, self.buf)
+            size.per_launch = min(size.per_launch, self._per_launch(stream, self.buf))
             if size.grown:
                 break
             self.buf.free()
@@ -115,10 +118,17 @@ class RunningWork:
         time even on a host that got quieter)."""
         return time.perf_counter() - self.enqueued_at < self.expected_seconds / 3
 
-    def _timed(self, stream, buf) -> float:
-        """Seconds one launch takes, synchronize included (so never less than the launch alone)."""
+    def _per_launch(self, stream, buf) -> float:
+        """Seconds one launch keeps the device busy: (T(3) - T(1)) / 2, within [T(1) / 4, T(1)] (class docstring)."""
+        one = self._timed(stream, buf, 1)
+        three = self._timed(stream, buf, 3)
+        return min(one, max((three - one) / 2, one / 4))
+
+    def _timed(self, stream, buf, launches: int = 1) -> float:
+        """Seconds ``launches`` back-to-back launches take, one synchronize included."""
         t0 = time.perf_counter()
-        self._launch(stream, buf)
+        for _ in range(launches):
+            self._launch(stream, buf)
         stream.synchronize()
         return time.perf_counter() - t0
 

@@ -138,7 +138,10 @@ class CudaHandles:
     context: Any
 
 
-class CudaDevice(api.Device):
+class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore[misc]
+    """``alloc`` is the compiled DeviceCore's where ironaccel._fast loads (the common case on a device with memory
+    pools in one C call; anything else: api.Device.alloc)."""
+
     def __init__(self, index: int):
         cu = driver.load()
         self._cu = cu
@@ -218,11 +221,7 @@ class CudaDevice(api.Device):
             self._make_current()
         if not self._pools:
             ptr = int(calls.cuMemAlloc(nbytes))
-        elif driver.fast is not None:  # the same two calls, in one C call
-            ptr = driver.fast.alloc_ordered(nbytes, self._alloc_address)
-            if type(ptr) is not int:
-                fast.fail_named(*ptr)
-        else:
+        else:  # where driver.fast is loaded, DeviceCore.alloc does this case in C
             ptr = calls.cuMemAllocAsync(nbytes, self._alloc_stream)
             try:
                 calls.cuStreamSynchronize(self._alloc_stream)

@@ -1,10 +1,11 @@
 """The hot paths through the compiled module (``ironaccel/_fast.c``, loaded as ``driver.fast``).
 
 A device opened while ``driver.fast`` is set uses these subclasses for its streams and events (a small
-pageable ``copy_htod`` goes through the device's staging ring in C); each override makes the same driver call as the pure-Python method it replaces, through the entry
-points the module took from the same libcuda, so the semantics (ordering, held copy destinations, typed
-errors naming the entry point) are the pure path's. What is not a hot path (timeouts, large copies,
-pinned sources) goes to the pure-Python method.
+pageable ``copy_htod`` goes through the device's staging ring in C; events, ``record()`` and ``synchronize()``
+are the compiled EventCore's and StreamCore's, bases of FastEvent and FastStream); each makes the same driver
+call as the pure-Python method it replaces, through the entry points the module took from the same libcuda,
+so the semantics (ordering, held copy destinations, typed errors naming the entry point) are the pure
+path's. What is not a hot path (timeouts, large copies, pinned sources) goes to the pure-Python method.
 """
 
 from __future__ import annotations
@@ -13,20 +14,27 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ... import api
+from ... import api, native
+from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail
 from .staging import REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
-CUDA_ERROR_NOT_READY = 600
 TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast.c)
 NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
+_compiled = native.load()  # what driver.fast is once libcuda is loaded (None: the pure-Python classes are used)
 
 
 def configure() -> None:
-    """Tell the compiled module what its launch checks against; once driver.fast is loaded."""
+    """Tell the compiled module what its launch checks against, and what its event and stream methods hand
+    uncommon cases to; once driver.fast is loaded."""
     driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
+    driver.fast.configure_buffers(CudaBuffer._release, DriverError, api.Device.alloc)
+    driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, SMALL_COPY_BYTES)
+    driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
+                                  CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
+                                  api.Stream.launch, api.Kernel)
 
 
 def fail_named(name: str, err: int) -> None:
@@ -35,33 +43,23 @@ def fail_named(name: str, err: int) -> None:
     fail(getattr(cu, name), cu.CUresult(err))
 
 
-class FastEvent(CudaEvent):
-    """Made by the compiled record (``_fast.c``), which sets every field; ``_address``: the CUevent as an int."""
-
-    __slots__ = ("_address",)
-
-    def _query(self) -> bool:
-        err = driver.fast.event_query(self._address)
-        if not err:
-            if self._mark:
-                self._stream._release_held(self._mark)
-            return True
-        if err == CUDA_ERROR_NOT_READY:
-            return False
-        fail_named("cuEventQuery", err)
-        return False
-
-    def _synchronize(self, timeout: float | None = None) -> None:
-        if timeout is not None:
-            return super()._synchronize(timeout)
-        err = driver.fast.event_synchronize(self._address)
-        if err:
-            fail_named("cuEventSynchronize", err)
-        if self._mark:
-            self._stream._release_held(self._mark)
+def compiled_base(name: str) -> tuple[type, ...]:
+    """The compiled module's type ``name`` as a base class; none without the module. (Loaded but without its
+    entry points, where libcuda could not give them, its types hand every call to the Python methods.)"""
+    return (getattr(_compiled, name),) if _compiled is not None else ()
 
 
-class FastStream(CudaStream):
+class FastEvent(*compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
+    """Made by the compiled record (``_fast.c``): its fields, ``query``, ``synchronize`` without a timeout and
+    the CUevent's return to the spare list are its compiled base's; a timeout and ``elapsed_ms`` are
+    CudaEvent's."""
+
+
+class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc]
+    """``record()``, ``synchronize()``, ``launch()`` and a small ``copy_htod()`` are its compiled base's (a timing
+    event, a timeout, a launch's first use of its dims, a large or unusual copy, a closed device or a capture:
+    api.Stream's methods, then these overrides)."""
+
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
         dev = self._dev
         if current.device != dev._id:
@@ -82,7 +80,7 @@ class FastStream(CudaStream):
         super()._copy_htod(dst, dst_offset, src)  # a large copy, a pinned source, or the ring must advance
 
     def _record(self, timing: bool) -> CudaEvent:
-        event = driver.fast.record(self, timing, FastEvent)
+        event = driver.fast.record(self, timing)
         if type(event) is int:
             if event != NO_SPARE_EVENT:
                 fail_named("cuEventRecord", event)
@@ -93,18 +91,6 @@ class FastStream(CudaStream):
                 calls.cuEventCreate(flags.CU_EVENT_DEFAULT if timing else flags.CU_EVENT_DISABLE_TIMING))
             return self._record(timing)  # another thread may take the new one first: then it creates another
         return event
-
-    def _synchronize(self, timeout: float | None = None) -> None:
-        if timeout is not None:
-            return super()._synchronize(timeout)
-        if self._needs_current and current.device != self._dev._id:
-            self._dev._make_current()
-        mark = next(self._numbers) if self._held else 0
-        err = driver.fast.stream_synchronize(self._address)
-        if err:
-            fail_named("cuStreamSynchronize", err)
-        if mark:
-            self._release_held(mark)
 
     def _launch_plan(self, plan: api.LaunchPlan, args: Sequence[object]) -> None:
         """api.Stream._launch_plan in one C call (same rule, checks and side effects); what it does not take

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import api
+from ... import api, native
 from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail, wait_until_complete
@@ -33,7 +33,29 @@ if TYPE_CHECKING:
     from .device import CudaDevice
 
 
-class CudaBuffer(api.Buffer):
+class _BufferCore:
+    """CudaBuffer's free of a buffer dropped unfreed, in Python. Where the compiled module loads, its BufferCore
+    (ironaccel/_fast.c) is CudaBuffer's base instead: the fields in C, ``free()`` with memory pools and this
+    finalizer done there, every other case handed to ``CudaBuffer._release``."""
+
+    _device: CudaDevice
+    _freed: bool
+    _ptr: int
+    free: Any  # api.Buffer.free (CudaBuffer's other base)
+
+    def __del__(self) -> None:
+        """A Buffer dropped without ``free()`` gives its memory back (stream-ordered, so never too early)."""
+        if not self._freed:
+            try:
+                self.free()
+            except DriverError:  # nobody to tell: the memory stays the device's, and close() frees it
+                self._device._orphans.append(self._ptr)
+
+
+_compiled = native.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
+
+
+class CudaBuffer(_compiled.BufferCore if _compiled else _BufferCore, api.Buffer):  # type: ignore[misc]
     def __init__(self, device: CudaDevice, nbytes: int, ptr: int):
         self._device = device  # api.Buffer's three fields, set here directly: this runs on every alloc
         self._nbytes = nbytes
@@ -58,11 +80,7 @@ class CudaBuffer(api.Buffer):
                 last = None
             if not dev._pools:
                 calls.cuMemFree(self._ptr)
-            elif driver.fast is not None:
-                err = driver.fast.free_async(self._ptr, dev._alloc_address if last is None else last._address)
-                if err:
-                    fail(driver.cu.cuMemFreeAsync, driver.cu.CUresult(err))
-            else:
+            else:  # where driver.fast is loaded, BufferCore.free does this case in C
                 calls.cuMemFreeAsync(self._ptr, dev._alloc_stream if last is None else last._handle)
         except DriverError:
             self._freed = False  # still live (and in dev._live): free() may be retried, close() frees it
@@ -70,19 +88,10 @@ class CudaBuffer(api.Buffer):
         dev._live.pop(self._ptr, None)
         self._last_stream = None
 
-    def __del__(self) -> None:
-        """A Buffer dropped without ``free()`` gives its memory back (stream-ordered, so never too early)."""
-        if not self._freed:
-            try:
-                self.free()
-            except DriverError:  # nobody to tell: the memory stays the device's, and close() frees it
-                self._device._orphans.append(self._ptr)
-
 
 class CudaEvent(api.Event):
-    """A CUevent from the device's spare list, returned to it when the Event object goes away."""
-
-    __slots__ = ("_stream", "_timing", "_handle", "_mark")
+    """A CUevent from the device's spare list, returned to it when the Event object goes away. (No __slots__:
+    FastEvent's compiled base holds these fields in C, and slots here would clash with its layout.)"""
 
     def __init__(self, stream: CudaStream, timing: bool, handle: Any, mark: int):
         self._stream = stream  # api.Event's two fields, set here directly: this runs on every record

@@ -1,0 +1,937 @@
+/* The PTX decoder: a table (INSTRUCTIONS: mnemonic, the opcode per type, the accepted modifiers) and the
+ * decoders its rows name, turning one instruction into Insts; an instruction, type or modifier the table does
+ * not list fails the load with the line, never a silent wrong answer. The same table generates the coverage
+ * document (ironaccel_fake_ptx_coverage, PTX_COVERAGE.md). Built on ptx_lex.c; ptx.c calls it per
+ * instruction. */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptx_parse.h"
+
+static int cmp_of(const Tok *s) {
+    static const char *NAMES[] = {"eq", "ne", "lt", "le", "gt", "ge", "equ", "neu", "ltu", "leu", "gtu", "geu",
+                                  "num", "nan"};
+    static const struct { const char *n; int c; } UNSIGNED[] = {{"lo", C_LT}, {"ls", C_LE}, {"hi", C_GT},
+                                                                {"hs", C_GE}};
+    for (int i = 0; i < 14; i++)
+        if (tok_is(s, NAMES[i])) return i;
+    for (int i = 0; i < 4; i++)
+        if (tok_is(s, UNSIGNED[i].n)) return UNSIGNED[i].c;
+    return -1;
+}
+
+static int rounding_of(const Opcode *o) {
+    static const char *NAMES[] = {"", "rn", "rz", "rm", "rp", "rni", "rzi", "rmi", "rpi"};
+    for (int i = 1; i < 9; i++)
+        if (has_mod(o, NAMES[i])) return i;
+    return R_NONE;
+}
+
+static int space_of(const Opcode *o) {
+    if (has_mod(o, "global")) return SPACE_GLOBAL;
+    if (has_mod(o, "shared") || has_mod(o, "shared::cta")) return SPACE_SHARED;
+    if (has_mod(o, "local")) return SPACE_LOCAL;
+    if (has_mod(o, "param")) return SPACE_KPARAM;
+    if (has_mod(o, "const")) return SPACE_GLOBAL;
+    return SPACE_GENERIC;
+}
+
+/* ---- the decoder table ---- */
+
+/* One instruction being decoded. */
+typedef struct Insn {
+    Tok tok; /* the whole opcode, for messages */
+    Opcode o;
+    Operand ops[8];
+    int n, line;
+    int t;   /* the last type modifier (T_NONE: none) */
+    int rnd; /* enum Rounding */
+    uint32_t guard; /* @p predicate slot (SP_TRUE: none), for rows that take the guard themselves */
+    int gneg;
+} Insn;
+
+struct PtxInstr;
+typedef void DecodeFn(Parser *P, const struct PtxInstr *row, Insn *I);
+
+enum RowFlags {
+    ROW_RAW_OPERANDS = 1, /* the decoder reads its own operands (call) */
+    ROW_OWN_GUARD = 2,    /* the decoder folds the guard into its instruction (bra) */
+};
+
+/* A row: a mnemonic (alternatives separated by spaces), optionally variant modifiers that select the row
+ * (all must be present; rows with a variant come before the mnemonic's default row), the opcode emitted per
+ * type (an empty entry: that type is not accepted; [T_NONE]: the form without a type), the other accepted
+ * modifiers, what the implementation does that a reader of the coverage table should know, and for float
+ * arithmetic the operation OP_FROUND / OP_HALF perform. */
+typedef struct PtxInstr {
+    const char *name, *variant;
+    DecodeFn *decode;
+    int nsrc; /* source operands of the d_typed form */
+    uint16_t ops[T_COUNT];
+    const char *mods;
+    const char *note;
+    int flags;
+    int fop; /* enum FloatOp */
+} PtxInstr;
+
+#define SLOT(i) value_slot(P, &I->ops[i])
+#define DEST(i) dest_slot(P, I, (uint32_t)I->ops[i].slot, I->ops[i].kind == O_REG)
+
+/* A destination: a register of the function, never a special register or a constant, so the interpreter may
+ * keep those in place from one block to the next. */
+static uint32_t dest_slot(Parser *P, Insn *I, uint32_t slot, int is_register) {
+    if (!is_register || (slot < SP_COUNT && slot != SP_SINK) || (slot & 0x80000000u))
+        fail(P, I->line, "%.*s: the destination must be a register", I->tok.len, I->tok.s);
+    return slot;
+}
+
+static void need(Parser *P, Insn *I, int k) {
+    if (I->n < k) fail(P, I->line, "%.*s needs %d operands", I->tok.len, I->tok.s, k);
+}
+
+static int pick(Parser *P, const PtxInstr *row, Insn *I) {
+    int op = row->ops[I->t];
+    if (!op) fail(P, I->line, "%.*s: unsupported type", I->tok.len, I->tok.s);
+    return op;
+}
+
+/* d = op(a[, b[, c]]): the typed one-result form. f32/f64 arithmetic with a directed rounding mode or .sat
+ * becomes OP_FROUND; f16/bf16 arithmetic is OP_HALF (round to nearest). */
+static void d_typed(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, row->nsrc + 1);
+    int op = pick(P, row, I);
+    int directed = I->rnd == R_RZ || I->rnd == R_RM || I->rnd == R_RP, sat = has_mod(&I->o, "sat");
+    if (I->rnd != R_NONE && !type_is_float(I->t))
+        fail(P, I->line, "%.*s: a rounding modifier needs a float type", I->tok.len, I->tok.s);
+    if (op == OP_HALF) {
+        if (directed) fail(P, I->line, "%.*s: f16/bf16 arithmetic rounds to nearest (.rn) only", I->tok.len, I->tok.s);
+    } else if ((directed || sat) && (I->t == T_F32 || I->t == T_F64) && row->fop) {
+        op = OP_FROUND;
+    } else if (sat) {
+        fail(P, I->line, "%.*s: .sat is supported on float types only", I->tok.len, I->tok.s);
+    }
+    uint32_t s[3] = {SP_SINK, SP_SINK, SP_SINK};
+    for (int i = 0; i < row->nsrc; i++) s[i] = SLOT(i + 1);
+    uint32_t d = DEST(0);
+    Inst *in = emit(P, op, I->line);
+    in->d = d, in->a = s[0], in->b = s[1], in->c = s[2];
+    in->type = (uint8_t)I->t;
+    in->sub = (uint8_t)row->fop;
+    in->sub2 = (uint8_t)I->rnd;
+    if (sat) in->flags |= F_SAT;
+}
+
+static uint32_t carry_slot(Parser *P) {
+    if (!P->carry) P->carry = SP_COUNT + P->nregs++;
+    return P->carry;
+}
+
+/* add.cc/addc, sub.cc/subc, mad.cc/madc: the carry flag is a register of the function's frame. */
+static void d_carry(Parser *P, const PtxInstr *row, Insn *I) {
+    d_typed(P, row, I);
+    Inst *in = &P->m->code[P->m->ncode - 1];
+    int carry_in = I->o.base.s[I->o.base.len - 1] == 'c'; /* addc, subc, madc */
+    in->imm = carry_in ? carry_slot(P) : SP_ZERO;
+    in->e = has_mod(&I->o, "cc") ? carry_slot(P) : SP_SINK;
+}
+
+/* dp4a/dp2a.atype.btype: the signedness of each source's bytes (halves) in flags, .hi in sub. */
+static void d_dot(Parser *P, const PtxInstr *row, Insn *I) {
+    if (I->o.ntypes != 2) fail(P, I->line, "%.*s needs two types", I->tok.len, I->tok.s);
+    d_typed(P, row, I);
+    Inst *in = &P->m->code[P->m->ncode - 1];
+    in->flags = (uint8_t)((type_is_signed(I->o.types[0]) ? F_SIGNED_A : 0) | (type_is_signed(I->o.types[1]) ? F_SIGNED_B : 0));
+    in->sub = (uint8_t)has_mod(&I->o, "hi");
+}
+
+static void d_nanosleep(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 1);
+    uint32_t a = SLOT(0);
+    emit(P, pick(P, row, I), I->line)->a = a;
+}
+
+static void d_shf(Parser *P, const PtxInstr *row, Insn *I) {
+    int clamp = has_mod(&I->o, "clamp");
+    if (!clamp && !has_mod(&I->o, "wrap")) fail(P, I->line, "%.*s needs .wrap or .clamp", I->tok.len, I->tok.s);
+    d_typed(P, row, I);
+    if (clamp) P->m->code[P->m->ncode - 1].flags |= F_CLAMP;
+}
+
+/* An instruction with no operands to decode (ret, exit, fences, hints). */
+static void d_plain(Parser *P, const PtxInstr *row, Insn *I) { emit(P, pick(P, row, I), I->line); }
+
+static void d_mov(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 2);
+    int t = I->t, wide = type_bytes(t) == 8;
+    Operand *ops = I->ops;
+    if (ops[0].kind == O_VEC) { /* unpack */
+        Inst *in = emit(P, wide ? OP_MOV_UNPACK64 : OP_MOV_UNPACK32, I->line);
+        in->a = SLOT(1);
+        in->d = dest_slot(P, I, (uint32_t)ops[0].vec[0], 1);
+        in->b = dest_slot(P, I, (uint32_t)ops[0].vec[1], 1);
+    } else if (ops[1].kind == O_VEC) {
+        Inst *in = emit(P, wide ? OP_MOV_PACK64 : OP_MOV_PACK32, I->line);
+        in->d = DEST(0);
+        in->a = (uint32_t)ops[1].vec[0];
+        in->b = (uint32_t)ops[1].vec[1];
+    } else if (ops[1].kind == O_SYM) {
+        Name *nm = find_name(P, &ops[1].sym);
+        if (!nm) fail(P, I->line, "unknown symbol %.*s", ops[1].sym.len, ops[1].sym.s);
+        if (nm->kind == N_FRAME) {
+            Inst *in = emit(P, OP_LOCAL_ADDR, I->line);
+            in->d = DEST(0);
+            in->imm = (int64_t)nm->value;
+        } else if (nm->kind == N_SHARED || nm->kind == N_GLOBAL) {
+            d_typed(P, row, I);
+        } else {
+            fail(P, I->line, "mov of the address of %.*s is not supported", ops[1].sym.len, ops[1].sym.s);
+        }
+    } else {
+        d_typed(P, row, I);
+    }
+}
+
+static void d_lop3(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 5);
+    if (I->ops[4].kind != O_IMM) fail(P, I->line, "lop3 needs an immediate truth table");
+    uint32_t d = DEST(0), a = SLOT(1), b = SLOT(2), c = SLOT(3);
+    Inst *in = emit(P, pick(P, row, I), I->line);
+    in->d = d, in->a = a, in->b = b, in->c = c;
+    in->imm = (int64_t)I->ops[4].imm;
+}
+
+static void d_bfi(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 5);
+    uint32_t d = DEST(0), a = SLOT(1), b = SLOT(2), c = SLOT(3), e = SLOT(4);
+    Inst *in = emit(P, pick(P, row, I), I->line);
+    in->d = d, in->a = a, in->b = b, in->c = c, in->e = e;
+}
+
+static void d_bfind(Parser *P, const PtxInstr *row, Insn *I) {
+    d_typed(P, row, I);
+    if (has_mod(&I->o, "shiftamt")) P->m->code[P->m->ncode - 1].flags = F_SHIFTAMT;
+}
+
+/* setp/set: d = a cmp b [and|or|xor c]; the comparison is the first modifier. */
+static Inst *comparison(Parser *P, Insn *I, int op, int type) {
+    need(P, I, 3);
+    int cmp = I->o.nmods ? cmp_of(&I->o.mods[0]) : -1;
+    if (cmp < 0) fail(P, I->line, "%.*s: unknown comparison", I->tok.len, I->tok.s);
+    int boolop = has_mod(&I->o, "and") ? 1 : has_mod(&I->o, "or") ? 2 : has_mod(&I->o, "xor") ? 3 : 0;
+    uint32_t d = DEST(0), a = SLOT(1), b = SLOT(2), c = SP_SINK;
+    if (boolop) {
+        need(P, I, 4);
+        c = SLOT(3);
+    }
+    Inst *in = emit(P, op, I->line);
+    in->d = d, in->a = a, in->b = b, in->c = c;
+    in->type = (uint8_t)type;
+    in->sub = (uint8_t)cmp;
+    in->sub2 = (uint8_t)boolop;
+    if (boolop && I->ops[3].neg) in->flags |= F_NEG_C;
+    return in;
+}
+
+static void d_setp(Parser *P, const PtxInstr *row, Insn *I) {
+    Inst *in = comparison(P, I, pick(P, row, I), I->t);
+    in->e = I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK; /* p|q */
+}
+
+/* set.cmp[.bool].dtype.stype d, a, b[, c]: the comparison of setp with a value result. */
+static void d_set(Parser *P, const PtxInstr *row, Insn *I) {
+    (void)row;
+    if (I->o.ntypes != 2) fail(P, I->line, "set needs a destination and a source type");
+    int dt = I->o.types[0], st = I->o.types[1];
+    if (type_bytes(dt) == 8) fail(P, I->line, "%.*s: unsupported destination type", I->tok.len, I->tok.s);
+    comparison(P, I, OP_SET, st)->imm = dt;
+}
+
+static void d_cvt(Parser *P, const PtxInstr *row, Insn *I) {
+    need(P, I, 2);
+    if (I->o.ntypes != 2) fail(P, I->line, "cvt needs two types");
+    (void)row; /* check_modifiers has checked both types */
+    int dt = I->o.types[0], st = I->o.types[1], rnd = I->rnd;
+    int f8_out = dt == T_E4M3X2 || dt == T_E5M2X2, f8_in = st == T_E4M3X2 || st == T_E5M2X2;
+    if (f8_out || f8_in) { /* pairs of 8-bit floats: to them from two .f32 or an .f16x2, from them to an .f16x2 */
+        int from_f32 = f8_out && st == T_F32;
+        if (f8_out ? (st != T_F32 && st != T_F16X2) || !has_mod(&I->o, "satfinite") : dt != T_F16X2 || has_mod(&I->o, "satfinite"))
+            fail(P, I->line, "%.*s: 8-bit float pairs convert .satfinite from two .f32 or an .f16x2, and to an .f16x2",
+                 I->tok.len, I->tok.s);
+        if (rnd != R_RN) fail(P, I->line, "%.*s: 8-bit float conversions round .rn only", I->tok.len, I->tok.s);
+        need(P, I, from_f32 ? 3 : 2);
+        uint32_t d = DEST(0), a = SLOT(1), b = from_f32 ? SLOT(2) : SP_SINK;
+        Inst *in = emit(P, f8_out ? OP_CVT_PACK_F8 : OP_CVT_UNPACK_F8, I->line);
+        in->d = d, in->a = a, in->b = b;
+        in->type = (uint8_t)(f8_out ? dt : st);
+        in->sub = (uint8_t)st;
+        if (has_mod(&I->o, "relu")) in->flags |= F_RELU;
+        return;
+    }
+    if (has_mod(&I->o, "satfinite") || has_mod(&I->o, "relu"))
+        fail(P, I->line, "%.*s: .satfinite and .relu are for 8-bit float pairs only", I->tok.len, I->tok.s);
+    int pack = dt == T_F16X2 || dt == T_BF16X2;
+    if (st == T_F16X2 || st == T_BF16X2 || (pack && st != T_F32))
+        fail(P, I->line, "%.*s: x2 conversions are from two .f32 values only", I->tok.len, I->tok.s);
+    if (pack) need(P, I, 3);
+    uint32_t d = DEST(0), a = SLOT(1), b = pack ? SLOT(2) : SP_SINK;
+    Inst *in = emit(P, pack ? OP_CVT_PACK : OP_CVT, I->line);
+    in->d = d, in->a = a, in->b = b;
+    in->type = (uint8_t)(dt == T_F16X2 ? T_F16 : dt == T_BF16X2 ? T_BF16 : dt);
+    in->sub = (uint8_t)st;
+    in->sub2 = (uint8_t)rnd;
+    if (has_mod(&I->o, "sat")) in->flags |= F_SAT;
+}
+
+static void d_cvta(Parser *P, const PtxInstr *row, Insn *I) {
+    int to = has_mod(&I->o, "to");
+    int op = OP_MOV;
+    if (has_mod(&I->o, "shared") || has_mod(&I->o, "shared::cta")) op = to ? OP_CVTA_TO_SHARED : OP_CVTA_SHARED;
+    else if (has_mod(&I->o, "local")) op = to ? OP_CVTA_TO_LOCAL : OP_CVTA_LOCAL;
+    need(P, I, 2);
+    pick(P, row, I);
+    uint32_t d = DEST(0), a = SLOT(1);
+    Inst *in = emit(P, op, I->line);
+    in->d = d, in->a = a;
+}
+
+static void d_isspacep(Parser *P, const PtxInstr *row, Insn *I) {
+    d_typed(P, row, I);
+    P->m->code[P->m->ncode - 1].sub = (uint8_t)space_of(&I->o);
+}
+
+static void d_testp(Parser *P, const PtxInstr *row, Insn *I) {
+    static const char *KINDS[] = {"finite", "infinite", "number", "notanumber", "normal", "subnormal"};
+    int kind = -1;
+    for (int i = 0; i < 6; i++)
+        if (has_mod(&I->o, KINDS[i])) kind = i;
+    if (kind < 0) fail(P, I->line, "testp: unknown test");
+    d_typed(P, row, I);
+    P->m->code[P->m->ncode - 1].sub = (uint8_t)kind;
+}
+
+/* Resolves a memory operand into (address slot, offset, space). */
+static void memory_operand(Parser *P, Operand *mo, int *space, Inst *in) {
+    in->imm = (int64_t)mo->imm;
+    if (mo->slot >= 0) {
+        in->a = (uint32_t)mo->slot;
+        if (*space == SPACE_KPARAM) fail(P, mo->line, "register-addressed param space is not supported");
+        return;
+    }
+    in->a = SP_ZERO;
+    if (!mo->sym.len) return; /* absolute address */
+    Name *n = find_name(P, &mo->sym);
+    if (!n) fail(P, mo->line, "unknown symbol %.*s", mo->sym.len, mo->sym.s);
+    switch (n->kind) {
+    case N_KPARAM:
+        *space = SPACE_KPARAM;
+        in->imm += (int64_t)n->value;
+        return;
+    case N_FRAME:
+        *space = SPACE_FRAME;
+        in->imm += (int64_t)n->value;
+        return;
+    case N_SHARED:
+        if (*space == SPACE_GENERIC) *space = SPACE_SHARED;
+        in->imm += (int64_t)n->value;
+        return;
+    case N_GLOBAL:
+        in->a = const_slot(P, n->value);
+        in->imm = (int64_t)mo->imm;
+        return;
+    default: fail(P, mo->line, "%.*s is not addressable", mo->sym.len, mo->sym.s);
+    }
+}
+
+static void decode_memory(Parser *P, const PtxInstr *row, Insn *I, int is_store) {
+    int t = I->o.types[0];
+    pick(P, row, I);
+    int vec = has_mod(&I->o, "v4") ? 4 : has_mod(&I->o, "v2") ? 2 : 1;
+    if (I->n != 2) fail(P, I->line, "%.*s needs two operands", I->o.base.len, I->o.base.s);
+    Operand *mem = is_store ? &I->ops[0] : &I->ops[1], *val = is_store ? &I->ops[1] : &I->ops[0];
+    if (mem->kind != O_MEM) fail(P, I->line, "%.*s: expected a memory operand", I->o.base.len, I->o.base.s);
+    int space = space_of(&I->o);
+    Inst tmp = {0};
+    memory_operand(P, mem, &space, &tmp);
+    int size = type_bytes(t);
+    int op = is_store ? OP_ST : OP_LD;
+    if (vec == 1 && !type_is_signed(t)) { /* the fast forms zero-extend */
+        if (space == SPACE_GLOBAL && size == 4) op = is_store ? OP_ST_GLOBAL_32 : OP_LD_GLOBAL_32;
+        else if (space == SPACE_GLOBAL && size == 8) op = is_store ? OP_ST_GLOBAL_64 : OP_LD_GLOBAL_64;
+        else if (space == SPACE_SHARED && size == 4) op = is_store ? OP_ST_SHARED_32 : OP_LD_SHARED_32;
+        else if (space == SPACE_KPARAM && size == 4 && !is_store) op = OP_LD_KPARAM_32;
+        else if (space == SPACE_KPARAM && size == 8 && !is_store) op = OP_LD_KPARAM_64;
+    }
+    if (space == SPACE_KPARAM && is_store) fail(P, I->line, "st.param outside a call sequence");
+    uint32_t regs[4] = {SP_SINK, SP_SINK, SP_SINK, SP_SINK};
+    if (vec == 1) {
+        regs[0] = is_store ? value_slot(P, val) : dest_slot(P, I, (uint32_t)val->slot, val->kind == O_REG);
+    } else {
+        if (val->kind != O_VEC || val->nvec != vec) fail(P, I->line, "vector operand does not match .v%d", vec);
+        for (int i = 0; i < vec; i++)
+            regs[i] = is_store ? (uint32_t)val->vec[i] : dest_slot(P, I, (uint32_t)val->vec[i], 1);
+    }
+    Inst *in = emit(P, op, I->line);
+    in->a = tmp.a;
+    in->imm = tmp.imm;
+    in->type = (uint8_t)t;
+    in->sub = (uint8_t)space;
+    in->vec = (uint8_t)vec;
+    in->d = regs[0], in->b = regs[1], in->c = regs[2], in->e = regs[3];
+}
+
+static void d_load(Parser *P, const PtxInstr *row, Insn *I) { decode_memory(P, row, I, 0); }
+static void d_store(Parser *P, const PtxInstr *row, Insn *I) { decode_memory(P, row, I, 1); }
+
+static int atom_op_of(const Opcode *o) {
+    static const char *NAMES[] = {"add", "min", "max", "exch", "cas", "and", "or", "xor", "inc", "dec"};
+    for (int i = 0; i < 10; i++)
+        if (has_mod(o, NAMES[i])) return i;
+    return -1;
+}
+
+static void decode_atom(Parser *P, const PtxInstr *row, Insn *I, int is_red) {
+    int aop = atom_op_of(&I->o);
+    if (aop < 0) fail(P, I->line, "%.*s: unsupported atomic operation", I->tok.len, I->tok.s);
+    int t = I->t;
+    pick(P, row, I);
+    if (type_is_float(t) && aop != AT_ADD && aop != AT_EXCH && aop != AT_MIN && aop != AT_MAX)
+        fail(P, I->line, "%.*s: unsupported atomic type", I->tok.len, I->tok.s);
+    int space = space_of(&I->o);
+    int mem_index = is_red ? 0 : 1;
+    if (I->n < mem_index + 2 || I->ops[mem_index].kind != O_MEM)
+        fail(P, I->line, "%.*s: bad operands", I->tok.len, I->tok.s);
+    if (aop == AT_CAS && I->n < mem_index + 3) fail(P, I->line, "atom.cas needs a compare and a new value");
+    Inst tmp = {0};
+    memory_operand(P, &I->ops[mem_index], &space, &tmp);
+    uint32_t d = is_red ? SP_SINK : DEST(0), b = SLOT(mem_index + 1);
+    uint32_t c = aop == AT_CAS ? SLOT(mem_index + 2) : SP_SINK;
+    Inst *in = emit(P, OP_ATOM, I->line);
+    in->a = tmp.a;
+    in->imm = tmp.imm;
+    in->sub = (uint8_t)space;
+    in->sub2 = (uint8_t)aop;
+    in->type = (uint8_t)t;
+    in->d = d, in->b = b, in->c = c;
+}
+
+static void d_atom(Parser *P, const PtxInstr *row, Insn *I) { decode_atom(P, row, I, 0); }
+static void d_red(Parser *P, const PtxInstr *row, Insn *I) { decode_atom(P, row, I, 1); }
+
+static void add_label_ref(Parser *P, uint32_t pc, Tok label) {
+    GROW(P->fixups, P->nfixups, P->capfixups);
+    P->fixups[P->nfixups++] = (Label){label, pc};
+}
+
+/* The compare-and-branch an integer setp followed by "@p bra" becomes: one dispatch instead of two. */
+static int fused_compare_branch(int setp_op) {
+    switch (setp_op) {
+    case OP_SETP_S32: return OP_SETP_BRA_S32;
+    case OP_SETP_U32: return OP_SETP_BRA_U32;
+    case OP_SETP_S64: return OP_SETP_BRA_S64;
+    case OP_SETP_U64: return OP_SETP_BRA_U64;
+    default: return OP_NONE;
+    }
+}
+
+static void d_bra(Parser *P, const PtxInstr *row, Insn *I) {
+    (void)row;
+    need(P, I, 1);
+    if (I->ops[0].kind != O_SYM) fail(P, I->line, "bra needs a label");
+    PtxModule *m = P->m;
+    Inst *prev = m->ncode > P->m->funcs[P->fn].entry_pc ? &m->code[m->ncode - 1] : NULL;
+    int fused = prev ? fused_compare_branch(prev->op) : OP_NONE;
+    if (fused && I->guard != SP_TRUE && prev->d == I->guard && prev->e == SP_SINK && !prev->sub2 &&
+        !(P->nlabels && P->labels[P->nlabels - 1].pc == m->ncode) && /* no jump lands on the bra alone */
+        !(m->ncode >= 2 && m->code[m->ncode - 2].op == OP_GUARD)) { /* nor is the setp guarded */
+        prev->op = (uint16_t)fused;
+        prev->flags = I->gneg ? F_NEG_C : 0;
+        add_label_ref(P, m->ncode - 1, I->ops[0].sym);
+        return;
+    }
+    Inst *in = emit(P, I->guard == SP_TRUE ? OP_BRA : OP_BRA_IF, I->line);
+    in->a = I->guard;
+    in->flags = I->gneg ? F_NEG_C : 0;
+    add_label_ref(P, m->ncode - 1, I->ops[0].sym);
+}
+
+/* A builtin call's param (malloc's size, free's pointer, a return value): its offset in the caller's frame. */
+static uint32_t frame_param(Parser *P, const Tok *t, int line, const char *what) {
+    Name *n = find_name(P, t);
+    if (!n || n->kind != N_FRAME) fail(P, line, "%s %.*s is not a .param in this function", what, t->len, t->s);
+    return (uint32_t)n->value;
+}
+
+/* call[.uni] [(ret)], name, [(args)];  call[.uni] [(ret)], %reg, [(args),] prototype; (through a pointer) */
+static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
+    (void)row;
+    PtxModule *m = P->m;
+    int line = I->line;
+    Tok ret = {0};
+    if (tok_is(peek(P), "(")) {
+        next(P);
+        if (!tok_is(peek(P), ")")) ret = *next(P);
+        expect(P, ")");
+        expect(P, ",");
+    }
+    Tok callee = *next(P);
+    int indirect = callee.s[0] == '%';
+    Tok args[16];
+    int nargs = 0;
+    if (tok_is(peek(P), ",") && P->pos + 1 < P->ntoks && tok_is(&P->toks[P->pos + 1], "(")) {
+        next(P);
+        expect(P, "(");
+        while (!tok_is(peek(P), ")")) {
+            if (nargs == 16) fail(P, line, "too many call arguments");
+            Tok *a = next(P);
+            if (a->s[0] == '%') fail(P, line, "call arguments in registers are not supported");
+            args[nargs++] = *a;
+            if (tok_is(peek(P), ",")) next(P);
+        }
+        expect(P, ")");
+    }
+    if (indirect) { /* the prototype names the signature; the callee's own is checked when it is called */
+        expect(P, ",");
+        next(P);
+    }
+    expect(P, ";");
+    if (tok_is(&callee, "__assertfail") || tok_is(&callee, "__assert_fail")) {
+        emit(P, OP_TRAP, line)->flags = F_ASSERT;
+        return;
+    }
+    if (tok_is(&callee, "cudaGraphSetConditional")) { /* the device runtime's: sets a graph node's condition */
+        Name *h = nargs == 2 ? find_name(P, &args[0]) : NULL, *v = nargs == 2 ? find_name(P, &args[1]) : NULL;
+        if (!h || h->kind != N_FRAME || !v || v->kind != N_FRAME)
+            fail(P, line, "cudaGraphSetConditional takes a handle and a value, in .param variables");
+        Inst *in = emit(P, OP_SET_CONDITIONAL, line);
+        in->imm = (int64_t)h->value;
+        in->e = (uint32_t)v->value;
+        return;
+    }
+    if (tok_is(&callee, "malloc") || tok_is(&callee, "free")) { /* the device runtime's heap */
+        int is_malloc = tok_is(&callee, "malloc");
+        if (nargs != 1 || (is_malloc && !ret.len))
+            fail(P, line, "%s takes one argument%s", is_malloc ? "malloc" : "free", is_malloc ? " and returns one" : "");
+        Inst *in = emit(P, is_malloc ? OP_MALLOC : OP_FREE, line);
+        in->imm = frame_param(P, &args[0], line, "call argument");
+        in->e = is_malloc ? frame_param(P, &ret, line, "call return") : 0;
+        m->uses_device_heap = 1;
+        return;
+    }
+    if (tok_is(&callee, "vprintf")) { /* device printf: vprintf(format, argument buffer) */
+        if (nargs != 2) fail(P, line, "vprintf takes a format and an argument buffer");
+        Inst *in = emit(P, OP_PRINTF, line);
+        in->imm = frame_param(P, &args[0], line, "call argument");
+        in->c = frame_param(P, &args[1], line, "call argument");
+        in->e = ret.len ? frame_param(P, &ret, line, "call return") : UINT32_MAX;
+        return;
+    }
+    if (m->ncalls % 64 == 0) m->calls = realloc(m->calls, (m->ncalls + 64) * sizeof(CallInfo));
+    CallInfo *ci = &m->calls[m->ncalls];
+    memset(ci, 0, sizeof *ci);
+    ci->callee = -1;
+    ci->caller = P->fn;
+    ci->nargs = nargs;
+    ci->ret_off = ret.len ? frame_param(P, &ret, line, "call return") : UINT32_MAX;
+    for (int i = 0; i < nargs; i++) ci->arg_off[i] = frame_param(P, &args[i], line, "call argument");
+    if (indirect) {
+        Inst *in = emit(P, OP_CALL_INDIRECT, line);
+        in->a = (uint32_t)reg_slot(P, &callee);
+        in->imm = m->ncalls++;
+        return;
+    }
+    GROW(P->callfix, P->ncallfix, P->capcallfix);
+    P->callfix[P->ncallfix++] = (CallFix){m->ncalls, callee};
+    emit(P, OP_CALL, line)->imm = m->ncalls++;
+}
+
+static void collective(Parser *P, Insn *I, int kind, uint32_t d, uint32_t a, uint32_t b, uint32_t c, uint32_t e,
+                       int flags) {
+    Inst *in = emit(P, OP_COLLECTIVE, I->line);
+    in->sub = (uint8_t)kind;
+    in->d = d, in->a = a, in->b = b, in->c = c, in->e = e;
+    in->flags = (uint8_t)flags;
+    in->type = (uint8_t)I->t;
+}
+
+static void d_bar(Parser *P, const PtxInstr *row, Insn *I) {
+    pick(P, row, I);
+    if (has_mod(&I->o, "warp")) {
+        collective(P, I, COL_WARP_SYNC, SP_SINK, SP_SINK, SP_SINK, SP_SINK, SP_SINK, 0);
+    } else if (has_mod(&I->o, "red")) {
+        need(P, I, 3);
+        int kind = has_mod(&I->o, "popc") ? COL_BAR_RED_POPC : has_mod(&I->o, "and") ? COL_BAR_RED_AND
+                                                                                      : COL_BAR_RED_OR;
+        Operand *pred = &I->ops[I->n - 1];
+        if (pred->kind != O_REG) fail(P, I->line, "bar.red needs a predicate operand");
+        collective(P, I, kind, DEST(0), (uint32_t)pred->slot, SP_SINK, SP_SINK, SP_SINK, pred->neg ? F_NEG_C : 0);
+    } else {
+        collective(P, I, COL_BAR, SP_SINK, SP_SINK, SP_SINK, SP_SINK, SP_SINK, 0);
+    }
+}
+
+static void d_shfl(Parser *P, const PtxInstr *row, Insn *I) {
+    pick(P, row, I);
+    need(P, I, 4);
+    int kind = has_mod(&I->o, "up") ? COL_SHFL_UP : has_mod(&I->o, "down") ? COL_SHFL_DOWN
+             : has_mod(&I->o, "bfly") ? COL_SHFL_BFLY : COL_SHFL_IDX;
+    collective(P, I, kind, DEST(0), SLOT(1), SLOT(2), SLOT(3),
+               I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK, 0);
+}
+
+static void d_vote(Parser *P, const PtxInstr *row, Insn *I) {
+    pick(P, row, I);
+    need(P, I, 2);
+    int kind = has_mod(&I->o, "all") ? COL_VOTE_ALL : has_mod(&I->o, "any") ? COL_VOTE_ANY
+             : has_mod(&I->o, "uni") ? COL_VOTE_UNI : COL_VOTE_BALLOT;
+    if (I->ops[1].kind != O_REG) fail(P, I->line, "vote needs a predicate operand");
+    collective(P, I, kind, DEST(0), (uint32_t)I->ops[1].slot, SP_SINK, SP_SINK, SP_SINK, I->ops[1].neg ? F_NEG_C : 0);
+}
+
+static void d_redux(Parser *P, const PtxInstr *row, Insn *I) {
+    static const char *KINDS[] = {"add", "min", "max", "and", "or", "xor"};
+    pick(P, row, I);
+    need(P, I, 2);
+    int kind = -1;
+    for (int i = 0; i < 6; i++)
+        if (has_mod(&I->o, KINDS[i])) kind = COL_REDUX_ADD + i;
+    if (kind < 0) fail(P, I->line, "redux: unsupported form");
+    collective(P, I, kind, DEST(0), SLOT(1), SP_SINK, SP_SINK, SP_SINK, 0);
+}
+
+/* Type families for the opcode columns. */
+#define INTS(s16, u16, s32, u32, s64, u64) \
+    [T_S16] = s16, [T_U16] = u16, [T_S32] = s32, [T_U32] = u32, [T_S64] = s64, [T_U64] = u64
+#define BITS(b16, b32, b64) [T_B16] = b16, [T_B32] = b32, [T_B64] = b64
+#define ALL_INTS(op) INTS(op, op, op, op, op, op), BITS(op, op, op)
+#define FLOATS(f32, f64) [T_F32] = f32, [T_F64] = f64
+#define VALUES(op) ALL_INTS(op), [T_F16] = op, [T_BF16] = op, FLOATS(op, op), [T_B8] = op, [T_U8] = op, [T_S8] = op
+#define HALVES(op) [T_F16] = op, [T_F16X2] = op, [T_BF16] = op, [T_BF16X2] = op
+#define CARRY32(op32, op64) [T_U32] = op32, [T_S32] = op32, [T_U64] = op64, [T_S64] = op64
+
+#define ROUNDING_NOTE                                                                                       \
+    "every rounding mode exact; f16/bf16 (and x2) .rn only; .sat on floats; .ftz: subnormals are not flushed"
+
+/* Ordering, scope and cache hints of ld/st: no effect in an interpreter that is sequentially consistent. */
+#define MEMORY_HINTS                                                                                          \
+    "weak relaxed volatile cta gpu sys L1::evict_normal L1::evict_unchanged L1::evict_first L1::evict_last "  \
+    "L1::no_allocate L2::evict_normal L2::evict_first L2::evict_last L2::64B L2::128B L2::256B"
+
+static const PtxInstr INSTRUCTIONS[] = {
+    {"mov", NULL, d_mov, 1, {ALL_INTS(OP_MOV), FLOATS(OP_MOV, OP_MOV), [T_F16] = OP_MOV, [T_BF16] = OP_MOV,
+                             [T_PRED] = OP_MOV}, "", "vector pack/unpack; the address of a variable", 0},
+    {"add", "cc", d_carry, 2, {CARRY32(OP_ADDC_32, OP_ADDC_64)}, "", "carry-out to CC.CF", 0},
+    {"add", NULL, d_typed, 2, {INTS(OP_ADD_I16, OP_ADD_I16, OP_ADD_I32, OP_ADD_I32, OP_ADD_I64, OP_ADD_I64),
+                               FLOATS(OP_ADD_F32, OP_ADD_F64), HALVES(OP_HALF)}, "rn rz rm rp ftz sat",
+     ROUNDING_NOTE, 0, FR_ADD},
+    {"addc", NULL, d_carry, 2, {CARRY32(OP_ADDC_32, OP_ADDC_64)}, "cc", "carry-in from CC.CF", 0},
+    {"sub", "cc", d_carry, 2, {CARRY32(OP_SUBC_32, OP_SUBC_64)}, "", "borrow-out to CC.CF", 0},
+    {"sub", NULL, d_typed, 2, {INTS(OP_SUB_I16, OP_SUB_I16, OP_SUB_I32, OP_SUB_I32, OP_SUB_I64, OP_SUB_I64),
+                               FLOATS(OP_SUB_F32, OP_SUB_F64), HALVES(OP_HALF)}, "rn rz rm rp ftz sat",
+     ROUNDING_NOTE, 0, FR_SUB},
+    {"subc", NULL, d_carry, 2, {CARRY32(OP_SUBC_32, OP_SUBC_64)}, "cc", "borrow-in from CC.CF", 0},
+    {"mul", "wide", d_typed, 2, {INTS(OP_MUL_WIDE_S16, OP_MUL_WIDE_U16, OP_MUL_WIDE_S32, OP_MUL_WIDE_U32, 0, 0)},
+     "", "", 0},
+    {"mul", "hi", d_typed, 2, {INTS(0, 0, OP_MUL_HI_S32, OP_MUL_HI_U32, OP_MUL_HI_S64, OP_MUL_HI_U64)}, "", "", 0},
+    {"mul", NULL, d_typed, 2, {INTS(OP_MUL_LO_I16, OP_MUL_LO_I16, OP_MUL_LO_I32, OP_MUL_LO_I32, OP_MUL_LO_I64,
+                                    OP_MUL_LO_I64), FLOATS(OP_MUL_F32, OP_MUL_F64), HALVES(OP_HALF)},
+     "lo rn rz rm rp ftz sat", ROUNDING_NOTE, 0, FR_MUL},
+    {"sad", NULL, d_typed, 3, {INTS(OP_SAD_S16, OP_SAD_U16, OP_SAD_S32, OP_SAD_U32, OP_SAD_S64, OP_SAD_U64)}, "",
+     "d = c + |a - b|", 0},
+    {"dp4a", NULL, d_dot, 3, {[T_U32] = OP_DP4A, [T_S32] = OP_DP4A}, "", "", 0},
+    {"dp2a", NULL, d_dot, 3, {[T_U32] = OP_DP2A, [T_S32] = OP_DP2A}, "lo hi", "", 0},
+    {"mul24", NULL, d_typed, 2, {INTS(0, 0, OP_MUL24_LO_S32, OP_MUL24_LO_U32, 0, 0)}, "lo", "", 0},
+    {"mad24", NULL, d_typed, 3, {INTS(0, 0, OP_MAD24_LO_S32, OP_MAD24_LO_U32, 0, 0)}, "lo", "", 0},
+    {"mad", "hi cc", d_carry, 3, {[T_U32] = OP_MADC_HI_U32, [T_S32] = OP_MADC_HI_S32, [T_U64] = OP_MADC_HI_U64,
+                                  [T_S64] = OP_MADC_HI_S64}, "", "carry-out to CC.CF", 0},
+    {"mad", "cc", d_carry, 3, {CARRY32(OP_MADC_LO_32, OP_MADC_LO_64)}, "lo", "carry-out to CC.CF", 0},
+    {"mad", "wide", d_typed, 3, {INTS(OP_MAD_WIDE_S16, OP_MAD_WIDE_U16, OP_MAD_WIDE_S32, OP_MAD_WIDE_U32, 0, 0)},
+     "", "", 0},
+    {"mad", "hi", d_typed, 3, {INTS(0, 0, OP_MAD_HI_S32, OP_MAD_HI_U32, OP_MAD_HI_S64, OP_MAD_HI_U64)}, "", "", 0},
+    {"mad", NULL, d_typed, 3, {INTS(OP_MAD_LO_I16, OP_MAD_LO_I16, OP_MAD_LO_I32, OP_MAD_LO_I32, OP_MAD_LO_I64,
+                                    OP_MAD_LO_I64), FLOATS(OP_FMA_F32, OP_FMA_F64)}, "lo rn rz rm rp ftz sat",
+     "float mad is a fused multiply-add", 0, FR_FMA},
+    {"madc", "hi", d_carry, 3, {[T_U32] = OP_MADC_HI_U32, [T_S32] = OP_MADC_HI_S32, [T_U64] = OP_MADC_HI_U64,
+                                [T_S64] = OP_MADC_HI_S64}, "cc", "carry-in from CC.CF", 0},
+    {"madc", NULL, d_carry, 3, {CARRY32(OP_MADC_LO_32, OP_MADC_LO_64)}, "lo cc", "carry-in from CC.CF", 0},
+    {"fma", NULL, d_typed, 3, {FLOATS(OP_FMA_F32, OP_FMA_F64), HALVES(OP_HALF)}, "rn rz rm rp ftz sat",
+     ROUNDING_NOTE, 0, FR_FMA},
+    {"div", NULL, d_typed, 2, {INTS(OP_DIV_S16, OP_DIV_U16, OP_DIV_S32, OP_DIV_U32, OP_DIV_S64, OP_DIV_U64),
+                               FLOATS(OP_DIV_F32, OP_DIV_F64)}, "rn rz rm rp approx full ftz",
+     ".approx/.full are computed correctly rounded", 0, FR_DIV},
+    {"rem", NULL, d_typed, 2, {INTS(OP_REM_S16, OP_REM_U16, OP_REM_S32, OP_REM_U32, OP_REM_S64, OP_REM_U64)}, "",
+     "", 0},
+    {"min", NULL, d_typed, 2, {INTS(OP_MIN_S16, OP_MIN_U16, OP_MIN_S32, OP_MIN_U32, OP_MIN_S64, OP_MIN_U64),
+                               FLOATS(OP_MIN_F32, OP_MIN_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_MIN},
+    {"max", NULL, d_typed, 2, {INTS(OP_MAX_S16, OP_MAX_U16, OP_MAX_S32, OP_MAX_U32, OP_MAX_S64, OP_MAX_U64),
+                               FLOATS(OP_MAX_F32, OP_MAX_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_MAX},
+    {"abs", NULL, d_typed, 1, {[T_S16] = OP_ABS_S16, [T_S32] = OP_ABS_S32, [T_S64] = OP_ABS_S64,
+                               FLOATS(OP_ABS_F32, OP_ABS_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_ABS},
+    {"neg", NULL, d_typed, 1, {[T_S16] = OP_NEG_I16, [T_S32] = OP_NEG_I32, [T_S64] = OP_NEG_I64,
+                               FLOATS(OP_NEG_F32, OP_NEG_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_NEG},
+    {"and", NULL, d_typed, 2, {BITS(OP_AND, OP_AND, OP_AND), [T_PRED] = OP_AND}, "", "", 0},
+    {"or", NULL, d_typed, 2, {BITS(OP_OR, OP_OR, OP_OR), [T_PRED] = OP_OR}, "", "", 0},
+    {"xor", NULL, d_typed, 2, {BITS(OP_XOR, OP_XOR, OP_XOR), [T_PRED] = OP_XOR}, "", "", 0},
+    {"not", NULL, d_typed, 1, {BITS(OP_NOT, OP_NOT, OP_NOT), [T_PRED] = OP_NOT_PRED}, "", "", 0},
+    {"cnot", NULL, d_typed, 1, {BITS(OP_CNOT, OP_CNOT, OP_CNOT)}, "", "", 0},
+    {"lop3", NULL, d_lop3, 0, {[T_B32] = OP_LOP3}, "", "", 0},
+    {"shf", "l", d_shf, 3, {[T_B32] = OP_SHF_L}, "wrap clamp", "funnel shift of b:a", 0},
+    {"shf", "r", d_shf, 3, {[T_B32] = OP_SHF_R}, "wrap clamp", "funnel shift of b:a", 0},
+    {"shl", NULL, d_typed, 2, {BITS(OP_SHL_16, OP_SHL_32, OP_SHL_64)}, "", "", 0},
+    {"shr", NULL, d_typed, 2, {INTS(OP_SHR_S16, OP_SHR_U16, OP_SHR_S32, OP_SHR_U32, OP_SHR_S64, OP_SHR_U64),
+                               BITS(OP_SHR_U16, OP_SHR_U32, OP_SHR_U64)}, "", "", 0},
+    {"popc", NULL, d_typed, 1, {[T_B32] = OP_POPC_32, [T_B64] = OP_POPC_64}, "", "", 0},
+    {"clz", NULL, d_typed, 1, {[T_B32] = OP_CLZ_32, [T_B64] = OP_CLZ_64}, "", "", 0},
+    {"brev", NULL, d_typed, 1, {[T_B32] = OP_BREV_32, [T_B64] = OP_BREV_64}, "", "", 0},
+    {"bfe", NULL, d_typed, 3, {INTS(0, 0, OP_BFE_S32, OP_BFE_U32, OP_BFE_S64, OP_BFE_U64)}, "", "", 0},
+    {"bfi", NULL, d_bfi, 0, {[T_B32] = OP_BFI_32, [T_B64] = OP_BFI_64}, "", "", 0},
+    {"prmt", NULL, d_typed, 3, {[T_B32] = OP_PRMT}, "", "the default mode only (no .f4e/.b4e/.rc8/.ecl/.ecr/.rc16)",
+     0},
+    {"bfind", NULL, d_bfind, 1, {INTS(0, 0, OP_BFIND_S32, OP_BFIND_U32, OP_BFIND_S64, OP_BFIND_U64)}, "shiftamt", "",
+     0},
+    {"setp", NULL, d_setp, 0, {INTS(OP_SETP_S16, OP_SETP_U16, OP_SETP_S32, OP_SETP_U32, OP_SETP_S64, OP_SETP_U64),
+                               BITS(OP_SETP_U16, OP_SETP_U32, OP_SETP_U64), FLOATS(OP_SETP_F32, OP_SETP_F64),
+                               [T_F16] = OP_SETP_HALF, [T_BF16] = OP_SETP_HALF},
+     "eq ne lt le gt ge equ neu ltu leu gtu geu num nan lo ls hi hs and or xor ftz", "p|q destinations", 0},
+    {"set", NULL, d_set, 0, {INTS(OP_SET, OP_SET, OP_SET, OP_SET, OP_SET, OP_SET), BITS(OP_SET, OP_SET, OP_SET),
+                             FLOATS(OP_SET, OP_SET), HALVES(OP_SET)},
+     "eq ne lt le gt ge equ neu ltu leu gtu geu num nan lo ls hi hs and or xor ftz",
+     "d = 1.0 (float destination) or all ones (integer) when true; x2 sources compare each half", 0},
+    {"selp", NULL, d_typed, 3, {ALL_INTS(OP_SELP), FLOATS(OP_SELP, OP_SELP)}, "", "", 0},
+    {"cvt", NULL, d_cvt, 0, {INTS(OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT, OP_CVT), [T_U8] = OP_CVT, [T_S8] = OP_CVT,
+                             HALVES(OP_CVT), FLOATS(OP_CVT, OP_CVT), [T_E4M3X2] = OP_CVT, [T_E5M2X2] = OP_CVT},
+     "rn rz rm rp rni rzi rmi rpi sat ftz satfinite relu",
+     "every rounding mode exact for every float format; .f16x2/.bf16x2 from two .f32 (d = {cvt(a), cvt(b)}); "
+     ".e4m3x2/.e5m2x2 (OCP 8-bit floats) .rn.satfinite{.relu} from two .f32 or an .f16x2, .rn{.relu} to an .f16x2", 0},
+    {"cvta", NULL, d_cvta, 0, {[T_U32] = OP_MOV, [T_U64] = OP_MOV}, "to global shared shared::cta local const", "",
+     0},
+    {"isspacep", NULL, d_isspacep, 1, {[T_NONE] = OP_ISSPACEP}, "global shared shared::cta local", "", 0},
+    {"sqrt", NULL, d_typed, 1, {FLOATS(OP_SQRT_F32, OP_SQRT_F64)}, "rn rz rm rp approx ftz",
+     ".approx is computed correctly rounded", 0, FR_SQRT},
+    {"rsqrt", NULL, d_typed, 1, {FLOATS(OP_RSQRT_F32, OP_RSQRT_F64)}, "approx ftz", "computed as 1/sqrt", 0},
+    {"rcp", NULL, d_typed, 1, {FLOATS(OP_RCP_F32, OP_RCP_F64)}, "rn rz rm rp approx ftz",
+     ".approx is computed correctly rounded", 0, FR_RCP},
+    {"ex2", NULL, d_typed, 1, {[T_F32] = OP_EX2_F32, HALVES(OP_HALF)}, "approx ftz", "libm exp2f (f16/bf16: exp2, rounded once)",
+     0, FR_EX2},
+    {"lg2", NULL, d_typed, 1, {[T_F32] = OP_LG2_F32}, "approx ftz", "libm log2f", 0},
+    {"sin", NULL, d_typed, 1, {[T_F32] = OP_SIN_F32}, "approx ftz", "libm sinf", 0},
+    {"cos", NULL, d_typed, 1, {[T_F32] = OP_COS_F32}, "approx ftz", "libm cosf", 0},
+    {"tanh", NULL, d_typed, 1, {[T_F32] = OP_TANH_F32, HALVES(OP_HALF)}, "approx", "libm tanhf (f16/bf16: tanh, rounded once)",
+     0, FR_TANH},
+    {"testp", NULL, d_testp, 1, {FLOATS(OP_TESTP_F32, OP_TESTP_F64)},
+     "finite infinite number notanumber normal subnormal", "", 0},
+    {"copysign", NULL, d_typed, 2, {FLOATS(OP_COPYSIGN_F32, OP_COPYSIGN_F64)}, "", "", 0},
+    {"ld", NULL, d_load, 0, {VALUES(OP_LD)},
+     "global shared shared::cta local param const nc ca cg cs lu cv acquire v2 v4 " MEMORY_HINTS,
+     "cache and ordering hints have no effect: execution is sequentially consistent", 0},
+    {"ldu", NULL, d_load, 0, {VALUES(OP_LD)}, "global v2 v4", "", 0},
+    {"st", NULL, d_store, 0, {VALUES(OP_ST)},
+     "global shared shared::cta local param wb cg cs wt release v2 v4 " MEMORY_HINTS,
+     "st.param: call arguments only", 0},
+    {"atom", NULL, d_atom, 0, {BITS(0, OP_ATOM, OP_ATOM), INTS(0, 0, OP_ATOM, OP_ATOM, OP_ATOM, OP_ATOM),
+                               FLOATS(OP_ATOM, OP_ATOM)},
+     "global shared shared::cta add min max exch cas and or xor inc dec relaxed acquire release acq_rel cta gpu sys",
+     "float: add, exch, min, max", 0},
+    {"red", NULL, d_red, 0, {BITS(0, OP_ATOM, OP_ATOM), INTS(0, 0, OP_ATOM, OP_ATOM, OP_ATOM, OP_ATOM),
+                             FLOATS(OP_ATOM, OP_ATOM)},
+     "global shared shared::cta add min max and or xor inc dec relaxed release cta gpu sys", "", 0},
+    {"bra", NULL, d_bra, 0, {[T_NONE] = OP_BRA}, "uni", "", ROW_OWN_GUARD},
+    {"call", NULL, d_call, 0, {[T_NONE] = OP_CALL}, "uni",
+     "calls to functions of the module, direct, recursive or through a pointer (.callprototype; at most 32 "
+     "frames deep); malloc and free use the device heap; __assertfail traps; vprintf (printf) writes to stdout when the launch ends; "
+     "cudaGraphSetConditional sets a graph node's condition", ROW_RAW_OPERANDS},
+    {"ret", NULL, d_plain, 0, {[T_NONE] = OP_RET}, "uni", "", 0},
+    {"exit", NULL, d_plain, 0, {[T_NONE] = OP_EXIT}, "", "", 0},
+    {"trap brkpt", NULL, d_plain, 0, {[T_NONE] = OP_TRAP}, "", "ends the launch with CUDA_ERROR_LAUNCH_FAILED", 0},
+    {"membar", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "cta gl sys", "no-op: execution is sequentially consistent",
+     0},
+    {"fence", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "sc acq_rel cta gpu sys",
+     "no-op: execution is sequentially consistent", 0},
+    {"prefetch", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "global local L1 L2 L2::evict_last L2::evict_normal",
+     "no-op", 0},
+    {"prefetchu", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "L1", "no-op", 0},
+    {"nanosleep", NULL, d_nanosleep, 0, {[T_U32] = OP_NANOSLEEP}, "",
+     "the worker sleeps the time asked, at most 1 ms (the PTX limit)", 0},
+    {"griddepcontrol", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "launch_dependents wait", "no-op", 0},
+    {"discard", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "global L2", "no-op", 0},
+    {"pmevent", NULL, d_plain, 0, {[T_NONE] = OP_NOP}, "mask", "no-op", 0},
+    {"bar barrier", NULL, d_bar, 0, {[T_NONE] = OP_COLLECTIVE, [T_U32] = OP_COLLECTIVE, [T_PRED] = OP_COLLECTIVE},
+     "sync aligned cta red popc and or warp", "every barrier is block-wide (named barrier counts are ignored)", 0},
+    {"shfl", NULL, d_shfl, 0, {[T_B32] = OP_COLLECTIVE}, "sync up down bfly idx", "", 0},
+    {"vote", NULL, d_vote, 0, {[T_PRED] = OP_COLLECTIVE, [T_B32] = OP_COLLECTIVE}, "sync all any uni ballot", "", 0},
+    {"redux", NULL, d_redux, 0, {[T_U32] = OP_COLLECTIVE, [T_S32] = OP_COLLECTIVE, [T_B32] = OP_COLLECTIVE},
+     "sync add min max and or xor", "", 0},
+    {"activemask", NULL, d_typed, 0, {[T_B32] = OP_ACTIVEMASK}, "", "", 0},
+};
+
+/* Instructions known not to be implemented, and why: the load fails naming them. */
+static const struct { const char *names, *what; } NOT_IMPLEMENTED[] = {
+    {"mma wmma wgmma ldmatrix stmatrix movmatrix", "tensor-core matrix instructions"},
+    {"tex tld4 txq suld sust sured suq istypep", "textures and surfaces"},
+    {"cp mbarrier", "asynchronous copies (cp.async*) and mbarriers"},
+    {"vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 vadd4 vsub4 "
+     "vavrg4 vabsdiff4 vmin4 vmax4 vset4", "SIMD video instructions"},
+    {"match", "match.sync"},
+    {"fns", "find n-th set bit"},
+    {"alloca stacksave stackrestore", "dynamic stack allocation"},
+    {"getctarank mapa elect setmaxnreg", "clusters and warpgroup register control"},
+    {"applypriority createpolicy", "cache eviction policies"},
+};
+
+static int has_all_mods(const Opcode *o, const char *words) {
+    for (const char *p = words; *p;) {
+        const char *e = strchr(p, ' ');
+        int n = e ? (int)(e - p) : (int)strlen(p), found = 0;
+        for (int i = 0; i < o->nmods && !found; i++) found = o->mods[i].len == n && !memcmp(o->mods[i].s, p, (size_t)n);
+        if (!found) return 0;
+        p = e ? e + 1 : p + n;
+    }
+    return 1;
+}
+
+static const PtxInstr *find_row(const Opcode *o) {
+    for (size_t i = 0; i < sizeof INSTRUCTIONS / sizeof INSTRUCTIONS[0]; i++) {
+        const PtxInstr *row = &INSTRUCTIONS[i];
+        if (word_in(row->name, &o->base) && (!row->variant || has_all_mods(o, row->variant))) return row;
+    }
+    return NULL;
+}
+
+static void check_modifiers(Parser *P, const PtxInstr *row, Insn *I) {
+    for (int i = 0; i < I->o.nmods; i++) {
+        const Tok *m = &I->o.mods[i];
+        int ty = type_of(m);
+        if (ty != T_NONE) {
+            if (!row->ops[ty]) fail(P, I->line, "%.*s: type .%.*s is not supported", I->tok.len, I->tok.s, m->len, m->s);
+        } else if (!word_in(row->variant, m) && !word_in(row->mods, m)) {
+            fail(P, I->line, "%.*s: modifier .%.*s is not supported", I->tok.len, I->tok.s, m->len, m->s);
+        }
+    }
+    if (!I->o.ntypes && !row->ops[T_NONE]) fail(P, I->line, "%.*s: a type is required", I->tok.len, I->tok.s);
+}
+
+/* Decodes one instruction (the opcode token already read); a guard becomes an OP_GUARD before it. */
+void decode_instruction(Parser *P, Tok *optok, int guard, int gneg) {
+    Insn I;
+    memset(&I, 0, sizeof I);
+    I.tok = *optok;
+    I.line = optok->line;
+    split_opcode(P, optok, &I.o);
+    const PtxInstr *row = find_row(&I.o);
+    if (!row) {
+        for (size_t i = 0; i < sizeof NOT_IMPLEMENTED / sizeof NOT_IMPLEMENTED[0]; i++)
+            if (word_in(NOT_IMPLEMENTED[i].names, &I.o.base))
+                fail(P, I.line, "unsupported instruction %.*s (%s are not implemented)", optok->len, optok->s,
+                     NOT_IMPLEMENTED[i].what);
+        fail(P, I.line, "unsupported instruction %.*s", optok->len, optok->s);
+    }
+    check_modifiers(P, row, &I);
+    I.t = I.o.ntypes ? I.o.types[I.o.ntypes - 1] : T_NONE;
+    I.rnd = rounding_of(&I.o);
+    I.guard = (uint32_t)guard;
+    I.gneg = gneg;
+    if (!(row->flags & ROW_RAW_OPERANDS)) {
+        I.n = read_operands(P, I.ops, 8);
+        expect(P, ";");
+    }
+    uint32_t guard_pc = UINT32_MAX;
+    if (guard != SP_TRUE && !(row->flags & ROW_OWN_GUARD)) {
+        guard_pc = P->m->ncode;
+        Inst *g = emit(P, OP_GUARD, I.line);
+        g->a = (uint32_t)guard;
+        g->flags = gneg ? F_NEG_C : 0;
+    }
+    row->decode(P, row, &I);
+    if (guard_pc != UINT32_MAX) {
+        uint32_t skipped = P->m->ncode - guard_pc - 1;
+        if (skipped) P->m->code[guard_pc].imm = skipped;
+        else P->m->ncode--; /* nothing to guard */
+    }
+}
+#undef SLOT
+#undef DEST
+
+
+/* ---- the coverage document ---- */
+
+static void append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char **buf, size_t *len, size_t *cap, const char *fmt, ...) {
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(*buf + *len, *cap - *len, fmt, ap);
+        va_end(ap);
+        if (n >= 0 && *len + (size_t)n < *cap) {
+            *len += (size_t)n;
+            return;
+        }
+        *cap = *cap * 2 + (size_t)(n > 0 ? n : 0);
+        *buf = realloc(*buf, *cap);
+    }
+}
+
+static char *g_coverage;
+
+static void type_list(char **buf, size_t *len, size_t *cap, const uint16_t *ops) {
+    int first = 1;
+    for (int t = 1; t < T_COUNT; t++)
+        if (ops[t]) append(buf, len, cap, "%s.%s", first ? "" : " ", PTX_TYPE_INFO[t].name), first = 0;
+    if (ops[T_NONE]) append(buf, len, cap, "%s(none)", first ? "" : " ");
+}
+
+/* The words of a space-separated list, each after prefix, separated by sep. */
+static void word_list(char **buf, size_t *len, size_t *cap, const char *words, const char *prefix, const char *sep) {
+    for (const char *p = words; p && *p;) {
+        const char *e = strchr(p, ' ');
+        int n = e ? (int)(e - p) : (int)strlen(p);
+        append(buf, len, cap, "%s%s%.*s", p == words ? "" : sep, prefix, n, p);
+        p = e ? e + 1 : NULL;
+    }
+}
+
+/* Markdown: every row of the decoder table with its types and modifiers, the special registers, and what is
+ * known not to be implemented. Built from the tables above, so it cannot drift from the decoder. */
+static void build_coverage(void) {
+    size_t len = 0, cap = 1 << 15;
+    char *b = malloc(cap);
+    b[0] = 0;
+    append(&b, &len, &cap,
+           "# PTX coverage of the fake libcuda\n\n"
+           "Generated from the decoder's tables (`INSTRUCTIONS`, `SPECIALS`, `NOT_IMPLEMENTED` in fakes/cuda/ptx_decode.c and ptx_lex.c) "
+           "by `python fakes/cuda/gen_coverage.py`; do not edit by hand.\n\n"
+           "A PTX instruction whose mnemonic, type or modifier is not listed here fails the module load with "
+           "CUDA_ERROR_INVALID_PTX and a JIT log line `line N: ...` naming it: look the failing instruction up "
+           "below. A row with a variant (`mul.wide`) is chosen when that modifier is present.\n\n"
+           "| instruction | types | modifiers | notes |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < sizeof INSTRUCTIONS / sizeof INSTRUCTIONS[0]; i++) {
+        const PtxInstr *row = &INSTRUCTIONS[i];
+        append(&b, &len, &cap, "| ");
+        word_list(&b, &len, &cap, row->name, "`", "` / ");
+        word_list(&b, &len, &cap, row->variant, ".", "");
+        append(&b, &len, &cap, "` | ");
+        type_list(&b, &len, &cap, row->ops);
+        append(&b, &len, &cap, " | ");
+        word_list(&b, &len, &cap, row->mods, ".", " ");
+        append(&b, &len, &cap, " | %s |\n", row->note);
+    }
+    append(&b, &len, &cap, "\n## Special registers\n\n");
+    for (size_t i = 0; i < NSPECIALS; i++)
+        append(&b, &len, &cap, "%s`%s`", i ? ", " : "", SPECIALS[i].name);
+    append(&b, &len, &cap, "\n\n## Not implemented (the load fails naming the instruction)\n\n"
+                           "| instructions | what |\n|---|---|\n");
+    for (size_t i = 0; i < sizeof NOT_IMPLEMENTED / sizeof NOT_IMPLEMENTED[0]; i++) {
+        append(&b, &len, &cap, "| ");
+        word_list(&b, &len, &cap, NOT_IMPLEMENTED[i].names, "", " ");
+        append(&b, &len, &cap, " | %s |\n", NOT_IMPLEMENTED[i].what);
+    }
+    g_coverage = b;
+}
+
+API const char *ironaccel_fake_ptx_coverage(void) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, build_coverage);
+    return g_coverage;
+}
