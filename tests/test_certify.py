@@ -141,6 +141,38 @@ def test_a_hang_in_the_last_test_still_ends_the_run_with_every_outcome(tmp_path,
         "test_suite.py::test_b_waits_forever_in_native_code[PyDLL]"]
 
 
+def test_an_endless_kernel_behind_a_synchronize_without_timeout_is_a_timeout_failure(tmp_path):
+    """The case the watchdog is for, on a real simulated target: the fake libcuda (no kernel watchdog set)
+    runs a kernel of 2^32 - 1 loop iterations per thread, and ``synchronize()`` waits for it in the driver."""
+    why = targets.get("cuda/fake").missing()
+    if why is not None:
+        pytest.skip(f"cuda/fake cannot run here: {why}")
+    folder = tmp_path / "suite"
+    folder.mkdir()
+    (folder / "test_endless.py").write_text("""
+import numpy as np
+import pytest
+
+@pytest.mark.clause("STREAM-1")
+def test_a_waits_for_an_endless_kernel(device, stream, kernels):
+    buf = device.alloc(4 * 64)
+    stream.launch(kernels("busy"), 1, 64, (buf, np.uint32(2**32 - 1), np.uint32(64)))
+    stream.synchronize()
+
+@pytest.mark.clause("STREAM-1")
+def test_b_runs_after_it(device, stream):
+    stream.synchronize()
+""")
+    t0 = time.monotonic()
+    (tmp_path / "results").mkdir()
+    r = certify.run_target("cuda/fake", tmp_path / "results", suite=folder, test_timeout_s=2, timeout_s=300)
+    doc = results.load(r.results_file)
+    assert outcomes(doc) == {"test_a_waits_for_an_endless_kernel": "fail", "test_b_runs_after_it": "pass"}
+    assert doc["tests"][0]["message"].startswith("timeout: [call]") and "2 s limit" in doc["tests"][0]["message"]
+    assert (r.status, r.ok) == ("ok", False) and doc["target"]["device"]
+    assert time.monotonic() - t0 < 90
+
+
 def test_a_process_that_writes_nothing_still_gets_a_results_file(tmp_path, mem_target):
     r, doc = run(tmp_path, "raise SystemExit(9)\n")  # the import of the test module ends the process
     assert r.status in ("crashed", "error") and not r.ok

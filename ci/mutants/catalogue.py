@@ -436,8 +436,8 @@ MUTANTS: list[Mutant] = [
            "cuda/fake", "a capability the device lacks is recorded as skip, not not-supported", ("ERR-1",),
            check="canary"),
     Mutant("certify-no-rerun", "plugin", "ironaccel/certify.py",
-           '"--reruns", "1", *selection.pytest_args()]',
-           '"--reruns", "0", *selection.pytest_args()]',
+           '"--reruns", "1", *selection.pytest_args(),',
+           '"--reruns", "0", *selection.pytest_args(),',
            "cuda/fake", "certify no longer re-runs a failing test, so a flaky test is recorded as fail", ("ERR-1",),
            check="canary"),
     # -- the fake libcuda's launch, copy and stream paths (certified on cuda/fake) ------------------------
