@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+import ironaccel
 from ironaccel import certify, results, spec, submission, targets
 from ironaccel.backends import register, unregister
 from ironaccel.cli import main
@@ -100,12 +101,15 @@ def test_package_records_the_plugins_own_repository_and_ironaccels(tmp_path, plu
     pkg = submission.package(res, tmp_path / "pkg")
     manifest = json.loads((pkg / "MANIFEST.json").read_text())
 
-    assert manifest["git"]["commit"] == git(ROOT, "rev-parse", "HEAD")  # ironaccel's own checkout
-    assert manifest["git"]["backends"] == {
-        "tiny": {"commit": commit, "dirty": True, "untracked": ["tinyplug/extra.py"], "note": "",
-                 "diff_file": "git-tiny.diff"},
-        "webgpu": {"repository": "ironaccel"},  # built in: ironaccel's checkout says it
-    }
+    checkout = submission.repository_of(Path(ironaccel.__file__).resolve().parent)  # None: installed (tox)
+    if checkout is None:
+        assert manifest["git"]["commit"] == "" and "is not in a git checkout" in manifest["git"]["note"]
+        assert manifest["git"]["backends"]["webgpu"]["commit"] == ""  # built in, installed with ironaccel
+    else:
+        assert manifest["git"]["commit"] == git(checkout, "rev-parse", "HEAD")  # ironaccel's own checkout
+        assert manifest["git"]["backends"]["webgpu"] == {"repository": "ironaccel"}  # built in: that checkout says it
+    assert manifest["git"]["backends"]["tiny"] == {
+        "commit": commit, "dirty": True, "untracked": ["tinyplug/extra.py"], "note": "", "diff_file": "git-tiny.diff"}
     diff = (pkg / "git-tiny.diff").read_text()
     assert "+# an uncommitted edit" in diff and "UNTRACKED" not in diff
     assert "git-tiny.diff" in manifest["files"]
