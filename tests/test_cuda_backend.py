@@ -1147,3 +1147,17 @@ def test_compiled_entry_points_refuse_what_is_not_theirs(device):
                 call()
         with pytest.raises(AttributeError):
             fast.launch(None, s, ())
+
+
+def test_compiled_launch_reads_only_verified_scalar_layouts(device):
+    """The compiled launch reads a numpy scalar's value in place only for types whose sample it verified against
+    the generic conversion: all six argument types on this numpy, none for a type laid out otherwise (an int)."""
+    from ironaccel.backends.cuda import driver, fast
+
+    if driver.fast is None:
+        pytest.skip("the compiled path is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
+    try:
+        assert driver.fast.configure_scalars((("i", 7), ("q", 2**40))) == 0
+        assert driver.fast.configure_scalars(fast.scalar_samples()) == 6
+    finally:
+        driver.fast.configure_scalars(fast.scalar_samples())
