@@ -1195,6 +1195,7 @@ def test_a_failed_build_of_the_compiled_module_leaves_the_pure_python_path(tmp_p
     import shutil
     import subprocess
     import sys
+    import uuid
     from pathlib import Path
 
     from ironaccel import fakes
@@ -1204,7 +1205,7 @@ def test_a_failed_build_of_the_compiled_module_leaves_the_pure_python_path(tmp_p
     for part in ("ironaccel", "fakes"):  # the fake's sources hash as before: its cached build is found
         shutil.copytree(root / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     source = tree / "ironaccel" / "_fast.c"
-    source.write_text(source.read_text() + f"\n/* never built: {tmp_path.name} */\n")
+    source.write_text(source.read_text() + f"\n/* never built: {uuid.uuid4()} */\n")  # no cached build matches
     script = tmp_path / "script.py"
     script.write_text(_BUILD_FAILS)
     try:
