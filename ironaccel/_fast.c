@@ -109,8 +109,57 @@ static int dims(PyObject *obj, unsigned out[3]) {
     return 0;
 }
 
+/* Numpy scalar types whose value is read where numpy keeps it (PyArrayScalar_VAL: right after the object
+ * header), each for one argument code; configure_scalars registers a type only when that read of a sample
+ * gives what the generic conversion below gives, so a numpy with another layout just takes the slow way. */
+enum { IN_PLACE_TYPES = 8 };
+static struct {
+    PyTypeObject *type;
+    char code;
+    Py_ssize_t size;
+} in_place[IN_PLACE_TYPES];
+static int in_place_count;
+
+static int pack_converted(char code, PyObject *arg, uint64_t *slot);
+
 /* One scalar argument into its 8-byte slot (the buffers are done by launch). */
 static int pack_scalar(char code, PyObject *arg, uint64_t *slot) {
+    for (int k = 0; k < in_place_count; k++)
+        if (Py_TYPE(arg) == in_place[k].type && in_place[k].code == code) {
+            *slot = 0;
+            memcpy(slot, (char *)arg + sizeof(PyObject), (size_t)in_place[k].size);
+            return 0;
+        }
+    return pack_converted(code, arg, slot);
+}
+
+/* configure_scalars(((code, sample), ...)): the number of sample types whose values are read in place. */
+static PyObject *fast_configure_scalars(PyObject *self, PyObject *samples) {
+    if (!PyTuple_Check(samples) || PyTuple_GET_SIZE(samples) > IN_PLACE_TYPES)
+        return PyErr_Format(PyExc_TypeError, "configure_scalars takes a tuple of at most %d (code, sample)", IN_PLACE_TYPES);
+    for (int k = 0; k < in_place_count; k++) Py_CLEAR(in_place[k].type);
+    in_place_count = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(samples); i++) {
+        PyObject *item = PyTuple_GET_ITEM(samples, i);
+        const char *code;
+        PyObject *sample;
+        if (!PyArg_ParseTuple(item, "sO", &code, &sample)) return NULL;
+        Py_ssize_t size = code[0] == 'i' || code[0] == 'f' ? 4 : 8;
+        uint64_t expected, found = 0;
+        if (pack_converted(code[0], sample, &expected)) return NULL;
+        if (Py_TYPE(sample)->tp_basicsize < (Py_ssize_t)sizeof(PyObject) + size) continue;
+        memcpy(&found, (char *)sample + sizeof(PyObject), (size_t)size);
+        if (found != expected) continue;
+        in_place[in_place_count].type = (PyTypeObject *)Py_NewRef((PyObject *)Py_TYPE(sample));
+        in_place[in_place_count].code = code[0];
+        in_place[in_place_count].size = size;
+        in_place_count++;
+    }
+    return PyLong_FromLong(in_place_count);
+}
+
+/* The generic conversion of one scalar argument (any number the codes' C types take). */
+static int pack_converted(char code, PyObject *arg, uint64_t *slot) {
     *slot = 0;
     switch (code) {
     case 'f': {
@@ -387,6 +436,8 @@ static PyObject *fast_configure_streams(PyObject *self, PyObject *const *args, P
 }
 
 static PyObject *raise_failed(const char *entry_point, CUresult err) {
+    if (fail_named == NULL) return PyErr_Format(PyExc_RuntimeError, "%s failed (%d) before configure_streams",
+                                                entry_point, err);
     PyObject *raised = PyObject_CallFunction(fail_named, "si", entry_point, err);
     Py_XDECREF(raised); /* fail_named raises: NULL, with its error set */
     if (raised != NULL && !PyErr_Occurred()) PyErr_Format(PyExc_RuntimeError, "%s failed (%d)", entry_point, err);
@@ -396,6 +447,8 @@ static PyObject *raise_failed(const char *entry_point, CUresult err) {
 /* The same call with self prepended: how a compiled method hands its case to the pure-Python method. */
 static PyObject *call_python(PyObject *function, PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                              PyObject *kwnames) {
+    if (function == NULL) return PyErr_Format(PyExc_RuntimeError, "%s used before configure_streams",
+                                              Py_TYPE(self)->tp_name);
     Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
     PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc((total + 1) * sizeof(PyObject *));
     if (all == NULL) return PyErr_NoMemory();
@@ -470,7 +523,7 @@ static PyObject *event_query(EventCore *self, PyObject *unused) {
     if (event_ready(self)) return NULL;
     int closed = stream_device_closed(self->stream);
     if (closed < 0) return NULL;
-    if (closed) return PyObject_CallOneArg(event_query_python, (PyObject *)self);
+    if (closed) return call_python(event_query_python, (PyObject *)self, NULL, 0, NULL);
     return event_poll(self);
 }
 
@@ -1702,6 +1755,8 @@ static PyMethodDef methods[] = {
      "Give the event and stream types the FastEvent type and the pure-Python methods they hand cases to."},
     {"alloc", (PyCFunction)(void (*)(void))fast_alloc, METH_FASTCALL,
      "CudaDevice._alloc with pools: the registered buffer, or (entry point, CUresult)."},
+    {"configure_scalars", (PyCFunction)fast_configure_scalars, METH_O,
+     "Register the numpy scalar types whose values launch reads in place; returns how many."},
     {"configure_copies", (PyCFunction)(void (*)(void))fast_configure_copies, METH_FASTCALL,
      "Give StreamCore.copy_htod numpy's ndarray, the Python copy_htod and the small-copy size."},
     {"configure_buffers", (PyCFunction)(void (*)(void))fast_configure_buffers, METH_FASTCALL,

@@ -1264,3 +1264,73 @@ def test_compiled_entry_points_refuse_what_is_not_theirs(device):
                 call()
         with pytest.raises(AttributeError):
             fast.launch(None, s, ())
+
+
+def test_compiled_launch_reads_only_verified_scalar_layouts(device):
+    """The compiled launch reads a numpy scalar's value in place only for types whose sample it verified against
+    the generic conversion: all six argument types on this numpy, none for a type laid out otherwise (an int)."""
+    from ironaccel.backends.cuda import driver, fast
+
+    if driver.fast is None:
+        pytest.skip("the compiled path is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
+    try:
+        assert driver.fast.configure_scalars((("i", 7), ("q", 2**40))) == 0
+        assert driver.fast.configure_scalars(fast.scalar_samples()) == 6
+    finally:
+        driver.fast.configure_scalars(fast.scalar_samples())
+
+
+_BUILD_FAILS = (
+    "import numpy as np\n"
+    "import ironaccel as ia\n"
+    "from ironaccel import native\n"
+    "from ironaccel.backends.cuda import CudaBackend, driver\n"
+    "assert native.load() is None and 'build' in native.why_not, native.why_not\n"
+    "dev = CudaBackend().open_device(0)\n"
+    "s = dev.create_stream()\n"
+    "pool = ia.MemPool(dev, s)\n"
+    "with dev.alloc(64) as buf:\n"
+    "    pooled = pool.alloc(64)\n"
+    "    s.copy_htod(buf, np.arange(16, dtype=np.uint32))\n"
+    "    s.copy_dtod(pooled, buf, 64)\n"
+    "    out = np.zeros(16, np.uint32)\n"
+    "    s.copy_dtoh(out, pooled)\n"
+    "    s.record().synchronize()\n"
+    "    assert (out == np.arange(16)).all(), out\n"
+    "    pooled.free()\n"
+    "pool.close()\n"
+    "bases = {c.__name__ for t in (type(dev), type(s), type(buf), type(s.record()), type(pooled), type(pool))\n"
+    "         for c in t.__mro__}\n"
+    "print(driver.fast is None, sorted(b for b in bases if b.endswith('Core')))\n"
+)
+
+
+def test_a_failed_build_of_the_compiled_module_leaves_the_pure_python_path(tmp_path):
+    """When ironaccel._fast cannot be built (here: a copy of the tree whose _fast.c was never built, and a $CC
+    that fails), load() says why, every class is the pure one (no compiled base), and copies, events and the
+    MemPool work."""
+    import shutil
+    import subprocess
+    import sys
+    import uuid
+    from pathlib import Path
+
+    from ironaccel import fakes
+
+    root = Path(__file__).resolve().parents[1]
+    tree = tmp_path / "tree"
+    for part in ("ironaccel", "fakes"):  # the fake's sources hash as before: its cached build is found
+        shutil.copytree(root / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    source = tree / "ironaccel" / "_fast.c"
+    source.write_text(source.read_text() + f"\n/* never built: {uuid.uuid4()} */\n")  # no cached build matches
+    script = tmp_path / "script.py"
+    script.write_text(_BUILD_FAILS)
+    try:
+        env = fakes.child_env()
+    except ia.NotAvailable as exc:
+        pytest.skip(f"the fake libcuda cannot be built: {exc}")
+    env.update(CC="false", PYTHONPATH=str(tree))
+    env.pop("IRONACCEL_PURE_PYTHON", None)
+    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[-2] == "True ['_BufferCore', '_PoolCore', '_PooledCore']"

@@ -18,6 +18,7 @@ from ... import api, native
 from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail
+from .module import _FAST_CODES
 from .staging import REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
@@ -35,6 +36,15 @@ def configure() -> None:
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
                                   api.Stream.launch, api.Kernel)
+    driver.fast.configure_scalars(scalar_samples())
+
+
+def scalar_samples() -> tuple[tuple[str, np.generic], ...]:
+    """One value of each scalar argument type with its compiled launch code: the module reads a type's values
+    in place only where its read of the sample agrees with the generic conversion."""
+    values = (np.uint32(0x89ABCDEF), np.int32(-0x12345678), np.float32(1.5), np.float64(-2.25),
+              np.int64(-0x123456789), np.uint64(0xFEDCBA9876543210))
+    return tuple((_FAST_CODES[(v.dtype.kind, v.dtype.itemsize)], v) for v in values)
 
 
 def fail_named(name: str, err: int) -> None:
