@@ -363,7 +363,7 @@ def test_{i}():
 
 
 def test_shards_that_do_not_merge_are_an_error_not_a_results_file(tmp_path):
-    doc = dict(_passing_doc("webgpu/lavapipe"), selection={"only": [], "skip": [], "shard": "1/2"})
+    doc = dict(passing_doc("webgpu/lavapipe"), selection={"only": [], "skip": [], "shard": "1/2"})
     runs = []
     for k in (1, 2):  # both say they are shard 1/2
         results.dump(doc, tmp_path / f"{k}.json")
@@ -388,7 +388,7 @@ def test_a_run_with_tests_left_not_run_is_not_ok():
     assert certify.TargetRun("x/y", Path("x.json"), "ok", {"pass": 3, "not-supported": 1, "flaky": 1}).ok
 
 
-def _passing_doc(target: str) -> dict:
+def passing_doc(target: str) -> dict:
     """A current, finished run in which every required clause of SPEC.md passes."""
     required = [cid for cid, c in spec.load_clauses().items() if c.required]
     tests = [{"id": f"test_x.py::test_{cid}", "clauses": [cid], "outcome": "pass", "duration": 0.0, "message": ""}
@@ -402,7 +402,7 @@ def test_certificates_and_status_say_the_same_thing(tmp_path):
     from ironaccel import judge, status
 
     for name in ("webgpu/nvidia", "webgpu/lavapipe"):
-        results.dump(_passing_doc(name), tmp_path / results.file_name(name))
+        results.dump(passing_doc(name), tmp_path / results.file_name(name))
     proves = {}
     for name in ("webgpu/nvidia", "webgpu/lavapipe"):
         cert = json.loads(certify.write_certificate(tmp_path / results.file_name(name)).read_text())
@@ -453,7 +453,7 @@ def _package(tmp_path: Path) -> Path:
     res = tmp_path / "results"
     res.mkdir()
     for name in ("webgpu/nvidia", "webgpu/lavapipe"):
-        results.dump(_passing_doc(name), res / results.file_name(name))
+        results.dump(passing_doc(name), res / results.file_name(name))
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]

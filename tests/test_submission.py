@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import ironaccel
-from ironaccel import certify, results, spec, submission, targets
+from ironaccel import certify, results, submission, targets
 from ironaccel.backends import register, unregister
 from ironaccel.cli import main
+from test_certify import passing_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -71,14 +72,6 @@ def test_code_outside_any_checkout_has_no_repository(tmp_path):
     assert submission.repository_of(ROOT / "ironaccel" / "spec.py") == ROOT
 
 
-def _passing_doc(target: str) -> dict:
-    required = [cid for cid, c in spec.load_clauses().items() if c.required]
-    tests = [{"id": f"test_x.py::test_{cid}", "clauses": [cid], "outcome": "pass", "duration": 0.0, "message": ""}
-             for cid in required]
-    return results.document(targets.get(target), spec.current([target]).parts(target), "2026-12-01T12:00:00Z",
-                            "ok", "", tests)
-
-
 @pytest.fixture
 def plugin_repository(tmp_path, monkeypatch):
     """Backend ``tiny`` whose package lives in a git repository of its own, committed then edited."""
@@ -97,7 +90,7 @@ def test_package_records_the_plugins_own_repository_and_ironaccels(tmp_path, plu
     res = tmp_path / "results"
     res.mkdir()
     for name in ("tiny/sim", "webgpu/lavapipe"):
-        results.dump(_passing_doc(name), res / results.file_name(name))
+        results.dump(passing_doc(name), res / results.file_name(name))
     pkg = submission.package(res, tmp_path / "pkg")
     manifest = json.loads((pkg / "MANIFEST.json").read_text())
 
@@ -135,7 +128,7 @@ def test_a_backend_installed_outside_a_checkout_records_why_there_is_no_commit(t
     try:
         res = tmp_path / "results"
         res.mkdir()
-        results.dump(_passing_doc("tiny/sim"), res / results.file_name("tiny/sim"))
+        results.dump(passing_doc("tiny/sim"), res / results.file_name("tiny/sim"))
         manifest = json.loads((submission.package(res, tmp_path / "pkg") / "MANIFEST.json").read_text())
     finally:
         unregister("tiny")
