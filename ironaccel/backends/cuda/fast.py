@@ -10,7 +10,7 @@ path's. What is not a hot path (timeouts, large copies, pinned sources) goes to 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
