@@ -308,6 +308,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         except DriverError as exc:  # everything below fails too, but is still tried: this is the error to raise
             failures.append((cu.cuCtxSetCurrent, cu.CUresult(exc.code)))
         release(cu.cuCtxSynchronize)
+        streams = self._created_streams()  # held: the staging ring below may drop a stream's last reference
         for ref in list(self._live.values()):
             buf = ref()
             if buf is None:  # collected, its free failed: its pointer is in _orphans
@@ -329,7 +330,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         for spare in self._spare_events.values():
             for ev in spare:
                 release(cu.cuEventDestroy, ev)
-        for stream in self._created_streams():
+        for stream in streams:
             stream._alive = False
             release(cu.cuStreamDestroy, stream._handle)
         release(cu.cuStreamDestroy, self._alloc_stream)
