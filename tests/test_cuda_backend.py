@@ -220,11 +220,7 @@ NOT_RAISED = {
 
 #: Entry points whose failure leaves the device that failed broken, with the bug (backends/cuda's to fix;
 #: once fixed, the matrix fails until the entry is removed).
-BREAKS_THE_DEVICE = {
-    "cuStreamEndCapture": "end_capture (backends/cuda/graph.py) returns the capture stream to the device's spares "
-                          "still capturing, so the next capture's cuStreamBeginCapture fails with "
-                          "CUDA_ERROR_ILLEGAL_STATE",
-}
+BREAKS_THE_DEVICE: dict[str, str] = {}
 
 #: Driver objects the workload makes: kind -> (the fake entry point that makes one, the one that destroys it).
 DRIVER_OBJECTS = {

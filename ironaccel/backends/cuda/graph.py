@@ -73,6 +73,8 @@ def end_capture(stream: CudaStream, graph: CudaGraph, keep: bool) -> None:
             graph._exec = calls.cuGraphInstantiate(captured, 0)
             dev._graphs[id(graph)] = graph
     finally:
-        dev._capture_streams.append(handle)
         if captured is not None:
+            dev._capture_streams.append(handle)
             calls.cuGraphDestroy(captured)
+        else:  # the capture may still be open on it: the next capture gets a new stream
+            driver.cu.cuStreamDestroy(handle)
