@@ -302,6 +302,28 @@ def test_device_types_are_cached_per_manifest_version_and_beat_the_name(tmp_path
     assert asked[2:] == [acme]
 
 
+@pytest.mark.parametrize("ending, cached", [("raise SystemExit(3)", False), ("import os; os.abort()", True)])
+def test_a_probe_that_fails_is_asked_again_and_one_an_icd_crashed_is_not(tmp_path, monkeypatch, ending, cached):
+    """A probe that fails by itself (exit status) may work next time; one killed by a signal was crashed by
+    its ICD, which would crash it again: that is remembered as reporting no device."""
+    pytest.importorskip("vulkan")
+    (tmp_path / "libvulkan_acme.so").write_bytes(b"")
+    acme = manifest(tmp_path / "icd.d", "acme_icd.json", str(tmp_path / "libvulkan_acme.so"))
+    asked = []
+
+    def failing_probe(icd):
+        asked.append(icd.manifest)
+        return subprocess.Popen([sys.executable, "-c", ending], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+
+    monkeypatch.setattr(vulkan_drivers, "_start_probe", failing_probe)
+    monkeypatch.setenv("IRONACCEL_CACHE", str(tmp_path / "cache"))
+    icd = vulkan_drivers._read_manifest(acme)
+    assert vulkan_drivers.device_types([icd]) == ({acme: []} if cached else {})
+    vulkan_drivers.device_types([icd])
+    assert len(asked) == (1 if cached else 2)
+
+
 def test_native_ops_are_looked_up_in_the_runtime():
     for runtime in ("cuda.bindings", "vulkan", "wgpu"):
         pytest.importorskip(runtime)

@@ -183,19 +183,21 @@ def _start_probe(icd: ICD) -> subprocess.Popen[str]:
 
 
 def _answer(proc: subprocess.Popen[str]) -> list[str] | None:
-    """The device types a probe printed; [] for a probe that crashed (a broken ICD: asking again would crash
-    again); None when it did not finish in time (asked again next time)."""
+    """The device types a probe printed; [] for a probe killed by a signal (a broken ICD crashed it: asking
+    again would crash again); None when the probe itself failed or did not finish in time (asked again)."""
     try:
         out, _ = proc.communicate(timeout=_PROBE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.communicate()
         return None
-    try:
-        types = json.loads(out.strip().splitlines()[-1]) if proc.returncode == 0 else []
-    except (ValueError, IndexError):
+    if proc.returncode < 0:
         return []
-    return [str(t) for t in types] if isinstance(types, list) else []
+    try:
+        types = json.loads(out.strip().splitlines()[-1]) if proc.returncode == 0 else None
+    except (ValueError, IndexError):
+        return None
+    return [str(t) for t in types] if isinstance(types, list) else None
 
 
 def _read_cache(path: Path) -> dict[str, dict]:
