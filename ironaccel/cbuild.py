@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import NotAvailable
-from .targets import cache_dir
+from .cache import cache_dir
 
 
 def find_compiler() -> str:

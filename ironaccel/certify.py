@@ -58,7 +58,7 @@ CONTAINER_RESULTS = "/results"
 class TargetRun:
     target: str
     results_file: Path
-    status: str = "not-run"
+    status: str  # a RunStatus value
     summary: dict[str, int] | None = None
     seconds: float = 0.0
     message: str = ""

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from . import tables
+
 #: Comparison targets: cuda/fake and cuda/nvidia are ironaccel targets; numba/cudasim is numba's own
 #: CUDA simulator (NUMBA_ENABLE_CUDASIM=1), which only numba-cuda has.
 FAKE, NVIDIA, CUDASIM = "cuda/fake", "cuda/nvidia", "numba/cudasim"
@@ -315,6 +317,11 @@ def _cell(doc: dict | None) -> list[str]:
     return [str(doc["counts"][o]) for o in OUTCOMES] + ["; ".join(notes)]
 
 
+def _code(cause: str) -> str:
+    """A failure's cause as inline code in a Markdown table ('|' would end the cell)."""
+    return f"`{cause.replace('|', '/')}`"
+
+
 def _gap(better: dict, worse: dict) -> dict[str, list[str]]:
     """Cause -> test ids that pass on ``better`` but not on ``worse`` (both ran them)."""
     groups: dict[str, list[str]] = {}
@@ -331,12 +338,12 @@ def _gap_section(title: str, groups: dict[str, list[str]]) -> list[str]:
     lines = [f"#### {title}: {total} tests", ""]
     if not groups:
         return lines + ["none", ""]
-    lines += ["| tests | outcome there: cause |", "|---:|---|"]
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    lines += [f"| {len(ids)} | `{key.replace('|', '/')}` |" for key, ids in ordered]
+    lines += tables.markdown(["tests", "outcome there: cause"], [[str(len(ids)), _code(key)] for key, ids in ordered],
+                             right={0})
     lines += ["", "<details><summary>the tests, by cause</summary>", ""]
     for key, ids in ordered:
-        lines.append(f"- `{key.replace('|', '/')}`: " + ", ".join(f"`{i}`" for i in sorted(ids)))
+        lines.append(f"- {_code(key)}: " + ", ".join(f"`{i}`" for i in sorted(ids)))
     return lines + ["", "</details>", ""]
 
 
@@ -345,9 +352,8 @@ def _summary(by: dict) -> list[str]:
     lines = ["## The fake against hardware and numba's simulator", "",
              "Of the tests that pass on the other target and that both runs ran (samples and versions as in the",
              "tables below): how many pass on the fake, and how the rest end there (a skip there is often a package",
-             "the fake's machine lacks, see the causes).", "",
-             "| client | other target | pass there | pass on the fake too | share | fail or error on the fake "
-             "| skip on the fake | goal |", "|---|---|---:|---:|---:|---:|---:|---|"]
+             "the fake's machine lacks, see the causes).", ""]
+    rows = []
     for client in CLIENTS.values():
         fake = by.get((client.name, FAKE))
         for other in (NVIDIA, CUDASIM):
@@ -361,9 +367,11 @@ def _summary(by: dict) -> list[str]:
             goal = ""
             if other == NVIDIA and client.fake_goal:
                 goal = f">= {client.fake_goal:.0%}: {'met' if share >= client.fake_goal else 'MISSED'}"
-            lines.append(f"| {client.name} | {other} | {len(both)} | {passed} | {share:.1%} | "
-                         f"{ends.count('fail') + ends.count('error')} | {ends.count('skip')} | {goal} |")
-    return lines + [""]
+            rows.append([client.name, other, str(len(both)), str(passed), f"{share:.1%}",
+                         str(ends.count("fail") + ends.count("error")), str(ends.count("skip")), goal])
+    header = ["client", "other target", "pass there", "pass on the fake too", "share", "fail or error on the fake",
+              "skip on the fake", "goal"]
+    return lines + tables.markdown(header, rows, right={2, 3, 4, 5, 6}) + [""]
 
 
 def render(docs: list[dict]) -> str:
@@ -376,12 +384,12 @@ def render(docs: list[dict]) -> str:
              "its skips include tests it cannot run, so compare sets of tests (below), not rates.", ""]
     lines += _summary(by)
     for client in CLIENTS.values():
-        lines += [f"## {client.name}", "",
-                  "| target | version | pass | fail | error | skip | run |", "|---|---|---:|---:|---:|---:|---|"]
+        lines += [f"## {client.name}", ""]
+        rows = []
         for target in client.targets:
             doc = by.get((client.name, target))
-            lines.append(f"| {target} | {doc['version'] if doc else '-'} | " + " | ".join(_cell(doc)) + " |")
-        lines.append("")
+            rows.append([target, doc["version"] if doc else "-", *_cell(doc)])
+        lines += tables.markdown(["target", "version", *OUTCOMES, "run"], rows, right={2, 3, 4, 5}) + [""]
         fake = by.get((client.name, FAKE))
         if fake is None:
             lines += ["Not run on the fake yet." + (
@@ -403,10 +411,10 @@ def render(docs: list[dict]) -> str:
             if t["outcome"] in ("fail", "error"):
                 key = f"{t['outcome']}: {cause(t['message'])}"
                 failing[key] = failing.get(key, 0) + 1
-        lines += [f"#### Every failure and error on {FAKE}, by cause", "", "| tests | cause |", "|---:|---|"]
         ordered = sorted(failing.items(), key=lambda kv: (-kv[1], kv[0]))
-        lines += [f"| {n} | `{key.replace('|', '/')}` |" for key, n in ordered] or ["| 0 | none |"]
-        lines.append("")
+        rows = [[str(n), _code(key)] for key, n in ordered] or [["0", "none"]]
+        lines += [f"#### Every failure and error on {FAKE}, by cause", ""]
+        lines += tables.markdown(["tests", "cause"], rows, right={0}) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -68,12 +68,14 @@ HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".com
 
 #: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
 #: interface and errors, the pool (POOL clauses) and the compiled hot path it and the CUDA backend load
-#: (native.py, _fast.c, built by cbuild.py), the helpers the tests drive the device with (testing/: busy work, exhaustion),
-#: target and backend registries and the built-in driver declarations, the plugin and the results
-#: vocabulary it writes with. Judging and reporting (judge, status, certify, cli) are not in it: they do
-#: not change what a run does.
-SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "testing",
-                 "targets.py", "drivers", "pytest_plugin.py", "results.py", "selection.py", "spec.py", "backends/__init__.py")
+#: (native.py, _fast.c, built by cbuild.py into cache.py's folder), the helpers the tests drive the device with
+#: (testing/: busy work, exhaustion), target and backend registries and the helpers driver declarations share
+#: (drivers/__init__.py), the plugin and the results vocabulary it writes with. Each backend's driver
+#: declarations (drivers/cuda.py, ...) are hashed with that backend instead (``implementation``). Judging and
+#: reporting (judge, status, certify, cli) are not in it: they do not change what a run does.
+SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "cache.py",
+                 "testing", "targets.py", "drivers/__init__.py", "pytest_plugin.py", "results.py", "selection.py", "spec.py",
+                 "backends/__init__.py")
 
 
 def _digest(files: list[tuple[str, Path]]) -> str:
@@ -102,19 +104,10 @@ def suite_hash() -> str:
     return _digest(files)
 
 
-def implementation(backend: str) -> Path | None:
-    """Where a registered backend's code lives: its module or package (``ironaccel.backends.cuda``), or a
-    third party's whole top-level package; None for a backend that is not registered or not found."""
+def _module_location(module: str) -> Path | None:
+    """The file of a module, or the folder of a package; None when it is not found."""
     import importlib.util
 
-    from .backends import registry
-
-    spec_ = registry().get(backend)
-    if spec_ is None:
-        return None
-    module = spec_.partition(":")[0] if isinstance(spec_, str) else spec_.__module__  # or the class itself
-    if not module.startswith("ironaccel."):
-        module = module.split(".")[0]
     try:
         found = importlib.util.find_spec(module)
     except (ImportError, ValueError):
@@ -125,18 +118,37 @@ def implementation(backend: str) -> Path | None:
     return origin.parent if origin.name == "__init__.py" else origin
 
 
-def driver_sources(target: str) -> list[tuple[str, Path]]:
-    """Sources of a driver that ironaccel itself builds: the fake libcuda (its C sources and fakes.py)."""
-    if target != "cuda/fake":
-        return []
-    from .errors import NotAvailable
-    from .fakes import source_dir
+def _spec_module(spec_: object) -> str:
+    """The module of a registry entry: ``"package.module:attr"``, or the registered class or function itself."""
+    return spec_.partition(":")[0] if isinstance(spec_, str) else spec_.__module__  # type: ignore[attr-defined]
 
-    files = [("ironaccel/fakes.py", Path(__file__).resolve().parent / "fakes.py")]
-    try:
-        files += _tree("fakes/cuda", source_dir())
-    except NotAvailable:  # a build without the fake's sources hashes without them
-        pass
+
+def package_location(backend: str) -> Path | None:
+    """Where a registered backend's code lives: its module or package (``ironaccel.backends.cuda``), or a
+    third party's whole top-level package; None for a backend that is not registered or not found."""
+    from .backends import registry
+
+    spec_ = registry().get(backend)
+    if spec_ is None:
+        return None
+    module = _spec_module(spec_)
+    return _module_location(module if module.startswith("ironaccel.") else module.split(".")[0])
+
+
+def implementation(backend: str) -> list[tuple[str, Path]]:
+    """The files of a backend's "backend" part: its code (``package_location``) and the module its drivers are
+    declared in, when that lies outside it (the built-ins' ``ironaccel/drivers/<name>.py``). So editing
+    drivers/cuda.py stales only cuda's results, and drivers/vulkan.py, which declares the Vulkan and the WebGPU
+    targets (both backends' targets are the Vulkan ICDs found), stales vulkan's and webgpu's."""
+    from .backends import driver_declarations
+
+    where = package_location(backend)
+    files = [] if where is None else _tree(f"backend/{backend}", where)
+    declared = driver_declarations().get(backend)
+    module = None if declared is None else _spec_module(declared)
+    declaration = None if module is None else _module_location(module)
+    if declaration is not None and not (where is not None and (declaration == where or where in declaration.parents)):
+        files += _tree(f"drivers/{module}", declaration)
     return files
 
 
@@ -167,13 +179,13 @@ def current(target_names: list[str] | None = None) -> Current:
     names = list(TARGETS) if target_names is None else list(target_names)
     found: dict[str, str] = {}
     for backend in sorted(set(registry()) | {n.partition("/")[0] for n in names}):
-        where = implementation(backend)
-        if where is not None:
-            found[f"backend/{backend}"] = _digest(_tree(f"backend/{backend}", where))
+        files = implementation(backend)
+        if files:
+            found[f"backend/{backend}"] = _digest(files)
     for name in names:
-        sources = driver_sources(name)
+        sources = TARGETS[name].sources if name in TARGETS else {}
         if sources:
-            found[f"driver/{name}"] = _digest(sources)
+            found[f"driver/{name}"] = _digest([pair for label, path in sources.items() for pair in _tree(label, path)])
         exp = (TARGETS[name].expectations_file if name in TARGETS
                else conformance_dir() / "expectations" / f"{name.replace('/', '-')}.txt")
         if exp.is_file():

@@ -64,7 +64,7 @@ def _matrix(title: str, runs: list[judge.Run], clauses: Mapping[str, Clause], ar
         row = [f"{area} tests"]
         for r in runs:
             in_area = [t for t in r.doc["tests"] if any(ClauseId.parse(cid).area == area for cid in t["clauses"])]
-            passed = sum(t["outcome"] == "pass" for t in in_area)
+            passed = sum(t["outcome"] == Outcome.PASS for t in in_area)
             row.append("—" if not in_area else f"{passed}/{len(in_area)}" + ("" if passed == len(in_area) else " ✗"))
         rows.append(row)
     return lines + tables.markdown(["Spec area"] + [tables.cell(r.label()) for r in runs], rows) + [""]

@@ -2,11 +2,14 @@
 a certification claim without trusting the submitter's machine (``ironaccel certify --package OUT``)::
 
     OUT/MANIFEST.json       what is inside: every file's sha256, the suite version and hashes, what each
-                            target proves and each backend's level, the git commit and whether the tree
-                            was dirty
+                            target proves and each backend's level, and the git state of ironaccel's checkout
+                            and of each backend's own repository (where its package lives: a plugin certified
+                            from its repository records that repository's commit): commit, whether the tree
+                            was dirty, its untracked files (listed, not diffed)
     OUT/results/            per target: results file, JUnit, certificate (.cert.json, .cert.md)
     OUT/environment.json    this machine: OS, Python, package versions (each results file has its device)
-    OUT/git.diff            the uncommitted changes the run was made with (only when the tree was dirty)
+    OUT/git.diff            the uncommitted changes to ironaccel the run was made with (only when dirty)
+    OUT/git-<backend>.diff  the same for a backend that lives in a repository of its own
 
 ``verify`` (``ironaccel certify --verify OUT``) checks it whole: nothing missing or added, every hash, each
 certificate against its results file, JUnit and levels recomputed from the results files.
@@ -39,13 +42,46 @@ def _git(root: Path, *args: str) -> str | None:
 
 
 def git_state(root: Path) -> dict[str, Any]:
-    """The checkout the run was made from: commit, dirty flag and the diff against the commit."""
+    """The checkout at ``root``: commit, dirty flag (untracked files count), the untracked files (listed, not
+    diffed) and the diff of tracked files against the commit."""
     commit = _git(root, "rev-parse", "HEAD")
     if commit is None:
-        return {"commit": "", "dirty": None, "diff": "", "note": f"{root} is not a git checkout"}
-    changes = _git(root, "status", "--porcelain", "--untracked-files=no") or ""
+        return {"commit": "", "dirty": None, "untracked": [], "diff": "", "note": f"{root} is not a git checkout"}
+    changes = [e for e in (_git(root, "status", "--porcelain", "-z", "--untracked-files=all") or "").split("\0") if e]
+    untracked = sorted(entry[3:] for entry in changes if entry.startswith("?? "))
     diff = (_git(root, "diff", "HEAD") or "") if changes else ""
-    return {"commit": commit.strip(), "dirty": bool(changes.strip()), "diff": diff, "note": ""}
+    return {"commit": commit.strip(), "dirty": bool(changes), "untracked": untracked, "diff": diff, "note": ""}
+
+
+def repository_of(code: Path) -> Path | None:
+    """The top of the git checkout that tracks ``code`` (a module file or a package folder); None when no
+    checkout does (an installed wheel: a site-packages inside some repository's ignored venv is not its code)."""
+    folder = code if code.is_dir() else code.parent
+    top = _git(folder, "rev-parse", "--show-toplevel")
+    if top is None or _git(folder, "ls-files", "--error-unmatch", "--", str(code)) is None:
+        return None
+    return Path(top.strip())
+
+
+def _state_of(root: Path | None, what: str) -> dict[str, Any]:
+    if root is None:
+        return {"commit": "", "dirty": None, "untracked": [], "diff": "", "note": f"{what} is not in a git checkout"}
+    return git_state(root)
+
+
+def _backend_repositories(backends: list[str], ironaccel_root: Path | None) -> dict[str, dict[str, Any]]:
+    """Backend -> the git state of the repository its package lives in (``spec.package_location``), or
+    ``{"repository": "ironaccel"}`` for one that lives in ironaccel's own checkout."""
+    out: dict[str, dict[str, Any]] = {}
+    for backend in backends:
+        code = spec.package_location(backend)
+        root = None if code is None else repository_of(code)
+        if root is not None and ironaccel_root is not None and root == ironaccel_root.resolve():
+            out[backend] = {"repository": "ironaccel"}
+        else:
+            out[backend] = {**_state_of(root, f"the {backend} backend ({code or 'not found'})"),
+                            "diff_file": f"git-{backend}.diff"}
+    return out
 
 
 def _sha256(path: Path) -> str:
@@ -90,14 +126,20 @@ def package(results_dir: Path, out: Path, root: Path | None = None) -> Path:
         write_certificate(copy)  # judged now, by this suite: the certificates in results_dir may be older
     (out / "environment.json").write_text(json.dumps(results.host_environment(), indent=1, sort_keys=True) + "\n",
                                           encoding="utf-8")
-    git = git_state(root or Path(__file__).resolve().parent.parent)
+    ironaccel_root = root or repository_of(Path(__file__).resolve().parent)
+    git = _state_of(ironaccel_root, f"ironaccel ({Path(__file__).resolve().parent})")
     if git["dirty"]:
         (out / "git.diff").write_text(git["diff"], encoding="utf-8")
+    backends = _backend_repositories(sorted({d["target"]["backend"] for d in docs}), ironaccel_root)
+    for state in backends.values():
+        if state.get("dirty"):
+            (out / state["diff_file"]).write_text(state["diff"], encoding="utf-8")
     files = sorted(p for p in out.rglob("*") if p.is_file())
     manifest = {
         "package": PACKAGE_SCHEMA,
         "suite": {"version": __version__, "hash": spec.suite_hash()},
-        "git": {k: git[k] for k in ("commit", "dirty", "note")},
+        "git": {**{k: git[k] for k in ("commit", "dirty", "untracked", "note")},
+                "backends": {b: {k: v for k, v in state.items() if k != "diff"} for b, state in backends.items()}},
         **_judgement(docs),
         "files": {p.relative_to(out).as_posix(): _sha256(p) for p in files},
     }
@@ -128,8 +170,12 @@ def verify(out: Path) -> tuple[int, str]:
     for name, sha in sorted(listed.items()):
         if (out / name).is_symlink() or _sha256(out / name) != sha:
             return VERIFY_TAMPERED, f"tampered: {name} changed since the package was made (sha256 differs)"
-    if manifest.get("git", {}).get("dirty") and "git.diff" not in listed:
+    git = manifest.get("git", {})
+    if git.get("dirty") and "git.diff" not in listed:
         return VERIFY_TAMPERED, "tampered: the tree was dirty but git.diff is missing"
+    for backend, state in sorted(git.get("backends", {}).items()):
+        if state.get("dirty") and state.get("diff_file") not in listed:
+            return VERIFY_TAMPERED, f"tampered: the {backend} backend's checkout was dirty but its diff is missing"
     result_files = sorted(n for n in listed if n.startswith(f"{RESULTS}/") and n.endswith(".json")
                           and not n.endswith(CERTIFICATE_SUFFIX))
     if not result_files:
@@ -163,5 +209,8 @@ def verify(out: Path) -> tuple[int, str]:
             return VERIFY_TAMPERED, (f"tampered: the manifest's {key} ({manifest.get(key)}) are not what the "
                                      f"results give ({recomputed[key]})")
     levels = ", ".join(f"{b} {level}" for b, level in sorted(recomputed["backends"].items()))
-    return VERIFY_VALID, (f"valid: {len(docs)} results files, {levels}; commit {manifest['git']['commit'] or '?'}"
-                          + (" (dirty, see git.diff)" if manifest["git"]["dirty"] else ""))
+    elsewhere = "".join(f"; {b} at commit {state.get('commit') or '?'}"
+                        + (f" (dirty, see {state.get('diff_file')})" if state.get("dirty") else "")
+                        for b, state in sorted(git.get("backends", {}).items()) if "repository" not in state)
+    return VERIFY_VALID, (f"valid: {len(docs)} results files, {levels}; commit {git['commit'] or '?'}"
+                          + (" (dirty, see git.diff)" if git["dirty"] else "") + elsewhere)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from typing import Sequence
+from typing import Collection, Sequence
 
 
 def plain(rows: Sequence[Sequence[str]], width: int | None = None) -> str:
@@ -26,10 +26,11 @@ def plain(rows: Sequence[Sequence[str]], width: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def markdown(header: Sequence[str], rows: Sequence[Sequence[str]], right: Collection[int] = ()) -> list[str]:
     """Markdown table lines; cells are written as given (escape text with ``cell``). An empty header
-    (``["", ""]``) makes a key/value table."""
-    lines = ["|" + "|".join(f" {h} " if h else " " for h in header) + "|", "|" + "|".join("---" for _ in header) + "|"]
+    (``["", ""]``) makes a key/value table. ``right``: the indices of the columns to right-align (counts)."""
+    rule = "|" + "|".join("---:" if i in right else "---" for i in range(len(header))) + "|"
+    lines = ["|" + "|".join(f" {h} " if h else " " for h in header) + "|", rule]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return lines
 

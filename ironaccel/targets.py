@@ -13,7 +13,8 @@ plugin's from its entry point in group ``ironaccel.drivers`` — and ``TARGETS``
 * where its conformance kernels (one ``KernelDialect`` per language) and its expectations file live, and
   which distributions' versions its results record;
 * ``native_op``: which operation names are entry points of its native runtime (ERR-4: what a DriverError's
-  ``op`` must be), and ``memory``: how the out-of-memory clause (MEM-7) can exhaust it safely.
+  ``op`` must be), and ``memory``: how the out-of-memory clause (MEM-7) can exhaust it safely;
+* ``sources``: the driver's own sources, when it is built here (the fake libcuda), hashed into its results.
 """
 
 from __future__ import annotations
@@ -31,11 +32,7 @@ from .api import DeviceInfo
 from .backends import drivers as registered_drivers
 from .backends import get as get_backend
 from .errors import InvalidArgument, NotAvailable
-
-
-def cache_dir() -> Path:
-    """Where provisioned drivers and built fakes live: $IRONACCEL_CACHE or ~/.cache/ironaccel."""
-    return Path(os.environ.get("IRONACCEL_CACHE") or Path.home() / ".cache" / "ironaccel")
+from .spec import conformance_dir
 
 
 @dataclass(frozen=True)
@@ -89,6 +86,10 @@ class Target:
     #: driver's memory is the process's, committed lazily, so it never refuses on its own: exhaust an address-space
     #: limit in a child process instead). Empty: ``host`` for a simulated driver, ``device`` for hardware.
     memory: str = ""
+    #: The sources of the driver itself, where ironaccel or the distribution builds it (the fake libcuda): label
+    #: -> file or folder, hashed as the "driver" part of its results (labels, not paths: a checkout and an
+    #: installed wheel hash alike). Empty for a driver that comes from elsewhere.
+    sources: Mapping[str, Path] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -103,8 +104,6 @@ class Target:
     def expectations_file(self) -> Path:
         if self.expectations is not None:
             return self.expectations
-        from .spec import conformance_dir
-
         return conformance_dir() / "expectations" / f"{self.backend}-{self.driver}.txt"
 
     def compile_kernel(self, device: Any, name: str) -> Any:

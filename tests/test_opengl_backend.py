@@ -309,22 +309,19 @@ def test_timed_events_measure_work(device, stream):
 def test_gl_errors_name_the_call_and_carry_the_debug_message(device):
     gl = device.gl
 
-    def bad_bind():
-        gl.glBindBuffer(0xDEAD, 0)
-        gl.check("glBindBuffer")
-
     with pytest.raises(ia.DriverError, match=r"opengl: glBindBuffer failed: GL_INVALID_ENUM") as info:
-        device.native.run(bad_bind)
+        device.native.run(gl.glBindBuffer, 0xDEAD, 0)
     assert info.value.op == "glBindBuffer" and "GL API ERROR" in info.value.detail  # the KHR_debug message
+    assert GL.EXPLANATIONS["GL_INVALID_ENUM"] in info.value.detail
     assert device.diagnostics() == []  # the message went into the error
 
 
 def test_unchecked_gl_errors_become_diagnostics(device):
     gl = device.gl
-    device.native.run(gl.glBindBuffer, 0xDEAD, 0)
+    device.native.run(gl.unchecked.glBindBuffer, 0xDEAD, 0)
     messages = device.diagnostics()
     assert len(messages) == 1 and "GL_INVALID_ENUM" in messages[0] and "ERROR" in messages[0]
-    assert device.native.run(gl.glGetError) == 0x0500
+    assert device.native.run(gl.unchecked.glGetError) == 0x0500
     assert device.diagnostics() == []
 
 

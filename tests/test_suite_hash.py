@@ -6,11 +6,15 @@ import ast
 from pathlib import Path
 
 from ironaccel import spec
+from ironaccel.backends import BUILTIN_DRIVERS
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Hashed elsewhere: each backend's package is its own part, the fake's loader is part of cuda/fake's driver;
 #: and judge, which the plugin calls only to compare a finished run with a baseline (it changes no outcome).
 HASHED_APART = ("ironaccel.backends.", "ironaccel.fakes", "ironaccel.judge")
+#: The built-in driver declarations: every run loads them (the target registry), each is hashed with the
+#: backends it declares (test below), and what they import must be hashed somewhere too.
+DECLARATIONS = {spec_.partition(":")[0] for spec_ in BUILTIN_DRIVERS.values()}
 
 
 def _module_file(name: str) -> Path | None:
@@ -34,15 +38,16 @@ def _imports(path: Path, package: str) -> set[str]:
 
 
 def _executed_library_modules() -> set[str]:
-    """ironaccel modules reached from conformance/ and the pytest plugin, following imports."""
-    todo = {"ironaccel.pytest_plugin"}
+    """ironaccel modules reached from conformance/, the pytest plugin and the driver declarations, following
+    imports (but not into what is hashed apart)."""
+    todo = {"ironaccel.pytest_plugin"} | DECLARATIONS
     for f in (ROOT / "conformance").rglob("*.py"):
         todo |= _imports(f, "conformance")
     seen: set[str] = set()
     while todo:
         module = todo.pop()
         path = _module_file(module)
-        if module in seen or path is None or module.startswith(HASHED_APART):
+        if module in seen or path is None or (module.startswith(HASHED_APART) and module not in DECLARATIONS):
             continue
         seen.add(module)
         todo |= _imports(path, module if path.name == "__init__.py" else module.rpartition(".")[0])
@@ -53,9 +58,66 @@ def test_every_library_module_a_run_executes_is_in_the_suite_hash() -> None:
     hashed = {ROOT / "ironaccel" / name for name in spec.SUITE_LIBRARY}
     def covered(path: Path) -> bool:
         return any(path == h or h in path.parents for h in hashed)
-    missing = sorted(m for m in _executed_library_modules() if not covered(_module_file(m)))
+    executed = _executed_library_modules()
+    missing = sorted(m for m in executed - DECLARATIONS if not covered(_module_file(m)))
     assert not missing, f"modules a conformance run executes but the suite hash ignores: {missing}"
-    assert "ironaccel.testing.work" in _executed_library_modules()  # the walk follows conformance's imports
+    assert "ironaccel.testing.work" in executed  # the walk follows conformance's imports
+    assert "ironaccel.drivers" in executed  # and the declarations' (their shared helpers)
+    in_suite = sorted(m for m in DECLARATIONS if covered(_module_file(m)) and _module_file(m).name != "__init__.py")
+    assert not in_suite, f"driver declarations in the suite part (editing one would stale every backend): {in_suite}"
+
+
+def test_each_driver_declaration_is_hashed_with_the_backends_it_declares() -> None:
+    for backend, declared in BUILTIN_DRIVERS.items():
+        declaration = _module_file(declared.partition(":")[0])
+        files = {path for _, path in spec.implementation(backend)}
+        assert declaration in files, f"{declaration} is not in backend {backend}'s part"
+    assert ROOT / "ironaccel" / "drivers" / "vulkan.py" not in {p for _, p in spec.implementation("cuda")}
+
+
+def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_path) -> None:
+    """drivers/cuda.py declares cuda's targets, drivers/vulkan.py vulkan's and webgpu's (the same ICDs)."""
+    import json
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from ironaccel import judge
+
+    tree = tmp_path / "checkout"
+    for part in ("ironaccel", "conformance", "fakes/cuda"):
+        shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so", "build"))
+
+    def current() -> spec.Current:
+        code = ("import json; from ironaccel import spec; c = spec.current(); "
+                "print(json.dumps({'suite': c.suite, 'implementations': c.implementations}))")
+        out = subprocess.run([sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
+                             capture_output=True, text=True, check=True, timeout=300).stdout
+        found = json.loads(out)
+        return spec.Current(found["suite"], found["implementations"])
+
+    names = ("cuda/fake", "cuda/nvidia", "vulkan/lavapipe", "vulkan/nvidia", "webgpu/lavapipe", "opengl/llvmpipe")
+    before = current()
+
+    def stale_after_editing(module: str) -> dict[str, tuple[str, ...]]:
+        edited = tree / "ironaccel" / "drivers" / module
+        edited.write_text(edited.read_text() + "\n# an edit\n")
+        after = current()
+        docs = [{"target": {"name": n, "backend": n.partition("/")[0], "driver": n.partition("/")[2]},
+                 "suite": {"hash": before.suite, "parts": before.parts(n)}} for n in names]
+        return {doc["target"]["name"]: judge.stale_parts(doc, after) for doc in docs}
+
+    assert stale_after_editing("cuda.py") == {
+        "cuda/fake": ("the cuda backend changed",), "cuda/nvidia": ("the cuda backend changed",),
+        "vulkan/lavapipe": (), "vulkan/nvidia": (), "webgpu/lavapipe": (), "opengl/llvmpipe": ()}
+    before = current()
+    assert stale_after_editing("vulkan.py") == {
+        "cuda/fake": (), "cuda/nvidia": (), "vulkan/lavapipe": ("the vulkan backend changed",),
+        "vulkan/nvidia": ("the vulkan backend changed",), "webgpu/lavapipe": ("the webgpu backend changed",),
+        "opengl/llvmpipe": ()}
+    before = current()
+    assert set(stale_after_editing("__init__.py").values()) == {("the suite changed",)}  # helpers every backend uses
 
 
 def test_the_compiled_hot_path_source_is_hashed() -> None:

@@ -1,4 +1,5 @@
-"""Command-line tables: aligned columns, and a last column that wraps to the terminal's width."""
+"""Command-line tables: aligned columns, and a last column that wraps to the terminal's width; Markdown
+tables with right-aligned columns."""
 
 from ironaccel import tables
 
@@ -21,3 +22,9 @@ def test_the_last_column_wraps_under_itself_within_the_width():
     assert continued and all(line[:start].strip() == "" for line in continued)
     text = " ".join(line[start:].strip() for line in lines[2:-1])
     assert text == ROWS[1][2]
+
+
+def test_markdown_right_aligns_the_columns_asked_for():
+    lines = tables.markdown(["client", "pass", "share"], [["numba-cuda", "360", "98.1%"]], right={1, 2})
+    assert lines == ["| client | pass | share |", "|---|---:|---:|", "| numba-cuda | 360 | 98.1% |"]
+    assert tables.markdown(["a", "b"], [])[1] == "|---|---|"

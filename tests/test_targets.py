@@ -105,6 +105,25 @@ def test_an_installed_distribution_registers_its_backend_and_drivers(throwaway):
     assert set(targets.standard()) >= {"mem/throwaway", "mem/absent"}
 
 
+def test_an_entry_point_cannot_take_a_built_in_name(tmp_path, monkeypatch):
+    """The built-ins are read before the entry points (README, Conformance suite): a distribution that
+    declares ``cuda`` changes nothing."""
+    site = tmp_path / "site"
+    info = site / "impostor-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: impostor\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[ironaccel.backends]\ncuda = impostor:Backend\n\n"
+                                           "[ironaccel.drivers]\ncuda = impostor:drivers\n")
+    monkeypatch.syspath_prepend(str(site))
+    unregister("cuda")  # forgets the cached registry; the built-in stays
+    try:
+        assert registry()["cuda"] == "ironaccel.backends.cuda:CudaBackend"
+        assert {"cuda/fake", "cuda/nvidia"} <= set(drivers())
+    finally:
+        monkeypatch.undo()
+        unregister("cuda")
+
+
 def test_a_throwaway_distribution_certifies(throwaway, tmp_path):
     suite = tmp_path / "suite"
     suite.mkdir()
@@ -164,7 +183,13 @@ def manifest(folder: Path, name: str, library: str) -> Path:
     return path
 
 
-def test_every_icd_manifest_is_a_vulkan_and_a_webgpu_target(tmp_path, monkeypatch):
+@pytest.fixture
+def no_device_answers(monkeypatch):
+    """No ICD reports a device (as without the vulkan package): each driver has its name's kind."""
+    monkeypatch.setattr(vulkan_drivers, "device_types", lambda icds: {})
+
+
+def test_every_icd_manifest_is_a_vulkan_and_a_webgpu_target(tmp_path, monkeypatch, no_device_answers):
     data = tmp_path / "data"
     icd_d = data / "vulkan" / "icd.d"
     libs = tmp_path / "lib"
@@ -207,7 +232,7 @@ def test_every_icd_manifest_is_a_vulkan_and_a_webgpu_target(tmp_path, monkeypatc
         assert got["acme"].matches(_info(backend=backend, name="Acme GPU", vendor="Acme"))
 
 
-def test_lavapipe_with_staging_forced_is_a_vulkan_target_of_its_own(tmp_path, monkeypatch):
+def test_lavapipe_with_staging_forced_is_a_vulkan_target_of_its_own(tmp_path, monkeypatch, no_device_answers):
     lvp = manifest(tmp_path / "icd.d", "lvp_icd.x86_64.json", "libvulkan_lvp.so")
     monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "icd.d"])
     got = {t.name: t for t in vulkan_drivers.vulkan_drivers()}
@@ -224,6 +249,59 @@ def test_lavapipe_with_staging_forced_is_a_vulkan_target_of_its_own(tmp_path, mo
     assert not any(t.driver.endswith("-staged") for t in vulkan_drivers.webgpu_drivers())
 
 
+LAVAPIPE_LIBRARY = Path("/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so")
+
+
+def test_a_cpu_icd_under_an_unknown_name_is_simulated_by_its_device_type(tmp_path, monkeypatch):
+    """The kind comes from the device the ICD reports, not from its library's name: lavapipe renamed is a
+    driver the name table does not know, and still simulated (as hardware it would fail DEV-6)."""
+    pytest.importorskip("vulkan")
+    if not LAVAPIPE_LIBRARY.is_file():
+        pytest.skip(f"lavapipe is not installed ({LAVAPIPE_LIBRARY}): apt-get install mesa-vulkan-drivers")
+    (tmp_path / "lib").mkdir()
+    renamed = tmp_path / "lib" / "libvulkan_mycpu.so"
+    renamed.symlink_to(LAVAPIPE_LIBRARY)
+    mycpu = manifest(tmp_path / "icd.d", "mycpu_icd.json", str(renamed))
+    monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "icd.d"])
+    monkeypatch.setenv("IRONACCEL_CACHE", str(tmp_path / "cache"))
+    for declare in (vulkan_drivers.vulkan_drivers, vulkan_drivers.webgpu_drivers):
+        got = {t.driver: t for t in declare()}
+        assert got["mycpu"].simulated and not got["mycpu"].always, got["mycpu"]
+        assert got["mycpu"].select["VK_DRIVER_FILES"] == str(mycpu)
+        assert got["mycpu"].memory_kind == "host"  # MEM-7 exhausts it as the CPU driver it is
+    cached = json.loads((tmp_path / "cache" / vulkan_drivers.DEVICE_TYPES_CACHE).read_text())
+    assert cached[str(mycpu)]["types"] == ["VK_PHYSICAL_DEVICE_TYPE_CPU"]
+
+
+def test_device_types_are_cached_per_manifest_version_and_beat_the_name(tmp_path, monkeypatch):
+    pytest.importorskip("vulkan")
+    (tmp_path / "libvulkan_lvp.so").write_bytes(b"")
+    (tmp_path / "libvulkan_acme.so").write_bytes(b"")
+    lvp = manifest(tmp_path / "icd.d", "lvp_icd.json", str(tmp_path / "libvulkan_lvp.so"))
+    acme = manifest(tmp_path / "icd.d", "acme_icd.json", str(tmp_path / "libvulkan_acme.so"))
+    reports = {lvp: ["VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU"], acme: ["VK_PHYSICAL_DEVICE_TYPE_CPU"]}
+    asked = []
+
+    def fake_probe(icd):  # a child that reports what ``reports`` says for this manifest
+        asked.append(icd.manifest)
+        return subprocess.Popen([sys.executable, "-c", f"print({json.dumps(json.dumps(reports[icd.manifest]))})"],
+                                stdout=subprocess.PIPE, text=True)
+
+    monkeypatch.setattr(vulkan_drivers, "_start_probe", fake_probe)
+    monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "icd.d"])
+    monkeypatch.setenv("IRONACCEL_CACHE", str(tmp_path / "cache"))
+    kinds = {t.driver: t.simulated for t in vulkan_drivers.vulkan_drivers()}
+    assert kinds["lavapipe"] is False and kinds["acme"] is True  # the devices say so, whatever the names say
+    assert kinds["swiftshader"] is True and kinds["nvidia"] is False  # declared without an ICD: the name's kind
+    assert sorted(asked) == sorted([lvp, acme])
+    vulkan_drivers.webgpu_drivers()
+    assert len(asked) == 2  # both answers came from the cache
+    reports[acme] = ["VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU"]
+    os.utime(tmp_path / "libvulkan_acme.so", ns=(1, 1))  # the driver was upgraded
+    assert {t.driver: t.simulated for t in vulkan_drivers.webgpu_drivers()}["acme"] is False
+    assert asked[2:] == [acme]
+
+
 def test_native_ops_are_looked_up_in_the_runtime():
     for runtime in ("cuda.bindings", "vulkan", "wgpu"):
         pytest.importorskip(runtime)
@@ -238,7 +316,7 @@ def test_native_ops_are_looked_up_in_the_runtime():
 
 
 @pytest.mark.parametrize("library", ["libGLX_nvidia.so.0", "libEGL_nvidia.so.0"])
-def test_nvidias_manifest_is_vulkan_nvidia_by_discovery(tmp_path, monkeypatch, library):
+def test_nvidias_manifest_is_vulkan_nvidia_by_discovery(tmp_path, monkeypatch, library, no_device_answers):
     nvidia = manifest(tmp_path / "icd.d", "nvidia_icd.json", library)  # a bare name: the loader finds it
     monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "icd.d"])
     got = {t.name: t for t in vulkan_drivers.vulkan_drivers()}
@@ -247,7 +325,7 @@ def test_nvidias_manifest_is_vulkan_nvidia_by_discovery(tmp_path, monkeypatch, l
     assert not got["vulkan/nvidia"].matches(_info(name="llvmpipe (LLVM 15.0.6, 256 bits)", vendor="Mesa"))
 
 
-def test_a_hardware_manifest_without_its_gpu_is_not_runnable(tmp_path, monkeypatch):
+def test_a_hardware_manifest_without_its_gpu_is_not_runnable(tmp_path, monkeypatch, no_device_answers):
     """Mesa installs manifests for every GPU family: the target asks the loader whether the GPU is there."""
     icd_d = tmp_path / "icd.d"
     (tmp_path / "libvulkan_radeon.so").write_bytes(b"")

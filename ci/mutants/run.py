@@ -36,8 +36,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(ROOT))
 
 from catalogue import MUTANTS, Mutant  # noqa: E402
+
+from ironaccel import spec, tables  # noqa: E402
 
 COPIED = ("ironaccel", "conformance", "fakes", "pyproject.toml")
 THRESHOLD = 0.95
@@ -217,13 +220,11 @@ def report(results: list[Result], problems: list[str], wall_s: float, jobs: int,
         f"Run {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, {len(results)} mutants, {jobs} at a time, "
         f"{wall_s / 60:.1f} min wall time. Threshold: {THRESHOLD:.0%} killed per area (equivalent mutants not counted).",
         "",
-        "| area | mutants | equivalent | killed | survived | kill rate |",
-        "|---|---|---|---|---|---|",
     ]
-    for area, (n, eq, killed, survived) in sorted(table.items()):
-        lines.append(f"| {area} | {n} | {eq} | {killed} | {survived} | {rate(killed, survived):.0%} |")
-    n, eq, killed, survived = (sum(v[i] for v in table.values()) for i in range(4))
-    lines.append(f"| **all** | {n} | {eq} | {killed} | {survived} | {rate(killed, survived):.0%} |")
+    totals = tuple(sum(v[i] for v in table.values()) for i in range(4))
+    rows = [[area, str(n), str(eq), str(killed), str(survived), f"{rate(killed, survived):.0%}"]
+            for area, (n, eq, killed, survived) in [*sorted(table.items()), ("**all**", totals)]]
+    lines += tables.markdown(["area", "mutants", "equivalent", "killed", "survived", "kill rate"], rows)
     if problems:
         lines += ["", "## Problems (the run is not valid)", ""] + [f"- {p}" for p in problems]
     survivors = [r for r in results if r.status == "survived"]
@@ -232,13 +233,14 @@ def report(results: list[Result], problems: list[str], wall_s: float, jobs: int,
               f"{', '.join(r.mutant.clauses)}" for r in survivors] or ["None."]
     lines += ["", "## Equivalent mutants", ""]
     lines += [f"- `{r.mutant.id}`: {r.mutant.equivalent}" for r in results if r.status == "equivalent"] or ["None."]
-    lines += ["", "## Every mutant", "", "| mutant | area | target | bug | result | caught by | s |", "|---|---|---|---|---|---|---|"]
+    rows = []
     for r in results:
         target = r.mutant.target + "".join(f" {a}={b}" for a, b in r.mutant.env.items())
         caught = "; ".join(r.killers[:2]) + (f" (+{len(r.killers) - 2})" if len(r.killers) > 2 else "") or r.detail
-        caught = caught.replace("|", "\\|").replace("\n", " ")[:160]
-        lines.append(f"| `{r.mutant.id}` | {r.mutant.area} | {target} | {r.mutant.bug} | {r.status} | {caught} | "
-                     f"{r.seconds:.0f} |")
+        rows.append([f"`{r.mutant.id}`", r.mutant.area, target, r.mutant.bug, r.status, tables.cell(caught, 160),
+                     f"{r.seconds:.0f}"])
+    lines += ["", "## Every mutant", ""]
+    lines += tables.markdown(["mutant", "area", "target", "bug", "result", "caught by", "s"], rows)
     return "\n".join(lines) + "\n"
 
 
@@ -258,7 +260,7 @@ def main() -> int:
         parser.error("no mutant matches --only/--area")
     ids = [m.id for m in MUTANTS]
     problems = [f"mutant id {i!r} is used twice" for i in sorted(set(ids)) if ids.count(i) > 1]
-    from_spec = spec_clauses()
+    from_spec = spec.load_clauses(ROOT / "conformance" / "SPEC.md")
     problems += [f"{m.id}: clause {c} is not in SPEC.md" for m in MUTANTS for c in m.clauses if c not in from_spec]
     t0 = time.monotonic()
     print(f"mutants: {len(chosen)} of {len(MUTANTS)}; baselines first", flush=True)
@@ -292,13 +294,6 @@ def main() -> int:
     for p in problems:
         print(f"problem: {p}", file=sys.stderr)
     return 1 if low or problems else 0
-
-
-def spec_clauses() -> set[str]:
-    import re
-
-    text = (ROOT / "conformance" / "SPEC.md").read_text(encoding="utf-8")
-    return set(re.findall(r"^\*\*([A-Z]+-\d+)\*\*", text, re.M))
 
 
 if __name__ == "__main__":

@@ -23,11 +23,10 @@ typedef struct DeviceHeap {
 
 static pthread_mutex_t g_heap_mu = PTHREAD_MUTEX_INITIALIZER; /* making a context's heap */
 
-CUresult device_heap_ready(Context *ctx) {
+CUresult device_heap_ready(Context *ctx, size_t size) {
     pthread_mutex_lock(&g_heap_mu);
     CUresult rc = CUDA_SUCCESS;
     if (!ctx->heap) {
-        size_t size = context_limit(ctx, 2); /* CU_LIMIT_MALLOC_HEAP_SIZE */
         DeviceHeap *h = calloc(1, sizeof *h);
         if (!h) rc = CUDA_ERROR_OUT_OF_MEMORY;
         else if ((rc = mem_alloc(ctx, size ? size : HEAP_ALIGN, A_MODULE_GLOBAL, &h->base)) != CUDA_SUCCESS) free(h);

@@ -40,8 +40,9 @@ CUresult fault_enter(int entry_id);
         if (try_rc_ != CUDA_SUCCESS) return try_rc_;        \
     } while (0)
 
-/* ---- process (init.c) ---- */
+/* ---- process-wide state (process.c: whether cuInit succeeded, the log; init.c: the rest) ---- */
 int fake_initialized(void);
+void fake_set_initialized(int ok); /* by cuInit's one-time initialization only */
 void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int g_block_threads; /* host threads that run blocks of one launch; also the reported SM count */
 
@@ -308,9 +309,10 @@ typedef struct LaunchSpec {
 CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_t report_len);
 
 /* ---- the device heap (device_heap.c): device code's malloc and free ---- */
-/* Makes the context's heap (CU_LIMIT_MALLOC_HEAP_SIZE bytes) if it has none yet: before a launch snapshots the
- * live allocations, so that memcheck sees the heap. */
-CUresult device_heap_ready(Context *ctx);
+/* Makes the context's heap of size bytes (the caller reads its CU_LIMIT_MALLOC_HEAP_SIZE, so the heap does not
+ * depend on context.c, which releases it) if it has none yet: before a launch snapshots the live allocations,
+ * so that memcheck sees the heap. */
+CUresult device_heap_ready(Context *ctx, size_t size);
 /* A block of at least size bytes, 16-byte aligned; 0 when the heap has no room (malloc's NULL). */
 uint64_t device_heap_malloc(Context *ctx, uint64_t size);
 /* Frees a block malloc returned (0 is a no-op); -1 when p is no such block. */

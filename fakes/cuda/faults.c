@@ -1,25 +1,19 @@
-/* Entry-point table, cuGetProcAddress, stubs for what is not implemented, fault injection, call counts,
- * the handle registry and the small C control API (ironaccel_fake_*) that ironaccel/fakes.py wraps. */
+/* The entry points' names, fault injection, call counts, the handle registry and the small C control API
+ * (ironaccel_fake_*) that ironaccel/fakes.py wraps. Every entry point calls into this file (ENTER, handles),
+ * so it refers to none of them: only their names; the table of their addresses is proc_address.c's. */
 #define _GNU_SOURCE
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fake.h"
 
-#define X(cname, base, since) CUresult cname();
-ENTRY_POINTS(X)
-#undef X
-
-typedef struct EntryRow {
+typedef struct EntryName {
     const char *cname, *base;
-    int since;
-    void *fn;
-} EntryRow;
+} EntryName;
 
-static const EntryRow ENTRIES[EP_COUNT] = {
-#define X(cname, base, since) {#cname, base, since, (void *)cname},
+static const EntryName ENTRIES[EP_COUNT] = {
+#define X(cname, base, since) {#cname, base},
     ENTRY_POINTS(X)
 #undef X
 };
@@ -32,15 +26,6 @@ int entry_lookup(const char *name) {
     for (int i = EP_COUNT - 1; i >= 0; i--) /* a base name means its newest version */
         if (!strcmp(ENTRIES[i].base, name)) return i;
     return -1;
-}
-
-void fake_log(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    fputs("ironaccel fake libcuda: ", stderr);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
 }
 
 /* ---- fault injection and call counts ---- */
@@ -195,87 +180,6 @@ void handle_remove(void *p) {
     HandleSlot *s = handle_find_locked(p);
     if (s) s->p = TOMBSTONE; /* count stays: tombstones are reclaimed when the table grows */
     pthread_mutex_unlock(&g_handle_mu);
-}
-
-/* ---- entry points asked for but not implemented: a stub per name that says so once ---- */
-
-#define MAX_STUBS 1024
-static const char *g_stub_names[MAX_STUBS];
-static int g_stub_warned[MAX_STUBS];
-static int g_nstubs;
-static pthread_mutex_t g_stub_mu = PTHREAD_MUTEX_INITIALIZER;
-
-static CUresult stub_called(int index) {
-    if (!__atomic_exchange_n(&g_stub_warned[index], 1, __ATOMIC_ACQ_REL))
-        fake_log("%s is not implemented: returning CUDA_ERROR_NOT_SUPPORTED", g_stub_names[index]);
-    return CUDA_ERROR_NOT_SUPPORTED;
-}
-
-/* Arguments are ignored; a CUresult-returning function may be called with any of them (SysV ABI). */
-#define STUB1(i) static CUresult stub_##i(void) { return stub_called(__COUNTER__); }
-#define STUB4(i) STUB1(i##0) STUB1(i##1) STUB1(i##2) STUB1(i##3)
-#define STUB16(i) STUB4(i##0) STUB4(i##1) STUB4(i##2) STUB4(i##3)
-#define STUB64(i) STUB16(i##0) STUB16(i##1) STUB16(i##2) STUB16(i##3)
-#define STUB256(i) STUB64(i##0) STUB64(i##1) STUB64(i##2) STUB64(i##3)
-/* names count in base 4 (stub_0000 .. stub_3333); __COUNTER__ numbers them in the same order as STUBS */
-STUB256(0) STUB256(1) STUB256(2) STUB256(3)
-#define REF1(i) (void *)stub_##i,
-#define REF4(i) REF1(i##0) REF1(i##1) REF1(i##2) REF1(i##3)
-#define REF16(i) REF4(i##0) REF4(i##1) REF4(i##2) REF4(i##3)
-#define REF64(i) REF16(i##0) REF16(i##1) REF16(i##2) REF16(i##3)
-#define REF256(i) REF64(i##0) REF64(i##1) REF64(i##2) REF64(i##3)
-static void *const STUBS[MAX_STUBS] = {REF256(0) REF256(1) REF256(2) REF256(3)};
-
-static void *stub_for(const char *name) {
-    pthread_mutex_lock(&g_stub_mu);
-    void *fn = NULL;
-    for (int i = 0; i < g_nstubs && !fn; i++)
-        if (!strcmp(g_stub_names[i], name)) fn = STUBS[i];
-    if (!fn && g_nstubs < MAX_STUBS) {
-        g_stub_names[g_nstubs] = strdup(name);
-        fn = STUBS[g_nstubs++];
-    }
-    pthread_mutex_unlock(&g_stub_mu);
-    return fn;
-}
-
-/* A name as cuGetProcAddress is asked for it means the newest variant not newer than the version asked
- * (cuGraphGetEdges at 12030 is cuGraphGetEdges_v2); a variant's own C name means that variant. */
-static void *resolve(const char *symbol, int version) {
-    const EntryRow *best = NULL;
-    for (int i = 0; i < EP_COUNT; i++) {
-        const EntryRow *r = &ENTRIES[i];
-        if (!strcmp(r->base, symbol) && r->since <= version && (!best || r->since > best->since)) best = r;
-    }
-    if (best) return best->fn;
-    for (int i = 0; i < EP_COUNT; i++)
-        if (!strcmp(ENTRIES[i].cname, symbol)) return ENTRIES[i].fn;
-    for (int i = 0; i < EP_COUNT; i++) /* asked with an older version than the one we have */
-        if (!strcmp(ENTRIES[i].base, symbol)) return ENTRIES[i].fn;
-    return NULL;
-}
-
-enum { PROC_SUCCESS = 0, PROC_SYMBOL_NOT_FOUND = 1 };
-
-API CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int version, uint64_t flags, int *status) {
-    ENTER(cuGetProcAddress_v2);
-    (void)flags; /* per-thread default stream variants share the legacy implementation */
-    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-    void *fn = resolve(symbol, version);
-    if (!fn && !strncmp(symbol, "cu", 2)) fn = stub_for(symbol);
-    *pfn = fn;
-    if (status) *status = fn ? PROC_SUCCESS : PROC_SYMBOL_NOT_FOUND;
-    return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
-}
-
-API CUresult cuGetProcAddress(const char *symbol, void **pfn, int version, uint64_t flags) {
-    ENTER(cuGetProcAddress);
-    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-    void *fn = resolve(symbol, version);
-    if (!fn && !strncmp(symbol, "cu", 2)) fn = stub_for(symbol);
-    (void)flags;
-    *pfn = fn;
-    return fn ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
 }
 
 /* ---- the control API ---- */

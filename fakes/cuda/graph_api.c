@@ -96,23 +96,6 @@ API CUresult cuGraphDestroy(void *hGraph) {
     return CUDA_SUCCESS;
 }
 
-CUresult graph_add_node(void **phNode, void *hGraph, GraphNode *const *deps, size_t ndeps, const StreamOp *op) {
-    Graph *g;
-    TRY(handle_get(hGraph, H_GRAPH, &g));
-    if (!phNode || (ndeps && !deps) || ndeps > (size_t)g->nnodes) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < ndeps; i++) {
-        GraphNode *d;
-        TRY(handle_get(deps[i], H_GRAPH_NODE, &d));
-        if (d->owner != g) return CUDA_ERROR_INVALID_VALUE;
-        for (size_t k = 0; k < i; k++)
-            if (deps[k] == d) return CUDA_ERROR_INVALID_VALUE; /* a duplicate edge */
-    }
-    GraphNode *n = graph_add(g, op, deps, (int)ndeps);
-    if (!n) return CUDA_ERROR_OUT_OF_MEMORY;
-    *phNode = n;
-    return CUDA_SUCCESS;
-}
-
 static CUresult kernel_node_op(const KernelNodeParams *p, StreamOp *op) {
     if (!p) return CUDA_ERROR_INVALID_VALUE;
     return kernel_op(p->func ? p->func : p->kern, p->grid, p->block, p->shared, p->kernel_params, p->extra, op);

@@ -16,7 +16,6 @@
 #define NVRTC_MAJORS_TO 20
 
 int g_block_threads = 1;
-static int g_init_state; /* 0 not yet, 1 ok, -1 failed */
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void fake_init_once(void) {
@@ -24,17 +23,15 @@ static void fake_init_once(void) {
     const char *threads = getenv("IRONACCEL_FAKE_CUDA_THREADS");
     long n = threads && *threads ? atol(threads) : sysconf(_SC_NPROCESSORS_ONLN);
     g_block_threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
-    g_init_state = mem_init() == 0 ? 1 : -1;
+    fake_set_initialized(mem_init() == 0);
     atexit(mem_report_at_exit);
 }
-
-int fake_initialized(void) { return g_init_state == 1; }
 
 API CUresult cuInit(unsigned flags) {
     ENTER(cuInit);
     if (flags) return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&g_once, fake_init_once);
-    return g_init_state == 1 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return fake_initialized() ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static int g_driver_version;

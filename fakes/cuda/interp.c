@@ -1466,7 +1466,7 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
     G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index], G.ctx = ctx;
     G.nblocks = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
     if (m->uses_device_heap) {
-        CUresult rc = device_heap_ready(ctx);
+        CUresult rc = device_heap_ready(ctx, context_limit(ctx, 2)); /* CU_LIMIT_MALLOC_HEAP_SIZE */
         if (rc != CUDA_SUCCESS) return rc;
     }
     G.ranges = mem_snapshot(&G.nranges);

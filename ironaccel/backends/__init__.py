@@ -6,10 +6,12 @@ A backend distribution registers two things, each by an entry point named after 
 * group ``ironaccel.drivers``: a function ``"package.module:drivers"`` returning that backend's drivers as
   ``ironaccel.targets.Target`` objects (called once per process; it may scan the machine, e.g. ICD files).
 
-The built-in backends are registered exactly the same way, from ``BUILTIN`` and ``BUILTIN_DRIVERS`` (so a
-plain checkout on ``PYTHONPATH`` works without installing); ``register`` does the same for one process (tests,
-embedding). Backend modules import their native runtime lazily, so loading the registry never fails because a
-runtime is missing, and a broken plugin makes its backend unavailable, never the registry.
+The built-in backends are not entry points: ``BUILTIN`` and ``BUILTIN_DRIVERS`` list them in the same
+``"module:attribute"`` form, read by the same loader before the entry points (so a plain checkout on
+``PYTHONPATH`` works without installing, and an entry point cannot take a built-in's name); ``register`` adds
+to (or overrides) both for one process (tests, embedding). Backend modules import their native runtime
+lazily, so loading the registry never fails because a runtime is missing, and a broken plugin makes its
+backend unavailable, never the registry.
 """
 
 from __future__ import annotations
@@ -135,13 +137,18 @@ def infos() -> list[BackendInfo]:
     return out
 
 
+def driver_declarations() -> dict[str, Any]:
+    """Backend name -> where its drivers are declared: "module:function" (or the function, for ``register``)."""
+    return _declared(DRIVERS_GROUP, BUILTIN_DRIVERS, _registered_drivers)
+
+
 @cache
 def drivers() -> Mapping[str, Target]:
     """Target name -> Target from every backend's registered drivers (read-only; ``register`` adds more).
 
     A drivers function that raises is reported as a warning and contributes nothing."""
     found: dict[str, Target] = {}
-    for backend, spec in _declared(DRIVERS_GROUP, BUILTIN_DRIVERS, _registered_drivers).items():
+    for backend, spec in driver_declarations().items():
         try:
             declared = list(_load(spec)())
         except Exception as exc:

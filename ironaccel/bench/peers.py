@@ -14,6 +14,9 @@ from . import kernels
 from .cases import ALLOC_BYTES, Impl, pageable
 from .stats import timed, timed_each, timed_then, why
 
+#: The peers' distributions, whose versions a report records (beside ``results.PACKAGES``).
+DISTRIBUTIONS = ("cuda-core", "cupy-cuda13x", "cupy-cuda12x", "torch")
+
 
 def cuda_peers(sizes: tuple[int, ...], cleanup: list[Callable[[], None]]) -> tuple[dict[str, dict[str, Impl]], dict[str, str]]:
     """The implementations of every peer that loads, by name, and why the others did not."""

@@ -4,14 +4,12 @@ floor, the peers), measure each case in paired rounds, and assemble the report; 
 from __future__ import annotations
 
 import argparse
-import datetime
 import gc
 import os
-import platform
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from ..results import PACKAGES, host_environment, now
 from . import cfloor, floor_cuda, floor_opengl, floor_vulkan, floor_webgpu, kernels, peers as peer_libraries
 from .cases import C_FLOOR, CUDA_GOALS, FLOOR, OURS, QUICK_SIZES, SIZES, Case, Impl, catalogue
 from .kernels import KernelCall
@@ -109,7 +107,7 @@ def _others(dev: Any, stream: Any, sizes: tuple[int, ...], peers: bool, launches
 def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         sample_ms: float | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Benchmark one target; returns the report (see ``write``)."""
-    started = _now()
+    started = now()
     dev, name = open_target(target)
     info = dev.info
     sizes = QUICK_SIZES if quick else SIZES
@@ -159,6 +157,7 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         dev.close()
     backend_name, _, driver = name.partition("/")
     simulated = bool(info.simulated)
+    host = host_environment(PACKAGES + peer_libraries.DISTRIBUTIONS)
     return {
         "schema": SCHEMA,
         "tool": "ironaccel bench",
@@ -166,14 +165,14 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         "label": SIMULATED_LABEL if simulated else "hardware",
         "target": {"name": name, "backend": backend_name, "driver": driver, "device": info.name,
                    "vendor": info.vendor, "driver_version": info.driver_version, "simulated": simulated},
-        "host": {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": os.cpu_count()},
+        "host": {"python": host["python"], "platform": host["os"], "cpus": os.cpu_count()},
         "compiled_hot_path": _compiled_hot_path(),
-        "packages": _versions(),
+        "packages": host["packages"],
         "settings": {"quick": quick, "peers": peers, "samples": samples, "sample_ms": sample_ns / 1e6,
                      "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "confidence": CONFIDENCE, "seed": SEED},
         "peers_unavailable": unavailable,
         "started": started,
-        "finished": _now(),
+        "finished": now(),
         "cases": cases,
     }
 
@@ -184,23 +183,6 @@ def _compiled_hot_path() -> str:
     from .. import native
 
     return "compiled" if native.load() is not None else f"pure Python ({native.why_not})"
-
-
-def _versions() -> dict[str, str]:
-    from importlib import metadata
-
-    out = {}
-    for dist in ("ironaccel", "numpy", "cuda-bindings", "cuda-core", "cupy-cuda13x", "cupy-cuda12x", "torch",
-                 "wgpu", "vulkan"):
-        try:
-            out[dist] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            pass
-    return out
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
 
 def _progress_line(case: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+from pathlib import Path
 
 from ..api import DeviceInfo
 from ..cbuild import find_compiler
@@ -44,6 +45,18 @@ def _nvidia_requirements() -> str | None:
     return None
 
 
+def _fake_sources() -> dict[str, Path]:
+    """The fake libcuda's C sources and its loader, fakes.py (a build without the sources hashes without them)."""
+    from ..fakes import source_dir
+
+    found = {"ironaccel/fakes.py": Path(__file__).resolve().parents[1] / "fakes.py"}
+    try:
+        found["fakes/cuda"] = source_dir()
+    except NotAvailable:
+        pass
+    return found
+
+
 def native_op(op: str) -> bool:
     """A function of the CUDA driver API or of NVRTC, as cuda.bindings names them (``cuMemAllocAsync``)."""
     from cuda.bindings import driver, nvrtc
@@ -57,7 +70,7 @@ def drivers() -> list[Target]:
     return [
         # the fake's memory is its own: a limit (16 GiB, IRONACCEL_FAKE_CUDA_MEMORY) it enforces like a GPU
         Target("cuda", "fake", True, {"IRONACCEL_CUDA_DRIVER": "fake"}, _is_fake, _fake_requirements, kernels,
-               native_op=native_op, memory="device"),
+               native_op=native_op, memory="device", sources=_fake_sources()),
         Target("cuda", "nvidia", False, {"IRONACCEL_CUDA_DRIVER": "nvidia"}, _is_nvidia, _nvidia_requirements, kernels,
                native_op=native_op),
     ]

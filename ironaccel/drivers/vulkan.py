@@ -4,8 +4,11 @@ The Vulkan loader finds drivers through ICD manifests (``*.json`` naming the dri
 standard folders; a target selects one by pointing VK_DRIVER_FILES (and the older VK_ICD_FILENAMES) at its
 manifest. Each manifest found becomes ``vulkan/<driver>`` and ``webgpu/<driver>``, the driver named from its
 library (``libvulkan_lvp.so`` -> lavapipe, ``libvulkan_radeon.so`` -> radv, ``libGLX_nvidia.so.0`` ->
-nvidia; an unknown ``libvulkan_foo.so`` -> foo). Whether it is simulated is known here only from the library
-(a CPU driver); at run time the device's own type decides what the results file records.
+nvidia; an unknown ``libvulkan_foo.so`` -> foo). Whether it is simulated comes from the device type the ICD
+reports (``VK_PHYSICAL_DEVICE_TYPE_CPU``: a software driver), asked in a child process (the loader reads
+VK_DRIVER_FILES once per process) and cached per manifest and library version in the cache folder; only an
+ICD that reports no device (absent, or no GPU of its kind here) takes the kind its name has in
+``KNOWN_LIBRARIES``. At run time the opened device's own type decides what the results file records.
 
 lavapipe, SwiftShader and NVIDIA are declared even where no manifest is found, so ``ironaccel doctor`` says
 how to get them and CI's job matrix has a fixed list (``Target.always``).
@@ -23,24 +26,30 @@ import json
 import os
 import platform
 import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
 from ..api import DeviceInfo
-from ..targets import KernelDialect, Target, cache_dir, count_devices
+from ..cache import cache_dir
+from ..targets import KernelDialect, Target, count_devices
 from . import python_package_missing, suite_kernels
 
 
 @dataclass(frozen=True)
 class KnownDriver:
     driver: str
-    simulated: bool
+    simulated: bool  # its kind when its ICD reports no device (absent here, or no GPU of its kind)
     words: tuple[str, ...]  # a device of this driver has one of these in its name, vendor or driver name
     fix: str = ""  # how to get it, for drivers declared even when absent
 
 
-#: Library name (without lib prefix and .so suffix) -> what the driver is.
+#: Library name (without lib prefix and .so suffix) -> the driver's target name, how its devices are recognised,
+#: and its kind for when no device of it can be asked (the device type decides when one can).
 KNOWN_LIBRARIES: dict[str, KnownDriver] = {
     "vulkan_lvp": KnownDriver("lavapipe", True, ("llvmpipe",),
                               "install Mesa's Vulkan drivers: `apt-get install mesa-vulkan-drivers libvulkan1` "
@@ -128,6 +137,106 @@ def discover() -> dict[str, ICD]:
     return found
 
 
+#: Run in a child process with VK_DRIVER_FILES naming one manifest: the types of the Vulkan 1.2+ devices that
+#: ICD reports (the backend's own instance), as a JSON list; [] when the loader or the driver refuses.
+_DEVICE_TYPES_PROBE = """
+import json
+from ironaccel.backends.vulkan import native
+from ironaccel.backends.vulkan.instance import Instance
+from ironaccel.errors import IronAccelError
+found = []
+try:
+    instance = Instance(validation=False)
+    try:
+        ffi, lib = native.vk.ffi, native.vk.lib
+        names = ffi.typeof("VkPhysicalDeviceType").elements
+        for physical in instance.physical_devices():
+            props = ffi.new("VkPhysicalDeviceProperties*")
+            lib.vkGetPhysicalDeviceProperties(physical, props)
+            found.append(names.get(props.deviceType, str(props.deviceType)))
+    finally:
+        instance.destroy()
+except IronAccelError:
+    pass
+print(json.dumps(found))
+"""
+CPU_DEVICE = "VK_PHYSICAL_DEVICE_TYPE_CPU"
+DEVICE_TYPES_CACHE = "vulkan-device-types.json"  # in cache_dir(): manifest -> {"version", "types"}
+_PROBE_TIMEOUT_S = 60
+
+
+def _version(icd: ICD) -> str:
+    """The manifest's and, when it names one by path, its library's mtimes: a driver upgrade that rewrites
+    either is asked again."""
+    stamps = [icd.manifest.stat().st_mtime_ns]
+    if "/" in icd.library:
+        stamps.append((icd.manifest.parent / icd.library).resolve().stat().st_mtime_ns)
+    return " ".join(map(str, stamps))
+
+
+def _start_probe(icd: ICD) -> subprocess.Popen[str]:
+    root = str(Path(__file__).resolve().parents[2])  # the folder ironaccel is imported from, checkout or install
+    env = {**os.environ, "VK_DRIVER_FILES": str(icd.manifest), "VK_ICD_FILENAMES": str(icd.manifest),
+           "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p)}
+    return subprocess.Popen([sys.executable, "-c", _DEVICE_TYPES_PROBE], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True)
+
+
+def _answer(proc: subprocess.Popen[str]) -> list[str] | None:
+    """The device types a probe printed; [] for a probe that crashed (a broken ICD: asking again would crash
+    again); None when it did not finish in time (asked again next time)."""
+    try:
+        out, _ = proc.communicate(timeout=_PROBE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        return None
+    try:
+        types = json.loads(out.strip().splitlines()[-1]) if proc.returncode == 0 else []
+    except (ValueError, IndexError):
+        return []
+    return [str(t) for t in types] if isinstance(types, list) else []
+
+
+def _read_cache(path: Path) -> dict[str, dict]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, dict)} if isinstance(data, dict) else {}
+
+
+def device_types(icds: Iterable[ICD]) -> dict[Path, list[str]]:
+    """Manifest -> the device types its ICD reports (``VK_PHYSICAL_DEVICE_TYPE_CPU``, ...), from the cache or
+    asked in child processes, all at once. Without the vulkan Python package nothing can be asked: {}."""
+    if python_package_missing("vulkan", "") is not None:
+        return {}
+    icds = list(icds)
+    path = cache_dir() / DEVICE_TYPES_CACHE
+    cached = _read_cache(path)
+    versions = {str(icd.manifest): _version(icd) for icd in icds}
+    asked = {str(icd.manifest): _start_probe(icd) for icd in icds
+             if cached.get(str(icd.manifest), {}).get("version") != versions[str(icd.manifest)]}
+    answers = {manifest: _answer(proc) for manifest, proc in asked.items()}
+    new = {m: {"version": versions[m], "types": types} for m, types in answers.items() if types is not None}
+    if new:
+        cached = {**_read_cache(path), **new}  # another process may have written meanwhile
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=path.name, delete=False) as f:
+                json.dump(cached, f, indent=1, sort_keys=True)
+            os.replace(f.name, path)
+        except OSError:  # a read-only cache: asked again next time
+            pass
+    return {Path(m): cached[m]["types"] for m, version in versions.items()
+            if cached.get(m, {}).get("version") == version and isinstance(cached[m].get("types"), list)}
+
+
+def is_simulated(known: KnownDriver, types: list[str] | None) -> bool:
+    """A driver whose devices are all CPUs is simulated; one that reports no device has its name's kind."""
+    return all(t == CPU_DEVICE for t in types) if types else known.simulated
+
+
 #: Drivers that also run as ``vulkan/<driver>-staged``: they map device memory directly by themselves.
 STAGED = ("lavapipe",)
 
@@ -147,7 +256,7 @@ def webgpu_native_op(op: str) -> bool:
     return cls.startswith("GPU") and callable(getattr(getattr(wgpu, cls, None), method, None))
 
 
-def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, kernels: tuple[KernelDialect, ...],
+def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, simulated: bool, kernels: tuple[KernelDialect, ...],
                 python_package: tuple[str, str], always: bool, native_op: Callable[[str], bool]) -> Target:
     words = known.words
 
@@ -162,24 +271,28 @@ def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, kernels: tupl
         if why is None and icd is None:
             why = (f"no {known.driver} Vulkan ICD manifest in the loader's icd.d folders or "
                    f"{cache_dir() / 'swiftshader'}: {known.fix}")
-        if why is None and not known.simulated and count_devices(backend, select) == 0:
+        if why is None and not simulated and count_devices(backend, select) == 0:
             why = f"the {known.driver} Vulkan ICD ({icd.manifest}) finds no device: this machine has no such GPU"
         return why
 
     select = {} if icd is None else {"VK_DRIVER_FILES": str(icd.manifest), "VK_ICD_FILENAMES": str(icd.manifest)}
-    return Target(backend, known.driver, known.simulated, select, recognise, requirements, kernels, always=always,
+    return Target(backend, known.driver, simulated, select, recognise, requirements, kernels, always=always,
                   native_op=native_op)
 
 
 def _drivers(backend: str, kernels: tuple[KernelDialect, ...], python_package: tuple[str, str],
              native_op: Callable[[str], bool]) -> list[Target]:
     found = discover()
+    types = device_types(found.values())
+
+    def target(known: KnownDriver, icd: ICD | None, always: bool) -> Target:
+        simulated = is_simulated(known, None if icd is None else types.get(icd.manifest))
+        return _icd_target(backend, known, icd, simulated, kernels, python_package, always, native_op)
+
     declared = [KNOWN_LIBRARIES[stem] for stem in ALWAYS_DECLARED]
-    out = [_icd_target(backend, k, found.get(k.driver), kernels, python_package, True, native_op) for k in declared]
     always = {k.driver for k in declared}
-    out += [_icd_target(backend, icd.known, icd, kernels, python_package, False, native_op)
-            for name, icd in found.items() if name not in always]
-    return out
+    return ([target(k, found.get(k.driver), True) for k in declared]
+            + [target(icd.known, icd, False) for name, icd in found.items() if name not in always])
 
 
 def staged(target: Target) -> Target:

@@ -2,7 +2,7 @@
 
 Compiling is slow (tens of milliseconds per kernel) and its output depends only on the source, the
 options, the target architecture and the NVRTC version, so results are cached in memory and on disk
-(``targets.cache_dir()/nvrtc``) under a hash of those. NVRTC is a library of its own, loaded on first use:
+(``cache.cache_dir()/nvrtc``) under a hash of those. NVRTC is a library of its own, loaded on first use:
 a machine with a driver but no NVRTC still runs PTX.
 """
 
@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ...cache import cache_dir
 from ...errors import CompileError, DriverError, NotAvailable
 from .driver import BACKEND, CheckedCalls
 
@@ -97,8 +98,6 @@ def _nvrtc_run(nvrtc: Any, source: str, flags: list[str], want_cubin: bool) -> t
 
 
 def _disk_dir() -> Path:
-    from ...targets import cache_dir
-
     return cache_dir() / "nvrtc"
 
 

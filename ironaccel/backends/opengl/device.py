@@ -29,7 +29,7 @@ class OpenGLHandles:
     """``Device.native``: for interop and raw-driver floors."""
 
     context: Any  # moderngl.Context
-    gl: GL.GL  # raw entry points (gl.glQueryCounter, ...) and error checks (gl.check, gl.mgl)
+    gl: GL.GL  # GL entry points, checked (gl.glQueryCounter, ...) and bare (gl.unchecked), and gl.mgl
     run: Callable[..., Any]  # run(fn, *args): call fn on the GL thread, return its result
 
 
@@ -97,7 +97,6 @@ def _capabilities(ctx: Any, gl: GL.GL) -> frozenset[str]:
     caps = {f"lang.{LANG}", "kernel.shared_memory", "kernel.atomics.int32"}  # GL 4.3 core
     bits = ctypes.c_int()
     gl.glGetQueryiv(GL.TIMESTAMP, GL.QUERY_COUNTER_BITS, ctypes.byref(bits))
-    gl.check("glGetQueryiv")
     if bits.value > 0:
         caps.add("events.timing")
     for extension, capability in (("GL_ARB_gpu_shader_fp64", "kernel.float64"),

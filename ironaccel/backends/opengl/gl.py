@@ -2,12 +2,19 @@
 program reflection, KHR_debug), loaded through the context's own ``eglGetProcAddress``, and the one place GL
 errors become ironaccel errors.
 
+GL reports errors through a flag read by glGetError, not through what a call returns, so each entry point is
+wrapped, as wgpu-py's SafeLibCalls are: ``gl.glGenBuffers(...)`` calls the function and then raises the
+error it left, named after the function itself (the op is never typed at the call site). ``gl.unchecked``
+holds the bare functions: glGetError, which is the check, and any call whose error is meant to stay in the
+flag (a test of the KHR_debug diagnostics). ``EXPLANATIONS`` says what the common codes mean.
+
 Every GL call of the backend runs on the device's GL thread (``context.GLThread``), so nothing here locks.
 """
 
 from __future__ import annotations
 
 import ctypes
+from types import SimpleNamespace
 from typing import Any, Callable
 
 from ...errors import DriverError, OutOfMemory
@@ -22,6 +29,24 @@ ERROR_NAMES = {
     0x0506: "GL_INVALID_FRAMEBUFFER_OPERATION", 0x0507: "GL_CONTEXT_LOST",
 }
 OUT_OF_MEMORY = 0x0505
+
+#: What the GL error codes usually mean for a user of this library, and what to do about them; appended to
+#: the DriverError's detail.
+EXPLANATIONS = {
+    "GL_INVALID_ENUM": "an enum argument is not one this call accepts (or one of an extension the driver lacks)",
+    "GL_INVALID_VALUE": "a numeric argument is out of range: a negative size, a range past the end of the buffer, "
+                        "or a binding index past the driver's limit",
+    "GL_INVALID_OPERATION": "the call is not allowed in the current state: an object that does not exist or was "
+                            "deleted, a buffer that is mapped or immutable, a program that did not link",
+    "GL_STACK_OVERFLOW": "a push (debug group) went past the driver's stack depth",
+    "GL_STACK_UNDERFLOW": "a pop (debug group) had nothing to pop",
+    "GL_OUT_OF_MEMORY": "the driver could not allocate the memory: free buffers or trim a MemPool, then retry "
+                        "(GL leaves the state of the failed call undefined)",
+    "GL_INVALID_FRAMEBUFFER_OPERATION": "a framebuffer is incomplete; compute does not use one, so another library "
+                                        "sharing the context changed its state",
+    "GL_CONTEXT_LOST": "the context was lost (a GPU reset, often a kernel that ran past the driver's watchdog): "
+                       "close the device and open it again; its buffers' contents are gone",
+}
 
 COPY_READ_BUFFER, COPY_WRITE_BUFFER = 0x8F36, 0x8F37
 MAP_READ_BIT, MAP_PERSISTENT_BIT, MAP_COHERENT_BIT = 0x1, 0x40, 0x80
@@ -102,16 +127,21 @@ PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
 
 
 class GL:
-    """The raw entry points of one context, the KHR_debug messages it reported, and error checking."""
+    """The entry points of one context, checked (``gl.glX``) and bare (``gl.unchecked.glX``), the KHR_debug
+    messages it reported, and the errors built from both."""
 
     def __init__(self, load: Callable[[str], int], extensions: set[str]):
+        self.unchecked = SimpleNamespace()
         for name, (restype, argtypes) in PROTOTYPES.items():
             address = load(name)
             if not address:
                 from ...errors import NotAvailable
 
                 raise NotAvailable(BACKEND, name, "the GL driver does not export it (OpenGL 4.3 core needs it)")
-            setattr(self, name, ctypes.CFUNCTYPE(restype, *argtypes)(address))
+            function = ctypes.CFUNCTYPE(restype, *argtypes)(address)
+            setattr(self.unchecked, name, function)
+            if name != "glGetError":  # the check itself
+                setattr(self, name, self._checked(name, function))
         self.messages: list[str] = []  # KHR_debug messages not yet attached to an error or drained
         self._callback = DEBUG_PROC(self._on_debug_message)  # kept alive as long as the context
         if "GL_KHR_debug" in extensions:
@@ -129,21 +159,37 @@ class GL:
             self.messages.append(f"GL {DEBUG_SOURCES.get(source, source)} {DEBUG_TYPES.get(kind, kind)} "
                                  f"(id {ident}): {text}")
 
+    def _checked(self, name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+        """``function`` followed by ``check(name)``: its result, or the error it left."""
+        check = self.check
+
+        def call(*args: Any) -> Any:
+            result = function(*args)
+            check(name)
+            return result
+
+        call.__name__ = call.__qualname__ = name
+        return call
+
     def check(self, op: str) -> None:
         """Raise the error the last GL call ``op`` left (glGetError), with its debug messages."""
-        code = self.glGetError()
+        get_error = self.unchecked.glGetError
+        code = get_error()
         if code == NO_ERROR:
             return
-        while self.glGetError() != NO_ERROR:  # GL may queue several flags; the first names the failure
+        while get_error() != NO_ERROR:  # GL may queue several flags; the first names the failure
             pass
         raise self.error(op, code)
 
     def error(self, op: str, code: int | None, detail: str = "") -> DriverError:
-        """The DriverError of a failed ``op``: debug messages since the last check become its detail."""
+        """The DriverError of a failed ``op``: debug messages since the last check, then what the code
+        means (``EXPLANATIONS``), become its detail."""
         notes = [detail] if detail else []
         notes += self.messages
         self.messages = []
         name = ERROR_NAMES.get(code, f"GL error 0x{code:04x}") if code is not None else "failed"
+        if name in EXPLANATIONS:
+            notes.append(EXPLANATIONS[name])
         cls = OutOfMemory if code == OUT_OF_MEMORY else DriverError
         return cls(BACKEND, op, None if code is None else f"0x{code:04x}", name, " / ".join(notes))
 
@@ -152,7 +198,7 @@ class GL:
         try:
             result = fn(*args, **kwargs)
         except Exception as exc:  # moderngl.Error, and the ValueError/TypeError it raises for bad input
-            code = self.glGetError()
+            code = self.unchecked.glGetError()
             raise self.error(op, code or None, str(exc).strip()) from None
         self.check(op)
         return result
@@ -160,7 +206,6 @@ class GL:
     def integer(self, pname: int) -> int:
         value = ctypes.c_int64()
         self.glGetInteger64v(pname, ctypes.byref(value))
-        self.check("glGetInteger64v")
         return value.value
 
     def resource(self, program: int, interface: int, index: int, props: list[int]) -> list[int]:
@@ -168,18 +213,15 @@ class GL:
         wanted = (ctypes.c_uint * len(props))(*props)
         out = (ctypes.c_int * len(props))()
         self.glGetProgramResourceiv(program, interface, index, len(props), wanted, len(props), None, out)
-        self.check("glGetProgramResourceiv")
         return list(out)
 
     def resource_count(self, program: int, interface: int) -> int:
         n = ctypes.c_int()
         self.glGetProgramInterfaceiv(program, interface, ACTIVE_RESOURCES, ctypes.byref(n))
-        self.check("glGetProgramInterfaceiv")
         return n.value
 
     def resource_name(self, program: int, interface: int, index: int) -> str:
         (length,) = self.resource(program, interface, index, [NAME_LENGTH])
         buf = ctypes.create_string_buffer(max(length, 1))
         self.glGetProgramResourceName(program, interface, index, len(buf), None, buf)
-        self.check("glGetProgramResourceName")
         return buf.value.decode()

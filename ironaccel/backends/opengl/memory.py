@@ -87,7 +87,6 @@ class Readbacks:
         gl.glBindBuffer(GL.COPY_READ_BUFFER, src.glo)
         gl.glBindBuffer(GL.COPY_WRITE_BUFFER, staging.name)
         gl.glCopyBufferSubData(GL.COPY_READ_BUFFER, GL.COPY_WRITE_BUFFER, offset, 0, host.nbytes)
-        gl.check("glCopyBufferSubData")
         with self._lock:
             self.seq += 1
             self._pending.append(Readback(self.seq, staging, host))
@@ -102,12 +101,9 @@ class Readbacks:
         gl = self._dev.gl
         name = ctypes.c_uint()
         gl.glGenBuffers(1, ctypes.byref(name))
-        gl.check("glGenBuffers")
         gl.glBindBuffer(GL.COPY_WRITE_BUFFER, name.value)
         gl.glBufferStorage(GL.COPY_WRITE_BUFFER, size, None, STAGING_FLAGS)
-        gl.check("glBufferStorage")
         mapped = gl.glMapBufferRange(GL.COPY_WRITE_BUFFER, 0, size, STAGING_FLAGS)
-        gl.check("glMapBufferRange")
         return Staging(name.value, mapped, size)
 
     def deliver(self, upto: int) -> None:
@@ -126,4 +122,3 @@ class Readbacks:
     def _delete(self, name: int) -> None:
         gl = self._dev.gl
         gl.glDeleteBuffers(1, ctypes.byref(ctypes.c_uint(name)))  # unmaps it too
-        gl.check("glDeleteBuffers")

@@ -72,18 +72,13 @@ class OpenGLKernel(api.Kernel):
         gl = dev.gl
         for binding, buf in zip(module.bindings, buffers):
             gl.glBindBufferBase(GL.SHADER_STORAGE_BUFFER, binding, buf.glo)
-            gl.check("glBindBufferBase")
         uniform = None
         if module.uniform_binding is not None:
             uniform = gl.mgl("glBufferData", dev.ctx.buffer, scalars + bytes(module.uniform_size - len(scalars)))
             gl.glBindBufferBase(GL.UNIFORM_BUFFER, module.uniform_binding, uniform.glo)
-            gl.check("glBindBufferBase")
         gl.glUseProgram(program.glo)
-        gl.check("glUseProgram")
         gl.glDispatchCompute(*grid)
-        gl.check("glDispatchCompute")
         gl.glMemoryBarrier(GL.ALL_BARRIER_BITS)  # shader storage writes are incoherent: make them visible
-        gl.check("glMemoryBarrier")
         if uniform is not None:
             uniform.release()  # GL keeps its storage until the dispatch has read it
 

@@ -55,14 +55,11 @@ class Fence:
             if self._timing:
                 name = ctypes.c_uint()
                 gl.glGenQueries(1, ctypes.byref(name))
-                gl.check("glGenQueries")
                 gl.glQueryCounter(name.value, GL.TIMESTAMP)
-                gl.check("glQueryCounter")
                 self.query = name.value
             self.readback_seq = dev.readbacks.seq
             self._sync = dev.thread.syncs.create()
             gl.glFlush()  # the fence signals only once the commands before it have been sent to the device
-            gl.check("glFlush")
         finally:
             self._placed.set()  # a failed placement is raised by the waiter (GLThread keeps the error)
 
@@ -140,7 +137,6 @@ class OpenGLEvent(api.Event):
         gl = self._dev.gl
         value = ctypes.c_uint64()
         gl.glGetQueryObjectui64v(self._fence.query, GL.QUERY_RESULT, ctypes.byref(value))
-        gl.check("glGetQueryObjectui64v")
         return value.value
 
     def _elapsed_ms(self, end: api.Event) -> float:
@@ -174,11 +170,9 @@ class OpenGLStream(api.Stream):
     def _gl_fill(self, buf: Any, offset: int, nbytes: int, value: int) -> None:
         gl = self._dev.gl
         gl.glBindBuffer(GL.COPY_WRITE_BUFFER, buf.glo)
-        gl.check("glBindBuffer")
         byte = ctypes.c_ubyte(value)
         gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, offset, nbytes, GL.RED_INTEGER, GL.UNSIGNED_BYTE,
                                 ctypes.byref(byte))
-        gl.check("glClearBufferSubData")
 
     # -- the API ----------------------------------------------------------------------------------
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:

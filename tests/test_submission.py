@@ -1,0 +1,140 @@
+"""The submission package's git state: ironaccel's checkout and each backend's own repository (a plugin
+certified from its repository records that repository's commit), untracked files counted and listed."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ironaccel import certify, results, spec, submission, targets
+from ironaccel.backends import register, unregister
+from ironaccel.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PLUGIN = '''
+from ironaccel import api
+
+
+class TinyBackend(api.Backend):
+    name = "tiny"
+
+    def probe(self):
+        return api.BackendInfo("tiny", True, "a plugin in a repository of its own")
+
+    def device_count(self):
+        return 0
+
+    def _open_device(self, index):
+        raise NotImplementedError
+'''
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def committed_repository(path: Path, files: dict[str, str]) -> str:
+    """A git repository at ``path`` holding ``files``, committed; its commit."""
+    for name, text in files.items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    git(path, "init", "-q")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "first")
+    return git(path, "rev-parse", "HEAD")
+
+
+def test_untracked_files_make_the_tree_dirty_and_are_listed_not_diffed(tmp_path):
+    commit = committed_repository(tmp_path, {"a.txt": "one\n"})
+    assert submission.git_state(tmp_path) == {"commit": commit, "dirty": False, "untracked": [], "diff": "",
+                                              "note": ""}
+    (tmp_path / "new dir").mkdir()
+    (tmp_path / "new dir" / "b.txt").write_text("not in the diff\n")
+    state = submission.git_state(tmp_path)
+    assert state["dirty"] is True and state["untracked"] == ["new dir/b.txt"]
+    assert "not in the diff" not in state["diff"]
+
+
+def test_code_outside_any_checkout_has_no_repository(tmp_path):
+    committed_repository(tmp_path, {"a.txt": "one\n"})
+    (tmp_path / "venv" / "pkg").mkdir(parents=True)  # an installed package inside a repository it is not part of
+    (tmp_path / "venv" / "pkg" / "__init__.py").write_text("")
+    assert submission.repository_of(tmp_path / "venv" / "pkg") is None
+    assert submission.repository_of(tmp_path / "a.txt") == tmp_path.resolve()
+    assert submission.repository_of(ROOT / "ironaccel" / "spec.py") == ROOT
+
+
+def _passing_doc(target: str) -> dict:
+    required = [cid for cid, c in spec.load_clauses().items() if c.required]
+    tests = [{"id": f"test_x.py::test_{cid}", "clauses": [cid], "outcome": "pass", "duration": 0.0, "message": ""}
+             for cid in required]
+    return results.document(targets.get(target), spec.current([target]).parts(target), "2026-12-01T12:00:00Z",
+                            "ok", "", tests)
+
+
+@pytest.fixture
+def plugin_repository(tmp_path, monkeypatch):
+    """Backend ``tiny`` whose package lives in a git repository of its own, committed then edited."""
+    repo = tmp_path / "tiny-repo"
+    commit = committed_repository(repo, {"tinyplug/__init__.py": PLUGIN, "README.md": "tiny\n"})
+    (repo / "tinyplug" / "__init__.py").write_text(PLUGIN + "\n# an uncommitted edit\n")
+    (repo / "tinyplug" / "extra.py").write_text("UNTRACKED = 1\n")
+    monkeypatch.syspath_prepend(str(repo))
+    register("tiny", backend="tinyplug:TinyBackend", drivers=lambda: [targets.Target("tiny", "sim", True)])
+    yield repo, commit
+    unregister("tiny")
+
+
+def test_package_records_the_plugins_own_repository_and_ironaccels(tmp_path, plugin_repository, capsys):
+    repo, commit = plugin_repository
+    res = tmp_path / "results"
+    res.mkdir()
+    for name in ("tiny/sim", "webgpu/lavapipe"):
+        results.dump(_passing_doc(name), res / results.file_name(name))
+    pkg = submission.package(res, tmp_path / "pkg")
+    manifest = json.loads((pkg / "MANIFEST.json").read_text())
+
+    assert manifest["git"]["commit"] == git(ROOT, "rev-parse", "HEAD")  # ironaccel's own checkout
+    assert manifest["git"]["backends"] == {
+        "tiny": {"commit": commit, "dirty": True, "untracked": ["tinyplug/extra.py"], "note": "",
+                 "diff_file": "git-tiny.diff"},
+        "webgpu": {"repository": "ironaccel"},  # built in: ironaccel's checkout says it
+    }
+    diff = (pkg / "git-tiny.diff").read_text()
+    assert "+# an uncommitted edit" in diff and "UNTRACKED" not in diff
+    assert "git-tiny.diff" in manifest["files"]
+    assert main(["certify", "--verify", str(pkg)]) == certify.VERIFY_VALID
+    assert f"tiny at commit {commit} (dirty, see git-tiny.diff)" in capsys.readouterr().out
+
+    copy = tmp_path / "copy"
+    shutil.copytree(pkg, copy)
+    (copy / "git-tiny.diff").unlink()
+    forged = json.loads((copy / "MANIFEST.json").read_text())
+    del forged["files"]["git-tiny.diff"]
+    (copy / "MANIFEST.json").write_text(json.dumps(forged))
+    assert main(["certify", "--verify", str(copy)]) == certify.VERIFY_TAMPERED
+    assert "the tiny backend's checkout was dirty but its diff is missing" in capsys.readouterr().err
+
+
+def test_a_backend_installed_outside_a_checkout_records_why_there_is_no_commit(tmp_path, monkeypatch):
+    site = tmp_path / "site"
+    (site / "tinysite").mkdir(parents=True)
+    (site / "tinysite" / "__init__.py").write_text(PLUGIN)
+    monkeypatch.syspath_prepend(str(site))
+    register("tiny", backend="tinysite:TinyBackend", drivers=lambda: [targets.Target("tiny", "sim", True)])
+    try:
+        res = tmp_path / "results"
+        res.mkdir()
+        results.dump(_passing_doc("tiny/sim"), res / results.file_name("tiny/sim"))
+        manifest = json.loads((submission.package(res, tmp_path / "pkg") / "MANIFEST.json").read_text())
+    finally:
+        unregister("tiny")
+    state = manifest["git"]["backends"]["tiny"]
+    assert state["commit"] == "" and state["dirty"] is None
+    assert state["note"] == f"the tiny backend ({site / 'tinysite'}) is not in a git checkout"
