@@ -125,6 +125,21 @@ def test_a_request_of_a_bucket_size_holds_that_size(pool):
     assert (s.bytes_live, s.bytes_cached_front, s.bytes_cached_shared) == (0, 6 * KiB, 2 * MiB)
 
 
+@pytest.mark.clause("POOL-2", "POOL-3")
+def test_a_block_taken_back_from_the_shared_tier_is_a_live_hit(pool):
+    MiB = 1 << 20
+    big = pool.alloc(2 * MiB)
+    block = block_of(big)
+    big.free()  # blocks above 1 MiB wait in the shared tier
+    again = pool.alloc(2 * MiB)
+    assert block_of(again) is block
+    s = pool.stats()
+    assert (s.hits, s.misses, s.bytes_live, s.bytes_cached_front, s.bytes_cached_shared) == (1, 1, 2 * MiB, 0, 0)
+    again.free()
+    s = pool.stats()
+    assert (s.bytes_live, s.bytes_cached_shared, s.high_water_bytes) == (0, 2 * MiB, 2 * MiB)
+
+
 @pytest.mark.clause("POOL-3")
 def test_the_high_water_mark_never_goes_down(pool):
     big = pool.alloc(1 << 20)
