@@ -49,6 +49,29 @@ def test_htod_dtoh_round_trip(device, r, seed):
         np.testing.assert_array_equal(part, data)
 
 
+KiB = 1 << 10
+
+
+@pytest.mark.clause("COPY-1")
+# sizes that take a backend's other copy paths: past a one-piece staging copy (CUDA's is 64 KiB), several pieces
+# of a pipelined one (256 KiB each), and past a 4 MiB ring segment, at offsets that are not word-aligned
+@pytest.mark.parametrize("nbytes", [64 * KiB + 1, 1024 * KiB + 3, 4 * 1024 * KiB + 5])
+def test_htod_dtoh_round_trip_of_larger_copies(device, stream, nbytes):
+    offset = 7
+    data = random_bytes(nbytes, nbytes)
+    with poisoned(device, stream, offset + nbytes + 9) as buf:
+        stream.copy_htod(buf, data, dst_offset=offset)
+        back = read(stream, buf)
+        assert (back[:offset] == POISON).all() and (back[offset + nbytes:] == POISON).all(), "wrote outside the range"
+        mismatch = np.flatnonzero(back[offset:offset + nbytes] != data)
+        assert not mismatch.size, f"{mismatch.size} bytes differ, the first at {mismatch[0]}"
+        part = np.zeros(nbytes, np.uint8)
+        stream.copy_dtoh(part, buf, src_offset=offset)
+        stream.synchronize()
+        mismatch = np.flatnonzero(part != data)
+        assert not mismatch.size, f"copy_dtoh: {mismatch.size} bytes differ, the first at {mismatch[0]}"
+
+
 @pytest.mark.clause("COPY-2")
 @given(src=ranges(), dst_offset=st.integers(0, BUF - 1), seed=st.integers(0, 2**16))
 @example(src=(0, BUF), dst_offset=0, seed=1)
@@ -159,6 +182,11 @@ def test_dtod_within_one_buffer(device, stream):
         np.testing.assert_array_equal(read(stream, buf), expect)
         stream.copy_dtod(buf, buf, 33, dst_offset=5, src_offset=70)  # source past the first word, unaligned
         expect[5:38] = expect[70:103]
+        np.testing.assert_array_equal(read(stream, buf), expect)
+        stream.copy_dtod(buf, buf, 16, dst_offset=201, src_offset=185)  # adjacent ranges do not overlap
+        expect[201:217] = expect[185:201]
+        stream.copy_dtod(buf, buf, 15, dst_offset=217, src_offset=232)
+        expect[217:232] = expect[232:247]
         np.testing.assert_array_equal(read(stream, buf), expect)
         with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_dtod.*overlap"):
             stream.copy_dtod(buf, buf, 64, dst_offset=10, src_offset=0)
