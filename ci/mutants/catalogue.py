@@ -573,4 +573,20 @@ MUTANTS: list[Mutant] = [
            equivalent="a pending wait is no work of the stream's own: the stream joins the busy set when it records "
                       "the work that follows the wait (_recording), the only work Device.synchronize and a deferred "
                       "free must wait for"),
+    Mutant("wgpu-clear-size-ignored", "webgpu", WGPU + "stream.py",
+           "self._enc().clear_buffer(buf._native_handle(), offset, nbytes)",
+           "self._enc().clear_buffer(buf._native_handle(), offset)",
+           "webgpu/lavapipe", "fill(value=0) of an aligned sub-range zeroes the buffer to its end", ("FILL-1",)),
+    Mutant("cuda-fill-size-to-end", "cuda", CU + "stream.py",
+           "calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._work)",
+           "calls.cuMemsetD8Async(buf._ptr + offset, value, buf.nbytes - offset, self._work)",
+           "cuda/fake", "a fill of a sub-range fills the buffer to its end", ("FILL-1",)),
+    Mutant("gl-fill-size-to-end", "opengl", GL + "stream.py",
+           "gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, offset, nbytes, GL.RED_INTEGER, GL.UNSIGNED_BYTE,",
+           "gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, offset, buf.size - offset, GL.RED_INTEGER, GL.UNSIGNED_BYTE,",
+           "opengl/llvmpipe", "a fill of a sub-range fills the buffer to its end", ("FILL-1",)),
+    Mutant("vk-direct-dtoh-short", "vulkan", VK + "stream.py",
+           "dst[:] = src._allocation.host(src_offset, dst.nbytes)",
+           "dst[:-1] = src._allocation.host(src_offset, dst.nbytes - 1)",
+           "vulkan/lavapipe", "a mapped copy_dtoh leaves the last host byte unwritten", ("COPY-1",)),
 ]
