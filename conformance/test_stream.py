@@ -143,6 +143,26 @@ def test_cross_stream_wait_on_running_work(device, kernels):
         work.free()
 
 
+@pytest.mark.clause("STREAM-7")
+def test_cross_stream_wait_on_one_running_launch(device, kernels):
+    """The event follows one launch on a stream that had completed everything before it: a wait that takes the
+    event's work for done when only the work before it is (an off-by-one against the last completed point)
+    lets B copy what the launch has not written yet."""
+    a, b = device.create_stream(), device.create_stream()
+    for work in RunningWork.tries(device, a, kernels, seconds=0.0):  # one launch, as long as a grown one
+        with poisoned(device, b, 4 * work.n) as copy:
+            b.synchronize()
+            a.synchronize()
+            work.enqueue(a)
+            b.wait(a.record())
+            b.copy_dtod(copy, work.buf, 4 * work.n)
+            in_time = work.looked_in_time()
+            work.check(b, copy)  # a wait that did not wait copies zeros
+        if in_time:
+            return
+    pytest.fail("the wait and the copy were never enqueued within a third of the launch's time")
+
+
 @pytest.mark.clause("STREAM-8")
 @pytest.mark.parametrize("waiter", ["Stream.synchronize", "Event.synchronize", "Device.synchronize"])
 def test_synchronize_timeout_while_work_runs(device, stream, kernels, waiter):

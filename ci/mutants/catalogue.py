@@ -589,4 +589,9 @@ MUTANTS: list[Mutant] = [
            "dst[:] = src._allocation.host(src_offset, dst.nbytes)",
            "dst[:-1] = src._allocation.host(src_offset, dst.nbytes - 1)",
            "vulkan/lavapipe", "a mapped copy_dtoh leaves the last host byte unwritten", ("COPY-1",)),
+    Mutant("vk-wait-skipped-one-early", "vulkan", VK + "stream.py",
+           "if source is self or source._completed >= event._value:",
+           "if source is self or source._completed >= event._value - 1:",
+           "vulkan/lavapipe", "Stream.wait on an event whose submission is the first one still running does not wait",
+           ("STREAM-3", "STREAM-7")),
 ]
