@@ -187,6 +187,8 @@ def test_dtod_within_one_buffer(device, stream):
         expect[201:217] = expect[185:201]
         stream.copy_dtod(buf, buf, 15, dst_offset=217, src_offset=232)
         expect[217:232] = expect[232:247]
+        stream.copy_dtod(buf, buf, 16, dst_offset=200, src_offset=184)  # aligned: a copy within one buffer too
+        expect[200:216] = expect[184:200]
         np.testing.assert_array_equal(read(stream, buf), expect)
         with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_dtod.*overlap"):
             stream.copy_dtod(buf, buf, 64, dst_offset=10, src_offset=0)

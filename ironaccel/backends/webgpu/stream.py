@@ -163,7 +163,12 @@ class WebGPUStream(api.Stream):
         d, s = dst._native_handle(), src._native_handle()
         with dev._lock:
             if dst_offset % 4 == 0 and src_offset % 4 == 0 and nbytes % 4 == 0:
-                self._enc().copy_buffer_to_buffer(s, src_offset, d, dst_offset, nbytes)
+                enc = self._enc()
+                if d is s:  # WebGPU refuses a copy from a buffer to itself: through a scratch buffer
+                    scratch = dev._new_buffer(nbytes, dev._usage.COPY_SRC | dev._usage.COPY_DST)
+                    enc.copy_buffer_to_buffer(s, src_offset, scratch, 0, nbytes)
+                    s, src_offset = scratch, 0
+                enc.copy_buffer_to_buffer(s, src_offset, d, dst_offset, nbytes)
                 return
             if d is s:  # one buffer cannot be bound twice writable: go through a scratch copy
                 scratch = dev._new_buffer(nbytes + 8, dev._usage.STORAGE | dev._usage.COPY_DST)
