@@ -800,7 +800,8 @@ def test_failed_context_release_closes_the_device_and_is_retried_at_exit(fake):
     assert dev._cu.cuDevicePrimaryCtxRelease(dev._dev)[0] == 0  # what exit would do
 
 
-def _run_script(tmp_path: Any, source: str, **env_extra: str) -> Any:
+def _run_script(tmp_path: Any, source: str, tree: Any = None, **env_extra: str) -> Any:
+    """Run ``source`` in a child on the fake, importing ironaccel from ``tree`` (default: this checkout)."""
     import subprocess
     import sys
     from pathlib import Path
@@ -813,7 +814,7 @@ def _run_script(tmp_path: Any, source: str, **env_extra: str) -> Any:
         env = fakes.child_env()
     except ia.NotAvailable as exc:
         pytest.skip(f"the fake libcuda cannot be built: {exc}")
-    env.update(env_extra, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.update(env_extra, PYTHONPATH=str(tree or Path(__file__).resolve().parents[1]))
     return subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
 
 
@@ -1306,12 +1307,8 @@ def test_a_failed_build_of_the_compiled_module_leaves_the_pure_python_path(tmp_p
     that fails), load() says why, every class is the pure one (no compiled base), and copies, events and the
     MemPool work."""
     import shutil
-    import subprocess
-    import sys
     import uuid
     from pathlib import Path
-
-    from ironaccel import fakes
 
     root = Path(__file__).resolve().parents[1]
     tree = tmp_path / "tree"
@@ -1319,14 +1316,6 @@ def test_a_failed_build_of_the_compiled_module_leaves_the_pure_python_path(tmp_p
         shutil.copytree(root / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
     source = tree / "ironaccel" / "_fast.c"
     source.write_text(source.read_text() + f"\n/* never built: {uuid.uuid4()} */\n")  # no cached build matches
-    script = tmp_path / "script.py"
-    script.write_text(_BUILD_FAILS)
-    try:
-        env = fakes.child_env()
-    except ia.NotAvailable as exc:
-        pytest.skip(f"the fake libcuda cannot be built: {exc}")
-    env.update(CC="false", PYTHONPATH=str(tree))
-    env.pop("IRONACCEL_PURE_PYTHON", None)
-    proc = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    proc = _run_script(tmp_path, _BUILD_FAILS, tree, CC="false", IRONACCEL_PURE_PYTHON="0")  # a build is tried
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[-2] == "True ['_BufferCore', '_PoolCore', '_PooledCore']"

@@ -241,7 +241,7 @@ def test_flaky_tests_are_listed_with_their_history(clauses):
     assert "None." in render(docs[2:], clauses, [BackendInfo("vulkan", True)]).split("## Flaky tests")[1].split("\n## ")[0]
 
 
-def _current_of(tree: Path) -> spec.Current:
+def current_of(tree: Path) -> spec.Current:
     """spec.current() as computed from the checkout at ``tree`` (a fresh process: nothing cached)."""
     import json
     import subprocess
@@ -250,7 +250,7 @@ def _current_of(tree: Path) -> spec.Current:
     code = ("import json; from ironaccel import spec; c = spec.current(); "
             "print(json.dumps({'suite': c.suite, 'implementations': c.implementations}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
-                         capture_output=True, text=True, check=True, timeout=120).stdout
+                         capture_output=True, text=True, check=True, timeout=300).stdout
     found = json.loads(out)
     return spec.Current(found["suite"], found["implementations"])
 
@@ -261,7 +261,7 @@ def test_editing_one_backend_leaves_the_other_backends_results_current(tmp_path,
     tree = tmp_path / "checkout"
     for part in ("ironaccel", "conformance", "fakes/cuda"):
         shutil.copytree(REPO / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so", "build"))
-    before = _current_of(tree)
+    before = current_of(tree)
     names = ("cuda/fake", "cuda/nvidia", "vulkan/lavapipe", "webgpu/lavapipe", "webgpu/nvidia")
     docs = []
     for name in names:
@@ -273,7 +273,7 @@ def test_editing_one_backend_leaves_the_other_backends_results_current(tmp_path,
     webgpu = next((tree / "ironaccel" / "backends").glob("webgpu*"))
     edited = webgpu / "__init__.py" if webgpu.is_dir() else webgpu
     edited.write_text(edited.read_text() + "\n# an edit\n")
-    after = _current_of(tree)
+    after = current_of(tree)
     assert after.suite == before.suite
     runs, _ = judge.runs(docs, after, TARGETS)
     stale = {r.name: r.stale for r in runs}
@@ -286,7 +286,7 @@ def test_editing_one_backend_leaves_the_other_backends_results_current(tmp_path,
 
     (tree / "fakes" / "cuda" / "fake.h").write_text((tree / "fakes" / "cuda" / "fake.h").read_text() + "\n")
     (tree / "conformance" / "SPEC.md").write_text((tree / "conformance" / "SPEC.md").read_text() + "\n")
-    runs, _ = judge.runs(docs, _current_of(tree), TARGETS)
+    runs, _ = judge.runs(docs, current_of(tree), TARGETS)
     stale = {r.name: r.stale for r in runs}
     assert stale["cuda/fake"] == ("the suite changed", "the fake driver's sources changed")
     assert stale["cuda/nvidia"] == ("the suite changed",)

@@ -81,33 +81,22 @@ def test_each_driver_declaration_is_hashed_with_the_backends_it_declares() -> No
 
 def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_path) -> None:
     """drivers/cuda.py declares cuda's targets, drivers/vulkan.py vulkan's and webgpu's (the same ICDs)."""
-    import json
-    import os
     import shutil
-    import subprocess
-    import sys
 
     from ironaccel import judge
+    from test_status import current_of
 
     tree = tmp_path / "checkout"
     for part in ("ironaccel", "conformance", "fakes/cuda"):
         shutil.copytree(ROOT / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so", "build"))
 
-    def current() -> spec.Current:
-        code = ("import json; from ironaccel import spec; c = spec.current(); "
-                "print(json.dumps({'suite': c.suite, 'implementations': c.implementations}))")
-        out = subprocess.run([sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
-                             capture_output=True, text=True, check=True, timeout=300).stdout
-        found = json.loads(out)
-        return spec.Current(found["suite"], found["implementations"])
-
     names = ("cuda/fake", "cuda/nvidia", "vulkan/lavapipe", "vulkan/nvidia", "webgpu/lavapipe", "opengl/llvmpipe")
-    before = current()
+    before = current_of(tree)
 
     def stale_after_editing(module: str) -> dict[str, tuple[str, ...]]:
         edited = tree / "ironaccel" / "drivers" / module
         edited.write_text(edited.read_text() + "\n# an edit\n")
-        after = current()
+        after = current_of(tree)
         docs = [{"target": {"name": n, "backend": n.partition("/")[0], "driver": n.partition("/")[2]},
                  "suite": {"hash": before.suite, "parts": before.parts(n)}} for n in names]
         return {doc["target"]["name"]: judge.stale_parts(doc, after) for doc in docs}
@@ -115,12 +104,12 @@ def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_p
     assert stale_after_editing("cuda.py") == {
         "cuda/fake": ("the cuda backend changed",), "cuda/nvidia": ("the cuda backend changed",),
         "vulkan/lavapipe": (), "vulkan/nvidia": (), "webgpu/lavapipe": (), "opengl/llvmpipe": ()}
-    before = current()
+    before = current_of(tree)
     assert stale_after_editing("vulkan.py") == {
         "cuda/fake": (), "cuda/nvidia": (), "vulkan/lavapipe": ("the vulkan backend changed",),
         "vulkan/nvidia": ("the vulkan backend changed",), "webgpu/lavapipe": ("the webgpu backend changed",),
         "opengl/llvmpipe": ()}
-    before = current()
+    before = current_of(tree)
     assert set(stale_after_editing("__init__.py").values()) == {("the suite changed",)}  # helpers every backend uses
 
 
