@@ -22,7 +22,7 @@ from . import native
 from .graph import GraphResources, VulkanGraph
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
-from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
+from .pipeline import GLSLANG, DescriptorSets, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
 from .stream import Deadline, Flusher, Queue, StreamHandles, Timestamps, VulkanStream, deadline
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
@@ -168,6 +168,7 @@ class VulkanDevice(api.Device):
         self._spare_handles: list[StreamHandles] = []  # of collected streams, for the next ones
         self._modules: list[VulkanModule] = []
         self._layouts = PipelineLayouts(self)
+        self._descriptor_sets = DescriptorSets(self)  # of every stream's launches, kept across batches
         # releases that wait for enqueued work (a freed buffer's range, a closed graph), with the points
         # (stream, timeline value) it must reach first
         self._deferred: list[tuple[Callable[[], None], list[tuple[VulkanStream, int]]]] = []
@@ -416,6 +417,14 @@ class VulkanDevice(api.Device):
             points = [(s, s._pending_value()) for s in self._busy]
             self._release_after(points, lambda: self._memory.free(allocation))
 
+    def _forget_buffer(self, vk_buffer: Any) -> None:
+        """A VkBuffer is being destroyed: no descriptor set made for it is bound again (by a stream, or by a
+        graph still capturing), as its handle may come back for another buffer."""
+        self._descriptor_sets.forget(vk_buffer)
+        for graph in self._graphs:
+            for pool in graph.descriptor_pools:
+                pool.forget(vk_buffer)
+
     def _graph_command_pool(self) -> Any:
         """The VkCommandPool that graphs' secondary command buffers come from (recorded under ``_lock``)."""
         if self._graph_pool is None:
@@ -504,10 +513,8 @@ class VulkanDevice(api.Device):
                 self._deferred.clear()
                 if self._graph_pool is not None:
                     lib.vkDestroyCommandPool(handle, self._graph_pool, ffi.NULL)
+                self._descriptor_sets.destroy()
                 self._layouts.destroy()
-                for stream in self._busy:  # a failed synchronize leaves pools with batches
-                    pending = [*stream._in_flight, *([stream._batch] if stream._batch else [])]
-                    stream._free_descriptor_pools += [b.descriptor_pool for b in pending if b.descriptor_pool]
                 for give_back in self._stream_handles:
                     give_back()
                 for handles in self._spare_handles:

@@ -12,7 +12,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from ...api import Dim3
 from ...errors import Timeout
 from . import native
 from .memory import Allocation, VulkanBuffer
-from .pipeline import DescriptorPool, VulkanModule
+from .pipeline import LaunchBinding
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
@@ -61,14 +61,13 @@ class Batch:
     """One submission of a stream: its command buffer and what the host owes it once it completes. A
     graph's recording is one too (``graph.py``): the same fields, kept until the graph is released."""
 
-    __slots__ = ("cmd", "commands", "value", "staging", "descriptor_pool", "on_complete")
+    __slots__ = ("cmd", "commands", "value", "staging", "on_complete")
 
     def __init__(self, cmd: Any):
         self.cmd = cmd
         self.commands = 0
         self.value = 0
         self.staging: list[Allocation] = []
-        self.descriptor_pool: DescriptorPool | None = None
         self.on_complete: list[Callable[[], None]] = []
 
 
@@ -211,12 +210,11 @@ class Queue:
 
 
 class StreamHandles:
-    """A stream's timeline semaphore and command pool, with the command buffers and descriptor pools it
-    recycles. A collected stream's handles are kept for the next stream rather than destroyed (until
+    """A stream's timeline semaphore and command pool, with the command buffers it recycles. A collected stream's handles are kept for the next stream rather than destroyed (until
     Device.close): lavapipe's queue thread may still touch a timeline semaphore just after its last signal is
     visible, and destroying it then crashed the process now and then (and reuse makes streams cheaper)."""
 
-    __slots__ = ("semaphore", "command_pool", "free_cmds", "free_descriptor_pools", "value")
+    __slots__ = ("semaphore", "command_pool", "free_cmds", "value")
 
     def __init__(self, dev: VulkanDevice):
         vk = native.vk
@@ -241,13 +239,10 @@ class StreamHandles:
             raise
         self.command_pool = pool[0]
         self.free_cmds: list[Any] = []
-        self.free_descriptor_pools: list[DescriptorPool] = []
         self.value = 0  # the semaphore's value once its stream's work is done: where the next stream starts
 
     def destroy(self, device_handle: Any) -> None:
         ffi, lib = native.vk.ffi, native.vk.lib
-        for pool in self.free_descriptor_pools:
-            lib.vkDestroyDescriptorPool(device_handle, pool.handle, ffi.NULL)
         lib.vkDestroyCommandPool(device_handle, self.command_pool, ffi.NULL)  # frees its command buffers
         lib.vkDestroySemaphore(device_handle, self.semaphore, ffi.NULL)
 
@@ -273,7 +268,6 @@ class VulkanStream(api.Stream):
         #: recording on this stream raises it (as after a failed submission by the host's own call)
         self._flush_error: BaseException | None = None
         self._free_cmds = handles.free_cmds
-        self._free_descriptor_pools = handles.free_descriptor_pools
         # When the stream is collected (the device holds busy ones) its handles go back to the device's spares.
         self._give_back = weakref.finalize(self, device._spare_handles.append, handles)
 
@@ -390,9 +384,6 @@ class VulkanStream(api.Stream):
                 finish()
             for allocation in batch.staging:
                 self._device._staging.free(allocation)
-            if batch.descriptor_pool is not None:
-                batch.descriptor_pool.reset(self._device)
-                self._free_descriptor_pools.append(batch.descriptor_pool)
             if batch.cmd is not None:
                 native.call.vkResetCommandBuffer(batch.cmd, 0)
                 self._free_cmds.append(batch.cmd)
@@ -520,43 +511,29 @@ class VulkanStream(api.Stream):
             value = self._submitted
         self._device._wait([(self, value)], limit)
 
-    def _launch(self, kernel: api.Kernel, grid: Dim3, block: Dim3, args: list[api.Buffer | np.generic]) -> None:
+    def _launch_prepared(self, plan: api.LaunchPlan, binding: LaunchBinding, args: list[Any]) -> None:
+        """Record bind-pipeline, bind-descriptors (a set made once for these buffers), push constants and
+        dispatch: what ``binding`` worked out for these argument types is not worked out again."""
+        pipeline = binding.pipelines.get(plan.block) or binding.pipeline(plan.block)
+        buffers = [args[i] for i in binding.buffers]
+        scalars = binding.pack(args) if binding.scalars else None
         dev = self._device
         vk = native.vk
-        ffi, lib = vk.ffi, vk.lib
-        buffers = [a for a in args if isinstance(a, VulkanBuffer)]
-        scalars = pack_scalars_for(args)
-        module = kernel.module
-        assert isinstance(module, VulkanModule)
-        module._check_launch(kernel.name, block, len(scalars))
+        lib = vk.lib
         with dev._lock:
-            layout, set_layout = dev._layouts.get(len(buffers), len(scalars))
-            pipeline = module._pipeline(kernel.name, block, len(buffers), len(scalars), layout)
-            graph = self._capturing
-            target = self._batch if graph is None else graph._resources.recording
-            if buffers and target is not None:
-                pool = target.descriptor_pool
-                if pool is not None and not pool.fits(len(buffers)):
-                    if graph is None:
-                        self._submit()  # the batch's descriptor pool is full: the next batch gets another
-                    else:
-                        graph._spend_descriptor_pool()
-            batch = self._recording()
-            cmd = batch.cmd
-            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+            descriptor_set = None
             if buffers:
-                if batch.descriptor_pool is None:
-                    batch.descriptor_pool = (self._free_descriptor_pools.pop() if self._free_descriptor_pools
-                                             else DescriptorPool(dev))
-                descriptor_set = batch.descriptor_pool.allocate(dev, set_layout, buffers)
-                lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, descriptor_set, 0, ffi.NULL)
-            if scalars:
-                lib.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(scalars), ffi.from_buffer(scalars))
-            lib.vkCmdDispatch(cmd, *grid)
+                graph = self._capturing
+                descriptor_set = (dev._descriptor_sets.get(binding.set_layout, buffers) if graph is None
+                                  else graph._descriptor_set(binding.set_layout, buffers))
+            cmd = self._recording().cmd
+            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+            if descriptor_set is not None:
+                lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
+                                            descriptor_set, 0, vk.ffi.NULL)
+            if scalars is not None:
+                lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes,
+                                       scalars)
+            grid = plan.grid
+            lib.vkCmdDispatch(cmd, grid[0], grid[1], grid[2])
             self._recorded()
-
-
-
-def pack_scalars_for(args: Sequence[object]) -> bytes:
-    """The push-constant bytes of a launch: ``api.pack_scalars`` of the scalar arguments, in order."""
-    return api.pack_scalars([a for a in args if isinstance(a, np.generic)])
