@@ -326,6 +326,23 @@ def test_descriptor_pools_rotate_when_full(device, stream, monkeypatch):
         b.free()
 
 
+def test_float32_scalars_reach_the_kernel_bit_for_bit(device, stream):
+    """Push constants are packed by ``struct``, which converts a float32 through a double: the bits of a NaN
+    (a signalling one, a payload, a sign) must still arrive as given, as ``api.pack_scalars`` packs them."""
+    if not device.supports("lang.glsl"):
+        pytest.skip("glslangValidator is not on PATH")
+    source = ("#version 450\nlayout(local_size_x = 1) in;\nlayout(set = 0, binding = 0) buffer Out { uint bits[]; } out_;\n"
+              "layout(push_constant) uniform Args { uint n; float value; } args;\n"
+              "void main() { out_.bits[0] = args.n; out_.bits[1] = floatBitsToUint(args.value); }\n")
+    kernel = device.compile(source, "glsl").kernel("main")
+    out = device.alloc(8)
+    for bits in (0x7F800001, 0xFFC00123, 0x7FC00000, 0x3FC00000, 0x80000000, 0x00000001):
+        value = np.uint32(bits).view(np.float32)
+        stream.launch(kernel, grid=1, block=1, args=(out, np.uint32(7), value))
+        assert read(stream, out).view(np.uint32).tolist() == [7, bits], hex(bits)
+    out.free()
+
+
 def test_glsl_kernels_are_named_main_or_by_option(device):
     if not device.supports("lang.glsl"):
         pytest.skip("glslangValidator is not on PATH")

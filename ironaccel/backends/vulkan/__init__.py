@@ -13,8 +13,11 @@ How the shared API maps onto Vulkan:
   ``SUBMIT_GAP_S`` old (so work starts at once on an idle device); within a burst of commands (a submission
   costs several recorded launches) the batch stays open until ``record``, ``synchronize``,
   ``Device.synchronize``, ``BATCH_COMMANDS`` commands, or the device's flusher thread, which submits it
-  ``SUBMIT_GAP_S`` after the stream's last submission, so a burst's last commands start without a host call. Each submission waits for the stream's previous value and for the events passed to ``wait``, and
-  signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding, and
+  ``SUBMIT_GAP_S`` after the stream's last submission, so a burst's last commands start without a host call
+  (a command that finds the device still busy leaves the submission to the flusher, and the next command
+  asks the device again ``SUBMIT_GAP_S`` later). A submission's structures are made once per stream and
+  filled in. Each submission waits for the stream's previous value and for the events passed to ``wait``,
+  and signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding, and
   ``synchronize(timeout=)`` waits are finite: past the timeout they raise Timeout naming the op.
 * **Event** — a (stream, timeline value) pair; ``timing=True`` adds a timestamp query. Host-side work that a
   submission owes (filling a ``copy_dtoh`` destination from staging, recycling staging memory, command

@@ -10,6 +10,7 @@ types (``LaunchBinding``), descriptor sets per argument layout and buffer ranges
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 import tempfile
 from functools import lru_cache
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 GLSLANG = "glslangValidator"
 SPIRV_VAL = "spirv-val"
+#: ``struct`` codes of the scalar argument types (``api._SCALAR_CAPABILITY``'s keys)
+_STRUCT_CODES = {np.float32: "f", np.int32: "i", np.uint32: "I", np.float64: "d", np.int64: "q", np.uint64: "Q"}
 
 
 class DescriptorPool:
@@ -324,20 +327,25 @@ class LaunchBinding:
     before it in the push constants, the pipeline layout, and the pipeline of each block. A launch then
     only packs its scalars, finds its descriptor set and records its commands."""
 
-    __slots__ = ("kernel", "buffers", "scalars", "scalar_bytes", "layout", "set_layout", "pipelines")
+    __slots__ = ("kernel", "buffers", "scalars", "scalar_bytes", "packer", "float32", "layout", "set_layout",
+                 "pipelines")
 
     def __init__(self, kernel: VulkanKernel, types: tuple[type, ...], buffers: tuple[int, ...]):
         op = "Stream.launch"
         self.kernel, self.buffers = kernel, buffers
         scalars: list[tuple[int, bytes]] = []
+        layout = "="  # struct's native byte order with standard sizes and no alignment of its own
         offset = 0
         for i, t in enumerate(types):
             if i not in buffers:
                 size = np.dtype(t).itemsize
                 pad = -offset % size  # as api.pack_scalars: each scalar aligned to its own size
                 scalars.append((i, bytes(pad)))
+                layout += f"{pad}x{_STRUCT_CODES[t]}"
                 offset += pad + size
         self.scalars, self.scalar_bytes = tuple(scalars), offset
+        self.packer = struct.Struct(layout)
+        self.float32 = tuple(i for i, t in enumerate(types) if t is np.float32)
         module = kernel.module
         module._check_scalars(kernel.name, offset)
         if len(buffers) > DescriptorPool.DESCRIPTORS:
@@ -349,8 +357,13 @@ class LaunchBinding:
         self.pipelines: dict[Dim3, Any] = {}
 
     def pack(self, args: list[Any]) -> bytes:
-        """The push-constant bytes of the scalar arguments (``api.pack_scalars``)."""
-        return b"".join([pad + args[i].tobytes() for i, pad in self.scalars])
+        """The push-constant bytes of the scalar arguments, as ``api.pack_scalars`` packs them: by ``struct``
+        (several times faster than joining ``tobytes()``), except that a float32 NaN keeps its bits as given
+        (struct converts through a double, which would quiet a signalling NaN)."""
+        for i in self.float32:
+            if args[i] != args[i]:
+                return b"".join([pad + args[i].tobytes() for i, pad in self.scalars])
+        return self.packer.pack(*[args[i] for i, _ in self.scalars])
 
     def pipeline(self, block: Dim3) -> Any:
         """The pipeline for ``block``, checked and made at its first launch."""

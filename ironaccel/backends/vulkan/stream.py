@@ -209,12 +209,67 @@ class Queue:
         self.lock = threading.Lock()
 
 
+class Submission:
+    """The VkSubmitInfo of one timeline semaphore's submissions, made once and filled in for each (so a
+    submission makes no cffi structs): one command buffer or none, the waits (the arrays grow when a
+    submission has more than ever before), and the value it signals. Filled under the device lock."""
+
+    __slots__ = ("info", "_timeline", "_cmds", "_signal", "_signal_value", "_wait_semaphores", "_wait_values",
+                 "_stages", "_capacity")
+
+    def __init__(self, semaphore: Any):
+        vk = native.vk
+        ffi = vk.ffi
+        self._cmds = ffi.new("VkCommandBuffer[1]")
+        self._signal = ffi.new("VkSemaphore[1]", [semaphore])
+        self._signal_value = ffi.new("uint64_t[1]")
+        self._timeline = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            "signalSemaphoreValueCount": 1, "pSignalSemaphoreValues": self._signal_value,
+        })
+        self.info = ffi.new("VkSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": self._timeline, "pCommandBuffers": self._cmds,
+            "signalSemaphoreCount": 1, "pSignalSemaphores": self._signal,
+        })
+        self._capacity = 0
+        self._grow(2)  # the stream's own previous value and one event
+
+    def _grow(self, count: int) -> None:
+        vk = native.vk
+        ffi = vk.ffi
+        self._wait_semaphores = ffi.new("VkSemaphore[]", count)
+        self._wait_values = ffi.new("uint64_t[]", count)
+        self._stages = ffi.new("VkPipelineStageFlags[]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT] * count)
+        self.info.pWaitSemaphores, self.info.pWaitDstStageMask = self._wait_semaphores, self._stages
+        self._timeline.pWaitSemaphoreValues = self._wait_values
+        self._capacity = count
+
+    def fill(self, cmd: Any, waits: list[tuple[Any, int]], value: int) -> Any:
+        """The VkSubmitInfo* of ``cmd`` (None: no command buffer), waiting for each (semaphore, value) of
+        ``waits`` and signalling ``value``."""
+        count = len(waits)
+        if count > self._capacity:
+            self._grow(count)
+        for i, (semaphore, wait_value) in enumerate(waits):
+            self._wait_semaphores[i] = semaphore
+            self._wait_values[i] = wait_value
+        info = self.info
+        info.waitSemaphoreCount = self._timeline.waitSemaphoreValueCount = count
+        if cmd is None:
+            info.commandBufferCount = 0
+        else:
+            self._cmds[0] = cmd
+            info.commandBufferCount = 1
+        self._signal_value[0] = value
+        return info
+
+
 class StreamHandles:
     """A stream's timeline semaphore and command pool, with the command buffers it recycles. A collected stream's handles are kept for the next stream rather than destroyed (until
     Device.close): lavapipe's queue thread may still touch a timeline semaphore just after its last signal is
     visible, and destroying it then crashed the process now and then (and reuse makes streams cheaper)."""
 
-    __slots__ = ("semaphore", "command_pool", "free_cmds", "value")
+    __slots__ = ("semaphore", "command_pool", "free_cmds", "submission", "value")
 
     def __init__(self, dev: VulkanDevice):
         vk = native.vk
@@ -238,7 +293,8 @@ class StreamHandles:
             lib.vkDestroySemaphore(dev._handle, self.semaphore, ffi.NULL)
             raise
         self.command_pool = pool[0]
-        self.free_cmds: list[Any] = []
+        self.free_cmds: list[Any] = []  # reset by their next vkBeginCommandBuffer (the pool allows it)
+        self.submission = Submission(self.semaphore)
         self.value = 0  # the semaphore's value once its stream's work is done: where the next stream starts
 
     def destroy(self, device_handle: Any) -> None:
@@ -264,6 +320,7 @@ class VulkanStream(api.Stream):
         self._waits: list[tuple[VulkanStream, int]] = []  # event waits for the next submission
         self._in_flight: deque[Batch] = deque()
         self._last_submit = 0.0  # time.monotonic() of the last submission: within SUBMIT_GAP_S, keep recording
+        self._next_check = 0.0  # when a launch may next read the timeline to see whether the device caught up
         #: the flusher's failed submission: its batch is ended but unsubmitted, so every later submission or
         #: recording on this stream raises it (as after a failed submission by the host's own call)
         self._flush_error: BaseException | None = None
@@ -283,6 +340,8 @@ class VulkanStream(api.Stream):
         vk = native.vk
         batch = self._batch
         if batch is None:
+            if not self._free_cmds:
+                self._retire()  # command buffers of completed batches come back
             if self._free_cmds:
                 cmd = self._free_cmds.pop()
             else:
@@ -304,15 +363,22 @@ class VulkanStream(api.Stream):
     def _recorded(self) -> None:
         """Submit now when the batch is full, or when the stream's last submission is SUBMIT_GAP_S old and the
         device has caught up with it (so work starts at once on an idle device); else keep recording, and
-        arm the device's flusher, which submits the batch when it is due if no host call did first."""
+        arm the device's flusher, which submits the batch when it is due if no host call did first. A device
+        found still busy is asked again only SUBMIT_GAP_S later (the flusher submits meanwhile): reading the
+        timeline costs as much as recording a launch."""
         batch = self._batch
         if batch is None:
             return
-        if batch.commands >= BATCH_COMMANDS or (time.monotonic() - self._last_submit >= SUBMIT_GAP_S
-                                                and self._device._counter(self) >= self._submitted):
+        if batch.commands >= BATCH_COMMANDS:
             self._submit()
-        else:
-            self._device._flusher.arm(self)
+            return
+        now = time.monotonic()
+        if now >= self._next_check:
+            if self._device._counter(self) >= self._submitted:
+                self._submit()
+                return
+            self._next_check = now + SUBMIT_GAP_S
+        self._device._flusher.arm(self)
 
     def _flush(self) -> None:
         """The flusher's submission (under the device lock): a failure is kept, for the host's next call."""
@@ -329,39 +395,25 @@ class VulkanStream(api.Stream):
         batch = self._batch
         if batch is None and not self._waits:
             return
-        vk = native.vk
-        ffi = vk.ffi
         dev = self._device
         if len(self._in_flight) >= MAX_IN_FLIGHT:
-            dev._wait([(self, self._in_flight[0].value)], limit)
+            self._retire()
+            if len(self._in_flight) >= MAX_IN_FLIGHT:
+                dev._wait([(self, self._in_flight[0].value)], limit)
         waits = [(s._semaphore, v) for s, v in self._waits]
         if self._submitted > self._completed:
             waits.append((self._semaphore, self._submitted))
         value = self._submitted + 1
-        cmds = ffi.NULL
+        cmd = None
         if batch is not None:
-            dev._barrier(batch.cmd, dev._to_host)
-            native.call.vkEndCommandBuffer(batch.cmd)
-            cmds = ffi.new("VkCommandBuffer[1]", [batch.cmd])
-        wait_values = ffi.new("uint64_t[]", [v for _, v in waits] or 1)
-        signal_value = ffi.new("uint64_t[1]", [value])
-        timeline = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-            "waitSemaphoreValueCount": len(waits), "pWaitSemaphoreValues": wait_values,
-            "signalSemaphoreValueCount": 1, "pSignalSemaphoreValues": signal_value,
-        })
-        wait_semaphores = ffi.new("VkSemaphore[]", [s for s, _ in waits] or 1)
-        stages = ffi.new("VkPipelineStageFlags[]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT] * max(len(waits), 1))
-        signal = ffi.new("VkSemaphore[1]", [self._semaphore])
-        submit = ffi.new("VkSubmitInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": timeline,
-            "waitSemaphoreCount": len(waits), "pWaitSemaphores": wait_semaphores, "pWaitDstStageMask": stages,
-            "commandBufferCount": 0 if batch is None else 1, "pCommandBuffers": cmds,
-            "signalSemaphoreCount": 1, "pSignalSemaphores": signal,
-        })
+            cmd = batch.cmd
+            dev._barrier(cmd, dev._to_host)
+            native.call.vkEndCommandBuffer(cmd)
+        submit = self._handles.submission.fill(cmd, waits, value)
         with self._queue.lock:
-            native.call.vkQueueSubmit(self._queue.handle, 1, submit, ffi.NULL)
+            native.call.vkQueueSubmit(self._queue.handle, 1, submit, native.vk.ffi.NULL)
         self._last_submit = time.monotonic()
+        self._next_check = self._last_submit + SUBMIT_GAP_S
         self._submitted = self._handles.value = value
         self._waits = []
         self._batch = None
@@ -385,7 +437,6 @@ class VulkanStream(api.Stream):
             for allocation in batch.staging:
                 self._device._staging.free(allocation)
             if batch.cmd is not None:
-                native.call.vkResetCommandBuffer(batch.cmd, 0)
                 self._free_cmds.append(batch.cmd)
         if not self._in_flight and self._batch is None and not self._waits:
             self._device._busy.discard(self)
