@@ -334,11 +334,13 @@ class VulkanDevice(api.Device):
         })
         memory_access = vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT
         all_commands = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
-        self._between_commands = (all_commands, all_commands, ffi.new("VkMemoryBarrier*", {
-            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": memory_access, "dstAccessMask": memory_access}))
-        self._to_host = (all_commands, vk.VK_PIPELINE_STAGE_HOST_BIT, ffi.new("VkMemoryBarrier*", {
+        # vkCmdPipelineBarrier's arguments after the command buffer: one global memory barrier
+        self._between_commands = (all_commands, all_commands, 0, 1, ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": memory_access, "dstAccessMask": memory_access}),
+            0, ffi.NULL, 0, ffi.NULL)
+        self._to_host = (all_commands, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, ffi.new("VkMemoryBarrier*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
-            "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT}))
+            "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT}), 0, ffi.NULL, 0, ffi.NULL)
         cache_info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO})
         cache = ffi.new("VkPipelineCache*")
         native.call.vkCreatePipelineCache(self._handle, cache_info, ffi.NULL, cache)
@@ -349,9 +351,8 @@ class VulkanDevice(api.Device):
 
     # -- synchronisation helpers shared by streams and events ---------------------------------------------
 
-    def _barrier(self, cmd: Any, barrier: tuple[int, int, Any]) -> None:
-        src, dst, memory = barrier
-        native.vk.lib.vkCmdPipelineBarrier(cmd, src, dst, 0, 1, memory, 0, native.vk.ffi.NULL, 0, native.vk.ffi.NULL)
+    def _barrier(self, cmd: Any, barrier: tuple[Any, ...]) -> None:
+        native.vk.lib.vkCmdPipelineBarrier(cmd, *barrier)
 
     def _counter(self, stream: VulkanStream) -> int:
         """Read a stream's timeline value (and remember it)."""

@@ -378,7 +378,8 @@ class VulkanStream(api.Stream):
                 self._submit()
                 return
             self._next_check = now + SUBMIT_GAP_S
-        self._device._flusher.arm(self)
+        if batch.commands == 1:  # the flusher keeps a stream armed until its open batch is submitted
+            self._device._flusher.arm(self)
 
     def _flush(self) -> None:
         """The flusher's submission (under the device lock): a failure is kept, for the host's next call."""
