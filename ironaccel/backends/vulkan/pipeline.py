@@ -316,7 +316,6 @@ class VulkanKernel(api.Kernel):
     def _params(self) -> tuple[api.Param, ...]:
         return self.module._interfaces[self.name].params
 
-
     def _prepare_args(self, types: tuple[type, ...], buffers: tuple[int, ...]) -> LaunchBinding:
         return LaunchBinding(self, types, buffers)
 
@@ -332,6 +331,9 @@ class LaunchBinding:
 
     def __init__(self, kernel: VulkanKernel, types: tuple[type, ...], buffers: tuple[int, ...]):
         op = "Stream.launch"
+        module = kernel.module
+        dev: VulkanDevice = module.device  # type: ignore[assignment]  # a VulkanModule's device is a VulkanDevice
+        dev._check_open(op)
         self.kernel, self.buffers = kernel, buffers
         scalars: list[tuple[int, bytes]] = []
         layout = "="  # struct's native byte order with standard sizes and no alignment of its own
@@ -346,13 +348,10 @@ class LaunchBinding:
         self.scalars, self.scalar_bytes = tuple(scalars), offset
         self.packer = struct.Struct(layout)
         self.float32 = tuple(i for i, t in enumerate(types) if t is np.float32)
-        module = kernel.module
         module._check_scalars(kernel.name, offset)
         if len(buffers) > DescriptorPool.DESCRIPTORS:
             raise InvalidArgument(op, f"{len(buffers)} buffer arguments; a launch binds at most {DescriptorPool.DESCRIPTORS}")
-        dev: VulkanDevice = module.device  # type: ignore[assignment]  # a VulkanModule's device is a VulkanDevice
         with dev._lock:
-            dev._check_open(op)
             self.layout, self.set_layout = dev._layouts.get(len(buffers), offset)
         self.pipelines: dict[Dim3, Any] = {}
 
@@ -366,15 +365,13 @@ class LaunchBinding:
         return self.packer.pack(*[args[i] for i, _ in self.scalars])
 
     def pipeline(self, block: Dim3) -> Any:
-        """The pipeline for ``block``, checked and made at its first launch."""
-        pipeline = self.pipelines.get(block)
-        if pipeline is None:
-            kernel = self.kernel
-            kernel.module._check_block(kernel.name, block)
-            dev: VulkanDevice = kernel.module.device  # type: ignore[assignment]
-            with dev._lock:
-                dev._check_open("Stream.launch")
-                pipeline = kernel.module._pipeline(kernel.name, block, len(self.buffers), self.scalar_bytes, self.layout)
+        """The pipeline for ``block``, checked and made at its first launch (the launch checked the device is
+        open); kept here for the next launches of up to 256 blocks."""
+        kernel = self.kernel
+        kernel.module._check_block(kernel.name, block)
+        dev: VulkanDevice = kernel.module.device  # type: ignore[assignment]
+        with dev._lock:
+            pipeline = kernel.module._pipeline(kernel.name, block, len(self.buffers), self.scalar_bytes, self.layout)
             if len(self.pipelines) < 256:
                 self.pipelines[block] = pipeline
         return pipeline

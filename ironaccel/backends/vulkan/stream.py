@@ -398,7 +398,7 @@ class VulkanStream(api.Stream):
             return
         dev = self._device
         if len(self._in_flight) >= MAX_IN_FLIGHT:
-            self._retire()
+            dev._retire()  # the completed ones first, and the releases that waited for them
             if len(self._in_flight) >= MAX_IN_FLIGHT:
                 dev._wait([(self, self._in_flight[0].value)], limit)
         waits = [(s._semaphore, v) for s, v in self._waits]
