@@ -587,5 +587,5 @@ class VulkanStream(api.Stream):
                 lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes,
                                        scalars)
             grid = plan.grid
-            lib.vkCmdDispatch(cmd, grid[0], grid[1], grid[2])
+            lib.vkCmdDispatch(cmd, *grid)
             self._recorded()
