@@ -2,8 +2,9 @@
 
 A stream records work into an open command buffer and submits it in batches (see the package docstring for
 when); an event is a (stream, timeline value) pair, with a timestamp query slot when timed. What the host
-owes a completed submission (a ``copy_dtoh`` destination filled from staging, staging memory, command
-buffers and descriptor pools recycled) is done here when a query or a wait sees it complete.
+owes a completed submission (a ``copy_dtoh`` destination filled from staging, staging memory and command
+buffers recycled) is done here when a query or a wait sees it complete; a launch's descriptor set comes
+from the device's ``pipeline.DescriptorSets``, which outlive batches.
 """
 
 from __future__ import annotations
