@@ -294,7 +294,7 @@ class StreamHandles:
             lib.vkDestroySemaphore(dev._handle, self.semaphore, ffi.NULL)
             raise
         self.command_pool = pool[0]
-        self.free_cmds: list[Any] = []  # reset by their next vkBeginCommandBuffer (the pool allows it)
+        self.free_cmds: list[Any] = []
         self.submission = Submission(self.semaphore)
         self.value = 0  # the semaphore's value once its stream's work is done: where the next stream starts
 
@@ -439,6 +439,7 @@ class VulkanStream(api.Stream):
             for allocation in batch.staging:
                 self._device._staging.free(allocation)
             if batch.cmd is not None:
+                native.call.vkResetCommandBuffer(batch.cmd, 0)  # here, not at the next begin: off the launch path
                 self._free_cmds.append(batch.cmd)
         if not self._in_flight and self._batch is None and not self._waits:
             self._device._busy.discard(self)
