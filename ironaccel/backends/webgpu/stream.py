@@ -6,6 +6,7 @@ queue, an encoder or the device's readback list holds the device lock; waits for
 from __future__ import annotations
 
 import concurrent.futures
+import operator
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -14,7 +15,7 @@ import numpy as np
 from ... import api
 from ...errors import Timeout
 from .calls import call, wait
-from .module import WebGPUModule
+from .module import WebGPUKernel
 
 if TYPE_CHECKING:
     from .device import WebGPUDevice
@@ -226,22 +227,31 @@ class WebGPUStream(api.Stream):
         dev._last_fence = (dev._submissions, mapping, dev._readback_seq)
         return mapping
 
-    def _launch(self, kernel: api.Kernel, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
-        module = kernel.module
-        assert isinstance(module, WebGPUModule)
-        buffers = tuple(a._native_handle() for a in args if isinstance(a, api.Buffer))
-        scalars = [a for a in args if not isinstance(a, api.Buffer)]
-        packed = b""
-        if scalars:
-            packed = api.pack_scalars(scalars)
-            packed += bytes(-len(packed) % 16)
+    def _launch_prepared(self, plan: api.LaunchPlan, packing: tuple[tuple[int, ...], tuple[int, ...]],
+                         args: list[Any]) -> None:
+        """Encode one compute pass with the kernel's cached dispatch (``WebGPUKernel._dispatch``): the
+        last launch's when every argument is the very same object (a live Buffer keeps its GPU buffer, a
+        numpy scalar is immutable), else the one keyed by these GPU buffers and scalar bytes (bytes, not
+        values: 0.0 and -0.0 are equal)."""
+        kernel: WebGPUKernel = plan.kernel  # type: ignore[assignment]
+        block, grid = plan.block, plan.grid
         with self._dev._lock:
-            pipe = module._pipeline(kernel.name, block)
-            group = module._bind_group(buffers, packed)
-            module._validate(kernel.name, block, pipe, group, tuple(b.size for b in buffers))
+            last = kernel._last  # (block, arguments, dispatch); a kernel's argument count is fixed
+            if last is not None and last[0] == block and all(map(operator.is_, last[1], args)):
+                dispatch = last[2]
+            else:
+                buffer_at, scalar_at = packing
+                key = (block, *[args[i]._gpu_buffer for i in buffer_at], *[args[i].tobytes() for i in scalar_at])
+                dispatch = kernel._dispatches.get(key)
+                if dispatch is None:
+                    dispatch = kernel._dispatch(key, block, tuple(args[i]._gpu_buffer for i in buffer_at),
+                                                [args[i] for i in scalar_at])
+                else:
+                    kernel._dispatches.move_to_end(key)
+                kernel._last = block, args, dispatch
             p = self._enc().begin_compute_pass()
-            p.set_pipeline(pipe)
-            p.set_bind_group(0, group)
+            p.set_pipeline(dispatch[0])
+            p.set_bind_group(0, dispatch[1])
             p.dispatch_workgroups(*grid)
             p.end()
 
