@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import operator
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -22,24 +23,84 @@ if TYPE_CHECKING:
 
 
 class Fencer:
-    """Starts fence maps on a thread of its own. wgpu-py's ``map_async`` wakes its poll thread, which then
-    waits in the driver for the queue to drain while holding wgpu-native's lock, and ``map_async`` itself
-    waits for that lock: called from ``record()`` it would block the caller until the GPU is idle."""
+    """Starts fence maps on a thread of its own, for callers that must not block. wgpu-py's ``map_async``
+    wakes its poll thread, which then waits in the driver for the queue to drain while holding wgpu-native's
+    lock, and ``map_async`` itself waits for that lock: called from ``record()``, ``query()`` or a wait with
+    a timeout it would block the caller until the GPU is idle."""
+
+    #: How fences map: wgpu-py's own ``read_buffer`` mode (wgpu is pinned to 0.32), which skips the empty
+    #: submission its plain READ map makes first (a workaround for maps of buffers whose writes were never
+    #: submitted); a Fence exists only once the copy into it was submitted.
+    read_mode = "READ_NOSYNC"
 
     def __init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ironaccel-webgpu-fence")
 
-    def map(self, fence: Any) -> concurrent.futures.Future:
-        import wgpu
-
-        return self._pool.submit(call, fence.map_async, wgpu.MapMode.READ)
+    def start(self, fence: Fence) -> None:
+        self._pool.submit(fence.map)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
 
+class Fence:
+    """A mappable buffer that a copy at one point of the queue fills (a fence's 4 bytes, or a readback):
+    its map resolves once the GPU got there. The map is started once, by the first thread to need it: a
+    thread that waits without a timeout maps it itself (it blocks anyway: no hop to another thread), the
+    others have the Fencer start it. ``position``: the queue submissions it comes after; once a fence is
+    seen complete, every fence at or before its position is too (the device's ``_completed``)."""
+
+    __slots__ = ("buffer", "position", "_dev", "_mapping", "_claimed", "_queued", "_lock")
+
+    def __init__(self, device: WebGPUDevice, buffer: Any):
+        self.buffer = buffer
+        self.position = device._submissions
+        self._dev = device
+        self._mapping: concurrent.futures.Future = concurrent.futures.Future()  # the map's promise, once started
+        self._claimed = False  # a thread has started (or is starting) the map
+        self._queued = False  # the Fencer was asked to
+        self._lock = threading.Lock()
+
+    def map(self) -> None:
+        """Start the map on this thread, unless another thread has."""
+        with self._lock:
+            if self._claimed:
+                return
+            self._claimed = True
+        try:
+            self._mapping.set_result(call(self.buffer.map_async, self._dev._fencer.read_mode))
+        except Exception as exc:  # the waiters' to raise
+            self._mapping.set_exception(exc)
+
+    def start(self) -> None:
+        """Have the Fencer start the map, unless some thread has: a later query() sees the GPU's progress."""
+        with self._lock:
+            if self._claimed or self._queued:
+                return
+            self._queued = True
+        self._dev._fencer.start(self)
+
+    def done(self) -> bool:
+        if self.position <= self._dev._completed:
+            return True
+        self.start()
+        if not self._mapping.done() or self._mapping.result()._state == "pending":
+            return False
+        self._dev._complete(self.position)
+        return True
+
+    def wait(self, op: str, timeout: float | None) -> None:
+        """Wait until the GPU got here; Timeout(op) past ``timeout`` seconds."""
+        if timeout is None:
+            self.map()
+        else:
+            self.start()
+        wait_fence(self._mapping, op, timeout)
+        self._dev._complete(self.position)
+
+
 def wait_fence(mapping: concurrent.futures.Future, op: str, timeout: float | None) -> None:
-    """Wait for a fence map started by the Fencer; Timeout(op) past ``timeout`` seconds."""
+    """Wait for a started fence map; Timeout(op) past ``timeout`` seconds."""
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
         promise = mapping.result(timeout)
@@ -49,23 +110,23 @@ def wait_fence(mapping: concurrent.futures.Future, op: str, timeout: float | Non
 
 
 class WebGPUEvent(api.Event):
-    def __init__(self, stream: WebGPUStream, timing: bool, mapping: concurrent.futures.Future, readback_seq: int,
-                 timestamp: Any):
+    def __init__(self, stream: WebGPUStream, timing: bool, fence: Fence, readback_seq: int, timestamp: Any):
         super().__init__(stream, timing)
-        self._mapping = mapping  # the Fencer's map of this event's fence: resolves once the queue got here
+        self._fence = fence  # resolves once the queue got to this event
+        fence.start()
         self._readback_seq = readback_seq
         self._timestamp = timestamp  # a mappable 8-byte buffer when timing
         self._ns: int | None = None
 
     def _query(self) -> bool:
-        if not self._mapping.done() or self._mapping.result()._state == "pending":
+        if not self._fence.done():
             return False
-        self._stream.device._deliver_readbacks(self._readback_seq)
+        self._stream.device._deliver_readbacks(self._readback_seq, "Event.query")
         return True
 
     def _synchronize(self, timeout: float | None = None) -> None:
-        wait_fence(self._mapping, "Event.synchronize", timeout)
-        self._stream.device._deliver_readbacks(self._readback_seq)
+        self._fence.wait("Event.synchronize", timeout)
+        self._stream.device._deliver_readbacks(self._readback_seq, "Event.synchronize")
 
     def _nanoseconds(self) -> int:
         if self._ns is None:
@@ -153,11 +214,13 @@ class WebGPUStream(api.Stream):
         size = -(-(src_offset + dst.nbytes) // 4) * 4 - start
         u = dev._usage
         with dev._lock:
-            readback = dev._new_buffer(size, u.MAP_READ | u.COPY_DST)
-            self._enc().copy_buffer_to_buffer(src._native_handle(), start, readback, 0, size)
+            buf = dev._new_buffer(size, u.MAP_READ | u.COPY_DST)
+            self._enc().copy_buffer_to_buffer(src._native_handle(), start, buf, 0, size)
+            self._flush()
+            readback = Fence(dev, buf)  # the last queue work: a fence for everything submitted before it
             dev._readback_seq += 1
             dev._readbacks.append((dev._readback_seq, readback, src_offset - start, dst))
-            self._flush()
+            dev._last_fence = readback
 
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
         dev = self._dev
@@ -208,24 +271,27 @@ class WebGPUStream(api.Stream):
         self._wait_for_queue("Stream.synchronize", timeout)
 
     def _wait_for_queue(self, op: str, timeout: float | None) -> None:
-        """Wait for a fence after this stream's work and all queue work before it: the device's last fence
-        when nothing was submitted since (a new submission would wait for wgpu's lock: see Fencer)."""
+        """Wait for a fence after this stream's work and all queue work before it."""
         dev = self._dev
         with dev._lock:
-            if self._encoder is not None or dev._last_fence is None or dev._last_fence[0] != dev._submissions:
-                self._fenced_flush()
-            _, mapping, upto = dev._last_fence  # type: ignore[misc]
-        wait_fence(mapping, op, timeout)
-        dev._deliver_readbacks(upto)
+            fence = self._fenced_flush()
+            upto = dev._readback_seq
+        fence.wait(op, timeout)
+        dev._deliver_readbacks(upto, op)
 
-    def _fenced_flush(self) -> concurrent.futures.Future:
-        """Record a fence, submit, and start mapping it: the device's last fence from now on."""
+    def _fenced_flush(self) -> Fence:
+        """A fence after this stream's work and all queue work before it, submitted: the device's last
+        fence when nothing was recorded here or submitted anywhere since, else a new one (the last from
+        now on). Readbacks only come with a submission, so the readbacks a fence covers are all those
+        enqueued before it is returned."""
         dev = self._dev
-        fence = dev._fence(self._enc())
+        last = dev._last_fence
+        if self._encoder is None and last is not None and last.position == dev._submissions:
+            return last
+        buf = dev._fence(self._enc())
         self._flush()
-        mapping = dev._fencer.map(fence)
-        dev._last_fence = (dev._submissions, mapping, dev._readback_seq)
-        return mapping
+        dev._last_fence = Fence(dev, buf)
+        return dev._last_fence
 
     def _launch_prepared(self, plan: api.LaunchPlan, packing: tuple[tuple[int, ...], tuple[int, ...]],
                          args: list[Any]) -> None:
