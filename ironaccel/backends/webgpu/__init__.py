@@ -8,7 +8,9 @@ Decisions, written down here because WebGPU leaves them to us:
   ``max-storage-buffer-binding-size``.
 * All Stream objects share the device's single queue, so each keeps its own order and a cross-stream wait
   only has to flush the recorded stream. A stream batches its commands in one open encoder and submits it
-  when it must (before a ``write_buffer``, at ``record``/``synchronize``/``copy_dtoh``).
+  when it must (before a ``write_buffer``, at ``record``/``synchronize``/``copy_dtoh``); back-to-back
+  launches share one compute pass (WebGPU orders and makes visible the writes of one dispatch to the
+  next within a pass), which anything else recorded ends.
 * Threads: one device lock serialises what touches the shared queue and the device-wide readback list
   (recording, submitting, delivering readbacks); waits for the GPU happen outside it.
 * WebGPU copies need 4-byte aligned offsets and sizes; the API promises byte granularity, so unaligned

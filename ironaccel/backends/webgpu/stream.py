@@ -149,6 +149,8 @@ class WebGPUStream(api.Stream):
         super().__init__(device)
         self._dev: WebGPUDevice = device
         self._encoder: Any = None
+        self._pass: Any = None  # the compute pass open on the encoder: back-to-back launches share it
+        self._pass_dispatch: tuple[Any, Any] | None = None  # the (pipeline, bind group) last set on it
 
     def _native(self) -> Any:
         """The GPUQueue (WebGPU has one queue per device: every stream records into it)."""
@@ -156,6 +158,10 @@ class WebGPUStream(api.Stream):
 
     # -- batching (callers hold the device lock) -------------------------------------------------------
     def _enc(self) -> Any:
+        """The open encoder, for anything but a launch: ends the open compute pass first."""
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = self._pass_dispatch = None
         if self._encoder is None:
             self._encoder = self._dev._gpu.create_command_encoder()
             self._dev._unsubmitted.add(self)
@@ -163,7 +169,7 @@ class WebGPUStream(api.Stream):
 
     def _flush(self) -> None:
         if self._encoder is not None:
-            enc, self._encoder = self._encoder, None
+            enc, self._encoder = self._enc(), None
             self._dev._unsubmitted.discard(self)
             self._dev._submissions += 1
             call(self._dev._gpu.queue.submit, [call(enc.finish)])
@@ -315,11 +321,14 @@ class WebGPUStream(api.Stream):
                 else:
                     kernel._dispatches.move_to_end(key)
                 kernel._last = block, args, dispatch
-            p = self._enc().begin_compute_pass()
-            p.set_pipeline(dispatch[0])
-            p.set_bind_group(0, dispatch[1])
+            p = self._pass
+            if p is None:
+                p = self._pass = self._enc().begin_compute_pass()
+            if dispatch is not self._pass_dispatch:
+                p.set_pipeline(dispatch[0])
+                p.set_bind_group(0, dispatch[1])
+                self._pass_dispatch = dispatch
             p.dispatch_workgroups(*grid)
-            p.end()
 
 
 BYTE_KERNEL_BLOCK = 64
