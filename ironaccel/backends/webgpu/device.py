@@ -89,6 +89,7 @@ class WebGPUDevice(api.Device):
             "max-compute-workgroups-per-dimension")}
         self._gpu = call(adapter.request_device_sync, required_features=sorted(self._features),
                          required_limits=wanted_limits)
+        self._queue = self._gpu.queue  # (a wgpu property: read once)
         self._usage = wgpu.BufferUsage
         self._byte_kernel: Any = None
         self._fence_src: Any = None

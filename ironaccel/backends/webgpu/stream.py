@@ -154,7 +154,7 @@ class WebGPUStream(api.Stream):
 
     def _native(self) -> Any:
         """The GPUQueue (WebGPU has one queue per device: every stream records into it)."""
-        return self._dev._gpu.queue
+        return self._dev._queue
 
     # -- batching (callers hold the device lock) -------------------------------------------------------
     def _enc(self) -> Any:
@@ -172,7 +172,7 @@ class WebGPUStream(api.Stream):
             enc, self._encoder = self._enc(), None
             self._dev._unsubmitted.discard(self)
             self._dev._submissions += 1
-            call(self._dev._gpu.queue.submit, [call(enc.finish)])
+            call(self._dev._queue.submit, [call(enc.finish)])
 
     def _bytes(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int, fill: int) -> None:
         """Byte-granular copy (``src`` given) or fill (``src`` None) through the internal kernel."""
@@ -203,15 +203,16 @@ class WebGPUStream(api.Stream):
         dev = self._dev
         n = src.nbytes
         with dev._lock:
-            self._flush()  # write_buffer lands on the queue timeline now: commands enqueued before go first
+            if self._encoder is not None:  # write_buffer lands on the queue timeline now: what came before goes first
+                self._flush()
             dev._submissions += 1  # a write_buffer is queue work a fence must come after
             if dst_offset % 4 == 0 and n % 4 == 0:
-                call(dev._gpu.queue.write_buffer, dst._native_handle(), dst_offset, src)
+                call(dev._queue.write_buffer, dst._gpu_buffer, dst_offset, src)
                 return
             padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
             padded[:n] = src
             staging = dev._new_buffer(n, dev._usage.STORAGE | dev._usage.COPY_DST)
-            call(dev._gpu.queue.write_buffer, staging, 0, padded)
+            call(dev._queue.write_buffer, staging, 0, padded)
             self._bytes(dst._native_handle(), dst_offset, staging, 0, n, 0)
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
