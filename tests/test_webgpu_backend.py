@@ -37,6 +37,14 @@ struct Params { v: f32 }
 fn store_bits() { out[0] = bitcast<u32>(p.v); }
 """
 
+# Stores its block size: a relaunch on the same argument objects with another block must run that block.
+STORE_BLOCK_WGSL = """
+override BLOCK_X: u32 = 1u;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(BLOCK_X)
+fn store_block(@builtin(local_invocation_index) i: u32) { if (i == 0u) { out[0] = BLOCK_X; } }
+"""
+
 
 def undersized_binding_after_fill(target: str) -> dict:
     """A fill, then a launch that binds 64 bytes where the shader's array needs 4096 (issue 12, item 3:
@@ -100,6 +108,9 @@ def relaunches_through_the_dispatch_cache(target: str) -> dict:
         s.launch(kernel, 1, 1, (a, v))
     s.launch(kernel, 1, 1, (a, values[0]))
     seen["first of 40 again"] = word(a)
+    block_kernel = dev.compile(STORE_BLOCK_WGSL, "wgsl").kernel("store_block")
+    same = [b]
+    seen["blocks"] = [(s.launch(block_kernel, 1, block, same), word(b))[1] for block in (32, 64, 32)]
     a.free()
     c = dev.alloc(4)
     s.fill(c, 0)
@@ -146,6 +157,7 @@ def test_relaunches_through_the_dispatch_cache_bind_their_own_buffers_and_scalar
     assert seen["other buffer"] == [bits(-0.0), bits(2.0)]
     assert seen["first of 40 again"] == bits(0.0)
     assert seen["new buffer after a free"] == bits(1.5)
+    assert seen["blocks"] == [32, 64, 32], "a relaunch on the same argument objects kept the first block size"
     assert seen["diagnostics"] == []
 
 
