@@ -105,16 +105,11 @@ MUTANTS: list[Mutant] = [
            "packed += bytes(-len(packed) % 4)",
            "webgpu/lavapipe", "a uniform block of scalars is not padded to 16 bytes (a binding smaller than the struct)",
            ("KERNEL-2", "KERNEL-6", "KERNEL-10")),
-    Mutant("wgpu-last-dispatch-ignores-block", "webgpu", WGPU + "stream.py",
-           "if last is not None and last[0] == block and all(map(operator.is_, last[1], args)):",
-           "if last is not None and all(map(operator.is_, last[1], args)):",
-           "webgpu/lavapipe", "a kernel relaunched on the same arguments with another block size runs with the first "
-           "block size", ("KERNEL-12",)),
     Mutant("wgpu-pass-dispatch-kept-after-pass-ends", "webgpu", WGPU + "stream.py",
            "self._pass = self._pass_dispatch = None",
            "self._pass = None",
-           "webgpu/lavapipe", "a launch after a copy or fill repeats the previous launch's arguments and is encoded "
-           "into a new compute pass without its pipeline and bind group", ("KERNEL-6", "STREAM-2")),
+           "webgpu/lavapipe", "a launch repeating the previous one's arguments after a synchronize, copy or fill is "
+           "encoded into a new compute pass without its pipeline and bind group", ("STREAM-7", "STREAM-8")),
     Mutant("wgpu-device-sync-flushes-default-only", "webgpu", WGPU + "device.py",
            "for s in list(self._unsubmitted):\n                s._flush()",
            "for s in [self._default] if self._default in self._unsubmitted else []:\n                s._flush()",
