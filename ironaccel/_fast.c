@@ -39,6 +39,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -1270,6 +1271,28 @@ static void fill_piece(int i) {
     copiers.filled[i] = 1;
 }
 
+/* After a job, a worker watches for the next one for a while before it sleeps: a large copy's chunks come
+ * SPIN_NS apart or less (the ring's Python between two staged_copy calls), and a sleeping thread takes a
+ * futex wake, tens of microseconds in a VM, to start on the next chunk. Lock not held. */
+enum { SPIN_NS = 100000 };
+
+static void await_job(unsigned long seen) {
+    struct timespec now, until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += SPIN_NS;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    for (unsigned spins = 1;; spins++) {
+        if (__atomic_load_n(&copiers.job, __ATOMIC_ACQUIRE) != seen) return;
+#if defined(__SSE2__)
+        _mm_pause();
+#endif
+        if (spins % 256 == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) return;
+        }
+    }
+}
+
 static void *copier_main(void *unused) {
     unsigned long seen = 0;
     pthread_mutex_lock(&copiers.lock);
@@ -1283,6 +1306,9 @@ static void *copier_main(void *unused) {
         }
         copiers.active--;
         pthread_cond_signal(&copiers.progress);
+        pthread_mutex_unlock(&copiers.lock);
+        await_job(seen);
+        pthread_mutex_lock(&copiers.lock);
     }
     return NULL;
 }
@@ -1330,7 +1356,7 @@ static CUresult fill_and_send(CUdeviceptr dst, char *staged, const char *src, si
     copiers.pieces = pieces, copiers.next = 0;
     memset(copiers.filled, 0, sizeof copiers.filled);
     if (pieces > 1 && copiers.threads) {
-        copiers.job++;
+        __atomic_store_n(&copiers.job, copiers.job + 1, __ATOMIC_RELEASE); /* seen by spinning workers too */
         pthread_cond_broadcast(&copiers.wake);
     }
     for (int sent = 0; sent < pieces && !err;) {
