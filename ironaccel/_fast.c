@@ -22,6 +22,8 @@
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(stream, dst, offset, host, ring) a small pageable copy_htod: the ring's room reserved under its
  *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring)
+ *   StreamCore.copy_htod                         the whole checked copy_htod: small ones staged_htod; large ones
+ *        DMA'd directly from pinned memory on an idle stream and waited for, or handed to the ring (staging.py)
  *   alloc(device, nbytes)                        CudaDevice._alloc with memory pools: cuMemAllocAsync on the
  *        device's allocation stream and cuStreamSynchronize of it, in one call, and the buffer made and
  *        registered (or the name and CUresult of the call that failed; the memory is given back then)
@@ -63,6 +65,7 @@ static CUresult (*cuEventQuery)(CUevent);
 static CUresult (*cuEventRecord)(CUevent, CUstream);
 static CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void *, size_t, CUstream);
 static CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
+static CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
 static CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
 static CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
 
@@ -88,6 +91,7 @@ static PyObject *fast_init(PyObject *self, PyObject *unused) {
     RESOLVE(cuEventRecord)
     RESOLVE(cuMemcpyHtoDAsync_v2)
     RESOLVE(cuMemcpyDtoHAsync_v2)
+    RESOLVE(cuPointerGetAttribute)
     RESOLVE(cuMemAllocAsync)
     RESOLVE(cuMemFreeAsync)
 #undef RESOLVE
@@ -1521,22 +1525,73 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
 static PyTypeObject *ndarray_type;    /* numpy.ndarray */
 static PyObject *copy_htod_python;    /* api.Stream.copy_htod */
 static long small_copy_bytes;         /* staging.SMALL_COPY_BYTES: staged in one memcpy and one DMA */
+static long pinned_check_bytes;       /* staging.PINNED_CHECK_BYTES: from this size a pinned source goes direct */
+static PyObject *str_ring_copy_htod;  /* "copy_htod", StagingRing's */
 
 static PyObject *fast_configure_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyType_Check(args[0]))
-        return PyErr_Format(PyExc_TypeError, "configure_copies(ndarray, copy_htod, small_copy_bytes)");
+    if (nargs != 4 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError,
+                            "configure_copies(ndarray, copy_htod, small_copy_bytes, pinned_check_bytes)");
     small_copy_bytes = PyLong_AsLong(args[2]);
+    pinned_check_bytes = PyLong_AsLong(args[3]);
     if (PyErr_Occurred()) return NULL;
+    if (str_ring_copy_htod == NULL && (str_ring_copy_htod = PyUnicode_InternFromString("copy_htod")) == NULL)
+        return NULL;
     Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[0]));
     Py_XSETREF(copy_htod_python, Py_NewRef(args[1]));
     Py_RETURN_NONE;
 }
 
+enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_MEMORYTYPE_HOST = 1 };
+
+/* A copy_htod of more than small_copy_bytes, checked (stream_copy_htod), as CudaStream._copy_htod does it: a
+ * source of pinned_check_bytes or more in page-locked memory the driver knows, on an idle stream, DMA'd
+ * directly and waited for (COPY-4: the caller may reuse it once this returns; a failed pointer query means
+ * "not pinned"); anything else through the ring's copy_htod (staging.py), which stages it. Returns None, or
+ * NULL with the typed error set. */
+static PyObject *large_htod(PyObject *stream, PyObject *dst, unsigned long long offset, Py_buffer *host,
+                            PyObject *src, PyObject *ring) {
+    StreamCore *st = fast_stream(stream);
+    void *queue;
+    if (st == NULL || make_current(st->device) || address(st->address, &queue)) return NULL;
+    Py_XSETREF(((BufferCore *)dst)->last_stream, Py_NewRef(stream));
+    CUdeviceptr ptr = ((BufferCore *)dst)->ptr + offset;
+    if (host->len >= pinned_check_bytes) {
+        unsigned int kind = 0;
+        CUresult err = 0;
+        const char *failed = NULL;
+        int direct = 0;
+        Py_BEGIN_ALLOW_THREADS
+        if (cuPointerGetAttribute(&kind, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)host->buf) == 0 &&
+            kind == CU_MEMORYTYPE_HOST) {
+            CUresult idle = cuStreamQuery(queue);
+            if (idle == 0) {
+                direct = 1;
+                if ((err = cuMemcpyHtoDAsync_v2(ptr, host->buf, (size_t)host->len, queue)))
+                    failed = "cuMemcpyHtoDAsync";
+                else if ((err = cuStreamSynchronize(queue)))
+                    failed = "cuStreamSynchronize";
+            } else if (idle != CUDA_ERROR_NOT_READY) {
+                failed = "cuStreamQuery", err = idle;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (failed) return raise_failed(failed, err);
+        if (direct) Py_RETURN_NONE;
+    }
+    PyObject *at = PyLong_FromUnsignedLongLong(ptr);
+    if (at == NULL) return NULL;
+    PyObject *call[] = {ring, stream, at, src};
+    PyObject *done = PyObject_VectorcallMethod(str_ring_copy_htod, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(at);
+    return done;
+}
+
 /* copy_htod(dst, src, *, dst_offset=0): api.Stream.copy_htod and FastStream._copy_htod for the common case, a
- * small copy from a C-contiguous ndarray of plain data (its buffer exported without an 'O' in its format)
- * into a live plain or pooled buffer of this device, in range, on an open device that is not capturing:
- * staged_htod. Everything else, and a ring that must advance, goes to api.Stream.copy_htod, which checks
- * again and raises the API's errors. */
+ * copy from a C-contiguous ndarray of plain data (its buffer exported without an 'O' in its format) into a
+ * live plain or pooled buffer of this device, in range, on an open device that is not capturing: staged_htod
+ * when small, large_htod when not. Everything else, and a ring that must advance, goes to api.Stream.copy_htod,
+ * which checks again and raises the API's errors. */
 static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
     PyObject *offset = NULL;
     if (nargs == 2 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 &&
@@ -1557,8 +1612,7 @@ static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssiz
     long long at = 0;
     if (offset != NULL && ((at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) PyErr_Clear();
     PyObject *backing = NULL, *attr = NULL, *dev = NULL, *result = NULL, *code = NULL;
-    if (at < 0 || (host.format != NULL && strchr(host.format, 'O') != NULL) || n == 0 || n > small_copy_bytes)
-        goto python_release;
+    if (at < 0 || (host.format != NULL && strchr(host.format, 'O') != NULL) || n == 0) goto python_release;
     if ((PyObject *)Py_TYPE(dst) == buffer_type)
         backing = Py_NewRef(dst);
     else if (pooled_type != NULL && (PyObject *)Py_TYPE(dst) == pooled_type)
@@ -1577,6 +1631,11 @@ static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssiz
     if (at + n > size || ((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None))
         goto python_release;
     PyObject *ring = Py_NewRef(((DeviceCore *)dev)->staging); /* held: the call runs Python code (the lock) */
+    if (n > small_copy_bytes) {
+        result = large_htod(self, backing, (unsigned long long)at, &host, src, ring);
+        Py_DECREF(ring);
+        goto out;
+    }
     code = staged_htod(self, backing, (unsigned long long)at, &host, ring);
     Py_DECREF(ring);
     if (code == NULL) goto out;
@@ -1893,7 +1952,7 @@ static PyMethodDef methods[] = {
     {"configure_scalars", (PyCFunction)fast_configure_scalars, METH_O,
      "Register the numpy scalar types whose values launch reads in place; returns how many."},
     {"configure_copies", (PyCFunction)(void (*)(void))fast_configure_copies, METH_FASTCALL,
-     "Give StreamCore.copy_htod numpy's ndarray, the Python copy_htod and the small-copy size."},
+     "Give StreamCore.copy_htod numpy's ndarray, the Python copy_htod, the small-copy and pinned-check sizes."},
     {"configure_buffers", (PyCFunction)(void (*)(void))fast_configure_buffers, METH_FASTCALL,
      "Give BufferCore the Python release it hands uncommon frees to, and DriverError."},
     {"staged_copy", (PyCFunction)(void (*)(void))fast_staged_copy, METH_FASTCALL,

@@ -563,6 +563,39 @@ def test_a_pinned_source_may_be_overwritten_when_copy_htod_returns(device):
         driver.cu.cuMemFreeHost(ptr)
 
 
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_a_direct_pinned_copy_is_complete_when_copy_htod_returns(tmp_path, pure):
+    """COPY-4 on the direct path: a pinned source on an idle stream is DMA'd from the caller's array, so the
+    call must wait for that DMA before it returns. The fake started with START_ON_WAIT runs queued work only
+    when the host waits or queries, so a copy left queued would read the bytes written after the call."""
+    proc = _run_script(
+        tmp_path,
+        "import ctypes\n"
+        "import numpy as np\n"
+        "from ironaccel.backends.cuda import CudaBackend, PINNED_CHECK_BYTES, driver\n"
+        "dev = CudaBackend().open_device(0)\n"
+        "n = PINNED_CHECK_BYTES\n"
+        "ptr = int(driver.calls.cuMemHostAlloc(n, 0))\n"
+        "pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(ptr))\n"
+        "pinned[:] = np.arange(n) % 249\n"
+        "expect = pinned.copy()\n"
+        "s = dev.create_stream()\n"
+        "buf = dev.alloc(n)\n"
+        "s.copy_htod(buf, pinned)\n"
+        "pinned[:] = 0xEE\n"
+        "out = np.empty(n, np.uint8)\n"
+        "s.copy_dtoh(out, buf)\n"
+        "s.synchronize()\n"
+        "assert dev._staging._base == 0, 'not the direct path'\n"
+        "print('same' if (out == expect).all() else 'overwritten')\n"
+        "buf.free()\n"
+        "driver.cu.cuMemFreeHost(ptr)\n"
+        "dev.close()\n",
+        IRONACCEL_FAKE_CUDA_START_ON_WAIT="1", IRONACCEL_PURE_PYTHON=pure)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "same"
+
+
 def test_device_info_reports_the_fake(device):
     info = device.info
     assert info.simulated and info.driver == "ironaccel fake libcuda"
