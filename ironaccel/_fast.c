@@ -22,8 +22,9 @@
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(stream, dst, offset, host, ring) a small pageable copy_htod: the ring's room reserved under its
  *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring)
- *   StreamCore.copy_htod                         the whole checked copy_htod: small ones staged_htod; large ones
- *        DMA'd directly from pinned memory on an idle stream and waited for, or handed to the ring (staging.py)
+ *   StreamCore.copy_htod, copy_dtoh              the whole checked copy: small htod ones staged_htod; large ones
+ *        DMA'd directly from pinned memory on an idle stream and waited for, or handed to the ring (staging.py);
+ *        dtoh ones cuMemcpyDtoHAsync with the array held as FastStream._copy_dtoh holds it
  *   alloc(device, nbytes)                        CudaDevice._alloc with memory pools: cuMemAllocAsync on the
  *        device's allocation stream and cuStreamSynchronize of it, in one call, and the buffer made and
  *        registered (or the name and CUresult of the call that failed; the memory is given back then)
@@ -790,10 +791,13 @@ out:
 }
 
 static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+static PyObject *stream_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 static PyMethodDef stream_methods[] = {
     {"copy_htod", (PyCFunction)(void (*)(void))stream_copy_htod, METH_FASTCALL | METH_KEYWORDS,
      "Stream.copy_htod(dst, src, *, dst_offset=0): copy all of host src into dst at dst_offset."},
+    {"copy_dtoh", (PyCFunction)(void (*)(void))stream_copy_dtoh, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.copy_dtoh(dst, src, *, src_offset=0): fill all of host dst from src at src_offset."},
     {"launch", (PyCFunction)(void (*)(void))stream_launch, METH_FASTCALL | METH_KEYWORDS,
      "Stream.launch(kernel, grid, block, args=()): run kernel over grid blocks of block threads."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
@@ -1524,21 +1528,26 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
 
 static PyTypeObject *ndarray_type;    /* numpy.ndarray */
 static PyObject *copy_htod_python;    /* api.Stream.copy_htod */
+static PyObject *copy_dtoh_python;    /* api.Stream.copy_dtoh */
+static PyObject *str_op_copy_dtoh;    /* "Stream.copy_dtoh", the op a pooled buffer's errors name */
 static long small_copy_bytes;         /* staging.SMALL_COPY_BYTES: staged in one memcpy and one DMA */
 static long pinned_check_bytes;       /* staging.PINNED_CHECK_BYTES: from this size a pinned source goes direct */
 static PyObject *str_ring_copy_htod;  /* "copy_htod", StagingRing's */
 
 static PyObject *fast_configure_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyType_Check(args[0]))
+    if (nargs != 5 || !PyType_Check(args[0]))
         return PyErr_Format(PyExc_TypeError,
-                            "configure_copies(ndarray, copy_htod, small_copy_bytes, pinned_check_bytes)");
-    small_copy_bytes = PyLong_AsLong(args[2]);
-    pinned_check_bytes = PyLong_AsLong(args[3]);
+                            "configure_copies(ndarray, copy_htod, copy_dtoh, small_copy_bytes, pinned_check_bytes)");
+    small_copy_bytes = PyLong_AsLong(args[3]);
+    pinned_check_bytes = PyLong_AsLong(args[4]);
     if (PyErr_Occurred()) return NULL;
     if (str_ring_copy_htod == NULL && (str_ring_copy_htod = PyUnicode_InternFromString("copy_htod")) == NULL)
         return NULL;
+    if (str_op_copy_dtoh == NULL && (str_op_copy_dtoh = PyUnicode_InternFromString("Stream.copy_dtoh")) == NULL)
+        return NULL;
     Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[0]));
     Py_XSETREF(copy_htod_python, Py_NewRef(args[1]));
+    Py_XSETREF(copy_dtoh_python, Py_NewRef(args[2]));
     Py_RETURN_NONE;
 }
 
@@ -1587,77 +1596,149 @@ static PyObject *large_htod(PyObject *stream, PyObject *dst, unsigned long long 
     return done;
 }
 
-/* copy_htod(dst, src, *, dst_offset=0): api.Stream.copy_htod and FastStream._copy_htod for the common case, a
- * copy from a C-contiguous ndarray of plain data (its buffer exported without an 'O' in its format) into a
- * live plain or pooled buffer of this device, in range, on an open device that is not capturing: staged_htod
- * when small, large_htod when not. Everything else, and a ring that must advance, goes to api.Stream.copy_htod,
- * which checks again and raises the API's errors. */
-static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    PyObject *offset = NULL;
+/* The arguments of copy_htod(dst, src, *, dst_offset=0) or copy_dtoh(dst, src, *, src_offset=0) in their
+ * usual form (two positional, the offset keyword an int or absent): 1 and *offset (borrowed, NULL: absent),
+ * else 0 (the Python method parses them). */
+static int copy_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *keyword,
+                     PyObject **offset) {
+    *offset = NULL;
     if (nargs == 2 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 &&
-        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "dst_offset") == 0)
-        offset = args[2];
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), keyword) == 0)
+        *offset = args[2];
     else if (nargs != 2 || kwnames != NULL)
-        goto python;
-    PyObject *dst = args[0], *src = args[1];
-    if (copy_htod_python == NULL || buffer_type == NULL || !Py_IS_TYPE(src, ndarray_type) ||
-        (offset != NULL && !PyLong_CheckExact(offset)))
-        goto python;
-    Py_buffer host;
-    if (PyObject_GetBuffer(src, &host, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)) {
-        PyErr_Clear(); /* not plain data (datetimes, ...): the Python path says what is wrong */
-        goto python;
+        return 0;
+    return *offset == NULL || PyLong_CheckExact(*offset);
+}
+
+/* The checks api.Stream.copy_htod and copy_dtoh make, for the common case: `array` a C-contiguous ndarray of
+ * plain data (its buffer exported without an 'O' in its format; writable for copy_dtoh), not empty; `buf` a
+ * live plain or pooled buffer of this stream's device with [at, at + the array's bytes) inside it; the device
+ * open and the stream not capturing. 1 when all hold, with `host` exported and *backing (the CudaBuffer
+ * holding the memory) a new reference; 0 when the Python method must check (nothing held); -1 with the error
+ * set (nothing held). */
+static int copy_checked(PyObject *self, PyObject *buf, PyObject *array, PyObject *offset, int writable,
+                        PyObject *op, Py_buffer *host, long long *at, PyObject **backing) {
+    *backing = NULL;
+    *at = 0;
+    if (buffer_type == NULL || ndarray_type == NULL || !Py_IS_TYPE(array, ndarray_type)) return 0;
+    if (PyObject_GetBuffer(array, host, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0))) {
+        PyErr_Clear(); /* not plain data (datetimes, ...), read-only: the Python method says what is wrong */
+        return 0;
     }
-    Py_ssize_t n = host.len;
-    long long at = 0;
-    if (offset != NULL && ((at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) PyErr_Clear();
-    PyObject *backing = NULL, *attr = NULL, *dev = NULL, *result = NULL, *code = NULL;
-    if (at < 0 || (host.format != NULL && strchr(host.format, 'O') != NULL) || n == 0) goto python_release;
-    if ((PyObject *)Py_TYPE(dst) == buffer_type)
-        backing = Py_NewRef(dst);
-    else if (pooled_type != NULL && (PyObject *)Py_TYPE(dst) == pooled_type)
-        backing = PyObject_CallMethodOneArg(dst, str_backing, str_op_copy_htod); /* raises UseAfterFree */
+    if (offset != NULL && ((*at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) PyErr_Clear(), *at = -1;
+    int verdict = 0;
+    PyObject *attr = NULL;
+    if (*at < 0 || (host->format != NULL && strchr(host->format, 'O') != NULL) || host->len == 0) goto done;
+    if ((PyObject *)Py_TYPE(buf) == buffer_type)
+        *backing = Py_NewRef(buf);
+    else if (pooled_type != NULL && (PyObject *)Py_TYPE(buf) == pooled_type)
+        *backing = PyObject_CallMethodOneArg(buf, str_backing, op); /* raises UseAfterFree */
     else
-        goto python_release;
-    if (backing == NULL) goto out;
-    if ((PyObject *)Py_TYPE(backing) != buffer_type || ((BufferCore *)backing)->freed) goto python_release;
+        goto done;
+    verdict = -1;
+    if (*backing == NULL) goto done;
+    verdict = 0;
+    if ((PyObject *)Py_TYPE(*backing) != buffer_type || ((BufferCore *)*backing)->freed) goto done;
     StreamCore *st = fast_stream(self);
-    if (st == NULL || fast_device(st->device) == NULL) goto out;
-    dev = Py_NewRef(st->device);
-    if (((BufferCore *)backing)->device != dev) goto python_release;
-    if ((attr = GET(dst, nbytes)) == NULL) goto out;
+    verdict = -1;
+    if (st == NULL || fast_device(st->device) == NULL) goto done;
+    verdict = 0;
+    if (((BufferCore *)*backing)->device != st->device) goto done;
+    verdict = -1;
+    if ((attr = GET(buf, nbytes)) == NULL) goto done;
     long long size = PyLong_AsLongLong(attr);
-    if (size == -1 && PyErr_Occurred()) goto out;
-    if (at + n > size || ((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None))
-        goto python_release;
-    PyObject *ring = Py_NewRef(((DeviceCore *)dev)->staging); /* held: the call runs Python code (the lock) */
-    if (n > small_copy_bytes) {
-        result = large_htod(self, backing, (unsigned long long)at, &host, src, ring);
-        Py_DECREF(ring);
-        goto out;
+    if (size == -1 && PyErr_Occurred()) goto done;
+    verdict = !(*at + host->len > size || ((DeviceCore *)st->device)->closed ||
+                (st->capturing != NULL && st->capturing != Py_None));
+done:
+    Py_XDECREF(attr);
+    if (verdict != 1) {
+        Py_CLEAR(*backing);
+        PyBuffer_Release(host);
     }
-    code = staged_htod(self, backing, (unsigned long long)at, &host, ring);
+    return verdict;
+}
+
+/* copy_htod(dst, src, *, dst_offset=0): api.Stream.copy_htod and FastStream._copy_htod for the common case
+ * (copy_checked): staged_htod when small, large_htod when not. Everything else, and a ring that must advance,
+ * goes to api.Stream.copy_htod, which checks again and raises the API's errors. */
+static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *offset, *backing, *result = NULL;
+    Py_buffer host;
+    long long at;
+    if (copy_htod_python == NULL || !copy_args(args, nargs, kwnames, "dst_offset", &offset)) goto python;
+    int checked = copy_checked(self, args[0], args[1], offset, 0, str_op_copy_htod, &host, &at, &backing);
+    if (checked < 0) return NULL;
+    if (!checked) goto python;
+    PyObject *ring = Py_NewRef(((DeviceCore *)((StreamCore *)self)->device)->staging); /* held: runs Python */
+    if (host.len > small_copy_bytes) {
+        result = large_htod(self, backing, (unsigned long long)at, &host, args[1], ring);
+    } else {
+        PyObject *code = staged_htod(self, backing, (unsigned long long)at, &host, ring);
+        long err = code == NULL ? 0 : PyLong_AsLong(code);
+        Py_XDECREF(code);
+        if (code != NULL && err == TAKE_PYTHON_PATH) {
+            Py_DECREF(ring);
+            PyBuffer_Release(&host);
+            Py_DECREF(backing);
+            goto python;
+        }
+        if (code != NULL && err) raise_failed("cuMemcpyHtoDAsync", (CUresult)err);
+        else if (code != NULL && !PyErr_Occurred()) result = Py_NewRef(Py_None);
+    }
     Py_DECREF(ring);
-    if (code == NULL) goto out;
-    long err = PyLong_AsLong(code);
-    if (err == TAKE_PYTHON_PATH) goto python_release;
-    if (err) raise_failed("cuMemcpyHtoDAsync", (CUresult)err);
-    else if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-out:
     PyBuffer_Release(&host);
-    Py_XDECREF(backing);
-    Py_XDECREF(attr);
-    Py_XDECREF(dev);
-    Py_XDECREF(code);
+    Py_DECREF(backing);
     return result;
-python_release:
-    PyBuffer_Release(&host);
-    Py_XDECREF(backing);
-    Py_XDECREF(attr);
-    Py_XDECREF(dev);
-    Py_XDECREF(code);
 python:
     return call_python(copy_htod_python, self, args, nargs, kwnames);
+}
+
+/* copy_dtoh(dst, src, *, src_offset=0): api.Stream.copy_dtoh and FastStream._copy_dtoh for the common case
+ * (copy_checked): cuMemcpyDtoHAsync into the array, and the array held until a wait covers the copy
+ * (stream._held.append((next(stream._numbers), dst)), as the Python method does). Everything else goes to
+ * api.Stream.copy_dtoh, which checks again and raises the API's errors. */
+static PyObject *stream_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *offset, *backing, *result = NULL, *held = NULL, *numbers = NULL, *number = NULL, *entry = NULL;
+    Py_buffer host;
+    long long at;
+    void *queue;
+    if (copy_dtoh_python == NULL || !copy_args(args, nargs, kwnames, "src_offset", &offset)) goto python;
+    int checked = copy_checked(self, args[1], args[0], offset, 1, str_op_copy_dtoh, &host, &at, &backing);
+    if (checked < 0) return NULL;
+    if (!checked) goto python;
+    StreamCore *st = (StreamCore *)self;
+    if (make_current(st->device) || address(st->address, &queue)) goto out;
+    Py_XSETREF(((BufferCore *)backing)->last_stream, Py_NewRef(self));
+    CUresult err;
+    CUdeviceptr from = ((BufferCore *)backing)->ptr + (CUdeviceptr)at;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuMemcpyDtoHAsync_v2(host.buf, from, (size_t)host.len, queue);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        raise_failed("cuMemcpyDtoHAsync", err);
+        goto out;
+    }
+    if ((held = GET(self, held)) == NULL || (numbers = GET(self, numbers)) == NULL) goto out;
+    if ((number = PyIter_Next(numbers)) == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "copy_dtoh: the stream's numbering ended");
+        goto out;
+    }
+    if ((entry = PyTuple_Pack(2, number, args[0])) == NULL) goto out;
+    PyObject *appended = PyObject_CallMethodOneArg(held, str_append, entry);
+    if (appended == NULL) goto out;
+    Py_DECREF(appended);
+    result = Py_NewRef(Py_None);
+out:
+    PyBuffer_Release(&host); /* the array itself is held until a wait covers the copy */
+    Py_DECREF(backing);
+    Py_XDECREF(held);
+    Py_XDECREF(numbers);
+    Py_XDECREF(number);
+    Py_XDECREF(entry);
+    return result;
+python:
+    return call_python(copy_dtoh_python, self, args, nargs, kwnames);
 }
 
 /* ---- The MemPool's warm path (ironaccel/pool.py) ------------------------------------------------------------
