@@ -1246,16 +1246,18 @@ static void copy_to_pinned(void *dst, const void *src, size_t n) {
  * take the GIL: Python-level workers had to, twice per piece, and queued on it. The caller takes pieces too,
  * and it alone enqueues the DMAs, in piece order, each as soon as its piece is filled: the stream sees the
  * same calls on the same thread as from one thread, and the DMA of the first pieces overlaps the filling of
- * the rest. One job at a time (StagingRing's lock serializes the chunks); everything below is guarded by
- * copiers.lock. The caller returns only once no worker touches the job (COPY-4: the host array is reusable). */
+ * the rest. One job at a time (a ring's lock serializes its chunks, `busy` the rings of several devices);
+ * everything below is guarded by copiers.lock. The caller returns only once no worker touches the job (COPY-4: the host array is reusable). */
 enum { PIECE_MIN = 128 << 10, PIECES_MAX = 64, COPY_THREADS_MAX = 15 };
 
 static struct {
     pthread_mutex_t lock;
     pthread_cond_t wake;     /* a worker: a new job */
-    pthread_cond_t progress; /* the caller: a piece filled, or a worker left the job */
+    pthread_cond_t progress; /* callers: a piece filled, a worker left the job, the job given back (broadcast) */
     int threads;             /* workers started */
+    int wanted;              /* workers that join the job: the first `wanted` started */
     unsigned long job;       /* numbers the jobs, so a worker joins each once */
+    int busy;                /* a caller has the job (two devices' rings may copy at once) */
     int active;              /* workers inside the job */
     char *dst;               /* the job: dst[0, n) = src[0, n), in pieces of piece bytes */
     const char *src;
@@ -1301,19 +1303,20 @@ static void await_job(unsigned long seen) {
     }
 }
 
-static void *copier_main(void *unused) {
+static void *copier_main(void *number) {
     unsigned long seen = 0;
     pthread_mutex_lock(&copiers.lock);
     for (;;) {
         while (copiers.job == seen) pthread_cond_wait(&copiers.wake, &copiers.lock);
         seen = copiers.job;
+        if ((intptr_t)number >= copiers.wanted) continue;
         copiers.active++;
         while (copiers.next < copiers.pieces) {
             fill_piece(copiers.next++);
-            pthread_cond_signal(&copiers.progress);
+            pthread_cond_broadcast(&copiers.progress);
         }
         copiers.active--;
-        pthread_cond_signal(&copiers.progress);
+        pthread_cond_broadcast(&copiers.progress);
         pthread_mutex_unlock(&copiers.lock);
         await_job(seen);
         pthread_mutex_lock(&copiers.lock);
@@ -1326,7 +1329,7 @@ static void copiers_after_fork(void) {
     pthread_mutex_init(&copiers.lock, NULL);
     pthread_cond_init(&copiers.wake, NULL);
     pthread_cond_init(&copiers.progress, NULL);
-    copiers.threads = copiers.active = copiers.pieces = copiers.next = 0;
+    copiers.threads = copiers.busy = copiers.active = copiers.pieces = copiers.next = 0;
 }
 
 static void copiers_register_fork(void) { pthread_atfork(NULL, NULL, copiers_after_fork); }
@@ -1338,7 +1341,7 @@ static void start_copiers(int threads) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        int failed = pthread_create(&thread, &attr, copier_main, NULL);
+        int failed = pthread_create(&thread, &attr, copier_main, (void *)(intptr_t)copiers.threads);
         pthread_attr_destroy(&attr);
         if (failed) break;
     }
@@ -1359,11 +1362,13 @@ static CUresult fill_and_send(CUdeviceptr dst, char *staged, const char *src, si
     CUresult err = 0;
     pthread_mutex_lock(&copiers.lock);
     if (pieces > 1) start_copiers(threads);
-    while (copiers.active) pthread_cond_wait(&copiers.progress, &copiers.lock); /* a late worker of the last job */
+    while (copiers.busy || copiers.active) /* another ring's copy, or a late worker of the last job */
+        pthread_cond_wait(&copiers.progress, &copiers.lock);
+    copiers.busy = 1;
     copiers.dst = staged, copiers.src = src, copiers.n = n, copiers.piece = piece, copiers.hot = hot;
-    copiers.pieces = pieces, copiers.next = 0;
+    copiers.pieces = pieces, copiers.next = 0, copiers.wanted = threads;
     memset(copiers.filled, 0, sizeof copiers.filled);
-    if (pieces > 1 && copiers.threads) {
+    if (pieces > 1 && threads) {
         __atomic_store_n(&copiers.job, copiers.job + 1, __ATOMIC_RELEASE); /* seen by spinning workers too */
         pthread_cond_broadcast(&copiers.wake);
     }
@@ -1382,6 +1387,8 @@ static CUresult fill_and_send(CUdeviceptr dst, char *staged, const char *src, si
     }
     copiers.next = pieces; /* after a failure: nobody takes more */
     while (copiers.active) pthread_cond_wait(&copiers.progress, &copiers.lock); /* no worker reads src any more */
+    copiers.busy = 0;
+    pthread_cond_broadcast(&copiers.progress);
     pthread_mutex_unlock(&copiers.lock);
     return err;
 }

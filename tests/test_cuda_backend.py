@@ -461,6 +461,47 @@ def test_compiled_copy_threads_fill_every_piece(device, monkeypatch, threads):
         assert not out[:7].any() and not out[7 + n:].any(), f"{n} bytes: written outside the range"
 
 
+def test_two_devices_rings_share_the_copy_threads_safely(device, monkeypatch):
+    """The compiled copy threads serve one chunk at a time, whichever ring asks: two devices (two rings, two
+    locks) copying large arrays from two threads at once each get their own bytes."""
+    import threading
+
+    from ironaccel.backends.cuda import CudaBackend, driver
+
+    if driver.fast is None:
+        pytest.skip("the compiled module is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
+    other = CudaBackend().open_device(0)
+    n = (1 << 20) + 11  # one chunk: the threads' hand-offs come often
+    results: dict[int, bool] = {}
+
+    def copy_rounds(dev: Any, seed: int) -> None:
+        monkeypatch.setattr(dev._staging, "_threads", 2)
+        s = dev.create_stream()
+        rng = np.random.default_rng(seed)
+        with dev.alloc(n) as buf:
+            ok = True
+            for _ in range(24):
+                host = rng.integers(0, 256, n, dtype=np.uint8)
+                expect = host.copy()
+                s.copy_htod(buf, host)
+                host[:] = 0
+                out = np.empty(n, np.uint8)
+                s.copy_dtoh(out, buf)
+                s.synchronize()
+                ok = ok and bool((out == expect).all())
+        results[seed] = ok
+
+    try:
+        threads = [threading.Thread(target=copy_rounds, args=(dev, seed)) for seed, dev in ((1, device), (2, other))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert results == {1: True, 2: True}
+    finally:
+        other.close()
+
+
 def test_a_failed_piece_dma_stops_the_copy_and_leaves_the_threads_usable(fake, device, monkeypatch):
     """A DMA that fails in the middle of a threaded chunk raises the typed error naming cuMemcpyHtoDAsync,
     enqueues no DMA after it, and the next large copy (the copy threads done with the failed job) lands."""
