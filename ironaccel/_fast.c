@@ -1571,7 +1571,7 @@ static PyObject *large_htod(PyObject *stream, PyObject *dst, unsigned long long 
     void *queue;
     if (st == NULL || make_current(st->device) || address(st->address, &queue)) return NULL;
     Py_XSETREF(((BufferCore *)dst)->last_stream, Py_NewRef(stream));
-    CUdeviceptr ptr = ((BufferCore *)dst)->ptr + offset;
+    CUdeviceptr to = ((BufferCore *)dst)->ptr + offset;
     if (host->len >= pinned_check_bytes) {
         unsigned int kind = 0;
         CUresult err = 0;
@@ -1583,7 +1583,7 @@ static PyObject *large_htod(PyObject *stream, PyObject *dst, unsigned long long 
             CUresult idle = cuStreamQuery(queue);
             if (idle == 0) {
                 direct = 1;
-                if ((err = cuMemcpyHtoDAsync_v2(ptr, host->buf, (size_t)host->len, queue)))
+                if ((err = cuMemcpyHtoDAsync_v2(to, host->buf, (size_t)host->len, queue)))
                     failed = "cuMemcpyHtoDAsync";
                 else if ((err = cuStreamSynchronize(queue)))
                     failed = "cuStreamSynchronize";
@@ -1595,7 +1595,7 @@ static PyObject *large_htod(PyObject *stream, PyObject *dst, unsigned long long 
         if (failed) return raise_failed(failed, err);
         if (direct) Py_RETURN_NONE;
     }
-    PyObject *at = PyLong_FromUnsignedLongLong(ptr);
+    PyObject *at = PyLong_FromUnsignedLongLong(to);
     if (at == NULL) return NULL;
     PyObject *call[] = {ring, stream, at, src};
     PyObject *done = PyObject_VectorcallMethod(str_ring_copy_htod, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
