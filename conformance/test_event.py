@@ -31,6 +31,25 @@ def test_event_completes_after_work(device, stream, kernels):
         np.testing.assert_array_equal(host, lcg(np.arange(N), 50))
 
 
+@pytest.mark.clause("EVENT-1")
+def test_event_synchronize_waits_for_running_work(device, stream, kernels):
+    """Seen from outside the stream: once synchronize() of an event recorded after running work returns, query()
+    is True and the fill before the event has landed for a stream not ordered after it."""
+    work = RunningWork(device, stream, kernels)
+    try:
+        with device.alloc(4) as marker:
+            stream.fill(marker, 0)
+            work.enqueue(stream)
+            stream.fill(marker, 7)
+            ev = stream.record()
+            ev.synchronize()
+            assert ev.query() is True, "Event.synchronize() returned before the event completed"
+            assert (read(device.create_stream(), marker) == 7).all(), "Event.synchronize() returned before the work"
+            work.check(stream)
+    finally:
+        work.free()
+
+
 @pytest.mark.clause("EVENT-2")
 def test_elapsed_ms_monotonic(device, stream, kernels, require):
     require("events.timing")

@@ -19,6 +19,16 @@ import pytest
 import ironaccel as ia
 
 CUDA_ERROR_INVALID_VALUE = 1
+CUDA_ERROR_NOT_READY = 600
+#: the query each blocking wait asks first (driver.wait_for): when it says done, the wait is skipped
+QUERY_BEFORE = {"cuStreamSynchronize": "cuStreamQuery", "cuEventSynchronize": "cuEventQuery"}
+
+
+def fail_next_wait(fake, wait: str) -> None:
+    """Make the next blocking ``wait`` fail with CUDA_ERROR_INVALID_VALUE: its query first says not ready, so
+    the wait is made even on an idle stream."""
+    fake.ironaccel_fake_inject(QUERY_BEFORE[wait].encode(), 1, CUDA_ERROR_NOT_READY)
+    fake.ironaccel_fake_inject(wait.encode(), 1, CUDA_ERROR_INVALID_VALUE)
 CUDA_ERROR_OUT_OF_MEMORY = 2
 
 
@@ -268,7 +278,9 @@ def _close_all(opened: list) -> None:
 
 def test_fault_injection_matrix(fake):
     """For every entry point the backend calls, its 1st and its 3rd call fail in turn: a typed error naming
-    that entry point; the device that failed still computes a saxpy (directly and from a graph) when the
+    that entry point (a failed query before a blocking wait may raise nothing: the wait, made then, decides, as
+    test_events_and_stream_waits_keep_their_api checks);
+    the device that failed still computes a saxpy (directly and from a graph) when the
     error left it open, and a fresh one does; nothing leaked: not the fake's live allocations, and no more
     streams, events, modules, graphs or contexts left undestroyed than the run without a fault leaves."""
     import re
@@ -322,7 +334,8 @@ def test_fault_injection_matrix(fake):
                 if error is not None:
                     failures.append(f"{where}: raised {error!r}, expected none ({NOT_RAISED[op]})")
             elif error is None:
-                failures.append(f"{where}: nothing raised")
+                if op not in QUERY_BEFORE.values():  # a failed query before a wait: the wait decides
+                    failures.append(f"{where}: nothing raised")
             elif getattr(error, "op", None) != op:
                 failures.append(f"{where}: raised {error!r}, not naming {op}")
             leaked = control.live_allocations() - baseline
@@ -899,7 +912,7 @@ def test_failed_free_keeps_the_buffer_live_and_close_frees_it(fake, device):
 
 def test_failed_wait_inside_alloc_frees_the_allocation(fake, device):
     before = fake.ironaccel_fake_live_allocations()
-    fake.ironaccel_fake_inject(b"cuStreamSynchronize", 1, CUDA_ERROR_INVALID_VALUE)
+    fail_next_wait(fake, "cuStreamSynchronize")
     with pytest.raises(ia.DriverError) as info:
         device.alloc(4096)
     assert info.value.op == "cuStreamSynchronize"
@@ -1204,10 +1217,25 @@ def test_events_and_stream_waits_keep_their_api(fake, device):
         for entry_point, wait in (("cuEventSynchronize", lambda: s.record().synchronize()),
                                   ("cuEventQuery", lambda: s.record().query()),
                                   ("cuStreamSynchronize", s.synchronize)):
-            fake.ironaccel_fake_inject(entry_point.encode(), 1, CUDA_ERROR_INVALID_VALUE)
+            if entry_point in QUERY_BEFORE:
+                fail_next_wait(fake, entry_point)
+            else:
+                fake.ironaccel_fake_inject(entry_point.encode(), 1, CUDA_ERROR_INVALID_VALUE)
             with pytest.raises(ia.DriverError) as info:
                 wait()
             assert info.value.op == entry_point
+        for wait, query, work_done in (("cuStreamSynchronize", "cuStreamQuery", s.synchronize),
+                                       ("cuEventSynchronize", "cuEventQuery", lambda: s.record().synchronize())):
+            s.synchronize()
+            waits = fake.ironaccel_fake_call_count(wait.encode())
+            queries = fake.ironaccel_fake_call_count(query.encode())
+            work_done()
+            assert fake.ironaccel_fake_call_count(query.encode()) == queries + 1, f"{wait} asks {query} first"
+            if wait == "cuStreamSynchronize":
+                assert fake.ironaccel_fake_call_count(wait.encode()) == waits, "an idle stream: no blocking wait"
+            fake.ironaccel_fake_inject(query.encode(), 1, CUDA_ERROR_INVALID_VALUE)
+            work_done()  # a failed query is no answer: the blocking wait decides
+            assert fake.ironaccel_fake_call_count(wait.encode()) > waits
         count = len(spare)
         fake.ironaccel_fake_inject(b"cuEventRecord", 1, CUDA_ERROR_INVALID_VALUE)
         with pytest.raises(ia.DriverError) as info:
@@ -1259,7 +1287,7 @@ def test_buffers_keep_their_bookkeeping(fake, device):
     assert used._last_stream is None
     device.synchronize()
     assert fake.ironaccel_fake_live_allocations() == before
-    fake.ironaccel_fake_inject(b"cuStreamSynchronize", 1, CUDA_ERROR_INVALID_VALUE)
+    fail_next_wait(fake, "cuStreamSynchronize")
     with pytest.raises(ia.DriverError) as info:
         device.alloc(256)
     assert info.value.op == "cuStreamSynchronize"

@@ -125,12 +125,16 @@ class RunningWork:
         return min(one, max((three - one) / 2, one / 4))
 
     def _timed(self, stream, buf, launches: int = 1) -> float:
-        """Seconds ``launches`` back-to-back launches take, one synchronize included."""
+        """Seconds ``launches`` back-to-back launches take, one synchronize included (which must have waited for
+        them: a synchronize that returns early would otherwise make the work grow without end)."""
         t0 = time.perf_counter()
         for _ in range(launches):
             self._launch(stream, buf)
+        done = stream.record()
         stream.synchronize()
-        return time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        assert done.query() is True, "Stream.synchronize() returned before the work enqueued before it completed"
+        return seconds
 
     def _launch(self, stream, buf) -> None:
         stream.launch(self.kernel, ceil_div(self.n, 64), 64, (buf, np.uint32(self.iters), np.uint32(self.n)))

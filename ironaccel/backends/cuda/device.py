@@ -8,7 +8,8 @@ Decisions, written down here because CUDA leaves them to us:
   succeeds in practice (the context, the pool and other processes need some), and a test that allocates
   ``max_alloc`` must be able to. Larger allocations are still possible through the driver directly.
 * ``Device.alloc`` takes no stream, so memory comes from ``cuMemAllocAsync`` on an internal stream that is
-  synchronized before the Buffer is handed out (usable on any stream). Devices without memory pools fall
+  waited for before the Buffer is handed out (usable on any stream; ``driver.wait_for``: a query first, and
+  cuStreamSynchronize only when the stream is not idle). Devices without memory pools fall
   back to ``cuMemAlloc``/``cuMemFree``.
 * Kernels from ``lang="cuda"`` are compiled by NVRTC for the device's architecture: to a cubin on a real
   driver, to PTX on the fake (it interprets PTX).
@@ -31,7 +32,7 @@ from ... import api
 from ...api import BackendInfo, DeviceInfo, Limits
 from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable, Timeout
 from . import driver, nvrtc
-from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_until_complete
+from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_for, wait_until_complete
 from . import fast
 from .fast import FastStream
 from .module import CudaModule, binary_entries, ptx_entries
@@ -224,7 +225,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         else:  # where driver.fast is loaded, DeviceCore.alloc does this case in C
             ptr = calls.cuMemAllocAsync(nbytes, self._alloc_stream)
             try:
-                calls.cuStreamSynchronize(self._alloc_stream)
+                wait_for(self._cu.cuStreamQuery, self._cu.cuStreamSynchronize, self._alloc_stream)
             except DriverError:
                 self._cu.cuMemFreeAsync(ptr, self._alloc_stream)  # best effort: the wait's error is the one to raise
                 raise

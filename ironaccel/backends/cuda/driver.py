@@ -190,6 +190,18 @@ def fail(function: Any, err: Any) -> None:
     raise DriverError(BACKEND, op, int(err), name, detail)
 
 
+def wait_for(query: Any, blocking: Any, handle: Any) -> None:
+    """The blocking wait ``blocking(handle)`` (cuStreamSynchronize, cuEventSynchronize), skipped when
+    ``query(handle)`` (cuStreamQuery, cuEventQuery) says the work is done already: on the H200 an idle stream's
+    query took 150 ns and its synchronize 190-550 ns. Anything but CUDA_SUCCESS goes to the blocking call,
+    which reports an error itself (so the error names the wait, as without the query)."""
+    if not query(handle)[0]:
+        return
+    err, = blocking(handle)
+    if err:
+        fail(blocking, err)
+
+
 def wait_until_complete(query: Any, handle: Any, deadline: float, op: str, seconds: float) -> None:
     """Poll ``query(handle)`` (cuStreamQuery, cuEventQuery) until it stops saying NOT_READY; at ``deadline``
     (``time.monotonic()``) raise ``Timeout(op, seconds)``. A poll with a short backoff (20 us doubling to

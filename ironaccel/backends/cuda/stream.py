@@ -22,7 +22,7 @@ import numpy as np
 from ... import api, native
 from ...errors import DriverError
 from . import driver
-from .driver import calls, current, fail, wait_until_complete
+from .driver import calls, current, fail, wait_for, wait_until_complete
 from .graph import CudaGraph, begin_capture, end_capture
 from .module import CudaKernel, Signature
 from .staging import PINNED_CHECK_BYTES, is_pinned
@@ -113,10 +113,7 @@ class CudaEvent(api.Event):
 
     def _synchronize(self, timeout: float | None = None) -> None:
         if timeout is None:
-            wait = driver.cu.cuEventSynchronize
-            err, = wait(self._handle)
-            if err:
-                fail(wait, err)
+            wait_for(driver.cu.cuEventQuery, driver.cu.cuEventSynchronize, self._handle)
         else:
             wait_until_complete(driver.cu.cuEventQuery, self._handle, time.monotonic() + timeout, "Event.synchronize",
                                 timeout)
@@ -235,10 +232,7 @@ class CudaStream(api.Stream):
             self._dev._make_current()
         mark = next(self._numbers) if self._held else 0
         if timeout is None:
-            sync = driver.cu.cuStreamSynchronize
-            err, = sync(self._handle)
-            if err:
-                fail(sync, err)
+            wait_for(driver.cu.cuStreamQuery, driver.cu.cuStreamSynchronize, self._handle)
         else:
             wait_until_complete(driver.cu.cuStreamQuery, self._handle, time.monotonic() + timeout,
                                 "Stream.synchronize", timeout)
