@@ -35,7 +35,7 @@ def configure() -> None:
     driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, SMALL_COPY_BYTES)
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
-                                  api.Stream.launch, api.Kernel)
+                                  api.Stream.launch)
     driver.fast.configure_scalars(scalar_samples())
 
 
