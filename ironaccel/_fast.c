@@ -14,8 +14,9 @@
  * query. Anything but CUDA_SUCCESS goes to the blocking call, which reports an error itself.
  *
  *   init()                                       load the entry points (OSError when libcuda is not loaded)
- *   configure(buffer_type, current, segment, reuse)  what launch checks against (CudaBuffer, driver.current),
- *                                                the staging ring's segment size and REUSE_BYTES
+ *   configure(buffer_type, current, segment, reuse)  what launch checks against (CudaBuffer; driver.current,
+ *                                                a ThreadCurrent: the thread's current context, in C thread-local
+ *                                                storage), the staging ring's segment size and REUSE_BYTES
  *   launch(plan, stream, args)                   api.Stream._launch_plan's common case in one call: the api's
  *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
  *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
@@ -256,12 +257,50 @@ static DeviceCore *fast_device(PyObject *dev) {
 
 static PyObject *buffer_type; /* CudaBuffer, a BufferCore: its instances are their own backing */
 static PyObject *pooled_type; /* PooledBuffer (configure_pool) */
-static PyObject *current;     /* driver.current: which Device's context the thread has current */
+static PyObject *current;     /* driver.current, a ThreadCurrent (below): set once configured */
 static long segment_bytes;    /* the staging ring's segment (staging.STAGING_SEGMENT) */
 static long reuse_bytes;      /* from this size a staged copy asks to reuse the segment (staging.REUSE_BYTES) */
 
+/* ThreadCurrent, driver.current where this module loads: which Device's primary context (its _id; 0: none) the
+ * calling thread has current, kept in C thread-local storage so make_current reads it without a Python-level
+ * lookup (a threading.local's read costs ~30 ns). CUDA's current context is per OS thread, as this is. */
+static __thread long long thread_current_device;
+
+static PyObject *current_get_device(PyObject *self, void *closure) {
+    return PyLong_FromLongLong(thread_current_device);
+}
+
+static int current_set_device(PyObject *self, PyObject *value, void *closure) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "driver.current.device cannot be deleted");
+        return -1;
+    }
+    long long id = PyLong_AsLongLong(value);
+    if (id == -1 && PyErr_Occurred()) return -1;
+    thread_current_device = id;
+    return 0;
+}
+
+static PyGetSetDef current_getset[] = {
+    {"device", current_get_device, current_set_device,
+     "the _id of the Device whose primary context this thread has current (0: none)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ThreadCurrentType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.ThreadCurrent",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "driver.current: which Device's primary context the calling thread has current (C thread-local).",
+    .tp_new = PyType_GenericNew,
+    .tp_getset = current_getset,
+};
+
+/* configure(buffer_type, current, segment, reuse); current must be a ThreadCurrent: the record make_current reads
+ * is the one the Python paths keep. */
 static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &BufferCoreType))
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &BufferCoreType) ||
+        !PyObject_TypeCheck(args[1], &ThreadCurrentType))
         return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current, staging_segment_bytes, reuse_bytes)");
     segment_bytes = PyLong_AsLong(args[2]);
     reuse_bytes = PyLong_AsLong(args[3]);
@@ -273,13 +312,13 @@ static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
 static int make_current(PyObject *dev) {
-    PyObject *cur = GET(current, current_device);
-    PyObject *mine = cur == NULL ? NULL : PyObject_TypeCheck(dev, &DeviceCoreType) && ((DeviceCore *)dev)->id
-                                              ? Py_NewRef(((DeviceCore *)dev)->id) : GET(dev, id);
-    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
-    Py_XDECREF(cur);
-    Py_XDECREF(mine);
-    if (same) return same < 0 ? -1 : 0;
+    PyObject *id = PyObject_TypeCheck(dev, &DeviceCoreType) && ((DeviceCore *)dev)->id
+                       ? Py_NewRef(((DeviceCore *)dev)->id) : GET(dev, id);
+    if (id == NULL) return -1;
+    long long mine = PyLong_AsLongLong(id);
+    Py_DECREF(id);
+    if (mine == -1 && PyErr_Occurred()) return -1;
+    if (mine == thread_current_device) return 0;
     PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
     Py_XDECREF(done);
     return done ? 0 : -1;
@@ -1988,7 +2027,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
     if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) || PyType_Ready(&BufferCoreType) || PyType_Ready(&DeviceCoreType) ||
-        PyType_Ready(&StreamCoreType) || PyType_Ready(&KernelCoreType))
+        PyType_Ready(&StreamCoreType) || PyType_Ready(&KernelCoreType) ||
+        PyType_Ready(&ThreadCurrentType))
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -1997,6 +2037,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
         PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) ||
         PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) ||
         PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) ||
+        PyModule_AddObjectRef(m, "ThreadCurrent", (PyObject *)&ThreadCurrentType) ||
         PyModule_AddObjectRef(m, "BufferCore", (PyObject *)&BufferCoreType) ||
         PyModule_AddObjectRef(m, "DeviceCore", (PyObject *)&DeviceCoreType)) {
         Py_DECREF(m);

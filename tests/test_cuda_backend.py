@@ -1249,6 +1249,50 @@ def test_launches_resolved_per_kernel_dims_and_types(device):
     assert gone() is None
 
 
+def test_launches_make_their_device_current_on_each_thread(device):
+    """A launch makes its device's context current where the thread's record (driver.current: the compiled
+    module's ThreadCurrent, in C thread-local storage, or a threading.local) names another device or none: on
+    a thread whose first call is a launch resolved on another thread (the fake refuses a launch without a
+    current context), and after another Device's call on the same thread; each thread's record is its own."""
+    import threading
+
+    from ironaccel.backends.cuda import CudaBackend, driver
+
+    s = device.create_stream()
+    k = device.compile(PTX_STORE64, "ptx").kernel("store64")
+    out = np.zeros(1, np.uint64)
+    other = CudaBackend().open_device(0)
+    try:
+        with device.alloc(8) as buf, other.alloc(8) as theirs:
+            for _ in range(2):  # the plan, then the launch resolved
+                s.launch(k, 1, 1, (buf, np.uint64(1)))
+                assert driver.current.device == device._id
+            other.default_stream.fill(theirs, 0)
+            assert driver.current.device == other._id
+            s.launch(k, 1, 1, (buf, np.uint64(2)))
+            assert driver.current.device == device._id
+            seen: list[object] = []
+
+            def first_call_a_launch() -> None:
+                seen.append(driver.current.device)
+                try:
+                    s.launch(k, 1, 1, (buf, np.uint64(77)))
+                except ia.IronAccelError as exc:
+                    seen.append(exc)
+                seen.append(driver.current.device)
+
+            thread = threading.Thread(target=first_call_a_launch)
+            thread.start()
+            thread.join()
+            assert seen == [0, device._id]
+            assert driver.current.device == device._id
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+            assert out[0] == 77
+    finally:
+        other.close()
+
+
 def test_launch_checks_hold_on_every_form(device):
     """Stream.launch (compiled: _fast.c's StreamCore.launch once the kernel has a plan for the dims): int and
     tuple dims, args by keyword or as a list, each launch landing; a kernel of another device, a non-kernel,
