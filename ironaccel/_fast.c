@@ -515,9 +515,10 @@ static int kernel_traverse(KernelCore *self, visitproc visit, void *arg) {
     return 0;
 }
 
-static void forget_launch(CachedLaunch *c) {
+/* Put launch into entry c, then drop what c held: c is whole while a finalizer that the release runs looks. */
+static void replace_launch(CachedLaunch *c, CachedLaunch launch) {
     CachedLaunch old = *c;
-    memset(c, 0, sizeof *c); /* emptied before the references go: a finalizer run by one finds no half entry */
+    *c = launch;
     Py_XDECREF(old.device);
     Py_XDECREF(old.grid);
     Py_XDECREF(old.block);
@@ -527,7 +528,7 @@ static void forget_launch(CachedLaunch *c) {
 }
 
 static int kernel_clear(KernelCore *self) {
-    for (int i = 0; i < LAUNCHES_CACHED; i++) forget_launch(&self->cached[i]);
+    for (int i = 0; i < LAUNCHES_CACHED; i++) replace_launch(&self->cached[i], (CachedLaunch){NULL});
     return 0;
 }
 
@@ -944,9 +945,9 @@ static void remember_launch(KernelCore *kernel, PyObject *device, PyObject *grid
                             PyObject *types, PyObject *plan, const Resolved *r) {
     CachedLaunch *c = &kernel->cached[kernel->replace];
     kernel->replace = (kernel->replace + 1) % LAUNCHES_CACHED;
-    forget_launch(c);
-    *c = (CachedLaunch){Py_NewRef(device), Py_NewRef(grid), Py_NewRef(block), Py_NewRef(types), Py_NewRef(plan), *r};
     Py_INCREF(r->codes);
+    replace_launch(c, (CachedLaunch){Py_NewRef(device), Py_NewRef(grid), Py_NewRef(block), Py_NewRef(types),
+                                     Py_NewRef(plan), *r});
 }
 
 /* A launch the kernel has not resolved yet: Stream.launch's checks (the kernel's module.device is the stream's

@@ -1249,6 +1249,40 @@ def test_launches_resolved_per_kernel_dims_and_types(device):
     assert gone() is None
 
 
+def test_threads_share_a_kernels_resolved_launches(device):
+    """Threads launching one kernel, each on its own stream, with more configurations together than the kernel
+    keeps resolved (KernelCore), so each replaces the others': every launch lands with its own dims and value."""
+    import threading
+
+    k = device.compile(PTX_DIMS, "ptx").kernel("dims")
+    configs = [(1, 1), (2, 1), (1, 3), ((2, 2, 1), 1), (3, (1, 2, 1)), (1, (1, 1, 2))]
+    failures: list[object] = []
+
+    def launches(t: int) -> None:
+        try:
+            s = device.create_stream()
+            out = np.zeros(7, np.uint32)
+            with device.alloc(28) as buf:
+                for i in range(40):
+                    grid, block = configs[(i + t) % len(configs)]
+                    s.launch(k, grid, block, (buf, np.uint32(100 * t + i)))
+                    s.copy_dtoh(out, buf)
+                    s.synchronize()
+                    g = (grid, 1, 1) if type(grid) is int else grid
+                    b = (block, 1, 1) if type(block) is int else block
+                    if out.tolist() != [*g, *b, 100 * t + i]:
+                        failures.append((t, i, out.tolist()))
+        except Exception as exc:  # reported by the assert below, not lost in the thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=launches, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
 def test_launches_make_their_device_current_on_each_thread(device):
     """A launch makes its device's context current where the thread's record (driver.current: the compiled
     module's ThreadCurrent, in C thread-local storage, or a threading.local) names another device or none: on
