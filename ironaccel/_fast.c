@@ -14,12 +14,15 @@
  * query. Anything but CUDA_SUCCESS goes to the blocking call, which reports an error itself.
  *
  *   init()                                       load the entry points (OSError when libcuda is not loaded)
- *   configure(buffer_type, current, segment, reuse)  what launch checks against (CudaBuffer, driver.current),
- *                                                the staging ring's segment size and REUSE_BYTES
+ *   configure(buffer_type, current, segment, reuse)  what launch checks against (CudaBuffer; driver.current,
+ *                                                a ThreadCurrent: the thread's current context, in C thread-local
+ *                                                storage), the staging ring's segment size and REUSE_BYTES
  *   launch(plan, stream, args)                   api.Stream._launch_plan's common case in one call: the api's
  *        cached ArgRule for the argument types, the buffers' liveness and device, then packing by the rule's
  *        Signature codes (one byte per argument: B buffer, f f32, d f64, i 32-bit int, q i64, Q u64) into
  *        8-byte slots and cuLaunchKernel; -1 sends anything uncommon to the Python path
+ *   KernelCore                                   CudaKernel's base: the CUfunction's address and the launches
+ *        StreamCore.launch resolved for it (plan and rule fields by stream device, dims and argument types)
  *   record(stream, timing)                       FastStream._record: a spare CUevent recorded, as a FastEvent
  *   EventCore, StreamCore, configure_streams(...)  FastEvent's and FastStream's bases: query, synchronize,
  *        record without Python frames (below)
@@ -261,12 +264,50 @@ static DeviceCore *fast_device(PyObject *dev) {
 
 static PyObject *buffer_type; /* CudaBuffer, a BufferCore: its instances are their own backing */
 static PyObject *pooled_type; /* PooledBuffer (configure_pool) */
-static PyObject *current;     /* driver.current: which Device's context the thread has current */
+static PyObject *current;     /* driver.current, a ThreadCurrent (below): set once configured */
 static long segment_bytes;    /* the staging ring's segment (staging.STAGING_SEGMENT) */
 static long reuse_bytes;      /* from this size a staged copy asks to reuse the segment (staging.REUSE_BYTES) */
 
+/* ThreadCurrent, driver.current where this module loads: which Device's primary context (its _id; 0: none) the
+ * calling thread has current, kept in C thread-local storage so make_current reads it without a Python-level
+ * lookup (a threading.local's read costs ~30 ns). CUDA's current context is per OS thread, as this is. */
+static __thread long long thread_current_device;
+
+static PyObject *current_get_device(PyObject *self, void *closure) {
+    return PyLong_FromLongLong(thread_current_device);
+}
+
+static int current_set_device(PyObject *self, PyObject *value, void *closure) {
+    if (value == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "driver.current.device cannot be deleted");
+        return -1;
+    }
+    long long id = PyLong_AsLongLong(value);
+    if (id == -1 && PyErr_Occurred()) return -1;
+    thread_current_device = id;
+    return 0;
+}
+
+static PyGetSetDef current_getset[] = {
+    {"device", current_get_device, current_set_device,
+     "the _id of the Device whose primary context this thread has current (0: none)", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyTypeObject ThreadCurrentType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.ThreadCurrent",
+    .tp_basicsize = sizeof(PyObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "driver.current: which Device's primary context the calling thread has current (C thread-local).",
+    .tp_new = PyType_GenericNew,
+    .tp_getset = current_getset,
+};
+
+/* configure(buffer_type, current, segment, reuse); current must be a ThreadCurrent: the record make_current reads
+ * is the one the Python paths keep. */
 static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &BufferCoreType))
+    if (nargs != 4 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &BufferCoreType) ||
+        !PyObject_TypeCheck(args[1], &ThreadCurrentType))
         return PyErr_Format(PyExc_TypeError, "configure(buffer_type, current, staging_segment_bytes, reuse_bytes)");
     segment_bytes = PyLong_AsLong(args[2]);
     reuse_bytes = PyLong_AsLong(args[3]);
@@ -278,63 +319,128 @@ static PyObject *fast_configure(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* Make the device's context current on this thread unless it is (CudaDevice._make_current's test). */
 static int make_current(PyObject *dev) {
-    PyObject *cur = GET(current, current_device);
-    PyObject *mine = cur == NULL ? NULL : PyObject_TypeCheck(dev, &DeviceCoreType) && ((DeviceCore *)dev)->id
-                                              ? Py_NewRef(((DeviceCore *)dev)->id) : GET(dev, id);
-    int same = mine ? PyObject_RichCompareBool(cur, mine, Py_EQ) : -1;
-    Py_XDECREF(cur);
-    Py_XDECREF(mine);
-    if (same) return same < 0 ? -1 : 0;
+    PyObject *id = PyObject_TypeCheck(dev, &DeviceCoreType) && ((DeviceCore *)dev)->id
+                       ? Py_NewRef(((DeviceCore *)dev)->id) : GET(dev, id);
+    if (id == NULL) return -1;
+    long long mine = PyLong_AsLongLong(id);
+    Py_DECREF(id);
+    if (mine == -1 && PyErr_Occurred()) return -1;
+    if (mine == thread_current_device) return 0;
     PyObject *done = PyObject_CallMethodNoArgs(dev, str_make_current);
     Py_XDECREF(done);
     return done ? 0 : -1;
 }
 
-/* launch(plan, stream, args): the whole of Stream._launch_plan (api.py) for the common case, then the driver
- * call; returns the CUresult, or TAKE_PYTHON_PATH when anything is uncommon (no cached rule for these
- * argument types yet, a freed buffer or one of another device, a closed device, a capture): the Python path
- * then does the same launch or raises its error. Nothing is changed before that decision. */
+/* ---- Launches ---------------------------------------------------------------------------------------------
+ *
+ * A launch is resolved, then made. Resolving reads what cuLaunchKernel needs of the LaunchPlan (grid, block,
+ * the kernel's CUfunction) and of the api's ArgRule cached for the argument types (its Signature's codes);
+ * it depends on nothing that changes (api.Kernel makes a plan per dims and a rule per types once and never
+ * replaces them), so StreamCore.launch keeps the last few resolved launches of each kernel in its KernelCore,
+ * by (stream's device, grid, block, argument types), and a launch that finds one does no attribute lookup,
+ * no dict lookup and no allocation. Making it (launch_resolved) is the per-call part of Stream._launch_plan:
+ * the buffers' liveness and device, a closed device, a capture, then the side effects and the driver call.
+ * Anything uncommon returns TAKE_PYTHON_PATH before a side effect: the Python path then does the same launch
+ * or raises its error. */
 enum { TAKE_PYTHON_PATH = -1 };
 
-static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3) return PyErr_Format(PyExc_TypeError, "launch takes 3 arguments, got %zd", nargs);
-    if (buffer_type == NULL) return PyErr_Format(PyExc_RuntimeError, "launch before configure");
-    PyObject *plan = args[0], *stream = args[1], *argv;
-    /* a list becomes a tuple of its own: the Python code run below (a pooled buffer's _backing, a finalizer)
-     * may let another thread change the caller's list */
-    if (PyTuple_CheckExact(args[2])) argv = Py_NewRef(args[2]);
-    else if (PyList_CheckExact(args[2])) argv = PyList_AsTuple(args[2]);
-    else return PyLong_FromLong(TAKE_PYTHON_PATH);
-    if (argv == NULL) return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(argv);
-    if (n > MAX_PARAMS) {
-        Py_DECREF(argv);
-        return PyLong_FromLong(TAKE_PYTHON_PATH);
+/* What cuLaunchKernel needs of one plan and one sequence of argument types. */
+typedef struct {
+    void *function;
+    unsigned dim[6];  /* grid, then block */
+    PyObject *codes;  /* the rule's Signature codes (bytes, one per argument), a reference of its own */
+} Resolved;
+
+/* CudaKernel's compiled base: its CUfunction's address and its last resolved launches. */
+enum { LAUNCHES_CACHED = 4 };
+
+typedef struct {
+    PyObject *device, *grid, *block, *types; /* the key: the stream's device, the dims as given, the types */
+    PyObject *plan;                          /* the LaunchPlan, for the Python path */
+    Resolved resolved;                       /* device NULL: the entry is empty */
+} CachedLaunch;
+
+typedef struct {
+    PyObject_HEAD
+    unsigned long long function_address;
+    CachedLaunch cached[LAUNCHES_CACHED];
+    unsigned replace; /* the entry the next resolved launch takes */
+} KernelCore;
+
+static PyTypeObject KernelCoreType;
+
+/* The plan's and its rule's fields for arguments of these types into *out (out->codes a new reference): 1;
+ * 0: the Python path (no rule for these types yet, or no CudaKernel's plan); -1: an error. */
+static int resolve(PyObject *plan, PyObject *types, Resolved *out) {
+    PyObject *kernel = NULL, *rules = NULL, *rule = NULL, *packing = NULL, *codes = NULL, *attr = NULL;
+    int found = -1;
+    if ((kernel = GET(plan, kernel)) == NULL || (rules = GET(kernel, arg_rules)) == NULL) goto out;
+    rule = PyDict_Check(rules) ? Py_XNewRef(PyDict_GetItemWithError(rules, types)) : NULL;
+    if (rule == NULL) {
+        found = PyErr_Occurred() ? -1 : 0;
+        goto out;
     }
+    if ((packing = GET(rule, packing)) == NULL || (codes = GET(packing, codes)) == NULL) goto out;
+    if (!PyBytes_Check(codes) || PyBytes_GET_SIZE(codes) != PyTuple_GET_SIZE(types) ||
+        !PyObject_TypeCheck(kernel, &KernelCoreType) || ((KernelCore *)kernel)->function_address == 0) {
+        found = 0;
+        goto out;
+    }
+    if ((attr = GET(plan, grid)) == NULL || dims(attr, out->dim)) goto out;
+    Py_SETREF(attr, GET(plan, block));
+    if (attr == NULL || dims(attr, out->dim + 3)) goto out;
+    out->function = (void *)(uintptr_t)((KernelCore *)kernel)->function_address;
+    out->codes = Py_NewRef(codes);
+    found = 1;
+out:
+    Py_XDECREF(kernel);
+    Py_XDECREF(rules);
+    Py_XDECREF(rule);
+    Py_XDECREF(packing);
+    Py_XDECREF(codes);
+    Py_XDECREF(attr);
+    return found;
+}
+
+/* A tuple of the arguments' types (what the api caches rules by). */
+static PyObject *types_of(PyObject *argv) {
+    Py_ssize_t n = PyTuple_GET_SIZE(argv);
+    PyObject *types = PyTuple_New(n);
+    if (types == NULL) return NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(types, i, Py_NewRef((PyObject *)Py_TYPE(PyTuple_GET_ITEM(argv, i))));
+    return types;
+}
+
+/* The arguments as a tuple of their own (a list is copied: the Python code run during a launch, a pooled
+ * buffer's _backing or a finalizer, may let another thread change the caller's list); NULL without an error
+ * set: neither a tuple nor a list. */
+static PyObject *args_tuple(PyObject *args) {
+    if (PyTuple_CheckExact(args)) return Py_NewRef(args);
+    if (PyList_CheckExact(args)) return PyList_AsTuple(args);
+    return NULL;
+}
+
+/* Make the resolved launch with these arguments on stream: 0 with *result the CUresult, or TAKE_PYTHON_PATH
+ * with nothing changed; -1: an error (the one the Python path raises, where it is about the arguments). */
+static int launch_resolved(PyObject *stream, const Resolved *r, PyObject *argv, long *result) {
+    if (buffer_type == NULL) {
+        PyErr_Format(PyExc_RuntimeError, "launch before configure");
+        return -1;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(argv);
+    *result = TAKE_PYTHON_PATH;
+    if (n > MAX_PARAMS) return 0;
+    StreamCore *st = fast_stream(stream);
+    if (st == NULL || fast_device(st->dev) == NULL) return -1;
+    PyObject *dev = Py_NewRef(st->dev), *attr = NULL, *backings[MAX_PARAMS];
     PyObject **items = &PyTuple_GET_ITEM(argv, 0);
-    long result = TAKE_PYTHON_PATH;
-    PyObject *kernel = NULL, *rules = NULL, *types = NULL, *packing = NULL, *codes = NULL, *dev = NULL;
-    PyObject *attr = NULL, *backings[MAX_PARAMS];
+    const char *code = PyBytes_AS_STRING(r->codes);
     Py_ssize_t held = 0;
     uint64_t slots[MAX_PARAMS];
     void *params[MAX_PARAMS];
-    unsigned dim[6];
-
-    if ((kernel = GET(plan, kernel)) == NULL || (rules = GET(kernel, arg_rules)) == NULL) goto error;
-    if ((types = PyTuple_New(n)) == NULL) goto error;
-    for (Py_ssize_t i = 0; i < n; i++) PyTuple_SET_ITEM(types, i, Py_NewRef((PyObject *)Py_TYPE(items[i])));
-    PyObject *rule = PyDict_Check(rules) ? PyDict_GetItemWithError(rules, types) : NULL; /* borrowed */
-    if (rule == NULL) {
-        if (PyErr_Occurred()) goto error;
-        goto done;
-    }
-    if ((packing = GET(rule, packing)) == NULL || (codes = GET(packing, codes)) == NULL) goto error;
-    if (!PyBytes_Check(codes) || PyBytes_GET_SIZE(codes) != n) goto done;
-    StreamCore *st = fast_stream(stream);
-    if (st == NULL || fast_device(st->dev) == NULL) goto error;
-    dev = Py_NewRef(st->dev);
+    int status = -1;
     if (((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None)) goto done;
-    const char *code = PyBytes_AS_STRING(codes);
     for (Py_ssize_t i = 0; i < n; i++) {
         params[i] = &slots[i];
         if (code[i] != 'B') {
@@ -370,41 +476,91 @@ static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t n
             goto error;
     }
     if (make_current(dev)) goto error;
-    void *fn, *work;
-    if ((attr = GET(kernel, function_address)) == NULL || address(attr, &fn)) goto error;
+    void *work;
     if (address(st->work_address, &work)) goto error;
-    Py_SETREF(attr, GET(plan, grid));
-    if (attr == NULL || dims(attr, dim)) goto error;
-    Py_SETREF(attr, GET(plan, block));
-    if (attr == NULL || dims(attr, dim + 3)) goto error;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS
-    err = cuLaunchKernel(fn, dim[0], dim[1], dim[2], dim[3], dim[4], dim[5], 0, work, params, NULL);
+    err = cuLaunchKernel(r->function, r->dim[0], r->dim[1], r->dim[2], r->dim[3], r->dim[4], r->dim[5], 0, work,
+                         params, NULL);
     Py_END_ALLOW_THREADS
-    result = err;
+    *result = err;
 done:
-    Py_DECREF(argv);
-    Py_XDECREF(attr);
-    while (held) Py_DECREF(backings[--held]);
-    Py_XDECREF(kernel);
-    Py_XDECREF(rules);
-    Py_XDECREF(types);
-    Py_XDECREF(packing);
-    Py_XDECREF(codes);
-    Py_XDECREF(dev);
-    return PyLong_FromLong(result);
+    status = 0;
 error:
-    Py_DECREF(argv);
     Py_XDECREF(attr);
     while (held) Py_DECREF(backings[--held]);
-    Py_XDECREF(kernel);
-    Py_XDECREF(rules);
-    Py_XDECREF(types);
-    Py_XDECREF(packing);
-    Py_XDECREF(codes);
-    Py_XDECREF(dev);
-    return NULL;
+    Py_DECREF(dev);
+    return status;
 }
+
+/* launch(plan, stream, args): api.Stream._launch_plan's common case, resolved on each call; returns the
+ * CUresult or TAKE_PYTHON_PATH (launch_resolved above). */
+static PyObject *fast_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 3) return PyErr_Format(PyExc_TypeError, "launch takes 3 arguments, got %zd", nargs);
+    PyObject *argv = args_tuple(args[2]), *types = NULL;
+    if (argv == NULL) return PyErr_Occurred() ? NULL : PyLong_FromLong(TAKE_PYTHON_PATH);
+    Resolved r = {NULL, {0}, NULL};
+    long result = TAKE_PYTHON_PATH;
+    int found = (types = types_of(argv)) == NULL ? -1 : resolve(args[0], types, &r);
+    int failed = found < 0 || (found && launch_resolved(args[1], &r, argv, &result));
+    Py_DECREF(argv);
+    Py_XDECREF(types);
+    Py_XDECREF(r.codes);
+    return failed ? NULL : PyLong_FromLong(result);
+}
+
+static int kernel_traverse(KernelCore *self, visitproc visit, void *arg) {
+    for (int i = 0; i < LAUNCHES_CACHED; i++) {
+        CachedLaunch *c = &self->cached[i];
+        Py_VISIT(c->device);
+        Py_VISIT(c->grid);
+        Py_VISIT(c->block);
+        Py_VISIT(c->types);
+        Py_VISIT(c->plan);
+        Py_VISIT(c->resolved.codes);
+    }
+    return 0;
+}
+
+/* Put launch into entry c, then drop what c held: c is whole while a finalizer that the release runs looks. */
+static void replace_launch(CachedLaunch *c, CachedLaunch launch) {
+    CachedLaunch old = *c;
+    *c = launch;
+    Py_XDECREF(old.device);
+    Py_XDECREF(old.grid);
+    Py_XDECREF(old.block);
+    Py_XDECREF(old.types);
+    Py_XDECREF(old.plan);
+    Py_XDECREF(old.resolved.codes);
+}
+
+static int kernel_clear(KernelCore *self) {
+    for (int i = 0; i < LAUNCHES_CACHED; i++) replace_launch(&self->cached[i], (CachedLaunch){NULL});
+    return 0;
+}
+
+static void kernel_dealloc(KernelCore *self) {
+    PyObject_GC_UnTrack(self);
+    kernel_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef kernel_members[] = {
+    {"_function_address", T_ULONGLONG, offsetof(KernelCore, function_address), 0, "the CUfunction as an int"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject KernelCoreType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "ironaccel._fast.KernelCore",
+    .tp_basicsize = sizeof(KernelCore),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "CudaKernel's compiled base: its CUfunction's address and the last launches resolved for it.",
+    .tp_new = PyType_GenericNew,
+    .tp_traverse = (traverseproc)kernel_traverse,
+    .tp_clear = (inquiry)kernel_clear,
+    .tp_dealloc = (destructor)kernel_dealloc,
+    .tp_members = kernel_members,
+};
 
 /* ---- Events and streams: FastEvent's and FastStream's compiled bases ----------------------------------------
  *
@@ -430,19 +586,16 @@ static PyObject *event_synchronize_python, *event_query_python; /* api.Event.syn
 static PyObject *event_wait_python;  /* CudaEvent._synchronize: a wait with a timeout */
 static PyObject *stream_record_python, *stream_synchronize_python; /* api.Stream.record, api.Stream.synchronize */
 static PyObject *stream_launch_python; /* api.Stream.launch */
-static PyTypeObject *kernel_type;      /* api.Kernel */
 
 static PyObject *fast_configure_streams(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 9 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType) ||
-        !PyType_Check(args[8]))
+    if (nargs != 8 || !PyType_Check(args[0]) || !PyType_IsSubtype((PyTypeObject *)args[0], &EventCoreType))
         return PyErr_Format(PyExc_TypeError, "configure_streams(event_type, fail_named, event_synchronize, "
                                              "event_query, event_wait, stream_record, stream_synchronize, "
-                                             "stream_launch, kernel_type)");
+                                             "stream_launch)");
     Py_XSETREF(event_type, (PyTypeObject *)Py_NewRef(args[0]));
     PyObject **slots[] = {&fail_named, &event_synchronize_python, &event_query_python, &event_wait_python,
                           &stream_record_python, &stream_synchronize_python, &stream_launch_python};
     for (int i = 0; i < 7; i++) Py_XSETREF(*slots[i], Py_NewRef(args[i + 1]));
-    Py_XSETREF(kernel_type, (PyTypeObject *)Py_NewRef(args[8]));
     Py_RETURN_NONE;
 }
 
@@ -767,47 +920,103 @@ static int plan_dims(PyObject *value) {
     return 1;
 }
 
-/* launch(kernel, grid, block, args=()): api.Stream.launch when its checks pass and the kernel has a cached plan
- * for these exact dims, then the compiled launch (launch() above); a first launch of these dims, anything
- * the checks would refuse, and what the compiled launch does not take go to the Python methods. */
-static PyObject *stream_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    if (kwnames || nargs < 3 || nargs > 4 || kernel_type == NULL || !PyObject_TypeCheck(args[0], kernel_type) ||
-        !plan_dims(args[1]) || !plan_dims(args[2]))
-        return call_python(stream_launch_python, self, args, nargs, kwnames);
-    PyObject *kernel = args[0], *argv = nargs == 4 ? args[3] : NULL;
-    if (argv != NULL && !PyTuple_CheckExact(argv) && !PyList_CheckExact(argv))
-        return call_python(stream_launch_python, self, args, nargs, kwnames);
-    PyObject *module = NULL, *theirs = NULL, *mine = NULL, *plans = NULL, *key = NULL, *plan = NULL, *result = NULL;
+/* Would Kernel._plans find the same plan for dims given as either of these (plan_dims) values? */
+static int same_dims(PyObject *cached, PyObject *given) {
+    if (cached == given) return 1;
+    if (PyLong_CheckExact(cached) || PyLong_CheckExact(given))
+        return PyLong_CheckExact(cached) && PyLong_CheckExact(given) &&
+               PyObject_RichCompareBool(cached, given, Py_EQ) == 1;
+    Py_ssize_t n = PyTuple_GET_SIZE(cached);
+    if (PyTuple_GET_SIZE(given) != n) return 0;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (PyObject_RichCompareBool(PyTuple_GET_ITEM(cached, i), PyTuple_GET_ITEM(given, i), Py_EQ) != 1) return 0;
+    return 1;
+}
+
+/* The kernel's resolved launch for a stream of this device, these dims and the types of argv, or NULL. */
+static CachedLaunch *cached_launch(KernelCore *kernel, PyObject *device, PyObject *grid, PyObject *block,
+                                   PyObject *argv) {
+    Py_ssize_t n = PyTuple_GET_SIZE(argv);
+    for (int i = 0; i < LAUNCHES_CACHED; i++) {
+        CachedLaunch *c = &kernel->cached[i];
+        if (c->device == NULL || c->device != device || PyTuple_GET_SIZE(c->types) != n) continue;
+        Py_ssize_t k = 0;
+        while (k < n && PyTuple_GET_ITEM(c->types, k) == (PyObject *)Py_TYPE(PyTuple_GET_ITEM(argv, k))) k++;
+        if (k == n && same_dims(c->grid, grid) && same_dims(c->block, block)) return c;
+    }
+    return NULL;
+}
+
+/* Keep a resolved launch in the kernel's entry to replace next (references of its own). */
+static void remember_launch(KernelCore *kernel, PyObject *device, PyObject *grid, PyObject *block,
+                            PyObject *types, PyObject *plan, const Resolved *r) {
+    CachedLaunch *c = &kernel->cached[kernel->replace];
+    kernel->replace = (kernel->replace + 1) % LAUNCHES_CACHED;
+    Py_INCREF(r->codes);
+    replace_launch(c, (CachedLaunch){Py_NewRef(device), Py_NewRef(grid), Py_NewRef(block), Py_NewRef(types),
+                                     Py_NewRef(plan), *r});
+}
+
+/* A launch the kernel has not resolved yet: Stream.launch's checks (the kernel's module.device is the stream's
+ * device, a plan cached for these dims), then resolve. 1: *plan and *r set (new references) and the launch
+ * remembered; 0: the Python path, *plan NULL for api.Stream.launch (another device's kernel, no plan for the
+ * dims yet) or the plan for Stream._launch_plan (no rule for these types yet); -1: an error. */
+static int first_launch(PyObject *stream, PyObject *kernel, PyObject *grid, PyObject *block, PyObject *argv,
+                        PyObject **plan, Resolved *r) {
+    PyObject *module = NULL, *theirs = NULL, *mine = NULL, *plans = NULL, *key = NULL, *types = NULL;
+    int found = -1;
     if ((module = GET(kernel, module)) == NULL || (theirs = PyObject_GetAttr(module, str_current_device)) == NULL || /* module.device */
-        (mine = GET(self, device)) == NULL || (plans = GET(kernel, plans)) == NULL ||
-        (key = PyTuple_Pack(2, args[1], args[2])) == NULL)
+        (mine = GET(stream, device)) == NULL || (plans = GET(kernel, plans)) == NULL ||
+        (key = PyTuple_Pack(2, grid, block)) == NULL)
         goto out;
-    plan = PyDict_Check(plans) ? PyDict_GetItemWithError(plans, key) : NULL;
-    if (plan == NULL && PyErr_Occurred()) goto out;
-    if (theirs != mine || plan == NULL) {
-        result = call_python(stream_launch_python, self, args, nargs, kwnames);
-        goto out;
-    }
-    Py_INCREF(plan);
-    argv = argv != NULL ? Py_NewRef(argv) : PyTuple_New(0);
-    if (argv == NULL) goto out;
-    PyObject *forward[3] = {plan, self, argv};
-    PyObject *code = fast_launch(NULL, forward, 3);
-    if (code != NULL) {
-        long err = PyLong_AsLong(code);
-        Py_DECREF(code);
-        if (err == TAKE_PYTHON_PATH) result = PyObject_CallMethodObjArgs(self, str_launch_plan, plan, argv, NULL);
-        else if (err) raise_failed("cuLaunchKernel", (CUresult)err);
-        else if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-    }
-    Py_DECREF(argv);
+    PyObject *cached = PyDict_Check(plans) ? PyDict_GetItemWithError(plans, key) : NULL; /* borrowed */
+    if (cached == NULL && PyErr_Occurred()) goto out;
+    found = 0;
+    if (theirs != mine || cached == NULL) goto out;
+    *plan = Py_NewRef(cached);
+    found = (types = types_of(argv)) == NULL ? -1 : resolve(*plan, types, r);
+    if (found == 1) remember_launch((KernelCore *)kernel, mine, grid, block, types, *plan, r);
 out:
     Py_XDECREF(module);
     Py_XDECREF(theirs);
     Py_XDECREF(mine);
     Py_XDECREF(plans);
     Py_XDECREF(key);
+    Py_XDECREF(types);
+    return found;
+}
+
+/* launch(kernel, grid, block, args=()): api.Stream.launch when its checks pass and the kernel has a plan for
+ * these exact dims, then the compiled launch (launch_resolved above), resolved once per kernel, dims and
+ * argument types; a first launch of these dims, anything the checks would refuse, and what the compiled
+ * launch does not take go to the Python methods. */
+static PyObject *stream_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    if (kwnames || nargs < 3 || nargs > 4 || !PyObject_TypeCheck(args[0], &KernelCoreType) || !plan_dims(args[1]) ||
+        !plan_dims(args[2]))
+        return call_python(stream_launch_python, self, args, nargs, kwnames);
+    PyObject *argv = nargs == 4 ? args_tuple(args[3]) : PyTuple_New(0);
+    if (argv == NULL) return PyErr_Occurred() ? NULL : call_python(stream_launch_python, self, args, nargs, kwnames);
+    PyObject *plan = NULL, *result = NULL;
+    Resolved r = {NULL, {0}, NULL};
+    CachedLaunch *c = cached_launch((KernelCore *)args[0], ((StreamCore *)self)->device, args[1], args[2], argv);
+    int found = 1;
+    long err;
+    if (c != NULL) {
+        plan = Py_NewRef(c->plan);
+        r = c->resolved;
+        Py_INCREF(r.codes);
+    } else if ((found = first_launch(self, args[0], args[1], args[2], argv, &plan, &r)) == 0) {
+        result = plan == NULL ? call_python(stream_launch_python, self, args, nargs, kwnames)
+                              : PyObject_CallMethodObjArgs(self, str_launch_plan, plan, argv, NULL);
+    }
+    if (found == 1 && launch_resolved(self, &r, argv, &err) == 0) {
+        if (err == TAKE_PYTHON_PATH) result = PyObject_CallMethodObjArgs(self, str_launch_plan, plan, argv, NULL);
+        else if (err) raise_failed("cuLaunchKernel", (CUresult)err);
+        else result = Py_NewRef(Py_None);
+    }
+    Py_DECREF(argv);
     Py_XDECREF(plan);
+    Py_XDECREF(r.codes);
     return result;
 }
 
@@ -2099,7 +2308,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
     if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) || PyType_Ready(&BufferCoreType) || PyType_Ready(&DeviceCoreType) ||
-        PyType_Ready(&StreamCoreType))
+        PyType_Ready(&StreamCoreType) || PyType_Ready(&KernelCoreType) ||
+        PyType_Ready(&ThreadCurrentType))
         return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m == NULL) return NULL;
@@ -2107,6 +2317,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
         PyModule_AddObjectRef(m, "PooledCore", (PyObject *)&PooledCoreType) ||
         PyModule_AddObjectRef(m, "EventCore", (PyObject *)&EventCoreType) ||
         PyModule_AddObjectRef(m, "StreamCore", (PyObject *)&StreamCoreType) ||
+        PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) ||
+        PyModule_AddObjectRef(m, "ThreadCurrent", (PyObject *)&ThreadCurrentType) ||
         PyModule_AddObjectRef(m, "BufferCore", (PyObject *)&BufferCoreType) ||
         PyModule_AddObjectRef(m, "DeviceCore", (PyObject *)&DeviceCoreType)) {
         Py_DECREF(m);

@@ -1304,6 +1304,157 @@ def test_buffers_keep_their_bookkeeping(fake, device):
         device.alloc(256)
 
 
+PTX_DIMS = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry dims(.param .u64 out, .param .u32 tag)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u32 %r7, [tag];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %nctaid.x;
+    mov.u32 %r2, %nctaid.y;
+    mov.u32 %r3, %nctaid.z;
+    mov.u32 %r4, %ntid.x;
+    mov.u32 %r5, %ntid.y;
+    mov.u32 %r6, %ntid.z;
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+4], %r2;
+    st.global.u32 [%rd2+8], %r3;
+    st.global.u32 [%rd2+12], %r4;
+    st.global.u32 [%rd2+16], %r5;
+    st.global.u32 [%rd2+20], %r6;
+    st.global.u32 [%rd2+24], %r7;
+    ret;
+}
+"""
+
+
+def test_launches_resolved_per_kernel_dims_and_types(device):
+    """Stream.launch resolves a launch once per (kernel, stream's device, dims, argument types) and keeps the last
+    few (compiled: _fast.c's KernelCore): more configurations than it keeps, each repeated, dims equal but not
+    the same objects, two streams, argument types that pack differently for one parameter (a Buffer's pointer or
+    a u64), each launch landing with its own dims and values; after the device closes, UseAfterFree; a dropped
+    kernel is collected though its kept launches refer back to it."""
+    import weakref
+
+    streams = (device.create_stream(), device.create_stream())
+    k = device.compile(PTX_DIMS, "ptx").kernel("dims")
+    configs = [(1, 1), (2, 1), (1, (3, 1, 1)), ((2, 2, 1), (1, 2, 1)), (3, 4), ((1, 1, 2), 2), (300, (1, 1, 1))]
+    out = np.zeros(7, np.uint32)
+    with device.alloc(28) as buf:
+        for round_ in range(3):
+            for i, (grid, block) in enumerate(configs):
+                for tag_type in (np.uint32, np.int32):
+                    s = streams[(i + round_) % 2]
+                    tag = 1000 * round_ + 10 * i + (tag_type is np.int32)
+                    fresh = lambda d: int(str(d)) if type(d) is int else tuple(int(str(x)) for x in d)  # equal, not the same
+                    s.launch(k, fresh(grid), fresh(block), (buf, tag_type(tag)))
+                    s.copy_dtoh(out, buf)
+                    s.synchronize()
+                    g = (grid, 1, 1) if type(grid) is int else grid
+                    b = (block, 1, 1) if type(block) is int else block
+                    assert out.tolist() == [*g, *b, tag], (grid, block, tag_type)
+        store = device.compile(PTX_STORE64, "ptx").kernel("store64")
+        value = np.zeros(1, np.uint64)
+        with device.alloc(8) as other:
+            for _ in range(3):
+                for arg in (other, np.uint64(12345)):
+                    streams[0].launch(store, 1, 1, (buf, arg))
+                    streams[0].copy_dtoh(value, buf)
+                    streams[0].synchronize()
+                    assert value[0] == (int(other.handle) if arg is other else 12345)
+        s = streams[0]
+        s.launch(k, 1, 1, (buf, np.uint32(1)))
+        device.close()
+        with pytest.raises(ia.UseAfterFree, match="Stream.launch"):
+            s.launch(k, 1, 1, (buf, np.uint32(1)))
+    gone = weakref.ref(k)
+    del k, store
+    gc.collect()
+    assert gone() is None
+
+
+def test_threads_share_a_kernels_resolved_launches(device):
+    """Threads launching one kernel, each on its own stream, with more configurations together than the kernel
+    keeps resolved (KernelCore), so each replaces the others': every launch lands with its own dims and value."""
+    import threading
+
+    k = device.compile(PTX_DIMS, "ptx").kernel("dims")
+    configs = [(1, 1), (2, 1), (1, 3), ((2, 2, 1), 1), (3, (1, 2, 1)), (1, (1, 1, 2))]
+    failures: list[object] = []
+
+    def launches(t: int) -> None:
+        try:
+            s = device.create_stream()
+            out = np.zeros(7, np.uint32)
+            with device.alloc(28) as buf:
+                for i in range(40):
+                    grid, block = configs[(i + t) % len(configs)]
+                    s.launch(k, grid, block, (buf, np.uint32(100 * t + i)))
+                    s.copy_dtoh(out, buf)
+                    s.synchronize()
+                    g = (grid, 1, 1) if type(grid) is int else grid
+                    b = (block, 1, 1) if type(block) is int else block
+                    if out.tolist() != [*g, *b, 100 * t + i]:
+                        failures.append((t, i, out.tolist()))
+        except Exception as exc:  # reported by the assert below, not lost in the thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=launches, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+def test_launches_make_their_device_current_on_each_thread(device):
+    """A launch makes its device's context current where the thread's record (driver.current: the compiled
+    module's ThreadCurrent, in C thread-local storage, or a threading.local) names another device or none: on
+    a thread whose first call is a launch resolved on another thread (the fake refuses a launch without a
+    current context), and after another Device's call on the same thread; each thread's record is its own."""
+    import threading
+
+    from ironaccel.backends.cuda import CudaBackend, driver
+
+    s = device.create_stream()
+    k = device.compile(PTX_STORE64, "ptx").kernel("store64")
+    out = np.zeros(1, np.uint64)
+    other = CudaBackend().open_device(0)
+    try:
+        with device.alloc(8) as buf, other.alloc(8) as theirs:
+            for _ in range(2):  # the plan, then the launch resolved
+                s.launch(k, 1, 1, (buf, np.uint64(1)))
+                assert driver.current.device == device._id
+            other.default_stream.fill(theirs, 0)
+            assert driver.current.device == other._id
+            s.launch(k, 1, 1, (buf, np.uint64(2)))
+            assert driver.current.device == device._id
+            seen: list[object] = []
+
+            def first_call_a_launch() -> None:
+                seen.append(driver.current.device)
+                try:
+                    s.launch(k, 1, 1, (buf, np.uint64(77)))
+                except ia.IronAccelError as exc:
+                    seen.append(exc)
+                seen.append(driver.current.device)
+
+            thread = threading.Thread(target=first_call_a_launch)
+            thread.start()
+            thread.join()
+            assert seen == [0, device._id]
+            assert driver.current.device == device._id
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+            assert out[0] == 77
+    finally:
+        other.close()
+
+
 def test_launch_checks_hold_on_every_form(device):
     """Stream.launch (compiled: _fast.c's StreamCore.launch once the kernel has a plan for the dims): int and
     tuple dims, args by keyword or as a list, each launch landing; a kernel of another device, a non-kernel,
@@ -1335,7 +1486,8 @@ def test_launch_checks_hold_on_every_form(device):
         other = CudaBackend().open_device(0)
         try:
             theirs = other.compile(PTX_STORE64, "ptx").kernel("store64")
-            other.default_stream.launch(theirs, 1, 1, (other.alloc(8), np.uint64(1)))  # a plan for (1, 1) there
+            for _ in range(2):  # a plan for (1, 1) there, then its launch resolved for that device
+                other.default_stream.launch(theirs, 1, 1, (other.alloc(8), np.uint64(1)))
             with pytest.raises(ia.InvalidArgument, match="Stream.launch.*compiled on this device"):
                 s.launch(theirs, 1, 1, (buf, np.uint64(1)))
         finally:

@@ -19,6 +19,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from ... import native
 from ...errors import DriverError, NotAvailable, OutOfMemory, Timeout
 
 BACKEND = "cuda"
@@ -36,8 +37,11 @@ class _Current(threading.local):
     device = 0  # id of the Device whose primary context this thread has current (0: none)
 
 
-#: Which Device's primary context the calling thread has current (see ``CudaDevice._make_current``).
-current = _Current()
+_compiled = native.load()
+#: Which Device's primary context the calling thread has current (see ``CudaDevice._make_current``): where the
+#: compiled module loads, its ThreadCurrent (the same record in C thread-local storage, read by its hot paths
+#: without a Python-level lookup), else a threading.local.
+current = _compiled.ThreadCurrent() if _compiled is not None else _Current()
 
 
 #: What a user with no NVIDIA GPU can do instead, appended to the "no driver" errors.
@@ -83,8 +87,6 @@ def load() -> Any:
 
 def _compiled_path() -> Any:
     """ironaccel._fast with the driver's entry points loaded, or None (see ironaccel.native)."""
-    from ... import native
-
     module = native.load()
     if module is None:
         return None

@@ -37,7 +37,7 @@ def configure() -> None:
                                  PINNED_CHECK_BYTES)
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
-                                  api.Stream.launch, api.Kernel)
+                                  api.Stream.launch)
     driver.fast.configure_scalars(scalar_samples())
 
 

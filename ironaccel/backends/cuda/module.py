@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ... import api
+from ... import api, native
 from .driver import calls, fail
 
 if TYPE_CHECKING:
@@ -110,9 +110,14 @@ class _Slots(threading.local):
         self.view_and_address = (memoryview(self.storage).cast("B"), self.pointers.ctypes.data)
 
 
-class CudaKernel(api.Kernel):
+_compiled = native.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
+
+
+class CudaKernel(*((_compiled.KernelCore,) if _compiled else ()), api.Kernel):  # type: ignore[misc]
     """A CUfunction and its parameters. A launch packs its arguments with one ``struct.pack_into`` into
-    the calling thread's reusable slots (or in C), by the Signature prepared with the api's rule."""
+    the calling thread's reusable slots (or in C), by the Signature prepared with the api's rule. Where the
+    compiled module loads, its KernelCore base holds ``_function_address`` and the launches its
+    StreamCore.launch resolved for this kernel."""
 
     def __init__(self, module: CudaModule, name: str, function: Any, params: tuple[api.Param, ...]):
         super().__init__(module, name)
