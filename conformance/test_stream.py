@@ -169,7 +169,7 @@ def test_cross_stream_wait_on_one_running_launch(device, kernels):
     event's work for done when only the work before it is (an off-by-one against the last completed point)
     lets B copy what the launch has not written yet."""
     a, b = device.create_stream(), device.create_stream()
-    for work in RunningWork.tries(device, a, kernels, seconds=0.0):  # one launch, as long as a grown one
+    for work in RunningWork.tries(device, a, kernels, seconds=0.0, count=6):  # one launch, as long as a grown one
         with poisoned(device, b, 4 * work.n) as copy:
             b.synchronize()
             a.synchronize()
