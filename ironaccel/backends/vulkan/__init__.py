@@ -28,7 +28,9 @@ How the shared API maps onto Vulkan:
   (freed large staging blocks are kept for the next copies); when
   device memory is itself host-visible, coherent and cached (lavapipe, SwiftShader) and the stream has no
   work outstanding, copies and fills touch the mapped memory directly (``IRONACCEL_VK_DIRECT_MAPPING=0`` turns
-  that off, so CPU drivers exercise the staging path discrete GPUs take). A freed buffer's range is reused only
+  that off, so CPU drivers exercise the staging path discrete GPUs take). The host's side of a copy of 4 MiB
+  or more is spread over threads (``ironaccel.hostcopy``): the memcpy, not the DMA, is most of a large
+  pageable copy's time, and it was one thread's. A freed buffer's range is reused only
   once every stream has finished the work enqueued before the free. Robust buffer access is on where the
   device has it (``DeviceInfo.extra["robust_buffer_access"]``) and each descriptor binds only its buffer's
   range, so a kernel's out-of-bounds access never reaches another buffer.

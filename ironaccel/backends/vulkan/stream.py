@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ... import api
+from ... import api, hostcopy
 from ...api import Dim3
 from ...errors import Timeout
 from . import native
@@ -470,10 +470,10 @@ class VulkanStream(api.Stream):
         assert isinstance(dst, VulkanBuffer)
         with self._device._lock:
             if self._direct():
-                dst._allocation.host(dst_offset, src.nbytes)[:] = src
+                hostcopy.copy(dst._allocation.host(dst_offset, src.nbytes), src)
                 return
             staging = self._device._staging.alloc(src.nbytes)
-            staging.host(0, src.nbytes)[:] = src
+            hostcopy.copy(staging.host(0, src.nbytes), src)
             batch = self._recording()
             batch.staging.append(staging)
             self._copy_region(batch.cmd, staging.block.buffer, staging.offset,
@@ -484,7 +484,7 @@ class VulkanStream(api.Stream):
         assert isinstance(src, VulkanBuffer)
         with self._device._lock:
             if self._direct():
-                dst[:] = src._allocation.host(src_offset, dst.nbytes)
+                hostcopy.copy(dst, src._allocation.host(src_offset, dst.nbytes))
                 return
             staging = self._device._staging.alloc(dst.nbytes)
             batch = self._recording()
@@ -493,7 +493,7 @@ class VulkanStream(api.Stream):
                               staging.block.buffer, staging.offset, dst.nbytes)
 
             def finish(dst: np.ndarray = dst, staging: Allocation = staging) -> None:
-                dst[:] = staging.host(0, dst.nbytes)
+                hostcopy.copy(dst, staging.host(0, dst.nbytes))
 
             batch.on_complete.append(finish)
             self._recorded()
