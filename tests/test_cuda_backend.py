@@ -301,7 +301,7 @@ def test_fault_injection_matrix(fake):
     unfaulted = _objects_left(control, None)
     assert not any(unfaulted.values()), unfaulted
     failures = []
-    cases = 0
+    cases = unfired = 0
     for name, count in sorted(called.items()):
         op = re.sub(r"_v\d+$", "", name)  # the fake's versioned symbol; the binding (and the error) name it without
         op = FAKE_CALLS_THROUGH.get(op, op)
@@ -317,6 +317,8 @@ def test_fault_injection_matrix(fake):
                 _workload(opened)
             except ia.IronAccelError as exc:
                 error = exc.with_traceback(None)  # its frames would keep the workload's streams and events alive
+            fired = control.call_count(name) >= nth  # a wait skipped by its query makes fewer calls on a quick run
+            unfired += not fired
             where = f"{name} call {nth}"
             faulted = next((dev for dev in reversed(opened) if not dev.closed), None)
             if faulted is not None:
@@ -334,7 +336,7 @@ def test_fault_injection_matrix(fake):
                 if error is not None:
                     failures.append(f"{where}: raised {error!r}, expected none ({NOT_RAISED[op]})")
             elif error is None:
-                if op not in QUERY_BEFORE.values():  # a failed query before a wait: the wait decides
+                if fired and op not in QUERY_BEFORE.values():  # a failed query before a wait: the wait decides
                     failures.append(f"{where}: nothing raised")
             elif getattr(error, "op", None) != op:
                 failures.append(f"{where}: raised {error!r}, not naming {op}")
@@ -346,7 +348,7 @@ def test_fault_injection_matrix(fake):
                 failures.append(f"{where}: left undestroyed, beyond the unfaulted run's: {more}")
             assert_saxpy_works(backend)
     assert not failures, f"{len(failures)} of {cases} cases:\n" + "\n".join(failures)
-    assert cases > 2 * 30
+    assert cases - unfired > 2 * 30
 
 
 def test_a_stream_that_copied_is_destroyed_at_close(fake):

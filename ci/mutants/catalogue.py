@@ -268,9 +268,9 @@ MUTANTS: list[Mutant] = [
            "cuda/fake", "Device.synchronize(timeout=) only waits for the default stream", ("STREAM-8",)),
     Mutant("cuda-event-timeout-ignored", "cuda", CU + "stream.py",
            "    def _synchronize(self, timeout: float | None = None) -> None:\n        if timeout is None:\n"
-           "            wait = driver.cu.cuEventSynchronize",
+           "            wait_for(driver.cu.cuEventQuery",
            "    def _synchronize(self, timeout: float | None = None) -> None:\n        if True:\n"
-           "            wait = driver.cu.cuEventSynchronize",
+           "            wait_for(driver.cu.cuEventQuery",
            "cuda/fake", "Event.synchronize(timeout=) waits forever", ("STREAM-8",)),
     Mutant("cuda-f32-slot-unpadded", "cuda", CU + "module.py",
            '("f", 4): "f4x"',
