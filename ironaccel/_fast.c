@@ -609,11 +609,6 @@ static PyObject *raise_failed(const char *entry_point, CUresult err) {
 }
 
 /* The blocking waits, skipped when a query says the work is done (the file's docstring says why). */
-static CUresult stream_done_or_wait(CUstream queue) {
-    if (cuStreamQuery(queue) == 0) return 0;
-    return cuStreamSynchronize(queue);
-}
-
 static CUresult wait_stream(CUstream queue) {
     if (cuStreamQuery(queue) == 0) return 0;
     CUresult err;
