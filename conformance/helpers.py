@@ -6,8 +6,8 @@ import numpy as np
 
 from ironaccel.testing.work import RunningWork, ceil_div, lcg, read
 
-__all__ = ["POISON", "RunningWork", "assert_device_works", "ceil_div", "lcg", "poisoned", "random_bytes", "read",
-           "rng", "upload"]
+__all__ = ["POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
+           "poisoned", "random_bytes", "read", "rng", "upload"]
 
 POISON = 0xA5
 
@@ -32,6 +32,26 @@ def upload(device, stream, host: np.ndarray):
     buf = device.alloc(host.nbytes)
     stream.copy_htod(buf, host)
     return buf
+
+
+def assert_wait_outlasts_running_work(device, stream, kernels, wait, op: str) -> None:
+    """Running work, a marker's fill and an event on ``stream``, then ``wait(stream, event)``: once it returns the
+    event's query() is True and the marker has landed for a stream not ordered after the work (seen from
+    outside the stream: where a copy_dtoh into pageable memory waits by itself, as CUDA's does, a read on the
+    same stream cannot tell a wait that returns early)."""
+    work = RunningWork(device, stream, kernels)
+    try:
+        with device.alloc(4) as marker:
+            stream.fill(marker, 0)
+            work.enqueue(stream)
+            stream.fill(marker, 7)
+            event = stream.record()
+            wait(stream, event)
+            assert event.query() is True, f"{op} returned before the event completed"
+            assert (read(device.create_stream(), marker) == 7).all(), f"{op} returned before the work"
+            work.check(stream)
+    finally:
+        work.free()
 
 
 def assert_device_works(device, kernels) -> None:

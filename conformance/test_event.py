@@ -10,7 +10,7 @@ import pytest
 
 import ironaccel as ia
 
-from .helpers import RunningWork, ceil_div, lcg, read
+from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, lcg, read
 
 N = 1 << 16
 
@@ -33,21 +33,7 @@ def test_event_completes_after_work(device, stream, kernels):
 
 @pytest.mark.clause("EVENT-1")
 def test_event_synchronize_waits_for_running_work(device, stream, kernels):
-    """Seen from outside the stream: once synchronize() of an event recorded after running work returns, query()
-    is True and the fill before the event has landed for a stream not ordered after it."""
-    work = RunningWork(device, stream, kernels)
-    try:
-        with device.alloc(4) as marker:
-            stream.fill(marker, 0)
-            work.enqueue(stream)
-            stream.fill(marker, 7)
-            ev = stream.record()
-            ev.synchronize()
-            assert ev.query() is True, "Event.synchronize() returned before the event completed"
-            assert (read(device.create_stream(), marker) == 7).all(), "Event.synchronize() returned before the work"
-            work.check(stream)
-    finally:
-        work.free()
+    assert_wait_outlasts_running_work(device, stream, kernels, lambda s, event: event.synchronize(), "Event.synchronize")
 
 
 @pytest.mark.clause("EVENT-2")

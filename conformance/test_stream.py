@@ -7,7 +7,7 @@ import pytest
 
 import ironaccel as ia
 
-from .helpers import RunningWork, ceil_div, poisoned, random_bytes, read
+from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, random_bytes, read
 
 N = 1 << 16
 
@@ -46,22 +46,7 @@ def test_synchronize_completes_dtoh(device, stream, kernels):
 
 @pytest.mark.clause("STREAM-2")
 def test_synchronize_waits_for_running_work(device, stream, kernels):
-    """Seen from outside the stream: an event recorded before synchronize() has completed and the stream's
-    last fill has landed for a stream not ordered after it (where a copy_dtoh into pageable memory waits by
-    itself, as CUDA's does, the test above cannot tell a synchronize that returns early)."""
-    work = RunningWork(device, stream, kernels)
-    try:
-        with device.alloc(4) as marker:
-            stream.fill(marker, 0)
-            work.enqueue(stream)
-            stream.fill(marker, 7)
-            ev = stream.record()
-            stream.synchronize()
-            assert ev.query() is True, "synchronize() returned before an event recorded before it completed"
-            assert (read(device.create_stream(), marker) == 7).all(), "synchronize() returned before the work"
-            work.check(stream)
-    finally:
-        work.free()
+    assert_wait_outlasts_running_work(device, stream, kernels, lambda s, event: s.synchronize(), "Stream.synchronize")
 
 
 @pytest.mark.clause("STREAM-3")
@@ -169,7 +154,7 @@ def test_cross_stream_wait_on_one_running_launch(device, kernels):
     event's work for done when only the work before it is (an off-by-one against the last completed point)
     lets B copy what the launch has not written yet."""
     a, b = device.create_stream(), device.create_stream()
-    for work in RunningWork.tries(device, a, kernels, seconds=0.0):  # one launch, as long as a grown one
+    for work in RunningWork.tries(device, a, kernels, seconds=0.0, count=6):  # one launch, as long as a grown one
         with poisoned(device, b, 4 * work.n) as copy:
             b.synchronize()
             a.synchronize()

@@ -29,23 +29,28 @@
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(stream, dst, offset, host, ring) a small pageable copy_htod: the ring's room reserved under its
  *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring)
+ *   StreamCore.copy_htod, copy_dtoh              the whole checked copy: small htod ones staged_htod; large ones
+ *        DMA'd directly from pinned memory on an idle stream and waited for, or handed to the ring (staging.py);
+ *        dtoh ones cuMemcpyDtoHAsync with the array held as FastStream._copy_dtoh holds it
  *   alloc(device, nbytes)                        CudaDevice._alloc with memory pools: cuMemAllocAsync on the
  *        device's allocation stream, waited for (wait_stream), in one call, and the buffer made and
  *        registered (or the name and CUresult of the call that failed; the memory is given back then)
  *   BufferCore, configure_buffers(...)           CudaBuffer's base: its fields, free() and the finalizer (below);
  *        DeviceCore, CudaDevice's base: alloc() in one call
- *   staged_copy(dst, staged, host, offset, n, piece, stream, hot)  a large copy_htod's chunk: host bytes
- *        [offset, offset + n) into the pinned ring at staged, piece by piece, each piece's DMA enqueued as
- *        soon as it is filled (so the DMA of one piece overlaps the memcpy of the next)
- *   fill_pinned(dst, src, n)                     a copy worker's memcpy into the ring (GIL released)
+ *   staged_copy(dst, staged, host, offset, n, threads, stream, hot)  a large copy_htod's chunk: host bytes
+ *        [offset, offset + n) into the pinned ring at staged by the caller and `threads` copy threads (no
+ *        GIL), each piece's DMA enqueued in order as soon as it is filled (so DMAs overlap the filling)
  *   PoolCore, PooledCore, configure_pool(...)    the MemPool's warm alloc and free (backend-agnostic; below)
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -68,6 +73,7 @@ static CUresult (*cuEventQuery)(CUevent);
 static CUresult (*cuEventRecord)(CUevent, CUstream);
 static CUresult (*cuMemcpyHtoDAsync_v2)(CUdeviceptr, const void *, size_t, CUstream);
 static CUresult (*cuMemcpyDtoHAsync_v2)(void *, CUdeviceptr, size_t, CUstream);
+static CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
 static CUresult (*cuMemAllocAsync)(CUdeviceptr *, size_t, CUstream);
 static CUresult (*cuMemFreeAsync)(CUdeviceptr, CUstream);
 
@@ -93,6 +99,7 @@ static PyObject *fast_init(PyObject *self, PyObject *unused) {
     RESOLVE(cuEventRecord)
     RESOLVE(cuMemcpyHtoDAsync_v2)
     RESOLVE(cuMemcpyDtoHAsync_v2)
+    RESOLVE(cuPointerGetAttribute)
     RESOLVE(cuMemAllocAsync)
     RESOLVE(cuMemFreeAsync)
 #undef RESOLVE
@@ -1014,10 +1021,13 @@ static PyObject *stream_launch(PyObject *self, PyObject *const *args, Py_ssize_t
 }
 
 static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+static PyObject *stream_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 static PyMethodDef stream_methods[] = {
     {"copy_htod", (PyCFunction)(void (*)(void))stream_copy_htod, METH_FASTCALL | METH_KEYWORDS,
      "Stream.copy_htod(dst, src, *, dst_offset=0): copy all of host src into dst at dst_offset."},
+    {"copy_dtoh", (PyCFunction)(void (*)(void))stream_copy_dtoh, METH_FASTCALL | METH_KEYWORDS,
+     "Stream.copy_dtoh(dst, src, *, src_offset=0): fill all of host dst from src at src_offset."},
     {"launch", (PyCFunction)(void (*)(void))stream_launch, METH_FASTCALL | METH_KEYWORDS,
      "Stream.launch(kernel, grid, block, args=()): run kernel over grid blocks of block threads."},
     {"record", (PyCFunction)(void (*)(void))stream_record, METH_FASTCALL | METH_KEYWORDS,
@@ -1455,49 +1465,189 @@ static void copy_to_pinned(void *dst, const void *src, size_t n) {
     memcpy(dst, src, n);
 }
 
-/* fill_pinned(dst, src, n): copy_to_pinned between two addresses, the GIL released (the copy workers' memmove). */
-static PyObject *fast_fill_pinned(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    void *dst, *src;
-    if (nargs != 3) return PyErr_Format(PyExc_TypeError, "fill_pinned takes 3 arguments, got %zd", nargs);
-    size_t n = PyLong_AsSize_t(args[2]);
-    if (PyErr_Occurred() || address(args[0], &dst) || address(args[1], &src)) return NULL;
-    Py_BEGIN_ALLOW_THREADS
-    copy_to_pinned(dst, src, n);
-    Py_END_ALLOW_THREADS
-    Py_RETURN_NONE;
+/* ---- Copy threads: a large staged copy_htod's chunk filled by several threads, without the GIL ----------------
+ *
+ * One thread reads pageable memory at a fraction of what a PCIe 5 DMA engine drains from pinned memory (a 64
+ * MiB memcpy took 11.8 ms on one thread of the H200's host, the DMA 1.24 ms), so staged_copy cuts a chunk into
+ * pieces that the calling thread and these workers fill in parallel. The workers are plain pthreads that never
+ * take the GIL: Python-level workers had to, twice per piece, and queued on it. The caller takes pieces too,
+ * and it alone enqueues the DMAs, in piece order, each as soon as its piece is filled: the stream sees the
+ * same calls on the same thread as from one thread, and the DMA of the first pieces overlaps the filling of
+ * the rest. One job at a time (a ring's lock serializes its chunks, `busy` the rings of several devices);
+ * everything below is guarded by copiers.lock. The caller returns only once no worker touches the job (COPY-4: the host array is reusable). */
+enum { PIECE_MIN = 128 << 10, PIECES_MAX = 64, COPY_THREADS_MAX = 15 };
+
+static struct {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;     /* a worker: a new job */
+    pthread_cond_t progress; /* callers: a piece filled, a worker left the job, the job given back (broadcast) */
+    int threads;             /* workers started */
+    int wanted;              /* workers that join the job: the first `wanted` started */
+    unsigned long job;       /* numbers the jobs, so a worker joins each once */
+    int busy;                /* a caller has the job (two devices' rings may copy at once) */
+    int active;              /* workers inside the job */
+    char *dst;               /* the job: dst[0, n) = src[0, n), in pieces of piece bytes */
+    const char *src;
+    size_t n, piece;
+    int hot, pieces, next;   /* hot: plain stores (staged_copy); next: the first piece nobody took */
+    unsigned char filled[PIECES_MAX];
+} copiers = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+/* Fill piece i of the job, the lock released meanwhile (held on entry and on return). */
+static void fill_piece(int i) {
+    char *dst = copiers.dst + (size_t)i * copiers.piece;
+    const char *src = copiers.src + (size_t)i * copiers.piece;
+    size_t left = copiers.n - (size_t)i * copiers.piece, size = left < copiers.piece ? left : copiers.piece;
+    int hot = copiers.hot;
+    pthread_mutex_unlock(&copiers.lock);
+    if (hot)
+        memcpy(dst, src, size);
+    else
+        copy_to_pinned(dst, src, size);
+    pthread_mutex_lock(&copiers.lock);
+    copiers.filled[i] = 1;
 }
 
-/* staged_copy(dst, staged, host, offset, n, piece, stream, hot): host bytes [offset, offset + n) into the ring
- * at staged, a piece at a time, each piece's cuMemcpyHtoDAsync to dst enqueued as soon as it is filled, so the
- * DMA of a piece runs while the next is copied in; hot: the ring bytes were just used (StagingRing._reserve
- * reused them), so plain stores into the cache rather than copy_to_pinned's. Returns the first failed DMA's
- * CUresult (0: all enqueued). */
+/* After a job, a worker watches for the next one for a while before it sleeps: a large copy's chunks come
+ * SPIN_NS apart or less (the ring's Python between two staged_copy calls), and a sleeping thread takes a
+ * futex wake, tens of microseconds in a VM, to start on the next chunk. Lock not held. */
+enum { SPIN_NS = 100000 };
+
+static void await_job(unsigned long seen) {
+    struct timespec now, until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += SPIN_NS;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    for (unsigned spins = 1;; spins++) {
+        if (__atomic_load_n(&copiers.job, __ATOMIC_ACQUIRE) != seen) return;
+#if defined(__SSE2__)
+        _mm_pause();
+#endif
+        if (spins % 256 == 0) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec)) return;
+        }
+    }
+}
+
+static void *copier_main(void *number) {
+    unsigned long seen = 0;
+    pthread_mutex_lock(&copiers.lock);
+    for (;;) {
+        while (copiers.job == seen) pthread_cond_wait(&copiers.wake, &copiers.lock);
+        seen = copiers.job;
+        if ((intptr_t)number >= copiers.wanted) continue;
+        copiers.active++;
+        while (copiers.next < copiers.pieces) {
+            fill_piece(copiers.next++);
+            pthread_cond_broadcast(&copiers.progress);
+        }
+        copiers.active--;
+        pthread_cond_broadcast(&copiers.progress);
+        pthread_mutex_unlock(&copiers.lock);
+        await_job(seen);
+        pthread_mutex_lock(&copiers.lock);
+    }
+    return NULL;
+}
+
+/* In a forked child: the parent's workers did not survive the fork, nor the state of its lock. */
+static void copiers_after_fork(void) {
+    pthread_mutex_init(&copiers.lock, NULL);
+    pthread_cond_init(&copiers.wake, NULL);
+    pthread_cond_init(&copiers.progress, NULL);
+    copiers.threads = copiers.busy = copiers.active = copiers.pieces = copiers.next = 0;
+}
+
+static void copiers_register_fork(void) { pthread_atfork(NULL, NULL, copiers_after_fork); }
+
+/* Start workers up to `threads` (fewer if the system refuses more). Lock held. */
+static void start_copiers(int threads) {
+    for (; copiers.threads < threads; copiers.threads++) {
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int failed = pthread_create(&thread, &attr, copier_main, (void *)(intptr_t)copiers.threads);
+        pthread_attr_destroy(&attr);
+        if (failed) break;
+    }
+}
+
+/* staged[0, n) = src[0, n) with `threads` workers, each filled piece's cuMemcpyHtoDAsync to device address dst
+ * enqueued in order on `stream`. Returns the first failed DMA's CUresult (0: all enqueued); after a failure no
+ * further DMA is enqueued. Called with the GIL released. */
+static CUresult fill_and_send(CUdeviceptr dst, char *staged, const char *src, size_t n, int threads, int hot,
+                              CUstream stream) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, copiers_register_fork);
+    size_t slices = 2 * ((size_t)threads + 1); /* two pieces a thread: a slow thread holds up less */
+    size_t piece = ((n + slices - 1) / slices + 4095) & ~(size_t)4095;
+    if (piece < PIECE_MIN) piece = PIECE_MIN;
+    if (piece < (n + PIECES_MAX - 1) / PIECES_MAX) piece = (n + PIECES_MAX - 1) / PIECES_MAX;
+    int pieces = (int)((n + piece - 1) / piece);
+    CUresult err = 0;
+    pthread_mutex_lock(&copiers.lock);
+    if (pieces > 1) start_copiers(threads);
+    while (copiers.busy || copiers.active) /* another ring's copy, or a late worker of the last job */
+        pthread_cond_wait(&copiers.progress, &copiers.lock);
+    copiers.busy = 1;
+    copiers.dst = staged, copiers.src = src, copiers.n = n, copiers.piece = piece, copiers.hot = hot;
+    copiers.pieces = pieces, copiers.next = 0, copiers.wanted = threads;
+    memset(copiers.filled, 0, sizeof copiers.filled);
+    if (pieces > 1 && threads) {
+        __atomic_store_n(&copiers.job, copiers.job + 1, __ATOMIC_RELEASE); /* seen by spinning workers too */
+        pthread_cond_broadcast(&copiers.wake);
+    }
+    for (int sent = 0; sent < pieces && !err;) {
+        if (copiers.filled[sent]) {
+            size_t done = (size_t)sent * piece, size = n - done < piece ? n - done : piece;
+            pthread_mutex_unlock(&copiers.lock);
+            err = cuMemcpyHtoDAsync_v2(dst + (CUdeviceptr)done, (char *)staged + done, size, stream);
+            pthread_mutex_lock(&copiers.lock);
+            sent++;
+        } else if (copiers.next < pieces) {
+            fill_piece(copiers.next++);
+        } else {
+            pthread_cond_wait(&copiers.progress, &copiers.lock);
+        }
+    }
+    copiers.next = pieces; /* after a failure: nobody takes more */
+    while (copiers.active) pthread_cond_wait(&copiers.progress, &copiers.lock); /* no worker reads src any more */
+    copiers.busy = 0;
+    pthread_cond_broadcast(&copiers.progress);
+    pthread_mutex_unlock(&copiers.lock);
+    return err;
+}
+
+/* staged_copy(dst, staged, host, offset, n, threads, stream, hot): host bytes [offset, offset + n) into the ring
+ * at staged and DMA'd to dst (fill_and_send, with `threads` copy threads besides the caller); hot: the ring
+ * bytes were just used (StagingRing._reserve reused them), so plain stores into the cache rather than
+ * copy_to_pinned's. Returns the first failed DMA's CUresult (0: all enqueued). */
 static PyObject *fast_staged_copy(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
     void *staged, *stream;
     Py_buffer host;
     if (nargs != 8) return PyErr_Format(PyExc_TypeError, "staged_copy takes 8 arguments, got %zd", nargs);
     CUdeviceptr dst = PyLong_AsUnsignedLongLong(args[0]);
     if (PyErr_Occurred() || address(args[1], &staged)) return NULL;
-    Py_ssize_t offset = PyLong_AsSsize_t(args[3]), n = PyLong_AsSsize_t(args[4]), piece = PyLong_AsSsize_t(args[5]);
+    Py_ssize_t offset = PyLong_AsSsize_t(args[3]), n = PyLong_AsSsize_t(args[4]);
+    long threads = PyLong_AsLong(args[5]);
     int hot = PyObject_IsTrue(args[7]);
     if (PyErr_Occurred() || address(args[6], &stream) || hot < 0) return NULL;
+    if (threads < 0 || threads > COPY_THREADS_MAX)
+        return PyErr_Format(PyExc_ValueError, "staged_copy: %ld copy threads (0 to %d)", threads, COPY_THREADS_MAX);
     if (PyObject_GetBuffer(args[2], &host, PyBUF_C_CONTIGUOUS)) return NULL;
-    if (offset < 0 || n < 0 || piece <= 0 || offset > host.len || n > host.len - offset) {
+    if (offset < 0 || n < 0 || offset > host.len || n > host.len - offset) {
         PyBuffer_Release(&host);
         return PyErr_Format(PyExc_ValueError, "staged_copy: [%zd, %zd + %zd) is outside the %zd-byte host buffer",
                             offset, offset, n, host.len);
     }
     CUresult err = 0;
-    Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t done = 0; done < n && !err; done += piece) {
-        size_t size = (size_t)(n - done < piece ? n - done : piece);
-        if (hot)
-            memcpy((char *)staged + done, (const char *)host.buf + offset + done, size);
-        else
-            copy_to_pinned((char *)staged + done, (const char *)host.buf + offset + done, size);
-        err = cuMemcpyHtoDAsync_v2(dst + (CUdeviceptr)done, (char *)staged + done, size, stream);
+    if (n) {
+        Py_BEGIN_ALLOW_THREADS
+        err = fill_and_send(dst, staged, (const char *)host.buf + offset, (size_t)n, (int)threads, hot, stream);
+        Py_END_ALLOW_THREADS
     }
-    Py_END_ALLOW_THREADS
     PyBuffer_Release(&host);
     return PyLong_FromLong(err);
 }
@@ -1612,85 +1762,217 @@ static PyObject *fast_staged_htod(PyObject *self, PyObject *const *args, Py_ssiz
 
 static PyTypeObject *ndarray_type;    /* numpy.ndarray */
 static PyObject *copy_htod_python;    /* api.Stream.copy_htod */
+static PyObject *copy_dtoh_python;    /* api.Stream.copy_dtoh */
+static PyObject *str_op_copy_dtoh;    /* "Stream.copy_dtoh", the op a pooled buffer's errors name */
 static long small_copy_bytes;         /* staging.SMALL_COPY_BYTES: staged in one memcpy and one DMA */
+static long pinned_check_bytes;       /* staging.PINNED_CHECK_BYTES: from this size a pinned source goes direct */
+static PyObject *str_ring_copy_htod;  /* "copy_htod", StagingRing's */
 
 static PyObject *fast_configure_copies(PyObject *self, PyObject *const *args, Py_ssize_t nargs) {
-    if (nargs != 3 || !PyType_Check(args[0]))
-        return PyErr_Format(PyExc_TypeError, "configure_copies(ndarray, copy_htod, small_copy_bytes)");
-    small_copy_bytes = PyLong_AsLong(args[2]);
+    if (nargs != 5 || !PyType_Check(args[0]))
+        return PyErr_Format(PyExc_TypeError,
+                            "configure_copies(ndarray, copy_htod, copy_dtoh, small_copy_bytes, pinned_check_bytes)");
+    small_copy_bytes = PyLong_AsLong(args[3]);
+    pinned_check_bytes = PyLong_AsLong(args[4]);
     if (PyErr_Occurred()) return NULL;
+    if (str_ring_copy_htod == NULL && (str_ring_copy_htod = PyUnicode_InternFromString("copy_htod")) == NULL)
+        return NULL;
+    if (str_op_copy_dtoh == NULL && (str_op_copy_dtoh = PyUnicode_InternFromString("Stream.copy_dtoh")) == NULL)
+        return NULL;
     Py_XSETREF(ndarray_type, (PyTypeObject *)Py_NewRef(args[0]));
     Py_XSETREF(copy_htod_python, Py_NewRef(args[1]));
+    Py_XSETREF(copy_dtoh_python, Py_NewRef(args[2]));
     Py_RETURN_NONE;
 }
 
-/* copy_htod(dst, src, *, dst_offset=0): api.Stream.copy_htod and FastStream._copy_htod for the common case, a
- * small copy from a C-contiguous ndarray of plain data (its buffer exported without an 'O' in its format)
- * into a live plain or pooled buffer of this device, in range, on an open device that is not capturing:
- * staged_htod. Everything else, and a ring that must advance, goes to api.Stream.copy_htod, which checks
- * again and raises the API's errors. */
-static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
-    PyObject *offset = NULL;
-    if (nargs == 2 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 &&
-        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "dst_offset") == 0)
-        offset = args[2];
-    else if (nargs != 2 || kwnames != NULL)
-        goto python;
-    PyObject *dst = args[0], *src = args[1];
-    if (copy_htod_python == NULL || buffer_type == NULL || !Py_IS_TYPE(src, ndarray_type) ||
-        (offset != NULL && !PyLong_CheckExact(offset)))
-        goto python;
-    Py_buffer host;
-    if (PyObject_GetBuffer(src, &host, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)) {
-        PyErr_Clear(); /* not plain data (datetimes, ...): the Python path says what is wrong */
-        goto python;
+enum { CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2, CU_MEMORYTYPE_HOST = 1 };
+
+/* A copy_htod of more than small_copy_bytes, checked (stream_copy_htod), as CudaStream._copy_htod does it: a
+ * source of pinned_check_bytes or more in page-locked memory the driver knows, on an idle stream, DMA'd
+ * directly and waited for (COPY-4: the caller may reuse it once this returns; a failed pointer query means
+ * "not pinned"); anything else through the ring's copy_htod (staging.py), which stages it. Returns None, or
+ * NULL with the typed error set. */
+static PyObject *large_htod(PyObject *stream, PyObject *dst, unsigned long long offset, Py_buffer *host,
+                            PyObject *src, PyObject *ring) {
+    StreamCore *st = fast_stream(stream);
+    void *queue;
+    if (st == NULL || make_current(st->device) || address(st->address, &queue)) return NULL;
+    Py_XSETREF(((BufferCore *)dst)->last_stream, Py_NewRef(stream));
+    CUdeviceptr to = ((BufferCore *)dst)->ptr + offset;
+    if (host->len >= pinned_check_bytes) {
+        unsigned int kind = 0;
+        CUresult err = 0;
+        const char *failed = NULL;
+        int direct = 0;
+        Py_BEGIN_ALLOW_THREADS
+        if (cuPointerGetAttribute(&kind, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, (CUdeviceptr)(uintptr_t)host->buf) == 0 &&
+            kind == CU_MEMORYTYPE_HOST) {
+            CUresult idle = cuStreamQuery(queue);
+            if (idle == 0) {
+                direct = 1;
+                if ((err = cuMemcpyHtoDAsync_v2(to, host->buf, (size_t)host->len, queue)))
+                    failed = "cuMemcpyHtoDAsync";
+                else if ((err = cuStreamSynchronize(queue)))
+                    failed = "cuStreamSynchronize";
+            } else if (idle != CUDA_ERROR_NOT_READY) {
+                failed = "cuStreamQuery", err = idle;
+            }
+        }
+        Py_END_ALLOW_THREADS
+        if (failed) return raise_failed(failed, err);
+        if (direct) Py_RETURN_NONE;
     }
-    Py_ssize_t n = host.len;
-    long long at = 0;
-    if (offset != NULL && ((at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) PyErr_Clear();
-    PyObject *backing = NULL, *attr = NULL, *dev = NULL, *result = NULL, *code = NULL;
-    if (at < 0 || (host.format != NULL && strchr(host.format, 'O') != NULL) || n == 0 || n > small_copy_bytes)
-        goto python_release;
-    if ((PyObject *)Py_TYPE(dst) == buffer_type)
-        backing = Py_NewRef(dst);
-    else if (pooled_type != NULL && (PyObject *)Py_TYPE(dst) == pooled_type)
-        backing = PyObject_CallMethodOneArg(dst, str_backing, str_op_copy_htod); /* raises UseAfterFree */
+    PyObject *at = PyLong_FromUnsignedLongLong(to);
+    if (at == NULL) return NULL;
+    PyObject *call[] = {ring, stream, at, src};
+    PyObject *done = PyObject_VectorcallMethod(str_ring_copy_htod, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    Py_DECREF(at);
+    return done;
+}
+
+/* The arguments of copy_htod(dst, src, *, dst_offset=0) or copy_dtoh(dst, src, *, src_offset=0) in their
+ * usual form (two positional, the offset keyword an int or absent): 1 and *offset (borrowed, NULL: absent),
+ * else 0 (the Python method parses them). */
+static int copy_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, const char *keyword,
+                     PyObject **offset) {
+    *offset = NULL;
+    if (nargs == 2 && kwnames != NULL && PyTuple_GET_SIZE(kwnames) == 1 &&
+        PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), keyword) == 0)
+        *offset = args[2];
+    else if (nargs != 2 || kwnames != NULL)
+        return 0;
+    return *offset == NULL || PyLong_CheckExact(*offset);
+}
+
+/* The checks api.Stream.copy_htod and copy_dtoh make, for the common case: `array` a C-contiguous ndarray of
+ * plain data (its buffer exported without an 'O' in its format; writable for copy_dtoh), not empty; `buf` a
+ * live plain or pooled buffer of this stream's device with [at, at + the array's bytes) inside it; the device
+ * open and the stream not capturing. 1 when all hold, with `host` exported and *backing (the CudaBuffer
+ * holding the memory) a new reference; 0 when the Python method must check (nothing held); -1 with the error
+ * set (nothing held). */
+static int copy_checked(PyObject *self, PyObject *buf, PyObject *array, PyObject *offset, int writable,
+                        PyObject *op, Py_buffer *host, long long *at, PyObject **backing) {
+    *backing = NULL;
+    *at = 0;
+    if (buffer_type == NULL || ndarray_type == NULL || !Py_IS_TYPE(array, ndarray_type)) return 0;
+    if (PyObject_GetBuffer(array, host, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0))) {
+        PyErr_Clear(); /* not plain data (datetimes, ...), read-only: the Python method says what is wrong */
+        return 0;
+    }
+    if (offset != NULL && ((*at = PyLong_AsLongLong(offset)) < 0 || PyErr_Occurred())) PyErr_Clear(), *at = -1;
+    int verdict = 0;
+    PyObject *attr = NULL;
+    if (*at < 0 || (host->format != NULL && strchr(host->format, 'O') != NULL) || host->len == 0) goto done;
+    if ((PyObject *)Py_TYPE(buf) == buffer_type)
+        *backing = Py_NewRef(buf);
+    else if (pooled_type != NULL && (PyObject *)Py_TYPE(buf) == pooled_type)
+        *backing = PyObject_CallMethodOneArg(buf, str_backing, op); /* raises UseAfterFree */
     else
-        goto python_release;
-    if (backing == NULL) goto out;
-    if ((PyObject *)Py_TYPE(backing) != buffer_type || ((BufferCore *)backing)->freed) goto python_release;
+        goto done;
+    verdict = -1;
+    if (*backing == NULL) goto done;
+    verdict = 0;
+    if ((PyObject *)Py_TYPE(*backing) != buffer_type || ((BufferCore *)*backing)->freed) goto done;
     StreamCore *st = fast_stream(self);
-    if (st == NULL || fast_device(st->device) == NULL) goto out;
-    dev = Py_NewRef(st->device);
-    if (((BufferCore *)backing)->device != dev) goto python_release;
-    if ((attr = GET(dst, nbytes)) == NULL) goto out;
+    verdict = -1;
+    if (st == NULL || fast_device(st->device) == NULL) goto done;
+    verdict = 0;
+    if (((BufferCore *)*backing)->device != st->device) goto done;
+    verdict = -1;
+    if ((attr = GET(buf, nbytes)) == NULL) goto done;
     long long size = PyLong_AsLongLong(attr);
-    if (size == -1 && PyErr_Occurred()) goto out;
-    if (at + n > size || ((DeviceCore *)dev)->closed || (st->capturing != NULL && st->capturing != Py_None))
-        goto python_release;
-    PyObject *ring = Py_NewRef(((DeviceCore *)dev)->staging); /* held: the call runs Python code (the lock) */
-    code = staged_htod(self, backing, (unsigned long long)at, &host, ring);
+    if (size == -1 && PyErr_Occurred()) goto done;
+    verdict = !(*at + host->len > size || ((DeviceCore *)st->device)->closed ||
+                (st->capturing != NULL && st->capturing != Py_None));
+done:
+    Py_XDECREF(attr);
+    if (verdict != 1) {
+        Py_CLEAR(*backing);
+        PyBuffer_Release(host);
+    }
+    return verdict;
+}
+
+/* copy_htod(dst, src, *, dst_offset=0): api.Stream.copy_htod and FastStream._copy_htod for the common case
+ * (copy_checked): staged_htod when small, large_htod when not. Everything else, and a ring that must advance,
+ * goes to api.Stream.copy_htod, which checks again and raises the API's errors. */
+static PyObject *stream_copy_htod(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *offset, *backing, *result = NULL;
+    Py_buffer host;
+    long long at;
+    if (copy_htod_python == NULL || !copy_args(args, nargs, kwnames, "dst_offset", &offset)) goto python;
+    int checked = copy_checked(self, args[0], args[1], offset, 0, str_op_copy_htod, &host, &at, &backing);
+    if (checked < 0) return NULL;
+    if (!checked) goto python;
+    PyObject *ring = Py_NewRef(((DeviceCore *)((StreamCore *)self)->device)->staging); /* held: runs Python */
+    if (host.len > small_copy_bytes) {
+        result = large_htod(self, backing, (unsigned long long)at, &host, args[1], ring);
+    } else {
+        PyObject *code = staged_htod(self, backing, (unsigned long long)at, &host, ring);
+        long err = code == NULL ? 0 : PyLong_AsLong(code);
+        Py_XDECREF(code);
+        if (code != NULL && err == TAKE_PYTHON_PATH) {
+            Py_DECREF(ring);
+            PyBuffer_Release(&host);
+            Py_DECREF(backing);
+            goto python;
+        }
+        if (code != NULL && err) raise_failed("cuMemcpyHtoDAsync", (CUresult)err);
+        else if (code != NULL && !PyErr_Occurred()) result = Py_NewRef(Py_None);
+    }
     Py_DECREF(ring);
-    if (code == NULL) goto out;
-    long err = PyLong_AsLong(code);
-    if (err == TAKE_PYTHON_PATH) goto python_release;
-    if (err) raise_failed("cuMemcpyHtoDAsync", (CUresult)err);
-    else if (!PyErr_Occurred()) result = Py_NewRef(Py_None);
-out:
     PyBuffer_Release(&host);
-    Py_XDECREF(backing);
-    Py_XDECREF(attr);
-    Py_XDECREF(dev);
-    Py_XDECREF(code);
+    Py_DECREF(backing);
     return result;
-python_release:
-    PyBuffer_Release(&host);
-    Py_XDECREF(backing);
-    Py_XDECREF(attr);
-    Py_XDECREF(dev);
-    Py_XDECREF(code);
 python:
     return call_python(copy_htod_python, self, args, nargs, kwnames);
+}
+
+/* copy_dtoh(dst, src, *, src_offset=0): api.Stream.copy_dtoh and FastStream._copy_dtoh for the common case
+ * (copy_checked): cuMemcpyDtoHAsync into the array, and the array held until a wait covers the copy
+ * (stream._held.append((next(stream._numbers), dst)), as the Python method does). Everything else goes to
+ * api.Stream.copy_dtoh, which checks again and raises the API's errors. */
+static PyObject *stream_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    PyObject *offset, *backing, *result = NULL, *held = NULL, *numbers = NULL, *number = NULL, *entry = NULL;
+    Py_buffer host;
+    long long at;
+    void *queue;
+    if (copy_dtoh_python == NULL || !copy_args(args, nargs, kwnames, "src_offset", &offset)) goto python;
+    int checked = copy_checked(self, args[1], args[0], offset, 1, str_op_copy_dtoh, &host, &at, &backing);
+    if (checked < 0) return NULL;
+    if (!checked) goto python;
+    StreamCore *st = (StreamCore *)self;
+    if (make_current(st->device) || address(st->address, &queue)) goto out;
+    Py_XSETREF(((BufferCore *)backing)->last_stream, Py_NewRef(self));
+    CUresult err;
+    CUdeviceptr from = ((BufferCore *)backing)->ptr + (CUdeviceptr)at;
+    Py_BEGIN_ALLOW_THREADS
+    err = cuMemcpyDtoHAsync_v2(host.buf, from, (size_t)host.len, queue);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        raise_failed("cuMemcpyDtoHAsync", err);
+        goto out;
+    }
+    if ((held = GET(self, held)) == NULL || (numbers = GET(self, numbers)) == NULL) goto out;
+    if ((number = PyIter_Next(numbers)) == NULL) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "copy_dtoh: the stream's numbering ended");
+        goto out;
+    }
+    if ((entry = PyTuple_Pack(2, number, args[0])) == NULL) goto out;
+    PyObject *appended = PyObject_CallMethodOneArg(held, str_append, entry);
+    if (appended == NULL) goto out;
+    Py_DECREF(appended);
+    result = Py_NewRef(Py_None);
+out:
+    PyBuffer_Release(&host); /* the array itself is held until a wait covers the copy */
+    Py_DECREF(backing);
+    Py_XDECREF(held);
+    Py_XDECREF(numbers);
+    Py_XDECREF(number);
+    Py_XDECREF(entry);
+    return result;
+python:
+    return call_python(copy_dtoh_python, self, args, nargs, kwnames);
 }
 
 /* ---- The MemPool's warm path (ironaccel/pool.py) ------------------------------------------------------------
@@ -1985,13 +2267,11 @@ static PyMethodDef methods[] = {
     {"configure_scalars", (PyCFunction)fast_configure_scalars, METH_O,
      "Register the numpy scalar types whose values launch reads in place; returns how many."},
     {"configure_copies", (PyCFunction)(void (*)(void))fast_configure_copies, METH_FASTCALL,
-     "Give StreamCore.copy_htod numpy's ndarray, the Python copy_htod and the small-copy size."},
+     "Give StreamCore.copy_htod numpy's ndarray, the Python copy_htod, the small-copy and pinned-check sizes."},
     {"configure_buffers", (PyCFunction)(void (*)(void))fast_configure_buffers, METH_FASTCALL,
      "Give BufferCore the Python release it hands uncommon frees to, and DriverError."},
-    {"fill_pinned", (PyCFunction)(void (*)(void))fast_fill_pinned, METH_FASTCALL,
-     "memcpy into the pinned staging ring (non-temporal stores), the GIL released."},
     {"staged_copy", (PyCFunction)(void (*)(void))fast_staged_copy, METH_FASTCALL,
-     "A large copy_htod's chunk: filled into the ring piece by piece, each piece DMA'd once filled."},
+     "A large copy_htod's chunk: filled into the ring by several threads, each piece DMA'd once filled."},
     {"configure_pool", (PyCFunction)(void (*)(void))fast_configure_pool, METH_FASTCALL,
      "Give the pool's types the pure-Python methods they hand uncommon cases to."},
     {"record", (PyCFunction)(void (*)(void))fast_record, METH_FASTCALL,

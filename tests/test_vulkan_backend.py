@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 import ironaccel as ia
 from ironaccel import targets
 from ironaccel.api import Param
+from ironaccel.backends.vulkan.pipeline import DescriptorPool
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels"
 LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
@@ -254,39 +255,92 @@ def test_a_failed_flush_is_raised_by_the_streams_next_call(device, stream, monke
     buf.free()
 
 
-def test_launches_of_a_batch_that_bind_the_same_buffers_share_a_descriptor_set(device, stream, monkeypatch):
-    _burst(monkeypatch)
+def test_launches_that_bind_the_same_buffers_share_a_descriptor_set_across_batches(device, stream):
     add_one = spirv(device, "add_one")
     a, b = device.alloc(4 * 64), device.alloc(4 * 64)
     stream.fill(a, 0)
     stream.fill(b, 0)
-    stream.synchronize()
-    stream.fill(a, 0)  # opens a batch: the launches below are recorded into it
     for buf in (a, a, b, a):
         stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(64)))
-    pool = stream._batch.descriptor_pool
-    assert pool.SETS - pool.sets_left == 2, "one set per distinct buffer range"
-    assert (read(stream, a).view(np.uint32) == 3).all() and (read(stream, b).view(np.uint32) == 1).all()
+    stream.synchronize()  # the batch is done: its sets stay for the next launches
+    sets = device._descriptor_sets._pool.sets
+    made = dict(sets)
+    assert len(made) == 2, "one set per distinct buffer range"
+    stream.launch(add_one, grid=1, block=64, args=(b, np.uint32(64)))
+    assert sets == made, "a later batch's launch on the same buffer made another set"
+    assert (read(stream, a).view(np.uint32) == 3).all() and (read(stream, b).view(np.uint32) == 2).all()
     a.free()
     b.free()
 
 
-def test_descriptor_pools_rotate_when_full(device, stream):
-    """A kernel with many buffers exhausts a batch's descriptor pool; the stream moves on to another."""
+def test_a_destroyed_vk_buffers_descriptor_sets_are_forgotten(device, stream):
+    """A large buffer has a VkBuffer of its own, destroyed when it is freed: the handle may come back for the
+    next one, so the sets that bound it must not be found again."""
+    add_one = spirv(device, "add_one")
+    nbytes = device._memory.block_size // 2 + 4096
+    big = device.alloc(nbytes)
+    handle = big.handle
+    stream.fill(big, 0)
+    stream.launch(add_one, grid=1, block=64, args=(big, np.uint32(64)))
+    stream.synchronize()
+    def bound(sets):  # the VkBuffers the sets' ranges are in: a key is (set layout, *(VkBuffer, offset, size))
+        return {vk_buffer for _, *ranges in sets for vk_buffer, _, _ in ranges}
+
+    assert handle in bound(device._descriptor_sets._pool.sets)
+    big.free()
+    device.synchronize()  # the free's release has run: the VkBuffer is destroyed
+    assert handle not in bound(device._descriptor_sets._pool.sets)
+    again = device.alloc(nbytes)
+    stream.fill(again, 0)
+    stream.launch(add_one, grid=1, block=64, args=(again, np.uint32(64)))
+    assert (read(stream, again)[: 4 * 64].view(np.uint32) == 1).all()
+    again.free()
+
+
+def test_descriptor_pools_rotate_when_full(device, stream, monkeypatch):
+    """Launches on many distinct buffer combinations fill the current descriptor pool; the stream moves on to
+    another, and the full one is reset for reuse only once the launches that bound its sets completed."""
     if not device.supports("lang.glsl"):
         pytest.skip("glslangValidator is not on PATH")
+    _burst(monkeypatch)  # the launches stay recorded while the pool fills
     k = min(20, device.info.extra["max_storage_buffers"])
     decls = "\n".join(f"layout(set = 0, binding = {i}) buffer B{i} {{ uint v; }} b{i};" for i in range(k))
     body = "\n".join(f"    b{i}.v += {i + 1}u;" for i in range(k))
     source = f"#version 450\nlayout(local_size_x_id = 0) in;\n{decls}\nvoid main() {{\n{body}\n}}\n"
     kernel = device.compile(source, "glsl", options=("-e", "many")).kernel("many")
-    bufs = [device.alloc(4) for _ in range(k)]
+    n = 3 * k
+    bufs = [device.alloc(4) for _ in range(n)]
     for b in bufs:
         stream.fill(b, 0)
-    for _ in range(100):
-        stream.launch(kernel, grid=1, block=1, args=bufs)
-    for i, b in enumerate(bufs):
-        assert read(stream, b).view(np.uint32)[0] == 100 * (i + 1)
+    expected = np.zeros(n, dtype=np.uint32)
+    windows = 2 * DescriptorPool.DESCRIPTORS // k  # distinct combinations: twice what one pool holds
+    for w in range(windows):
+        picked = [(w + i) % n for i in range(k)]
+        stream.launch(kernel, grid=1, block=1, args=[bufs[j] for j in picked])
+        for i, j in enumerate(picked):
+            expected[j] += i + 1
+    assert len(device._descriptor_sets._pools) > 1, "the pool never rotated"
+    got = np.array([read(stream, b).view(np.uint32)[0] for b in bufs])
+    assert (got == expected).all()
+    for b in bufs:
+        b.free()
+
+
+def test_float32_scalars_reach_the_kernel_bit_for_bit(device, stream):
+    """Push constants are packed by ``struct``, which converts a float32 through a double: the bits of a NaN
+    (a signalling one, a payload, a sign) must still arrive as given, as ``api.pack_scalars`` packs them."""
+    if not device.supports("lang.glsl"):
+        pytest.skip("glslangValidator is not on PATH")
+    source = ("#version 450\nlayout(local_size_x = 1) in;\nlayout(set = 0, binding = 0) buffer Out { uint bits[]; } out_;\n"
+              "layout(push_constant) uniform Args { uint n; float value; } args;\n"
+              "void main() { out_.bits[0] = args.n; out_.bits[1] = floatBitsToUint(args.value); }\n")
+    kernel = device.compile(source, "glsl").kernel("main")
+    out = device.alloc(8)
+    for bits in (0x7F800001, 0xFFC00123, 0x7FC00000, 0x3FC00000, 0x80000000, 0x00000001):
+        value = np.uint32(bits).view(np.float32)
+        stream.launch(kernel, grid=1, block=1, args=(out, np.uint32(7), value))
+        assert read(stream, out).view(np.uint32).tolist() == [7, bits], hex(bits)
+    out.free()
 
 
 def test_glsl_kernels_are_named_main_or_by_option(device):

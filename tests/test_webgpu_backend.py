@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from ironaccel import targets
@@ -26,6 +27,23 @@ FIXED_ARRAY_WGSL = """
 fn fill_fixed(@builtin(global_invocation_id) g: vec3<u32>) { data[g.x] = 7u; }
 """
 FILL_BYTE = 0xAB
+
+# Stores its float scalar's bits: launches whose scalars are equal as values but not as bytes differ.
+STORE_BITS_WGSL = """
+struct Params { v: f32 }
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<uniform> p: Params;
+@compute @workgroup_size(1)
+fn store_bits() { out[0] = bitcast<u32>(p.v); }
+"""
+
+# Stores its block size: a relaunch on the same argument objects with another block must run that block.
+STORE_BLOCK_WGSL = """
+override BLOCK_X: u32 = 1u;
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@compute @workgroup_size(BLOCK_X)
+fn store_block(@builtin(local_invocation_index) i: u32) { if (i == 0u) { out[0] = BLOCK_X; } }
+"""
 
 
 def undersized_binding_after_fill(target: str) -> dict:
@@ -58,7 +76,52 @@ def undersized_binding_after_fill(target: str) -> dict:
     return seen
 
 
-SCENARIOS = {f.__name__: f for f in (undersized_binding_after_fill,)}
+def relaunches_through_the_dispatch_cache(target: str) -> dict:
+    """Launches that the cached dispatches (the last launch's, and those keyed by buffers and scalar bytes)
+    must tell apart: each records the word its buffer got."""
+    import numpy as np
+
+    import ironaccel as ia
+
+    dev = ia.open_device("webgpu", 0)
+    seen: dict = {"device": dev.info.name, "matches": targets.get(target).matches(dev.info)}
+    kernel = dev.compile(STORE_BITS_WGSL, "wgsl").kernel("store_bits")
+    s = dev.create_stream()
+
+    def word(buf: ia.Buffer) -> int:
+        out = np.zeros(1, np.uint32)
+        s.copy_dtoh(out, buf)
+        s.synchronize(timeout=60)
+        return int(out[0])
+
+    a, b = dev.alloc(4), dev.alloc(4)
+    plus, minus = np.float32(0.0), np.float32(-0.0)
+    args = [a, plus]
+    s.launch(kernel, 1, 1, args)
+    seen["same objects again"] = (s.launch(kernel, 1, 1, args), word(a))[1]
+    s.launch(kernel, 1, 1, (a, minus))
+    seen["-0.0 after 0.0"] = word(a)
+    s.launch(kernel, 1, 1, (b, np.float32(2.0)))
+    seen["other buffer"] = [word(a), word(b)]
+    values = [np.float32(i) for i in range(40)]  # more dispatches than the cache keeps
+    for v in values:
+        s.launch(kernel, 1, 1, (a, v))
+    s.launch(kernel, 1, 1, (a, values[0]))
+    seen["first of 40 again"] = word(a)
+    block_kernel = dev.compile(STORE_BLOCK_WGSL, "wgsl").kernel("store_block")
+    same = [b]
+    seen["blocks"] = [(s.launch(block_kernel, 1, block, same), word(b))[1] for block in (32, 64, 32)]
+    a.free()
+    c = dev.alloc(4)
+    s.fill(c, 0)
+    s.launch(kernel, 1, 1, (c, np.float32(1.5)))
+    seen["new buffer after a free"] = word(c)
+    seen["diagnostics"] = dev.diagnostics()
+    dev.close()
+    return seen
+
+
+SCENARIOS = {f.__name__: f for f in (undersized_binding_after_fill, relaunches_through_the_dispatch_cache)}
 
 
 def run_scenario(name: str, target: str) -> dict:
@@ -82,6 +145,19 @@ def test_undersized_binding_fails_at_the_launch_and_keeps_earlier_work(target):
     assert typed, f"the launch raised {kind}, not InvalidArgument: {message}"
     assert "Stream.launch" in message and "fill_fixed" in message, message
     assert seen["kept"] == [FILL_BYTE] * 256, f"the fill before the bad launch was not kept: {seen['kept']}"
+    assert seen["diagnostics"] == []
+
+
+@pytest.mark.parametrize("target", WEBGPU)
+def test_relaunches_through_the_dispatch_cache_bind_their_own_buffers_and_scalar_bytes(target):
+    seen = run_scenario("relaunches_through_the_dispatch_cache", target)
+    bits = lambda v: int(np.float32(v).view(np.uint32))  # noqa: E731
+    assert seen["same objects again"] == bits(0.0)
+    assert seen["-0.0 after 0.0"] == bits(-0.0), "-0.0 reused the bind group of 0.0 (equal values, other bytes)"
+    assert seen["other buffer"] == [bits(-0.0), bits(2.0)]
+    assert seen["first of 40 again"] == bits(0.0)
+    assert seen["new buffer after a free"] == bits(1.5)
+    assert seen["blocks"] == [32, 64, 32], "a relaunch on the same argument objects kept the first block size"
     assert seen["diagnostics"] == []
 
 

@@ -1,11 +1,12 @@
 """The hot paths through the compiled module (``ironaccel/_fast.c``, loaded as ``driver.fast``).
 
-A device opened while ``driver.fast`` is set uses these subclasses for its streams and events (a small
-pageable ``copy_htod`` goes through the device's staging ring in C; events, ``record()`` and ``synchronize()``
+A device opened while ``driver.fast`` is set uses these subclasses for its streams and events (``copy_htod``
+is checked in C: a small one goes through the device's staging ring in C, a large one from pinned memory on an
+idle stream is DMA'd and waited for in C, any other large one goes to the ring; events, ``record()`` and ``synchronize()``
 are the compiled EventCore's and StreamCore's, bases of FastEvent and FastStream); each makes the same driver
 call as the pure-Python method it replaces, through the entry points the module took from the same libcuda,
 so the semantics (ordering, held copy destinations, typed errors naming the entry point) are the pure
-path's. What is not a hot path (timeouts, large copies, pinned sources) goes to the pure-Python method.
+path's. What is not a hot path (timeouts, host data other than an ndarray) goes to the pure-Python method.
 Two records are the module's too wherever it loads: each CudaKernel's last resolved launches (its KernelCore
 base: StreamCore.launch's plan and argument-rule fields by stream device, dims and argument types) and
 ``driver.current`` (a ThreadCurrent: the thread's current context in C thread-local storage).
@@ -22,7 +23,7 @@ from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail
 from .module import _FAST_CODES
-from .staging import REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
+from .staging import PINNED_CHECK_BYTES, REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
 TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast.c)
@@ -35,7 +36,8 @@ def configure() -> None:
     uncommon cases to; once driver.fast is loaded."""
     driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
     driver.fast.configure_buffers(CudaBuffer._release, DriverError, api.Device.alloc)
-    driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, SMALL_COPY_BYTES)
+    driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, api.Stream.copy_dtoh, SMALL_COPY_BYTES,
+                                 PINNED_CHECK_BYTES)
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
                                   api.Stream.launch)
@@ -69,7 +71,7 @@ class FastEvent(*compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
 
 
 class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc]
-    """``record()``, ``synchronize()``, ``launch()`` and a small ``copy_htod()`` are its compiled base's (a timing
+    """``record()``, ``synchronize()``, ``launch()`` and ``copy_htod()`` are its compiled base's (a timing
     event, a timeout, a launch's first use of its dims, a large or unusual copy, a closed device or a capture:
     api.Stream's methods, then these overrides)."""
 

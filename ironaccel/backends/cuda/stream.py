@@ -161,11 +161,12 @@ class CudaStream(api.Stream):
             dev._make_current()
         dst._last_stream = self
         n = src.nbytes
-        if n >= PINNED_CHECK_BYTES and is_pinned(driver.cu, src.ctypes.data) and self._idle():
+        if n >= PINNED_CHECK_BYTES and is_pinned(driver.cu, address := src.ctypes.data) and self._idle():
             # DMA'd from the caller's page-locked array, then waited for, since the caller may reuse the array
             # once this returns (COPY-4); on an idle stream the wait is the copy's own time. Behind other work
-            # the staging ring copies it instead, without waiting for that work.
-            calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, src.ctypes.data, n, self._handle)
+            # the staging ring copies it instead, without waiting for that work. (The compiled path decides
+            # the same in C: _fast.c, large_htod.)
+            calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, address, n, self._handle)
             calls.cuStreamSynchronize(self._handle)
         else:
             dev._staging.copy_htod(self, dst._ptr + dst_offset, src)

@@ -13,12 +13,15 @@ How the shared API maps onto Vulkan:
   ``SUBMIT_GAP_S`` old (so work starts at once on an idle device); within a burst of commands (a submission
   costs several recorded launches) the batch stays open until ``record``, ``synchronize``,
   ``Device.synchronize``, ``BATCH_COMMANDS`` commands, or the device's flusher thread, which submits it
-  ``SUBMIT_GAP_S`` after the stream's last submission, so a burst's last commands start without a host call. Each submission waits for the stream's previous value and for the events passed to ``wait``, and
-  signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding, and
+  ``SUBMIT_GAP_S`` after the stream's last submission, so a burst's last commands start without a host call
+  (a command that finds the device still busy leaves the submission to the flusher, and the next command
+  asks the device again ``SUBMIT_GAP_S`` later). A submission's structures are made once per stream and
+  filled in. Each submission waits for the stream's previous value and for the events passed to ``wait``,
+  and signals the next value. The host waits only when ``MAX_IN_FLIGHT`` submissions are outstanding, and
   ``synchronize(timeout=)`` waits are finite: past the timeout they raise Timeout naming the op.
 * **Event** — a (stream, timeline value) pair; ``timing=True`` adds a timestamp query. Host-side work that a
   submission owes (filling a ``copy_dtoh`` destination from staging, recycling staging memory, command
-  buffers and descriptor pools) runs when any event/stream/device query or wait sees it complete.
+  buffers and full descriptor pools) runs when any event/stream/device query or wait sees it complete.
 * **Memory** — buffers are sub-allocated (256-byte aligned) from ``BLOCK_SIZE`` VkDeviceMemory blocks, each
   bound whole to one VkBuffer; large ones get their own. ``Buffer.handle`` is that VkBuffer and
   ``VulkanBuffer.offset`` the buffer's byte offset in it. Copies go through host-visible staging memory
@@ -36,8 +39,11 @@ How the shared API maps onto Vulkan:
   ``lang="glsl"`` (glslangValidator; the kernel is ``main``, or ``NAME`` with ``options=("-e", NAME)``).
   Buffers bind as storage buffers set 0, bindings 0..k-1; scalars are one push-constant block packed by
   ``api.pack_scalars``; the block size is specialization constants 0, 1, 2. Pipelines are cached per
-  (kernel, block, argument layout). A module is validated by ``spirv-val`` before any driver sees it (by the
-  validation layer when spirv-val is missing and validation is on): an invalid one is a CompileError.
+  (kernel, block, argument layout), and what a launch records is worked out once per kernel and argument
+  types (``pipeline.LaunchBinding``). A launch's descriptor set is made once per (argument layout, exact
+  buffer ranges in order) and kept across batches until its VkBuffer is destroyed or its pool fills. A
+  module is validated by ``spirv-val`` before any driver sees it (by the validation layer when spirv-val is
+  missing and validation is on): an invalid one is a CompileError.
 
 Modules, one concern each: ``native`` (loading the package, the checked call proxy, VkResult errors),
 ``spirv`` (reading a module's kernel interface), ``instance`` (VkInstance, validation), ``memory`` (the

@@ -22,7 +22,7 @@ from . import native
 from .graph import GraphResources, VulkanGraph
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
-from .pipeline import GLSLANG, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
+from .pipeline import GLSLANG, DescriptorSets, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
 from .stream import Deadline, Flusher, Queue, StreamHandles, Timestamps, VulkanStream, deadline
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
@@ -168,6 +168,7 @@ class VulkanDevice(api.Device):
         self._spare_handles: list[StreamHandles] = []  # of collected streams, for the next ones
         self._modules: list[VulkanModule] = []
         self._layouts = PipelineLayouts(self)
+        self._descriptor_sets = DescriptorSets(self)  # of every stream's launches, kept across batches
         # releases that wait for enqueued work (a freed buffer's range, a closed graph), with the points
         # (stream, timeline value) it must reach first
         self._deferred: list[tuple[Callable[[], None], list[tuple[VulkanStream, int]]]] = []
@@ -333,11 +334,13 @@ class VulkanDevice(api.Device):
         })
         memory_access = vk.VK_ACCESS_MEMORY_READ_BIT | vk.VK_ACCESS_MEMORY_WRITE_BIT
         all_commands = vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT
-        self._between_commands = (all_commands, all_commands, ffi.new("VkMemoryBarrier*", {
-            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": memory_access, "dstAccessMask": memory_access}))
-        self._to_host = (all_commands, vk.VK_PIPELINE_STAGE_HOST_BIT, ffi.new("VkMemoryBarrier*", {
+        # vkCmdPipelineBarrier's arguments after the command buffer: one global memory barrier
+        self._between_commands = (all_commands, all_commands, 0, 1, ffi.new("VkMemoryBarrier*", {
+            "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": memory_access, "dstAccessMask": memory_access}),
+            0, ffi.NULL, 0, ffi.NULL)
+        self._to_host = (all_commands, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, ffi.new("VkMemoryBarrier*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
-            "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT}))
+            "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT}), 0, ffi.NULL, 0, ffi.NULL)
         cache_info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO})
         cache = ffi.new("VkPipelineCache*")
         native.call.vkCreatePipelineCache(self._handle, cache_info, ffi.NULL, cache)
@@ -348,9 +351,8 @@ class VulkanDevice(api.Device):
 
     # -- synchronisation helpers shared by streams and events ---------------------------------------------
 
-    def _barrier(self, cmd: Any, barrier: tuple[int, int, Any]) -> None:
-        src, dst, memory = barrier
-        native.vk.lib.vkCmdPipelineBarrier(cmd, src, dst, 0, 1, memory, 0, native.vk.ffi.NULL, 0, native.vk.ffi.NULL)
+    def _barrier(self, cmd: Any, barrier: tuple[Any, ...]) -> None:
+        native.vk.lib.vkCmdPipelineBarrier(cmd, *barrier)
 
     def _counter(self, stream: VulkanStream) -> int:
         """Read a stream's timeline value (and remember it)."""
@@ -415,6 +417,14 @@ class VulkanDevice(api.Device):
         with self._lock:
             points = [(s, s._pending_value()) for s in self._busy]
             self._release_after(points, lambda: self._memory.free(allocation))
+
+    def _forget_buffer(self, vk_buffer: Any) -> None:
+        """A VkBuffer is being destroyed: no descriptor set made for it is bound again (by a stream, or by a
+        graph still capturing), as its handle may come back for another buffer."""
+        self._descriptor_sets.forget(vk_buffer)
+        for graph in self._graphs:
+            for pool in graph.descriptor_pools:
+                pool.forget(vk_buffer)
 
     def _graph_command_pool(self) -> Any:
         """The VkCommandPool that graphs' secondary command buffers come from (recorded under ``_lock``)."""
@@ -504,10 +514,8 @@ class VulkanDevice(api.Device):
                 self._deferred.clear()
                 if self._graph_pool is not None:
                     lib.vkDestroyCommandPool(handle, self._graph_pool, ffi.NULL)
+                self._descriptor_sets.destroy()
                 self._layouts.destroy()
-                for stream in self._busy:  # a failed synchronize leaves pools with batches
-                    pending = [*stream._in_flight, *([stream._batch] if stream._batch else [])]
-                    stream._free_descriptor_pools += [b.descriptor_pool for b in pending if b.descriptor_pool]
                 for give_back in self._stream_handles:
                     give_back()
                 for handles in self._spare_handles:

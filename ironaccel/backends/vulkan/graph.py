@@ -21,34 +21,33 @@ from typing import TYPE_CHECKING, Any
 
 from ... import api
 from . import native
+from .pipeline import DescriptorPool
 from .stream import Batch
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
-    from .pipeline import DescriptorPool
+    from .memory import VulkanBuffer
     from .stream import VulkanStream
 
 
 class GraphResources:
-    """What a graph's recorded commands use: the secondary command buffer, its descriptor pools (the one in
-    use is the recording's), its staging. Released once, by the device."""
+    """What a graph's recorded commands use: the secondary command buffer, its descriptor pools (the last
+    one in use), its staging. Released once, by the device."""
 
-    __slots__ = ("cmds", "recording", "spent_pools")
+    __slots__ = ("cmds", "recording", "descriptor_pools")
 
     def __init__(self, cmds: Any, recording: Batch):
         self.cmds = cmds  # VkCommandBuffer[1], as vkCmdExecuteCommands takes it
         self.recording = recording
-        self.spent_pools: list[DescriptorPool] = []  # full pools, the recording's current one apart
+        self.descriptor_pools: list[DescriptorPool] = []
 
     def destroy(self, dev: VulkanDevice) -> None:
-        ffi, lib = native.vk.ffi, native.vk.lib
-        pools = self.spent_pools + ([self.recording.descriptor_pool] if self.recording.descriptor_pool else [])
-        for pool in pools:
-            lib.vkDestroyDescriptorPool(dev._handle, pool.handle, ffi.NULL)
+        for pool in self.descriptor_pools:
+            pool.destroy(dev)
         for allocation in self.recording.staging:
             dev._staging.free(allocation)
-        lib.vkFreeCommandBuffers(dev._handle, dev._graph_command_pool(), 1, self.cmds)
-        self.spent_pools, self.recording.staging, self.recording.descriptor_pool = [], [], None
+        native.vk.lib.vkFreeCommandBuffers(dev._handle, dev._graph_command_pool(), 1, self.cmds)
+        self.descriptor_pools, self.recording.staging = [], []
         dev._graphs.discard(self)
 
 
@@ -86,12 +85,15 @@ class VulkanGraph(api.Graph):
         recording.commands += 1
         return recording
 
-    def _spend_descriptor_pool(self) -> None:
-        """The recording's descriptor pool is full: keep it (its sets are recorded) and take another next."""
-        recording = self._resources.recording
-        assert recording.descriptor_pool is not None
-        self._resources.spent_pools.append(recording.descriptor_pool)
-        recording.descriptor_pool = None
+    def _descriptor_set(self, set_layout: Any, buffers: list[VulkanBuffer]) -> Any:
+        """A set of the graph's own binding ``buffers``: it lives as long as the recorded commands."""
+        dev: VulkanDevice = self._device  # type: ignore[assignment]
+        pools = self._resources.descriptor_pools
+        made = pools[-1].allocate(dev, set_layout, buffers) if pools else None
+        if made is None:  # none yet, or full: a full pool stays, its sets are recorded
+            pools.append(DescriptorPool(dev))
+            made = pools[-1].allocate(dev, set_layout, buffers)
+        return made
 
     def _end(self, keep: bool) -> None:
         dev: VulkanDevice = self._device  # type: ignore[assignment]

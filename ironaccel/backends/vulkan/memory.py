@@ -107,6 +107,7 @@ class Block:
         ffi, lib = native.vk.ffi, native.vk.lib
         self.host = None
         if self.buffer is not None:
+            dev._forget_buffer(self.buffer)
             lib.vkDestroyBuffer(dev._handle, self.buffer, ffi.NULL)
         if self.memory is not None:
             lib.vkFreeMemory(dev._handle, self.memory, ffi.NULL)  # unmaps too

@@ -3,17 +3,21 @@ descriptor machinery that binds a launch's buffers.
 
 The argument convention lives here: buffers are storage buffers set 0, bindings 0..k-1; scalars one
 push-constant block; the block size specialization constants 0, 1, 2. Pipelines are cached per (kernel,
-block, argument layout), pipeline layouts per argument layout.
+block, argument layout), pipeline layouts per argument layout, what a launch records per kernel and argument
+types (``LaunchBinding``), descriptor sets per argument layout and buffer ranges (``DescriptorSets``).
 """
 
 from __future__ import annotations
 
 import shutil
+import struct
 import subprocess
 import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
+
+import numpy as np
 
 from ... import api
 from ...api import Dim3
@@ -27,12 +31,15 @@ if TYPE_CHECKING:
 
 GLSLANG = "glslangValidator"
 SPIRV_VAL = "spirv-val"
+#: ``struct`` codes of the scalar argument types (``api._SCALAR_CAPABILITY``'s keys)
+_STRUCT_CODES = {np.float32: "f", np.int32: "i", np.uint32: "I", np.float64: "d", np.int64: "q", np.uint64: "Q"}
 
 
 class DescriptorPool:
-    """A VkDescriptorPool for one batch's launches; reset and reused once that batch completes. Launches of
-    the batch that bind the same buffer ranges share one descriptor set (a set is never written after it
-    is made, and a range cannot be freed and reused while the batch that binds it is pending)."""
+    """A VkDescriptorPool and the descriptor sets made from it, one per (set layout, exact buffer ranges in
+    order): a launch that binds the same ranges as an earlier one gets the earlier set (a set is never
+    written after it is made). Who owns the pool decides when its sets may go: a graph keeps its own while
+    it lives; the device's ``DescriptorSets`` keeps one pool for every stream's launches."""
 
     SETS = 256
     DESCRIPTORS = 1024
@@ -50,17 +57,18 @@ class DescriptorPool:
         native.call.vkCreateDescriptorPool(dev._handle, info, ffi.NULL, out)
         self.handle = out[0]
         self.sets_left, self.descriptors_left = self.SETS, self.DESCRIPTORS
-        self._sets: dict[tuple[Any, ...], Any] = {}  # (set layout, bound ranges) -> the set made for them
-
-    def fits(self, descriptors: int) -> bool:
-        return self.sets_left >= 1 and self.descriptors_left >= descriptors
+        self.sets: dict[tuple[Any, ...], Any] = {}  # (set layout, bound ranges) -> the set made for them
+        self._keys_of: dict[Any, list[tuple[Any, ...]]] = {}  # VkBuffer -> the keys of the sets that bind it
 
     def allocate(self, dev: VulkanDevice, set_layout: Any, buffers: list[VulkanBuffer]) -> Any:
-        """A descriptor set of ``set_layout`` binding ``buffers`` at bindings 0..k-1."""
+        """The descriptor set of ``set_layout`` binding ``buffers`` at bindings 0..k-1 (a ``VkDescriptorSet[1]``),
+        made now unless made before; None when a new set does not fit in the pool."""
         key = (set_layout, *((b._allocation.block.buffer, b._allocation.offset, b.nbytes) for b in buffers))
-        made = self._sets.get(key)
+        made = self.sets.get(key)
         if made is not None:
             return made
+        if self.sets_left < 1 or self.descriptors_left < len(buffers):
+            return None
         vk = native.vk
         ffi, lib = vk.ffi, vk.lib
         layouts = ffi.new("VkDescriptorSetLayout[1]", [set_layout])
@@ -78,13 +86,78 @@ class DescriptorPool:
              "descriptorCount": 1, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": infos + i}
             for i in range(len(buffers))])
         lib.vkUpdateDescriptorSets(dev._handle, len(buffers), writes, 0, ffi.NULL)
-        self._sets[key] = out
+        self.sets[key] = out
+        for b in buffers:
+            self._keys_of.setdefault(b._allocation.block.buffer, []).append(key)
         return out
+
+    def forget(self, vk_buffer: Any) -> None:
+        """No later lookup finds a set that binds ``vk_buffer`` (being destroyed)."""
+        for key in self._keys_of.pop(vk_buffer, ()):
+            self.sets.pop(key, None)
 
     def reset(self, dev: VulkanDevice) -> None:
         native.call.vkResetDescriptorPool(dev._handle, self.handle, 0)
         self.sets_left, self.descriptors_left = self.SETS, self.DESCRIPTORS
-        self._sets.clear()
+        self.sets.clear()
+        self._keys_of.clear()
+
+    def destroy(self, dev: VulkanDevice) -> None:
+        native.vk.lib.vkDestroyDescriptorPool(dev._handle, self.handle, native.vk.ffi.NULL)
+
+
+class DescriptorSets:
+    """The descriptor sets of every stream's launches, kept across launches and batches in one current
+    pool (so back-to-back launches on the same buffers write no descriptors, as a raw program that makes
+    its set once). A set is looked up by what it binds, the VkBuffer ranges themselves, so a freed buffer
+    whose range is reused binds correctly; when a VkBuffer is destroyed its sets are forgotten (its handle
+    may come back for another buffer). A full pool is retired: its sets are forgotten at once, and the pool
+    is reset for reuse once the work every stream enqueued until then has completed (called under the
+    device lock)."""
+
+    def __init__(self, dev: VulkanDevice):
+        self._dev = dev
+        self._pool: DescriptorPool | None = None
+        self._spare: list[DescriptorPool] = []  # retired pools whose work completed, reset
+        self._pools: list[DescriptorPool] = []  # every pool made, destroyed with the device
+
+    def get(self, set_layout: Any, buffers: list[VulkanBuffer]) -> Any:
+        """The set binding ``buffers`` (at most ``DescriptorPool.DESCRIPTORS`` of them), made if need be."""
+        pool = self._pool
+        made = None if pool is None else pool.allocate(self._dev, set_layout, buffers)
+        if made is None:
+            made = self._next_pool().allocate(self._dev, set_layout, buffers)
+        return made
+
+    def _next_pool(self) -> DescriptorPool:
+        dev = self._dev
+        retired = self._pool
+        if retired is not None:
+            points = [(s, s._pending_value()) for s in dev._busy]
+            dev._release_after(points, lambda: self._recycle(retired))
+        if self._spare:
+            self._pool = self._spare.pop()
+        else:
+            self._pool = DescriptorPool(dev)
+            self._pools.append(self._pool)
+        return self._pool
+
+    def _recycle(self, pool: DescriptorPool) -> None:
+        pool.reset(self._dev)
+        self._spare.append(pool)
+
+    def forget(self, vk_buffer: Any) -> None:
+        """``vk_buffer`` is being destroyed: no later launch may bind a set that names it (a retired pool's
+        sets are never bound again)."""
+        if self._pool is not None:
+            self._pool.forget(vk_buffer)
+
+    def destroy(self) -> None:
+        for pool in self._pools:
+            pool.destroy(self._dev)
+        self._pools.clear()
+        self._spare.clear()
+        self._pool = None
 
 
 class PipelineLayouts:
@@ -175,9 +248,9 @@ class VulkanModule(api.Module):
     def _make_kernel(self, name: str) -> api.Kernel:
         return VulkanKernel(self, name)
 
-    def _check_launch(self, name: str, block: Dim3, scalar_bytes: int) -> None:
+    def _check_scalars(self, name: str, scalar_bytes: int) -> None:
         """What ``Kernel.params`` cannot say (``Stream.launch`` has checked the arguments against them): a
-        push-constant block laid out other than the natural packing, and a fixed LocalSize."""
+        push-constant block laid out other than the natural packing."""
         expects = self._interfaces[name]
         if scalar_bytes != expects.scalar_bytes:
             raise InvalidArgument(
@@ -185,6 +258,10 @@ class VulkanModule(api.Module):
                 f"kernel {name!r} has a {expects.scalar_bytes}-byte push-constant block, but its scalar arguments pack "
                 f"into {scalar_bytes} bytes: declare the block's members in order, without explicit offsets",
             )
+
+    def _check_block(self, name: str, block: Dim3) -> None:
+        """A block other than the kernel's fixed LocalSize."""
+        expects = self._interfaces[name]
         if expects.fixed_block is not None and block != expects.fixed_block:
             raise InvalidArgument(
                 "Stream.launch",
@@ -238,6 +315,66 @@ class VulkanKernel(api.Kernel):
 
     def _params(self) -> tuple[api.Param, ...]:
         return self.module._interfaces[self.name].params
+
+    def _prepare_args(self, types: tuple[type, ...], buffers: tuple[int, ...]) -> LaunchBinding:
+        return LaunchBinding(self, types, buffers)
+
+
+class LaunchBinding:
+    """How a launch of one kernel with one sequence of argument types is recorded, worked out once (the
+    kernel's ``_prepare_args``): the positions of the buffers, each scalar's position and the padding
+    before it in the push constants, the pipeline layout, and the pipeline of each block. A launch then
+    only packs its scalars, finds its descriptor set and records its commands."""
+
+    __slots__ = ("kernel", "buffers", "scalars", "scalar_bytes", "packer", "float32", "layout", "set_layout",
+                 "pipelines")
+
+    def __init__(self, kernel: VulkanKernel, types: tuple[type, ...], buffers: tuple[int, ...]):
+        op = "Stream.launch"
+        module = kernel.module
+        dev: VulkanDevice = module.device  # type: ignore[assignment]  # a VulkanModule's device is a VulkanDevice
+        dev._check_open(op)
+        self.kernel, self.buffers = kernel, buffers
+        scalars: list[tuple[int, bytes]] = []
+        layout = "="  # struct's native byte order with standard sizes and no alignment of its own
+        offset = 0
+        for i, t in enumerate(types):
+            if i not in buffers:
+                size = np.dtype(t).itemsize
+                pad = -offset % size  # as api.pack_scalars: each scalar aligned to its own size
+                scalars.append((i, bytes(pad)))
+                layout += f"{pad}x{_STRUCT_CODES[t]}"
+                offset += pad + size
+        self.scalars, self.scalar_bytes = tuple(scalars), offset
+        self.packer = struct.Struct(layout)
+        self.float32 = tuple(i for i, t in enumerate(types) if t is np.float32)
+        module._check_scalars(kernel.name, offset)
+        if len(buffers) > DescriptorPool.DESCRIPTORS:
+            raise InvalidArgument(op, f"{len(buffers)} buffer arguments; a launch binds at most {DescriptorPool.DESCRIPTORS}")
+        with dev._lock:
+            self.layout, self.set_layout = dev._layouts.get(len(buffers), offset)
+        self.pipelines: dict[Dim3, Any] = {}
+
+    def pack(self, args: list[Any]) -> bytes:
+        """The push-constant bytes of the scalar arguments, as ``api.pack_scalars`` packs them: by ``struct``
+        (several times faster than joining ``tobytes()``), except that a float32 NaN keeps its bits as given
+        (struct converts through a double, which would quiet a signalling NaN)."""
+        for i in self.float32:
+            if args[i] != args[i]:
+                return b"".join([pad + args[i].tobytes() for i, pad in self.scalars])
+        return self.packer.pack(*[args[i] for i, _ in self.scalars])
+
+    def pipeline(self, block: Dim3) -> Any:
+        """The pipeline for ``block``, checked and made at its first launch (the launch checked the device is
+        open); kept here for the next launches of up to 256 blocks."""
+        kernel = self.kernel
+        kernel.module._check_block(kernel.name, block)
+        dev: VulkanDevice = kernel.module.device  # type: ignore[assignment]
+        with dev._lock:
+            pipeline = kernel.module._pipeline(kernel.name, block, len(self.buffers), self.scalar_bytes, self.layout)
+            if len(self.pipelines) < 256:
+                self.pipelines[block] = pipeline
+        return pipeline
 
 
 def spirv_target_env(api_version: int) -> str:

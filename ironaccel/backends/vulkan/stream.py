@@ -2,8 +2,9 @@
 
 A stream records work into an open command buffer and submits it in batches (see the package docstring for
 when); an event is a (stream, timeline value) pair, with a timestamp query slot when timed. What the host
-owes a completed submission (a ``copy_dtoh`` destination filled from staging, staging memory, command
-buffers and descriptor pools recycled) is done here when a query or a wait sees it complete.
+owes a completed submission (a ``copy_dtoh`` destination filled from staging, staging memory and command
+buffers recycled) is done here when a query or a wait sees it complete; a launch's descriptor set comes
+from the device's ``pipeline.DescriptorSets``, which outlive batches.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from ...api import Dim3
 from ...errors import Timeout
 from . import native
 from .memory import Allocation, VulkanBuffer
-from .pipeline import DescriptorPool, VulkanModule
+from .pipeline import LaunchBinding
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
@@ -61,14 +62,13 @@ class Batch:
     """One submission of a stream: its command buffer and what the host owes it once it completes. A
     graph's recording is one too (``graph.py``): the same fields, kept until the graph is released."""
 
-    __slots__ = ("cmd", "commands", "value", "staging", "descriptor_pool", "on_complete")
+    __slots__ = ("cmd", "commands", "value", "staging", "on_complete")
 
     def __init__(self, cmd: Any):
         self.cmd = cmd
         self.commands = 0
         self.value = 0
         self.staging: list[Allocation] = []
-        self.descriptor_pool: DescriptorPool | None = None
         self.on_complete: list[Callable[[], None]] = []
 
 
@@ -210,13 +210,67 @@ class Queue:
         self.lock = threading.Lock()
 
 
+class Submission:
+    """The VkSubmitInfo of one timeline semaphore's submissions, made once and filled in for each (so a
+    submission makes no cffi structs): one command buffer or none, the waits (the arrays grow when a
+    submission has more than ever before), and the value it signals. Filled under the device lock."""
+
+    __slots__ = ("info", "_timeline", "_cmds", "_signal", "_signal_value", "_wait_semaphores", "_wait_values",
+                 "_stages", "_capacity")
+
+    def __init__(self, semaphore: Any):
+        vk = native.vk
+        ffi = vk.ffi
+        self._cmds = ffi.new("VkCommandBuffer[1]")
+        self._signal = ffi.new("VkSemaphore[1]", [semaphore])
+        self._signal_value = ffi.new("uint64_t[1]")
+        self._timeline = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+            "signalSemaphoreValueCount": 1, "pSignalSemaphoreValues": self._signal_value,
+        })
+        self.info = ffi.new("VkSubmitInfo*", {
+            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": self._timeline, "pCommandBuffers": self._cmds,
+            "signalSemaphoreCount": 1, "pSignalSemaphores": self._signal,
+        })
+        self._capacity = 0
+        self._grow(2)  # the stream's own previous value and one event
+
+    def _grow(self, count: int) -> None:
+        vk = native.vk
+        ffi = vk.ffi
+        self._wait_semaphores = ffi.new("VkSemaphore[]", count)
+        self._wait_values = ffi.new("uint64_t[]", count)
+        self._stages = ffi.new("VkPipelineStageFlags[]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT] * count)
+        self.info.pWaitSemaphores, self.info.pWaitDstStageMask = self._wait_semaphores, self._stages
+        self._timeline.pWaitSemaphoreValues = self._wait_values
+        self._capacity = count
+
+    def fill(self, cmd: Any, waits: list[tuple[Any, int]], value: int) -> Any:
+        """The VkSubmitInfo* of ``cmd`` (None: no command buffer), waiting for each (semaphore, value) of
+        ``waits`` and signalling ``value``."""
+        count = len(waits)
+        if count > self._capacity:
+            self._grow(count)
+        for i, (semaphore, wait_value) in enumerate(waits):
+            self._wait_semaphores[i] = semaphore
+            self._wait_values[i] = wait_value
+        info = self.info
+        info.waitSemaphoreCount = self._timeline.waitSemaphoreValueCount = count
+        if cmd is None:
+            info.commandBufferCount = 0
+        else:
+            self._cmds[0] = cmd
+            info.commandBufferCount = 1
+        self._signal_value[0] = value
+        return info
+
+
 class StreamHandles:
-    """A stream's timeline semaphore and command pool, with the command buffers and descriptor pools it
-    recycles. A collected stream's handles are kept for the next stream rather than destroyed (until
+    """A stream's timeline semaphore and command pool, with the command buffers it recycles. A collected stream's handles are kept for the next stream rather than destroyed (until
     Device.close): lavapipe's queue thread may still touch a timeline semaphore just after its last signal is
     visible, and destroying it then crashed the process now and then (and reuse makes streams cheaper)."""
 
-    __slots__ = ("semaphore", "command_pool", "free_cmds", "free_descriptor_pools", "value")
+    __slots__ = ("semaphore", "command_pool", "free_cmds", "submission", "value")
 
     def __init__(self, dev: VulkanDevice):
         vk = native.vk
@@ -241,13 +295,11 @@ class StreamHandles:
             raise
         self.command_pool = pool[0]
         self.free_cmds: list[Any] = []
-        self.free_descriptor_pools: list[DescriptorPool] = []
+        self.submission = Submission(self.semaphore)
         self.value = 0  # the semaphore's value once its stream's work is done: where the next stream starts
 
     def destroy(self, device_handle: Any) -> None:
         ffi, lib = native.vk.ffi, native.vk.lib
-        for pool in self.free_descriptor_pools:
-            lib.vkDestroyDescriptorPool(device_handle, pool.handle, ffi.NULL)
         lib.vkDestroyCommandPool(device_handle, self.command_pool, ffi.NULL)  # frees its command buffers
         lib.vkDestroySemaphore(device_handle, self.semaphore, ffi.NULL)
 
@@ -269,11 +321,11 @@ class VulkanStream(api.Stream):
         self._waits: list[tuple[VulkanStream, int]] = []  # event waits for the next submission
         self._in_flight: deque[Batch] = deque()
         self._last_submit = 0.0  # time.monotonic() of the last submission: within SUBMIT_GAP_S, keep recording
+        self._next_check = 0.0  # when a launch may next read the timeline to see whether the device caught up
         #: the flusher's failed submission: its batch is ended but unsubmitted, so every later submission or
         #: recording on this stream raises it (as after a failed submission by the host's own call)
         self._flush_error: BaseException | None = None
         self._free_cmds = handles.free_cmds
-        self._free_descriptor_pools = handles.free_descriptor_pools
         # When the stream is collected (the device holds busy ones) its handles go back to the device's spares.
         self._give_back = weakref.finalize(self, device._spare_handles.append, handles)
 
@@ -289,6 +341,8 @@ class VulkanStream(api.Stream):
         vk = native.vk
         batch = self._batch
         if batch is None:
+            if not self._free_cmds:
+                self._retire()  # command buffers of completed batches come back
             if self._free_cmds:
                 cmd = self._free_cmds.pop()
             else:
@@ -310,14 +364,22 @@ class VulkanStream(api.Stream):
     def _recorded(self) -> None:
         """Submit now when the batch is full, or when the stream's last submission is SUBMIT_GAP_S old and the
         device has caught up with it (so work starts at once on an idle device); else keep recording, and
-        arm the device's flusher, which submits the batch when it is due if no host call did first."""
+        arm the device's flusher, which submits the batch when it is due if no host call did first. A device
+        found still busy is asked again only SUBMIT_GAP_S later (the flusher submits meanwhile): reading the
+        timeline costs as much as recording a launch."""
         batch = self._batch
         if batch is None:
             return
-        if batch.commands >= BATCH_COMMANDS or (time.monotonic() - self._last_submit >= SUBMIT_GAP_S
-                                                and self._device._counter(self) >= self._submitted):
+        if batch.commands >= BATCH_COMMANDS:
             self._submit()
-        else:
+            return
+        now = time.monotonic()
+        if now >= self._next_check:
+            if self._device._counter(self) >= self._submitted:
+                self._submit()
+                return
+            self._next_check = now + SUBMIT_GAP_S
+        if batch.commands == 1:  # the flusher keeps a stream armed until its open batch is submitted
             self._device._flusher.arm(self)
 
     def _flush(self) -> None:
@@ -335,39 +397,25 @@ class VulkanStream(api.Stream):
         batch = self._batch
         if batch is None and not self._waits:
             return
-        vk = native.vk
-        ffi = vk.ffi
         dev = self._device
         if len(self._in_flight) >= MAX_IN_FLIGHT:
-            dev._wait([(self, self._in_flight[0].value)], limit)
+            dev._retire()  # the completed ones first, and the releases that waited for them
+            if len(self._in_flight) >= MAX_IN_FLIGHT:
+                dev._wait([(self, self._in_flight[0].value)], limit)
         waits = [(s._semaphore, v) for s, v in self._waits]
         if self._submitted > self._completed:
             waits.append((self._semaphore, self._submitted))
         value = self._submitted + 1
-        cmds = ffi.NULL
+        cmd = None
         if batch is not None:
-            dev._barrier(batch.cmd, dev._to_host)
-            native.call.vkEndCommandBuffer(batch.cmd)
-            cmds = ffi.new("VkCommandBuffer[1]", [batch.cmd])
-        wait_values = ffi.new("uint64_t[]", [v for _, v in waits] or 1)
-        signal_value = ffi.new("uint64_t[1]", [value])
-        timeline = ffi.new("VkTimelineSemaphoreSubmitInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
-            "waitSemaphoreValueCount": len(waits), "pWaitSemaphoreValues": wait_values,
-            "signalSemaphoreValueCount": 1, "pSignalSemaphoreValues": signal_value,
-        })
-        wait_semaphores = ffi.new("VkSemaphore[]", [s for s, _ in waits] or 1)
-        stages = ffi.new("VkPipelineStageFlags[]", [vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT] * max(len(waits), 1))
-        signal = ffi.new("VkSemaphore[1]", [self._semaphore])
-        submit = ffi.new("VkSubmitInfo*", {
-            "sType": vk.VK_STRUCTURE_TYPE_SUBMIT_INFO, "pNext": timeline,
-            "waitSemaphoreCount": len(waits), "pWaitSemaphores": wait_semaphores, "pWaitDstStageMask": stages,
-            "commandBufferCount": 0 if batch is None else 1, "pCommandBuffers": cmds,
-            "signalSemaphoreCount": 1, "pSignalSemaphores": signal,
-        })
+            cmd = batch.cmd
+            dev._barrier(cmd, dev._to_host)
+            native.call.vkEndCommandBuffer(cmd)
+        submit = self._handles.submission.fill(cmd, waits, value)
         with self._queue.lock:
-            native.call.vkQueueSubmit(self._queue.handle, 1, submit, ffi.NULL)
+            native.call.vkQueueSubmit(self._queue.handle, 1, submit, native.vk.ffi.NULL)
         self._last_submit = time.monotonic()
+        self._next_check = self._last_submit + SUBMIT_GAP_S
         self._submitted = self._handles.value = value
         self._waits = []
         self._batch = None
@@ -390,11 +438,8 @@ class VulkanStream(api.Stream):
                 finish()
             for allocation in batch.staging:
                 self._device._staging.free(allocation)
-            if batch.descriptor_pool is not None:
-                batch.descriptor_pool.reset(self._device)
-                self._free_descriptor_pools.append(batch.descriptor_pool)
             if batch.cmd is not None:
-                native.call.vkResetCommandBuffer(batch.cmd, 0)
+                native.call.vkResetCommandBuffer(batch.cmd, 0)  # here, not at the next begin: off the launch path
                 self._free_cmds.append(batch.cmd)
         if not self._in_flight and self._batch is None and not self._waits:
             self._device._busy.discard(self)
@@ -520,43 +565,29 @@ class VulkanStream(api.Stream):
             value = self._submitted
         self._device._wait([(self, value)], limit)
 
-    def _launch(self, kernel: api.Kernel, grid: Dim3, block: Dim3, args: list[api.Buffer | np.generic]) -> None:
+    def _launch_prepared(self, plan: api.LaunchPlan, binding: LaunchBinding, args: list[Any]) -> None:
+        """Record bind-pipeline, bind-descriptors (a set made once for these buffers), push constants and
+        dispatch: what ``binding`` worked out for these argument types is not worked out again."""
+        pipeline = binding.pipelines.get(plan.block) or binding.pipeline(plan.block)
+        buffers = [args[i] for i in binding.buffers]
+        scalars = binding.pack(args) if binding.scalars else None
         dev = self._device
         vk = native.vk
-        ffi, lib = vk.ffi, vk.lib
-        buffers = [a for a in args if isinstance(a, VulkanBuffer)]
-        scalars = pack_scalars_for(args)
-        module = kernel.module
-        assert isinstance(module, VulkanModule)
-        module._check_launch(kernel.name, block, len(scalars))
+        lib = vk.lib
         with dev._lock:
-            layout, set_layout = dev._layouts.get(len(buffers), len(scalars))
-            pipeline = module._pipeline(kernel.name, block, len(buffers), len(scalars), layout)
-            graph = self._capturing
-            target = self._batch if graph is None else graph._resources.recording
-            if buffers and target is not None:
-                pool = target.descriptor_pool
-                if pool is not None and not pool.fits(len(buffers)):
-                    if graph is None:
-                        self._submit()  # the batch's descriptor pool is full: the next batch gets another
-                    else:
-                        graph._spend_descriptor_pool()
-            batch = self._recording()
-            cmd = batch.cmd
-            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+            descriptor_set = None
             if buffers:
-                if batch.descriptor_pool is None:
-                    batch.descriptor_pool = (self._free_descriptor_pools.pop() if self._free_descriptor_pools
-                                             else DescriptorPool(dev))
-                descriptor_set = batch.descriptor_pool.allocate(dev, set_layout, buffers)
-                lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, descriptor_set, 0, ffi.NULL)
-            if scalars:
-                lib.vkCmdPushConstants(cmd, layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, len(scalars), ffi.from_buffer(scalars))
+                graph = self._capturing
+                descriptor_set = (dev._descriptor_sets.get(binding.set_layout, buffers) if graph is None
+                                  else graph._descriptor_set(binding.set_layout, buffers))
+            cmd = self._recording().cmd
+            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+            if descriptor_set is not None:
+                lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
+                                            descriptor_set, 0, vk.ffi.NULL)
+            if scalars is not None:
+                lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes,
+                                       scalars)
+            grid = plan.grid
             lib.vkCmdDispatch(cmd, *grid)
             self._recorded()
-
-
-
-def pack_scalars_for(args: Sequence[object]) -> bytes:
-    """The push-constant bytes of a launch: ``api.pack_scalars`` of the scalar arguments, in order."""
-    return api.pack_scalars([a for a in args if isinstance(a, np.generic)])

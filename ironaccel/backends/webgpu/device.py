@@ -13,7 +13,7 @@ from ...errors import CompileError, InvalidArgument, NotAvailable
 from . import calls
 from .calls import BACKEND, call, import_wgpu
 from .module import WebGPUModule
-from .stream import BYTE_KERNEL_BLOCK, BYTE_KERNEL_WGSL, Fencer, WebGPUStream
+from .stream import BYTE_KERNEL_BLOCK, BYTE_KERNEL_WGSL, Fence, Fencer, WebGPUStream
 
 COMPUTE_BACKEND_TYPES = ("Vulkan", "Metal", "D3D12")
 OPTIONAL_FEATURES = ("timestamp-query", "shader-f64", "shader-float32-atomic")
@@ -89,6 +89,7 @@ class WebGPUDevice(api.Device):
             "max-compute-workgroups-per-dimension")}
         self._gpu = call(adapter.request_device_sync, required_features=sorted(self._features),
                          required_limits=wanted_limits)
+        self._queue = self._gpu.queue  # (a wgpu property: read once)
         self._usage = wgpu.BufferUsage
         self._byte_kernel: Any = None
         self._fence_src: Any = None
@@ -98,7 +99,8 @@ class WebGPUDevice(api.Device):
         self._lock = threading.RLock()  # the queue, the encoders and the readback list (see the package docstring)
         self._fencer = Fencer()
         self._submissions = 0  # queue submissions and writes so far
-        self._last_fence: tuple[int, Any, int] | None = None  # (submissions before it, its mapping, readback seq)
+        self._last_fence: Fence | None = None  # the fence after the latest submission that has one
+        self._completed = 0  # the position of the latest fence seen complete (see Fence)
         self._default = WebGPUStream(self)
 
     def _native(self) -> Any:
@@ -144,30 +146,35 @@ class WebGPUDevice(api.Device):
                 s._flush()
         self._default._wait_for_queue("Device.synchronize", timeout)  # one queue: a fence after all covers every stream
 
-    def _deliver_readbacks(self, upto: int | None) -> None:
-        """Copy finished readbacks into their host arrays: all, or those enqueued up to ``upto``.
+    def _deliver_readbacks(self, upto: int, op: str) -> None:
+        """Copy the readbacks enqueued up to ``upto`` into their host arrays (their copies are done: a
+        fence after them was waited for).
 
         Readbacks live on the device, not the stream, so a dropped Stream object still delivers. The lock
         is held through the copies: a thread that waited for its readbacks finds them delivered, not
-        taken by another thread and still being copied."""
-        import wgpu
-
+        taken by another thread and still being copied. Each is copied once, from the mapped memory."""
         with self._lock:
-            ready = [r for r in self._readbacks if upto is None or r[0] <= upto]
+            ready = [r for r in self._readbacks if r[0] <= upto]
             if not ready:
                 return
-            self._readbacks = [r for r in self._readbacks if upto is not None and r[0] > upto]
-            for _, buf, start, host in ready:
-                call(buf.map_sync, wgpu.MapMode.READ)
-                host[:] = np.frombuffer(buf.read_mapped(), dtype=np.uint8)[start:start + host.nbytes]
+            self._readbacks = [r for r in self._readbacks if r[0] > upto]
+            for _, readback, start, host in ready:
+                readback.wait(op, None)
+                buf = readback.buffer
+                host[:] = np.frombuffer(buf.read_mapped(copy=False), dtype=np.uint8)[start:start + host.nbytes]
                 buf.unmap()
+                buf.destroy()
+
+    def _complete(self, position: int) -> None:
+        with self._lock:
+            self._completed = max(self._completed, position)
 
     def _fence(self, encoder: Any) -> Any:
-        """A promise that resolves once the GPU has run everything submitted up to ``encoder``.
+        """The buffer of a new fence (``stream.Fence``) after everything recorded up to ``encoder``.
 
-        A copy into a fresh mappable buffer, then map_async: the mapping resolves only when the copy, and
-        so all queue work before it, has finished. (wgpu-py 0.32's on_submitted_work_done fails with its
-        bundled wgpu-native, so the map is our fence.)"""
+        A copy into a fresh mappable buffer: mapping it resolves only when the copy, and so all queue work
+        before it, has finished. (wgpu-py 0.32's on_submitted_work_done fails with its bundled wgpu-native,
+        so the map is our fence.)"""
         u = self._usage
         if self._fence_src is None:
             self._fence_src = self._new_buffer(4, u.COPY_SRC)

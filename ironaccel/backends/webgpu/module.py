@@ -1,5 +1,6 @@
 """WGSL modules: the shader, its reflected interface, pipelines cached per (kernel, block), launch
-validation cached per (kernel, block, binding sizes), and bind groups cached per (buffers, scalars)."""
+validation cached per (kernel, block, binding sizes), and each kernel's dispatches (pipeline and bind group
+with its uniform buffer) cached per (block, buffers, scalars)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from .reflect import reflect
 if TYPE_CHECKING:
     from .device import WebGPUDevice
 
-#: Bind groups kept per module: a loop relaunching a kernel on the same buffers and scalars reuses them.
-BIND_GROUP_CACHE = 16
+#: Dispatches kept per kernel: a loop relaunching a kernel on the same buffers and scalars reuses them.
+DISPATCH_CACHE = 16
 
 
 class WebGPUModule(api.Module):
@@ -29,7 +30,6 @@ class WebGPUModule(api.Module):
         self._interface = reflect(source)
         self._pipelines: dict[tuple[str, api.Dim3], Any] = {}
         self._validated: set[tuple[str, api.Dim3, tuple[int, ...]]] = set()
-        self._bind_groups: OrderedDict[tuple, Any] = OrderedDict()
         u = wgpu.ShaderStage.COMPUTE
         storage = self._interface.storage_access
         entries = [{"binding": i, "visibility": u,
@@ -63,22 +63,13 @@ class WebGPUModule(api.Module):
         return pipe
 
     def _bind_group(self, buffers: tuple[Any, ...], packed: bytes) -> Any:
-        """The bind group of these GPU buffers and this uniform content, made once and reused."""
-        key = (buffers, packed)
-        group = self._bind_groups.get(key)
-        if group is not None:
-            self._bind_groups.move_to_end(key)
-            return group
+        """A new bind group of these GPU buffers and a new uniform buffer holding ``packed``."""
         dev = self.device
         entries = [{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(buffers)]
         if self._interface.has_uniform:
             uniform = call(dev._gpu.create_buffer_with_data, data=packed, usage=dev._usage.UNIFORM)
             entries.append({"binding": len(buffers), "resource": {"buffer": uniform}})
-        group = call(dev._gpu.create_bind_group, layout=self._bind_layout, entries=entries)
-        self._bind_groups[key] = group
-        if len(self._bind_groups) > BIND_GROUP_CACHE:
-            self._bind_groups.popitem(last=False)
-        return group
+        return call(dev._gpu.create_bind_group, layout=self._bind_layout, entries=entries)
 
     def _validate(self, name: str, block: api.Dim3, pipe: Any, group: Any, sizes: tuple[int, ...]) -> None:
         """Record this dispatch alone and finish it unsubmitted: WebGPU's validation of the dispatch
@@ -104,6 +95,32 @@ class WebGPUKernel(api.Kernel):
     # Storage buffers and the uniform block are separate binding spaces: buffer arguments bind in their
     # order and scalars pack in theirs, however the two are interleaved in the call.
     _positional = False
+
+    def __init__(self, module: WebGPUModule, name: str):
+        super().__init__(module, name)
+        #: (pipeline, bind group) by (block, GPU buffers..., each scalar's bytes...), least recently used first
+        self._dispatches: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
+        self._last: tuple[api.Dim3, list[Any], tuple[Any, Any]] | None = None  # the last launch's (see Stream)
+
+    def _prepare_args(self, types: tuple[type, ...], buffers: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The positions of the buffers and of the scalars, which key a launch's cached dispatch."""
+        return buffers, tuple(i for i in range(len(types)) if i not in buffers)
+
+    def _dispatch(self, key: tuple, block: api.Dim3, buffers: tuple[Any, ...], scalars: list[Any]) -> tuple[Any, Any]:
+        """Make, validate and cache the pipeline and bind group a launch with ``key`` dispatches (the caller
+        holds the device lock)."""
+        module: WebGPUModule = self.module  # type: ignore[assignment]
+        packed = b""
+        if scalars:
+            packed = api.pack_scalars(scalars)
+            packed += bytes(-len(packed) % 16)
+        pipe = module._pipeline(self.name, block)
+        group = module._bind_group(buffers, packed)
+        module._validate(self.name, block, pipe, group, tuple(b.size for b in buffers))
+        self._dispatches[key] = pipe, group
+        if len(self._dispatches) > DISPATCH_CACHE:
+            self._dispatches.popitem(last=False)
+        return pipe, group
 
     def _params(self) -> tuple[api.Param, ...]:
         return self.module._interface.params  # type: ignore[attr-defined]

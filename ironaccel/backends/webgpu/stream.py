@@ -6,6 +6,8 @@ queue, an encoder or the device's readback list holds the device lock; waits for
 from __future__ import annotations
 
 import concurrent.futures
+import operator
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -14,31 +16,91 @@ import numpy as np
 from ... import api
 from ...errors import Timeout
 from .calls import call, wait
-from .module import WebGPUModule
+from .module import WebGPUKernel
 
 if TYPE_CHECKING:
     from .device import WebGPUDevice
 
 
 class Fencer:
-    """Starts fence maps on a thread of its own. wgpu-py's ``map_async`` wakes its poll thread, which then
-    waits in the driver for the queue to drain while holding wgpu-native's lock, and ``map_async`` itself
-    waits for that lock: called from ``record()`` it would block the caller until the GPU is idle."""
+    """Starts fence maps on a thread of its own, for callers that must not block. wgpu-py's ``map_async``
+    wakes its poll thread, which then waits in the driver for the queue to drain while holding wgpu-native's
+    lock, and ``map_async`` itself waits for that lock: called from ``record()``, ``query()`` or a wait with
+    a timeout it would block the caller until the GPU is idle."""
+
+    #: How fences map: wgpu-py's own ``read_buffer`` mode (wgpu is pinned to 0.32), which skips the empty
+    #: submission its plain READ map makes first (a workaround for maps of buffers whose writes were never
+    #: submitted); a Fence exists only once the copy into it was submitted.
+    read_mode = "READ_NOSYNC"
 
     def __init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="ironaccel-webgpu-fence")
 
-    def map(self, fence: Any) -> concurrent.futures.Future:
-        import wgpu
-
-        return self._pool.submit(call, fence.map_async, wgpu.MapMode.READ)
+    def start(self, fence: Fence) -> None:
+        self._pool.submit(fence.map)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
 
 
+class Fence:
+    """A mappable buffer that a copy at one point of the queue fills (a fence's 4 bytes, or a readback):
+    its map resolves once the GPU got there. The map is started once, by the first thread to need it: a
+    thread that waits without a timeout maps it itself (it blocks anyway: no hop to another thread), the
+    others have the Fencer start it. ``position``: the queue submissions it comes after; once a fence is
+    seen complete, every fence at or before its position is too (the device's ``_completed``)."""
+
+    __slots__ = ("buffer", "position", "_dev", "_mapping", "_claimed", "_queued", "_lock")
+
+    def __init__(self, device: WebGPUDevice, buffer: Any):
+        self.buffer = buffer
+        self.position = device._submissions
+        self._dev = device
+        self._mapping: concurrent.futures.Future = concurrent.futures.Future()  # the map's promise, once started
+        self._claimed = False  # a thread has started (or is starting) the map
+        self._queued = False  # the Fencer was asked to
+        self._lock = threading.Lock()
+
+    def map(self) -> None:
+        """Start the map on this thread, unless another thread has."""
+        with self._lock:
+            if self._claimed:
+                return
+            self._claimed = True
+        try:
+            self._mapping.set_result(call(self.buffer.map_async, self._dev._fencer.read_mode))
+        except Exception as exc:  # the waiters' to raise
+            self._mapping.set_exception(exc)
+
+    def start(self) -> None:
+        """Have the Fencer start the map, unless some thread has: a later query() sees the GPU's progress."""
+        with self._lock:
+            if self._claimed or self._queued:
+                return
+            self._queued = True
+        self._dev._fencer.start(self)
+
+    def done(self) -> bool:
+        if self.position <= self._dev._completed:
+            return True
+        self.start()
+        if not self._mapping.done() or self._mapping.result()._state == "pending":
+            return False
+        self._dev._complete(self.position)
+        return True
+
+    def wait(self, op: str, timeout: float | None) -> None:
+        """Wait until the GPU got here; Timeout(op) past ``timeout`` seconds."""
+        if timeout is None:
+            self.map()
+        else:
+            self.start()
+        wait_fence(self._mapping, op, timeout)
+        self._dev._complete(self.position)
+
+
 def wait_fence(mapping: concurrent.futures.Future, op: str, timeout: float | None) -> None:
-    """Wait for a fence map started by the Fencer; Timeout(op) past ``timeout`` seconds."""
+    """Wait for a started fence map; Timeout(op) past ``timeout`` seconds."""
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
         promise = mapping.result(timeout)
@@ -48,23 +110,23 @@ def wait_fence(mapping: concurrent.futures.Future, op: str, timeout: float | Non
 
 
 class WebGPUEvent(api.Event):
-    def __init__(self, stream: WebGPUStream, timing: bool, mapping: concurrent.futures.Future, readback_seq: int,
-                 timestamp: Any):
+    def __init__(self, stream: WebGPUStream, timing: bool, fence: Fence, readback_seq: int, timestamp: Any):
         super().__init__(stream, timing)
-        self._mapping = mapping  # the Fencer's map of this event's fence: resolves once the queue got here
+        self._fence = fence  # resolves once the queue got to this event
+        fence.start()
         self._readback_seq = readback_seq
         self._timestamp = timestamp  # a mappable 8-byte buffer when timing
         self._ns: int | None = None
 
     def _query(self) -> bool:
-        if not self._mapping.done() or self._mapping.result()._state == "pending":
+        if not self._fence.done():
             return False
-        self._stream.device._deliver_readbacks(self._readback_seq)
+        self._stream.device._deliver_readbacks(self._readback_seq, "Event.query")
         return True
 
     def _synchronize(self, timeout: float | None = None) -> None:
-        wait_fence(self._mapping, "Event.synchronize", timeout)
-        self._stream.device._deliver_readbacks(self._readback_seq)
+        self._fence.wait("Event.synchronize", timeout)
+        self._stream.device._deliver_readbacks(self._readback_seq, "Event.synchronize")
 
     def _nanoseconds(self) -> int:
         if self._ns is None:
@@ -87,13 +149,19 @@ class WebGPUStream(api.Stream):
         super().__init__(device)
         self._dev: WebGPUDevice = device
         self._encoder: Any = None
+        self._pass: Any = None  # the compute pass open on the encoder: back-to-back launches share it
+        self._pass_dispatch: tuple[Any, Any] | None = None  # the (pipeline, bind group) last set on it
 
     def _native(self) -> Any:
         """The GPUQueue (WebGPU has one queue per device: every stream records into it)."""
-        return self._dev._gpu.queue
+        return self._dev._queue
 
     # -- batching (callers hold the device lock) -------------------------------------------------------
     def _enc(self) -> Any:
+        """The open encoder, for anything but a launch: ends the open compute pass first."""
+        if self._pass is not None:
+            self._pass.end()
+            self._pass = self._pass_dispatch = None
         if self._encoder is None:
             self._encoder = self._dev._gpu.create_command_encoder()
             self._dev._unsubmitted.add(self)
@@ -101,10 +169,10 @@ class WebGPUStream(api.Stream):
 
     def _flush(self) -> None:
         if self._encoder is not None:
-            enc, self._encoder = self._encoder, None
+            enc, self._encoder = self._enc(), None
             self._dev._unsubmitted.discard(self)
             self._dev._submissions += 1
-            call(self._dev._gpu.queue.submit, [call(enc.finish)])
+            call(self._dev._queue.submit, [call(enc.finish)])
 
     def _bytes(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int, fill: int) -> None:
         """Byte-granular copy (``src`` given) or fill (``src`` None) through the internal kernel."""
@@ -135,15 +203,16 @@ class WebGPUStream(api.Stream):
         dev = self._dev
         n = src.nbytes
         with dev._lock:
-            self._flush()  # write_buffer lands on the queue timeline now: commands enqueued before go first
+            if self._encoder is not None:  # write_buffer lands on the queue timeline now: what came before goes first
+                self._flush()
             dev._submissions += 1  # a write_buffer is queue work a fence must come after
             if dst_offset % 4 == 0 and n % 4 == 0:
-                call(dev._gpu.queue.write_buffer, dst._native_handle(), dst_offset, src)
+                call(dev._queue.write_buffer, dst._gpu_buffer, dst_offset, src)
                 return
             padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
             padded[:n] = src
             staging = dev._new_buffer(n, dev._usage.STORAGE | dev._usage.COPY_DST)
-            call(dev._gpu.queue.write_buffer, staging, 0, padded)
+            call(dev._queue.write_buffer, staging, 0, padded)
             self._bytes(dst._native_handle(), dst_offset, staging, 0, n, 0)
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
@@ -152,11 +221,13 @@ class WebGPUStream(api.Stream):
         size = -(-(src_offset + dst.nbytes) // 4) * 4 - start
         u = dev._usage
         with dev._lock:
-            readback = dev._new_buffer(size, u.MAP_READ | u.COPY_DST)
-            self._enc().copy_buffer_to_buffer(src._native_handle(), start, readback, 0, size)
+            buf = dev._new_buffer(size, u.MAP_READ | u.COPY_DST)
+            self._enc().copy_buffer_to_buffer(src._native_handle(), start, buf, 0, size)
+            self._flush()
+            readback = Fence(dev, buf)  # the last queue work: a fence for everything submitted before it
             dev._readback_seq += 1
             dev._readbacks.append((dev._readback_seq, readback, src_offset - start, dst))
-            self._flush()
+            dev._last_fence = readback
 
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
         dev = self._dev
@@ -207,43 +278,58 @@ class WebGPUStream(api.Stream):
         self._wait_for_queue("Stream.synchronize", timeout)
 
     def _wait_for_queue(self, op: str, timeout: float | None) -> None:
-        """Wait for a fence after this stream's work and all queue work before it: the device's last fence
-        when nothing was submitted since (a new submission would wait for wgpu's lock: see Fencer)."""
+        """Wait for a fence after this stream's work and all queue work before it."""
         dev = self._dev
         with dev._lock:
-            if self._encoder is not None or dev._last_fence is None or dev._last_fence[0] != dev._submissions:
-                self._fenced_flush()
-            _, mapping, upto = dev._last_fence  # type: ignore[misc]
-        wait_fence(mapping, op, timeout)
-        dev._deliver_readbacks(upto)
+            fence = self._fenced_flush()
+            upto = dev._readback_seq
+        fence.wait(op, timeout)
+        dev._deliver_readbacks(upto, op)
 
-    def _fenced_flush(self) -> concurrent.futures.Future:
-        """Record a fence, submit, and start mapping it: the device's last fence from now on."""
+    def _fenced_flush(self) -> Fence:
+        """A fence after this stream's work and all queue work before it, submitted: the device's last
+        fence when nothing was recorded here or submitted anywhere since, else a new one (the last from
+        now on). Readbacks only come with a submission, so the readbacks a fence covers are all those
+        enqueued before it is returned."""
         dev = self._dev
-        fence = dev._fence(self._enc())
+        last = dev._last_fence
+        if self._encoder is None and last is not None and last.position == dev._submissions:
+            return last
+        buf = dev._fence(self._enc())
         self._flush()
-        mapping = dev._fencer.map(fence)
-        dev._last_fence = (dev._submissions, mapping, dev._readback_seq)
-        return mapping
+        dev._last_fence = Fence(dev, buf)
+        return dev._last_fence
 
-    def _launch(self, kernel: api.Kernel, grid: api.Dim3, block: api.Dim3, args: list[Any]) -> None:
-        module = kernel.module
-        assert isinstance(module, WebGPUModule)
-        buffers = tuple(a._native_handle() for a in args if isinstance(a, api.Buffer))
-        scalars = [a for a in args if not isinstance(a, api.Buffer)]
-        packed = b""
-        if scalars:
-            packed = api.pack_scalars(scalars)
-            packed += bytes(-len(packed) % 16)
+    def _launch_prepared(self, plan: api.LaunchPlan, packing: tuple[tuple[int, ...], tuple[int, ...]],
+                         args: list[Any]) -> None:
+        """Encode one compute pass with the kernel's cached dispatch (``WebGPUKernel._dispatch``): the
+        last launch's when every argument is the very same object (a live Buffer keeps its GPU buffer, a
+        numpy scalar is immutable), else the one keyed by these GPU buffers and scalar bytes (bytes, not
+        values: 0.0 and -0.0 are equal)."""
+        kernel: WebGPUKernel = plan.kernel  # type: ignore[assignment]
+        block, grid = plan.block, plan.grid
         with self._dev._lock:
-            pipe = module._pipeline(kernel.name, block)
-            group = module._bind_group(buffers, packed)
-            module._validate(kernel.name, block, pipe, group, tuple(b.size for b in buffers))
-            p = self._enc().begin_compute_pass()
-            p.set_pipeline(pipe)
-            p.set_bind_group(0, group)
+            last = kernel._last  # (block, arguments, dispatch); a kernel's argument count is fixed
+            if last is not None and last[0] == block and all(map(operator.is_, last[1], args)):
+                dispatch = last[2]
+            else:
+                buffer_at, scalar_at = packing
+                key = (block, *[args[i]._gpu_buffer for i in buffer_at], *[args[i].tobytes() for i in scalar_at])
+                dispatch = kernel._dispatches.get(key)
+                if dispatch is None:
+                    dispatch = kernel._dispatch(key, block, tuple(args[i]._gpu_buffer for i in buffer_at),
+                                                [args[i] for i in scalar_at])
+                else:
+                    kernel._dispatches.move_to_end(key)
+                kernel._last = block, args, dispatch
+            p = self._pass
+            if p is None:
+                p = self._pass = self._enc().begin_compute_pass()
+            if dispatch is not self._pass_dispatch:
+                p.set_pipeline(dispatch[0])
+                p.set_bind_group(0, dispatch[1])
+                self._pass_dispatch = dispatch
             p.dispatch_workgroups(*grid)
-            p.end()
 
 
 BYTE_KERNEL_BLOCK = 64
