@@ -7,6 +7,9 @@ are the compiled EventCore's and StreamCore's, bases of FastEvent and FastStream
 call as the pure-Python method it replaces, through the entry points the module took from the same libcuda,
 so the semantics (ordering, held copy destinations, typed errors naming the entry point) are the pure
 path's. What is not a hot path (timeouts, host data other than an ndarray) goes to the pure-Python method.
+Two records are the module's too wherever it loads: each CudaKernel's last resolved launches (its KernelCore
+base: StreamCore.launch's plan and argument-rule fields by stream device, dims and argument types) and
+``driver.current`` (a ThreadCurrent: the thread's current context in C thread-local storage).
 """
 
 from __future__ import annotations
