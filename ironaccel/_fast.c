@@ -1465,14 +1465,12 @@ static void copy_to_pinned(void *dst, const void *src, size_t n) {
  * One thread reads pageable memory at a fraction of what a PCIe 5 DMA engine drains from pinned memory (a 64
  * MiB memcpy took 11.8 ms on one thread of the H200's host, the DMA 1.24 ms), so staged_copy cuts a chunk into
  * pieces that the calling thread and these workers fill in parallel. The workers are plain pthreads that never
- * take the GIL: Python-level workers had to, twice per piece, and queued on it. The caller alone enqueues
- * the DMAs, in piece order, each as soon as its piece is filled: the stream sees the same calls on the same
- * thread as from one thread, and the DMA of the first pieces overlaps the filling of the rest. The caller
- * fills pieces only while no worker has joined (none asked for, or still waking) or when one worker is all it
- * has (it is then half the fill): a piece it fills delays every DMA behind it (H200: 1 MiB took 107 us with the caller filling one of eight 128 KiB pieces, against
- * 24 GB/s of fill over 16 MiB and 64 MiB). One job at a time (a ring's lock serializes its chunks, `busy` the rings of several devices);
+ * take the GIL: Python-level workers had to, twice per piece, and queued on it. The caller takes pieces too,
+ * and it alone enqueues the DMAs, in piece order, each as soon as its piece is filled: the stream sees the
+ * same calls on the same thread as from one thread, and the DMA of the first pieces overlaps the filling of
+ * the rest. One job at a time (a ring's lock serializes its chunks, `busy` the rings of several devices);
  * everything below is guarded by copiers.lock. The caller returns only once no worker touches the job (COPY-4: the host array is reusable). */
-enum { PIECE_MIN = 64 << 10, PIECES_MAX = 64, COPY_THREADS_MAX = 15 };
+enum { PIECE_MIN = 128 << 10, PIECES_MAX = 64, COPY_THREADS_MAX = 15 };
 
 static struct {
     pthread_mutex_t lock;
@@ -1603,7 +1601,7 @@ static CUresult fill_and_send(CUdeviceptr dst, char *staged, const char *src, si
             err = cuMemcpyHtoDAsync_v2(dst + (CUdeviceptr)done, (char *)staged + done, size, stream);
             pthread_mutex_lock(&copiers.lock);
             sent++;
-        } else if (copiers.next < pieces && (!copiers.active || threads < 2)) { /* no worker yet, or only one */
+        } else if (copiers.next < pieces) {
             fill_piece(copiers.next++);
         } else {
             pthread_cond_wait(&copiers.progress, &copiers.lock);
