@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import judge, results, spec, status
+from ironaccel.cts import judge, results, spec, status
 from ironaccel.api import BackendInfo
 from ironaccel.backends import BUILTIN
-from ironaccel.targets import Target, standard
+from ironaccel.cts.targets import Target, standard
 
 GOLDEN = Path(__file__).parent / "golden" / "status"
 REPO = Path(__file__).resolve().parent.parent

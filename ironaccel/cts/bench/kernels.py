@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import CompileError, DriverError
+from ...errors import CompileError, DriverError
 from ..spec import conformance_dir
 
 EMPTY = "fill_u32"

@@ -169,7 +169,7 @@ def document(target: Any, parts: dict[str, str], started: str, status: str, mess
     used (None when it never got one: device fields are then empty and ``simulated`` is the target's),
     ``host`` as ``host_environment()`` (None: left empty, for a run that never started), ``selection``
     as ``Selection.record()`` for a run of part of the suite (None: the whole suite)."""
-    from . import __version__
+    from .. import __version__
 
     tests = sorted(tests, key=lambda t: t["id"])
     host = host or {"os": "", "python": "", "packages": {}}

@@ -15,8 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .. import cbuild, fakes
-from ..errors import NotAvailable, Timeout
+from ... import cbuild, fakes
+from ...errors import NotAvailable, Timeout
 from .cases import C_FLOOR, Impl
 
 SOURCE = Path(__file__).with_name("cfloor.c")

@@ -34,8 +34,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from ..api import DeviceInfo
-from ..cache import cache_dir
+from ...api import DeviceInfo
+from ...cache import cache_dir
 from ..targets import KernelDialect, Target, count_devices
 from . import python_package_missing, suite_kernels
 
@@ -300,7 +300,7 @@ def _drivers(backend: str, kernels: tuple[KernelDialect, ...], python_package: t
 def staged(target: Target) -> Target:
     """``target`` with the Vulkan backend's staging path forced (IRONACCEL_VK_DIRECT_MAPPING=0), as a target of
     its own: its device must say it stages (``DeviceInfo.extra["direct_mapping"]`` False)."""
-    from ..backends.vulkan.device import DIRECT_MAPPING_ENV
+    from ...backends.vulkan.device import DIRECT_MAPPING_ENV
 
     def recognise(info: DeviceInfo) -> bool:
         return target.recognise(info) and info.extra.get("direct_mapping") is False

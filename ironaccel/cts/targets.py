@@ -1,8 +1,8 @@
 """Targets: a backend on one named driver (``cuda/fake``, ``vulkan/lavapipe``, ``webgpu/radv``, ...).
 
-A target is data that a backend's distribution declares, built-ins and third parties alike: the registry
-(``ironaccel.backends``) loads each backend's driver list — the built-ins' from ``ironaccel.drivers``, a
-plugin's from its entry point in group ``ironaccel.drivers`` — and ``TARGETS`` is their union. A target says
+A target is data that a backend's distribution declares, built-ins and third parties alike: this module's
+registry loads each backend's driver list — the built-ins' from ``ironaccel.cts.drivers``, a plugin's from
+its entry point in group ``ironaccel.drivers`` — and ``TARGETS`` is their union. A target says
 
 * whether its driver is hardware or simulated (a software driver, a fake: its passes never count as hardware);
 * ``select``: the environment that makes a child process pick its driver (an ICD json through
@@ -22,16 +22,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from .api import DeviceInfo
-from .backends import drivers as registered_drivers
-from .backends import get as get_backend
-from .errors import InvalidArgument, NotAvailable
+from ..api import DeviceInfo
+from ..backends import _declared, _load
+from ..backends import get as get_backend
+from ..errors import InvalidArgument, NotAvailable
 from .spec import conformance_dir
 
 
@@ -81,7 +83,7 @@ class Target:
     #: (``cuMemAllocAsync``, ``vkAllocateMemory``, ``GPUDevice.create_buffer``)? None: the target does not say,
     #: and ERR-4 fails on it.
     native_op: Callable[[str], bool] | None = None
-    #: Where its device memory lives, which decides how MEM-7 exhausts it (``ironaccel.testing.exhaust``):
+    #: Where its device memory lives, which decides how MEM-7 exhausts it (``ironaccel.cts.testing.exhaust``):
     #: ``device`` (a GPU's own memory, the fake's limit: allocate until the driver refuses) or ``host`` (a CPU
     #: driver's memory is the process's, committed lazily, so it never refuses on its own: exhaust an address-space
     #: limit in a child process instead). Empty: ``host`` for a simulated driver, ``device`` for hardware.
@@ -155,6 +157,62 @@ def count_devices(backend: str, select: Mapping[str, str]) -> int:
     this machine has its hardware (Mesa installs one for every GPU family it supports), and loaders read
     their environment once, so only a fresh process can be asked."""
     return _count_in_child(backend, tuple(sorted(select.items())))
+
+
+DRIVERS_GROUP = "ironaccel.drivers"
+
+#: The built-in backends' driver lists, in an entry point's ``"module:function"`` form, read before the entry
+#: points of group ``DRIVERS_GROUP`` (as ``ironaccel.backends.BUILTIN`` is for the backends).
+BUILTIN_DRIVERS: dict[str, str] = {
+    "cuda": "ironaccel.cts.drivers.cuda:drivers",
+    "vulkan": "ironaccel.cts.drivers.vulkan:vulkan_drivers",
+    "webgpu": "ironaccel.cts.drivers.vulkan:webgpu_drivers",
+    "opengl": "ironaccel.cts.drivers.opengl:drivers",
+}
+
+_registered: dict[str, Any] = {}  # register(): backend name -> "module:function" or the function
+
+
+def register(backend: str, drivers: str | Callable[[], Iterable[Target]]) -> None:
+    """Register ``backend``'s drivers in this process, as its entry point in group ``ironaccel.drivers`` would.
+
+    For tests and programs that embed ironaccel (with ``ironaccel.backends.register`` for the backend itself);
+    child processes do not see it: a distribution declares an entry point instead."""
+    _registered[backend] = drivers
+    registered_drivers.cache_clear()
+
+
+def unregister(backend: str) -> None:
+    """Undo ``register(backend, ...)`` and forget the drivers read so far; built-ins and entry points stay."""
+    _registered.pop(backend, None)
+    registered_drivers.cache_clear()
+
+
+def driver_declarations() -> dict[str, Any]:
+    """Backend name -> where its drivers are declared: "module:function" (or the function, for ``register``)."""
+    return _declared(DRIVERS_GROUP, BUILTIN_DRIVERS, _registered)
+
+
+@cache
+def registered_drivers() -> Mapping[str, Target]:
+    """Target name -> Target from every backend's registered drivers (read-only; ``register`` adds more).
+
+    A drivers function that raises is reported as a warning and contributes nothing."""
+    found: dict[str, Target] = {}
+    for backend, spec in driver_declarations().items():
+        try:
+            declared = list(_load(spec)())
+        except Exception as exc:
+            warnings.warn(f"ironaccel: the drivers of backend {backend!r} ({spec}) could not be loaded: "
+                          f"{type(exc).__name__}: {exc}", stacklevel=2)
+            continue
+        for target in declared:
+            if target.backend != backend:
+                warnings.warn(f"ironaccel: {spec} declared {target.name}, not a driver of {backend!r}; ignored",
+                              stacklevel=2)
+                continue
+            found.setdefault(target.name, target)
+    return MappingProxyType(found)
 
 
 def __getattr__(name: str) -> Mapping[str, Target]:

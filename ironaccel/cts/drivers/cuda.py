@@ -5,9 +5,9 @@ from __future__ import annotations
 import ctypes
 from pathlib import Path
 
-from ..api import DeviceInfo
-from ..cbuild import find_compiler
-from ..errors import NotAvailable
+from ...api import DeviceInfo
+from ...cbuild import find_compiler
+from ...errors import NotAvailable
 from ..targets import Target
 from . import python_package_missing, suite_kernels
 
@@ -47,9 +47,9 @@ def _nvidia_requirements() -> str | None:
 
 def _fake_sources() -> dict[str, Path]:
     """The fake libcuda's C sources and its loader, fakes.py (a build without the sources hashes without them)."""
-    from ..fakes import source_dir
+    from ...fakes import source_dir
 
-    found = {"ironaccel/fakes.py": Path(__file__).resolve().parents[1] / "fakes.py"}
+    found = {"ironaccel/fakes.py": Path(__file__).resolve().parents[2] / "fakes.py"}
     try:
         found["fakes/cuda"] = source_dir()
     except NotAvailable:

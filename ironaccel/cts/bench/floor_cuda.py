@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..errors import DriverError
+from ...errors import DriverError
 from . import kernels
 from .cases import ALLOC_BYTES, GRAPH_LAUNCHES, Impl, pageable
 from .ours import KernelCall

@@ -4,7 +4,7 @@
 same bytes in any order and on any machine (there is no current time in the output). ``check`` and
 ``command`` (for ``ironaccel status [--check]``) read the inputs from the checkout and call it.
 
-What counts and the levels are ``ironaccel.judge``'s (also printed in the file's "Levels" section).
+What counts and the levels are ``ironaccel.cts.judge``'s (also printed in the file's "Levels" section).
 
 The backend rows use ``BackendInfo.reason`` as given. ``registry_infos`` (what ``check``/``command``
 pass) builds them without probing, because probe reasons describe the machine (a library found here,
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from . import judge, tables
-from .api import BackendInfo
+from ..api import BackendInfo
 from .results import CERTIFICATE_SUFFIX, ClauseId, Outcome, load
 from .spec import Clause, Current
 from .targets import Target
@@ -244,8 +244,8 @@ def _flaky(all_runs: list[judge.Run]) -> list[str]:
 
 def registry_infos() -> list[BackendInfo]:
     """Every registered backend as STATUS.md shows it, built without probing this machine."""
-    from .backends import _load, registry
-    from .backends.probes import NO_COMPUTE, ProbeBackend
+    from ..backends import _load, registry
+    from ..backends.probes import NO_COMPUTE, ProbeBackend
 
     out = []
     for name, spec in registry().items():

@@ -24,7 +24,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from . import __version__, judge, results, spec, status, targets
+from .. import __version__
+from . import judge, results, spec, status, targets
 from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX
 
 PACKAGE_SCHEMA = 1
@@ -126,8 +127,8 @@ def package(results_dir: Path, out: Path, root: Path | None = None) -> Path:
         write_certificate(copy)  # judged now, by this suite: the certificates in results_dir may be older
     (out / "environment.json").write_text(json.dumps(results.host_environment(), indent=1, sort_keys=True) + "\n",
                                           encoding="utf-8")
-    ironaccel_root = root or repository_of(Path(__file__).resolve().parent)
-    git = _state_of(ironaccel_root, f"ironaccel ({Path(__file__).resolve().parent})")
+    ironaccel_root = root or repository_of(Path(__file__).resolve().parents[1])
+    git = _state_of(ironaccel_root, f"ironaccel ({Path(__file__).resolve().parents[1]})")
     if git["dirty"]:
         (out / "git.diff").write_text(git["diff"], encoding="utf-8")
     backends = _backend_repositories(sorted({d["target"]["backend"] for d in docs}), ironaccel_root)

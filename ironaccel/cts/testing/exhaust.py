@@ -1,6 +1,6 @@
 """Run a target's device out of memory, safely, and see what the driver's refusal becomes (MEM-7, POOL-8, ERR-4).
 
-``python -m ironaccel.testing.exhaust TARGET`` opens the target's device in this (child) process and prints one
+``python -m ironaccel.cts.testing.exhaust TARGET`` opens the target's device in this (child) process and prints one
 JSON report as its last line. It always runs in a child of the conformance run: a driver that crashes when its
 memory runs out then fails the test instead of ending the run, and an address-space limit stays in the child.
 
@@ -84,7 +84,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 def _open(target: Any) -> Any:
-    from ..backends import get
+    from ...backends import get
 
     backend = get(target.backend)
     for index in range(backend.device_count()):
@@ -99,7 +99,7 @@ def _fill_until_refused(device: Any, stream: Any, held: list[Any], chunk: int, b
                         deadline: float) -> dict[str, Any] | None:
     """Allocate ``chunk`` bytes at a time into ``held`` until the device refuses (the refusal is returned), or
     None when ``bound`` bytes are held or the deadline passed without one."""
-    from ..errors import OutOfMemory
+    from ...errors import OutOfMemory
 
     while sum(b.nbytes for b in held) + chunk <= bound and time.monotonic() < deadline:
         try:
@@ -114,9 +114,9 @@ def _fill_until_refused(device: Any, stream: Any, held: list[Any], chunk: int, b
 
 
 def exhaust(target_name: str) -> dict[str, Any]:
-    from .. import MemPool
-    from ..errors import IronAccelError
-    from ..pool import BUCKET_SIZES
+    from ... import MemPool
+    from ...errors import IronAccelError
+    from ...pool import BUCKET_SIZES
     from ..targets import get
 
     target = get(target_name)
@@ -217,7 +217,7 @@ def _saxpy_works(device: Any, stream: Any, saxpy: Any) -> bool:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
-        print("usage: python -m ironaccel.testing.exhaust TARGET", file=sys.stderr)
+        print("usage: python -m ironaccel.cts.testing.exhaust TARGET", file=sys.stderr)
         return 2
     print(json.dumps(exhaust(argv[0])))
     return 0

@@ -2,7 +2,7 @@
 
 Our conformance suite proves what we thought of; a client suite (numba-cuda's, cuda.core's, cuda.bindings')
 proves what real code needs. Each (client, target) runs pytest in its own child process with a per-test and
-a total time limit. This module is also the pytest plugin of that child (``-p ironaccel.clients``): it
+a total time limit. This module is also the pytest plugin of that child (``-p ironaccel.cts.clients``): it
 records every test's outcome to a JSON-lines file as the run goes, so a run killed at its time limit still
 leaves the outcomes it reached, and it provides the little harness numba-cuda's repository-only conftest
 gives its suite (the wheel ships the tests, not the conftest).
@@ -105,7 +105,7 @@ def child_env(target: str, test_timeout_s: float) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
     if target == FAKE:
-        from . import fakes
+        from .. import fakes
 
         env = fakes.child_env(env)
         env["IRONACCEL_FAKE_WATCHDOG_S"] = f"{test_timeout_s:g}"  # a hung kernel ends as an error, not a stall
@@ -121,7 +121,7 @@ def child_command(client: Client, source: Path | None, record: Path, ini: Path, 
     ``ctx`` fixture of all its tests with one that makes no context)."""
     rootdir = ini.parent if source is None else source
     cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(rootdir), "-q",
-           "-p", "no:cacheprovider", "-p", "ironaccel.clients", f"--clients-record={record}",
+           "-p", "no:cacheprovider", "-p", "ironaccel.cts.clients", f"--clients-record={record}",
            f"--timeout={test_timeout_s:g}", f"--import-mode={client.import_mode}", "--continue-on-collection-errors"]
     if sample > 1:
         cmd.append(f"--clients-sample={sample}")
@@ -211,7 +211,7 @@ def counts(tests: dict[str, dict]) -> dict[str, int]:
     return out
 
 
-# -- the pytest plugin (loaded in the child with -p ironaccel.clients) -----------------------------------
+# -- the pytest plugin (loaded in the child with -p ironaccel.cts.clients) -----------------------------------
 
 def pytest_addoption(parser):
     group = parser.getgroup("ironaccel-clients")

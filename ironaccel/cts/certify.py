@@ -1,7 +1,7 @@
 """Runs the conformance suite on targets, each in its own process (or Docker container), and writes, per
 target, beside each other in the results folder (for webgpu/lavapipe)::
 
-    webgpu-lavapipe.json        the results file (``ironaccel.results``), the only input of STATUS.md
+    webgpu-lavapipe.json        the results file (``ironaccel.cts.results``), the only input of STATUS.md
     webgpu-lavapipe.junit.xml   the same run as JUnit XML, for CI systems (made from the results file, so a
                                 run that crashed or timed out has one too, its unfinished tests as errors)
     webgpu-lavapipe.cert.json   the certificate: what the target proves (``judge.target_level``), every
@@ -24,7 +24,7 @@ is recorded as a failure saying so, and the run goes on in a new process with th
 A certificate holds nothing that its results file and the suite do not determine (no issue time), so
 ``verify`` recomputes it and compares: results file changed, or the certificate's own facts edited →
 tampered; then the suite or the target's own parts changed → stale. Shards of one run are joined by
-``merge``; ``ironaccel.submission`` bundles a results folder into a package that is verified whole.
+``merge``; ``ironaccel.cts.submission`` bundles a results folder into a package that is verified whole.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import __version__, judge, results, spec, tables, targets
+from .. import __version__
+from . import judge, results, spec, tables, targets
 from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
 from .selection import Selection
 
@@ -71,7 +72,7 @@ class TargetRun:
     summary: dict[str, int] | None = None
     seconds: float = 0.0
     message: str = ""
-    node: str = ""  # where it ran, for a farm run (``ironaccel.farm``); "" on this machine
+    node: str = ""  # where it ran, for a farm run (``ironaccel.cts.farm``); "" on this machine
 
     @property
     def ok(self) -> bool:
@@ -96,7 +97,7 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
     The test timer covers the test function only (``timeout_func_only``): armed per call, so a re-run gets
     its own; a whole-protocol timer spans both attempts and is spent by the first. A hang in a fixture, or
     one the signal cannot interrupt, is the watchdog's (``watch_file``: the plugin's ``--watch-file``)."""
-    return [str(suite), "-p", "ironaccel.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:benchmark",
+    return [str(suite), "-p", "ironaccel.cts.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:benchmark",
             "--rootdir", str(suite), "-q",
             "--target", name, "--results-json", str(results_file), "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
             "--reruns", "1", *selection.pytest_args(), *(["--watch-file", str(watch_file)] if watch_file else [])]
@@ -295,7 +296,7 @@ def docker_image(client: Any, simulated: bool) -> str:
     try:
         client.images.get(tag)
     except docker.errors.ImageNotFound:
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         if not (root / dockerfile).is_file():
             raise DockerUnavailable(f"image {tag} is missing and {root / dockerfile} is not there to build it: "
                                  "run from a checkout, or build the image there") from None

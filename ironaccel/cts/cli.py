@@ -50,7 +50,7 @@ exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or
 
 def cmd_devices(args: argparse.Namespace) -> int:
     import ironaccel as ia
-    from .backends import get
+    from ..backends import get
 
     rows = [["backend", "available", "version", "details"]]
     for info in ia.backends():
@@ -210,7 +210,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_fakes_build(args: argparse.Namespace) -> int:
-    from . import fakes
+    from .. import fakes
 
     print(fakes.build())
     return 0
@@ -297,7 +297,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    from .errors import IronAccelError
+    from ..errors import IronAccelError
 
     try:
         return args.func(args)

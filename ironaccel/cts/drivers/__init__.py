@@ -1,8 +1,7 @@
-"""The built-in backends' driver declarations, registered like any plugin's (``backends.BUILTIN_DRIVERS``).
+"""The built-in backends' driver declarations, registered like any plugin's (``targets.BUILTIN_DRIVERS``).
 
-They live here, apart from the backends, while the backend modules are being split into packages; each
-module is to move beside its backend (``backends/cuda/drivers.py``, ``backends/vulkan/drivers.py``) with only
-the registry's spec strings changing.
+They live in the certification platform, apart from the backends: a driver declaration is a ``Target``, which
+the library never imports.
 """
 
 from __future__ import annotations

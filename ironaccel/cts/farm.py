@@ -28,7 +28,7 @@ missing or ``crashed``.
 A farm run gives the results files a plain ``certify`` gives, apart from timings and where it ran
 (``differences``); CI checks it on its own machine::
 
-    python -m ironaccel.farm compare PLAIN_RESULTS FARM_RESULTS
+    python -m ironaccel.cts.farm compare PLAIN_RESULTS FARM_RESULTS
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 from . import certify, results, spec, targets
 from .certify import TARGET_TIMEOUT_S, TEST_TIMEOUT_S, TargetRun
-from .errors import InvalidArgument
+from ..errors import InvalidArgument
 from .results import RunStatus
 from .selection import Selection
 
@@ -413,8 +413,8 @@ def differences(plain: Path, farmed: Path) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m ironaccel.farm compare PLAIN FARM``: exit 1 naming the first differences."""
-    parser = argparse.ArgumentParser(prog="python -m ironaccel.farm")
+    """``python -m ironaccel.cts.farm compare PLAIN FARM``: exit 1 naming the first differences."""
+    parser = argparse.ArgumentParser(prog="python -m ironaccel.cts.farm")
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compare", help="do a farm run's results files say what a plain run's say, times apart?")
     c.add_argument("plain", type=Path, help="the results folder of `ironaccel certify`")
@@ -423,7 +423,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     for folder in (args.plain, args.farm):
         if not folder.is_dir():
-            print(f"python -m ironaccel.farm compare: {folder}: no such results folder", file=sys.stderr)
+            print(f"python -m ironaccel.cts.farm compare: {folder}: no such results folder", file=sys.stderr)
             return 2
     found = differences(args.plain, args.farm)
     if found:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..api import pack_scalars
+from ...api import pack_scalars
 from . import kernels
 from .cases import ALLOC_BYTES, Impl, pageable
 from .stats import timed, timed_each, timed_then

@@ -1,5 +1,5 @@
 """Random sequences of API calls with bad arguments, on one device: what the hardening clauses promise,
-checked the way an adversarial user would (``python -m ironaccel.testing.fuzz``, one target per process).
+checked the way an adversarial user would (``python -m ironaccel.cts.testing.fuzz``, one target per process).
 
 Every call either works or raises an IronAccelError (or a TypeError/ValueError whose message names the op);
 after every sequence, buffers made before it still hold their bytes and a saxpy gives numpy's answer. A
@@ -177,8 +177,8 @@ def run(device: Any, kernels: Callable[[str], Any], examples: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ironaccel import targets
-    from ironaccel.pytest_plugin import conformance_kernels
+    from ironaccel.cts import targets
+    from ironaccel.cts.pytest_plugin import conformance_kernels
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", required=True)

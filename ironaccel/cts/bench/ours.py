@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..pool import MemPool
+from ...pool import MemPool
 from . import kernels
 from .cases import ALLOC_BYTES, GRAPH_LAUNCHES, Impl, pageable
 from .kernels import KernelCall

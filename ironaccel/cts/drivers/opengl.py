@@ -1,4 +1,4 @@
-"""The OpenGL backend's drivers (registered as ``backends.BUILTIN_DRIVERS["opengl"]``): ``llvmpipe``
+"""The OpenGL backend's drivers (registered as ``targets.BUILTIN_DRIVERS["opengl"]``): ``llvmpipe``
 (Mesa's CPU driver, simulated) and ``nvidia``; for each, how a child process selects it, how the harness
 recognises its device, what is missing and how to fix it, and its kernels (conformance/kernels/glsl430).
 
@@ -17,9 +17,9 @@ import glob
 from typing import Callable
 
 from ...api import DeviceInfo
-from ...drivers import python_package_missing, suite_kernels
-from ...targets import Target, count_devices
-from .module import LANG
+from . import python_package_missing, suite_kernels
+from ..targets import Target, count_devices
+from ...backends.opengl.module import LANG
 
 VENDOR_DIRS = ("/usr/share/glvnd/egl_vendor.d", "/etc/glvnd/egl_vendor.d", "/usr/local/share/glvnd/egl_vendor.d")
 DRI_DIRS = ("/usr/lib/x86_64-linux-gnu/dri", "/usr/lib/aarch64-linux-gnu/dri", "/usr/lib64/dri", "/usr/lib/dri")

@@ -2,7 +2,7 @@
 
 A clause is one line of SPEC.md: ``**MEM-3** (required) text...`` or ``**KERNEL-9** (optional) text...``.
 Its area is the part of the id before the dash (``results.ClauseId``). The certification section defines
-each target and backend level on a line of its own (``DEFINITION_LINE``); ``ironaccel.judge`` applies them.
+each target and backend level on a line of its own (``DEFINITION_LINE``); ``ironaccel.cts.judge`` applies them.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def conformance_dir() -> Path:
     found = importlib.util.find_spec("ironaccel.conformance")
     if found is not None and found.submodule_search_locations:
         return Path(list(found.submodule_search_locations)[0])
-    return Path(__file__).resolve().parent.parent / "conformance"
+    return Path(__file__).resolve().parents[2] / "conformance"
 
 
 def load_clauses(spec_md: Path | None = None) -> dict[str, Clause]:
@@ -69,13 +69,13 @@ HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".com
 #: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
 #: interface and errors, the pool (POOL clauses) and the compiled hot path it and the CUDA backend load
 #: (native.py, _fast.c, built by cbuild.py into cache.py's folder), the helpers the tests drive the device with
-#: (testing/: busy work, exhaustion), target and backend registries and the helpers driver declarations share
-#: (drivers/__init__.py), the plugin and the results vocabulary it writes with. Each backend's driver
-#: declarations (drivers/cuda.py, ...) are hashed with that backend instead (``implementation``). Judging and
+#: (cts/testing/: busy work, exhaustion), target and backend registries and the helpers driver declarations
+#: share (cts/drivers/__init__.py), the plugin and the results vocabulary it writes with. Each backend's driver
+#: declarations (cts/drivers/cuda.py, ...) are hashed with that backend instead (``implementation``). Judging and
 #: reporting (judge, status, certify, cli) are not in it: they do not change what a run does.
 SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "cache.py",
-                 "testing", "targets.py", "drivers/__init__.py", "pytest_plugin.py", "results.py", "selection.py", "spec.py",
-                 "backends/__init__.py")
+                 "cts/__init__.py", "cts/testing", "cts/targets.py", "cts/drivers/__init__.py", "cts/pytest_plugin.py", "cts/results.py",
+                 "cts/selection.py", "cts/spec.py", "backends/__init__.py")
 
 
 def _digest(files: list[tuple[str, Path]]) -> str:
@@ -97,7 +97,7 @@ def _tree(label: str, base: Path, exclude: Path | None = None) -> list[tuple[str
 
 def suite_hash() -> str:
     """The "suite" part: conformance/ (but its per-target expectations files) and ``SUITE_LIBRARY``."""
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parent.parent  # ironaccel/: the names above are relative to it
     suite = conformance_dir()
     files = _tree("conformance", suite, exclude=suite / "expectations")
     files += [pair for name in SUITE_LIBRARY for pair in _tree(f"ironaccel/{name}", package / name)]
@@ -126,7 +126,7 @@ def _spec_module(spec_: object) -> str:
 def package_location(backend: str) -> Path | None:
     """Where a registered backend's code lives: its module or package (``ironaccel.backends.cuda``), or a
     third party's whole top-level package; None for a backend that is not registered or not found."""
-    from .backends import registry
+    from ..backends import registry
 
     spec_ = registry().get(backend)
     if spec_ is None:
@@ -140,7 +140,7 @@ def implementation(backend: str) -> list[tuple[str, Path]]:
     declared in, when that lies outside it (the built-ins' ``ironaccel/drivers/<name>.py``). So editing
     drivers/cuda.py stales only cuda's results, and drivers/vulkan.py, which declares the Vulkan and the WebGPU
     targets (both backends' targets are the Vulkan ICDs found), stales vulkan's and webgpu's."""
-    from .backends import driver_declarations
+    from .targets import driver_declarations
 
     where = package_location(backend)
     files = [] if where is None else _tree(f"backend/{backend}", where)
@@ -173,7 +173,7 @@ class Current:
 
 def current(target_names: list[str] | None = None) -> Current:
     """Current hashes for every registered backend and ``target_names`` (default: the target registry)."""
-    from .backends import registry
+    from ..backends import registry
     from .targets import TARGETS
 
     names = list(TARGETS) if target_names is None else list(target_names)

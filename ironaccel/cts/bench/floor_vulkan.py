@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..api import pack_scalars
+from ...api import pack_scalars
 from . import kernels
 from .cases import ALLOC_BYTES, GRAPH_LAUNCHES, Impl, pageable
 from .stats import timed, timed_each, timed_then

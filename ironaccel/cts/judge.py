@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import spec
-from .api import BackendInfo
+from ..api import BackendInfo
 from .results import Outcome, RunStatus
 from .spec import Clause, Current
 from .targets import Target

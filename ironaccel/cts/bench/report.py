@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import tables
-from ..errors import InvalidArgument
+from ...errors import InvalidArgument
 from .cases import C_FLOOR, FLOOR, GRAPH_LAUNCHES, OURS
 from .units import format_ns
 

@@ -9,7 +9,7 @@ With a target it:
 * opens the first device of the backend that ``Target.matches`` — and fails every test, loudly, when no
   device is the driver the target names (a silent fallback to another adapter never passes);
 * requires a ``@pytest.mark.clause("MEM-1", ...)`` on every conformance test, each id defined in SPEC.md;
-* runs the tests ``--only`` / ``--skip`` / ``--shard`` select (``ironaccel.selection``), recording the
+* runs the tests ``--only`` / ``--skip`` / ``--shard`` select (``ironaccel.cts.selection``), recording the
   selection in the results file; the others are deselected, not recorded;
 * with ``--baseline DIR``, compares the run with the target's results file there (``judge.compare``):
   new failures, fixes, newly flaky tests; exit code ``judge.EXIT_REGRESSION`` on a regression;
@@ -19,7 +19,7 @@ With a target it:
 * keeps the digests a test passes to ``record_output`` in its entry (``outputs``), for STATUS.md's
   cross-target agreement table;
 * fails a test that leaves driver diagnostics (``Device.diagnostics()``, e.g. Vulkan validation messages);
-* writes the results file (``--results-json``; schema in ``ironaccel.results``) after every test, so a run
+* writes the results file (``--results-json``; schema in ``ironaccel.cts.results``) after every test, so a run
   that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``;
 * under pytest-rerunfailures (``--reruns 1``, as ``ironaccel certify`` runs it) records a test that failed
   and then passed when re-run as ``flaky``, never ``pass``; one that failed both times is ``fail``;
@@ -177,7 +177,7 @@ class Conformance:
     # -- the device under test ----------------------------------------------------------------------
     def open_device(self) -> Any:
         if self.device is None and not self.device_error:
-            from .backends import get as get_backend
+            from ..backends import get as get_backend
 
             seen = []
             try:
@@ -347,7 +347,7 @@ class Watch:
 
     pytest-timeout's signal method fails a test that runs past its limit only when Python code runs: a
     native wait that retries on EINTR (vkWaitSemaphores, a futex) never sees it, and a thread in the target
-    process may never get the GIL back. So the watchdog is the parent's (``ironaccel.certify``): it reads
+    process may never get the GIL back. So the watchdog is the parent's (``ironaccel.cts.certify``): it reads
     this file, kills a process whose phase is past its limit, and knows which test a crash happened in."""
 
     def __init__(self, path: Path):
@@ -502,7 +502,7 @@ def kernels(request: pytest.FixtureRequest, device: Any) -> Callable[[str], Any]
 
 def conformance_kernels(device: Any, target: Any) -> Callable[[str], Any]:
     """The target's conformance kernels by name, each compiled on ``device`` once (``Target.compile_kernel``):
-    the ``kernels`` fixture, and what ``ironaccel.testing.fuzz`` launches."""
+    the ``kernels`` fixture, and what ``ironaccel.cts.testing.fuzz`` launches."""
     cache: dict[str, Any] = {}
 
     def load(name: str) -> Any:

@@ -9,7 +9,7 @@
  * prints "ready CASE..." (the cases it can time, named as the bench names them) and serves requests on
  * stdin, one per line: "CASE COUNT" runs the operation COUNT times and prints the nanoseconds measured
  * ("error OP CODE NAME" when a driver call failed).
- * What is timed matches the Python implementations (ironaccel/bench/stats.py): "call only" rows time each
+ * What is timed matches the Python implementations (ironaccel/cts/bench/stats.py): "call only" rows time each
  * call with the synchronize after it untimed, "launch.async" and "launch.args4" leave the final synchronize
  * out, everything else is timed whole. End of input ends the program.
  */
