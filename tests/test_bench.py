@@ -125,7 +125,7 @@ def test_quick_run_on_the_fake_libcuda_through_the_command(tmp_path):
     except Exception as exc:
         pytest.skip(f"the fake libcuda cannot be built: {exc}")
     env.update(targets.get("cuda/fake").environment())
-    code = "import sys; from ironaccel import bench; sys.exit(bench.main(sys.argv[1:]))"
+    code = "import sys; from ironaccel.cts import bench; sys.exit(bench.main(sys.argv[1:]))"
     proc = subprocess.run([sys.executable, "-c", code, "--backend", "cuda/fake", "--quick", "--out", str(tmp_path)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
