@@ -69,7 +69,7 @@ def test_code_outside_any_checkout_has_no_repository(tmp_path):
     (tmp_path / "venv" / "pkg" / "__init__.py").write_text("")
     assert submission.repository_of(tmp_path / "venv" / "pkg") is None
     assert submission.repository_of(tmp_path / "a.txt") == tmp_path.resolve()
-    assert submission.repository_of(ROOT / "ironaccel" / "spec.py") == ROOT
+    assert submission.repository_of(ROOT / "ironaccel" / "cts" / "spec.py") == ROOT
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_p
     before = current_of(tree)
 
     def stale_after_editing(module: str) -> dict[str, tuple[str, ...]]:
-        edited = tree / "ironaccel" / "drivers" / module
+        edited = tree / "ironaccel" / "cts" / "drivers" / module
         edited.write_text(edited.read_text() + "\n# an edit\n")
         after = current_of(tree)
         docs = [{"target": {"name": n, "backend": n.partition("/")[0], "driver": n.partition("/")[2]},
