@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from ironaccel import certify, results
+from ironaccel.cts import certify, results
 
 
 def main() -> int:

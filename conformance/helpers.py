@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ironaccel.testing.work import RunningWork, ceil_div, lcg, read
+from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
 __all__ = ["POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
            "poisoned", "random_bytes", "read", "rng", "upload"]

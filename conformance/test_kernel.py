@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
-from ironaccel.spec import conformance_dir
+from ironaccel.cts.spec import conformance_dir
 
 from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
 

@@ -1,6 +1,6 @@
 """MEM-7, POOL-8, ERR-4: a driver's real out-of-memory refusal, the native call it names, the pool's retry.
 
-The device is exhausted in a child process (``ironaccel.testing.exhaust``, which says how each kind of driver
+The device is exhausted in a child process (``ironaccel.cts.testing.exhaust``, which says how each kind of driver
 is exhausted safely), once for the module; the tests judge its report. The child runs inside the first test's
 call, not in a fixture, so a driver that crashes fails the tests (an expectation can then xfail them).
 """
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from ironaccel.testing import exhaust
+from ironaccel.cts.testing import exhaust
 
 CHILD_TIMEOUT_S = 120
 
@@ -27,7 +27,7 @@ def exhausted(target, device):
 
     def report():
         if not runs:
-            runs.append(subprocess.run([sys.executable, "-m", "ironaccel.testing.exhaust", target.name],
+            runs.append(subprocess.run([sys.executable, "-m", "ironaccel.cts.testing.exhaust", target.name],
                                        capture_output=True, text=True, timeout=CHILD_TIMEOUT_S,
                                        env={**os.environ, **target.environment()}))
         proc = runs[0]

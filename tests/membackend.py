@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ironaccel import api, targets
+from ironaccel import api
+from ironaccel.cts import targets
 from ironaccel.backends import register, unregister
-from ironaccel.testing.memdevice import MemDevice
+from ironaccel.cts.testing.memdevice import MemDevice
 
 
 class MemBackend(api.Backend):
@@ -31,8 +32,10 @@ def mem_drivers():
 
 @contextmanager
 def registered():
-    register("mem", MemBackend, mem_drivers)
+    register("mem", MemBackend)
+    targets.register("mem", mem_drivers)
     try:
         yield
     finally:
         unregister("mem")
+        targets.unregister("mem")

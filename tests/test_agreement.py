@@ -1,6 +1,6 @@
 """The cross-target agreement section of STATUS.md (the differential check of the SEM tests)."""
 
-from ironaccel import judge, status
+from ironaccel.cts import judge, status
 
 
 def run(name: str, outputs: dict[str, str] | None) -> judge.Run:

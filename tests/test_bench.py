@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ironaccel import bench
-from ironaccel.bench.units import format_ns
+from ironaccel.cts import bench
+from ironaccel.cts.bench.units import format_ns
 from ironaccel.errors import NotAvailable
-from ironaccel.bench import cases, cfloor, stats
-from ironaccel.bench import report as outputs
+from ironaccel.cts.bench import cases, cfloor, stats
+from ironaccel.cts.bench import report as outputs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -117,14 +117,15 @@ def test_quick_run_on_the_fake_libcuda_through_the_command(tmp_path):
     """The real command, in its own process as a target runs, on cuda/fake: the raw and the C floor measured in
     the same rounds for every case, the launch rows (4 arguments too), goals not judged."""
     pytest.importorskip("cuda.bindings")
-    from ironaccel import fakes, targets
+    from ironaccel import fakes
+    from ironaccel.cts import targets
 
     try:
         env = fakes.child_env()
     except Exception as exc:
         pytest.skip(f"the fake libcuda cannot be built: {exc}")
     env.update(targets.get("cuda/fake").environment())
-    code = "import sys; from ironaccel import bench; sys.exit(bench.main(sys.argv[1:]))"
+    code = "import sys; from ironaccel.cts import bench; sys.exit(bench.main(sys.argv[1:]))"
     proc = subprocess.run([sys.executable, "-c", code, "--backend", "cuda/fake", "--quick", "--out", str(tmp_path)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -150,12 +151,12 @@ GRAPH_ROWS = {f"launch.x{cases.GRAPH_LAUNCHES}", f"graph.x{cases.GRAPH_LAUNCHES}
 def test_quick_run_on_a_software_driver_has_every_row_against_the_raw_floor(tmp_path, target, rows):
     """Launch rows (and the graph replay row where the backend has graphs), copies, synchronize: each
     measured for ironaccel and the raw floor in the same rounds."""
-    from ironaccel import targets
+    from ironaccel.cts import targets
 
     missing = targets.get(target).missing()
     if missing:
         pytest.skip(f"{target} cannot run here: {missing}")
-    code = ("import sys; from pathlib import Path; from ironaccel.bench import report, runner; "
+    code = ("import sys; from pathlib import Path; from ironaccel.cts.bench import report, runner; "
             "r = runner.run(sys.argv[1], peers=False, quick=True, samples=3, sample_ms=0.2, log=lambda line: None); "
             "report.write(r, Path(sys.argv[2]))")
     proc = subprocess.run([sys.executable, "-c", code, target, str(tmp_path)], cwd=ROOT, capture_output=True,
@@ -174,7 +175,7 @@ def c_floor_image():
     """The fake's path and the bench's kernels as PTX (what the C floor gets on cuda/fake)."""
     pytest.importorskip("cuda.bindings")
     from ironaccel import fakes
-    from ironaccel.bench import kernels
+    from ironaccel.cts.bench import kernels
 
     try:
         library = str(fakes.build())
@@ -188,7 +189,7 @@ def c_floor_image():
 
 def test_cuda_image_is_a_cubin_for_a_gpu_that_loads_them_and_ptx_past_what_nvrtc_knows():
     pytest.importorskip("cuda.bindings")
-    from ironaccel.bench import kernels
+    from ironaccel.cts.bench import kernels
 
     lang, image = kernels.cuda_image((9, 0), cubin=True)
     assert lang == "cubin" and image[:4] == b"\x7fELF"
@@ -288,7 +289,7 @@ def test_table_shows_the_ratio_to_the_c_floor_and_the_verdict_of_hardware_goals(
 
 
 def test_table_command_prints_the_table_and_rejects_what_is_not_a_report(tmp_path, capsys):
-    from ironaccel.cli import main
+    from ironaccel.cts.cli import main
 
     assert main(["bench", "--table", str(ROOT / "benchmarks" / "results" / "bench-cuda-nvidia.json")]) == 0
     assert "| operation | ironaccel | C floor |" in capsys.readouterr().out

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import certify, results, spec, targets
-from ironaccel.cli import main
-from ironaccel.selection import Selection
+from ironaccel.cts import certify, results, spec, targets
+from ironaccel.cts.cli import main
+from ironaccel.cts.selection import Selection
 from membackend import registered
 from test_plugin import CONFTEST
 
@@ -399,7 +399,7 @@ def passing_doc(target: str) -> dict:
 
 def test_certificates_and_status_say_the_same_thing(tmp_path):
     """The H200 case: each certificate states what its target proves; STATUS.md combines them."""
-    from ironaccel import judge, status
+    from ironaccel.cts import judge, status
 
     for name in ("webgpu/nvidia", "webgpu/lavapipe"):
         results.dump(passing_doc(name), tmp_path / results.file_name(name))
@@ -417,7 +417,7 @@ def test_certificates_and_status_say_the_same_thing(tmp_path):
 
 
 def test_every_level_is_defined_in_spec_md(tmp_path):
-    from ironaccel import judge
+    from ironaccel.cts import judge
 
     defined = judge.definitions()
     assert [name for kind, name in defined if kind == "target"] == list(judge.TARGET_LEVELS)
@@ -448,7 +448,7 @@ def _package(tmp_path: Path) -> Path:
     """A submission package of passing webgpu/nvidia and webgpu/lavapipe runs, from a dirty git checkout."""
     import subprocess
 
-    from ironaccel import submission
+    from ironaccel.cts import submission
 
     res = tmp_path / "results"
     res.mkdir()

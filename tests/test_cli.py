@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import certify, targets
+from ironaccel.cts import certify, targets
 from ironaccel.backends import registry
-from ironaccel.cli import main
+from ironaccel.cts.cli import main
 
 GOLDEN_RESULTS = Path(__file__).parent / "golden" / "status"
 
@@ -173,7 +173,7 @@ def test_verify_on_a_bad_certificate_says_which_and_why_and_exits_2(tmp_path, ca
 
 
 def _one_test_doc(outcome: str, status: str = "ok") -> dict:
-    from ironaccel import results, spec
+    from ironaccel.cts import results, spec
 
     tests = [{"id": "test_mem.py::test_a", "clauses": ["MEM-1"], "outcome": outcome, "duration": 0.0, "message": ""},
              {"id": "test_mem.py::test_b", "clauses": ["MEM-2"], "outcome": "fail", "duration": 0.0, "message": ""}]
@@ -188,7 +188,7 @@ def _one_test_doc(outcome: str, status: str = "ok") -> dict:
     ("pass", "flaky", 1),  # newly flaky: reported, not a regression
 ])
 def test_certify_baseline_exit_codes(capsys, monkeypatch, tmp_path, before, now, code):
-    from ironaccel import results
+    from ironaccel.cts import results
 
     baseline, out = tmp_path / "baseline", tmp_path / "results"
     baseline.mkdir()
@@ -219,7 +219,7 @@ def test_certify_rejects_a_bad_shard_and_a_missing_baseline(capsys, tmp_path):
 
 
 def test_certify_help_documents_every_exit_code(capsys):
-    from ironaccel import judge
+    from ironaccel.cts import judge
 
     with pytest.raises(SystemExit):
         main(["certify", "--help"])
@@ -230,7 +230,7 @@ def test_certify_help_documents_every_exit_code(capsys):
 
 
 def test_merge_command_says_what_is_wrong(tmp_path, capsys):
-    from ironaccel import results
+    from ironaccel.cts import results
 
     path = tmp_path / "whole.json"
     results.dump(_one_test_doc("pass"), path)
@@ -239,7 +239,7 @@ def test_merge_command_says_what_is_wrong(tmp_path, capsys):
 
 
 def test_pytest_args_pass_the_selection_on():
-    from ironaccel.selection import Selection
+    from ironaccel.cts.selection import Selection
 
     args = certify.pytest_args("webgpu/lavapipe", Path("r.json"), 5, Path("suite"),
                                Selection(("KERNEL-*",), ("test_copy.py::*",), "2/4"))

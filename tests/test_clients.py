@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import clients
+from ironaccel.cts import clients
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,7 +35,7 @@ def test_plugin_records_every_outcome(pytester):
     """)
     pytester.makepyfile(test_broken="import no_such_module_of_a_client")
     record = pytester.path / "record.jsonl"
-    pytester.runpytest_subprocess("-p", "ironaccel.clients", f"--clients-record={record}",
+    pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}",
                                   "--continue-on-collection-errors")
     tests = clients.read_record(record)
     assert tests.pop("test_broken.py") == {
@@ -52,7 +52,7 @@ def test_plugin_records_every_outcome(pytester):
 def test_sample_keeps_one_test_in_n_by_a_hash_of_its_id(pytester):
     pytester.makepyfile(test_many="\n".join(f"def test_{i:02d}(): pass" for i in range(30)))
     record = pytester.path / "record.jsonl"
-    pytester.runpytest_subprocess("-p", "ironaccel.clients", f"--clients-record={record}", "--clients-sample=3")
+    pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}", "--clients-sample=3")
     kept = sorted(clients.read_record(record))
     assert kept == sorted(f"test_many.py::test_{i:02d}" for i in range(30) if clients.in_sample(f"test_many.py::test_{i:02d}", 3))
     assert 3 <= len(kept) <= 20  # a hash, neither all nor none

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import certify, results
-from ironaccel.cli import main
+from ironaccel.cts import certify, results
+from ironaccel.cts.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILES = sorted((ROOT / "ci" / "docker").glob("*.Dockerfile"))

@@ -1,4 +1,4 @@
-"""ironaccel.testing.exhaust (MEM-7, POOL-8): its report on an in-memory device with a memory limit, and its
+"""ironaccel.cts.testing.exhaust (MEM-7, POOL-8): its report on an in-memory device with a memory limit, and its
 refusal to exhaust a GPU that does not say how much memory it has."""
 
 from __future__ import annotations
@@ -7,10 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from ironaccel import api, targets
+from ironaccel import api
+from ironaccel.cts import targets
 from ironaccel.backends import register as register_backend, unregister
-from ironaccel.testing import exhaust
-from ironaccel.testing.memdevice import CATALOGUE, MemDevice
+from ironaccel.cts.testing import exhaust
+from ironaccel.cts.testing.memdevice import CATALOGUE, MemDevice
 
 MiB = 1 << 20
 
@@ -37,7 +38,8 @@ def _backend(memory: int, reported: int):
 def registered(monkeypatch):
     def register(memory: int, reported: int, kind: str):
         target = targets.Target("exhaustme", "limited", kind == "host", recognise=lambda info: True, memory=kind)
-        register_backend("exhaustme", _backend(memory, reported), lambda: [target])
+        register_backend("exhaustme", _backend(memory, reported))
+        targets.register("exhaustme", lambda: [target])
         monkeypatch.setenv("IRONACCEL_TARGET", "")  # exhaust() puts the target's selection into the environment
         monkeypatch.setattr(targets.Target, "compile_kernel",
                             lambda self, device, name: device.python_module(CATALOGUE).kernel(name))
@@ -45,6 +47,7 @@ def registered(monkeypatch):
 
     yield register
     unregister("exhaustme")
+    targets.unregister("exhaustme")
 
 
 def test_a_device_with_a_limit_refuses_and_the_pool_retries(registered):

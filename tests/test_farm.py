@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import certify, farm, results, spec, status, targets
-from ironaccel.cli import main
-from ironaccel.selection import Selection
+from ironaccel.cts import certify, farm, results, spec, status, targets
+from ironaccel.cts.cli import main
+from ironaccel.cts.selection import Selection
 from membackend import MemBackend, mem_drivers, registered
 from test_certify import outcomes, suite
 
@@ -87,8 +87,10 @@ def instant_run(name, results_dir, timeout_s, test_timeout_s, suite=None, select
 def register_mem_backend() -> None:
     """Ray's worker setup hook: the mem backend in every worker process of the test cluster."""
     from ironaccel.backends import register
+    from ironaccel.cts import targets
 
-    register("mem", MemBackend, mem_drivers)
+    register("mem", MemBackend)
+    targets.register("mem", mem_drivers)
 
 
 def test_farm_run_gives_the_same_results_files_as_a_plain_run(tmp_path):

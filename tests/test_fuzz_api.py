@@ -1,4 +1,4 @@
-"""The hardening property test (ironaccel.testing.fuzz) on every simulated target this machine runs, each in
+"""The hardening property test (ironaccel.cts.testing.fuzz) on every simulated target this machine runs, each in
 its own process: a signal or a hang fails the test as surely as an untyped error or a corrupted buffer."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
-from ironaccel import targets
-from ironaccel.testing import fuzz
-from ironaccel.testing.memdevice import CATALOGUE, MemDevice, MemStream
+from ironaccel.cts import targets
+from ironaccel.cts.testing import fuzz
+from ironaccel.cts.testing.memdevice import CATALOGUE, MemDevice, MemStream
 
 SIMULATED = sorted(name for name, t in targets.standard().items() if t.simulated)
 EXAMPLES = 60  # per target, derandomized: the same sequences on every run
@@ -23,7 +23,7 @@ def test_fuzzed_calls_give_typed_errors_and_corrupt_nothing(name):
     why = targets.get(name).missing()
     if why is not None:
         pytest.skip(f"{name} cannot run here: {why}")
-    proc = subprocess.run([sys.executable, "-m", "ironaccel.testing.fuzz", "--target", name, "--examples",
+    proc = subprocess.run([sys.executable, "-m", "ironaccel.cts.testing.fuzz", "--target", name, "--examples",
                            str(EXAMPLES)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"exit {proc.returncode} (negative: a signal)\n{proc.stdout[-3000:]}{proc.stderr[-6000:]}"
     assert "every error typed, nothing corrupted" in proc.stdout

@@ -37,7 +37,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_wheel_carries_the_suite_and_the_plugin_its_kernels(installed, tmp_path):
-    code = ("import ironaccel, ironaccel.spec as s, ironaccel.targets as t; "
+    code = ("import ironaccel, ironaccel.cts.spec as s, ironaccel.cts.targets as t; "
             "print(ironaccel.__file__); print(s.conformance_dir()); "
             "print(t.get('opencl/pocl').kernels[0].folder); print(t.get('opencl/pocl').expectations_file)")
     proc = run([str(installed), "-c", code], tmp_path)
@@ -51,7 +51,7 @@ def test_the_wheel_carries_the_suite_and_the_plugin_its_kernels(installed, tmp_p
 
 
 def _runnable(python: Path, target: str, cwd: Path) -> str | None:
-    proc = run([str(python), "-c", f"from ironaccel import targets; print(targets.get({target!r}).missing())"], cwd)
+    proc = run([str(python), "-c", f"from ironaccel.cts import targets; print(targets.get({target!r}).missing())"], cwd)
     assert proc.returncode == 0, proc.stderr
     why = proc.stdout.strip().splitlines()[-1]
     return None if why == "None" else why

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "ci" / "mutants"))
 
 import run  # noqa: E402
-from ironaccel import spec  # noqa: E402
+from ironaccel.cts import spec  # noqa: E402
 from catalogue import MUTANTS  # noqa: E402
 
 AREAS = {"webgpu", "vulkan", "cuda", "opengl", "pool", "plugin", "fake"}

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
-from ironaccel import targets
+from ironaccel.cts import targets
 from ironaccel.backends import get, unregister
 from ironaccel.errors import InvalidArgument
 
@@ -42,9 +42,11 @@ def opencl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         monkeypatch.syspath_prepend(str(path))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(PLUGIN), str(ROOT), os.environ.get("PYTHONPATH", "")]))
     unregister("opencl")  # forget registry answers cached before the plugin was there
+    targets.unregister("opencl")
     yield
     monkeypatch.undo()
     unregister("opencl")
+    targets.unregister("opencl")
 
 
 def test_nothing_in_ironaccel_names_opencl():

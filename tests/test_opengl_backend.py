@@ -19,12 +19,12 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
-from ironaccel import targets
+from ironaccel.cts import targets
 from ironaccel.api import DeviceInfo, Limits, Param
 from ironaccel.backends.opengl import gl as GL
 from ironaccel.backends.opengl.module import _with_block
 
-from ironaccel.testing.work import RunningWork
+from ironaccel.cts.testing.work import RunningWork
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels" / "glsl430"
 TARGETS = ["opengl/llvmpipe", "opengl/nvidia"]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import results
+from ironaccel.cts import results
 
 TESTS_DIR = Path(__file__).resolve().parent
 
@@ -18,8 +18,10 @@ import sys
 sys.path.insert(0, {str(TESTS_DIR)!r})
 from membackend import MemBackend, mem_drivers
 from ironaccel.backends import register
+from ironaccel.cts import targets
 
-register("mem", MemBackend, mem_drivers)
+register("mem", MemBackend)
+targets.register("mem", mem_drivers)
 """
 
 OUTCOMES_TESTS = """
@@ -88,7 +90,7 @@ NOPE-9  xfail  matches nothing
 def run(pytester: pytest.Pytester, target: str, *args: str) -> tuple[pytest.RunResult, dict]:
     pytester.makeconftest(CONFTEST)
     out = pytester.path / "results.json"
-    result = pytester.runpytest_subprocess("-p", "ironaccel.pytest_plugin", "--target", target,
+    result = pytester.runpytest_subprocess("-p", "ironaccel.cts.pytest_plugin", "--target", target,
                                            "--results-json", str(out), *args)
     return result, (json.loads(out.read_text()) if out.exists() else {})
 
@@ -171,7 +173,7 @@ def test_c_never_runs():
 
 def test_without_a_target_conformance_fixtures_say_how(pytester: pytest.Pytester) -> None:
     pytester.makepyfile("import pytest\n@pytest.mark.clause('MEM-1')\ndef test_x(device):\n    pass\n")
-    result = pytester.runpytest_subprocess("-p", "ironaccel.pytest_plugin")
+    result = pytester.runpytest_subprocess("-p", "ironaccel.cts.pytest_plugin")
     result.stdout.fnmatch_lines(["*pass --target backend/driver*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
@@ -263,9 +265,9 @@ def test_without_a_target_the_plugin_leaves_hypothesis_alone(pytester: pytest.Py
     pytester.makepyfile(test_profile=PROFILE_TEST)
     # Hypothesis' own default differs by machine (it derandomizes when it detects CI), so the baseline is a
     # run without the plugin.
-    bare = pytester.runpytest_subprocess("-p", "no:ironaccel.pytest_plugin", "-s")
+    bare = pytester.runpytest_subprocess("-p", "no:ironaccel.cts.pytest_plugin", "-s")
     [expected] = [line for line in bare.outlines if "PROFILE" in line]
-    result = pytester.runpytest_subprocess("-p", "ironaccel.pytest_plugin", "-s")
+    result = pytester.runpytest_subprocess("-p", "ironaccel.cts.pytest_plugin", "-s")
     result.stdout.fnmatch_lines([f"*{expected.split('test_profile.py ')[-1]}*"])
     assert result.ret == pytest.ExitCode.OK
 
@@ -274,7 +276,7 @@ def test_the_ini_option_gives_a_session_the_ci_profile(pytester: pytest.Pytester
     monkeypatch.setenv("HYPOTHESIS_PROFILE", "ci")
     pytester.makepyfile(test_profile=PROFILE_TEST)
     pytester.makeini("[pytest]\nironaccel_hypothesis_profiles = true\n")
-    result = pytester.runpytest_subprocess("-p", "ironaccel.pytest_plugin", "-s")
+    result = pytester.runpytest_subprocess("-p", "ironaccel.cts.pytest_plugin", "-s")
     result.stdout.fnmatch_lines(["*PROFILE 25 True*"])
 
 
@@ -353,7 +355,7 @@ def test_only_and_skip_select_by_clause_and_test_id(pytester: pytest.Pytester) -
 
 
 def test_shards_split_the_selection_interleaved_and_merge_back(pytester: pytest.Pytester, tmp_path) -> None:
-    from ironaccel import certify
+    from ironaccel.cts import certify
 
     pytester.makepyfile(test_sel=SELECTION_TESTS)
     _, whole = run(pytester, "mem/test")

@@ -12,7 +12,7 @@ import pytest
 from ironaccel.api import Buffer
 from ironaccel.errors import InvalidArgument, OutOfMemory, UseAfterFree
 from ironaccel.pool import BUCKET_SIZES, FRONT_SLOTS, MemPool, PooledBuffer, PoolStats, bucket_size
-from ironaccel.testing.memdevice import CATALOGUE, JUNK, MemDevice
+from ironaccel.cts.testing.memdevice import CATALOGUE, JUNK, MemDevice
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -477,7 +477,7 @@ _WHICH_POOL = """
 import threading
 from ironaccel import native, pool as P
 from ironaccel.errors import InvalidArgument
-from ironaccel.testing.memdevice import MemDevice
+from ironaccel.cts.testing.memdevice import MemDevice
 dev = MemDevice(1 << 26)
 s, other = dev.create_stream(), dev.create_stream()
 pool = P.MemPool(dev, s)

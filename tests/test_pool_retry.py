@@ -10,8 +10,8 @@ import sys
 import pytest
 
 import ironaccel as ia
-from ironaccel.testing.memdevice import MemBuffer, MemDevice
-from ironaccel import targets
+from ironaccel.cts.testing.memdevice import MemBuffer, MemDevice
+from ironaccel.cts import targets
 
 RETRY_ON_THE_FAKE = r"""
 import numpy as np, ironaccel as ia

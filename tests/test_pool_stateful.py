@@ -21,7 +21,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initial
 
 from ironaccel.errors import InvalidArgument, UseAfterFree
 from ironaccel.pool import MemPool, bucket_size
-from ironaccel.testing.memdevice import MemDevice
+from ironaccel.cts.testing.memdevice import MemDevice
 
 KiB, MiB = 1 << 10, 1 << 20
 MAX_ALLOC = 3 * MiB  # so that requests of 2..3 MiB exercise "the bucket is more than the device allows"

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from ironaccel import results
+from ironaccel.cts import results
 
 
 def good() -> dict:
@@ -162,7 +162,7 @@ def test_clause_id_parse():
 
 
 def test_document_without_a_device_is_valid_and_says_the_targets_kind():
-    from ironaccel.targets import Target
+    from ironaccel.cts.targets import Target
 
     doc = results.document(Target("cuda", "fake", True), {"suite": "0123456789abcdef"}, "2026-11-30T04:30:00Z", "crashed",
                            "no device", [{"id": "b::x", "clauses": ["MEM-1"], "outcome": "not-run", "duration": 0.0,

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import judge, results, spec, status
+from ironaccel.cts import judge, results, spec, status
 from ironaccel.api import BackendInfo
 from ironaccel.backends import BUILTIN
-from ironaccel.targets import Target, standard
+from ironaccel.cts.targets import Target, standard
 
 GOLDEN = Path(__file__).parent / "golden" / "status"
 REPO = Path(__file__).resolve().parent.parent
@@ -247,7 +247,7 @@ def current_of(tree: Path) -> spec.Current:
     import subprocess
     import sys
 
-    code = ("import json; from ironaccel import spec; c = spec.current(); "
+    code = ("import json; from ironaccel.cts import spec; c = spec.current(); "
             "print(json.dumps({'suite': c.suite, 'implementations': c.implementations}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
                          capture_output=True, text=True, check=True, timeout=300).stdout

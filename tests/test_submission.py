@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import ironaccel
-from ironaccel import certify, results, submission, targets
+from ironaccel.cts import certify, results, submission, targets
 from ironaccel.backends import register, unregister
-from ironaccel.cli import main
+from ironaccel.cts.cli import main
 from test_certify import passing_doc
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,7 +69,7 @@ def test_code_outside_any_checkout_has_no_repository(tmp_path):
     (tmp_path / "venv" / "pkg" / "__init__.py").write_text("")
     assert submission.repository_of(tmp_path / "venv" / "pkg") is None
     assert submission.repository_of(tmp_path / "a.txt") == tmp_path.resolve()
-    assert submission.repository_of(ROOT / "ironaccel" / "spec.py") == ROOT
+    assert submission.repository_of(ROOT / "ironaccel" / "cts" / "spec.py") == ROOT
 
 
 @pytest.fixture
@@ -80,9 +80,11 @@ def plugin_repository(tmp_path, monkeypatch):
     (repo / "tinyplug" / "__init__.py").write_text(PLUGIN + "\n# an uncommitted edit\n")
     (repo / "tinyplug" / "extra.py").write_text("UNTRACKED = 1\n")
     monkeypatch.syspath_prepend(str(repo))
-    register("tiny", backend="tinyplug:TinyBackend", drivers=lambda: [targets.Target("tiny", "sim", True)])
+    register("tiny", "tinyplug:TinyBackend")
+    targets.register("tiny", lambda: [targets.Target("tiny", "sim", True)])
     yield repo, commit
     unregister("tiny")
+    targets.unregister("tiny")
 
 
 def test_package_records_the_plugins_own_repository_and_ironaccels(tmp_path, plugin_repository, capsys):
@@ -124,7 +126,8 @@ def test_a_backend_installed_outside_a_checkout_records_why_there_is_no_commit(t
     (site / "tinysite").mkdir(parents=True)
     (site / "tinysite" / "__init__.py").write_text(PLUGIN)
     monkeypatch.syspath_prepend(str(site))
-    register("tiny", backend="tinysite:TinyBackend", drivers=lambda: [targets.Target("tiny", "sim", True)])
+    register("tiny", "tinysite:TinyBackend")
+    targets.register("tiny", lambda: [targets.Target("tiny", "sim", True)])
     try:
         res = tmp_path / "results"
         res.mkdir()
@@ -132,6 +135,7 @@ def test_a_backend_installed_outside_a_checkout_records_why_there_is_no_commit(t
         manifest = json.loads((submission.package(res, tmp_path / "pkg") / "MANIFEST.json").read_text())
     finally:
         unregister("tiny")
+        targets.unregister("tiny")
     state = manifest["git"]["backends"]["tiny"]
     assert state["commit"] == "" and state["dirty"] is None
     assert state["note"] == f"the tiny backend ({site / 'tinysite'}) is not in a git checkout"

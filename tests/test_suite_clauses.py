@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ironaccel import spec
+from ironaccel.cts import spec
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 

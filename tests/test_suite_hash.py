@@ -6,13 +6,13 @@ import ast
 import importlib
 from pathlib import Path
 
-from ironaccel import spec
-from ironaccel.backends import BUILTIN_DRIVERS
+from ironaccel.cts import spec
+from ironaccel.cts.targets import BUILTIN_DRIVERS
 
 ROOT = Path(__file__).resolve().parent.parent
 #: Hashed elsewhere: each backend's package is its own part, the fake's loader is part of cuda/fake's driver;
 #: and judge, which the plugin calls only to compare a finished run with a baseline (it changes no outcome).
-HASHED_APART = ("ironaccel.backends.", "ironaccel.fakes", "ironaccel.judge")
+HASHED_APART = ("ironaccel.backends.", "ironaccel.fakes", "ironaccel.cts.judge")
 #: The built-in driver declarations: every run loads them (the target registry), each is hashed with the
 #: backends it declares (test below), and what they import must be hashed somewhere too.
 DECLARATIONS = {spec_.partition(":")[0] for spec_ in BUILTIN_DRIVERS.values()}
@@ -41,7 +41,7 @@ def _imports(path: Path, package: str) -> set[str]:
 def _executed_library_modules() -> set[str]:
     """ironaccel modules reached from conformance/, the pytest plugin and the driver declarations, following
     imports (but not into what is hashed apart)."""
-    todo = {"ironaccel.pytest_plugin"} | DECLARATIONS
+    todo = {"ironaccel.cts.pytest_plugin"} | DECLARATIONS
     for f in (ROOT / "conformance").rglob("*.py"):
         todo |= _imports(f, "conformance")
     seen: set[str] = set()
@@ -62,8 +62,8 @@ def test_every_library_module_a_run_executes_is_in_the_suite_hash() -> None:
     executed = _executed_library_modules()
     missing = sorted(m for m in executed - DECLARATIONS if not covered(_module_file(m)))
     assert not missing, f"modules a conformance run executes but the suite hash ignores: {missing}"
-    assert "ironaccel.testing.work" in executed  # the walk follows conformance's imports
-    assert "ironaccel.drivers" in executed  # and the declarations' (their shared helpers)
+    assert "ironaccel.cts.testing.work" in executed  # the walk follows conformance's imports
+    assert "ironaccel.cts.drivers" in executed  # and the declarations' (their shared helpers)
     in_suite = sorted(m for m in DECLARATIONS if covered(_module_file(m)) and _module_file(m).name != "__init__.py")
     assert not in_suite, f"driver declarations in the suite part (editing one would stale every backend): {in_suite}"
 
@@ -76,14 +76,14 @@ def test_each_driver_declaration_is_hashed_with_the_backends_it_declares() -> No
         declaration = imported(declared.partition(":")[0])
         files = {path.resolve() for _, path in spec.implementation(backend)}
         assert declaration in files, f"{declaration} is not in backend {backend}'s part"
-    assert imported("ironaccel.drivers.vulkan") not in {p.resolve() for _, p in spec.implementation("cuda")}
+    assert imported("ironaccel.cts.drivers.vulkan") not in {p.resolve() for _, p in spec.implementation("cuda")}
 
 
 def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_path) -> None:
     """drivers/cuda.py declares cuda's targets, drivers/vulkan.py vulkan's and webgpu's (the same ICDs)."""
     import shutil
 
-    from ironaccel import judge
+    from ironaccel.cts import judge
     from test_status import current_of
 
     tree = tmp_path / "checkout"
@@ -94,7 +94,7 @@ def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_p
     before = current_of(tree)
 
     def stale_after_editing(module: str) -> dict[str, tuple[str, ...]]:
-        edited = tree / "ironaccel" / "drivers" / module
+        edited = tree / "ironaccel" / "cts" / "drivers" / module
         edited.write_text(edited.read_text() + "\n# an edit\n")
         after = current_of(tree)
         docs = [{"target": {"name": n, "backend": n.partition("/")[0], "driver": n.partition("/")[2]},

@@ -1,7 +1,7 @@
 """Command-line tables: aligned columns, and a last column that wraps to the terminal's width; Markdown
 tables with right-aligned columns."""
 
-from ironaccel import tables
+from ironaccel.cts import tables
 
 ROWS = [["target", "runnable", "what to do"],
         ["vulkan/nvidia", "no", "needs an NVIDIA GPU with its driver's Vulkan ICD (nvidia_icd.json) and libvulkan1"],

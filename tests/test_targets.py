@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import certify, results, targets
+from ironaccel.cts import certify, results, targets
 from ironaccel.api import DeviceInfo, Limits
-from ironaccel.backends import drivers, get, register, registry, unregister
-from ironaccel.drivers import vulkan as vulkan_drivers
+from ironaccel.backends import get, registry, unregister
+from ironaccel.cts.drivers import vulkan as vulkan_drivers
 from ironaccel.errors import InvalidArgument
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,9 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 # two drivers.
 THROWAWAY = '''
 from pathlib import Path
-from ironaccel.testing.memdevice import MemDevice
+from ironaccel.cts.testing.memdevice import MemDevice
 from ironaccel import api
-from ironaccel.targets import Target
+from ironaccel.cts.targets import Target
 
 HERE = Path(__file__).resolve().parent
 
@@ -88,10 +88,12 @@ def throwaway(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     make_distribution(site)
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    unregister("mem")  # forget what the registry cached before the distribution existed
+    unregister("mem")  # forget what the registries cached before the distribution existed
+    targets.unregister("mem")
     yield site
     monkeypatch.undo()
     unregister("mem")
+    targets.unregister("mem")
 
 
 def test_an_installed_distribution_registers_its_backend_and_drivers(throwaway):
@@ -115,13 +117,15 @@ def test_an_entry_point_cannot_take_a_built_in_name(tmp_path, monkeypatch):
     (info / "entry_points.txt").write_text("[ironaccel.backends]\ncuda = impostor:Backend\n\n"
                                            "[ironaccel.drivers]\ncuda = impostor:drivers\n")
     monkeypatch.syspath_prepend(str(site))
-    unregister("cuda")  # forgets the cached registry; the built-in stays
+    unregister("cuda")  # forgets the cached registries; the built-in stays
+    targets.unregister("cuda")
     try:
         assert registry()["cuda"] == "ironaccel.backends.cuda:CudaBackend"
-        assert {"cuda/fake", "cuda/nvidia"} <= set(drivers())
+        assert {"cuda/fake", "cuda/nvidia"} <= set(targets.registered_drivers())
     finally:
         monkeypatch.undo()
         unregister("cuda")
+        targets.unregister("cuda")
 
 
 def test_a_throwaway_distribution_certifies(throwaway, tmp_path):
@@ -153,13 +157,13 @@ def test_register_in_process_and_a_broken_drivers_function():
     def broken():
         raise RuntimeError("no such thing")
 
-    register("broken", drivers=broken)
+    targets.register("broken", broken)
     try:
         with pytest.warns(UserWarning, match="drivers of backend 'broken'.*RuntimeError: no such thing"):
-            assert not any(name.startswith("broken/") for name in drivers())
-        assert "cuda/fake" in drivers()
+            assert not any(name.startswith("broken/") for name in targets.registered_drivers())
+        assert "cuda/fake" in targets.registered_drivers()
     finally:
-        unregister("broken")
+        targets.unregister("broken")
     with pytest.raises(InvalidArgument, match="targets.get: unknown target 'broken/x'"):
         targets.get("broken/x")
     with pytest.raises(TypeError):
@@ -167,12 +171,12 @@ def test_register_in_process_and_a_broken_drivers_function():
 
 
 def test_a_driver_declared_for_another_backend_is_ignored():
-    register("one", drivers=lambda: [targets.Target("other", "x", True)])
+    targets.register("one", lambda: [targets.Target("other", "x", True)])
     try:
         with pytest.warns(UserWarning, match="declared other/x, not a driver of 'one'"):
-            assert "other/x" not in drivers()
+            assert "other/x" not in targets.registered_drivers()
     finally:
-        unregister("one")
+        targets.unregister("one")
 
 
 def manifest(folder: Path, name: str, library: str) -> Path:
@@ -327,7 +331,7 @@ def test_a_probe_that_fails_is_asked_again_and_one_an_icd_crashed_is_not(tmp_pat
 def test_native_ops_are_looked_up_in_the_runtime():
     for runtime in ("cuda.bindings", "vulkan", "wgpu"):
         pytest.importorskip(runtime)
-    from ironaccel.drivers.cuda import native_op as cuda_op
+    from ironaccel.cts.drivers.cuda import native_op as cuda_op
 
     assert cuda_op("cuMemAllocAsync") and cuda_op("nvrtcCompileProgram")
     assert not cuda_op("CUDA_ERROR_OUT_OF_MEMORY") and not cuda_op("Device.alloc") and not cuda_op("cuNoSuchCall")

@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ironaccel as ia
-from ironaccel import targets
+from ironaccel.cts import targets
 from ironaccel.api import Param
 from ironaccel.backends.vulkan.pipeline import DescriptorPool
 

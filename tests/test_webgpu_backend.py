@@ -16,7 +16,7 @@ import sys
 import numpy as np
 import pytest
 
-from ironaccel import targets
+from ironaccel.cts import targets
 
 WEBGPU = ["webgpu/lavapipe", "webgpu/swiftshader"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ironaccel import results, targets
+from ironaccel.cts import results, targets
 from ironaccel.backends import BUILTIN
 
 ROOT = Path(__file__).resolve().parent.parent

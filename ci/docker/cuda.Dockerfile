@@ -25,7 +25,7 @@ COPY pyproject.toml README.md /opt/ironaccel/src/
 COPY ironaccel /opt/ironaccel/src/ironaccel
 COPY conformance /opt/ironaccel/src/conformance
 COPY fakes /opt/ironaccel/src/fakes
-RUN pip install -e "/opt/ironaccel/src[webgpu,vulkan,cuda,opengl]"
+RUN pip install -e "/opt/ironaccel/src[cts,webgpu,vulkan,cuda,opengl]"
 
 # uid 1000 is the base image's "ubuntu" user
 USER 1000

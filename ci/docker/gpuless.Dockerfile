@@ -30,7 +30,7 @@ COPY fakes /opt/ironaccel/src/fakes
 COPY plugins /opt/ironaccel/src/plugins
 # Editable: the fake libcuda's C sources are found beside the package; the fake is built now, so a
 # container run by any user finds it in the (read-only for them) cache.
-RUN pip install -e "/opt/ironaccel/src[webgpu,vulkan,cuda,opengl]" \
+RUN pip install -e "/opt/ironaccel/src[cts,webgpu,vulkan,cuda,opengl]" \
     && pip install -e /opt/ironaccel/src/plugins/ironaccel-opencl \
     && ironaccel fakes build \
     && chmod -R a+rX "$IRONACCEL_CACHE" \

@@ -35,7 +35,7 @@ CLAUSE_STATES = {"DEV-1": "pass", "MEM-1": "fail", "MEM-2": "flaky", "MEM-3": "f
 
 def run_canary(target: str, results_dir: Path) -> Path:
     """The canary run, with certify's own pytest command line plus the canary's expectations file."""
-    from ironaccel import certify, results, targets
+    from ironaccel.cts import certify, results, targets
 
     out = results_dir / results.file_name(target)
     cmd = [sys.executable, "-m", "pytest", *certify.pytest_args(target, out, 60, CANARY),
@@ -54,8 +54,8 @@ def synthetic(doc: dict, clauses: dict, status: str, flaky: str | None = None) -
 
 
 def check(results_file: Path) -> list[str]:
-    from ironaccel import judge, results, spec
-    from ironaccel.results import Outcome
+    from ironaccel.cts import judge, results, spec
+    from ironaccel.cts.results import Outcome
 
     problems = []
     if not results_file.exists():

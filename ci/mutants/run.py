@@ -40,7 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from catalogue import MUTANTS, Mutant  # noqa: E402
 
-from ironaccel import spec, tables  # noqa: E402
+from ironaccel.cts import spec, tables  # noqa: E402
 
 COPIED = ("ironaccel", "conformance", "fakes", "pyproject.toml")
 THRESHOLD = 0.95

@@ -1,17 +1,15 @@
-"""The registry of backends and of their drivers (the targets the conformance suite runs on).
+"""The registry of backends.
 
-A backend distribution registers two things, each by an entry point named after the backend:
+A backend distribution registers its ``Backend`` subclass by an entry point in group ``ironaccel.backends``,
+named after the backend: ``"package.module:Class"``. (Its drivers, the targets the conformance suite runs
+on, it registers in group ``ironaccel.drivers``, which the certification platform reads:
+``ironaccel.cts.targets``.)
 
-* group ``ironaccel.backends``: the ``Backend`` subclass, ``"package.module:Class"``;
-* group ``ironaccel.drivers``: a function ``"package.module:drivers"`` returning that backend's drivers as
-  ``ironaccel.targets.Target`` objects (called once per process; it may scan the machine, e.g. ICD files).
-
-The built-in backends are not entry points: ``BUILTIN`` and ``BUILTIN_DRIVERS`` list them in the same
-``"module:attribute"`` form, read by the same loader before the entry points (so a plain checkout on
-``PYTHONPATH`` works without installing, and an entry point cannot take a built-in's name); ``register`` adds
-to (or overrides) both for one process (tests, embedding). Backend modules import their native runtime
-lazily, so loading the registry never fails because a runtime is missing, and a broken plugin makes its
-backend unavailable, never the registry.
+The built-in backends are not entry points: ``BUILTIN`` lists them in the same ``"module:attribute"`` form,
+read by the same loader before the entry points (so a plain checkout on ``PYTHONPATH`` works without
+installing, and an entry point cannot take a built-in's name); ``register`` adds to (or overrides) it for one
+process (tests, embedding). Backend modules import their native runtime lazily, so loading the registry never
+fails because a runtime is missing, and a broken plugin makes its backend unavailable, never the registry.
 """
 
 from __future__ import annotations
@@ -21,21 +19,15 @@ import importlib
 import os
 import shutil
 import tempfile
-import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from functools import cache
 from importlib.metadata import entry_points
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..api import Backend, BackendInfo
-from ..errors import InvalidArgument, NotAvailable
-
-if TYPE_CHECKING:
-    from ..targets import Target
+from ..errors import NotAvailable
 
 ENTRY_POINT_GROUP = "ironaccel.backends"
-DRIVERS_GROUP = "ironaccel.drivers"
 
 BUILTIN: dict[str, str] = {
     "cuda": "ironaccel.backends.cuda:CudaBackend",
@@ -51,44 +43,27 @@ BUILTIN: dict[str, str] = {
     "neuron": "ironaccel.backends.probes:NeuronProbe",
 }
 
-#: The built-in backends' driver lists (to move beside each backend, e.g. backends/vulkan/drivers.py).
-BUILTIN_DRIVERS: dict[str, str] = {
-    "cuda": "ironaccel.drivers.cuda:drivers",
-    "vulkan": "ironaccel.drivers.vulkan:vulkan_drivers",
-    "webgpu": "ironaccel.drivers.vulkan:webgpu_drivers",
-    "opengl": "ironaccel.backends.opengl.drivers:drivers",
-}
-
 _registered_backends: dict[str, Any] = {}  # register(): name -> "module:Class" or a Backend subclass
-_registered_drivers: dict[str, Any] = {}  # register(): name -> "module:function" or the function
 
 
-def register(name: str, backend: str | type[Backend] | None = None,
-             drivers: str | Callable[[], Iterable[Target]] | None = None) -> None:
-    """Register ``backend`` and/or its ``drivers`` in this process, as the two entry points would.
+def register(name: str, backend: str | type[Backend]) -> None:
+    """Register ``backend`` (``"module:Class"`` or the class) as ``name`` in this process, as its entry point would.
 
     For tests and programs that embed ironaccel; a registration made here is not seen by child processes
-    (``ironaccel certify`` runs each target in one): a distribution declares entry points instead."""
-    if backend is None and drivers is None:
-        raise InvalidArgument("backends.register", f"register {name!r} with a backend, its drivers, or both")
-    if backend is not None:
-        _registered_backends[name] = backend
-    if drivers is not None:
-        _registered_drivers[name] = drivers
+    (``ironaccel certify`` runs each target in one): a distribution declares an entry point instead."""
+    _registered_backends[name] = backend
     _forget()
 
 
 def unregister(name: str) -> None:
     """Undo ``register(name, ...)``; built-ins and entry points stay."""
     _registered_backends.pop(name, None)
-    _registered_drivers.pop(name, None)
     _forget()
 
 
 def _forget() -> None:
     registry.cache_clear()
     get.cache_clear()
-    drivers.cache_clear()
 
 
 def _load(spec: Any) -> Any:
@@ -135,33 +110,6 @@ def infos() -> list[BackendInfo]:
         except NotAvailable as exc:
             out.append(BackendInfo(name, False, exc.detail))
     return out
-
-
-def driver_declarations() -> dict[str, Any]:
-    """Backend name -> where its drivers are declared: "module:function" (or the function, for ``register``)."""
-    return _declared(DRIVERS_GROUP, BUILTIN_DRIVERS, _registered_drivers)
-
-
-@cache
-def drivers() -> Mapping[str, Target]:
-    """Target name -> Target from every backend's registered drivers (read-only; ``register`` adds more).
-
-    A drivers function that raises is reported as a warning and contributes nothing."""
-    found: dict[str, Target] = {}
-    for backend, spec in driver_declarations().items():
-        try:
-            declared = list(_load(spec)())
-        except Exception as exc:
-            warnings.warn(f"ironaccel: the drivers of backend {backend!r} ({spec}) could not be loaded: "
-                          f"{type(exc).__name__}: {exc}", stacklevel=2)
-            continue
-        for target in declared:
-            if target.backend != backend:
-                warnings.warn(f"ironaccel: {spec} declared {target.name}, not a driver of {backend!r}; ignored",
-                              stacklevel=2)
-                continue
-            found.setdefault(target.name, target)
-    return MappingProxyType(found)
 
 
 def quiet_display_probing() -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ironaccel.api import DeviceInfo
-from ironaccel.targets import KernelDialect, Target, count_devices
+from ironaccel.cts.targets import KernelDialect, Target, count_devices
 
 HERE = Path(__file__).resolve().parent
 VENDORS = Path("/etc/OpenCL/vendors")

@@ -1,0 +1,676 @@
+"""Runs the conformance suite on targets, each in its own process (or Docker container), and writes, per
+target, beside each other in the results folder (for webgpu/lavapipe)::
+
+    webgpu-lavapipe.json        the results file (``ironaccel.cts.results``), the only input of STATUS.md
+    webgpu-lavapipe.junit.xml   the same run as JUnit XML, for CI systems (made from the results file, so a
+                                run that crashed or timed out has one too, its unfinished tests as errors)
+    webgpu-lavapipe.cert.json   the certificate: what the target proves (``judge.target_level``), every
+                                required clause, environment, hashes
+    webgpu-lavapipe.cert.md     the certificate for people
+
+Each test has a time limit (pytest-timeout, signal method: the hung test fails and the run goes on) and a
+failing test is re-run once (pytest-rerunfailures; the plugin records a pass on re-run as ``flaky``).
+A target process that crashes or hangs is never lost: the plugin rewrites its results file after every test
+(status "crashed" until the run ends), and past the target's time limit the process is killed and the file
+marked "timeout". A target that wrote no file at all gets one here saying so.
+
+The signal reaches only Python code: a test blocked in a native wait (an endless kernel behind a
+``synchronize()`` without timeout) would hold the run until the target's limit. So certify watches each
+test phase too (the plugin's ``--watch-file``): a phase still running ``WATCHDOG_GRACE_S`` past its limit
+has its process killed, and a process that dies in a test (a signal, ``os._exit``) is named by it; that test
+is recorded as a failure saying so, and the run goes on in a new process with the tests not yet run
+(``run_target``), into the same results file.
+
+A certificate holds nothing that its results file and the suite do not determine (no issue time), so
+``verify`` recomputes it and compares: results file changed, or the certificate's own facts edited →
+tampered; then the suite or the target's own parts changed → stale. Shards of one run are joined by
+``merge``; ``ironaccel.cts.submission`` bundles a results folder into a package that is verified whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import __version__
+from . import judge, results, spec, tables, targets
+from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
+from .selection import Selection
+
+TARGET_TIMEOUT_S = 1800
+TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
+WATCHDOG_GRACE_S = 5.0  # how long past its limit a test phase may run before its process is killed
+WATCHDOG_POLL_S = 0.5
+CERTIFICATE_SCHEMA = 2  # 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"
+
+#: ``ironaccel certify --verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
+VERIFY_VALID, VERIFY_STALE, VERIFY_TAMPERED = 0, 3, 4
+
+#: Images of ``--docker`` runs: simulated targets run in the GPU-less image, hardware ones in the CUDA image.
+DOCKERFILES = {True: "ci/docker/gpuless.Dockerfile", False: "ci/docker/cuda.Dockerfile"}
+CONTAINER_RESULTS = "/results"
+
+
+@dataclass
+class TargetRun:
+    target: str
+    results_file: Path
+    status: str  # a RunStatus value
+    summary: dict[str, int] | None = None
+    seconds: float = 0.0
+    message: str = ""
+    node: str = ""  # where it ran, for a farm run (``ironaccel.cts.farm``); "" on this machine
+
+    @property
+    def ok(self) -> bool:
+        """The run finished and every test ran without a failure or an unexpected pass."""
+        return results.without_failures(self.status, self.summary)
+
+
+def runnable_targets() -> list[str]:
+    """Every target this machine can run (``ironaccel doctor`` explains the others)."""
+    return [name for name, t in targets.TARGETS.items() if t.missing() is None]
+
+
+def simulated_targets() -> list[str]:
+    """Every simulated target: what ``--docker --all`` runs, since the GPU-less image can run them all."""
+    return [name for name, t in targets.TARGETS.items() if t.simulated]
+
+
+def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Path,
+                selection: Selection = Selection(), watch_file: Path | None = None) -> list[str]:
+    """The pytest command line (after ``python -m pytest``) of one target's run.
+
+    The test timer covers the test function only (``timeout_func_only``): armed per call, so a re-run gets
+    its own; a whole-protocol timer spans both attempts and is spent by the first. A hang in a fixture, or
+    one the signal cannot interrupt, is the watchdog's (``watch_file``: the plugin's ``--watch-file``)."""
+    return [str(suite), "-p", "ironaccel.cts.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:benchmark",
+            "--rootdir", str(suite), "-q",
+            "--target", name, "--results-json", str(results_file), "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
+            "--reruns", "1", *selection.pytest_args(), *(["--watch-file", str(watch_file)] if watch_file else [])]
+
+
+def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
+            timeout_s: float, stopped: tuple[str, ...] = ()) -> TargetRun:
+    """Record how the target's process ended in its results file, write its certificate, return the run.
+    ``stopped``: the tests the watchdog stopped or a process died in (``run_target``), for the run's message."""
+    if out.exists():
+        doc = results.read_json(out)
+        if timed_out:
+            doc["run"] = {"status": RunStatus.TIMEOUT.value, "message": f"killed after {timeout_s:g} s"}
+        elif doc["run"]["status"] == RunStatus.CRASHED:
+            doc["run"]["message"] = f"the test process exited with code {exit_code} before finishing"
+        elif exit_code not in (0, 1):  # 0: all passed, 1: some failed; else pytest itself gave up
+            doc["run"] = {"status": RunStatus.ERROR.value, "message": f"the test process exited with code {exit_code} "
+                          "(pytest: 2 interrupted, 3 internal error, 4 usage error, 5 no tests collected)"}
+        if stopped:
+            doc["run"]["message"] = "; ".join([*stopped, doc["run"]["message"]]).strip("; ")
+        results.dump(doc, out)
+    else:
+        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
+        results.dump(results.document(targets.get(name), spec.current([name]).parts(name), started,
+                                      RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
+                                      f"exit code {exit_code}: " + " / ".join(tail)), out)
+    doc = write_junit_and_certificate(out)
+    run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"])
+    if run.ok:
+        log.unlink(missing_ok=True)
+    else:
+        run.message = (run.message + f" (log: {log})").strip()
+    return run
+
+
+def child_environment(name: str) -> dict[str, str]:
+    """The environment of a target's test process: this one's, the target's driver selection, and
+    Hypothesis' ``ci`` profile unless HYPOTHESIS_PROFILE says otherwise."""
+    return {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
+
+
+def write_junit_and_certificate(results_file: Path) -> dict[str, Any]:
+    """Write the JUnit XML and the certificate beside a finished results file; return its document."""
+    doc = results.load(results_file)
+    results.sibling(results_file, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
+    write_certificate(results_file)
+    return doc
+
+
+def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
+               test_timeout_s: float = TEST_TIMEOUT_S, suite: Path | None = None,
+               selection: Selection = Selection()) -> TargetRun:
+    """Run the suite (default: the installed conformance suite) on ``name`` in a child process, with
+    Hypothesis' ``ci`` profile (derandomized, no example database) unless HYPOTHESIS_PROFILE says otherwise."""
+    suite = (suite or spec.conformance_dir()).resolve()
+    results_dir = results_dir.resolve()
+    out = results_dir / results.file_name(name)
+    log = out.with_name("." + out.stem + ".log")
+    watch = out.with_name("." + out.stem + ".watch.json")
+    part = out.with_name("." + out.stem + ".part.json")  # the results of a process that goes on with the run
+    env = child_environment(name)
+    started, t0 = results.now(), time.monotonic()
+    deadline = t0 + timeout_s
+    out.unlink(missing_ok=True)
+    part.unlink(missing_ok=True)
+    stopped: list[str] = []  # per test the watchdog stopped, or a process died in: what happened
+    # cwd: a scratch folder away from any checkout (`ironaccel` must import from where it is installed, or
+    # PYTHONPATH) that takes what tools leave in cwd (Hypothesis' .hypothesis/) away from the results folder
+    with open(log, "w", encoding="utf-8") as log_file, tempfile.TemporaryDirectory(prefix="ironaccel-") as cwd:
+        into, sel = out, selection
+        while True:
+            cmd = [sys.executable, "-m", "pytest", *pytest_args(name, into, test_timeout_s, suite, sel, watch)]
+            exit_code, timed_out, ended = _run_watched(cmd, env, cwd, log_file, watch, deadline)
+            if into == part and part.exists():
+                _go_on_with(out, results.load(part))
+                part.unlink()
+            if ended is None or not out.exists():
+                break
+            left = _record_stopped_test(out, ended, exit_code, stopped)
+            if not left:  # the stopped test was the last: every test has its outcome, one a failure
+                exit_code = 1
+                break
+            log_file.write(f"\n[ironaccel certify] {stopped[-1]}; going on with {len(left)} test(s) in a new process\n")
+            log_file.flush()
+            into, sel = part, Selection(only=tuple(left))
+    return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped))
+
+
+def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, watch: Path,
+                 deadline: float) -> tuple[int, bool, dict[str, Any] | None]:
+    """Run one pytest process of a target's run and watch its test phases (``Watch`` of the plugin): (its
+    exit code, whether it was killed at the target's ``deadline``, the phase it was stopped in or died in,
+    with ``"hung"`` true when the watchdog killed it; None when it ended between tests or normally)."""
+    watch.unlink(missing_ok=True)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT)
+    ended: dict[str, Any] | None = None
+    while True:
+        try:
+            proc.wait(timeout=max(0.0, min(WATCHDOG_POLL_S, deadline - time.monotonic())))
+            break
+        except subprocess.TimeoutExpired:
+            pass
+        if time.monotonic() >= deadline:
+            proc.kill()
+            proc.wait()
+            return proc.returncode, True, None
+        phase = _read_watch(watch)
+        if phase and phase["limit"] and time.time() > phase["since"] + phase["limit"] + WATCHDOG_GRACE_S:
+            proc.kill()
+            proc.wait()
+            ended = dict(phase, hung=True)
+            break
+    if ended is None:
+        phase = _read_watch(watch)  # still naming a test: the process died in it (a clean end removes the file)
+        ended = dict(phase, hung=False) if phase else None
+    watch.unlink(missing_ok=True)
+    return proc.returncode, False, ended
+
+
+def _read_watch(watch: Path) -> dict[str, Any] | None:
+    """The test phase a watch file names (None: no file, no test running, or a write not finished)."""
+    try:
+        phase = json.loads(watch.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return phase if isinstance(phase, dict) and phase.get("test") else None
+
+
+def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopped: list[str]) -> list[str]:
+    """Record the test a process was stopped (or died) in as a failure saying so, in the results file
+    ``out``; note it in ``stopped``; return the ids of the tests still not run."""
+    doc = results.load(out)
+    tests = {t["id"]: t for t in doc["tests"]}
+    tid, when = ended["test"], ended["when"]
+    elapsed = time.time() - ended["since"]
+    if ended["hung"]:
+        message = (f"timeout: [{when}] still running {elapsed:.0f} s after it started, past its {ended['limit']:g} s "
+                   "limit, where pytest-timeout's signal could not stop it (e.g. a native wait); the watchdog "
+                   "killed the test process")
+        stopped.append(f"{tid} hung past its {ended['limit']:g} s limit")
+    else:
+        how = f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
+        message = f"[{when}] the test process died during this test ({how})"
+        stopped.append(f"the test process died in {tid} ({how})")
+    if tid in tests:
+        tests[tid].update(outcome=Outcome.FAIL.value, message=message,
+                          duration=round(tests[tid]["duration"] + elapsed, 4))
+    left = sorted(t["id"] for t in doc["tests"] if t["outcome"] == Outcome.NOT_RUN)
+    if not left:
+        doc["run"] = {"status": RunStatus.OK.value, "message": ""}
+    doc["summary"] = results.summarize(doc["tests"])
+    results.dump(doc, out)
+    return left
+
+
+def _go_on_with(out: Path, part: dict[str, Any]) -> None:
+    """Fold the results of a process that went on with a run into the run's results file: its tests' entries,
+    how it ended, and the device when the first process never reached one."""
+    doc = results.load(out)
+    tests = {t["id"]: t for t in doc["tests"]}
+    tests.update({t["id"]: t for t in part["tests"]})
+    doc.update(tests=sorted(tests.values(), key=lambda t: t["id"]), finished=part["finished"], run=part["run"])
+    doc["summary"] = results.summarize(doc["tests"])
+    if not doc["target"]["device"]:
+        doc["target"].update({k: part["target"][k] for k in ("driver_version", "device", "vendor", "simulated")})
+    results.dump(doc, out)
+
+
+# -- Docker ---------------------------------------------------------------------------------------------
+
+class DockerUnavailable(Exception):
+    """``certify --docker`` cannot run: no Docker engine answers, the docker SDK or an image is missing."""
+
+
+def docker_client() -> Any:
+    try:
+        import docker
+    except ImportError as exc:
+        raise DockerUnavailable("the docker SDK is not installed: pip install docker") from exc
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        raise DockerUnavailable(f"no Docker engine is reachable at {where} ({exc}); start one, or set DOCKER_HOST, "
+                             "or run without --docker") from exc
+    return client
+
+
+def docker_image(client: Any, simulated: bool) -> str:
+    """The image tag for simulated or hardware targets, built from this checkout's ci/docker when missing."""
+    import docker
+
+    dockerfile = DOCKERFILES[simulated]
+    tag = f"ironaccel-ci-{Path(dockerfile).name.split('.')[0]}:{__version__}"
+    try:
+        client.images.get(tag)
+    except docker.errors.ImageNotFound:
+        root = Path(__file__).resolve().parents[2]
+        if not (root / dockerfile).is_file():
+            raise DockerUnavailable(f"image {tag} is missing and {root / dockerfile} is not there to build it: "
+                                 "run from a checkout, or build the image there") from None
+        client.images.build(path=str(root), dockerfile=dockerfile, tag=tag, rm=True)
+    return tag
+
+
+def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
+    """A ``run_target`` that runs ``ironaccel certify --target`` in a container of the target's image; the
+    images ``names`` need are found (or built) first, so a missing one fails before any target starts."""
+    import docker
+    import requests
+
+    images = {sim: docker_image(client, sim) for sim in {targets.get(n).simulated for n in names}}
+
+    def run(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
+            test_timeout_s: float = TEST_TIMEOUT_S, selection: Selection = Selection()) -> TargetRun:
+        target = targets.get(name)
+        results_dir = results_dir.resolve()
+        out = results_dir / results.file_name(name)
+        log = out.with_name("." + out.stem + ".log")
+        gpus = [] if target.simulated else [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
+        started, t0 = results.now(), time.monotonic()
+        out.unlink(missing_ok=True)
+        container = client.containers.run(
+            images[target.simulated],
+            ["ironaccel", "certify", "--target", name, "--results", CONTAINER_RESULTS,
+             "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}", *selection.pytest_args()],
+            volumes={str(results_dir): {"bind": CONTAINER_RESULTS, "mode": "rw"}},
+            # the host's user, so the files it writes are the host's; HOME, since that uid has no home there
+            user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"}, device_requests=gpus, detach=True)
+        try:
+            exit_code, timed_out = container.wait(timeout=timeout_s + 60)["StatusCode"], False
+        except requests.exceptions.RequestException:  # the container outlived its limit
+            container.kill()
+            exit_code, timed_out = None, True
+        log.write_bytes(container.logs())
+        container.remove(force=True)
+        return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s)
+
+    return run
+
+
+# -- many targets, progress, summary ----------------------------------------------------------------------
+
+class Progress:
+    """One line saying how far each running target has got, read from its results file (the plugin rewrites
+    it after every test): redrawn in place on a terminal, printed every ``log_every_s`` elsewhere (CI logs)."""
+
+    def __init__(self, total: int, stream=None, log_every_s: float = 15.0, unit: str = "targets"):
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.total, self.finished, self.log_every_s, self.unit = total, 0, log_every_s, unit
+        self.running: dict[str, Path] = {}
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.t0 = time.monotonic()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> "Progress":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        self._print("")
+
+    def echo(self, text: str) -> None:
+        self._print(text + "\n")
+
+    def started(self, name: str, results_file: Path, node: str = "") -> None:
+        with self.lock:
+            self.running[name] = results_file
+        self.echo(f"  start  {name}" + (f" on {node}" if node else ""))
+
+    def done(self, run: TargetRun, name: str = "") -> None:
+        """``name``: what ``started`` was given, when it is not the run's target (a farm's shard)."""
+        name = name or run.target
+        with self.lock:
+            self.running.pop(name, None)
+            self.finished += 1
+        self.echo(f"  done   {name}" + (f" on {run.node}" if run.node else "")
+                  + f": {run.status}, {_counts(run)} in {run.seconds:.1f} s")
+
+    def line(self) -> str:
+        with self.lock:
+            running = dict(self.running)
+        parts = [f"[{time.monotonic() - self.t0:4.0f} s] {self.finished}/{self.total} {self.unit} done"]
+        for name, path in sorted(running.items()):
+            try:
+                tests = results.read_json(path)["tests"]
+                parts.append(f"{name} {sum(t['outcome'] != 'not-run' for t in tests)}/{len(tests)}")
+            except (OSError, ValueError, KeyError):  # not written yet: still starting
+                parts.append(f"{name} starting")
+        return " · ".join(parts)
+
+    def _print(self, text: str) -> None:
+        with self.lock:
+            if self.tty:
+                self.stream.write("\r\033[K")
+            self.stream.write(text)
+            self.stream.flush()
+
+    def _loop(self) -> None:
+        interval = 1.0 if self.tty else self.log_every_s
+        while not self.stop.wait(interval):
+            self._print(self.line() + ("" if self.tty else "\n"))
+
+
+def plan(names: list[str], jobs: int, selection: Selection) -> list[tuple[str, Selection]]:
+    """The processes of a run, in the order they start: one per target, except that when the targets do not
+    divide evenly among ``jobs`` processes, each of the last ``len(names) % jobs`` runs as ``jobs`` interleaved
+    shards, so the last round keeps every core busy (7 targets on 2 cores: 3 rounds of two targets, then two
+    halves, not a 4th round of one target beside an idle core). A run that is itself a shard is not split."""
+    rest = 0 if selection.shard or len(names) <= jobs else len(names) % jobs
+    whole = names[:len(names) - rest]
+    return [(n, selection) for n in whole] + [(n, dataclasses.replace(selection, shard=f"{k}/{jobs}"))
+                                              for n in names[len(whole):] for k in range(1, jobs + 1)]
+
+
+def merge_shard_runs(target: str, runs: list[TargetRun], results_dir: Path) -> TargetRun:
+    """The target's run from its shards' runs (shard 1/N first), their results files merged into ``results_dir``
+    (with JUnit and certificate); seconds are the shards' total. A shard that never opened its device (it crashed first, or
+    its farm node died) takes its siblings' device, so its tests merge as not-run."""
+    out = results_dir / results.file_name(target)
+    node = ", ".join(sorted({r.node for r in runs if r.node}))
+    seconds = sum(r.seconds for r in runs)
+    if any(r.summary is None for r in runs):  # a shard without a results file (a target unknown here)
+        return TargetRun(target, out, RunStatus.CRASHED.value, None, seconds,
+                         "; ".join(f"{target} {k}/{len(runs)}: {r.message}" for k, r in enumerate(runs, 1)
+                                   if r.summary is None), node)
+    docs = [results.load(r.results_file) for r in runs]
+    device = next((d["target"] for d in docs if d["target"]["device"]), None)
+    for doc in docs:
+        if device and not doc["target"]["device"]:
+            doc["target"].update({k: device[k] for k in ("driver_version", "device", "vendor", "simulated")})
+    try:
+        merged = results.merge(docs, [str(r.results_file) for r in runs])
+    except ValueError as exc:  # e.g. the suite changed between the shards' starts: no results file is right
+        return TargetRun(target, out, RunStatus.ERROR.value, None, seconds, f"the shards do not merge: {exc}", node)
+    results.dump(merged, out)
+    doc = write_junit_and_certificate(out)
+    return TargetRun(target, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"], node)
+
+
+SHARDS_FOLDER = ".shards"  # certify's own shards (``plan``), merged into the results folder, then removed
+
+
+def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeout_s: float = TARGET_TIMEOUT_S,
+            test_timeout_s: float = TEST_TIMEOUT_S, runner: Callable[..., TargetRun] = run_target,
+            stream=None, selection: Selection = Selection()) -> list[TargetRun]:
+    """Run ``names`` with ``runner`` in parallel (bounded by cores; ``plan`` splits the last round into
+    shards), showing progress; return every target's run, in ``names``' order.
+
+    Hardware targets run one at a time (simulated ones beside them): they share the machine's GPU, and a
+    clause such as MEM-7 exhausts its memory, which would fail another target's allocations mid-run."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    known = targets.registered_drivers()
+    hardware = {n for n in names if n in known and not known[n].simulated}
+    one_gpu_at_a_time = threading.Lock()
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
+    processes = plan(names, jobs, selection)
+    with Progress(len(processes), stream, unit="processes") as progress:
+        split = sorted({n for n, sel in processes if sel.shard != selection.shard}, key=names.index)
+        progress.echo(f"certifying {len(names)} target(s) with {jobs} process(es): {', '.join(names)}"
+                      + (f" ({', '.join(split)} as {jobs} shards)" if split else ""))
+
+        def one(process: tuple[str, Selection]) -> TargetRun:
+            name, sel = process
+            folder = results_dir
+            if sel.shard != selection.shard:
+                k, n = sel.shard.split("/")
+                folder = results_dir / SHARDS_FOLDER / f"{results.file_name(name).removesuffix('.json')}-{k}of{n}"
+                folder.mkdir(parents=True, exist_ok=True)
+            label = name + (f" {sel.shard}" if folder != results_dir else "")
+            with one_gpu_at_a_time if name in hardware else contextlib.nullcontext():
+                progress.started(label, folder.resolve() / results.file_name(name))
+                run = runner(name, folder, timeout_s, test_timeout_s, selection=sel)
+            progress.done(run, label)
+            return run
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            runs = list(pool.map(one, processes))
+    out = []
+    for name in names:
+        mine = [(sel, r) for (n, sel), r in zip(processes, runs) if n == name]
+        if len(mine) == 1:
+            out.append(mine[0][1])
+            continue
+        run = merge_shard_runs(name, [r for _, r in mine], results_dir)
+        if run.ok:  # the shards' files are in the merged one; a failed shard's log stays, named in the message
+            for _, r in mine:
+                shutil.rmtree(r.results_file.parent)
+        else:
+            run.message = "; ".join([run.message] + [f"shard {sel.shard}: {r.message}" for sel, r in mine if not r.ok])
+        out.append(run)
+    if split and not any((results_dir / SHARDS_FOLDER).iterdir()):
+        (results_dir / SHARDS_FOLDER).rmdir()
+    return out
+
+
+def _counts(run: TargetRun) -> str:
+    s = run.summary or {}
+    return ", ".join(f"{v} {k}" for k, v in s.items() if v) or "no tests"
+
+
+def summary_table(runs: list[TargetRun]) -> str:
+    """One row per run; a "node" column when the runs say where they ran (a farm's)."""
+    nodes = any(r.node for r in runs)
+    rows = [["target", "run", "result", "outcomes", "seconds"] + (["node"] if nodes else [])]
+    for r in runs:
+        rows.append([r.target, r.status, "OK" if r.ok else "FAILED", _counts(r), f"{r.seconds:.1f}"]
+                    + ([r.node] if nodes else []))
+    lines = [tables.plain(rows)]
+    for r in runs:
+        if not r.ok and r.message:
+            lines.append(f"{r.target}: {r.message}")
+    return "\n".join(lines)
+
+
+def compare_with_baseline(runs: list[TargetRun], baseline_dir: Path) -> list[judge.Comparison | None]:
+    """Each run against its target's results file in ``baseline_dir`` (None where there is none)."""
+    out: list[judge.Comparison | None] = []
+    for r in runs:
+        earlier = Path(baseline_dir) / results.file_name(r.target)
+        out.append(judge.compare(results.load(earlier), results.load(r.results_file)) if earlier.exists() else None)
+    return out
+
+
+def merge(paths: list[Path], output: Path) -> dict[str, Any]:
+    """Merge shard results files of one target into ``output`` (``results.merge``), with its JUnit and
+    certificate beside it; return the merged document."""
+    doc = results.merge([results.load(p) for p in paths], [str(p) for p in paths])
+    results.dump(doc, output)
+    return write_junit_and_certificate(output)
+
+
+def junit_xml(doc: dict[str, Any]) -> str:
+    """A results document as JUnit XML, each test case with its outcome's element (``Outcome.junit``): fail
+    and xpass are failures, not-run an error, xfail, skip and not-supported skipped; flaky passes with a
+    ``flakyFailure``."""
+    import xml.etree.ElementTree as ET
+
+    tests, target = doc["tests"], doc["target"]
+    counts = {element: sum(n for o, n in doc["summary"].items() if Outcome(o).junit == element)
+              for element in ("failure", "error", "skipped")}
+    suite = ET.Element("testsuite", name=target["name"], tests=str(len(tests)), failures=str(counts["failure"]),
+                       errors=str(counts["error"]), skipped=str(counts["skipped"]),
+                       time=f"{sum(t['duration'] for t in tests):.3f}", timestamp=doc["started"])
+    props = ET.SubElement(suite, "properties")
+    for key, value in (("run", doc["run"]["status"]), ("run_message", doc["run"]["message"]),
+                       ("suite_hash", doc["suite"]["hash"]), ("device", target["device"]),
+                       ("driver_version", target["driver_version"]), ("simulated", str(target["simulated"]).lower())):
+        ET.SubElement(props, "property", name=key, value=value)
+    for t in tests:
+        module, _, name = t["id"].partition("::")
+        case = ET.SubElement(suite, "testcase", classname=module.removesuffix(".py"), name=name,
+                             time=f"{t['duration']:.3f}")
+        ET.SubElement(case, "properties").append(ET.Element("property", name="clauses", value=" ".join(t["clauses"])))
+        outcome = Outcome(t["outcome"])
+        if outcome.junit:
+            text = t["message"] or (f"run {doc['run']['status']}: {doc['run']['message']}"
+                                    if outcome == Outcome.NOT_RUN else "")
+            first_line = text.splitlines()[0] if text else ""
+            ET.SubElement(case, outcome.junit,
+                          message=outcome + (f": {first_line}" if first_line else "")).text = text
+    ET.indent(suite)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# -- certificates -----------------------------------------------------------------------------------------
+
+def sha256_file(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+#: Certificate fields its results file alone determines; the others are judged by the suite (SPEC.md).
+FACT_FIELDS = ("certificate", "target", "environment", "run", "suite", "results")
+
+
+def certificate(results_file: Path) -> dict[str, Any]:
+    """The certificate of one results file, judged by the current SPEC.md and suite hash."""
+    doc = results.load(results_file)
+    clauses = spec.load_clauses()
+    (run,), _ = judge.runs([doc], spec.current([doc["target"]["name"]]), targets.TARGETS)
+    proves, why = judge.target_level(run, clauses)
+    states = judge.required_clause_states(doc, clauses)
+    t = doc["target"]
+    return {
+        "certificate": CERTIFICATE_SCHEMA,
+        "target": t["name"],
+        "proves": proves,
+        "why": why,
+        "required_clauses_passing": f"{sum(s == 'pass' for s in states.values())}/{len(states)}",
+        "required_clauses": [{"id": cid, "outcome": state} for cid, state in states.items()],  # SPEC.md order
+        "environment": {key: t.get(key, "") for key in
+                        ("backend", "driver", "driver_version", "device", "vendor", "simulated", "os", "python",
+                         "packages")},
+        "run": {"status": doc["run"]["status"], "started": doc["started"], "finished": doc["finished"]},
+        "suite": dict(doc["suite"]),
+        "results": {"file": Path(results_file).name, "sha256": sha256_file(results_file)},
+    }
+
+
+def certificate_markdown(cert: dict[str, Any]) -> str:
+    env = cert["environment"]
+    packages = ", ".join(f"{k} {v}" for k, v in sorted(env["packages"].items())) or "—"
+    run = cert["run"]
+    lines = [
+        f"# Certificate: {cert['target']}",
+        "",
+        f"**Proves: {cert['proves']}** — {cert['why']}. (What a target proves and how a backend's level "
+        "combines its targets: SPEC.md, Certification.)",
+        "",
+        *tables.markdown(["", ""], [
+            ["Device", f"{env['device'] or '—'} ({env['vendor'] or '—'}, "
+                       f"{'simulated' if env['simulated'] else 'hardware'})"],
+            ["Driver", f"{env['driver']} {env['driver_version']}"],
+            ["OS, Python", f"{env['os'] or '—'}, Python {env['python'] or '—'}"],
+            ["Packages", packages],
+            ["Run", f"{run['status']}, {run['started']} → {run['finished']}"],
+            ["Suite", f"{cert['suite']['version']}, hash `{cert['suite']['hash']}`"],
+            ["Results file", f"`{cert['results']['file']}`, sha256 `{cert['results']['sha256']}`"],
+        ]),
+        "",
+        f"## Required clauses ({cert['required_clauses_passing']} pass)",
+        "",
+        *tables.markdown(["Clause", "Outcome"], [[c["id"], c["outcome"]] for c in cert["required_clauses"]]),
+        "",
+        f"Check it with `ironaccel certify --verify {cert['results']['file'].removesuffix('.json')}"
+        f"{CERTIFICATE_SUFFIX}`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_certificate(results_file: Path) -> Path:
+    """Write ``<stem>.cert.json`` and ``<stem>.cert.md`` beside ``results_file``; return the JSON's path."""
+    cert = certificate(results_file)
+    path = results.sibling(results_file, CERTIFICATE_SUFFIX)
+    path.write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    results.sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
+    return path
+
+
+def verify(cert_path: Path) -> tuple[int, str]:
+    """(exit code, why): VERIFY_VALID; VERIFY_TAMPERED (the results file is missing or changed, or the
+    certificate says what its results file does not); VERIFY_STALE (the suite changed since). The
+    certificate is checked against its results file first, so a certificate edited together with its
+    suite hash is tampered, not stale. ValueError (one line) for a file that is not a readable certificate."""
+    cert = results.read_json(cert_path)
+    try:
+        results_file = Path(cert_path).with_name(cert["results"]["file"])
+        recorded_sha = cert["results"]["sha256"]
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{cert_path}: not a certificate (no results.file and results.sha256)") from exc
+    if not isinstance(recorded_sha, str) or Path(cert["results"]["file"]).name != cert["results"]["file"]:
+        raise ValueError(f"{cert_path}: not a certificate (results.file must be a file name beside it)")
+    if not results_file.is_file():
+        return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
+    if sha256_file(results_file) != recorded_sha:
+        return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
+    if cert.get("certificate") != CERTIFICATE_SCHEMA:
+        return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
+                              f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")
+    expected = certificate(results_file)
+    edited = [key for key in FACT_FIELDS if cert.get(key) != expected[key]]
+    if edited:
+        return VERIFY_TAMPERED, (f"tampered: the certificate's {', '.join(edited)} do not say what its results "
+                                 f"file {results_file.name} says")
+    changed = judge.stale_parts(results.load(results_file), spec.current([cert["target"]]))
+    if changed:
+        return VERIFY_STALE, (f"stale: {'; '.join(changed)} since it was certified; "
+                              f"re-run `ironaccel certify --target {cert['target']}`")
+    if expected != cert:
+        return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
+    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {cert['suite']['hash']}"

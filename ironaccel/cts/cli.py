@@ -1,0 +1,306 @@
+"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fakes, bench."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from . import tables
+
+DESCRIPTION = """\
+ironaccel: a GPU driver layer whose backends are proven by one shared conformance suite.
+
+A *target* is a backend on one driver, e.g. webgpu/lavapipe (WebGPU on Mesa's CPU Vulkan driver) or
+cuda/nvidia (CUDA on a real NVIDIA GPU). Typical use:
+
+  ironaccel devices                 which backends this machine has, and why not the others
+  ironaccel doctor                  which targets this machine can run, and how to fix the rest
+  ironaccel certify --all           run the conformance suite on every runnable target -> results/
+  ironaccel status                  regenerate STATUS.md from results/
+"""
+
+
+CERTIFY_DESCRIPTION = """\
+Runs the conformance suite on each target in its own process (in parallel, bounded by cores) and writes,
+per target, into the results folder: <backend>-<driver>.json (results), .junit.xml (JUnit), .cert.json and
+.cert.md (certificate). Each test has a time limit and a failing test is re-run once (pass on re-run: flaky).
+
+Selection (the same options on `pytest --target`): --only/--skip GLOB (repeatable) match test ids
+(test_copy.py::*) or cited clause ids (KERNEL-*); --shard K/N runs every N-th selected test from the K-th
+(by test id), for a farm; `ironaccel merge` joins the shards' results files into one.
+
+A farm (--ray): each target, or each shard of about --shard-size tests, runs as a Ray task on a node that
+advertises it; the files come back into --results (shards merged); --resume re-runs what is missing or crashed.
+
+exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or timed out;
+            2 nothing ran (no target given or runnable, unknown target, bad --shard or --baseline,
+            no Docker engine with --docker; with --ray: Ray not installed, no cluster, a target no
+            node advertises);
+            6 (with --baseline DIR) a regression: a test fails that did not in DIR's results file of its
+            target, or a run that finished there did not finish now. Fixes and newly flaky tests are
+            reported, not counted.
+--verify:   0 valid; 3 stale (the suite, or the target's backend, driver or expectations, changed since);
+            4 tampered (results file changed or missing, or the certificate disagrees with it; for a
+            package: a file missing, added or changed, or a level the results do not give);
+            2 not a readable certificate or package.
+"""
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    import ironaccel as ia
+    from ..backends import get
+
+    rows = [["backend", "available", "version", "details"]]
+    for info in ia.backends():
+        rows.append([info.name, "yes" if info.available else "no", info.version or "-", info.reason])
+        if info.available and info.compute:
+            backend = get(info.name)
+            for i in range(backend.device_count()):
+                with backend.open_device(i) as dev:
+                    d = dev.info
+                    kind = "simulated" if d.simulated else "hardware"
+                    rows.append(["", f"  #{i}", kind, f"{d.name} — {d.vendor}, driver {d.driver} {d.driver_version}"])
+    print(tables.plain(rows))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from . import targets
+
+    if args.ray_resources:
+        import json
+
+        from . import farm
+
+        print(json.dumps(farm.node_resources()))
+        return 0
+
+    rows = [["target", "runnable", "what to do"]]
+    for name, t in targets.TARGETS.items():
+        why = t.missing()
+        rows.append([name, "yes" if why is None else "no", "" if why is None else why])
+    print(tables.plain(rows, width=shutil.get_terminal_size().columns))
+    return 0
+
+
+def cmd_certify(args: argparse.Namespace) -> int:
+    from . import certify, judge, submission, targets
+    from .selection import Selection
+
+    if args.verify:
+        try:
+            check = submission.verify if Path(args.verify).is_dir() else certify.verify
+            code, why = check(Path(args.verify))
+        except ValueError as exc:
+            print(f"ironaccel certify --verify: {exc}", file=sys.stderr)
+            return 2
+        print(why, file=sys.stdout if code == certify.VERIFY_VALID else sys.stderr)
+        return code
+    farm_only = [flag for flag, given in (("--shard-size", args.shard_size is not None), ("--resume", args.resume))
+                 if given]
+    if args.shard_size is not None and args.shard_size < 1:
+        print(f"ironaccel certify: --shard-size {args.shard_size}: must be at least 1", file=sys.stderr)
+        return 2
+    if farm_only and not args.ray:
+        print(f"ironaccel certify: {' and '.join(farm_only)} need{'s' if len(farm_only) == 1 else ''} --ray", file=sys.stderr)
+        return 2
+    if args.ray and (args.docker or (args.shard and args.shard_size)):
+        print("ironaccel certify: --ray runs the farm's own processes: not with --docker, nor --shard with "
+              "--shard-size", file=sys.stderr)
+        return 2
+    if args.all and args.ray:
+        names = None  # every target the farm's nodes advertise
+    elif args.all:
+        names = certify.simulated_targets() if args.docker else certify.runnable_targets()
+        if not names:
+            print("no target is runnable on this machine: see `ironaccel doctor`", file=sys.stderr)
+            return 2
+    elif args.target:
+        names = list(dict.fromkeys(args.target))
+        if not args.ray:  # on a farm, a node may know a target this machine does not
+            for name in names:
+                targets.get(name)  # unknown names fail before anything runs
+    elif args.package:
+        return _package(args)
+    else:
+        print("name targets with --target T (repeatable) or use --all; `ironaccel doctor` lists them", file=sys.stderr)
+        return 2
+    try:
+        selection = Selection(tuple(args.only), tuple(args.skip), args.shard)
+    except ValueError as exc:
+        print(f"ironaccel certify: {exc}", file=sys.stderr)
+        return 2
+    if args.baseline and not Path(args.baseline).is_dir():
+        print(f"ironaccel certify: --baseline {args.baseline}: no such results folder", file=sys.stderr)
+        return 2
+    runner = certify.run_target
+    if args.docker:
+        try:
+            runner = certify.container_runner(certify.docker_client(), names)
+        except certify.DockerUnavailable as exc:
+            print(f"ironaccel certify --docker: {exc}", file=sys.stderr)
+            return 2
+    if args.ray:
+        from . import farm
+
+        try:
+            runs = farm.certify_on_farm(names, Path(args.results), args.ray, timeout_s=args.timeout,
+                                        test_timeout_s=args.test_timeout, selection=selection,
+                                        shard_size=args.shard_size, resume=args.resume)
+        except farm.FarmUnavailable as exc:
+            print(f"ironaccel certify --ray: {exc}", file=sys.stderr)
+            return 2
+    else:
+        runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
+                               test_timeout_s=args.test_timeout, runner=runner, selection=selection)
+    print()
+    print(certify.summary_table(runs))
+    code = 0 if all(r.ok for r in runs) else 1
+    if args.baseline:
+        print(f"\nagainst the baseline {args.baseline}:")
+        for run, comparison in zip(runs, certify.compare_with_baseline(runs, Path(args.baseline))):
+            if comparison is None:
+                print(f"{run.target}: no baseline results file, nothing to compare")
+                continue
+            print("\n".join(comparison.report() or [f"{run.target}: no change"]))
+            if comparison.regressed:
+                code = judge.EXIT_REGRESSION
+        if code == judge.EXIT_REGRESSION:
+            print(f"REGRESSION (exit {judge.EXIT_REGRESSION})", file=sys.stderr)
+    if args.status:
+        from . import status
+
+        status.command(Path(args.results), Path(args.status))
+    if args.package:
+        return _package(args) or code
+    return code
+
+
+def _package(args: argparse.Namespace) -> int:
+    from . import submission
+
+    try:
+        out = submission.package(Path(args.results), Path(args.package))
+    except ValueError as exc:
+        print(f"ironaccel certify --package: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote the submission package {out}; check it with `ironaccel certify --verify {out}`")
+    return 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from . import certify
+
+    try:
+        doc = certify.merge([Path(f) for f in args.files], Path(args.output))
+    except ValueError as exc:
+        print(f"ironaccel merge: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {args.output}: {doc['target']['name']}, {len(doc['tests'])} tests from {len(args.files)} shards, "
+          f"run {doc['run']['status']}")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from . import status
+
+    return status.command(Path(args.results), Path(args.output), check=args.check)
+
+
+def cmd_fakes_build(args: argparse.Namespace) -> int:
+    from .. import fakes
+
+    print(fakes.build())
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    from .certify import TARGET_TIMEOUT_S, TEST_TIMEOUT_S
+
+    p = argparse.ArgumentParser(prog="ironaccel", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    sub.add_parser("devices", help="every registered backend, available or not, and its devices").set_defaults(func=cmd_devices)
+    d = sub.add_parser("doctor", help="which targets this machine can run; how to fix the others")
+    d.add_argument("--ray-resources", action="store_true", help="print the targets this machine can run as Ray "
+                   "custom resources (JSON), for a farm node: ray start --resources \"$(ironaccel doctor --ray-resources)\"")
+    d.set_defaults(func=cmd_doctor)
+
+    c = sub.add_parser("certify", help="run the conformance suite on targets; write results, JUnit, certificates",
+                       description=CERTIFY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    which = c.add_mutually_exclusive_group()
+    which.add_argument("--target", action="append", metavar="BACKEND/DRIVER", help="a target to run (repeatable)")
+    which.add_argument("--all", action="store_true",
+                       help="every target this machine can run (with --docker: every simulated target)")
+    which.add_argument("--verify", metavar="CERT|PACKAGE", help="check a certificate (*.cert.json) against its "
+                       "results file and the current suite, or a whole submission package (a folder)")
+    c.add_argument("--results", default="results", metavar="DIR", help="where results files go (default: results)")
+    c.add_argument("--jobs", type=int, default=None, help="parallel target processes (default: CPU count)")
+    c.add_argument("--timeout", type=float, default=TARGET_TIMEOUT_S, metavar="S",
+                   help=f"per-target time limit in seconds (default: {TARGET_TIMEOUT_S:g})")
+    c.add_argument("--test-timeout", type=float, default=TEST_TIMEOUT_S, metavar="S",
+                   help=f"per-test time limit in seconds (default: {TEST_TIMEOUT_S:g})")
+    c.add_argument("--docker", action="store_true", help="run each target in its own container (ci/docker images; "
+                   "simulated targets in the GPU-less one, hardware targets in the CUDA one with the host's GPUs)")
+    c.add_argument("--package", metavar="OUT", help="bundle the results folder (after the run, with --target or "
+                   "--all) into a new folder OUT: results, JUnit, certificates, environment, git commit, dirty "
+                   "flag and diff; check it with --verify OUT")
+    c.add_argument("--only", action="append", default=[], metavar="GLOB",
+                   help="run only tests whose id or a cited clause id matches (repeatable): KERNEL-*, test_copy.py::*")
+    c.add_argument("--skip", action="append", default=[], metavar="GLOB",
+                   help="do not run tests whose id or a cited clause id matches (repeatable)")
+    c.add_argument("--shard", default="", metavar="K/N", help="run shard K of N of the selected tests")
+    c.add_argument("--ray", metavar="ADDRESS|auto|local", help="run each target as a task on a Ray cluster, on a "
+                   "node that advertises it (ironaccel doctor --ray-resources): ADDRESS (host:port, ray://host:port), "
+                   "auto (the cluster `ray start` began here) or local (a new one on this machine); with --all, every "
+                   "target a node advertises; --jobs does not apply (the nodes' CPUs bound it). Needs "
+                   "pip install 'ironaccel[farm]'")
+    c.add_argument("--shard-size", type=int, default=None, metavar="N", help="with --ray: split each target into "
+                   "shards of about N tests, each its own task; they merge into the target's results file")
+    c.add_argument("--resume", action="store_true", help="with --ray: run only the targets (and shards) whose "
+                   "results file in --results is missing or crashed")
+    c.add_argument("--status", metavar="FILE", help="after the run, regenerate FILE (a STATUS.md) from the results "
+                   "folder, as `ironaccel status --results DIR --output FILE`")
+    c.add_argument("--baseline", metavar="DIR", help="compare each target's run with its results file in DIR: "
+                   "new failures, fixes, newly flaky tests (exit 6 on a regression)")
+    c.set_defaults(func=cmd_certify)
+
+    m = sub.add_parser("merge", help="merge the shard results files of one target run into one results file")
+    m.add_argument("files", nargs="+", metavar="SHARD.json", help="results files of --shard 1/N .. N/N")
+    m.add_argument("--output", required=True, metavar="FILE",
+                   help="the merged results file (its JUnit and certificate are written beside it)")
+    m.set_defaults(func=cmd_merge)
+
+    s = sub.add_parser("status", help="regenerate STATUS.md from results files")
+    s.add_argument("--results", default="results", metavar="DIR", help="results directory (default: results)")
+    s.add_argument("--output", default="STATUS.md", metavar="FILE", help="file to write (default: STATUS.md)")
+    s.add_argument("--check", action="store_true", help="exit 1 if FILE is not what the results generate")
+    s.set_defaults(func=cmd_status)
+
+    f = sub.add_parser("fakes", help="the fake libcuda.so.1 (a CUDA driver that computes on the CPU)")
+    fsub = f.add_subparsers(dest="fakes_command", required=True, metavar="ACTION")
+    fsub.add_parser("build", help="build (or find cached) and print the fake's path").set_defaults(func=cmd_fakes_build)
+
+    from . import clients  # its options live with the client runner
+
+    clients.add_arguments(sub.add_parser("clients", help="run other projects' CUDA test suites on the fake or "
+                                         "hardware; regenerate CLIENTS.md from their results"))
+
+    from . import bench  # its options and ``func=bench.command`` live with the benchmark
+
+    bench.add_arguments(sub.add_parser("bench", help=bench.HELP))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from ..errors import IronAccelError
+
+    try:
+        return args.func(args)
+    except IronAccelError as exc:
+        print(f"ironaccel: {exc}", file=sys.stderr)
+        return 2

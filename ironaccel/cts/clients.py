@@ -1,0 +1,494 @@
+"""``ironaccel clients``: other projects' CUDA test suites, run on the fake and on hardware -> CLIENTS.md.
+
+Our conformance suite proves what we thought of; a client suite (numba-cuda's, cuda.core's, cuda.bindings')
+proves what real code needs. Each (client, target) runs pytest in its own child process with a per-test and
+a total time limit. This module is also the pytest plugin of that child (``-p ironaccel.cts.clients``): it
+records every test's outcome to a JSON-lines file as the run goes, so a run killed at its time limit still
+leaves the outcomes it reached, and it provides the little harness numba-cuda's repository-only conftest
+gives its suite (the wheel ships the tests, not the conftest).
+
+Results files: ``<dir>/<client>--<target with / as ->.json``; CLIENTS.md is generated from them only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from . import tables
+
+#: Comparison targets: cuda/fake and cuda/nvidia are ironaccel targets; numba/cudasim is numba's own
+#: CUDA simulator (NUMBA_ENABLE_CUDASIM=1), which only numba-cuda has.
+FAKE, NVIDIA, CUDASIM = "cuda/fake", "cuda/nvidia", "numba/cudasim"
+TARGETS = (FAKE, NVIDIA, CUDASIM)
+OUTCOMES = ("pass", "fail", "error", "skip")
+TEST_TIMEOUT_S = 60.0
+TOTAL_TIMEOUT_S = 600.0
+SOURCE_ENV = "IRONACCEL_CLIENTS_SOURCE_{}"  # + CUDA_CORE / CUDA_BINDINGS: where its tests/ folder is
+
+
+@dataclass(frozen=True)
+class Client:
+    """A test suite of another project: how to find its tests and which targets it runs on."""
+
+    name: str
+    distribution: str  # the installed distribution whose version the results record
+    targets: tuple[str, ...]
+    pyargs: str = ""  # tests shipped inside an installed package (numba-cuda)
+    #: numba-cuda's tests live in a package whose parent folder holds a package named ``cuda``, which
+    #: shadows cuda.bindings when pytest prepends it to sys.path, and its pytest.ini considers namespace
+    #: packages; cuda-python's tests need their folder on sys.path and their plain module names
+    import_mode: str = "prepend"
+    ini: str = ""
+    how_to_get: str = ""  # for a suite fetched at run time: how to get its tests folder
+    #: the share of the tests that pass on cuda/nvidia that must pass on the fake too (issue 15); 0: none set
+    fake_goal: float = 0.0
+
+    def source_env(self) -> str:
+        return SOURCE_ENV.format(self.name.upper().replace("-", "_"))
+
+
+CLIENTS = {
+    c.name: c for c in (
+        Client("numba-cuda", "numba-cuda", (FAKE, NVIDIA, CUDASIM), pyargs="numba.cuda.tests",
+               import_mode="importlib", ini="consider_namespace_packages = true\n", fake_goal=0.90),
+        Client("cuda-core", "cuda-core", (FAKE, NVIDIA), how_to_get=(
+            "a checkout of https://github.com/NVIDIA/cuda-python at the commit of cuda-core {version} "
+            "(its tests need the checkout's cuda_python_test_helpers/ beside cuda_core/): "
+            "--source cuda-core=CHECKOUT/cuda_core/tests"), fake_goal=0.95),
+        Client("cuda-bindings", "cuda-bindings", (FAKE, NVIDIA), how_to_get=(
+            "a checkout of https://github.com/NVIDIA/cuda-python at tag v{version} "
+            "(with its cuda_python_test_helpers/): --source cuda-bindings=CHECKOUT/cuda_bindings/tests")),
+    )
+}
+
+
+class ClientError(ValueError):
+    """A client run that cannot start (unknown name, missing tests folder); the CLI prints it."""
+
+
+def version_of(distribution: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(distribution)
+    except PackageNotFoundError:
+        return ""
+
+
+def source_commit(source: Path | None) -> str:
+    """The git commit of a fetched client's checkout (its pin), "" when it is not a git checkout."""
+    if source is None:
+        return ""
+    proc = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+def results_path(results: Path, client: str, target: str) -> Path:
+    return results / f"{client}--{target.replace('/', '-')}.json"
+
+
+# -- the child process ------------------------------------------------------------------------------------
+
+def child_env(target: str, test_timeout_s: float) -> dict[str, str]:
+    """The environment of a client run: the fake as libcuda.so.1, the real driver, or numba's simulator."""
+    env = dict(os.environ)
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if target == FAKE:
+        from .. import fakes
+
+        env = fakes.child_env(env)
+        env["IRONACCEL_FAKE_WATCHDOG_S"] = f"{test_timeout_s:g}"  # a hung kernel ends as an error, not a stall
+    elif target == CUDASIM:
+        env["NUMBA_ENABLE_CUDASIM"] = "1"
+    return env
+
+
+def child_command(client: Client, source: Path | None, record: Path, ini: Path, test_timeout_s: float,
+                   sample: int, select: str) -> list[str]:
+    """The child's pytest command. A fetched suite's rootdir is its own tests folder: with the ini's folder as
+    rootdir, conftest files outside it applied to every test (cuda-bindings' cudla/conftest.py replaced the
+    ``ctx`` fixture of all its tests with one that makes no context)."""
+    rootdir = ini.parent if source is None else source
+    cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(rootdir), "-q",
+           "-p", "no:cacheprovider", "-p", "ironaccel.cts.clients", f"--clients-record={record}",
+           f"--timeout={test_timeout_s:g}", f"--import-mode={client.import_mode}", "--continue-on-collection-errors"]
+    if sample > 1:
+        cmd.append(f"--clients-sample={sample}")
+    if select:
+        cmd += ["-k", select]
+    if client.pyargs:
+        cmd += ["--pyargs", client.pyargs]
+    else:
+        cmd.append(str(source))
+    return cmd
+
+
+def run_client(client: Client, target: str, results: Path, source: Path | None = None,
+               test_timeout_s: float = TEST_TIMEOUT_S, total_timeout_s: float = TOTAL_TIMEOUT_S,
+               sample: int = 1, select: str = "") -> dict:
+    """Runs one client's suite on one target in a child process and writes its results file."""
+    if target not in client.targets:
+        raise ClientError(f"{client.name} does not run on {target} (its targets: {', '.join(client.targets)})")
+    if not client.pyargs and (source is None or not source.is_dir()):
+        raise ClientError(f"{client.name}: its tests are fetched at run time, not shipped: pass --source DIR or "
+                          f"set {client.source_env()} ({client.how_to_get.format(version=version_of(client.distribution))})")
+    results.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="ironaccel-clients-") as tmp:
+        ini, record = Path(tmp) / "pytest.ini", Path(tmp) / "record.jsonl"
+        # An empty ini of our own: neither ironaccel's pytest settings nor the client's checkout's apply.
+        ini.write_text("[pytest]\n" + client.ini)
+        cmd = child_command(client, source, record, ini, test_timeout_s, sample, select)
+        start = time.monotonic()
+        status = "finished"
+        try:
+            proc = subprocess.run(cmd, env=child_env(target, test_timeout_s), cwd=tmp, capture_output=True,
+                                  text=True, errors="replace", timeout=total_timeout_s)
+            tail = proc.stdout[-2000:] + proc.stderr[-2000:]
+            if proc.returncode not in (0, 1):  # 1: some test failed; anything else: the run itself broke
+                status = f"pytest exit {proc.returncode}"
+        except subprocess.TimeoutExpired as exc:
+            status = f"stopped at the total limit of {total_timeout_s:g} s"
+            tail = (exc.stdout or b"")[-2000:].decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
+        tests = read_record(record)
+        doc = {
+            "client": client.name, "version": version_of(client.distribution), "target": target,
+            "source": {"path": str(source or client.pyargs), "commit": source_commit(source)},
+            "run": {"status": status, "seconds": round(time.monotonic() - start, 1), "sample": sample,
+                    "select": select, "test_timeout_s": test_timeout_s, "total_timeout_s": total_timeout_s,
+                    "output_tail": "" if tests else tail},
+            "counts": counts(tests),
+            "tests": tests,
+        }
+    path = results_path(results, client.name, target)
+    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return doc
+
+
+def read_record(record: Path) -> dict[str, dict]:
+    """Test id -> {"outcome", "message"} from the plugin's JSON lines (the worst phase wins)."""
+    tests: dict[str, dict] = {}
+    if not record.is_file():
+        return tests
+    for line in record.read_text().splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:  # the last line of a killed run may be cut
+            continue
+        outcome = outcome_of(entry["when"], entry["outcome"])
+        old = tests.get(entry["id"])
+        if old is None or OUTCOME_RANK[outcome] > OUTCOME_RANK[old["outcome"]]:
+            tests[entry["id"]] = {"outcome": outcome, "message": entry["message"]}
+    return dict(sorted(tests.items()))
+
+
+OUTCOME_RANK = {"pass": 0, "skip": 1, "fail": 2, "error": 3}
+
+
+def outcome_of(when: str, pytest_outcome: str) -> str:
+    """One pytest phase report -> pass/fail/error/skip: a failing setup or teardown is an error."""
+    if pytest_outcome == "skipped":
+        return "skip"
+    if pytest_outcome == "failed":
+        return "fail" if when == "call" else "error"
+    return "pass"
+
+
+def counts(tests: dict[str, dict]) -> dict[str, int]:
+    out = dict.fromkeys(OUTCOMES, 0)
+    for t in tests.values():
+        out[t["outcome"]] += 1
+    return out
+
+
+# -- the pytest plugin (loaded in the child with -p ironaccel.cts.clients) -----------------------------------
+
+def pytest_addoption(parser):
+    group = parser.getgroup("ironaccel-clients")
+    group.addoption("--clients-record", default="", help="append each test phase's outcome to this JSON-lines file")
+    group.addoption("--clients-sample", type=int, default=1, help="run one test in N (by a hash of its id)")
+    # numba-cuda's suite reads this option (in its repository's conftest, not in the wheel)
+    group.addoption("--dump-failed-filechecks", action="store_true", help="numba-cuda: dump failed FileCheck inputs")
+
+
+def pytest_collection_modifyitems(config, items):
+    n = config.getoption("clients_sample")
+    if n > 1:
+        keep = {item.nodeid for item in items if in_sample(item.nodeid, n)}
+        config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in keep])
+        items[:] = [i for i in items if i.nodeid in keep]
+
+
+def in_sample(test_id: str, n: int) -> bool:
+    """One test in ``n``, chosen by a hash of its id: the same test is in the sample whichever other tests a
+    target collects (by position, numba's simulator and the fake shared only 64 of ~400 sampled tests)."""
+    return zlib.crc32(test_id.encode()) % n == 0
+
+
+@pytest.fixture(scope="class")
+def initialize_from_pytest_config(request):
+    """numba-cuda's CUDATestCase uses this fixture to read --dump-failed-filechecks into its class."""
+    request.cls._dump_failed_filechecks = request.config.getoption("dump_failed_filechecks")
+
+
+def first_line(report) -> str:
+    """The failure's first line; for a module that does not import, its last ``E`` line (the exception)."""
+    if report.when == "collect":
+        errors = [line[1:].strip() for line in str(report.longrepr).splitlines() if line.startswith("E ")]
+        if errors:
+            return errors[-1][:300]
+    if report.skipped and isinstance(report.longrepr, tuple):
+        text = str(report.longrepr[2])
+    else:
+        crash = getattr(report.longrepr, "reprcrash", None)
+        text = crash.message if crash is not None else str(report.longrepr or "")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0][:300] if lines else ""
+
+
+def pytest_runtest_logreport(report):
+    config = _CONFIG.get("config")
+    path = config.getoption("clients_record") if config is not None else ""
+    if not path or (report.passed and report.when != "call"):
+        return
+    entry = {"id": report.nodeid, "when": report.when, "outcome": report.outcome,
+             "message": "" if report.passed else first_line(report)}
+    with open(path, "a") as f:  # one line per phase, flushed now: a killed run keeps what it reached
+        f.write(json.dumps(entry) + "\n")
+
+
+def pytest_collectreport(report):
+    """A module that fails to import is one error, one skipped whole (importorskip) one skip: its tests are
+    never collected, so they would not be counted at all."""
+    if report.failed or report.skipped:
+        pytest_runtest_logreport(report)
+
+
+_CONFIG: dict = {}
+
+
+def pytest_configure(config):
+    _CONFIG["config"] = config
+
+
+# -- CLIENTS.md ---------------------------------------------------------------------------------------------
+
+def load_results(results: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(results.glob("*--*.json"))]
+
+
+_NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
+_CUDA_ERROR = re.compile(r"CUDA_ERROR_[A-Z_]+")
+
+
+def cause(message: str) -> str:
+    """A failure's cause for grouping: its CUDA_ERROR_* name if it has one, else its first line with numbers
+    and addresses as N (so "at 0x7f.." and "index 3" group)."""
+    found = _CUDA_ERROR.search(message)
+    if found:
+        return found.group(0)
+    return _NUMBERS.sub("N", message)[:160] or "(no message)"
+
+
+def _cell(doc: dict | None) -> list[str]:
+    if doc is None:
+        return ["not run"] * 4 + [""]
+    run = doc["run"]
+    notes = []
+    if doc["source"]["commit"]:
+        notes.append(f"tests of {doc['source']['commit'][:12]}")
+    if run["sample"] > 1:
+        notes.append(f"1 test in {run['sample']}, by a hash of its id")
+    if run["select"]:
+        notes.append(f"-k {run['select']!r}")
+    if run["status"] != "finished":
+        notes.append(run["status"])
+    notes.append(f"{run['seconds']:g} s")
+    return [str(doc["counts"][o]) for o in OUTCOMES] + ["; ".join(notes)]
+
+
+def _code(cause: str) -> str:
+    """A failure's cause as inline code in a Markdown table ('|' would end the cell)."""
+    return f"`{cause.replace('|', '/')}`"
+
+
+def _gap(better: dict, worse: dict) -> dict[str, list[str]]:
+    """Cause -> test ids that pass on ``better`` but not on ``worse`` (both ran them)."""
+    groups: dict[str, list[str]] = {}
+    for tid, t in better["tests"].items():
+        other = worse["tests"].get(tid)
+        if t["outcome"] == "pass" and other is not None and other["outcome"] != "pass":
+            key = f"{other['outcome']}: {cause(other['message'])}"
+            groups.setdefault(key, []).append(tid)
+    return groups
+
+
+def _gap_section(title: str, groups: dict[str, list[str]]) -> list[str]:
+    total = sum(len(v) for v in groups.values())
+    lines = [f"#### {title}: {total} tests", ""]
+    if not groups:
+        return lines + ["none", ""]
+    ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    lines += tables.markdown(["tests", "outcome there: cause"], [[str(len(ids)), _code(key)] for key, ids in ordered],
+                             right={0})
+    lines += ["", "<details><summary>the tests, by cause</summary>", ""]
+    for key, ids in ordered:
+        lines.append(f"- {_code(key)}: " + ", ".join(f"`{i}`" for i in sorted(ids)))
+    return lines + ["", "</details>", ""]
+
+
+def _summary(by: dict) -> list[str]:
+    """Per client: of the tests that pass on the better target (both ran them), how many pass on the fake."""
+    lines = ["## The fake against hardware and numba's simulator", "",
+             "Of the tests that pass on the other target and that both runs ran (samples and versions as in the",
+             "tables below): how many pass on the fake, and how the rest end there (a skip there is often a package",
+             "the fake's machine lacks, see the causes).", ""]
+    rows = []
+    for client in CLIENTS.values():
+        fake = by.get((client.name, FAKE))
+        for other in (NVIDIA, CUDASIM):
+            better = by.get((client.name, other))
+            if fake is None or better is None:
+                continue
+            both = [tid for tid, t in better["tests"].items() if t["outcome"] == "pass" and tid in fake["tests"]]
+            ends = [fake["tests"][tid]["outcome"] for tid in both]
+            passed = ends.count("pass")
+            share = passed / len(both) if both else 0.0
+            goal = ""
+            if other == NVIDIA and client.fake_goal:
+                goal = f">= {client.fake_goal:.0%}: {'met' if share >= client.fake_goal else 'MISSED'}"
+            rows.append([client.name, other, str(len(both)), str(passed), f"{share:.1%}",
+                         str(ends.count("fail") + ends.count("error")), str(ends.count("skip")), goal])
+    header = ["client", "other target", "pass there", "pass on the fake too", "share", "fail or error on the fake",
+              "skip on the fake", "goal"]
+    return lines + tables.markdown(header, rows, right={2, 3, 4, 5, 6}) + [""]
+
+
+def render(docs: list[dict]) -> str:
+    """CLIENTS.md from results documents; depends only on their content, not their order."""
+    by = {(d["client"], d["target"]): d for d in docs}
+    lines = ["# Client suites on the fake and on hardware", "",
+             "Generated by `ironaccel clients --report` from `clients/results/*.json`; do not edit. Each row is",
+             "one run of another project's own test suite (`ironaccel clients --client NAME --target T`).",
+             "numba/cudasim is numba's own CUDA simulator (NUMBA_ENABLE_CUDASIM=1), the comparison for the fake;",
+             "its skips include tests it cannot run, so compare sets of tests (below), not rates.", ""]
+    lines += _summary(by)
+    for client in CLIENTS.values():
+        lines += [f"## {client.name}", ""]
+        rows = []
+        for target in client.targets:
+            doc = by.get((client.name, target))
+            rows.append([target, doc["version"] if doc else "-", *_cell(doc)])
+        lines += tables.markdown(["target", "version", *OUTCOMES, "run"], rows, right={2, 3, 4, 5}) + [""]
+        fake = by.get((client.name, FAKE))
+        if fake is None:
+            lines += ["Not run on the fake yet." + (
+                f" Its tests are fetched at run time: {client.how_to_get.format(version='<installed version>')}"
+                if client.how_to_get else ""), ""]
+            continue
+        for better_target in (NVIDIA, CUDASIM):
+            if better_target not in client.targets:
+                continue
+            better = by.get((client.name, better_target))
+            if better is None:
+                lines += [f"#### Pass on {better_target} but not on {FAKE}: {better_target} not run", ""]
+            else:
+                both = len(better["tests"].keys() & fake["tests"].keys())
+                lines += _gap_section(f"Pass on {better_target} but not on {FAKE} (of the {both} tests both ran)",
+                                      _gap(better, fake))
+        failing: dict[str, int] = {}
+        for t in fake["tests"].values():
+            if t["outcome"] in ("fail", "error"):
+                key = f"{t['outcome']}: {cause(t['message'])}"
+                failing[key] = failing.get(key, 0) + 1
+        ordered = sorted(failing.items(), key=lambda kv: (-kv[1], kv[0]))
+        rows = [[str(n), _code(key)] for key, n in ordered] or [["0", "none"]]
+        lines += [f"#### Every failure and error on {FAKE}, by cause", ""]
+        lines += tables.markdown(["tests", "cause"], rows, right={0}) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def report(results: Path, output: Path, check: bool = False) -> int:
+    text = render(load_results(results))
+    if check:
+        if not output.is_file() or output.read_text() != text:
+            print(f"{output} is not what {results} generates: run `ironaccel clients --report`", file=sys.stderr)
+            return 1
+        return 0
+    output.write_text(text)
+    print(f"wrote {output} from {results}")
+    return 0
+
+
+def command(args) -> int:
+    results = Path(args.results)
+    if args.report:
+        return report(results, Path(args.output), check=args.check)
+    names = args.client or list(CLIENTS)
+    targets = args.target or [FAKE]
+    plan = []
+    for name in names:
+        client = CLIENTS.get(name)
+        if client is None:
+            print(f"ironaccel clients: unknown client {name!r} (known: {', '.join(CLIENTS)})", file=sys.stderr)
+            return 2
+        for target in targets:
+            if target not in TARGETS:
+                print(f"ironaccel clients: unknown target {target!r} (known: {', '.join(TARGETS)})", file=sys.stderr)
+                return 2
+            if target in client.targets:
+                plan.append((client, target))
+    code = 0
+    for client, target in plan:
+        source = args.source.get(client.name) or os.environ.get(client.source_env())
+        try:
+            doc = run_client(client, target, results, Path(source) if source else None, args.test_timeout,
+                             args.timeout, args.sample, args.select)
+        except ClientError as exc:
+            print(f"ironaccel clients: {exc}", file=sys.stderr)
+            code = 2
+            continue
+        c = doc["counts"]
+        print(f"{client.name} on {target}: {c['pass']} pass, {c['fail']} fail, {c['error']} error, "
+              f"{c['skip']} skip ({doc['run']['status']}, {doc['run']['seconds']:g} s)")
+        if doc["run"]["status"] != "finished":
+            code = 1
+    return code
+
+
+def _source_arg(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or name not in CLIENTS:
+        raise ValueError(f"--source takes CLIENT=DIR with CLIENT one of {', '.join(CLIENTS)}")
+    return name, path
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--client", action="append", metavar="NAME", help=f"a client (repeatable; default all: {', '.join(CLIENTS)})")
+    p.add_argument("--target", action="append", metavar="T", help=f"{', '.join(TARGETS)} (repeatable; default {FAKE})")
+    p.add_argument("--results", default="clients/results", metavar="DIR", help="results files (default clients/results)")
+    p.add_argument("--source", action="append", type=_source_arg, default=[], metavar="CLIENT=DIR",
+                   help="the tests folder of a client fetched at run time (or $IRONACCEL_CLIENTS_SOURCE_<CLIENT>)")
+    p.add_argument("--test-timeout", type=float, default=TEST_TIMEOUT_S, metavar="S", help="per-test time limit")
+    p.add_argument("--timeout", type=float, default=TOTAL_TIMEOUT_S, metavar="S", help="per-run time limit")
+    p.add_argument("--sample", type=int, default=1, metavar="N", help="run one test in N only (by a hash of its id)")
+    p.add_argument("-k", dest="select", default="", metavar="EXPR", help="pytest -k selection")
+    p.add_argument("--report", action="store_true", help="regenerate CLIENTS.md from the results files; run nothing")
+    p.add_argument("--output", default="CLIENTS.md", metavar="FILE", help="with --report: the file (default CLIENTS.md)")
+    p.add_argument("--check", action="store_true", help="with --report: exit 1 if FILE is not what the results give")
+    p.set_defaults(func=lambda args: command(_with_sources(args)))
+
+
+def _with_sources(args):
+    args.source = dict(args.source)
+    return args
