@@ -1,8 +1,9 @@
-"""ci/workflows/conformance.yml: a job per target (simulated on hosted runners, hardware on self-hosted GPU
+""".github/workflows/conformance.yml (where GitHub runs it): a job per target (simulated on hosted runners, hardware on self-hosted GPU
 runners) and a final job that merges the results and regenerates STATUS.md."""
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import sys
 import tomllib
@@ -15,7 +16,7 @@ from ironaccel.cts import results, targets
 from ironaccel.backends import BUILTIN
 
 ROOT = Path(__file__).resolve().parent.parent
-WORKFLOW = ROOT / "ci" / "workflows" / "conformance.yml"
+WORKFLOW = ROOT / ".github" / "workflows" / "conformance.yml"
 
 
 @pytest.fixture(scope="module")
@@ -99,3 +100,21 @@ def test_final_job_merges_results_and_publishes_status(jobs):
     assert "ironaccel status --results results --output STATUS.md" in lines
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     assert "STATUS.md" in upload["with"]["path"]
+
+
+def test_every_command_a_job_runs_exists_in_the_tree(jobs):
+    """A step that names a script, a folder or an ironaccel verb that is not there fails only on GitHub: check here."""
+    from ironaccel.cts import cli
+
+    verbs = {name for action in cli.parser()._actions if isinstance(action, argparse._SubParsersAction)
+             for name in action.choices}
+    for name, job in jobs.items():
+        for line in run_lines(job).splitlines():
+            for word in line.replace("&&", " ").split():
+                if word.startswith(("ci/", "plugins/", "conformance/", ".venv/bin/ironaccel")):
+                    path = word.removeprefix(".venv/bin/")
+                    assert path == "ironaccel" or (ROOT / path).exists(), f"job {name}: {word} is not in the tree"
+            words = line.split()
+            for i, word in enumerate(words[:-1]):
+                if word.endswith("ironaccel") and not words[i + 1].startswith("-"):
+                    assert words[i + 1] in verbs, f"job {name}: `ironaccel {words[i + 1]}` is no command"
