@@ -57,6 +57,9 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
 #define SHARED_PER_BLOCK 49152          /* static + dynamic shared memory of a block without opt-in */
 #define SHARED_PER_BLOCK_OPTIN 232448   /* with cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) */
 #define SHARED_PER_SM 233472
+/* a block's shared memory is allocated in units of this (cuda_occupancy.h, sm_8x/9x): an access past the
+   bytes asked for but inside the last unit does not fault on hardware, and %total_smem_size counts units */
+#define SHARED_ALLOCATION_UNIT 128
 #define THREADS_PER_SM 2048
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */

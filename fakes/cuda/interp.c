@@ -1380,7 +1380,8 @@ static void *grid_worker(void *arg) {
     X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges, X.ctx = G->ctx;
     X.watch = &G->watch;
     X.watch_countdown = WATCH_INTERVAL;
-    X.shared_size = G->m->shared_static + S->shared_bytes;
+    X.shared_size = (G->m->shared_static + S->shared_bytes + SHARED_ALLOCATION_UNIT - 1)
+                    & ~(uint64_t)(SHARED_ALLOCATION_UNIT - 1);
     uint32_t align = G->m->data_align; /* a power of two: .align takes no other */
     X.local_size = (G->kernel->stack_local + align - 1) & ~(align - 1);
     BlockMemory B = {0};

@@ -1061,3 +1061,55 @@ def test_compare_and_branch_fusion_keeps_branch_semantics(cuda):
     out = cuda.poisoned(np.zeros(5, np.uint32))
     cuda.launch(f, (1,), (1,), out)
     assert list(cuda.download(out, np.zeros(5, np.uint32))) == [10, 5, 0, 3, 0]
+
+
+# numba-cuda's test_sm.py::test_dynshared_slice_gaps as NVVM compiles it: the extern shared array is declared
+# 16-aligned, so its seven int32 are read back as two ld.shared.v4 (bytes 0..15 and 16..31) although the launch
+# asked for 28 bytes. Shared memory is allocated in 128-byte units, so the H200 reads the last vector without a
+# fault and the kernel writes [99, 1, 2, 99, 3, 4, 99]; lane 3 of the second vector is past the 28 bytes and
+# unspecified. A read past the whole unit (byte 128) is still out of the block's shared memory.
+DYNSHARED_SLICE_GAPS = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .shared .align 16 .b8 smem[];
+.visible .entry slice_gaps(.param .u64 out, .param .u32 past)
+{
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r8, 99;
+    st.shared.v4.u32 [smem], {%r8, %r8, %r8, %r8};
+    st.shared.v2.u32 [smem+16], {%r8, %r8};
+    st.shared.u32 [smem+24], %r8;
+    mov.u64 %rd2, smem;
+    mov.u32 %r1, 1;
+    mov.u32 %r2, 2;
+    mov.u32 %r3, 3;
+    mov.u32 %r4, 4;
+    st.shared.u32 [%rd2+4], %r1;
+    st.shared.u32 [%rd2+8], %r2;
+    st.shared.u32 [%rd2+16], %r3;
+    st.shared.u32 [%rd2+20], %r4;
+    ld.shared.v4.u32 {%r10, %r11, %r12, %r13}, [smem];
+    ld.shared.v4.u32 {%r14, %r15, %r16, %r17}, [smem+16];
+    st.global.v4.u32 [%rd1], {%r10, %r11, %r12, %r13};
+    st.global.v2.u32 [%rd1+16], {%r14, %r15};
+    st.global.u32 [%rd1+24], %r16;
+    ld.param.u32 %r18, [past];
+    ld.shared.u32 %r19, [%r18];
+    st.global.u32 [%rd1+28], %r19;
+    ret;
+}
+\0"""
+
+
+def test_dynamic_shared_read_past_the_bytes_asked_inside_the_allocation_unit(cuda):
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(DYNSHARED_SLICE_GAPS)), b"slice_gaps"))
+    out = cuda.poisoned(np.zeros(8, np.int32))
+    cuda.launch(f, (1,), (1,), out, np.uint32(124), shared=28)
+    assert list(cuda.download(out, np.zeros(8, np.int32))[:7]) == [99, 1, 2, 99, 3, 4, 99]
+    cuda.launch(f, (1,), (1,), out, np.uint32(128), shared=28, sync=False)
+    assert cuda.err(cuda.d.cuCtxSynchronize()) == cuda.d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "invalid shared read of 4 bytes at 0x80" in cuda.control.last_report()
