@@ -1221,6 +1221,14 @@ static void warp_collective(Exec *X, Thread *lanes, int nlanes, uint32_t group) 
         case COL_VOTE_ANY: R[in->d] = (uint64_t)any; break;
         case COL_VOTE_UNI: R[in->d] = (uint64_t)(all || !any); break;
         case COL_VOTE_BALLOT: R[in->d] = ballot; break;
+        case COL_MATCH_ANY: case COL_MATCH_ALL: { /* the lanes of membermask here that hold this lane's value */
+            uint64_t width = in->type == T_B64 ? ~0ull : 0xFFFFFFFFull;
+            uint32_t members = group & (uint32_t)R[in->b], same = 0;
+            for (int j = 0; j < nlanes; j++)
+                if ((members >> j & 1) && !((vals[j] ^ vals[l]) & width)) same |= 1u << j;
+            if (in->sub == COL_MATCH_ANY) R[in->d] = same;
+            else R[in->d] = same == members ? members : 0, R[in->e] = same == members;
+        } break;
         case COL_WARP_SYNC: break;
         default: R[in->d] = red; break;
         }

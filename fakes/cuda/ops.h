@@ -63,7 +63,7 @@ enum Rounding { R_NONE, R_RN, R_RZ, R_RM, R_RP, R_RNI, R_RZI, R_RMI, R_RPI };
 enum Collective { COL_BAR, COL_BAR_RED_POPC, COL_BAR_RED_AND, COL_BAR_RED_OR, COL_WARP_SYNC, COL_SHFL_UP,
                   COL_SHFL_DOWN, COL_SHFL_BFLY, COL_SHFL_IDX, COL_VOTE_ALL, COL_VOTE_ANY, COL_VOTE_UNI,
                   COL_VOTE_BALLOT, COL_REDUX_ADD, COL_REDUX_MIN, COL_REDUX_MAX, COL_REDUX_AND, COL_REDUX_OR,
-                  COL_REDUX_XOR };
+                  COL_REDUX_XOR, COL_MATCH_ANY, COL_MATCH_ALL };
 
 /* The float operation of OP_FROUND (f32/f64 with a directed rounding mode or .sat) and OP_HALF (f16/bf16,
  * scalar and x2). */

@@ -602,6 +602,14 @@ static void d_redux(Parser *P, const PtxInstr *row, Insn *I) {
     collective(P, I, kind, DEST(0), SLOT(1), SP_SINK, SP_SINK, SP_SINK, 0);
 }
 
+/* match.any.sync.b32 d, a, membermask;  match.all.sync.b64 d[|p], a, membermask */
+static void d_match(Parser *P, const PtxInstr *row, Insn *I) {
+    pick(P, row, I);
+    need(P, I, 3);
+    collective(P, I, has_mod(&I->o, "all") ? COL_MATCH_ALL : COL_MATCH_ANY, DEST(0), SLOT(1), SLOT(2), SP_SINK,
+               I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK, 0);
+}
+
 /* Type families for the opcode columns. */
 #define INTS(s16, u16, s32, u32, s64, u64) \
     [T_S16] = s16, [T_U16] = u16, [T_S32] = s32, [T_U32] = u32, [T_S64] = s64, [T_U64] = u64
@@ -765,6 +773,7 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"redux", NULL, d_redux, 0, {[T_U32] = OP_COLLECTIVE, [T_S32] = OP_COLLECTIVE, [T_B32] = OP_COLLECTIVE},
      "sync add min max and or xor", "", 0},
     {"activemask", NULL, d_typed, 0, {[T_B32] = OP_ACTIVEMASK}, "", "", 0},
+    {"match", NULL, d_match, 0, {[T_B32] = OP_COLLECTIVE, [T_B64] = OP_COLLECTIVE}, "sync any all", "", 0},
 };
 
 /* Instructions known not to be implemented, and why: the load fails naming them. */
@@ -774,7 +783,6 @@ static const struct { const char *names, *what; } NOT_IMPLEMENTED[] = {
     {"cp mbarrier", "asynchronous copies (cp.async*) and mbarriers"},
     {"vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 vadd4 vsub4 "
      "vavrg4 vabsdiff4 vmin4 vmax4 vset4", "SIMD video instructions"},
-    {"match", "match.sync"},
     {"fns", "find n-th set bit"},
     {"alloca stacksave stackrestore", "dynamic stack allocation"},
     {"getctarank mapa elect setmaxnreg", "clusters and warpgroup register control"},

@@ -1113,3 +1113,34 @@ def test_dynamic_shared_read_past_the_bytes_asked_inside_the_allocation_unit(cud
     cuda.launch(f, (1,), (1,), out, np.uint32(128), shared=28, sync=False)
     assert cuda.err(cuda.d.cuCtxSynchronize()) == cuda.d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     assert "invalid shared read of 4 bytes at 0x80" in cuda.control.last_report()
+
+
+def test_warp_match_any_and_all(cuda, rng):
+    """__match_any_sync: the lanes of the mask holding this lane's value; __match_all_sync: the mask when every
+    lane of it holds the same value (and pred 1), else 0 (pred 0); 32- and 64-bit values."""
+    f = cuda.kernel(r'''
+    extern "C" __global__ void matches(const unsigned* x, const unsigned long long* y, unsigned* out) {
+        unsigned i = threadIdx.x, mask = 0x7fffffffu;  // lane 31 is not a member
+        if ((i & 31) == 31) return;
+        int pred32, pred64;
+        out[i] = __match_any_sync(mask, x[i]);
+        out[64 + i] = __match_any_sync(mask, y[i]);
+        out[128 + i] = __match_all_sync(mask, x[i] / 1000u, &pred32);
+        out[192 + i] = __match_all_sync(mask, y[i], &pred64);
+        out[256 + i] = pred32 | (pred64 << 1);
+    }''', "matches")
+    x = rng.integers(0, 4, 64).astype(np.uint32)
+    y = (rng.integers(0, 3, 64).astype(np.uint64) << np.uint64(40)) | x.astype(np.uint64)  # high bits count
+    y[32:] = 7 << 40  # the second warp: all equal
+    out = cuda.poisoned(np.zeros(320, np.uint32))
+    cuda.launch(f, (1,), (64,), cuda.upload(x), cuda.upload(y), out)
+    got = cuda.download(out, np.zeros(320, np.uint32)).reshape(5, 2, 32)[:, :, :31]
+    mask = 0x7FFFFFFF
+    for w in range(2):
+        xs, ys = x[32 * w:32 * w + 31], y[32 * w:32 * w + 31]
+        assert list(got[0, w]) == [sum(1 << j for j in range(31) if xs[j] == v) for v in xs]
+        assert list(got[1, w]) == [sum(1 << j for j in range(31) if ys[j] == v) for v in ys]
+        assert set(got[2, w]) == {mask}  # x / 1000 is 0 everywhere
+        same64 = len(set(ys.tolist())) == 1
+        assert set(got[3, w]) == {mask if same64 else 0}
+        assert set(got[4, w]) == {1 | (same64 << 1)}
