@@ -71,7 +71,6 @@ typedef struct Exec {
     unsigned fault_size;
     int fault_store, fault_space;
     uint32_t fault_pc;
-    uint32_t *warp_active; /* lanes of each warp that have not exited */
     uint64_t steps;        /* instructions this worker has run (not counting guarded-off ones) */
     unsigned fault_linear; /* the faulting thread's index in its block */
     Watchdog *watch;
@@ -1152,7 +1151,6 @@ static int run_thread(Exec *X, Thread *T) {
         } vmbreak;
         vmcase(TRAP) FAULT_AT((in->flags & F_ASSERT) ? CUDA_ERROR_ASSERT : CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1);
         vmcase(COLLECTIVE) YIELD(in->sub <= COL_BAR_RED_OR ? TS_BAR : TS_WARP, pc - 1);
-        vmcase(ACTIVEMASK) R[in->d] = X->warp_active[T->linear >> 5]; vmbreak;
         vmcase(NONE) FAULT_AT(CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, 0, 0, -1);
         }
     }
@@ -1229,6 +1227,7 @@ static void warp_collective(Exec *X, Thread *lanes, int nlanes, uint32_t group) 
             if (in->sub == COL_MATCH_ANY) R[in->d] = same;
             else R[in->d] = same == members ? members : 0, R[in->e] = same == members;
         } break;
+        case COL_ACTIVEMASK: R[in->d] = group; break;
         case COL_WARP_SYNC: break;
         default: R[in->d] = red; break;
         }
@@ -1266,7 +1265,6 @@ typedef struct BlockMemory {
     Frame *frames; /* the threads' call stacks; NULL when the module makes no calls */
     uint64_t *regs;
     uint8_t *local, *shared;
-    uint32_t *warp_active;
     size_t nthreads;
     int ready; /* the threads' registers hold the launch's special registers and constants already */
 } BlockMemory;
@@ -1329,11 +1327,6 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
         B->ready = 1;
     }
     int nwarps = (n + 31) / 32;
-    for (int w = 0; w < nwarps; w++) {
-        int lanes = n - w * 32 < 32 ? n - w * 32 : 32;
-        B->warp_active[w] = lanes == 32 ? 0xFFFFFFFFu : (1u << lanes) - 1;
-    }
-    X->warp_active = B->warp_active;
     for (;;) {
         int at_barrier = 0;
         for (int w = 0; w < nwarps; w++) {
@@ -1344,11 +1337,11 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
                     if (lanes[l].state != TS_RUN) continue;
                     int st = run_thread(X, &lanes[l]);
                     if (st == TS_FAULT) return -1;
-                    if (st == TS_DONE) B->warp_active[w] &= ~(1u << l);
                 }
-                int first = -1;
-                for (int l = 0; l < nl && first < 0; l++)
-                    if (lanes[l].state == TS_WARP) first = l;
+                int first = -1; /* the lowest pc first: lanes that branched ahead wait there for the others,
+                                   as diverged lanes reconverge after an if/else or a loop on hardware */
+                for (int l = 0; l < nl; l++)
+                    if (lanes[l].state == TS_WARP && (first < 0 || lanes[l].pc < lanes[first].pc)) first = l;
                 if (first < 0) break;
                 uint32_t group = 0;
                 for (int l = 0; l < nl; l++)
@@ -1401,9 +1394,8 @@ static void *grid_worker(void *arg) {
     B.local = aligned_alloc(align, local_bytes);
     if (B.local) memset(B.local, 0, local_bytes);
     B.shared = aligned_alloc(align, (X.shared_size + align) & ~(uint64_t)(align - 1));
-    B.warp_active = calloc((B.nthreads + 31) / 32, sizeof(uint32_t));
     X.shared = B.shared;
-    if (!B.threads || !B.regs || !B.local || !B.shared || !B.warp_active || (G->m->ncalls && !B.frames)) {
+    if (!B.threads || !B.regs || !B.local || !B.shared || (G->m->ncalls && !B.frames)) {
         pthread_mutex_lock(&G->mu);
         if (!G->has_failure) { G->has_failure = 1; G->failed.fault = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; }
         G->stop = 1;
@@ -1425,7 +1417,7 @@ static void *grid_worker(void *arg) {
             pthread_mutex_unlock(&G->mu);
         }
     }
-    free(B.threads), free(B.frames), free(B.regs), free(B.local), free(B.shared), free(B.warp_active);
+    free(B.threads), free(B.frames), free(B.regs), free(B.local), free(B.shared);
     __atomic_fetch_add(&g_executed, X.steps, __ATOMIC_RELAXED);
     return NULL;
 }

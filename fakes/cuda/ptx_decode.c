@@ -610,6 +610,13 @@ static void d_match(Parser *P, const PtxInstr *row, Insn *I) {
                I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK, 0);
 }
 
+/* activemask.b32 d: a warp collective, so lanes that diverged to another activemask are not counted */
+static void d_activemask(Parser *P, const PtxInstr *row, Insn *I) {
+    pick(P, row, I);
+    need(P, I, 1);
+    collective(P, I, COL_ACTIVEMASK, DEST(0), SP_SINK, SP_SINK, SP_SINK, SP_SINK, 0);
+}
+
 /* Type families for the opcode columns. */
 #define INTS(s16, u16, s32, u32, s64, u64) \
     [T_S16] = s16, [T_U16] = u16, [T_S32] = s32, [T_U32] = u32, [T_S64] = s64, [T_U64] = u64
@@ -772,7 +779,8 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"vote", NULL, d_vote, 0, {[T_PRED] = OP_COLLECTIVE, [T_B32] = OP_COLLECTIVE}, "sync all any uni ballot", "", 0},
     {"redux", NULL, d_redux, 0, {[T_U32] = OP_COLLECTIVE, [T_S32] = OP_COLLECTIVE, [T_B32] = OP_COLLECTIVE},
      "sync add min max and or xor", "", 0},
-    {"activemask", NULL, d_typed, 0, {[T_B32] = OP_ACTIVEMASK}, "", "", 0},
+    {"activemask", NULL, d_activemask, 0, {[T_B32] = OP_COLLECTIVE}, "",
+     "the lanes of the warp that reach this instruction together (converged), not every lane not yet exited", 0},
     {"match", NULL, d_match, 0, {[T_B32] = OP_COLLECTIVE, [T_B64] = OP_COLLECTIVE}, "sync any all", "", 0},
 };
 

@@ -1144,3 +1144,21 @@ def test_warp_match_any_and_all(cuda, rng):
         same64 = len(set(ys.tolist())) == 1
         assert set(got[3, w]) == {mask if same64 else 0}
         assert set(got[4, w]) == {1 | (same64 << 1)}
+
+
+def test_activemask_is_the_lanes_that_reach_it_together(cuda):
+    """numba-cuda's test_activemask: lanes that diverged to the other branch's __activemask are not in the mask
+    (the H200 gives 0x55555555 to even lanes, 0xAAAAAAAA to odd ones); converged lanes, here past the branch,
+    all are, except those that exited."""
+    f = cuda.kernel(r'''
+    extern "C" __global__ void masks(unsigned* out) {
+        unsigned i = threadIdx.x;
+        if (i % 2 == 0) out[i] = __activemask(); else out[i] = __activemask();
+        if (i >= 28) return;
+        out[32 + i] = __activemask();
+    }''', "masks")
+    out = cuda.poisoned(np.zeros(60, np.uint32))
+    cuda.launch(f, (1,), (32,), out)
+    got = cuda.download(out, np.zeros(60, np.uint32))
+    assert list(got[:32]) == [0x55555555, 0xAAAAAAAA] * 16
+    assert set(got[32:]) == {0x0FFFFFFF}
