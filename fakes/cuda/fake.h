@@ -267,7 +267,9 @@ typedef struct PtxModule {
     int nfuncs;
     CallInfo *calls;
     int ncalls;
-    uint32_t shared_static; /* bytes of module-level + function-level .shared */
+    uint32_t shared_static; /* bytes of module-level + function-level .shared, 16-aligned (dynamic starts there) */
+    uint32_t shared_declared, const_bytes; /* the bytes those .shared and the .const variables declare: a
+                                            * function's SHARED_SIZE_BYTES and CONST_SIZE_BYTES (module-wide) */
     uint32_t data_align;    /* the largest .align of a .shared or .local variable (at least 16): a block's shared
                              * memory, each thread's local memory and every frame start at a multiple of it */
     int uses_dynamic_shared;
