@@ -274,6 +274,7 @@ typedef struct PtxModule {
                              * memory, each thread's local memory and every frame start at a multiple of it */
     int uses_dynamic_shared;
     int uses_device_heap; /* calls malloc or free */
+    int uses_grid_sync;   /* calls cudaCGSynchronize: every block of a launch runs at once, on its own worker */
     char **global_names;
     uint64_t *global_addrs, *global_sizes;
     int nglobals;

@@ -511,6 +511,22 @@ static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
         in->e = (uint32_t)v->value;
         return;
     }
+    /* the device runtime's cooperative groups (libcudadevrt, machine code only): the grid's handle, and the
+     * grid-wide barrier, a block barrier that also waits for every other block of the grid */
+    if (tok_is(&callee, "cudaCGGetIntrinsicHandle")) {
+        if (nargs != 1 || !ret.len) fail(P, line, "cudaCGGetIntrinsicHandle takes a scope and returns a handle");
+        emit(P, OP_GRID_HANDLE, line)->e = frame_param(P, &ret, line, "call return");
+        return;
+    }
+    if (tok_is(&callee, "cudaCGSynchronize")) {
+        if (nargs != 2) fail(P, line, "cudaCGSynchronize takes a handle and flags");
+        Inst *in = emit(P, OP_COLLECTIVE, line);
+        in->sub = COL_GRID_SYNC;
+        in->d = in->b = in->c = SP_SINK, in->a = SP_ZERO;
+        in->e = ret.len ? frame_param(P, &ret, line, "call return") : UINT32_MAX;
+        m->uses_grid_sync = 1;
+        return;
+    }
     if (tok_is(&callee, "malloc") || tok_is(&callee, "free")) { /* the device runtime's heap */
         int is_malloc = tok_is(&callee, "malloc");
         if (nargs != 1 || (is_malloc && !ret.len))

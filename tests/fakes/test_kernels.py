@@ -1162,3 +1162,74 @@ def test_activemask_is_the_lanes_that_reach_it_together(cuda):
     got = cuda.download(out, np.zeros(60, np.uint32))
     assert list(got[:32]) == [0x55555555, 0xAAAAAAAA] * 16
     assert set(got[32:]) == {0x0FFFFFFF}
+
+
+# numba-cuda's cg.this_grid().sync() calls the device runtime's cudaCGGetIntrinsicHandle/cudaCGSynchronize
+# (libcudadevrt.a holds machine code only; the fake implements them). Each block writes its id, the grid
+# synchronizes, and each block reads the next block's slot: on the H200, out2[b] = (b + 1) % nblocks for every
+# block, which only a grid-wide barrier gives (without one, a block reads a slot not yet written).
+GRID_SYNC = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .func (.param .b32 func_retval0) cudaCGSynchronize(.param .b64 p0, .param .b32 p1);
+.extern .func (.param .b64 func_retval0) cudaCGGetIntrinsicHandle(.param .b32 p0);
+.visible .entry grid_sync(.param .u64 out, .param .u64 out2, .param .u64 status)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [out2];
+    ld.param.u64 %rd9, [status];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %nctaid.x;
+    mov.u32 %r3, %tid.x;
+    setp.ne.u32 %p1, %r3, 0;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    @!%p1 st.global.u32 [%rd4], %r1;
+    {
+    .param .b32 param0;
+    st.param.b32 [param0+0], 1;
+    .param .b64 retval0;
+    call.uni (retval0), cudaCGGetIntrinsicHandle, (param0);
+    ld.param.b64 %rd5, [retval0+0];
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0+0], %rd5;
+    .param .b32 param1;
+    st.param.b32 [param1+0], 0;
+    .param .b32 retval0;
+    call.uni (retval0), cudaCGSynchronize, (param0, param1);
+    ld.param.b32 %r4, [retval0+0];
+    }
+    add.u32 %r5, %r1, 1;
+    rem.u32 %r5, %r5, %r2;
+    mul.wide.u32 %rd6, %r5, 4;
+    add.s64 %rd7, %rd1, %rd6;
+    ld.global.u32 %r6, [%rd7];
+    add.s64 %rd8, %rd2, %rd3;
+    @!%p1 st.global.u32 [%rd8], %r6;
+    add.s64 %rd10, %rd9, %rd3;
+    @!%p1 st.global.u32 [%rd10], %r4;
+    ret;
+}
+\0"""
+
+
+def test_cooperative_grid_sync_of_the_device_runtime(cuda):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(GRID_SYNC)), b"grid_sync"))
+    n = 12
+    out, out2, status = (cuda.poisoned(np.zeros(n, np.uint32)) for _ in range(3))
+    ptrs, boxes = cuda.args(out, out2, status)
+    cuda.ok(d.cuLaunchCooperativeKernel(f, n, 1, 1, 64, 1, 1, 0, 0, ptrs.ctypes.data))
+    cuda.ok(d.cuCtxSynchronize())
+    assert list(cuda.download(out2, np.zeros(n, np.uint32))) == [(b + 1) % n for b in range(n)]
+    assert not cuda.download(status, np.zeros(n, np.uint32)).any()  # cudaSuccess
+    ptrs, boxes = cuda.args(out, out2, status)  # more blocks than can be resident at once
+    assert cuda.err(d.cuLaunchKernel(f, 100000, 1, 1, 1, 1, 1, 0, 0, ptrs.ctypes.data, 0)) in (
+        d.CUresult.CUDA_SUCCESS, d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
