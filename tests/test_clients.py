@@ -58,6 +58,21 @@ def test_xdist_workers_record_each_test_once_through_the_controller(pytester):
     assert clients.counts(clients.read_record(record)) == {"pass": 9, "fail": 3, "error": 0, "skip": 0}
 
 
+def test_a_subtest_with_object_parameters_reports_through_xdist(pytester):
+    pytester.makepyfile(test_sub="""
+        class Kind:
+            pass
+
+        def test_kinds(subtests):
+            for k in (Kind(), 3):
+                with subtests.test(kind=k):
+                    assert k is not None
+    """)
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.clients", f"--clients-record={record}", "-n", "1")
+    assert clients.read_record(record) == {"test_sub.py::test_kinds": {"outcome": "pass", "message": ""}}
+
+
 def test_a_cupy_that_cannot_start_is_not_installed_so_its_suite_collects(pytester):
     """cuda.core's test_utils.py builds CuPy arrays at import; a CuPy that cannot start made the module a
     collection error (233 tests not run); now its CuPy tests skip and the rest run."""
