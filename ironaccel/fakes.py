@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import re
 import subprocess
@@ -25,7 +26,8 @@ from pathlib import Path
 from . import cbuild
 from .errors import NotAvailable
 
-__all__ = ["IDENTITY", "source_dir", "build", "toolchain", "load", "child_env", "Control"]
+__all__ = ["IDENTITY", "source_dir", "build", "driver_dir", "toolchain", "load", "child_env", "check", "in_fake_env", "exec_with_fake",
+           "Control"]
 
 #: What ``ironaccel_fake_identity()`` returns; the CUDA backend compares against it.
 IDENTITY = "ironaccel fake libcuda"
@@ -51,6 +53,20 @@ def _sources(src: Path) -> list[Path]:
 def build() -> Path:
     """Compiles the fake once per source hash (cached); safe to call from parallel processes."""
     return cbuild.build("fakecuda", "libcuda.so.1", _sources(source_dir()), CFLAGS, LIBS)
+
+
+def driver_dir() -> Path:
+    """The folder of the built fake, which holds it as ``libcuda.so.1`` and as ``libcuda.so`` (a link):
+    numba-cuda opens ``libcuda.so``, so without the link a machine with a GPU gives numba the real driver
+    while cuda.bindings in the same process gets the fake."""
+    lib = build()
+    link = lib.parent / "libcuda.so"
+    if not link.is_symlink():
+        tmp = lib.parent / f".libcuda.so.{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        os.symlink(lib.name, tmp)
+        os.replace(tmp, link)  # atomic, as the build itself
+    return lib.parent
 
 
 #: The toolchain libraries shimmed: cuda.pathfinder's name -> the variable naming the real library for the
@@ -134,11 +150,65 @@ def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
         preload.append(str(shim))
     if preload:
         env["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p and p not in preload])
-    lib_dir = str(build().parent)
-    old = env.get("LD_LIBRARY_PATH", "")
-    env["LD_LIBRARY_PATH"] = lib_dir + (os.pathsep + old if old else "")
+    lib_dir = str(driver_dir())
+    rest = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and p != lib_dir]
+    env["LD_LIBRARY_PATH"] = os.pathsep.join([lib_dir, *rest])
     env["IRONACCEL_CUDA_DRIVER"] = "fake"
     return env
+
+
+#: What a process finds by each name the CUDA libraries open the driver by (cuda.bindings and CuPy the
+#: soname, numba-cuda the plain name): its file, whether it is the fake, and the device's name.
+_PROBE = r"""
+import ctypes, json
+class DlInfo(ctypes.Structure):
+    _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p), ("sname", ctypes.c_char_p),
+                ("saddr", ctypes.c_void_p)]
+libc = ctypes.CDLL(None)
+for name in ("libcuda.so.1", "libcuda.so"):
+    out = {"name": name}
+    try:
+        lib = ctypes.CDLL(name)
+        info = DlInfo()
+        libc.dladdr(ctypes.cast(lib.cuInit, ctypes.c_void_p), ctypes.byref(info))
+        out["file"] = (info.fname or b"?").decode()
+        out["fake"] = hasattr(lib, "ironaccel_fake_identity")
+        dev, buf = ctypes.c_int(), ctypes.create_string_buffer(256)
+        err = lib.cuInit(0) or lib.cuDeviceGet(ctypes.byref(dev), 0) or lib.cuDeviceGetName(buf, 256, dev)
+        out["device"] = buf.value.decode(errors="replace") if err == 0 else f"none (CUresult {err})"
+    except (OSError, AttributeError) as exc:
+        out["error"] = str(exc)
+    print(json.dumps(out))
+"""
+
+
+def check(env: dict[str, str]) -> None:
+    """Refuses (NotAvailable) an environment in which a process would not get the fake as its driver, by
+    either name the CUDA libraries open it by, naming what it would get instead; asked of a child process
+    with that environment, since a process's library path is fixed when it starts."""
+    proc = subprocess.run([sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=120)
+    found = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    wrong = [f for f in found if not f.get("fake") or "simulated" not in f.get("device", "")]
+    if proc.returncode != 0 or len(found) != 2 or wrong:
+        said = "; ".join(f"{f['name']} is {f.get('file') or 'not loadable: ' + f.get('error', '?')}"
+                         f" (device {f.get('device', '?')!r})" for f in wrong) or proc.stderr.strip()[-500:]
+        raise NotAvailable("cuda", "the fake libcuda as the driver", f"a process started with its environment "
+                           f"does not get it: {said}")
+
+
+def in_fake_env() -> bool:
+    """Whether this process was started with ``child_env()``'s environment (by ``ironaccel fake run``)."""
+    return child_env() == dict(os.environ)
+
+
+def exec_with_fake(argv: list[str]) -> None:
+    """Replaces this process with ``argv`` run with the fake as its driver (``ironaccel fake run``), after
+    ``check``; returns only when the environment already is the fake's (a process started that way)."""
+    if in_fake_env():
+        return
+    env = child_env()
+    check(env)
+    os.execvpe(argv[0], argv, env)
 
 
 class Control:

@@ -49,6 +49,53 @@ def test_plugin_records_every_outcome(pytester):
     assert clients.counts(tests) == {"pass": 1, "fail": 1, "error": 1, "skip": 1}
 
 
+def test_xdist_workers_record_each_test_once_through_the_controller(pytester):
+    pytester.makepyfile(test_suite="\n".join(f"def test_{i}(): assert {i} % 5" for i in range(12)))
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}", "-n", "2")
+    lines = [json.loads(line)["id"] for line in record.read_text().splitlines()]
+    assert len(lines) == len(set(lines)) == 12
+    assert clients.counts(clients.read_record(record)) == {"pass": 9, "fail": 3, "error": 0, "skip": 0}
+
+
+def test_a_subtest_with_object_parameters_reports_through_xdist(pytester):
+    pytester.makepyfile(test_sub="""
+        class Kind:
+            pass
+
+        def test_kinds(subtests):
+            for k in (Kind(), 3):
+                with subtests.test(kind=k):
+                    assert k is not None
+    """)
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}", "-n", "1")
+    assert clients.read_record(record) == {"test_sub.py::test_kinds": {"outcome": "pass", "message": ""}}
+
+
+def test_a_cupy_that_cannot_start_is_not_installed_so_its_suite_collects(pytester):
+    """cuda.core's test_utils.py builds CuPy arrays at import; a CuPy that cannot start made the module a
+    collection error (233 tests not run); now its CuPy tests skip and the rest run."""
+    pytester.makepyfile(cupy="def empty(n):\n    raise RuntimeError('cudaErrorSymbolNotFound')\n")
+    pytester.makepyfile(test_utils="""
+        import pytest
+        try:
+            import cupy as cp
+        except ImportError:
+            cp = None
+        SAMPLES = [cp.empty(3)] if cp is not None else []
+
+        @pytest.mark.skipif(cp is None, reason="CuPy is not installed")
+        def test_cupy(): pass
+        def test_other(): pass
+    """)
+    record = pytester.path / "record.jsonl"
+    result = pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}")
+    tests = clients.read_record(record)
+    assert {t.split("::")[1]: v["outcome"] for t, v in tests.items()} == {"test_cupy": "skip", "test_other": "pass"}
+    assert "CuPy cannot start here (RuntimeError: cudaErrorSymbolNotFound)" in result.stderr.str()
+
+
 def test_sample_keeps_one_test_in_n_by_a_hash_of_its_id(pytester):
     pytester.makepyfile(test_many="\n".join(f"def test_{i:02d}(): pass" for i in range(30)))
     record = pytester.path / "record.jsonl"
@@ -95,6 +142,17 @@ def test_report_lists_the_gap_by_cause_and_says_not_run():
     core = text.split("## cuda-core")[1].split("\n## ")[0]
     assert "| 1 | `error: not implemented: cuTexObjectCreate` |" in core
     assert "Not run on the fake yet" in text.split("## cuda-bindings")[1]
+
+
+def test_a_sample_is_never_the_headline_and_workers_are_said():
+    hw = {"t::a": ("pass", ""), "t::b": ("pass", "")}
+    whole = doc("cuda-core", clients.FAKE, hw)
+    whole["run"]["workers"] = "auto"
+    text = clients.render([doc("cuda-core", clients.NVIDIA, hw), whole])
+    assert "| cuda-core | cuda/nvidia | 2 | 2 | 100.0% | 0 | 0 | >= 95%: met |" in text
+    assert "| cuda/fake | 1.0 | 2 | 0 | 0 | 0 | xdist -n auto; 1 s |" in text
+    text = clients.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, hw, sample=5)])
+    assert "| 100.0% | 0 | 0 | a sample: not a whole-suite figure |" in text
 
 
 def test_summary_gives_the_fakes_share_of_hardware_passes_against_the_goal():

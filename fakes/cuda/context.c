@@ -219,6 +219,23 @@ API CUresult cuCtxSetCacheConfig(int config) {
     return CUDA_SUCCESS;
 }
 
+/* sm_90's shared memory banks are 4 bytes wide, not configurable: a setting is checked and has no effect */
+API CUresult cuCtxGetSharedMemConfig(int *config) {
+    ENTER(cuCtxGetSharedMemConfig);
+    NEED_CONTEXT(c);
+    (void)c;
+    if (!config) return CUDA_ERROR_INVALID_VALUE;
+    *config = 1; /* CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE */
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuCtxSetSharedMemConfig(int config) {
+    ENTER(cuCtxSetSharedMemConfig);
+    NEED_CONTEXT(c);
+    (void)c;
+    return config < 0 || config > 2 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 API CUresult cuDevicePrimaryCtxRetain(void **pctx, CUdevice dev) {
     ENTER(cuDevicePrimaryCtxRetain);
     NEED_INIT();

@@ -42,6 +42,8 @@
     X(cuCtxSetLimit, "cuCtxSetLimit", 3010) \
     X(cuCtxGetCacheConfig, "cuCtxGetCacheConfig", 3020) \
     X(cuCtxSetCacheConfig, "cuCtxSetCacheConfig", 3020) \
+    X(cuCtxGetSharedMemConfig, "cuCtxGetSharedMemConfig", 4020) \
+    X(cuCtxSetSharedMemConfig, "cuCtxSetSharedMemConfig", 4020) \
     X(cuMemGetInfo_v2, "cuMemGetInfo", 3020) \
     X(cuMemAlloc_v2, "cuMemAlloc", 3020) \
     X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020) \
@@ -222,11 +224,13 @@
     X(cuKernelGetFunction, "cuKernelGetFunction", 12000) \
     X(cuKernelGetAttribute, "cuKernelGetAttribute", 12000) \
     X(cuKernelSetAttribute, "cuKernelSetAttribute", 12000) \
+    X(cuKernelSetCacheConfig, "cuKernelSetCacheConfig", 12000) \
     X(cuKernelGetParamInfo, "cuKernelGetParamInfo", 12040) \
     X(cuFuncGetParamInfo, "cuFuncGetParamInfo", 12040) \
     X(cuFuncGetAttribute, "cuFuncGetAttribute", 2020) \
     X(cuFuncSetAttribute, "cuFuncSetAttribute", 9000) \
     X(cuFuncSetCacheConfig, "cuFuncSetCacheConfig", 3000) \
+    X(cuFuncSetSharedMemConfig, "cuFuncSetSharedMemConfig", 4020) \
     X(cuFuncGetName, "cuFuncGetName", 12030) \
     X(cuKernelGetName, "cuKernelGetName", 12030) \
     X(cuFuncGetModule, "cuFuncGetModule", 11000) \

@@ -57,6 +57,9 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
 #define SHARED_PER_BLOCK 49152          /* static + dynamic shared memory of a block without opt-in */
 #define SHARED_PER_BLOCK_OPTIN 232448   /* with cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) */
 #define SHARED_PER_SM 233472
+/* a block's shared memory is allocated in units of this (cuda_occupancy.h, sm_8x/9x): an access past the
+   bytes asked for but inside the last unit does not fault on hardware, and %total_smem_size counts units */
+#define SHARED_ALLOCATION_UNIT 128
 #define THREADS_PER_SM 2048
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
@@ -264,11 +267,14 @@ typedef struct PtxModule {
     int nfuncs;
     CallInfo *calls;
     int ncalls;
-    uint32_t shared_static; /* bytes of module-level + function-level .shared */
+    uint32_t shared_static; /* bytes of module-level + function-level .shared, 16-aligned (dynamic starts there) */
+    uint32_t shared_declared, const_bytes; /* the bytes those .shared and the .const variables declare: a
+                                            * function's SHARED_SIZE_BYTES and CONST_SIZE_BYTES (module-wide) */
     uint32_t data_align;    /* the largest .align of a .shared or .local variable (at least 16): a block's shared
                              * memory, each thread's local memory and every frame start at a multiple of it */
     int uses_dynamic_shared;
     int uses_device_heap; /* calls malloc or free */
+    int uses_grid_sync;   /* calls cudaCGSynchronize: every block of a launch runs at once, on its own worker */
     char **global_names;
     uint64_t *global_addrs, *global_sizes;
     int nglobals;

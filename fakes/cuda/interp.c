@@ -44,6 +44,48 @@ typedef struct Watchdog {
 enum WatchCause { WATCH_NONE, WATCH_TIME, WATCH_BUDGET, WATCH_STOP };
 #define WATCH_INTERVAL 1024
 
+/* The grid-wide barrier of cooperative groups (cudaCGSynchronize): every block of such a grid runs on its own
+ * worker, and a block that has ended counts as arrived. */
+typedef struct GridBarrier {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint64_t nblocks, arrived, ended, generation;
+} GridBarrier;
+
+static void grid_barrier_release_if_all(GridBarrier *g) {
+    if (g->arrived && g->arrived + g->ended == g->nblocks) {
+        g->arrived = 0;
+        g->generation++;
+        pthread_cond_broadcast(&g->cv);
+    }
+}
+
+/* 0 once every block has arrived; 1 when the launch is ending instead (another worker faulted). */
+static int grid_barrier_wait(GridBarrier *g, volatile int *stop) {
+    pthread_mutex_lock(&g->mu);
+    uint64_t generation = g->generation;
+    g->arrived++;
+    grid_barrier_release_if_all(g);
+    while (generation == g->generation && !*stop) pthread_cond_wait(&g->cv, &g->mu);
+    int stopped = generation == g->generation;
+    pthread_mutex_unlock(&g->mu);
+    return stopped;
+}
+
+static void grid_barrier_end_block(GridBarrier *g) {
+    pthread_mutex_lock(&g->mu);
+    g->ended++;
+    grid_barrier_release_if_all(g);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* Wakes the waiting blocks after the grid's stop flag was set. */
+static void grid_barrier_stop(GridBarrier *g) {
+    pthread_mutex_lock(&g->mu);
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
 /* What a launch's printf calls wrote, written to stdout when it ends; at most the context's
  * CU_LIMIT_PRINTF_FIFO_SIZE bytes (the rest is dropped, as a full FIFO drops it on hardware). */
 typedef struct PrintOutput {
@@ -71,10 +113,10 @@ typedef struct Exec {
     unsigned fault_size;
     int fault_store, fault_space;
     uint32_t fault_pc;
-    uint32_t *warp_active; /* lanes of each warp that have not exited */
     uint64_t steps;        /* instructions this worker has run (not counting guarded-off ones) */
     unsigned fault_linear; /* the faulting thread's index in its block */
     Watchdog *watch;
+    GridBarrier *grid_sync; /* NULL unless the module calls cudaCGSynchronize */
     uint32_t watch_countdown;
     uint64_t watch_reported; /* steps already added to watch->executed */
     int watch_cause;
@@ -1150,9 +1192,13 @@ static int run_thread(Exec *X, Thread *T) {
             memcpy(&value, v, sizeof value);
             if (graph_condition_set(handle, value)) FAULT_AT(CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1);
         } vmbreak;
+        vmcase(GRID_HANDLE) { /* cudaCGGetIntrinsicHandle: any nonzero value names the grid */
+            uint8_t *h = address(X, T, SPACE_FRAME, in->e, 8);
+            if (!h) FAULT_AT(CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1);
+            memcpy(h, &(uint64_t){1}, 8);
+        } vmbreak;
         vmcase(TRAP) FAULT_AT((in->flags & F_ASSERT) ? CUDA_ERROR_ASSERT : CUDA_ERROR_LAUNCH_FAILED, 0, 0, 0, -1);
-        vmcase(COLLECTIVE) YIELD(in->sub <= COL_BAR_RED_OR ? TS_BAR : TS_WARP, pc - 1);
-        vmcase(ACTIVEMASK) R[in->d] = X->warp_active[T->linear >> 5]; vmbreak;
+        vmcase(COLLECTIVE) YIELD(in->sub <= COL_GRID_SYNC ? TS_BAR : TS_WARP, pc - 1);
         vmcase(NONE) FAULT_AT(CUDA_ERROR_ILLEGAL_INSTRUCTION, 0, 0, 0, -1);
         }
     }
@@ -1221,6 +1267,15 @@ static void warp_collective(Exec *X, Thread *lanes, int nlanes, uint32_t group) 
         case COL_VOTE_ANY: R[in->d] = (uint64_t)any; break;
         case COL_VOTE_UNI: R[in->d] = (uint64_t)(all || !any); break;
         case COL_VOTE_BALLOT: R[in->d] = ballot; break;
+        case COL_MATCH_ANY: case COL_MATCH_ALL: { /* the lanes of membermask here that hold this lane's value */
+            uint64_t width = in->type == T_B64 ? ~0ull : 0xFFFFFFFFull;
+            uint32_t members = group & (uint32_t)R[in->b], same = 0;
+            for (int j = 0; j < nlanes; j++)
+                if ((members >> j & 1) && !((vals[j] ^ vals[l]) & width)) same |= 1u << j;
+            if (in->sub == COL_MATCH_ANY) R[in->d] = same;
+            else R[in->d] = same == members ? members : 0, R[in->e] = same == members;
+        } break;
+        case COL_ACTIVEMASK: R[in->d] = group; break;
         case COL_WARP_SYNC: break;
         default: R[in->d] = red; break;
         }
@@ -1230,17 +1285,21 @@ static void warp_collective(Exec *X, Thread *lanes, int nlanes, uint32_t group) 
     }
 }
 
-static void release_barrier(Exec *X, Thread *threads, int n) {
+/* Releases the block's threads from their barrier; 1 (none released) when the launch ends while the block
+ * waits at a grid barrier for the other blocks. */
+static int release_barrier(Exec *X, Thread *threads, int n) {
     const Inst *in = NULL;
-    int count = 0, all = 1, any = 0;
+    int count = 0, all = 1, any = 0, grid = 0;
     for (int i = 0; i < n; i++) {
         if (threads[i].state != TS_BAR) continue;
         in = &X->m->code[threads[i].pc];
-        if (in->sub != COL_BAR) {
+        grid |= in->sub == COL_GRID_SYNC;
+        if (in->sub != COL_BAR && in->sub != COL_GRID_SYNC) {
             int p = (int)((threads[i].regs[in->a] & 1) ^ (in->flags & F_NEG_C ? 1 : 0));
             count += p, all &= p, any |= p;
         }
     }
+    if (grid && X->grid_sync && grid_barrier_wait(X->grid_sync, X->watch->stop)) return 1;
     for (int i = 0; i < n; i++) {
         Thread *T = &threads[i];
         if (T->state != TS_BAR) continue;
@@ -1248,9 +1307,14 @@ static void release_barrier(Exec *X, Thread *threads, int n) {
         if (in->sub == COL_BAR_RED_POPC) T->regs[in->d] = (uint64_t)count;
         else if (in->sub == COL_BAR_RED_AND) T->regs[in->d] = (uint64_t)all;
         else if (in->sub == COL_BAR_RED_OR) T->regs[in->d] = (uint64_t)any;
+        else if (in->sub == COL_GRID_SYNC && in->e != UINT32_MAX) { /* cudaCGSynchronize returns cudaSuccess */
+            uint8_t *r = address(X, T, SPACE_FRAME, in->e, 4);
+            if (r) memset(r, 0, 4);
+        }
         T->pc++;
         T->state = TS_RUN;
     }
+    return 0;
 }
 
 typedef struct BlockMemory {
@@ -1258,7 +1322,6 @@ typedef struct BlockMemory {
     Frame *frames; /* the threads' call stacks; NULL when the module makes no calls */
     uint64_t *regs;
     uint8_t *local, *shared;
-    uint32_t *warp_active;
     size_t nthreads;
     int ready; /* the threads' registers hold the launch's special registers and constants already */
 } BlockMemory;
@@ -1321,11 +1384,6 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
         B->ready = 1;
     }
     int nwarps = (n + 31) / 32;
-    for (int w = 0; w < nwarps; w++) {
-        int lanes = n - w * 32 < 32 ? n - w * 32 : 32;
-        B->warp_active[w] = lanes == 32 ? 0xFFFFFFFFu : (1u << lanes) - 1;
-    }
-    X->warp_active = B->warp_active;
     for (;;) {
         int at_barrier = 0;
         for (int w = 0; w < nwarps; w++) {
@@ -1336,11 +1394,11 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
                     if (lanes[l].state != TS_RUN) continue;
                     int st = run_thread(X, &lanes[l]);
                     if (st == TS_FAULT) return -1;
-                    if (st == TS_DONE) B->warp_active[w] &= ~(1u << l);
                 }
-                int first = -1;
-                for (int l = 0; l < nl && first < 0; l++)
-                    if (lanes[l].state == TS_WARP) first = l;
+                int first = -1; /* the lowest pc first: lanes that branched ahead wait there for the others,
+                                   as diverged lanes reconverge after an if/else or a loop on hardware */
+                for (int l = 0; l < nl; l++)
+                    if (lanes[l].state == TS_WARP && (first < 0 || lanes[l].pc < lanes[first].pc)) first = l;
                 if (first < 0) break;
                 uint32_t group = 0;
                 for (int l = 0; l < nl; l++)
@@ -1350,7 +1408,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
             for (int l = 0; l < nl; l++) at_barrier |= lanes[l].state == TS_BAR;
         }
         if (!at_barrier) return 0;
-        release_barrier(X, B->threads, n);
+        if (release_barrier(X, B->threads, n)) return 0;
     }
 }
 
@@ -1365,6 +1423,7 @@ typedef struct Grid {
     uint64_t nblocks, next;
     volatile int stop;
     Watchdog watch;
+    GridBarrier grid_sync;
     pthread_mutex_t mu;
     Exec failed; /* the first fault */
     int has_failure;
@@ -1379,8 +1438,10 @@ static void *grid_worker(void *arg) {
     X.print = &G->print;
     X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges, X.ctx = G->ctx;
     X.watch = &G->watch;
+    X.grid_sync = G->m->uses_grid_sync ? &G->grid_sync : NULL;
     X.watch_countdown = WATCH_INTERVAL;
-    X.shared_size = G->m->shared_static + S->shared_bytes;
+    X.shared_size = (G->m->shared_static + S->shared_bytes + SHARED_ALLOCATION_UNIT - 1)
+                    & ~(uint64_t)(SHARED_ALLOCATION_UNIT - 1);
     uint32_t align = G->m->data_align; /* a power of two: .align takes no other */
     X.local_size = (G->kernel->stack_local + align - 1) & ~(align - 1);
     BlockMemory B = {0};
@@ -1392,9 +1453,8 @@ static void *grid_worker(void *arg) {
     B.local = aligned_alloc(align, local_bytes);
     if (B.local) memset(B.local, 0, local_bytes);
     B.shared = aligned_alloc(align, (X.shared_size + align) & ~(uint64_t)(align - 1));
-    B.warp_active = calloc((B.nthreads + 31) / 32, sizeof(uint32_t));
     X.shared = B.shared;
-    if (!B.threads || !B.regs || !B.local || !B.shared || !B.warp_active || (G->m->ncalls && !B.frames)) {
+    if (!B.threads || !B.regs || !B.local || !B.shared || (G->m->ncalls && !B.frames)) {
         pthread_mutex_lock(&G->mu);
         if (!G->has_failure) { G->has_failure = 1; G->failed.fault = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; }
         G->stop = 1;
@@ -1414,9 +1474,11 @@ static void *grid_worker(void *arg) {
             }
             G->stop = 1;
             pthread_mutex_unlock(&G->mu);
+            if (X.grid_sync) grid_barrier_stop(X.grid_sync);
         }
+        if (X.grid_sync) grid_barrier_end_block(X.grid_sync);
     }
-    free(B.threads), free(B.frames), free(B.regs), free(B.local), free(B.shared), free(B.warp_active);
+    free(B.threads), free(B.frames), free(B.regs), free(B.local), free(B.shared);
     __atomic_fetch_add(&g_executed, X.steps, __ATOMIC_RELAXED);
     return NULL;
 }
@@ -1465,6 +1527,8 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
     Grid G = {0};
     G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index], G.ctx = ctx;
     G.nblocks = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
+    /* a grid that synchronizes must fit on the device at once: 32 blocks on each multiprocessor at most */
+    if (m->uses_grid_sync && G.nblocks > (uint64_t)g_block_threads * 32) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     if (m->uses_device_heap) {
         CUresult rc = device_heap_ready(ctx, context_limit(ctx, 2)); /* CU_LIMIT_MALLOC_HEAP_SIZE */
         if (rc != CUDA_SUCCESS) return rc;
@@ -1476,14 +1540,27 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
     G.watch.stop = &G.stop;
     if (G.watch.seconds > 0) G.watch.deadline_ns = now_ns() + (uint64_t)(G.watch.seconds * 1e9);
     pthread_mutex_init(&G.mu, NULL);
-    int helpers = g_block_threads - 1;
-    if ((uint64_t)helpers > G.nblocks - 1) helpers = (int)(G.nblocks - 1);
-    pthread_t tids[64];
-    int started = 0;
-    for (int i = 0; i < helpers; i++)
-        if (!pthread_create(&tids[started], NULL, grid_worker, &G)) started++;
-    grid_worker(&G);
-    for (int i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    /* a grid that synchronizes has every block running at once (what a cooperative launch guarantees) */
+    uint64_t helpers = m->uses_grid_sync ? G.nblocks - 1 : (uint64_t)g_block_threads - 1;
+    if (helpers > G.nblocks - 1) helpers = G.nblocks - 1;
+    pthread_mutex_init(&G.grid_sync.mu, NULL);
+    pthread_cond_init(&G.grid_sync.cv, NULL);
+    G.grid_sync.nblocks = G.nblocks;
+    pthread_t local_tids[64], *tids = helpers <= 64 ? local_tids : malloc(helpers * sizeof *tids);
+    uint64_t started = 0;
+    while (tids && started < helpers && !pthread_create(&tids[started], NULL, grid_worker, &G)) started++;
+    if (started < helpers && m->uses_grid_sync) { /* fewer workers than blocks would wait at the barrier forever */
+        pthread_mutex_lock(&G.mu);
+        G.has_failure = 1, G.failed.fault = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, G.stop = 1;
+        pthread_mutex_unlock(&G.mu);
+        grid_barrier_stop(&G.grid_sync);
+    } else {
+        grid_worker(&G);
+    }
+    for (uint64_t i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    if (tids != local_tids) free(tids);
+    pthread_cond_destroy(&G.grid_sync.cv);
+    pthread_mutex_destroy(&G.grid_sync.mu);
     free(G.ranges);
     pthread_mutex_destroy(&G.mu);
     if (G.print.len) { /* the host sees a launch's printf output once the launch is done */

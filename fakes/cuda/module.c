@@ -225,8 +225,8 @@ static CUresult function_attribute(Function *f, int attr, int *value) {
     const PtxFunction *pf = &p->funcs[f->index];
     switch (attr) {
     case 0: *value = max_block_threads(pf); break;
-    case 1: *value = (int)p->shared_static; break;
-    case 2: *value = 0; break;
+    case 1: *value = (int)p->shared_declared; break;
+    case 2: *value = (int)p->const_bytes; break;
     case 3: *value = (int)pf->stack_local; break;
     case 4: *value = pf->nslots > SP_COUNT + 255 ? 255 : (int)(pf->nslots - pf->nconsts); break;
     case 5: case 6: *value = 90; break;
@@ -306,11 +306,28 @@ API CUresult cuFuncGetParamInfo(void *func, size_t index, size_t *offset, size_t
     return param_info(func, index, offset, size);
 }
 
+/* The L1/shared split and the bank width are not configurable on the simulated device: a preference is
+ * checked and, as on sm_90, has no effect. */
 API CUresult cuFuncSetCacheConfig(void *hfunc, int config) {
     ENTER(cuFuncSetCacheConfig);
     Function *f;
     TRY(function_from(hfunc, &f));
     return config < 0 || config > 3 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+API CUresult cuKernelSetCacheConfig(void *kernel, int config, CUdevice dev) {
+    ENTER(cuKernelSetCacheConfig);
+    Function *f;
+    TRY(function_from(kernel, &f));
+    if (dev != 0) return CUDA_ERROR_INVALID_DEVICE;
+    return config < 0 || config > 3 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+API CUresult cuFuncSetSharedMemConfig(void *hfunc, int config) {
+    ENTER(cuFuncSetSharedMemConfig);
+    Function *f;
+    TRY(function_from(hfunc, &f));
+    return config < 0 || config > 2 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
 }
 
 /* A NULL function or name is INVALID_VALUE (a forged handle INVALID_HANDLE), as on a real driver. */

@@ -105,7 +105,8 @@ static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint32_t ma
     } while (depth > 0);
 }
 
-static void module_variable(Parser *P, int space, int line) {
+/* Returns the bytes a .global or .const variable takes (0 for .shared: laid out before). */
+static uint64_t module_variable(Parser *P, int space, int line) {
     Decl d;
     parse_decl(P, &d);
     PtxModule *m = P->m;
@@ -128,9 +129,12 @@ static void module_variable(Parser *P, int space, int line) {
         m->global_addrs[i] = addr;
         m->global_sizes[i] = size;
         add_name(P, d.name, N_GLOBAL, addr, 0);
+        expect(P, ";");
+        return size;
     }
     if (tok_is(peek(P), "=")) skip_initializer(P, NULL, 0, 0);
     expect(P, ";");
+    return 0;
 }
 
 /* Lays out every static .shared variable of the module (module level and inside functions) before
@@ -156,6 +160,7 @@ static void layout_shared(Parser *P) {
             GROW(P->shared, P->nshared, P->capshared);
             P->shared[P->nshared++] = (SharedVar){d.name, off};
         }
+    P->m->shared_declared = P->m->shared_static;
     P->m->shared_static = align_up(P->m->shared_static, 16);
     P->m->uses_dynamic_shared = dynamic_count > 0;
     P->pos = 0;
@@ -434,7 +439,8 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen) {
         } else if (tok_is(t, ".func")) {
             function_decl(P, 0);
         } else if (tok_is(t, ".global") || tok_is(t, ".const")) {
-            module_variable(P, SPACE_GLOBAL, t->line);
+            uint64_t size = module_variable(P, SPACE_GLOBAL, t->line);
+            if (tok_is(t, ".const")) P->m->const_bytes += (uint32_t)size;
         } else if (tok_is(t, ".shared")) {
             module_variable(P, SPACE_SHARED, t->line);
         } else if (tok_is(t, ".file")) {

@@ -511,6 +511,22 @@ static void d_call(Parser *P, const PtxInstr *row, Insn *I) {
         in->e = (uint32_t)v->value;
         return;
     }
+    /* the device runtime's cooperative groups (libcudadevrt, machine code only): the grid's handle, and the
+     * grid-wide barrier, a block barrier that also waits for every other block of the grid */
+    if (tok_is(&callee, "cudaCGGetIntrinsicHandle")) {
+        if (nargs != 1 || !ret.len) fail(P, line, "cudaCGGetIntrinsicHandle takes a scope and returns a handle");
+        emit(P, OP_GRID_HANDLE, line)->e = frame_param(P, &ret, line, "call return");
+        return;
+    }
+    if (tok_is(&callee, "cudaCGSynchronize")) {
+        if (nargs != 2) fail(P, line, "cudaCGSynchronize takes a handle and flags");
+        Inst *in = emit(P, OP_COLLECTIVE, line);
+        in->sub = COL_GRID_SYNC;
+        in->d = in->b = in->c = SP_SINK, in->a = SP_ZERO;
+        in->e = ret.len ? frame_param(P, &ret, line, "call return") : UINT32_MAX;
+        m->uses_grid_sync = 1;
+        return;
+    }
     if (tok_is(&callee, "malloc") || tok_is(&callee, "free")) { /* the device runtime's heap */
         int is_malloc = tok_is(&callee, "malloc");
         if (nargs != 1 || (is_malloc && !ret.len))
@@ -600,6 +616,21 @@ static void d_redux(Parser *P, const PtxInstr *row, Insn *I) {
         if (has_mod(&I->o, KINDS[i])) kind = COL_REDUX_ADD + i;
     if (kind < 0) fail(P, I->line, "redux: unsupported form");
     collective(P, I, kind, DEST(0), SLOT(1), SP_SINK, SP_SINK, SP_SINK, 0);
+}
+
+/* match.any.sync.b32 d, a, membermask;  match.all.sync.b64 d[|p], a, membermask */
+static void d_match(Parser *P, const PtxInstr *row, Insn *I) {
+    pick(P, row, I);
+    need(P, I, 3);
+    collective(P, I, has_mod(&I->o, "all") ? COL_MATCH_ALL : COL_MATCH_ANY, DEST(0), SLOT(1), SLOT(2), SP_SINK,
+               I->ops[0].slot2 >= 0 ? dest_slot(P, I, (uint32_t)I->ops[0].slot2, 1) : SP_SINK, 0);
+}
+
+/* activemask.b32 d: a warp collective, so lanes that diverged to another activemask are not counted */
+static void d_activemask(Parser *P, const PtxInstr *row, Insn *I) {
+    pick(P, row, I);
+    need(P, I, 1);
+    collective(P, I, COL_ACTIVEMASK, DEST(0), SP_SINK, SP_SINK, SP_SINK, SP_SINK, 0);
 }
 
 /* Type families for the opcode columns. */
@@ -764,7 +795,9 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"vote", NULL, d_vote, 0, {[T_PRED] = OP_COLLECTIVE, [T_B32] = OP_COLLECTIVE}, "sync all any uni ballot", "", 0},
     {"redux", NULL, d_redux, 0, {[T_U32] = OP_COLLECTIVE, [T_S32] = OP_COLLECTIVE, [T_B32] = OP_COLLECTIVE},
      "sync add min max and or xor", "", 0},
-    {"activemask", NULL, d_typed, 0, {[T_B32] = OP_ACTIVEMASK}, "", "", 0},
+    {"activemask", NULL, d_activemask, 0, {[T_B32] = OP_COLLECTIVE}, "",
+     "the lanes of the warp that reach this instruction together (converged), not every lane not yet exited", 0},
+    {"match", NULL, d_match, 0, {[T_B32] = OP_COLLECTIVE, [T_B64] = OP_COLLECTIVE}, "sync any all", "", 0},
 };
 
 /* Instructions known not to be implemented, and why: the load fails naming them. */
@@ -774,7 +807,6 @@ static const struct { const char *names, *what; } NOT_IMPLEMENTED[] = {
     {"cp mbarrier", "asynchronous copies (cp.async*) and mbarriers"},
     {"vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 vadd4 vsub4 "
      "vavrg4 vabsdiff4 vmin4 vmax4 vset4", "SIMD video instructions"},
-    {"match", "match.sync"},
     {"fns", "find n-th set bit"},
     {"alloca stacksave stackrestore", "dynamic stack allocation"},
     {"getctarank mapa elect setmaxnreg", "clusters and warpgroup register control"},

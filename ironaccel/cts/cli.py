@@ -1,8 +1,10 @@
-"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fakes, bench."""
+"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fake, clients, bench."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -216,6 +218,31 @@ def cmd_fakes_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fake_run(args: argparse.Namespace) -> int:
+    from .. import fakes
+
+    command = args.command_line[1:] if args.command_line[:1] == ["--"] else args.command_line
+    if not command:
+        print("ironaccel fake run: no command given (ironaccel fake run -- CMD ...)", file=sys.stderr)
+        return 2
+    try:
+        fakes.exec_with_fake(command)  # the command's exit status and signals are the caller's
+        os.execvp(command[0], command)  # already in the fake's environment (a nested fake run)
+    except OSError as exc:
+        print(f"ironaccel fake run: cannot run {command[0]!r}: {exc}", file=sys.stderr)
+        return 127
+
+
+def cmd_fake_env(args: argparse.Namespace) -> int:
+    from .. import fakes
+
+    env = fakes.child_env()
+    fakes.check(env)
+    for name in sorted(k for k, v in env.items() if os.environ.get(k) != v):
+        print(f"{name}={env[name]}" if args.github else f"export {name}={shlex.quote(env[name])}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     from .certify import TARGET_TIMEOUT_S, TEST_TIMEOUT_S
 
@@ -280,9 +307,17 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--check", action="store_true", help="exit 1 if FILE is not what the results generate")
     s.set_defaults(func=cmd_status)
 
-    f = sub.add_parser("fakes", help="the fake libcuda.so.1 (a CUDA driver that computes on the CPU)")
+    f = sub.add_parser("fake", aliases=["fakes"], help="the fake libcuda (a CUDA driver that computes on the CPU)")
     fsub = f.add_subparsers(dest="fakes_command", required=True, metavar="ACTION")
     fsub.add_parser("build", help="build (or find cached) and print the fake's path").set_defaults(func=cmd_fakes_build)
+    r = fsub.add_parser("run", help="run a command with the fake as its CUDA driver (and the simulated toolchain); "
+                        "refused, naming what would load, if the command would not get the fake")
+    r.add_argument("command_line", nargs=argparse.REMAINDER, metavar="-- CMD ...")
+    r.set_defaults(func=cmd_fake_run)
+    e = fsub.add_parser("env", help="print the variables that make the fake the driver: "
+                        "eval \"$(ironaccel fake env)\", or ironaccel fake env --github >> \"$GITHUB_ENV\"")
+    e.add_argument("--github", action="store_true", help="NAME=value lines (a GitHub Actions $GITHUB_ENV file)")
+    e.set_defaults(func=cmd_fake_env)
 
     from . import clients  # its options live with the client runner
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass, replace
@@ -42,6 +43,7 @@ from typing import Any, Callable
 import pytest
 
 from . import judge, results
+from ..errors import IronAccelError
 from .judge import EXIT_REGRESSION, Comparison
 from .results import Outcome, RunStatus
 from .selection import Selection
@@ -73,11 +75,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--watch-file", default=None, metavar="PATH",
                     help="keep the running test phase, its start and time limit in PATH (JSON; for a runner's "
                     "watchdog: `ironaccel certify` passes one)")
+    parser.getgroup("ironaccel-fake", "ironaccel fake CUDA driver").addoption(
+        "--cuda-fake", action="store_true", help="run the session with ironaccel's fake libcuda as the CUDA driver "
+        "(pytest restarts itself in `ironaccel fake run`'s environment; refused if the fake would not load)")
     parser.addini(HYPOTHESIS_INI, type="bool", default=False,
                   help="load ironaccel's Hypothesis profiles (dev, ci: HYPOTHESIS_PROFILE picks) without a target")
 
 
 HYPOTHESIS_INI = "ironaccel_hypothesis_profiles"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """--cuda-fake: a process's library path is fixed when it starts, so pytest restarts itself (before any
+    conftest can load a driver) as ``ironaccel fake run`` would start it; xdist workers inherit that."""
+    if not early_config.known_args_namespace.cuda_fake:
+        return
+    from .. import fakes
+
+    if fakes.in_fake_env():
+        return
+    main = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if getattr(main, "name", "") not in ("pytest", "pytest.__main__") and Path(sys.argv[0]).name not in ("pytest", "py.test"):
+        raise pytest.UsageError("--cuda-fake restarts pytest, so it works from the pytest command only; "
+                                "in-process, run the caller under `ironaccel fake run --`")
+    capture = early_config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:  # it holds fds 1 and 2 by now: the restarted pytest must write to the real ones
+        capture.stop_global_capturing()
+    try:
+        fakes.exec_with_fake([sys.executable, *sys.orig_argv[1:]])
+    except IronAccelError as exc:
+        raise pytest.UsageError(f"--cuda-fake: {exc}") from exc
 
 
 def _load_hypothesis_profile() -> None:

@@ -276,3 +276,30 @@ def test_a_fault_report_is_there_when_the_sticky_error_is(cuda):
         os._exit(0)
     """)
     assert r.stdout.split() == ["True", "700", "True"], r.stdout
+
+
+def test_function_attributes_as_the_driver_computes_them_and_cache_configs_accepted(cuda):
+    """SHARED_SIZE_BYTES is the bytes the .shared variables declare (not rounded up for dynamic shared memory),
+    CONST_SIZE_BYTES those of the .const ones; the cache and bank preferences of sm_90, which has neither
+    configurable, are checked and accepted."""
+    d = cuda.d
+    f = cuda.kernel(r'''
+    __constant__ long long table[32];
+    extern "C" __global__ void k(long long* out) {
+        __shared__ float a[10];
+        a[threadIdx.x % 10] = 1.0f;
+        __syncthreads();
+        out[threadIdx.x] = table[threadIdx.x] + (long long)a[(threadIdx.x + 1) % 10];
+    }''', "k")
+    attr = d.CUfunction_attribute
+    assert cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f)) == 40
+    assert cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_CONST_SIZE_BYTES, f)) == 256
+    assert cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, f)) == 1024
+    assert 0 < cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_NUM_REGS, f)) <= 255
+    cuda.ok(d.cuFuncSetCacheConfig(f, d.CUfunc_cache.CU_FUNC_CACHE_PREFER_SHARED))
+    cuda.ok(d.cuKernelSetCacheConfig(f, d.CUfunc_cache.CU_FUNC_CACHE_PREFER_L1, 0))
+    cuda.ok(d.cuCtxSetCacheConfig(d.CUfunc_cache.CU_FUNC_CACHE_PREFER_EQUAL))
+    assert cuda.ok(d.cuCtxGetCacheConfig()) == d.CUfunc_cache.CU_FUNC_CACHE_PREFER_EQUAL
+    if hasattr(d, "cuCtxSetSharedMemConfig"):  # gone from cuda-bindings 13
+        cuda.ok(d.cuCtxSetSharedMemConfig(d.CUsharedconfig.CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE))
+        assert cuda.ok(d.cuCtxGetSharedMemConfig()) == d.CUsharedconfig.CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE

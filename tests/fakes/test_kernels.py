@@ -1061,3 +1061,175 @@ def test_compare_and_branch_fusion_keeps_branch_semantics(cuda):
     out = cuda.poisoned(np.zeros(5, np.uint32))
     cuda.launch(f, (1,), (1,), out)
     assert list(cuda.download(out, np.zeros(5, np.uint32))) == [10, 5, 0, 3, 0]
+
+
+# numba-cuda's test_sm.py::test_dynshared_slice_gaps as NVVM compiles it: the extern shared array is declared
+# 16-aligned, so its seven int32 are read back as two ld.shared.v4 (bytes 0..15 and 16..31) although the launch
+# asked for 28 bytes. Shared memory is allocated in 128-byte units, so the H200 reads the last vector without a
+# fault and the kernel writes [99, 1, 2, 99, 3, 4, 99]; lane 3 of the second vector is past the 28 bytes and
+# unspecified. A read past the whole unit (byte 128) is still out of the block's shared memory.
+DYNSHARED_SLICE_GAPS = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .shared .align 16 .b8 smem[];
+.visible .entry slice_gaps(.param .u64 out, .param .u32 past)
+{
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r8, 99;
+    st.shared.v4.u32 [smem], {%r8, %r8, %r8, %r8};
+    st.shared.v2.u32 [smem+16], {%r8, %r8};
+    st.shared.u32 [smem+24], %r8;
+    mov.u64 %rd2, smem;
+    mov.u32 %r1, 1;
+    mov.u32 %r2, 2;
+    mov.u32 %r3, 3;
+    mov.u32 %r4, 4;
+    st.shared.u32 [%rd2+4], %r1;
+    st.shared.u32 [%rd2+8], %r2;
+    st.shared.u32 [%rd2+16], %r3;
+    st.shared.u32 [%rd2+20], %r4;
+    ld.shared.v4.u32 {%r10, %r11, %r12, %r13}, [smem];
+    ld.shared.v4.u32 {%r14, %r15, %r16, %r17}, [smem+16];
+    st.global.v4.u32 [%rd1], {%r10, %r11, %r12, %r13};
+    st.global.v2.u32 [%rd1+16], {%r14, %r15};
+    st.global.u32 [%rd1+24], %r16;
+    ld.param.u32 %r18, [past];
+    ld.shared.u32 %r19, [%r18];
+    st.global.u32 [%rd1+28], %r19;
+    ret;
+}
+\0"""
+
+
+def test_dynamic_shared_read_past_the_bytes_asked_inside_the_allocation_unit(cuda):
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(DYNSHARED_SLICE_GAPS)), b"slice_gaps"))
+    out = cuda.poisoned(np.zeros(8, np.int32))
+    cuda.launch(f, (1,), (1,), out, np.uint32(124), shared=28)
+    assert list(cuda.download(out, np.zeros(8, np.int32))[:7]) == [99, 1, 2, 99, 3, 4, 99]
+    cuda.launch(f, (1,), (1,), out, np.uint32(128), shared=28, sync=False)
+    assert cuda.err(cuda.d.cuCtxSynchronize()) == cuda.d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "invalid shared read of 4 bytes at 0x80" in cuda.control.last_report()
+
+
+def test_warp_match_any_and_all(cuda, rng):
+    """__match_any_sync: the lanes of the mask holding this lane's value; __match_all_sync: the mask when every
+    lane of it holds the same value (and pred 1), else 0 (pred 0); 32- and 64-bit values."""
+    f = cuda.kernel(r'''
+    extern "C" __global__ void matches(const unsigned* x, const unsigned long long* y, unsigned* out) {
+        unsigned i = threadIdx.x, mask = 0x7fffffffu;  // lane 31 is not a member
+        if ((i & 31) == 31) return;
+        int pred32, pred64;
+        out[i] = __match_any_sync(mask, x[i]);
+        out[64 + i] = __match_any_sync(mask, y[i]);
+        out[128 + i] = __match_all_sync(mask, x[i] / 1000u, &pred32);
+        out[192 + i] = __match_all_sync(mask, y[i], &pred64);
+        out[256 + i] = pred32 | (pred64 << 1);
+    }''', "matches")
+    x = rng.integers(0, 4, 64).astype(np.uint32)
+    y = (rng.integers(0, 3, 64).astype(np.uint64) << np.uint64(40)) | x.astype(np.uint64)  # high bits count
+    y[32:] = 7 << 40  # the second warp: all equal
+    out = cuda.poisoned(np.zeros(320, np.uint32))
+    cuda.launch(f, (1,), (64,), cuda.upload(x), cuda.upload(y), out)
+    got = cuda.download(out, np.zeros(320, np.uint32)).reshape(5, 2, 32)[:, :, :31]
+    mask = 0x7FFFFFFF
+    for w in range(2):
+        xs, ys = x[32 * w:32 * w + 31], y[32 * w:32 * w + 31]
+        assert list(got[0, w]) == [sum(1 << j for j in range(31) if xs[j] == v) for v in xs]
+        assert list(got[1, w]) == [sum(1 << j for j in range(31) if ys[j] == v) for v in ys]
+        assert set(got[2, w]) == {mask}  # x / 1000 is 0 everywhere
+        same64 = len(set(ys.tolist())) == 1
+        assert set(got[3, w]) == {mask if same64 else 0}
+        assert set(got[4, w]) == {1 | (same64 << 1)}
+
+
+def test_activemask_is_the_lanes_that_reach_it_together(cuda):
+    """numba-cuda's test_activemask: lanes that diverged to the other branch's __activemask are not in the mask
+    (the H200 gives 0x55555555 to even lanes, 0xAAAAAAAA to odd ones); converged lanes, here past the branch,
+    all are, except those that exited."""
+    f = cuda.kernel(r'''
+    extern "C" __global__ void masks(unsigned* out) {
+        unsigned i = threadIdx.x;
+        if (i % 2 == 0) out[i] = __activemask(); else out[i] = __activemask();
+        if (i >= 28) return;
+        out[32 + i] = __activemask();
+    }''', "masks")
+    out = cuda.poisoned(np.zeros(60, np.uint32))
+    cuda.launch(f, (1,), (32,), out)
+    got = cuda.download(out, np.zeros(60, np.uint32))
+    assert list(got[:32]) == [0x55555555, 0xAAAAAAAA] * 16
+    assert set(got[32:]) == {0x0FFFFFFF}
+
+
+# numba-cuda's cg.this_grid().sync() calls the device runtime's cudaCGGetIntrinsicHandle/cudaCGSynchronize
+# (libcudadevrt.a holds machine code only; the fake implements them). Each block writes its id, the grid
+# synchronizes, and each block reads the next block's slot: on the H200, out2[b] = (b + 1) % nblocks for every
+# block, which only a grid-wide barrier gives (without one, a block reads a slot not yet written).
+GRID_SYNC = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.extern .func (.param .b32 func_retval0) cudaCGSynchronize(.param .b64 p0, .param .b32 p1);
+.extern .func (.param .b64 func_retval0) cudaCGGetIntrinsicHandle(.param .b32 p0);
+.visible .entry grid_sync(.param .u64 out, .param .u64 out2, .param .u64 status)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd2, [out2];
+    ld.param.u64 %rd9, [status];
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %nctaid.x;
+    mov.u32 %r3, %tid.x;
+    setp.ne.u32 %p1, %r3, 0;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd1, %rd3;
+    @!%p1 st.global.u32 [%rd4], %r1;
+    {
+    .param .b32 param0;
+    st.param.b32 [param0+0], 1;
+    .param .b64 retval0;
+    call.uni (retval0), cudaCGGetIntrinsicHandle, (param0);
+    ld.param.b64 %rd5, [retval0+0];
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0+0], %rd5;
+    .param .b32 param1;
+    st.param.b32 [param1+0], 0;
+    .param .b32 retval0;
+    call.uni (retval0), cudaCGSynchronize, (param0, param1);
+    ld.param.b32 %r4, [retval0+0];
+    }
+    add.u32 %r5, %r1, 1;
+    rem.u32 %r5, %r5, %r2;
+    mul.wide.u32 %rd6, %r5, 4;
+    add.s64 %rd7, %rd1, %rd6;
+    ld.global.u32 %r6, [%rd7];
+    add.s64 %rd8, %rd2, %rd3;
+    @!%p1 st.global.u32 [%rd8], %r6;
+    add.s64 %rd10, %rd9, %rd3;
+    @!%p1 st.global.u32 [%rd10], %r4;
+    ret;
+}
+\0"""
+
+
+def test_cooperative_grid_sync_of_the_device_runtime(cuda):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(GRID_SYNC)), b"grid_sync"))
+    n = 12
+    out, out2, status = (cuda.poisoned(np.zeros(n, np.uint32)) for _ in range(3))
+    ptrs, boxes = cuda.args(out, out2, status)
+    cuda.ok(d.cuLaunchCooperativeKernel(f, n, 1, 1, 64, 1, 1, 0, 0, ptrs.ctypes.data))
+    cuda.ok(d.cuCtxSynchronize())
+    assert list(cuda.download(out2, np.zeros(n, np.uint32))) == [(b + 1) % n for b in range(n)]
+    assert not cuda.download(status, np.zeros(n, np.uint32)).any()  # cudaSuccess
+    ptrs, boxes = cuda.args(out, out2, status)  # more blocks than can be resident at once
+    assert cuda.err(d.cuLaunchKernel(f, 100000, 1, 1, 1, 1, 1, 0, 0, ptrs.ctypes.data, 0)) in (
+        d.CUresult.CUDA_SUCCESS, d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
