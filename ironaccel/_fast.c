@@ -83,7 +83,7 @@ static PyObject *str_ptr, *str_last_stream, *str_kernel, *str_arg_rules, *str_pa
     *str_function_address, *str_work_address, *str_grid, *str_block, *str_current_device, *str_op, *str_needs_current,
     *str_spare_events, *str_stream, *str_timing, *str_handle, *str_address, *str_mark, *str_held, *str_numbers, *str_lock, *str_acquire, *str_release,
     *str_base, *str_used, *str_segment, *str_users, *str_release_held, *str_record_python_path,
-    *str_info, *str_limits, *str_max_alloc, *str_op_copy_htod, *str_nbytes, *str_staging, *str_plans, *str_module, *str_launch_plan, *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append;
+    *str_info, *str_limits, *str_max_alloc, *str_op_copy_htod, *str_nbytes, *str_staging, *str_plans, *str_module, *str_launch_plan, *str_pools, *str_alive, *str_alloc_address, *str_live, *str_orphans, *str_append, *str_used_on;
 
 static PyObject *fast_init(PyObject *self, PyObject *unused) {
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
@@ -216,12 +216,33 @@ static int pack_converted(char code, PyObject *arg, uint64_t *slot) {
 /* CudaBuffer's compiled base (its methods are below, with the other device-buffer code) */
 typedef struct {
     PyObject_HEAD
-    PyObject *device, *nbytes, *last_stream;
+    PyObject *device, *nbytes, *last_stream, *fences;
     unsigned long long ptr;
-    char freed;
+    char freed, fenced;
 } BufferCore;
 
 static PyTypeObject BufferCoreType;
+
+/* buf's use by stream (CudaBuffer._used_on's test): the stream recorded when the buffer had none; when another
+ * stream used it last, CudaBuffer._used_on, which fences that stream's work for the free. 0, or -1 (error set). */
+static int used_on(PyObject *buf, PyObject *stream) {
+    PyObject *last;
+    if (PyObject_TypeCheck(buf, &BufferCoreType)) {
+        last = ((BufferCore *)buf)->last_stream;
+        if (last == stream) return 0;
+        if (last == NULL || last == Py_None) {
+            Py_XSETREF(((BufferCore *)buf)->last_stream, Py_NewRef(stream));
+            return 0;
+        }
+    } else {
+        if ((last = GET(buf, last_stream)) == NULL) return -1;
+        Py_DECREF(last); /* only compared */
+        if (last == stream) return 0;
+    }
+    PyObject *done = PyObject_CallMethodOneArg(buf, str_used_on, stream);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
 
 /* FastStream's and CudaDevice's compiled bases: the fields the compiled paths read on every call, held in the
  * struct (member descriptors: set by CudaStream.__init__, CudaDevice.__init__ and api.Device as before) */
@@ -469,12 +490,8 @@ static int launch_resolved(PyObject *stream, const Resolved *r, PyObject *argv, 
         Py_CLEAR(attr);
     }
     /* The launch is going ahead: the side effects of the Python path, in its order. */
-    for (Py_ssize_t i = 0; i < held; i++) {
-        if ((PyObject *)Py_TYPE(backings[i]) == buffer_type)
-            Py_XSETREF(((BufferCore *)backings[i])->last_stream, Py_NewRef(stream));
-        else if (PyObject_SetAttr(backings[i], str_last_stream, stream))
-            goto error;
-    }
+    for (Py_ssize_t i = 0; i < held; i++)
+        if (used_on(backings[i], stream)) goto error;
     if (make_current(dev)) goto error;
     void *work;
     if (address(st->work_address, &work)) goto error;
@@ -1105,9 +1122,10 @@ static PyObject *fast_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssize_
 
 /* ---- Device buffers: CudaBuffer's compiled base ---------------------------------------------------------------
  *
- * BufferCore holds a buffer's fields in C (_device, _nbytes, _freed, _ptr, _last_stream) and does free() on a
- * device with memory pools (cuMemFreeAsync, ordered after the buffer's last stream while that stream lives,
- * else on the allocation stream) and CudaBuffer.__del__'s work (a C finalizer: a buffer dropped unfreed frees
+ * BufferCore holds a buffer's fields in C (_device, _nbytes, _freed, _ptr, _last_stream, _fences, _fenced) and
+ * does free() on a device with memory pools when no other stream used it before the last one (cuMemFreeAsync,
+ * ordered after the buffer's last stream while that stream lives, else on the allocation stream; a fenced
+ * buffer's free, which waits for its fences first, is CudaBuffer._release's) and CudaBuffer.__del__'s work (a C finalizer: a buffer dropped unfreed frees
  * itself; a failed free leaves its pointer in device._orphans for close). alloc(device, nbytes) is
  * CudaDevice._alloc with memory pools in one call: cuMemAllocAsync on the allocation stream and a wait for it
  * (wait_stream; a failed wait gives the memory back), the buffer made and registered in device._live
@@ -1142,7 +1160,7 @@ static int buffer_free(BufferCore *self) {
     int pools = core != NULL && core->pools != NULL && core->alloc_address != NULL && core->live != NULL
                     ? PyObject_IsTrue(core->pools) : 0;
     if (pools < 0) goto out;
-    if (!pools || cuMemFreeAsync == NULL || release_python == NULL || current == NULL) {
+    if (!pools || self->fenced || cuMemFreeAsync == NULL || release_python == NULL || current == NULL) {
         attr = PyObject_CallOneArg(release_python ? release_python : Py_None, (PyObject *)self);
         result = attr == NULL ? -1 : 0;
         goto out;
@@ -1231,6 +1249,7 @@ static int buffer_traverse(BufferCore *self, visitproc visit, void *arg) {
     Py_VISIT(self->device);
     Py_VISIT(self->nbytes);
     Py_VISIT(self->last_stream);
+    Py_VISIT(self->fences);
     return 0;
 }
 
@@ -1238,6 +1257,7 @@ static int buffer_clear(BufferCore *self) {
     Py_CLEAR(self->device);
     Py_CLEAR(self->nbytes);
     Py_CLEAR(self->last_stream);
+    Py_CLEAR(self->fences);
     return 0;
 }
 
@@ -1412,6 +1432,8 @@ static PyMemberDef buffer_members[] = {
     {"_freed", T_BOOL, offsetof(BufferCore, freed), 0, NULL},
     {"_ptr", T_ULONGLONG, offsetof(BufferCore, ptr), 0, "the device pointer"},
     {"_last_stream", T_OBJECT, offsetof(BufferCore, last_stream), 0, "the stream frees are ordered after"},
+    {"_fences", T_OBJECT, offsetof(BufferCore, fences), 0, "CUevents on the streams that used it before (None: none)"},
+    {"_fenced", T_BOOL, offsetof(BufferCore, fenced), 0, "_fences is not empty: free() goes to CudaBuffer._release"},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -1667,7 +1689,7 @@ static PyObject *staged_htod(PyObject *stream, PyObject *dst, unsigned long long
         PyErr_SetString(PyExc_TypeError, "staged_htod: dst is no CudaBuffer");
         goto out;
     }
-    Py_XSETREF(((BufferCore *)dst)->last_stream, Py_NewRef(stream));
+    if (used_on(dst, stream)) goto out;
     ptr = ((BufferCore *)dst)->ptr + offset;
     if (address(st->address, &queue)) goto out;
     if ((lock = GET(ring, lock)) == NULL) goto out;
@@ -1792,7 +1814,7 @@ static PyObject *large_htod(PyObject *stream, PyObject *dst, unsigned long long 
     StreamCore *st = fast_stream(stream);
     void *queue;
     if (st == NULL || make_current(st->device) || address(st->address, &queue)) return NULL;
-    Py_XSETREF(((BufferCore *)dst)->last_stream, Py_NewRef(stream));
+    if (used_on(dst, stream)) return NULL;
     CUdeviceptr to = ((BufferCore *)dst)->ptr + offset;
     if (host->len >= pinned_check_bytes) {
         unsigned int kind = 0;
@@ -1938,7 +1960,7 @@ static PyObject *stream_copy_dtoh(PyObject *self, PyObject *const *args, Py_ssiz
     if (!checked) goto python;
     StreamCore *st = (StreamCore *)self;
     if (make_current(st->device) || address(st->address, &queue)) goto out;
-    Py_XSETREF(((BufferCore *)backing)->last_stream, Py_NewRef(self));
+    if (used_on(backing, self)) goto out;
     CUresult err;
     CUdeviceptr from = ((BufferCore *)backing)->ptr + (CUdeviceptr)at;
     Py_BEGIN_ALLOW_THREADS
@@ -2297,7 +2319,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
         {&str_op_copy_htod, "Stream.copy_htod"}, {&str_nbytes, "_nbytes"},
         {&str_staging, "_staging"}, {&str_plans, "_plans"}, {&str_module, "module"}, {&str_launch_plan, "_launch_plan"},
         {&str_pools, "_pools"}, {&str_alive, "_alive"}, {&str_alloc_address, "_alloc_address"}, {&str_live, "_live"},
-        {&str_orphans, "_orphans"}, {&str_append, "append"},
+        {&str_orphans, "_orphans"}, {&str_append, "append"}, {&str_used_on, "_used_on"},
         {&str_op, "Stream.launch"},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)

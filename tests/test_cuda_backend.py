@@ -394,6 +394,33 @@ def test_free_is_ordered_after_the_last_use(fake, device):
     assert (out == 3).all()
 
 
+def test_a_free_waits_for_every_stream_that_used_the_buffer(fake, device):
+    """LIFE-4's mechanism, on both paths: a buffer used on one stream records no fence; each use on another
+    stream than the last fences the last one (one cuEventRecord), completed fences are dropped past
+    FENCES_KEPT, and free() makes its stream wait for those left (cuStreamWaitEvent) before cuMemFreeAsync."""
+    from ironaccel.backends.cuda.stream import FENCES_KEPT
+
+    a, b = device.create_stream(), device.create_stream()
+    buf = device.alloc(4096)
+    out = np.zeros(16, np.uint8)
+    count = fake.ironaccel_fake_call_count
+    records = count(b"cuEventRecord")
+    for _ in range(5):
+        a.fill(buf, 1)
+        a.copy_htod(buf, out)
+        a.copy_dtoh(out, buf)
+    assert count(b"cuEventRecord") == records, "a buffer used on one stream must cost no fence"
+    for i in range(20):
+        (b, a)[i % 2].fill(buf, i)  # each one switches
+        device.synchronize()
+    assert count(b"cuEventRecord") == records + 20
+    assert 0 < len(buf._fences) <= FENCES_KEPT and buf._fenced
+    waits, fences = count(b"cuStreamWaitEvent"), len(buf._fences)
+    buf.free()
+    assert count(b"cuStreamWaitEvent") == waits + fences and not buf._fences and not buf._fenced
+    device.synchronize()
+
+
 def test_staged_copies_wrap_the_ring_and_free_the_host_array_at_once(device):
     """Many small and a few large pageable copies, each host array overwritten right after the call."""
     from ironaccel.backends.cuda import STAGING_BYTES

@@ -315,6 +315,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
             if buf is None:  # collected, its free failed: its pointer is in _orphans
                 continue
             release(cu.cuMemFree, buf._ptr)
+            buf._drop_fences()  # to the spare events, destroyed below
         self._live.clear()
         for ptr in self._orphans:
             release(cu.cuMemFree, ptr)

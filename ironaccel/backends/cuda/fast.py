@@ -79,7 +79,8 @@ class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc
         dev = self._dev
         if current.device != dev._id:
             dev._make_current()
-        src._last_stream = self
+        if src._last_stream is not self:
+            src._used_on(self)
         err = driver.fast.copy_dtoh(dst, src._ptr + src_offset, self._address)
         if err:
             fail_named("cuMemcpyDtoHAsync", err)
