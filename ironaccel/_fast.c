@@ -13,6 +13,7 @@
  * an idle cuStreamSynchronize took 190-550 ns, and an event recorded on an idle stream was done at its first
  * query. Anything but CUDA_SUCCESS goes to the blocking call, which reports an error itself.
  *
+ *   SOURCE_HASH                                  the hash of the sources this build was made from (native.py)
  *   init()                                       load the entry points (OSError when libcuda is not loaded)
  *   configure(buffer_type, current, segment, reuse)  what launch checks against (CudaBuffer; driver.current,
  *                                                a ThreadCurrent: the thread's current context, in C thread-local
@@ -42,6 +43,9 @@
  *        GIL), each piece's DMA enqueued in order as soon as it is filled (so DMAs overlap the filling)
  *   PoolCore, PooledCore, configure_pool(...)    the MemPool's warm alloc and free (backend-agnostic; below)
  */
+#ifndef IRONACCEL_SOURCE_HASH /* -DIRONACCEL_SOURCE_HASH="<hash>" (ironaccel/sourcehash.py: cbuild.py and setup.py do) */
+#define IRONACCEL_SOURCE_HASH "unrecorded" /* a build made otherwise: it never matches its sources */
+#endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
@@ -2337,7 +2341,8 @@ PyMODINIT_FUNC PyInit__fast(void) {
         PyModule_AddObjectRef(m, "KernelCore", (PyObject *)&KernelCoreType) ||
         PyModule_AddObjectRef(m, "ThreadCurrent", (PyObject *)&ThreadCurrentType) ||
         PyModule_AddObjectRef(m, "BufferCore", (PyObject *)&BufferCoreType) ||
-        PyModule_AddObjectRef(m, "DeviceCore", (PyObject *)&DeviceCoreType)) {
+        PyModule_AddObjectRef(m, "DeviceCore", (PyObject *)&DeviceCoreType) ||
+        PyModule_AddStringConstant(m, "SOURCE_HASH", IRONACCEL_SOURCE_HASH)) {
         Py_DECREF(m);
         return NULL;
     }

@@ -22,10 +22,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import cbuild
+from . import cbuild, sourcehash
 from .errors import NotAvailable
 
-__all__ = ["IDENTITY", "source_dir", "build", "toolchain", "load", "child_env", "Control"]
+__all__ = ["IDENTITY", "source_dir", "build", "source_hash", "toolchain", "load", "child_env", "Control"]
 
 #: What ``ironaccel_fake_identity()`` returns; the CUDA backend compares against it.
 IDENTITY = "ironaccel fake libcuda"
@@ -51,6 +51,14 @@ def _sources(src: Path) -> list[Path]:
 def build() -> Path:
     """Compiles the fake once per source hash (cached); safe to call from parallel processes."""
     return cbuild.build("fakecuda", "libcuda.so.1", _sources(source_dir()), CFLAGS, LIBS)
+
+
+def source_hash() -> str | None:
+    """The hash a build of the fake's sources here embeds (``ironaccel_fake_source_hash()``); None without them."""
+    try:
+        return sourcehash.source_hash(_sources(source_dir()))
+    except NotAvailable:
+        return None
 
 
 #: The toolchain libraries shimmed: cuda.pathfinder's name -> the variable naming the real library for the
@@ -148,6 +156,7 @@ class Control:
         self.lib = lib or load()
         sig = {
             "ironaccel_fake_identity": (ctypes.c_char_p, []),
+            "ironaccel_fake_source_hash": (ctypes.c_char_p, []),
             "ironaccel_fake_inject": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]),
             "ironaccel_fake_reset": (None, []),
             "ironaccel_fake_call_count": (ctypes.c_int64, [ctypes.c_char_p]),
@@ -163,6 +172,10 @@ class Control:
 
     def identity(self) -> str:
         return self.lib.ironaccel_fake_identity().decode()
+
+    def source_hash(self) -> str:
+        """The hash of the sources this library was built from, as it reports it (``sourcehash.py``)."""
+        return self.lib.ironaccel_fake_source_hash().decode()
 
     def inject(self, entry_point: str, nth_call: int, code: int) -> None:
         """Fail the ``nth_call``-th call from now (1 = the next) of ``entry_point`` with CUresult ``code``."""

@@ -109,6 +109,8 @@ def _device_info(cu: Any, dev: Any, index: int) -> DeviceInfo:
         "memory_pools": bool(get("MEMORY_POOLS_SUPPORTED")),
         "max_shared_memory_optin": get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
     }
+    if simulated:  # which build of the fake ran: what a results file records (the judge compares its sources)
+        extra["driver_build"] = driver.fake_build()
     return DeviceInfo(
         backend=BACKEND,
         index=index,
