@@ -1,4 +1,4 @@
-"""The compiled hot path (``ironaccel/_fast.c``): found installed, else built here on demand, else absent.
+"""The compiled hot path (``ironaccel/_fast_c/``): found installed, else built here on demand, else absent.
 
 One C source, two ways to a built module: ``pip install`` compiles it as the extension ``ironaccel._fast``
 (setup.py, ``optional=True``: an install without a compiler still succeeds), and a checkout used from
@@ -101,7 +101,7 @@ def _stale(module: ModuleType | None) -> str:
 
 
 def build() -> Path:
-    """Compile ``_fast.c`` once per source hash and Python ABI (cached; safe from parallel processes)."""
+    """Compile ``_fast_c/`` once per source hash and Python ABI (cached; safe from parallel processes)."""
     include = sysconfig.get_paths()["include"]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     return cbuild.build("fast", f"_fast{suffix}", SOURCES, (*CFLAGS, f"-I{include}"), ("-ldl",), key=suffix)

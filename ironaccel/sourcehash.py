@@ -26,5 +26,7 @@ def define(sources: Iterable[Path]) -> tuple[str, str]:
 
 
 def fast_sources(package: Path) -> list[Path]:
-    """Every file the compiled extension ``ironaccel._fast`` is built from (headers too), in ``package``."""
-    return [package / "_fast.c"]
+    """Every file the compiled extension ``ironaccel._fast`` is built from, in ``package``: ``_fast_c/fast.c``, the
+    one file compiled, and the parts it includes (``*.inc``)."""
+    folder = package / "_fast_c"
+    return sorted(folder.glob("*.c")) + sorted(folder.glob("*.inc"))

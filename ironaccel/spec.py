@@ -64,16 +64,16 @@ def load_definitions(spec_md: Path | None = None) -> dict[tuple[str, str], str]:
     return found
 
 
-HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h", ".cl"}
+HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h", ".inc", ".cl"}
 
 #: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
 #: interface and errors, the pool (POOL clauses) and the compiled hot path it and the CUDA backend load
-#: (native.py, _fast.c, built by cbuild.py into cache.py's folder), the helpers the tests drive the device with
+#: (native.py, _fast_c/, built by cbuild.py into cache.py's folder), the helpers the tests drive the device with
 #: (testing/: busy work, exhaustion), target and backend registries and the helpers driver declarations share
 #: (drivers/__init__.py), the plugin and the results vocabulary it writes with. Each backend's driver
 #: declarations (drivers/cuda.py, ...) are hashed with that backend instead (``implementation``). Judging and
 #: reporting (judge, status, certify, cli) are not in it: they do not change what a run does.
-SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "sourcehash.py", "cbuild.py", "cache.py",
+SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast_c", "sourcehash.py", "cbuild.py", "cache.py",
                  "testing", "targets.py", "drivers/__init__.py", "pytest_plugin.py", "results.py", "selection.py", "spec.py",
                  "backends/__init__.py")
 

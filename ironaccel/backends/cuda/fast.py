@@ -1,4 +1,4 @@
-"""The hot paths through the compiled module (``ironaccel/_fast.c``, loaded as ``driver.fast``).
+"""The hot paths through the compiled module (``ironaccel/_fast_c/``, loaded as ``driver.fast``).
 
 A device opened while ``driver.fast`` is set uses these subclasses for its streams and events (``copy_htod``
 is checked in C: a small one goes through the device's staging ring in C, a large one from pinned memory on an
@@ -26,7 +26,7 @@ from .module import _FAST_CODES
 from .staging import PINNED_CHECK_BYTES, REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
-TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast.c)
+TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast_c/launch.inc)
 NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
 _compiled = native.load()  # what driver.fast is once libcuda is loaded (None: the pure-Python classes are used)
 
@@ -65,7 +65,7 @@ def compiled_base(name: str) -> tuple[type, ...]:
 
 
 class FastEvent(*compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
-    """Made by the compiled record (``_fast.c``): its fields, ``query``, ``synchronize`` without a timeout and
+    """Made by the compiled record (``_fast_c/stream.inc``): its fields, ``query``, ``synchronize`` without a timeout and
     the CUevent's return to the spare list are its compiled base's; a timeout and ``elapsed_ms`` are
     CudaEvent's."""
 

@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 class _BufferCore:
     """CudaBuffer's free of a buffer dropped unfreed, in Python. Where the compiled module loads, its BufferCore
-    (ironaccel/_fast.c) is CudaBuffer's base instead: the fields in C, ``free()`` with memory pools and this
+    (ironaccel/_fast_c/buffers.inc) is CudaBuffer's base instead: the fields in C, ``free()`` with memory pools and this
     finalizer done there, every other case handed to ``CudaBuffer._release``."""
 
     _device: CudaDevice
@@ -231,7 +231,7 @@ class CudaStream(api.Stream):
             # DMA'd from the caller's page-locked array, then waited for, since the caller may reuse the array
             # once this returns (COPY-4); on an idle stream the wait is the copy's own time. Behind other work
             # the staging ring copies it instead, without waiting for that work. (The compiled path decides
-            # the same in C: _fast.c, large_htod.)
+            # the same in C: _fast_c/copy.inc, large_htod.)
             calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, address, n, self._handle)
             calls.cuStreamSynchronize(self._handle)
         else:
