@@ -43,7 +43,7 @@
  *        device's allocation stream, waited for (wait_stream), in one call, and the buffer made and
  *        registered (or the name and CUresult of the call that failed; the memory is given back then)
  *   BufferCore, configure_buffers(...)           CudaBuffer's base: its fields, free() and the finalizer (below);
- *        DeviceCore, CudaDevice's base: alloc() in one call
+ *        DeviceCore, CudaDevice's base: _alloc() in one call, after api.Device.alloc's checks (made there alone)
  *   staged_copy(dst, staged, host, offset, n, threads, stream, hot)  a large copy_htod's chunk: host bytes
  *        [offset, offset + n) into the pinned ring at staged by the caller and `threads` copy threads (no
  *        GIL), each piece's DMA enqueued in order as soon as it is filled (so DMAs overlap the filling)

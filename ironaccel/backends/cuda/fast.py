@@ -35,7 +35,7 @@ def configure() -> None:
     """Tell the compiled module what its launch checks against, and what its event and stream methods hand
     uncommon cases to; once driver.fast is loaded."""
     driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
-    driver.fast.configure_buffers(CudaBuffer._release, DriverError, api.Device.alloc)
+    driver.fast.configure_buffers(CudaBuffer._release, DriverError)
     driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, api.Stream.copy_dtoh, SMALL_COPY_BYTES,
                                  PINNED_CHECK_BYTES)
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
