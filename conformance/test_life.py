@@ -40,6 +40,31 @@ def test_free_while_a_kernel_still_writes_the_buffer(device, stream, kernels, po
     assert_device_works(device, kernels)
 
 
+@pytest.mark.clause("LIFE-4")
+def test_free_while_another_stream_still_uses_the_buffer(device, stream, kernels):
+    """Kernels write the first part of a buffer on one stream; another stream then fills its tail (the buffer's
+    last use, in call order) and the buffer is freed while the kernels are still queued: the free must wait for
+    every stream's work, not only the last one's."""
+    work = RunningWork(device, stream, kernels)
+    tail = 4096
+    try:
+        target = device.alloc(4 * work.n + tail)
+        other = device.create_stream()
+        work.enqueue(stream, target)
+        other.fill(target, 0x3C, offset=4 * work.n, nbytes=tail)
+        target.free()  # the kernels on `stream` are still queued or running
+        others = [device.alloc(4 * work.n + tail) for _ in range(4)]
+        for i, b in enumerate(others):
+            other.fill(b, 0x40 + i)
+        device.synchronize()
+        for i, b in enumerate(others):
+            assert (read(other, b) == 0x40 + i).all(), "memory of a freed buffer was reused while a kernel wrote it"
+            b.free()
+    finally:
+        work.free()
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("LIFE-2")
 def test_close_with_pending_work_completes_it(device, kernels):
     other = get_backend(device.info.backend).open_device(device.info.index)

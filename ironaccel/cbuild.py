@@ -1,6 +1,7 @@
 """ironaccel's own C — the fake libcuda, the compiled hot path, the C floor — compiled with the system
 compiler once per hash of its sources and flags, into ``cache_dir()/<kind>/<hash>/``; safe from parallel
-processes (a build goes to a temporary file renamed into place)."""
+processes (a build goes to a temporary file renamed into place). Every build embeds the hash of its sources
+(``sourcehash.define``), which the built code reports, so what ran can be told from what is on disk."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from .errors import NotAvailable
 from .cache import cache_dir
+from .sourcehash import define
 
 
 def find_compiler() -> str:
@@ -31,8 +33,10 @@ def find_compiler() -> str:
 
 def build(kind: str, name: str, sources: Sequence[Path], flags: Sequence[str], libs: Sequence[str] = (),
           key: str = "") -> Path:
-    """``cc FLAGS -o <cache>/KIND/<hash>/NAME SOURCES(.c) LIBS``, unless already built; ``sources`` are every
-    file the result depends on (headers too) and ``key`` anything else that changes it (an ABI tag)."""
+    """``cc FLAGS -DIRONACCEL_SOURCE_HASH=... -o <cache>/KIND/<hash>/NAME SOURCES(.c) LIBS``, unless already
+    built; ``sources`` are every file the result depends on (headers too, all in its source hash) and ``key``
+    anything else that changes it (an ABI tag)."""
+    flags = (*flags, "-D%s=%s" % define(sources))
     digest = hashlib.sha256()
     for f in sources:
         digest.update(f.name.encode() + b"\0" + f.read_bytes() + b"\0")

@@ -23,11 +23,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import cbuild
+from . import cbuild, sourcehash
 from .errors import NotAvailable
 
-__all__ = ["IDENTITY", "source_dir", "build", "driver_dir", "toolchain", "load", "child_env", "check", "in_fake_env", "exec_with_fake",
-           "Control"]
+__all__ = ["IDENTITY", "source_dir", "build", "source_hash", "driver_dir", "toolchain", "load", "child_env", "check",
+           "in_fake_env", "exec_with_fake", "Control"]
 
 #: What ``ironaccel_fake_identity()`` returns; the CUDA backend compares against it.
 IDENTITY = "ironaccel fake libcuda"
@@ -67,6 +67,14 @@ def driver_dir() -> Path:
         os.symlink(lib.name, tmp)
         os.replace(tmp, link)  # atomic, as the build itself
     return lib.parent
+
+
+def source_hash() -> str | None:
+    """The hash a build of the fake's sources here embeds (``ironaccel_fake_source_hash()``); None without them."""
+    try:
+        return sourcehash.source_hash(_sources(source_dir()))
+    except NotAvailable:
+        return None
 
 
 #: The toolchain libraries shimmed: cuda.pathfinder's name -> the variable naming the real library for the
@@ -218,6 +226,7 @@ class Control:
         self.lib = lib or load()
         sig = {
             "ironaccel_fake_identity": (ctypes.c_char_p, []),
+            "ironaccel_fake_source_hash": (ctypes.c_char_p, []),
             "ironaccel_fake_inject": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]),
             "ironaccel_fake_reset": (None, []),
             "ironaccel_fake_call_count": (ctypes.c_int64, [ctypes.c_char_p]),
@@ -233,6 +242,10 @@ class Control:
 
     def identity(self) -> str:
         return self.lib.ironaccel_fake_identity().decode()
+
+    def source_hash(self) -> str:
+        """The hash of the sources this library was built from, as it reports it (``sourcehash.py``)."""
+        return self.lib.ironaccel_fake_source_hash().decode()
 
     def inject(self, entry_point: str, nth_call: int, code: int) -> None:
         """Fail the ``nth_call``-th call from now (1 = the next) of ``entry_point`` with CUresult ``code``."""

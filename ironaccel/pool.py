@@ -129,7 +129,7 @@ class _ThreadMark:
 
 class _PooledCore:
     """PooledBuffer's fields and its ``free`` in Python. Where the compiled module loads, its PooledCore
-    (ironaccel/_fast.c) is PooledBuffer's base instead: the same fields, and a ``free`` that does the warm case
+    (ironaccel/_fast_c/pool.inc) is PooledBuffer's base instead: the same fields, and a ``free`` that does the warm case
     (a block of a front bucket into this thread's credited slot) in C and hands every other case to this one."""
 
     __slots__ = ("_device", "_nbytes", "_freed", "_pool", "_block")

@@ -394,6 +394,33 @@ def test_free_is_ordered_after_the_last_use(fake, device):
     assert (out == 3).all()
 
 
+def test_a_free_waits_for_every_stream_that_used_the_buffer(fake, device):
+    """LIFE-4's mechanism, on both paths: a buffer used on one stream records no fence; each use on another
+    stream than the last fences the last one (one cuEventRecord), completed fences are dropped past
+    FENCES_KEPT, and free() makes its stream wait for those left (cuStreamWaitEvent) before cuMemFreeAsync."""
+    from ironaccel.backends.cuda.stream import FENCES_KEPT
+
+    a, b = device.create_stream(), device.create_stream()
+    buf = device.alloc(4096)
+    out = np.zeros(16, np.uint8)
+    count = fake.ironaccel_fake_call_count
+    records = count(b"cuEventRecord")
+    for _ in range(5):
+        a.fill(buf, 1)
+        a.copy_htod(buf, out)
+        a.copy_dtoh(out, buf)
+    assert count(b"cuEventRecord") == records, "a buffer used on one stream must cost no fence"
+    for i in range(20):
+        (b, a)[i % 2].fill(buf, i)  # each one switches
+        device.synchronize()
+    assert count(b"cuEventRecord") == records + 20
+    assert 0 < len(buf._fences) <= FENCES_KEPT and buf._fenced
+    waits, fences = count(b"cuStreamWaitEvent"), len(buf._fences)
+    buf.free()
+    assert count(b"cuStreamWaitEvent") == waits + fences and not buf._fences and not buf._fenced
+    device.synchronize()
+
+
 def test_staged_copies_wrap_the_ring_and_free_the_host_array_at_once(device):
     """Many small and a few large pageable copies, each host array overwritten right after the call."""
     from ironaccel.backends.cuda import STAGING_BYTES
@@ -1179,7 +1206,7 @@ def test_launch_arguments_plain_pooled_64_bit_and_rejected(device):
 
 
 def test_events_and_stream_waits_keep_their_api(fake, device):
-    """Stream.record/synchronize and Event.query/synchronize (compiled: _fast.c's StreamCore and EventCore, on
+    """Stream.record/synchronize and Event.query/synchronize (compiled: _fast_c's StreamCore and EventCore, on
     both paths the same): a wait releases the copy_dtoh destinations held before it, a dropped event gives its
     CUevent back to the device (a failed record too), a timeout and a timing event work, wrong arguments are
     TypeError or InvalidArgument, a failed driver call names its entry point, and after close each names its op."""
@@ -1256,7 +1283,7 @@ def test_events_and_stream_waits_keep_their_api(fake, device):
 
 
 def test_buffers_keep_their_bookkeeping(fake, device):
-    """Device.alloc and Buffer.free (compiled: _fast.c's DeviceCore, alloc and BufferCore; on both paths the same): a live
+    """Device.alloc and Buffer.free (compiled: _fast_c's DeviceCore, alloc and BufferCore; on both paths the same): a live
     buffer is in device._live by a weak reference and leaves it when freed, free() is idempotent across threads
     (one cuMemFreeAsync), a buffer dropped unfreed frees itself, one used on a stream frees after that use, and a
     failed alloc wait gives the memory back and names cuStreamSynchronize; bad sizes and a closed device raise the
@@ -1336,7 +1363,7 @@ PTX_DIMS = """.version 8.0
 
 def test_launches_resolved_per_kernel_dims_and_types(device):
     """Stream.launch resolves a launch once per (kernel, stream's device, dims, argument types) and keeps the last
-    few (compiled: _fast.c's KernelCore): more configurations than it keeps, each repeated, dims equal but not
+    few (compiled: _fast_c's KernelCore): more configurations than it keeps, each repeated, dims equal but not
     the same objects, two streams, argument types that pack differently for one parameter (a Buffer's pointer or
     a u64), each launch landing with its own dims and values; after the device closes, UseAfterFree; a dropped
     kernel is collected though its kept launches refer back to it."""
@@ -1458,7 +1485,7 @@ def test_launches_make_their_device_current_on_each_thread(device):
 
 
 def test_launch_checks_hold_on_every_form(device):
-    """Stream.launch (compiled: _fast.c's StreamCore.launch once the kernel has a plan for the dims): int and
+    """Stream.launch (compiled: _fast_c's StreamCore.launch once the kernel has a plan for the dims): int and
     tuple dims, args by keyword or as a list, each launch landing; a kernel of another device, a non-kernel,
     args that are no tuple or list, and dims that are no exact ints raise the API's errors, cached plan or not."""
     s = device.create_stream()
@@ -1497,7 +1524,7 @@ def test_launch_checks_hold_on_every_form(device):
 
 
 def test_small_copy_htod_checks_hold_on_every_form(device):
-    """Stream.copy_htod of a small host array (compiled: _fast.c's StreamCore.copy_htod, on both paths the
+    """Stream.copy_htod of a small host array (compiled: _fast_c's StreamCore.copy_htod, on both paths the
     same): any C-contiguous plain-data ndarray, bytes, an offset, a pooled buffer, each landing exactly; and the
     API's errors, naming the op, for what the compiled check hands back (non-contiguous, object and datetime
     arrays, out of range, freed plain and pooled buffers, another device's buffer, a capture, a closed device)."""
@@ -1565,7 +1592,7 @@ def test_compiled_entry_points_refuse_what_is_not_theirs(device):
         for call in (lambda: fast.record("a stream", False), lambda: fast.alloc("a device", 8),
                      lambda: fast.staged_htod("a stream", buf, 0, host, device._staging),
                      lambda: fast.staged_htod(s, "a buffer", 0, host, device._staging), lambda: FastEvent(),
-                     lambda: type(s).record(object()), lambda: type(device).alloc(object(), 8),
+                     lambda: type(s).record(object()), lambda: type(device)._alloc(object(), 8),
                      lambda: type(buf).free(object()), lambda: type(buf).__new__(type(buf)).free()):
             with pytest.raises(TypeError):
                 call()
@@ -1613,7 +1640,7 @@ _BUILD_FAILS = (
 
 
 def test_a_failed_build_of_the_compiled_module_leaves_the_pure_python_path(tmp_path):
-    """When ironaccel._fast cannot be built (here: a copy of the tree whose _fast.c was never built, and a $CC
+    """When ironaccel._fast cannot be built (here: a copy of the tree whose _fast_c/ was never built, and a $CC
     that fails), load() says why, every class is the pure one (no compiled base), and copies, events and the
     MemPool work."""
     import shutil
@@ -1624,7 +1651,7 @@ def test_a_failed_build_of_the_compiled_module_leaves_the_pure_python_path(tmp_p
     tree = tmp_path / "tree"
     for part in ("ironaccel", "fakes"):  # the fake's sources hash as before: its cached build is found
         shutil.copytree(root / part, tree / part, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
-    source = tree / "ironaccel" / "_fast.c"
+    source = tree / "ironaccel" / "_fast_c" / "fast.c"
     source.write_text(source.read_text() + f"\n/* never built: {uuid.uuid4()} */\n")  # no cached build matches
     proc = _run_script(tmp_path, _BUILD_FAILS, tree, CC="false", IRONACCEL_PURE_PYTHON="0")  # a build is tried
     assert proc.returncode == 0, proc.stderr

@@ -35,7 +35,7 @@ VK = "ironaccel/backends/vulkan/"
 CU = "ironaccel/backends/cuda/"
 GL = "ironaccel/backends/opengl/"
 STAGED = {"IRONACCEL_VK_DIRECT_MAPPING": "0"}  # Vulkan's staging path, which lavapipe's mapped memory skips
-PURE = {"IRONACCEL_PURE_PYTHON": "1"}  # code the compiled hot paths (ironaccel/_fast.c: CUDA's, the MemPool's) replace when they load
+PURE = {"IRONACCEL_PURE_PYTHON": "1"}  # code the compiled hot paths (ironaccel/_fast_c/: CUDA's, the MemPool's) replace when they load
 # the fake starts queued work only when the host waits or queries: work a test queued first is still pending for
 # as long as the backend does not wait, however fast the host is (a kill that does not depend on timing)
 START_ON_WAIT = {"IRONACCEL_FAKE_CUDA_START_ON_WAIT": "1"}
@@ -281,7 +281,7 @@ MUTANTS: list[Mutant] = [
            '("f", 4): "f4x"',
            '("f", 4): "f"',
            "cuda/fake", "a float32 argument is packed into 4 bytes, shifting every later argument", ("KERNEL-6", "KERNEL-2"), env=PURE),
-    Mutant("cuda-free-on-alloc-stream", "cuda", "ironaccel/_fast.c",
+    Mutant("cuda-free-on-alloc-stream", "cuda", "ironaccel/_fast_c/buffers.inc",
            "PyObject *last = self->last_stream; /* the stream the free is ordered on; None: the allocation stream */",
            "PyObject *last = NULL;",
            "cuda/fake", "free() is ordered on the allocation stream, not after the kernels still using the buffer",
@@ -295,7 +295,7 @@ MUTANTS: list[Mutant] = [
            "        if err == cu.CUresult.CUDA_ERROR_NOT_READY:\n            return False",
            "        if err == cu.CUresult.CUDA_ERROR_NOT_READY:\n            return True",
            "cuda/fake", "Event.query() says complete while the work still runs", ("EVENT-5", "EVENT-4"), env=PURE),
-    Mutant("cuda-query-not-ready-is-done-compiled", "cuda", "ironaccel/_fast.c",
+    Mutant("cuda-query-not-ready-is-done-compiled", "cuda", "ironaccel/_fast_c/stream.inc",
            "if (err == CUDA_ERROR_NOT_READY) Py_RETURN_FALSE;",
            "if (err == CUDA_ERROR_NOT_READY) Py_RETURN_TRUE;",
            "cuda/fake", "Event.query() says complete while the work still runs", ("EVENT-5", "EVENT-4")),
@@ -304,12 +304,12 @@ MUTANTS: list[Mutant] = [
            "    query(handle)\n    return\n",
            "cuda/fake", "a wait asks its query first and returns whatever it says: synchronize() returns while the work runs",
            ("STREAM-2", "EVENT-1"), env=PURE),
-    Mutant("cuda-stream-wait-skipped-when-busy-compiled", "cuda", "ironaccel/_fast.c",
+    Mutant("cuda-stream-wait-skipped-when-busy-compiled", "cuda", "ironaccel/_fast_c/stream.inc",
            "    if (cuStreamQuery(queue) == 0) return 0;\n    CUresult err;",
            "    if (cuStreamQuery(queue) == 0 || 1) return 0;\n    CUresult err;",
            "cuda/fake", "Stream.synchronize() takes a busy stream's query as done and returns while the work runs",
            ("STREAM-2",)),
-    Mutant("cuda-event-wait-skipped-when-busy-compiled", "cuda", "ironaccel/_fast.c",
+    Mutant("cuda-event-wait-skipped-when-busy-compiled", "cuda", "ironaccel/_fast_c/stream.inc",
            "    if (cuEventQuery(event) == 0) return 0;",
            "    if (cuEventQuery(event) == 0 || 1) return 0;",
            "cuda/fake", "Event.synchronize() takes a pending event's query as done and returns while the work runs",
@@ -325,7 +325,7 @@ MUTANTS: list[Mutant] = [
            "self._send(dst + first, self._base + start, src, first, size, handle, reused)",
            "self._send(dst, self._base + start, src, first, size, handle, reused)",
            "cuda/fake", "every chunk of a large pageable copy_htod lands at the start of the destination", ("COPY-8",)),
-    Mutant("cuda-htod-small-offset-dropped-compiled", "cuda", "ironaccel/_fast.c",
+    Mutant("cuda-htod-small-offset-dropped-compiled", "cuda", "ironaccel/_fast_c/copy.inc",
            "ptr = ((BufferCore *)dst)->ptr + offset;",
            "ptr = ((BufferCore *)dst)->ptr;",
            "cuda/fake", "copy_htod at an offset lands at the start of the buffer", ("COPY-1",)),
@@ -585,7 +585,7 @@ MUTANTS: list[Mutant] = [
            "calls.cuMemcpyHtoDAsync(dst + done, staged, piece, handle)",
            "cuda/fake", "a pageable copy_htod of 256 KiB to 2 MiB DMAs every piece from the start of its ring bytes",
            ("COPY-1",), env=PURE),
-    Mutant("cuda-pipelined-pieces-from-ring-start-compiled", "cuda", "ironaccel/_fast.c",
+    Mutant("cuda-pipelined-pieces-from-ring-start-compiled", "cuda", "ironaccel/_fast_c/copy.inc",
            "err = cuMemcpyHtoDAsync_v2(dst + (CUdeviceptr)done, (char *)staged + done, size, stream);",
            "err = cuMemcpyHtoDAsync_v2(dst + (CUdeviceptr)done, (char *)staged, size, stream);",
            "cuda/fake", "a pageable copy_htod of 256 KiB to 2 MiB DMAs every piece from the start of its ring bytes",

@@ -196,6 +196,12 @@ void set_last_report(const char *text) {
 /** The string the CUDA backend checks to know it is talking to this fake. */
 API const char *ironaccel_fake_identity(void) { return "ironaccel fake libcuda"; }
 
+#ifndef IRONACCEL_SOURCE_HASH /* -DIRONACCEL_SOURCE_HASH="<hash>" (ironaccel/sourcehash.py: cbuild.py does) */
+#define IRONACCEL_SOURCE_HASH "unrecorded" /* a build made otherwise: it never matches its sources */
+#endif
+/** The hash of the sources this library was built from (ironaccel/sourcehash.py): what a results file records. */
+API const char *ironaccel_fake_source_hash(void) { return IRONACCEL_SOURCE_HASH; }
+
 /** Fail the nth call (1 = the next one) of an entry point, counted from now, with code. 0 on success. */
 API int ironaccel_fake_inject(const char *entry, uint64_t nth, int code) {
     int id = entry ? entry_lookup(entry) : -1;

@@ -13,7 +13,9 @@ the words are defined once, in SPEC.md's certification section (``definitions``)
   the target registry has it as a hardware target and its results file does not say simulated: a target
   the registry does not know, or passes on the fake libcuda, never count as hardware whatever a file claims.
 * Stale means: the suite, the target's backend, its driver's sources (the fake) or its expectations file
-  changed since the run (``stale_parts``); another backend's change leaves a run current.
+  changed since the run (``stale_parts``); another backend's change leaves a run current. A run whose loaded
+  C builds (the compiled extension, the fake libcuda: ``builds``, as they reported themselves) are not builds
+  of the sources here is stale too, whatever hashes its file claims: what ran is not what is claimed.
 * Several results files for one target: the one that counts is the current, finished, latest one;
   the others are superseded.
 """
@@ -128,6 +130,12 @@ def stale_parts(doc: dict[str, Any], current: Current) -> tuple[str, ...]:
             what = PART_NAMES[label].format(backend=t["backend"], driver=t["driver"])
             gone = label in recorded and label not in now
             out.append(f"{what} is not here to check" if gone else f"{what} changed")
+    builds = doc.get("builds", {})
+    for label, key, what in (("compiled", "compiled", "the compiled extension"),
+                             ("driver", f"driver/{t['name']}", f"the {t['driver']} driver")):
+        loaded, expected = builds.get(label), current.builds.get(key)
+        if loaded is not None and loaded != expected:
+            out.append(f"{what} that ran is a build of other sources ({loaded}) than these ({expected or 'none'})")
     return tuple(out)
 
 

@@ -359,7 +359,16 @@ class Conformance:
     def document(self, status: str, message: str = "") -> dict[str, Any]:
         return results.document(self.target, self.parts, self.started, status, message or self.device_error,
                                 self.tests.values(), self.device.info if self.device is not None else None,
-                                self.host, None if self.selection.everything else self.selection.record())
+                                self.host, None if self.selection.everything else self.selection.record(),
+                                self.builds())
+
+    def builds(self) -> dict[str, str | None]:
+        """The C builds this run loaded, as they report their sources' hash: the compiled extension (None: pure
+        Python) and the driver built here (the device's ``driver_build``; None: none, or no device)."""
+        from .. import native
+
+        extra = self.device.info.extra if self.device is not None else {}
+        return {"compiled": native.loaded_hash(), "driver": extra.get("driver_build")}
 
     def write(self, status: str, message: str = "") -> None:
         if self.results_path is not None:

@@ -12,6 +12,7 @@ Schema (``SCHEMA_VERSION``)::
                  "driver_version": "...", "device": "llvmpipe (LLVM 15...)", "vendor": "Mesa",
                  "simulated": true, "os": "Linux-6.1-x86_64", "python": "3.11.7",
                  "packages": {"wgpu": "0.32.0", "numpy": "2.4.6", ...}},
+      "builds": {"compiled": "<source hash>" | null, "driver": "<source hash>" | null},
       "started": "2026-11-30T04:30:00Z", "finished": "2026-11-30T04:31:10Z",
       "run": {"status": "ok" | "error" | "crashed" | "timeout", "message": ""},
       "tests": [{"id": "test_mem.py::test_alloc_sizes[1]", "clauses": ["MEM-1"],
@@ -22,6 +23,9 @@ Schema (``SCHEMA_VERSION``)::
     }
 
 ``target.device`` etc. are empty when the run never reached a device (``run.status`` then says why).
+``builds`` (absent in files from before it): the source hashes the C builds the run loaded report of
+themselves — the compiled extension (null: pure Python) and the driver built here (the fake libcuda; null:
+none) — which the judge compares with the sources the file claims.
 Files are named ``<backend>-<driver>.json`` (``file_name``); the run's other files lie beside it
 (``sibling``).
 """
@@ -42,6 +46,8 @@ from typing import Any, Iterable
 from .selection import parse_shard
 
 SCHEMA_VERSION = 1
+#: The C builds a results file says it loaded (``builds``): the compiled extension, the driver built here.
+BUILDS = ("compiled", "driver")
 
 
 class _Word(str, Enum):
@@ -163,12 +169,14 @@ def host_environment(names: Iterable[str] = PACKAGES) -> dict[str, Any]:
 
 def document(target: Any, parts: dict[str, str], started: str, status: str, message: str = "",
              tests: Iterable[dict[str, Any]] = (), device: Any = None,
-             host: dict[str, Any] | None = None, selection: dict[str, Any] | None = None) -> dict[str, Any]:
+             host: dict[str, Any] | None = None, selection: dict[str, Any] | None = None,
+             builds: dict[str, str | None] | None = None) -> dict[str, Any]:
     """A results document: ``target`` a ``targets.Target``, ``parts`` the hashes it ran at
     (``spec.Current.parts``: suite, backend, driver, expectations), ``device`` the DeviceInfo of the device the run
     used (None when it never got one: device fields are then empty and ``simulated`` is the target's),
     ``host`` as ``host_environment()`` (None: left empty, for a run that never started), ``selection``
-    as ``Selection.record()`` for a run of part of the suite (None: the whole suite)."""
+    as ``Selection.record()`` for a run of part of the suite (None: the whole suite), ``builds`` the builds
+    the run loaded (``BUILDS``; None: none)."""
     from .. import __version__
 
     tests = sorted(tests, key=lambda t: t["id"])
@@ -183,6 +191,7 @@ def document(target: Any, parts: dict[str, str], started: str, status: str, mess
             "simulated": device.simulated if device else target.simulated,
             "select": dict(target.select), **host,
         },
+        "builds": {key: (builds or {}).get(key) for key in BUILDS},
         "started": started,
         "finished": now(),
         "run": {"status": RunStatus(status).value, "message": message},
@@ -281,6 +290,10 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
     need(isinstance(parts, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in parts.items())
          and parts.get("suite") == doc["suite"]["hash"],
          "suite.parts must map part names to hash strings, its suite the same as suite.hash")
+    builds = doc.get("builds", {})  # absent in files before builds were recorded
+    need(isinstance(builds, dict) and set(builds) <= set(BUILDS)
+         and all(v is None or isinstance(v, str) for v in builds.values()),
+         f"builds must map {' and '.join(BUILDS)} to a source hash string or null")
     for key in ("name", "backend", "driver", "simulated"):
         need(key in doc["target"], f"target.{key} missing")
     for key in ("name", "backend", "driver"):

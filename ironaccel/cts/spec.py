@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .results import CLAUSE_ID, ClauseId
@@ -64,16 +64,16 @@ def load_definitions(spec_md: Path | None = None) -> dict[tuple[str, str], str]:
     return found
 
 
-HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h", ".cl"}
+HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".comp", ".spv", ".c", ".h", ".inc", ".cl"}
 
 #: The library files every target's run goes through, hashed with conformance/ as the "suite" part: the
 #: interface and errors, the pool (POOL clauses) and the compiled hot path it and the CUDA backend load
-#: (native.py, _fast.c, built by cbuild.py into cache.py's folder), the helpers the tests drive the device with
+#: (native.py, _fast_c/, built by cbuild.py into cache.py's folder), the helpers the tests drive the device with
 #: (cts/testing/: busy work, exhaustion), target and backend registries and the helpers driver declarations
 #: share (cts/drivers/__init__.py), the plugin and the results vocabulary it writes with. Each backend's driver
 #: declarations (cts/drivers/cuda.py, ...) are hashed with that backend instead (``implementation``). Judging and
 #: reporting (judge, status, certify, cli) are not in it: they do not change what a run does.
-SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "cache.py",
+SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast_c", "sourcehash.py", "cbuild.py", "cache.py",
                  "cts/__init__.py", "cts/testing", "cts/targets.py", "cts/drivers/__init__.py", "cts/pytest_plugin.py", "cts/results.py",
                  "cts/selection.py", "cts/spec.py", "backends/__init__.py")
 
@@ -156,10 +156,12 @@ def implementation(backend: str) -> list[tuple[str, Path]]:
 class Current:
     """The hashes results are judged against. A results file records the same parts for its target
     (``parts``); it is stale when any differs: the suite, its backend's implementation, its driver's sources
-    (the fake), or its expectations file. Another backend's change leaves it current."""
+    (the fake), or its expectations file. Another backend's change leaves it current. ``builds``: the source
+    hashes that builds of the C here embed, which the builds a run loaded (its ``builds``) must report."""
 
     suite: str
     implementations: dict[str, str]  # "backend/<name>", "driver/<target>", "expectations/<target>" -> hash
+    builds: dict[str, str] = field(default_factory=dict)  # "compiled" (ironaccel._fast), "driver/<target>" -> hash
 
     def parts(self, target: str) -> dict[str, str]:
         backend = target.partition("/")[0]
@@ -190,4 +192,9 @@ def current(target_names: list[str] | None = None) -> Current:
                else conformance_dir() / "expectations" / f"{name.replace('/', '-')}.txt")
         if exp.is_file():
             found[f"expectations/{name}"] = _digest([(exp.name, exp)])
-    return Current(suite_hash(), found)
+    from .. import native
+
+    builds = {"compiled": native.sources_hash()}
+    for name in names:
+        builds[f"driver/{name}"] = TARGETS[name].build_hash() if name in TARGETS else None
+    return Current(suite_hash(), found, {key: value for key, value in builds.items() if value is not None})

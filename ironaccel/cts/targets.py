@@ -14,7 +14,8 @@ its entry point in group ``ironaccel.drivers`` — and ``TARGETS`` is their unio
   which distributions' versions its results record;
 * ``native_op``: which operation names are entry points of its native runtime (ERR-4: what a DriverError's
   ``op`` must be), and ``memory``: how the out-of-memory clause (MEM-7) can exhaust it safely;
-* ``sources``: the driver's own sources, when it is built here (the fake libcuda), hashed into its results.
+* ``sources``: the driver's own sources, when it is built here (the fake libcuda), hashed into its results,
+  and ``build_hash``: the source hash a build of them reports (``DeviceInfo.extra["driver_build"]``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,10 @@ class Target:
     #: -> file or folder, hashed as the "driver" part of its results (labels, not paths: a checkout and an
     #: installed wheel hash alike). Empty for a driver that comes from elsewhere.
     sources: Mapping[str, Path] = field(default_factory=dict)
+    #: For a driver built here: the hash of its sources here as a build of them embeds it (``sourcehash.py``),
+    #: which the judge compares with the build a run loaded (its device's ``extra["driver_build"]``). None: not
+    #: built here, or the sources are missing.
+    build_hash: Callable[[], str | None] = _needs_nothing
 
     @property
     def name(self) -> str:

@@ -111,6 +111,16 @@ def _loaded_fake() -> ctypes.CDLL | None:
     return lib if identity() == FAKE_IDENTITY.encode() else None
 
 
+def fake_build() -> str:
+    """The hash of the sources the loaded fake was built from, as the library reports it ("unrecorded" for a
+    fake from before it did)."""
+    report = getattr(fake, "ironaccel_fake_source_hash", None)
+    if report is None:
+        return "unrecorded"
+    report.restype = ctypes.c_char_p
+    return report().decode()
+
+
 def error_name(driver: Any, err: Any) -> str:
     res, name = driver.cuGetErrorName(err)
     return name.decode() if not res and name else f"CUresult {int(err)}"

@@ -1,4 +1,4 @@
-"""The hot paths through the compiled module (``ironaccel/_fast.c``, loaded as ``driver.fast``).
+"""The hot paths through the compiled module (``ironaccel/_fast_c/``, loaded as ``driver.fast``).
 
 A device opened while ``driver.fast`` is set uses these subclasses for its streams and events (``copy_htod``
 is checked in C: a small one goes through the device's staging ring in C, a large one from pinned memory on an
@@ -26,7 +26,7 @@ from .module import _FAST_CODES
 from .staging import PINNED_CHECK_BYTES, REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
-TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast.c)
+TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast_c/launch.inc)
 NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
 _compiled = native.load()  # what driver.fast is once libcuda is loaded (None: the pure-Python classes are used)
 
@@ -35,7 +35,7 @@ def configure() -> None:
     """Tell the compiled module what its launch checks against, and what its event and stream methods hand
     uncommon cases to; once driver.fast is loaded."""
     driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
-    driver.fast.configure_buffers(CudaBuffer._release, DriverError, api.Device.alloc)
+    driver.fast.configure_buffers(CudaBuffer._release, DriverError)
     driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, api.Stream.copy_dtoh, SMALL_COPY_BYTES,
                                  PINNED_CHECK_BYTES)
     driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
@@ -65,7 +65,7 @@ def compiled_base(name: str) -> tuple[type, ...]:
 
 
 class FastEvent(*compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
-    """Made by the compiled record (``_fast.c``): its fields, ``query``, ``synchronize`` without a timeout and
+    """Made by the compiled record (``_fast_c/stream.inc``): its fields, ``query``, ``synchronize`` without a timeout and
     the CUevent's return to the spare list are its compiled base's; a timeout and ``elapsed_ms`` are
     CudaEvent's."""
 
@@ -79,7 +79,8 @@ class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc
         dev = self._dev
         if current.device != dev._id:
             dev._make_current()
-        src._last_stream = self
+        if src._last_stream is not self:
+            src._used_on(self)
         err = driver.fast.copy_dtoh(dst, src._ptr + src_offset, self._address)
         if err:
             fail_named("cuMemcpyDtoHAsync", err)

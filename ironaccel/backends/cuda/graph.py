@@ -33,7 +33,9 @@ class CudaGraph(api.Graph):
         if driver.current.device != dev._id:
             dev._make_current()
         for buf in self._buffers.values():  # a later free is ordered after this replay
-            buf._backing("Graph.launch")._last_stream = s
+            backing = buf._backing("Graph.launch")
+            if backing._last_stream is not s:
+                backing._used_on(s)
         launch = driver.cu.cuGraphLaunch
         err, = launch(self._exec, s._work)
         if err:

@@ -81,7 +81,7 @@ class CudaModule(api.Module):
 
 #: struct codes of the scalar argument types, each padded to its 8-byte parameter slot
 _SCALAR_CODES = {("f", 4): "f4x", ("f", 8): "d", ("i", 4): "i4x", ("i", 8): "q", ("u", 4): "I4x", ("u", 8): "Q"}
-#: the compiled launch's codes of the same types (ironaccel/_fast.c): B a buffer's pointer
+#: the compiled launch's codes of the same types (ironaccel/_fast_c/launch.inc): B a buffer's pointer
 _FAST_CODES = {("f", 4): "f", ("f", 8): "d", ("i", 4): "i", ("i", 8): "q", ("u", 4): "i", ("u", 8): "Q"}
 
 

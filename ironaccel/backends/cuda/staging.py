@@ -3,7 +3,7 @@
 Given pageable memory the driver stages the copy itself, synchronously and at a fraction of pinned
 bandwidth. So the data goes through a pinned ring (``STAGING_BYTES``, allocated on first use) instead: a
 small copy is one memmove into the ring plus one DMA (no event per copy: the ring is fenced per segment);
-a large copy is cut into ``STAGING_SEGMENT`` chunks. With the compiled module (``_fast.c``: ``staged_copy``)
+a large copy is cut into ``STAGING_SEGMENT`` chunks. With the compiled module (``_fast_c/copy.inc``: ``staged_copy``)
 each chunk, 1 MiB ones too, is filled in pieces by the caller and ``COPY_THREADS`` C threads that need no
 GIL, with non-temporal stores, and each piece is DMA'd by the caller, in order, as soon as it is filled: one
 thread memcpy'd 1 MiB at about 7 GB/s on the H200's host (167 us against the driver's own pageable 107 us).

@@ -35,13 +35,15 @@ if TYPE_CHECKING:
 
 class _BufferCore:
     """CudaBuffer's free of a buffer dropped unfreed, in Python. Where the compiled module loads, its BufferCore
-    (ironaccel/_fast.c) is CudaBuffer's base instead: the fields in C, ``free()`` with memory pools and this
+    (ironaccel/_fast_c/buffers.inc) is CudaBuffer's base instead: the fields in C, ``free()`` with memory pools and this
     finalizer done there, every other case handed to ``CudaBuffer._release``."""
 
     _device: CudaDevice
     _freed: bool
     _ptr: int
     free: Any  # api.Buffer.free (CudaBuffer's other base)
+    _fences: list[Any] | tuple[()] | None = ()  # CUevents on the streams that used the buffer before the last one
+    _fenced = False  # _fences is not empty (the compiled free hands such a buffer to CudaBuffer._release)
 
     def __del__(self) -> None:
         """A Buffer dropped without ``free()`` gives its memory back (stream-ordered, so never too early)."""
@@ -55,7 +57,15 @@ class _BufferCore:
 _compiled = native.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
 
 
+FENCES_KEPT = 8  # a buffer's fences past this many are queried, and the completed ones dropped
+
+
 class CudaBuffer(_compiled.BufferCore if _compiled else _BufferCore, api.Buffer):  # type: ignore[misc]
+    """A device allocation. Its free is ordered after all work enqueued on it so far (LIFE-1, LIFE-4): the free
+    is enqueued on the stream that used it last, after that stream waits for a fence (an event) recorded on
+    each stream that used it before. A fence is recorded only when another stream takes over the buffer
+    (``_used_on``): a buffer used on one stream costs one comparison per use."""
+
     def __init__(self, device: CudaDevice, nbytes: int, ptr: int):
         self._device = device  # api.Buffer's three fields, set here directly: this runs on every alloc
         self._nbytes = nbytes
@@ -65,6 +75,21 @@ class CudaBuffer(_compiled.BufferCore if _compiled else _BufferCore, api.Buffer)
 
     def _native_handle(self) -> int:
         return self._ptr
+
+    def _used_on(self, stream: CudaStream) -> None:
+        """``stream`` enqueued work on the buffer (called only when it is not ``_last_stream``): the stream that
+        used it before gets a fence the free will wait for."""
+        last = self._last_stream
+        self._last_stream = stream
+        if last is None or not last._alive:
+            return
+        fences = self._fences
+        if not fences:
+            fences = self._fences = []
+        elif len(fences) >= FENCES_KEPT:
+            fences[:] = [event for event in fences if not _completed(self._device, event)]
+        fences.append(_record_fence(last))
+        self._fenced = True
 
     def _release(self) -> None:
         """``free()`` is stream-ordered (``cuMemFreeAsync``) on the stream that last used the buffer, so
@@ -78,15 +103,55 @@ class CudaBuffer(_compiled.BufferCore if _compiled else _BufferCore, api.Buffer)
             last = self._last_stream  # the stream the free is ordered on; None: the allocation stream
             if last is not None and not last._alive:
                 last = None
+            queue = dev._alloc_stream if last is None else last._handle
+            for event in self._fences or ():  # the work of the streams that used it before the last one
+                if dev._pools:
+                    calls.cuStreamWaitEvent(queue, event, 0)
+                else:
+                    calls.cuEventSynchronize(event)
             if not dev._pools:
                 calls.cuMemFree(self._ptr)
-            else:  # where driver.fast is loaded, BufferCore.free does this case in C
-                calls.cuMemFreeAsync(self._ptr, dev._alloc_stream if last is None else last._handle)
+            else:  # where driver.fast is loaded, BufferCore.free does this case in C (when not _fenced)
+                calls.cuMemFreeAsync(self._ptr, queue)
         except DriverError:
             self._freed = False  # still live (and in dev._live): free() may be retried, close() frees it
             raise
         dev._live.pop(self._ptr, None)
         self._last_stream = None
+        self._drop_fences()
+
+    def _drop_fences(self) -> None:
+        """Give the fences back to the device's spare events (a wait already enqueued on one is not affected by
+        its next record)."""
+        if self._fences:
+            self._device._spare_events[False].extend(self._fences)
+            self._fences = ()
+            self._fenced = False
+
+
+def _record_fence(stream: CudaStream) -> Any:
+    """A spare (or new) CUevent recorded on ``stream``: a point after everything enqueued on it so far."""
+    dev = stream._dev
+    if current.device != dev._id:
+        dev._make_current()
+    try:
+        event = dev._spare_events[False].pop()
+    except IndexError:
+        event = calls.cuEventCreate(driver.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+    err, = driver.cu.cuEventRecord(event, stream._handle)
+    if err:
+        dev._spare_events[False].append(event)
+        fail(driver.cu.cuEventRecord, err)
+    return event
+
+
+def _completed(device: CudaDevice, event: Any) -> bool:
+    """Has ``event`` completed? (then it goes back to the device's spare events)"""
+    err, = driver.cu.cuEventQuery(event)
+    if err:
+        return False  # not ready; an error: kept, and the free's wait reports it
+    device._spare_events[False].append(event)
+    return True
 
 
 class CudaEvent(api.Event):
@@ -159,13 +224,14 @@ class CudaStream(api.Stream):
         dev = self._dev
         if current.device != dev._id:
             dev._make_current()
-        dst._last_stream = self
+        if dst._last_stream is not self:
+            dst._used_on(self)
         n = src.nbytes
         if n >= PINNED_CHECK_BYTES and is_pinned(driver.cu, address := src.ctypes.data) and self._idle():
             # DMA'd from the caller's page-locked array, then waited for, since the caller may reuse the array
             # once this returns (COPY-4); on an idle stream the wait is the copy's own time. Behind other work
             # the staging ring copies it instead, without waiting for that work. (The compiled path decides
-            # the same in C: _fast.c, large_htod.)
+            # the same in C: _fast_c/copy.inc, large_htod.)
             calls.cuMemcpyHtoDAsync(dst._ptr + dst_offset, address, n, self._handle)
             calls.cuStreamSynchronize(self._handle)
         else:
@@ -184,7 +250,8 @@ class CudaStream(api.Stream):
         dev = self._dev
         if current.device != dev._id:
             dev._make_current()
-        src._last_stream = self
+        if src._last_stream is not self:
+            src._used_on(self)
         copy = driver.cu.cuMemcpyDtoHAsync
         # the address through ctypes' buffer protocol: ~0.7 us cheaper than ``dst.ctypes.data``. Never the array
         # itself: cuda.bindings tries int(ptr) first, and numpy < 2 turns a 1-element array into its value.
@@ -196,13 +263,16 @@ class CudaStream(api.Stream):
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
         dev = self._dev
         dev._make_current()
-        dst._last_stream = src._last_stream = self
+        for buf in (dst, src):
+            if buf._last_stream is not self:
+                buf._used_on(self)
         calls.cuMemcpyDtoDAsync(dst._ptr + dst_offset, src._ptr + src_offset, nbytes, self._work)
 
     def _fill(self, buf: api.Buffer, offset: int, nbytes: int, value: int) -> None:
         dev = self._dev
         dev._make_current()
-        buf._last_stream = self
+        if buf._last_stream is not self:
+            buf._used_on(self)
         calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._work)
 
     def _record(self, timing: bool) -> CudaEvent:
@@ -260,7 +330,8 @@ class CudaStream(api.Stream):
         kernel: CudaKernel = plan.kernel  # type: ignore[assignment]
         for i in signature.buffers:  # args is the api's own list: buffers become their pointers in place
             buf = args[i]
-            buf._last_stream = self
+            if buf._last_stream is not self:
+                buf._used_on(self)
             args[i] = buf._ptr
         view, params = kernel._slots.view_and_address
         signature.struct.pack_into(view, 0, *args)

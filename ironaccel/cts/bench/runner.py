@@ -179,7 +179,7 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
 
 
 def _compiled_hot_path() -> str:
-    """Whether ironaccel's rows ran on the compiled hot path (``ironaccel/_fast.c``) or pure Python, and why."""
+    """Whether ironaccel's rows ran on the compiled hot path (``ironaccel/_fast_c/``) or pure Python, and why."""
     from ... import native
 
     return "compiled" if native.load() is not None else f"pure Python ({native.why_not})"

@@ -57,6 +57,12 @@ def _fake_sources() -> dict[str, Path]:
     return found
 
 
+def _fake_build_hash() -> str | None:
+    from ...fakes import source_hash
+
+    return source_hash()
+
+
 def native_op(op: str) -> bool:
     """A function of the CUDA driver API or of NVRTC, as cuda.bindings names them (``cuMemAllocAsync``)."""
     from cuda.bindings import driver, nvrtc
@@ -70,7 +76,7 @@ def drivers() -> list[Target]:
     return [
         # the fake's memory is its own: a limit (16 GiB, IRONACCEL_FAKE_CUDA_MEMORY) it enforces like a GPU
         Target("cuda", "fake", True, {"IRONACCEL_CUDA_DRIVER": "fake"}, _is_fake, _fake_requirements, kernels,
-               native_op=native_op, memory="device", sources=_fake_sources()),
+               native_op=native_op, memory="device", sources=_fake_sources(), build_hash=_fake_build_hash),
         Target("cuda", "nvidia", False, {"IRONACCEL_CUDA_DRIVER": "nvidia"}, _is_nvidia, _nvidia_requirements, kernels,
                native_op=native_op),
     ]
