@@ -216,3 +216,24 @@ def test_elapsed_ms_rejects_what_it_cannot_time(device, stream, require):
         assert timed.elapsed_ms(timed) == 0.0
     finally:
         second.close()
+
+
+@pytest.mark.clause("EVENT-7")
+def test_an_event_completes_before_the_work_after_it(device, stream, kernels):
+    """An event marks its point, not the stream: a wait for it that lasts until the stream is idle (a backend
+    that waits for its last submission, or the device) never returns while the work after it still runs."""
+    with device.alloc(4) as marker:
+        for work in RunningWork.tries(device, stream, kernels):
+            stream.fill(marker, 5)
+            early = stream.record()
+            work.enqueue(stream)
+            late = stream.record()
+            early.synchronize()
+            in_time = work.looked_in_time()
+            assert early.query() is True
+            late.synchronize()
+            work.check(stream)
+            if in_time:
+                assert (read(device.create_stream(), marker) == 5).all()
+                return
+    pytest.fail("Event.synchronize of an event before the work never returned within a third of the work's time")
