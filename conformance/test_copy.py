@@ -217,3 +217,41 @@ def test_large_copies_behind_running_work(device, stream, kernels):
         work.check(stream)
     finally:
         work.free()
+
+
+STAGED_SIZES = (1, 3, 64, 255, 4096, 4099, 65535, 65536, 65537, 1 << 20)  # one round: about 1.2 MiB
+STAGED_TOTAL = 48 << 20  # more than any backend's staging ring (CUDA's: 32 MiB)
+
+
+@pytest.mark.clause("COPY-9")
+def test_many_copies_through_one_reused_host_array(device, stream, kernels):
+    """Each copy_htod reads the host array as it is at the call, and each copy_dtoh fills its own part, when a
+    staging slot, segment or readback buffer is taken again while the copies before are still queued (behind
+    work long enough that, where copies are enqueued faster than they run, the rings go round under it)."""
+    pattern = random_bytes((1 << 20) + 256, 13)
+    sizes = []
+    while sum(sizes) < min(STAGED_TOTAL, device.info.limits.max_alloc // 2):
+        sizes += STAGED_SIZES
+    offsets = np.cumsum([1] + sizes)  # from byte 1: nothing is aligned
+    expect = np.full(int(offsets[-1]), POISON, np.uint8)
+    for i, (size, at) in enumerate(zip(sizes, offsets)):
+        expect[at:at + size] = pattern[i % 256:i % 256 + size]
+    host = np.empty(max(sizes), np.uint8)  # one array, rewritten before every copy
+    work = RunningWork(device, stream, kernels, seconds=0.3)
+    try:
+        with poisoned(device, stream, expect.size) as buf:
+            stream.synchronize()
+            work.enqueue(stream)  # every copy queues behind it
+            for i, (size, at) in enumerate(zip(sizes, offsets)):
+                host[:size] = pattern[i % 256:i % 256 + size]
+                stream.copy_htod(buf, host[:size], dst_offset=int(at))
+            back = np.zeros_like(expect)
+            for size, at in zip(sizes, offsets):  # readbacks into parts of one array, as many, no wait between
+                stream.copy_dtoh(back[at:at + size], buf, src_offset=int(at))
+            stream.synchronize()
+            for what, got, want in (("copy_htod", read(stream, buf), expect), ("copy_dtoh", back[1:], expect[1:])):
+                wrong = np.flatnonzero(got != want)
+                assert not wrong.size, f"{what}: {wrong.size} bytes differ, the first at {wrong[0]}"
+        work.check(stream)
+    finally:
+        work.free()

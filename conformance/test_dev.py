@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import ironaccel as ia
@@ -71,10 +72,27 @@ def test_closed_device_raises_use_after_free(device, kernels, target):
     s = other.create_stream()
     buf = other.alloc(64)
     ev = s.record()
-    module = target.compile_kernel(other, "saxpy").module
+    timed = s.record(timing=True) if other.supports("events.timing") else None
+    saxpy = target.compile_kernel(other, "saxpy")
+    module = saxpy.module
+    plan = saxpy.prepare(1, 32)
+    args = (buf, buf, np.float32(1), np.uint32(16))
+    host = np.zeros(16, np.uint8)
     other.close()
     other.close()  # idempotent
     for op, call in [
+        ("Device.default_stream", lambda: other.default_stream),
+        ("Device.native", lambda: other.native),
+        ("Stream.copy_htod", lambda: s.copy_htod(buf, host)),
+        ("Stream.copy_dtoh", lambda: s.copy_dtoh(host, buf)),
+        ("Stream.copy_dtod", lambda: s.copy_dtod(buf, buf, 16, dst_offset=32)),
+        ("Stream.launch", lambda: s.launch(saxpy, 1, 32, args)),
+        ("Stream.launch", lambda: plan(s, *args)),
+        ("Stream.record", s.record),
+        ("Stream.wait", lambda: s.wait(ev)),
+        ("Stream.native", lambda: s.native),
+        ("Kernel.prepare", lambda: saxpy.prepare(1, 32)),
+        *([("Event.elapsed_ms", lambda: timed.elapsed_ms(timed))] if timed is not None else []),
         ("Device.alloc", lambda: other.alloc(16)),
         ("Device.create_stream", other.create_stream),
         ("Device.synchronize", other.synchronize),

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 
 from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, lcg, read
 
@@ -121,3 +122,118 @@ def test_elapsed_ms_measures_the_work_between_the_events(device, stream, kernels
         assert 0 <= idle < 0.5 * timed, f"two events with nothing between them are {idle:.3f} ms apart"
     finally:
         work.free()
+
+
+@pytest.mark.clause("EVENT-7")
+def test_a_query_that_says_true_has_delivered_the_readback(device, stream, kernels):
+    """No synchronize anywhere: a backend that fills copy_dtoh arrays only in its waits, not when query()
+    finds the event complete, leaves the array empty here."""
+    with device.alloc(4 * N) as buf:
+        busy(stream, kernels, buf, 50)
+        host = np.zeros(N, np.uint32)
+        stream.copy_dtoh(host, buf)
+        ev = stream.record()
+        deadline = time.monotonic() + 60
+        while not ev.query():
+            assert time.monotonic() < deadline, "event never completed"
+            time.sleep(0.001)
+        np.testing.assert_array_equal(host, lcg(np.arange(N), 50),
+                                      err_msg="query() said True before the copy_dtoh before the event filled its array")
+
+
+@pytest.mark.clause("EVENT-7")
+@pytest.mark.parametrize("waiter", ["Stream.synchronize", "Device.synchronize", "a later Event.synchronize"])
+def test_events_before_a_completed_wait_are_complete(device, stream, kernels, waiter):
+    other = device.create_stream()
+    with device.alloc(4 * N) as a, device.alloc(4 * N) as b:
+        busy(stream, kernels, a, 200)
+        first = stream.record()
+        busy(stream, kernels, a, 300)
+        second = stream.record()
+        busy(other, kernels, b, 200)
+        elsewhere = other.record()
+        if waiter == "Stream.synchronize":
+            stream.synchronize()
+            done = [first, second]
+        elif waiter == "Device.synchronize":
+            device.synchronize()
+            done = [first, second, elsewhere]
+        else:
+            stream.record().synchronize()
+            done = [first, second]
+        for i, ev in enumerate(done):
+            assert ev.query() is True, f"event {i} is not complete after {waiter} returned"
+        other.synchronize()
+
+
+@pytest.mark.clause("EVENT-8")
+def test_elapsed_ms_waits_spans_streams_and_is_consistent(device, stream, kernels, require):
+    require("events.timing")
+    other = device.create_stream()
+    work = RunningWork(device, stream, kernels)
+    try:
+        stream.synchronize()
+        e0 = stream.record(timing=True)
+        work.enqueue(stream)
+        e1 = stream.record(timing=True)
+        other.wait(e1)
+        e2 = other.record(timing=True)
+        timed = e0.elapsed_ms(e1)  # nothing synchronized: elapsed_ms waits for both events itself
+        assert e1.query() is True, "elapsed_ms returned before its end event completed"
+        assert math.isfinite(timed) and timed >= 0.1 * work.expected_seconds * 1e3, (
+            f"elapsed {timed:.3f} ms for work that takes ~{work.expected_seconds * 1e3:.0f} ms")
+        tolerance = 0.01 + 1e-4 * timed  # a timestamp's resolution
+        assert e1.elapsed_ms(e0) == pytest.approx(-timed, abs=tolerance), "b.elapsed_ms(a) is not -a.elapsed_ms(b)"
+        after_wait = e1.elapsed_ms(e2)
+        assert after_wait >= -tolerance, f"an event after a wait is {-after_wait:.3f} ms before the event waited for"
+        assert e0.elapsed_ms(e2) == pytest.approx(timed + after_wait, abs=tolerance), "elapsed_ms is not additive"
+        work.check(stream)
+    finally:
+        work.free()
+
+
+@pytest.mark.clause("EVENT-8", "ERR-1")
+def test_elapsed_ms_rejects_what_it_cannot_time(device, stream, require):
+    require("events.timing")
+    second = get_backend(device.info.backend).open_device(device.info.index)
+    try:
+        foreign = second.create_stream().record(timing=True)
+        foreign.synchronize()
+        timed, untimed = stream.record(timing=True), stream.record()
+        timed.synchronize()
+        cases = {
+            "an end that is not an Event": lambda: timed.elapsed_ms(1.0),
+            "no end": lambda: timed.elapsed_ms(None),
+            "an end of another device": lambda: timed.elapsed_ms(foreign),
+            "a start of another device": lambda: foreign.elapsed_ms(timed),
+            "an end recorded without timing": lambda: timed.elapsed_ms(untimed),
+            "a start recorded without timing": lambda: untimed.elapsed_ms(timed),
+        }
+        for what, call in cases.items():
+            with pytest.raises(ia.InvalidArgument, match=r"^Event\.elapsed_ms: "):
+                call()
+                pytest.fail(f"{what}: accepted")
+        assert timed.elapsed_ms(timed) == 0.0
+    finally:
+        second.close()
+
+
+@pytest.mark.clause("EVENT-7")
+def test_an_event_completes_before_the_work_after_it(device, stream, kernels):
+    """An event marks its point, not the stream: a wait for it that lasts until the stream is idle (a backend
+    that waits for its last submission, or the device) never returns while the work after it still runs."""
+    with device.alloc(4) as marker:
+        for work in RunningWork.tries(device, stream, kernels):
+            stream.fill(marker, 5)
+            early = stream.record()
+            work.enqueue(stream)
+            late = stream.record()
+            early.synchronize()
+            in_time = work.looked_in_time()
+            assert early.query() is True
+            late.synchronize()
+            work.check(stream)
+            if in_time:
+                assert (read(device.create_stream(), marker) == 5).all()
+                return
+    pytest.fail("Event.synchronize of an event before the work never returned within a third of the work's time")

@@ -205,3 +205,43 @@ def test_graphs_do_not_nest(device, stream, kernels, require):
             elsewhere.close()
             np.testing.assert_array_equal(read(stream, buf, np.uint32), 1)
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-8")
+def test_buffers_freed_under_a_pending_replay(device, stream, kernels, require):
+    """The replay copies src into tmp and adds zeros into out, queued behind running work; src, tmp and zeros
+    are freed, and the graph closed, before it runs: it must still read and write their memory, not memory
+    handed out again (which the replay's write into tmp would spoil). It replays on another stream than the
+    one that captured it, so a free ordered after the capture stream's work alone is too early."""
+    require("graphs")
+    n = 1 << 14
+    data = rng(31).standard_normal(n).astype(np.float32)
+    replay = device.create_stream()
+    work = RunningWork(device, replay, kernels)
+    try:
+        with poisoned(device, stream, 4 * n) as out:
+            src, tmp, zeros = upload(device, stream, data), device.alloc(4 * n), device.alloc(4 * n)
+            stream.fill(zeros, 0)
+            with stream.capture() as graph:
+                stream.copy_dtod(tmp, src, 4 * n)
+                stream.launch(kernels("vecadd"), ceil_div(n, 128), 128, (tmp, zeros, out, np.uint32(n)))
+            stream.synchronize()
+            work.enqueue(replay)
+            graph.launch(replay)
+            for buf in (src, tmp, zeros):
+                buf.free()
+            graph.close()
+            other = device.create_stream()
+            reused = [device.alloc(4 * n) for _ in range(6)]
+            for buf in reused:
+                other.fill(buf, 0x3F)
+            other.synchronize()
+            np.testing.assert_array_equal(read(replay, out, np.float32), data,
+                                          err_msg="the replay read memory reused after the free")
+            for buf in reused:
+                assert (read(replay, buf) == 0x3F).all(), "the replay wrote into memory reused after the free"
+                buf.free()
+        work.check(replay)
+    finally:
+        work.free()
+    assert_device_works(device, kernels)

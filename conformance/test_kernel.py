@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 from ironaccel.cts.spec import conformance_dir
 
 from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
@@ -302,9 +303,13 @@ def test_arguments_are_checked_against_the_kernels_parameters(device, stream, ke
             "f32 where u32 is declared": (x, y, a, np.float32(16)),
             "i64 where u32 is declared": (x, y, a, np.int64(16)),
             "a scalar where a buffer is declared": (x, np.float32(1), a, n),
+            "a buffer where f32 is declared": (x, y, x, n),
+            "a buffer where u32 is declared": (x, y, a, y),
         }
         if device.supports("kernel.float64"):
             bad["f64 where f32 is declared"] = (x, y, np.float64(2), n)
+        for _ in range(2):  # good launches first: their checks are cached, and a compiled path remembers them
+            stream.launch(saxpy, 1, 16, (x, y, np.float32(0), np.uint32(0)))
         for what, args in bad.items():
             try:
                 stream.launch(saxpy, 1, 16, args)
@@ -316,3 +321,123 @@ def test_arguments_are_checked_against_the_kernels_parameters(device, stream, ke
             pytest.fail(f"{what}: the launch was accepted")
         assert (read(stream, y) == POISON).all(), "a rejected launch ran"
     assert_device_works(device, kernels)
+
+
+def _bad_fill_args(out, other_device_buffer):
+    """Arguments ``fill_u32(out: u32[], value: u32, n: u32)`` must refuse, each with what is wrong."""
+    v, n = np.uint32(7), np.uint32(16)
+    return {
+        "too few": (out, v),
+        "too many": (out, v, n, np.uint32(1)),
+        "a buffer too many": (out, out, v, n),
+        "i64 where u32 is declared": (out, np.int64(7), n),
+        "u64 where u32 is declared": (out, v, np.uint64(16)),
+        "f32 where u32 is declared": (out, np.float32(7), n),
+        "f64 where u32 is declared": (out, v, np.float64(16)),
+        "a buffer where u32 is declared": (out, out, n),
+        "a scalar where a buffer is declared": (np.uint32(0), v, n),
+        "a python int": (out, 7, n),
+        "a host array": (np.zeros(16, np.uint32), v, n),
+        "a buffer of another device": (other_device_buffer, v, n),
+    }
+
+
+@pytest.mark.clause("KERNEL-17", "ERR-1")
+def test_prepared_plans_check_limits_devices_and_arguments(device, stream, kernels):
+    k = kernels("fill_u32")
+    lim = device.info.limits
+    second = get_backend(device.info.backend).open_device(device.info.index)
+    try:
+        # the limits themselves are accepted (a boundary checked with < where <= is meant refuses them)
+        k.prepare(lim.max_grid, 1)
+        k.prepare(1, lim.max_threads_per_block)
+        for axis in range(3):
+            block = [1, 1, 1]
+            block[axis] = min(lim.max_block[axis], lim.max_threads_per_block)
+            k.prepare(1, tuple(block))
+        over = {
+            "threads per block": (1, lim.max_threads_per_block + 1),
+            **{f"grid axis {'xyz'[a]}": (tuple(lim.max_grid[i] + (i == a) for i in range(3)), 1) for a in range(3)},
+            **{f"block axis {'xyz'[a]}": (1, tuple(lim.max_block[i] + 1 if i == a else 1 for i in range(3)))
+               for a in range(3)},
+            "zero grid": (0, 1), "zero block": (1, (1, 0)), "a bool": ((True,), 1), "a float": (1, 32.0),
+            "four dims": ((1, 1, 1, 1), 1),
+        }
+        for what, (grid, block) in over.items():
+            with pytest.raises(ia.InvalidArgument, match=r"^Kernel\.prepare: "):
+                k.prepare(grid, block)
+                pytest.fail(f"{what}: prepared")
+        n = 1000
+        with poisoned(device, stream, 4 * n) as out, second.alloc(64) as foreign:
+            plan = k.prepare(ceil_div(n, 64), 64)
+            for _ in range(2):  # good arguments first: their checks are cached, and a compiled path remembers them
+                plan(stream, out, np.uint32(5), np.uint32(n))
+            for what, args in _bad_fill_args(out, foreign).items():
+                try:
+                    plan(stream, *args)
+                except ia.Unsupported:  # a 64-bit scalar on a device without 64-bit support: also refused
+                    continue
+                except ia.InvalidArgument as err:
+                    assert str(err).startswith("Stream.launch: "), f"{what}: {err}"
+                    continue
+                pytest.fail(f"{what}: the plan launched")
+            small = k.prepare(1, 16)
+            for what, target, buf in [("a stream of another device (its buffer too)", second.create_stream(), foreign),
+                                      ("not a stream", None, out), ("a device", device, out)]:
+                with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: "):
+                    small(target, buf, np.uint32(9), np.uint32(16))
+                    pytest.fail(f"{what}: the plan launched")
+            for _ in range(2):  # the kernel warm on its own device, with the dims and types used next
+                stream.launch(k, 1, 16, (out, np.uint32(5), np.uint32(16)))
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: "):
+                second.create_stream().launch(k, 1, 16, (foreign, np.uint32(6), np.uint32(16)))
+                pytest.fail("a kernel launched on a stream of another device")
+            np.testing.assert_array_equal(read(stream, out, np.uint32), np.full(n, 5, np.uint32),
+                                          err_msg="a rejected plan launch ran")
+            assert (read(second.create_stream(), foreign) != 6).any(), "another device's kernel ran"
+            # each plan keeps its own grid and block, however many plans the kernel has
+            small, wide = k.prepare(1, 32), k.prepare(ceil_div(n, 128), 128)  # after other plans of the kernel
+            wide(stream, out, np.uint32(1), np.uint32(n))
+            small(stream, out, np.uint32(2), np.uint32(n))
+            got = read(stream, out, np.uint32)
+            assert (got[:32] == 2).all() and (got[32:] == 1).all(), "a plan ran with another plan's grid or block"
+    finally:
+        second.close()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-18")
+@pytest.mark.parametrize("via", ["Stream.launch", "a prepared plan"])
+def test_each_launch_uses_its_own_arguments(device, stream, kernels, via):
+    """One burst, no synchronize: every launch of fill_u32 writes its own value over its own count, so the
+    result is a staircase that shows which launch wrote what. A dispatch cache keyed too loosely (by kernel,
+    by size, by buffer), scalars packed at submit time rather than at the call, or one argument list read
+    late gives another step."""
+    k = kernels("fill_u32")
+    n = 4096
+    steps = [  # (buffer, value, count, block)
+        (0, 0xFFFFFFFF, 4096, 64), (1, 0, 4096, 64), (0, 0x80000000, 3001, 256), (1, 17, 2049, 32),
+        (0, 0, 2048, 128), (0, 0x7FFFFFFF, 1025, 1), (1, 0xDEADBEEF, 100, 64), (0, 3, 64, 64), (1, 4, 63, 16),
+    ]
+    with poisoned(device, stream, 4 * n) as a, poisoned(device, stream, 4 * n) as b:
+        bufs = (a, b)
+        expect = [np.full(n, POISON * 0x01010101, np.uint32) for _ in bufs]
+        args = [a, np.uint32(0), np.uint32(0)]  # one list, rewritten for every launch
+        for i, value, count, block in steps:
+            args[:] = [bufs[i], np.uint32(value), np.uint32(count)]
+            if via == "Stream.launch":
+                stream.launch(k, ceil_div(count, block), block, args)
+            else:
+                k.prepare(ceil_div(count, block), block)(stream, *args)
+            expect[i][:count] = value
+        args[:] = [b, np.uint32(1), np.uint32(n)]  # changed after the last launch, before anything ran
+        for name, buf, want in zip("ab", bufs, expect):
+            np.testing.assert_array_equal(read(stream, buf, np.uint32), want, err_msg=f"buffer {name}")
+        # the very same argument objects with a smaller block, then a bigger one: the block is part of the launch
+        same = (a, np.uint32(9), np.uint32(64))
+        for block in (8, 8, 64):  # twice first: a compiled path remembers a launch it has seen twice
+            if via == "Stream.launch":
+                stream.launch(k, 1, block, same)
+            else:
+                k.prepare(1, block)(stream, *same)
+        assert (read(stream, a, np.uint32, count=64) == 9).all(), "a launch ran with the block of the launch before"

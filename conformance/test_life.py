@@ -10,7 +10,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import RunningWork, assert_device_works, lcg, read
+from .helpers import RunningWork, assert_device_works, ceil_div, lcg, read, rng
 
 
 @pytest.mark.clause("LIFE-1")
@@ -114,3 +114,49 @@ def test_a_dropped_stream_still_delivers_its_readback(device, stream, kernels):
         device.synchronize()
         assert (host == 0x77).all(), "a copy_dtoh of a dropped stream was lost"
 
+
+
+def _reuse_at_once(device, nbytes: int, value: int, count: int = 4) -> list:
+    """Buffers of ``nbytes`` allocated and written on a new stream and waited for there: where freed memory is
+    handed out again at once, these writes land in it while work queued before the free still reads it."""
+    other = device.create_stream()
+    bufs = [device.alloc(nbytes) for _ in range(count)]
+    for b in bufs:
+        other.fill(b, value)
+    other.synchronize()
+    return bufs
+
+
+@pytest.mark.clause("LIFE-5")
+@pytest.mark.parametrize("reader", ["copy_dtod", "copy_dtoh", "kernel"])
+def test_free_while_queued_work_still_reads_the_buffer(device, stream, kernels, reader):
+    n = 1 << 14
+    data = rng(21).standard_normal(n).astype(np.float32)
+    work = RunningWork(device, stream, kernels)
+    try:
+        with device.alloc(4 * n) as zeros, device.alloc(4 * n) as out:
+            src = device.alloc(4 * n)
+            stream.copy_htod(src, data)
+            stream.fill(zeros, 0)
+            stream.fill(out, 0xEE)
+            stream.synchronize()
+            host = np.zeros(n, np.float32)
+            work.enqueue(stream)  # the reader queues behind it
+            if reader == "copy_dtod":
+                stream.copy_dtod(out, src, 4 * n)
+            elif reader == "copy_dtoh":
+                stream.copy_dtoh(host, src)
+            else:
+                stream.launch(kernels("vecadd"), ceil_div(n, 128), 128, (src, zeros, out, np.uint32(n)))
+            src.free()  # the read is still queued
+            reused = _reuse_at_once(device, 4 * n, 0x3F)  # 0x3F3F3F3F: 0.747 as a float
+            got = host if reader == "copy_dtoh" else read(stream, out, np.float32)
+            stream.synchronize()
+            np.testing.assert_array_equal(got, data, err_msg=f"the {reader} read memory reused after the free")
+            for b in reused:
+                assert (read(stream, b) == 0x3F).all(), "a buffer allocated after the free was changed"
+                b.free()
+        work.check(stream)
+    finally:
+        work.free()
+    assert_device_works(device, kernels)

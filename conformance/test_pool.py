@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import select
+import signal
+import time
+import warnings
+
 import numpy as np
 import pytest
 
@@ -306,3 +312,79 @@ def test_the_cap_bounds_what_stays_cached(device, stream):
         s = pool.stats()
         assert (s.bytes_cached, s.bytes_live, s.misses) == (cached, 0, 5)
         pool.close()
+
+
+def _in_forked_child(check, seconds: float = 30.0) -> str:
+    """Run ``check()`` (which returns "" or what went wrong) in a forked child; what it said, "crashed" with the
+    signal or exit status, or "hung". The child leaves with os._exit: nothing of pytest runs twice."""
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads: what is tested
+        pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            verdict = check() or "ok"
+        except BaseException as exc:  # noqa: BLE001 - everything the child met goes back to the parent
+            verdict = f"raised {exc!r}"
+        os.write(write_end, verdict.encode()[:4000])
+        os._exit(0)
+    os.close(write_end)
+    deadline = time.monotonic() + seconds
+    chunks = []
+    try:
+        while True:
+            ready, _, _ = select.select([read_end], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return "hung"
+            chunk = os.read(read_end, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    said = b"".join(chunks).decode()
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
+        return f"crashed ({status:#x}) after saying {said!r}"
+    return said
+
+
+@pytest.mark.clause("POOL-9")
+def test_a_forked_child_gets_none_of_the_parents_blocks(device, stream, kernels):
+    if not hasattr(os, "fork"):
+        pytest.fail("POOL-9 needs os.fork: run the suite on a POSIX host")
+    data = random_bytes(4096, 41)
+    with MemPool(device, stream) as pool:
+        live = pool.alloc(4096)
+        stream.copy_htod(live, data)
+        sizes = (1000, 4096, 100_000, 3 << 20)  # front buckets and a shared-tier one
+        cached = [pool.alloc(n) for n in sizes]
+        parents = {id(block_of(b)) for b in (live, *cached)}
+        for b in cached:
+            b.free()
+        stream.synchronize()
+
+        def child() -> str:
+            for n in sizes:
+                try:
+                    buf = pool.alloc(n)
+                except ia.IronAccelError as err:
+                    if not str(err).startswith("MemPool.alloc: "):
+                        return f"alloc({n}) raised an error that does not name MemPool.alloc: {err}"
+                    continue
+                if id(block_of(buf)) in parents:
+                    return f"alloc({n}) handed out a block of the parent's"
+            return ""
+
+        verdict = _in_forked_child(child)
+        assert verdict == "ok", f"the forked child: {verdict}"
+        # the parent's pool is untouched: its cached blocks come back, its live buffer kept its bytes
+        again = [pool.alloc(n) for n in sizes]
+        assert {id(block_of(b)) for b in again} <= parents and pool.stats().hits >= len(sizes)
+        np.testing.assert_array_equal(read(stream, live), data)
+        for b in (live, *again):
+            b.free()
+    assert_device_works(device, kernels)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import math
+
 import numpy as np
 import pytest
 
@@ -190,3 +193,43 @@ def test_synchronize_timeout_while_work_runs(device, stream, kernels, waiter):
         work.check(stream)
         return
     pytest.fail(f"{waiter}(timeout=0.01) never returned within a third of the work's time, however long the work")
+
+
+def _waits(device, stream, event) -> dict:
+    return {"Stream.synchronize": stream.synchronize, "Event.synchronize": event.synchronize,
+            "Device.synchronize": device.synchronize}
+
+
+@pytest.mark.clause("STREAM-9", "ERR-1")
+@pytest.mark.parametrize("waiter", ["Stream.synchronize", "Event.synchronize", "Device.synchronize"])
+def test_timeout_edge_values(device, stream, kernels, waiter):
+    not_timeouts = (0, 0.0, -0.0, np.float32(0), -1e-9, -math.inf, math.nan)
+    work = RunningWork(device, stream, kernels)
+    try:
+        with device.alloc(4) as marker:
+            stream.fill(marker, 1)
+            stream.synchronize()
+            wait = _waits(device, stream, stream.record())[waiter]
+            wait()
+            for tiny in (1e-9, 1e-9, np.float64(1e-6), np.float32(1e-3), 1):  # complete work: no Timeout, however short
+                done = stream.record()  # an event waited for and dropped: bookkeeping, no work left to wait for
+                done.synchronize()
+                del done
+                gc.collect()
+                wait(timeout=tiny)
+            for bad in not_timeouts:
+                with pytest.raises(ia.InvalidArgument, match="^" + waiter.replace(".", r"\.") + ": "):
+                    wait(timeout=bad)
+                    pytest.fail(f"{waiter}(timeout={bad!r}) was accepted on an idle stream")
+            work.enqueue(stream)
+            stream.fill(marker, 2)
+            wait = _waits(device, stream, stream.record())[waiter]
+            for bad in not_timeouts:
+                with pytest.raises(ia.InvalidArgument, match="^" + waiter.replace(".", r"\.") + ": "):
+                    wait(timeout=bad)
+                    pytest.fail(f"{waiter}(timeout={bad!r}) was accepted while work ran")
+            wait(timeout=math.inf)  # no limit: returns once the work is done
+            assert (read(device.create_stream(), marker) == 2).all(), f"{waiter}(timeout=inf) returned before the work"
+            work.check(stream)
+    finally:
+        work.free()

@@ -38,12 +38,18 @@ in C on these same objects, with the GIL held throughout, and hand every other c
 
 Sizes: ``stats()`` and the cap count block sizes (a 1000-byte request holds a 1024-byte block).
 
+Fork: a child forked while a pool is open inherits the pool object but not its memory, which is the
+parent's: in the child the pool is closed, hands out no cached block (``alloc`` raises InvalidArgument
+naming ``MemPool.alloc``) and gives nothing back to the device (POOL-9); the child opens its own device and
+pool.
+
 Freeing a pooled buffer twice raises InvalidArgument, unlike a plain Buffer's idempotent ``free()``: a block
 returned twice could be handed out to two owners at once.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from dataclasses import dataclass
@@ -257,6 +263,8 @@ class MemPool(_compiled.PoolCore if _compiled else _PoolCore):  # type: ignore[m
         self._local = threading.local()
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()  # the process whose device memory the blocks are (a forked child's: _orphan)
+        _POOLS.add(self)
         # Everything below is guarded by _lock.
         self._fronts: list[_Front] = []
         self._ended: list[_Front] = []  # fronts of ended threads, appended by a finalizer (list.append is atomic)
@@ -397,8 +405,9 @@ class MemPool(_compiled.PoolCore if _compiled else _PoolCore):  # type: ignore[m
                 slots.credit = 0
 
     def _give_to_device(self, block: _Block) -> None:
-        """Free a block's buffer; not on a closed device, whose close already released it."""
-        if self._device._closed:
+        """Free a block's buffer; not on a closed device, whose close already released it, nor in a forked
+        child, where it is the parent's memory."""
+        if self._device._closed or self._pid != os.getpid():
             return
         if block.fence is not None:
             block.fence.synchronize()
@@ -422,6 +431,10 @@ class MemPool(_compiled.PoolCore if _compiled else _PoolCore):  # type: ignore[m
     # -- the rest of the API ------------------------------------------------------------------------------
 
     def _check_usable(self, op: str) -> None:
+        if self._pid != os.getpid():
+            raise InvalidArgument(op, f"this MemPool belongs to process {self._pid}, the parent of this forked "
+                                      "child, and its blocks to the parent's device: open a device and a MemPool "
+                                      "in the child")
         if self._closed:
             raise UseAfterFree(op, "the MemPool", "closed")
         if self._device._closed:
@@ -514,6 +527,21 @@ class MemPool(_compiled.PoolCore if _compiled else _PoolCore):  # type: ignore[m
         for block in victims:
             self._give_to_device(block)
 
+    def _orphan(self) -> None:
+        """In a forked child (``_orphan_after_fork``): every cached block is the parent's device memory, which
+        an alloc here would hand out to a second owner and a free could release under the parent (a driver
+        may share the device between the two processes). The fronts, which alloc serves without a check, are
+        emptied in place (the compiled alloc keeps a reference to the forking thread's) and lose their credit,
+        so no free refills them; every other path checks the pool's process first (``_check_usable``,
+        ``_give_to_device``). Only this thread runs now: the lock another thread may have held at the fork is
+        replaced, not taken."""
+        self._lock = threading.Lock()
+        for front in self._fronts:
+            for slots in front:
+                slots.clear()
+                slots.credit = 0
+        self._closed = True
+
     def __enter__(self) -> MemPool:
         return self
 
@@ -524,6 +552,17 @@ class MemPool(_compiled.PoolCore if _compiled else _PoolCore):  # type: ignore[m
         state = "closed" if self._closed else "open"
         return f"<MemPool on {self._device!r} {state}>"
 
+
+_POOLS: weakref.WeakSet[MemPool] = weakref.WeakSet()  # every MemPool of this process, for the fork hook
+
+
+def _orphan_after_fork() -> None:
+    """A forked child inherits its parent's pools, not their device memory (MemPool._orphan)."""
+    for pool in list(_POOLS):
+        pool._orphan()
+
+
+os.register_at_fork(after_in_child=_orphan_after_fork)
 
 if _compiled:
     _compiled.configure_pool(PooledBuffer, _PoolCore.alloc, _PooledCore.free, FRONT_BUCKETS, MIN_SHIFT)

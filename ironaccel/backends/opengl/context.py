@@ -129,8 +129,10 @@ class GLThread:
         self._closed = False  # set with the end-of-jobs marker, under _closing: nothing is queued after it
         # Re-entrant: garbage collection can run an Event's __del__, which submits, while this thread holds it.
         self._closing = threading.RLock()
-        #: jobs handed to the thread so far (``run`` and ``submit``), numbered under ``_closing``: a finish that
-        #: finds none after the last one it saw complete has nothing to wait for (``OpenGLDevice.finish``)
+        #: jobs handed to ``submit`` so far, numbered under ``_closing``: a finish that finds none after the last
+        #: one it saw complete has nothing to wait for (``OpenGLDevice.finish``). Not counted: ``run`` (its job is
+        #: done when it returns, and none enqueues device work) and ``submit_release`` (frees), so that a
+        #: synchronize of an idle device after an alloc or a dropped event returns at once, whatever its timeout
         self.jobs = 0
         self._index = device_index
         self._thread = threading.Thread(target=self._main, args=(device_index,), daemon=True,
@@ -193,7 +195,6 @@ class GLThread:
         with self._closing:
             if self._closed:  # another thread closed the device after this call checked it was open
                 raise UseAfterFree(getattr(fn, "__qualname__", "GL call"), f"the GL context of EGL device {self._index}")
-            self.jobs += 1
             self._jobs.put((fn, args, kwargs, box))
         done.wait()
         ok, value = box[1]
@@ -210,6 +211,13 @@ class GLThread:
                 self.jobs += 1
                 self._jobs.put((fn, args, kwargs, None))
             return self.jobs
+
+    def submit_release(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Queue ``fn(*args)``, which frees GL objects and enqueues no device work, after everything queued
+        before; not counted in ``jobs``. Dropped once the thread is closed."""
+        with self._closing:
+            if not self._closed:
+                self._jobs.put((fn, args, {}, None))
 
     def raise_failure(self) -> None:
         """Raise the first error of submitted work since the last call, if there was one."""

@@ -118,7 +118,7 @@ class OpenGLDevice(api.Device):
         self._caps = caps
         self.readbacks = Readbacks(self)
         self.fence_lock = threading.Lock()  # a fence completes once, whichever thread sees it first
-        self._finished_jobs = -1  # GLThread.jobs when the last finish saw its fence signal
+        self.finished_jobs = -1  # GLThread.jobs up to which all is done: the job of the last fence seen signalled
         self._default = OpenGLStream(self)
 
     def _native(self) -> OpenGLHandles:
@@ -150,19 +150,17 @@ class OpenGLDevice(api.Device):
 
     def finish(self, op: str, timeout: float | None) -> None:
         """Wait for everything submitted so far to the device's one command stream: at once when no job was
-        handed to the GL thread since the last finish saw its fence signal (an idle synchronize costs no
-        round trip to that thread)."""
-        if self.thread.jobs == self._finished_jobs:
+        handed to the GL thread after the last fence seen signalled (an event's or a finish's: an idle
+        synchronize costs no round trip to that thread, so any timeout holds)."""
+        if self.thread.jobs == self.finished_jobs:
             self.thread.raise_failure()
             return
         fence = Fence(self, False)
-        placed = self.thread.submit(fence.place)
+        fence.job = self.thread.submit(fence.place)
         try:
-            wait_for(fence, op, timeout)
+            wait_for(fence, op, timeout)  # once signalled, finished_jobs is the fence's job
         finally:
-            discarded = self.thread.submit(fence.discard)  # frees the sync, signalled or not (after a Timeout)
-        # every job before the fence is done; the discard counts too unless another thread's job came between
-        self._finished_jobs = discarded if discarded == placed + 1 else placed
+            self.thread.submit_release(fence.discard)  # frees the sync, signalled or not (after a Timeout)
 
     def _synchronize(self, timeout: float | None) -> None:
         self.finish("Device.synchronize", timeout)

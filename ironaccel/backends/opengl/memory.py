@@ -50,7 +50,7 @@ class OpenGLBuffer(api.Buffer):
 
     def _release(self) -> None:
         if not self._dev.closed:
-            self._dev.thread.submit(self.gl_buffer.release)
+            self._dev.thread.submit_release(self.gl_buffer.release)
         self.gl_buffer = None
 
 
@@ -117,7 +117,7 @@ class Readbacks:
                     self._free.setdefault(r.staging.size, []).append(r.staging)
                     self._free_bytes += r.staging.size
                 else:
-                    self._dev.thread.submit(self._delete, r.staging.name)
+                    self._dev.thread.submit_release(self._delete, r.staging.name)
 
     def _delete(self, name: int) -> None:
         gl = self._dev.gl

@@ -48,6 +48,7 @@ class Fence:
         self._done = False
         self.readback_seq = 0
         self.query: int | None = None
+        self.job = 0  # the number of its ``place`` job (GLThread.jobs): once it signals, every job up to it is done
 
     def place(self) -> None:
         dev, gl = self._dev, self._dev.gl
@@ -87,6 +88,7 @@ class Fence:
                 self._sync = None
                 self._dev.thread.syncs.destroy(sync)
                 self._dev.readbacks.deliver(self.readback_seq)
+                self._dev.finished_jobs = max(self._dev.finished_jobs, self.job)
                 self._done = True
         return True
 
@@ -119,7 +121,7 @@ class OpenGLEvent(api.Event):
     def __del__(self) -> None:
         dev = getattr(self, "_dev", None)
         if dev is not None and not dev.closed:
-            dev.thread.submit(self._fence.discard)  # queued after its placement, so there is a sync to free
+            dev.thread.submit_release(self._fence.discard)  # queued after its placement, so there is a sync to free
 
     def _query(self) -> bool:
         return self._fence.wait(0)
@@ -189,7 +191,7 @@ class OpenGLStream(api.Stream):
 
     def _record(self, timing: bool) -> OpenGLEvent:
         fence = Fence(self._dev, timing)
-        self._dev.thread.submit(fence.place)
+        fence.job = self._dev.thread.submit(fence.place)
         return OpenGLEvent(self, timing, fence)
 
     def _wait(self, event: api.Event) -> None:

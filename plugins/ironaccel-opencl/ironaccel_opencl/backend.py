@@ -180,40 +180,46 @@ class OpenCLStream(api.Stream):
         cl = _cl
         self.queue = _call("Device.create_stream", cl.CommandQueue, device.context, device.cl_device,
                            properties=cl.command_queue_properties.PROFILING_ENABLE)
+        # the event of the last command enqueued (None: none yet): the queue is in order, so the stream is
+        # idle once it is complete, and a wait needs no marker of its own, which a timeout shorter than the
+        # driver's latency would see as not complete on an idle stream
+        self._last: Any = None
 
     def _native(self) -> Any:
         return self.queue
 
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
         # a private copy: the caller may reuse ``src`` as soon as this returns (pyopencl keeps it alive)
-        _call("Stream.copy_htod", _cl.enqueue_copy, self.queue, dst.mem, src.copy(), dst_offset=dst_offset,
-              is_blocking=False)
+        self._last = _call("Stream.copy_htod", _cl.enqueue_copy, self.queue, dst.mem, src.copy(),
+                           dst_offset=dst_offset, is_blocking=False)
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
-        _call("Stream.copy_dtoh", _cl.enqueue_copy, self.queue, dst, src.mem, src_offset=src_offset,
-              is_blocking=False)
+        self._last = _call("Stream.copy_dtoh", _cl.enqueue_copy, self.queue, dst, src.mem, src_offset=src_offset,
+                           is_blocking=False)
 
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
-        _call("Stream.copy_dtod", _cl.enqueue_copy, self.queue, dst.mem, src.mem, byte_count=nbytes,
-              src_offset=src_offset, dst_offset=dst_offset)
+        self._last = _call("Stream.copy_dtod", _cl.enqueue_copy, self.queue, dst.mem, src.mem, byte_count=nbytes,
+                           src_offset=src_offset, dst_offset=dst_offset)
 
     def _fill(self, buf: api.Buffer, offset: int, nbytes: int, value: int) -> None:
-        _call("Stream.fill", _cl.enqueue_fill_buffer, self.queue, buf.mem, np.uint8(value), offset, nbytes)
+        self._last = _call("Stream.fill", _cl.enqueue_fill_buffer, self.queue, buf.mem, np.uint8(value), offset,
+                           nbytes)
 
     def _record(self, timing: bool) -> OpenCLEvent:
-        marker = _call("Stream.record", _cl.enqueue_marker, self.queue)
+        marker = self._last = _call("Stream.record", _cl.enqueue_marker, self.queue)
         self.queue.flush()
         return OpenCLEvent(self, timing, marker)
 
     def _wait(self, event: api.Event) -> None:
         assert isinstance(event, OpenCLEvent)
         event.stream.queue.flush()
-        _call("Stream.wait", _cl.enqueue_barrier, self.queue, wait_for=[event.marker])
+        self._last = _call("Stream.wait", _cl.enqueue_barrier, self.queue, wait_for=[event.marker])
 
     def _synchronize(self, timeout: float | None) -> None:
-        marker = _call("Stream.synchronize", _cl.enqueue_marker, self.queue)
+        if self._last is None:
+            return
         self.queue.flush()
-        _wait_for("Stream.synchronize", marker, timeout)
+        _wait_for("Stream.synchronize", self._last, timeout)
 
     def _launch(self, kernel: api.Kernel, grid: Dim3, block: Dim3, args: list[api.Buffer | np.generic]) -> None:
         assert isinstance(kernel, OpenCLKernel)
@@ -222,7 +228,7 @@ class OpenCLStream(api.Stream):
         global_size = tuple(g * b for g, b in zip(grid, block))
         with kernel.lock:  # argument values live on the cl.Kernel: set and enqueue as one step
             _call(op, kernel.cl_kernel.set_args, *values)
-            _call(op, _cl.enqueue_nd_range_kernel, self.queue, kernel.cl_kernel, global_size, block)
+            self._last = _call(op, _cl.enqueue_nd_range_kernel, self.queue, kernel.cl_kernel, global_size, block)
 
 
 #: OpenCL C scalar type names -> (bytes, "float"/"int").
