@@ -13,7 +13,7 @@ API int ironaccel_fake_image_ptx(const void *image, char **ptx, char *log, size_
     char *owned;
     if (!image || !ptx || !log || !loglen) return CUDA_ERROR_INVALID_VALUE;
     log[0] = 0;
-    CUresult rc = image_ptx(image, &text, &owned, log, loglen);
+    CUresult rc = image_ptx(image, IMAGE_SIZE_UNKNOWN, &text, &owned, log, loglen);
     if (rc) return rc;
     *ptx = owned ? owned : strdup(text);
     return *ptx ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
