@@ -33,6 +33,10 @@ IDENTITY = "ironaccel fake libcuda"
 CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-ffp-contract=off",
           "-Wl,-soname,libcuda.so.1")
 LIBS = ("-lpthread", "-lm", "-ldl")  # dl: the driver version looks for a loadable NVRTC
+#: With IRONACCEL_FAKE_SANITIZE=1 the fake is built with AddressSanitizer and UndefinedBehaviorSanitizer (every
+#: report fatal), cached apart (the flags are part of the cache key). A Python process can load that build only
+#: with the compiler's libasan preloaded: tests/fakes/fakeprobe.py's sanitizer_env() says how.
+SANITIZE_CFLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g")
 
 
 def source_dir() -> Path:
@@ -50,7 +54,8 @@ def _sources(src: Path) -> list[Path]:
 
 def build() -> Path:
     """Compiles the fake once per source hash (cached); safe to call from parallel processes."""
-    return cbuild.build("fakecuda", "libcuda.so.1", _sources(source_dir()), CFLAGS, LIBS)
+    flags = CFLAGS + (SANITIZE_CFLAGS if os.environ.get("IRONACCEL_FAKE_SANITIZE") == "1" else ())
+    return cbuild.build("fakecuda", "libcuda.so.1", _sources(source_dir()), flags, LIBS)
 
 
 #: The toolchain libraries shimmed: cuda.pathfinder's name -> the variable naming the real library for the

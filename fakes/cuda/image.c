@@ -68,7 +68,11 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
     while (entry + 64 <= end) {
         uint32_t header = u32(entry + 4);
         uint64_t payload = u64(entry + 8);
-        if (header < 64 || !within((uint64_t)(end - entry), header, payload)) break;
+        if (header < 64 || !within((uint64_t)(end - entry), header, payload)) {
+            snprintf(log, loglen, "fatbin entry at offset %llu lies outside the fatbin",
+                     (unsigned long long)(entry - fb));
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
         unsigned arch = u32(entry + 28);
         if (u16(entry) != FATBIN_KIND_PTX) {
             elf_arch = arch;
@@ -115,10 +119,10 @@ static CUresult elf_ptx(const uint8_t *elf, uint64_t avail, char **out, char *lo
         snprintf(log, loglen, "ELF image without section headers; " NEEDS);
         return CUDA_ERROR_INVALID_IMAGE;
     }
-    const uint8_t *strtab = elf + shoff + (uint64_t)shstrndx * shentsize;
-    uint64_t names_at = within(avail, shoff, (uint64_t)shnum * shentsize) ? u64(strtab + 24) : UINT64_MAX,
-             names_size = names_at != UINT64_MAX ? u64(strtab + 32) : 0;
-    if (!within(avail, names_at, names_size)) {
+    int headers_inside = within(avail, shoff, (uint64_t)shnum * shentsize);
+    const uint8_t *strtab = headers_inside ? elf + shoff + (uint64_t)shstrndx * shentsize : NULL;
+    uint64_t names_at = strtab ? u64(strtab + 24) : 0, names_size = strtab ? u64(strtab + 32) : 0;
+    if (!headers_inside || !within(avail, names_at, names_size)) {
         snprintf(log, loglen, "ELF image whose section headers or names lie outside it (%llu bytes)",
                  (unsigned long long)avail);
         return CUDA_ERROR_INVALID_IMAGE;

@@ -679,7 +679,7 @@ static int device_printf(Exec *X, Thread *T, uint64_t format, uint64_t buffer) {
     }
     PrintOutput *o = X->print;
     pthread_mutex_lock(&o->mu);
-    if (o->len + len <= o->limit) {
+    if (len && o->len + len <= o->limit) { /* nothing printed: no buffer to copy into yet */
         if (o->len + len > o->cap) {
             size_t cap = o->cap ? o->cap : 4096;
             while (cap < o->len + len) cap *= 2;
