@@ -139,7 +139,8 @@ def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
         preload.append(str(shim))
     if preload:
         # what was preloaded stays first: a sanitizer runtime (IRONACCEL_FAKE_SANITIZE) must be the first library
-        env["LD_PRELOAD"] = ":".join([p for p in env.get("LD_PRELOAD", "").split(":") if p and p not in preload] + preload)
+        kept = [p for p in env.get("LD_PRELOAD", "").split(":") if p and p not in preload]
+        env["LD_PRELOAD"] = ":".join(kept + preload)
     lib_dir = str(build().parent)
     old = env.get("LD_LIBRARY_PATH", "")
     env["LD_LIBRARY_PATH"] = lib_dir + (os.pathsep + old if old else "")

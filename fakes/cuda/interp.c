@@ -127,8 +127,9 @@ static uint8_t *address(Exec *X, Thread *T, int space, uint64_t a, unsigned n) {
     case SPACE_KPARAM: return span_in(a, n, 0, X->spec->param_bytes) ? X->spec->params + a : NULL;
     default: {
         uint64_t sh = (uint64_t)(uintptr_t)X->shared, lo = (uint64_t)(uintptr_t)T->local;
-        if (span_in(a, 1, sh, sh + X->shared_size)) return span_in(a, n, sh, sh + X->shared_size) ? (uint8_t *)(uintptr_t)a : NULL;
-        if (span_in(a, 1, lo, lo + X->local_size)) return span_in(a, n, lo, lo + X->local_size) ? (uint8_t *)(uintptr_t)a : NULL;
+        uint64_t sh_end = sh + X->shared_size, lo_end = lo + X->local_size;
+        if (span_in(a, 1, sh, sh_end)) return span_in(a, n, sh, sh_end) ? (uint8_t *)(uintptr_t)a : NULL;
+        if (span_in(a, 1, lo, lo_end)) return span_in(a, n, lo, lo_end) ? (uint8_t *)(uintptr_t)a : NULL;
         return global_ptr(X, a, n);
     }
     }

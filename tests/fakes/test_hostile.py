@@ -39,8 +39,8 @@ VPRINTF = ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_
 def printf_ptx(fmt: bytes) -> str:
     """k(u64 a, u64 b): printf(fmt, a, b), as NVRTC writes a printf call."""
     data = ", ".join(str(b) for b in fmt + b"\0")
-    return ptx(params=".param .u64 a, .param .u64 b", decls=f"{VPRINTF}\n.global .align 1 .b8 fmt[{len(fmt) + 1}] = {{{data}}};",
-               body="""
+    decls = f"{VPRINTF}\n.global .align 1 .b8 fmt[{len(fmt) + 1}] = {{{data}}};"
+    return ptx(params=".param .u64 a, .param .u64 b", decls=decls, body="""
     .local .align 16 .b8 depot[16];
     .reg .b64 %SP;
     mov.u64 %rd1, depot; cvta.local.u64 %SP, %rd1;
