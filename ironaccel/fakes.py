@@ -35,6 +35,10 @@ IDENTITY = "ironaccel fake libcuda"
 CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-ffp-contract=off",
           "-Wl,-soname,libcuda.so.1")
 LIBS = ("-lpthread", "-lm", "-ldl")  # dl: the driver version looks for a loadable NVRTC
+#: With IRONACCEL_FAKE_SANITIZE=1 the fake is built with AddressSanitizer and UndefinedBehaviorSanitizer (every
+#: report fatal), cached apart (the flags are part of the cache key). A Python process can load that build only
+#: with the compiler's libasan preloaded: tests/fakes/fakeprobe.py's sanitizer_env() says how.
+SANITIZE_CFLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g")
 
 
 def source_dir() -> Path:
@@ -52,7 +56,8 @@ def _sources(src: Path) -> list[Path]:
 
 def build() -> Path:
     """Compiles the fake once per source hash (cached); safe to call from parallel processes."""
-    return cbuild.build("fakecuda", "libcuda.so.1", _sources(source_dir()), CFLAGS, LIBS)
+    flags = CFLAGS + (SANITIZE_CFLAGS if os.environ.get("IRONACCEL_FAKE_SANITIZE") == "1" else ())
+    return cbuild.build("fakecuda", "libcuda.so.1", _sources(source_dir()), flags, LIBS)
 
 
 def driver_dir() -> Path:
@@ -157,7 +162,9 @@ def child_env(base: dict[str, str] | None = None) -> dict[str, str]:
         env[SHIMMED[name][0]] = real
         preload.append(str(shim))
     if preload:
-        env["LD_PRELOAD"] = ":".join(preload + [p for p in env.get("LD_PRELOAD", "").split(":") if p and p not in preload])
+        # what was preloaded stays first: a sanitizer runtime (IRONACCEL_FAKE_SANITIZE) must be the first library
+        kept = [p for p in env.get("LD_PRELOAD", "").split(":") if p and p not in preload]
+        env["LD_PRELOAD"] = ":".join(kept + preload)
     lib_dir = str(driver_dir())
     rest = [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p and p != lib_dir]
     env["LD_LIBRARY_PATH"] = os.pathsep.join([lib_dir, *rest])

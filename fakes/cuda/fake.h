@@ -61,6 +61,8 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
    bytes asked for but inside the last unit does not fault on hardware, and %total_smem_size counts units */
 #define SHARED_ALLOCATION_UNIT 128
 #define THREADS_PER_SM 2048
+#define PARAM_BYTES_MAX 32764           /* a kernel's parameters (CUDA 12.1+, Volta and newer) */
+#define LOCAL_PER_THREAD 524288         /* a thread's local memory (its stack frames), as ptxas limits it */
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
 enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK,
@@ -283,12 +285,16 @@ typedef struct PtxModule {
 
 /* The PTX text an image holds (image.c): the image itself when it is PTX text, else PTX extracted from a
  * fatbin or ELF (*owned, to free). Machine code alone is NO_BINARY_FOR_GPU with the reason in log (also on
- * stderr). */
-CUresult image_ptx(const void *image, const char **ptx, char **owned, char *log, size_t loglen);
-/* A whole file, NUL-terminated (*n bytes before the NUL); FILE_NOT_FOUND when it cannot be opened. */
+ * stderr); a container whose headers point outside its size bytes is INVALID_IMAGE. size is
+ * IMAGE_SIZE_UNKNOWN for a pointer alone (cuModuleLoadData): then the headers say how far it goes. */
+#define IMAGE_SIZE_UNKNOWN SIZE_MAX
+CUresult image_ptx(const void *image, size_t size, const char **ptx, char **owned, char *log, size_t loglen);
+/* A whole regular file of at most 1 GiB, NUL-terminated (*n bytes before the NUL); FILE_NOT_FOUND when it
+ * cannot be opened or is no regular file (a device, a FIFO), INVALID_IMAGE when larger. */
 CUresult image_read(const char *path, char **bytes, size_t *n);
-/* Parses PTX text; on failure returns NULL and writes "line N: ..." to err. */
-PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen);
+/* Parses PTX text; on failure returns NULL, writes "line N: ..." to err and the CUresult to *rc (INVALID_PTX,
+ * or OUT_OF_MEMORY when its variables do not fit in device memory). */
+PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CUresult *rc);
 void ptx_free(PtxModule *m);
 
 typedef struct Module {
@@ -311,6 +317,10 @@ typedef struct LaunchSpec {
     uint32_t param_bytes;
 } LaunchSpec;
 
+/* Host memory a worker of the interpreter holds to run blocks of n threads of a kernel (registers, frames, local
+ * memory); a launch needing more than BLOCK_BYTES_MAX is LAUNCH_OUT_OF_RESOURCES. */
+#define BLOCK_BYTES_MAX (256ull << 20)
+uint64_t interp_block_bytes(const PtxModule *m, const PtxFunction *kernel, uint64_t n);
 /* Runs a whole grid in ctx; returns CUDA_SUCCESS or the error that ended it (with a report in report). */
 CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_t report_len);
 

@@ -10,9 +10,12 @@
  *   to cuModuleLoadFatBinary);
  * - an ELF file (a cubin, host object or executable) with a `.nv_fatbin` / `__nv_relfatbin` section (a
  *   fatbin) or a `.nv_debug_ptx_txt` section (PTX text). */
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fake.h"
 
@@ -22,6 +25,7 @@
 #define FATBIN_FLAG_COMPRESSED_LZ4 0x2000ull
 #define FATBIN_FLAG_COMPRESSED_ZSTD 0x8000ull
 #define ELF_MACHINE_CUDA 190
+#define IMAGE_BYTES_MAX (1ull << 30) /* the largest module file read */
 #define SIMULATED_SM 90
 #define NEEDS "the simulated device (sm_90) runs PTX: load PTX text, or a fatbin or cubin that carries PTX " \
               "for compute_90 or older (nvcc -gencode arch=compute_90,code=compute_90; NVRTC to PTX)"
@@ -29,6 +33,12 @@
 static uint16_t u16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static uint32_t u32(const uint8_t *p) { return (uint32_t)u16(p) | (uint32_t)u16(p + 2) << 16; }
 static uint64_t u64(const uint8_t *p) { return (uint64_t)u32(p) | (uint64_t)u32(p + 4) << 32; }
+
+/* Do n bytes at offset off lie inside an image of size bytes? The one bounds test of the image reader: every
+ * offset and size a header gives passes it before anything there is read (no sum that could wrap). */
+static int within(uint64_t size, uint64_t off, uint64_t n) { return off <= size && n <= size - off; }
+
+static int is_elf(const uint8_t *b) { return b[0] == 0x7F && b[1] == 'E' && b[2] == 'L' && b[3] == 'F'; }
 
 /* A NUL-terminated copy of n bytes of PTX (payloads are padded with NULs, or not terminated at all). */
 static char *ptx_copy(const uint8_t *p, size_t n) {
@@ -49,7 +59,7 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
         return CUDA_ERROR_INVALID_IMAGE;
     }
     uint64_t first = u16(fb + 6), total = u64(fb + 8);
-    if (first < 16 || first + total > avail) {
+    if (first < 16 || !within(avail, first, total)) {
         snprintf(log, loglen, "fatbin is truncated (%llu bytes of entries declared)", (unsigned long long)total);
         return CUDA_ERROR_INVALID_IMAGE;
     }
@@ -58,7 +68,11 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
     while (entry + 64 <= end) {
         uint32_t header = u32(entry + 4);
         uint64_t payload = u64(entry + 8);
-        if (header < 64 || payload > (uint64_t)(end - entry) - header) break;
+        if (header < 64 || !within((uint64_t)(end - entry), header, payload)) {
+            snprintf(log, loglen, "fatbin entry at offset %llu lies outside the fatbin",
+                     (unsigned long long)(entry - fb));
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
         unsigned arch = u32(entry + 28);
         if (u16(entry) != FATBIN_KIND_PTX) {
             elf_arch = arch;
@@ -84,10 +98,18 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
     return CUDA_ERROR_NO_BINARY_FOR_GPU;
 }
 
-/* PTX from an ELF file's .nv_fatbin / __nv_relfatbin / .nv_debug_ptx_txt section. Its size is known from
- * its section headers (cuModuleLoadData gets no size). */
-static CUresult elf_ptx(const uint8_t *elf, char **out, char *log, size_t loglen) {
-    if (elf[4] != 2 || elf[5] != 1) {
+/* Is the section name at offset at of the section-name table [names, +nsize) the given one (NUL inside the
+ * table)? */
+static int section_named(const uint8_t *names, uint64_t nsize, uint64_t at, const char *want) {
+    size_t n = strlen(want) + 1;
+    return within(nsize, at, n) && !memcmp(names + at, want, n);
+}
+
+/* PTX from an ELF file's .nv_fatbin / __nv_relfatbin / .nv_debug_ptx_txt section. Every header, name and
+ * section is checked to lie inside the avail bytes of the image (for cuModuleLoadData, which gets no size,
+ * the section headers say how far it goes). */
+static CUresult elf_ptx(const uint8_t *elf, uint64_t avail, char **out, char *log, size_t loglen) {
+    if (avail < 64 || elf[4] != 2 || elf[5] != 1) {
         snprintf(log, loglen, "only 64-bit little-endian ELF images are supported; " NEEDS);
         return CUDA_ERROR_INVALID_IMAGE;
     }
@@ -97,18 +119,30 @@ static CUresult elf_ptx(const uint8_t *elf, char **out, char *log, size_t loglen
         snprintf(log, loglen, "ELF image without section headers; " NEEDS);
         return CUDA_ERROR_INVALID_IMAGE;
     }
-    const uint8_t *names = elf + u64(elf + shoff + (uint64_t)shstrndx * shentsize + 24);
+    int headers_inside = within(avail, shoff, (uint64_t)shnum * shentsize);
+    const uint8_t *strtab = headers_inside ? elf + shoff + (uint64_t)shstrndx * shentsize : NULL;
+    uint64_t names_at = strtab ? u64(strtab + 24) : 0, names_size = strtab ? u64(strtab + 32) : 0;
+    if (!headers_inside || !within(avail, names_at, names_size)) {
+        snprintf(log, loglen, "ELF image whose section headers or names lie outside it (%llu bytes)",
+                 (unsigned long long)avail);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    const uint8_t *names = elf + names_at;
     for (unsigned i = 0; i < shnum; i++) {
         const uint8_t *sh = elf + shoff + (uint64_t)i * shentsize;
-        const char *name = (const char *)names + u32(sh);
-        const uint8_t *data = elf + u64(sh + 24);
-        uint64_t size = u64(sh + 32);
-        if (!strcmp(name, ".nv_fatbin") || !strcmp(name, "__nv_relfatbin"))
-            return fatbin_ptx(data, size, out, log, loglen);
-        if (!strcmp(name, ".nv_debug_ptx_txt")) {
-            *out = ptx_copy(data, size);
-            return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        uint64_t name = u32(sh), at = u64(sh + 24), size = u64(sh + 32);
+        int fatbin = section_named(names, names_size, name, ".nv_fatbin") ||
+                     section_named(names, names_size, name, "__nv_relfatbin");
+        if (!fatbin && !section_named(names, names_size, name, ".nv_debug_ptx_txt")) continue;
+        if (!within(avail, at, size)) {
+            snprintf(log, loglen, "ELF section %s lies outside the image", names + name);
+            return CUDA_ERROR_INVALID_IMAGE;
         }
+        const uint8_t *data = elf + at;
+        if (fatbin)
+            return fatbin_ptx(data, size, out, log, loglen);
+        *out = ptx_copy(data, size);
+        return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
     uint32_t flags = u32(elf + 0x30);
     unsigned arch = (flags >> 8) & 0xFF ? (flags >> 8) & 0xFF : flags & 0xFF;
@@ -120,41 +154,66 @@ static CUresult elf_ptx(const uint8_t *elf, char **out, char *log, size_t loglen
 }
 
 CUresult image_read(const char *path, char **bytes, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return CUDA_ERROR_FILE_NOT_FOUND;
-    char *buf = NULL;
-    size_t len = 0, cap = 0, got;
-    do { /* to the end: the size of a pipe or special file is not known in advance */
-        if (len == cap) {
-            char *grown = realloc(buf, (cap = cap ? cap * 2 : 1 << 16) + 1);
-            if (!grown) {
-                free(buf);
-                fclose(f);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-            }
-            buf = grown;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-    } while (got);
-    fclose(f);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC); /* O_NONBLOCK: a FIFO does not wait for a writer */
+    if (fd < 0) return CUDA_ERROR_FILE_NOT_FOUND;
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) { /* a device (/dev/zero), FIFO or directory: no image */
+        close(fd);
+        fake_log("module file %s is not a regular file", path);
+        return CUDA_ERROR_FILE_NOT_FOUND;
+    }
+    if ((uint64_t)st.st_size > IMAGE_BYTES_MAX) {
+        close(fd);
+        fake_log("module file %s has %lld bytes, more than the %llu an image may have", path, (long long)st.st_size,
+                 IMAGE_BYTES_MAX);
+        return CUDA_ERROR_INVALID_IMAGE;
+    }
+    size_t len = 0, size = (size_t)st.st_size;
+    char *buf = malloc(size + 1);
+    if (!buf) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    for (ssize_t got = 1; len < size && got > 0; len += got > 0 ? (size_t)got : 0) /* a file that shrank ends early */
+        got = read(fd, buf + len, size - len);
+    close(fd);
     buf[len] = 0;
     *bytes = buf;
     *n = len;
     return CUDA_SUCCESS;
 }
 
-CUresult image_ptx(const void *image, const char **ptx, char **owned, char *log, size_t loglen) {
+/* The fatbin or ELF image a fatbin wrapper points to, or NULL with the reason in log. Only a wrapper in memory
+ * (no size given) is followed: the pointer it holds means nothing in a file or a sized buffer. */
+static const uint8_t *wrapped_image(const uint8_t *wrapper, size_t size, char *log, size_t loglen) {
+    const uint8_t *p = NULL;
+    if (size == IMAGE_SIZE_UNKNOWN) memcpy(&p, wrapper + 8, sizeof p);
+    if (!p)
+        snprintf(log, loglen, "a fatbin wrapper points to a fatbin in memory (cuModuleLoadFatBinary); this one %s",
+                 size == IMAGE_SIZE_UNKNOWN ? "holds NULL" : "comes from a file or sized buffer: give the fatbin");
+    else if (u32(p) != FATBIN_MAGIC && !is_elf(p))
+        snprintf(log, loglen, "the fatbin wrapper points to no fatbin or ELF image"), p = NULL;
+    return p;
+}
+
+CUresult image_ptx(const void *image, size_t size, const char **ptx, char **owned, char *log, size_t loglen) {
     const uint8_t *b = image;
     *owned = NULL;
-    if (u32(b) == FATBIN_WRAPPER_MAGIC) b = *(const uint8_t *const *)(b + 8);
-    CUresult rc;
-    if (b[0] == 0x7F && b[1] == 'E' && b[2] == 'L' && b[3] == 'F') rc = elf_ptx(b, owned, log, loglen);
-    else if (u32(b) == FATBIN_MAGIC) rc = fatbin_ptx(b, SIZE_MAX - (uintptr_t)b, owned, log, loglen);
-    else {
-        *ptx = image; /* PTX text */
-        return CUDA_SUCCESS;
+    *ptx = image;
+    if (size != IMAGE_SIZE_UNKNOWN && size < 4) return CUDA_SUCCESS; /* too short for any magic: text, if anything */
+    if (u32(b) == FATBIN_WRAPPER_MAGIC) {
+        if (!(b = wrapped_image(b, size, log, loglen))) {
+            fake_log("module image refused: %s", log);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        size = IMAGE_SIZE_UNKNOWN;
     }
+    /* cuModuleLoadData gets no size: then the headers alone say how far the image goes, as on a real driver */
+    uint64_t avail = size != IMAGE_SIZE_UNKNOWN ? size : UINTPTR_MAX - (uintptr_t)b;
+    CUresult rc;
+    if (is_elf(b)) rc = elf_ptx(b, avail, owned, log, loglen);
+    else if (u32(b) == FATBIN_MAGIC) rc = fatbin_ptx(b, avail, owned, log, loglen);
+    else return CUDA_SUCCESS; /* PTX text */
     if (rc == CUDA_SUCCESS) *ptx = *owned;
     else fake_log("module image refused: %s", log);
     return rc;

@@ -6,15 +6,16 @@
 
 #include "fake.h"
 
-/** The PTX the fake runs from ``image`` (malloc'ed into *ptx; free it with free), 0 on success; otherwise
- * the CUresult a load would return, with the reason in log. */
-API int ironaccel_fake_image_ptx(const void *image, char **ptx, char *log, size_t loglen) {
+/** The PTX the fake runs from the size bytes of ``image`` (malloc'ed into *ptx; free it with free), 0 on
+ * success; otherwise the CUresult a load would return, with the reason in log. Every offset in it is checked
+ * against size. */
+API int ironaccel_fake_image_ptx(const void *image, size_t size, char **ptx, char *log, size_t loglen) {
     const char *text;
     char *owned;
-    if (!image || !ptx || !log || !loglen) return CUDA_ERROR_INVALID_VALUE;
+    if (!image || !size || !ptx || !log || !loglen) return CUDA_ERROR_INVALID_VALUE;
     log[0] = 0;
-    CUresult rc = image_ptx(image, &text, &owned, log, loglen);
+    CUresult rc = image_ptx(image, size, &text, &owned, log, loglen);
     if (rc) return rc;
-    *ptx = owned ? owned : strdup(text);
+    *ptx = owned ? owned : strndup(text, size); /* PTX text: up to its NUL or its size */
     return *ptx ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }

@@ -32,7 +32,8 @@ typedef struct Thread {
 } Thread;
 
 /* What ends a launch that runs too long (IRONACCEL_FAKE_WATCHDOG_S / _INSTRUCTIONS), checked every
- * WATCH_INTERVAL loop back-edges of a worker: only a loop can run forever (recursion ends at CALL_DEPTH_MAX). */
+ * WATCH_INTERVAL loop back-edges or calls of a worker (what lets one thread run long), and after every block
+ * (what lets a loop-free grid of 2^31 blocks run long). */
 typedef struct Watchdog {
     double seconds;       /* 0: no time limit */
     uint64_t deadline_ns; /* CLOCK_MONOTONIC */
@@ -129,6 +130,12 @@ static inline uint64_t bits64(double f) { union { double f; uint64_t u; } x = {f
 
 /* ---- memcheck ---- */
 
+/* Does the access [a, a + n) lie inside [lo, hi)? The one bounds test of memcheck: it never wraps, so an
+ * address near 2^64 (p[-1] of a null p) or an offset before a buffer is outside, never a host pointer. */
+static inline int span_in(uint64_t a, uint64_t n, uint64_t lo, uint64_t hi) {
+    return a >= lo && a <= hi && n <= hi - a;
+}
+
 static uint8_t *global_slow(Exec *X, uint64_t a, unsigned n) {
     int lo = 0, hi = X->nranges - 1;
     while (lo <= hi) {
@@ -136,7 +143,7 @@ static uint8_t *global_slow(Exec *X, uint64_t a, unsigned n) {
         if (a < X->ranges[mid].lo) hi = mid - 1;
         else if (a >= X->ranges[mid].hi) lo = mid + 1;
         else {
-            if (a + n > X->ranges[mid].hi) return NULL;
+            if (!span_in(a, n, X->ranges[mid].lo, X->ranges[mid].hi)) return NULL;
             X->cache_lo = X->ranges[mid].lo;
             X->cache_hi = X->ranges[mid].hi;
             return (uint8_t *)(uintptr_t)a;
@@ -146,7 +153,7 @@ static uint8_t *global_slow(Exec *X, uint64_t a, unsigned n) {
 }
 
 static inline uint8_t *global_ptr(Exec *X, uint64_t a, unsigned n) {
-    if (a >= X->cache_lo && a + n <= X->cache_hi) return (uint8_t *)(uintptr_t)a;
+    if (span_in(a, n, X->cache_lo, X->cache_hi)) return (uint8_t *)(uintptr_t)a;
     return global_slow(X, a, n);
 }
 
@@ -155,14 +162,16 @@ static uint8_t *address(Exec *X, Thread *T, int space, uint64_t a, unsigned n) {
     if (n > 1 && (a & (n - 1))) return NULL;
     switch (space) {
     case SPACE_GLOBAL: return global_ptr(X, a, n);
-    case SPACE_SHARED: return a + n <= X->shared_size ? X->shared + a : NULL;
-    case SPACE_LOCAL: return a + n <= X->local_size ? T->local + a : NULL;
-    case SPACE_FRAME: a += T->lbase; return a + n <= X->local_size ? T->local + a : NULL;
-    case SPACE_KPARAM: return a + n <= X->spec->param_bytes ? X->spec->params + a : NULL;
+    case SPACE_SHARED: return span_in(a, n, 0, X->shared_size) ? X->shared + a : NULL;
+    case SPACE_LOCAL: return span_in(a, n, 0, X->local_size) ? T->local + a : NULL;
+    case SPACE_FRAME: /* a frame's variables: from the frame's base to the end of the thread's local memory */
+        return span_in(a, n, 0, X->local_size - T->lbase) ? T->local + T->lbase + a : NULL;
+    case SPACE_KPARAM: return span_in(a, n, 0, X->spec->param_bytes) ? X->spec->params + a : NULL;
     default: {
         uint64_t sh = (uint64_t)(uintptr_t)X->shared, lo = (uint64_t)(uintptr_t)T->local;
-        if (a - sh < X->shared_size) return a - sh + n <= X->shared_size ? (uint8_t *)(uintptr_t)a : NULL;
-        if (a - lo < X->local_size) return a - lo + n <= X->local_size ? (uint8_t *)(uintptr_t)a : NULL;
+        uint64_t sh_end = sh + X->shared_size, lo_end = lo + X->local_size;
+        if (span_in(a, 1, sh, sh_end)) return span_in(a, n, sh, sh_end) ? (uint8_t *)(uintptr_t)a : NULL;
+        if (span_in(a, 1, lo, lo_end)) return span_in(a, n, lo, lo_end) ? (uint8_t *)(uintptr_t)a : NULL;
         return global_ptr(X, a, n);
     }
     }
@@ -661,7 +670,9 @@ static int device_printf(Exec *X, Thread *T, uint64_t format, uint64_t buffer) {
         }
         const char *spec = c++;
         c += strspn(c, "-+ #0");
+        if (strtoul(c, NULL, 10) > PRINTF_MAX) break; /* a width past what one call may print: the output ends */
         c += strspn(c, "0123456789");
+        if (*c == '.' && strtoul(c + 1, NULL, 10) > PRINTF_MAX) break; /* the same for a precision */
         if (*c == '.') c++, c += strspn(c, "0123456789");
         size_t keep = (size_t)(c - spec); /* flags, width and precision: reprinted with our own length */
         int wide = 0, shorts = 0;
@@ -711,7 +722,7 @@ static int device_printf(Exec *X, Thread *T, uint64_t format, uint64_t buffer) {
     }
     PrintOutput *o = X->print;
     pthread_mutex_lock(&o->mu);
-    if (o->len + len <= o->limit) {
+    if (len && o->len + len <= o->limit) { /* nothing printed: no buffer to copy into yet */
         if (o->len + len > o->cap) {
             size_t cap = o->cap ? o->cap : 4096;
             while (cap < o->len + len) cap *= 2;
@@ -773,12 +784,19 @@ static int device_printf(Exec *X, Thread *T, uint64_t format, uint64_t buffer) {
                                                         : CUDA_ERROR_ILLEGAL_ADDRESS,                       \
              addr_, size_, store_, space_)
 
-/* A branch to target: a back-edge counts towards the watchdog's next check. */
+/* Counts towards the watchdog's next check: at every loop back-edge and every call, the only ways one
+ * thread can run code again (straight code and forward branches end; nested calls multiply). */
+#define WATCH_POINT()                                                                                      \
+    do {                                                                                                   \
+        if (--X->watch_countdown == 0 && watchdog_expired(X, pc - seg))                                    \
+            FAULT_AT(CUDA_ERROR_LAUNCH_TIMEOUT, 0, 0, 0, -1);                                              \
+    } while (0)
+
+/* A branch to target: a back-edge is a watch point. */
 #define BRANCH(target)                                                                                     \
     do {                                                                                                   \
         uint32_t target_ = (target);                                                                       \
-        if (target_ < pc && --X->watch_countdown == 0 && watchdog_expired(X, pc - seg))                    \
-            FAULT_AT(CUDA_ERROR_LAUNCH_TIMEOUT, 0, 0, 0, -1);                                              \
+        if (target_ < pc) WATCH_POINT();                                                                   \
         JUMP(target_);                                                                                     \
     } while (0)
 
@@ -1072,12 +1090,12 @@ static int run_thread(Exec *X, Thread *T) {
         } vmbreak;
         vmcase(LD_SHARED_32) {
             uint64_t a = (uint32_t)(R[in->a] + (uint64_t)in->imm);
-            if ((a & 3) || a + 4 > X->shared_size) MEMORY_FAULT(a, 4, 0, SPACE_SHARED);
+            if ((a & 3) || !span_in(a, 4, 0, X->shared_size)) MEMORY_FAULT(a, 4, 0, SPACE_SHARED);
             R[in->d] = *(uint32_t *)(X->shared + a);
         } vmbreak;
         vmcase(ST_SHARED_32) {
             uint64_t a = (uint32_t)(R[in->a] + (uint64_t)in->imm);
-            if ((a & 3) || a + 4 > X->shared_size) MEMORY_FAULT(a, 4, 1, SPACE_SHARED);
+            if ((a & 3) || !span_in(a, 4, 0, X->shared_size)) MEMORY_FAULT(a, 4, 1, SPACE_SHARED);
             *(uint32_t *)(X->shared + a) = (uint32_t)R[in->d];
         } vmbreak;
         vmcase(LD_KPARAM_32) R[in->d] = *(uint32_t *)(X->spec->params + in->imm); vmbreak;
@@ -1135,6 +1153,7 @@ static int run_thread(Exec *X, Thread *T) {
             const CallInfo *ci = &X->m->calls[in->imm];
             const PtxFunction *callee = &funcs[callee_index], *caller = &funcs[ci->caller];
             if (T->depth == CALL_DEPTH_MAX) FAULT_AT(CUDA_ERROR_HARDWARE_STACK_ERROR, 0, 0, 0, -1);
+            WATCH_POINT();
             Frame *fr = &T->stack[T->depth++];
             fr->ret_pc = pc;
             fr->call = (uint32_t)in->imm;
@@ -1431,6 +1450,27 @@ typedef struct Grid {
 
 static uint64_t g_executed;
 
+/* Local memory of one thread: the deepest chain of frames, rounded to the module's data alignment. */
+static uint32_t thread_local_bytes(const PtxModule *m, const PtxFunction *kernel) {
+    return (kernel->stack_local + m->data_align - 1) & ~(m->data_align - 1);
+}
+
+uint64_t interp_block_bytes(const PtxModule *m, const PtxFunction *kernel, uint64_t n) {
+    return n * ((uint64_t)kernel->stack_slots * sizeof(uint64_t) + thread_local_bytes(m, kernel) + sizeof(Thread) +
+                (m->ncalls ? CALL_DEPTH_MAX * sizeof(Frame) : 0));
+}
+
+/* After a block: has the launch run past a watchdog limit? Then the worker fails it with LAUNCH_TIMEOUT. */
+static int block_watch_expired(Exec *X, const Grid *G) {
+    if (!X->watch->budget && !X->watch->deadline_ns) return 0;
+    int cause = watchdog_expired(X, 0);
+    if (cause != WATCH_TIME && cause != WATCH_BUDGET) return 0;
+    X->fault = CUDA_ERROR_LAUNCH_TIMEOUT;
+    X->fault_pc = G->kernel->entry_pc;
+    X->fault_linear = 0;
+    return 1;
+}
+
 static void *grid_worker(void *arg) {
     Grid *G = arg;
     const LaunchSpec *S = G->spec;
@@ -1443,7 +1483,7 @@ static void *grid_worker(void *arg) {
     X.shared_size = (G->m->shared_static + S->shared_bytes + SHARED_ALLOCATION_UNIT - 1)
                     & ~(uint64_t)(SHARED_ALLOCATION_UNIT - 1);
     uint32_t align = G->m->data_align; /* a power of two: .align takes no other */
-    X.local_size = (G->kernel->stack_local + align - 1) & ~(align - 1);
+    X.local_size = thread_local_bytes(G->m, G->kernel);
     BlockMemory B = {0};
     B.nthreads = (size_t)S->block[0] * S->block[1] * S->block[2];
     B.threads = calloc(B.nthreads, sizeof(Thread));
@@ -1465,7 +1505,7 @@ static void *grid_worker(void *arg) {
         if (b >= G->nblocks) break;
         unsigned id[3] = {(unsigned)(b % S->grid[0]), (unsigned)(b / S->grid[0] % S->grid[1]),
                           (unsigned)(b / ((uint64_t)S->grid[0] * S->grid[1]))};
-        if (run_block(&X, &B, id)) {
+        if (run_block(&X, &B, id) || block_watch_expired(&X, G)) {
             pthread_mutex_lock(&G->mu);
             if (!G->has_failure) {
                 G->has_failure = 1;

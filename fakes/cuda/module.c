@@ -14,17 +14,19 @@ typedef struct ModuleHandle {
     Function **functions; /* one handle per function, made on first request */
 } ModuleHandle;
 
-/* Loads PTX text into ctx (NULL: a library, which belongs to no context; its globals are freed at unload). */
-static CUresult load_module(Context *c, const void *image, ModuleHandle **out, char *log, size_t loglen) {
+/* Loads PTX text into ctx (NULL: a library, which belongs to no context; its globals are freed at unload);
+ * size: the image's bytes when known (a file), else IMAGE_SIZE_UNKNOWN. */
+static CUresult load_module(Context *c, const void *image, size_t size, ModuleHandle **out, char *log, size_t loglen) {
     if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
     const char *text;
     char *extracted;
-    TRY(image_ptx(image, &text, &extracted, log, loglen));
-    PtxModule *ptx = ptx_load(text, c, log, loglen);
+    TRY(image_ptx(image, size, &text, &extracted, log, loglen));
+    CUresult rc = CUDA_SUCCESS;
+    PtxModule *ptx = ptx_load(text, c, log, loglen, &rc);
     free(extracted);
     if (!ptx) {
         fake_log("module load failed: %s", log);
-        return CUDA_ERROR_INVALID_PTX;
+        return rc;
     }
     ModuleHandle *h = calloc(1, sizeof *h);
     h->m = (Module){c, ptx, 1};
@@ -35,10 +37,10 @@ static CUresult load_module(Context *c, const void *image, ModuleHandle **out, c
 }
 
 /* load_module, with the JIT error log copied into the caller's CU_JIT_ERROR_LOG_BUFFER on failure. */
-static CUresult load_with_options(Context *c, void **mod, const void *image, unsigned nopts, int *opts,
+static CUresult load_with_options(Context *c, void **mod, const void *image, size_t size, unsigned nopts, int *opts,
                                   void **values) {
     char log[1024] = "";
-    CUresult rc = load_module(c, image, (ModuleHandle **)mod, log, sizeof log);
+    CUresult rc = load_module(c, image, size, (ModuleHandle **)mod, log, sizeof log);
     for (unsigned i = 0; rc && opts && values && i < nopts; i++) {
         if (opts[i] != CU_JIT_ERROR_LOG_BUFFER) continue;
         size_t cap = 0;
@@ -52,7 +54,7 @@ static CUresult load_with_options(Context *c, void **mod, const void *image, uns
 API CUresult cuModuleLoadDataEx(void **mod, const void *image, unsigned nopts, int *opts, void **values) {
     ENTER(cuModuleLoadDataEx);
     NEED_CONTEXT(c);
-    return load_with_options(c, mod, image, nopts, opts, values);
+    return load_with_options(c, mod, image, IMAGE_SIZE_UNKNOWN, nopts, opts, values);
 }
 
 API CUresult cuModuleLoadData(void **mod, const void *image) {
@@ -66,7 +68,9 @@ API CUresult cuModuleLoad(void **mod, const char *path) {
     char *bytes;
     size_t n;
     TRY(image_read(path, &bytes, &n));
-    CUresult rc = cuModuleLoadDataEx(mod, bytes, 0, NULL, NULL);
+    Context *c = NULL;
+    CUresult rc = need_context(&c);
+    if (rc == CUDA_SUCCESS) rc = load_with_options(c, mod, bytes, n, 0, NULL, NULL);
     free(bytes);
     return rc;
 }
@@ -151,7 +155,7 @@ API CUresult cuLibraryLoadData(void **lib, const void *code, int *jit_opts, void
     ENTER(cuLibraryLoadData);
     (void)lib_opts, (void)lib_vals, (void)nlib;
     NEED_INIT();
-    return load_with_options(NULL, lib, code, njit, jit_opts, jit_vals);
+    return load_with_options(NULL, lib, code, IMAGE_SIZE_UNKNOWN, njit, jit_opts, jit_vals);
 }
 
 API CUresult cuLibraryLoadFromFile(void **lib, const char *path, int *jit_opts, void **jit_vals, unsigned njit,
@@ -161,8 +165,9 @@ API CUresult cuLibraryLoadFromFile(void **lib, const char *path, int *jit_opts, 
     if (!path || !lib) return CUDA_ERROR_INVALID_VALUE;
     char *bytes;
     size_t n;
+    (void)lib_opts, (void)lib_vals, (void)nlib;
     TRY(image_read(path, &bytes, &n));
-    CUresult rc = cuLibraryLoadData(lib, bytes, jit_opts, jit_vals, njit, lib_opts, lib_vals, nlib);
+    CUresult rc = load_with_options(NULL, lib, bytes, n, njit, jit_opts, jit_vals);
     free(bytes);
     return rc;
 }
@@ -250,7 +255,7 @@ API CUresult cuFuncGetAttribute(int *value, int attr, void *hfunc) {
 
 static CUresult set_function_attribute(Function *f, int attr, int value) {
     if (attr == 8) {
-        if (value < 0 || value + (int)f->module->ptx->shared_static > SHARED_PER_BLOCK_OPTIN)
+        if (value < 0 || (int64_t)value + f->module->ptx->shared_static > SHARED_PER_BLOCK_OPTIN)
             return CUDA_ERROR_INVALID_VALUE;
         f->max_dynamic_shared = value;
         return CUDA_SUCCESS;
@@ -452,7 +457,13 @@ CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3],
         return CUDA_ERROR_INVALID_VALUE;
     uint64_t threads = (uint64_t)block[0] * block[1] * block[2];
     if (threads > (uint64_t)max_block_threads(pf)) return CUDA_ERROR_INVALID_VALUE;
-    if ((int)shared > f->max_dynamic_shared) return CUDA_ERROR_INVALID_VALUE;
+    if (f->max_dynamic_shared < 0 || shared > (unsigned)f->max_dynamic_shared) return CUDA_ERROR_INVALID_VALUE;
+    if (interp_block_bytes(f->module->ptx, pf, threads) > BLOCK_BYTES_MAX) {
+        fake_log("launch of %s: a block of %llu threads needs %llu bytes of registers and local memory, more than "
+                 "the %llu the fake gives a block", pf->name, (unsigned long long)threads,
+                 (unsigned long long)interp_block_bytes(f->module->ptx, pf, threads), BLOCK_BYTES_MAX);
+        return CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+    }
     uint8_t *buf = calloc(1, pf->param_bytes + 8);
     if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult rc = pack_params(pf, params, extra, buf);

@@ -14,14 +14,49 @@
 
 static uint32_t align_up(uint32_t v, uint32_t a) { return a ? (v + a - 1) / a * a : v; }
 
+/* Limits on what PTX declares, checked where it is read, so that no size wraps and no load or launch asks
+ * for more memory than the declaration could ever have on a device. */
+#define ALIGN_MAX 65536u              /* the largest .align taken */
+#define REGISTERS_MAX (1u << 20)      /* registers one function declares */
+#define SLOTS_MAX (1u << 21)          /* its registers and distinct constants: a thread's register file */
+#define DECL_BYTES_MAX (1ull << 40)   /* any one variable: more than any device has (then each space's own limit) */
+
+/* A size or count read from the PTX, which must not exceed max: fails the load naming it when it does. */
+static uint64_t bounded(Parser *P, int line, uint64_t v, uint64_t max, const char *what) {
+    if (v > max) fail(P, line, "%s of %llu is more than the %llu allowed", what, (unsigned long long)v,
+                      (unsigned long long)max);
+    return v;
+}
+
+/* a * b, which must not exceed max (no wrap). */
+static uint64_t bounded_product(Parser *P, int line, uint64_t a, uint64_t b, uint64_t max, const char *what) {
+    if (b && a > max / b) fail(P, line, "%s is more than the %llu allowed", what, (unsigned long long)max);
+    return a * b;
+}
+
+/* Places size bytes aligned to align after *end in a space of at most max bytes (a frame, the kernel's
+ * parameters, static shared memory); returns the offset. */
+static uint32_t place(Parser *P, int line, uint32_t *end, uint64_t size, uint32_t align, uint32_t max,
+                      const char *space) {
+    uint64_t off = align_up(*end, align); /* *end <= max < 2^31 and align <= ALIGN_MAX: no wrap */
+    if (off > max || size > max - off)
+        fail(P, line, "%s needs more than the %u bytes allowed", space, max);
+    *end = (uint32_t)(off + size);
+    return (uint32_t)off;
+}
+
 /* [.align N] .type name[<N>|[N]] -> name, element size, count (0 for name[]), alignment. */
 typedef struct Decl {
     Tok name;
     int type;
-    uint32_t elem, count, align;
+    uint32_t elem, align;
+    uint64_t count;
     int range; /* name<N> */
     int unsized;
 } Decl;
+
+/* Bytes a declaration takes (an unsized array: one element). */
+static uint64_t decl_bytes(const Decl *d) { return (uint64_t)d->elem * (d->count ? d->count : 1); }
 
 static void parse_decl(Parser *P, Decl *d) {
     memset(d, 0, sizeof *d);
@@ -31,14 +66,16 @@ static void parse_decl(Parser *P, Decl *d) {
         if (tok_is(t, ".align")) {
             next(P);
             int f;
-            d->align = (uint32_t)parse_number(P, next(P), 0, &f);
+            uint64_t a = bounded(P, t->line, parse_number(P, next(P), 0, &f), ALIGN_MAX, ".align");
+            if (!a || (a & (a - 1))) fail(P, t->line, ".align %llu is not a power of two", (unsigned long long)a);
+            d->align = (uint32_t)a;
         } else if (t->len > 1 && t->s[0] == '.') {
             Tok word = {t->s + 1, t->len - 1, t->line};
             int ty = type_of(&word);
             if (ty == T_NONE) {
                 if (word_in("ptr global const shared local v2 v4", &word)) {
-                    if (tok_is(&word, "v2")) d->count *= 2;
-                    if (tok_is(&word, "v4")) d->count *= 4;
+                    if (tok_is(&word, "v2")) d->count = bounded_product(P, t->line, d->count, 2, DECL_BYTES_MAX, "a vector");
+                    if (tok_is(&word, "v4")) d->count = bounded_product(P, t->line, d->count, 4, DECL_BYTES_MAX, "a vector");
                     next(P);
                     continue;
                 }
@@ -55,7 +92,7 @@ static void parse_decl(Parser *P, Decl *d) {
     if (tok_is(peek(P), "<")) {
         next(P);
         int f;
-        d->count = (uint32_t)parse_number(P, next(P), 0, &f);
+        d->count = bounded(P, d->name.line, parse_number(P, next(P), 0, &f), REGISTERS_MAX, "a register range");
         d->range = 1;
         expect(P, ">");
     }
@@ -66,18 +103,20 @@ static void parse_decl(Parser *P, Decl *d) {
             d->count = 0;
         } else {
             int f;
-            d->count *= (uint32_t)parse_number(P, next(P), 0, &f);
+            d->count = bounded_product(P, d->name.line, d->count, parse_number(P, next(P), 0, &f), DECL_BYTES_MAX,
+                                       "an array's element count");
         }
         expect(P, "]");
     }
+    bounded_product(P, d->name.line, d->elem, d->count, DECL_BYTES_MAX, "a variable's size");
     if (!d->align) d->align = d->elem ? d->elem : 1;
 }
 
-static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint32_t max) {
+static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint64_t max) {
     /* = value | = { v, v, ... } (nested braces flattened) */
     next(P);
     int depth = 0;
-    uint32_t i = 0;
+    uint64_t i = 0;
     do {
         Tok *t = next(P);
         if (tok_is(t, "{")) depth++;
@@ -99,7 +138,7 @@ static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint32_t ma
                 else fail(P, t->line, "initializer %.*s is not a number, nor a global variable or function declared "
                           "before", t->len, t->s);
             }
-            if (dst && (i + 1) * elem <= max) memcpy(dst + i * elem, &v, elem);
+            if (dst && i < max / elem) memcpy(dst + i * elem, &v, elem);
             i++;
         }
     } while (depth > 0);
@@ -115,12 +154,14 @@ static uint64_t module_variable(Parser *P, int space, int line) {
             if (tok_eq(&P->shared[i].name, &d.name)) add_name(P, d.name, N_SHARED, P->shared[i].offset, 0);
         if (d.unsized) m->uses_dynamic_shared = 1;
     } else {
-        uint64_t size = (uint64_t)d.elem * (d.count ? d.count : 1);
+        uint64_t size = decl_bytes(&d);
         uint64_t addr;
-        if (mem_alloc(P->ctx, size, A_MODULE_GLOBAL, &addr))
-            fail(P, line, "out of memory for global %.*s", d.name.len, d.name.s);
-        memset((void *)(uintptr_t)addr, 0, size);
-        if (tok_is(peek(P), "=")) skip_initializer(P, (uint8_t *)(uintptr_t)addr, d.elem, (uint32_t)size);
+        if (mem_alloc(P->ctx, size, A_MODULE_GLOBAL, &addr)) {
+            P->code = CUDA_ERROR_OUT_OF_MEMORY;
+            fail(P, line, "out of memory for global %.*s (%llu bytes)", d.name.len, d.name.s, (unsigned long long)size);
+        }
+        /* fresh device memory is zero (addresses are never reused): nothing to clear, however large */
+        if (tok_is(peek(P), "=") && d.elem) skip_initializer(P, (uint8_t *)(uintptr_t)addr, d.elem, size);
         int i = m->nglobals++;
         m->global_names = realloc(m->global_names, m->nglobals * sizeof(char *));
         m->global_addrs = realloc(m->global_addrs, m->nglobals * sizeof(uint64_t));
@@ -153,9 +194,9 @@ static void layout_shared(Parser *P) {
                 off = align_up(P->m->shared_static, 16);
                 dynamic_count++;
             } else {
-                if (d.align > P->m->data_align && !(d.align & (d.align - 1))) P->m->data_align = d.align;
-                off = align_up(P->m->shared_static, d.align);
-                P->m->shared_static = off + d.elem * d.count;
+                if (d.align > P->m->data_align) P->m->data_align = d.align;
+                off = place(P, d.name.line, &P->m->shared_static, decl_bytes(&d), d.align, SHARED_PER_BLOCK,
+                            "static .shared memory");
             }
             GROW(P->shared, P->nshared, P->capshared);
             P->shared[P->nshared++] = (SharedVar){d.name, off};
@@ -182,22 +223,17 @@ static void param_list(Parser *P, PtxFunction *f, int is_ret, uint32_t *frame) {
         if (tok_is(t, ".reg")) fail(P, t->line, ".reg parameters are not supported");
         Decl d;
         parse_decl(P, &d);
-        uint32_t size = d.elem * (d.count ? d.count : 1);
-        uint32_t off;
-        if (f->is_entry) {
-            off = align_up(f->param_bytes, d.align);
-            f->param_bytes = off + size;
-        } else {
-            off = align_up(*frame, d.align < 8 ? 8 : d.align);
-            *frame = off + size;
-        }
+        uint64_t size = decl_bytes(&d);
+        uint32_t off = f->is_entry ? place(P, t->line, &f->param_bytes, size, d.align, PARAM_BYTES_MAX, "a kernel's parameters")
+                                   : place(P, t->line, frame, size, d.align < 8 ? 8 : d.align, LOCAL_PER_THREAD,
+                                           "a function's frame");
         if (is_ret) {
             f->has_ret = 1;
             f->ret_off = off;
-            f->ret_size = size;
+            f->ret_size = (uint32_t)size;
         } else {
             f->params = realloc(f->params, (f->nparams + 1) * sizeof(PtxParam));
-            f->params[f->nparams++] = (PtxParam){strndup(d.name.s, (size_t)d.name.len), off, size, d.align};
+            f->params[f->nparams++] = (PtxParam){strndup(d.name.s, (size_t)d.name.len), off, (uint32_t)size, d.align};
         }
         if (tok_is(peek(P), ",")) next(P);
     }
@@ -206,6 +242,7 @@ static void param_list(Parser *P, PtxFunction *f, int is_ret, uint32_t *frame) {
 
 static void finish_function(Parser *P, PtxFunction *f, uint32_t frame) {
     PtxModule *m = P->m;
+    bounded(P, f->line, (uint64_t)P->nregs + P->nconsts, SLOTS_MAX, "the registers and constants of a function");
     f->const_base = SP_COUNT + P->nregs;
     f->nconsts = P->nconsts;
     f->nslots = f->const_base + P->nconsts;
@@ -262,8 +299,9 @@ static void function_body(Parser *P, PtxFunction *f, uint32_t frame) {
             for (;;) {
                 Decl d;
                 parse_decl(P, &d);
-                add_name(P, d.name, d.range ? N_REGRANGE : N_REG, SP_COUNT + P->nregs, d.count);
-                P->nregs += d.range ? d.count : 1;
+                add_name(P, d.name, d.range ? N_REGRANGE : N_REG, SP_COUNT + P->nregs, (uint32_t)d.count);
+                P->nregs += d.range ? (uint32_t)d.count : 1; /* each count <= REGISTERS_MAX: the sum cannot wrap */
+                bounded(P, d.name.line, P->nregs, REGISTERS_MAX, "the registers of a function");
                 if (!tok_is(peek(P), ",")) break;
                 next(P);
             }
@@ -273,10 +311,9 @@ static void function_body(Parser *P, PtxFunction *f, uint32_t frame) {
         if (tok_is(t, ".local") || tok_is(t, ".param")) {
             Decl d;
             parse_decl(P, &d);
-            uint32_t size = d.elem * (d.count ? d.count : 1);
-            uint32_t off = align_up(frame, d.align < 8 ? 8 : d.align);
-            frame = off + size;
-            if (d.align > P->m->data_align && !(d.align & (d.align - 1))) P->m->data_align = d.align;
+            uint32_t off = place(P, t->line, &frame, decl_bytes(&d), d.align < 8 ? 8 : d.align, LOCAL_PER_THREAD,
+                                 "a function's frame");
+            if (d.align > P->m->data_align) P->m->data_align = d.align;
             add_name(P, d.name, N_FRAME, off, 0);
             if (tok_is(peek(P), "=")) skip_initializer(P, NULL, 0, 0);
             expect(P, ";");
@@ -330,13 +367,15 @@ static void function_decl(Parser *P, int is_entry) {
         if (tok_is(t, ".maxntid") || tok_is(t, ".reqntid")) {
             int req = t->s[1] == 'r';
             next(P);
-            uint32_t total = 1;
-            for (;;) {
+            uint64_t total = 1;
+            for (;;) { /* each extent, and their product, at most the 1024 threads of a block */
                 int fl;
-                total *= (uint32_t)parse_number(P, next(P), 0, &fl);
+                total *= bounded(P, t->line, parse_number(P, next(P), 0, &fl), 1024, t->s[1] == 'r' ? ".reqntid" : ".maxntid");
+                bounded(P, t->line, total, 1024, "the threads of a block");
                 if (!tok_is(peek(P), ",")) break;
                 next(P);
             }
+            if (!total) fail(P, t->line, "%.*s of 0 threads", t->len, t->s);
             if (req) proto.reqntid = total;
             else proto.maxntid = total;
         } else if (tok_is(t, ".minnctapersm") || tok_is(t, ".maxnreg") || tok_is(t, ".maxclusterrank") ||
@@ -393,14 +432,30 @@ static int stack_needs(Parser *P, int fi, int *state, uint32_t big_slots, uint32
     return unbounded;
 }
 
+/* One .target word: an architecture the simulated device runs (sm_N or compute_N, N <= 90, with an a/f
+ * suffix), or a texture-mode or debug option; anything else fails the load as ptxas fails it. */
+static void target(Parser *P, const Tok *a) {
+    if (word_in("texmode_unified texmode_independent debug map_f64_to_f32", a)) return;
+    int prefix = a->len > 3 && !strncmp(a->s, "sm_", 3) ? 3 : a->len > 8 && !strncmp(a->s, "compute_", 8) ? 8 : 0;
+    int digits = 0;
+    unsigned arch = 0;
+    while (prefix && prefix + digits < a->len && digits < 4 && a->s[prefix + digits] >= '0' && a->s[prefix + digits] <= '9')
+        arch = arch * 10 + (unsigned)(a->s[prefix + digits++] - '0');
+    int rest = a->len - prefix - digits; /* an "a" or "f" suffix (sm_90a, sm_100f) */
+    if (!prefix || digits < 2 || rest > 1 || (rest == 1 && a->s[a->len - 1] != 'a' && a->s[a->len - 1] != 'f'))
+        fail(P, a->line, "unknown .target %.*s", a->len, a->s);
+    if (arch > 90) fail(P, a->line, ".target %.*s is newer than the simulated device (sm_90)", a->len, a->s);
+}
+
 static void parser_free(Parser *P) {
     free(P->toks), free(P->names), free(P->fixups), free(P->labels), free(P->callfix), free(P->consts);
     free(P->shared);
     free(P);
 }
 
-PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen) {
+PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CUresult *rc) {
     Parser *P = calloc(1, sizeof *P);
+    P->code = CUDA_ERROR_INVALID_PTX;
     P->err = err;
     P->errlen = errlen;
     P->ctx = ctx;
@@ -410,6 +465,7 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen) {
     if (setjmp(P->fail)) {
         for (int i = 0; i < m->nglobals; i++) mem_free(m->global_addrs[i], 1 << A_MODULE_GLOBAL);
         ptx_free(m);
+        *rc = P->code;
         parser_free(P);
         return NULL;
     }
@@ -424,8 +480,7 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen) {
             saw_target = 1;
             for (;;) {
                 Tok *a = next(P);
-                if (a->len > 3 && !strncmp(a->s, "sm_", 3) && atoi(a->s + 3) > 90)
-                    fail(P, a->line, ".target %.*s is newer than the simulated device (sm_90)", a->len, a->s);
+                target(P, a);
                 if (!tok_is(peek(P), ",")) break;
                 next(P);
             }

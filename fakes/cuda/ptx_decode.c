@@ -346,6 +346,13 @@ static void memory_operand(Parser *P, Operand *mo, int *space, Inst *in) {
     }
 }
 
+/* May a kernel-parameter load skip memcheck? Only an entry's load at a fixed offset inside its own parameters
+ * (the launch's buffer is exactly that size); any other goes through the checked path. */
+static int kparam_in_range(Parser *P, uint32_t base, int64_t offset, int size) {
+    const PtxFunction *f = &P->m->funcs[P->fn];
+    return f->is_entry && base == SP_ZERO && offset >= 0 && (uint64_t)offset + (uint64_t)size <= f->param_bytes;
+}
+
 static void decode_memory(Parser *P, const PtxInstr *row, Insn *I, int is_store) {
     int t = I->o.types[0];
     pick(P, row, I);
@@ -362,8 +369,8 @@ static void decode_memory(Parser *P, const PtxInstr *row, Insn *I, int is_store)
         if (space == SPACE_GLOBAL && size == 4) op = is_store ? OP_ST_GLOBAL_32 : OP_LD_GLOBAL_32;
         else if (space == SPACE_GLOBAL && size == 8) op = is_store ? OP_ST_GLOBAL_64 : OP_LD_GLOBAL_64;
         else if (space == SPACE_SHARED && size == 4) op = is_store ? OP_ST_SHARED_32 : OP_LD_SHARED_32;
-        else if (space == SPACE_KPARAM && size == 4 && !is_store) op = OP_LD_KPARAM_32;
-        else if (space == SPACE_KPARAM && size == 8 && !is_store) op = OP_LD_KPARAM_64;
+        else if (space == SPACE_KPARAM && !is_store && kparam_in_range(P, tmp.a, tmp.imm, size))
+            op = size == 4 ? OP_LD_KPARAM_32 : size == 8 ? OP_LD_KPARAM_64 : op;
     }
     if (space == SPACE_KPARAM && is_store) fail(P, I->line, "st.param outside a call sequence");
     uint32_t regs[4] = {SP_SINK, SP_SINK, SP_SINK, SP_SINK};

@@ -3,6 +3,7 @@
  * Inst. The bottom of the loader (ptx_parse.h): ptx_decode.c and ptx.c build on it. */
 #define _GNU_SOURCE
 #include <ctype.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -61,10 +62,12 @@ Tok *peek(Parser *P) {
 }
 int tok_is(const Tok *t, const char *s) { return (int)strlen(s) == t->len && !strncmp(t->s, s, (size_t)t->len); }
 int tok_eq(const Tok *a, const Tok *b) { return a->len == b->len && !memcmp(a->s, b->s, (size_t)a->len); }
+/* The next token, consumed. Reading past the last one fails the load: every loop that reads up to a closing
+ * token (';', '}', ')') ends at the end of the text, however it was cut. */
 Tok *next(Parser *P) {
-    Tok *t = peek(P);
-    if (P->pos < P->ntoks) P->pos++;
-    return t;
+    if (P->pos >= P->ntoks)
+        fail(P, P->ntoks ? P->toks[P->ntoks - 1].line : 1, "unexpected end of the PTX text");
+    return &P->toks[P->pos++];
 }
 void expect(Parser *P, const char *s) {
     Tok *t = next(P);
@@ -194,23 +197,24 @@ uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm) {
     if (t->len >= (int)sizeof buf) fail(P, t->line, "cannot parse number %.*s", t->len, t->s);
     snprintf(buf, sizeof buf, "%.*s", t->len, t->s);
     *is_float_imm = 0;
-    if ((buf[0] == '0') && (buf[1] == 'f' || buf[1] == 'F') && strlen(buf) == 10) {
+    int hex_float = buf[0] == '0' && buf[1] && strchr("fFdD", buf[1]) && strspn(buf + 2, "0123456789abcdefABCDEF") == strlen(buf + 2);
+    if (hex_float && (buf[1] == 'f' || buf[1] == 'F') && strlen(buf) == 10) {
         *is_float_imm = 1;
         uint32_t bits = (uint32_t)strtoul(buf + 2, NULL, 16);
         return negative ? bits ^ 0x80000000u : bits;
     }
-    if ((buf[0] == '0') && (buf[1] == 'd' || buf[1] == 'D') && strlen(buf) == 18) {
+    if (hex_float && (buf[1] == 'd' || buf[1] == 'D') && strlen(buf) == 18) {
         *is_float_imm = 2;
         uint64_t bits = strtoull(buf + 2, NULL, 16);
         return negative ? bits ^ 0x8000000000000000ull : bits;
     }
     char *end;
-    uint64_t v;
-    if (buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X')) v = strtoull(buf + 2, &end, 16);
-    else if (buf[0] == '0' && buf[1] && isdigit((unsigned char)buf[1])) v = strtoull(buf, &end, 8);
-    else v = strtoull(buf, &end, 10);
+    const char *digits = buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X') ? buf + 2 : buf;
+    errno = 0;
+    uint64_t v = strtoull(digits, &end, digits != buf ? 16 : buf[0] == '0' && buf[1] ? 8 : 10);
     if (*end == 'U' || *end == 'u') end++;
-    if (*end) fail(P, t->line, "cannot parse number %s", buf);
+    if (*end || end == digits || !isxdigit((unsigned char)*digits)) fail(P, t->line, "cannot parse number %s", buf);
+    if (errno == ERANGE) fail(P, t->line, "number %s does not fit in 64 bits", buf);
     return negative ? 0 - v : v;
 }
 

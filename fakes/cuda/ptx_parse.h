@@ -51,6 +51,7 @@ typedef struct Parser {
     Tok *toks;
     int ntoks, pos;
     jmp_buf fail;
+    CUresult code; /* what a failed load returns: INVALID_PTX unless a step says otherwise */
     char *err;
     size_t errlen;
     PtxModule *m;

@@ -136,3 +136,7 @@ def cuda(fake):
 @pytest.fixture
 def rng():
     return np.random.default_rng()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "fuzz: the seeded fuzz of the fake's front end under ASan/UBSan (minutes)")

@@ -165,7 +165,7 @@ static void keep_input(nvJitLinkHandle h, int type, const void *data, size_t siz
     case INPUT_FATBIN:
     case INPUT_OBJECT: {
         char why[400] = "";
-        char *ptx = shim_image_ptx(data, why, sizeof why);
+        char *ptx = shim_image_ptx(data, size, why, sizeof why);
         if (!ptx) snprintf(l->no_ptx, sizeof l->no_ptx, "%s carries no PTX the fake can run: %s", what, why);
         else if (text_append(&l->ptx, ptx, strlen(ptx)))
             snprintf(l->no_ptx, sizeof l->no_ptx, "out of memory keeping the PTX of %s", what);

@@ -129,17 +129,17 @@ int shim_elf_with_ptx(const void *elf, size_t n, const char *ptx, void **out, si
     return 0;
 }
 
-char *shim_image_ptx(const void *image, char *why, size_t whylen) {
+char *shim_image_ptx(const void *image, size_t size, char *why, size_t whylen) {
     void *cuda = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-    int (*image_ptx)(const void *, char **, char *, size_t) =
-        cuda ? (int (*)(const void *, char **, char *, size_t))dlsym(cuda, "ironaccel_fake_image_ptx") : NULL;
+    int (*image_ptx)(const void *, size_t, char **, char *, size_t) =
+        cuda ? (int (*)(const void *, size_t, char **, char *, size_t))dlsym(cuda, "ironaccel_fake_image_ptx") : NULL;
     if (!image_ptx) {
         snprintf(why, whylen, "the loaded libcuda.so.1 is not ironaccel's fake, which reads the PTX of binary inputs");
         if (cuda) dlclose(cuda);
         return NULL;
     }
     char *ptx = NULL;
-    int rc = image_ptx(image, &ptx, why, whylen);
+    int rc = image_ptx(image, size, &ptx, why, whylen);
     dlclose(cuda);
     return rc ? NULL : ptx;
 }

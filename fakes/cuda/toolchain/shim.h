@@ -32,7 +32,7 @@ int shim_elf_with_ptx(const void *elf, size_t n, const char *ptx, void **out, si
 
 /* The PTX the fake would run from a cubin, fatbin or ELF object (malloc'ed), asked of the fake libcuda
  * itself; NULL with the reason in ``why`` when it carries none or the loaded libcuda is not the fake. */
-char *shim_image_ptx(const void *image, char *why, size_t whylen);
+char *shim_image_ptx(const void *image, size_t size, char *why, size_t whylen);
 
 /* A growing text buffer. */
 typedef struct Text {
