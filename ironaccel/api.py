@@ -172,6 +172,16 @@ def _host_bytes(op: str, obj: object, *, writable: bool) -> np.ndarray:
     return np.frombuffer(view, dtype=np.uint8)
 
 
+def _check_utf8(op: str, lang: str, source: str) -> None:
+    """Kernel source text reaches every compiler as UTF-8: text that has no UTF-8 form (a lone surrogate, as
+    ``surrogateescape`` decoding leaves) is refused here, once for every backend, before a driver sees it."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(op, f"{lang} source cannot be encoded as UTF-8: {exc.reason} at character "
+                                  f"{exc.start} ({source[exc.start:exc.end]!r})") from None
+
+
 def _check_timeout(op: str, value: object) -> float | None:
     """Seconds > 0; infinity means no limit (None), as backends wait without one."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
@@ -884,6 +894,8 @@ class Device(abc.ABC):
                 raise InvalidArgument(op, f"{lang} source is a binary image and must be bytes")
         elif not isinstance(source, str):
             raise InvalidArgument(op, f"{lang} source must be str")
+        else:
+            _check_utf8(op, lang, source)
         if isinstance(options, (str, bytes)) or not isinstance(options, (tuple, list)) \
                 or not all(isinstance(o, str) for o in options):
             raise InvalidArgument(op, f"options must be a list or tuple of str, got {options!r}")

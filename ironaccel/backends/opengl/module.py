@@ -110,6 +110,7 @@ class OpenGLModule(api.Module):
             try:
                 program = self.device.ctx.compute_shader(_with_block(self._source, block))
             except Exception as exc:  # moderngl.Error carries the compiler's log
+                gl.clear_errors()  # the failed compile's flags are this error's, not the next call's
                 raise CompileError("glCompileShader", LANG, str(exc).replace("GLSL Compiler failed", "").strip()) from None
             gl.check("glLinkProgram")
             self._programs[block] = program
