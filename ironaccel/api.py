@@ -491,7 +491,7 @@ class Kernel:
     def prepare(self, grid: object, block: object) -> LaunchPlan:
         """Check ``grid`` and ``block`` against the device limits once; the plan launches with arguments."""
         device = self.module.device
-        device._check_open("Kernel.prepare")
+        self.module._check_open("Kernel.prepare")
         g, b = _launch_dims("Kernel.prepare", device.info.limits, grid, block)
         return LaunchPlan(self, g, b)
 
@@ -509,8 +509,10 @@ class Kernel:
         return plan
 
     def _arg_rule(self, types: tuple[type, ...]) -> ArgRule:
-        """Check one sequence of argument types once; its rule, cached for the next launches."""
+        """Check one sequence of argument types once; its rule, cached for the next launches (a closed module
+        leaves none cached: every launch of its kernels comes here, and raises)."""
         op = "Stream.launch"
+        self.module._check_open(op)
         device = self.module.device
         buffers = []
         for i, t in enumerate(types):
@@ -536,7 +538,7 @@ class Kernel:
     @property
     def native(self) -> Any:
         """The backend's own handle of this kernel (CUDA: the CUfunction), for interop and raw-driver floors."""
-        self.module.device._check_open("Kernel.native")
+        self.module._check_open("Kernel.native")
         return self._native()
 
     def _native(self) -> Any:
@@ -587,18 +589,54 @@ class Kernel:
 
 
 class Module(abc.ABC):
-    """Compiled kernel code; ``kernel(name)`` looks up an entry point."""
+    """Compiled kernel code; ``kernel(name)`` looks up an entry point.
+
+    ``close()`` (idempotent; a context manager closes on exit) releases the driver's module and the pipelines
+    made from it, once the work already enqueued with them has completed; its kernels then raise UseAfterFree
+    naming the op (``Stream.launch``, ``Kernel.prepare``, ...). A Module dropped unclosed is released the same
+    way when it is collected, and closing the device releases every one."""
 
     def __init__(self, device: Device, lang: str):
         self.device = device
         self.lang = lang
         self._kernels: dict[str, Kernel] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for kernel in self._kernels.values():  # a launch finds no cached plan or rule: the first one checks
+            kernel._plans.clear()
+            kernel._arg_rules.clear()
+        if not self.device._closed:  # closing the device released it
+            self._release()
+        self._kernels.clear()
+
+    def _check_open(self, op: str) -> None:
+        self.device._check_open(op)
+        if self._closed:
+            raise UseAfterFree(op, f"a {self.lang} module", "closed")
+
+    @abc.abstractmethod
+    def _release(self) -> None:
+        """Give the driver's module and pipelines back once the work enqueued with them has completed."""
+
+    def __enter__(self) -> Module:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def kernel(self, name: str) -> Kernel:
         op = "Module.kernel"
         if not isinstance(name, str):
             raise InvalidArgument(op, f"kernel name must be a str, got {type(name).__name__}")
-        self.device._check_open(op)
+        self._check_open(op)
         if name not in self._kernels:
             names = self._kernel_names()
             if name not in names:

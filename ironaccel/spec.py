@@ -73,7 +73,7 @@ HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".com
 #: (drivers/__init__.py), the plugin and the results vocabulary it writes with. Each backend's driver
 #: declarations (drivers/cuda.py, ...) are hashed with that backend instead (``implementation``). Judging and
 #: reporting (judge, status, certify, cli) are not in it: they do not change what a run does.
-SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "cache.py",
+SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast.c", "cbuild.py", "cache.py", "glslang.py",
                  "testing", "targets.py", "drivers/__init__.py", "pytest_plugin.py", "results.py", "selection.py", "spec.py",
                  "backends/__init__.py")
 

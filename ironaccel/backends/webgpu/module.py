@@ -44,6 +44,16 @@ class WebGPUModule(api.Module):
     def _kernel_names(self) -> Sequence[str]:
         return self._interface.entry_points
 
+    def _release(self) -> None:
+        """Drop the module's wgpu objects (shader, layouts, pipelines, its kernels' bind groups): wgpu releases
+        each when its last reference goes, and keeps what submitted work still uses until that work is done."""
+        for kernel in self._kernels.values():
+            kernel._dispatches.clear()  # type: ignore[attr-defined]
+            kernel._last = None  # type: ignore[attr-defined]
+        self._pipelines.clear()
+        self._validated.clear()
+        self._shader = self._bind_layout = self._layout = None
+
     def _make_kernel(self, name: str) -> api.Kernel:
         return WebGPUKernel(self, name)
 

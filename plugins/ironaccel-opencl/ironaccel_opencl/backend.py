@@ -14,8 +14,11 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -29,6 +32,7 @@ BACKEND = "opencl"
 LANG = "opencl"
 BUILD_OPTIONS = ("-cl-kernel-arg-info",)  # clGetKernelArgInfo answers only for programs built with it
 POLL_S = 0.0005
+DROPPED_QUEUES_KEPT = 64  # past this many dropped streams' queues, creating a stream lets go of the idle ones
 
 api.register_language(LANG, "compile(lang='opencl'): OpenCL C")
 
@@ -180,6 +184,7 @@ class OpenCLStream(api.Stream):
         cl = _cl
         self.queue = _call("Device.create_stream", cl.CommandQueue, device.context, device.cl_device,
                            properties=cl.command_queue_properties.PROFILING_ENABLE)
+        weakref.finalize(self, device._dropped_queues.append, self.queue).atexit = False
 
     def _native(self) -> Any:
         return self.queue
@@ -218,6 +223,10 @@ class OpenCLStream(api.Stream):
     def _launch(self, kernel: api.Kernel, grid: Dim3, block: Dim3, args: list[api.Buffer | np.generic]) -> None:
         assert isinstance(kernel, OpenCLKernel)
         op = "Stream.launch"  # api.py has checked the arguments against the reflected parameters
+        limit = self._device.info.limits.max_shared_memory
+        if kernel.local_bytes > limit:
+            raise InvalidArgument(op, f"kernel {kernel.name} declares {kernel.local_bytes} bytes of __local memory; "
+                                      f"the device has {limit} per work-group")
         values = [a.mem if isinstance(a, api.Buffer) else a for a in args]
         global_size = tuple(g * b for g, b in zip(grid, block))
         with kernel.lock:  # argument values live on the cl.Kernel: set and enqueue as one step
@@ -236,6 +245,10 @@ class OpenCLKernel(api.Kernel):
         self.cl_kernel = _call("Module.kernel", _cl.Kernel, module.program, name)
         self.lock = threading.Lock()
         self._reflected = self._reflect()
+        device: OpenCLDevice = module.device  # type: ignore[assignment]
+        # its __local arrays: a launch past the device's local memory aborts some drivers (PoCL) instead of failing
+        self.local_bytes = _call("Module.kernel", self.cl_kernel.get_work_group_info,
+                                 _cl.kernel_work_group_info.LOCAL_MEM_SIZE, device.cl_device)
 
     def _reflect(self) -> tuple[Param, ...]:
         cl, k = _cl, self.cl_kernel
@@ -268,6 +281,13 @@ class OpenCLModule(api.Module):
     def _kernel_names(self) -> Sequence[str]:
         return [n for n in self.program.kernel_names.split(";") if n]
 
+    def _release(self) -> None:
+        """Drop the cl.Program and its kernels: pyopencl releases each with its last reference, and OpenCL keeps
+        what enqueued commands still use until they complete."""
+        for kernel in self._kernels.values():
+            kernel.cl_kernel = None  # type: ignore[attr-defined]
+        self.program = None
+
     def _make_kernel(self, name: str) -> OpenCLKernel:
         return OpenCLKernel(self, name)
 
@@ -277,7 +297,9 @@ class OpenCLDevice(api.Device):
         super().__init__(_device_info(cl_device, index))
         self.cl_device = cl_device
         self.context = _call("Backend.open_device", _cl.Context, [cl_device])
-        self._streams: list[OpenCLStream] = []
+        self._streams: weakref.WeakSet[OpenCLStream] = weakref.WeakSet()  # for synchronize; the lock guards it
+        # queues of streams dropped (their work may still run): Device.synchronize waits for them, then lets go
+        self._dropped_queues: collections.deque[Any] = collections.deque()
         self._lock = threading.Lock()
         self._default = self._create_stream()
         self._caps = self._probe_capabilities()
@@ -300,10 +322,22 @@ class OpenCLDevice(api.Device):
         return self._default
 
     def _create_stream(self) -> OpenCLStream:
+        if len(self._dropped_queues) > DROPPED_QUEUES_KEPT:
+            self._let_go_of_idle_queues()
         stream = OpenCLStream(self)
         with self._lock:
-            self._streams.append(stream)
+            self._streams.add(stream)
         return stream
+
+    def _let_go_of_idle_queues(self) -> None:
+        """Release the dropped streams' queues whose work has completed (a marker on each says)."""
+        complete = _cl.command_execution_status.COMPLETE
+        for _ in range(len(self._dropped_queues)):
+            queue = self._dropped_queues.popleft()
+            marker = _call("Device.create_stream", _cl.enqueue_marker, queue)
+            queue.flush()
+            if _call("Device.create_stream", lambda: marker.command_execution_status) > complete:
+                self._dropped_queues.append(queue)  # still running: kept for Device.synchronize
 
     def _alloc(self, nbytes: int) -> OpenCLBuffer:
         mem = _call("Device.alloc", _cl.Buffer, self.context, _cl.mem_flags.READ_WRITE, nbytes)
@@ -323,15 +357,23 @@ class OpenCLDevice(api.Device):
     def _synchronize(self, timeout: float | None) -> None:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            streams = list(self._streams)
-        for stream in streams:
+            queues = [stream.queue for stream in self._streams]
+        dropped = list(self._dropped_queues)
+        for queue in queues + dropped:
             left = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
+            marker = _call("Device.synchronize", _cl.enqueue_marker, queue)
+            queue.flush()
             try:
-                stream._synchronize(left)
+                _wait_for("Device.synchronize", marker, left)
             except Timeout:
                 raise Timeout("Device.synchronize", timeout) from None
+        for queue in dropped:  # their work is done: let them go
+            with contextlib.suppress(ValueError):  # another thread's create_stream let go of it first
+                self._dropped_queues.remove(queue)
 
     def _close(self) -> None:
-        for stream in self._streams:
-            stream.queue.finish()
-        self._streams.clear()
+        with self._lock:
+            queues = [stream.queue for stream in self._streams]
+        for queue in queues + list(self._dropped_queues):
+            queue.finish()
+        self._dropped_queues.clear()
