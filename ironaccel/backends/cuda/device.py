@@ -208,6 +208,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
 
     def _create_stream(self) -> CudaStream:
         self._make_current()
+        self._staging.destroy_dropped()
         cu = self._cu
         stream = self._stream_class(self, calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), owned=True)
         with self._streams_lock:
@@ -295,6 +296,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         """Without a timeout one cuCtxSynchronize; with one, every stream of this Device polled until its work
         is done (there is no context query)."""
         self._make_current()
+        self._staging.destroy_dropped()
         streams = [self._default, *self._created_streams()]  # held, so none is destroyed while it is waited for
         marks = [stream._hold_mark() for stream in streams]
         if timeout is None:
