@@ -351,13 +351,14 @@ class Graph(abc.ABC):
     value; buffers by reference: a replay reads and writes their contents as they are then). Nothing runs
     while capturing. Host copies, event records and waits are rejected during a capture: a replay cannot
     give them their one-shot meaning (``copy_htod``'s source is reusable on return, an Event marks one
-    point), and so is launching a graph (graphs do not nest). The buffers a graph uses stay referenced by
-    it; ``launch`` raises UseAfterFree if one was freed. ``close()`` (idempotent; a context manager closes
+    point), and so is launching a graph (graphs do not nest). The buffers and modules a graph uses stay
+    referenced by it; ``launch`` raises UseAfterFree if one was freed or closed. ``close()`` (idempotent; a context manager closes
     on exit) frees the graph; replays still pending finish first."""
 
     def __init__(self, device: Device):
         self._device = device
         self._buffers: dict[int, Buffer] = {}  # id -> a Buffer the captured work uses, as the caller passed it
+        self._modules: dict[int, Module] = {}  # id -> a Module whose kernels the captured work launches
         self._ready = False  # the capture has ended
         self._closed = False
 
@@ -385,6 +386,8 @@ class Graph(abc.ABC):
         for buf in self._buffers.values():
             if buf._freed:
                 raise UseAfterFree(op, f"a {buf.nbytes}-byte buffer the graph uses")
+        for module in self._modules.values():
+            module._check_open(op)
         self._launch(stream)
 
     def close(self) -> None:
@@ -393,6 +396,7 @@ class Graph(abc.ABC):
             if self._ready and not self._device._closed:  # closing the device freed it
                 self._release()
             self._buffers.clear()
+            self._modules.clear()
 
     def __enter__(self) -> Graph:
         return self
@@ -815,6 +819,7 @@ class Stream(abc.ABC):
             device._check_open("Stream.launch")
             if self._capturing is not None:
                 self._capturing._uses([args[i] for i in rule.buffers])  # type: ignore[misc]
+                self._capturing._modules[id(kernel.module)] = kernel.module
         self._launch_prepared(plan, rule.packing, checked)
 
     def _launch_prepared(self, plan: LaunchPlan, packing: Any, args: list[Buffer | np.generic]) -> None:
