@@ -994,6 +994,7 @@ static PyObject *stream_launch(PyObject *self, PyObject *const *args, Py_ssize_t
     PyObject *plan = NULL, *result = NULL;
     Resolved r = {NULL, {0}, NULL};
     CachedLaunch *c = cached_launch((KernelCore *)args[0], ((StreamCore *)self)->device, args[1], args[2], argv);
+    if (c != NULL && ((KernelCore *)args[0])->function_address == 0) c = NULL; /* its module was closed */
     int found = 1;
     long err;
     if (c != NULL) {
@@ -1680,7 +1681,7 @@ static PyObject *staged_htod(PyObject *stream, PyObject *dst, unsigned long long
     if (attr == NULL || (used = PyLong_AsLongLong(attr)) == -1) goto out;
     Py_SETREF(attr, GET(ring, segment));
     if (attr == NULL || (segment = PyLong_AsLongLong(attr)) == -1) goto out;
-    if ((users_list = GET(ring, users)) == NULL) goto out; /* per segment, the streams a fence is recorded on */
+    if ((users_list = GET(ring, users)) == NULL) goto out; /* per segment, the CUstream addresses to fence */
     PyObject *users = PyList_Check(users_list) && segment >= 0 && segment < PyList_GET_SIZE(users_list)
                           ? PyList_GET_ITEM(users_list, segment) : NULL; /* borrowed: users_list is held */
     if (users == NULL || !PyDict_Check(users)) {
@@ -1690,7 +1691,7 @@ static PyObject *staged_htod(PyObject *stream, PyObject *dst, unsigned long long
     /* StagingRing._reusable: the segment again from its start when this stream alone copied from it and is idle */
     int reused = 0;
     if (host.len >= reuse_bytes && used > 0 && PyDict_GET_SIZE(users) == 1) {
-        int mine = PyDict_Contains(users, stream);
+        int mine = PyDict_Contains(users, st->address);
         if (mine < 0) goto out;
         if (mine) {
             CUresult idle;
@@ -1710,7 +1711,7 @@ static PyObject *staged_htod(PyObject *stream, PyObject *dst, unsigned long long
     }
     Py_SETREF(attr, PyLong_FromLongLong(used + host.len));
     if (attr == NULL || PyObject_SetAttr(ring, str_used, attr)) goto out;
-    if (PyDict_SetItem(users, stream, Py_None)) goto out;
+    if (PyDict_SetItem(users, st->address, Py_None)) goto out;
     void *staged = (char *)(intptr_t)base + segment * segment_bytes + used;
     CUresult err;
     Py_BEGIN_ALLOW_THREADS

@@ -26,10 +26,7 @@ THREAD_BOUND = 2
 COUNTS = {"cuda/fake": (10_000, 10_000), "vulkan/lavapipe": (10_000, 10_000), "webgpu/lavapipe": (10_000, 2_000),
           "opengl/llvmpipe": (10_000, 2_000), "opencl/pocl": (10_000, 200)}
 #: how each target runs: the CUDA backend both through its compiled hot path and without it
-RUNS = [pytest.param("cuda/fake", {}, id="cuda/fake-compiled", marks=pytest.mark.xfail(strict=True, reason=(
-            "the compiled staged_htod (ironaccel/_fast.c) still keys the staging ring's users by the Stream object, "
-            "so every stream that did a small copy_htod stays alive with its fake thread; fixed when it keys them by "
-            "the stream's address, as staging.py does (issue 31, given to the _fast.c rework)"))),
+RUNS = [pytest.param("cuda/fake", {}, id="cuda/fake-compiled"),
         pytest.param("cuda/fake", {"IRONACCEL_PURE_PYTHON": "1"}, id="cuda/fake-pure-python"),
         *[pytest.param(name, {}, id=name) for name in sorted(COUNTS) if name != "cuda/fake"]]
 

@@ -135,7 +135,7 @@ class StagingRing:
         fresh bytes are cold in the cache, the reused ones hot: 64 KiB took 4.6 us into cold memory and 1.2 us
         into hot on one core here (asked from REUSE_BYTES on: for a smaller copy the query costs more)."""
         users = self._users[self._segment]
-        return len(users) == 1 and (stream._address in users or stream in users) and stream._idle()
+        return len(users) == 1 and stream._address in users and stream._idle()
 
     def _advance(self) -> None:
         """Allocate the ring on first use; later, move to the next segment (fencing this one, waiting for it)."""
@@ -153,8 +153,8 @@ class StagingRing:
         """Fence the segment's copies: an event on every stream that copied from it."""
         self._destroy_dropped()
         users = self._users[segment]
-        for user in users:  # the compiled staged_htod lists the Stream itself (_fast.c: to key by its address)
-            self._fence(segment, getattr(user, "_address", user))
+        for address in users:
+            self._fence(segment, address)
         users.clear()
 
     def _fence(self, segment: int, address: int) -> None:
