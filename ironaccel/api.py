@@ -352,8 +352,8 @@ class Graph(abc.ABC):
     while capturing. Host copies, event records and waits are rejected during a capture: a replay cannot
     give them their one-shot meaning (``copy_htod``'s source is reusable on return, an Event marks one
     point), and so is launching a graph (graphs do not nest). The buffers and modules a graph uses stay
-    referenced by it; ``launch`` raises UseAfterFree if one was freed or closed. ``close()`` (idempotent; a context manager closes
-    on exit) frees the graph; replays still pending finish first."""
+    referenced by it; ``launch`` raises UseAfterFree if one was freed or closed. ``close()`` (idempotent; a
+    context manager closes on exit) frees the graph; replays still pending finish first."""
 
     def __init__(self, device: Device):
         self._device = device
@@ -597,8 +597,8 @@ class Module(abc.ABC):
 
     ``close()`` (idempotent; a context manager closes on exit) releases the driver's module and the pipelines
     made from it, once the work already enqueued with them has completed; its kernels then raise UseAfterFree
-    naming the op (``Stream.launch``, ``Kernel.prepare``, ...). A Module dropped unclosed is released the same
-    way when it is collected, and closing the device releases every one."""
+    naming the op (``Stream.launch``, ``Kernel.prepare``, ...). A Module collected unclosed is released too
+    (by the device's next alloc, compile or synchronize at the latest), and closing the device releases all."""
 
     def __init__(self, device: Device, lang: str):
         self.device = device

@@ -91,12 +91,14 @@ class StagingRing:
     The ring is ``STAGING_SEGMENTS`` segments of ``STAGING_SEGMENT`` bytes. Copies take consecutive ranges of
     the current segment, so a small copy costs one host memcpy and one ``cuMemcpyHtoDAsync`` (the pinned
     bounce buffer) and records nothing. Leaving a segment records one event on each stream that used it;
-    entering a segment again first waits for those events. The ring knows its users by their CUstream's
-    address, not the Stream object, so it keeps no Stream alive; a Stream dropped while the ring still lists
-    it leaves its CUstream to the ring (``drop``), which fences it and destroys it at the next of its own
-    steps or the device's ``create_stream``, ``synchronize`` and ``close`` (``destroy_dropped``). A copy of ``REUSE_BYTES`` or more on the segment's
+    entering a segment again first waits for those events. A copy of ``REUSE_BYTES`` or more on the segment's
     only user, idle, fills the segment again from its start instead (its bytes still in the cache). A large copy is cut into segment-sized chunks,
-    each filled by ``CopyWorkers`` while the DMA of the previous one runs. Thread-safe: one lock."""
+    each filled by ``CopyWorkers`` while the DMA of the previous one runs. Thread-safe: one lock.
+
+    The ring knows its users by their CUstream's address, not the Stream object, so it keeps no Stream alive
+    (the compiled ``staged_htod`` too). A Stream collected while a segment lists it leaves its CUstream to
+    the ring (``drop``), which fences it and then destroys it at its next segment change or the device's
+    ``create_stream``, ``synchronize`` or ``close`` (``destroy_dropped``)."""
 
     def __init__(self, device: CudaDevice):
         self._dev = device
@@ -105,7 +107,7 @@ class StagingRing:
         self._ring: memoryview | None = None  # byte view of the pinned ring
         self._segment = 0  # the segment copies are taking bytes from
         self._used = 0  # bytes of it taken
-        self._users: list[dict[Any, None]] = [{} for _ in range(STAGING_SEGMENTS)]  # CUstream addresses
+        self._users: list[dict[int, None]] = [{} for _ in range(STAGING_SEGMENTS)]  # CUstream addresses
         self._dropped: collections.deque[Any] = collections.deque()  # CUstreams of dropped Streams (``drop``)
         self._fences: list[list[Any]] = [[] for _ in range(STAGING_SEGMENTS)]  # CUevents to wait for
         self._spare: list[Any] = []
