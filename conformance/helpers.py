@@ -7,7 +7,7 @@ import numpy as np
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
 __all__ = ["POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
-           "poisoned", "random_bytes", "read", "rng", "upload"]
+           "poisoned", "random_bytes", "read", "rng", "rss_bytes", "upload"]
 
 POISON = 0xA5
 
@@ -66,3 +66,11 @@ def assert_device_works(device, kernels) -> None:
     np.testing.assert_allclose(got, np.float32(3.0) * x + y, rtol=1e-6, atol=1e-6)
     bx.free()
     by.free()
+
+
+def rss_bytes() -> int:
+    """The process's resident memory (Linux: /proc/self/statm), where a CPU driver's device memory lives."""
+    import os
+
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")

@@ -97,7 +97,8 @@ def test_dtod_any_offsets(device, src, dst_offset, seed):
 
 @pytest.mark.clause("COPY-3", "ERR-1")
 @pytest.mark.parametrize("case", ["htod-past-end", "htod-negative", "dtoh-past-end", "dtod-src-past-end",
-                                  "dtod-dst-past-end", "dtod-negative-size"])
+                                  "dtod-dst-past-end", "dtod-negative-size", "htod-offset-near-2**63",
+                                  "dtoh-offset-near-2**63"])
 def test_out_of_range_is_invalid_and_copies_nothing(device, stream, case):
     buf = poisoned(device, stream, 64)
     other = poisoned(device, stream, 64)
@@ -108,6 +109,11 @@ def test_out_of_range_is_invalid_and_copies_nothing(device, stream, case):
         "dtod-src-past-end": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, 8, src_offset=60)),
         "dtod-dst-past-end": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, 8, dst_offset=57)),
         "dtod-negative-size": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, -8)),
+        # offset + size past a signed 64-bit sum (issue 31): a check in 64-bit arithmetic must not wrap
+        "htod-offset-near-2**63": ("Stream.copy_htod",
+                                   lambda: stream.copy_htod(buf, np.ones(16, np.uint8), dst_offset=2**63 - 8)),
+        "dtoh-offset-near-2**63": ("Stream.copy_dtoh",
+                                   lambda: stream.copy_dtoh(np.ones(16, np.uint8), buf, src_offset=2**63 - 8)),
     }
     op, call = calls[case]
     with pytest.raises(ia.InvalidArgument, match=op.replace(".", r"\.")):

@@ -441,3 +441,18 @@ def test_each_launch_uses_its_own_arguments(device, stream, kernels, via):
             else:
                 k.prepare(1, block)(stream, *same)
         assert (read(stream, a, np.uint32, count=64) == 9).all(), "a launch ran with the block of the launch before"
+
+
+@pytest.mark.clause("KERNEL-19", "ERR-1", "ERR-2")
+def test_a_source_that_is_not_utf8_is_an_invalid_argument(device, kernels):
+    """A lone surrogate cannot be encoded as UTF-8: every text language says so naming Device.compile, before
+    any compiler sees the source (no garbage log, no stale driver error), and the device still works."""
+    text = [lang for lang in device.languages if lang not in ia.api.BINARY_LANGUAGES]
+    assert text, "a device compiles at least one text language"
+    for lang in text:
+        with pytest.raises(ia.InvalidArgument) as info:
+            device.compile("// \udc80 not UTF-8\n" + BROKEN.get(lang, "x"), lang)
+        assert type(info.value) is ia.InvalidArgument, f"{lang}: {info.value!r}"
+        assert info.value.op == "Device.compile" and "UTF-8" in str(info.value), f"{lang}: {info.value}"
+    assert device.diagnostics() == []
+    assert_device_works(device, kernels)

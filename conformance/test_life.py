@@ -10,7 +10,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import RunningWork, assert_device_works, ceil_div, lcg, read, rng
+from .helpers import RunningWork, assert_device_works, ceil_div, lcg, read, rng, rss_bytes
 
 
 @pytest.mark.clause("LIFE-1")
@@ -159,4 +159,88 @@ def test_free_while_queued_work_still_reads_the_buffer(device, stream, kernels, 
         work.check(stream)
     finally:
         work.free()
+
+
+@pytest.mark.clause("LIFE-6", "ERR-1")
+def test_a_closed_modules_queued_launches_run_and_its_kernels_raise(device, stream, kernels, target):
+    n = 1 << 16
+    grid = ceil_div(n, 64)
+    kernel = target.compile_kernel(device, "fill_u32")
+    module = kernel.module
+    plan = kernel.prepare(grid, 64)
+    out = [device.alloc(4 * n) for _ in range(3)]
+    work = RunningWork(device, stream, kernels)
+    try:
+        work.enqueue(stream)  # the launches below stay queued behind it while the module closes
+        for i, buf in enumerate(out):
+            stream.launch(kernel, grid, 64, (buf, np.uint32(i + 1), np.uint32(n)))
+        module.close()
+        module.close()
+        assert module.closed
+        for i, buf in enumerate(out):
+            assert (read(stream, buf, np.uint32) == i + 1).all(), "a launch queued before Module.close() was lost"
+        for op, call in (("Stream.launch", lambda: stream.launch(kernel, grid, 64, (out[0], np.uint32(9), np.uint32(n)))),
+                         ("Stream.launch", lambda: plan(stream, out[0], np.uint32(9), np.uint32(n))),
+                         ("Kernel.prepare", lambda: kernel.prepare(grid, 64)),
+                         ("Module.kernel", lambda: module.kernel(kernel.name))):
+            with pytest.raises(ia.UseAfterFree, match=rf"^{op.replace('.', '[.]')}: "):
+                call()
+        assert (read(stream, out[0], np.uint32) == 1).all(), "a kernel of a closed module ran"
+        with target.compile_kernel(device, "fill_u32").module as other:
+            stream.launch(other.kernel(kernel.name), grid, 64, (out[1], np.uint32(7), np.uint32(n)))
+        assert other.closed and (read(stream, out[1], np.uint32) == 7).all()
+        if device.supports("graphs"):
+            captured = target.compile_kernel(device, "fill_u32")
+            with stream.capture() as graph:
+                stream.launch(captured, grid, 64, (out[2], np.uint32(5), np.uint32(n)))
+            captured.module.close()
+            with pytest.raises(ia.UseAfterFree, match=r"^Graph[.]launch: "):
+                graph.launch(stream)
+            graph.close()
+            assert (read(stream, out[2], np.uint32) == 3).all(), "a graph launched a closed module's kernel"
+    finally:
+        work.free()
+        for buf in out:
+            buf.free()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-7")
+def test_dropped_buffers_give_their_memory_back(device, stream, kernels, target):
+    work = RunningWork(device, stream, kernels)
+    try:
+        doomed = device.alloc(4 * work.n)
+        work.enqueue(stream, doomed)
+        del doomed  # dropped while the kernels still write it
+        gc.collect()
+        others = [device.alloc(4 * work.n) for _ in range(4)]
+        for i, b in enumerate(others):
+            stream.fill(b, 0x50 + i)
+        device.synchronize()
+        for i, b in enumerate(others):
+            assert (read(stream, b) == 0x50 + i).all(), "memory of a dropped buffer was reused while a kernel wrote it"
+            b.free()
+    finally:
+        work.free()
+    info = device.info
+    if target.memory_kind == "device":  # the driver counts its memory: more than it holds, allocated and dropped
+        size = min(info.limits.max_alloc, max(info.memory // 8, 1))
+        rounds, touched = 2 * info.memory // size + 2, 4096
+    else:  # a CPU driver's memory is the process's: filled (so it is really taken) and measured
+        size, rounds = min(info.limits.max_alloc, 16 << 20), 32  # 512 MiB: a slow CPU driver fills it in time
+        touched = size
+    before = rss_bytes()
+    for i in range(rounds):
+        buf = device.alloc(size)
+        stream.fill(buf, i & 0xFF, nbytes=touched)
+        del buf
+        if i % 4 == 3 or touched < size:  # memory comes back once the work enqueued with it has completed
+            stream.synchronize()
+            gc.collect()
+    device.synchronize()
+    gc.collect()
+    device.synchronize()
+    if target.memory_kind != "device":
+        grown = rss_bytes() - before
+        assert grown < rounds * size // 3, f"{rounds} dropped {size >> 20} MiB buffers grew the process by {grown >> 20} MiB"
     assert_device_works(device, kernels)

@@ -172,6 +172,16 @@ def _host_bytes(op: str, obj: object, *, writable: bool) -> np.ndarray:
     return np.frombuffer(view, dtype=np.uint8)
 
 
+def _check_utf8(op: str, lang: str, source: str) -> None:
+    """Kernel source text reaches every compiler as UTF-8: text that has no UTF-8 form (a lone surrogate, as
+    ``surrogateescape`` decoding leaves) is refused here, once for every backend, before a driver sees it."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(op, f"{lang} source cannot be encoded as UTF-8: {exc.reason} at character "
+                                  f"{exc.start} ({source[exc.start:exc.end]!r})") from None
+
+
 def _check_timeout(op: str, value: object) -> float | None:
     """Seconds > 0; infinity means no limit (None), as backends wait without one."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) or not value > 0:
@@ -341,13 +351,14 @@ class Graph(abc.ABC):
     value; buffers by reference: a replay reads and writes their contents as they are then). Nothing runs
     while capturing. Host copies, event records and waits are rejected during a capture: a replay cannot
     give them their one-shot meaning (``copy_htod``'s source is reusable on return, an Event marks one
-    point), and so is launching a graph (graphs do not nest). The buffers a graph uses stay referenced by
-    it; ``launch`` raises UseAfterFree if one was freed. ``close()`` (idempotent; a context manager closes
-    on exit) frees the graph; replays still pending finish first."""
+    point), and so is launching a graph (graphs do not nest). The buffers and modules a graph uses stay
+    referenced by it; ``launch`` raises UseAfterFree if one was freed or closed. ``close()`` (idempotent; a
+    context manager closes on exit) frees the graph; replays still pending finish first."""
 
     def __init__(self, device: Device):
         self._device = device
         self._buffers: dict[int, Buffer] = {}  # id -> a Buffer the captured work uses, as the caller passed it
+        self._modules: dict[int, Module] = {}  # id -> a Module whose kernels the captured work launches
         self._ready = False  # the capture has ended
         self._closed = False
 
@@ -375,6 +386,8 @@ class Graph(abc.ABC):
         for buf in self._buffers.values():
             if buf._freed:
                 raise UseAfterFree(op, f"a {buf.nbytes}-byte buffer the graph uses")
+        for module in self._modules.values():
+            module._check_open(op)
         self._launch(stream)
 
     def close(self) -> None:
@@ -383,6 +396,7 @@ class Graph(abc.ABC):
             if self._ready and not self._device._closed:  # closing the device freed it
                 self._release()
             self._buffers.clear()
+            self._modules.clear()
 
     def __enter__(self) -> Graph:
         return self
@@ -481,7 +495,7 @@ class Kernel:
     def prepare(self, grid: object, block: object) -> LaunchPlan:
         """Check ``grid`` and ``block`` against the device limits once; the plan launches with arguments."""
         device = self.module.device
-        device._check_open("Kernel.prepare")
+        self.module._check_open("Kernel.prepare")
         g, b = _launch_dims("Kernel.prepare", device.info.limits, grid, block)
         return LaunchPlan(self, g, b)
 
@@ -499,8 +513,10 @@ class Kernel:
         return plan
 
     def _arg_rule(self, types: tuple[type, ...]) -> ArgRule:
-        """Check one sequence of argument types once; its rule, cached for the next launches."""
+        """Check one sequence of argument types once; its rule, cached for the next launches (a closed module
+        leaves none cached: every launch of its kernels comes here, and raises)."""
         op = "Stream.launch"
+        self.module._check_open(op)
         device = self.module.device
         buffers = []
         for i, t in enumerate(types):
@@ -526,7 +542,7 @@ class Kernel:
     @property
     def native(self) -> Any:
         """The backend's own handle of this kernel (CUDA: the CUfunction), for interop and raw-driver floors."""
-        self.module.device._check_open("Kernel.native")
+        self.module._check_open("Kernel.native")
         return self._native()
 
     def _native(self) -> Any:
@@ -577,18 +593,54 @@ class Kernel:
 
 
 class Module(abc.ABC):
-    """Compiled kernel code; ``kernel(name)`` looks up an entry point."""
+    """Compiled kernel code; ``kernel(name)`` looks up an entry point.
+
+    ``close()`` (idempotent; a context manager closes on exit) releases the driver's module and the pipelines
+    made from it, once the work already enqueued with them has completed; its kernels then raise UseAfterFree
+    naming the op (``Stream.launch``, ``Kernel.prepare``, ...). A Module collected unclosed is released too
+    (by the device's next alloc, compile or synchronize at the latest), and closing the device releases all."""
 
     def __init__(self, device: Device, lang: str):
         self.device = device
         self.lang = lang
         self._kernels: dict[str, Kernel] = {}
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for kernel in self._kernels.values():  # a launch finds no cached plan or rule: the first one checks
+            kernel._plans.clear()
+            kernel._arg_rules.clear()
+        if not self.device._closed:  # closing the device released it
+            self._release()
+        self._kernels.clear()
+
+    def _check_open(self, op: str) -> None:
+        self.device._check_open(op)
+        if self._closed:
+            raise UseAfterFree(op, f"a {self.lang} module", "closed")
+
+    @abc.abstractmethod
+    def _release(self) -> None:
+        """Give the driver's module and pipelines back once the work enqueued with them has completed."""
+
+    def __enter__(self) -> Module:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def kernel(self, name: str) -> Kernel:
         op = "Module.kernel"
         if not isinstance(name, str):
             raise InvalidArgument(op, f"kernel name must be a str, got {type(name).__name__}")
-        self.device._check_open(op)
+        self._check_open(op)
         if name not in self._kernels:
             names = self._kernel_names()
             if name not in names:
@@ -767,6 +819,7 @@ class Stream(abc.ABC):
             device._check_open("Stream.launch")
             if self._capturing is not None:
                 self._capturing._uses([args[i] for i in rule.buffers])  # type: ignore[misc]
+                self._capturing._modules[id(kernel.module)] = kernel.module
         self._launch_prepared(plan, rule.packing, checked)
 
     def _launch_prepared(self, plan: LaunchPlan, packing: Any, args: list[Buffer | np.generic]) -> None:
@@ -884,6 +937,8 @@ class Device(abc.ABC):
                 raise InvalidArgument(op, f"{lang} source is a binary image and must be bytes")
         elif not isinstance(source, str):
             raise InvalidArgument(op, f"{lang} source must be str")
+        else:
+            _check_utf8(op, lang, source)
         if isinstance(options, (str, bytes)) or not isinstance(options, (tuple, list)) \
                 or not all(isinstance(o, str) for o in options):
             raise InvalidArgument(op, f"options must be a list or tuple of str, got {options!r}")

@@ -14,6 +14,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -388,13 +389,100 @@ def test_a_run_with_tests_left_not_run_is_not_ok():
     assert certify.TargetRun("x/y", Path("x.json"), "ok", {"pass": 3, "not-supported": 1, "flaky": 1}).ok
 
 
+#: target -> (device name, vendor, DeviceInfo.driver, simulated, the driver library a run of it loads)
+SEEN = {
+    "cuda/fake": ("ironaccel fake GPU", "ironaccel (simulated NVIDIA GPU)", "ironaccel fake libcuda", True,
+                  "/root/.cache/ironaccel/fakecuda/27c4d8a8/libcuda.so.1"),
+    "cuda/nvidia": ("NVIDIA H200", "NVIDIA", "NVIDIA", False, "/usr/lib/x86_64-linux-gnu/libcuda.so.570.86.15"),
+    "vulkan/lavapipe": ("llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa", "llvmpipe", True,
+                        "/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so"),
+    "vulkan/nvidia": ("NVIDIA H200", "NVIDIA", "NVIDIA", False, "/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.570.86.15"),
+    "opengl/llvmpipe": ("llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa", "llvmpipe", True,
+                        "/usr/lib/x86_64-linux-gnu/dri/swrast_dri.so"),
+    "opengl/nvidia": ("NVIDIA H200/PCIe/SSE2", "NVIDIA Corporation", "NVIDIA", False,
+                      "/usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.570.86.15"),
+}
+SEEN["webgpu/lavapipe"], SEEN["webgpu/nvidia"] = SEEN["vulkan/lavapipe"], SEEN["vulkan/nvidia"]
+
+
 def passing_doc(target: str) -> dict:
-    """A current, finished run in which every required clause of SPEC.md passes."""
+    """A current, finished run in which every required clause of SPEC.md passes, with the device and driver
+    evidence a run of ``target`` records (``SEEN``; none for other targets)."""
+    from ironaccel.api import DeviceInfo, Limits
+
     required = [cid for cid, c in spec.load_clauses().items() if c.required]
     tests = [{"id": f"test_x.py::test_{cid}", "clauses": [cid], "outcome": "pass", "duration": 0.0, "message": ""}
              for cid in required]
+    device = evidence = None
+    if target in SEEN:
+        name, vendor, driver, simulated, library = SEEN[target]
+        device = DeviceInfo(target.split("/")[0], 0, name, vendor, driver, "1.0", simulated, 0,
+                            Limits(0, 0, (0, 0, 0), (0, 0, 0), 0))
+        evidence = {"driver": driver, "simulated": simulated, "libraries": [{"path": library, "sha256": "0" * 64}]}
     return results.document(targets.get(target), spec.current([target]).parts(target), "2026-11-30T04:30:00Z",
-                            "ok", "", tests)
+                            "ok", "", tests, device, evidence=evidence)
+
+
+def relabel(doc: dict, target: str, **evidence) -> dict:
+    """``doc`` renamed to ``target`` and claiming hardware, its device and driver evidence left as recorded
+    (but for ``evidence``'s fields): issue 31's forgery."""
+    forged = json.loads(json.dumps(doc))
+    backend, driver = target.split("/")
+    forged["target"].update(name=target, backend=backend, driver=driver, simulated=False)
+    forged["target"]["evidence"].update(evidence)
+    forged["suite"]["parts"] = spec.current([target]).parts(target)
+    forged["suite"]["hash"] = forged["suite"]["parts"]["suite"]
+    return forged
+
+
+FORGERIES = [(sim, hw, edit) for sim, hw in (("cuda/fake", "cuda/nvidia"), ("vulkan/lavapipe", "vulkan/nvidia"),
+                                            ("webgpu/lavapipe", "webgpu/nvidia"), ("opengl/llvmpipe", "opengl/nvidia"))
+             for edit in ({}, {"simulated": False}, {"simulated": False, "driver": "NVIDIA"})]
+
+
+@pytest.mark.parametrize("simulated, hardware, edit", FORGERIES)
+def test_a_relabelled_simulated_run_is_tampered_and_never_hardware(tmp_path, capsys, simulated, hardware, edit):
+    """Issue 31 finding 2: a simulated run's file renamed to a hardware target with ``simulated: false`` (and
+    its evidence's own flags flipped too) neither certifies nor verifies as hardware, nor makes production."""
+    from ironaccel import judge, status
+
+    genuine = tmp_path / results.file_name(simulated)
+    results.dump(passing_doc(simulated), genuine)
+    forged = tmp_path / results.file_name(hardware)
+    results.dump(relabel(results.load(genuine), hardware, **edit), forged)
+    cert = json.loads(certify.write_certificate(forged).read_text())
+    assert cert["proves"] != "hardware"
+    assert main(["certify", "--verify", str(results.sibling(forged, certify.CERTIFICATE_SUFFIX))]) \
+        == certify.VERIFY_TAMPERED
+    assert "claims hardware, but" in capsys.readouterr().err
+    text = status.render(status.load_results(tmp_path), spec.load_clauses(), status.registry_infos(),
+                         spec.current(), targets.TARGETS, judge.definitions())
+    assert f"| **{hardware.split('/')[0]}** | simulated |" in text
+    assert f"| {hardware} | simulated (its file claims hardware, tampered: " in text
+
+
+@pytest.mark.parametrize("hardware", ["cuda/nvidia", "vulkan/nvidia", "webgpu/nvidia", "opengl/nvidia"])
+def test_a_hardware_run_with_its_evidence_is_hardware(tmp_path, capsys, hardware):
+    path = tmp_path / results.file_name(hardware)
+    results.dump(passing_doc(hardware), path)
+    assert json.loads(certify.write_certificate(path).read_text())["proves"] == "hardware"
+    assert main(["certify", "--verify", str(results.sibling(path, certify.CERTIFICATE_SUFFIX))]) \
+        == certify.VERIFY_VALID
+    doc = results.load(path)
+    del doc["target"]["evidence"]  # a file from before the evidence: proves no hardware, but is not tampered
+    results.dump(doc, path)
+    assert json.loads(certify.write_certificate(path).read_text())["proves"] == "simulated"
+    assert main(["certify", "--verify", str(results.sibling(path, certify.CERTIFICATE_SUFFIX))]) \
+        == certify.VERIFY_VALID
+
+
+def test_a_run_records_its_driver_library(monkeypatch):
+    """The results writer's evidence: the mapped libraries that are the backend's drivers, with their hashes."""
+    lib = next(p for p in results.loaded_libraries() if "libpython" in p or "/lib-dynload/" in p or "libc.so" in p)
+    evidence = results.driver_evidence(SimpleNamespace(driver="x", simulated=False), [r"libc\.so|libpython|lib-dynload"])
+    assert evidence["driver"] == "x" and evidence["simulated"] is False
+    assert lib in [e["path"] for e in evidence["libraries"]]
+    assert all(len(e["sha256"]) == 64 for e in evidence["libraries"])
 
 
 def test_certificates_and_status_say_the_same_thing(tmp_path):

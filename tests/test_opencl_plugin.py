@@ -122,3 +122,61 @@ def test_a_round_trip_on_pocl_through_the_registry(opencl):
         assert "undefined_thing" in err.value.log
     finally:
         dev.close()
+
+
+def _pocl_device():
+    pytest.importorskip("pyopencl", reason="the OpenCL backend runs on pyopencl: pip install pyopencl")
+    target = targets.get("opencl/pocl")
+    why = target.missing()
+    if why is not None:
+        pytest.skip(f"opencl/pocl cannot run here: {why}")
+    return next(d for d in (get("opencl").open_device(i) for i in range(get("opencl").device_count()))
+                if target.matches(d.info))
+
+
+def test_a_kernel_past_the_local_memory_limit_is_refused_before_launch(opencl):
+    """Issue 31 finding 8: PoCL aborts the process (an assertion) on a launch whose __local arrays exceed the
+    device's local memory; the launch is refused naming Stream.launch instead, and nothing is enqueued."""
+    dev = _pocl_device()
+    try:
+        words = dev.info.limits.max_shared_memory // 4 + 1024
+        src = (f"__kernel void big(__global float *out) {{ __local float tmp[{words}]; "
+               "tmp[get_local_id(0)] = 1.0f; barrier(CLK_LOCAL_MEM_FENCE); out[get_global_id(0)] = tmp[0]; }")
+        big = dev.compile(src, "opencl").kernel("big")
+        s = dev.create_stream()
+        with dev.alloc(4096) as out:
+            with pytest.raises(InvalidArgument, match=r"Stream\.launch: kernel big declares \d+ bytes of __local"):
+                s.launch(big, 1, 32, (out,))
+            s.synchronize(timeout=30)
+    finally:
+        dev.close()
+
+
+def test_dropped_streams_and_their_queues_are_let_go(opencl):
+    """Issue 31 finding 5: the device keeps no dropped stream, and a dropped stream's queue only until its
+    work is done (LIFE-3: a copy_dtoh of a dropped stream still lands by Device.synchronize)."""
+    import gc
+    import weakref
+
+    dev = _pocl_device()
+    try:
+        with dev.alloc(64) as buf:
+            dev.default_stream.fill(buf, 7)
+            host = np.zeros(64, np.uint8)
+            s = dev.create_stream()
+            s.copy_dtoh(host, buf)
+            ref = weakref.ref(s)
+            del s
+            gc.collect()
+            assert ref() is None, "the device keeps a dropped stream"
+            dev.synchronize(timeout=30)
+            assert (host == 7).all()
+            assert not dev._dropped_queues, "a dropped stream's queue outlived its work"
+            for _ in range(200):
+                dev.create_stream().fill(buf, 1)
+            gc.collect()
+            assert len(dev._streams) == 1, "the device keeps dropped streams"  # the default stream
+            dev.synchronize(timeout=30)
+            assert not dev._dropped_queues
+    finally:
+        dev.close()

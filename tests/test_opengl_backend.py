@@ -437,3 +437,18 @@ def test_an_idle_synchronize_makes_no_round_trip_to_the_gl_thread(device, stream
         stream.synchronize()
         assert device.thread.jobs >= jobs + 2  # the fill, the fence (its discard is a release: not counted)
         assert (read(stream, buf, np.uint8) == 3).all()
+
+
+def test_a_glsl_compile_has_a_time_limit(device, monkeypatch):
+    """The GL compiler runs in this process and cannot be stopped: a source's macros are expanded by
+    glslangValidator first, in time (issue 31 finding 8)."""
+    from ironaccel import glslang
+    from test_vulkan_backend import macro_bomb
+
+    if glslang.tool() is None:
+        pytest.skip("no glslangValidator: the GL compiler runs without a time limit")
+    monkeypatch.setattr(glslang, "COMPILE_TIME_LIMIT_S", 2.0)
+    started = time.monotonic()
+    with pytest.raises(ia.CompileError, match="ran past 2 s and was stopped"):
+        device.compile(macro_bomb("#version 430"), "glsl430")
+    assert time.monotonic() - started < 20

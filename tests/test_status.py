@@ -19,6 +19,7 @@ from ironaccel.cts import judge, results, spec, status
 from ironaccel.api import BackendInfo
 from ironaccel.backends import BUILTIN
 from ironaccel.cts.targets import Target, standard
+from test_certify import SEEN, passing_doc
 
 GOLDEN = Path(__file__).parent / "golden" / "status"
 REPO = Path(__file__).resolve().parent.parent
@@ -140,10 +141,14 @@ def _doc(target: str, simulated: bool, outcome: str = "pass", suite: str = CURRE
     tests = [{"id": f"t::{cid}", "clauses": [cid], "outcome": outcome, "duration": 0.0, "message": ""}
              for cid in ("DEV-1", "MEM-1", "MEM-2", "KERNEL-1")]
     backend, driver = target.split("/")
-    return {"schema": 1, "suite": {"version": "0", "hash": suite},
-            "target": {"name": target, "backend": backend, "driver": driver, "simulated": simulated},
-            "started": "", "finished": "", "run": {"status": "ok", "message": ""}, "tests": tests,
-            "summary": results.summarize(tests)}
+    doc = {"schema": 1, "suite": {"version": "0", "hash": suite},
+           "target": {"name": target, "backend": backend, "driver": driver, "simulated": simulated},
+           "started": "", "finished": "", "run": {"status": "ok", "message": ""}, "tests": tests,
+           "summary": results.summarize(tests)}
+    if target in SEEN:  # the device and driver evidence a run of it records
+        doc["target"].update({k: v for k, v in passing_doc(target)["target"].items()
+                              if k in ("device", "vendor", "evidence")})
+    return doc
 
 
 def test_passes_on_the_fake_never_count_as_hardware(clauses):
@@ -208,7 +213,7 @@ def test_an_unregistered_target_never_counts_as_hardware(clauses):
     relabelled = _doc("cuda/h100", simulated=False)  # a fake's results claiming a hardware target
     text = render([relabelled, _doc("cuda/fake", True)], clauses, [BackendInfo("cuda", True)])
     assert levels(text)["cuda"] == "simulated"
-    assert "| cuda/h100 | simulated (its file claims hardware; the target registry does not know it) |" in text
+    assert "| cuda/h100 | simulated (its file claims hardware, the target registry does not know it) |" in text
     assert levels(render([relabelled], clauses, [BackendInfo("cuda", True)]))["cuda"] == "simulated"
 
 

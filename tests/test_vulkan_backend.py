@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import sys
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -763,3 +764,19 @@ def test_a_closed_graph_is_released_once_its_replays_complete(device, stream):
     assert device._graphs == {left_open._resources}
     slow.free()
     buf.free()
+
+
+def macro_bomb(version: str) -> str:
+    """GLSL whose macros expand to 2**40 tokens: a front end runs for hours (issue 31 finding 8)."""
+    defines = "\n".join(f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, 41))
+    return f"{version}\n#define A0 x+\n{defines}\nvoid main() {{ int x = 0; x = A40 1; }}\n"
+
+
+def test_a_glsl_compile_has_a_time_limit(device, monkeypatch):
+    from ironaccel import glslang
+
+    monkeypatch.setattr(glslang, "COMPILE_TIME_LIMIT_S", 2.0)
+    started = time.monotonic()
+    with pytest.raises(ia.CompileError, match="ran past 2 s and was stopped"):
+        device.compile(macro_bomb("#version 450\nlayout(local_size_x = 1) in;"), "glsl")
+    assert time.monotonic() - started < 20

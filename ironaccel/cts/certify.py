@@ -262,7 +262,7 @@ def _go_on_with(out: Path, part: dict[str, Any]) -> None:
     doc.update(tests=sorted(tests.values(), key=lambda t: t["id"]), finished=part["finished"], run=part["run"])
     doc["summary"] = results.summarize(doc["tests"])
     if not doc["target"]["device"]:
-        doc["target"].update({k: part["target"][k] for k in ("driver_version", "device", "vendor", "simulated")})
+        doc["target"].update({k: part["target"][k] for k in results.DEVICE_FIELDS if k in part["target"]})
     results.dump(doc, out)
 
 
@@ -433,7 +433,7 @@ def merge_shard_runs(target: str, runs: list[TargetRun], results_dir: Path) -> T
     device = next((d["target"] for d in docs if d["target"]["device"]), None)
     for doc in docs:
         if device and not doc["target"]["device"]:
-            doc["target"].update({k: device[k] for k in ("driver_version", "device", "vendor", "simulated")})
+            doc["target"].update({k: device[k] for k in results.DEVICE_FIELDS if k in device})
     try:
         merged = results.merge(docs, [str(r.results_file) for r in runs])
     except ValueError as exc:  # e.g. the suite changed between the shards' starts: no results file is right
@@ -643,8 +643,8 @@ def write_certificate(results_file: Path) -> Path:
 
 
 def verify(cert_path: Path) -> tuple[int, str]:
-    """(exit code, why): VERIFY_VALID; VERIFY_TAMPERED (the results file is missing or changed, or the
-    certificate says what its results file does not); VERIFY_STALE (the suite changed since). The
+    """(exit code, why): VERIFY_VALID; VERIFY_TAMPERED (the results file is missing or changed, its hardware
+    claim is contradicted (``judge.hardware``), or the certificate says what its results file does not); VERIFY_STALE (the suite changed since). The
     certificate is checked against its results file first, so a certificate edited together with its
     suite hash is tampered, not stale. ValueError (one line) for a file that is not a readable certificate."""
     cert = results.read_json(cert_path)
@@ -659,6 +659,9 @@ def verify(cert_path: Path) -> tuple[int, str]:
         return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
     if sha256_file(results_file) != recorded_sha:
         return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
+    _, contradiction = judge.hardware(results.load(results_file), targets.TARGETS)
+    if contradiction:
+        return VERIFY_TAMPERED, f"tampered: {results_file.name} claims hardware, but {contradiction}"
     if cert.get("certificate") != CERTIFICATE_SCHEMA:
         return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
                               f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")

@@ -9,9 +9,12 @@ the words are defined once, in SPEC.md's certification section (``definitions``)
   a backend's level (``backend_level``: STATUS.md) combines what its targets prove. Certification is per
   target, never pieced together clause by clause from several targets: one run must pass the whole
   required spec.
-* Results at another suite hash are stale and never count toward a level. A target is hardware only when
-  the target registry has it as a hardware target and its results file does not say simulated: a target
-  the registry does not know, or passes on the fake libcuda, never count as hardware whatever a file claims.
+* Results at another suite hash are stale and never count toward a level. A run is hardware only on the
+  evidence it recorded of its device and driver (``hardware``), never on the file's ``simulated`` field: the
+  registry has the target as hardware, the device (name, vendor, driver, its own simulated flag) is that
+  target's and no simulated target's, and the run loaded that driver's library and no simulated driver's. A
+  hardware claim that evidence or the registry contradicts is tampered (``certify --verify``) and simulated
+  here; a target the registry does not know, or a file without evidence, is simply not hardware.
 * Stale means: the suite, the target's backend, its driver's sources (the fake) or its expectations file
   changed since the run (``stale_parts``); another backend's change leaves a run current. A run whose loaded
   C builds (the compiled extension, the fake libcuda: ``builds``, as they reported themselves) are not builds
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from . import spec
-from ..api import BackendInfo
+from ..api import BackendInfo, DeviceInfo, Limits
 from .results import Outcome, RunStatus
 from .spec import Clause, Current
 from .targets import Target
@@ -57,6 +60,7 @@ class Run:
     stale: tuple[str, ...]  # what changed since it ran (``stale_parts``); empty when current
     # simulated: the judge's view (``runs``); the file's own claim is doc["target"]["simulated"]
     superseded: bool = False  # another results file of the same target is the one that counts
+    contradiction: str = ""  # why its hardware claim is false (``hardware``): the file is tampered
 
     @property
     def name(self) -> str:
@@ -139,15 +143,43 @@ def stale_parts(doc: dict[str, Any], current: Current) -> tuple[str, ...]:
     return tuple(out)
 
 
+def hardware(doc: dict[str, Any], targets: Mapping[str, Target]) -> tuple[bool, str]:
+    """(is the run hardware, the contradiction in its claim or ""), decided from the device and driver
+    evidence the run recorded (``results.driver_evidence``) against the target registry; see the module
+    docstring. A contradiction: the file claims hardware (``simulated`` false) for a target registered as
+    simulated, or its evidence shows a simulated device or driver."""
+    t = doc["target"]
+    known, evidence = targets.get(t["name"]), t.get("evidence")
+    if known is None:
+        return False, ""
+    if known.simulated:
+        return False, "" if t["simulated"] else f"it claims hardware, but the registry has {known.name} as simulated"
+    if t["simulated"] or evidence is None:  # a claim of less is never tampered; a file from before evidence proves none
+        return False, ""
+    info = DeviceInfo(t["backend"], 0, t.get("device", ""), t.get("vendor", ""), evidence["driver"],
+                      t.get("driver_version", ""), evidence["simulated"], 0, Limits(0, 0, (0, 0, 0), (0, 0, 0), 0))
+    paths = [lib["path"] for lib in evidence["libraries"]]
+    simulated_kin = [o for o in targets.values() if o.backend == known.backend and o.simulated]
+    why = []
+    if evidence["simulated"]:
+        why.append("its device reported itself simulated")
+    if not known.matches(info):
+        why.append(f"its device {info.name!r} ({info.vendor}, driver {info.driver!r}) is not a {known.name} device")
+    why += [f"its device is a {o.name} device" for o in simulated_kin if o.matches(info)]
+    why += [f"it loaded {path}, the {o.name} driver" for o in simulated_kin if (path := o.library_loaded(paths))]
+    if known.library_loaded(paths) is None:
+        why.append(f"it loaded no {known.name} driver library")
+    return not why, "; ".join(why)
+
+
 def runs(results: Iterable[dict[str, Any]], current: Current,
          targets: Mapping[str, Target]) -> tuple[list[Run], list[Run]]:
     """(the run that counts per target, superseded runs), each sorted by target name."""
     by_target: dict[str, list[Run]] = {}
     for doc in results:
         t = doc["target"]
-        known = targets.get(t["name"])
-        simulated = t["simulated"] or known is None or known.simulated  # hardware only if registered as such
-        run = Run(doc, simulated, stale_parts(doc, current))
+        is_hardware, contradiction = hardware(doc, targets)
+        run = Run(doc, not is_hardware, stale_parts(doc, current), contradiction=contradiction)
         by_target.setdefault(t["name"], []).append(run)
     chosen, superseded = [], []
     for name in sorted(by_target):

@@ -195,6 +195,7 @@ class Conformance:
         self.started = results.now()
         self.host = results.host_environment((*results.PACKAGES, *self.target.packages))
         self.device: Any = None
+        self.evidence: dict[str, Any] | None = None  # results.driver_evidence, taken as the device opens
         self.device_error = ""
         self.tests: dict[str, dict[str, Any]] = {}
         self.nodeids: dict[str, str] = {}  # pytest node id -> test id
@@ -206,6 +207,7 @@ class Conformance:
     def open_device(self) -> Any:
         if self.device is None and not self.device_error:
             from ..backends import get as get_backend
+            from .targets import registered_drivers
 
             seen = []
             try:
@@ -214,6 +216,8 @@ class Conformance:
                     dev = backend.open_device(i)
                     if self.target.matches(dev.info):
                         self.device = dev
+                        self.evidence = results.driver_evidence(dev.info, [
+                            t.library for t in registered_drivers().values() if t.backend == self.target.backend])
                         break
                     seen.append(f"{dev.info.name!r} (driver {dev.info.driver!r})")
                     dev.close()
@@ -360,7 +364,7 @@ class Conformance:
         return results.document(self.target, self.parts, self.started, status, message or self.device_error,
                                 self.tests.values(), self.device.info if self.device is not None else None,
                                 self.host, None if self.selection.everything else self.selection.record(),
-                                self.builds())
+                                self.builds(), self.evidence)
 
     def builds(self) -> dict[str, str | None]:
         """The C builds this run loaded, as they report their sources' hash: the compiled extension (None: pure

@@ -11,7 +11,9 @@ Schema (``SCHEMA_VERSION``)::
       "target": {"name": "webgpu/lavapipe", "backend": "webgpu", "driver": "lavapipe",
                  "driver_version": "...", "device": "llvmpipe (LLVM 15...)", "vendor": "Mesa",
                  "simulated": true, "os": "Linux-6.1-x86_64", "python": "3.11.7",
-                 "packages": {"wgpu": "0.32.0", "numpy": "2.4.6", ...}},
+                 "packages": {"wgpu": "0.32.0", "numpy": "2.4.6", ...},
+                 "evidence": {"driver": "llvmpipe", "simulated": true,                    (driver_evidence)
+                              "libraries": [{"path": "/usr/lib/.../libvulkan_lvp.so", "sha256": "..."}]}},
       "builds": {"compiled": "<source hash>" | null, "driver": "<source hash>" | null},
       "started": "2026-11-30T04:30:00Z", "finished": "2026-11-30T04:31:10Z",
       "run": {"status": "ok" | "error" | "crashed" | "timeout", "message": ""},
@@ -22,7 +24,8 @@ Schema (``SCHEMA_VERSION``)::
       "selection": {"only": ["KERNEL-*"], "skip": [], "shard": "1/4"}     (only for part of the suite)
     }
 
-``target.device`` etc. are empty when the run never reached a device (``run.status`` then says why).
+``target.device`` etc. are empty, and ``evidence`` absent, when the run never reached a device (``run.status``
+then says why). ``evidence`` is what the judge decides "hardware" from (``judge.hardware``), never ``simulated``.
 ``builds`` (absent in files from before it): the source hashes the C builds the run loaded report of
 themselves — the compiled extension (null: pure Python) and the driver built here (the fake libcuda; null:
 none) — which the judge compares with the sources the file claims.
@@ -151,6 +154,10 @@ def without_failures(status: str, summary: dict[str, int] | None) -> bool:
         counts.get(o) for o in Outcome if o.failure)
 
 
+#: The target fields a run takes from its device: shards of one run agree on them, and a part of a run that
+#: never reached the device takes them from one that did.
+DEVICE_FIELDS = ("driver_version", "device", "vendor", "simulated", "evidence")
+
 #: Packages whose versions a results file records.
 PACKAGES = ("ironaccel", "numpy", "wgpu", "vulkan", "cuda-bindings", "nvidia-cuda-nvrtc", "hypothesis", "pytest")
 
@@ -167,16 +174,46 @@ def host_environment(names: Iterable[str] = PACKAGES) -> dict[str, Any]:
     return {"os": platform.platform(), "python": platform.python_version(), "packages": packages}
 
 
+def loaded_libraries() -> list[str]:
+    """Paths of the shared libraries mapped into this process (Linux's /proc/self/maps; none elsewhere)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
+            return sorted({line.split(None, 5)[5].strip() for line in maps
+                           if line.count(" ") >= 5 and ".so" in line.rsplit("/", 1)[-1]})
+    except (OSError, IndexError):
+        return []
+
+
+def driver_evidence(device: Any, library_patterns: Iterable[str]) -> dict[str, Any]:
+    """What a run saw of its device and driver, recorded for the judge: the DeviceInfo's own driver name and
+    simulated flag, and each loaded library that is one of the backend's drivers (``Target.library``:
+    ``library_patterns``) with its sha256. Asked while the device is open, so its driver is mapped."""
+    import hashlib
+
+    patterns = [re.compile(p) for p in library_patterns if p]
+    libraries = []
+    for path in loaded_libraries():
+        if any(p.search(path) for p in patterns):
+            try:
+                with open(path, "rb") as f:
+                    digest = hashlib.file_digest(f, "sha256").hexdigest()
+            except OSError:
+                digest = ""
+            libraries.append({"path": path, "sha256": digest})
+    return {"driver": device.driver, "simulated": bool(device.simulated), "libraries": libraries}
+
+
 def document(target: Any, parts: dict[str, str], started: str, status: str, message: str = "",
              tests: Iterable[dict[str, Any]] = (), device: Any = None,
              host: dict[str, Any] | None = None, selection: dict[str, Any] | None = None,
-             builds: dict[str, str | None] | None = None) -> dict[str, Any]:
+             builds: dict[str, str | None] | None = None, evidence: dict[str, Any] | None = None) -> dict[str, Any]:
     """A results document: ``target`` a ``targets.Target``, ``parts`` the hashes it ran at
     (``spec.Current.parts``: suite, backend, driver, expectations), ``device`` the DeviceInfo of the device the run
     used (None when it never got one: device fields are then empty and ``simulated`` is the target's),
     ``host`` as ``host_environment()`` (None: left empty, for a run that never started), ``selection``
     as ``Selection.record()`` for a run of part of the suite (None: the whole suite), ``builds`` the builds
-    the run loaded (``BUILDS``; None: none)."""
+    the run loaded (``BUILDS``; None: none), ``evidence`` as ``driver_evidence`` (None: the run never reached
+    a device)."""
     from .. import __version__
 
     tests = sorted(tests, key=lambda t: t["id"])
@@ -198,6 +235,8 @@ def document(target: Any, parts: dict[str, str], started: str, status: str, mess
         "tests": tests,
         "summary": summarize(tests),
     }
+    if evidence is not None:
+        doc["target"]["evidence"] = evidence
     if selection is not None:
         doc["selection"] = selection
     return doc
@@ -231,7 +270,7 @@ def merge(docs: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
         if k in shards:
             raise ValueError(f"{source}: shard {k}/{n} is also {shards[k]}")
         shards[k] = source
-        for key in ("name", "driver_version", "device", "vendor", "simulated"):
+        for key in DEVICE_FIELDS:
             if doc["target"].get(key) != first["target"].get(key):
                 raise ValueError(f"{source}: target.{key} {doc['target'].get(key)!r} differs from "
                                  f"{sources[0]}'s {first['target'].get(key)!r}")
@@ -306,6 +345,12 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
     need(isinstance(target["simulated"], bool), "target.simulated must be true or false")
     for key in ("driver_version", "device", "vendor", "os", "python"):
         need(isinstance(target.get(key, ""), str), f"target.{key} must be a string")
+    evidence = target.get("evidence", {"driver": "", "simulated": True, "libraries": []})
+    need(isinstance(evidence, dict) and isinstance(evidence.get("driver"), str)
+         and isinstance(evidence.get("simulated"), bool) and isinstance(evidence.get("libraries"), list)
+         and all(isinstance(lib, dict) and isinstance(lib.get("path"), str) and isinstance(lib.get("sha256"), str)
+                 for lib in evidence["libraries"]),
+         "target.evidence must be {driver: string, simulated: bool, libraries: [{path, sha256}]}")
     need(doc["run"].get("status") in RUN_STATUSES, f"run.status must be one of {RUN_STATUSES}")
     need(isinstance(doc["run"].get("message", ""), str), "run.message must be a string")
     for i, t in enumerate(doc["tests"]):

@@ -134,8 +134,9 @@ def render(
         suite = r.doc["suite"]["hash"] + ("" if r.current else f" **STALE**: {tables.cell('; '.join(r.stale))}")
         kind = "simulated" if r.simulated else "hardware"
         if r.simulated and not t["simulated"]:
-            kind += " (its file claims hardware; the target registry " + (
-                "has it as simulated)" if r.name in targets else "does not know it)")
+            kind += " (its file claims hardware, " + (
+                f"tampered: {r.contradiction})" if r.contradiction else "the target registry does not know it)"
+                if r.name not in targets else "but records no device and driver evidence)")
         rows.append([r.name, kind, tables.cell(t.get("device") or "—"),
                      tables.cell(t.get("driver_version") or "—"), tables.cell(r.doc.get("finished") or "—"), suite,
                      tables.cell(run_state, MESSAGE_WIDTH), _summary_text(r.doc), judge.target_level(r, clauses)[0]])

@@ -21,6 +21,7 @@ its entry point in group ``ironaccel.drivers`` — and ``TARGETS`` is their unio
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -97,6 +98,11 @@ class Target:
     #: which the judge compares with the build a run loaded (its device's ``extra["driver_build"]``). None: not
     #: built here, or the sources are missing.
     build_hash: Callable[[], str | None] = _needs_nothing
+    #: A regular expression that the path of this driver's library matches, as the process maps it: the results
+    #: file records the libraries of the backend's drivers that a run loaded (``results.driver_evidence``), and
+    #: the judge counts a run as hardware only when it loaded this driver's and no simulated driver's. Empty:
+    #: the driver has no library to tell (its runs never count as hardware).
+    library: str = ""
 
     @property
     def name(self) -> str:
@@ -128,6 +134,10 @@ class Target:
     def environment(self) -> dict[str, str]:
         """Variables that make a child process select this target's driver."""
         return {"IRONACCEL_TARGET": self.name, **self.select}
+
+    def library_loaded(self, paths: Iterable[str]) -> str | None:
+        """The first of ``paths`` (of loaded libraries) that is this driver's library, or None."""
+        return next((p for p in paths if self.library and re.search(self.library, p)), None)
 
     def matches(self, info: DeviceInfo) -> bool:
         """Is ``info`` a device of this target's driver?"""

@@ -175,7 +175,8 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         self._streams_lock = threading.Lock()
         self._caps: frozenset[str] | None = None
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
-        self._modules: list[Any] = []
+        self._modules: dict[int, Any] = {}  # CUmodules loaded and not yet unloaded, by address
+        self._dropped_modules: list[int] = []  # of CudaModules collected unclosed: unloaded at the next compile
         self._graphs: dict[int, Any] = {}  # id -> CudaGraph not yet closed: close destroys their executables
         self._capture_streams: list[Any] = []  # private streams captures run on, kept for the next capture
         self._staging = StagingRing(self)
@@ -209,6 +210,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
 
     def _create_stream(self) -> CudaStream:
         self._make_current()
+        self._staging.destroy_dropped()
         cu = self._cu
         stream = self._stream_class(self, calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), owned=True)
         with self._streams_lock:
@@ -245,8 +247,8 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
             if options:
                 raise InvalidArgument("Device.compile", f"a cubin is loaded as is and takes no options, got {options!r}")
             self._make_current()
+            self._unload_dropped()
             handle = self._load_module(bytes(source), lang)
-            self._modules.append(handle)
             return CudaModule(self, lang, handle, binary_entries(self._cu, handle))
         assert isinstance(source, str)
         if lang == "ptx":
@@ -258,9 +260,25 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
             image = cubin if cubin is not None else ptx.encode() + b"\0"
         entries = ptx_entries(ptx)
         self._make_current()
+        self._unload_dropped()
         handle = self._load_module(image, lang)
-        self._modules.append(handle)
         return CudaModule(self, lang, handle, entries)
+
+    def _unload_dropped(self) -> None:
+        """Unload the modules collected unclosed since the last compile (``_unload``)."""
+        dropped = []
+        while self._dropped_modules:  # pop by pop: a collector may append meanwhile
+            dropped.append(self._dropped_modules.pop())
+        self._unload(dropped)
+
+    def _unload(self, addresses: list[int]) -> None:
+        """Unload these CUmodules once the work queued so far is done (a queued launch may use them)."""
+        handles = [self._modules.pop(a) for a in addresses if a in self._modules]
+        if handles:
+            self._make_current()
+            calls.cuCtxSynchronize()
+            for handle in handles:
+                calls.cuModuleUnload(handle)
 
     def _load_module(self, image: bytes, lang: str) -> Any:
         cu = self._cu
@@ -283,6 +301,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         """Without a timeout one cuCtxSynchronize; with one, every stream of this Device polled until its work
         is done (there is no context query)."""
         self._make_current()
+        self._staging.destroy_dropped()
         streams = [self._default, *self._created_streams()]  # held, so none is destroyed while it is waited for
         marks = [stream._hold_mark() for stream in streams]
         if timeout is None:
@@ -332,8 +351,9 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         for handle in self._capture_streams:
             release(cu.cuStreamDestroy, handle)
         self._capture_streams.clear()
-        for handle in self._modules:
+        for handle in self._modules.values():
             release(cu.cuModuleUnload, handle)
+        self._modules.clear()
         for spare in self._spare_events.values():
             for ev in spare:
                 release(cu.cuEventDestroy, ev)

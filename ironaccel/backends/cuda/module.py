@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import struct
 import threading
+import weakref
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
@@ -64,10 +65,22 @@ def binary_entries(cu: Any, module: Any) -> dict[str, tuple[api.Param, ...]]:
 
 
 class CudaModule(api.Module):
+    """A loaded CUmodule. Unloaded by ``close()`` once the device's queued work is done, or, dropped unclosed,
+    by the device's next compile or close (``CudaDevice._unload``): a collector never waits for the device."""
+
     def __init__(self, device: CudaDevice, lang: str, handle: Any, entries: dict[str, tuple[api.Param, ...]]):
         super().__init__(device, lang)
         self._handle = handle
         self._entries = entries
+        device._modules[int(handle)] = handle
+        self._dropped = weakref.finalize(self, device._dropped_modules.append, int(handle))
+        self._dropped.atexit = False  # at exit the device's close unloads it
+
+    def _release(self) -> None:
+        self._dropped.detach()
+        for kernel in self._kernels.values():
+            kernel._function_address = 0  # the compiled launch resolves no launch of it again
+        self.device._unload([int(self._handle)])
 
     def _kernel_names(self) -> Sequence[str]:
         return list(self._entries)

@@ -16,6 +16,7 @@ idle, and waited for (``is_pinned``).
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import queue
@@ -92,7 +93,12 @@ class StagingRing:
     bounce buffer) and records nothing. Leaving a segment records one event on each stream that used it;
     entering a segment again first waits for those events. A copy of ``REUSE_BYTES`` or more on the segment's
     only user, idle, fills the segment again from its start instead (its bytes still in the cache). A large copy is cut into segment-sized chunks,
-    each filled by ``CopyWorkers`` while the DMA of the previous one runs. Thread-safe: one lock."""
+    each filled by ``CopyWorkers`` while the DMA of the previous one runs. Thread-safe: one lock.
+
+    The ring knows its users by their CUstream's address, not the Stream object, so it keeps no Stream alive
+    (the compiled ``staged_htod`` too). A Stream collected while a segment lists it leaves its CUstream to
+    the ring (``drop``), which fences it and then destroys it at its next segment change or the device's
+    ``create_stream``, ``synchronize`` or ``close`` (``destroy_dropped``)."""
 
     def __init__(self, device: CudaDevice):
         self._dev = device
@@ -101,7 +107,8 @@ class StagingRing:
         self._ring: memoryview | None = None  # byte view of the pinned ring
         self._segment = 0  # the segment copies are taking bytes from
         self._used = 0  # bytes of it taken
-        self._users: list[dict[CudaStream, None]] = [{} for _ in range(STAGING_SEGMENTS)]
+        self._users: list[dict[int, None]] = [{} for _ in range(STAGING_SEGMENTS)]  # CUstream addresses
+        self._dropped: collections.deque[Any] = collections.deque()  # CUstreams of dropped Streams (``drop``)
         self._fences: list[list[Any]] = [[] for _ in range(STAGING_SEGMENTS)]  # CUevents to wait for
         self._spare: list[Any] = []
         self._threads = min(COPY_THREADS, max((os.cpu_count() or 1) - 1, 1))  # copy threads besides the caller
@@ -121,7 +128,7 @@ class StagingRing:
             self._advance()
         segment, used = self._segment, self._used
         self._used = used + n
-        self._users[segment][stream] = None
+        self._users[segment][stream._address] = None
         return segment * STAGING_SEGMENT + used, reused
 
     def _reusable(self, stream: CudaStream) -> bool:
@@ -130,7 +137,7 @@ class StagingRing:
         fresh bytes are cold in the cache, the reused ones hot: 64 KiB took 4.6 us into cold memory and 1.2 us
         into hot on one core here (asked from REUSE_BYTES on: for a smaller copy the query costs more)."""
         users = self._users[self._segment]
-        return len(users) == 1 and stream in users and stream._idle()
+        return len(users) == 1 and stream._address in users and stream._idle()
 
     def _advance(self) -> None:
         """Allocate the ring on first use; later, move to the next segment (fencing this one, waiting for it)."""
@@ -146,13 +153,43 @@ class StagingRing:
 
     def _leave(self, segment: int) -> None:
         """Fence the segment's copies: an event on every stream that copied from it."""
-        cu = driver.cu
-        users, fences = self._users[segment], self._fences[segment]
-        for stream in users:
-            event = self._spare.pop() if self._spare else calls.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-            fences.append(event)
-            calls.cuEventRecord(event, stream._handle)
+        self._destroy_dropped()
+        users = self._users[segment]
+        for address in users:
+            self._fence(segment, address)
         users.clear()
+
+    def _fence(self, segment: int, address: int) -> None:
+        """Record, on the CUstream at ``address``, the event that entering ``segment`` again waits for."""
+        cu = driver.cu
+        event = self._spare.pop() if self._spare else calls.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+        self._fences[segment].append(event)
+        calls.cuEventRecord(event, cu.CUstream(address))
+
+    def lists(self, stream: CudaStream) -> bool:
+        """Does a segment still list ``stream`` as a user (its copies from it not yet fenced)?"""
+        address = stream._address
+        return any(address in users for users in self._users)
+
+    def drop(self, handle: Any) -> None:
+        """Take over the CUstream of a Stream being collected while a segment lists it: fenced, then
+        destroyed, by ``destroy_dropped``. Only appends: a collector may run inside the ring's own steps."""
+        self._dropped.append(handle)
+
+    def destroy_dropped(self) -> None:
+        """Fence and destroy the dropped Streams' CUstreams (``drop``)."""
+        if self._dropped:
+            with self._lock:
+                self._destroy_dropped()
+
+    def _destroy_dropped(self) -> None:
+        while self._dropped:
+            handle = self._dropped.popleft()
+            address = int(handle)
+            for segment, users in enumerate(self._users):
+                if users.pop(address, False) is None:
+                    self._fence(segment, address)
+            calls.cuStreamDestroy(handle)
 
     def _enter(self, segment: int) -> None:
         """Wait until the DMAs that last read the segment are done."""
@@ -199,6 +236,8 @@ class StagingRing:
     def close(self, release: Callable[..., None]) -> None:
         """Free the ring through ``release(function, *args)`` (which records failures); the device is idle."""
         cu = self._dev._cu
+        while self._dropped:
+            release(cu.cuStreamDestroy, self._dropped.popleft())
         for event in [e for fences in self._fences for e in fences] + self._spare:
             release(cu.cuEventDestroy, event)
         for fences in self._fences:

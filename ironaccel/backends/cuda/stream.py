@@ -345,5 +345,9 @@ class CudaStream(api.Stream):
 
     def __del__(self) -> None:
         self._alive = False
-        if self._owned and not self._dev.closed:
-            self._dev._cu.cuStreamDestroy(self._handle)
+        dev = self._dev
+        if self._owned and not dev.closed:
+            if dev._staging.lists(self):  # its staged copies are not fenced yet: the ring fences, then destroys
+                dev._staging.drop(self._handle)
+            else:
+                dev._cu.cuStreamDestroy(self._handle)

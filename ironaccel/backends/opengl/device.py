@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ... import api
+from ... import api, glslang
 from ...api import BackendInfo, DeviceInfo, Limits
 from ...errors import InvalidArgument, NotAvailable
 from . import gl as GL
@@ -120,6 +121,13 @@ class OpenGLDevice(api.Device):
         self.fence_lock = threading.Lock()  # a fence completes once, whichever thread sees it first
         self.finished_jobs = -1  # GLThread.jobs up to which all is done: the job of the last fence seen signalled
         self._default = OpenGLStream(self)
+        # GL deletions of buffers and modules collected unfreed, submitted at the next alloc, compile or
+        # synchronize: a collector only appends here (it may run on the GL thread, or inside a submit)
+        self.dropped: collections.deque[Callable[[], None]] = collections.deque()
+
+    def _submit_dropped(self) -> None:
+        while self.dropped:
+            self.thread.submit(self.dropped.popleft())
 
     def _native(self) -> OpenGLHandles:
         """The context, its raw entry points, and the function that runs code on the GL thread: every GL call
@@ -136,6 +144,7 @@ class OpenGLDevice(api.Device):
         return OpenGLStream(self)
 
     def _alloc(self, nbytes: int) -> OpenGLBuffer:
+        self._submit_dropped()
         buf = self.thread.run(self.gl.mgl, "glBufferData", self.ctx.buffer, reserve=gl_size(nbytes))
         return OpenGLBuffer(self, nbytes, buf)
 
@@ -146,6 +155,8 @@ class OpenGLDevice(api.Device):
                 raise InvalidArgument("Device.compile", f"{LANG} takes only options=('-e', NAME) to name its kernel, "
                                       f"got {options!r}")
             name = options[1]
+        glslang.check_expansion(lang, str(source))  # the GL compiler, on the GL thread, cannot be stopped
+        self._submit_dropped()
         return self.thread.run(OpenGLModule, self, str(source), name)
 
     def finish(self, op: str, timeout: float | None) -> None:
@@ -163,6 +174,7 @@ class OpenGLDevice(api.Device):
             self.thread.submit_release(fence.discard)  # frees the sync, signalled or not (after a Timeout)
 
     def _synchronize(self, timeout: float | None) -> None:
+        self._submit_dropped()
         self.finish("Device.synchronize", timeout)
 
     def _drain_diagnostics(self) -> list[str]:

@@ -153,9 +153,9 @@ class GL:
             self.glDebugMessageCallback(self._callback, None)
 
     def _on_debug_message(self, source: int, kind: int, ident: int, severity: int, length: int,
-                          message: bytes, user: Any) -> None:
+                          message: bytes | None, user: Any) -> None:
         if source != DEBUG_SOURCE_SHADER_COMPILER:  # compiler messages go into CompileError's log instead
-            text = message.decode(errors="replace").strip()
+            text = (message or b"").decode(errors="replace").strip()
             self.messages.append(f"GL {DEBUG_SOURCES.get(source, source)} {DEBUG_TYPES.get(kind, kind)} "
                                  f"(id {ident}): {text}")
 
@@ -173,13 +173,16 @@ class GL:
 
     def check(self, op: str) -> None:
         """Raise the error the last GL call ``op`` left (glGetError), with its debug messages."""
-        get_error = self.unchecked.glGetError
-        code = get_error()
+        code = self.unchecked.glGetError()
         if code == NO_ERROR:
             return
-        while get_error() != NO_ERROR:  # GL may queue several flags; the first names the failure
-            pass
+        self.clear_errors()  # GL may queue several flags; the first names the failure
         raise self.error(op, code)
+
+    def clear_errors(self) -> None:
+        """Drop the error flags GL has queued: a failure already reported must not fail the next call."""
+        while self.unchecked.glGetError() != NO_ERROR:
+            pass
 
     def error(self, op: str, code: int | None, detail: str = "") -> DriverError:
         """The DriverError of a failed ``op``: debug messages since the last check, then what the code

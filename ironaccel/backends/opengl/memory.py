@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,12 +44,16 @@ class OpenGLBuffer(api.Buffer):
         super().__init__(device, nbytes)
         self._dev = device
         self.gl_buffer = gl_buffer  # a moderngl.Buffer
+        # dropped unfreed: deleted at the device's next alloc, compile or synchronize (``OpenGLDevice.dropped``)
+        self._dropped = weakref.finalize(self, device.dropped.append, gl_buffer.release)
+        self._dropped.atexit = False  # at exit the context goes, and its buffers with it
 
     def _native_handle(self) -> int:
         """The GL buffer object name."""
         return self.gl_buffer.glo
 
     def _release(self) -> None:
+        self._dropped.detach()
         if not self._dev.closed:
             self._dev.thread.submit_release(self.gl_buffer.release)
         self.gl_buffer = None

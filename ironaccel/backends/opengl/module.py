@@ -23,6 +23,8 @@ The GL compiler drops a buffer or a block the shader never uses, so it is missin
 from __future__ import annotations
 
 import re
+import weakref
+from functools import partial
 from typing import TYPE_CHECKING, Any, Sequence
 
 from ... import api
@@ -83,6 +85,13 @@ class OpenGLKernel(api.Kernel):
             uniform.release()  # GL keeps its storage until the dispatch has read it
 
 
+def _release_programs(programs: dict[api.Dim3, Any]) -> None:
+    """On the GL thread: delete a module's linked programs."""
+    for program in programs.values():
+        program.release()
+    programs.clear()
+
+
 class OpenGLModule(api.Module):
     def __init__(self, device: OpenGLDevice, source: str, name: str):
         super().__init__(device, LANG)
@@ -95,6 +104,15 @@ class OpenGLModule(api.Module):
                                   "size is chosen at launch (the backend declares it)")
         first = self.program((1, 1, 1))  # compile errors surface at Device.compile
         self._reflect(first.glo)
+        # dropped unclosed: its programs are deleted at the device's next alloc, compile or synchronize
+        self._dropped = weakref.finalize(self, device.dropped.append, partial(_release_programs, self._programs))
+        self._dropped.atexit = False  # at exit the context goes, and its programs with it
+
+    def _release(self) -> None:
+        """Delete the programs on the GL thread, after the dispatches already submitted (GL keeps a program
+        until the commands issued before its deletion have run)."""
+        self._dropped.detach()
+        self.device.thread.submit(_release_programs, self._programs)
 
     def _kernel_names(self) -> Sequence[str]:
         return (self._name,)
@@ -110,6 +128,7 @@ class OpenGLModule(api.Module):
             try:
                 program = self.device.ctx.compute_shader(_with_block(self._source, block))
             except Exception as exc:  # moderngl.Error carries the compiler's log
+                gl.clear_errors()  # the failed compile's flags are this error's, not the next call's
                 raise CompileError("glCompileShader", LANG, str(exc).replace("GLSL Compiler failed", "").strip()) from None
             gl.check("glLinkProgram")
             self._programs[block] = program

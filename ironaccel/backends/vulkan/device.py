@@ -8,21 +8,22 @@ work outstanding, the host's share of completed work, and buffer ranges whose fr
 
 from __future__ import annotations
 
+import collections
 import os
-import shutil
 import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ... import api
+from ... import api, glslang
 from ...api import DeviceInfo, Limits
 from ...errors import InvalidArgument, NotAvailable, OutOfMemory
 from . import native
 from .graph import GraphResources, VulkanGraph
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
-from .pipeline import GLSLANG, DescriptorSets, PipelineLayouts, VulkanModule, compile_glsl, spirv_target_env
+from .pipeline import (DescriptorSets, PipelineLayouts, ShaderResources, VulkanModule, compile_glsl,
+                       spirv_target_env)
 from .stream import Deadline, Flusher, Queue, StreamHandles, Timestamps, VulkanStream, deadline
 
 DIRECT_MAPPING_ENV = "IRONACCEL_VK_DIRECT_MAPPING"
@@ -94,7 +95,7 @@ def _capabilities(props: dict[str, Any], features: dict[str, Any], extensions: s
     """The capability names the device supports, and the device extensions to enable (for them, and
     VK_EXT_robustness2 where the device has robustBufferAccess2)."""
     caps = {"lang.spirv", "kernel.shared_memory", "kernel.atomics.int32", "graphs"}
-    if shutil.which(GLSLANG):
+    if glslang.tool():
         caps.add("lang.glsl")
     core = features["core"].features
     if core.shaderFloat64:
@@ -166,7 +167,10 @@ class VulkanDevice(api.Device):
         self._flusher = Flusher(self._lock)  # submits the batches a burst of commands leaves open
         self._stream_handles: list[weakref.finalize] = []  # each gives a live stream's handles back at close
         self._spare_handles: list[StreamHandles] = []  # of collected streams, for the next ones
-        self._modules: list[VulkanModule] = []
+        self._modules: set[ShaderResources] = set()  # of modules not yet released: close destroys them
+        # releases of buffers and modules collected unclosed, run at the next alloc, compile or synchronize: a
+        # collector only appends here (it may run inside this device's own locked code, mid-update)
+        self._dropped: collections.deque[Callable[[], None]] = collections.deque()
         self._layouts = PipelineLayouts(self)
         self._descriptor_sets = DescriptorSets(self)  # of every stream's launches, kept across batches
         # releases that wait for enqueued work (a freed buffer's range, a closed graph), with the points
@@ -418,6 +422,22 @@ class VulkanDevice(api.Device):
             points = [(s, s._pending_value()) for s in self._busy]
             self._release_after(points, lambda: self._memory.free(allocation))
 
+    def _release_dropped(self) -> None:
+        """Run the releases of what was collected unclosed (``_dropped``), each ordered after the work enqueued
+        before now."""
+        while self._dropped:
+            self._dropped.popleft()()
+
+    def _release_module(self, resources: ShaderResources) -> None:
+        """Destroy a module's shader and pipelines once the work enqueued before now, on every stream, has
+        completed (``Module.close``, or the module collected unclosed)."""
+        if self._closed:
+            return
+        with self._lock:
+            self._modules.discard(resources)
+            points = [(s, s._pending_value()) for s in self._busy]
+            self._release_after(points, lambda: resources.destroy(self._handle))
+
     def _forget_buffer(self, vk_buffer: Any) -> None:
         """A VkBuffer is being destroyed: no descriptor set made for it is bound again (by a stream, or by a
         graph still capturing), as its handle may come back for another buffer."""
@@ -465,6 +485,7 @@ class VulkanDevice(api.Device):
 
     def _alloc(self, nbytes: int) -> api.Buffer:
         with self._lock:
+            self._release_dropped()
             try:
                 allocation = self._memory.alloc(nbytes)
             except OutOfMemory:
@@ -477,6 +498,7 @@ class VulkanDevice(api.Device):
     def _synchronize(self, timeout: float | None = None) -> None:
         limit = deadline("Device.synchronize", timeout)
         with self._lock:
+            self._release_dropped()
             busy = list(self._busy)
             for stream in busy:
                 stream._submit(limit)
@@ -491,6 +513,7 @@ class VulkanDevice(api.Device):
                 raise InvalidArgument("Device.compile", f"lang='spirv' takes no options, got {options!r}")
             code = bytes(source)
         with self._lock:
+            self._release_dropped()
             return VulkanModule(self, lang, code)
 
     def _drain_diagnostics(self) -> list[str]:
@@ -507,8 +530,9 @@ class VulkanDevice(api.Device):
         finally:
             lib.vkDeviceWaitIdle(handle)  # unchecked: a lost device is torn down all the same
             with self._lock:
-                for module in self._modules:
-                    module._destroy(handle)
+                for resources in self._modules:
+                    resources.destroy(handle)
+                self._modules.clear()
                 for graph in list(self._graphs):  # open graphs, and closed ones whose release still waited
                     graph.destroy(self)
                 self._deferred.clear()

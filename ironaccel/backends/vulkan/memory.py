@@ -7,7 +7,9 @@ half a block gets a block of its own. The same pool type serves host-visible sta
 
 from __future__ import annotations
 
+import weakref
 from bisect import bisect_left, insort
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -184,6 +186,9 @@ class VulkanBuffer(api.Buffer):
     def __init__(self, device: VulkanDevice, nbytes: int, allocation: Allocation):
         super().__init__(device, nbytes)
         self._allocation = allocation
+        # dropped unfreed: its range is released at the device's next alloc, compile or synchronize
+        self._dropped = weakref.finalize(self, device._dropped.append, partial(device._free_later, allocation))
+        self._dropped.atexit = False  # at exit the device's close frees every block
 
     @property
     def offset(self) -> int:
@@ -195,4 +200,5 @@ class VulkanBuffer(api.Buffer):
         return self._allocation.block.buffer
 
     def _release(self) -> None:
+        self._dropped.detach()
         self._device._free_later(self._allocation)

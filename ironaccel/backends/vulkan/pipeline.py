@@ -13,13 +13,14 @@ import shutil
 import struct
 import subprocess
 import tempfile
-from functools import lru_cache
+import weakref
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ... import api
+from ... import api, glslang
 from ...api import Dim3
 from ...errors import CompileError, InvalidArgument, NotAvailable
 from . import native
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
     from .device import VulkanDevice
     from .memory import VulkanBuffer
 
-GLSLANG = "glslangValidator"
 SPIRV_VAL = "spirv-val"
 #: ``struct`` codes of the scalar argument types (``api._SCALAR_CAPABILITY``'s keys)
 _STRUCT_CODES = {np.float32: "f", np.int32: "i", np.uint32: "I", np.float64: "d", np.int64: "q", np.uint64: "Q"}
@@ -212,6 +212,23 @@ class PipelineLayouts:
         self._layouts.clear()
 
 
+class ShaderResources:
+    """A module's VkShaderModule and the pipelines made from it, held apart from the VulkanModule so that a
+    module dropped unclosed is collected (its finalizer releases these: ``VulkanDevice._release_module``)."""
+
+    __slots__ = ("shader", "pipelines")
+
+    def __init__(self, shader: Any, pipelines: dict[Any, Any]):
+        self.shader, self.pipelines = shader, pipelines
+
+    def destroy(self, device_handle: Any) -> None:
+        ffi, lib = native.vk.ffi, native.vk.lib
+        for pipeline in self.pipelines.values():
+            lib.vkDestroyPipeline(device_handle, pipeline, ffi.NULL)
+        self.pipelines.clear()
+        lib.vkDestroyShaderModule(device_handle, self.shader, ffi.NULL)
+
+
 class VulkanModule(api.Module):
     """A VkShaderModule and its compute pipelines, one per (entry point, block, argument layout)."""
 
@@ -240,7 +257,15 @@ class VulkanModule(api.Module):
                 messages[:] = [m for m in messages if m not in verdict]  # reported by the error instead
                 raise CompileError("Device.compile", lang, "\n".join(verdict))
         self._pipelines: dict[tuple[str, Dim3, int, int], Any] = {}
-        device._modules.append(self)
+        self._resources = ShaderResources(self._handle, self._pipelines)
+        device._modules.add(self._resources)
+        self._dropped = weakref.finalize(self, device._dropped.append,
+                                         partial(device._release_module, self._resources))
+        self._dropped.atexit = False  # at exit the device's close destroys them
+
+    def _release(self) -> None:
+        self._dropped.detach()
+        self.device._release_module(self._resources)
 
     def _kernel_names(self) -> Sequence[str]:
         return list(self._interfaces)
@@ -296,11 +321,6 @@ class VulkanModule(api.Module):
         native.call.vkCreateComputePipelines(dev._handle, dev._pipeline_cache, 1, info, ffi.NULL, out)
         return out[0]
 
-    def _destroy(self, device_handle: Any) -> None:
-        ffi, lib = native.vk.ffi, native.vk.lib
-        for pipeline in self._pipelines.values():
-            lib.vkDestroyPipeline(device_handle, pipeline, ffi.NULL)
-        lib.vkDestroyShaderModule(device_handle, self._handle, ffi.NULL)
 
 
 class VulkanKernel(api.Kernel):
@@ -405,18 +425,14 @@ def _spirv_val_log(tool: str, code: bytes, target_env: str) -> str:
 
 
 def compile_glsl(source: str, options: tuple[str, ...]) -> bytes:
-    """GLSL -> SPIR-V with glslangValidator; ``-e NAME`` renames ``main`` to NAME."""
-    tool = shutil.which(GLSLANG)
-    if tool is None:
-        raise NotAvailable("vulkan", GLSLANG, "not found on PATH: apt-get install glslang-tools")
+    """GLSL -> SPIR-V with glslangValidator (in time: ``glslang.run``); ``-e NAME`` renames ``main`` to NAME."""
     extra = list(options)
     if "-e" in extra and "--source-entrypoint" not in extra:
         extra += ["--source-entrypoint", "main"]
     with tempfile.TemporaryDirectory(prefix="ironaccel-glsl-") as tmp:
         src, out = Path(tmp) / "kernel.comp", Path(tmp) / "kernel.spv"
-        src.write_text(source)
-        proc = subprocess.run([tool, "-V", "--target-env", "vulkan1.2", *extra, "-o", str(out), str(src)],
-                              capture_output=True, text=True)
+        src.write_text(source, encoding="utf-8")
+        proc = glslang.run("glsl", ["-V", "--target-env", "vulkan1.2", *extra, "-o", str(out), str(src)])
         if proc.returncode != 0 or not out.exists():
             raise CompileError("Device.compile", "glsl", (proc.stdout + proc.stderr).strip())
         return out.read_bytes()

@@ -114,7 +114,7 @@ def drivers() -> list[Target]:
     packages = ("moderngl", "glcontext")  # their versions go into the results files
     return [
         Target("opengl", "llvmpipe", True, _llvmpipe_environment(), _is_llvmpipe, _needs(_llvmpipe_missing), kernels,
-               packages=packages, native_op=native_op),
+               packages=packages, native_op=native_op, library=r"/(kms_)?swrast_dri\.so|/libgallium[-.]"),
         Target("opengl", "nvidia", False, _nvidia_environment(), _is_nvidia, _needs(_nvidia_missing), kernels,
-               packages=packages, native_op=native_op),
+               packages=packages, native_op=native_op, library=r"/lib(EGL|GLX)_nvidia\.so|/libnvidia-glcore\.so"),
     ]

@@ -278,8 +278,10 @@ def _icd_target(backend: str, known: KnownDriver, icd: ICD | None, simulated: bo
         return why
 
     select = {} if icd is None else {"VK_DRIVER_FILES": str(icd.manifest), "VK_ICD_FILENAMES": str(icd.manifest)}
+    stems = {stem for stem, k in KNOWN_LIBRARIES.items() if k == known} | ({icd.stem} if icd is not None else set())
+    library = "/lib(" + "|".join(sorted(map(re.escape, stems))) + r")\.so"
     return Target(backend, known.driver, simulated, select, recognise, requirements, kernels, always=always,
-                  native_op=native_op)
+                  native_op=native_op, library=library)
 
 
 def _drivers(backend: str, kernels: tuple[KernelDialect, ...], python_package: tuple[str, str],

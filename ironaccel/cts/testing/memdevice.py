@@ -170,6 +170,9 @@ class MemModule(api.Module):
     def _make_kernel(self, name: str) -> api.Kernel:
         return MemKernel(self, name)
 
+    def _release(self) -> None:
+        """Nothing to give back: its kernels are Python functions, and queued launches hold their own."""
+
 
 class MemKernel(api.Kernel):
     """A Python kernel; its parameters are its annotations after (grid, block): ``np.ndarray`` for a buffer,

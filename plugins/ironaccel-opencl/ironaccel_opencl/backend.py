@@ -14,8 +14,11 @@
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -29,6 +32,7 @@ BACKEND = "opencl"
 LANG = "opencl"
 BUILD_OPTIONS = ("-cl-kernel-arg-info",)  # clGetKernelArgInfo answers only for programs built with it
 POLL_S = 0.0005
+DROPPED_QUEUES_KEPT = 64  # past this many dropped streams' queues, creating a stream lets go of the idle ones
 
 api.register_language(LANG, "compile(lang='opencl'): OpenCL C")
 
@@ -180,10 +184,20 @@ class OpenCLStream(api.Stream):
         cl = _cl
         self.queue = _call("Device.create_stream", cl.CommandQueue, device.context, device.cl_device,
                            properties=cl.command_queue_properties.PROFILING_ENABLE)
-        # the event of the last command enqueued (None: none yet): the queue is in order, so the stream is
-        # idle once it is complete, and a wait needs no marker of its own, which a timeout shorter than the
-        # driver's latency would see as not complete on an idle stream
-        self._last: Any = None
+        # [queue, the event of the last command enqueued (None: none yet)]: the queue is in order, so the stream
+        # is idle once that event is complete, and a wait needs no marker of its own, which a timeout shorter
+        # than the driver's latency would see as not complete on an idle stream. A dropped stream leaves this
+        # pair to its device, which waits on it and lets the queue go once the event is complete.
+        self._tail: list[Any] = [self.queue, None]
+        weakref.finalize(self, device._dropped_queues.append, self._tail).atexit = False
+
+    @property
+    def _last(self) -> Any:
+        return self._tail[1]
+
+    @_last.setter
+    def _last(self, event: Any) -> None:
+        self._tail[1] = event
 
     def _native(self) -> Any:
         return self.queue
@@ -224,6 +238,10 @@ class OpenCLStream(api.Stream):
     def _launch(self, kernel: api.Kernel, grid: Dim3, block: Dim3, args: list[api.Buffer | np.generic]) -> None:
         assert isinstance(kernel, OpenCLKernel)
         op = "Stream.launch"  # api.py has checked the arguments against the reflected parameters
+        limit = self._device.info.limits.max_shared_memory
+        if kernel.local_bytes > limit:
+            raise InvalidArgument(op, f"kernel {kernel.name} declares {kernel.local_bytes} bytes of __local memory; "
+                                      f"the device has {limit} per work-group")
         values = [a.mem if isinstance(a, api.Buffer) else a for a in args]
         global_size = tuple(g * b for g, b in zip(grid, block))
         with kernel.lock:  # argument values live on the cl.Kernel: set and enqueue as one step
@@ -242,6 +260,10 @@ class OpenCLKernel(api.Kernel):
         self.cl_kernel = _call("Module.kernel", _cl.Kernel, module.program, name)
         self.lock = threading.Lock()
         self._reflected = self._reflect()
+        device: OpenCLDevice = module.device  # type: ignore[assignment]
+        # its __local arrays: a launch past the device's local memory aborts some drivers (PoCL) instead of failing
+        self.local_bytes = _call("Module.kernel", self.cl_kernel.get_work_group_info,
+                                 _cl.kernel_work_group_info.LOCAL_MEM_SIZE, device.cl_device)
 
     def _reflect(self) -> tuple[Param, ...]:
         cl, k = _cl, self.cl_kernel
@@ -274,6 +296,13 @@ class OpenCLModule(api.Module):
     def _kernel_names(self) -> Sequence[str]:
         return [n for n in self.program.kernel_names.split(";") if n]
 
+    def _release(self) -> None:
+        """Drop the cl.Program and its kernels: pyopencl releases each with its last reference, and OpenCL keeps
+        what enqueued commands still use until they complete."""
+        for kernel in self._kernels.values():
+            kernel.cl_kernel = None  # type: ignore[attr-defined]
+        self.program = None
+
     def _make_kernel(self, name: str) -> OpenCLKernel:
         return OpenCLKernel(self, name)
 
@@ -283,7 +312,9 @@ class OpenCLDevice(api.Device):
         super().__init__(_device_info(cl_device, index))
         self.cl_device = cl_device
         self.context = _call("Backend.open_device", _cl.Context, [cl_device])
-        self._streams: list[OpenCLStream] = []
+        self._streams: weakref.WeakSet[OpenCLStream] = weakref.WeakSet()  # for synchronize; the lock guards it
+        # queues of streams dropped (their work may still run): Device.synchronize waits for them, then lets go
+        self._dropped_queues: collections.deque[Any] = collections.deque()
         self._lock = threading.Lock()
         self._default = self._create_stream()
         self._caps = self._probe_capabilities()
@@ -306,10 +337,22 @@ class OpenCLDevice(api.Device):
         return self._default
 
     def _create_stream(self) -> OpenCLStream:
+        if len(self._dropped_queues) > DROPPED_QUEUES_KEPT:
+            self._let_go_of_idle_queues()
         stream = OpenCLStream(self)
         with self._lock:
-            self._streams.append(stream)
+            self._streams.add(stream)
         return stream
+
+    def _let_go_of_idle_queues(self) -> None:
+        """Release the dropped streams' queues whose work has completed (their last command's event says)."""
+        complete = _cl.command_execution_status.COMPLETE
+        for _ in range(len(self._dropped_queues)):
+            tail = self._dropped_queues.popleft()
+            queue, last = tail
+            queue.flush()
+            if last is not None and _call("Device.create_stream", lambda: last.command_execution_status) > complete:
+                self._dropped_queues.append(tail)  # still running: kept for Device.synchronize
 
     def _alloc(self, nbytes: int) -> OpenCLBuffer:
         mem = _call("Device.alloc", _cl.Buffer, self.context, _cl.mem_flags.READ_WRITE, nbytes)
@@ -330,14 +373,23 @@ class OpenCLDevice(api.Device):
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
             streams = list(self._streams)
-        for stream in streams:
+        dropped = list(self._dropped_queues)
+        for queue, last in [stream._tail for stream in streams] + dropped:
+            if last is None:
+                continue
             left = None if deadline is None else max(deadline - time.monotonic(), 1e-6)
+            queue.flush()
             try:
-                stream._synchronize(left)
+                _wait_for("Device.synchronize", last, left)
             except Timeout:
                 raise Timeout("Device.synchronize", timeout) from None
+        for tail in dropped:  # their work is done: let them go
+            with contextlib.suppress(ValueError):  # another thread's create_stream let go of it first
+                self._dropped_queues.remove(tail)
 
     def _close(self) -> None:
-        for stream in self._streams:
-            stream.queue.finish()
-        self._streams.clear()
+        with self._lock:
+            queues = [stream.queue for stream in self._streams]
+        for queue in queues + [queue for queue, _ in self._dropped_queues]:
+            queue.finish()
+        self._dropped_queues.clear()

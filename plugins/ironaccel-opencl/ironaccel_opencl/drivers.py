@@ -51,8 +51,13 @@ class ICD:
     library: str
 
     @property
+    def stem(self) -> str:
+        """``/usr/lib/x86_64-linux-gnu/libpocl.so.2`` -> ``pocl`` (lower case)."""
+        return re.sub(r"\.so(\..*)?$", "", Path(self.library).name).removeprefix("lib").lower()
+
+    @property
     def known(self) -> KnownDriver:
-        stem = re.sub(r"\.so(\..*)?$", "", Path(self.library).name).removeprefix("lib").lower()
+        stem = self.stem
         if stem in KNOWN_LIBRARIES:
             return KNOWN_LIBRARIES[stem]
         name = re.sub(r"[^a-z0-9_-]+", "_", stem) or "unknown"
@@ -92,8 +97,10 @@ def _target(known: KnownDriver, icd: ICD | None, always: bool) -> Target:
         return None
 
     expectations = HERE / "expectations" / f"opencl-{known.driver}.txt"
+    stems = {stem for stem, k in KNOWN_LIBRARIES.items() if k == known} | ({icd.stem} if icd is not None else set())
+    library = "(?i)/lib(" + "|".join(sorted(map(re.escape, stems))) + r")\.so"
     return Target("opencl", known.driver, known.simulated, select, recognise, requirements, KERNELS, expectations,
-                  always, packages=("ironaccel-opencl", "pyopencl"))
+                  always, packages=("ironaccel-opencl", "pyopencl"), library=library)
 
 
 def drivers() -> list[Target]:
