@@ -444,7 +444,7 @@ FORGERIES = [(sim, hw, edit) for sim, hw in (("cuda/fake", "cuda/nvidia"), ("vul
 def test_a_relabelled_simulated_run_is_tampered_and_never_hardware(tmp_path, capsys, simulated, hardware, edit):
     """Issue 31 finding 2: a simulated run's file renamed to a hardware target with ``simulated: false`` (and
     its evidence's own flags flipped too) neither certifies nor verifies as hardware, nor makes production."""
-    from ironaccel import judge, status
+    from ironaccel.cts import judge, status
 
     genuine = tmp_path / results.file_name(simulated)
     results.dump(passing_doc(simulated), genuine)

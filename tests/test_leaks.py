@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel import targets
+from ironaccel.cts import targets
 
 ROOT = Path(__file__).resolve().parent.parent
 RSS_BOUND = 96 << 20
@@ -35,7 +35,7 @@ RUNS = [pytest.param("cuda/fake", {}, id="cuda/fake-compiled"),
 CHURN = r'''
 import gc, json, os, sys
 import numpy as np
-from ironaccel import targets
+from ironaccel.cts import targets
 target = targets.get(sys.argv[1])
 count, modules = int(sys.argv[2]), int(sys.argv[3])
 from ironaccel.backends import get
