@@ -35,6 +35,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -46,7 +47,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import __version__
-from . import judge, results, spec, tables, targets
+from . import judge, results, runs, spec, tables, targets
 from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
 from .selection import Selection
 
@@ -54,6 +55,7 @@ TARGET_TIMEOUT_S = 1800
 TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
 WATCHDOG_GRACE_S = 5.0  # how long past its limit a test phase may run before its process is killed
 WATCHDOG_POLL_S = 0.5
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) before the run ended"
 CERTIFICATE_SCHEMA = 2  # 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"
 
 #: ``ironaccel certify --verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
@@ -73,11 +75,17 @@ class TargetRun:
     seconds: float = 0.0
     message: str = ""
     node: str = ""  # where it ran, for a farm run (``ironaccel.cts.farm``); "" on this machine
+    kept: str = ""  # why its run folder was not promoted over the committed files ("" when it was)
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (``STOP``)
 
     @property
     def ok(self) -> bool:
         """The run finished and every test ran without a failure or an unexpected pass."""
         return results.without_failures(self.status, self.summary)
+
+
+#: Set on Ctrl-C or SIGTERM: every target's test process is killed and its run recorded as interrupted.
+STOP = threading.Event()
 
 
 def runnable_targets() -> list[str]:
@@ -104,13 +112,15 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
 
 
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
-            timeout_s: float, stopped: tuple[str, ...] = ()) -> TargetRun:
+            timeout_s: float, stopped: tuple[str, ...] = (), interrupted: bool = False) -> TargetRun:
     """Record how the target's process ended in its results file, write its certificate, return the run.
     ``stopped``: the tests the watchdog stopped or a process died in (``run_target``), for the run's message."""
     if out.exists():
         doc = results.read_json(out)
         if timed_out:
             doc["run"] = {"status": RunStatus.TIMEOUT.value, "message": f"killed after {timeout_s:g} s"}
+        elif interrupted:
+            doc["run"] = {"status": RunStatus.ERROR.value, "message": INTERRUPTED}
         elif doc["run"]["status"] == RunStatus.CRASHED:
             doc["run"]["message"] = f"the test process exited with code {exit_code} before finishing"
         elif exit_code not in (0, 1):  # 0: all passed, 1: some failed; else pytest itself gave up
@@ -125,7 +135,8 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
                                       RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
                                       f"exit code {exit_code}: " + " / ".join(tail)), out)
     doc = write_junit_and_certificate(out)
-    run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"])
+    run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"],
+                    interrupted=interrupted)
     if run.ok:
         log.unlink(missing_ok=True)
     else:
@@ -174,7 +185,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             if into == part and part.exists():
                 _go_on_with(out, results.load(part))
                 part.unlink()
-            if ended is None or not out.exists():
+            if ended is None or not out.exists() or STOP.is_set():
                 break
             left = _record_stopped_test(out, ended, exit_code, stopped)
             if not left:  # the stopped test was the last: every test has its outcome, one a failure
@@ -183,7 +194,8 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             log_file.write(f"\n[ironaccel certify] {stopped[-1]}; going on with {len(left)} test(s) in a new process\n")
             log_file.flush()
             into, sel = part, Selection(only=tuple(left))
-    return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped))
+    return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped),
+                   interrupted=STOP.is_set() and exit_code not in (0, 1))
 
 
 def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, watch: Path,
@@ -192,7 +204,8 @@ def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, w
     exit code, whether it was killed at the target's ``deadline``, the phase it was stopped in or died in,
     with ``"hung"`` true when the watchdog killed it; None when it ended between tests or normally)."""
     watch.unlink(missing_ok=True)
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT)
+    # a session of its own: Ctrl-C reaches certify alone, which stops the process and all it started (``_kill``)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
     ended: dict[str, Any] | None = None
     while True:
         try:
@@ -200,14 +213,15 @@ def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, w
             break
         except subprocess.TimeoutExpired:
             pass
+        if STOP.is_set():
+            _kill(proc)
+            return proc.returncode, False, None
         if time.monotonic() >= deadline:
-            proc.kill()
-            proc.wait()
+            _kill(proc)
             return proc.returncode, True, None
         phase = _read_watch(watch)
         if phase and phase["limit"] and time.time() > phase["since"] + phase["limit"] + WATCHDOG_GRACE_S:
-            proc.kill()
-            proc.wait()
+            _kill(proc)
             ended = dict(phase, hung=True)
             break
     if ended is None:
@@ -215,6 +229,13 @@ def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, w
         ended = dict(phase, hung=False) if phase else None
     watch.unlink(missing_ok=True)
     return proc.returncode, False, ended
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill a test process and every process it started (its session), and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _read_watch(watch: Path) -> dict[str, Any] | None:
@@ -443,23 +464,49 @@ def merge_shard_runs(target: str, runs: list[TargetRun], results_dir: Path) -> T
     return TargetRun(target, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"], node)
 
 
-SHARDS_FOLDER = ".shards"  # certify's own shards (``plan``), merged into the results folder, then removed
+SHARDS_FOLDER = ".shards"  # certify's own shards (``plan``), inside the target's run folder, merged there
 
 
 def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeout_s: float = TARGET_TIMEOUT_S,
             test_timeout_s: float = TEST_TIMEOUT_S, runner: Callable[..., TargetRun] = run_target,
-            stream=None, selection: Selection = Selection()) -> list[TargetRun]:
+            stream=None, selection: Selection = Selection(), forced: dict[str, str] | None = None,
+            wait: bool = False) -> list[TargetRun]:
     """Run ``names`` with ``runner`` in parallel (bounded by cores; ``plan`` splits the last round into
     shards), showing progress; return every target's run, in ``names``' order.
 
+    Each target runs into a run folder of its own, promoted over ``results_dir``'s files only when complete
+    (``ironaccel.cts.runs``), under the folder's lock (``runs.Busy`` when another run holds it, unless
+    ``wait``). ``forced``: target -> what ``doctor`` says it lacks, for targets run with ``--force``; recorded
+    in their results files. Ctrl-C (or SIGTERM, as KeyboardInterrupt) stops every test process, records
+    every run as it stands, promotes only the complete ones, and raises ``runs.Interrupted``.
+
     Hardware targets run one at a time (simulated ones beside them): they share the machine's GPU, and a
     clause such as MEM-7 exhausts its memory, which would fail another target's allocations mid-run."""
-    results_dir.mkdir(parents=True, exist_ok=True)
+    forced = forced or {}
+    with runs.lock(results_dir, wait):
+        STOP.clear()
+        folders = {name: runs.new_run_folder(results_dir, name) for name in names}
+        done, interrupted = _run_all(names, folders, jobs, timeout_s, test_timeout_s, runner, stream, selection)
+        with _ignoring_interrupts() if interrupted else contextlib.nullcontext():
+            out = [_settle(run, folders[run.target], results_dir, selection, forced.get(run.target)) for run in done]
+    if interrupted:
+        finished = [r.target for r in out if not r.interrupted]
+        stopped = [r.target for r in out if r.interrupted]
+        raise runs.Interrupted(f"interrupted: {len(finished)} target(s) finished ({', '.join(finished) or '-'}), "
+                               f"{len(stopped)} interrupted ({', '.join(stopped)}); nothing incomplete was promoted; "
+                               f"the records are in {Path(results_dir) / runs.RUNS}")
+    return out
+
+
+def _run_all(names: list[str], folders: dict[str, Path], jobs: int | None, timeout_s: float, test_timeout_s: float,
+             runner: Callable[..., TargetRun], stream, selection: Selection) -> tuple[list[TargetRun], bool]:
+    """Every target's run into its folder (shards merged), in ``names``' order; and whether it was interrupted."""
     known = targets.registered_drivers()
     hardware = {n for n in names if n in known and not known[n].simulated}
     one_gpu_at_a_time = threading.Lock()
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
     processes = plan(names, jobs, selection)
+    interrupted = False
     with Progress(len(processes), stream, unit="processes") as progress:
         split = sorted({n for n, sel in processes if sel.shard != selection.shard}, key=names.index)
         progress.echo(f"certifying {len(names)} target(s) with {jobs} process(es): {', '.join(names)}"
@@ -467,36 +514,88 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
 
         def one(process: tuple[str, Selection]) -> TargetRun:
             name, sel = process
-            folder = results_dir
+            folder = folders[name]
             if sel.shard != selection.shard:
                 k, n = sel.shard.split("/")
-                folder = results_dir / SHARDS_FOLDER / f"{results.file_name(name).removesuffix('.json')}-{k}of{n}"
+                folder = folder / SHARDS_FOLDER / f"{k}of{n}"
                 folder.mkdir(parents=True, exist_ok=True)
-            label = name + (f" {sel.shard}" if folder != results_dir else "")
+            label = name + (f" {sel.shard}" if folder != folders[name] else "")
             with one_gpu_at_a_time if name in hardware else contextlib.nullcontext():
+                if STOP.is_set():
+                    return TargetRun(name, folder / results.file_name(name), RunStatus.ERROR.value, None,
+                                     message="not started: " + INTERRUPTED, interrupted=True)
                 progress.started(label, folder.resolve() / results.file_name(name))
                 run = runner(name, folder, timeout_s, test_timeout_s, selection=sel)
             progress.done(run, label)
             return run
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            runs = list(pool.map(one, processes))
+            futures = [pool.submit(one, p) for p in processes]
+            try:
+                ran = [f.result() for f in futures]
+            except KeyboardInterrupt:
+                STOP.set()
+                interrupted = True
+                progress.echo("  stopping: killing the test processes (Ctrl-C again is ignored until they are)")
+                with _ignoring_interrupts():
+                    ran = [f.result() for f in futures]
     out = []
     for name in names:
-        mine = [(sel, r) for (n, sel), r in zip(processes, runs) if n == name]
+        mine = [(sel, r) for (n, sel), r in zip(processes, ran) if n == name]
         if len(mine) == 1:
             out.append(mine[0][1])
             continue
-        run = merge_shard_runs(name, [r for _, r in mine], results_dir)
+        run = merge_shard_runs(name, [r for _, r in mine], folders[name])
+        run.interrupted = any(r.interrupted for _, r in mine)
         if run.ok:  # the shards' files are in the merged one; a failed shard's log stays, named in the message
-            for _, r in mine:
-                shutil.rmtree(r.results_file.parent)
+            shutil.rmtree(folders[name] / SHARDS_FOLDER)
         else:
             run.message = "; ".join([run.message] + [f"shard {sel.shard}: {r.message}" for sel, r in mine if not r.ok])
         out.append(run)
-    if split and not any((results_dir / SHARDS_FOLDER).iterdir()):
-        (results_dir / SHARDS_FOLDER).rmdir()
-    return out
+    return out, interrupted
+
+
+@contextlib.contextmanager
+def _ignoring_interrupts():
+    """While the runs are recorded after a Ctrl-C: a second Ctrl-C (or SIGTERM) must not cut that short."""
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection, forced: str | None) -> TargetRun:
+    """Record a target's run: its forced flag into the results file, RUN.json, the folder's final name; then
+    promote it over ``results_dir``'s files if ``runs.promotable``, or say in ``run.kept`` why not. A run whose
+    selection matched nothing is removed (``run.status`` "empty")."""
+    doc = results.load(run.results_file) if run.results_file.is_file() else None
+    if doc is not None and not doc["tests"] and not selection.everything and not run.interrupted:
+        shutil.rmtree(folder)
+        with contextlib.suppress(OSError):
+            folder.parent.rmdir()  # runs/, when this was its only run
+        run.status, run.kept = "empty", f"the selection {' '.join(selection.pytest_args())} matches no test"
+        return run
+    if doc is not None and forced:
+        doc["forced"] = {"missing": forced, "by": runs.command_line()}
+        results.dump(doc, run.results_file)
+        write_junit_and_certificate(run.results_file)
+    committed = Path(results_dir) / results.file_name(run.target)
+    why = (runs.promotable(doc, committed, bool(forced)) if doc is not None
+           else f"no results file ({run.message or run.status})")
+    if run.interrupted:
+        why = INTERRUPTED
+    run.message = run.message.replace(str(folder), str(runs.final_name(folder)))
+    final = runs.finish(folder, {"target": run.target, "command": runs.command_line(), "pid": os.getpid(),
+                                 "status": run.status, "message": run.message, "forced": forced or "",
+                                 "promoted": not why, "not_promoted_because": why})
+    run.results_file = final / results.file_name(run.target)
+    if why:
+        run.kept = why
+    else:
+        runs.promote(run.results_file, results_dir)
+    return run
 
 
 def _counts(run: TargetRun) -> str:
@@ -571,7 +670,8 @@ def junit_xml(doc: dict[str, Any]) -> str:
 # -- certificates -----------------------------------------------------------------------------------------
 
 def sha256_file(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The sha256 of a regular file of bounded size (``results.read_bytes``: ValueError for anything else)."""
+    return hashlib.sha256(results.read_bytes(path)).hexdigest()
 
 
 #: Certificate fields its results file alone determines; the others are judged by the suite (SPEC.md).
@@ -655,10 +755,14 @@ def verify(cert_path: Path) -> tuple[int, str]:
         raise ValueError(f"{cert_path}: not a certificate (no results.file and results.sha256)") from exc
     if not isinstance(recorded_sha, str) or Path(cert["results"]["file"]).name != cert["results"]["file"]:
         raise ValueError(f"{cert_path}: not a certificate (results.file must be a file name beside it)")
-    if not results_file.is_file():
+    if not os.path.lexists(results_file):
         return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
     if sha256_file(results_file) != recorded_sha:
         return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
+    version = results.load(results_file)["suite"].get("version")
+    if version != __version__:
+        return VERIFY_STALE, (f"stale: made by ironaccel {version}, this is {__version__}; re-run "
+                              f"`ironaccel certify --target {cert.get('target')}`")
     if cert.get("certificate") != CERTIFICATE_SCHEMA:
         return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
                               f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")
