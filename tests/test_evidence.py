@@ -688,3 +688,20 @@ def test_a_backend_installed_without_results_is_listed_only_with_installed(tmp_p
     with registered():
         assert _status(tmp_path) == plain
         assert "**mem**" in _status(tmp_path, "--installed")
+
+
+# -- one command per verb (issue 27, step 2) ---------------------------------------------------------------------
+
+def test_verify_and_package_are_verbs_and_the_old_spellings_still_work(tmp_path, capsys):
+    folder = committed_fake(tmp_path)
+    cert = folder / "cuda-fake.cert.json"
+    code = main(["verify", str(cert)])
+    assert code in (certify.VERIFY_VALID, certify.VERIFY_STALE)
+    assert main(["certify", "--verify", str(cert)]) == code
+    assert "the new name: `ironaccel verify" in capsys.readouterr().err
+    assert main(["package", str(tmp_path / "pkg"), "--results", str(folder)]) == 0
+    assert main(["verify", str(tmp_path / "pkg")]) in (certify.VERIFY_VALID, certify.VERIFY_STALE)
+    assert main(["certify", "--package", str(tmp_path / "pkg2"), "--results", str(folder)]) == 0
+    assert "the new name: `ironaccel package" in capsys.readouterr().err
+    assert main(["package", str(tmp_path / "no" / "pkg"), "--results", str(folder)]) == 2
+    assert "no such folder" in capsys.readouterr().err and not (tmp_path / "no").exists()

@@ -1,5 +1,6 @@
-"""Runs the conformance suite on targets, each in its own process (or Docker container), and writes, per
-target, beside each other in the results folder (for webgpu/lavapipe)::
+"""Runs the conformance suite on targets, each in its own process (or Docker container: ``containers``), and
+writes, per target, beside each other in its run folder (``runs``: promoted over the results folder's files
+when complete; for webgpu/lavapipe)::
 
     webgpu-lavapipe.json        the results file (``ironaccel.cts.results``), the only input of STATUS.md
     webgpu-lavapipe.junit.xml   the same run as JUnit XML, for CI systems (made from the results file, so a
@@ -21,17 +22,15 @@ has its process killed, and a process that dies in a test (a signal, ``os._exit`
 is recorded as a failure saying so, and the run goes on in a new process with the tests not yet run
 (``run_target``), into the same results file.
 
-A certificate holds nothing that its results file and the suite do not determine (no issue time), so
-``verify`` recomputes it and compares: results file changed, or the certificate's own facts edited →
-tampered; then the suite or the target's own parts changed → stale. Shards of one run are joined by
-``merge``; ``ironaccel.cts.submission`` bundles a results folder into a package that is verified whole.
+The JUnit file and the certificate are ``certificates``' (its names are importable from here too, as
+``certify.verify`` was). Shards of one run are joined by ``merge``; ``ironaccel.cts.submission`` bundles a
+results folder into a package that is verified whole.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
@@ -46,9 +45,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import __version__
 from . import judge, results, runs, spec, tables, targets
-from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
+from .certificates import (VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, certificate, junit_xml,  # noqa: F401
+                           sha256_file, verify, write_certificate, write_junit_and_certificate)
+from .results import Outcome, RunStatus
 from .selection import Selection
 
 TARGET_TIMEOUT_S = 1800
@@ -56,14 +56,6 @@ TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driv
 WATCHDOG_GRACE_S = 5.0  # how long past its limit a test phase may run before its process is killed
 WATCHDOG_POLL_S = 0.5
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) before the run ended"
-CERTIFICATE_SCHEMA = 2  # 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"
-
-#: ``ironaccel certify --verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
-VERIFY_VALID, VERIFY_STALE, VERIFY_TAMPERED = 0, 3, 4
-
-#: Images of ``--docker`` runs: simulated targets run in the GPU-less image, hardware ones in the CUDA image.
-DOCKERFILES = {True: "ci/docker/gpuless.Dockerfile", False: "ci/docker/cuda.Dockerfile"}
-CONTAINER_RESULTS = "/results"
 
 
 @dataclass
@@ -148,14 +140,6 @@ def child_environment(name: str) -> dict[str, str]:
     """The environment of a target's test process: this one's, the target's driver selection, and
     Hypothesis' ``ci`` profile unless HYPOTHESIS_PROFILE says otherwise."""
     return {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
-
-
-def write_junit_and_certificate(results_file: Path) -> dict[str, Any]:
-    """Write the JUnit XML and the certificate beside a finished results file; return its document."""
-    doc = results.load(results_file)
-    results.sibling(results_file, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
-    write_certificate(results_file)
-    return doc
 
 
 def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
@@ -285,80 +269,6 @@ def _go_on_with(out: Path, part: dict[str, Any]) -> None:
     if not doc["target"]["device"]:
         doc["target"].update({k: part["target"][k] for k in ("driver_version", "device", "vendor", "simulated")})
     results.dump(doc, out)
-
-
-# -- Docker ---------------------------------------------------------------------------------------------
-
-class DockerUnavailable(Exception):
-    """``certify --docker`` cannot run: no Docker engine answers, the docker SDK or an image is missing."""
-
-
-def docker_client() -> Any:
-    try:
-        import docker
-    except ImportError as exc:
-        raise DockerUnavailable("the docker SDK is not installed: pip install docker") from exc
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-        raise DockerUnavailable(f"no Docker engine is reachable at {where} ({exc}); start one, or set DOCKER_HOST, "
-                             "or run without --docker") from exc
-    return client
-
-
-def docker_image(client: Any, simulated: bool) -> str:
-    """The image tag for simulated or hardware targets, built from this checkout's ci/docker when missing."""
-    import docker
-
-    dockerfile = DOCKERFILES[simulated]
-    tag = f"ironaccel-ci-{Path(dockerfile).name.split('.')[0]}:{__version__}"
-    try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        root = Path(__file__).resolve().parents[2]
-        if not (root / dockerfile).is_file():
-            raise DockerUnavailable(f"image {tag} is missing and {root / dockerfile} is not there to build it: "
-                                 "run from a checkout, or build the image there") from None
-        client.images.build(path=str(root), dockerfile=dockerfile, tag=tag, rm=True)
-    return tag
-
-
-def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
-    """A ``run_target`` that runs ``ironaccel certify --target`` in a container of the target's image; the
-    images ``names`` need are found (or built) first, so a missing one fails before any target starts."""
-    import docker
-    import requests
-
-    images = {sim: docker_image(client, sim) for sim in {targets.get(n).simulated for n in names}}
-
-    def run(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
-            test_timeout_s: float = TEST_TIMEOUT_S, selection: Selection = Selection()) -> TargetRun:
-        target = targets.get(name)
-        results_dir = results_dir.resolve()
-        out = results_dir / results.file_name(name)
-        log = out.with_name("." + out.stem + ".log")
-        gpus = [] if target.simulated else [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        started, t0 = results.now(), time.monotonic()
-        out.unlink(missing_ok=True)
-        container = client.containers.run(
-            images[target.simulated],
-            ["ironaccel", "certify", "--target", name, "--results", CONTAINER_RESULTS,
-             "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}", *selection.pytest_args()],
-            volumes={str(results_dir): {"bind": CONTAINER_RESULTS, "mode": "rw"}},
-            # the host's user, so the files it writes are the host's; HOME, since that uid has no home there
-            user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"}, device_requests=gpus, detach=True)
-        try:
-            exit_code, timed_out = container.wait(timeout=timeout_s + 60)["StatusCode"], False
-        except requests.exceptions.RequestException:  # the container outlived its limit
-            container.kill()
-            exit_code, timed_out = None, True
-        log.write_bytes(container.logs())
-        container.remove(force=True)
-        return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s)
-
-    return run
 
 
 # -- many targets, progress, summary ----------------------------------------------------------------------
@@ -632,149 +542,3 @@ def merge(paths: list[Path], output: Path) -> dict[str, Any]:
     doc = results.merge([results.load(p) for p in paths], [str(p) for p in paths])
     results.dump(doc, output)
     return write_junit_and_certificate(output)
-
-
-def junit_xml(doc: dict[str, Any]) -> str:
-    """A results document as JUnit XML, each test case with its outcome's element (``Outcome.junit``): fail
-    and xpass are failures, not-run an error, xfail, skip and not-supported skipped; flaky passes with a
-    ``flakyFailure``."""
-    import xml.etree.ElementTree as ET
-
-    tests, target = doc["tests"], doc["target"]
-    counts = {element: sum(n for o, n in doc["summary"].items() if Outcome(o).junit == element)
-              for element in ("failure", "error", "skipped")}
-    suite = ET.Element("testsuite", name=target["name"], tests=str(len(tests)), failures=str(counts["failure"]),
-                       errors=str(counts["error"]), skipped=str(counts["skipped"]),
-                       time=f"{sum(t['duration'] for t in tests):.3f}", timestamp=doc["started"])
-    props = ET.SubElement(suite, "properties")
-    for key, value in (("run", doc["run"]["status"]), ("run_message", doc["run"]["message"]),
-                       ("suite_hash", doc["suite"]["hash"]), ("device", target["device"]),
-                       ("driver_version", target["driver_version"]), ("simulated", str(target["simulated"]).lower())):
-        ET.SubElement(props, "property", name=key, value=value)
-    for t in tests:
-        module, _, name = t["id"].partition("::")
-        case = ET.SubElement(suite, "testcase", classname=module.removesuffix(".py"), name=name,
-                             time=f"{t['duration']:.3f}")
-        ET.SubElement(case, "properties").append(ET.Element("property", name="clauses", value=" ".join(t["clauses"])))
-        outcome = Outcome(t["outcome"])
-        if outcome.junit:
-            text = t["message"] or (f"run {doc['run']['status']}: {doc['run']['message']}"
-                                    if outcome == Outcome.NOT_RUN else "")
-            first_line = text.splitlines()[0] if text else ""
-            ET.SubElement(case, outcome.junit,
-                          message=outcome + (f": {first_line}" if first_line else "")).text = text
-    ET.indent(suite)
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
-
-
-# -- certificates -----------------------------------------------------------------------------------------
-
-def sha256_file(path: Path) -> str:
-    """The sha256 of a regular file of bounded size (``results.read_bytes``: ValueError for anything else)."""
-    return hashlib.sha256(results.read_bytes(path)).hexdigest()
-
-
-#: Certificate fields its results file alone determines; the others are judged by the suite (SPEC.md).
-FACT_FIELDS = ("certificate", "target", "environment", "run", "suite", "results")
-
-
-def certificate(results_file: Path) -> dict[str, Any]:
-    """The certificate of one results file, judged by the current SPEC.md and suite hash."""
-    doc = results.load(results_file)
-    clauses = spec.load_clauses()
-    (run,), _ = judge.runs([doc], spec.current([doc["target"]["name"]]), targets.TARGETS)
-    proves, why = judge.target_level(run, clauses)
-    states = judge.required_clause_states(doc, clauses)
-    t = doc["target"]
-    return {
-        "certificate": CERTIFICATE_SCHEMA,
-        "target": t["name"],
-        "proves": proves,
-        "why": why,
-        "required_clauses_passing": f"{sum(s == 'pass' for s in states.values())}/{len(states)}",
-        "required_clauses": [{"id": cid, "outcome": state} for cid, state in states.items()],  # SPEC.md order
-        "environment": {key: t.get(key, "") for key in
-                        ("backend", "driver", "driver_version", "device", "vendor", "simulated", "os", "python",
-                         "packages")},
-        "run": {"status": doc["run"]["status"], "started": doc["started"], "finished": doc["finished"]},
-        "suite": dict(doc["suite"]),
-        "results": {"file": Path(results_file).name, "sha256": sha256_file(results_file)},
-    }
-
-
-def certificate_markdown(cert: dict[str, Any]) -> str:
-    env = cert["environment"]
-    packages = ", ".join(f"{k} {v}" for k, v in sorted(env["packages"].items())) or "—"
-    run = cert["run"]
-    lines = [
-        f"# Certificate: {cert['target']}",
-        "",
-        f"**Proves: {cert['proves']}** — {cert['why']}. (What a target proves and how a backend's level "
-        "combines its targets: SPEC.md, Certification.)",
-        "",
-        *tables.markdown(["", ""], [
-            ["Device", f"{env['device'] or '—'} ({env['vendor'] or '—'}, "
-                       f"{'simulated' if env['simulated'] else 'hardware'})"],
-            ["Driver", f"{env['driver']} {env['driver_version']}"],
-            ["OS, Python", f"{env['os'] or '—'}, Python {env['python'] or '—'}"],
-            ["Packages", packages],
-            ["Run", f"{run['status']}, {run['started']} → {run['finished']}"],
-            ["Suite", f"{cert['suite']['version']}, hash `{cert['suite']['hash']}`"],
-            ["Results file", f"`{cert['results']['file']}`, sha256 `{cert['results']['sha256']}`"],
-        ]),
-        "",
-        f"## Required clauses ({cert['required_clauses_passing']} pass)",
-        "",
-        *tables.markdown(["Clause", "Outcome"], [[c["id"], c["outcome"]] for c in cert["required_clauses"]]),
-        "",
-        f"Check it with `ironaccel certify --verify {cert['results']['file'].removesuffix('.json')}"
-        f"{CERTIFICATE_SUFFIX}`.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def write_certificate(results_file: Path) -> Path:
-    """Write ``<stem>.cert.json`` and ``<stem>.cert.md`` beside ``results_file``; return the JSON's path."""
-    cert = certificate(results_file)
-    path = results.sibling(results_file, CERTIFICATE_SUFFIX)
-    path.write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    results.sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
-    return path
-
-
-def verify(cert_path: Path) -> tuple[int, str]:
-    """(exit code, why): VERIFY_VALID; VERIFY_TAMPERED (the results file is missing or changed, or the
-    certificate says what its results file does not); VERIFY_STALE (the suite changed since). The
-    certificate is checked against its results file first, so a certificate edited together with its
-    suite hash is tampered, not stale. ValueError (one line) for a file that is not a readable certificate."""
-    cert = results.read_json(cert_path)
-    try:
-        results_file = Path(cert_path).with_name(cert["results"]["file"])
-        recorded_sha = cert["results"]["sha256"]
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{cert_path}: not a certificate (no results.file and results.sha256)") from exc
-    if not isinstance(recorded_sha, str) or Path(cert["results"]["file"]).name != cert["results"]["file"]:
-        raise ValueError(f"{cert_path}: not a certificate (results.file must be a file name beside it)")
-    if not os.path.lexists(results_file):
-        return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
-    if sha256_file(results_file) != recorded_sha:
-        return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
-    version = results.load(results_file)["suite"].get("version")
-    if version != __version__:
-        return VERIFY_STALE, (f"stale: made by ironaccel {version}, this is {__version__}; re-run "
-                              f"`ironaccel certify --target {cert.get('target')}`")
-    if cert.get("certificate") != CERTIFICATE_SCHEMA:
-        return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
-                              f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")
-    expected = certificate(results_file)
-    edited = [key for key in FACT_FIELDS if cert.get(key) != expected[key]]
-    if edited:
-        return VERIFY_TAMPERED, (f"tampered: the certificate's {', '.join(edited)} do not say what its results "
-                                 f"file {results_file.name} says")
-    changed = judge.stale_parts(results.load(results_file), spec.current([cert["target"]]))
-    if changed:
-        return VERIFY_STALE, (f"stale: {'; '.join(changed)} since it was certified; "
-                              f"re-run `ironaccel certify --target {cert['target']}`")
-    if expected != cert:
-        return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
-    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {cert['suite']['hash']}"

@@ -95,14 +95,8 @@ def cmd_certify(args: argparse.Namespace) -> int:
     from .selection import Selection
 
     if args.verify:
-        try:
-            check = submission.verify if Path(args.verify).is_dir() else certify.verify
-            code, why = check(Path(args.verify))
-        except ValueError as exc:
-            print(f"ironaccel certify --verify: {exc}", file=sys.stderr)
-            return 2
-        print(why, file=sys.stdout if code == certify.VERIFY_VALID else sys.stderr)
-        return code
+        print(f"(the new name: `ironaccel verify {args.verify}`)", file=sys.stderr)
+        return cmd_verify(argparse.Namespace(path=args.verify))
     farm_only = [flag for flag, given in (("--shard-size", args.shard_size is not None), ("--resume", args.resume))
                  if given]
     if args.shard_size is not None and args.shard_size < 1:
@@ -130,6 +124,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
                 print(f"ironaccel certify: {refusal}", file=sys.stderr)
                 return 2
     elif args.package:
+        print(f"(the new name: `ironaccel package {args.package} --results {args.results}`)", file=sys.stderr)
         return _package(args)
     else:
         print("name targets with --target T (repeatable) or use --all; `ironaccel doctor` lists them", file=sys.stderr)
@@ -154,9 +149,11 @@ def cmd_certify(args: argparse.Namespace) -> int:
             return 2
     runner = certify.run_target
     if args.docker:
+        from . import containers
+
         try:
-            runner = certify.container_runner(certify.docker_client(), names)
-        except certify.DockerUnavailable as exc:
+            runner = containers.container_runner(containers.docker_client(), names)
+        except containers.DockerUnavailable as exc:
             print(f"ironaccel certify --docker: {exc}", file=sys.stderr)
             return 2
     if args.ray:
@@ -209,7 +206,22 @@ def cmd_certify(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``ironaccel verify CERT|PACKAGE`` (``certify --verify``, its old name)."""
+    from . import certificates, submission
+
+    try:
+        check = submission.verify if Path(args.path).is_dir() else certificates.verify
+        code, why = check(Path(args.path))
+    except ValueError as exc:
+        print(f"ironaccel verify: {exc}", file=sys.stderr)
+        return 2
+    print(why, file=sys.stdout if code == certificates.VERIFY_VALID else sys.stderr)
+    return code
+
+
 def _package(args: argparse.Namespace) -> int:
+    """``ironaccel package OUT [--results DIR]`` (``certify --package``, which can also follow a run)."""
     from . import submission
 
     try:
@@ -217,7 +229,7 @@ def _package(args: argparse.Namespace) -> int:
     except (ValueError, OSError) as exc:
         print(f"ironaccel certify --package: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote the submission package {out}; check it with `ironaccel certify --verify {out}`")
+    print(f"wrote the submission package {out}; check it with `ironaccel verify {out}`")
     return 0
 
 
@@ -302,6 +314,17 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--baseline", metavar="DIR", help="compare each target's run with its results file in DIR: "
                    "new failures, fixes, newly flaky tests (exit 6 on a regression)")
     c.set_defaults(func=cmd_certify)
+
+    v = sub.add_parser("verify", help="check a certificate (*.cert.json) against its results file and the "
+                       "current suite, or a whole submission package (a folder)",
+                       description="exit codes: 0 valid; 3 stale; 4 tampered; 2 not a readable certificate or "
+                       "package (the same as `certify --verify`, its old name)")
+    v.add_argument("path", metavar="CERT|PACKAGE")
+    v.set_defaults(func=cmd_verify)
+    pk = sub.add_parser("package", help="bundle a results folder into a new submission package folder OUT")
+    pk.add_argument("package", metavar="OUT", help="the package folder to make (must not exist)")
+    pk.add_argument("--results", default="results", metavar="DIR", help="results folder (default: results)")
+    pk.set_defaults(func=_package)
 
     m = sub.add_parser("merge", help="merge the shard results files of one target run into one results file")
     m.add_argument("files", nargs="+", metavar="SHARD.json", help="results files of --shard 1/N .. N/N")

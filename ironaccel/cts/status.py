@@ -277,7 +277,7 @@ def load_results(results_dir: Path) -> list[dict[str, Any]]:
 def _generate(docs: list[dict[str, Any]], installed: bool = False) -> str:
     """STATUS.md from ``docs`` alone: the built-in backends and those with results (``installed``: every
     backend installed here too). A plugin's backend, driver and expectations are judged by the hashes its
-    results record, never by importing it (``certify --verify`` checks a certificate against the installed
+    results record, never by importing it (``ironaccel verify`` checks a certificate against the installed
     plugin), so whether and which plugin is installed never changes the bytes; the suite part is always
     this checkout's."""
     from ..backends import BUILTIN

@@ -11,7 +11,7 @@ a certification claim without trusting the submitter's machine (``ironaccel cert
     OUT/git.diff            the uncommitted changes to ironaccel the run was made with (only when dirty)
     OUT/git-<backend>.diff  the same for a backend that lives in a repository of its own
 
-``verify`` (``ironaccel certify --verify OUT``) checks it whole: nothing missing or added, every hash, each
+``verify`` (``ironaccel verify OUT``) checks it whole: nothing missing or added, every hash, each
 certificate against its results file, JUnit and levels recomputed from the results files.
 """
 
@@ -125,7 +125,7 @@ def package(results_dir: Path, out: Path, root: Path | None = None) -> Path:
 
 def _write(docs: list[dict[str, Any]], results_dir: Path, out: Path, root: Path | None) -> None:
     """The package's files, into the (still hidden) folder ``out``: the manifest last."""
-    from .certify import junit_xml, sha256_file, write_certificate
+    from .certificates import junit_xml, sha256_file, write_certificate
 
     for doc in docs:
         stem = results.file_name(doc["target"]["name"])
@@ -219,8 +219,8 @@ def verify(out: Path) -> tuple[int, str]:
     """(exit code, why) for a whole package: certify.VERIFY_VALID, VERIFY_STALE (the suite or a target's
     parts changed since), VERIFY_TAMPERED (a file missing, added or changed; a certificate, JUnit file or
     level that the results do not give). ValueError for a folder that is not a readable package."""
-    from .certify import VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, junit_xml, sha256_file
-    from .certify import verify as verify_certificate
+    from .certificates import VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, junit_xml, sha256_file
+    from .certificates import verify as verify_certificate
 
     out = Path(out)
     if not (out / MANIFEST).exists() and not (out / MANIFEST).is_symlink():
