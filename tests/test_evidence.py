@@ -395,9 +395,11 @@ def test_status_and_package_on_a_hostile_results_file_exit_2_and_write_nothing(t
     assert message in capsys.readouterr().err and not (tmp_path / "pkg").exists()
 
 
-def test_status_into_a_missing_folder_exits_2(tmp_path, capsys):
+@pytest.mark.parametrize("where", ["no/S.md", "a-file/S.md"])
+def test_status_into_a_missing_folder_exits_2(tmp_path, capsys, where):
     """Issue 24: `status --output /no/such/dir/S.md` ended in a traceback."""
-    assert main(["status", "--results", str(ROOT / "results"), "--output", str(tmp_path / "no" / "S.md")]) == 2
+    (tmp_path / "a-file").write_text("not a folder")
+    assert main(["status", "--results", str(ROOT / "results"), "--output", str(tmp_path / where)]) == 2
     assert "cannot write" in capsys.readouterr().err and not (tmp_path / "no").exists()
 
 
