@@ -397,7 +397,7 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
         STOP.clear()
         folders = {name: runs.new_run_folder(results_dir, name) for name in names}
         done, interrupted = _run_all(names, folders, jobs, timeout_s, test_timeout_s, runner, stream, selection)
-        with _ignoring_interrupts() if interrupted else contextlib.nullcontext():
+        with _ignoring_interrupts():  # recording and promoting take moments: a Ctrl-C now must not cut them short
             out = [_settle(run, folders[run.target], results_dir, selection, forced.get(run.target)) for run in done]
     if interrupted:
         finished = [r.target for r in out if not r.interrupted]
@@ -467,7 +467,10 @@ def _run_all(names: list[str], folders: dict[str, Path], jobs: int | None, timeo
 
 @contextlib.contextmanager
 def _ignoring_interrupts():
-    """While the runs are recorded after a Ctrl-C: a second Ctrl-C (or SIGTERM) must not cut that short."""
+    """SIGINT and SIGTERM ignored for the ``with`` block (in the main thread; elsewhere they cannot arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield

@@ -179,6 +179,9 @@ def cmd_certify(args: argparse.Namespace) -> int:
         except runs.Interrupted as exc:
             print(f"\nironaccel certify: {exc}", file=sys.stderr)
             return runs.EXIT_INTERRUPTED
+        except KeyboardInterrupt:  # while no target ran (waiting for the lock, say): no run to record
+            print("\nironaccel certify: interrupted while no target was running", file=sys.stderr)
+            return runs.EXIT_INTERRUPTED
     print()
     print(certify.summary_table(runs))
     empty = [r for r in runs if r.status == "empty"]
