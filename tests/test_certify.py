@@ -346,21 +346,23 @@ def test_{i}():
     stream = io.StringIO()
     runs = certify.certify(["a/x", "b/y", NAME], out, jobs=2, runner=runner, stream=stream)
     assert f"({NAME} as 2 shards)" in stream.getvalue() and f"done   {NAME} 2/2" in stream.getvalue()
-    merged = runs[2]
-    assert merged.results_file == out / results.file_name(NAME) and merged.summary == whole.summary
+    merged = runs[2]  # recorded in its run folder, and promoted: every test reported
+    assert merged.results_file.parent.parent == out / "runs" and merged.summary == whole.summary
+    assert (out / results.file_name(NAME)).read_bytes() == merged.results_file.read_bytes()
     doc, expected = results.load(merged.results_file), results.load(whole.results_file)
     assert outcomes(doc) == outcomes(expected) and outcomes(doc)["test_4"] == "fail"
     assert "selection" not in doc and doc["run"] == {"status": "ok", "message": ""}
     assert results.sibling(merged.results_file, ".junit.xml").is_file()
-    log = next((out / certify.SHARDS_FOLDER).glob("*/.mem-test.log"))  # the failed shard's log stays
+    log = next(merged.results_file.parent.glob(f"{certify.SHARDS_FOLDER}/*/.mem-test.log"))  # the failed shard's log stays
     assert not merged.ok and str(log) in merged.message
 
     skip = Selection(skip=("test_suite.py::test_4",))  # every test passes: nothing is left of the shards
     again = certify.certify(["a/x", "b/y", NAME], out, jobs=2, runner=runner, stream=io.StringIO(), selection=skip)[2]
     assert again.ok and outcomes(results.load(again.results_file)) == {k: v for k, v in outcomes(expected).items()
                                                                       if k != "test_4"}
-    assert sorted(p.name for p in out.iterdir()) == ["mem-test.cert.json", "mem-test.cert.md", "mem-test.json",
-                                                     "mem-test.junit.xml"]
+    assert sorted(p.name for p in out.iterdir()) == [".ironaccel.lock", "mem-test.cert.json", "mem-test.cert.md",
+                                                     "mem-test.json", "mem-test.junit.xml", "runs"]
+    assert not (again.results_file.parent / certify.SHARDS_FOLDER).exists()
 
 
 def test_shards_that_do_not_merge_are_an_error_not_a_results_file(tmp_path):

@@ -167,7 +167,7 @@ def test_verify_on_a_bad_certificate_says_which_and_why_and_exits_2(tmp_path, ca
     cert = tmp_path / "cuda-fake.json"  # _bad_files makes its file from this name
     cert.write_text("{}")
     make(cert)
-    assert main(["certify", "--verify", str(cert)]) == 2
+    assert main(["verify", str(cert)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and says in err, err
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel.cts import certify, results
+from ironaccel.cts import containers, results
 from ironaccel.cts.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,7 +18,7 @@ DOCKERFILES = sorted((ROOT / "ci" / "docker").glob("*.Dockerfile"))
 
 
 def test_both_images_have_a_dockerfile():
-    assert {ROOT / path for path in certify.DOCKERFILES.values()} == set(DOCKERFILES)
+    assert {ROOT / path for path in containers.DOCKERFILES.values()} == set(DOCKERFILES)
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
@@ -81,7 +81,7 @@ class FakeClient:
 
 def test_container_runner_mounts_results_and_gives_hardware_targets_the_gpus(tmp_path):
     client = FakeClient()
-    run = certify.container_runner(client, ["vulkan/lavapipe", "cuda/nvidia"])
+    run = containers.container_runner(client, ["vulkan/lavapipe", "cuda/nvidia"])
     sim = run("vulkan/lavapipe", tmp_path, 100, 5)
     hw = run("cuda/nvidia", tmp_path, 100, 5)
     (image, command, kwargs), (hw_image, _, hw_kwargs) = client.runs

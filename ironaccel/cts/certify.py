@@ -1,5 +1,6 @@
-"""Runs the conformance suite on targets, each in its own process (or Docker container), and writes, per
-target, beside each other in the results folder (for webgpu/lavapipe)::
+"""Runs the conformance suite on targets, each in its own process (or Docker container: ``containers``), and
+writes, per target, beside each other in its run folder (``runs``: promoted over the results folder's files
+when complete; for webgpu/lavapipe)::
 
     webgpu-lavapipe.json        the results file (``ironaccel.cts.results``), the only input of STATUS.md
     webgpu-lavapipe.junit.xml   the same run as JUnit XML, for CI systems (made from the results file, so a
@@ -21,20 +22,19 @@ has its process killed, and a process that dies in a test (a signal, ``os._exit`
 is recorded as a failure saying so, and the run goes on in a new process with the tests not yet run
 (``run_target``), into the same results file.
 
-A certificate holds nothing that its results file and the suite do not determine (no issue time), so
-``verify`` recomputes it and compares: results file changed, or the certificate's own facts edited →
-tampered; then the suite or the target's own parts changed → stale. Shards of one run are joined by
-``merge``; ``ironaccel.cts.submission`` bundles a results folder into a package that is verified whole.
+The JUnit file and the certificate are ``certificates``' (its names are importable from here too, as
+``certify.verify`` was). Shards of one run are joined by ``merge``; ``ironaccel.cts.submission`` bundles a
+results folder into a package that is verified whole.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -45,23 +45,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import __version__
-from . import judge, results, spec, tables, targets
-from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
+from . import judge, results, runs, spec, tables, targets
+from .certificates import (VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, certificate, junit_xml,  # noqa: F401
+                           sha256_file, verify, write_certificate, write_junit_and_certificate)
+from .results import Outcome, RunStatus
 from .selection import Selection
 
 TARGET_TIMEOUT_S = 1800
 TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
 WATCHDOG_GRACE_S = 5.0  # how long past its limit a test phase may run before its process is killed
 WATCHDOG_POLL_S = 0.5
-CERTIFICATE_SCHEMA = 2  # 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"
-
-#: ``ironaccel certify --verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
-VERIFY_VALID, VERIFY_STALE, VERIFY_TAMPERED = 0, 3, 4
-
-#: Images of ``--docker`` runs: simulated targets run in the GPU-less image, hardware ones in the CUDA image.
-DOCKERFILES = {True: "ci/docker/gpuless.Dockerfile", False: "ci/docker/cuda.Dockerfile"}
-CONTAINER_RESULTS = "/results"
+INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) before the run ended"
 
 
 @dataclass
@@ -73,11 +67,17 @@ class TargetRun:
     seconds: float = 0.0
     message: str = ""
     node: str = ""  # where it ran, for a farm run (``ironaccel.cts.farm``); "" on this machine
+    kept: str = ""  # why its run folder was not promoted over the committed files ("" when it was)
+    interrupted: bool = False  # stopped by Ctrl-C or SIGTERM (``STOP``)
 
     @property
     def ok(self) -> bool:
         """The run finished and every test ran without a failure or an unexpected pass."""
         return results.without_failures(self.status, self.summary)
+
+
+#: Set on Ctrl-C or SIGTERM: every target's test process is killed and its run recorded as interrupted.
+STOP = threading.Event()
 
 
 def runnable_targets() -> list[str]:
@@ -104,13 +104,15 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
 
 
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
-            timeout_s: float, stopped: tuple[str, ...] = ()) -> TargetRun:
+            timeout_s: float, stopped: tuple[str, ...] = (), interrupted: bool = False) -> TargetRun:
     """Record how the target's process ended in its results file, write its certificate, return the run.
     ``stopped``: the tests the watchdog stopped or a process died in (``run_target``), for the run's message."""
     if out.exists():
         doc = results.read_json(out)
         if timed_out:
             doc["run"] = {"status": RunStatus.TIMEOUT.value, "message": f"killed after {timeout_s:g} s"}
+        elif interrupted:
+            doc["run"] = {"status": RunStatus.ERROR.value, "message": INTERRUPTED}
         elif doc["run"]["status"] == RunStatus.CRASHED:
             doc["run"]["message"] = f"the test process exited with code {exit_code} before finishing"
         elif exit_code not in (0, 1):  # 0: all passed, 1: some failed; else pytest itself gave up
@@ -125,7 +127,8 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
                                       RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
                                       f"exit code {exit_code}: " + " / ".join(tail)), out)
     doc = write_junit_and_certificate(out)
-    run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"])
+    run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"],
+                    interrupted=interrupted)
     if run.ok:
         log.unlink(missing_ok=True)
     else:
@@ -137,14 +140,6 @@ def child_environment(name: str) -> dict[str, str]:
     """The environment of a target's test process: this one's, the target's driver selection, and
     Hypothesis' ``ci`` profile unless HYPOTHESIS_PROFILE says otherwise."""
     return {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(name).environment()}
-
-
-def write_junit_and_certificate(results_file: Path) -> dict[str, Any]:
-    """Write the JUnit XML and the certificate beside a finished results file; return its document."""
-    doc = results.load(results_file)
-    results.sibling(results_file, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
-    write_certificate(results_file)
-    return doc
 
 
 def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
@@ -174,7 +169,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             if into == part and part.exists():
                 _go_on_with(out, results.load(part))
                 part.unlink()
-            if ended is None or not out.exists():
+            if ended is None or not out.exists() or STOP.is_set():
                 break
             left = _record_stopped_test(out, ended, exit_code, stopped)
             if not left:  # the stopped test was the last: every test has its outcome, one a failure
@@ -183,7 +178,8 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             log_file.write(f"\n[ironaccel certify] {stopped[-1]}; going on with {len(left)} test(s) in a new process\n")
             log_file.flush()
             into, sel = part, Selection(only=tuple(left))
-    return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped))
+    return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped),
+                   interrupted=STOP.is_set() and exit_code not in (0, 1))
 
 
 def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, watch: Path,
@@ -192,7 +188,8 @@ def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, w
     exit code, whether it was killed at the target's ``deadline``, the phase it was stopped in or died in,
     with ``"hung"`` true when the watchdog killed it; None when it ended between tests or normally)."""
     watch.unlink(missing_ok=True)
-    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT)
+    # a session of its own: Ctrl-C reaches certify alone, which stops the process and all it started (``_kill``)
+    proc = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
     ended: dict[str, Any] | None = None
     while True:
         try:
@@ -200,14 +197,15 @@ def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, w
             break
         except subprocess.TimeoutExpired:
             pass
+        if STOP.is_set():
+            _kill(proc)
+            return proc.returncode, False, None
         if time.monotonic() >= deadline:
-            proc.kill()
-            proc.wait()
+            _kill(proc)
             return proc.returncode, True, None
         phase = _read_watch(watch)
         if phase and phase["limit"] and time.time() > phase["since"] + phase["limit"] + WATCHDOG_GRACE_S:
-            proc.kill()
-            proc.wait()
+            _kill(proc)
             ended = dict(phase, hung=True)
             break
     if ended is None:
@@ -215,6 +213,13 @@ def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, w
         ended = dict(phase, hung=False) if phase else None
     watch.unlink(missing_ok=True)
     return proc.returncode, False, ended
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill a test process and every process it started (its session), and reap it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _read_watch(watch: Path) -> dict[str, Any] | None:
@@ -264,80 +269,6 @@ def _go_on_with(out: Path, part: dict[str, Any]) -> None:
     if not doc["target"]["device"]:
         doc["target"].update({k: part["target"][k] for k in results.DEVICE_FIELDS if k in part["target"]})
     results.dump(doc, out)
-
-
-# -- Docker ---------------------------------------------------------------------------------------------
-
-class DockerUnavailable(Exception):
-    """``certify --docker`` cannot run: no Docker engine answers, the docker SDK or an image is missing."""
-
-
-def docker_client() -> Any:
-    try:
-        import docker
-    except ImportError as exc:
-        raise DockerUnavailable("the docker SDK is not installed: pip install docker") from exc
-    try:
-        client = docker.from_env()
-        client.ping()
-    except docker.errors.DockerException as exc:
-        where = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-        raise DockerUnavailable(f"no Docker engine is reachable at {where} ({exc}); start one, or set DOCKER_HOST, "
-                             "or run without --docker") from exc
-    return client
-
-
-def docker_image(client: Any, simulated: bool) -> str:
-    """The image tag for simulated or hardware targets, built from this checkout's ci/docker when missing."""
-    import docker
-
-    dockerfile = DOCKERFILES[simulated]
-    tag = f"ironaccel-ci-{Path(dockerfile).name.split('.')[0]}:{__version__}"
-    try:
-        client.images.get(tag)
-    except docker.errors.ImageNotFound:
-        root = Path(__file__).resolve().parents[2]
-        if not (root / dockerfile).is_file():
-            raise DockerUnavailable(f"image {tag} is missing and {root / dockerfile} is not there to build it: "
-                                 "run from a checkout, or build the image there") from None
-        client.images.build(path=str(root), dockerfile=dockerfile, tag=tag, rm=True)
-    return tag
-
-
-def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
-    """A ``run_target`` that runs ``ironaccel certify --target`` in a container of the target's image; the
-    images ``names`` need are found (or built) first, so a missing one fails before any target starts."""
-    import docker
-    import requests
-
-    images = {sim: docker_image(client, sim) for sim in {targets.get(n).simulated for n in names}}
-
-    def run(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
-            test_timeout_s: float = TEST_TIMEOUT_S, selection: Selection = Selection()) -> TargetRun:
-        target = targets.get(name)
-        results_dir = results_dir.resolve()
-        out = results_dir / results.file_name(name)
-        log = out.with_name("." + out.stem + ".log")
-        gpus = [] if target.simulated else [docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])]
-        started, t0 = results.now(), time.monotonic()
-        out.unlink(missing_ok=True)
-        container = client.containers.run(
-            images[target.simulated],
-            ["ironaccel", "certify", "--target", name, "--results", CONTAINER_RESULTS,
-             "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}", *selection.pytest_args()],
-            volumes={str(results_dir): {"bind": CONTAINER_RESULTS, "mode": "rw"}},
-            # the host's user, so the files it writes are the host's; HOME, since that uid has no home there
-            user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"}, device_requests=gpus, detach=True)
-        try:
-            exit_code, timed_out = container.wait(timeout=timeout_s + 60)["StatusCode"], False
-        except requests.exceptions.RequestException:  # the container outlived its limit
-            container.kill()
-            exit_code, timed_out = None, True
-        log.write_bytes(container.logs())
-        container.remove(force=True)
-        return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s)
-
-    return run
 
 
 # -- many targets, progress, summary ----------------------------------------------------------------------
@@ -443,23 +374,49 @@ def merge_shard_runs(target: str, runs: list[TargetRun], results_dir: Path) -> T
     return TargetRun(target, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"], node)
 
 
-SHARDS_FOLDER = ".shards"  # certify's own shards (``plan``), merged into the results folder, then removed
+SHARDS_FOLDER = ".shards"  # certify's own shards (``plan``), inside the target's run folder, merged there
 
 
 def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeout_s: float = TARGET_TIMEOUT_S,
             test_timeout_s: float = TEST_TIMEOUT_S, runner: Callable[..., TargetRun] = run_target,
-            stream=None, selection: Selection = Selection()) -> list[TargetRun]:
+            stream=None, selection: Selection = Selection(), forced: dict[str, str] | None = None,
+            wait: bool = False) -> list[TargetRun]:
     """Run ``names`` with ``runner`` in parallel (bounded by cores; ``plan`` splits the last round into
     shards), showing progress; return every target's run, in ``names``' order.
 
+    Each target runs into a run folder of its own, promoted over ``results_dir``'s files only when complete
+    (``ironaccel.cts.runs``), under the folder's lock (``runs.Busy`` when another run holds it, unless
+    ``wait``). ``forced``: target -> what ``doctor`` says it lacks, for targets run with ``--force``; recorded
+    in their results files. Ctrl-C (or SIGTERM, as KeyboardInterrupt) stops every test process, records
+    every run as it stands, promotes only the complete ones, and raises ``runs.Interrupted``.
+
     Hardware targets run one at a time (simulated ones beside them): they share the machine's GPU, and a
     clause such as MEM-7 exhausts its memory, which would fail another target's allocations mid-run."""
-    results_dir.mkdir(parents=True, exist_ok=True)
+    forced = forced or {}
+    with runs.lock(results_dir, wait):
+        STOP.clear()
+        folders = {name: runs.new_run_folder(results_dir, name) for name in names}
+        done, interrupted = _run_all(names, folders, jobs, timeout_s, test_timeout_s, runner, stream, selection)
+        with _ignoring_interrupts():  # recording and promoting take moments: a Ctrl-C now must not cut them short
+            out = [_settle(run, folders[run.target], results_dir, selection, forced.get(run.target)) for run in done]
+    if interrupted:
+        finished = [r.target for r in out if not r.interrupted]
+        stopped = [r.target for r in out if r.interrupted]
+        raise runs.Interrupted(f"interrupted: {len(finished)} target(s) finished ({', '.join(finished) or '-'}), "
+                               f"{len(stopped)} interrupted ({', '.join(stopped)}); nothing incomplete was promoted; "
+                               f"the records are in {Path(results_dir) / runs.RUNS}")
+    return out
+
+
+def _run_all(names: list[str], folders: dict[str, Path], jobs: int | None, timeout_s: float, test_timeout_s: float,
+             runner: Callable[..., TargetRun], stream, selection: Selection) -> tuple[list[TargetRun], bool]:
+    """Every target's run into its folder (shards merged), in ``names``' order; and whether it was interrupted."""
     known = targets.registered_drivers()
     hardware = {n for n in names if n in known and not known[n].simulated}
     one_gpu_at_a_time = threading.Lock()
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
     processes = plan(names, jobs, selection)
+    interrupted = False
     with Progress(len(processes), stream, unit="processes") as progress:
         split = sorted({n for n, sel in processes if sel.shard != selection.shard}, key=names.index)
         progress.echo(f"certifying {len(names)} target(s) with {jobs} process(es): {', '.join(names)}"
@@ -467,36 +424,91 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
 
         def one(process: tuple[str, Selection]) -> TargetRun:
             name, sel = process
-            folder = results_dir
+            folder = folders[name]
             if sel.shard != selection.shard:
                 k, n = sel.shard.split("/")
-                folder = results_dir / SHARDS_FOLDER / f"{results.file_name(name).removesuffix('.json')}-{k}of{n}"
+                folder = folder / SHARDS_FOLDER / f"{k}of{n}"
                 folder.mkdir(parents=True, exist_ok=True)
-            label = name + (f" {sel.shard}" if folder != results_dir else "")
+            label = name + (f" {sel.shard}" if folder != folders[name] else "")
             with one_gpu_at_a_time if name in hardware else contextlib.nullcontext():
+                if STOP.is_set():
+                    return TargetRun(name, folder / results.file_name(name), RunStatus.ERROR.value, None,
+                                     message="not started: " + INTERRUPTED, interrupted=True)
                 progress.started(label, folder.resolve() / results.file_name(name))
                 run = runner(name, folder, timeout_s, test_timeout_s, selection=sel)
             progress.done(run, label)
             return run
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
-            runs = list(pool.map(one, processes))
+            futures = [pool.submit(one, p) for p in processes]
+            try:
+                ran = [f.result() for f in futures]
+            except KeyboardInterrupt:
+                STOP.set()
+                interrupted = True
+                progress.echo("  stopping: killing the test processes (Ctrl-C again is ignored until they are)")
+                with _ignoring_interrupts():
+                    ran = [f.result() for f in futures]
     out = []
     for name in names:
-        mine = [(sel, r) for (n, sel), r in zip(processes, runs) if n == name]
+        mine = [(sel, r) for (n, sel), r in zip(processes, ran) if n == name]
         if len(mine) == 1:
             out.append(mine[0][1])
             continue
-        run = merge_shard_runs(name, [r for _, r in mine], results_dir)
+        run = merge_shard_runs(name, [r for _, r in mine], folders[name])
+        run.interrupted = any(r.interrupted for _, r in mine)
         if run.ok:  # the shards' files are in the merged one; a failed shard's log stays, named in the message
-            for _, r in mine:
-                shutil.rmtree(r.results_file.parent)
+            shutil.rmtree(folders[name] / SHARDS_FOLDER)
         else:
             run.message = "; ".join([run.message] + [f"shard {sel.shard}: {r.message}" for sel, r in mine if not r.ok])
         out.append(run)
-    if split and not any((results_dir / SHARDS_FOLDER).iterdir()):
-        (results_dir / SHARDS_FOLDER).rmdir()
-    return out
+    return out, interrupted
+
+
+@contextlib.contextmanager
+def _ignoring_interrupts():
+    """SIGINT and SIGTERM ignored for the ``with`` block (in the main thread; elsewhere they cannot arrive)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection, forced: str | None) -> TargetRun:
+    """Record a target's run: its forced flag into the results file, RUN.json, the folder's final name; then
+    promote it over ``results_dir``'s files if ``runs.promotable``, or say in ``run.kept`` why not. A run whose
+    selection matched nothing is removed (``run.status`` "empty")."""
+    doc = results.load(run.results_file) if run.results_file.is_file() else None
+    if doc is not None and not doc["tests"] and not selection.everything and not run.interrupted:
+        shutil.rmtree(folder)
+        with contextlib.suppress(OSError):
+            folder.parent.rmdir()  # runs/, when this was its only run
+        run.status, run.kept = "empty", f"the selection {' '.join(selection.pytest_args())} matches no test"
+        return run
+    if doc is not None and forced:
+        doc["forced"] = {"missing": forced, "by": runs.command_line()}
+        results.dump(doc, run.results_file)
+        write_junit_and_certificate(run.results_file)
+    committed = Path(results_dir) / results.file_name(run.target)
+    why = (runs.promotable(doc, committed, bool(forced)) if doc is not None
+           else f"no results file ({run.message or run.status})")
+    if run.interrupted:
+        why = INTERRUPTED
+    run.message = run.message.replace(str(folder), str(runs.final_name(folder)))
+    final = runs.finish(folder, {"target": run.target, "command": runs.command_line(), "pid": os.getpid(),
+                                 "status": run.status, "message": run.message, "forced": forced or "",
+                                 "promoted": not why, "not_promoted_because": why})
+    run.results_file = final / results.file_name(run.target)
+    if why:
+        run.kept = why
+    else:
+        runs.promote(run.results_file, results_dir)
+    return run
 
 
 def _counts(run: TargetRun) -> str:
@@ -533,147 +545,3 @@ def merge(paths: list[Path], output: Path) -> dict[str, Any]:
     doc = results.merge([results.load(p) for p in paths], [str(p) for p in paths])
     results.dump(doc, output)
     return write_junit_and_certificate(output)
-
-
-def junit_xml(doc: dict[str, Any]) -> str:
-    """A results document as JUnit XML, each test case with its outcome's element (``Outcome.junit``): fail
-    and xpass are failures, not-run an error, xfail, skip and not-supported skipped; flaky passes with a
-    ``flakyFailure``."""
-    import xml.etree.ElementTree as ET
-
-    tests, target = doc["tests"], doc["target"]
-    counts = {element: sum(n for o, n in doc["summary"].items() if Outcome(o).junit == element)
-              for element in ("failure", "error", "skipped")}
-    suite = ET.Element("testsuite", name=target["name"], tests=str(len(tests)), failures=str(counts["failure"]),
-                       errors=str(counts["error"]), skipped=str(counts["skipped"]),
-                       time=f"{sum(t['duration'] for t in tests):.3f}", timestamp=doc["started"])
-    props = ET.SubElement(suite, "properties")
-    for key, value in (("run", doc["run"]["status"]), ("run_message", doc["run"]["message"]),
-                       ("suite_hash", doc["suite"]["hash"]), ("device", target["device"]),
-                       ("driver_version", target["driver_version"]), ("simulated", str(target["simulated"]).lower())):
-        ET.SubElement(props, "property", name=key, value=value)
-    for t in tests:
-        module, _, name = t["id"].partition("::")
-        case = ET.SubElement(suite, "testcase", classname=module.removesuffix(".py"), name=name,
-                             time=f"{t['duration']:.3f}")
-        ET.SubElement(case, "properties").append(ET.Element("property", name="clauses", value=" ".join(t["clauses"])))
-        outcome = Outcome(t["outcome"])
-        if outcome.junit:
-            text = t["message"] or (f"run {doc['run']['status']}: {doc['run']['message']}"
-                                    if outcome == Outcome.NOT_RUN else "")
-            first_line = text.splitlines()[0] if text else ""
-            ET.SubElement(case, outcome.junit,
-                          message=outcome + (f": {first_line}" if first_line else "")).text = text
-    ET.indent(suite)
-    return ET.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
-
-
-# -- certificates -----------------------------------------------------------------------------------------
-
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-#: Certificate fields its results file alone determines; the others are judged by the suite (SPEC.md).
-FACT_FIELDS = ("certificate", "target", "environment", "run", "suite", "results")
-
-
-def certificate(results_file: Path) -> dict[str, Any]:
-    """The certificate of one results file, judged by the current SPEC.md and suite hash."""
-    doc = results.load(results_file)
-    clauses = spec.load_clauses()
-    (run,), _ = judge.runs([doc], spec.current([doc["target"]["name"]]), targets.TARGETS)
-    proves, why = judge.target_level(run, clauses)
-    states = judge.required_clause_states(doc, clauses)
-    t = doc["target"]
-    return {
-        "certificate": CERTIFICATE_SCHEMA,
-        "target": t["name"],
-        "proves": proves,
-        "why": why,
-        "required_clauses_passing": f"{sum(s == 'pass' for s in states.values())}/{len(states)}",
-        "required_clauses": [{"id": cid, "outcome": state} for cid, state in states.items()],  # SPEC.md order
-        "environment": {key: t.get(key, "") for key in
-                        ("backend", "driver", "driver_version", "device", "vendor", "simulated", "os", "python",
-                         "packages")},
-        "run": {"status": doc["run"]["status"], "started": doc["started"], "finished": doc["finished"]},
-        "suite": dict(doc["suite"]),
-        "results": {"file": Path(results_file).name, "sha256": sha256_file(results_file)},
-    }
-
-
-def certificate_markdown(cert: dict[str, Any]) -> str:
-    env = cert["environment"]
-    packages = ", ".join(f"{k} {v}" for k, v in sorted(env["packages"].items())) or "—"
-    run = cert["run"]
-    lines = [
-        f"# Certificate: {cert['target']}",
-        "",
-        f"**Proves: {cert['proves']}** — {cert['why']}. (What a target proves and how a backend's level "
-        "combines its targets: SPEC.md, Certification.)",
-        "",
-        *tables.markdown(["", ""], [
-            ["Device", f"{env['device'] or '—'} ({env['vendor'] or '—'}, "
-                       f"{'simulated' if env['simulated'] else 'hardware'})"],
-            ["Driver", f"{env['driver']} {env['driver_version']}"],
-            ["OS, Python", f"{env['os'] or '—'}, Python {env['python'] or '—'}"],
-            ["Packages", packages],
-            ["Run", f"{run['status']}, {run['started']} → {run['finished']}"],
-            ["Suite", f"{cert['suite']['version']}, hash `{cert['suite']['hash']}`"],
-            ["Results file", f"`{cert['results']['file']}`, sha256 `{cert['results']['sha256']}`"],
-        ]),
-        "",
-        f"## Required clauses ({cert['required_clauses_passing']} pass)",
-        "",
-        *tables.markdown(["Clause", "Outcome"], [[c["id"], c["outcome"]] for c in cert["required_clauses"]]),
-        "",
-        f"Check it with `ironaccel certify --verify {cert['results']['file'].removesuffix('.json')}"
-        f"{CERTIFICATE_SUFFIX}`.",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def write_certificate(results_file: Path) -> Path:
-    """Write ``<stem>.cert.json`` and ``<stem>.cert.md`` beside ``results_file``; return the JSON's path."""
-    cert = certificate(results_file)
-    path = results.sibling(results_file, CERTIFICATE_SUFFIX)
-    path.write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    results.sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
-    return path
-
-
-def verify(cert_path: Path) -> tuple[int, str]:
-    """(exit code, why): VERIFY_VALID; VERIFY_TAMPERED (the results file is missing or changed, its hardware
-    claim is contradicted (``judge.hardware``), or the certificate says what its results file does not); VERIFY_STALE (the suite changed since). The
-    certificate is checked against its results file first, so a certificate edited together with its
-    suite hash is tampered, not stale. ValueError (one line) for a file that is not a readable certificate."""
-    cert = results.read_json(cert_path)
-    try:
-        results_file = Path(cert_path).with_name(cert["results"]["file"])
-        recorded_sha = cert["results"]["sha256"]
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{cert_path}: not a certificate (no results.file and results.sha256)") from exc
-    if not isinstance(recorded_sha, str) or Path(cert["results"]["file"]).name != cert["results"]["file"]:
-        raise ValueError(f"{cert_path}: not a certificate (results.file must be a file name beside it)")
-    if not results_file.is_file():
-        return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
-    if sha256_file(results_file) != recorded_sha:
-        return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
-    _, contradiction = judge.hardware(results.load(results_file), targets.TARGETS)
-    if contradiction:
-        return VERIFY_TAMPERED, f"tampered: {results_file.name} claims hardware, but {contradiction}"
-    if cert.get("certificate") != CERTIFICATE_SCHEMA:
-        return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
-                              f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")
-    expected = certificate(results_file)
-    edited = [key for key in FACT_FIELDS if cert.get(key) != expected[key]]
-    if edited:
-        return VERIFY_TAMPERED, (f"tampered: the certificate's {', '.join(edited)} do not say what its results "
-                                 f"file {results_file.name} says")
-    changed = judge.stale_parts(results.load(results_file), spec.current([cert["target"]]))
-    if changed:
-        return VERIFY_STALE, (f"stale: {'; '.join(changed)} since it was certified; "
-                              f"re-run `ironaccel certify --target {cert['target']}`")
-    if expected != cert:
-        return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
-    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {cert['suite']['hash']}"

@@ -26,8 +26,9 @@ cuda/nvidia (CUDA on a real NVIDIA GPU). Typical use:
 
 CERTIFY_DESCRIPTION = """\
 Runs the conformance suite on each target in its own process (in parallel, bounded by cores) and writes,
-per target, into the results folder: <backend>-<driver>.json (results), .junit.xml (JUnit), .cert.json and
-.cert.md (certificate). Each test has a time limit and a failing test is re-run once (pass on re-run: flaky).
+per target, into a run folder of its own (results/runs/<time>-<target>-<id>): <backend>-<driver>.json
+(results), .junit.xml (JUnit), .cert.json and .cert.md (certificate), RUN.json; a run that finished with
+every test reported replaces the results folder's files of its target (README: Runs are records). Each test has a time limit and a failing test is re-run once (pass on re-run: flaky).
 
 Selection (the same options on `pytest --target`): --only/--skip GLOB (repeatable) match test ids
 (test_copy.py::*) or cited clause ids (KERNEL-*); --shard K/N runs every N-th selected test from the K-th
@@ -37,9 +38,12 @@ A farm (--ray): each target, or each shard of about --shard-size tests, runs as 
 advertises it; the files come back into --results (shards merged); --resume re-runs what is missing or crashed.
 
 exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or timed out;
-            2 nothing ran (no target given or runnable, unknown target, bad --shard or --baseline,
+            2 nothing ran (no target given or runnable, unknown target, a target doctor says this machine
+            cannot run (without --force), a selection matching no test, the results folder in use by
+            another run (without --wait), bad --shard or --baseline,
             no Docker engine with --docker; with --ray: Ray not installed, no cluster, a target no
             node advertises);
+            130 interrupted (Ctrl-C, SIGTERM): the test processes are stopped, nothing incomplete promoted;
             6 (with --baseline DIR) a regression: a test fails that did not in DIR's results file of its
             target, or a run that finished there did not finish now. Fixes and newly flaky tests are
             reported, not counted.
@@ -88,18 +92,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
-    from . import certify, judge, submission, targets
+    from . import certify, judge, preflight, runs, submission, targets
     from .selection import Selection
 
     if args.verify:
-        try:
-            check = submission.verify if Path(args.verify).is_dir() else certify.verify
-            code, why = check(Path(args.verify))
-        except ValueError as exc:
-            print(f"ironaccel certify --verify: {exc}", file=sys.stderr)
-            return 2
-        print(why, file=sys.stdout if code == certify.VERIFY_VALID else sys.stderr)
-        return code
+        print(f"(the new name: `ironaccel verify {args.verify}`)", file=sys.stderr)
+        return cmd_verify(argparse.Namespace(path=args.verify))
     farm_only = [flag for flag, given in (("--shard-size", args.shard_size is not None), ("--resume", args.resume))
                  if given]
     if args.shard_size is not None and args.shard_size < 1:
@@ -122,9 +120,12 @@ def cmd_certify(args: argparse.Namespace) -> int:
     elif args.target:
         names = list(dict.fromkeys(args.target))
         if not args.ray:  # on a farm, a node may know a target this machine does not
-            for name in names:
-                targets.get(name)  # unknown names fail before anything runs
+            refusal = preflight.refusal(names, Path(args.results), args.force, args.docker)
+            if refusal:
+                print(f"ironaccel certify: {refusal}", file=sys.stderr)
+                return 2
     elif args.package:
+        print(f"(the new name: `ironaccel package {args.package} --results {args.results}`)", file=sys.stderr)
         return _package(args)
     else:
         print("name targets with --target T (repeatable) or use --all; `ironaccel doctor` lists them", file=sys.stderr)
@@ -137,11 +138,23 @@ def cmd_certify(args: argparse.Namespace) -> int:
     if args.baseline and not Path(args.baseline).is_dir():
         print(f"ironaccel certify: --baseline {args.baseline}: no such results folder", file=sys.stderr)
         return 2
+    if args.baseline:
+        from . import results
+
+        try:  # a corrupt baseline is found before the run, not after it
+            for name in names or []:
+                if os.path.lexists(Path(args.baseline) / results.file_name(name)):
+                    results.load(Path(args.baseline) / results.file_name(name))
+        except ValueError as exc:
+            print(f"ironaccel certify: --baseline: {exc}", file=sys.stderr)
+            return 2
     runner = certify.run_target
     if args.docker:
+        from . import containers
+
         try:
-            runner = certify.container_runner(certify.docker_client(), names)
-        except certify.DockerUnavailable as exc:
+            runner = containers.container_runner(containers.docker_client(), names)
+        except containers.DockerUnavailable as exc:
             print(f"ironaccel certify --docker: {exc}", file=sys.stderr)
             return 2
     if args.ray:
@@ -155,10 +168,27 @@ def cmd_certify(args: argparse.Namespace) -> int:
             print(f"ironaccel certify --ray: {exc}", file=sys.stderr)
             return 2
     else:
-        runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
-                               test_timeout_s=args.test_timeout, runner=runner, selection=selection)
+        forced = {n: why for n in names if args.force and (why := targets.get(n).missing())}
+        try:
+            with runs.interrupts():
+                runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
+                                       test_timeout_s=args.test_timeout, runner=runner, selection=selection,
+                                       forced=forced, wait=args.wait)
+        except runs.Busy as exc:
+            print(f"ironaccel certify: {exc}", file=sys.stderr)
+            return 2
+        except runs.Interrupted as exc:
+            print(f"\nironaccel certify: {exc}", file=sys.stderr)
+            return runs.EXIT_INTERRUPTED
+        except KeyboardInterrupt:  # while no target ran (waiting for the lock, say): no run to record
+            print("\nironaccel certify: interrupted while no target was running", file=sys.stderr)
+            return runs.EXIT_INTERRUPTED
     print()
     print(certify.summary_table(runs))
+    empty = [r for r in runs if r.status == "empty"]
+    if empty:
+        print("\n".join(f"ironaccel certify: {r.target}: {r.kept}; nothing was written" for r in empty), file=sys.stderr)
+        return 2
     code = 0 if all(r.ok for r in runs) else 1
     if args.baseline:
         print(f"\nagainst the baseline {args.baseline}:")
@@ -180,15 +210,30 @@ def cmd_certify(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``ironaccel verify CERT|PACKAGE`` (``certify --verify``, its old name)."""
+    from . import certificates, submission
+
+    try:
+        check = submission.verify if Path(args.path).is_dir() else certificates.verify
+        code, why = check(Path(args.path))
+    except ValueError as exc:
+        print(f"ironaccel verify: {exc}", file=sys.stderr)
+        return 2
+    print(why, file=sys.stdout if code == certificates.VERIFY_VALID else sys.stderr)
+    return code
+
+
 def _package(args: argparse.Namespace) -> int:
+    """``ironaccel package OUT [--results DIR]`` (``certify --package``, which can also follow a run)."""
     from . import submission
 
     try:
         out = submission.package(Path(args.results), Path(args.package))
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:
         print(f"ironaccel certify --package: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote the submission package {out}; check it with `ironaccel certify --verify {out}`")
+    print(f"wrote the submission package {out}; check it with `ironaccel verify {out}`")
     return 0
 
 
@@ -208,7 +253,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from . import status
 
-    return status.command(Path(args.results), Path(args.output), check=args.check)
+    return status.command(Path(args.results), Path(args.output), check=args.check, installed=args.installed)
 
 
 def cmd_fakes_build(args: argparse.Namespace) -> int:
@@ -291,9 +336,24 @@ def parser() -> argparse.ArgumentParser:
                    "results file in --results is missing or crashed")
     c.add_argument("--status", metavar="FILE", help="after the run, regenerate FILE (a STATUS.md) from the results "
                    "folder, as `ironaccel status --results DIR --output FILE`")
+    c.add_argument("--force", action="store_true", help="run targets `ironaccel doctor` says this machine cannot "
+                   "run (each results file records it); never promoted over a committed hardware result")
+    c.add_argument("--wait", action="store_true", help="when another run holds the results folder, wait for it "
+                   "instead of refusing")
     c.add_argument("--baseline", metavar="DIR", help="compare each target's run with its results file in DIR: "
                    "new failures, fixes, newly flaky tests (exit 6 on a regression)")
     c.set_defaults(func=cmd_certify)
+
+    v = sub.add_parser("verify", help="check a certificate (*.cert.json) against its results file and the "
+                       "current suite, or a whole submission package (a folder)",
+                       description="exit codes: 0 valid; 3 stale; 4 tampered; 2 not a readable certificate or "
+                       "package (the same as `certify --verify`, its old name)")
+    v.add_argument("path", metavar="CERT|PACKAGE")
+    v.set_defaults(func=cmd_verify)
+    pk = sub.add_parser("package", help="bundle a results folder into a new submission package folder OUT")
+    pk.add_argument("package", metavar="OUT", help="the package folder to make (must not exist)")
+    pk.add_argument("--results", default="results", metavar="DIR", help="results folder (default: results)")
+    pk.set_defaults(func=_package)
 
     m = sub.add_parser("merge", help="merge the shard results files of one target run into one results file")
     m.add_argument("files", nargs="+", metavar="SHARD.json", help="results files of --shard 1/N .. N/N")
@@ -305,6 +365,8 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("--results", default="results", metavar="DIR", help="results directory (default: results)")
     s.add_argument("--output", default="STATUS.md", metavar="FILE", help="file to write (default: STATUS.md)")
     s.add_argument("--check", action="store_true", help="exit 1 if FILE is not what the results generate")
+    s.add_argument("--installed", action="store_true", help="also list the backends and targets installed here "
+                   "that have no results (STATUS.md itself shows only what the results and the built-ins give)")
     s.set_defaults(func=cmd_status)
 
     f = sub.add_parser("fake", aliases=["fakes"], help="the fake libcuda (a CUDA driver that computes on the CPU)")

@@ -39,6 +39,7 @@ import json
 import os
 import platform
 import re
+import stat
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from enum import Enum
@@ -318,13 +319,14 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
         return True
 
     need(isinstance(doc, dict), "not a JSON object")
-    need(doc.get("schema") == SCHEMA_VERSION, f"schema must be {SCHEMA_VERSION}, got {doc.get('schema')!r}")
+    need(type(doc.get("schema")) is int and doc["schema"] == SCHEMA_VERSION, f"schema must be {SCHEMA_VERSION}, got {doc.get('schema')!r}")
     for key in ("suite", "target", "run", "tests", "summary", "started", "finished"):
         need(key in doc, f"missing {key!r}")
     for key, kind in (("suite", dict), ("target", dict), ("run", dict), ("tests", list), ("summary", dict),
                       ("started", str), ("finished", str)):
         need(isinstance(doc[key], kind), f"{key} must be a JSON {JSON_TYPE_NAMES[kind]}")
     need(isinstance(doc["suite"].get("hash"), str), "suite.hash must be a string")
+    need(isinstance(doc["suite"].get("version", ""), str), "suite.version must be a string")
     parts = doc["suite"].get("parts", {"suite": doc["suite"]["hash"]})  # absent in files before per-part hashes
     need(isinstance(parts, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in parts.items())
          and parts.get("suite") == doc["suite"]["hash"],
@@ -351,6 +353,10 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
          and all(isinstance(lib, dict) and isinstance(lib.get("path"), str) and isinstance(lib.get("sha256"), str)
                  for lib in evidence["libraries"]),
          "target.evidence must be {driver: string, simulated: bool, libraries: [{path, sha256}]}")
+    for key in ("packages", "select"):
+        need(isinstance(target.get(key, {}), dict) and all(isinstance(k, str) and isinstance(v, str)
+                                                           for k, v in target.get(key, {}).items()),
+             f"target.{key} must map names to version strings")
     need(doc["run"].get("status") in RUN_STATUSES, f"run.status must be one of {RUN_STATUSES}")
     need(isinstance(doc["run"].get("message", ""), str), "run.message must be a string")
     for i, t in enumerate(doc["tests"]):
@@ -388,6 +394,35 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
+#: The largest results file, certificate or manifest read (the suite's largest results file is under 1 MiB).
+MAX_FILE_BYTES = 64 << 20
+
+
+def read_bytes(path: Path, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A regular file's bytes, at most ``limit`` of them: never blocks on a FIFO, never reads /dev/zero or a
+    huge sparse file whole. ValueError (one line) naming the file for anything else."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"{path}: not a regular file (a FIFO, device or socket)")
+        if info.st_size > limit:
+            raise ValueError(f"{path}: {info.st_size} bytes, more than the {limit} this reads")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read(limit + 1)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path}: more than the {limit} bytes this reads")
+    return data
+
+
 def read_json(path: Path) -> Any:
     """A results file or certificate as JSON, strictly: UTF-8 without a byte-order mark, no duplicate keys
     (a second ``"level"`` must not win silently). ValueError saying, on one line, which file and what is
@@ -397,10 +432,7 @@ def read_json(path: Path) -> Any:
         raise ValueError(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
     if path.is_dir():
         raise ValueError(f"{path}: a directory, not a file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot be read ({exc.strerror or exc})") from exc
+    data = read_bytes(path)
     if not data.strip():
         raise ValueError(f"{path}: empty file")
     if data.startswith(b"\xef\xbb\xbf"):

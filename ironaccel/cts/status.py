@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import judge, tables
+from . import judge, runs, tables
 from ..api import BackendInfo
 from .results import CERTIFICATE_SUFFIX, ClauseId, Outcome, load
 from .spec import Clause, Current
@@ -243,13 +243,15 @@ def _flaky(all_runs: list[judge.Run]) -> list[str]:
     return tables.markdown(["Test", "Flaky in the run that counts", "History"], rows) if rows else []
 
 
-def registry_infos() -> list[BackendInfo]:
-    """Every registered backend as STATUS.md shows it, built without probing this machine."""
+def registry_infos(only: set[str] | None = None) -> list[BackendInfo]:
+    """Every registered backend (or those of ``only``) as STATUS.md shows it, built without probing this machine."""
     from ..backends import _load, registry
     from ..backends.probes import NO_COMPUTE, ProbeBackend
 
     out = []
     for name, spec in registry().items():
+        if only is not None and name not in only:
+            continue
         try:
             cls = _load(spec)
         except Exception as exc:  # a backend module still being written must not stop the report
@@ -273,21 +275,39 @@ def load_results(results_dir: Path) -> list[dict[str, Any]]:
     return [load(p) for p in paths]
 
 
-def _generate(docs: list[dict[str, Any]]) -> str:
+def _generate(docs: list[dict[str, Any]], installed: bool = False) -> str:
+    """STATUS.md from ``docs`` alone: the built-in backends and those with results (``installed``: every
+    backend installed here too). A plugin's backend, driver and expectations are judged by the hashes its
+    results record, never by importing it (``ironaccel verify`` checks a certificate against the installed
+    plugin), so whether and which plugin is installed never changes the bytes; the suite part is always
+    this checkout's."""
+    from ..backends import BUILTIN
     from . import spec, targets
 
-    reported = targets.reported(d["target"]["name"] for d in docs)
-    return render(docs, spec.load_clauses(), registry_infos(), spec.current(list(reported)), reported,
-                  judge.definitions())
+    names = {d["target"]["name"] for d in docs}
+    shown = None if installed else set(BUILTIN) | {d["target"]["backend"] for d in docs}
+    reported = {n: t for n, t in targets.reported(names).items() if shown is None or t.backend in shown}
+    current = spec.current(list(reported))
+    recorded = {}
+    for d in docs:
+        name, backend, parts = d["target"]["name"], d["target"]["backend"], d["suite"].get("parts", {})
+        if backend not in BUILTIN:
+            for label, key in (("backend", f"backend/{backend}"), ("driver", f"driver/{name}"),
+                               ("expectations", f"expectations/{name}")):
+                if label in parts:
+                    recorded.setdefault(key, parts[label])
+    current = Current(current.suite, {**current.implementations, **recorded})
+    return render(docs, spec.load_clauses(), registry_infos(shown), current, reported, judge.definitions())
 
 
-def check(results_dir: Path, output: Path) -> bool:
+def check(results_dir: Path, output: Path, installed: bool = False) -> bool:
     """True when ``output`` is exactly what ``results_dir`` generates."""
     path = Path(output)
-    return path.is_file() and path.read_text(encoding="utf-8", errors="replace") == _generate(load_results(results_dir))
+    return path.is_file() and path.read_text(encoding="utf-8", errors="replace") == _generate(
+        load_results(results_dir), installed)
 
 
-def command(results_dir: Path, output: Path, check: bool = False) -> int:
+def command(results_dir: Path, output: Path, check: bool = False, installed: bool = False) -> int:
     """``ironaccel status [--check]``: 0 when written (or, with ``check``, current); 1 when stale; 2 when a
     results file cannot be read or is not valid (one line naming it; nothing is written)."""
     try:
@@ -295,9 +315,13 @@ def command(results_dir: Path, output: Path, check: bool = False) -> int:
     except ValueError as exc:
         print(f"ironaccel status: {exc}", file=sys.stderr)
         return 2
-    text, path = _generate(docs), Path(output)
+    text, path = _generate(docs, installed), Path(output)
     if not check:
-        path.write_text(text, encoding="utf-8")
+        try:
+            runs.atomic_write(path, text, "status")
+        except OSError as exc:
+            print(f"ironaccel status: cannot write {path}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
         print(f"wrote {path} from {len(docs)} results files in {results_dir}")
         return 0
     old = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""

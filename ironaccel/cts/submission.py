@@ -11,21 +11,22 @@ a certification claim without trusting the submitter's machine (``ironaccel cert
     OUT/git.diff            the uncommitted changes to ironaccel the run was made with (only when dirty)
     OUT/git-<backend>.diff  the same for a backend that lives in a repository of its own
 
-``verify`` (``ironaccel certify --verify OUT``) checks it whole: nothing missing or added, every hash, each
+``verify`` (``ironaccel verify OUT``) checks it whole: nothing missing or added, every hash, each
 certificate against its results file, JUnit and levels recomputed from the results files.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
+import re
 import shutil
 import subprocess
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from .. import __version__
-from . import judge, results, spec, status, targets
+from . import judge, results, runs, spec, status, targets
 from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX
 
 PACKAGE_SCHEMA = 1
@@ -85,10 +86,6 @@ def _backend_repositories(backends: list[str], ironaccel_root: Path | None) -> d
     return out
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _judgement(docs: list[dict[str, Any]]) -> dict[str, Any]:
     """What the package's results prove, as the judge says today: per target and per backend."""
     clauses = spec.load_clauses()
@@ -106,16 +103,30 @@ def _judgement(docs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def package(results_dir: Path, out: Path, root: Path | None = None) -> Path:
     """Bundle every results file of ``results_dir`` (with its JUnit and certificate) into ``out``, a new
-    folder; ValueError when ``out`` exists, a results file is bad or a target's files are incomplete."""
-    from .certify import junit_xml, write_certificate
-
-    out = Path(out)
-    if out.exists():
-        raise ValueError(f"{out}: already exists; a package is written into a new folder")
+    folder, made whole under a hidden name and renamed (a kill leaves no half package); ValueError when ``out``
+    exists, a results file is bad or a target's files are incomplete."""
+    final = Path(out)
+    if os.path.lexists(final):
+        raise ValueError(f"{final}: already exists; a package is written into a new folder")
+    if not final.parent.is_dir():
+        raise ValueError(f"{final.parent}: no such folder to write the package into")
     docs = status.load_results(results_dir)
     if not docs:
         raise ValueError(f"{results_dir}: no results files to package")
-    (out / RESULTS).mkdir(parents=True)
+    out = final.with_name(f".{final.name}.{os.getpid()}.partial")  # renamed to ``final`` once whole
+    try:
+        (out / RESULTS).mkdir(parents=True)
+        _write(docs, Path(results_dir), out, root)
+        os.rename(out, final)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+    return final
+
+
+def _write(docs: list[dict[str, Any]], results_dir: Path, out: Path, root: Path | None) -> None:
+    """The package's files, into the (still hidden) folder ``out``: the manifest last."""
+    from .certificates import junit_xml, sha256_file, write_certificate
+
     for doc in docs:
         stem = results.file_name(doc["target"]["name"])
         source = Path(results_dir) / stem
@@ -142,39 +153,106 @@ def package(results_dir: Path, out: Path, root: Path | None = None) -> Path:
         "git": {**{k: git[k] for k in ("commit", "dirty", "untracked", "note")},
                 "backends": {b: {k: v for k, v in state.items() if k != "diff"} for b, state in backends.items()}},
         **_judgement(docs),
-        "files": {p.relative_to(out).as_posix(): _sha256(p) for p in files},
+        "files": {p.relative_to(out).as_posix(): sha256_file(p) for p in files},
     }
-    (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return out
+    runs.atomic_write(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n", "package")
+
+
+SHA256 = re.compile(r"[0-9a-f]{64}")
+COMMIT = re.compile(r"([0-9a-f]{40})?")
+
+
+def _inside(name: Any) -> bool:
+    """Is ``name`` a plain relative path inside a package (no "..", ".", absolute path or backslash)?"""
+    if not isinstance(name, str) or not name or "\\" in name or "\0" in name:
+        return False
+    path = PurePosixPath(name)
+    return not path.is_absolute() and path.as_posix() == name and not any(p in ("..", ".") for p in path.parts)
+
+
+def check_manifest(manifest: Any, where: Path) -> dict[str, Any]:
+    """The manifest, its every field of the type ``package`` writes (JSON ``true`` is not the number 1) and
+    every file name inside the package; ValueError naming the field otherwise."""
+    def need(cond: bool, what: str) -> None:
+        if not cond:
+            raise ValueError(f"{where}: not a package manifest (schema {PACKAGE_SCHEMA}): {what}")
+
+    def strings(value: Any) -> bool:
+        return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+    need(isinstance(manifest, dict), "not a JSON object")
+    need(type(manifest.get("package")) is int and manifest["package"] == PACKAGE_SCHEMA,
+         f"package must be the number {PACKAGE_SCHEMA}, got {manifest.get('package')!r}")
+    files = manifest.get("files")
+    need(isinstance(files, dict), "files must map file names to sha256 strings")
+    for name, sha in files.items():
+        need(_inside(name), f"files names {name!r}, not a path inside the package")
+        need(isinstance(sha, str) and SHA256.fullmatch(sha) is not None, f"files[{name!r}] must be a sha256 string")
+    need(strings(manifest.get("suite")), "suite must map version and hash to strings")
+    for key in ("targets", "backends"):
+        need(strings(manifest.get(key)), f"{key} must map names to levels")
+    need(isinstance(manifest.get("parts"), dict) and all(strings(v) for v in manifest["parts"].values()),
+         "parts must map target names to their hashes")
+    git = manifest.get("git")
+    need(isinstance(git, dict), "git must be a JSON object")
+
+    def git_state_ok(state: Any, label: str) -> None:
+        need(isinstance(state.get("commit"), str) and COMMIT.fullmatch(state["commit"]) is not None,
+             f"{label}.commit must be a 40-hex-digit commit or empty")
+        need(state.get("dirty") in (True, False, None), f"{label}.dirty must be true, false or null")
+        need(isinstance(state.get("untracked"), list) and all(_inside(u) for u in state["untracked"]),
+             f"{label}.untracked must list relative paths")
+        need(isinstance(state.get("note"), str), f"{label}.note must be a string")
+
+    git_state_ok(git, "git")
+    need(isinstance(git.get("backends"), dict), "git.backends must be a JSON object")
+    for backend, state in git["backends"].items():
+        need(isinstance(state, dict), f"git.backends[{backend!r}] must be a JSON object")
+        if state != {"repository": "ironaccel"}:
+            git_state_ok(state, f"git.backends[{backend!r}]")
+            need(state.get("diff_file") == f"git-{backend}.diff", f"git.backends[{backend!r}].diff_file must "
+                 f"be git-{backend}.diff")
+    return manifest
 
 
 def verify(out: Path) -> tuple[int, str]:
     """(exit code, why) for a whole package: certify.VERIFY_VALID, VERIFY_STALE (the suite or a target's
     parts changed since), VERIFY_TAMPERED (a file missing, added or changed; a certificate, JUnit file or
     level that the results do not give). ValueError for a folder that is not a readable package."""
-    from .certify import VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, junit_xml
-    from .certify import verify as verify_certificate
+    from .certificates import VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, junit_xml, sha256_file
+    from .certificates import verify as verify_certificate
 
     out = Path(out)
-    if not (out / MANIFEST).exists():
+    if not (out / MANIFEST).exists() and not (out / MANIFEST).is_symlink():
         raise ValueError(f"{out}: a directory, not a certificate, nor a submission package (no {MANIFEST})")
-    manifest = results.read_json(out / MANIFEST)
-    if not isinstance(manifest, dict) or manifest.get("package") != PACKAGE_SCHEMA \
-            or not isinstance(manifest.get("files"), dict):
-        raise ValueError(f"{out / MANIFEST}: not a package manifest (schema {PACKAGE_SCHEMA})")
+    if (out / MANIFEST).is_symlink():
+        raise ValueError(f"{out / MANIFEST}: a symbolic link; a package's manifest is a file of its own")
+    manifest = check_manifest(results.read_json(out / MANIFEST), out / MANIFEST)
     listed = manifest["files"]
-    present = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file() or p.is_symlink()} - {MANIFEST}
+    present, odd = set(), []
+    for folder, dirs, names in os.walk(out):  # symbolic links are listed, never followed
+        for name in dirs + names:
+            path = Path(folder) / name
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                odd.append(path.relative_to(out).as_posix())
+            elif path.is_file():
+                present.add(path.relative_to(out).as_posix())
+    if odd:
+        return VERIFY_TAMPERED, (f"tampered: not plain files or folders (symbolic links, FIFOs, devices): "
+                                 f"{', '.join(sorted(odd))}")
+    present -= {MANIFEST}
     if set(listed) - present:
         return VERIFY_TAMPERED, f"tampered: missing from the package: {', '.join(sorted(set(listed) - present))}"
     if present - set(listed):
         return VERIFY_TAMPERED, f"tampered: not in the manifest: {', '.join(sorted(present - set(listed)))}"
     for name, sha in sorted(listed.items()):
-        if (out / name).is_symlink() or _sha256(out / name) != sha:
+        if sha256_file(out / name) != sha:
             return VERIFY_TAMPERED, f"tampered: {name} changed since the package was made (sha256 differs)"
-    git = manifest.get("git", {})
-    if git.get("dirty") and "git.diff" not in listed:
-        return VERIFY_TAMPERED, "tampered: the tree was dirty but git.diff is missing"
-    for backend, state in sorted(git.get("backends", {}).items()):
+    git = manifest["git"]
+    if bool(git["dirty"]) != ("git.diff" in listed):
+        return VERIFY_TAMPERED, (f"tampered: git.dirty and git.diff disagree (dirty {git['dirty']}, git.diff "
+                                 f"{'present' if 'git.diff' in listed else 'missing'})")
+    for backend, state in sorted(git["backends"].items()):
         if state.get("dirty") and state.get("diff_file") not in listed:
             return VERIFY_TAMPERED, f"tampered: the {backend} backend's checkout was dirty but its diff is missing"
     result_files = sorted(n for n in listed if n.startswith(f"{RESULTS}/") and n.endswith(".json")

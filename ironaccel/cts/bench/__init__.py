@@ -20,7 +20,7 @@ peer library that can be imported (cuda.core, CuPy, PyTorch). How, so that the f
 * Results on a simulated device (the fake libcuda, lavapipe, SwiftShader, the in-memory test device) say
   SIMULATED in every output: they measure the Python layer over a CPU driver, never a GPU.
 
-Outputs, in ``--out``: ``bench-<backend>-<driver>.json`` (every sample), ``.md`` (the table) and a plot
+Outputs, in ``--out`` (default: a new scratch folder; ``--quick`` never writes into benchmarks/results): ``bench-<backend>-<driver>.json`` (every sample), ``.md`` (the table) and a plot
 (``.png`` with matplotlib, else an ``.svg`` written here).
 
 Modules: ``cases`` (what is timed, the goals), ``stats`` (timing and statistics), ``kernels`` (the

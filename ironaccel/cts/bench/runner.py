@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -197,7 +199,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="backend (cuda, vulkan, webgpu, opengl), target (cuda/fake, opengl/llvmpipe, ...) or mem "
                         "(the in-memory test device); default: cuda")
     p.add_argument("--peers", action="store_true", help="also time the peer libraries that import (cuda.core, CuPy, PyTorch)")
-    p.add_argument("--out", default="benchmarks/results", metavar="DIR", help="output folder (default: benchmarks/results)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: a new scratch folder, printed; "
+                   "a measurement to keep: --out benchmarks/results, never with --quick)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and samples: a smoke run, not a measurement")
     p.add_argument("--table", metavar="FILE.json", help="measure nothing: print the README's Markdown table (C floor, "
                    "raw floor and peers columns) made from the bench JSON FILE.json")
@@ -208,8 +211,14 @@ def command(args: argparse.Namespace) -> int:
     if args.table:
         print(table(load(Path(args.table))), end="")
         return 0
+    committed = (Path(__file__).resolve().parents[3] / "benchmarks" / "results").resolve()
+    if args.quick and args.out and committed in (Path(args.out).resolve(), *Path(args.out).resolve().parents):
+        print(f"ironaccel bench: --quick is a smoke run, not a measurement: it never writes into {committed}; "
+              "leave out --out (a scratch folder) or name another", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="ironaccel-bench-"))
     report = run(args.backend, peers=args.peers, quick=args.quick)
-    for path in write(report, Path(args.out)):
+    for path in write(report, out):
         print(path)
     if report["simulated"]:
         print(SIMULATED_LABEL)
