@@ -189,6 +189,20 @@ def test_matrix_to_test_to_diff_and_search_in_chromium(two_runs, browser, tmp_pa
     browser.get((out / "targets" / f"{target['slug']}.html").as_uri())
     counts = dict(re.fullmatch(r"(\d+) (\S+)", c).group(2, 1) for c in texts(browser, "#summary .count"))
     assert counts == {o: str(n) for o, n in committed["cuda/nvidia"]["summary"].items() if n}
+    # a client suite's drill-down: every test of every target, the filter finds a failing one
+    fake = json.loads((ROOT / "clients" / "results" / "numba-cuda--cuda-fake.json").read_text())
+    ids = set(fake["tests"]) | {tid for p in (ROOT / "clients" / "results").glob("numba-cuda--*.json")
+                                for tid in json.loads(p.read_text())["tests"]}
+    browser.get((out / "clients.html").as_uri())
+    link(browser, "#comparisons", "numba-cuda").click()
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#client-tests tr[id]")) == len(ids)
+    failing = next(tid for tid, t in sorted(fake["tests"].items()) if t["outcome"] == "fail")
+    browser.find_element(By.ID, "filter").send_keys(failing)
+    visible = browser.execute_script(
+        "return [...document.querySelectorAll('#client-tests tr[id]')].filter(r => !r.hidden).map(r => r.cells[0].textContent)")
+    assert visible == sorted(tid for tid in ids if failing.lower() in tid.lower())
+    seen += problems(browser)
+
     for extra in ("bench.html", "clients.html", "runs.html"):
         browser.get((out / extra).as_uri())
         seen += problems(browser)
