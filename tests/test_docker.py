@@ -93,3 +93,31 @@ def test_container_runner_mounts_results_and_gives_hardware_targets_the_gpus(tmp
     assert (sim.status, hw.status) == ("crashed", "crashed")
     doc = results.load(sim.results_file)
     assert "exit code 137" in doc["run"]["message"] and "the container died" in doc["run"]["message"]
+
+
+@pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: p.name)
+def test_the_image_builds_the_hot_path_and_fails_without_it(dockerfile):
+    """setup.py (the compiled hot path, ironaccel._fast) is in the image and the build checks it loads."""
+    text = dockerfile.read_text()
+    assert re.search(r"^COPY .*\bsetup\.py\b", text, re.M)
+    assert "assert native.load() is not None" in text
+
+
+def test_the_gpuless_image_builds_every_fake_library_and_leaves_the_cache_writable():
+    """A container runs as the host's user (certify --docker): the fake, its toolchain shims and the hot path
+    must be built at image build (as root), and the cache must take what a run adds (issue 28: non-root
+    runs failed building the shims into a root-owned cache)."""
+    text = (ROOT / "ci" / "docker" / "gpuless.Dockerfile").read_text()
+    assert "ironaccel fakes build" in text and "fakes.toolchain()" in text
+    assert 'chmod 1777 "$IRONACCEL_CACHE"' in text
+
+
+def test_the_cuda_image_pins_the_cuda_wheels_to_its_base_image():
+    text = (ROOT / "ci" / "docker" / "cuda.Dockerfile").read_text()
+    version = re.search(r"^ARG CUDA_VERSION=(\d+\.\d+)\.\d+$", text, re.M).group(1)
+    assert re.search(r"^FROM nvidia/cuda:\$\{CUDA_VERSION\}-base-", text, re.M)
+    for wheel in ("nvidia-cuda-nvrtc", "cuda-bindings"):
+        assert f'"{wheel}==${{CUDA_VERSION%.*}}.*"' in text
+    # the committed hardware results ran with this CUDA: the image reproduces them
+    ran = results.load(ROOT / "results" / "cuda-nvidia.json")["target"]["packages"]["nvidia-cuda-nvrtc"]
+    assert ran.startswith(version + ".")

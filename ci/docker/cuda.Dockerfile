@@ -4,7 +4,13 @@
 #   docker build -f ci/docker/cuda.Dockerfile -t ironaccel-ci-cuda:0.1.0 .
 # Run one target:  docker run --rm --gpus all -v "$PWD/results:/results" ironaccel-ci-cuda:0.1.0 \
 #                    ironaccel certify --target cuda/nvidia --results /results
-FROM nvidia/cuda:12.6.3-base-ubuntu24.04
+# The base image's CUDA version pins the CUDA wheels below (nvidia-cuda-nvrtc and cuda-bindings of the same
+# major.minor), so NVRTC and the bindings are the toolkit the image says it is. 13.0: what the committed
+# cuda/nvidia results ran with (driver 580, CUDA 13.0; nvidia-cuda-nvrtc 13.0.88). The container toolkit
+# refuses an image newer than the host driver's CUDA, so raise it only with the driver.
+ARG CUDA_VERSION=13.0.0
+FROM nvidia/cuda:${CUDA_VERSION}-base-ubuntu24.04
+ARG CUDA_VERSION
 
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 # graphics: the toolkit also mounts the driver's Vulkan ICD and EGL library (libEGL_nvidia.so.0, 10_nvidia.json),
@@ -16,16 +22,19 @@ ENV NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics \
     HYPOTHESIS_PROFILE=ci
 
 # Debian/Ubuntu package versions are not pinned: the image follows the release's security updates.
+# gcc, libc6-dev and python3-dev: setup.py compiles the hot path (ironaccel._fast) at install.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends python3 python3-pip libvulkan1 libegl1 libgl1 \
+    && apt-get install -y --no-install-recommends python3 python3-pip python3-dev gcc libc6-dev libvulkan1 libegl1 libgl1 \
     && rm -rf /var/lib/apt/lists/*
 
-COPY pyproject.toml README.md /opt/ironaccel/src/
+COPY pyproject.toml setup.py README.md /opt/ironaccel/src/
 COPY ironaccel /opt/ironaccel/src/ironaccel
 COPY conformance /opt/ironaccel/src/conformance
 COPY fakes /opt/ironaccel/src/fakes
-RUN pip install -e "/opt/ironaccel/src[cts,webgpu,vulkan,cuda,opengl]"
+RUN pip install -e "/opt/ironaccel/src[cts,webgpu,vulkan,cuda,opengl]" \
+        "nvidia-cuda-nvrtc==${CUDA_VERSION%.*}.*" "cuda-bindings==${CUDA_VERSION%.*}.*" \
+    && python3 -c "from ironaccel import native; assert native.load() is not None, native.why_not"
 
 # uid 1000 is the base image's "ubuntu" user
 USER 1000

@@ -23,17 +23,22 @@ RUN apt-get update \
     && bash /opt/ironaccel/src/ci/provision \
     && rm -rf /var/lib/apt/lists/*
 
-COPY pyproject.toml README.md /opt/ironaccel/src/
+COPY pyproject.toml setup.py README.md /opt/ironaccel/src/
 COPY ironaccel /opt/ironaccel/src/ironaccel
 COPY conformance /opt/ironaccel/src/conformance
 COPY fakes /opt/ironaccel/src/fakes
 COPY plugins /opt/ironaccel/src/plugins
-# Editable: the fake libcuda's C sources are found beside the package; the fake is built now, so a
-# container run by any user finds it in the (read-only for them) cache.
+# Editable: the fake libcuda's C sources are found beside the package. setup.py compiles the hot path
+# (ironaccel._fast). Everything ironaccel builds is built now, and the build fails if any of it does not:
+# the fake libcuda, its NVRTC and nvJitLink shims (nvJitLink where its wheel is installed) and the hot path,
+# so a container run as any user (certify --docker runs as the host's) finds them in the cache. The cache
+# stays writable for what a run adds (NVRTC's compiled kernels), sticky so no user removes another's files.
 RUN pip install -e "/opt/ironaccel/src[cts,webgpu,vulkan,cuda,opengl]" \
     && pip install -e /opt/ironaccel/src/plugins/ironaccel-opencl \
     && ironaccel fakes build \
+    && python -c "from ironaccel import fakes, native; shims = fakes.toolchain(); assert 'nvrtc' in shims, shims; assert native.load() is not None, native.why_not" \
     && chmod -R a+rX "$IRONACCEL_CACHE" \
+    && chmod 1777 "$IRONACCEL_CACHE" \
     && useradd --create-home --uid 1000 ironaccel
 
 USER 1000

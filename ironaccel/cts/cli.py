@@ -389,6 +389,11 @@ def parser() -> argparse.ArgumentParser:
     from . import bench  # its options and ``func=bench.command`` live with the benchmark
 
     bench.add_arguments(sub.add_parser("bench", help=bench.HELP))
+
+    from . import report  # its options and ``func=report.command`` live with the site builder
+
+    report.add_arguments(sub.add_parser("report", help="a static results site (matrix, targets, clauses, tests, "
+                                        "diffs between runs, bench, clients) from results folders"))
     return p
 
 

@@ -362,7 +362,7 @@ def _code(cause: str) -> str:
     return f"`{cause.replace('|', '/')}`"
 
 
-def _gap(better: dict, worse: dict) -> dict[str, list[str]]:
+def gap(better: dict, worse: dict) -> dict[str, list[str]]:
     """Cause -> test ids that pass on ``better`` but not on ``worse`` (both ran them)."""
     groups: dict[str, list[str]] = {}
     for tid, t in better["tests"].items():
@@ -387,13 +387,11 @@ def _gap_section(title: str, groups: dict[str, list[str]]) -> list[str]:
     return lines + ["", "</details>", ""]
 
 
-def _summary(by: dict) -> list[str]:
-    """Per client: of the tests that pass on the better target (both ran them), how many pass on the fake."""
-    lines = ["## The fake against hardware and numba's simulator", "",
-             "Of the tests that pass on the other target and that both runs ran (samples and versions as in the",
-             "tables below): how many pass on the fake, and how the rest end there (a skip there is often a package",
-             "the fake's machine lacks, see the causes).", ""]
-    rows = []
+def comparisons(by: dict) -> list[dict]:
+    """Per client and other target: of the tests that pass there (both runs ran them), how many pass on the
+    fake and how the rest end there; ``by``: (client, target) -> results document. CLIENTS.md's summary
+    table and the site's clients page are made from these."""
+    out = []
     for client in CLIENTS.values():
         fake = by.get((client.name, FAKE))
         for other in (NVIDIA, CUDASIM):
@@ -409,8 +407,20 @@ def _summary(by: dict) -> list[str]:
                 goal = "a sample: not a whole-suite figure"
             elif other == NVIDIA and client.fake_goal:
                 goal = f">= {client.fake_goal:.0%}: {'met' if share >= client.fake_goal else 'MISSED'}"
-            rows.append([client.name, other, str(len(both)), str(passed), f"{share:.1%}",
-                         str(ends.count("fail") + ends.count("error")), str(ends.count("skip")), goal])
+            out.append({"client": client.name, "other": other, "pass_there": len(both), "pass_on_fake": passed,
+                        "share": share, "fail_on_fake": ends.count("fail") + ends.count("error"),
+                        "skip_on_fake": ends.count("skip"), "goal": goal, "gap": gap(better, fake)})
+    return out
+
+
+def _summary(by: dict) -> list[str]:
+    """Per client: of the tests that pass on the better target (both ran them), how many pass on the fake."""
+    lines = ["## The fake against hardware and numba's simulator", "",
+             "Of the tests that pass on the other target and that both runs ran (samples and versions as in the",
+             "tables below): how many pass on the fake, and how the rest end there (a skip there is often a package",
+             "the fake's machine lacks, see the causes).", ""]
+    rows = [[c["client"], c["other"], str(c["pass_there"]), str(c["pass_on_fake"]), f"{c['share']:.1%}",
+             str(c["fail_on_fake"]), str(c["skip_on_fake"]), c["goal"]] for c in comparisons(by)]
     header = ["client", "other target", "pass there", "pass on the fake too", "share", "fail or error on the fake",
               "skip on the fake", "goal"]
     return lines + tables.markdown(header, rows, right={2, 3, 4, 5, 6}) + [""]
@@ -447,7 +457,7 @@ def render(docs: list[dict]) -> str:
             else:
                 both = len(better["tests"].keys() & fake["tests"].keys())
                 lines += _gap_section(f"Pass on {better_target} but not on {FAKE} (of the {both} tests both ran)",
-                                      _gap(better, fake))
+                                      gap(better, fake))
         failing: dict[str, int] = {}
         for t in fake["tests"].values():
             if t["outcome"] in ("fail", "error"):
