@@ -80,8 +80,14 @@ def test_child_opens_reads_writes_back_and_runs_a_kernel(cuda, tmp_path):
         assert d.cuMemsetD32(int(p), 7, 1)[0] == 0
         assert d.cuIpcCloseMemHandle(p)[0] == 0
         assert d.cuIpcCloseMemHandle(p)[0] == 1  # closed: no longer an opened mapping
+        p = d.cuIpcOpenMemHandle(h, 1)[1]  # the memory checker knows the mapping's end: one element past it
+        box[0][0], box[1][0] = int(p) + 1024, 1
+        assert d.cuLaunchKernel(fn, 1, 1, 1, 1, 1, 1, 0, 0, args.ctypes.data, 0)[0] == 0
+        print(int(d.cuCtxSynchronize()[0]))
     ''', raw(h).hex(), str(ptx)))
-    assert int(out) == int(data.sum())
+    total, past_the_end = (int(x) for x in out.split())
+    assert total == int(data.sum())
+    assert past_the_end == 700  # CUDA_ERROR_ILLEGAL_ADDRESS
     expected = data + 1000
     expected[0] = 7
     np.testing.assert_array_equal(cuda.download(ptr, data), expected)
@@ -150,6 +156,8 @@ def test_event_completes_across_processes(cuda):
 
 def test_event_handle_needs_an_interprocess_event(cuda):
     d = cuda.d
+    attr = d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED
+    assert cuda.ok(d.cuDeviceGetAttribute(attr, 0)) == 1
     plain = cuda.ok(d.cuEventCreate(0x2))
     assert cuda.err(d.cuIpcGetEventHandle(plain)) == INVALID_VALUE
     assert cuda.err(d.cuEventCreate(0x4)) == INVALID_VALUE  # interprocess events must disable timing
