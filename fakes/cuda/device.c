@@ -137,6 +137,7 @@ static int attribute_value(int attr, int *known) {
     case 115: return 1;
     case 119: return 0;
     case 120: return 0;
+    case 125: return 1; /* IPC_EVENT_SUPPORTED: interprocess events keep their state in shared memory (ipc.c) */
     case 126: return 1;
     case 127: return 1; /* TENSOR_MAP_ACCESS_SUPPORTED: maps are encoded (tensor_map.c); the PTX using them is not */
     case 129: return 0;

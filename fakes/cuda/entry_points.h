@@ -203,6 +203,12 @@
     X(cuEventDestroy_v2, "cuEventDestroy", 4000) \
     X(cuEventElapsedTime, "cuEventElapsedTime", 2000) \
     X(cuEventElapsedTime_v2, "cuEventElapsedTime", 12080) \
+    X(cuIpcGetMemHandle, "cuIpcGetMemHandle", 4010) \
+    X(cuIpcOpenMemHandle, "cuIpcOpenMemHandle", 4010) \
+    X(cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle", 11000) \
+    X(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 4010) \
+    X(cuIpcGetEventHandle, "cuIpcGetEventHandle", 4010) \
+    X(cuIpcOpenEventHandle, "cuIpcOpenEventHandle", 4010) \
     X(cuModuleLoad, "cuModuleLoad", 2000) \
     X(cuModuleLoadData, "cuModuleLoadData", 2000) \
     X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010) \

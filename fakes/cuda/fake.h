@@ -126,6 +126,15 @@ CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out);
 /* Managed memory (cuMemAllocManaged, managed pools): device memory flagged MEM_MANAGED, host-accessible as is. */
 #define MEM_MANAGED 0x80000000u /* AllocInfo.flags of a managed allocation */
 CUresult mem_alloc_managed(Context *ctx, uint64_t size, uint64_t *out);
+/* Allocations shared with other processes (ipc.c): exported ones, whose pages became a shared file's, and
+ * mappings of another process's memory. The free hook runs (under the allocator's lock: it must not call
+ * back into memory.c) when an allocation with one of these flags is freed. */
+#define MEM_IPC_EXPORTED 0x40000000u
+#define MEM_IPC_IMPORTED 0x20000000u
+#define MEM_SHARED_MASK (MEM_IPC_EXPORTED | MEM_IPC_IMPORTED)
+void mem_set_free_hook(void (*hook)(const AllocInfo *));
+/* Adds flag to the live allocation at base made with that serial; 0 when there is none (freed meanwhile). */
+int mem_mark(uint64_t base, uint64_t serial, unsigned flag);
 /* Reserves an address range without mapping it (0 when none is left); mem_map_reserved makes [base, +size)
  * a live allocation of that kind and AllocInfo flags (again after each mem_free): INVALID_VALUE while it is live. */
 uint64_t mem_reserve(uint64_t size);
@@ -191,7 +200,12 @@ typedef struct Event {
     uint64_t capture_id;     /* recorded in this capture (0: not): a wait on it joins the capture */
     GraphNode **capture_deps; /* what it was recorded after */
     int ncapture_deps, capcapture_deps;
+    volatile uint64_t *shared; /* an interprocess event: {recorded, completed} generations in a shared page */
+    int shared_fd;             /* that page's memfd (what an IPC handle names) */
 } Event;
+/* A new event of the current context; an interprocess one (fd, page: its shared generations, which the event
+ * then owns) or a plain one (-1, NULL). */
+CUresult event_create_shared(void **phEvent, unsigned flags, int fd, void *page);
 
 CUresult stream_resolve(void *h, Context *ctx, Stream **out);
 /* Queue fn(arg) on s (legacy default-stream ordering applied); free_arg runs after it. */

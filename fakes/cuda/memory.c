@@ -179,9 +179,23 @@ CUresult mem_register(Context *ctx, void *p, uint64_t size, unsigned flags) {
     return CUDA_SUCCESS;
 }
 
+/* Gives the pages back and leaves the range reserved: a fresh inaccessible mapping also drops a shared one
+ * (IPC) with its file. */
 static void unmap(uint64_t base, uint64_t span) {
-    madvise((void *)(uintptr_t)base, span, MADV_DONTNEED);
-    mprotect((void *)(uintptr_t)base, span, PROT_NONE);
+    mmap((void *)(uintptr_t)base, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+}
+
+static void (*g_free_hook)(const AllocInfo *);
+
+void mem_set_free_hook(void (*hook)(const AllocInfo *)) { g_free_hook = hook; }
+
+int mem_mark(uint64_t base, uint64_t serial, unsigned flag) {
+    pthread_mutex_lock(&g_mem_mu);
+    int i = find_index_locked(base);
+    int ok = i >= 0 && g_allocs[i].base == base && g_allocs[i].serial == serial;
+    if (ok) g_allocs[i].flags |= flag;
+    pthread_mutex_unlock(&g_mem_mu);
+    return ok;
 }
 
 static void remove_locked(int i) {
@@ -189,6 +203,7 @@ static void remove_locked(int i) {
     memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof *g_allocs);
     g_nallocs--;
     g_freed[g_nfreed++ % FREED_HISTORY] = a;
+    if ((a.flags & MEM_SHARED_MASK) && g_free_hook) g_free_hook(&a);
     if (a.kind == A_HOST_REGISTERED) return;
     if (a.kind == A_DEVICE || a.kind == A_MODULE_GLOBAL) g_used -= a.size;
     uint64_t span = (a.size + PAGE - 1) & ~(PAGE - 1);

@@ -6,12 +6,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fake.h"
 
 #define CU_STREAM_NON_BLOCKING 0x1
 #define CU_EVENT_DISABLE_TIMING 0x2
+#define CU_EVENT_INTERPROCESS 0x4
+#define EVENT_PAGE 4096
 #define CU_EVENT_RECORD_EXTERNAL 0x1 /* during capture: an event record node instead of a capture-internal mark */
 #define CU_EVENT_WAIT_EXTERNAL 0x1   /* during capture: an event wait node */
 #define CU_STREAM_LEGACY ((void *)0x1)
@@ -58,9 +62,51 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* An interprocess event's generations (recorded, completed) live in a page other processes map too (ipc.c
+ * hands out its file): they are read from there, and a wait on one polls, since another process's
+ * completion signals nothing here. */
+static uint64_t event_recorded(const Event *e) {
+    return e->shared ? __atomic_load_n(&e->shared[0], __ATOMIC_ACQUIRE) : e->record_gen;
+}
+static uint64_t event_completed(const Event *e) {
+    return e->shared ? __atomic_load_n(&e->shared[1], __ATOMIC_ACQUIRE) : e->done_gen;
+}
+static uint64_t event_next_gen_locked(Event *e) {
+    e->record_gen = e->shared ? __atomic_add_fetch(&e->shared[0], 1, __ATOMIC_ACQ_REL) : e->record_gen + 1;
+    return e->record_gen;
+}
+static void event_complete_locked(Event *e, uint64_t gen) {
+    if (gen > e->done_gen) {
+        e->done_gen = gen;
+        e->time_ms = now_ms();
+        e->has_time = 1;
+    }
+    uint64_t seen = e->shared ? __atomic_load_n(&e->shared[1], __ATOMIC_ACQUIRE) : gen;
+    while (seen < gen && !__atomic_compare_exchange_n(&e->shared[1], &seen, gen, 0, __ATOMIC_ACQ_REL,
+                                                      __ATOMIC_ACQUIRE)) {
+    }
+}
+static void event_wait_locked(const Event *e, uint64_t gen) {
+    while (event_completed(e) < gen) {
+        if (!e->shared) {
+            pthread_cond_wait(&g_q_cv, &g_q_mu);
+            continue;
+        }
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_nsec += 200000;
+        if (t.tv_nsec >= 1000000000) t.tv_sec++, t.tv_nsec -= 1000000000;
+        pthread_cond_timedwait(&g_q_cv, &g_q_mu, &t);
+    }
+}
+
 static void event_unref_locked(Event *e) {
     if (--e->refs == 0) {
         handle_remove(e);
+        if (e->shared) {
+            munmap((void *)e->shared, EVENT_PAGE);
+            close(e->shared_fd);
+        }
         free(e->capture_deps);
         free(e);
     }
@@ -74,14 +120,10 @@ static void *stream_worker(void *arg) {
         if (!s->head) break;
         Work *w = s->head;
         if (w->kind == W_WAIT) {
-            while (w->event->done_gen < w->gen) pthread_cond_wait(&g_q_cv, &g_q_mu);
+            event_wait_locked(w->event, w->gen);
             event_unref_locked(w->event);
         } else if (w->kind == W_RECORD) {
-            if (w->gen > w->event->done_gen) {
-                w->event->done_gen = w->gen;
-                w->event->time_ms = now_ms();
-                w->event->has_time = 1;
-            }
+            event_complete_locked(w->event, w->gen);
             event_unref_locked(w->event);
         } else {
             s->running = 1;
@@ -377,7 +419,7 @@ static CUresult submit_record(Stream *s, const StreamOp *op) {
     Event *e = op->u.event;
     pthread_mutex_lock(&g_q_mu);
     legacy_order_locked(s);
-    push_record_locked(s, e, ++e->record_gen);
+    push_record_locked(s, e, event_next_gen_locked(e));
     pthread_mutex_unlock(&g_q_mu);
     return CUDA_SUCCESS;
 }
@@ -385,7 +427,8 @@ static CUresult submit_record(Stream *s, const StreamOp *op) {
 static CUresult submit_wait(Stream *s, const StreamOp *op) {
     Event *e = op->u.event;
     pthread_mutex_lock(&g_q_mu);
-    if (e->record_gen > e->done_gen) push_wait_locked(s, e, e->record_gen);
+    uint64_t recorded = event_recorded(e);
+    if (recorded > event_completed(e)) push_wait_locked(s, e, recorded);
     pthread_mutex_unlock(&g_q_mu);
     return CUDA_SUCCESS;
 }
@@ -818,17 +861,41 @@ static CUresult event_from(void *h, Event **out) {
     return CUDA_SUCCESS;
 }
 
+CUresult event_create_shared(void **phEvent, unsigned flags, int fd, void *page) {
+    NEED_CONTEXT(ctx);
+    Event *e = calloc(1, sizeof *e);
+    if (!e) return CUDA_ERROR_OUT_OF_MEMORY;
+    e->ctx = ctx;
+    e->flags = flags;
+    e->refs = 1;
+    e->shared = page;
+    e->shared_fd = fd;
+    handle_add(e, H_EVENT);
+    *phEvent = e;
+    return CUDA_SUCCESS;
+}
+
+/* An interprocess event (which must disable timing, as on a real driver) gets its shared page here. */
 API CUresult cuEventCreate(void **phEvent, unsigned flags) {
     ENTER(cuEventCreate);
     NEED_CONTEXT(ctx);
     if (!phEvent || (flags & ~0xFu)) return CUDA_ERROR_INVALID_VALUE;
-    Event *e = calloc(1, sizeof *e);
-    e->ctx = ctx;
-    e->flags = flags;
-    e->refs = 1;
-    handle_add(e, H_EVENT);
-    *phEvent = e;
-    return CUDA_SUCCESS;
+    if (!(flags & CU_EVENT_INTERPROCESS)) return event_create_shared(phEvent, flags, -1, NULL);
+    if (!(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
+    int fd = memfd_create("ironaccel-fakecuda-event", MFD_CLOEXEC);
+    void *page = MAP_FAILED;
+    if (fd >= 0 && ftruncate(fd, EVENT_PAGE) == 0)
+        page = mmap(NULL, EVENT_PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (page == MAP_FAILED) {
+        if (fd >= 0) close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    CUresult rc = event_create_shared(phEvent, flags, fd, page);
+    if (rc != CUDA_SUCCESS) {
+        munmap(page, EVENT_PAGE);
+        close(fd);
+    }
+    return rc;
 }
 
 API CUresult cuEventRecordWithFlags(void *hEvent, void *hStream, unsigned flags) {
@@ -862,7 +929,7 @@ API CUresult cuEventQuery(void *hEvent) {
     TRY(event_from(hEvent, &e));
     pthread_mutex_lock(&g_q_mu);
     host_looks_locked();
-    int done = e->done_gen >= e->record_gen;
+    int done = event_completed(e) >= event_recorded(e);
     pthread_mutex_unlock(&g_q_mu);
     TRY(context_sticky(e->ctx));
     return done ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -874,8 +941,7 @@ API CUresult cuEventSynchronize(void *hEvent) {
     TRY(event_from(hEvent, &e));
     pthread_mutex_lock(&g_q_mu);
     host_looks_locked();
-    uint64_t target = e->record_gen;
-    while (e->done_gen < target) pthread_cond_wait(&g_q_cv, &g_q_mu);
+    event_wait_locked(e, event_recorded(e));
     pthread_mutex_unlock(&g_q_mu);
     return context_sticky(e->ctx);
 }

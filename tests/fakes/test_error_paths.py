@@ -117,6 +117,10 @@ def _alloc_node(nbytes):
     return words
 
 
+class IpcHandle(ctypes.Structure):  # CUipcMemHandle / CUipcEventHandle, passed by value
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
 class Location(ctypes.Structure):  # CUmemLocation, passed by value
     _fields_ = [("type", c_int), ("id", c_int)]
 
@@ -643,6 +647,18 @@ CASES = {
     "cuEventRecordWithFlags": [("bad event", lambda e: (BAD, e.stream, c_uint(0)), INVALID_HANDLE),
                                ("unknown flags", lambda e: (e.event, e.stream, c_uint(0x100)), INVALID_VALUE)],
     "cuEventQuery": [("bad event", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuIpcGetMemHandle": [("not an allocation", lambda e: (e.outp, BADPTR), INVALID_VALUE),
+                          ("NULL out", lambda e: (NULL, e.ptr), INVALID_VALUE),
+                          ("managed memory", lambda e: (e.outp, e.managed), INVALID_VALUE)],
+    "cuIpcOpenMemHandle": [("zero handle", lambda e: (e.outp, IpcHandle(), c_uint(1)), INVALID_VALUE)],
+    "cuIpcOpenMemHandle_v2": [("zero handle", lambda e: (e.outp, IpcHandle(), c_uint(1)), INVALID_VALUE),
+                              ("NULL out", lambda e: (NULL, IpcHandle(), c_uint(1)), INVALID_VALUE),
+                              ("bad flags", lambda e: (e.outp, IpcHandle(), c_uint(8)), INVALID_VALUE)],
+    "cuIpcCloseMemHandle": [("not an opened handle", lambda e: (e.ptr,), INVALID_VALUE)],
+    "cuIpcGetEventHandle": [("bad event", lambda e: (e.outp, BAD), INVALID_HANDLE),
+                            ("not interprocess", lambda e: (e.outp, e.event), INVALID_VALUE)],
+    "cuIpcOpenEventHandle": [("zero handle", lambda e: (e.outp, IpcHandle()), INVALID_VALUE),
+                             ("NULL out", lambda e: (NULL, IpcHandle()), INVALID_VALUE)],
     "cuEventSynchronize": [("bad event", lambda e: (BAD,), INVALID_HANDLE)],
     "cuEventDestroy_v2": [("bad event", lambda e: (BAD,), INVALID_HANDLE)],
     "cuEventElapsedTime": [("bad event", lambda e: (e.outp, BAD, e.event), INVALID_HANDLE),
