@@ -101,6 +101,20 @@ void context_set_current(Context *c);
 void context_forget(Context *c);
 /* The launch error a context is stuck with, CUDA_SUCCESS when none (or no context). */
 static inline CUresult context_sticky(const Context *ctx) { return ctx ? ctx->sticky : CUDA_SUCCESS; }
+/* The device's primary context, active or not (the runtime asks for it before retaining it). */
+Context *context_primary(void);
+/* Is h a context handle: a live context, or the primary context even while inactive? */
+int context_handle_ok(const void *h);
+
+/* ---- context-local storage (context_storage.c): values kept per context and key, for the runtime ---- */
+typedef void (*ContextStorageDtor)(void *ctx, void *key, void *value);
+/* Stores (or replaces) the value under key; dtor (may be NULL) runs when the context is destroyed or reset. */
+CUresult context_storage_put(Context *ctx, void *key, void *value, ContextStorageDtor dtor);
+/* INVALID_HANDLE when nothing is stored under key. */
+CUresult context_storage_get(Context *ctx, void *key, void **value);
+CUresult context_storage_delete(Context *ctx, void *key);
+/* Runs and forgets the destructors of everything ctx stores (a context destroyed or reset). */
+void context_storage_release(Context *ctx);
 
 /* ---- memory (memory.c) ---- */
 enum AllocKind { A_DEVICE = 1, A_HOST_PINNED, A_HOST_REGISTERED, A_MODULE_GLOBAL };
