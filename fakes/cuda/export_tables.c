@@ -67,9 +67,11 @@ static void uuid_text(const unsigned char *u, char out[39]) {
              u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]);
 }
 
-/* A call through a table: "call TABLE[slot](args) -> result", the tracer's line. */
+/* A call through a table: "call TABLE[slot](args) -> result", the tracer's line ("-> void" for a slot that
+ * returns nothing). */
 #define TRACED(table, slot, result, fmt, ...) \
     trace("call %s[%d](" fmt ") -> %d", #table, slot, __VA_ARGS__, (int)(result))
+#define TRACED_VOID(table, slot, fmt, ...) trace("call %s[%d](" fmt ") -> void", #table, slot, __VA_ARGS__)
 
 /* ---- CUDART_INTERFACE: modules from the runtime's fatbins, the primary context ---- */
 
@@ -103,7 +105,7 @@ static CUresult cudart_module_from_wrapper_ext(void **module, const void *wrappe
     return rc;
 }
 
-static void cudart_slot7(uintptr_t a1) { TRACED(CUDART_INTERFACE, 7, 0, "%#" PRIxPTR, a1); }
+static void cudart_slot7(uintptr_t a1) { TRACED_VOID(CUDART_INTERFACE, 7, "%#" PRIxPTR, a1); }
 
 static CUresult cudart_module_from_fatbin_ext(const void *fatbin, void **module, void *a3, void *a4, unsigned a5) {
     CUresult rc = module_from_image(module, fatbin);
@@ -113,7 +115,7 @@ static CUresult cudart_module_from_fatbin_ext(const void *fatbin, void **module,
 
 /* Loads the driver's compilers (PTX compiler, NVVM) on a real driver; the fake's interpreter needs none. */
 static CUresult cudart_load_compilers(void) {
-    TRACED(CUDART_INTERFACE, 12, CUDA_SUCCESS, "%s", "");
+    trace("call CUDART_INTERFACE[12]() -> 0");
     return CUDA_SUCCESS;
 }
 
@@ -123,13 +125,13 @@ static uint32_t g_hook_buffer2[1024], g_hook_buffer6[14];
 static void hooks_buffer2(void **ptr, size_t *size) {
     if (ptr) *ptr = g_hook_buffer2;
     if (size) *size = sizeof g_hook_buffer2 / sizeof g_hook_buffer2[0];
-    TRACED(TOOLS_RUNTIME_CALLBACK_HOOKS, 2, 0, "%p, %p", (void *)ptr, (void *)size);
+    TRACED_VOID(TOOLS_RUNTIME_CALLBACK_HOOKS, 2, "%p, %p", (void *)ptr, (void *)size);
 }
 
 static void hooks_buffer6(void **ptr, size_t *size) {
     if (ptr) *ptr = g_hook_buffer6;
     if (size) *size = sizeof g_hook_buffer6 / sizeof g_hook_buffer6[0];
-    TRACED(TOOLS_RUNTIME_CALLBACK_HOOKS, 6, 0, "%p, %p", (void *)ptr, (void *)size);
+    TRACED_VOID(TOOLS_RUNTIME_CALLBACK_HOOKS, 6, "%p, %p", (void *)ptr, (void *)size);
 }
 
 /* ---- CONTEXT_LOCAL_STORAGE: per-context values of the runtime (context_storage.c) ---- */
@@ -292,7 +294,7 @@ static CUresult context_check(void *ctx, uint32_t *result1, const void **result2
 }
 
 static uint32_t context_check_slot3(void) {
-    TRACED(CONTEXT_CHECKS, 3, 0, "%s", "");
+    trace("call CONTEXT_CHECKS[3]() -> 0");
     return 0;
 }
 
