@@ -290,6 +290,8 @@ API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     if (g_primary.alive) {
         ctx_teardown(&g_primary); /* clears the sticky error too, as a reset does on hardware */
         g_primary.null_stream = stream_new(&g_primary, 0, 0, 1);
+    } else {
+        context_storage_release(&g_primary); /* what the runtime stored in it before retaining it */
     }
     return CUDA_SUCCESS;
 }

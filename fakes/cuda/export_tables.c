@@ -353,3 +353,14 @@ API CUresult cuGetExportTable(const void **table, const void *uuid) {
     trace("export_table %s <unknown> -> %d", text, CUDA_ERROR_INVALID_VALUE);
     return CUDA_ERROR_INVALID_VALUE;
 }
+
+/** Control API for the trace replay (tests/fakes/test_runtime.py): 1 when the named table is known and its slot
+ * does something of its own (not unknown_slot, not the size in slot 0), else 0. */
+API int ironaccel_fake_export_slot_implemented(const char *table, int slot) {
+    pthread_once(&g_tables_once, tables_fill);
+    for (int t = 0; t < TABLE_COUNT; t++)
+        if (table && !strcmp(table, TABLE_INFO[t].name))
+            return slot >= 0 && slot < TABLE_INFO[t].nslots && !(slot == 0 && TABLE_INFO[t].sized) &&
+                   g_tables[t][slot] != (const void *)(uintptr_t)unknown_slot;
+    return 0;
+}
