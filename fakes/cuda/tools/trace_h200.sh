@@ -4,7 +4,9 @@
 #   cupy.log   CuPy start-up and tools/cupy_smoke.py (if CuPy is installed; CUB/Thrust on, as CuPy defaults)
 #   torch.log  tools/torch_smoke.py (if PyTorch is installed)
 #   nvcc.log   tools/runtime_smoke.cu built by nvcc (if nvcc is on PATH or in /usr/local/cuda/bin)
-# and writes driver.txt (driver version, GPU) and each program's output (*.out). Run from the repository root:
+# and writes driver.txt (driver version, GPU) and each program's output (*.out). Then runs the same programs on
+# the fake libcuda (ironaccel.fakes.child_env(), IRONACCEL_FAKE_LOG): fake-<name>.out and fake-<name>.log, CuPy
+# with CUPY_ACCELERATORS="" (its prebuilt kernels carry compute_120 PTX only). Run from the repository root:
 #   OUT=/some/dir sh fakes/cuda/tools/trace_h200.sh
 set -u
 : "${OUT:?set OUT to the output directory}"
@@ -30,4 +32,19 @@ if [ -n "$nvcc" ] && "$nvcc" -gencode arch=compute_90,code=compute_90 -gencode a
         -o "$work/runtime_smoke" "$here/runtime_smoke.cu" > "$OUT/nvcc-build.out" 2>&1; then
     traced nvcc "$work/runtime_smoke"
 else echo "nvcc: not found or the build failed (nvcc-build.out)" | tee -a "$OUT/driver.txt"; fi
+
+on_fake() { # name, command... (the fake as libcuda.so.1, the toolchain shims preloaded)
+    name=$1; shift
+    rm -f "$OUT/fake-$name.log"
+    PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" IRONACCEL_FAKE_LOG="$OUT/fake-$name.log" python3 -c '
+import os, subprocess, sys
+from ironaccel import fakes
+env = fakes.child_env()
+env.update(x.split("=", 1) for x in sys.argv[1].split(",") if x)
+sys.exit(subprocess.run(sys.argv[2:], env=env).returncode)' "$@" > "$OUT/fake-$name.out" 2>&1
+    echo "fake $name: exit $?" | tee -a "$OUT/driver.txt"
+}
+if python3 -c 'import cupy' 2>/dev/null; then on_fake cupy CUPY_ACCELERATORS= python3 "$here/cupy_smoke.py"; fi
+if python3 -c 'import torch' 2>/dev/null; then on_fake torch "" python3 "$here/torch_smoke.py"; fi
+if [ -x "$work/runtime_smoke" ]; then on_fake nvcc "" "$work/runtime_smoke"; fi
 rm -rf "$work"
