@@ -1,8 +1,9 @@
 /* cuGetExportTable: the driver's private function tables, looked up by UUID (export_tables.h lists them),
  * which the CUDA runtime (libcudart, linked into CuPy, PyTorch and every nvcc-built program) needs before it
- * makes its first call. What each slot does comes from the traces of real programs on a real driver
- * (traces/) and from ZLUDA's public notes on them ("the dark API", vosen/ZLUDA dark_api/src/lib.rs and
- * zluda/src/impl/driver.rs): facts only, the code is the fake's own.
+ * makes its first call. What each slot does comes from ZLUDA's public notes on them ("the dark API",
+ * vosen/ZLUDA dark_api/src/lib.rs and zluda/src/impl/driver.rs; facts only, the code is the fake's own), checked
+ * by what CUDA 13 runtimes (CuPy's, nvcc 13.0's) did with them here, and to be checked against traces of a real
+ * driver (traces/, from tools/trace_h200.sh).
  *
  * A slot nobody is known to call holds unknown_slot, which says so on stderr and returns NOT_SUPPORTED
  * (never a NULL a caller would jump to). An unknown UUID is refused with INVALID_VALUE, as ZLUDA observed of

@@ -295,12 +295,12 @@ typedef struct PtxModule {
 CUresult image_ptx(const void *image, const char **ptx, char **owned, char *log, size_t loglen);
 /* A whole file, NUL-terminated (*n bytes before the NUL); FILE_NOT_FOUND when it cannot be opened. */
 CUresult image_read(const char *path, char **bytes, size_t *n);
-/* Compressed fatbin entries (fatbin_compress.c): is the entry (its header at entry) LZ4- or zstd-compressed;
- * its payload decompressed into *out (malloc'ed, NUL-terminated, *n bytes before the NUL), avail bytes being
- * readable from entry on; INVALID_IMAGE (corrupt) or NOT_SUPPORTED (no codec library) with the reason in log. */
-int fatbin_entry_compressed(const uint8_t *entry);
-CUresult fatbin_entry_decompress(const uint8_t *entry, size_t avail, uint8_t **out, size_t *n, char *log,
-                                 size_t loglen);
+/* A compressed fatbin entry's payload (fatbin_compress.c): packed bytes at src decompressed into *out (malloc'ed,
+ * NUL-terminated, *n == size bytes before the NUL); INVALID_IMAGE (corrupt) or NOT_SUPPORTED (no codec library)
+ * with the reason, naming the entry's arch, in log. */
+enum FatbinCodec { FATBIN_LZ4, FATBIN_ZSTD };
+CUresult fatbin_decompress(int codec, unsigned arch, const uint8_t *src, uint64_t packed, uint64_t size, uint8_t **out,
+                           size_t *n, char *log, size_t loglen);
 /* Parses PTX text; on failure returns NULL and writes "line N: ..." to err. */
 PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen);
 void ptx_free(PtxModule *m);

@@ -1,8 +1,8 @@
 /* Compressed fatbin entries: nvcc compresses a fatbin's entries with LZ4 (flag 0x2000; the default of CUDA
- * 12.x toolkits) or zstd (flag 0x8000; CUDA 13's `-compress-mode`), and CuPy's and PyTorch's prebuilt kernels
- * ship that way, PTX included. The entry header (after cuobjdump and ZLUDA's dark_api/src/fatbin.rs) holds the
- * compressed size at byte 16 and the uncompressed size at byte 56; the payload is one raw LZ4 block or one
- * zstd frame.
+ * 12.x toolkits) or zstd (flag 0x8000; CUDA 13's `--compress-mode=size`), and CuPy's and PyTorch's prebuilt
+ * kernels ship that way, PTX included. image.c reads the entry's header (the compressed size at byte 16, the
+ * uncompressed size at byte 56: cuobjdump's layout, and ZLUDA's dark_api/src/fatbin.rs); the payload is one raw
+ * LZ4 block or one zstd frame.
  *
  * Decompression is the system's own liblz4.so.1 / libzstd.so.1, loaded when a compressed entry is first read
  * (both come with every Debian and Ubuntu system: apt and systemd need them), so the fake needs no headers or
@@ -14,12 +14,7 @@
 
 #include "fake.h"
 
-#define COMPRESSED_LZ4 0x2000ull
-#define COMPRESSED_ZSTD 0x8000ull
 #define DECOMPRESSED_MAX (1ull << 30) /* an uncompressed size past this is a corrupt header, not a module */
-
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
-static uint64_t rd64(const uint8_t *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 
 typedef int (*Lz4Decompress)(const char *src, char *dst, int src_size, int dst_capacity);
 typedef size_t (*ZstdDecompress)(void *dst, size_t dst_capacity, const void *src, size_t src_size);
@@ -46,31 +41,25 @@ static void codecs_load(void) {
     }
 }
 
-int fatbin_entry_compressed(const uint8_t *entry) { return (rd64(entry + 40) & (COMPRESSED_LZ4 | COMPRESSED_ZSTD)) != 0; }
-
-CUresult fatbin_entry_decompress(const uint8_t *entry, size_t avail, uint8_t **out, size_t *n, char *log,
-                                 size_t loglen) {
-    uint64_t flags = rd64(entry + 40), header = rd32(entry + 4), packed = rd32(entry + 16), size = rd64(entry + 56);
-    const char *codec = flags & COMPRESSED_LZ4 ? "LZ4" : "zstd";
-    unsigned arch = rd32(entry + 28);
-    if (header > avail || packed > avail - header || size == 0 || size > DECOMPRESSED_MAX || packed > INT32_MAX) {
+CUresult fatbin_decompress(int codec, unsigned arch, const uint8_t *src, uint64_t packed, uint64_t size, uint8_t **out,
+                           size_t *n, char *log, size_t loglen) {
+    const char *name = codec == FATBIN_LZ4 ? "LZ4" : "zstd";
+    if (size == 0 || size > DECOMPRESSED_MAX || packed > INT32_MAX) {
         snprintf(log, loglen, "the fatbin's %s-compressed entry for sm_%u has impossible sizes (%llu bytes packed, "
-                 "%llu unpacked)", codec, arch, (unsigned long long)packed, (unsigned long long)size);
+                 "%llu unpacked)", name, arch, (unsigned long long)packed, (unsigned long long)size);
         return CUDA_ERROR_INVALID_IMAGE;
     }
     pthread_once(&g_codecs_once, codecs_load);
-    if (flags & COMPRESSED_LZ4 ? !g_codecs.lz4 : !g_codecs.zstd) {
+    if (codec == FATBIN_LZ4 ? !g_codecs.lz4 : !g_codecs.zstd) {
         snprintf(log, loglen, "the fatbin's entry for sm_%u is %s-compressed and %s (from %s) cannot be loaded", arch,
-                 codec, flags & COMPRESSED_LZ4 ? "liblz4.so.1" : "libzstd.so.1",
-                 flags & COMPRESSED_LZ4 ? "liblz4-1" : "libzstd1");
+                 name, codec == FATBIN_LZ4 ? "liblz4.so.1" : "libzstd.so.1", codec == FATBIN_LZ4 ? "liblz4-1" : "libzstd1");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
     uint8_t *buf = malloc(size + 1);
     if (!buf) return CUDA_ERROR_OUT_OF_MEMORY;
-    const uint8_t *src = entry + header;
     size_t got;
     const char *why = NULL;
-    if (flags & COMPRESSED_LZ4) {
+    if (codec == FATBIN_LZ4) {
         int r = g_codecs.lz4((const char *)src, (char *)buf, (int)packed, (int)size);
         got = r < 0 ? 0 : (size_t)r;
         if (r < 0) why = "corrupt LZ4 block";
@@ -81,7 +70,7 @@ CUresult fatbin_entry_decompress(const uint8_t *entry, size_t avail, uint8_t **o
     if (!why && got != size) why = "fewer bytes than its header declares";
     if (why) {
         free(buf);
-        snprintf(log, loglen, "the fatbin's %s-compressed entry for sm_%u does not decompress: %s", codec, arch, why);
+        snprintf(log, loglen, "the fatbin's %s-compressed entry for sm_%u does not decompress: %s", name, arch, why);
         return CUDA_ERROR_INVALID_IMAGE;
     }
     buf[size] = 0;

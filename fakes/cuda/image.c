@@ -20,6 +20,8 @@
 #define FATBIN_MAGIC 0xBA55ED50u
 #define FATBIN_WRAPPER_MAGIC 0x466243B1u
 #define FATBIN_KIND_PTX 1
+#define FATBIN_FLAG_COMPRESSED_LZ4 0x2000ull
+#define FATBIN_FLAG_COMPRESSED_ZSTD 0x8000ull
 #define ELF_MACHINE_CUDA 190
 #define SIMULATED_SM 90
 #define NEEDS "the simulated device (sm_90) runs PTX: load PTX text, or a fatbin or cubin that carries PTX " \
@@ -67,10 +69,17 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
         }
         entry += header + payload;
     }
-    if (best && fatbin_entry_compressed(best)) {
+    uint64_t flags = best ? u64(best + 40) : 0;
+    if (flags & (FATBIN_FLAG_COMPRESSED_LZ4 | FATBIN_FLAG_COMPRESSED_ZSTD)) {
+        uint64_t packed = u32(best + 16);
+        if (packed > u64(best + 8)) {
+            snprintf(log, loglen, "the fatbin's compressed entry for sm_%u is truncated", best_arch);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
         uint8_t *text;
         size_t n;
-        CUresult rc = fatbin_entry_decompress(best, (size_t)(end - best), &text, &n, log, loglen);
+        CUresult rc = fatbin_decompress(flags & FATBIN_FLAG_COMPRESSED_LZ4 ? FATBIN_LZ4 : FATBIN_ZSTD, best_arch,
+                                        best + u32(best + 4), packed, u64(best + 56), &text, &n, log, loglen);
         if (rc == CUDA_SUCCESS) {
             *out = ptx_copy(text, n);
             free(text);
