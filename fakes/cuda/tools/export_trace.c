@@ -10,7 +10,8 @@
  * cuGetExportTable), so this library interposes dlsym, and cuGetProcAddress for code that asks for
  * cuGetExportTable by name; programs linked to libcuda directly call its own cuGetExportTable. A returned
  * table is patched in place (its addresses must not change: the integrity check hashes them), each function
- * slot replaced by a trampoline that logs and forwards. Slot 0 is left alone when it holds the table's size;
+ * slot replaced by a trampoline that logs and forwards. Slot 0 is left alone when it holds the table's size (an
+ * unknown table is wrapped up to that size; one with no size is not wrapped, which a "note" line says);
  * INTEGRITY_CHECK's slots are not wrapped (the check hashes its own function's address), only its lookup is
  * logged. Limits: six integer/pointer arguments are forwarded and logged, which covers every slot known
  * (ZLUDA lists none with more, nor any float argument); a void slot's "result" is whatever rax held. */
@@ -123,19 +124,26 @@ static void wrap(const void **table, const unsigned char *uuid) {
         if (g_wrapped[t].table == table) goto done;
     if (known >= 0 && !strcmp(KNOWN[known].name, "INTEGRITY_CHECK")) goto done;
     if (g_nwrapped == MAX_TABLES) goto done;
-    int t = g_nwrapped++, limit = known >= 0 ? KNOWN[known].nslots : MAX_SLOTS;
-    g_wrapped[t].table = table;
-    snprintf(g_wrapped[t].name, sizeof g_wrapped[t].name, "%s", known >= 0 ? KNOWN[known].name : text);
+    /* How many slots: the size the table states in slot 0, else a known table's count; a table of unknown
+     * length is not wrapped (past its end could be another table's slots). */
+    uintptr_t first = (uintptr_t)table[0];
+    int limit = first && first < SIZE_SLOT_MAX ? (int)(first / sizeof(void *)) : known >= 0 ? KNOWN[known].nslots : 0;
+    if (limit > MAX_SLOTS) limit = MAX_SLOTS;
     long page = sysconf(_SC_PAGESIZE);
     uintptr_t lo = (uintptr_t)table & ~(uintptr_t)(page - 1), hi = (uintptr_t)(table + limit);
-    mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE);
+    FILE *log = log_file();
+    if (log && first && first < SIZE_SLOT_MAX) fprintf(log, "note %s: %d slots (slot 0: %lu bytes)\n", text, limit, (unsigned long)first);
+    if (limit == 0 || mprotect((void *)lo, hi - lo, PROT_READ | PROT_WRITE) != 0) {
+        if (log) fprintf(log, "note %s: its slots are not traced (%s)\n", text, limit ? "cannot write the table" : "length unknown");
+        goto done;
+    }
+    int t = g_nwrapped++;
+    g_wrapped[t].table = table;
+    snprintf(g_wrapped[t].name, sizeof g_wrapped[t].name, "%s", known >= 0 ? KNOWN[known].name : text);
     for (int s = 0; s < limit; s++) {
         const void *p = table[s];
         if (s == 0 && (uintptr_t)p < SIZE_SLOT_MAX) continue;
-        if (!driver_code(p)) {
-            if (known < 0) break; /* past the end of a table of unknown length */
-            continue;
-        }
+        if (!driver_code(p)) continue;
         g_wrapped[t].original[s] = (Slot)(uintptr_t)p;
         table[s] = (const void *)(uintptr_t)TRAMPOLINES[t * MAX_SLOTS + s];
     }
