@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -193,3 +194,15 @@ def test_a_fetched_suite_runs_with_its_own_folder_as_rootdir(tmp_path):
     assert fetched[fetched.index("--rootdir") + 1] == str(source)
     shipped = clients.child_command(clients.CLIENTS["numba-cuda"], None, record, ini, 60, 1, "")
     assert shipped[shipped.index("--rootdir") + 1] == str(tmp_path)
+
+
+def test_cupy_runs_its_selected_folders_with_its_accelerators_off_on_the_fake_only(tmp_path):
+    cupy = clients.CLIENTS["cupy"]
+    source = tmp_path / "tests"
+    cmd = clients.child_command(cupy, source, tmp_path / "r.jsonl", tmp_path / "pytest.ini", 60, 1, "")
+    assert cmd[-9] == "--continue-on-collection-errors"  # then the folders, not the whole suite
+    assert cmd[-8:] == [str(source / "cupy_tests" / f"{d}_tests") for d in (
+        "core", "creation", "manipulation", "math", "sorting", "logic", "indexing", "statistics")]
+    assert clients.child_env(clients.FAKE, 60, cupy)["CUPY_ACCELERATORS"] == ""
+    assert "CUPY_ACCELERATORS" not in clients.child_env(clients.NVIDIA, 60, cupy) or \
+        os.environ.get("CUPY_ACCELERATORS") is not None

@@ -17,6 +17,10 @@ static const size_t DEFAULT_LIMITS[CTX_LIMITS] = {1024, 1 << 20, 8 << 20, 2, 204
 
 static int ctx_ok(Context *c) { return c && handle_ok(c, H_CONTEXT) && c->alive; }
 
+Context *context_primary(void) { return &g_primary; }
+
+int context_handle_ok(const void *h) { return h == &g_primary || ctx_ok((Context *)h); }
+
 static void ctx_start(Context *c, unsigned flags, int primary) {
     c->device = 0;
     c->flags = flags;
@@ -31,8 +35,10 @@ static void ctx_start(Context *c, unsigned flags, int primary) {
     c->alive = 1;
 }
 
-/* Drains the work, reports leaks, frees the memory and streams of a context. */
+/* Runs the destructors of what the context stores (the runtime's state), then drains the work, reports leaks,
+ * frees the memory and streams of the context. */
 static void ctx_teardown(Context *c) {
+    context_storage_release(c);
     streams_close_context(c);
     device_heap_release(c);
     mem_release_context(c);
@@ -103,7 +109,8 @@ API CUresult cuCtxPopCurrent_v2(void **pctx) {
 API CUresult cuCtxSetCurrent(void *h) {
     ENTER(cuCtxSetCurrent);
     NEED_INIT();
-    if (h && !ctx_ok(h)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (h && !context_handle_ok(h)) return CUDA_ERROR_INVALID_CONTEXT; /* the inactive primary too, as the
+                                                                         * runtime sets it before retaining it */
     context_set_current(h);
     return CUDA_SUCCESS;
 }
@@ -300,6 +307,8 @@ API CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     if (g_primary.alive) {
         ctx_teardown(&g_primary); /* clears the sticky error too, as a reset does on hardware */
         g_primary.null_stream = stream_new(&g_primary, 0, 0, 1);
+    } else {
+        context_storage_release(&g_primary); /* what the runtime stored in it before retaining it */
     }
     return CUDA_SUCCESS;
 }

@@ -213,6 +213,7 @@
     X(cuModuleLoadData, "cuModuleLoadData", 2000) \
     X(cuModuleLoadDataEx, "cuModuleLoadDataEx", 2010) \
     X(cuModuleLoadFatBinary, "cuModuleLoadFatBinary", 2000) \
+    X(cuModuleGetLoadingMode, "cuModuleGetLoadingMode", 11070) \
     X(cuModuleUnload, "cuModuleUnload", 2000) \
     X(cuModuleGetFunction, "cuModuleGetFunction", 2000) \
     X(cuModuleGetGlobal_v2, "cuModuleGetGlobal", 3020) \

@@ -106,6 +106,20 @@ void context_set_current(Context *c);
 void context_forget(Context *c);
 /* The launch error a context is stuck with, CUDA_SUCCESS when none (or no context). */
 static inline CUresult context_sticky(const Context *ctx) { return ctx ? ctx->sticky : CUDA_SUCCESS; }
+/* The device's primary context, active or not (the runtime asks for it before retaining it). */
+Context *context_primary(void);
+/* Is h a context handle: a live context, or the primary context even while inactive? */
+int context_handle_ok(const void *h);
+
+/* ---- context-local storage (context_storage.c): values kept per context and key, for the runtime ---- */
+typedef void (*ContextStorageDtor)(void *ctx, void *key, void *value);
+/* Stores (or replaces) the value under key; dtor (may be NULL) runs when the context is destroyed or reset. */
+CUresult context_storage_put(Context *ctx, void *key, void *value, ContextStorageDtor dtor);
+/* INVALID_HANDLE when nothing is stored under key. */
+CUresult context_storage_get(Context *ctx, void *key, void **value);
+CUresult context_storage_delete(Context *ctx, void *key);
+/* Runs and forgets the destructors of everything ctx stores (a context destroyed or reset). */
+void context_storage_release(Context *ctx);
 
 /* ---- memory (memory.c) ---- */
 enum AllocKind { A_DEVICE = 1, A_HOST_PINNED, A_HOST_REGISTERED, A_MODULE_GLOBAL };
@@ -306,6 +320,12 @@ CUresult image_ptx(const void *image, size_t size, const char **ptx, char **owne
 /* A whole regular file of at most 1 GiB, NUL-terminated (*n bytes before the NUL); FILE_NOT_FOUND when it
  * cannot be opened or is no regular file (a device, a FIFO), INVALID_IMAGE when larger. */
 CUresult image_read(const char *path, char **bytes, size_t *n);
+/* A compressed fatbin entry's payload (fatbin_compress.c): packed bytes at src decompressed into *out (malloc'ed,
+ * NUL-terminated, *n == size bytes before the NUL); INVALID_IMAGE (corrupt) or NOT_SUPPORTED (no codec library)
+ * with the reason, naming the entry's arch, in log. */
+enum FatbinCodec { FATBIN_LZ4, FATBIN_ZSTD };
+CUresult fatbin_decompress(int codec, unsigned arch, const uint8_t *src, uint64_t packed, uint64_t size, uint8_t **out,
+                           size_t *n, char *log, size_t loglen);
 /* Parses PTX text; on failure returns NULL, writes "line N: ..." to err and the CUresult to *rc (INVALID_PTX,
  * or OUT_OF_MEMORY when its variables do not fit in device memory). */
 PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CUresult *rc);

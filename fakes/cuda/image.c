@@ -5,7 +5,8 @@
  * Recognised containers (layouts as cuobjdump shows them):
  * - a fatbin: header {u32 magic 0xBA55ED50, u16 version, u16 header size, u64 size of the entries}, then
  *   entries {u16 kind (1 PTX, 2 ELF), u16, u32 entry header size, u64 payload size, u32, u32, u16 minor,
- *   u16 major, u32 arch, u32, u32, u64 flags, u64, u64 uncompressed size}, each followed by its payload;
+ *   u16 major, u32 arch, u32, u32, u64 flags, u64, u64 uncompressed size}, each followed by its payload
+ *   (LZ4- or zstd-compressed when the flags say so: fatbin_compress.c);
  * - the fatbin wrapper {u32 magic 0x466243B1, u32 version, const void *fatbin, ...} (what host code hands
  *   to cuModuleLoadFatBinary);
  * - an ELF file (a cubin, host object or executable) with a `.nv_fatbin` / `__nv_relfatbin` section (a
@@ -64,7 +65,7 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
         return CUDA_ERROR_INVALID_IMAGE;
     }
     const uint8_t *end = fb + first + total, *best = NULL, *entry = fb + first;
-    unsigned best_arch = 0, elf_arch = 0, compressed = 0;
+    unsigned best_arch = 0, elf_arch = 0;
     while (entry + 64 <= end) {
         uint32_t header = u32(entry + 4);
         uint64_t payload = u64(entry + 8);
@@ -76,22 +77,35 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
         unsigned arch = u32(entry + 28);
         if (u16(entry) != FATBIN_KIND_PTX) {
             elf_arch = arch;
-        } else if (u64(entry + 40) & (FATBIN_FLAG_COMPRESSED_LZ4 | FATBIN_FLAG_COMPRESSED_ZSTD)) {
-            compressed = arch;
         } else if (!best || (best_arch > SIMULATED_SM ? arch < best_arch : arch <= SIMULATED_SM && arch > best_arch)) {
             best = entry;
             best_arch = arch;
         }
         entry += header + payload;
     }
+    uint64_t flags = best ? u64(best + 40) : 0;
+    if (flags & (FATBIN_FLAG_COMPRESSED_LZ4 | FATBIN_FLAG_COMPRESSED_ZSTD)) {
+        uint64_t packed = u32(best + 16);
+        if (packed > u64(best + 8)) {
+            snprintf(log, loglen, "the fatbin's compressed entry for sm_%u is truncated", best_arch);
+            return CUDA_ERROR_INVALID_IMAGE;
+        }
+        uint8_t *text;
+        size_t n;
+        CUresult rc = fatbin_decompress(flags & FATBIN_FLAG_COMPRESSED_LZ4 ? FATBIN_LZ4 : FATBIN_ZSTD, best_arch,
+                                        best + u32(best + 4), packed, u64(best + 56), &text, &n, log, loglen);
+        if (rc == CUDA_SUCCESS) {
+            *out = ptx_copy(text, n);
+            free(text);
+            return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return rc;
+    }
     if (best) {
         *out = ptx_copy(best + u32(best + 4), u64(best + 8));
         return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    if (compressed)
-        snprintf(log, loglen, "the fatbin's PTX (compute_%u) is compressed, which the fake cannot read: build it "
-                 "uncompressed (nvcc -Xfatbin -compress-all=false); " NEEDS, compressed);
-    else if (elf_arch)
+    if (elf_arch)
         snprintf(log, loglen, "the fatbin holds only machine code (SASS for sm_%u), no PTX; " NEEDS, elf_arch);
     else
         snprintf(log, loglen, "the fatbin holds no PTX; " NEEDS);

@@ -1,5 +1,5 @@
 /* Process-wide entry points: cuInit (reads the environment once), the driver version, error names and
- * descriptions, the (empty) export tables. Everything else needs cuInit first. */
+ * descriptions (the export tables are export_tables.c's). Everything else needs cuInit first. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <dlfcn.h>
@@ -122,13 +122,3 @@ API CUresult cuGetErrorString(CUresult code, const char **text) {
     *text = NULL;
     return CUDA_ERROR_INVALID_VALUE;
 }
-
-/* Private interfaces between NVIDIA's libraries and the driver: none exist here. NVRTC asks for them and
- * copes with "not found", as long as the table pointer is cleared. */
-API CUresult cuGetExportTable(const void **table, const void *uuid) {
-    ENTER(cuGetExportTable);
-    (void)uuid;
-    if (table) *table = NULL;
-    return CUDA_ERROR_NOT_FOUND;
-}
-

@@ -1,7 +1,7 @@
 """``ironaccel clients``: other projects' CUDA test suites, run on the fake and on hardware -> CLIENTS.md.
 
-Our conformance suite proves what we thought of; a client suite (numba-cuda's, cuda.core's, cuda.bindings')
-proves what real code needs. Each (client, target) runs the whole suite with pytest in its own child process,
+Our conformance suite proves what we thought of; a client suite (numba-cuda's, cuda.core's, cuda.bindings',
+CuPy's) proves what real code needs. Each (client, target) runs the whole suite with pytest in its own child process,
 spread over pytest-xdist workers (``-n auto``, as a CUDA project's CI runs it), with a per-test and a total
 time limit; ``--sample N`` runs one test in N, for a quick look, never the headline figure. This module is also the pytest plugin of that child (``-p ironaccel.cts.clients``): it
 records every test's outcome to a JSON-lines file as the run goes, so a run killed at its time limit still
@@ -36,7 +36,7 @@ OUTCOMES = ("pass", "fail", "error", "skip")
 TEST_TIMEOUT_S = 60.0
 TOTAL_TIMEOUT_S = 3600.0
 WORKERS = "auto"  # pytest-xdist's -n; "0": one process, no xdist
-SOURCE_ENV = "IRONACCEL_CLIENTS_SOURCE_{}"  # + CUDA_CORE / CUDA_BINDINGS: where its tests/ folder is
+SOURCE_ENV = "IRONACCEL_CLIENTS_SOURCE_{}"  # + CUDA_CORE / CUDA_BINDINGS / CUPY: where its tests/ folder is
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,10 @@ class Client:
     how_to_get: str = ""  # for a suite fetched at run time: how to get its tests folder
     #: the share of the tests that pass on cuda/nvidia that must pass on the fake too (issue 15); 0: none set
     fake_goal: float = 0.0
+    #: folders of a fetched suite to run, relative to its source folder (empty: all of it)
+    paths: tuple[str, ...] = ()
+    #: variables a run on the fake adds to the environment, each with its reason in CLIENTS
+    fake_env: tuple[tuple[str, str], ...] = ()
 
     def source_env(self) -> str:
         return SOURCE_ENV.format(self.name.upper().replace("-", "_"))
@@ -71,6 +75,15 @@ CLIENTS = {
         Client("cuda-bindings", "cuda-bindings", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at tag v{version} "
             "(with its cuda_python_test_helpers/): --source cuda-bindings=CHECKOUT/cuda_bindings/tests")),
+        # CuPy links the CUDA runtime (issue 26). Its prebuilt CUB/Thrust kernels carry PTX for compute_120
+        # only, which the simulated sm_90 refuses, so on the fake CuPy's accelerators are off
+        # (CUPY_ACCELERATORS=""; reductions use CuPy's own NVRTC kernels) and what needs Thrust (sorting)
+        # fails with that cause. Issue 26's selection: the folders below.
+        Client("cupy", "cupy-cuda13x", (FAKE, NVIDIA), how_to_get=(
+            "a checkout of https://github.com/cupy/cupy at tag v{version}: --source cupy=CHECKOUT/tests"),
+            fake_goal=0.90, fake_env=(("CUPY_ACCELERATORS", ""),),
+            paths=tuple(f"cupy_tests/{d}_tests" for d in ("core", "creation", "manipulation", "math", "sorting",
+                                                           "logic", "indexing", "statistics"))),
     )
 }
 
@@ -102,7 +115,7 @@ def results_path(results: Path, client: str, target: str) -> Path:
 
 # -- the child process ------------------------------------------------------------------------------------
 
-def child_env(target: str, test_timeout_s: float) -> dict[str, str]:
+def child_env(target: str, test_timeout_s: float, client: Client | None = None) -> dict[str, str]:
     """The environment of a client run: the fake as libcuda.so.1, the real driver, or numba's simulator."""
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
@@ -111,6 +124,7 @@ def child_env(target: str, test_timeout_s: float) -> dict[str, str]:
 
         env = fakes.child_env(env)
         env["IRONACCEL_FAKE_WATCHDOG_S"] = f"{test_timeout_s:g}"  # a hung kernel ends as an error, not a stall
+        env.update(client.fake_env if client else ())
     elif target == CUDASIM:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
     return env
@@ -134,7 +148,7 @@ def child_command(client: Client, source: Path | None, record: Path, ini: Path, 
     if client.pyargs:
         cmd += ["--pyargs", client.pyargs]
     else:
-        cmd.append(str(source))
+        cmd += [str(source / p) for p in client.paths] or [str(source)]
     return cmd
 
 
@@ -156,7 +170,7 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
         start = time.monotonic()
         status = "finished"
         try:
-            proc = subprocess.run(cmd, env=child_env(target, test_timeout_s), cwd=tmp, capture_output=True,
+            proc = subprocess.run(cmd, env=child_env(target, test_timeout_s, client), cwd=tmp, capture_output=True,
                                   text=True, errors="replace", timeout=total_timeout_s)
             tail = proc.stdout[-2000:] + proc.stderr[-2000:]
             if proc.returncode not in (0, 1):  # 1: some test failed; anything else: the run itself broke
