@@ -96,7 +96,7 @@ def test_final_job_merges_results_and_publishes_status(jobs):
     download = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/download-artifact"))
     assert download["with"]["pattern"] == "results-*"
     lines = run_lines(job)
-    assert "ironaccel certify --verify" in lines
+    assert "ironaccel verify" in lines
     assert "ironaccel status --results results --output STATUS.md" in lines
     upload = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     assert "STATUS.md" in upload["with"]["path"]

@@ -197,7 +197,7 @@ def test_context_checks_and_the_runtime_callback_buffers(lib):
 
 def _image_ptx(lib, image: bytes) -> tuple[int, str]:
     ptx, log = c_void_p(), ctypes.create_string_buffer(1024)
-    rc = lib.ironaccel_fake_image_ptx(image, byref(ptx), log, len(log))
+    rc = lib.ironaccel_fake_image_ptx(image, len(image), byref(ptx), log, len(log))
     if rc:
         return rc, log.value.decode()
     text = ctypes.string_at(ptx.value).decode()
