@@ -133,6 +133,15 @@ class Coverage:
                    d["seconds"])
 
 
+def probe_env(probe_dir: Path, tree: Path, files: list[str]) -> dict[str, str]:
+    """The environment that makes the test process (and its children) record coverage into ``probe_dir``."""
+    rc = probe_dir / "coveragerc"
+    include = "".join(f"\n    {tree / f}" for f in files if f.endswith(".py"))
+    rc.write_text(f"[run]\nbranch = True\nparallel = True\ndata_file = {probe_dir / 'coverage'}\ninclude ={include}\n")
+    return {"PYTHONPATH": python_path(tree, probe=True), "IRONACCEL_MUTANTS_PROBE": str(probe_dir),
+            "COVERAGE_PROCESS_START": str(rc)}
+
+
 def collect(probe_dir: Path, tree: Path, files: list[str], seconds: float) -> Coverage:
     import coverage
 
@@ -171,9 +180,8 @@ def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, li
         return Coverage.from_json(json.loads(cached.read_text()))
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutants-probe-") as tmp:
         probe_dir = Path(tmp)
-        env = {**os.environ, **run.env, "PYTHONPATH": python_path(tree, probe=True), "HYPOTHESIS_PROFILE": "ci",
-               "PYTEST_ADDOPTS": "-p probe", "IRONACCEL_MUTANTS_PROBE": tmp,
-               "IRONACCEL_MUTANTS_INCLUDE": json.dumps([str(tree / f) for f in files if f.endswith(".py")])}
+        env = {**os.environ, **run.env, "HYPOTHESIS_PROFILE": "ci", "PYTEST_ADDOPTS": "-p probe",
+               **probe_env(probe_dir, tree, files)}
         t0 = time.monotonic()
         doc, problem = certify(tree, run.target, env, probe_dir / "results", (), limit)
         if doc is None:
@@ -425,8 +433,7 @@ def record_platform(tree: Path, files: list[str], digest: str, limit: float) -> 
         return Coverage.from_json(d["coverage"]), d["outcomes"]
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutants-probe-") as tmp:
         probe_dir = Path(tmp)
-        env = {**os.environ, "PYTHONPATH": python_path(tree, probe=True), "IRONACCEL_MUTANTS_PROBE": tmp,
-               "IRONACCEL_MUTANTS_INCLUDE": json.dumps([str(tree / f) for f in files])}
+        env = {**os.environ, **probe_env(probe_dir, tree, files)}
         env.pop("PYTEST_ADDOPTS", None)
         t0 = time.monotonic()
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "probe", "-p", "no:cacheprovider", "-n", "0",
@@ -479,11 +486,14 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
         "mutants derived from the code by operator (`operators.py`), a random sample among those the tests "
         f"execute, each judged by {judged}.",
         f"Run {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}, seed `{seed}`, {len(outcomes)} mutants, "
-        f"{args.jobs} at a time, {wall_s / 60:.1f} min wall time (coverage recording included; load average at "
-        f"the start {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores). Thresholds: {args.threshold:.0%} killed "
+        f"{args.jobs} at a time, {wall_s / 60:.1f} min wall time (coverage recording included; load average "
+        f"{args.load_at_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end, on {os.cpu_count()} cores). Thresholds: {args.threshold:.0%} killed "
         f"overall, {args.area_threshold:.0%} per area.",
         "",
     ]
+    if args.area or args.run:
+        notes = [f"**A partial run** (areas: {', '.join(args.area or ['all'])}; runs: {', '.join(args.run or ['all'])}): "
+                 "not the full sample `tox -e mutants` draws.", *notes]
     lines += notes and ["**Notes:**", "", *[f"- {n}" for n in notes], ""]
     lines += ["## Kill rate per area", ""] + rate_table("area", by(outcomes, lambda o: o.candidate.area))
     lines += ["", "## Kill rate per operator", ""] + rate_table("operator", by(outcomes, lambda o: o.candidate.mutant.operator))
@@ -555,6 +565,7 @@ def main() -> int:
                                                     "PLATFORM.md with --platform)")
     parser.add_argument("--list", action="store_true", help="print the sample and stop (no mutant is run)")
     args = parser.parse_args()
+    args.load_at_start = os.getloadavg()[0]  # the machine may be shared: the report says how busy it was
     platform = args.platform
     args.threshold = args.threshold if args.threshold is not None else (0.95 if platform else 0.90)
     seed = args.seed or commit_seed()
@@ -666,15 +677,19 @@ def main() -> int:
             futures = {pool.submit(run_candidate, c, snapshot, baselines, args.timeout, args.test_timeout, platform,
                                    durations): c
                        for c in sample}
+            order = {id(c): i for i, c in enumerate(sample)}
+            out = args.report or (HERE / ("PLATFORM.md" if platform else "REPORT.md"))
             for f in concurrent.futures.as_completed(futures):
                 o = f.result()
                 outcomes_.append(o)
+                outcomes_.sort(key=lambda o: order[id(o.candidate)])
                 print(f"  {o.status:8} {o.candidate.mutant.id} {o.candidate.mutant.change} ({o.seconds:.0f} s, "
                       f"{o.ran} tests) {o.detail if o.status == 'survived' else ''}", flush=True)
-    order = {id(c): i for i, c in enumerate(sample)}
-    outcomes_.sort(key=lambda o: order[id(o.candidate)])
+                if len(outcomes_) < len(sample):  # the report so far, saying so: a stopped run leaves it
+                    partial = [f"**In progress**: {len(outcomes_)} of the {len(sample)} mutants drawn have run.", *notes]
+                    out.write_text(report(outcomes_, args, seed, platform, covs, partial, clause_map,
+                                          time.monotonic() - t0, counts), encoding="utf-8")
     text = report(outcomes_, args, seed, platform, covs, notes, clause_map, time.monotonic() - t0, counts)
-    out = args.report or (HERE / ("PLATFORM.md" if platform else "REPORT.md"))
     out.write_text(text, encoding="utf-8")
     print(text.split("\n## Coverage")[0])
     print(f"report: {out}")

@@ -1,8 +1,8 @@
 """pytest plugin of the mutation engine's coverage recording (``generated.py``), loaded into the test process
 with ``-p probe`` (PYTEST_ADDOPTS, so certify's child loads it unchanged): per test, what it executes.
 
-- Python: coverage.py with branch coverage, one dynamic context per test (its node id; lines run at import
-  or between tests get the empty context);
+- Python: coverage.py with branch coverage (configured by the engine's $COVERAGE_PROCESS_START), one dynamic
+  context per test (its node id; lines run at import, between tests or in child processes get the empty one);
 - the fake libcuda: the entry points a test calls (the fake's own call counters, read before and after);
 - the compiled hot path (``ironaccel._fast``): the methods a test calls on its objects and module (a profile
   hook: c_call events), which the engine maps to C functions through the module's method tables.
@@ -23,9 +23,13 @@ import coverage
 import pytest
 
 OUT = os.environ["IRONACCEL_MUTANTS_PROBE"]
-_cov = coverage.Coverage(data_file=os.path.join(OUT, "coverage"), data_suffix=True, branch=True,
-                         include=json.loads(os.environ["IRONACCEL_MUTANTS_INCLUDE"]))
-_cov.start()
+# Started at interpreter start-up (COVERAGE_PROCESS_START, through the .pth coverage installs), so that what
+# pytest imports before loading this plugin (ironaccel, through its own plugin) is measured, and so are the
+# child processes the tests start (their lines have no test's context); started here where that hook is missing.
+_cov = coverage.Coverage.current()
+if _cov is None:
+    _cov = coverage.Coverage(config_file=os.environ["COVERAGE_PROCESS_START"])
+    _cov.start()
 
 _calls: dict[str, dict[str, list[str]]] = {}
 _outcomes: dict[str, str] = {}  # test id -> pass | fail | skip (the platform's unit tests are judged by it)
