@@ -6,6 +6,12 @@ file replaced, so the rest of the file keeps its formatting and comments). C is 
 strings and preprocessor lines skipped; function bodies found by their braces), the same operators at the
 token level; a C mutant that does not compile is discarded by the engine, never counted.
 
+Why not mutmut or cosmic-ray: both drive the test runner themselves (mutmut 3 through trampolines in its own
+copy of the package, run by pytest in-process; cosmic-ray through its session database and its own runner),
+while a mutant here must be certified by ``ironaccel certify`` on a target in a copy of the tree, with the tests
+that execute its line; neither mutates C; and their operator sets lack dropped calls by name, early returns
+and swapped arguments. What is left to reuse is the operator walk, which ``ast``'s node positions make short.
+
 Operators (the same names for both languages):
   cmp-flip      ``<``<->``<=``, ``>``<->``>=``, ``==``<->``!=`` (Python also ``is``/``is not``, ``in``/``not in``)
   arith         ``+``<->``-``, ``*``<->``//`` (C ``/``), ``/``->``*``, ``<<``<->``>>``, ``&``<->``|`` (and their
