@@ -665,6 +665,9 @@ def main() -> int:
                 if len(c.tests) > args.max_tests:
                     c.tests = sorted(random.Random(f"{seed}:{c.mutant.id}").sample(c.tests, args.max_tests))
             sample += chosen
+        # run in turns across the areas, so a run stopped early still has a share of every area
+        turn = {id(c): i for area in areas for i, c in enumerate(x for x in sample if x.area == area)}
+        sample.sort(key=lambda c: turn[id(c)])
         print(f"sample: {len(sample)} mutants ({', '.join(f'{a} {share[a]}' for a in areas)}); "
               f"{time.monotonic() - t0:.0f} s since start", flush=True)
         if args.list:
