@@ -230,3 +230,9 @@ def test_every_area_glob_matches_a_file():
         files, empty = generated.area_files(ROOT, areas)
         assert not empty and all(files.values())
     assert {a for r in modules.RUNS for a in r.areas} == set(modules.SUITE_AREAS)
+
+
+def test_annotations_and_commutative_calls_give_no_mutants():
+    muts = operators.python_mutants("x.py", "x: int | None = max(a, b)\ny = f(a, b)\n")
+    assert [m.old for m in muts if m.operator == "swap-args"] == ["a, b"] and [m.line for m in muts] == [2]
+    assert not [m for m in operators.c_mutants("f.c", "int f(int a, int b) { return MAX(a, b); }") if m.operator == "swap-args"]

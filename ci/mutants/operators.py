@@ -22,7 +22,8 @@ Operators (the same names for both languages):
   negate        the condition of an ``if``/``while`` (and Python's conditional expression) inverted
   early-return  a function returns at its first statement (Python: functions that return no value;
                 C: ``void`` functions, and ``return 0;`` for those returning an integer status)
-  swap-args     two neighbouring positional arguments of a call exchanged
+  swap-args     two neighbouring positional arguments of a call exchanged (not of ``COMMUTATIVE`` functions)
+Type annotations are not mutated (with ``from __future__ import annotations`` they never run).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from dataclasses import dataclass
 
 #: A called function's name matching this is one whose call may be dropped (``drop-call``).
 DROPPED_CALLS = re.compile(r"wait|flush|check|mark|release|raise|sync", re.IGNORECASE)
+#: Functions whose arguments commute: swapping them is always an equivalent mutant, so ``swap-args`` skips them.
+COMMUTATIVE = {"min", "max", "MIN", "MAX"}
 
 
 @dataclass(frozen=True)
@@ -235,8 +238,13 @@ class _PythonVisitor(ast.NodeVisitor):
 
     visit_While = visit_IfExp = visit_If
 
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        for child in (node.target, node.value):  # not the annotation: a type, never run as code here
+            if child is not None:
+                self.visit(child)
+
     def visit_Call(self, node: ast.Call) -> None:
-        args = node.args
+        args = node.args if _callee(node) not in COMMUTATIVE else []
         for a, b in zip(args, args[1:]):
             if isinstance(a, ast.Starred) or isinstance(b, ast.Starred):
                 continue
@@ -395,7 +403,7 @@ def c_mutants(file: str, text: str) -> list[Mutant]:
                     if (DROPPED_CALLS.search(t.text) and prev.text in (";", "{", "}", ")", "else")
                             and close + 1 < len(toks) and toks[close + 1].text == ";"):
                         add("drop-call", t.start, toks[close].end, "(void)0")
-                    args = _c_args(toks, pairs, i + 1, close)
+                    args = _c_args(toks, pairs, i + 1, close) if t.text not in COMMUTATIVE else []
                     for (a0, a1), (b0, b1) in zip(args, args[1:]):
                         ta, tb = text[toks[a0].start:toks[a1].end], text[toks[b0].start:toks[b1].end]
                         if ta != tb:
