@@ -72,6 +72,9 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", "*.so", 
 
 def copy_tree(dest: Path, src: Path, platform: bool) -> None:
     """The files a run needs: for the suite, what certify reads; for the platform, every tracked file."""
+    if platform and not (src / ".git").exists():  # a copy of the snapshot: all of it
+        shutil.copytree(src, dest, ignore=IGNORED, dirs_exist_ok=True, symlinks=True)
+        return
     if platform:
         files = subprocess.run(["git", "ls-files", "-z"], cwd=src, capture_output=True, text=True, check=True)
         for name in files.stdout.split("\0"):
@@ -425,9 +428,11 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, dict[str, s
 
 # -- the platform's unit tests ----------------------------------------------------------------------------
 
-def record_platform(tree: Path, files: list[str], digest: str, limit: float) -> tuple[Coverage, dict[str, str]]:
+def record_platform(tree: Path, files: list[str], digest: str, limit: float, tests: tuple[str, ...]
+                    ) -> tuple[Coverage, dict[str, str]]:
     """The platform's unit tests run once with the probe: coverage per test, and each test's outcome."""
-    cached = cache_dir() / "mutants" / f"{digest}-platform.json"
+    key = hashlib.sha256(" ".join(tests).encode()).hexdigest()[:8]
+    cached = cache_dir() / "mutants" / f"{digest}-platform-{key}.json"
     if cached.is_file():
         d = json.loads(cached.read_text())
         return Coverage.from_json(d["coverage"]), d["outcomes"]
@@ -437,7 +442,7 @@ def record_platform(tree: Path, files: list[str], digest: str, limit: float) -> 
         env.pop("PYTEST_ADDOPTS", None)
         t0 = time.monotonic()
         subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "probe", "-p", "no:cacheprovider", "-n", "0",
-                        *[t for t in modules.PLATFORM_TESTS if (tree / t).is_file()]],
+                        *[t for t in tests if (tree / t).is_file()]],
                        cwd=tree, env=env, capture_output=True, text=True, timeout=limit)
         cov = collect(probe_dir, tree, files, time.monotonic() - t0)
         outcomes = {}
@@ -548,6 +553,8 @@ def commit_seed() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--platform", action="store_true", help="mutate the platform modules, judged by the unit tests")
+    parser.add_argument("--unit-tests", nargs="+", metavar="FILE", help="with --platform: the unit test files "
+                        "(default: modules.PLATFORM_TESTS)")
     parser.add_argument("--seed", help="the sample's seed (default: git rev-parse HEAD)")
     parser.add_argument("--size", type=int, default=150, help="mutants in the sample (default 150)")
     parser.add_argument("--area", action="append", help="areas to sample (repeatable; default all)")
@@ -590,7 +597,8 @@ def main() -> int:
         clause_map: dict[str, list[str]] = {}
         print(f"seed {seed}; recording coverage (cached per tree: {digest})", flush=True)
         if platform:
-            cov, outcomes = record_platform(snapshot, every_file, digest, 1800)
+            cov, outcomes = record_platform(snapshot, every_file, digest, 1800,
+                                            tuple(args.unit_tests or modules.PLATFORM_TESTS))
             covs["unit tests"] = cov
             failing = sorted(t for t, o in outcomes.items() if o == "fail")
             notes += [f"{len(failing)} unit tests fail unmutated and are not used: {', '.join(failing[:10])}"] if failing else []
