@@ -520,10 +520,11 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
                      f"should be caught by {should}")
     lines += [] if survivors else ["None."]
     lines += ["", "## Coverage of each module" + ("" if platform else " per run"), "",
-              "Line and branch coverage by " + ("the platform's unit tests (in-process only: code run in a child "
-              "process is not measured)." if platform else "the whole conformance suite, recorded with coverage.py "
-              "in certify's test process (code run in child processes the tests start is not measured). C files: "
-              "functions a test reaches through the entry points or methods it calls.")]
+              "Line and branch coverage by " + ("the platform's unit tests" if platform else "the whole conformance "
+              "suite, recorded with coverage.py from the start of certify's test process") + " (code run in child "
+              "processes the tests start counts here, but is attributed to no test, so no mutant is drawn for it "
+              "from that run)." + ("" if platform else " C files: a mutant is drawn in a function a test reaches "
+              "through the fake's entry points or the compiled module's methods it calls (the file's call graph).")]
     lines += [""]
     rows = []
     for run_name, cov in covs.items():
