@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import re
+
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,3 +121,118 @@ def test_the_fake_starts_queued_work_only_when_the_host_looks(mode):
     assert proc.returncode == 0, proc.stderr[-2000:]
     value = "{2}" if mode == "1" else "{1}"
     assert proc.stdout.split() == [f"{w}={value}" for w in ("cuStreamSynchronize", "cuStreamQuery", "cuEventQuery")]
+
+
+# -- the generated-mutant engine (ci/mutants/generated.py, operators.py) ------------------------------------
+
+import operators  # noqa: E402
+import generated  # noqa: E402
+import modules  # noqa: E402
+
+PY_SAMPLE = '''
+LIMIT = 4
+
+
+def put(ring, n):
+    """Docstring: no mutant."""
+    if n < LIMIT and ring.ready:
+        ring.flush()
+    total = n * 2 + 1
+    ring.copy(total, n)
+    return total
+
+
+def close(ring):
+    ring.release()
+    raise ValueError(f"closed {ring}")
+'''
+
+
+def changes(muts, operator):
+    return sorted((m.old, m.new) for m in muts if m.operator == operator)
+
+
+def test_python_operators_derive_every_place_they_apply():
+    muts = operators.python_mutants("x.py", PY_SAMPLE)
+    assert changes(muts, "cmp-flip") == [("<", "<=")]
+    assert changes(muts, "arith") == [("*", "//"), ("+", "-")]
+    assert ("4", "5") in changes(muts, "const") and ("2", "3") in changes(muts, "const")
+    assert changes(muts, "drop-call") == [('raise ValueError(f"closed {ring}")', "pass"),
+                                          ("ring.flush()", "pass"), ("ring.release()", "pass")]
+    assert changes(muts, "negate") == [("n < LIMIT and ring.ready", "not (n < LIMIT and ring.ready)")]
+    assert changes(muts, "swap-args") == [("total, n", "n, total")]
+    assert [m.function for m in muts if m.operator == "early-return"] == ["close"]  # put returns a value
+    limit = next(m for m in muts if m.old == "4")
+    assert limit.toplevel and not next(m for m in muts if m.old == "2").toplevel
+    for m in muts:  # every mutant is a valid program that differs from the original
+        assert m.apply(PY_SAMPLE) != PY_SAMPLE
+        compile(m.apply(PY_SAMPLE), "x.py", "exec")
+
+
+def test_mutant_ids_survive_edits_elsewhere_in_the_file():
+    before = {m.id for m in operators.python_mutants("x.py", PY_SAMPLE)}
+    after = {m.id for m in operators.python_mutants("x.py", "import os\n\n" + PY_SAMPLE)}
+    assert before == after and len(before) == len(operators.python_mutants("x.py", PY_SAMPLE))
+
+
+C_SAMPLE = '''
+#include <stdio.h>
+/* a comment: if (a < b) */
+static void release_slot(Slot *s) { s->busy = 0; }
+static int check(int n) { return n > 3 ? 1 : 0; }
+int cuThing(Slot *s, int n) {
+    Stream *o = s->stream;
+    if (n <= 0) return 1;
+    release_slot(s);
+    memcpy(s->dst, s->src, n * 4);
+    return check(n);
+}
+'''
+
+
+def test_c_operators_work_on_tokens_and_know_functions():
+    muts = operators.c_mutants("f.c", C_SAMPLE)
+    assert {m.function for m in muts} == {"release_slot", "check", "cuThing"}
+    assert ("<=", "<") in changes(muts, "cmp-flip") and (">", ">=") in changes(muts, "cmp-flip")
+    assert changes(muts, "arith") == [("*", "/")]  # `Stream *o` is a declaration, not a product
+    assert ("release_slot(s)", "(void)0") in changes(muts, "drop-call")
+    assert ("n <= 0", "!(n <= 0)") in changes(muts, "negate")
+    assert ("s->dst, s->src", "s->src, s->dst") in changes(muts, "swap-args")
+    early = {m.function: m.new for m in muts if m.operator == "early-return"}
+    assert early == {"release_slot": "return; ", "check": "return 0; ", "cuThing": "return 0; "}
+    assert not [m for m in muts if m.line <= 3]  # nothing in the include or the comment
+
+
+def test_the_c_call_graph_reaches_through_calls_and_function_pointers():
+    graph = generated.CallGraph(C_SAMPLE + "static PyMethodDef m[] = {{\"go\", (PyCFunction)(void (*)(void))cuThing, 0}};\n"
+                                "static void worker(void) { start(release_slot); }\n")
+    assert graph.reach({"cuThing"}) == {"cuThing", "release_slot", "check"}
+    assert graph.reach({"worker"}) == {"worker", "release_slot"}
+    assert graph.methods == {"go": {"cuThing"}}
+
+
+def test_quotas_split_the_sample_evenly_and_pass_on_what_an_area_cannot_use():
+    assert generated.quotas(["a", "b", "c"], 10, {"a": 100, "b": 2, "c": 100}) == {"a": 4, "b": 2, "c": 4}
+    assert generated.quotas(["a"], 10, {"a": 3}) == {"a": 3}
+
+
+def test_equivalent_mutants_are_read_with_their_reason(tmp_path):
+    f = tmp_path / "equivalent.txt"
+    f.write_text("# comment\n\nbackends/x.py:f:const:12345678 the value is only compared with 0\n")
+    assert generated.read_equivalent(f) == {"backends/x.py:f:const:12345678": "the value is only compared with 0"}
+    for mid in generated.read_equivalent():  # the committed list: ids as the engine writes them, each with a reason
+        assert re.fullmatch(r"[\w./-]+:[\w.<>-]+:[a-z-]+:[0-9a-f]{8}", mid), mid
+    assert all(generated.read_equivalent().values())
+
+
+def test_every_area_glob_matches_a_file():
+    for areas in (modules.SUITE_AREAS, modules.PLATFORM_AREAS):
+        files, empty = generated.area_files(ROOT, areas)
+        assert not empty and all(files.values())
+    assert {a for r in modules.RUNS for a in r.areas} == set(modules.SUITE_AREAS)
+
+
+def test_annotations_and_commutative_calls_give_no_mutants():
+    muts = operators.python_mutants("x.py", "x: int | None = max(a, b)\ny = f(a, b)\n")
+    assert [m.old for m in muts if m.operator == "swap-args"] == ["a, b"] and [m.line for m in muts] == [2]
+    assert not [m for m in operators.c_mutants("f.c", "int f(int a, int b) { return MAX(a, b); }") if m.operator == "swap-args"]

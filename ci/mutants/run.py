@@ -2,9 +2,9 @@
 """The project's mutation run: every mutant of ``catalogue.py`` applied to its own temporary copy of the tree,
 certified on its target, and a report of what the suite caught.
 
-    python3 ci/mutants/run.py                 # every mutant, CPU-count at a time; writes ci/mutants/REPORT.md
+    python3 ci/mutants/run.py                 # every mutant, CPU-count at a time; writes ci/mutants/CATALOGUE.md
     python3 ci/mutants/run.py --only 'vk-*'   # some mutants; prints the report instead of writing it
-    tox -e mutants
+    tox -e catalogue
 
 Per mutant: ``ironaccel/``, ``conformance/``, ``fakes/`` and ``pyproject.toml`` are copied to a temporary
 folder, the mutant's ``old`` text (which must occur exactly once, else the run fails loudly: the catalogue has
@@ -45,7 +45,7 @@ from ironaccel.cts import spec, tables  # noqa: E402
 COPIED = ("ironaccel", "conformance", "fakes", "pyproject.toml")
 THRESHOLD = 0.95
 PASSING = ("pass", "not-supported")
-REPORT = HERE / "REPORT.md"
+REPORT = HERE / "CATALOGUE.md"
 
 
 class Stale(Exception):

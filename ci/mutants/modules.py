@@ -1,0 +1,62 @@
+"""What the generated-mutant engine mutates, in one place: the files of each area and the runs that cover them.
+
+Update here when a module moves.
+Paths are globs relative to the repository root; a glob that matches nothing is reported by the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: area -> files, for the suite's mutants (killed by the conformance suite alone, issue 23).
+SUITE_AREAS: dict[str, tuple[str, ...]] = {
+    "cuda": ("ironaccel/backends/cuda/*.py",),
+    "vulkan": ("ironaccel/backends/vulkan/*.py",),
+    "webgpu": ("ironaccel/backends/webgpu/*.py",),
+    "opengl": ("ironaccel/backends/opengl/*.py",),
+    "opencl": ("plugins/ironaccel-opencl/ironaccel_opencl/*.py",),
+    "core": ("ironaccel/api.py", "ironaccel/backends/__init__.py", "ironaccel/backends/probes.py"),
+    "pool": ("ironaccel/pool.py", "ironaccel/hostcopy.py"),
+    "fast": ("ironaccel/_fast_c/*.inc",),
+    "fake": ("fakes/cuda/*.c",),
+}
+
+#: area -> files, for the platform's mutants (killed by the unit tests, issue 32). After the two-wings move
+#: the certification platform's modules (ironaccel/cts/, the two-wings split)
+PLATFORM_AREAS: dict[str, tuple[str, ...]] = {
+    "results": ("ironaccel/cts/results.py",),
+    "judge": ("ironaccel/cts/judge.py",),
+    "status": ("ironaccel/cts/status.py",),
+    "spec": ("ironaccel/cts/spec.py",),
+    "certify": ("ironaccel/cts/certify.py",),
+    "submission": ("ironaccel/cts/submission.py",),
+    "selection": ("ironaccel/cts/selection.py",),
+}
+
+#: The unit test files that judge the platform's mutants (their coverage is recorded per test; a mutant runs
+#: the tests that execute its line). The farm's (Ray), the CLI's and the workflow's are left out: slow, and they
+#: drive these modules through child processes, which the coverage recording does not see.
+PLATFORM_TESTS = ("tests/test_results.py", "tests/test_status.py", "tests/test_certify.py", "tests/test_submission.py",
+                  "tests/test_suite_clauses.py", "tests/test_suite_hash.py", "tests/test_plugin.py")
+
+
+@dataclass(frozen=True)
+class Run:
+    """A certify run whose coverage is recorded: a target, with extra environment (a second code path)."""
+    name: str
+    target: str
+    env: dict[str, str] = field(default_factory=dict)
+    areas: tuple[str, ...] = ()  # areas whose mutants this run may judge (first run that covers a line wins)
+
+
+#: In order of preference: a mutant is certified on the first run (of those its area lists) covering its line.
+RUNS: tuple[Run, ...] = (
+    Run("cuda/fake", "cuda/fake", {}, ("cuda", "fast", "fake", "core", "pool")),
+    # the code the compiled hot path (ironaccel/_fast_c/) replaces when it loads: CUDA's and the MemPool's
+    Run("cuda/fake pure-python", "cuda/fake", {"IRONACCEL_PURE_PYTHON": "1"}, ("cuda", "core", "pool")),
+    Run("vulkan/lavapipe", "vulkan/lavapipe", {}, ("vulkan", "core", "pool")),
+    Run("vulkan/lavapipe-staged", "vulkan/lavapipe-staged", {}, ("vulkan",)),
+    Run("webgpu/lavapipe", "webgpu/lavapipe", {}, ("webgpu", "core", "pool")),
+    Run("opengl/llvmpipe", "opengl/llvmpipe", {}, ("opengl", "core", "pool")),
+    Run("opencl/pocl", "opencl/pocl", {}, ("opencl", "core", "pool")),
+)
