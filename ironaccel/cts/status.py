@@ -13,6 +13,7 @@ missing there) and STATUS.md must come out the same on every machine for ``--che
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import sys
 from pathlib import Path
@@ -296,7 +297,7 @@ def _generate(docs: list[dict[str, Any]], installed: bool = False) -> str:
                                ("expectations", f"expectations/{name}")):
                 if label in parts:
                     recorded.setdefault(key, parts[label])
-    current = Current(current.suite, {**current.implementations, **recorded})
+    current = dataclasses.replace(current, implementations={**current.implementations, **recorded})  # builds kept
     return render(docs, spec.load_clauses(), registry_infos(shown), current, reported, judge.definitions())
 
 
