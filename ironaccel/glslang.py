@@ -28,7 +28,8 @@ def run(lang: str, args: list[str], source: str | None = None) -> subprocess.Com
     try:
         if source is None:
             return subprocess.run([found, *args], capture_output=True, text=True, timeout=COMPILE_TIME_LIMIT_S)
-        return subprocess.run([found, *args, "--stdin"], input=source, stdout=subprocess.DEVNULL,
+        # --stdin before the stage: after it, glslangValidator stops at once with a usage error, expanding nothing
+        return subprocess.run([found, "--stdin", *args], input=source, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True, encoding="utf-8", timeout=COMPILE_TIME_LIMIT_S)
     except subprocess.TimeoutExpired:
         raise CompileError("Device.compile", lang, f"{GLSLANG} ran past {COMPILE_TIME_LIMIT_S:g} s and was stopped "

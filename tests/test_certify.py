@@ -454,7 +454,7 @@ def test_a_relabelled_simulated_run_is_tampered_and_never_hardware(tmp_path, cap
     results.dump(relabel(results.load(genuine), hardware, **edit), forged)
     cert = json.loads(certify.write_certificate(forged).read_text())
     assert cert["proves"] != "hardware"
-    assert main(["certify", "--verify", str(results.sibling(forged, certify.CERTIFICATE_SUFFIX))]) \
+    assert main(["certify", "--verify", str(results.sibling(forged, results.CERTIFICATE_SUFFIX))]) \
         == certify.VERIFY_TAMPERED
     assert "claims hardware, but" in capsys.readouterr().err
     text = status.render(status.load_results(tmp_path), spec.load_clauses(), status.registry_infos(),
@@ -468,13 +468,13 @@ def test_a_hardware_run_with_its_evidence_is_hardware(tmp_path, capsys, hardware
     path = tmp_path / results.file_name(hardware)
     results.dump(passing_doc(hardware), path)
     assert json.loads(certify.write_certificate(path).read_text())["proves"] == "hardware"
-    assert main(["certify", "--verify", str(results.sibling(path, certify.CERTIFICATE_SUFFIX))]) \
+    assert main(["certify", "--verify", str(results.sibling(path, results.CERTIFICATE_SUFFIX))]) \
         == certify.VERIFY_VALID
     doc = results.load(path)
     del doc["target"]["evidence"]  # a file from before the evidence: proves no hardware, but is not tampered
     results.dump(doc, path)
     assert json.loads(certify.write_certificate(path).read_text())["proves"] == "simulated"
-    assert main(["certify", "--verify", str(results.sibling(path, certify.CERTIFICATE_SUFFIX))]) \
+    assert main(["certify", "--verify", str(results.sibling(path, results.CERTIFICATE_SUFFIX))]) \
         == certify.VERIFY_VALID
 
 

@@ -779,4 +779,4 @@ def test_a_glsl_compile_has_a_time_limit(device, monkeypatch):
     started = time.monotonic()
     with pytest.raises(ia.CompileError, match="ran past 2 s and was stopped"):
         device.compile(macro_bomb("#version 450\nlayout(local_size_x = 1) in;"), "glsl")
-    assert time.monotonic() - started < 20
+    assert time.monotonic() - started < 60  # the limit plus killing glslang, with room for a loaded CI machine
