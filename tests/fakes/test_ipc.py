@@ -114,7 +114,8 @@ def test_hostile_memory_handles(cuda):
     assert cuda.err(d.cuIpcOpenMemHandle(handle(d.CUipcMemHandle, good), LAZY_PEER)) == INVALID_CONTEXT
     dead = finish(child('''
         p = d.cuMemAlloc(4096)[1]
-        print(bytes(ctypes.string_at(d.cuIpcGetMemHandle(p)[1].getPtr(), 64)).hex())
+        h = d.cuIpcGetMemHandle(p)[1]  # held: string_at reads it after getPtr() returns
+        print(bytes(ctypes.string_at(h.getPtr(), 64)).hex())
     ''')).strip()
     assert cuda.err(d.cuIpcOpenMemHandle(handle(d.CUipcMemHandle, bytes.fromhex(dead)), LAZY_PEER)) == \
         INVALID_HANDLE
