@@ -57,6 +57,7 @@ sys.path.insert(0, str(ROOT))
 import modules  # noqa: E402
 import operators  # noqa: E402
 from operators import Mutant  # noqa: E402
+from run import certify  # noqa: E402  (the catalogue's runner certifies a tree the same way)
 
 from ironaccel.cts import tables  # noqa: E402
 from ironaccel.cache import cache_dir  # noqa: E402
@@ -207,21 +208,6 @@ def baseline_of(run: modules.Run, tree: Path, digest: str) -> tuple[dict | None,
         cached.parent.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps(doc))
     return doc, problem
-
-
-def certify(tree: Path, target: str, env: dict[str, str], results: Path, only: tuple[str, ...], limit: float,
-            test_timeout: float = 60) -> tuple[dict | None, str]:
-    """Certify ``target`` in ``tree``; (its results document or None, what went wrong)."""
-    cmd = [sys.executable, "-m", "ironaccel", "certify", "--target", target, "--results", str(results), "--jobs", "1",
-           "--test-timeout", f"{test_timeout:g}", "--timeout", f"{limit:g}", *[a for c in only for a in ("--only", c)]]
-    try:
-        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=limit + 60)
-    except subprocess.TimeoutExpired:
-        return None, f"certify ran past {limit + 60:g} s"
-    out = results / (target.replace("/", "-") + ".json")
-    if not out.exists():
-        return None, f"certify exited {proc.returncode} without a results file: {proc.stderr.strip()[-300:]}"
-    return json.loads(out.read_text(encoding="utf-8")), ""
 
 
 # -- C: which functions a test reaches --------------------------------------------------------------------

@@ -90,11 +90,11 @@ def environment(tree: Path, mutant: Mutant | None, scratch: Path) -> dict[str, s
     return env
 
 
-def certify(tree: Path, target: str, env: dict[str, str], results: Path, only: tuple[str, ...], limit: float
-            ) -> tuple[dict | None, str]:
+def certify(tree: Path, target: str, env: dict[str, str], results: Path, only: tuple[str, ...], limit: float,
+            test_timeout: float = 60) -> tuple[dict | None, str]:
     """Certify ``target`` in ``tree``; (its results document or None, what went wrong)."""
     cmd = [sys.executable, "-m", "ironaccel", "certify", "--target", target, "--results", str(results), "--jobs", "1",
-           "--test-timeout", "60", "--timeout", f"{limit:g}", *[a for c in only for a in ("--only", c)]]
+           "--test-timeout", f"{test_timeout:g}", "--timeout", f"{limit:g}", *[a for c in only for a in ("--only", c)]]
     try:
         proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=limit + 60)
     except subprocess.TimeoutExpired:
