@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from ...errors import InvalidArgument
 from ..results import PACKAGES, host_environment, now
 from . import cfloor, floor_cuda, floor_opengl, floor_vulkan, floor_webgpu, kernels, peers as peer_libraries
 from .cases import C_FLOOR, CUDA_GOALS, FLOOR, OURS, QUICK_SIZES, SIZES, Case, Impl, catalogue
@@ -187,6 +188,20 @@ def _compiled_hot_path() -> str:
     return "compiled" if native.load() is not None else f"pure Python ({native.why_not})"
 
 
+def _measurements_in(folder: Path) -> list[Path]:
+    """The full (not --quick) bench JSON files in folder: wherever the checkout or the package lives, a smoke run
+    must not replace them. A file that is not a bench JSON counts as kept, to be safe."""
+    kept = []
+    for path in sorted(folder.glob("bench-*.json")):
+        try:
+            quick = load(path).get("settings", {}).get("quick") is True
+        except InvalidArgument:
+            quick = False
+        if not quick:
+            kept.append(path)
+    return kept
+
+
 def _progress_line(case: dict[str, Any]) -> str:
     parts = [f"{name} {format_ns(t['median_ns'])}" for name, t in case["impls"].items()]
     return f"{case['label']:48} " + ", ".join(parts)
@@ -211,10 +226,11 @@ def command(args: argparse.Namespace) -> int:
     if args.table:
         print(table(load(Path(args.table))), end="")
         return 0
-    committed = (Path(__file__).resolve().parents[3] / "benchmarks" / "results").resolve()
-    if args.quick and args.out and committed in (Path(args.out).resolve(), *Path(args.out).resolve().parents):
-        print(f"ironaccel bench: --quick is a smoke run, not a measurement: it never writes into {committed}; "
-              "leave out --out (a scratch folder) or name another", file=sys.stderr)
+    kept = _measurements_in(Path(args.out)) if args.quick and args.out else []
+    if kept:
+        print(f"ironaccel bench: --quick is a smoke run, not a measurement: it never writes into {args.out}, which "
+              f"holds full measurements ({', '.join(p.name for p in kept)}); leave out --out (a scratch folder) "
+              "or name another", file=sys.stderr)
         return 2
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="ironaccel-bench-"))
     report = run(args.backend, peers=args.peers, quick=args.quick)
