@@ -2,7 +2,7 @@
 certificates and their verification; the progress line.
 
 Targets here are "mem/test" over the in-memory device (tests/membackend.py), registered in the child process
-by the suite folder's conftest (the one tests/test_plugin.py uses) and in this process by ``mem_target``;
+by the suite folder's conftest (membackend.CONFTEST) and in this process by ``mem_target``;
 ``run_target(suite=...)`` runs that folder instead of the conformance suite.
 """
 
@@ -21,8 +21,8 @@ import pytest
 from ironaccel.cts import certify, results, spec, targets
 from ironaccel.cts.cli import main
 from ironaccel.cts.selection import Selection
-from membackend import registered
-from test_plugin import CONFTEST
+from membackend import registered, suite
+from results_docs import outcomes, passing_doc
 
 NAME = "mem/test"
 
@@ -33,23 +33,11 @@ def mem_target() -> None:
         yield
 
 
-def suite(tmp_path: Path, tests: str) -> Path:
-    folder = tmp_path / "suite"
-    folder.mkdir()
-    (folder / "conftest.py").write_text(CONFTEST)
-    (folder / "test_suite.py").write_text("import os, pathlib, time\nimport pytest\n" + tests)
-    return folder
-
-
 def run(tmp_path: Path, tests: str, **kwargs) -> tuple[certify.TargetRun, dict]:
     out = tmp_path / "results"
     out.mkdir()
     r = certify.run_target(NAME, out, suite=suite(tmp_path, tests), **kwargs)
     return r, results.load(r.results_file)
-
-
-def outcomes(doc: dict) -> dict[str, str]:
-    return {t["id"].split("::")[1]: t["outcome"] for t in doc["tests"]}
 
 
 def test_a_target_that_crashes_is_recorded_as_crashed(tmp_path, mem_target):
@@ -389,40 +377,6 @@ def test_progress_line_counts_finished_tests_from_the_results_file(tmp_path):
 def test_a_run_with_tests_left_not_run_is_not_ok():
     assert not certify.TargetRun("x/y", Path("x.json"), "ok", {"pass": 3, "not-run": 1}).ok
     assert certify.TargetRun("x/y", Path("x.json"), "ok", {"pass": 3, "not-supported": 1, "flaky": 1}).ok
-
-
-#: target -> (device name, vendor, DeviceInfo.driver, simulated, the driver library a run of it loads)
-SEEN = {
-    "cuda/fake": ("ironaccel fake GPU", "ironaccel (simulated NVIDIA GPU)", "ironaccel fake libcuda", True,
-                  "/root/.cache/ironaccel/fakecuda/27c4d8a8/libcuda.so.1"),
-    "cuda/nvidia": ("NVIDIA H200", "NVIDIA", "NVIDIA", False, "/usr/lib/x86_64-linux-gnu/libcuda.so.570.86.15"),
-    "vulkan/lavapipe": ("llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa", "llvmpipe", True,
-                        "/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so"),
-    "vulkan/nvidia": ("NVIDIA H200", "NVIDIA", "NVIDIA", False, "/usr/lib/x86_64-linux-gnu/libGLX_nvidia.so.570.86.15"),
-    "opengl/llvmpipe": ("llvmpipe (LLVM 15.0.6, 256 bits)", "Mesa", "llvmpipe", True,
-                        "/usr/lib/x86_64-linux-gnu/dri/swrast_dri.so"),
-    "opengl/nvidia": ("NVIDIA H200/PCIe/SSE2", "NVIDIA Corporation", "NVIDIA", False,
-                      "/usr/lib/x86_64-linux-gnu/libEGL_nvidia.so.570.86.15"),
-}
-SEEN["webgpu/lavapipe"], SEEN["webgpu/nvidia"] = SEEN["vulkan/lavapipe"], SEEN["vulkan/nvidia"]
-
-
-def passing_doc(target: str) -> dict:
-    """A current, finished run in which every required clause of SPEC.md passes, with the device and driver
-    evidence a run of ``target`` records (``SEEN``; none for other targets)."""
-    from ironaccel.api import DeviceInfo, Limits
-
-    required = [cid for cid, c in spec.load_clauses().items() if c.required]
-    tests = [{"id": f"test_x.py::test_{cid}", "clauses": [cid], "outcome": "pass", "duration": 0.0, "message": ""}
-             for cid in required]
-    device = evidence = None
-    if target in SEEN:
-        name, vendor, driver, simulated, library = SEEN[target]
-        device = DeviceInfo(target.split("/")[0], 0, name, vendor, driver, "1.0", simulated, 0,
-                            Limits(0, 0, (0, 0, 0), (0, 0, 0), 0))
-        evidence = {"driver": driver, "simulated": simulated, "libraries": [{"path": library, "sha256": "0" * 64}]}
-    return results.document(targets.get(target), spec.current([target]).parts(target), "2026-11-30T04:30:00Z",
-                            "ok", "", tests, device, evidence=evidence)
 
 
 def relabel(doc: dict, target: str, **evidence) -> dict:

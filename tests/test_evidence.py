@@ -22,8 +22,7 @@ import pytest
 
 from ironaccel.cts import certify, results, runs, targets
 from ironaccel.cts.cli import main
-from membackend import registered
-from test_plugin import CONFTEST, TESTS_DIR
+from membackend import CONFTEST, TESTS_DIR, registered
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "mem/test"

@@ -31,7 +31,8 @@ from ironaccel.cts import certify, farm, results, spec, status, targets
 from ironaccel.cts.cli import main
 from ironaccel.cts.selection import Selection
 from membackend import MemBackend, mem_drivers, registered
-from test_certify import outcomes, suite
+from membackend import suite
+from results_docs import outcomes
 
 ray = pytest.importorskip("ray", reason="the farm needs Ray: pip install 'ironaccel[farm]'")
 

@@ -25,6 +25,7 @@ from ironaccel.backends.opengl import gl as GL
 from ironaccel.backends.opengl.module import _with_block
 
 from ironaccel.cts.testing.work import RunningWork
+from hostile_sources import macro_bomb
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels" / "glsl430"
 TARGETS = ["opengl/llvmpipe", "opengl/nvidia"]
@@ -443,7 +444,6 @@ def test_a_glsl_compile_has_a_time_limit(device, monkeypatch):
     """The GL compiler runs in this process and cannot be stopped: a source's macros are expanded by
     glslangValidator first, in time (issue 31 finding 8)."""
     from ironaccel import glslang
-    from test_vulkan_backend import macro_bomb
 
     if glslang.tool() is None:
         pytest.skip("no glslangValidator: the GL compiler runs without a time limit")

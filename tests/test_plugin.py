@@ -4,25 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 import pytest
 
 from ironaccel.cts import results
+from membackend import CONFTEST
 
-TESTS_DIR = Path(__file__).resolve().parent
-
-# Registers target "mem/test" (and "mem/wrong", whose driver never matches) over the in-memory device.
-CONFTEST = f"""
-import sys
-sys.path.insert(0, {str(TESTS_DIR)!r})
-from membackend import MemBackend, mem_drivers
-from ironaccel.backends import register
-from ironaccel.cts import targets
-
-register("mem", MemBackend)
-targets.register("mem", mem_drivers)
-"""
 
 OUTCOMES_TESTS = """
 import os

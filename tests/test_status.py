@@ -19,7 +19,7 @@ from ironaccel.cts import judge, results, spec, status
 from ironaccel.api import BackendInfo
 from ironaccel.backends import BUILTIN
 from ironaccel.cts.targets import Target, standard
-from test_certify import SEEN, passing_doc
+from results_docs import SEEN, current_of, passing_doc
 
 GOLDEN = Path(__file__).parent / "golden" / "status"
 REPO = Path(__file__).resolve().parent.parent
@@ -244,20 +244,6 @@ def test_flaky_tests_are_listed_with_their_history(clauses):
     assert ("| t::MEM-1 | webgpu/lavapipe | flaky in 2 of 3 results files "
             "(webgpu/lavapipe, webgpu/lavapipe (superseded)) |") in section
     assert "None." in render(docs[2:], clauses, [BackendInfo("vulkan", True)]).split("## Flaky tests")[1].split("\n## ")[0]
-
-
-def current_of(tree: Path) -> spec.Current:
-    """spec.current() as computed from the checkout at ``tree`` (a fresh process: nothing cached)."""
-    import json
-    import subprocess
-    import sys
-
-    code = ("import json; from ironaccel.cts import spec; c = spec.current(); "
-            "print(json.dumps({'suite': c.suite, 'implementations': c.implementations}))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)},
-                         capture_output=True, text=True, check=True, timeout=300).stdout
-    found = json.loads(out)
-    return spec.Current(found["suite"], found["implementations"])
 
 
 def test_editing_one_backend_leaves_the_other_backends_results_current(tmp_path, clauses):

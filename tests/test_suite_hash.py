@@ -84,7 +84,7 @@ def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_p
     import shutil
 
     from ironaccel.cts import judge
-    from test_status import current_of
+    from results_docs import current_of
 
     tree = tmp_path / "checkout"
     for part in ("ironaccel", "conformance", "fakes/cuda"):

@@ -24,6 +24,7 @@ import ironaccel as ia
 from ironaccel.cts import targets
 from ironaccel.api import Param
 from ironaccel.backends.vulkan.pipeline import DescriptorPool
+from hostile_sources import macro_bomb
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels"
 LAYER = Path("/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json")
@@ -764,12 +765,6 @@ def test_a_closed_graph_is_released_once_its_replays_complete(device, stream):
     assert device._graphs == {left_open._resources}
     slow.free()
     buf.free()
-
-
-def macro_bomb(version: str) -> str:
-    """GLSL whose macros expand to 2**40 tokens: a front end runs for hours (issue 31 finding 8)."""
-    defines = "\n".join(f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, 41))
-    return f"{version}\n#define A0 x+\n{defines}\nvoid main() {{ int x = 0; x = A40 1; }}\n"
 
 
 def test_a_glsl_compile_has_a_time_limit(device, monkeypatch):

@@ -105,3 +105,27 @@ def test_the_library_runs_without_the_platforms_dependencies():
                           timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.startswith("ok ")
+
+
+def _test_module_imports(path: Path) -> list[str]:
+    """The test modules (``test_*``) that ``path`` imports: shared helpers live in helper modules, never in tests."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                 else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+        found += [f"{path.parent.name}/{path.name}:{node.lineno}: {name}" for name in names
+                  if name.split(".")[-1].startswith("test_")]
+    return found
+
+
+def test_no_test_module_imports_another():
+    files = sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "conformance").rglob("*.py"))
+    assert ROOT / "tests" / "test_certify.py" in files
+    imports = [use for f in files for use in _test_module_imports(f)]
+    assert not imports, "test modules importing test modules (move the helper to a helper module):\n" + "\n".join(imports)
+
+
+def test_the_test_import_scan_sees_both_forms(tmp_path):
+    module = tmp_path / "test_probe.py"
+    module.write_text("from test_certify import suite\nimport test_plugin\nimport testing\nfrom membackend import x\n")
+    assert len(_test_module_imports(module)) == 2

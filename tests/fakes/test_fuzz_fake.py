@@ -25,8 +25,7 @@ import pytest
 
 from ironaccel import fakes
 from fakeprobe import Probe, ProbeDied, sanitizer_env
-from test_hostile import calls_ptx, printf_ptx
-from test_link import _elf, _fatbin
+from images import calls_ptx, pack_elf, pack_fatbin, printf_ptx
 
 pytestmark = pytest.mark.fuzz
 
@@ -92,8 +91,8 @@ def seed_corpus() -> tuple[list[bytes], list[bytes]]:
     texts += [printf_ptx(b"%d %.3f %s %p\n").encode(), calls_ptx(3, 2).encode()]
     images = [_nvrtc_cubin(sources[0].read_text())]
     for text in texts:
-        fatbin = _fatbin((1, 90, text, 0))
-        images += [fatbin, _elf([(".nv_fatbin", fatbin)]), _elf([(".nv_debug_ptx_txt", text + b"\0")])]
+        fatbin = pack_fatbin((1, 90, text, 0))
+        images += [fatbin, pack_elf([(".nv_fatbin", fatbin)]), pack_elf([(".nv_debug_ptx_txt", text + b"\0")])]
     return texts, images
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from ironaccel import fakes
 from fakeprobe import Probe, ProbeDied, sanitizer_env
-from test_link import _elf, _fatbin
+from images import calls_ptx, pack_elf, pack_fatbin, printf_ptx, ptx
 
 SUCCESS, INVALID_VALUE, OUT_OF_MEMORY = 0, 1, 2
 INVALID_IMAGE, NO_BINARY_FOR_GPU, INVALID_PTX, FILE_NOT_FOUND = 200, 209, 218, 301
@@ -25,44 +25,6 @@ ILLEGAL_ADDRESS, LAUNCH_OUT_OF_RESOURCES, LAUNCH_TIMEOUT = 700, 701, 702
 CASE_TIMEOUT_S = 60  # a case that has not answered by then hangs
 CASE_SECONDS_MAX = 5  # what one case may take (the slowest, stopped by a 1 s watchdog, ~1 s): a blow-up in time
 RSS_GROWTH_MAX_KB = 512 << 10  # what one case may add to the child's peak memory
-
-
-def ptx(body: str = "ret;", params: str = "", decls: str = "", target: str = "sm_90") -> str:
-    """A module with one kernel k(params) whose body declares a few registers, then body."""
-    return (f".version 8.0\n.target {target}\n.address_size 64\n{decls}\n.visible .entry k({params})\n{{\n"
-            f".reg .pred %p<2>;\n.reg .b32 %r<8>;\n.reg .b64 %rd<8>;\n{body}\n}}\n")
-
-
-VPRINTF = ".extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);"
-
-
-def printf_ptx(fmt: bytes) -> str:
-    """k(u64 a, u64 b): printf(fmt, a, b), as NVRTC writes a printf call."""
-    data = ", ".join(str(b) for b in fmt + b"\0")
-    decls = f"{VPRINTF}\n.global .align 1 .b8 fmt[{len(fmt) + 1}] = {{{data}}};"
-    return ptx(params=".param .u64 a, .param .u64 b", decls=decls, body="""
-    .local .align 16 .b8 depot[16];
-    .reg .b64 %SP;
-    mov.u64 %rd1, depot; cvta.local.u64 %SP, %rd1;
-    ld.param.u64 %rd2, [a]; ld.param.u64 %rd3, [b];
-    st.local.v2.u64 [%rd1], {%rd2, %rd3};
-    mov.u64 %rd4, fmt; cvta.global.u64 %rd5, %rd4;
-    {
-    .param .b64 param0; st.param.b64 [param0+0], %rd5;
-    .param .b64 param1; st.param.b64 [param1+0], %SP;
-    .param .b32 retval0;
-    call.uni (retval0), vprintf, (param0, param1);
-    }
-    ret;""")
-
-
-def calls_ptx(levels: int, fanout: int) -> str:
-    """A loop-free kernel whose calls multiply: each of `levels` functions calls the next `fanout` times
-    (fanout ** levels calls, with no back-edge anywhere: every callee is defined after its caller)."""
-    protos = "\n".join(f".func f{i}();" for i in range(levels))
-    calls = lambda i: "\n".join(f"call.uni f{i};" for _ in range(fanout))  # noqa: E731
-    funcs = "\n".join(f".func f{i}()\n{{\n{calls(i + 1) if i + 1 < levels else ''}\nret;\n}}" for i in range(levels))
-    return ptx(decls=protos, body=calls(0) + "\nret;") + funcs
 
 
 def data(image: bytes | str, via: str = "data") -> dict:
@@ -82,8 +44,8 @@ def launch(text: str, args=(), grid=(1, 1, 1), block=(1, 1, 1), shared=0, env=No
 
 CUBIN, FATBINARY, OBJECT = 0, 2, 3
 SCALE = ptx(params=".param .u64 y", body="ld.param.u64 %rd1, [y]; st.global.u32 [%rd1], %r1;")
-FATBIN = _fatbin((1, 90, SCALE.encode(), 0))
-ELF = _elf([(".nv_fatbin", FATBIN)])
+FATBIN = pack_fatbin((1, 90, SCALE.encode(), 0))
+ELF = pack_elf([(".nv_fatbin", FATBIN)])
 SHOFF = 0x28  # e_shoff in an ELF64 header
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from images import pack_elf, pack_fatbin
 
 CALLER = r'''
 extern __device__ float twice(float v);
@@ -34,35 +35,6 @@ def _rdc_ptx(cuda, source):
     buf = b" " * size
     n.nvrtcGetPTX(prog, buf)
     return buf
-
-
-def _fatbin(*entries):
-    """A fatbin of (kind, arch, payload, flags) entries: kind 1 PTX, 2 ELF (layout as cuobjdump shows it)."""
-    body = b""
-    for kind, arch, payload, flags in entries:
-        padded = payload + b"\0" * (-len(payload) % 8)
-        body += struct.pack("<HHIQIIHHIIIQQQ", kind, 0x0101, 64, len(padded), 0, 0, 0, 9, arch, 0, 0, flags, 0, 0)
-        body += padded
-    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
-
-
-def _elf(sections, machine=190, flags=0x5A04):
-    """A minimal ELF64 file with the given (name, bytes) sections."""
-    names = b"\0.shstrtab\0" + b"".join(name.encode() + b"\0" for name, _ in sections)
-    blobs, offsets, offset = [names] + [data for _, data in sections], [], 64
-    for blob in blobs:
-        offsets.append(offset)
-        offset += len(blob) + (-len(blob) % 8)
-    image = bytearray(b"\x7fELF" + bytes([2, 1, 1]) + bytes(9))
-    image += struct.pack("<HHIQQQIHHHHHH", 1, machine, 1, 0, 0, offset, flags, 64, 0, 0, 64, len(blobs) + 1, 1)
-    for blob in blobs:
-        image += blob + bytes(-len(blob) % 8)
-    image += bytes(64)  # the null section
-    name_at = 1
-    for blob, at in zip(blobs, offsets):
-        image += struct.pack("<IIQQQQIIQQ", name_at, 3 if blob is names else 1, 0, 0, at, len(blob), 0, 0, 8, 0)
-        name_at += len(b".shstrtab\0") if blob is names else len(sections[blobs.index(blob) - 1][0]) + 1
-    return bytes(image)
 
 
 def _load_ex(cuda, image):
@@ -118,10 +90,10 @@ def test_link_with_an_unresolved_call_fails_with_the_reason_in_the_log(cuda):
 def test_ptx_carried_by_fatbins_and_elf_files_runs(cuda, tmp_path):
     d = cuda.d
     ptx = cuda.ptx(SCALE).rstrip(b"\0")
-    fatbin = _fatbin((2, 90, b"\x7fELF not really sass", 0), (1, 80, ptx, 0), (1, 120, b"not this one", 0))
+    fatbin = pack_fatbin((2, 90, b"\x7fELF not really sass", 0), (1, 80, ptx, 0), (1, 120, b"not this one", 0))
     _run_scale(cuda, cuda.ok(d.cuModuleLoadData(fatbin)))
-    _run_scale(cuda, cuda.ok(d.cuModuleLoadData(_elf([(".nv_fatbin", fatbin)]))))
-    _run_scale(cuda, cuda.ok(d.cuModuleLoadData(_elf([(".nv_debug_ptx_txt", ptx)]))))
+    _run_scale(cuda, cuda.ok(d.cuModuleLoadData(pack_elf([(".nv_fatbin", fatbin)]))))
+    _run_scale(cuda, cuda.ok(d.cuModuleLoadData(pack_elf([(".nv_debug_ptx_txt", ptx)]))))
     wrapper = (ctypes.c_uint32 * 2)(0x466243B1, 1)
     keep = ctypes.create_string_buffer(fatbin)
     wrapped = ctypes.create_string_buffer(bytes(wrapper) + struct.pack("<QQ", ctypes.addressof(keep), 0))
@@ -161,7 +133,7 @@ def test_machine_code_alone_is_refused_with_what_the_device_needs(cuda, kind):
     elif kind == "NVRTC cubin":
         image = _real_nvrtc_cubin(SCALE)
     else:
-        image = _fatbin((2, 90, (CUBINS / "saxpy.sm_90.cubin").read_bytes(), 0))
+        image = pack_fatbin((2, 90, (CUBINS / "saxpy.sm_90.cubin").read_bytes(), 0))
     err, _, log = _load_ex(cuda, image)
     assert err == d.CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU
     assert "runs PTX" in log and "compute_90" in log, log
