@@ -161,6 +161,24 @@ API CUresult cuCtxSynchronize(void) {
     return c->sticky;
 }
 
+/* The profiler's range markers: no profiler is ever attached to the simulated device, so starting and stopping
+ * collection changes nothing; the driver still needs a current context for them. */
+static CUresult profiler_mark(void) {
+    NEED_INIT();
+    Context *c = current_context();
+    return c && c->alive ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+API CUresult cuProfilerStart(void) {
+    ENTER(cuProfilerStart);
+    return profiler_mark();
+}
+
+API CUresult cuProfilerStop(void) {
+    ENTER(cuProfilerStop);
+    return profiler_mark();
+}
+
 API CUresult cuCtxGetApiVersion(void *h, unsigned *version) {
     ENTER(cuCtxGetApiVersion);
     NEED_INIT();

@@ -36,6 +36,8 @@
     X(cuCtxGetFlags, "cuCtxGetFlags", 7000) \
     X(cuCtxGetId, "cuCtxGetId", 12000) \
     X(cuCtxSynchronize, "cuCtxSynchronize", 2000) \
+    X(cuProfilerStart, "cuProfilerStart", 4000) \
+    X(cuProfilerStop, "cuProfilerStop", 4000) \
     X(cuCtxGetApiVersion, "cuCtxGetApiVersion", 3020) \
     X(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", 5050) \
     X(cuCtxGetLimit, "cuCtxGetLimit", 3010) \

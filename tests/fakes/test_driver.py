@@ -304,3 +304,10 @@ def test_function_attributes_as_the_driver_computes_them_and_cache_configs_accep
     if hasattr(d, "cuCtxSetSharedMemConfig"):  # gone from cuda-bindings 13
         cuda.ok(d.cuCtxSetSharedMemConfig(d.CUsharedconfig.CU_SHARED_MEM_CONFIG_EIGHT_BYTE_BANK_SIZE))
         assert cuda.ok(d.cuCtxGetSharedMemConfig()) == d.CUsharedconfig.CU_SHARED_MEM_CONFIG_FOUR_BYTE_BANK_SIZE
+
+
+def test_the_profiler_markers_need_a_context_and_change_nothing(cuda):
+    """numba-cuda's profiler test (cuda.profiling()) calls them; the fake has no profiler to attach."""
+    d = cuda.d
+    cuda.ok(d.cuProfilerStart())
+    cuda.ok(d.cuProfilerStop())
