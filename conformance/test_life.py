@@ -230,7 +230,7 @@ def test_dropped_buffers_give_their_memory_back(device, stream, kernels, target)
         size = min(info.limits.max_alloc, 256 << 20)
         rounds, touched = 16, 4096
     else:  # a CPU driver's memory is the process's: filled (so it is really taken) and measured
-        size, rounds = min(info.limits.max_alloc, 16 << 20), 32  # 512 MiB: a slow CPU driver fills it in time
+        size, rounds = min(info.limits.max_alloc, 8 << 20), 32  # 256 MiB: SwiftShader's WebGPU fills it in ~1 min
         touched = size
     before = rss_bytes()
     for i in range(rounds):
