@@ -6,15 +6,16 @@ made the baseline slows both sides of a pair alike. A row fails when the whole 9
 above ``THRESHOLD`` times the baseline's ratio; a row that cannot be measured, or a run whose hot path differs
 from the baseline's (compiled or pure Python), fails too.
 
-How the rows and settings were chosen (measured on a 2-core machine under a load of 5-19, README "Perf gate"):
+How the rows and settings were chosen (measured on a 2-core machine under a load of 5-60: README, "Perf gate"):
 samples are short (``SAMPLE_MS``), so that most pairs run between two preemptions of a loaded machine, and
 many (``SAMPLES``), so that the median ratio ignores the pairs a preemption hit; a row is gated only where its
-ratio stayed within a few percent across runs, which leaves out the rows whose time is a hand-off between the
-simulated driver's threads (alloc+free on the fake, the C floor of a synchronizing row) or a long copy.
+ratio stayed within about 20% above its median across runs and held under tox, which leaves out the rows whose
+time is a hand-off between threads (the simulated driver's, a backend's helper thread) that load stretches on one
+side of a pair more than on the other.
 
 The baseline (``benchmarks/baseline/gate.json``) is made on purpose, never by CI:
 ``ironaccel bench --write-baseline benchmarks/baseline/gate.json`` measures every gated target ``RUNS`` times
-and keeps each row's median ratio over the runs, with the runs' own ratios beside it (their spread). Each
+and keeps each row's highest median ratio over the runs, with every run's ratio beside it (their spread). Each
 target is measured in a process of its own, its driver selected as ``ironaccel bench --backend`` selects it.
 """
 
@@ -29,8 +30,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ...errors import InvalidArgument
 from .. import tables
 from ..results import now
@@ -41,7 +40,7 @@ TOOL = "ironaccel bench --check baseline"
 THRESHOLD = 1.15  # a row fails when its whole interval is past this times the baseline's ratio
 SAMPLES = 201
 SAMPLE_MS = 0.2
-RUNS = 3  # runs per target that make a baseline
+RUNS = 5  # runs per target that make a baseline
 CHILD_TIMEOUT_S = 240.0
 REGENERATE = "ironaccel bench --write-baseline benchmarks/baseline/gate.json"
 
@@ -57,10 +56,6 @@ GATE: dict[str, dict[str, str]] = {
     "webgpu/lavapipe": {
         "alloc_free.device": FLOOR,
         "launch.sync": FLOOR,
-        "htod.pageable.65536.call": FLOOR,
-    },
-    "vulkan/lavapipe": {
-        "event_record_sync": FLOOR,
     },
 }
 
@@ -103,7 +98,8 @@ def ratios(report: dict[str, Any], rows: dict[str, str]) -> dict[str, dict[str, 
 
 def make_baseline(targets: dict[str, dict[str, str]], runs: int = RUNS, samples: int = SAMPLES,
                   sample_ms: float = SAMPLE_MS, log=print) -> dict[str, Any]:
-    """Measure every target ``runs`` times; each row's ratio is the median of the runs' median ratios."""
+    """Measure every target ``runs`` times; each row's ratio is the highest of the runs' median ratios, so that
+    the spread between runs seen while making the baseline can never fail the gate on its own."""
     made: dict[str, Any] = {}
     for target, rows in targets.items():
         reports = []
@@ -118,7 +114,7 @@ def make_baseline(targets: dict[str, dict[str, str]], runs: int = RUNS, samples:
                 raise NotMeasured(f"{target} {row}: {missing[0]}")
             medians = [f["median"] for f in found]  # type: ignore[index]
             entries[row] = {"against": floor, "label": _label(reports[0], row),
-                            "ratio": float(np.median(medians)), "runs": medians}
+                            "ratio": max(medians), "runs": medians}
         made[target] = {"compiled_hot_path": reports[0]["compiled_hot_path"], "device": reports[0]["target"]["device"],
                         "rows": entries}
     return {"tool": TOOL, "schema": SCHEMA, "threshold": THRESHOLD, "samples": samples, "sample_ms": sample_ms,
