@@ -57,6 +57,24 @@ def test_a_row_not_measured_another_hot_path_or_a_target_not_run_fails():
     assert text.startswith("# ironaccel perf gate: FAILED (3 of 3 rows failed)")
 
 
+def test_a_baseline_keeps_each_rows_highest_ratio_over_its_runs(monkeypatch):
+    medians = iter([2.1, 2.4, 2.2])
+
+    def measured(target, rows, samples, sample_ms):
+        report = _report(next(medians), 0, 9)
+        report["target"] = {"device": "fake"}
+        return report
+
+    monkeypatch.setattr(gate, "measure", measured)
+    made = gate.make_baseline({"cuda/fake": {"stream_sync": C_FLOOR}}, runs=3, log=lambda line: None)
+    entry = made["targets"]["cuda/fake"]["rows"]["stream_sync"]
+    assert entry["ratio"] == 2.4 and entry["runs"] == [2.1, 2.4, 2.2] and entry["against"] == C_FLOOR
+    assert made["tool"] == gate.TOOL and made["runs"] == 3
+    monkeypatch.setattr(gate, "measure", lambda *a: _report(2.0, 1.9, 2.1, against=FLOOR) | {"target": {"device": "x"}})
+    with pytest.raises(gate.NotMeasured, match="no ratio to C floor"):
+        gate.make_baseline({"cuda/fake": {"stream_sync": C_FLOOR}}, runs=1, log=lambda line: None)
+
+
 def test_the_baseline_file_is_checked(tmp_path):
     path = tmp_path / "other.json"
     path.write_text(json.dumps({"tool": "ironaccel bench", "cases": []}))
