@@ -26,7 +26,8 @@ Outputs, in ``--out`` (default: a new scratch folder; ``--quick`` never writes i
 Modules: ``cases`` (what is timed, the goals), ``stats`` (timing and statistics), ``kernels`` (the
 launch rows' kernels), ``ours`` (ironaccel's side), ``floor_cuda`` / ``floor_vulkan`` /
 ``floor_webgpu`` / ``floor_opengl`` (the raw floors), ``cfloor`` (the C floor), ``peers``, ``report`` (the
-outputs), ``runner`` (a run and the command's options).
+outputs), ``runner`` (a run and the command's options), ``gate`` (the perf gate: ``--check BASELINE``, a
+hot path's ratio to its floor against the committed baseline's; ``--write-baseline``).
 """
 
 from .runner import HELP, SCHEMA, add_arguments, command, main, run

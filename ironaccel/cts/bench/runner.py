@@ -9,11 +9,11 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 from ...errors import InvalidArgument
 from ..results import PACKAGES, host_environment, now
-from . import cfloor, floor_cuda, floor_opengl, floor_vulkan, floor_webgpu, kernels, peers as peer_libraries
+from . import cfloor, floor_cuda, floor_opengl, floor_vulkan, floor_webgpu, gate, kernels, peers as peer_libraries
 from .cases import C_FLOOR, CUDA_GOALS, FLOOR, OURS, QUICK_SIZES, SIZES, Case, Impl, catalogue
 from .kernels import KernelCall
 from .ours import api_impls
@@ -108,12 +108,16 @@ def _others(dev: Any, stream: Any, sizes: tuple[int, ...], peers: bool, launches
 
 
 def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
-        sample_ms: float | None = None, log: Callable[[str], None] = print) -> dict[str, Any]:
-    """Benchmark one target; returns the report (see ``write``)."""
+        sample_ms: float | None = None, rows: Collection[str] | None = None,
+        log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Benchmark one target; returns the report (see ``write``). ``rows``: measure only these cases (by name),
+    and copies only of the sizes they name."""
     started = now()
     dev, name = open_target(target)
     info = dev.info
     sizes = QUICK_SIZES if quick else SIZES
+    if rows is not None:
+        sizes = tuple(n for n in SIZES if any(case in rows and nbytes == n for case, _, nbytes in catalogue(SIZES, True)))
     samples = samples or (9 if quick else 61)
     sample_ns = (sample_ms or (0.5 if quick else 3.0)) * 1e6
     cleanup: list[Callable[[], None]] = []
@@ -129,6 +133,8 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         goals = CUDA_GOALS if backend == "cuda" else {}
         cases = []
         for case_name, label, nbytes in catalogue(sizes, pinned is not None):
+            if rows is not None and case_name not in rows:
+                continue
             case = Case(case_name, label, nbytes=nbytes)
             if case_name in ours:
                 case.impls[OURS] = ours[case_name]
@@ -172,6 +178,7 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
         "compiled_hot_path": _compiled_hot_path(),
         "packages": host["packages"],
         "settings": {"quick": quick, "peers": peers, "samples": samples, "sample_ms": sample_ns / 1e6,
+                     **({"rows": sorted(rows)} if rows is not None else {}),
                      "bootstrap_resamples": BOOTSTRAP_RESAMPLES, "confidence": CONFIDENCE, "seed": SEED},
         "peers_unavailable": unavailable,
         "started": started,
@@ -217,6 +224,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: a new scratch folder, printed; "
                    "a measurement to keep: --out benchmarks/results, never with --quick)")
     p.add_argument("--quick", action="store_true", help="fewer sizes and samples: a smoke run, not a measurement")
+    p.add_argument("--check", metavar="BASELINE", help="the perf gate: measure the rows BASELINE names on its targets and "
+                   "exit 1 when a row's ratio to its floor got slower than the baseline's by more than its threshold "
+                   "(the table and reports into --out when given)")
+    p.add_argument("--write-baseline", metavar="BASELINE", help="measure the perf gate's rows on its targets (several "
+                   "runs each) and write BASELINE: on purpose, never in CI")
     p.add_argument("--table", metavar="FILE.json", help="measure nothing: print the README's Markdown table (C floor, "
                    "raw floor and peers columns) made from the bench JSON FILE.json")
     p.set_defaults(func=command)
@@ -226,6 +238,10 @@ def command(args: argparse.Namespace) -> int:
     if args.table:
         print(table(load(Path(args.table))), end="")
         return 0
+    if args.check:
+        return gate.check(Path(args.check), Path(args.out) if args.out else None)
+    if args.write_baseline:
+        return gate.write_baseline(Path(args.write_baseline))
     kept = _measurements_in(Path(args.out)) if args.quick and args.out else []
     if kept:
         print(f"ironaccel bench: --quick is a smoke run, not a measurement: it never writes into {args.out}, which "
