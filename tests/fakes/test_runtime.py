@@ -39,9 +39,16 @@ def _tables() -> dict[str, tuple[bytes, int, bool]]:
 
 
 TABLES = _tables()
-#: "{69A28E9F-2449-8B47-B030-C5DA330EA4E9}" -> "UNNAMED_69A28E9F": how a trace names a table its tracer did not know
-_UUID_NAMES = {"{%s-%s-%s-%s-%s}" % tuple(u.hex().upper()[a:b] for a, b in ((0, 8), (8, 12), (12, 16), (16, 20), (20, 32))):
-               name for name, (u, _, _) in TABLES.items()}
+
+
+def _uuid_text(uuid: bytes) -> str:
+    """How a trace writes a UUID: {69A28E9F-2449-8B47-B030-C5DA330EA4E9}."""
+    h = uuid.hex().upper()
+    return f"{{{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}}}"
+
+
+#: how a trace names a table its tracer did not know (by its UUID) -> the table's name here
+_UUID_NAMES = {_uuid_text(uuid): name for name, (uuid, _, _) in TABLES.items()}
 
 
 @pytest.fixture()
