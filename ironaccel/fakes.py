@@ -124,12 +124,13 @@ def toolchain() -> dict[str, tuple[Path, str]]:
     src = source_dir() / "toolchain"
     shims = {}
     for name, path in _real_toolchain().items():
-        soname = re.match(r"lib[\w.-]*?\.so\.\d+", Path(path).name)  # libnvrtc.so.13(.5.37) -> libnvrtc.so.13
+        soname = re.match(r"lib[\w.-]*?\.so\.(\d+)", Path(path).name)  # libnvrtc.so.13(.5.37) -> libnvrtc.so.13
         if soname is None:
             continue
         sources = [src / "shim.h", src / "shim.c", src / SHIMMED[name][1]]
         shim = cbuild.build("faketoolchain", soname.group(0), sources,
-                            (*_SHIM_CFLAGS, f"-Wl,-soname,{soname.group(0)}"), ("-lpthread", "-ldl"))
+                            (*_SHIM_CFLAGS, f"-Wl,-soname,{soname.group(0)}", f"-DSHIM_SONAME_MAJOR={soname.group(1)}"),
+                            ("-lpthread", "-ldl"))
         shims[name] = (shim, path)
     return shims
 

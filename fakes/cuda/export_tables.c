@@ -5,11 +5,11 @@
  * by what CUDA 13 runtimes (CuPy's, nvcc 13.0's) did with them here, and to be checked against traces of a real
  * driver (traces/, from tools/trace_h200.sh).
  *
- * A slot nobody is known to call holds unknown_slot, which says so on stderr and returns NOT_SUPPORTED
- * (never a NULL a caller would jump to). An unknown UUID is refused with INVALID_VALUE, as ZLUDA observed of
- * the real driver. With IRONACCEL_FAKE_LOG=<file>, every lookup and every call through a table is appended
- * to that file, one line each, in the tracer's format (tools/export_trace.c), so a trace taken on the H200
- * and one taken here compare line by line. */
+ * A slot nobody is known to call says so on stderr and returns NOT_SUPPORTED (never a NULL a caller would
+ * jump to), logging its table, slot and arguments. An unknown UUID is refused with INVALID_VALUE, as ZLUDA
+ * observed of the real driver. With IRONACCEL_FAKE_LOG=<file>, every lookup and every call through a table is
+ * appended to that file, one line each, in the tracer's format (tools/export_trace.c), so a trace taken on the
+ * H200 and one taken here compare line by line. */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdarg.h>
@@ -299,13 +299,48 @@ static uint32_t context_check_slot3(void) {
     return 0;
 }
 
-/* A slot no known program calls: said on stderr, refused, never a crash. */
-static CUresult unknown_slot(void) {
-    fake_log("a private driver function (an export-table slot) the fake does not know was called: "
-             "set IRONACCEL_FAKE_LOG=<file> to see which");
-    trace("call <unknown slot> -> %d", CUDA_ERROR_NOT_SUPPORTED);
+/* ---- UNNAMED_69A28E9F: slots a real driver answered for PyTorch, their purpose unknown ---- */
+
+/* The H200's trace (docs/cudart-traces/2026-12-02-h200/torch.log: a CUDA 13.0 driver, PyTorch 2.11) shows slots
+ * 19, 21, 24 and 25 called and each returning 0 (21 returned what looks like a leftover register: a void slot),
+ * with nothing to say what they did. Each answers as the trace shows, logging its first six arguments, and does
+ * nothing else: no program run on the fake has asked for this table (PyTorch on the fake does not). */
+#define OBSERVED_SLOT(table, slot)                                                                             \
+    static CUresult observed_##table##_##slot(uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3,          \
+                                               uintptr_t a4, uintptr_t a5) {                                     \
+        TRACED(table, slot, CUDA_SUCCESS, "%#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR \
+               ", %#" PRIxPTR, a0, a1, a2, a3, a4, a5);                                                       \
+        return CUDA_SUCCESS;                                                                                   \
+    }
+OBSERVED_SLOT(UNNAMED_69A28E9F, 19)
+OBSERVED_SLOT(UNNAMED_69A28E9F, 21)
+OBSERVED_SLOT(UNNAMED_69A28E9F, 24)
+OBSERVED_SLOT(UNNAMED_69A28E9F, 25)
+
+/* A slot no known program calls: said on stderr, refused, never a crash; logged with its table, slot and first
+ * six arguments. One function per table and slot (made below), so the log can name them. */
+static CUresult unknown_slot(const char *table, int slot, const uintptr_t a[6]) {
+    fake_log("a private driver function the fake does not know was called: slot %d of export table %s "
+             "(IRONACCEL_FAKE_LOG=<file> logs its arguments)", slot, table);
+    trace("call %s[%d](%#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR ") -> %d",
+          table, slot, a[0], a[1], a[2], a[3], a[4], a[5], CUDA_ERROR_NOT_SUPPORTED);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
+
+#define UNKNOWN_SLOT(table, slot)                                                                              \
+    static CUresult unknown_##table##_##slot(uintptr_t a0, uintptr_t a1, uintptr_t a2, uintptr_t a3,           \
+                                              uintptr_t a4, uintptr_t a5) {                                      \
+        return unknown_slot(#table, slot, (const uintptr_t[6]){a0, a1, a2, a3, a4, a5});                       \
+    }
+#define UNKNOWN_SLOTS_OF(name, ...) EXPORT_TABLE_SLOT_NUMBERS(UNKNOWN_SLOT, name)
+EXPORT_TABLES(UNKNOWN_SLOTS_OF)
+
+#define UNKNOWN_ADDRESS(table, slot) (const void *)(uintptr_t)unknown_##table##_##slot,
+static const void *const UNKNOWN[TABLE_COUNT][EXPORT_TABLE_SLOTS_MAX] = {
+#define UNKNOWN_ROW(name, ...) [TABLE_##name] = {EXPORT_TABLE_SLOT_NUMBERS(UNKNOWN_ADDRESS, name)},
+    EXPORT_TABLES(UNKNOWN_ROW)
+#undef UNKNOWN_ROW
+};
 
 /* The implemented slots: S(table, slot, function). */
 #define EXPORT_SLOTS(S)                                              \
@@ -324,7 +359,11 @@ static CUresult unknown_slot(void) {
     S(DEVICE_EXTENDED_RT, 13, device_slot13)                         \
     S(INTEGRITY_CHECK, 1, integrity_check)                           \
     S(CONTEXT_CHECKS, 2, context_check)                              \
-    S(CONTEXT_CHECKS, 3, context_check_slot3)
+    S(CONTEXT_CHECKS, 3, context_check_slot3)                        \
+    S(UNNAMED_69A28E9F, 19, observed_UNNAMED_69A28E9F_19)            \
+    S(UNNAMED_69A28E9F, 21, observed_UNNAMED_69A28E9F_21)            \
+    S(UNNAMED_69A28E9F, 24, observed_UNNAMED_69A28E9F_24)            \
+    S(UNNAMED_69A28E9F, 25, observed_UNNAMED_69A28E9F_25)
 
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
@@ -332,7 +371,7 @@ static void tables_fill(void) {
     for (int t = 0; t < TABLE_COUNT; t++)
         for (int s = 0; s < TABLE_INFO[t].nslots; s++)
             g_tables[t][s] = s == 0 && TABLE_INFO[t].sized ? (const void *)(uintptr_t)(TABLE_INFO[t].nslots * sizeof(void *))
-                                                           : (const void *)(uintptr_t)unknown_slot;
+                                                           : UNKNOWN[t][s];
 #define S(table, slot, fn) g_tables[TABLE_##table][slot] = (const void *)(uintptr_t)fn;
     EXPORT_SLOTS(S)
 #undef S
@@ -356,12 +395,12 @@ API CUresult cuGetExportTable(const void **table, const void *uuid) {
 }
 
 /** Control API for the trace replay (tests/fakes/test_runtime.py): 1 when the named table is known and its slot
- * does something of its own (not unknown_slot, not the size in slot 0), else 0. */
+ * does something of its own (not an unknown slot, not the size in slot 0), else 0. */
 API int ironaccel_fake_export_slot_implemented(const char *table, int slot) {
     pthread_once(&g_tables_once, tables_fill);
     for (int t = 0; t < TABLE_COUNT; t++)
         if (table && !strcmp(table, TABLE_INFO[t].name))
             return slot >= 0 && slot < TABLE_INFO[t].nslots && !(slot == 0 && TABLE_INFO[t].sized) &&
-                   g_tables[t][slot] != (const void *)(uintptr_t)unknown_slot;
+                   g_tables[t][slot] != UNKNOWN[t][slot];
     return 0;
 }

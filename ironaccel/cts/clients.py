@@ -84,6 +84,11 @@ CLIENTS = {
             fake_goal=0.90, fake_env=(("CUPY_ACCELERATORS", ""),),
             paths=tuple(f"cupy_tests/{d}_tests" for d in ("core", "creation", "manipulation", "math", "sorting",
                                                            "logic", "indexing", "statistics"))),
+        # The PyTorch smoke (issue 26, ironaccel/cts/torch_smoke.py): what needs machine code PyTorch's wheel or
+        # cuBLAS lacks PTX for is a skip naming that cause on the fake. PyTorch's on-disk kernel cache is off on
+        # the fake: a jiterator cubin cached by a run without the toolchain shims carries no PTX.
+        Client("pytorch", "torch", (FAKE, NVIDIA), pyargs="ironaccel.cts.torch_smoke",
+               fake_env=(("USE_PYTORCH_KERNEL_CACHE", "0"),)),
     )
 }
 

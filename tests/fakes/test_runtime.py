@@ -41,6 +41,16 @@ def _tables() -> dict[str, tuple[bytes, int, bool]]:
 TABLES = _tables()
 
 
+def _uuid_text(uuid: bytes) -> str:
+    """How a trace writes a UUID: {69A28E9F-2449-8B47-B030-C5DA330EA4E9}."""
+    h = uuid.hex().upper()
+    return f"{{{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}}}"
+
+
+#: how a trace names a table its tracer did not know (by its UUID) -> the table's name here
+_UUID_NAMES = {_uuid_text(uuid): name for name, (uuid, _, _) in TABLES.items()}
+
+
 @pytest.fixture()
 def lib(cuda):
     return ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)
@@ -286,6 +296,31 @@ def _calls(log: str) -> list[tuple[str, ...]]:
     return out
 
 
+#: A child that looks up UNNAMED_69A28E9F and calls slot 24 (one the H200's PyTorch trace shows answered with 0)
+#: and slot 3 (one no trace shows) with arguments 1..6; prints both results.
+_SLOTS_CHILD = f"""
+import ctypes
+lib = ctypes.CDLL("libcuda.so.1")
+assert lib.cuInit(0) == 0
+table = ctypes.c_void_p()
+assert lib.cuGetExportTable(ctypes.byref(table), {TABLES["UNNAMED_69A28E9F"][0]!r}) == 0
+slots = ctypes.cast(table, ctypes.POINTER(ctypes.c_void_p))
+call = lambda n: ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_uint64] * 6)(slots[n])(1, 2, 3, 4, 5, 6)
+print(call(24), call(3))
+"""
+
+
+def test_slots_of_a_table_pytorch_asks_for_answer_as_traced_and_the_rest_refuse_with_a_logged_call(tmp_path):
+    """UNNAMED_69A28E9F (34 slots, asked for by PyTorch on the H200): a slot the real driver's trace shows
+    answers 0, as there; any other is NOT_SUPPORTED; both are logged with their table, slot and arguments."""
+    proc, log = _run_logged([sys.executable, "-c", _SLOTS_CHILD], tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["0", "801"]  # 801: CUDA_ERROR_NOT_SUPPORTED
+    assert "call UNNAMED_69A28E9F[24](0x1, 0x2, 0x3, 0x4, 0x5, 0x6) -> 0" in log, log
+    assert "call UNNAMED_69A28E9F[3](0x1, 0x2, 0x3, 0x4, 0x5, 0x6) -> 801" in log, log
+    assert "slot 3 of export table UNNAMED_69A28E9F" in proc.stderr
+
+
 def _needs_cupy():
     if importlib.util.find_spec("cupy") is None:
         pytest.skip("CuPy is not installed (pip install cupy-cuda13x)")
@@ -352,8 +387,9 @@ def test_the_real_drivers_traces_replay_on_the_fake(fake):
     missing = []
     for path in traces:
         for call in _calls(path.read_text()):
-            if call[0] == "export_table" and call[2] == "0" and call[1] not in TABLES:
+            table = _UUID_NAMES.get(call[1], call[1])  # a table the tracer did not know is named by its UUID
+            if call[0] == "export_table" and call[2] == "0" and table not in TABLES:
                 missing.append(f"{path.name}: table {call[1]}")
-            elif call[0] == "call" and not implemented(call[1].encode(), int(call[2])):
+            elif call[0] == "call" and not implemented(table.encode(), int(call[2])):
                 missing.append(f"{path.name}: {call[1]}[{call[2]}]")
     assert not missing, sorted(set(missing))

@@ -151,6 +151,32 @@ def test_nvjitlink_links_ptx_modules_into_a_cubin_that_runs():
     assert result["y"] == TWICE_PLUS_ONE
 
 
+def test_nvjitlink_versioned_names_link_through_the_shim():
+    """Code built against nvJitLink's header (libcusparse, which PyTorch loads at import) calls the versioned
+    names, __nvJitLinkCreate_13_0 and the like: the shim exports them, and a link made through them gives a
+    cubin that carries its PTX; a version the real library lacks is an error at the call, never a crash."""
+    result, _ = _child(f'''
+        shim = ctypes.CDLL("libnvJitLink.so.13", mode=os.RTLD_NOLOAD)
+        v = lambda name, minor: getattr(shim, f"__nvJitLink{{name}}_13_{{minor}}")
+        ptx = nvrtc({APPLY!r}, "PTX", "-arch=compute_90")
+        h = ctypes.c_void_p()
+        assert v("Create", 0)(ctypes.byref(h), 1, (ctypes.c_char_p * 1)(b"-arch=sm_90")) == 0
+        assert v("AddData", 0)(h, 2, ptx, ctypes.c_size_t(len(ptx)), b"apply.ptx") == 0  # 2: PTX
+        assert v("Complete", 0)(h) == 0
+        size = ctypes.c_size_t()
+        assert v("GetLinkedCubinSize", 0)(h, ctypes.byref(size)) == 0
+        cubin = ctypes.create_string_buffer(size.value)
+        assert v("GetLinkedCubin", 0)(h, cubin) == 0
+        assert v("Destroy", 0)(ctypes.byref(h)) == 0
+        unknown = v("Create", 9)(ctypes.byref(ctypes.c_void_p()), 0, None)  # no real nvJitLink 13.9 yet
+        err, mod, log = load(cubin.raw)
+        print(json.dumps({{"load": err, "log": log, "y": run_apply(mod) if mod else None, "unknown": unknown}}))
+    ''')
+    assert result["load"] == "CUDA_SUCCESS", result["log"]
+    assert result["y"] == THRICE_PLUS_ONE
+    assert result["unknown"] == 6  # NVJITLINK_ERROR_INTERNAL: the real library has no __nvJitLinkCreate_13_9
+
+
 def test_nvjitlink_takes_the_ptx_of_cubin_inputs_and_lto_ir():
     """A shim cubin as an input (its PTX comes with it, even though nvJitLink copies its PTX section into the
     output) and an all-LTO-IR link (its PTX made by the real nvJitLink with -ptx)."""

@@ -23,15 +23,48 @@ static RealLibrary g_nvjitlink = REAL_LIBRARY("IRONACCEL_FAKE_NVJITLINK_LIBRARY"
 
 #define REAL_AS(var, name, params) \
     nvJitLinkResult(*var) params = (nvJitLinkResult(*) params)shim_real(&g_nvjitlink, #name)
-#define REAL(name, params) REAL_AS(real, name, params)
 
-#define FORWARD(name, params, args)                           \
-    API nvJitLinkResult name params {                         \
-        REAL(name, params);                                   \
-        return real ? real args : NVJITLINK_ERROR_INTERNAL;   \
-    }
+/* Each function below is exported under its plain name (what dlsym users such as cuda.bindings ask for) and
+ * under the versioned names the header maps calls to (__nvJitLinkCreate_13_0 ... _13_9: code built against
+ * nvJitLink 13.N calls __nvJitLinkCreate_13_N, e.g. libcusparse), each forwarding to the real library's
+ * function of the same name. A version the real library lacks fails at the call with
+ * NVJITLINK_ERROR_INTERNAL and a line on stderr. SHIM_SONAME_MAJOR (the soname's number) comes from
+ * ironaccel.fakes.toolchain(). The shim defines no symbol versions: a reference to
+ * __nvJitLinkCreate_13_0@libnvJitLink.so.13 binds to a library without version definitions (ld.so accepts it). */
+#ifndef SHIM_SONAME_MAJOR
+#error "build with -DSHIM_SONAME_MAJOR=<the soname's number> (ironaccel.fakes.toolchain() does)"
+#endif
+#define ARGS(...) __VA_ARGS__
+#define VERSIONED__(name, major, minor) __##name##_##major##_##minor
+#define VERSIONED_(name, major, minor) VERSIONED__(name, major, minor) /* expands major before pasting */
+#define VERSIONED(name, minor) VERSIONED_(name, SHIM_SONAME_MAJOR, minor)
+#define EXPORT_AS_(exported, core, params, args) \
+    API nvJitLinkResult exported params { return core(shim_real(&g_nvjitlink, #exported), ARGS args); }
+#define EXPORT_AS(exported, core, params, args) EXPORT_AS_(exported, core, params, args)
+#define EXPORT(name, core, params, args)                                                                   \
+    EXPORT_AS(name, core, params, args)                                                                    \
+    EXPORT_AS(VERSIONED(name, 0), core, params, args) EXPORT_AS(VERSIONED(name, 1), core, params, args)    \
+    EXPORT_AS(VERSIONED(name, 2), core, params, args) EXPORT_AS(VERSIONED(name, 3), core, params, args)    \
+    EXPORT_AS(VERSIONED(name, 4), core, params, args) EXPORT_AS(VERSIONED(name, 5), core, params, args)    \
+    EXPORT_AS(VERSIONED(name, 6), core, params, args) EXPORT_AS(VERSIONED(name, 7), core, params, args)    \
+    EXPORT_AS(VERSIONED(name, 8), core, params, args) EXPORT_AS(VERSIONED(name, 9), core, params, args)
 
-FORWARD(nvJitLinkVersion, (unsigned *major, unsigned *minor), (major, minor))
+/* `real`: the function a shim function is given (fn: the real library's function of the name called). */
+#define AS_REAL(params) nvJitLinkResult(*real) params = (nvJitLinkResult(*) params)fn
+
+/* A function the shim passes through unchanged. */
+#define FORWARD(name, params, args)                                              \
+    static nvJitLinkResult forward_##name(void *fn, ARGS params) {               \
+        AS_REAL(params);                                                         \
+        return real ? real args : NVJITLINK_ERROR_INTERNAL;                      \
+    }                                                                            \
+    EXPORT(name, forward_##name, params, args)
+
+/* nvJitLinkVersion has no versioned names. */
+API nvJitLinkResult nvJitLinkVersion(unsigned *major, unsigned *minor) {
+    REAL_AS(real, nvJitLinkVersion, (unsigned *, unsigned *));
+    return real ? real(major, minor) : NVJITLINK_ERROR_INTERNAL;
+}
 FORWARD(nvJitLinkGetLinkedPtxSize, (nvJitLinkHandle h, size_t *size), (h, size))
 FORWARD(nvJitLinkGetLinkedPtx, (nvJitLinkHandle h, char *ptx), (h, ptx))
 FORWARD(nvJitLinkGetLinkedLTOIRSize, (nvJitLinkHandle h, size_t *size), (h, size))
@@ -83,8 +116,8 @@ static void link_free(Link *l) {
     free(l);
 }
 
-API nvJitLinkResult nvJitLinkCreate(nvJitLinkHandle *h, uint32_t n, const char **options) {
-    REAL(nvJitLinkCreate, (nvJitLinkHandle *, uint32_t, const char **));
+static nvJitLinkResult shim_create(void *fn, nvJitLinkHandle *h, uint32_t n, const char **options) {
+    AS_REAL((nvJitLinkHandle *, uint32_t, const char **));
     if (!real) return NVJITLINK_ERROR_INTERNAL;
     nvJitLinkResult rc = real(h, n, options);
     if (rc != NVJITLINK_SUCCESS || !h || !*h) return rc;
@@ -104,9 +137,10 @@ API nvJitLinkResult nvJitLinkCreate(nvJitLinkHandle *h, uint32_t n, const char *
     pthread_mutex_unlock(&g_mu);
     return rc;
 }
+EXPORT(nvJitLinkCreate, shim_create, (nvJitLinkHandle *h, uint32_t n, const char **options), (h, n, options))
 
-API nvJitLinkResult nvJitLinkDestroy(nvJitLinkHandle *h) {
-    REAL(nvJitLinkDestroy, (nvJitLinkHandle *));
+static nvJitLinkResult shim_destroy(void *fn, nvJitLinkHandle *h) {
+    AS_REAL((nvJitLinkHandle *));
     if (!real) return NVJITLINK_ERROR_INTERNAL;
     if (h && *h) {
         pthread_mutex_lock(&g_mu);
@@ -121,6 +155,7 @@ API nvJitLinkResult nvJitLinkDestroy(nvJitLinkHandle *h) {
     }
     return real(h);
 }
+EXPORT(nvJitLinkDestroy, shim_destroy, (nvJitLinkHandle *h), (h))
 
 static int is_elf(const uint8_t *b, size_t n) { return n >= 4 && !memcmp(b, "\x7f" "ELF", 4); }
 static int is_fatbin(const uint8_t *b, size_t n) { return n >= 4 && b[0] == 0x50 && b[1] == 0xED && b[2] == 0x55 && b[3] == 0xBA; }
@@ -181,16 +216,18 @@ done:
     pthread_mutex_unlock(&g_mu);
 }
 
-API nvJitLinkResult nvJitLinkAddData(nvJitLinkHandle h, int type, const void *data, size_t size, const char *name) {
-    REAL(nvJitLinkAddData, (nvJitLinkHandle, int, const void *, size_t, const char *));
+static nvJitLinkResult shim_add_data(void *fn, nvJitLinkHandle h, int type, const void *data, size_t size, const char *name) {
+    AS_REAL((nvJitLinkHandle, int, const void *, size_t, const char *));
     if (!real) return NVJITLINK_ERROR_INTERNAL;
     nvJitLinkResult rc = real(h, type, data, size, name);
     if (rc == NVJITLINK_SUCCESS && data && size) keep_input(h, type, data, size, name);
     return rc;
 }
+EXPORT(nvJitLinkAddData, shim_add_data, (nvJitLinkHandle h, int type, const void *data, size_t size, const char *name),
+       (h, type, data, size, name))
 
-API nvJitLinkResult nvJitLinkAddFile(nvJitLinkHandle h, int type, const char *path) {
-    REAL(nvJitLinkAddFile, (nvJitLinkHandle, int, const char *));
+static nvJitLinkResult shim_add_file(void *fn, nvJitLinkHandle h, int type, const char *path) {
+    AS_REAL((nvJitLinkHandle, int, const char *));
     if (!real) return NVJITLINK_ERROR_INTERNAL;
     nvJitLinkResult rc = real(h, type, path);
     if (rc != NVJITLINK_SUCCESS) return rc;
@@ -210,6 +247,7 @@ API nvJitLinkResult nvJitLinkAddFile(nvJitLinkHandle h, int type, const char *pa
     if (f) fclose(f);
     return rc;
 }
+EXPORT(nvJitLinkAddFile, shim_add_file, (nvJitLinkHandle h, int type, const char *path), (h, type, path))
 
 /* The PTX the real nvJitLink makes of the LTO-IR inputs: a link of them alone with the same options and
  * -ptx; NULL (reason in why) when it fails. */
@@ -247,8 +285,8 @@ static char *ltoir_ptx(Link *l, char *why, size_t whylen) {
     return ptx;
 }
 
-API nvJitLinkResult nvJitLinkComplete(nvJitLinkHandle h) {
-    REAL(nvJitLinkComplete, (nvJitLinkHandle));
+static nvJitLinkResult shim_complete(void *fn, nvJitLinkHandle h) {
+    AS_REAL((nvJitLinkHandle));
     if (!real) return NVJITLINK_ERROR_INTERNAL;
     nvJitLinkResult rc = real(h);
     if (rc != NVJITLINK_SUCCESS) return rc;
@@ -264,6 +302,7 @@ API nvJitLinkResult nvJitLinkComplete(nvJitLinkHandle h) {
     pthread_mutex_unlock(&g_mu);
     return rc;
 }
+EXPORT(nvJitLinkComplete, shim_complete, (nvJitLinkHandle h), (h))
 
 /* The linked cubin to return: the real one, with the inputs' PTX when they all carry it. */
 static nvJitLinkResult linked_cubin(nvJitLinkHandle h, Link **out) {
@@ -294,8 +333,8 @@ static nvJitLinkResult linked_cubin(nvJitLinkHandle h, Link **out) {
     return NVJITLINK_SUCCESS;
 }
 
-API nvJitLinkResult nvJitLinkGetLinkedCubinSize(nvJitLinkHandle h, size_t *size) {
-    REAL(nvJitLinkGetLinkedCubinSize, (nvJitLinkHandle, size_t *));
+static nvJitLinkResult shim_cubin_size(void *fn, nvJitLinkHandle h, size_t *size) {
+    AS_REAL((nvJitLinkHandle, size_t *));
     if (!real) return NVJITLINK_ERROR_INTERNAL;
     nvJitLinkResult rc = real(h, size); /* the real answer first: errors, and before the link completed */
     if (rc != NVJITLINK_SUCCESS) return rc;
@@ -306,9 +345,10 @@ API nvJitLinkResult nvJitLinkGetLinkedCubinSize(nvJitLinkHandle h, size_t *size)
     pthread_mutex_unlock(&g_mu);
     return rc;
 }
+EXPORT(nvJitLinkGetLinkedCubinSize, shim_cubin_size, (nvJitLinkHandle h, size_t *size), (h, size))
 
-API nvJitLinkResult nvJitLinkGetLinkedCubin(nvJitLinkHandle h, void *cubin) {
-    REAL(nvJitLinkGetLinkedCubin, (nvJitLinkHandle, void *));
+static nvJitLinkResult shim_cubin(void *fn, nvJitLinkHandle h, void *cubin) {
+    AS_REAL((nvJitLinkHandle, void *));
     if (!real) return NVJITLINK_ERROR_INTERNAL;
     size_t size;
     nvJitLinkResult rc = nvJitLinkGetLinkedCubinSize(h, &size);
@@ -319,3 +359,4 @@ API nvJitLinkResult nvJitLinkGetLinkedCubin(nvJitLinkHandle h, void *cubin) {
     pthread_mutex_unlock(&g_mu);
     return l ? NVJITLINK_SUCCESS : real(h, cubin);
 }
+EXPORT(nvJitLinkGetLinkedCubin, shim_cubin, (nvJitLinkHandle h, void *cubin), (h, cubin))

@@ -2,7 +2,7 @@
 # Traces of the export tables on a real driver (the H200), the spec fakes/cuda/export_tables.c follows:
 # builds export_trace.so, then runs under it, each into its own trace in $OUT:
 #   cupy.log   CuPy start-up and tools/cupy_smoke.py (if CuPy is installed; CUB/Thrust on, as CuPy defaults)
-#   torch.log  tools/torch_smoke.py (if PyTorch is installed)
+#   torch.log  the PyTorch smoke, python3 -m ironaccel.cts.torch_smoke (if PyTorch is installed)
 #   nvcc.log   tools/runtime_smoke.cu built by nvcc (if nvcc is on PATH or in /usr/local/cuda/bin)
 # and writes driver.txt (driver version, GPU) and each program's output (*.out). Then runs the same programs on
 # the fake libcuda (ironaccel.fakes.child_env(), IRONACCEL_FAKE_LOG): fake-<name>.out and fake-<name>.log, CuPy
@@ -25,7 +25,7 @@ traced() { # name, command...
 
 if python3 -c 'import cupy' 2>/dev/null; then traced cupy python3 "$here/cupy_smoke.py"
 else echo "cupy: not installed" | tee -a "$OUT/driver.txt"; fi
-if python3 -c 'import torch' 2>/dev/null; then traced torch python3 "$here/torch_smoke.py"
+if python3 -c 'import torch' 2>/dev/null; then traced torch env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" python3 -m ironaccel.cts.torch_smoke
 else echo "torch: not installed" | tee -a "$OUT/driver.txt"; fi
 nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 if [ -n "$nvcc" ] && "$nvcc" -gencode arch=compute_90,code=compute_90 -gencode arch=compute_90,code=sm_90 \
@@ -45,6 +45,6 @@ sys.exit(subprocess.run(sys.argv[2:], env=env).returncode)' "$@" > "$OUT/fake-$n
     echo "fake $name: exit $?" | tee -a "$OUT/driver.txt"
 }
 if python3 -c 'import cupy' 2>/dev/null; then on_fake cupy CUPY_ACCELERATORS= python3 "$here/cupy_smoke.py"; fi
-if python3 -c 'import torch' 2>/dev/null; then on_fake torch "" python3 "$here/torch_smoke.py"; fi
+if python3 -c 'import torch' 2>/dev/null; then on_fake torch USE_PYTORCH_KERNEL_CACHE=0 python3 -m ironaccel.cts.torch_smoke; fi
 if [ -x "$work/runtime_smoke" ]; then on_fake nvcc "" "$work/runtime_smoke"; fi
 rm -rf "$work"
