@@ -1,4 +1,4 @@
-"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fake, clients, bench."""
+"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fake, clients, bench, expectations."""
 
 from __future__ import annotations
 
@@ -389,6 +389,11 @@ def parser() -> argparse.ArgumentParser:
     from . import bench  # its options and ``func=bench.command`` live with the benchmark
 
     bench.add_arguments(sub.add_parser("bench", help=bench.HELP))
+
+    from . import expectations  # its options and ``func`` live with the expectations files
+
+    expectations.add_arguments(sub.add_parser("expectations", help="expectations files: `update --from RUN` adds "
+                                              "a run's new failures and flakes, removes entries whose tests pass"))
 
     from . import report  # its options and ``func=report.command`` live with the site builder
 

@@ -13,8 +13,9 @@ With a target it:
   selection in the results file; the others are deselected, not recorded;
 * with ``--baseline DIR``, compares the run with the target's results file there (``judge.compare``):
   new failures, fixes, newly flaky tests; exit code ``judge.EXIT_REGRESSION`` on a regression;
-* applies ``conformance/expectations/<backend>-<driver>.txt`` (``id  xfail|skip|flaky  reason``; id is a
-  clause id or a test-id prefix; entries that match nothing are reported as warnings);
+* applies ``conformance/expectations/<backend>-<driver>.txt`` (``ironaccel.cts.expectations``: id, outcome,
+  tags, bug, reason) where the entry's tags hold for the device; entries that match nothing, have no bug
+  reference or have expired are reported as warnings;
 * records not-supported only from ``Device.supports`` (the ``require`` fixture);
 * keeps the digests a test passes to ``record_output`` in its entry (``outputs``), for STATUS.md's
   cross-target agreement table;
@@ -30,27 +31,27 @@ With a target it:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from . import judge, results
+from . import expectations, judge, results
 from ..errors import IronAccelError
 from .judge import EXIT_REGRESSION, Comparison
 from .results import Outcome, RunStatus
 from .selection import Selection
 
 NOT_SUPPORTED_PREFIX = "not-supported: "
-#: What an expectations entry can say of a test (the outcome it then gets).
-EXPECTATION_KINDS = (Outcome.XFAIL, Outcome.SKIP, Outcome.FLAKY)
 VALIDATION_LAYER_JSON = "/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"
 
 
@@ -123,39 +124,6 @@ def _load_hypothesis_profile() -> None:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
-@dataclass
-class Expectation:
-    key: str
-    kind: Outcome  # one of EXPECTATION_KINDS
-    reason: str
-    used: bool = False
-
-
-def load_expectations(path: Path) -> list[Expectation]:
-    """The entries of an expectations file (none when there is no file); UsageError naming the file and the
-    problem for one that cannot be read as UTF-8 text."""
-    out: list[Expectation] = []
-    if not path.exists() and not path.is_symlink():
-        return out
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except IsADirectoryError:
-        raise pytest.UsageError(f"expectations {path}: a directory, not a file") from None
-    except OSError as exc:
-        raise pytest.UsageError(f"expectations {path}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise pytest.UsageError(f"expectations {path}: not UTF-8 text (offset {exc.start})") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 2)
-        if len(parts) < 3 or parts[1] not in EXPECTATION_KINDS:
-            raise pytest.UsageError(f"{path}:{n}: expected `id  xfail|skip|flaky  reason`, got {line!r}")
-        out.append(Expectation(parts[0], Outcome(parts[1]), parts[2]))
-    return out
-
-
 def test_id(item: pytest.Item) -> str:
     """A test's id independent of where pytest was started: ``test_mem.py::test_alloc[1]``."""
     return Path(item.nodeid.split("::", 1)[0]).name + "::" + item.nodeid.split("::", 1)[1]
@@ -176,7 +144,10 @@ class Conformance:
         self.parts = current([self.target.name]).parts(self.target.name)
         exp = config.getoption("--expectations")
         self.expectations_path = Path(exp) if exp else self.target.expectations_file
-        self.expectations = load_expectations(self.expectations_path)
+        try:
+            self.expectations = expectations.load(self.expectations_path)
+        except expectations.ExpectationsError as exc:
+            raise pytest.UsageError(str(exc)) from None
         out = config.getoption("--results-json")
         self.results_path = Path(out) if out else None
         try:
@@ -230,6 +201,15 @@ class Conformance:
             pytest.fail(self.device_error, pytrace=False)
         return self.device
 
+    def facts(self) -> dict[str, str]:
+        """What expectations' tags are evaluated against: the device (opened for it only when a tag reads it;
+        none when it cannot be opened: every test then fails saying why) and this machine's OS."""
+        if self.device is None and not self.device_error and any(e.needs_device for e in self.expectations):
+            with contextlib.suppress(pytest.fail.Exception):
+                self.open_device()
+        info = self.device.info if self.device is not None else None
+        return expectations.facts(info.driver_version, info.name, info.vendor) if info else expectations.facts()
+
     # -- pytest hooks (this object is registered as a plugin) ----------------------------------------
     def pytest_report_header(self) -> list[str]:
         return [f"ironaccel target: {self.target.name}  suite hash: {self.parts['suite']}  "
@@ -243,6 +223,9 @@ class Conformance:
             unknown = [c for c in mark.args if c not in self.clauses]
             if unknown:
                 raise pytest.UsageError(f"{item.nodeid}: clause(s) {unknown} are not defined in SPEC.md")
+        today = date.today()
+        run_facts = self.facts()
+        applicable = [e for e in self.expectations if e.applies(run_facts, today)]
         pairs = [(test_id(i), i.get_closest_marker("clause").args) for i in items]
         chosen = self.selection.chosen(pairs)
         if self.selection.shard and not chosen:  # fewer selected tests than shards: this one has none, and that is fine
@@ -255,8 +238,8 @@ class Conformance:
                 self.nodeids[item.nodeid] = tid
                 self.tests[tid] = {"id": tid, "clauses": list(mark.args), "outcome": Outcome.NOT_RUN.value,
                                    "duration": 0.0, "message": ""}
-            for exp in self.expectations:
-                if exp.key in mark.args or tid.startswith(exp.key):
+            for exp in applicable:
+                if exp.matches(tid, mark.args):
                     exp.used = True
                     reason = f"{self.expectations_path.name}: {exp.reason}"
                     if exp.kind == Outcome.XFAIL:
@@ -265,9 +248,11 @@ class Conformance:
                         item.add_marker(pytest.mark.skip(reason=reason))
                     else:
                         self.flaky.add(tid)
-        for exp in self.expectations:
+        for exp in applicable:
             if not exp.used:
                 warnings.warn(f"{self.expectations_path.name}: expectation {exp.key!r} matches no test", stacklevel=1)
+        for text in expectations.warnings_for(self.expectations, self.expectations_path.name, today):
+            warnings.warn(text, stacklevel=1)
         deselected = [item for item in items if item.nodeid not in self.nodeids]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
