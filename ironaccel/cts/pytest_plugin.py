@@ -22,8 +22,9 @@ With a target it:
 * fails a test that leaves driver diagnostics (``Device.diagnostics()``, e.g. Vulkan validation messages);
 * writes the results file (``--results-json``; schema in ``ironaccel.cts.results``) after every test, so a run
   that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``;
-* under pytest-rerunfailures (``--reruns 1``, as ``ironaccel certify`` runs it) records a test that failed
-  and then passed when re-run as ``flaky``, never ``pass``; one that failed both times is ``fail``;
+* under pytest-rerunfailures (``--reruns N``: ``ironaccel certify --retries N``, 1 by default) records a test
+  that failed and then passed when re-run as ``flaky``, never ``pass``; one that failed every time is ``fail``;
+  a re-run test's entry records ``tries`` (attempts made; re-runs stop at the first pass) and ``passes``;
 * with ``--watch-file PATH`` (certify passes one), writes there which test phase is running, since when and
   its time limit (``Watch``), so the runner can stop a test that hangs where pytest-timeout's signal cannot
   reach it (a native wait) or name the test a crash happened in, and go on with the rest.
@@ -173,6 +174,7 @@ class Conformance:
         self.flaky: set[str] = set()
         self.empty_shard = ""  # why this run has no test though its selection has some (``pytest_collection_modifyitems``)
         self.reruns: dict[str, str] = {}  # test id -> why its first attempt failed (pytest-rerunfailures)
+        self.failed_tries: dict[str, int] = {}  # test id -> attempts that failed and were re-run
 
     # -- the device under test ----------------------------------------------------------------------
     def open_device(self) -> Any:
@@ -274,7 +276,8 @@ class Conformance:
             return
         wasxfail = hasattr(report, "wasxfail")
         if report.outcome == "rerun":  # pytest-rerunfailures: this attempt failed and the test runs again
-            self.reruns[tid] = f"[{report.when}] {_message(report)}"
+            self.reruns.setdefault(tid, f"[{report.when}] {_message(report)}")
+            self.failed_tries[tid] = self.failed_tries.get(tid, 0) + 1
             entry = self.tests[tid]
             entry.update(outcome=Outcome.NOT_RUN.value, message="", duration=round(entry["duration"] + report.duration, 4))
             return
@@ -337,12 +340,15 @@ class Conformance:
         entry["duration"] = round(entry["duration"] + duration, 4)
         if entry["outcome"] == Outcome.FAIL or (entry["outcome"] == Outcome.FLAKY and outcome != Outcome.FAIL):
             return
+        if tid in self.reruns:
+            entry.update(tries=self.failed_tries[tid] + 1, passes=int(outcome in (Outcome.PASS, Outcome.XPASS)))
         if outcome == Outcome.FAIL and tid in self.flaky:
             outcome = Outcome.FLAKY
         elif outcome == Outcome.PASS and tid in self.reruns:
-            outcome, message = Outcome.FLAKY, f"passed only when re-run; the first attempt failed: {self.reruns[tid]}"
+            outcome, message = Outcome.FLAKY, (f"passed only when re-run (at try {entry['tries']}); the first attempt "
+                                               f"failed: {self.reruns[tid]}")
         elif outcome == Outcome.FAIL and tid in self.reruns:
-            message = f"failed again when re-run: {message}"
+            message = f"failed again when re-run ({entry['tries']} tries): {message}"
         entry.update(outcome=outcome.value, message=message[:2000])
 
     def document(self, status: str, message: str = "") -> dict[str, Any]:
