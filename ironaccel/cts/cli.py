@@ -1,4 +1,5 @@
-"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fake, clients, bench, expectations."""
+"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fake, clients, bench, expectations,
+repro."""
 
 from __future__ import annotations
 
@@ -395,6 +396,11 @@ def parser() -> argparse.ArgumentParser:
     from . import bench  # its options and ``func=bench.command`` live with the benchmark
 
     bench.add_arguments(sub.add_parser("bench", help=bench.HELP))
+
+    from . import repro  # its options and ``func`` live with the repro writer
+
+    repro.add_arguments(sub.add_parser("repro", help="write a standalone script (no ironaccel) that reproduces "
+                                       "a conformance test's wrong kernel values on a target"))
 
     from . import expectations  # its options and ``func`` live with the expectations files
 
