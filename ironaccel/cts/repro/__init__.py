@@ -146,7 +146,23 @@ def repro(test: str, target: str, out: Path, reference: str = DEFAULT_REFERENCE,
         raise NoRepro(f"no standalone repro generator for the {backend} backend (there are: "
                       f"{', '.join(generate.BACKENDS)})")
     case = find_case(test, target, record(target, test, suite), reference, record(reference, test, suite))
-    return generate.write(case, backend, targets.get(target).environment(), Path(out))
+    return generate.write(case, backend, environment(target), Path(out))
+
+
+def environment(target: str) -> dict[str, str]:
+    """The variables that make a process without ironaccel load the target's driver: the target's selection,
+    and for our fake CUDA driver the library paths ``ironaccel fake run`` would set (where this machine built it)."""
+    import os
+
+    from .. import targets
+
+    t = targets.get(target)
+    env = t.environment()
+    if t.backend == "cuda" and t.simulated:
+        from ...fakes import child_env
+
+        env.update({k: v for k, v in child_env().items() if os.environ.get(k) != v})
+    return env
 
 
 def add_arguments(p: Any) -> None:

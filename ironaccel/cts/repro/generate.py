@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 BACKENDS = {
     "webgpu": ("wgpu-py (wgpu-native)", "numpy wgpu"),
     "opengl": ("moderngl over headless EGL", "numpy moderngl glcontext"),
+    "vulkan": ("the Vulkan API (the `vulkan` package's cffi bindings)", "numpy vulkan"),
+    "cuda": ("the CUDA driver API and NVRTC (cuda.bindings)", "numpy cuda-bindings nvidia-cuda-nvrtc"),
+    "opencl": ("pyopencl", "numpy pyopencl"),
 }
 
 
@@ -91,6 +94,7 @@ if any(k not in os.environ for k in ENVIRONMENT):
 DEVICE = {re.escape(case.device)!r}  # the device the test failed on (a regular expression)
 ENTRY = {case.kernel!r}
 LANG = {case.lang!r}
+OPTIONS = {tuple(case.options)!r}  # the compiler options the suite passed
 GRID = {tuple(case.grid)!r}
 BLOCK = {tuple(case.block)!r}
 ARGS = {case.args!r}  # in launch order: ("buffer", k) or ("scalar", dtype, value)
