@@ -54,6 +54,7 @@ class Case:
     inputs: list[np.ndarray]  # per buffer argument, its bytes before the launch
     expected: list[np.ndarray]  # the reference's bytes after it
     observed: list[np.ndarray]  # the target's bytes after it
+    readable: str = ""  # for a binary source, the text it was compiled from (when the target has one)
 
 
 @dataclass
@@ -146,6 +147,9 @@ def repro(test: str, target: str, out: Path, reference: str = DEFAULT_REFERENCE,
         raise NoRepro(f"no standalone repro generator for the {backend} backend (there are: "
                       f"{', '.join(generate.BACKENDS)})")
     case = find_case(test, target, record(target, test, suite), reference, record(reference, test, suite))
+    if isinstance(case.source, bytes):  # a binary (SPIR-V): show the text it was made from, where the target has it
+        case.readable = next((text for d in targets.get(target).kernels if d.lang != case.lang
+                              and isinstance(text := d.source(case.kernel), str)), "")
     return generate.write(case, backend, environment(target), Path(out))
 
 

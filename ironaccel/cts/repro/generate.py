@@ -39,6 +39,14 @@ def _literal(source: str | bytes) -> str:
     return repr(source)
 
 
+def _comment(case: Case) -> str:
+    """For a binary kernel, the text it was compiled from, as comment lines ("" for none)."""
+    if not case.readable:
+        return ""
+    lines = [f"# SOURCE is {case.lang} compiled from this source (the suite's file of kernel {case.kernel!r}):"]
+    return "\n".join(lines + [f"#   {ln}".rstrip() for ln in case.readable.splitlines()]) + "\n"
+
+
 def _b64(data: bytes) -> str:
     lines = textwrap.wrap(base64.b64encode(data).decode(), 100)
     return "(\n" + "".join(f'    b"{ln}"\n' for ln in lines) + ")"
@@ -100,7 +108,7 @@ BLOCK = {tuple(case.block)!r}
 ARGS = {case.args!r}  # in launch order: ("buffer", k) or ("scalar", dtype, value)
 BUFFERS = {len(case.inputs)}
 SOURCE = {_literal(case.source)}
-# per buffer k: in<k> (its bytes before the launch), expected<k> ({case.reference}'s after), observed<k> ({case.target}'s)
+{_comment(case)}# per buffer k: in<k> (its bytes before the launch), expected<k> ({case.reference}'s after), observed<k> ({case.target}'s)
 DATA = np.load(io.BytesIO(base64.b64decode({_b64(_data(case))})))
 
 '''
