@@ -198,3 +198,38 @@ def test_the_driver_bugs_entries_cite_their_repro_folders():
     for folder in ("mesa-llvmpipe-loop-65535", "wgpu-nvidia-i32-remainder"):
         assert (docs / folder / "BUG.md").exists()
         assert any(f"docs/driver-bugs/{folder}" in bug for bug in cited), folder
+
+
+def conformance_run(target: str, only: str, exp: Path, out: Path) -> dict:
+    """One conformance run of the tests ``only`` selects on ``target`` with the expectations file ``exp``."""
+    import subprocess
+    import sys
+
+    from ironaccel.cts import certify
+    from ironaccel.cts.selection import Selection
+
+    args = certify.pytest_args(target, out, certify.TEST_TIMEOUT_S, spec.conformance_dir(), Selection(only=(only,)))
+    subprocess.run([sys.executable, "-m", "pytest", *args, "--expectations", str(exp)],
+                   env=certify.child_environment(target), cwd=out.parent, capture_output=True, timeout=600)
+    return results.load(out)
+
+
+def test_update_round_trips_real_runs(tmp_path):
+    """SEM-6 fails on lavapipe and passes on SwiftShader: update adds its entries from the first run, they
+    make the tests xfail on the next, and a run where the tests pass (xpass) removes them."""
+    if targets.get("vulkan/lavapipe").missing() or targets.get("vulkan/swiftshader").missing():
+        pytest.skip("needs vulkan/lavapipe and vulkan/swiftshader")
+    exp = tmp_path / "exp.txt"
+    exp.write_text("")
+    first = tmp_path / "first.json"
+    assert {t["outcome"] for t in conformance_run("vulkan/lavapipe", "SEM-6", exp, first)["tests"]} == {"fail"}
+    assert cli.main(["expectations", "update", "--from", str(first), "--expectations", str(exp)]) == 0
+    assert {e.key for e in expectations.load(exp)} == {
+        "test_semantics.py::test_long_loop_runs_every_iteration[65536]",
+        "test_semantics.py::test_long_loop_runs_every_iteration[100003]"}
+    again = conformance_run("vulkan/lavapipe", "SEM-6", exp, tmp_path / "again.json")
+    assert {t["outcome"] for t in again["tests"]} == {"xfail"}
+    passing = tmp_path / "passing.json"
+    assert {t["outcome"] for t in conformance_run("vulkan/swiftshader", "SEM-6", exp, passing)["tests"]} == {"xpass"}
+    assert cli.main(["expectations", "update", "--from", str(passing), "--expectations", str(exp)]) == 0
+    assert expectations.load(exp) == [] and exp.read_text() == expectations.HEADER
