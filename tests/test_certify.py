@@ -208,6 +208,37 @@ def test_passes():
     assert junit.get("tests") == "3" and junit.get("failures") == "1"
 
 
+@pytest.mark.parametrize("retries, want", [
+    # retries: outcome and passes/tries of a test that fails twice then passes, and of one that always fails
+    (0, {"test_third_try": ("fail", None), "test_always": ("fail", None)}),
+    (1, {"test_third_try": ("fail", (0, 2)), "test_always": ("fail", (0, 2))}),
+    (3, {"test_third_try": ("flaky", (1, 3)), "test_always": ("fail", (0, 4))}),
+])
+def test_retries_rerun_a_failing_test_until_it_passes_and_record_passes_of_tries(tmp_path, mem_target, retries, want):
+    r, doc = run(tmp_path, """
+TRIES = pathlib.Path(__file__).with_name("tries")
+
+@pytest.mark.clause("MEM-1")
+def test_third_try():
+    TRIES.write_text(TRIES.read_text() + "x" if TRIES.exists() else "x")
+    assert len(TRIES.read_text()) >= 3
+
+@pytest.mark.clause("MEM-2")
+def test_always():
+    assert False
+
+@pytest.mark.clause("MEM-3")
+def test_passes():
+    pass
+""", retries=retries)
+    by_name = {t["id"].split("::")[1]: t for t in doc["tests"]}
+    got = {name: (t["outcome"], (t["passes"], t["tries"]) if "tries" in t else None) for name, t in by_name.items()}
+    assert got == {**want, "test_passes": ("pass", None)}
+    table = certify.summary_table([r])
+    for name, (outcome, counts) in want.items():
+        assert (f"::{name} {outcome}, passed {counts[0]} of {counts[1]} tries" in table) if counts else (name not in table)
+
+
 PASSING = """
 @pytest.mark.clause("MEM-1")
 def test_passes(device):
@@ -281,7 +312,7 @@ def test_certify_runs_targets_in_parallel_with_progress_and_a_summary(tmp_path, 
     text = stream.getvalue()
     assert "certifying 2 target(s) with 2 process(es)" in text and f"done   {NAME}: ok, 2 pass" in text
     table = certify.summary_table(runs)
-    assert table.splitlines()[0].split() == ["target", "run", "result", "outcomes", "seconds"]
+    assert table.splitlines()[0].split() == ["target", "run", "result", "outcomes", "required", "xfail", "seconds"]
 
 
 def test_hardware_targets_run_one_at_a_time_beside_simulated_ones(tmp_path):

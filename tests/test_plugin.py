@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import pytest
 
 from ironaccel.cts import results
 from membackend import CONFTEST
-
 
 OUTCOMES_TESTS = """
 import os
@@ -171,7 +171,33 @@ def test_expectations_syntax_errors_name_the_line(pytester: pytest.Pytester) -> 
     exp.write_text("MEM-1  maybe  not a kind\n")
     result, _ = run(pytester, "mem/test", "--expectations", str(exp))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*exp.txt:1: expected `id  xfail|skip|flaky  reason`*"])
+    result.stderr.fnmatch_lines(["*exp.txt:1: expected `ID  xfail|skip|flaky  *| BUG | REASON`*"])
+
+
+TAGGED_TESTS = "import pytest\n" + "".join(
+    f"@pytest.mark.clause('MEM-{n}')\ndef test_{n}():\n    assert False\n" for n in range(1, 5))
+TAGGED = """
+MEM-1  xfail  device~=in-memory  os=linux  | ours: the in-memory device | applies: the device and OS match
+MEM-2  xfail  device~=H200  | https://example.org/bug/2 | does not apply: another device
+MEM-3  xfail  expires=2000-01-01  | upstream: gone | expired
+MEM-4  xfail  never filed
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the entries' os tag says linux")
+def test_expectations_apply_where_their_tags_hold(pytester: pytest.Pytester) -> None:
+    """Tags are read against the device the run opened; an expired entry no longer applies; an entry
+    without a bug reference applies and is warned about."""
+    pytester.makepyfile(test_tagged=TAGGED_TESTS)
+    exp = pytester.path / "exp.txt"
+    exp.write_text(TAGGED)
+    result, doc = run(pytester, "mem/test", "--expectations", str(exp))
+    assert {t["id"]: t["outcome"] for t in doc["tests"]} == {
+        "test_tagged.py::test_1": "xfail", "test_tagged.py::test_2": "fail", "test_tagged.py::test_3": "fail",
+        "test_tagged.py::test_4": "xfail"}
+    out = result.stdout.str()
+    assert "exp.txt:5: MEM-4 has no bug reference" in out and "exp.txt:4: MEM-3 expired on 2000-01-01" in out
+    assert "MEM-2' matches no test" not in out  # an entry that does not apply here is not unused
 
 
 RERUN_TESTS = """

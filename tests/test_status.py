@@ -244,6 +244,10 @@ def test_flaky_tests_are_listed_with_their_history(clauses):
     assert ("| t::MEM-1 | webgpu/lavapipe | flaky in 2 of 3 results files "
             "(webgpu/lavapipe, webgpu/lavapipe (superseded)) |") in section
     assert "None." in render(docs[2:], clauses, [BackendInfo("vulkan", True)]).split("## Flaky tests")[1].split("\n## ")[0]
+    docs[0]["tests"][1].update(tries=2, passes=1)  # re-run by certify --retries: the rate over the tries shows
+    docs[1]["tests"][1].update(tries=3, passes=1)
+    section = render(docs, clauses, [BackendInfo("webgpu", True), BackendInfo("vulkan", True)]).split("## Flaky tests")[1]
+    assert "(webgpu/lavapipe, webgpu/lavapipe (superseded)); re-runs: 2 of 5 tries passed |" in section
 
 
 def test_editing_one_backend_leaves_the_other_backends_results_current(tmp_path, clauses):

@@ -10,7 +10,8 @@ when complete; for webgpu/lavapipe)::
     webgpu-lavapipe.cert.md     the certificate for people
 
 Each test has a time limit (pytest-timeout, signal method: the hung test fails and the run goes on) and a
-failing test is re-run once (pytest-rerunfailures; the plugin records a pass on re-run as ``flaky``).
+failing test is re-run up to ``retries`` more times (default ``RETRIES``; pytest-rerunfailures, which stops at
+the first pass; the plugin records a pass on re-run as ``flaky``, and a re-run test's ``passes``/``tries``).
 A target process that crashes or hangs is never lost: the plugin rewrites its results file after every test
 (status "crashed" until the run ends), and past the target's time limit the process is killed and the file
 marked "timeout". A target that wrote no file at all gets one here saying so.
@@ -45,7 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import judge, results, runs, spec, tables, targets
+from . import expectations, judge, results, runs, spec, tables, targets
 from .certificates import (VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, certificate, junit_xml,  # noqa: F401
                            sha256_file, verify, write_certificate, write_junit_and_certificate)
 from .results import Outcome, RunStatus
@@ -53,6 +54,7 @@ from .selection import Selection
 
 TARGET_TIMEOUT_S = 1800
 TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
+RETRIES = 1  # how many more times a failing test runs (``--retries``)
 WATCHDOG_GRACE_S = 5.0  # how long past its limit a test phase may run before its process is killed
 WATCHDOG_POLL_S = 0.5
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) before the run ended"
@@ -91,7 +93,7 @@ def simulated_targets() -> list[str]:
 
 
 def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Path,
-                selection: Selection = Selection(), watch_file: Path | None = None) -> list[str]:
+                selection: Selection = Selection(), watch_file: Path | None = None, retries: int = RETRIES) -> list[str]:
     """The pytest command line (after ``python -m pytest``) of one target's run.
 
     The test timer covers the test function only (``timeout_func_only``): armed per call, so a re-run gets
@@ -100,7 +102,7 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
     return [str(suite), "-p", "ironaccel.cts.pytest_plugin", "-p", "no:cacheprovider", "-p", "no:benchmark",
             "--rootdir", str(suite), "-q",
             "--target", name, "--results-json", str(results_file), "--timeout", f"{test_timeout_s:g}", "--timeout-method", "signal", "-o", "timeout_func_only=true",
-            "--reruns", "1", *selection.pytest_args(), *(["--watch-file", str(watch_file)] if watch_file else [])]
+            "--reruns", str(retries), *selection.pytest_args(), *(["--watch-file", str(watch_file)] if watch_file else [])]
 
 
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
@@ -144,9 +146,10 @@ def child_environment(name: str) -> dict[str, str]:
 
 def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S,
                test_timeout_s: float = TEST_TIMEOUT_S, suite: Path | None = None,
-               selection: Selection = Selection()) -> TargetRun:
+               selection: Selection = Selection(), retries: int = RETRIES) -> TargetRun:
     """Run the suite (default: the installed conformance suite) on ``name`` in a child process, with
-    Hypothesis' ``ci`` profile (derandomized, no example database) unless HYPOTHESIS_PROFILE says otherwise."""
+    Hypothesis' ``ci`` profile (derandomized, no example database) unless HYPOTHESIS_PROFILE says otherwise;
+    a failing test re-run up to ``retries`` more times."""
     suite = (suite or spec.conformance_dir()).resolve()
     results_dir = results_dir.resolve()
     out = results_dir / results.file_name(name)
@@ -164,7 +167,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
     with open(log, "w", encoding="utf-8") as log_file, tempfile.TemporaryDirectory(prefix="ironaccel-") as cwd:
         into, sel = out, selection
         while True:
-            cmd = [sys.executable, "-m", "pytest", *pytest_args(name, into, test_timeout_s, suite, sel, watch)]
+            cmd = [sys.executable, "-m", "pytest", *pytest_args(name, into, test_timeout_s, suite, sel, watch, retries)]
             exit_code, timed_out, ended = _run_watched(cmd, env, cwd, log_file, watch, deadline)
             if into == part and part.exists():
                 _go_on_with(out, results.load(part))
@@ -517,16 +520,26 @@ def _counts(run: TargetRun) -> str:
 
 
 def summary_table(runs: list[TargetRun]) -> str:
-    """One row per run; a "node" column when the runs say where they ran (a farm's)."""
+    """One row per run, with how many required clauses its expectations say fail there ("required xfail");
+    a "node" column when the runs say where they ran (a farm's). Under it: why a run failed, and each re-run
+    test's passes/tries (its flake rate in this run)."""
+    required = [c.id for c in spec.load_clauses().values() if c.required]
+    docs = {r.target: results.load(r.results_file) for r in runs if r.summary is not None and r.results_file.is_file()}
     nodes = any(r.node for r in runs)
-    rows = [["target", "run", "result", "outcomes", "seconds"] + (["node"] if nodes else [])]
+    rows = [["target", "run", "result", "outcomes", "required xfail", "seconds"] + (["node"] if nodes else [])]
     for r in runs:
-        rows.append([r.target, r.status, "OK" if r.ok else "FAILED", _counts(r), f"{r.seconds:.1f}"]
-                    + ([r.node] if nodes else []))
+        xfail = expectations.expected_to_fail_required(docs[r.target], required) if r.target in docs else None
+        rows.append([r.target, r.status, "OK" if r.ok else "FAILED", _counts(r),
+                     "-" if xfail is None else f"{len(xfail)}/{len(required)}" + (f" ({', '.join(xfail)})" if xfail else ""),
+                     f"{r.seconds:.1f}"] + ([r.node] if nodes else []))
     lines = [tables.plain(rows)]
     for r in runs:
         if not r.ok and r.message:
             lines.append(f"{r.target}: {r.message}")
+    for target, doc in docs.items():
+        for t in doc["tests"]:
+            if "tries" in t:
+                lines.append(f"{target}: {t['id']} {t['outcome']}, passed {t['passes']} of {t['tries']} tries")
     return "\n".join(lines)
 
 

@@ -1,8 +1,10 @@
-"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fake, clients, bench."""
+"""The ``ironaccel`` command: devices, doctor, certify, merge, status, fake, clients, bench, expectations,
+repro."""
 
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import shutil
@@ -28,7 +30,7 @@ CERTIFY_DESCRIPTION = """\
 Runs the conformance suite on each target in its own process (in parallel, bounded by cores) and writes,
 per target, into a run folder of its own (results/runs/<time>-<target>-<id>): <backend>-<driver>.json
 (results), .junit.xml (JUnit), .cert.json and .cert.md (certificate), RUN.json; a run that finished with
-every test reported replaces the results folder's files of its target (README: Runs are records). Each test has a time limit and a failing test is re-run once (pass on re-run: flaky).
+every test reported replaces the results folder's files of its target (README: Runs are records). Each test has a time limit and a failing test is re-run up to --retries times (default 1; a pass on re-run: flaky, with its passes/tries).
 
 Selection (the same options on `pytest --target`): --only/--skip GLOB (repeatable) match test ids
 (test_copy.py::*) or cited clause ids (KERNEL-*); --shard K/N runs every N-th selected test from the K-th
@@ -148,12 +150,15 @@ def cmd_certify(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"ironaccel certify: --baseline: {exc}", file=sys.stderr)
             return 2
-    runner = certify.run_target
+    if args.retries < 0:
+        print(f"ironaccel certify: --retries {args.retries}: must be 0 or more", file=sys.stderr)
+        return 2
+    runner = functools.partial(certify.run_target, retries=args.retries)
     if args.docker:
         from . import containers
 
         try:
-            runner = containers.container_runner(containers.docker_client(), names)
+            runner = containers.container_runner(containers.docker_client(), names, args.retries)
         except containers.DockerUnavailable as exc:
             print(f"ironaccel certify --docker: {exc}", file=sys.stderr)
             return 2
@@ -163,7 +168,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
         try:
             runs = farm.certify_on_farm(names, Path(args.results), args.ray, timeout_s=args.timeout,
                                         test_timeout_s=args.test_timeout, selection=selection,
-                                        shard_size=args.shard_size, resume=args.resume)
+                                        shard_size=args.shard_size, resume=args.resume, runner=runner)
         except farm.FarmUnavailable as exc:
             print(f"ironaccel certify --ray: {exc}", file=sys.stderr)
             return 2
@@ -289,7 +294,7 @@ def cmd_fake_env(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    from .certify import TARGET_TIMEOUT_S, TEST_TIMEOUT_S
+    from .certify import RETRIES, TARGET_TIMEOUT_S, TEST_TIMEOUT_S
 
     p = argparse.ArgumentParser(prog="ironaccel", description=DESCRIPTION,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -315,6 +320,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"per-target time limit in seconds (default: {TARGET_TIMEOUT_S:g})")
     c.add_argument("--test-timeout", type=float, default=TEST_TIMEOUT_S, metavar="S",
                    help=f"per-test time limit in seconds (default: {TEST_TIMEOUT_S:g})")
+    c.add_argument("--retries", type=int, default=RETRIES, metavar="N", help="re-run a failing test up to N more "
+                   f"times, until it passes (default: {RETRIES}); a pass on re-run is flaky, its passes/tries recorded")
     c.add_argument("--docker", action="store_true", help="run each target in its own container (ci/docker images; "
                    "simulated targets in the GPU-less one, hardware targets in the CUDA one with the host's GPUs)")
     c.add_argument("--package", metavar="OUT", help="bundle the results folder (after the run, with --target or "
@@ -389,6 +396,16 @@ def parser() -> argparse.ArgumentParser:
     from . import bench  # its options and ``func=bench.command`` live with the benchmark
 
     bench.add_arguments(sub.add_parser("bench", help=bench.HELP))
+
+    from . import repro  # its options and ``func`` live with the repro writer
+
+    repro.add_arguments(sub.add_parser("repro", help="write a standalone script (no ironaccel) that reproduces "
+                                       "a conformance test's wrong kernel values on a target"))
+
+    from . import expectations  # its options and ``func`` live with the expectations files
+
+    expectations.add_arguments(sub.add_parser("expectations", help="expectations files: `update --from RUN` adds "
+                                              "a run's new failures and flakes, removes entries whose tests pass"))
 
     from . import report  # its options and ``func=report.command`` live with the site builder
 

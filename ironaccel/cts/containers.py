@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from .. import __version__
 from . import results, targets
-from .certify import TARGET_TIMEOUT_S, TEST_TIMEOUT_S, TargetRun, _finish
+from .certify import RETRIES, TARGET_TIMEOUT_S, TEST_TIMEOUT_S, TargetRun, _finish
 from .selection import Selection
 
 #: Images of ``--docker`` runs: simulated targets run in the GPU-less image, hardware ones in the CUDA image.
@@ -54,7 +54,7 @@ def docker_image(client: Any, simulated: bool) -> str:
     return tag
 
 
-def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
+def container_runner(client: Any, names: list[str], retries: int = RETRIES) -> Callable[..., TargetRun]:
     """A ``run_target`` that runs ``ironaccel certify --target`` in a container of the target's image; the
     images ``names`` need are found (or built) first, so a missing one fails before any target starts."""
     import docker
@@ -74,7 +74,8 @@ def container_runner(client: Any, names: list[str]) -> Callable[..., TargetRun]:
         container = client.containers.run(
             images[target.simulated],
             ["ironaccel", "certify", "--target", name, "--results", CONTAINER_RESULTS,
-             "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}", *selection.pytest_args()],
+             "--timeout", f"{timeout_s:g}", "--test-timeout", f"{test_timeout_s:g}", "--retries", str(retries),
+             *selection.pytest_args()],
             volumes={str(results_dir): {"bind": CONTAINER_RESULTS, "mode": "rw"}},
             # the host's user, so the files it writes are the host's; HOME, since that uid has no home there
             user=f"{os.getuid()}:{os.getgid()}", environment={"HOME": "/tmp"}, device_requests=gpus, detach=True)

@@ -13,16 +13,18 @@ With a target it:
   selection in the results file; the others are deselected, not recorded;
 * with ``--baseline DIR``, compares the run with the target's results file there (``judge.compare``):
   new failures, fixes, newly flaky tests; exit code ``judge.EXIT_REGRESSION`` on a regression;
-* applies ``conformance/expectations/<backend>-<driver>.txt`` (``id  xfail|skip|flaky  reason``; id is a
-  clause id or a test-id prefix; entries that match nothing are reported as warnings);
+* applies ``conformance/expectations/<backend>-<driver>.txt`` (``ironaccel.cts.expectations``: id, outcome,
+  tags, bug, reason) where the entry's tags hold for the device; entries that match nothing, have no bug
+  reference or have expired are reported as warnings;
 * records not-supported only from ``Device.supports`` (the ``require`` fixture);
 * keeps the digests a test passes to ``record_output`` in its entry (``outputs``), for STATUS.md's
   cross-target agreement table;
 * fails a test that leaves driver diagnostics (``Device.diagnostics()``, e.g. Vulkan validation messages);
 * writes the results file (``--results-json``; schema in ``ironaccel.cts.results``) after every test, so a run
   that crashes still leaves what it did, marked ``crashed``, with the rest ``not-run``;
-* under pytest-rerunfailures (``--reruns 1``, as ``ironaccel certify`` runs it) records a test that failed
-  and then passed when re-run as ``flaky``, never ``pass``; one that failed both times is ``fail``;
+* under pytest-rerunfailures (``--reruns N``: ``ironaccel certify --retries N``, 1 by default) records a test
+  that failed and then passed when re-run as ``flaky``, never ``pass``; one that failed every time is ``fail``;
+  a re-run test's entry records ``tries`` (attempts made; re-runs stop at the first pass) and ``passes``;
 * with ``--watch-file PATH`` (certify passes one), writes there which test phase is running, since when and
   its time limit (``Watch``), so the runner can stop a test that hangs where pytest-timeout's signal cannot
   reach it (a native wait) or name the test a crash happened in, and go on with the rest.
@@ -30,27 +32,27 @@ With a target it:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import sys
 import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from . import judge, results
+from . import expectations, judge, results
 from ..errors import IronAccelError
 from .judge import EXIT_REGRESSION, Comparison
 from .results import Outcome, RunStatus
 from .selection import Selection
 
 NOT_SUPPORTED_PREFIX = "not-supported: "
-#: What an expectations entry can say of a test (the outcome it then gets).
-EXPECTATION_KINDS = (Outcome.XFAIL, Outcome.SKIP, Outcome.FLAKY)
 VALIDATION_LAYER_JSON = "/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json"
 
 
@@ -123,39 +125,6 @@ def _load_hypothesis_profile() -> None:
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
-@dataclass
-class Expectation:
-    key: str
-    kind: Outcome  # one of EXPECTATION_KINDS
-    reason: str
-    used: bool = False
-
-
-def load_expectations(path: Path) -> list[Expectation]:
-    """The entries of an expectations file (none when there is no file); UsageError naming the file and the
-    problem for one that cannot be read as UTF-8 text."""
-    out: list[Expectation] = []
-    if not path.exists() and not path.is_symlink():
-        return out
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except IsADirectoryError:
-        raise pytest.UsageError(f"expectations {path}: a directory, not a file") from None
-    except OSError as exc:
-        raise pytest.UsageError(f"expectations {path}: cannot be read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise pytest.UsageError(f"expectations {path}: not UTF-8 text (offset {exc.start})") from None
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        parts = line.split(None, 2)
-        if len(parts) < 3 or parts[1] not in EXPECTATION_KINDS:
-            raise pytest.UsageError(f"{path}:{n}: expected `id  xfail|skip|flaky  reason`, got {line!r}")
-        out.append(Expectation(parts[0], Outcome(parts[1]), parts[2]))
-    return out
-
-
 def test_id(item: pytest.Item) -> str:
     """A test's id independent of where pytest was started: ``test_mem.py::test_alloc[1]``."""
     return Path(item.nodeid.split("::", 1)[0]).name + "::" + item.nodeid.split("::", 1)[1]
@@ -176,7 +145,10 @@ class Conformance:
         self.parts = current([self.target.name]).parts(self.target.name)
         exp = config.getoption("--expectations")
         self.expectations_path = Path(exp) if exp else self.target.expectations_file
-        self.expectations = load_expectations(self.expectations_path)
+        try:
+            self.expectations = expectations.load(self.expectations_path)
+        except expectations.ExpectationsError as exc:
+            raise pytest.UsageError(str(exc)) from None
         out = config.getoption("--results-json")
         self.results_path = Path(out) if out else None
         try:
@@ -202,6 +174,7 @@ class Conformance:
         self.flaky: set[str] = set()
         self.empty_shard = ""  # why this run has no test though its selection has some (``pytest_collection_modifyitems``)
         self.reruns: dict[str, str] = {}  # test id -> why its first attempt failed (pytest-rerunfailures)
+        self.failed_tries: dict[str, int] = {}  # test id -> attempts that failed and were re-run
 
     # -- the device under test ----------------------------------------------------------------------
     def open_device(self) -> Any:
@@ -230,6 +203,15 @@ class Conformance:
             pytest.fail(self.device_error, pytrace=False)
         return self.device
 
+    def facts(self) -> dict[str, str]:
+        """What expectations' tags are evaluated against: the device (opened for it only when a tag reads it;
+        none when it cannot be opened: every test then fails saying why) and this machine's OS."""
+        if self.device is None and not self.device_error and any(e.needs_device for e in self.expectations):
+            with contextlib.suppress(pytest.fail.Exception):
+                self.open_device()
+        info = self.device.info if self.device is not None else None
+        return expectations.facts(info.driver_version, info.name, info.vendor) if info else expectations.facts()
+
     # -- pytest hooks (this object is registered as a plugin) ----------------------------------------
     def pytest_report_header(self) -> list[str]:
         return [f"ironaccel target: {self.target.name}  suite hash: {self.parts['suite']}  "
@@ -243,6 +225,9 @@ class Conformance:
             unknown = [c for c in mark.args if c not in self.clauses]
             if unknown:
                 raise pytest.UsageError(f"{item.nodeid}: clause(s) {unknown} are not defined in SPEC.md")
+        today = date.today()
+        run_facts = self.facts()
+        applicable = [e for e in self.expectations if e.applies(run_facts, today)]
         pairs = [(test_id(i), i.get_closest_marker("clause").args) for i in items]
         chosen = self.selection.chosen(pairs)
         if self.selection.shard and not chosen:  # fewer selected tests than shards: this one has none, and that is fine
@@ -255,8 +240,8 @@ class Conformance:
                 self.nodeids[item.nodeid] = tid
                 self.tests[tid] = {"id": tid, "clauses": list(mark.args), "outcome": Outcome.NOT_RUN.value,
                                    "duration": 0.0, "message": ""}
-            for exp in self.expectations:
-                if exp.key in mark.args or tid.startswith(exp.key):
+            for exp in applicable:
+                if exp.matches(tid, mark.args):
                     exp.used = True
                     reason = f"{self.expectations_path.name}: {exp.reason}"
                     if exp.kind == Outcome.XFAIL:
@@ -265,9 +250,11 @@ class Conformance:
                         item.add_marker(pytest.mark.skip(reason=reason))
                     else:
                         self.flaky.add(tid)
-        for exp in self.expectations:
+        for exp in applicable:
             if not exp.used:
                 warnings.warn(f"{self.expectations_path.name}: expectation {exp.key!r} matches no test", stacklevel=1)
+        for text in expectations.warnings_for(self.expectations, self.expectations_path.name, today):
+            warnings.warn(text, stacklevel=1)
         deselected = [item for item in items if item.nodeid not in self.nodeids]
         if deselected:
             config.hook.pytest_deselected(items=deselected)
@@ -289,7 +276,8 @@ class Conformance:
             return
         wasxfail = hasattr(report, "wasxfail")
         if report.outcome == "rerun":  # pytest-rerunfailures: this attempt failed and the test runs again
-            self.reruns[tid] = f"[{report.when}] {_message(report)}"
+            self.reruns.setdefault(tid, f"[{report.when}] {_message(report)}")
+            self.failed_tries[tid] = self.failed_tries.get(tid, 0) + 1
             entry = self.tests[tid]
             entry.update(outcome=Outcome.NOT_RUN.value, message="", duration=round(entry["duration"] + report.duration, 4))
             return
@@ -352,12 +340,15 @@ class Conformance:
         entry["duration"] = round(entry["duration"] + duration, 4)
         if entry["outcome"] == Outcome.FAIL or (entry["outcome"] == Outcome.FLAKY and outcome != Outcome.FAIL):
             return
+        if tid in self.reruns:
+            entry.update(tries=self.failed_tries[tid] + 1, passes=int(outcome in (Outcome.PASS, Outcome.XPASS)))
         if outcome == Outcome.FAIL and tid in self.flaky:
             outcome = Outcome.FLAKY
         elif outcome == Outcome.PASS and tid in self.reruns:
-            outcome, message = Outcome.FLAKY, f"passed only when re-run; the first attempt failed: {self.reruns[tid]}"
+            outcome, message = Outcome.FLAKY, (f"passed only when re-run (at try {entry['tries']}); the first attempt "
+                                               f"failed: {self.reruns[tid]}")
         elif outcome == Outcome.FAIL and tid in self.reruns:
-            message = f"failed again when re-run: {message}"
+            message = f"failed again when re-run ({entry['tries']} tries): {message}"
         entry.update(outcome=outcome.value, message=message[:2000])
 
     def document(self, status: str, message: str = "") -> dict[str, Any]:

@@ -19,7 +19,8 @@ Schema (``SCHEMA_VERSION``)::
       "run": {"status": "ok" | "error" | "crashed" | "timeout", "message": ""},
       "tests": [{"id": "test_mem.py::test_alloc_sizes[1]", "clauses": ["MEM-1"],
                  "outcome": "pass", "duration": 0.01, "message": "",
-                 "outputs": {"sums": "<sha256 prefix>"}}],                            (outputs: optional)
+                 "outputs": {"sums": "<sha256 prefix>"},                              (outputs: optional)
+                 "tries": 2, "passes": 1}],              (a re-run test only: attempts made, attempts passed)
       "summary": {"pass": 10, "fail": 0, ...every Outcome...},
       "selection": {"only": ["KERNEL-*"], "skip": [], "shard": "1/4"}     (only for part of the suite)
     }
@@ -369,6 +370,9 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
                                                             for k, v in t.get("outputs", {}).items()),
              f"tests[{i}].outputs must map output names to digest strings")
         need(t.get("outcome") in OUTCOMES, f"tests[{i}].outcome {t.get('outcome')!r} is not one of {OUTCOMES}")
+        need(("tries" in t) == ("passes" in t) and all(type(t.get(k, 1)) is int for k in ("tries", "passes"))
+             and 0 <= t.get("passes", 0) <= t.get("tries", 1), f"tests[{i}]: tries and passes must be counts, "
+             "both or neither, passes <= tries")
         need(isinstance(t.get("clauses"), list) and all(clause_id(c) for c in t["clauses"]),
              f"tests[{i}].clauses must be a list of clause id strings")
     need(doc["summary"] == summarize(doc["tests"]), "summary does not match the tests")

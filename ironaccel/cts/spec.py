@@ -75,6 +75,7 @@ HASHED_SUFFIXES = {".py", ".md", ".txt", ".wgsl", ".cu", ".ptx", ".cubin", ".com
 #: reporting (judge, status, certify, cli) are not in it: they do not change what a run does.
 SUITE_LIBRARY = ("__init__.py", "api.py", "errors.py", "pool.py", "native.py", "_fast_c", "sourcehash.py", "cbuild.py", "cache.py", "glslang.py",
                  "cts/__init__.py", "cts/testing", "cts/targets.py", "cts/drivers/__init__.py", "cts/pytest_plugin.py", "cts/results.py",
+                 "cts/expectations.py",
                  "cts/selection.py", "cts/spec.py", "backends/__init__.py")
 
 

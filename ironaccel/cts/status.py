@@ -229,18 +229,23 @@ def _flaky(all_runs: list[judge.Run]) -> list[str]:
     """The Flaky tests table: per flaky test, where it is flaky now and its history over every results file."""
     ran: dict[str, int] = {}
     flagged: dict[str, list[judge.Run]] = {}
+    tries: dict[str, tuple[int, int]] = {}  # test id -> (passes, tries) summed over the files that re-ran it
     for r in all_runs:
         for t in r.doc["tests"]:
             if t["outcome"] != Outcome.NOT_RUN:
                 ran[t["id"]] = ran.get(t["id"], 0) + 1
             if t["outcome"] == Outcome.FLAKY:
                 flagged.setdefault(t["id"], []).append(r)
+            if "tries" in t:
+                passes, total = tries.get(t["id"], (0, 0))
+                tries[t["id"]] = (passes + t["passes"], total + t["tries"])
     rows = []
     for tid, where in sorted(flagged.items()):
         now = sorted({r.name for r in where if not r.superseded})
         files = tables.cell(", ".join(sorted(r.label() for r in where)))
+        rate = f"; re-runs: {tries[tid][0]} of {tries[tid][1]} tries passed" if tid in tries else ""
         rows.append([tables.cell(tid), tables.cell(", ".join(now) or "—"),
-                     f"flaky in {len(where)} of {ran[tid]} results files ({files})"])
+                     f"flaky in {len(where)} of {ran[tid]} results files ({files}){rate}"])
     return tables.markdown(["Test", "Flaky in the run that counts", "History"], rows) if rows else []
 
 
