@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import math
+import threading
 
 import numpy as np
 import pytest
@@ -233,3 +234,47 @@ def test_timeout_edge_values(device, stream, kernels, waiter):
             work.check(stream)
     finally:
         work.free()
+
+
+
+def _in_a_new_thread(call) -> None:
+    """Run ``call`` as the first thing a new host thread does; re-raise what it raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 (handed to the test's thread)
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if raised:
+        raise raised[0]
+
+
+def _poll(event) -> None:
+    while not event.query():
+        pass
+
+
+FIRST_CALLS = {
+    "Stream.record": lambda s, event: s.record().synchronize(),
+    "Stream.synchronize": lambda s, event: s.synchronize(),
+    "Event.synchronize": lambda s, event: event.synchronize(),
+    "Event.query": lambda s, event: _poll(event),
+}
+
+
+@pytest.mark.clause("STREAM-10")
+@pytest.mark.parametrize("which", ["the default stream", "a created stream"])
+@pytest.mark.parametrize("first", list(FIRST_CALLS))
+def test_a_new_thread_may_start_with_a_wait(device, kernels, which, first):
+    """A host thread whose first call waits on a stream another thread filled (a consumer thread) works as on
+    the thread that made the stream: a backend that sets up its per-thread state (a current context) only in
+    the calls that enqueue work fails there, or waits on nothing."""
+    s = device.default_stream if which == "the default stream" else device.create_stream()
+    call = FIRST_CALLS[first]
+    assert_wait_outlasts_running_work(device, s, kernels, lambda s, event: _in_a_new_thread(lambda: call(s, event)),
+                                      f"{first} as a new thread's first call")
