@@ -65,6 +65,50 @@ def test_free_while_another_stream_still_uses_the_buffer(device, stream, kernels
     assert_device_works(device, kernels)
 
 
+
+#: The writers of LIFE-8: (name, bytes written) — a small and a large (chunked) staged copy_htod, a fill, a
+#: copy_dtod into the buffer.
+WRITERS = [("copy_htod", 4096), ("copy_htod", 6 << 20), ("fill", 4096), ("copy_dtod", 4096)]
+
+
+@pytest.mark.clause("LIFE-8")
+@pytest.mark.parametrize("writer, nbytes", WRITERS, ids=[f"{w}-{n}" for w, n in WRITERS])
+def test_free_while_a_copy_or_fill_still_writes_the_buffer(device, stream, kernels, writer, nbytes):
+    """LIFE-1 for the writers that are not kernels: each is queued behind running work, so it has not run when
+    the buffer is freed; a backend that orders a free only after the kernels that used the buffer (a copy or a
+    fill that does not mark the buffer as used on its stream) lets the write land in the next owner's memory."""
+    work = RunningWork(device, stream, kernels)
+    source = device.alloc(nbytes)
+    try:
+        stream.fill(source, 0xEE)
+        host = np.full(nbytes, 0xEE, np.uint8)
+        target = device.alloc(nbytes)
+        stream.synchronize()
+        work.enqueue(stream)
+        if writer == "copy_htod":
+            stream.copy_htod(target, host)
+        elif writer == "fill":
+            stream.fill(target, 0xEE)
+        else:
+            stream.copy_dtod(target, source, nbytes)
+        target.free()  # the write is still queued behind the work
+        host[:] = 0  # copy_htod's source may be reused once the call returned (COPY-4)
+        user = device.create_stream()
+        others = [device.alloc(nbytes) for _ in range(4)]
+        for i, b in enumerate(others):
+            user.fill(b, 0x40 + i)
+        user.synchronize()
+        device.synchronize()
+        for i, b in enumerate(others):
+            assert (read(user, b) == 0x40 + i).all(), f"a {writer} into a freed buffer landed in a new one"
+            b.free()
+        work.check(stream)
+    finally:
+        work.free()
+        source.free()
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("LIFE-2")
 def test_close_with_pending_work_completes_it(device, kernels):
     other = get_backend(device.info.backend).open_device(device.info.index)
