@@ -291,3 +291,37 @@ def test_dropped_buffers_give_their_memory_back(device, stream, kernels, target)
         grown = rss_bytes() - before
         assert grown < rounds * size // 3, f"{rounds} dropped {size >> 20} MiB buffers grew the process by {grown >> 20} MiB"
     assert_device_works(device, kernels)
+
+
+def _thread_count() -> int:
+    """The process's threads (Linux: /proc/self/status), where a driver's per-stream worker threads show."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+
+@pytest.mark.clause("LIFE-9")
+def test_dropped_streams_give_their_resources_back(device, kernels):
+    """A stream costs the driver something (a queue, a command pool, a worker thread): a backend that never
+    destroys the streams it created (an ownership flag read the wrong way round) grows with every one."""
+    with device.alloc(4096) as buf:
+
+        def use_a_stream() -> None:
+            s = device.create_stream()
+            s.fill(buf, 3)
+            s.record()
+            s.synchronize()
+
+        for _ in range(20):  # what the first streams set up once (caches, spare events) is not counted
+            use_a_stream()
+        gc.collect()
+        device.synchronize()
+        threads, rss = _thread_count(), rss_bytes()
+        for _ in range(1000):
+            use_a_stream()
+        gc.collect()
+        device.synchronize()
+        gc.collect()
+        grown_threads, grown_rss = _thread_count() - threads, rss_bytes() - rss
+    assert grown_threads < 16, f"1000 streams created and dropped left {grown_threads} more threads"
+    assert grown_rss < 64 << 20, f"1000 streams created and dropped grew the process by {grown_rss >> 20} MiB"
+    assert_device_works(device, kernels)
