@@ -109,6 +109,44 @@ def test_free_while_a_copy_or_fill_still_writes_the_buffer(device, stream, kerne
     assert_device_works(device, kernels)
 
 
+
+#: LIFE-10's second uses, on another stream, of a buffer that kernels still write: each touches its tail only.
+SECOND_USES = {
+    "copy_htod": lambda s, kernels, buf, tail: s.copy_htod(buf, np.full(tail, 0x3C, np.uint8),
+                                                           dst_offset=buf.nbytes - tail),
+    "copy_dtoh": lambda s, kernels, buf, tail: s.copy_dtoh(np.empty(tail, np.uint8), buf, src_offset=buf.nbytes - tail),
+    "launch": lambda s, kernels, buf, tail: s.launch(kernels("fill_u32"), 1, 64, (buf, np.uint32(0), np.uint32(0))),
+}
+
+
+@pytest.mark.clause("LIFE-10")
+@pytest.mark.parametrize("second", list(SECOND_USES))
+def test_free_after_a_copy_or_launch_on_another_stream(device, stream, kernels, second):
+    """LIFE-4 with the second use a copy or a kernel launch (on some backends a compiled path of its own, that
+    must hand the buffer's earlier stream a fence as a fill does): the free still waits for the kernels."""
+    work = RunningWork(device, stream, kernels)
+    tail = 4096
+    try:
+        target = device.alloc(4 * work.n + tail)
+        other = device.create_stream()
+        for _ in range(2):  # a compiled path takes the launch, with these arguments, from the second on
+            SECOND_USES[second](other, kernels, target, tail)
+        other.synchronize()
+        work.enqueue(stream, target)  # the buffer's use moves to `stream`...
+        SECOND_USES[second](other, kernels, target, tail)  # ...and back to `other`, the kernels still queued
+        target.free()
+        others = [device.alloc(4 * work.n + tail) for _ in range(4)]
+        for i, b in enumerate(others):
+            other.fill(b, 0x40 + i)
+        device.synchronize()
+        for i, b in enumerate(others):
+            assert (read(other, b) == 0x40 + i).all(), "memory of a freed buffer was reused while a kernel wrote it"
+            b.free()
+    finally:
+        work.free()
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("LIFE-2")
 def test_close_with_pending_work_completes_it(device, kernels):
     other = get_backend(device.info.backend).open_device(device.info.index)
