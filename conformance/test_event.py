@@ -309,3 +309,33 @@ def test_elapsed_ms_waits_for_a_start_that_completes_last(device, stream, kernel
             work.check(stream)
     finally:
         work.free()
+
+
+@pytest.mark.clause("EVENT-11")
+def test_each_event_keeps_its_own_point(device, stream, kernels):
+    """Events are cheap to record because backends recycle what is behind them (CUDA's CUevents, fences, query
+    slots): a recycled one handed to two live events at once, or re-recorded while an event still refers to
+    it, makes an early event answer for a later point. Events recorded and dropped by the hundred, pending ones
+    among them, then an early event, running work and a late event: each answers for its own point."""
+    with device.alloc(4 * N) as buf:
+        for i in range(200):
+            if i % 50 == 0:
+                busy(stream, kernels, buf, 1)
+            stream.record()  # dropped at once, some still pending
+        stream.synchronize()
+        for work in RunningWork.tries(device, stream, kernels):
+            early = [stream.record() for _ in range(3)]
+            stream.synchronize()
+            work.enqueue(stream)
+            late = [stream.record() for _ in range(3)]
+            answers = [ev.query() for ev in early + late]
+            in_time = work.looked_in_time()
+            assert answers[:3] == [True] * 3, f"an event recorded before the work answers {answers[:3]}"
+            for ev in late:
+                ev.synchronize()
+            assert [ev.query() for ev in early + late] == [True] * 6
+            work.check(stream)
+            if in_time:
+                assert answers[3:] == [False] * 3, f"events recorded behind running work answer {answers[3:]}"
+                return
+    pytest.fail("the host never got to query() within a third of the work's time, however long the work")
