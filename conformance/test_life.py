@@ -10,7 +10,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import RunningWork, assert_device_works, ceil_div, lcg, read, rng, rss_bytes
+from .helpers import RunningWork, assert_device_works, ceil_div, lcg, random_bytes, read, rng, rss_bytes
 
 
 @pytest.mark.clause("LIFE-1")
@@ -362,4 +362,45 @@ def test_dropped_streams_give_their_resources_back(device, kernels):
         grown_threads, grown_rss = _thread_count() - threads, rss_bytes() - rss
     assert grown_threads < 16, f"1000 streams created and dropped left {grown_threads} more threads"
     assert grown_rss < 64 << 20, f"1000 streams created and dropped grew the process by {grown_rss >> 20} MiB"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-11")
+def test_a_stream_dropped_with_copies_queued_still_runs_them(device, stream, kernels):
+    """copy_htod may stage its data in memory the backend reuses (CUDA's pinned ring, fenced per piece on the
+    copy's stream): a stream dropped while such copies are queued behind running work must leave them to
+    land, and the staging they hold must be neither reused under them nor fenced on a stream that is gone,
+    however much is staged on other streams after."""
+    doomed = device.create_stream()
+    work = RunningWork(device, doomed, kernels)
+    sizes = [4096, 300 << 10, 5 << 20]
+    hosts = [random_bytes(n, seed=i) for i, n in enumerate(sizes)]
+    bufs = [device.alloc(n) for n in sizes]
+    scratch = device.alloc(4 << 20)
+    try:
+        work.enqueue(doomed)
+        for buf, host in zip(bufs, hosts):
+            doomed.copy_htod(buf, host)
+        # the buffers' last use moves to `stream`, ordered after the copies, so nothing holds the dropped stream
+        stream.wait(doomed.record())
+        outs = [np.zeros(n, np.uint8) for n in sizes]
+        for out, buf in zip(outs, bufs):
+            stream.copy_dtoh(out, buf)
+        stream.fill(work.buf, 0, nbytes=4)  # the work's buffer too (the work wrote it with the same values)
+        del doomed
+        gc.collect()
+        chunk = random_bytes(4 << 20, seed=99)
+        for i in range(12):  # 48 MiB staged on another stream: more than any staging ring a backend keeps
+            chunk[0] = i
+            stream.copy_htod(scratch, chunk)
+        device.synchronize()
+        for n, out, host in zip(sizes, outs, hosts):
+            assert (out == host).all(), f"a {n}-byte copy_htod of a dropped stream did not land"
+        assert (read(stream, scratch) == chunk).all(), "the copies staged after the drop did not land"
+        got = read(stream, work.buf, np.uint32)
+        assert (got[1:] == lcg(np.arange(1, work.n), work.iters)).all(), "the dropped stream's work did not run"
+    finally:
+        work.free()
+        for buf in bufs + [scratch]:
+            buf.free()
     assert_device_works(device, kernels)
