@@ -496,3 +496,30 @@ def test_each_launch_uses_its_own_dims_given_as_tuples(device, stream, kernels):
     finally:
         for *_, out in launches:
             out.free()
+
+
+#: pack_wide's scalars (s0: u32, a: u64, b: i64, s1: u32) at the edges of their widths
+WIDE_CASES = [(0xFFFFFFFF, 0xFEDCBA9876543210, -0x123456789ABCDEF, 7), (1, 1 << 63, -(1 << 63), 0),
+              (0, (1 << 64) - 1, -1, 0xFFFFFFFF), (0x80000000, 0x100000001, (1 << 63) - 1, 3), (5, 0, 0, 6)]
+
+
+@pytest.mark.clause("KERNEL-21")
+def test_64_bit_integer_scalars_between_32_bit_ones(device, stream, kernels, require):
+    """A 64-bit scalar after a 32-bit one sits at the next 8-byte boundary (4 bytes of padding), and all its
+    64 bits count: a packer that puts it at offset 4, truncates it to 32 bits, or loses the sign of an i64,
+    gives other words; launched twice each, back to back (a compiled path takes the second)."""
+    require("kernel.int64")
+    k = kernels("pack_wide")
+    outs = [poisoned(device, stream, 4 * 6) for _ in WIDE_CASES]
+    try:
+        for out, (s0, a, b, s1) in zip(outs, WIDE_CASES):
+            for _ in range(2):
+                stream.launch(k, 1, 1, (out, np.uint32(s0), np.uint64(a), np.int64(b), np.uint32(s1)))
+        for out, (s0, a, b, s1) in zip(outs, WIDE_CASES):
+            b_bits = b % (1 << 64)
+            want = [s0, a & 0xFFFFFFFF, a >> 32, b_bits & 0xFFFFFFFF, b_bits >> 32, s1]
+            got = read(stream, out, np.uint32).tolist()
+            assert got == want, f"pack_wide(s0={s0:#x}, a={a:#x}, b={b:#x}, s1={s1:#x}) wrote {[hex(w) for w in got]}"
+    finally:
+        for out in outs:
+            out.free()
