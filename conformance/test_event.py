@@ -13,7 +13,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, lcg, read
+from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, lcg, poll_until_complete, read
 
 N = 1 << 16
 
@@ -241,18 +241,11 @@ def test_an_event_completes_before_the_work_after_it(device, stream, kernels):
     pytest.fail("Event.synchronize of an event before the work never returned within a third of the work's time")
 
 
-def _wait_by_polling(event) -> None:
-    deadline = time.monotonic() + 60
-    while not event.query():
-        assert time.monotonic() < deadline, "event never completed"
-        time.sleep(0.001)
-
-
 #: How a test learns that a copy_dtoh enqueued before ``event`` is done.
 WAITS = {
     "Event.synchronize": lambda device, stream, event: event.synchronize(),
     "Event.synchronize(timeout)": lambda device, stream, event: event.synchronize(timeout=60),
-    "Event.query": lambda device, stream, event: _wait_by_polling(event),
+    "Event.query": lambda device, stream, event: poll_until_complete(event),
     "a later Event.synchronize": lambda device, stream, event: stream.record().synchronize(),
     "Stream.synchronize": lambda device, stream, event: stream.synchronize(),
     "Stream.synchronize(timeout)": lambda device, stream, event: stream.synchronize(timeout=60),

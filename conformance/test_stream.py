@@ -11,7 +11,8 @@ import pytest
 
 import ironaccel as ia
 
-from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, random_bytes, read
+from .helpers import (RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, poll_until_complete,
+                      random_bytes, read)
 
 N = 1 << 16
 
@@ -254,16 +255,11 @@ def _in_a_new_thread(call) -> None:
         raise raised[0]
 
 
-def _poll(event) -> None:
-    while not event.query():
-        pass
-
-
 FIRST_CALLS = {
     "Stream.record": lambda s, event: s.record().synchronize(),
     "Stream.synchronize": lambda s, event: s.synchronize(),
     "Event.synchronize": lambda s, event: event.synchronize(),
-    "Event.query": lambda s, event: _poll(event),
+    "Event.query": lambda s, event: poll_until_complete(event),
 }
 
 
