@@ -151,3 +151,41 @@ def test_the_reported_limits_launch(device, stream, kernels):
         _launch_along(device, stream, kernels, axis, 1, min(lim.max_block[axis], lim.max_threads_per_block))
         _launch_along(device, stream, kernels, axis, min(lim.max_grid[axis], GRID_RUN_AT_MOST), 1)
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("DEV-8", "ERR-1")
+def test_another_devices_objects_are_refused(device, stream, kernels):
+    """Two Devices of one index may share a driver context (CUDA's primary context), so a copy into the other
+    one's buffer would even work: a check that a compiled path skips goes unnoticed there. Each op that takes
+    a buffer or an event refuses one of another Device, in its usual form and after it was done with its own
+    device's objects (a compiled path remembers), and writes nothing."""
+    second = get_backend(device.info.backend).open_device(device.info.index)
+    try:
+        theirs = second.alloc(64)
+        their_event = second.create_stream().record()
+        second.default_stream.fill(theirs, 0x33)
+        second.synchronize()
+        with poisoned(device, stream, 64) as mine, device.alloc(64) as spare:
+            host = np.full(64, 0x44, np.uint8)
+            calls = {
+                "Stream.copy_htod": lambda dst: stream.copy_htod(dst, host),
+                "Stream.copy_dtoh": lambda src: stream.copy_dtoh(np.empty(64, np.uint8), src),
+                "Stream.copy_dtod": lambda dst: stream.copy_dtod(dst, mine, 64),
+                "Stream.fill": lambda buf: stream.fill(buf, 0x55),
+            }
+            for op, call in calls.items():
+                for _ in range(2):  # its own device's buffer first, twice
+                    call(spare if op == "Stream.copy_dtod" else mine)
+                with pytest.raises(ia.InvalidArgument, match=rf"^{op}: "):
+                    call(theirs)
+                    pytest.fail(f"{op} took a buffer of another Device")
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.copy_dtod: "):
+                stream.copy_dtod(mine, theirs, 64)  # as the source
+            stream.wait(stream.record())
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.wait: "):
+                stream.wait(their_event)
+            stream.synchronize()
+        assert (read(second.default_stream, theirs) == 0x33).all(), "another Device's buffer was written"
+    finally:
+        second.close()
+    assert_device_works(device, kernels)
