@@ -7,7 +7,7 @@ import numpy as np
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
 __all__ = ["POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
-           "poisoned", "random_bytes", "read", "rng", "rss_bytes", "upload"]
+           "poisoned", "poll_until_complete", "random_bytes", "read", "rng", "rss_bytes", "upload"]
 
 POISON = 0xA5
 
@@ -52,6 +52,16 @@ def assert_wait_outlasts_running_work(device, stream, kernels, wait, op: str) ->
             work.check(stream)
     finally:
         work.free()
+
+
+def poll_until_complete(event, seconds: float = 60) -> None:
+    """Wait for ``event`` with ``query()`` alone (no synchronize), failing after ``seconds``."""
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not event.query():
+        assert time.monotonic() < deadline, f"query() never said True within {seconds:g} s"
+        time.sleep(0.0005)
 
 
 def assert_device_works(device, kernels) -> None:

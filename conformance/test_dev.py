@@ -9,7 +9,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend, registry
 from ironaccel.api import CAPABILITIES
 
-from .helpers import assert_device_works
+from .helpers import assert_device_works, poisoned, read
 
 
 @pytest.mark.clause("DEV-1")
@@ -108,4 +108,84 @@ def test_closed_device_raises_use_after_free(device, kernels, target):
             call()
         if op.startswith("Device.") or op in ("Module.kernel", "Buffer.handle"):
             assert "closed" in str(info.value), f"a closed device should say so: {info.value}"
+    assert_device_works(device, kernels)
+
+
+
+#: The most blocks DEV-7 launches along one grid axis: a grid axis beyond it (CUDA's x: 2^31 - 1) is launched at
+#: this many, the rest of its range being the api's to check (KERNEL-17), not something to run in a test.
+GRID_RUN_AT_MOST = 1 << 16
+
+
+def _launch_along(device, stream, kernels, axis: int, grid_extent: int, block_extent: int) -> None:
+    """One launch whose grid (or block) spans ``grid_extent`` blocks (``block_extent`` threads) along ``axis``,
+    through the kernel that writes one element per thread index along that axis (fill_u32, index2d, index3d
+    over a domain one element wide on the other axes); every element must be written."""
+    count = grid_extent * block_extent
+    grid, block = [1, 1, 1], [1, 1, 1]
+    grid[axis], block[axis] = grid_extent, block_extent
+    with poisoned(device, stream, 4 * count) as out:
+        if axis == 0:
+            stream.launch(kernels("fill_u32"), tuple(grid), tuple(block), (out, np.uint32(7), np.uint32(count)))
+            want = np.full(count, 7, np.uint32)
+        elif axis == 1:
+            stream.launch(kernels("index2d"), tuple(grid[:2]), tuple(block[:2]), (out, np.uint32(1), np.uint32(count)))
+            want = np.arange(count, dtype=np.uint32) << np.uint32(16)
+        else:
+            stream.launch(kernels("index3d"), tuple(grid), tuple(block),
+                          (out, np.uint32(1), np.uint32(1), np.uint32(count)))
+            want = np.arange(count, dtype=np.uint32) << np.uint32(20)
+        got = read(stream, out, np.uint32)
+    assert (got == want).all(), (f"axis {'xyz'[axis]}: grid {tuple(grid)}, block {tuple(block)} (the device's limits "
+                                 f"{device.info.limits}) left {(got != want).sum()} of {count} elements unwritten")
+
+
+@pytest.mark.clause("DEV-7")
+def test_the_reported_limits_launch(device, stream, kernels):
+    """The limits DeviceInfo reports are what the driver runs, not only what the api lets through: a device
+    that reports a block or grid limit its driver refuses (or runs wrongly) fails here, as does a backend
+    that maps the limits onto the wrong axes."""
+    lim = device.info.limits
+    _launch_along(device, stream, kernels, 0, 1, lim.max_threads_per_block)
+    for axis in range(3):
+        _launch_along(device, stream, kernels, axis, 1, min(lim.max_block[axis], lim.max_threads_per_block))
+        _launch_along(device, stream, kernels, axis, min(lim.max_grid[axis], GRID_RUN_AT_MOST), 1)
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("DEV-8", "ERR-1")
+def test_another_devices_objects_are_refused(device, stream, kernels):
+    """Two Devices of one index may share a driver context (CUDA's primary context), so a copy into the other
+    one's buffer would even work: a check that a compiled path skips goes unnoticed there. Each op that takes
+    a buffer or an event refuses one of another Device, in its usual form and after it was done with its own
+    device's objects (a compiled path remembers), and writes nothing."""
+    second = get_backend(device.info.backend).open_device(device.info.index)
+    try:
+        theirs = second.alloc(64)
+        their_event = second.create_stream().record()
+        second.default_stream.fill(theirs, 0x33)
+        second.synchronize()
+        with poisoned(device, stream, 64) as mine, device.alloc(64) as spare:
+            host = np.full(64, 0x44, np.uint8)
+            calls = {
+                "Stream.copy_htod": lambda dst: stream.copy_htod(dst, host),
+                "Stream.copy_dtoh": lambda src: stream.copy_dtoh(np.empty(64, np.uint8), src),
+                "Stream.copy_dtod": lambda dst: stream.copy_dtod(dst, mine, 64),
+                "Stream.fill": lambda buf: stream.fill(buf, 0x55),
+            }
+            for op, call in calls.items():
+                for _ in range(2):  # its own device's buffer first, twice
+                    call(spare if op == "Stream.copy_dtod" else mine)
+                with pytest.raises(ia.InvalidArgument, match=rf"^{op}: "):
+                    call(theirs)
+                    pytest.fail(f"{op} took a buffer of another Device")
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.copy_dtod: "):
+                stream.copy_dtod(mine, theirs, 64)  # as the source
+            stream.wait(stream.record())
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.wait: "):
+                stream.wait(their_event)
+            stream.synchronize()
+        assert (read(second.default_stream, theirs) == 0x33).all(), "another Device's buffer was written"
+    finally:
+        second.close()
     assert_device_works(device, kernels)

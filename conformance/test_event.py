@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import math
 import time
+import weakref
 
 import numpy as np
 import pytest
@@ -11,7 +13,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, lcg, read
+from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, lcg, poll_until_complete, read
 
 N = 1 << 16
 
@@ -237,3 +239,96 @@ def test_an_event_completes_before_the_work_after_it(device, stream, kernels):
                 assert (read(device.create_stream(), marker) == 5).all()
                 return
     pytest.fail("Event.synchronize of an event before the work never returned within a third of the work's time")
+
+
+#: How a test learns that a copy_dtoh enqueued before ``event`` is done.
+WAITS = {
+    "Event.synchronize": lambda device, stream, event: event.synchronize(),
+    "Event.synchronize(timeout)": lambda device, stream, event: event.synchronize(timeout=60),
+    "Event.query": lambda device, stream, event: poll_until_complete(event),
+    "a later Event.synchronize": lambda device, stream, event: stream.record().synchronize(),
+    "Stream.synchronize": lambda device, stream, event: stream.synchronize(),
+    "Stream.synchronize(timeout)": lambda device, stream, event: stream.synchronize(timeout=60),
+    "Device.synchronize": lambda device, stream, event: device.synchronize(),
+}
+
+
+@pytest.mark.clause("EVENT-9")
+@pytest.mark.parametrize("wait", list(WAITS))
+def test_a_readback_a_wait_covered_is_let_go(device, stream, kernels, wait):
+    """copy_dtoh's host array must be kept alive while the copy is pending, and only then: once a wait has
+    shown the copy complete, the library holds no reference to it. A backend that forgets to let go on one of
+    the waits (a release tied to the wrong mark, or to the stream's synchronize alone) keeps every array a
+    loop of copies reads into, waited for that way: host memory grows without bound."""
+    with device.alloc(4 * N) as buf:
+        busy(stream, kernels, buf, 20)
+        readback = [np.zeros(N, np.uint32)]
+        stream.copy_dtoh(readback[0], buf)
+        WAITS[wait](device, stream, stream.record())
+        _assert_let_go(readback, wait)
+        stream.synchronize()
+
+
+def _assert_let_go(readback: list[np.ndarray], wait: str) -> None:
+    """The one array in ``readback`` (the caller's only reference) holds the busy kernel's result, and once
+    the list lets go of it nothing keeps it alive."""
+    np.testing.assert_array_equal(readback[0], lcg(np.arange(N), 20), err_msg=f"{wait} returned before the copy_dtoh")
+    gone = weakref.ref(readback.pop())
+    gc.collect()
+    assert gone() is None, f"the host array of a copy_dtoh is still referenced after {wait} showed it complete"
+
+
+@pytest.mark.clause("EVENT-10")
+def test_elapsed_ms_waits_for_a_start_that_completes_last(device, stream, kernels, require):
+    """The start event may complete after the end one (two streams): elapsed_ms waits for both, not for its
+    end alone, answers a finite number (negative where the end really came first), and lets go of the
+    copy_dtoh before its start as the start's own synchronize would (EVENT-9)."""
+    require("events.timing")
+    other = device.create_stream()
+    work = RunningWork(device, stream, kernels)
+    try:
+        with device.alloc(4 * N) as buf:
+            busy(stream, kernels, buf, 20)
+            readback = [np.zeros(N, np.uint32)]
+            stream.copy_dtoh(readback[0], buf)
+            work.enqueue(stream)
+            start = stream.record(timing=True)
+            end = other.record(timing=True)
+            timed = start.elapsed_ms(end)
+            assert start.query() is True, "elapsed_ms returned before its start event completed"
+            assert end.query() is True, "elapsed_ms returned before its end event completed"
+            assert math.isfinite(timed), timed
+            _assert_let_go(readback, "Event.elapsed_ms")
+            work.check(stream)
+    finally:
+        work.free()
+
+
+@pytest.mark.clause("EVENT-11")
+def test_each_event_keeps_its_own_point(device, stream, kernels):
+    """Events are cheap to record because backends recycle what is behind them (CUDA's CUevents, fences, query
+    slots): a recycled one handed to two live events at once, or re-recorded while an event still refers to
+    it, makes an early event answer for a later point. Events recorded and dropped by the hundred, pending ones
+    among them, then an early event, running work and a late event: each answers for its own point."""
+    with device.alloc(4 * N) as buf:
+        for i in range(200):
+            if i % 50 == 0:
+                busy(stream, kernels, buf, 1)
+            stream.record()  # dropped at once, some still pending
+        stream.synchronize()
+        for work in RunningWork.tries(device, stream, kernels):
+            early = [stream.record() for _ in range(3)]
+            stream.synchronize()
+            work.enqueue(stream)
+            late = [stream.record() for _ in range(3)]
+            answers = [ev.query() for ev in early + late]
+            in_time = work.looked_in_time()
+            assert answers[:3] == [True] * 3, f"an event recorded before the work answers {answers[:3]}"
+            for ev in late:
+                ev.synchronize()
+            assert [ev.query() for ev in early + late] == [True] * 6
+            work.check(stream)
+            if in_time:
+                assert answers[3:] == [False] * 3, f"events recorded behind running work answer {answers[3:]}"
+                return
+    pytest.fail("the host never got to query() within a third of the work's time, however long the work")

@@ -455,3 +455,71 @@ def test_a_source_that_is_not_utf8_is_an_invalid_argument(device, kernels):
         assert info.value.op == "Device.compile" and "UTF-8" in str(info.value), f"{lang}: {info.value}"
     assert device.diagnostics() == []
     assert_device_works(device, kernels)
+
+
+#: (grid, block) tuples, each differing from the one before in every axis: a launch cache that matches dims
+#: by one axis, by any axis, or by the object and not its values hands a launch the one before's dims.
+DIMS_2D = [((2, 3), (8, 4)), ((3, 5), (16, 2)), ((1, 2), (4, 8)), ((5, 1), (2, 16)), ((2, 3), (8, 4))]
+DIMS_3D = [((1, 2, 3), (4, 4, 2)), ((2, 3, 1), (2, 2, 8)), ((3, 1, 2), (8, 1, 4)), ((1, 2, 3), (4, 4, 2))]
+
+
+def _expected_index(shape: tuple[int, ...]) -> np.ndarray:
+    """What index2d (shape (width, height)) or index3d (shape (nx, ny, nz)) writes over exactly that domain."""
+    if len(shape) == 2:
+        y, x = np.mgrid[0:shape[1], 0:shape[0]].astype(np.uint32)
+        return ((y << 16) | x).ravel()
+    z, y, x = np.mgrid[0:shape[2], 0:shape[1], 0:shape[0]].astype(np.uint32)
+    return (x | (y << 10) | (z << 20)).ravel()
+
+
+@pytest.mark.clause("KERNEL-20")
+def test_each_launch_uses_its_own_dims_given_as_tuples(device, stream, kernels):
+    """One burst, no synchronize: index2d and index3d launched over grids and blocks given as tuples, each
+    (grid, block) differing from the one before in every axis, each launched twice in a row (a compiled path
+    remembers a launch it has seen twice) and the first one again at the end as new but equal tuples. Each
+    launch writes its own buffer over exactly its grid times its block: a launch that ran with remembered
+    dims of another leaves cells poisoned (or, bounds-checked, writes nothing past its domain)."""
+    launches = []
+    for name, steps in (("index2d", DIMS_2D), ("index3d", DIMS_3D)):
+        kernel = kernels(name)
+        for grid, block in steps:
+            grid, block = tuple(list(grid)), tuple(list(block))  # equal to an earlier step's, never the same object
+            shape = tuple(g * b for g, b in zip(grid, block))
+            out = poisoned(device, stream, 4 * int(np.prod(shape)))
+            for _ in range(2):
+                stream.launch(kernel, grid, block, (out, *map(np.uint32, shape)))
+            launches.append((name, grid, block, shape, out))
+    try:
+        for name, grid, block, shape, out in launches:
+            np.testing.assert_array_equal(read(stream, out, np.uint32), _expected_index(shape),
+                                          err_msg=f"{name} over grid {grid}, block {block}")
+    finally:
+        for *_, out in launches:
+            out.free()
+
+
+#: pack_wide's scalars (s0: u32, a: u64, b: i64, s1: u32) at the edges of their widths
+WIDE_CASES = [(0xFFFFFFFF, 0xFEDCBA9876543210, -0x123456789ABCDEF, 7), (1, 1 << 63, -(1 << 63), 0),
+              (0, (1 << 64) - 1, -1, 0xFFFFFFFF), (0x80000000, 0x100000001, (1 << 63) - 1, 3), (5, 0, 0, 6)]
+
+
+@pytest.mark.clause("KERNEL-21")
+def test_64_bit_integer_scalars_between_32_bit_ones(device, stream, kernels, require):
+    """A 64-bit scalar after a 32-bit one sits at the next 8-byte boundary (4 bytes of padding), and all its
+    64 bits count: a packer that puts it at offset 4, truncates it to 32 bits, or loses the sign of an i64,
+    gives other words; launched twice each, back to back (a compiled path takes the second)."""
+    require("kernel.int64")
+    k = kernels("pack_wide")
+    outs = [poisoned(device, stream, 4 * 6) for _ in WIDE_CASES]
+    try:
+        for out, (s0, a, b, s1) in zip(outs, WIDE_CASES):
+            for _ in range(2):
+                stream.launch(k, 1, 1, (out, np.uint32(s0), np.uint64(a), np.int64(b), np.uint32(s1)))
+        for out, (s0, a, b, s1) in zip(outs, WIDE_CASES):
+            b_bits = b % (1 << 64)
+            want = [s0, a & 0xFFFFFFFF, a >> 32, b_bits & 0xFFFFFFFF, b_bits >> 32, s1]
+            got = read(stream, out, np.uint32).tolist()
+            assert got == want, f"pack_wide(s0={s0:#x}, a={a:#x}, b={b:#x}, s1={s1:#x}) wrote {[hex(w) for w in got]}"
+    finally:
+        for out in outs:
+            out.free()

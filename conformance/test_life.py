@@ -10,7 +10,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import RunningWork, assert_device_works, ceil_div, lcg, read, rng, rss_bytes
+from .helpers import RunningWork, assert_device_works, ceil_div, lcg, random_bytes, read, rng, rss_bytes
 
 
 @pytest.mark.clause("LIFE-1")
@@ -62,6 +62,89 @@ def test_free_while_another_stream_still_uses_the_buffer(device, stream, kernels
             b.free()
     finally:
         work.free()
+    assert_device_works(device, kernels)
+
+
+
+#: The writers of LIFE-8: (name, bytes written) — a small and a large (chunked) staged copy_htod, a fill, a
+#: copy_dtod into the buffer.
+WRITERS = [("copy_htod", 4096), ("copy_htod", 6 << 20), ("fill", 4096), ("copy_dtod", 4096)]
+
+
+@pytest.mark.clause("LIFE-8")
+@pytest.mark.parametrize("writer, nbytes", WRITERS, ids=[f"{w}-{n}" for w, n in WRITERS])
+def test_free_while_a_copy_or_fill_still_writes_the_buffer(device, stream, kernels, writer, nbytes):
+    """LIFE-1 for the writers that are not kernels: each is queued behind running work, so it has not run when
+    the buffer is freed; a backend that orders a free only after the kernels that used the buffer (a copy or a
+    fill that does not mark the buffer as used on its stream) lets the write land in the next owner's memory."""
+    with device.alloc(nbytes) as source:
+        stream.fill(source, 0xEE)
+        host = np.full(nbytes, 0xEE, np.uint8)
+        for work in RunningWork.tries(device, stream, kernels):
+            target = device.alloc(nbytes)
+            stream.synchronize()
+            work.enqueue(stream)
+            if writer == "copy_htod":
+                stream.copy_htod(target, host)
+            elif writer == "fill":
+                stream.fill(target, 0xEE)
+            else:
+                stream.copy_dtod(target, source, nbytes)
+            target.free()  # the write is still queued behind the work
+            in_time = work.looked_in_time()
+            _assert_new_buffers_intact(device, nbytes, f"a {writer} into a freed buffer landed in a new one")
+            work.check(stream)
+            if in_time:
+                break
+        else:
+            pytest.fail("the host never freed the buffer within a third of the work's time, however long the work")
+    assert_device_works(device, kernels)
+
+
+def _assert_new_buffers_intact(device, nbytes: int, what: str, user=None) -> None:
+    """Buffers allocated right after a free and filled on ``user`` (a new stream by default) keep their fills
+    once the device is idle."""
+    user = user or device.create_stream()
+    others = [device.alloc(nbytes) for _ in range(4)]
+    for i, b in enumerate(others):
+        user.fill(b, 0x40 + i)
+    device.synchronize()
+    for i, b in enumerate(others):
+        assert (read(user, b) == 0x40 + i).all(), what
+        b.free()
+
+
+#: LIFE-10's second uses, on another stream, of a buffer that kernels still write: each touches its tail only.
+SECOND_USES = {
+    "copy_htod": lambda s, kernels, buf, tail: s.copy_htod(buf, np.full(tail, 0x3C, np.uint8),
+                                                           dst_offset=buf.nbytes - tail),
+    "copy_dtoh": lambda s, kernels, buf, tail: s.copy_dtoh(np.empty(tail, np.uint8), buf, src_offset=buf.nbytes - tail),
+    "launch": lambda s, kernels, buf, tail: s.launch(kernels("fill_u32"), 1, 64, (buf, np.uint32(0), np.uint32(0))),
+}
+
+
+@pytest.mark.clause("LIFE-10")
+@pytest.mark.parametrize("second", list(SECOND_USES))
+def test_free_after_a_copy_or_launch_on_another_stream(device, stream, kernels, second):
+    """LIFE-4 with the second use a copy or a kernel launch (on some backends a compiled path of its own, that
+    must hand the buffer's earlier stream a fence as a fill does): the free still waits for the kernels."""
+    tail = 4096
+    other = device.create_stream()
+    for work in RunningWork.tries(device, stream, kernels):
+        target = device.alloc(4 * work.n + tail)
+        for _ in range(2):  # a compiled path takes the launch, with these arguments, from the second on
+            SECOND_USES[second](other, kernels, target, tail)
+        other.synchronize()
+        work.enqueue(stream, target)  # the buffer's use moves to `stream`...
+        SECOND_USES[second](other, kernels, target, tail)  # ...and back to `other`, the kernels still queued
+        target.free()
+        in_time = work.looked_in_time()
+        _assert_new_buffers_intact(device, 4 * work.n + tail, "memory of a freed buffer was reused while a kernel "
+                                   "wrote it", other)
+        if in_time:
+            break
+    else:
+        pytest.fail("the host never freed the buffer within a third of the work's time, however long the work")
     assert_device_works(device, kernels)
 
 
@@ -246,4 +329,79 @@ def test_dropped_buffers_give_their_memory_back(device, stream, kernels, target)
     if target.memory_kind != "device":
         grown = rss_bytes() - before
         assert grown < rounds * size // 3, f"{rounds} dropped {size >> 20} MiB buffers grew the process by {grown >> 20} MiB"
+    assert_device_works(device, kernels)
+
+
+def _thread_count() -> int:
+    """The process's threads (Linux: /proc/self/status), where a driver's per-stream worker threads show."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+
+@pytest.mark.clause("LIFE-9")
+def test_dropped_streams_give_their_resources_back(device, kernels):
+    """A stream costs the driver something (a queue, a command pool, a worker thread): a backend that never
+    destroys the streams it created (an ownership flag read the wrong way round) grows with every one."""
+    with device.alloc(4096) as buf:
+
+        def use_a_stream() -> None:
+            s = device.create_stream()
+            s.fill(buf, 3)
+            s.record()
+            s.synchronize()
+
+        for _ in range(20):  # what the first streams set up once (caches, spare events) is not counted
+            use_a_stream()
+        gc.collect()
+        device.synchronize()
+        threads, rss = _thread_count(), rss_bytes()
+        for _ in range(1000):
+            use_a_stream()
+        gc.collect()
+        device.synchronize()
+        gc.collect()
+        grown_threads, grown_rss = _thread_count() - threads, rss_bytes() - rss
+    assert grown_threads < 16, f"1000 streams created and dropped left {grown_threads} more threads"
+    assert grown_rss < 64 << 20, f"1000 streams created and dropped grew the process by {grown_rss >> 20} MiB"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-11")
+def test_a_stream_dropped_with_copies_queued_still_runs_them(device, stream, kernels):
+    """copy_htod may stage its data in memory the backend reuses (CUDA's pinned ring, fenced per piece on the
+    copy's stream): a stream dropped while such copies are queued behind running work must leave them to
+    land, and the staging they hold must be neither reused under them nor fenced on a stream that is gone,
+    however much is staged on other streams after."""
+    doomed = device.create_stream()
+    work = RunningWork(device, doomed, kernels)
+    sizes = [4096, 300 << 10, 5 << 20]
+    hosts = [random_bytes(n, seed=i) for i, n in enumerate(sizes)]
+    bufs = [device.alloc(n) for n in sizes]
+    scratch = device.alloc(4 << 20)
+    try:
+        work.enqueue(doomed)
+        for buf, host in zip(bufs, hosts):
+            doomed.copy_htod(buf, host)
+        # the buffers' last use moves to `stream`, ordered after the copies, so nothing holds the dropped stream
+        stream.wait(doomed.record())
+        outs = [np.zeros(n, np.uint8) for n in sizes]
+        for out, buf in zip(outs, bufs):
+            stream.copy_dtoh(out, buf)
+        stream.fill(work.buf, 0, nbytes=4)  # the work's buffer too (the work wrote it with the same values)
+        del doomed
+        gc.collect()
+        chunk = random_bytes(4 << 20, seed=99)
+        for i in range(12):  # 48 MiB staged on another stream: more than any staging ring a backend keeps
+            chunk[0] = i
+            stream.copy_htod(scratch, chunk)
+        device.synchronize()
+        for n, out, host in zip(sizes, outs, hosts):
+            assert (out == host).all(), f"a {n}-byte copy_htod of a dropped stream did not land"
+        assert (read(stream, scratch) == chunk).all(), "the copies staged after the drop did not land"
+        got = read(stream, work.buf, np.uint32)
+        assert (got[1:] == lcg(np.arange(1, work.n), work.iters)).all(), "the dropped stream's work did not run"
+    finally:
+        work.free()
+        for buf in bufs + [scratch]:
+            buf.free()
     assert_device_works(device, kernels)

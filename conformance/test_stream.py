@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import gc
 import math
+import threading
 
 import numpy as np
 import pytest
 
 import ironaccel as ia
 
-from .helpers import RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, random_bytes, read
+from .helpers import (RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, poll_until_complete,
+                      random_bytes, read)
 
 N = 1 << 16
 
@@ -233,3 +235,67 @@ def test_timeout_edge_values(device, stream, kernels, waiter):
             work.check(stream)
     finally:
         work.free()
+
+
+
+def _in_a_new_thread(call) -> None:
+    """Run ``call`` as the first thing a new host thread does; re-raise what it raised."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # noqa: BLE001 (handed to the test's thread)
+            raised.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if raised:
+        raise raised[0]
+
+
+FIRST_CALLS = {
+    "Stream.record": lambda s, event: s.record().synchronize(),
+    "Stream.synchronize": lambda s, event: s.synchronize(),
+    "Event.synchronize": lambda s, event: event.synchronize(),
+    "Event.query": lambda s, event: poll_until_complete(event),
+}
+
+
+@pytest.mark.clause("STREAM-10")
+@pytest.mark.parametrize("which", ["the default stream", "a created stream"])
+@pytest.mark.parametrize("first", list(FIRST_CALLS))
+def test_a_new_thread_may_start_with_a_wait(device, kernels, which, first):
+    """A host thread whose first call waits on a stream another thread filled (a consumer thread) works as on
+    the thread that made the stream: a backend that sets up its per-thread state (a current context) only in
+    the calls that enqueue work fails there, or waits on nothing."""
+    s = device.default_stream if which == "the default stream" else device.create_stream()
+    call = FIRST_CALLS[first]
+    assert_wait_outlasts_running_work(device, s, kernels, lambda s, event: _in_a_new_thread(lambda: call(s, event)),
+                                      f"{first} as a new thread's first call")
+
+
+def _wait_then(then: str):
+    """``other.wait(event)``, then ``then`` on ``other`` (a new stream, nothing else enqueued on it)."""
+
+    def wait(stream, event) -> None:
+        other = stream.device.create_stream()
+        other.wait(event)
+        if then == "Stream.synchronize":
+            other.synchronize()
+        elif then == "Stream.synchronize(timeout)":
+            other.synchronize(timeout=60)
+        else:
+            other.record().synchronize()
+
+    return wait
+
+
+@pytest.mark.clause("STREAM-11")
+@pytest.mark.parametrize("then", ["Stream.synchronize", "Stream.synchronize(timeout)", "Event.synchronize"])
+def test_a_wait_is_work_of_its_stream(device, stream, kernels, then):
+    """A stream whose only work is a wait for another stream's running work is not idle: its synchronize (or
+    an event recorded on it after the wait) returns only once that work is done. A backend that keeps a wait
+    until the stream's next submission, or that synchronizes only what it submitted itself, returns at once."""
+    assert_wait_outlasts_running_work(device, stream, kernels, _wait_then(then), f"Stream.wait then {then}")

@@ -206,9 +206,6 @@ class CudaStream(api.Stream):
         self._address = self._work_address = int(handle)  # the two as integers, for the compiled path
         self._owned = owned
         self._alive = True  # False once the handle is destroyed (a buffer may outlive its last stream)
-        # Synchronize and record on a stream of our own use the stream's context, current or not; the legacy
-        # default stream means "the current context's", so it needs ours current.
-        self._needs_current = not owned
         # copy_dtoh destinations, each kept alive (numbered, in a deque) until work enqueued after it is known
         # complete: a synchronize, or an event recorded after it. A wait takes a mark (the next number) before
         # it waits and then releases what is numbered below it, so nothing enqueued meanwhile by another
@@ -277,7 +274,9 @@ class CudaStream(api.Stream):
 
     def _record(self, timing: bool) -> CudaEvent:
         dev = self._dev
-        if self._needs_current and current.device != dev._id:
+        # our context made current for our own streams too: a thread's first call may be a record or a synchronize
+        # (STREAM-10), and a driver may want a current context even for a stream that has one (the fake does)
+        if current.device != dev._id:
             dev._make_current()
         cu = driver.cu
         try:  # not "if spare: pop()": another thread may take the last one in between
@@ -298,7 +297,7 @@ class CudaStream(api.Stream):
         calls.cuStreamWaitEvent(self._handle, event._handle, 0)
 
     def _synchronize(self, timeout: float | None = None) -> None:
-        if self._needs_current and current.device != self._dev._id:
+        if current.device != self._dev._id:
             self._dev._make_current()
         mark = next(self._numbers) if self._held else 0
         if timeout is None:
