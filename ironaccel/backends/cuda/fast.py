@@ -18,7 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ... import api, native
+from ... import api
+from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/), not this package's native.py
 from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail
@@ -28,7 +29,7 @@ from .stream import CudaBuffer, CudaEvent, CudaStream
 
 TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast_c/launch.inc)
 NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
-_compiled = native.load()  # what driver.fast is once libcuda is loaded (None: the pure-Python classes are used)
+_compiled = fast_c.load()  # what driver.fast is once libcuda is loaded (None: the pure-Python classes are used)
 
 
 def configure() -> None:

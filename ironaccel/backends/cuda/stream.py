@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import api, native
+from ... import api
+from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/), not this package's native.py
 from ...errors import DriverError
 from . import driver
 from .driver import calls, current, fail, wait_for, wait_until_complete
@@ -54,7 +55,7 @@ class _BufferCore:
                 self._device._orphans.append(self._ptr)
 
 
-_compiled = native.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
+_compiled = fast_c.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
 
 
 FENCES_KEPT = 8  # a buffer's fences past this many are queried, and the completed ones dropped
