@@ -273,9 +273,9 @@ MUTANTS: list[Mutant] = [
            "cuda/fake", "Device.synchronize(timeout=) only waits for the default stream", ("STREAM-8",)),
     Mutant("cuda-event-timeout-ignored", "cuda", CU + "stream.py",
            "    def _synchronize(self, timeout: float | None = None) -> None:\n        if timeout is None:\n"
-           "            wait_for(driver.cu.cuEventQuery",
+           "            wait_for(native.cu.cuEventQuery",
            "    def _synchronize(self, timeout: float | None = None) -> None:\n        if True:\n"
-           "            wait_for(driver.cu.cuEventQuery",
+           "            wait_for(native.cu.cuEventQuery",
            "cuda/fake", "Event.synchronize(timeout=) waits forever", ("STREAM-8",)),
     Mutant("cuda-f32-slot-unpadded", "cuda", CU + "module.py",
            '("f", 4): "f4x"',
@@ -299,7 +299,7 @@ MUTANTS: list[Mutant] = [
            "if (err == CUDA_ERROR_NOT_READY) Py_RETURN_FALSE;",
            "if (err == CUDA_ERROR_NOT_READY) Py_RETURN_TRUE;",
            "cuda/fake", "Event.query() says complete while the work still runs", ("EVENT-5", "EVENT-4")),
-    Mutant("cuda-wait-skipped-when-busy", "cuda", CU + "driver.py",
+    Mutant("cuda-wait-skipped-when-busy", "cuda", CU + "native.py",
            "    if not query(handle)[0]:\n        return\n",
            "    query(handle)\n    return\n",
            "cuda/fake", "a wait asks its query first and returns whatever it says: synchronize() returns while the work runs",

@@ -2,7 +2,7 @@
 
 One module per concern, each with its reasons in its docstring:
 
-* ``driver``  — loading libcuda (the real one or ironaccel's fake) and checking what its calls return;
+* ``native``  — loading libcuda (the real one or ironaccel's fake) and checking what its calls return;
 * ``nvrtc``   — CUDA C++ compilation and its cache;
 * ``staging`` — the pinned ring and copy threads behind ``copy_htod`` from pageable memory;
 * ``device``  — the backend, device info, memory, compilation, close;

@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import api
 from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/), not this package's native.py
-from .driver import calls, fail
+from .native import calls, fail
 
 if TYPE_CHECKING:
     from .device import CudaDevice

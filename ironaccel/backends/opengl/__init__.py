@@ -1,6 +1,6 @@
 """OpenGL backend: OpenGL 4.3+ compute shaders over moderngl on a headless EGL context.
 
-Split by concern: ``context`` (EGL devices, the GL thread that owns each context, EGL fence syncs), ``gl``
+Split by concern: ``context`` (EGL devices, the GL thread that owns each context, EGL fence syncs), ``native``
 (raw entry points, KHR_debug, GL errors -> ironaccel errors), ``memory`` (SSBO buffers, readbacks through
 persistently mapped staging), ``stream`` (streams over the context's one command stream, events, timer
 queries), ``module`` (the ``glsl430`` dialect, programs per block size, reflection), ``device`` (the

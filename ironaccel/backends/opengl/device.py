@@ -11,7 +11,7 @@ from typing import Any, Callable
 from ... import api, glslang
 from ...api import BackendInfo, DeviceInfo, Limits
 from ...errors import InvalidArgument, NotAvailable
-from . import gl as GL
+from . import native as GL
 from .context import GLThread, egl_devices
 from .memory import OpenGLBuffer, Readbacks, gl_size
 from .module import LANG, OpenGLModule

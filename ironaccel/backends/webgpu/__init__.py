@@ -26,7 +26,7 @@ Decisions, written down here because WebGPU leaves them to us:
   it: each new (kernel, block, binding sizes) is validated alone in a throwaway encoder at launch, so a bad
   launch is an error at ``Stream.launch`` and earlier work still runs.
 
-Modules: ``calls`` (loading wgpu, the one place wgpu errors become ours), ``reflect`` (WGSL bindings,
+Modules: ``native`` (loading wgpu, the one place wgpu errors become ours), ``reflect`` (WGSL bindings,
 uniform members, entry points), ``device``, ``module``, ``stream`` (streams, events, the byte kernel).
 """
 

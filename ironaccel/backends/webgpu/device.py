@@ -10,8 +10,8 @@ import numpy as np
 from ... import api
 from ...api import BackendInfo, DeviceInfo, Limits
 from ...errors import CompileError, InvalidArgument, NotAvailable
-from . import calls
-from .calls import BACKEND, call, import_wgpu
+from . import native
+from .native import BACKEND, call, import_wgpu
 from .module import WebGPUModule
 from .stream import BYTE_KERNEL_BLOCK, BYTE_KERNEL_WGSL, Fence, Fencer, WebGPUStream
 
@@ -35,7 +35,7 @@ class WebGPUBackend(api.Backend):
             adapters = _adapters()
         except NotAvailable as exc:
             return BackendInfo(BACKEND, False, exc.detail)
-        version = calls._wgpu.__version__
+        version = native._wgpu.__version__
         if not adapters:
             return BackendInfo(BACKEND, False, "wgpu found no Vulkan/Metal/D3D12 adapter", version)
         names = ", ".join(a.info["device"] for a in adapters)
@@ -136,7 +136,7 @@ class WebGPUDevice(api.Device):
         assert isinstance(source, str)
         try:
             shader = self._gpu.create_shader_module(code=source)
-        except calls._wgpu.GPUError as exc:
+        except native._wgpu.GPUError as exc:
             raise CompileError("GPUDevice.create_shader_module", "wgsl", str(exc).strip()) from None
         return WebGPUModule(self, source, shader)
 
