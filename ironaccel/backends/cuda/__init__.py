@@ -12,7 +12,8 @@ One module per concern, each with its reasons in its docstring:
 
 from __future__ import annotations
 
-from .device import CudaBackend, CudaDevice, CudaHandles
+from .backend import CudaBackend
+from .device import CudaDevice, CudaHandles
 from .module import CudaKernel, CudaModule
 from .staging import PINNED_CHECK_BYTES, STAGING_BYTES
 from .stream import CudaBuffer, CudaEvent, CudaStream

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from ... import api
-from ...api import BackendInfo, DeviceInfo, Limits
-from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable, Timeout
+from ...api import DeviceInfo, Limits
+from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, Timeout
 from . import native, nvrtc
 from .native import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_for, wait_until_complete
 from . import fast
@@ -43,29 +43,6 @@ MAX_ALLOC_CAP = 4 << 30
 LOG_BYTES = 16384
 
 _device_ids = itertools.count(1)
-
-
-class CudaBackend(api.Backend):
-    name = BACKEND
-
-    def probe(self) -> BackendInfo:
-        try:
-            cu = native.load()
-            count = calls.cuDeviceGetCount()
-            version = _driver_version(cu)
-        except (NotAvailable, DriverError) as exc:
-            return BackendInfo(BACKEND, False, str(exc))
-        if not count:
-            return BackendInfo(BACKEND, False, "the CUDA driver reports no devices", version)
-        names = ", ".join(_device_name(cu, calls.cuDeviceGet(i)) for i in range(count))
-        return BackendInfo(BACKEND, True, f"{count} device(s): {names}", version)
-
-    def device_count(self) -> int:
-        native.load()
-        return calls.cuDeviceGetCount()
-
-    def _open_device(self, index: int) -> CudaDevice:
-        return CudaDevice(index)
 
 
 def _driver_version(cu: Any) -> str:

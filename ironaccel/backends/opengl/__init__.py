@@ -9,6 +9,7 @@ module's docstring records its decisions. Needs OpenGL 4.3 (compute) with buffer
 GL_ARB_buffer_storage) and EGL_KHR_fence_sync: Mesa's llvmpipe and NVIDIA's driver have all three.
 """
 
-from .device import OpenGLBackend, OpenGLDevice
+from .backend import OpenGLBackend
+from .device import OpenGLDevice
 
 __all__ = ["OpenGLBackend", "OpenGLDevice"]

@@ -30,6 +30,7 @@ Modules: ``native`` (loading wgpu, the one place wgpu errors become ours), ``ref
 uniform members, entry points), ``device``, ``module``, ``stream`` (streams, events, the byte kernel).
 """
 
-from .device import WebGPUBackend, WebGPUDevice
+from .backend import WebGPUBackend
+from .device import WebGPUDevice
 
 __all__ = ["WebGPUBackend", "WebGPUDevice"]
