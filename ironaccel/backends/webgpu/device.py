@@ -12,6 +12,7 @@ from ...api import DeviceInfo, Limits
 from ...errors import CompileError, InvalidArgument
 from . import native
 from .native import BACKEND, call, import_wgpu
+from .memory import WebGPUBuffer
 from .module import WebGPUModule
 from .stream import BYTE_KERNEL_BLOCK, BYTE_KERNEL_WGSL, Fence, Fencer, WebGPUStream
 
@@ -165,16 +166,3 @@ class WebGPUDevice(api.Device):
             module = self.compile(BYTE_KERNEL_WGSL, "wgsl")
             self._byte_kernel = (module._bind_layout, module._pipeline("ia_bytes", (BYTE_KERNEL_BLOCK, 1, 1)))
         return self._byte_kernel
-
-
-class WebGPUBuffer(api.Buffer):
-    def __init__(self, device: WebGPUDevice, nbytes: int, gpu_buffer: Any):
-        super().__init__(device, nbytes)
-        self._gpu_buffer = gpu_buffer
-
-    def _native_handle(self) -> Any:
-        return self._gpu_buffer
-
-    def _release(self) -> None:
-        # Release, not destroy: work already submitted that uses the buffer keeps it alive until done.
-        self._gpu_buffer = None
