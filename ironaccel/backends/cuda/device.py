@@ -1,4 +1,4 @@
-"""The CUDA backend and its devices: discovery, device info, memory, compilation, close.
+"""The CUDA devices: device info, memory, compilation, close.
 
 Decisions, written down here because CUDA leaves them to us:
 

@@ -47,11 +47,12 @@ How the shared API maps onto Vulkan:
   module is validated by ``spirv-val`` before any driver sees it (by the validation layer when spirv-val is
   missing and validation is on): an invalid one is a CompileError.
 
-Modules, one concern each: ``native`` (loading the package, the checked call proxy, VkResult errors),
-``spirv`` (reading a module's kernel interface), ``instance`` (VkInstance, validation), ``memory`` (the
-sub-allocator, buffers), ``stream`` (streams, events, timestamps), ``graph`` (captured work and its replay),
-``module`` (modules, kernels, pipelines, descriptors, SPIR-V validation), ``device`` (the logical device and
-device-wide synchronisation), ``backend`` (the registered Backend).
+Modules, one concern each, named as every backend names them (``ironaccel.backends``): ``native`` (loading
+the package, the checked call proxy, VkResult errors), ``spirv`` (reading a module's kernel interface),
+``instance`` (VkInstance, validation), ``memory`` (the sub-allocator, buffers), ``stream`` (streams, events,
+timestamps), ``graph`` (captured work and its replay), ``module`` (modules, kernels, pipelines, descriptors,
+SPIR-V validation), ``device`` (the logical device and device-wide synchronisation), ``backend`` (the
+registered Backend).
 """
 
 from .backend import VulkanBackend

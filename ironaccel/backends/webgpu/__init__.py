@@ -26,8 +26,10 @@ Decisions, written down here because WebGPU leaves them to us:
   it: each new (kernel, block, binding sizes) is validated alone in a throwaway encoder at launch, so a bad
   launch is an error at ``Stream.launch`` and earlier work still runs.
 
-Modules: ``native`` (loading wgpu, the one place wgpu errors become ours), ``reflect`` (WGSL bindings,
-uniform members, entry points), ``device``, ``module``, ``stream`` (streams, events, the byte kernel).
+Modules (named as every backend names them: ``ironaccel.backends``): ``native`` (loading wgpu, the one place
+wgpu errors become ours), ``reflect`` (WGSL bindings, uniform members, entry points), ``backend`` (the
+registered Backend: the adapters it offers), ``device``, ``memory`` (buffers), ``module``, ``stream`` (streams,
+events, the byte kernel).
 """
 
 from .backend import WebGPUBackend

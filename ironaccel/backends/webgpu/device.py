@@ -1,4 +1,4 @@
-"""WebGPU adapters as ironaccel devices: enumeration, device info and limits, buffers, compilation."""
+"""WebGPU adapters as ironaccel devices: device info and limits, allocation, compilation."""
 
 from __future__ import annotations
 
