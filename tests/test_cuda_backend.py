@@ -1617,9 +1617,9 @@ def test_compiled_launch_reads_only_verified_scalar_layouts(device):
 _BUILD_FAILS = (
     "import numpy as np\n"
     "import ironaccel as ia\n"
-    "from ironaccel import native\n"
+    "from ironaccel import native as fast_c\n"
     "from ironaccel.backends.cuda import CudaBackend, native\n"
-    "assert native.load() is None and 'build' in native.why_not, native.why_not\n"
+    "assert fast_c.load() is None and 'build' in fast_c.why_not, fast_c.why_not\n"
     "dev = CudaBackend().open_device(0)\n"
     "s = dev.create_stream()\n"
     "pool = ia.MemPool(dev, s)\n"
