@@ -13,7 +13,7 @@ a tampered cache) is never used: ``load()`` builds the sources into the cache in
 runs pure Python, and says which once (a RuntimeWarning; ``why_not``). ``loaded_hash()`` is what a results
 file records: the hash the loaded module reports, not one computed from the sources.
 
-Two users: the CUDA backend (``driver.fast``, once libcuda is loaded) and the MemPool, on every backend
+Two users: the CUDA backend (``native.fast``, once libcuda is loaded) and the MemPool, on every backend
 (``pool.py`` picks its base classes when it is imported, so a checkout's first ``import ironaccel`` builds it).
 """
 

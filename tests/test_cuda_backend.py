@@ -20,7 +20,7 @@ import ironaccel as ia
 
 CUDA_ERROR_INVALID_VALUE = 1
 CUDA_ERROR_NOT_READY = 600
-#: the query each blocking wait asks first (driver.wait_for): when it says done, the wait is skipped
+#: the query each blocking wait asks first (native.wait_for): when it says done, the wait is skipped
 QUERY_BEFORE = {"cuStreamSynchronize": "cuStreamQuery", "cuEventSynchronize": "cuEventQuery"}
 
 
@@ -35,15 +35,15 @@ CUDA_ERROR_OUT_OF_MEMORY = 2
 @pytest.fixture(scope="module")
 def fake() -> Any:
     """The loaded fake libcuda (ctypes), with the backend initialized on it (once per process)."""
-    from ironaccel.backends.cuda import driver
+    from ironaccel.backends.cuda import native
 
     with pytest.MonkeyPatch.context() as env:
         env.setenv("IRONACCEL_CUDA_DRIVER", "fake")
         try:
-            driver.load()
+            native.load()
         except ia.NotAvailable as exc:
             pytest.skip(f"the fake libcuda is not available: {exc}")
-    lib = driver.fake
+    lib = native.fake
     if lib is None:
         pytest.skip("the CUDA backend was initialized on a real driver earlier in this process")
     lib.ironaccel_fake_inject.argtypes = [ctypes.c_char_p, ctypes.c_uint64, ctypes.c_int]
@@ -273,7 +273,7 @@ def _close_all(opened: list) -> None:
         except ia.IronAccelError:
             pass
     while device_module._unreleased_contexts:  # what exit would do
-        device_module.driver.cu.cuDevicePrimaryCtxRelease(device_module._unreleased_contexts.pop())
+        device_module.native.cu.cuDevicePrimaryCtxRelease(device_module._unreleased_contexts.pop())
 
 
 def test_fault_injection_matrix(fake):
@@ -481,10 +481,10 @@ def test_compiled_copy_threads_fill_every_piece(device, monkeypatch, threads):
     with any number of threads (the host's count is what the bench uses; 3 forces several here), copies of
     one chunk and of several, at an unaligned offset, land byte-exactly, the host array overwritten right
     after the call (the call returns only once no thread reads it)."""
-    from ironaccel.backends.cuda import driver
+    from ironaccel.backends.cuda import native
     from ironaccel.backends.cuda.staging import STAGING_SEGMENT
 
-    if driver.fast is None:
+    if native.fast is None:
         pytest.skip("the compiled module is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
     monkeypatch.setattr(device._staging, "_threads", threads)
     s = device.create_stream()
@@ -508,9 +508,9 @@ def test_two_devices_rings_share_the_copy_threads_safely(device, monkeypatch):
     locks) copying large arrays from two threads at once each get their own bytes."""
     import threading
 
-    from ironaccel.backends.cuda import CudaBackend, driver
+    from ironaccel.backends.cuda import CudaBackend, native
 
-    if driver.fast is None:
+    if native.fast is None:
         pytest.skip("the compiled module is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
     other = CudaBackend().open_device(0)
     n = (1 << 20) + 11  # one chunk: the threads' hand-offs come often
@@ -547,9 +547,9 @@ def test_two_devices_rings_share_the_copy_threads_safely(device, monkeypatch):
 def test_a_failed_piece_dma_stops_the_copy_and_leaves_the_threads_usable(fake, device, monkeypatch):
     """A DMA that fails in the middle of a threaded chunk raises the typed error naming cuMemcpyHtoDAsync,
     enqueues no DMA after it, and the next large copy (the copy threads done with the failed job) lands."""
-    from ironaccel.backends.cuda import driver
+    from ironaccel.backends.cuda import native
 
-    if driver.fast is None:
+    if native.fast is None:
         pytest.skip("the compiled module is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
     monkeypatch.setattr(device._staging, "_threads", 3)
     s = device.create_stream()
@@ -597,11 +597,11 @@ def test_staging_reuses_a_segment_only_when_its_copies_are_done(device):
 
 
 def test_pinned_source_is_copied_directly(fake, device):
-    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
+    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, native
 
-    cu = driver.cu
+    cu = native.cu
     n = PINNED_CHECK_BYTES
-    ptr = driver.calls.cuMemHostAlloc(n, 0)
+    ptr = native.calls.cuMemHostAlloc(n, 0)
     try:
         pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
         pinned[:] = np.arange(n) % 253
@@ -623,10 +623,10 @@ def test_pinned_source_is_copied_directly(fake, device):
 def test_a_pinned_source_may_be_overwritten_when_copy_htod_returns(device):
     """COPY-4 for page-locked host memory too: the copy is enqueued behind a kernel still running, and the
     source is overwritten as soon as copy_htod returns; the device must get what the array held at the call."""
-    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, driver
+    from ironaccel.backends.cuda import PINNED_CHECK_BYTES, native
 
     n = 4 * PINNED_CHECK_BYTES
-    ptr = driver.calls.cuMemHostAlloc(n, 0)
+    ptr = native.calls.cuMemHostAlloc(n, 0)
     try:
         pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(ptr)))
         pinned[:] = np.arange(n) % 251
@@ -643,7 +643,7 @@ def test_a_pinned_source_may_be_overwritten_when_copy_htod_returns(device):
             s.synchronize()
         np.testing.assert_array_equal(out, expect)
     finally:
-        driver.cu.cuMemFreeHost(ptr)
+        native.cu.cuMemFreeHost(ptr)
 
 
 @pytest.mark.parametrize("pure", ["0", "1"])
@@ -655,10 +655,10 @@ def test_a_direct_pinned_copy_is_complete_when_copy_htod_returns(tmp_path, pure)
         tmp_path,
         "import ctypes\n"
         "import numpy as np\n"
-        "from ironaccel.backends.cuda import CudaBackend, PINNED_CHECK_BYTES, driver\n"
+        "from ironaccel.backends.cuda import CudaBackend, PINNED_CHECK_BYTES, native\n"
         "dev = CudaBackend().open_device(0)\n"
         "n = PINNED_CHECK_BYTES\n"
-        "ptr = int(driver.calls.cuMemHostAlloc(n, 0))\n"
+        "ptr = int(native.calls.cuMemHostAlloc(n, 0))\n"
         "pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(ptr))\n"
         "pinned[:] = np.arange(n) % 249\n"
         "expect = pinned.copy()\n"
@@ -672,7 +672,7 @@ def test_a_direct_pinned_copy_is_complete_when_copy_htod_returns(tmp_path, pure)
         "assert dev._staging._base == 0, 'not the direct path'\n"
         "print('same' if (out == expect).all() else 'overwritten')\n"
         "buf.free()\n"
-        "driver.cu.cuMemFreeHost(ptr)\n"
+        "native.cu.cuMemFreeHost(ptr)\n"
         "dev.close()\n",
         IRONACCEL_FAKE_CUDA_START_ON_WAIT="1", IRONACCEL_PURE_PYTHON=pure)
     assert proc.returncode == 0, proc.stderr
@@ -735,7 +735,7 @@ def test_driver_errors_explain_common_codes(fake, device):
         device.alloc(64)
     assert info.value.op == "cuMemAllocAsync" and info.value.name == "CUDA_ERROR_INVALID_CONTEXT"
     assert "no CUDA context is current" in info.value.detail
-    from ironaccel.backends.cuda.driver import EXPLANATIONS
+    from ironaccel.backends.cuda.native import EXPLANATIONS
 
     codes = {"CUDA_ERROR_INVALID_CONTEXT", "CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_OUT_OF_MEMORY",
              "CUDA_ERROR_NOT_INITIALIZED", "CUDA_ERROR_NO_BINARY_FOR_GPU", "CUDA_ERROR_LAUNCH_TIMEOUT"}
@@ -743,13 +743,13 @@ def test_driver_errors_explain_common_codes(fake, device):
 
 
 def test_checked_calls_return_values_and_name_the_function(fake, device):
-    from ironaccel.backends.cuda import driver
+    from ironaccel.backends.cuda import native
 
-    assert driver.calls.cuDeviceGetCount() >= 1  # one value: the value itself
-    assert driver.calls.cuCtxSynchronize() is None  # no value
-    assert driver.calls.cuMemGetInfo()[1] >= device.info.memory // 2  # several values: a tuple
+    assert native.calls.cuDeviceGetCount() >= 1  # one value: the value itself
+    assert native.calls.cuCtxSynchronize() is None  # no value
+    assert native.calls.cuMemGetInfo()[1] >= device.info.memory // 2  # several values: a tuple
     with pytest.raises(ia.DriverError) as info:
-        driver.calls.cuMemFreeHost(12345)
+        native.calls.cuMemFreeHost(12345)
     assert info.value.op == "cuMemFreeHost"
 
 
@@ -801,14 +801,14 @@ def test_kernel_params_of_a_binary_are_sizes_only(fake, device, monkeypatch):
     module; it has no cuModuleEnumerateFunctions, so the enumeration is stood in for)."""
     from types import SimpleNamespace
 
-    from ironaccel.backends.cuda import driver, module
+    from ironaccel.backends.cuda import native, module
 
     loaded = device.compile(PTX_STORE, "ptx")
     function = loaded.kernel("store").native
     monkeypatch.setattr(module, "calls", SimpleNamespace(
         cuModuleGetFunctionCount=lambda _module: 1, cuModuleEnumerateFunctions=lambda _count, _module: [function],
         cuFuncGetName=lambda _fn: b"store"))
-    entries = module.binary_entries(driver.cu, loaded._handle)
+    entries = module.binary_entries(native.cu, loaded._handle)
     assert entries == {"store": (ia.api.Param("buffer-or-scalar", 8, ""), ia.api.Param("scalar", 4, ""))}
 
 
@@ -1117,7 +1117,7 @@ def test_graph_captures_on_its_own_stream_and_close_destroys_it(fake, device):
 
 _WHICH_PATH = (
     "import numpy as np\n"
-    "from ironaccel.backends.cuda import CudaBackend, driver\n"
+    "from ironaccel.backends.cuda import CudaBackend, native\n"
     "dev = CudaBackend().open_device(0)\n"
     "s = dev.create_stream()\n"
     "with dev.alloc(64) as buf:\n"
@@ -1128,7 +1128,7 @@ _WHICH_PATH = (
     "    assert (out == np.arange(16)).all(), out\n"
     "events = {type(e).__name__ for e in [s.record() for _ in range(3)]}  # none spare: each one made anew\n"
     "assert len(events) == 1, events\n"
-    "print(type(s).__name__, type(dev.default_stream).__name__, type(dev._staging).__name__, *events, driver.fast is None)\n"
+    "print(type(s).__name__, type(dev.default_stream).__name__, type(dev._staging).__name__, *events, native.fast is None)\n"
 )
 
 
@@ -1441,13 +1441,13 @@ def test_threads_share_a_kernels_resolved_launches(device):
 
 
 def test_launches_make_their_device_current_on_each_thread(device):
-    """A launch makes its device's context current where the thread's record (driver.current: the compiled
+    """A launch makes its device's context current where the thread's record (native.current: the compiled
     module's ThreadCurrent, in C thread-local storage, or a threading.local) names another device or none: on
     a thread whose first call is a launch resolved on another thread (the fake refuses a launch without a
     current context), and after another Device's call on the same thread; each thread's record is its own."""
     import threading
 
-    from ironaccel.backends.cuda import CudaBackend, driver
+    from ironaccel.backends.cuda import CudaBackend, native
 
     s = device.create_stream()
     k = device.compile(PTX_STORE64, "ptx").kernel("store64")
@@ -1457,26 +1457,26 @@ def test_launches_make_their_device_current_on_each_thread(device):
         with device.alloc(8) as buf, other.alloc(8) as theirs:
             for _ in range(2):  # the plan, then the launch resolved
                 s.launch(k, 1, 1, (buf, np.uint64(1)))
-                assert driver.current.device == device._id
+                assert native.current.device == device._id
             other.default_stream.fill(theirs, 0)
-            assert driver.current.device == other._id
+            assert native.current.device == other._id
             s.launch(k, 1, 1, (buf, np.uint64(2)))
-            assert driver.current.device == device._id
+            assert native.current.device == device._id
             seen: list[object] = []
 
             def first_call_a_launch() -> None:
-                seen.append(driver.current.device)
+                seen.append(native.current.device)
                 try:
                     s.launch(k, 1, 1, (buf, np.uint64(77)))
                 except ia.IronAccelError as exc:
                     seen.append(exc)
-                seen.append(driver.current.device)
+                seen.append(native.current.device)
 
             thread = threading.Thread(target=first_call_a_launch)
             thread.start()
             thread.join()
             assert seen == [0, device._id]
-            assert driver.current.device == device._id
+            assert native.current.device == device._id
             s.copy_dtoh(out, buf)
             s.synchronize()
             assert out[0] == 77
@@ -1580,10 +1580,10 @@ def test_small_copy_htod_checks_hold_on_every_form(device):
 def test_compiled_entry_points_refuse_what_is_not_theirs(device):
     """The compiled module's functions and its types' methods, given objects they were not made for (another
     type, a half-made instance), raise TypeError or the Python error instead of reading foreign memory."""
-    from ironaccel.backends.cuda import driver
+    from ironaccel.backends.cuda import native
     from ironaccel.backends.cuda.fast import FastEvent
 
-    fast = driver.fast
+    fast = native.fast
     if fast is None:
         pytest.skip("the compiled path is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
     s = device.create_stream()
@@ -1603,23 +1603,23 @@ def test_compiled_entry_points_refuse_what_is_not_theirs(device):
 def test_compiled_launch_reads_only_verified_scalar_layouts(device):
     """The compiled launch reads a numpy scalar's value in place only for types whose sample it verified against
     the generic conversion: all six argument types on this numpy, none for a type laid out otherwise (an int)."""
-    from ironaccel.backends.cuda import driver, fast
+    from ironaccel.backends.cuda import native, fast
 
-    if driver.fast is None:
+    if native.fast is None:
         pytest.skip("the compiled path is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
     try:
-        assert driver.fast.configure_scalars((("i", 7), ("q", 2**40))) == 0
-        assert driver.fast.configure_scalars(fast.scalar_samples()) == 6
+        assert native.fast.configure_scalars((("i", 7), ("q", 2**40))) == 0
+        assert native.fast.configure_scalars(fast.scalar_samples()) == 6
     finally:
-        driver.fast.configure_scalars(fast.scalar_samples())
+        native.fast.configure_scalars(fast.scalar_samples())
 
 
 _BUILD_FAILS = (
     "import numpy as np\n"
     "import ironaccel as ia\n"
-    "from ironaccel import native\n"
-    "from ironaccel.backends.cuda import CudaBackend, driver\n"
-    "assert native.load() is None and 'build' in native.why_not, native.why_not\n"
+    "from ironaccel import native as fast_c\n"
+    "from ironaccel.backends.cuda import CudaBackend, native\n"
+    "assert fast_c.load() is None and 'build' in fast_c.why_not, fast_c.why_not\n"
     "dev = CudaBackend().open_device(0)\n"
     "s = dev.create_stream()\n"
     "pool = ia.MemPool(dev, s)\n"
@@ -1635,7 +1635,7 @@ _BUILD_FAILS = (
     "pool.close()\n"
     "bases = {c.__name__ for t in (type(dev), type(s), type(buf), type(s.record()), type(pooled), type(pool))\n"
     "         for c in t.__mro__}\n"
-    "print(driver.fast is None, sorted(b for b in bases if b.endswith('Core')))\n"
+    "print(native.fast is None, sorted(b for b in bases if b.endswith('Core')))\n"
 )
 
 

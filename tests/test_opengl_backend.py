@@ -21,7 +21,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.cts import targets
 from ironaccel.api import DeviceInfo, Limits, Param
-from ironaccel.backends.opengl import gl as GL
+from ironaccel.backends.opengl import native as GL
 from ironaccel.backends.opengl.module import _with_block
 
 from ironaccel.cts.testing.work import RunningWork

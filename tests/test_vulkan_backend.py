@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import ironaccel as ia
 from ironaccel.cts import targets
 from ironaccel.api import Param
-from ironaccel.backends.vulkan.pipeline import DescriptorPool
+from ironaccel.backends.vulkan.module import DescriptorPool
 from hostile_sources import macro_bomb
 
 KERNELS = Path(__file__).resolve().parents[1] / "conformance" / "kernels"
@@ -446,7 +446,7 @@ def _out_of_range_access_chain(code):
 
 
 def test_invalid_spirv_is_rejected_before_the_driver_sees_it(device):
-    from ironaccel.backends.vulkan.pipeline import SPIRV_VAL
+    from ironaccel.backends.vulkan.module import SPIRV_VAL
 
     if shutil.which(SPIRV_VAL) is None:
         pytest.skip("spirv-val is not on PATH (apt-get install spirv-tools)")
@@ -458,9 +458,9 @@ def test_invalid_spirv_is_rejected_before_the_driver_sees_it(device):
 def test_without_spirv_val_the_validation_layer_rejects_invalid_spirv(device, monkeypatch):
     if not device.info.extra["validation"]:
         pytest.skip("VK_LAYER_KHRONOS_validation is not installed")
-    from ironaccel.backends.vulkan import pipeline
+    from ironaccel.backends.vulkan import module as vulkan_module
 
-    monkeypatch.setattr(pipeline, "SPIRV_VAL", "spirv-val-not-installed")
+    monkeypatch.setattr(vulkan_module, "SPIRV_VAL", "spirv-val-not-installed")
     with pytest.raises(ia.CompileError, match=r"Device\.compile") as err:
         device.compile(_out_of_range_access_chain(SAXPY_SPV), "spirv")
     assert "OpAccessChain" in err.value.log

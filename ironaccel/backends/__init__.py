@@ -10,6 +10,31 @@ read by the same loader before the entry points (so a plain checkout on ``PYTHON
 installing, and an entry point cannot take a built-in's name); ``register`` adds to (or overrides) it for one
 process (tests, embedding). Backend modules import their native runtime lazily, so loading the registry never
 fails because a runtime is missing, and a broken plugin makes its backend unavailable, never the registry.
+
+Every backend package, built-in or a plugin's, names its modules from one vocabulary, so that the same concern
+has the same name in each (``tests/test_backend_layout.py`` reads the two lists below and checks every package):
+
+* ``native`` (required) — loading the native runtime, its checked calls, and the one place its errors become
+  ironaccel's (with the tables that explain them);
+* ``backend`` (required) — the registered ``Backend`` subclass: probe, device count, open;
+* ``device`` (required) — the ``Device``: info, limits, capabilities, allocation, compilation, close;
+* ``stream`` (required) — streams and events;
+* ``module`` (required) — compiled modules and kernels: reflection, pipelines, how launch arguments are packed;
+* ``memory`` — buffers and their allocator (CUDA's stay in ``stream``: their compiled core is a stream hot path);
+* ``graph`` — captured work and its replay, in a backend that has graphs;
+* ``drivers`` — a plugin's targets, its ``ironaccel.drivers`` entry point (the built-ins' are the
+  platform's: ``ironaccel.cts.drivers``).
+
+A concern of its own in one backend gets its own module there, listed here with the reason it is not one of
+the above:
+
+* ``cuda.fast`` — the stream and event classes that go through the compiled hot paths (``_fast_c/``);
+* ``cuda.nvrtc`` — CUDA C++ compilation by NVRTC and its cache: a second native library;
+* ``cuda.staging`` — the pinned ring and copy threads behind ``copy_htod`` from pageable memory;
+* ``opengl.context`` — EGL devices and the GL thread that owns each context: GL calls run on that thread only;
+* ``vulkan.instance`` — the VkInstance and its validation, shared by the Backend's probe and each Device;
+* ``vulkan.spirv`` — reading a SPIR-V module's kernel interface, without a driver;
+* ``webgpu.reflect`` — WGSL bindings, uniform members and entry points, which wgpu does not reflect.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The CUDA backend and its devices: discovery, device info, memory, compilation, close.
+"""The CUDA devices: device info, memory, compilation, close.
 
 Decisions, written down here because CUDA leaves them to us:
 
@@ -8,7 +8,7 @@ Decisions, written down here because CUDA leaves them to us:
   succeeds in practice (the context, the pool and other processes need some), and a test that allocates
   ``max_alloc`` must be able to. Larger allocations are still possible through the driver directly.
 * ``Device.alloc`` takes no stream, so memory comes from ``cuMemAllocAsync`` on an internal stream that is
-  waited for before the Buffer is handed out (usable on any stream; ``driver.wait_for``: a query first, and
+  waited for before the Buffer is handed out (usable on any stream; ``native.wait_for``: a query first, and
   cuStreamSynchronize only when the stream is not idle). Devices without memory pools fall
   back to ``cuMemAlloc``/``cuMemFree``.
 * Kernels from ``lang="cuda"`` are compiled by NVRTC for the device's architecture: to a cubin on a real
@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ... import api
-from ...api import BackendInfo, DeviceInfo, Limits
-from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, NotAvailable, Timeout
-from . import driver, nvrtc
-from .driver import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_for, wait_until_complete
+from ...api import DeviceInfo, Limits
+from ...errors import CompileError, DriverError, InvalidArgument, IronAccelError, Timeout
+from . import native, nvrtc
+from .native import BACKEND, FAKE_IDENTITY, calls, error_name, fail, wait_for, wait_until_complete
 from . import fast
 from .fast import FastStream
 from .module import CudaModule, binary_entries, ptx_entries
@@ -45,33 +45,10 @@ LOG_BYTES = 16384
 _device_ids = itertools.count(1)
 
 
-class CudaBackend(api.Backend):
-    name = BACKEND
-
-    def probe(self) -> BackendInfo:
-        try:
-            cu = driver.load()
-            count = calls.cuDeviceGetCount()
-            version = _driver_version(cu)
-        except (NotAvailable, DriverError) as exc:
-            return BackendInfo(BACKEND, False, str(exc))
-        if not count:
-            return BackendInfo(BACKEND, False, "the CUDA driver reports no devices", version)
-        names = ", ".join(_device_name(cu, calls.cuDeviceGet(i)) for i in range(count))
-        return BackendInfo(BACKEND, True, f"{count} device(s): {names}", version)
-
-    def device_count(self) -> int:
-        driver.load()
-        return calls.cuDeviceGetCount()
-
-    def _open_device(self, index: int) -> CudaDevice:
-        return CudaDevice(index)
-
-
 def _driver_version(cu: Any) -> str:
     v = calls.cuDriverGetVersion()
     text = f"CUDA {v // 1000}.{v % 1000 // 10}"
-    if driver.fake is None:
+    if native.fake is None:
         try:  # the kernel module's version is what `nvidia-smi` calls the driver version
             first = Path("/proc/driver/nvidia/version").read_text().splitlines()[0]
             found = re.search(r"Kernel Module\s+(?:for \w+\s+)?([\d.]+)", first)
@@ -99,7 +76,7 @@ def _device_info(cu: Any, dev: Any, index: int) -> DeviceInfo:
 
     memory = calls.cuDeviceTotalMem(dev)
     cc = (get("COMPUTE_CAPABILITY_MAJOR"), get("COMPUTE_CAPABILITY_MINOR"))
-    simulated = driver.fake is not None
+    simulated = native.fake is not None
     uuid = calls.cuDeviceGetUuid(dev)
     extra = {
         "uuid": _uuid_text(bytes(uuid.bytes)[:16]),
@@ -110,7 +87,7 @@ def _device_info(cu: Any, dev: Any, index: int) -> DeviceInfo:
         "max_shared_memory_optin": get("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
     }
     if simulated:  # which build of the fake ran: what a results file records (the judge compares its sources)
-        extra["driver_build"] = driver.fake_build()
+        extra["driver_build"] = native.fake_build()
     return DeviceInfo(
         backend=BACKEND,
         index=index,
@@ -146,7 +123,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
     after api.Device.alloc's checks, which are made there alone; anything else: ``_alloc_python``)."""
 
     def __init__(self, index: int):
-        cu = driver.load()
+        cu = native.load()
         self._cu = cu
         self._dev = calls.cuDeviceGet(index)
         super().__init__(_device_info(cu, self._dev, index))
@@ -160,9 +137,9 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
             raise
         self._alloc_address = int(self._alloc_stream)  # for the compiled alloc and free
         self._pools = self._info.extra["memory_pools"]
-        # the compiled hot paths when ironaccel._fast loaded (driver.fast), else the pure-Python ones
-        self._stream_class = FastStream if driver.fast is not None else CudaStream
-        if driver.fast is not None:
+        # the compiled hot paths when ironaccel._fast loaded (native.fast), else the pure-Python ones
+        self._stream_class = FastStream if native.fast is not None else CudaStream
+        if native.fast is not None:
             fast.configure()
         self._default = self._stream_class(self, cu.CUstream(cu.CU_STREAM_LEGACY), owned=False)
         # Buffers not yet freed (pointer -> weak reference), freed at close: the primary context outlives this
@@ -190,9 +167,9 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
 
     def _make_current(self) -> None:
         """Make the primary context current on the calling thread, once per thread."""
-        if driver.current.device != self._id:
+        if native.current.device != self._id:
             calls.cuCtxSetCurrent(self._ctx)
-            driver.current.device = self._id
+            native.current.device = self._id
 
     def _capabilities(self) -> frozenset[str]:
         if self._caps is None:
@@ -222,11 +199,11 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
             return list(self._streams)
 
     def _alloc_python(self, nbytes: int) -> CudaBuffer:
-        if driver.current.device != self._id:
+        if native.current.device != self._id:
             self._make_current()
         if not self._pools:
             ptr = int(calls.cuMemAlloc(nbytes))
-        else:  # where driver.fast is loaded, DeviceCore._alloc does this case in C
+        else:  # where native.fast is loaded, DeviceCore._alloc does this case in C
             ptr = calls.cuMemAllocAsync(nbytes, self._alloc_stream)
             try:
                 wait_for(self._cu.cuStreamQuery, self._cu.cuStreamSynchronize, self._alloc_stream)
@@ -396,4 +373,4 @@ def _close_at_exit() -> None:
         except IronAccelError:
             pass
     while _unreleased_contexts:
-        driver.cu.cuDevicePrimaryCtxRelease(_unreleased_contexts.pop())
+        native.cu.cuDevicePrimaryCtxRelease(_unreleased_contexts.pop())

@@ -1,6 +1,6 @@
-"""The hot paths through the compiled module (``ironaccel/_fast_c/``, loaded as ``driver.fast``).
+"""The hot paths through the compiled module (``ironaccel/_fast_c/``, loaded as ``native.fast``).
 
-A device opened while ``driver.fast`` is set uses these subclasses for its streams and events (``copy_htod``
+A device opened while ``native.fast`` is set uses these subclasses for its streams and events (``copy_htod``
 is checked in C: a small one goes through the device's staging ring in C, a large one from pinned memory on an
 idle stream is DMA'd and waited for in C, any other large one goes to the ring; events, ``record()`` and ``synchronize()``
 are the compiled EventCore's and StreamCore's, bases of FastEvent and FastStream); each makes the same driver
@@ -9,7 +9,7 @@ so the semantics (ordering, held copy destinations, typed errors naming the entr
 path's. What is not a hot path (timeouts, host data other than an ndarray) goes to the pure-Python method.
 Two records are the module's too wherever it loads: each CudaKernel's last resolved launches (its KernelCore
 base: StreamCore.launch's plan and argument-rule fields by stream device, dims and argument types) and
-``driver.current`` (a ThreadCurrent: the thread's current context in C thread-local storage).
+``native.current`` (a ThreadCurrent: the thread's current context in C thread-local storage).
 """
 
 from __future__ import annotations
@@ -18,30 +18,31 @@ from typing import Sequence
 
 import numpy as np
 
-from ... import api, native
+from ... import api
+from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/), not this package's native.py
 from ...errors import DriverError
-from . import driver
-from .driver import calls, current, fail
+from . import native
+from .native import calls, current, fail
 from .module import _FAST_CODES
 from .staging import PINNED_CHECK_BYTES, REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
 TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast_c/launch.inc)
 NO_SPARE_EVENT = -1  # the compiled record's "the device has no spare CUevent"
-_compiled = native.load()  # what driver.fast is once libcuda is loaded (None: the pure-Python classes are used)
+_compiled = fast_c.load()  # what native.fast is once libcuda is loaded (None: the pure-Python classes are used)
 
 
 def configure() -> None:
     """Tell the compiled module what its launch checks against, and what its event and stream methods hand
-    uncommon cases to; once driver.fast is loaded."""
-    driver.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
-    driver.fast.configure_buffers(CudaBuffer._release, DriverError)
-    driver.fast.configure_copies(np.ndarray, api.Stream.copy_htod, api.Stream.copy_dtoh, SMALL_COPY_BYTES,
+    uncommon cases to; once native.fast is loaded."""
+    native.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
+    native.fast.configure_buffers(CudaBuffer._release, DriverError)
+    native.fast.configure_copies(np.ndarray, api.Stream.copy_htod, api.Stream.copy_dtoh, SMALL_COPY_BYTES,
                                  PINNED_CHECK_BYTES)
-    driver.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
+    native.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
                                   api.Stream.launch)
-    driver.fast.configure_scalars(scalar_samples())
+    native.fast.configure_scalars(scalar_samples())
 
 
 def scalar_samples() -> tuple[tuple[str, np.generic], ...]:
@@ -53,8 +54,8 @@ def scalar_samples() -> tuple[tuple[str, np.generic], ...]:
 
 
 def fail_named(name: str, err: int) -> None:
-    """driver.fail for a call the compiled module made: the entry point by name, the CUresult as an int."""
-    cu = driver.cu
+    """native.fail for a call the compiled module made: the entry point by name, the CUresult as an int."""
+    cu = native.cu
     fail(getattr(cu, name), cu.CUresult(err))
 
 
@@ -81,14 +82,14 @@ class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc
             dev._make_current()
         if src._last_stream is not self:
             src._used_on(self)
-        err = driver.fast.copy_dtoh(dst, src._ptr + src_offset, self._address)
+        err = native.fast.copy_dtoh(dst, src._ptr + src_offset, self._address)
         if err:
             fail_named("cuMemcpyDtoHAsync", err)
         self._held.append((next(self._numbers), dst))
 
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
         if src.nbytes <= SMALL_COPY_BYTES:  # staged in one C call (the ring's room, memcpy, DMA)
-            err = driver.fast.staged_htod(self, dst, dst_offset, src, self._dev._staging)
+            err = native.fast.staged_htod(self, dst, dst_offset, src, self._dev._staging)
             if err != TAKE_PYTHON_PATH:
                 if err:
                     fail_named("cuMemcpyHtoDAsync", err)
@@ -96,12 +97,12 @@ class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc
         super()._copy_htod(dst, dst_offset, src)  # a large copy, a pinned source, or the ring must advance
 
     def _record(self, timing: bool) -> CudaEvent:
-        event = driver.fast.record(self, timing)
+        event = native.fast.record(self, timing)
         if type(event) is int:
             if event != NO_SPARE_EVENT:
                 fail_named("cuEventRecord", event)
             dev = self._dev
-            flags = driver.cu.CUevent_flags
+            flags = native.cu.CUevent_flags
             dev._make_current()
             dev._spare_events[timing].append(
                 calls.cuEventCreate(flags.CU_EVENT_DEFAULT if timing else flags.CU_EVENT_DISABLE_TIMING))
@@ -111,7 +112,7 @@ class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc
     def _launch_plan(self, plan: api.LaunchPlan, args: Sequence[object]) -> None:
         """api.Stream._launch_plan in one C call (same rule, checks and side effects); what it does not take
         (the first launch of these argument types, a capture, anything that raises) goes the Python way."""
-        err = driver.fast.launch(plan, self, args)
+        err = native.fast.launch(plan, self, args)
         if err:
             if err == TAKE_PYTHON_PATH:
                 return super()._launch_plan(plan, args)

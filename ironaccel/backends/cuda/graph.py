@@ -14,8 +14,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ... import api
-from . import driver
-from .driver import calls, fail
+from . import native
+from .native import calls, fail
 
 if TYPE_CHECKING:
     from .device import CudaDevice
@@ -30,13 +30,13 @@ class CudaGraph(api.Graph):
     def _launch(self, stream: api.Stream) -> None:
         s: CudaStream = stream  # type: ignore[assignment]
         dev: CudaDevice = self._device  # type: ignore[assignment]
-        if driver.current.device != dev._id:
+        if native.current.device != dev._id:
             dev._make_current()
         for buf in self._buffers.values():  # a later free is ordered after this replay
             backing = buf._backing("Graph.launch")
             if backing._last_stream is not s:
                 backing._used_on(s)
-        launch = driver.cu.cuGraphLaunch
+        launch = native.cu.cuGraphLaunch
         err, = launch(self._exec, s._work)
         if err:
             fail(launch, err)
@@ -52,7 +52,7 @@ class CudaGraph(api.Graph):
 def begin_capture(stream: CudaStream) -> CudaGraph:
     dev = stream._dev
     dev._make_current()
-    cu = driver.cu
+    cu = native.cu
     handle = dev._capture_streams.pop() if dev._capture_streams else \
         calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
     try:
@@ -79,4 +79,4 @@ def end_capture(stream: CudaStream, graph: CudaGraph, keep: bool) -> None:
             dev._capture_streams.append(handle)
             calls.cuGraphDestroy(captured)
         else:  # the capture may still be open on it: the next capture gets a new stream
-            driver.cu.cuStreamDestroy(handle)
+            native.cu.cuStreamDestroy(handle)

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
-from ... import api, native
-from .driver import calls, fail
+from ... import api
+from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/), not this package's native.py
+from .native import calls, fail
 
 if TYPE_CHECKING:
     from .device import CudaDevice
@@ -123,7 +124,7 @@ class _Slots(threading.local):
         self.view_and_address = (memoryview(self.storage).cast("B"), self.pointers.ctypes.data)
 
 
-_compiled = native.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
+_compiled = fast_c.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
 
 
 class CudaKernel(*((_compiled.KernelCore,) if _compiled else ()), api.Kernel):  # type: ignore[misc]

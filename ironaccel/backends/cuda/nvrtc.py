@@ -15,7 +15,7 @@ from typing import Any
 
 from ...cache import cache_dir
 from ...errors import CompileError, DriverError, NotAvailable
-from .driver import BACKEND, CheckedCalls
+from .native import BACKEND, CheckedCalls
 
 _nvrtc: Any = None  # cuda.bindings.nvrtc, once its library loaded
 _nvrtc_error = ""  # why NVRTC is unavailable, when it is

@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from . import driver
-from .driver import calls, fail
+from . import native
+from .native import calls, fail
 
 if TYPE_CHECKING:
     from .device import CudaDevice
@@ -113,7 +113,7 @@ class StagingRing:
         self._spare: list[Any] = []
         self._threads = min(COPY_THREADS, max((os.cpu_count() or 1) - 1, 1))  # copy threads besides the caller
         # the compiled staged_copy has its own threads, which need no GIL; these serve the pure-Python path
-        self._workers = CopyWorkers(self._threads, ctypes.memmove) if driver.fast is None else None
+        self._workers = CopyWorkers(self._threads, ctypes.memmove) if native.fast is None else None
 
     def _reserve(self, n: int, stream: CudaStream, reuse: bool) -> tuple[int, bool]:
         """Offset in the ring of ``n`` <= STAGING_SEGMENT free pinned bytes for a copy on ``stream``, and whether
@@ -161,7 +161,7 @@ class StagingRing:
 
     def _fence(self, segment: int, address: int) -> None:
         """Record, on the CUstream at ``address``, the event that entering ``segment`` again waits for."""
-        cu = driver.cu
+        cu = native.cu
         event = self._spare.pop() if self._spare else calls.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
         self._fences[segment].append(event)
         calls.cuEventRecord(event, cu.CUstream(address))
@@ -206,7 +206,7 @@ class StagingRing:
             if n <= SMALL_COPY_BYTES:
                 start, _ = self._reserve(n, stream, True)  # first: it may allocate the ring
                 self._ring[start:start + n] = src
-                copy = driver.cu.cuMemcpyHtoDAsync
+                copy = native.cu.cuMemcpyHtoDAsync
                 err, = copy(dst, self._base + start, n, handle)
                 if err:
                     fail(copy, err)
@@ -219,10 +219,10 @@ class StagingRing:
     def _send(self, dst: int, staged: int, src: np.ndarray, first: int, size: int, handle: Any, hot: bool) -> None:
         """``src[first:first + size]`` into the ring at ``staged`` (``hot``: bytes just used, in the cache), then
         DMA'd to ``dst``."""
-        if driver.fast is not None:
-            err = driver.fast.staged_copy(dst, staged, src, first, size, self._threads, int(handle), hot)
+        if native.fast is not None:
+            err = native.fast.staged_copy(dst, staged, src, first, size, self._threads, int(handle), hot)
             if err:
-                fail(driver.cu.cuMemcpyHtoDAsync, driver.cu.CUresult(err))
+                fail(native.cu.cuMemcpyHtoDAsync, native.cu.CUresult(err))
         elif size >= PARALLEL_COPY_BYTES:
             self._workers.copy(staged, src.ctypes.data + first, size)
             calls.cuMemcpyHtoDAsync(dst, staged, size, handle)

@@ -5,7 +5,7 @@ CUresult inline; the error object is built only on failure. ``Device.default_str
 default stream; ``create_stream`` makes non-blocking streams. ``copy_dtoh`` keeps its host array alive
 until a wait covers it (the stream's or the device's synchronize, or an event recorded after it); into
 pageable memory the driver completes it before returning, so it is not staged. ``synchronize(timeout=)``
-polls instead of blocking (``driver.wait_until_complete``).
+polls instead of blocking (``native.wait_until_complete``).
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ... import api, native
+from ... import api
+from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/), not this package's native.py
 from ...errors import DriverError
-from . import driver
-from .driver import calls, current, fail, wait_for, wait_until_complete
+from . import native
+from .native import calls, current, fail, wait_for, wait_until_complete
 from .graph import CudaGraph, begin_capture, end_capture
 from .module import CudaKernel, Signature
 from .staging import PINNED_CHECK_BYTES, is_pinned
@@ -54,7 +55,7 @@ class _BufferCore:
                 self._device._orphans.append(self._ptr)
 
 
-_compiled = native.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
+_compiled = fast_c.load()  # None: the pure-Python path (no compiler here, or IRONACCEL_PURE_PYTHON=1)
 
 
 FENCES_KEPT = 8  # a buffer's fences past this many are queried, and the completed ones dropped
@@ -111,7 +112,7 @@ class CudaBuffer(_compiled.BufferCore if _compiled else _BufferCore, api.Buffer)
                     calls.cuEventSynchronize(event)
             if not dev._pools:
                 calls.cuMemFree(self._ptr)
-            else:  # where driver.fast is loaded, BufferCore.free does this case in C (when not _fenced)
+            else:  # where native.fast is loaded, BufferCore.free does this case in C (when not _fenced)
                 calls.cuMemFreeAsync(self._ptr, queue)
         except DriverError:
             self._freed = False  # still live (and in dev._live): free() may be retried, close() frees it
@@ -137,17 +138,17 @@ def _record_fence(stream: CudaStream) -> Any:
     try:
         event = dev._spare_events[False].pop()
     except IndexError:
-        event = calls.cuEventCreate(driver.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-    err, = driver.cu.cuEventRecord(event, stream._handle)
+        event = calls.cuEventCreate(native.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+    err, = native.cu.cuEventRecord(event, stream._handle)
     if err:
         dev._spare_events[False].append(event)
-        fail(driver.cu.cuEventRecord, err)
+        fail(native.cu.cuEventRecord, err)
     return event
 
 
 def _completed(device: CudaDevice, event: Any) -> bool:
     """Has ``event`` completed? (then it goes back to the device's spare events)"""
-    err, = driver.cu.cuEventQuery(event)
+    err, = native.cu.cuEventQuery(event)
     if err:
         return False  # not ready; an error: kept, and the free's wait reports it
     device._spare_events[False].append(event)
@@ -165,7 +166,7 @@ class CudaEvent(api.Event):
         self._mark = mark  # the stream's copy_dtoh destinations numbered below this are done once this is (0: none)
 
     def _query(self) -> bool:
-        cu = driver.cu
+        cu = native.cu
         (err,) = cu.cuEventQuery(self._handle)
         if not err:
             if self._mark:
@@ -178,9 +179,9 @@ class CudaEvent(api.Event):
 
     def _synchronize(self, timeout: float | None = None) -> None:
         if timeout is None:
-            wait_for(driver.cu.cuEventQuery, driver.cu.cuEventSynchronize, self._handle)
+            wait_for(native.cu.cuEventQuery, native.cu.cuEventSynchronize, self._handle)
         else:
-            wait_until_complete(driver.cu.cuEventQuery, self._handle, time.monotonic() + timeout, "Event.synchronize",
+            wait_until_complete(native.cu.cuEventQuery, self._handle, time.monotonic() + timeout, "Event.synchronize",
                                 timeout)
         if self._mark:
             self._stream._release_held(self._mark)
@@ -224,7 +225,7 @@ class CudaStream(api.Stream):
         if dst._last_stream is not self:
             dst._used_on(self)
         n = src.nbytes
-        if n >= PINNED_CHECK_BYTES and is_pinned(driver.cu, address := src.ctypes.data) and self._idle():
+        if n >= PINNED_CHECK_BYTES and is_pinned(native.cu, address := src.ctypes.data) and self._idle():
             # DMA'd from the caller's page-locked array, then waited for, since the caller may reuse the array
             # once this returns (COPY-4); on an idle stream the wait is the copy's own time. Behind other work
             # the staging ring copies it instead, without waiting for that work. (The compiled path decides
@@ -236,11 +237,11 @@ class CudaStream(api.Stream):
 
     def _idle(self) -> bool:
         """Has everything enqueued on the stream so far completed? (a non-blocking cuStreamQuery)"""
-        err, = driver.cu.cuStreamQuery(self._handle)
-        if err == driver.cu.CUresult.CUDA_ERROR_NOT_READY:
+        err, = native.cu.cuStreamQuery(self._handle)
+        if err == native.cu.CUresult.CUDA_ERROR_NOT_READY:
             return False
         if err:
-            fail(driver.cu.cuStreamQuery, err)
+            fail(native.cu.cuStreamQuery, err)
         return True
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
@@ -249,7 +250,7 @@ class CudaStream(api.Stream):
             dev._make_current()
         if src._last_stream is not self:
             src._used_on(self)
-        copy = driver.cu.cuMemcpyDtoHAsync
+        copy = native.cu.cuMemcpyDtoHAsync
         # the address through ctypes' buffer protocol: ~0.7 us cheaper than ``dst.ctypes.data``. Never the array
         # itself: cuda.bindings tries int(ptr) first, and numpy < 2 turns a 1-element array into its value.
         err, = copy(_addressof(_byte_at(dst)), src._ptr + src_offset, dst.nbytes, self._handle)
@@ -278,7 +279,7 @@ class CudaStream(api.Stream):
         # (STREAM-10), and a driver may want a current context even for a stream that has one (the fake does)
         if current.device != dev._id:
             dev._make_current()
-        cu = driver.cu
+        cu = native.cu
         try:  # not "if spare: pop()": another thread may take the last one in between
             handle = dev._spare_events[timing].pop()
         except IndexError:
@@ -301,9 +302,9 @@ class CudaStream(api.Stream):
             self._dev._make_current()
         mark = next(self._numbers) if self._held else 0
         if timeout is None:
-            wait_for(driver.cu.cuStreamQuery, driver.cu.cuStreamSynchronize, self._handle)
+            wait_for(native.cu.cuStreamQuery, native.cu.cuStreamSynchronize, self._handle)
         else:
-            wait_until_complete(driver.cu.cuStreamQuery, self._handle, time.monotonic() + timeout,
+            wait_until_complete(native.cu.cuStreamQuery, self._handle, time.monotonic() + timeout,
                                 "Stream.synchronize", timeout)
         if mark:
             self._release_held(mark)
@@ -337,7 +338,7 @@ class CudaStream(api.Stream):
         dev = self._dev
         if current.device != dev._id:
             dev._make_current()
-        launch = driver.cu.cuLaunchKernel
+        launch = native.cu.cuLaunchKernel
         err, = launch(kernel._function, *plan.grid, *plan.block, 0, self._work, params, 0)
         if err:
             fail(launch, err)

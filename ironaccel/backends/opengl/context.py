@@ -26,7 +26,7 @@ import threading
 from typing import Any, Callable
 
 from ...errors import DriverError, NotAvailable, UseAfterFree
-from .gl import BACKEND, GL
+from .native import BACKEND, GL
 
 EGL_EXTENSIONS = 0x3055
 EGL_SYNC_FENCE_KHR = 0x30F9

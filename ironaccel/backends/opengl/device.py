@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ... import api, glslang
-from ...api import BackendInfo, DeviceInfo, Limits
-from ...errors import InvalidArgument, NotAvailable
-from . import gl as GL
-from .context import GLThread, egl_devices
+from ...api import DeviceInfo, Limits
+from ...errors import InvalidArgument
+from . import native as GL
+from .context import GLThread
 from .memory import OpenGLBuffer, Readbacks, gl_size
 from .module import LANG, OpenGLModule
 from .stream import Fence, OpenGLStream, wait_for
@@ -32,31 +32,6 @@ class OpenGLHandles:
     context: Any  # moderngl.Context
     gl: GL.GL  # GL entry points, checked (gl.glQueryCounter, ...) and bare (gl.unchecked), and gl.mgl
     run: Callable[..., Any]  # run(fn, *args): call fn on the GL thread, return its result
-
-
-class OpenGLBackend(api.Backend):
-    name = GL.BACKEND
-
-    def probe(self) -> BackendInfo:
-        try:
-            import moderngl
-        except ImportError as exc:
-            return BackendInfo(self.name, False, f"moderngl is not installed ({exc}): pip install moderngl glcontext")
-        try:
-            devices = egl_devices()
-        except NotAvailable as exc:
-            return BackendInfo(self.name, False, exc.detail, moderngl.__version__)
-        if not devices:
-            return BackendInfo(self.name, False, "EGL enumerates no devices", moderngl.__version__)
-        return BackendInfo(self.name, True, f"{len(devices)} EGL device(s)", moderngl.__version__)
-
-    def device_count(self) -> int:
-        return len(egl_devices())
-
-    def _open_device(self, index: int, **options: Any) -> OpenGLDevice:
-        if options:
-            raise InvalidArgument("Backend.open_device", f"the opengl backend takes no options, got {sorted(options)}")
-        return OpenGLDevice(index, egl_devices()[index])
 
 
 def _device_info(ctx: Any, gl: GL.GL, index: int, egl_extensions: str) -> DeviceInfo:

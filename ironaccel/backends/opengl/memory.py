@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ... import api
-from . import gl as GL
+from . import native as GL
 
 if TYPE_CHECKING:
     from .device import OpenGLDevice

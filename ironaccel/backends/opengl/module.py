@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ... import api
 from ...errors import CompileError, InvalidArgument
-from . import gl as GL
+from . import native as GL
 from .memory import OpenGLBuffer
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ import numpy as np
 
 from ... import api
 from ...errors import DriverError, Timeout
-from . import gl as GL
+from . import native as GL
 from .memory import OpenGLBuffer
 
 if TYPE_CHECKING:

@@ -42,22 +42,23 @@ How the shared API maps onto Vulkan:
   Buffers bind as storage buffers set 0, bindings 0..k-1; scalars are one push-constant block packed by
   ``api.pack_scalars``; the block size is specialization constants 0, 1, 2. Pipelines are cached per
   (kernel, block, argument layout), and what a launch records is worked out once per kernel and argument
-  types (``pipeline.LaunchBinding``). A launch's descriptor set is made once per (argument layout, exact
+  types (``module.LaunchBinding``). A launch's descriptor set is made once per (argument layout, exact
   buffer ranges in order) and kept across batches until its VkBuffer is destroyed or its pool fills. A
   module is validated by ``spirv-val`` before any driver sees it (by the validation layer when spirv-val is
   missing and validation is on): an invalid one is a CompileError.
 
-Modules, one concern each: ``native`` (loading the package, the checked call proxy, VkResult errors),
-``spirv`` (reading a module's kernel interface), ``instance`` (VkInstance, validation), ``memory`` (the
-sub-allocator, buffers), ``stream`` (streams, events, timestamps), ``graph`` (captured work and its replay),
-``pipeline`` (modules, pipelines, descriptors, SPIR-V validation), ``device`` (the logical device and
-device-wide synchronisation), ``backend`` (the registered Backend).
+Modules, one concern each, named as every backend names them (``ironaccel.backends``): ``native`` (loading
+the package, the checked call proxy, VkResult errors), ``spirv`` (reading a module's kernel interface),
+``instance`` (VkInstance, validation), ``memory`` (the sub-allocator, buffers), ``stream`` (streams, events,
+timestamps), ``graph`` (captured work and its replay), ``module`` (modules, kernels, pipelines, descriptors,
+SPIR-V validation), ``device`` (the logical device and device-wide synchronisation), ``backend`` (the
+registered Backend).
 """
 
 from .backend import VulkanBackend
 from .device import VulkanDevice, VulkanHandles
 from .memory import VulkanBuffer
-from .pipeline import VulkanModule
+from .module import VulkanModule
 from .spirv import KernelInterface, spirv_entry_points, spirv_interfaces
 from .stream import VulkanEvent, VulkanStream
 

@@ -22,7 +22,7 @@ from . import native
 from .graph import GraphResources, VulkanGraph
 from .instance import Instance
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
-from .pipeline import (DescriptorSets, PipelineLayouts, ShaderResources, VulkanModule, compile_glsl,
+from .module import (DescriptorSets, PipelineLayouts, ShaderResources, VulkanModule, compile_glsl,
                        spirv_target_env)
 from .stream import Deadline, Flusher, Queue, StreamHandles, Timestamps, VulkanStream, deadline
 

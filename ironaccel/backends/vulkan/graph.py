@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ... import api
 from . import native
-from .pipeline import DescriptorPool
+from .module import DescriptorPool
 from .stream import Batch
 
 if TYPE_CHECKING:

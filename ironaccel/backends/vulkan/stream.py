@@ -4,7 +4,7 @@ A stream records work into an open command buffer and submits it in batches (see
 when); an event is a (stream, timeline value) pair, with a timestamp query slot when timed. What the host
 owes a completed submission (a ``copy_dtoh`` destination filled from staging, staging memory and command
 buffers recycled) is done here when a query or a wait sees it complete; a launch's descriptor set comes
-from the device's ``pipeline.DescriptorSets``, which outlive batches.
+from the device's ``module.DescriptorSets``, which outlive batches.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from ...api import Dim3
 from ...errors import Timeout
 from . import native
 from .memory import Allocation, VulkanBuffer
-from .pipeline import LaunchBinding
+from .module import LaunchBinding
 
 if TYPE_CHECKING:
     from .device import VulkanDevice

@@ -26,10 +26,13 @@ Decisions, written down here because WebGPU leaves them to us:
   it: each new (kernel, block, binding sizes) is validated alone in a throwaway encoder at launch, so a bad
   launch is an error at ``Stream.launch`` and earlier work still runs.
 
-Modules: ``calls`` (loading wgpu, the one place wgpu errors become ours), ``reflect`` (WGSL bindings,
-uniform members, entry points), ``device``, ``module``, ``stream`` (streams, events, the byte kernel).
+Modules (named as every backend names them: ``ironaccel.backends``): ``native`` (loading wgpu, the one place
+wgpu errors become ours), ``reflect`` (WGSL bindings, uniform members, entry points), ``backend`` (the
+registered Backend: the adapters it offers), ``device``, ``memory`` (buffers), ``module``, ``stream`` (streams,
+events, the byte kernel).
 """
 
-from .device import WebGPUBackend, WebGPUDevice
+from .backend import WebGPUBackend
+from .device import WebGPUDevice
 
 __all__ = ["WebGPUBackend", "WebGPUDevice"]

@@ -1,4 +1,4 @@
-"""WebGPU adapters as ironaccel devices: enumeration, device info and limits, buffers, compilation."""
+"""WebGPU adapters as ironaccel devices: device info and limits, allocation, compilation."""
 
 from __future__ import annotations
 
@@ -8,44 +8,15 @@ from typing import Any
 import numpy as np
 
 from ... import api
-from ...api import BackendInfo, DeviceInfo, Limits
-from ...errors import CompileError, InvalidArgument, NotAvailable
-from . import calls
-from .calls import BACKEND, call, import_wgpu
+from ...api import DeviceInfo, Limits
+from ...errors import CompileError, InvalidArgument
+from . import native
+from .native import BACKEND, call, import_wgpu
+from .memory import WebGPUBuffer
 from .module import WebGPUModule
 from .stream import BYTE_KERNEL_BLOCK, BYTE_KERNEL_WGSL, Fence, Fencer, WebGPUStream
 
-COMPUTE_BACKEND_TYPES = ("Vulkan", "Metal", "D3D12")
 OPTIONAL_FEATURES = ("timestamp-query", "shader-f64", "shader-float32-atomic")
-
-def _adapters() -> list[Any]:
-    wgpu = import_wgpu()
-    try:
-        found = wgpu.gpu.enumerate_adapters_sync()
-    except Exception as exc:  # a broken loader or ICD must not crash enumeration
-        raise NotAvailable(BACKEND, "wgpu-native", f"adapter enumeration failed: {exc}") from None
-    return [a for a in found if a.info.get("backend_type") in COMPUTE_BACKEND_TYPES]
-
-
-class WebGPUBackend(api.Backend):
-    name = BACKEND
-
-    def probe(self) -> BackendInfo:
-        try:
-            adapters = _adapters()
-        except NotAvailable as exc:
-            return BackendInfo(BACKEND, False, exc.detail)
-        version = calls._wgpu.__version__
-        if not adapters:
-            return BackendInfo(BACKEND, False, "wgpu found no Vulkan/Metal/D3D12 adapter", version)
-        names = ", ".join(a.info["device"] for a in adapters)
-        return BackendInfo(BACKEND, True, f"{len(adapters)} adapter(s): {names}", version)
-
-    def device_count(self) -> int:
-        return len(_adapters())
-
-    def _open_device(self, index: int) -> WebGPUDevice:
-        return WebGPUDevice(_adapters()[index], index)
 
 
 def _device_info(adapter: Any, index: int) -> DeviceInfo:
@@ -136,7 +107,7 @@ class WebGPUDevice(api.Device):
         assert isinstance(source, str)
         try:
             shader = self._gpu.create_shader_module(code=source)
-        except calls._wgpu.GPUError as exc:
+        except native._wgpu.GPUError as exc:
             raise CompileError("GPUDevice.create_shader_module", "wgsl", str(exc).strip()) from None
         return WebGPUModule(self, source, shader)
 
@@ -195,16 +166,3 @@ class WebGPUDevice(api.Device):
             module = self.compile(BYTE_KERNEL_WGSL, "wgsl")
             self._byte_kernel = (module._bind_layout, module._pipeline("ia_bytes", (BYTE_KERNEL_BLOCK, 1, 1)))
         return self._byte_kernel
-
-
-class WebGPUBuffer(api.Buffer):
-    def __init__(self, device: WebGPUDevice, nbytes: int, gpu_buffer: Any):
-        super().__init__(device, nbytes)
-        self._gpu_buffer = gpu_buffer
-
-    def _native_handle(self) -> Any:
-        return self._gpu_buffer
-
-    def _release(self) -> None:
-        # Release, not destroy: work already submitted that uses the buffer keeps it alive until done.
-        self._gpu_buffer = None

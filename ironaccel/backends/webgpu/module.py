@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ... import api
 from ...errors import DriverError, InvalidArgument
-from .calls import call
+from .native import call
 from .reflect import reflect
 
 if TYPE_CHECKING:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import api
 from ...errors import Timeout
-from .calls import call, wait
+from .native import call, wait
 from .module import WebGPUKernel
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ... import native
+from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/)
 from ...errors import DriverError, NotAvailable, OutOfMemory, Timeout
 
 BACKEND = "cuda"
@@ -37,7 +37,7 @@ class _Current(threading.local):
     device = 0  # id of the Device whose primary context this thread has current (0: none)
 
 
-_compiled = native.load()
+_compiled = fast_c.load()
 #: Which Device's primary context the calling thread has current (see ``CudaDevice._make_current``): where the
 #: compiled module loads, its ThreadCurrent (the same record in C thread-local storage, read by its hot paths
 #: without a Python-level lookup), else a threading.local.
@@ -87,13 +87,13 @@ def load() -> Any:
 
 def _compiled_path() -> Any:
     """ironaccel._fast with the driver's entry points loaded, or None (see ironaccel.native)."""
-    module = native.load()
+    module = fast_c.load()
     if module is None:
         return None
     try:
         module.init()
     except OSError as exc:  # libcuda loaded under another name: the pure path still works
-        native.why_not = str(exc)
+        fast_c.why_not = str(exc)
         return None
     return module
 
