@@ -19,7 +19,7 @@ from ironaccel.cts import judge, results, spec, status
 from ironaccel.api import BackendInfo
 from ironaccel.backends import BUILTIN
 from ironaccel.cts.targets import Target, standard
-from test_certify import SEEN, passing_doc
+from ironaccel.cts.testing.documents import SEEN, passing_doc
 
 GOLDEN = Path(__file__).parent / "golden" / "status"
 REPO = Path(__file__).resolve().parent.parent

@@ -14,7 +14,7 @@ import ironaccel
 from ironaccel.cts import certify, results, submission, targets
 from ironaccel.backends import register, unregister
 from ironaccel.cts.cli import main
-from test_certify import passing_doc
+from ironaccel.cts.testing.documents import passing_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -130,6 +130,10 @@ class Expectation:
     reason: str
     used: bool = False
 
+    def covers(self, tid: str, clauses: Any) -> bool:
+        """Does this entry apply to the test ``tid`` citing ``clauses`` (by clause id or test-id prefix)?"""
+        return self.key in clauses or tid.startswith(self.key)
+
 
 def load_expectations(path: Path) -> list[Expectation]:
     """The entries of an expectations file (none when there is no file); UsageError naming the file and the
@@ -192,6 +196,8 @@ class Conformance:
             except ValueError as exc:
                 raise pytest.UsageError(f"--baseline: {exc}") from None
         self.comparison: Comparison | None = None
+        limit = config.getoption("timeout", None)  # pytest-timeout's --timeout; 0 or none: no limit
+        self.test_timeout = float(limit) if limit else None
         self.started = results.now()
         self.host = results.host_environment((*results.PACKAGES, *self.target.packages))
         self.device: Any = None
@@ -256,7 +262,7 @@ class Conformance:
                 self.tests[tid] = {"id": tid, "clauses": list(mark.args), "outcome": Outcome.NOT_RUN.value,
                                    "duration": 0.0, "message": ""}
             for exp in self.expectations:
-                if exp.key in mark.args or tid.startswith(exp.key):
+                if exp.covers(tid, mark.args):
                     exp.used = True
                     reason = f"{self.expectations_path.name}: {exp.reason}"
                     if exp.kind == Outcome.XFAIL:
@@ -364,7 +370,7 @@ class Conformance:
         return results.document(self.target, self.parts, self.started, status, message or self.device_error,
                                 self.tests.values(), self.device.info if self.device is not None else None,
                                 self.host, None if self.selection.everything else self.selection.record(),
-                                self.builds(), self.evidence)
+                                self.builds(), self.evidence, self.test_timeout)
 
     def builds(self) -> dict[str, str | None]:
         """The C builds this run loaded, as they report their sources' hash: the compiled extension (None: pure
