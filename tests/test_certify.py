@@ -245,9 +245,21 @@ def test_certificate_records_level_clauses_environment_and_hashes(tmp_path, mem_
     assert page.startswith(f"# Certificate: {NAME}") and "| MEM-1 | pass |" in page and cert["results"]["sha256"] in page
 
 
+def suite_is(monkeypatch, folder: Path) -> None:
+    """``ironaccel verify`` holds results to the tests of ``folder`` (the suite a ``run`` here runs), not to
+    the conformance suite's."""
+    from ironaccel.cts import mustpass
+
+    collect = mustpass.tests_of_suite
+    monkeypatch.setattr(mustpass, "tests_of_suite", lambda suite=None: collect(folder))
+
+
 def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, capsys):
     r, doc = run(tmp_path, PASSING)
     cert_path = results.sibling(r.results_file, ".cert.json")
+    assert main(["verify", str(cert_path)]) == certify.VERIFY_TAMPERED  # not the conformance suite's tests
+    assert "1 not tests of the suite" in capsys.readouterr().err
+    suite_is(monkeypatch, tmp_path / "suite")
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_VALID
     assert "valid" in capsys.readouterr().out
 
@@ -262,6 +274,7 @@ def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, caps
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_STALE
     assert "stale" in capsys.readouterr().err
     monkeypatch.undo()
+    suite_is(monkeypatch, tmp_path / "suite")
 
     doc["tests"][0]["duration"] += 1
     results.dump(doc, r.results_file)
@@ -434,7 +447,7 @@ def test_a_relabelled_simulated_run_is_tampered_and_never_hardware(tmp_path, cap
 @pytest.mark.parametrize("hardware", ["cuda/nvidia", "vulkan/nvidia", "webgpu/nvidia", "opengl/nvidia"])
 def test_a_hardware_run_with_its_evidence_is_hardware(tmp_path, capsys, hardware):
     path = tmp_path / results.file_name(hardware)
-    results.dump(passing_doc(hardware), path)
+    results.dump(passing_doc(hardware, whole_suite=True), path)
     assert json.loads(certify.write_certificate(path).read_text())["proves"] == "hardware"
     assert main(["certify", "--verify", str(results.sibling(path, results.CERTIFICATE_SUFFIX))]) \
         == certify.VERIFY_VALID
@@ -491,7 +504,7 @@ def test_verify_rejects_duplicate_keys_and_an_edit_that_also_changes_the_suite_h
     cert_path = results.sibling(r.results_file, ".cert.json")
     original = cert_path.read_text()
     cert_path.write_text(original.replace('"proves": "partial"', '"proves": "partial", "proves": "hardware"'))
-    assert main(["certify", "--verify", str(cert_path)]) == 2
+    assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_TAMPERED
     assert "duplicate key 'proves'" in capsys.readouterr().err
 
     forged = json.loads(original)
@@ -511,7 +524,7 @@ def _package(tmp_path: Path) -> Path:
     res = tmp_path / "results"
     res.mkdir()
     for name in ("webgpu/nvidia", "webgpu/lavapipe"):
-        results.dump(passing_doc(name), res / results.file_name(name))
+        results.dump(passing_doc(name, whole_suite=True), res / results.file_name(name))
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]

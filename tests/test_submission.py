@@ -92,7 +92,7 @@ def test_package_records_the_plugins_own_repository_and_ironaccels(tmp_path, plu
     res = tmp_path / "results"
     res.mkdir()
     for name in ("tiny/sim", "webgpu/lavapipe"):
-        results.dump(passing_doc(name), res / results.file_name(name))
+        results.dump(passing_doc(name, whole_suite=True), res / results.file_name(name))
     pkg = submission.package(res, tmp_path / "pkg")
     manifest = json.loads((pkg / "MANIFEST.json").read_text())
 

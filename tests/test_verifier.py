@@ -139,7 +139,7 @@ TAMPERING = {
     # suites this ironaccel does not accept
     "an unknown suite hash": (edit_doc(lambda d: d["suite"].update(hash="f" * 16, parts=dict(d["suite"]["parts"],
                                                                                                 suite="f" * 16))),
-                              STALE, "not a suite this ironaccel knows"),
+                              STALE, "is no release listed"),
     "an earlier release": (edit_doc(lambda d: d["suite"].update(hash="c356e46450143a0b", parts=dict(
         d["suite"]["parts"], suite="c356e46450143a0b"))), STALE, "is an earlier release"),
     "another ironaccel version": (edit_doc(lambda d: d["suite"].update(version="0.0.1")), STALE, "ironaccel 0.0.1"),

@@ -45,5 +45,5 @@ def standing(version: str, suite_hash: str, current: tuple[str, str],
         return CURRENT, f"{label}, this ironaccel's"
     if known is not None:
         return RELEASED, f"{label} is an earlier release ({known.note}); this ironaccel's is {current[0]} {current[1]}"
-    return UNKNOWN, (f"{label} is not a suite this ironaccel knows (not this tree's, {current[0]} {current[1]}, "
-                     "nor a release listed in ironaccel/cts/releases.py)")
+    return UNKNOWN, (f"{label}: the suite changed since (this ironaccel's is {current[0]} {current[1]}), and it "
+                     "is no release listed in ironaccel/cts/releases.py")
