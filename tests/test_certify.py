@@ -21,7 +21,7 @@ import pytest
 from ironaccel.cts import certify, results, spec, targets
 from ironaccel.cts.cli import main
 from ironaccel.cts.selection import Selection
-from ironaccel.cts.testing.documents import passing_doc
+from ironaccel.cts.testing.documents import passing_doc, verified_against
 from membackend import registered
 from test_plugin import CONFTEST
 
@@ -245,21 +245,12 @@ def test_certificate_records_level_clauses_environment_and_hashes(tmp_path, mem_
     assert page.startswith(f"# Certificate: {NAME}") and "| MEM-1 | pass |" in page and cert["results"]["sha256"] in page
 
 
-def suite_is(monkeypatch, folder: Path) -> None:
-    """``ironaccel verify`` holds results to the tests of ``folder`` (the suite a ``run`` here runs), not to
-    the conformance suite's."""
-    from ironaccel.cts import mustpass
-
-    collect = mustpass.tests_of_suite
-    monkeypatch.setattr(mustpass, "tests_of_suite", lambda suite=None: collect(folder))
-
-
 def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, capsys):
     r, doc = run(tmp_path, PASSING)
     cert_path = results.sibling(r.results_file, ".cert.json")
     assert main(["verify", str(cert_path)]) == certify.VERIFY_TAMPERED  # not the conformance suite's tests
     assert "1 not tests of the suite" in capsys.readouterr().err
-    suite_is(monkeypatch, tmp_path / "suite")
+    verified_against(monkeypatch, tmp_path / "suite")
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_VALID
     assert "valid" in capsys.readouterr().out
 
@@ -274,7 +265,7 @@ def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, caps
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_STALE
     assert "stale" in capsys.readouterr().err
     monkeypatch.undo()
-    suite_is(monkeypatch, tmp_path / "suite")
+    verified_against(monkeypatch, tmp_path / "suite")
 
     doc["tests"][0]["duration"] += 1
     results.dump(doc, r.results_file)

@@ -3,9 +3,17 @@ it (the suite's test list is ``mustpass``'s), so a test can judge, certify, tamp
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .. import mustpass, results, spec, targets
+
+
+def verified_against(monkeypatch: Any, suite: Path) -> None:
+    """Make ``ironaccel verify`` hold results to the tests of ``suite`` (a test's own small suite, which its
+    runs ran) instead of the conformance suite's, for the rest of the test (``monkeypatch``: pytest's)."""
+    collect = mustpass.tests_of_suite
+    monkeypatch.setattr(mustpass, "tests_of_suite", lambda suite_dir=None: collect(suite))
 
 
 def suite_tests(outcome: str = "pass") -> list[dict[str, Any]]:
