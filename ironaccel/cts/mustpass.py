@@ -3,8 +3,9 @@ as pytest collects the conformance suite, in a child process (the suite's module
 
 The list is the same for every target: a test a target cannot run is not-supported there, never absent (the
 plugin records every selected test, and nothing in collection depends on the target). So it is collected once
-per suite hash, and ``ironaccel verify`` holds each results file to it: every test the run's selection picks,
-exactly once, with the clauses the suite gives it, and no other.
+per suite hash (kept in ironaccel's cache folder, ``cache.cache_dir()``/mustpass, so a loop of ``verify``
+calls collects once), and ``ironaccel verify`` holds each results file to it: every test the run's selection
+picks, exactly once, with the clauses the suite gives it, and no other.
 
 Loaded as a pytest plugin (``-p ironaccel.cts.mustpass``, by ``tests_of_suite`` only) it writes the collected
 list to the file ``$IRONACCEL_MUSTPASS_OUT`` names.
@@ -12,7 +13,9 @@ list to the file ``$IRONACCEL_MUSTPASS_OUT`` names.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
 import json
 import os
 import subprocess
@@ -34,7 +37,25 @@ def tests_of_suite(suite: Path | None = None) -> dict[str, tuple[str, ...]]:
 
 @functools.lru_cache(maxsize=4)
 def _collect(suite: Path, suite_hash: str) -> dict[str, tuple[str, ...]]:
-    """``suite_hash``: the cache's key, so an edit of the suite in this process is collected afresh."""
+    """``suite_hash`` (with the folder): the caches' key, so an edited suite is collected afresh."""
+    from ..cache import cache_dir
+
+    kept = cache_dir() / "mustpass" / f"{suite_hash}-{hashlib.sha256(str(suite).encode()).hexdigest()[:12]}.json"
+    try:
+        return {tid: tuple(clauses) for tid, clauses in json.loads(kept.read_text(encoding="utf-8"))}
+    except (OSError, ValueError, TypeError):  # none kept yet, or not a list of pairs: collect
+        pass
+    tests = _run_collection(suite)
+    with contextlib.suppress(OSError):  # a read-only cache folder only costs the next call a collection
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        partial = kept.with_name(f".{kept.name}.{os.getpid()}.tmp")
+        partial.write_text(json.dumps(sorted([tid, list(clauses)] for tid, clauses in tests.items())),
+                           encoding="utf-8")
+        partial.replace(kept)
+    return tests
+
+
+def _run_collection(suite: Path) -> dict[str, tuple[str, ...]]:
     with tempfile.TemporaryDirectory(prefix="ironaccel-mustpass-") as tmp:
         out = Path(tmp) / "tests.json"
         env = {key: value for key, value in os.environ.items() if key != "IRONACCEL_TARGET"}  # the plugin inert

@@ -19,10 +19,12 @@ Exit codes (the README's table; ``ironaccel verify --help``):
 ====  ==========  ===================================================================================
 
 The checks run in this order and the first that fails decides, so a forgery is never excused as stale:
-the certificate's own form (a duplicate key, an unknown key, a field of the wrong type: tampered); its results
-file (missing, another sha256, not a results document of this schema: tampered; another ironaccel version:
-stale); the signature (``signing``); the hardware claim against the run's evidence (``judge.hardware``); the
-certificate's schema (stale); its facts against the results file (tampered); the suite and the target's parts
+the certificate names its results file (a duplicate key or a bad ``results`` field: tampered); the results
+file is there with that sha256 (tampered); the signature (``signing``: one that does not verify is tampered;
+with ``--trust``, none or another key's is untrusted); the results file is a results document of this schema
+(tampered; another ironaccel version's: stale); the hardware claim against the run's evidence
+(``judge.hardware``); the certificate's schema (stale) and form (an unknown or missing field, a field of the
+wrong type: tampered); its facts against the results file (tampered); the suite and the target's parts
 (stale); then, at the current suite, the run itself: every test of the suite (``mustpass``) that its recorded
 selection picks, exactly once, with the suite's clauses and no other test (a run that did not finish may lack
 tests it never reached); only allowed outcomes (not-run only in a run that did not finish; xfail and xpass only
