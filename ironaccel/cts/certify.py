@@ -23,8 +23,8 @@ is recorded as a failure saying so, and the run goes on in a new process with th
 (``run_target``), into the same results file.
 
 The JUnit file and the certificate are ``certificates``', their check (``verify``) is ``verifier``'s;
-their names are importable from here too. Shards of one run are joined by ``merge``; ``ironaccel.cts.submission`` bundles a
-results folder into a package that is verified whole.
+their names are importable from here too. Shards of one run are joined by ``merge``;
+``ironaccel.cts.submission`` bundles a results folder into a package that is verified whole.
 """
 
 from __future__ import annotations
@@ -105,7 +105,8 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
 
 
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
-            timeout_s: float, stopped: tuple[str, ...] = (), interrupted: bool = False) -> TargetRun:
+            timeout_s: float, stopped: tuple[str, ...] = (), interrupted: bool = False,
+            test_timeout_s: float = TEST_TIMEOUT_S) -> TargetRun:
     """Record how the target's process ended in its results file, write its certificate, return the run.
     ``stopped``: the tests the watchdog stopped or a process died in (``run_target``), for the run's message."""
     if out.exists():
@@ -126,7 +127,7 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
         results.dump(results.document(targets.get(name), spec.current([name]).parts(name), started,
                                       RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
-                                      f"exit code {exit_code}: " + " / ".join(tail)), out)
+                                      f"exit code {exit_code}: " + " / ".join(tail), test_timeout=test_timeout_s), out)
     doc = write_junit_and_certificate(out)
     run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"],
                     interrupted=interrupted)
@@ -180,7 +181,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             log_file.flush()
             into, sel = part, Selection(only=tuple(left))
     return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped),
-                   interrupted=STOP.is_set() and exit_code not in (0, 1))
+                   interrupted=STOP.is_set() and exit_code not in (0, 1), test_timeout_s=test_timeout_s)
 
 
 def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, watch: Path,

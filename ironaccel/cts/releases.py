@@ -37,7 +37,8 @@ def standing(version: str, suite_hash: str, current: tuple[str, str],
     """(CURRENT | RELEASED | WITHDRAWN | UNKNOWN, in words) of the suite (``version``, ``suite_hash``);
     ``current``: this tree's (version, hash); ``releases``: default ``RELEASES``. A withdrawn suite is
     withdrawn even when it is this tree's."""
-    known = next((r for r in (RELEASES if releases is None else releases) if (r.version, r.suite_hash) == (version, suite_hash)), None)
+    table = RELEASES if releases is None else releases
+    known = next((r for r in table if (r.version, r.suite_hash) == (version, suite_hash)), None)
     label = f"suite {version} {suite_hash}"
     if known is not None and known.withdrawn:
         return WITHDRAWN, f"{label} was withdrawn: {known.withdrawn}"

@@ -336,7 +336,8 @@ def _unknown_keys(doc: dict[str, Any]) -> list[str]:
     has checked to be objects)."""
     target, evidence = doc["target"], doc["target"].get("evidence") or {}
     objects = [("", doc), ("suite", doc["suite"]), ("target", target), ("run", doc["run"]),
-               ("target.evidence", evidence), *[("target.evidence.libraries[]", lib) for lib in evidence.get("libraries", [])],
+               ("target.evidence", evidence),
+               *[("target.evidence.libraries[]", lib) for lib in evidence.get("libraries", [])],
                *[("tests[]", t) for t in doc["tests"]],
                *[(key, doc[key]) for key in ("selection", "forced", "options") if isinstance(doc.get(key), dict)]]
     return [f"{where}.{key}".lstrip(".") for where, obj in objects for key in sorted(obj)

@@ -134,7 +134,8 @@ def promote(run_file: Path, results_dir: Path) -> None:
     for suffix in TARGET_FILES:
         source = results.sibling(run_file, suffix)
         atomic_write(results.sibling(Path(results_dir) / run_file.name, suffix), source.read_bytes(), points[suffix])
-    signature, promoted = (results.sibling(path, SIGNATURE_SUFFIX) for path in (run_file, Path(results_dir) / run_file.name))
+    signature = results.sibling(run_file, SIGNATURE_SUFFIX)
+    promoted = results.sibling(Path(results_dir) / run_file.name, SIGNATURE_SUFFIX)
     if signature.is_file():
         atomic_write(promoted, signature.read_bytes(), "certificate")
     else:

@@ -161,7 +161,8 @@ def check(certificate: Path, results_file: Path) -> Signer | None:
             raise BadSignature(f"its signature {path.name}: {what}")
 
     need(isinstance(doc, dict) and set(doc) == SIGNATURE_KEYS, f"must hold exactly {', '.join(sorted(SIGNATURE_KEYS))}")
-    need(type(doc["signature"]) is int and doc["signature"] == SIGNATURE_SCHEMA, f"signature must be {SIGNATURE_SCHEMA}")
+    need(type(doc["signature"]) is int and doc["signature"] == SIGNATURE_SCHEMA,
+         f"signature must be {SIGNATURE_SCHEMA}")
     need(doc["algorithm"] == ALGORITHM, f"algorithm must be {ALGORITHM}")
     try:
         public_key = base64.b64decode(doc["public_key"], validate=True)
