@@ -21,8 +21,9 @@ import pytest
 from ironaccel.cts import certify, results, spec, targets
 from ironaccel.cts.cli import main
 from ironaccel.cts.selection import Selection
+from ironaccel.cts.testing.documents import passing_doc, verified_against
 from membackend import registered, suite
-from results_docs import outcomes, passing_doc
+from results_docs import outcomes
 
 NAME = "mem/test"
 
@@ -266,6 +267,9 @@ def test_certificate_records_level_clauses_environment_and_hashes(tmp_path, mem_
 def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, capsys):
     r, doc = run(tmp_path, PASSING)
     cert_path = results.sibling(r.results_file, ".cert.json")
+    assert main(["verify", str(cert_path)]) == certify.VERIFY_TAMPERED  # not the conformance suite's tests
+    assert "1 not tests of the suite" in capsys.readouterr().err
+    verified_against(monkeypatch, tmp_path / "suite")
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_VALID
     assert "valid" in capsys.readouterr().out
 
@@ -280,6 +284,7 @@ def test_verify_valid_tampered_and_stale(tmp_path, mem_target, monkeypatch, caps
     assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_STALE
     assert "stale" in capsys.readouterr().err
     monkeypatch.undo()
+    verified_against(monkeypatch, tmp_path / "suite")
 
     doc["tests"][0]["duration"] += 1
     results.dump(doc, r.results_file)
@@ -451,7 +456,7 @@ def test_a_relabelled_simulated_run_is_tampered_and_never_hardware(tmp_path, cap
 @pytest.mark.parametrize("hardware", ["cuda/nvidia", "vulkan/nvidia", "webgpu/nvidia", "opengl/nvidia"])
 def test_a_hardware_run_with_its_evidence_is_hardware(tmp_path, capsys, hardware):
     path = tmp_path / results.file_name(hardware)
-    results.dump(passing_doc(hardware), path)
+    results.dump(passing_doc(hardware, whole_suite=True), path)
     assert json.loads(certify.write_certificate(path).read_text())["proves"] == "hardware"
     assert main(["certify", "--verify", str(results.sibling(path, results.CERTIFICATE_SUFFIX))]) \
         == certify.VERIFY_VALID
@@ -508,7 +513,7 @@ def test_verify_rejects_duplicate_keys_and_an_edit_that_also_changes_the_suite_h
     cert_path = results.sibling(r.results_file, ".cert.json")
     original = cert_path.read_text()
     cert_path.write_text(original.replace('"proves": "partial"', '"proves": "partial", "proves": "hardware"'))
-    assert main(["certify", "--verify", str(cert_path)]) == 2
+    assert main(["certify", "--verify", str(cert_path)]) == certify.VERIFY_TAMPERED
     assert "duplicate key 'proves'" in capsys.readouterr().err
 
     forged = json.loads(original)
@@ -528,7 +533,7 @@ def _package(tmp_path: Path) -> Path:
     res = tmp_path / "results"
     res.mkdir()
     for name in ("webgpu/nvidia", "webgpu/lavapipe"):
-        results.dump(passing_doc(name), res / results.file_name(name))
+        results.dump(passing_doc(name, whole_suite=True), res / results.file_name(name))
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]

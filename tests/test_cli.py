@@ -224,9 +224,15 @@ def test_certify_help_documents_every_exit_code(capsys):
     with pytest.raises(SystemExit):
         main(["certify", "--help"])
     text = capsys.readouterr().out
-    for code in (0, 1, 2, certify.VERIFY_STALE, certify.VERIFY_TAMPERED, judge.EXIT_REGRESSION):
+    for code in (0, 1, 2, judge.EXIT_REGRESSION):
         assert f"{code} " in text
     assert "--only" in text and "--shard" in text and "--baseline" in text
+    with pytest.raises(SystemExit):
+        main(["verify", "--help"])
+    text = capsys.readouterr().out
+    for code in (certify.VERIFY_VALID, 2, certify.VERIFY_STALE, certify.VERIFY_TAMPERED, certify.VERIFY_UNTRUSTED):
+        assert f"  {code} " in text
+    assert "--trust" in text
 
 
 def test_merge_command_says_what_is_wrong(tmp_path, capsys):

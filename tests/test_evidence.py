@@ -22,6 +22,7 @@ import pytest
 
 from ironaccel.cts import certify, results, runs, targets
 from ironaccel.cts.cli import main
+from ironaccel.cts.testing.documents import verified_against
 from membackend import CONFTEST, TESTS_DIR, registered
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,6 +67,7 @@ def mem_suite(tmp_path, monkeypatch):
     def use(tests: str = PASSING) -> Path:
         suite = write_suite(tmp_path / f"suite{len(list(tmp_path.glob('suite*')))}", tests)
         monkeypatch.setattr(certify, "run_target", functools.partial(certify.run_target, suite=suite))
+        verified_against(monkeypatch, suite)
         return suite
 
     with registered():
@@ -420,12 +422,15 @@ def test_a_corrupt_baseline_exits_2_before_anything_runs(tmp_path, monkeypatch, 
 
 @pytest.mark.parametrize("case", ["a FIFO", "/dev/zero", "a huge sparse file", "duplicate keys"])
 @pytest.mark.timeout(60)
-def test_verify_of_a_hostile_certificate_or_results_file_exits_2(tmp_path, capsys, case):
+def test_verify_of_a_hostile_certificate_or_results_file_exits_2_or_4(tmp_path, capsys, case):
+    """Not a certificate (2) when the certificate cannot be read; tampered (4) when a certificate has a
+    duplicate key or names a results file that is no regular file (issue 29)."""
     change, message = BAD_RESULTS_FILES[case]
     for name in ("cuda-fake.cert.json", "cuda-fake.json")[:1 if case == "duplicate keys" else 2]:
         folder = committed_copy(tmp_path / name, "cuda/fake")
         change(folder / name)
-        assert main(["certify", "--verify", str(folder / "cuda-fake.cert.json")]) == 2, name
+        code = 2 if name.endswith(".cert.json") and case != "duplicate keys" else certify.VERIFY_TAMPERED
+        assert main(["certify", "--verify", str(folder / "cuda-fake.cert.json")]) == code, name
         assert message in capsys.readouterr().err
 
 
@@ -456,7 +461,7 @@ def _name_outside(pkg: Path) -> None:
 
 
 BAD_PACKAGES = {  # change -> (exit code, message)
-    '"package": true': (_manifest(package=True), 2, "package must be the number 1"),
+    '"package": true': (_manifest(package=True), 2, "package must be the number 2"),
     "files a list": (_manifest(files=["results/cuda-fake.json"]), 2, "files must map"),
     "targets a list": (_manifest(targets=["cuda/fake"]), 2, "targets must map"),
     "a path outside": (_name_outside, 2, "not a path inside the package"),
@@ -605,11 +610,12 @@ def test_sigkill_at_every_write_point_and_at_random_times_leaves_old_or_new_file
 
 
 @pytest.mark.parametrize("n, wait", [(2, False), (4, True)])
-def test_concurrent_runs_into_one_folder_lose_nothing(tmp_path, n, wait):
+def test_concurrent_runs_into_one_folder_lose_nothing(tmp_path, monkeypatch, n, wait):
     """Issue 24: two runs into one folder printed each other's counts, both exited 0 and one's results were lost.
     Now each run either refuses at once (exit 2, naming the holder) or, with --wait, runs after the other; every
     run that ran has its own record, and the committed files are one whole run's."""
     good = write_suite(tmp_path / "good", PASSING)
+    verified_against(monkeypatch, good)
     out = tmp_path / "results"
     procs = [start_cli(good, "certify", "--target", NAME, "--results", str(out), *(["--wait"] if wait else []))
              for _ in range(n)]

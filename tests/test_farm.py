@@ -30,6 +30,7 @@ import pytest
 from ironaccel.cts import certify, farm, results, spec, status, targets
 from ironaccel.cts.cli import main
 from ironaccel.cts.selection import Selection
+from ironaccel.cts.testing.documents import verified_against
 from membackend import MemBackend, mem_drivers, registered
 from membackend import suite
 from results_docs import outcomes
@@ -127,7 +128,10 @@ def cuda_fake_results(folder: Path, outcome: str = "pass", duration: float = 0.1
     return out
 
 
-def test_the_comparison_ignores_times_and_folders_and_names_what_differs(tmp_path, capsys):
+def test_the_comparison_ignores_times_and_folders_and_names_what_differs(tmp_path, capsys, monkeypatch):
+    from ironaccel.cts import mustpass
+
+    monkeypatch.setattr(mustpass, "tests_of_suite", lambda suite=None: {"test_err.py::test_one": ("ERR-1",)})
     plain = cuda_fake_results(tmp_path / "plain")
     time.sleep(1.1)  # another second in started/finished
     farmed = cuda_fake_results(tmp_path / "farm", duration=0.7)
@@ -216,10 +220,12 @@ def nodes():
             cluster.shutdown()
 
 
-def test_targets_run_on_the_nodes_that_advertise_them_and_shards_merge(tmp_path, nodes):
+def test_targets_run_on_the_nodes_that_advertise_them_and_shards_merge(tmp_path, nodes, monkeypatch):
     stream = io.StringIO()
+    tests = suite(tmp_path, FOUR_TESTS)
+    verified_against(monkeypatch, tests)
     runs = farm.certify_on_farm(["mem/test", "mem/wrong"], tmp_path / "results", address="auto", shard_size=2,
-                                suite=suite(tmp_path, FOUR_TESTS), stream=stream)
+                                suite=tests, stream=stream)
     by_target = {r.target: r for r in runs}
     assert by_target["mem/wrong"].node == nodes["b"]  # the only node advertising it
     assert set(by_target["mem/test"].node.split(", ")) <= set(nodes.values())

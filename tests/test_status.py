@@ -19,7 +19,8 @@ from ironaccel.cts import judge, results, spec, status
 from ironaccel.api import BackendInfo
 from ironaccel.backends import BUILTIN
 from ironaccel.cts.targets import Target, standard
-from results_docs import SEEN, current_of, passing_doc
+from ironaccel.cts.testing.documents import SEEN, passing_doc
+from results_docs import current_of
 
 GOLDEN = Path(__file__).parent / "golden" / "status"
 REPO = Path(__file__).resolve().parent.parent

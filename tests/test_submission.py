@@ -14,7 +14,7 @@ import ironaccel
 from ironaccel.cts import certify, results, submission, targets
 from ironaccel.backends import register, unregister
 from ironaccel.cts.cli import main
-from results_docs import passing_doc
+from ironaccel.cts.testing.documents import passing_doc
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,7 +92,7 @@ def test_package_records_the_plugins_own_repository_and_ironaccels(tmp_path, plu
     res = tmp_path / "results"
     res.mkdir()
     for name in ("tiny/sim", "webgpu/lavapipe"):
-        results.dump(passing_doc(name), res / results.file_name(name))
+        results.dump(passing_doc(name, whole_suite=True), res / results.file_name(name))
     pkg = submission.package(res, tmp_path / "pkg")
     manifest = json.loads((pkg / "MANIFEST.json").read_text())
 

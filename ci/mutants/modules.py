@@ -31,13 +31,16 @@ PLATFORM_AREAS: dict[str, tuple[str, ...]] = {
     "certify": ("ironaccel/cts/certify.py",),
     "submission": ("ironaccel/cts/submission.py",),
     "selection": ("ironaccel/cts/selection.py",),
+    "verify": ("ironaccel/cts/certificates.py", "ironaccel/cts/verifier.py", "ironaccel/cts/releases.py",
+               "ironaccel/cts/signing.py"),
 }
 
 #: The unit test files that judge the platform's mutants (their coverage is recorded per test; a mutant runs
 #: the tests that execute its line). The farm's (Ray), the CLI's and the workflow's are left out: slow, and they
 #: drive these modules through child processes, which the coverage recording does not see.
 PLATFORM_TESTS = ("tests/test_results.py", "tests/test_status.py", "tests/test_certify.py", "tests/test_submission.py",
-                  "tests/test_suite_clauses.py", "tests/test_suite_hash.py", "tests/test_plugin.py")
+                  "tests/test_suite_clauses.py", "tests/test_suite_hash.py", "tests/test_plugin.py",
+                  "tests/test_verifier.py", "tests/test_signing.py")
 
 
 @dataclass(frozen=True)

@@ -1,28 +1,23 @@
 """A target run's files made from its results file alone: the JUnit XML and the certificate (what the
-target proves, every required clause, environment, hashes; ``.cert.json`` and ``.cert.md``), and the
-certificate's check (``ironaccel verify CERT``).
+target proves, every required clause, how the run was weakened, environment, hashes; ``.cert.json`` and
+``.cert.md``).
 
 A certificate holds nothing that its results file and the suite do not determine (no issue time), so
-``verify`` recomputes it and compares: results file changed, or the certificate's own facts edited →
-tampered; then the suite or the target's own parts changed → stale.
+``ironaccel verify`` (``verifier``) recomputes it and compares.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
-from .. import __version__
 from . import judge, results, spec, tables, targets
 from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome
 
-CERTIFICATE_SCHEMA = 2  # 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"
-
-#: ``ironaccel verify`` exit codes (2 is the CLI's "could not do it": an unreadable certificate).
-VERIFY_VALID, VERIFY_STALE, VERIFY_TAMPERED = 0, 3, 4
+#: 2: "proves" (what the target proves, judge.TARGET_LEVELS) replaced "level"; 3: "weakened" (judge.weakenings)
+CERTIFICATE_SCHEMA = 3
 
 
 def write_junit_and_certificate(results_file: Path) -> dict[str, Any]:
@@ -72,7 +67,11 @@ def sha256_file(path: Path) -> str:
 
 
 #: Certificate fields its results file alone determines; the others are judged by the suite (SPEC.md).
-FACT_FIELDS = ("certificate", "target", "environment", "run", "suite", "results")
+FACT_FIELDS = ("certificate", "target", "weakened", "environment", "run", "suite", "results")
+#: Every field of a certificate (``CERTIFICATE_SCHEMA``), with its JSON type.
+CERTIFICATE_FIELDS = {"certificate": int, "target": str, "proves": str, "why": str, "weakened": list,
+                      "required_clauses_passing": str, "required_clauses": list, "environment": dict, "run": dict,
+                      "suite": dict, "results": dict}
 
 
 def certificate(results_file: Path) -> dict[str, Any]:
@@ -88,6 +87,7 @@ def certificate(results_file: Path) -> dict[str, Any]:
         "target": t["name"],
         "proves": proves,
         "why": why,
+        "weakened": judge.weakenings(doc),
         "required_clauses_passing": f"{sum(s == 'pass' for s in states.values())}/{len(states)}",
         "required_clauses": [{"id": cid, "outcome": state} for cid, state in states.items()],  # SPEC.md order
         "environment": {key: t.get(key, "") for key in
@@ -109,6 +109,8 @@ def certificate_markdown(cert: dict[str, Any]) -> str:
         f"**Proves: {cert['proves']}** — {cert['why']}. (What a target proves and how a backend's level "
         "combines its targets: SPEC.md, Certification.)",
         "",
+        *([f"**Weakened run** ({'; '.join(cert['weakened'])}): it supports no production claim.", ""]
+          if cert["weakened"] else []),
         *tables.markdown(["", ""], [
             ["Device", f"{env['device'] or '—'} ({env['vendor'] or '—'}, "
                        f"{'simulated' if env['simulated'] else 'hardware'})"],
@@ -137,44 +139,3 @@ def write_certificate(results_file: Path) -> Path:
     path.write_text(json.dumps(cert, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     results.sibling(results_file, ".cert.md").write_text(certificate_markdown(cert), encoding="utf-8")
     return path
-
-
-def verify(cert_path: Path) -> tuple[int, str]:
-    """(exit code, why): VERIFY_VALID; VERIFY_TAMPERED (the results file is missing or changed, its hardware
-    claim is contradicted (``judge.hardware``), or the certificate says what its results file does not); VERIFY_STALE (the suite changed since). The
-    certificate is checked against its results file first, so a certificate edited together with its
-    suite hash is tampered, not stale. ValueError (one line) for a file that is not a readable certificate."""
-    cert = results.read_json(cert_path)
-    try:
-        results_file = Path(cert_path).with_name(cert["results"]["file"])
-        recorded_sha = cert["results"]["sha256"]
-    except (KeyError, TypeError) as exc:
-        raise ValueError(f"{cert_path}: not a certificate (no results.file and results.sha256)") from exc
-    if not isinstance(recorded_sha, str) or Path(cert["results"]["file"]).name != cert["results"]["file"]:
-        raise ValueError(f"{cert_path}: not a certificate (results.file must be a file name beside it)")
-    if not os.path.lexists(results_file):
-        return VERIFY_TAMPERED, f"tampered: its results file {results_file} is missing"
-    if sha256_file(results_file) != recorded_sha:
-        return VERIFY_TAMPERED, f"tampered: {results_file} changed since the certificate was written (sha256 differs)"
-    _, contradiction = judge.hardware(results.load(results_file), targets.TARGETS)
-    if contradiction:
-        return VERIFY_TAMPERED, f"tampered: {results_file.name} claims hardware, but {contradiction}"
-    version = results.load(results_file)["suite"].get("version")
-    if version != __version__:
-        return VERIFY_STALE, (f"stale: made by ironaccel {version}, this is {__version__}; re-run "
-                              f"`ironaccel certify --target {cert.get('target')}`")
-    if cert.get("certificate") != CERTIFICATE_SCHEMA:
-        return VERIFY_STALE, (f"stale: certificate schema {cert.get('certificate')!r}, this ironaccel writes "
-                              f"{CERTIFICATE_SCHEMA}; re-run `ironaccel certify --target {cert.get('target')}`")
-    expected = certificate(results_file)
-    edited = [key for key in FACT_FIELDS if cert.get(key) != expected[key]]
-    if edited:
-        return VERIFY_TAMPERED, (f"tampered: the certificate's {', '.join(edited)} do not say what its results "
-                                 f"file {results_file.name} says")
-    changed = judge.stale_parts(results.load(results_file), spec.current([cert["target"]]))
-    if changed:
-        return VERIFY_STALE, (f"stale: {'; '.join(changed)} since it was certified; "
-                              f"re-run `ironaccel certify --target {cert['target']}`")
-    if expected != cert:
-        return VERIFY_TAMPERED, "tampered: the certificate does not say what its results file says"
-    return VERIFY_VALID, f"valid: {cert['target']} proves {cert['proves']} at suite hash {cert['suite']['hash']}"

@@ -23,9 +23,9 @@ has its process killed, and a process that dies in a test (a signal, ``os._exit`
 is recorded as a failure saying so, and the run goes on in a new process with the tests not yet run
 (``run_target``), into the same results file.
 
-The JUnit file and the certificate are ``certificates``' (its names are importable from here too, as
-``certify.verify`` was). Shards of one run are joined by ``merge``; ``ironaccel.cts.submission`` bundles a
-results folder into a package that is verified whole.
+The JUnit file and the certificate are ``certificates``', their check (``verify``) is ``verifier``'s;
+their names are importable from here too. Shards of one run are joined by ``merge``;
+``ironaccel.cts.submission`` bundles a results folder into a package that is verified whole.
 """
 
 from __future__ import annotations
@@ -47,13 +47,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import expectations, judge, results, runs, spec, tables, targets
-from .certificates import (VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, certificate, junit_xml,  # noqa: F401
-                           sha256_file, verify, write_certificate, write_junit_and_certificate)
+from .certificates import (certificate, junit_xml, sha256_file, write_certificate,  # noqa: F401
+                           write_junit_and_certificate)
 from .results import Outcome, RunStatus
 from .selection import Selection
+from .verifier import VERIFY_STALE, VERIFY_TAMPERED, VERIFY_UNTRUSTED, VERIFY_VALID, verify  # noqa: F401
 
 TARGET_TIMEOUT_S = 1800
-TEST_TIMEOUT_S = 120  # the slowest conformance test takes seconds on a CPU driver
+TEST_TIMEOUT_S = results.DEFAULT_TEST_TIMEOUT_S  # the slowest conformance test takes seconds on a CPU driver
 RETRIES = 1  # how many more times a failing test runs (``--retries``)
 WATCHDOG_GRACE_S = 5.0  # how long past its limit a test phase may run before its process is killed
 WATCHDOG_POLL_S = 0.5
@@ -106,7 +107,8 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
 
 
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
-            timeout_s: float, stopped: tuple[str, ...] = (), interrupted: bool = False) -> TargetRun:
+            timeout_s: float, stopped: tuple[str, ...] = (), interrupted: bool = False,
+            test_timeout_s: float = TEST_TIMEOUT_S) -> TargetRun:
     """Record how the target's process ended in its results file, write its certificate, return the run.
     ``stopped``: the tests the watchdog stopped or a process died in (``run_target``), for the run's message."""
     if out.exists():
@@ -127,7 +129,7 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
         results.dump(results.document(targets.get(name), spec.current([name]).parts(name), started,
                                       RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
-                                      f"exit code {exit_code}: " + " / ".join(tail)), out)
+                                      f"exit code {exit_code}: " + " / ".join(tail), test_timeout=test_timeout_s), out)
     doc = write_junit_and_certificate(out)
     run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"],
                     interrupted=interrupted)
@@ -182,7 +184,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             log_file.flush()
             into, sel = part, Selection(only=tuple(left))
     return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped),
-                   interrupted=STOP.is_set() and exit_code not in (0, 1))
+                   interrupted=STOP.is_set() and exit_code not in (0, 1), test_timeout_s=test_timeout_s)
 
 
 def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, watch: Path,
@@ -383,14 +385,15 @@ SHARDS_FOLDER = ".shards"  # certify's own shards (``plan``), inside the target'
 def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeout_s: float = TARGET_TIMEOUT_S,
             test_timeout_s: float = TEST_TIMEOUT_S, runner: Callable[..., TargetRun] = run_target,
             stream=None, selection: Selection = Selection(), forced: dict[str, str] | None = None,
-            wait: bool = False) -> list[TargetRun]:
+            wait: bool = False, signer: Any = None) -> list[TargetRun]:
     """Run ``names`` with ``runner`` in parallel (bounded by cores; ``plan`` splits the last round into
     shards), showing progress; return every target's run, in ``names``' order.
 
     Each target runs into a run folder of its own, promoted over ``results_dir``'s files only when complete
     (``ironaccel.cts.runs``), under the folder's lock (``runs.Busy`` when another run holds it, unless
     ``wait``). ``forced``: target -> what ``doctor`` says it lacks, for targets run with ``--force``; recorded
-    in their results files. Ctrl-C (or SIGTERM, as KeyboardInterrupt) stops every test process, records
+    in their results files. ``signer``: an ed25519 private key (``signing.load_private_key``) that signs each
+    run's certificate and results file before promotion (None: unsigned). Ctrl-C (or SIGTERM, as KeyboardInterrupt) stops every test process, records
     every run as it stands, promotes only the complete ones, and raises ``runs.Interrupted``.
 
     Hardware targets run one at a time (simulated ones beside them): they share the machine's GPU, and a
@@ -401,7 +404,8 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
         folders = {name: runs.new_run_folder(results_dir, name) for name in names}
         done, interrupted = _run_all(names, folders, jobs, timeout_s, test_timeout_s, runner, stream, selection)
         with _ignoring_interrupts():  # recording and promoting take moments: a Ctrl-C now must not cut them short
-            out = [_settle(run, folders[run.target], results_dir, selection, forced.get(run.target)) for run in done]
+            out = [_settle(run, folders[run.target], results_dir, selection, forced.get(run.target), signer)
+                   for run in done]
     if interrupted:
         finished = [r.target for r in out if not r.interrupted]
         stopped = [r.target for r in out if r.interrupted]
@@ -482,8 +486,10 @@ def _ignoring_interrupts():
             signal.signal(sig, handler)
 
 
-def _settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection, forced: str | None) -> TargetRun:
-    """Record a target's run: its forced flag into the results file, RUN.json, the folder's final name; then
+def _settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection, forced: str | None,
+            signer: Any = None) -> TargetRun:
+    """Record a target's run: its forced flag into the results file, its signature (``signer``), RUN.json, the
+    folder's final name; then
     promote it over ``results_dir``'s files if ``runs.promotable``, or say in ``run.kept`` why not. A run whose
     selection matched nothing is removed (``run.status`` "empty")."""
     doc = results.load(run.results_file) if run.results_file.is_file() else None
@@ -497,6 +503,10 @@ def _settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selectio
         doc["forced"] = {"missing": forced, "by": runs.command_line()}
         results.dump(doc, run.results_file)
         write_junit_and_certificate(run.results_file)
+    if doc is not None and signer is not None:
+        from . import signing
+
+        signing.sign(results.sibling(run.results_file, results.CERTIFICATE_SUFFIX), signer)
     committed = Path(results_dir) / results.file_name(run.target)
     why = (runs.promotable(doc, committed, bool(forced)) if doc is not None
            else f"no results file ({run.message or run.status})")

@@ -49,10 +49,20 @@ exit codes: 0 every target ran and nothing failed; 1 a target failed, crashed or
             6 (with --baseline DIR) a regression: a test fails that did not in DIR's results file of its
             target, or a run that finished there did not finish now. Fixes and newly flaky tests are
             reported, not counted.
---verify:   0 valid; 3 stale (the suite, or the target's backend, driver or expectations, changed since);
-            4 tampered (results file changed or missing, or the certificate disagrees with it; for a
-            package: a file missing, added or changed, or a level the results do not give);
-            2 not a readable certificate or package.
+--verify:   the same as `ironaccel verify` (its exit codes: ironaccel verify --help).
+"""
+
+VERIFY_DESCRIPTION = """\
+Checks a certificate (*.cert.json) against its results file, the suite's test list and this ironaccel's
+suite, or a whole submission package (a folder). Exit codes:
+  0 valid (a weakened run -- --only, --skip, --shard, --force, a non-default --test-timeout -- is "valid,
+    weakened": it proves at most partial and supports no production claim)
+  2 not a certificate or package (or a --trust file with no key)
+  3 stale: made with another suite (an earlier or withdrawn release, an unknown one), ironaccel version or
+    certificate schema, or the target's backend, driver or expectations changed since: re-certify
+  4 tampered: the certificate, its results file or its signature is not what certify writes, or they
+    disagree (a test missing or twice, an outcome no run gives, a key unknown, repeated or of the wrong type)
+  5 untrusted: --trust given, and it is unsigned or signed by a key not among them
 """
 
 
@@ -99,7 +109,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
     if args.verify:
         print(f"(the new name: `ironaccel verify {args.verify}`)", file=sys.stderr)
-        return cmd_verify(argparse.Namespace(path=args.verify))
+        return cmd_verify(argparse.Namespace(path=args.verify, trust=[]))
     farm_only = [flag for flag, given in (("--shard-size", args.shard_size is not None), ("--resume", args.resume))
                  if given]
     if args.shard_size is not None and args.shard_size < 1:
@@ -134,6 +144,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
         return 2
     try:
         selection = Selection(tuple(args.only), tuple(args.skip), args.shard)
+        signer = _signing_key(args.sign)
     except ValueError as exc:
         print(f"ironaccel certify: {exc}", file=sys.stderr)
         return 2
@@ -169,6 +180,12 @@ def cmd_certify(args: argparse.Namespace) -> int:
             runs = farm.certify_on_farm(names, Path(args.results), args.ray, timeout_s=args.timeout,
                                         test_timeout_s=args.test_timeout, selection=selection,
                                         shard_size=args.shard_size, resume=args.resume, runner=runner)
+            if signer is not None:  # the farm writes into the results folder itself
+                from . import results, signing
+
+                for run in runs:
+                    if run.results_file.is_file():
+                        signing.sign(results.sibling(run.results_file, results.CERTIFICATE_SUFFIX), signer)
         except farm.FarmUnavailable as exc:
             print(f"ironaccel certify --ray: {exc}", file=sys.stderr)
             return 2
@@ -178,7 +195,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
             with runs.interrupts():
                 runs = certify.certify(names, Path(args.results), jobs=args.jobs, timeout_s=args.timeout,
                                        test_timeout_s=args.test_timeout, runner=runner, selection=selection,
-                                       forced=forced, wait=args.wait)
+                                       forced=forced, wait=args.wait, signer=signer)
         except runs.Busy as exc:
             print(f"ironaccel certify: {exc}", file=sys.stderr)
             return 2
@@ -216,17 +233,25 @@ def cmd_certify(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    """``ironaccel verify CERT|PACKAGE`` (``certify --verify``, its old name)."""
-    from . import certificates, submission
+    """``ironaccel verify CERT|PACKAGE [--trust KEYS]`` (``certify --verify``, its old name)."""
+    from . import signing, submission, verifier
 
     try:
-        check = submission.verify if Path(args.path).is_dir() else certificates.verify
-        code, why = check(Path(args.path))
-    except ValueError as exc:
+        trusted = [key for keys in args.trust for key in signing.load_trusted_keys(Path(keys))] if args.trust else None
+        check = submission.verify if Path(args.path).is_dir() else verifier.verify
+        code, why = check(Path(args.path), trusted)
+    except (ValueError, RuntimeError) as exc:  # RuntimeError: the suite's tests could not be collected
         print(f"ironaccel verify: {exc}", file=sys.stderr)
         return 2
-    print(why, file=sys.stdout if code == certificates.VERIFY_VALID else sys.stderr)
+    print(why, file=sys.stdout if code == verifier.VERIFY_VALID else sys.stderr)
     return code
+
+
+def _signing_key(path: str | None):
+    """The private key of ``--sign`` (None without it); ValueError naming the file when it is not one."""
+    from . import signing
+
+    return None if path is None else signing.load_private_key(Path(path))
 
 
 def _package(args: argparse.Namespace) -> int:
@@ -234,7 +259,7 @@ def _package(args: argparse.Namespace) -> int:
     from . import submission
 
     try:
-        out = submission.package(Path(args.results), Path(args.package))
+        out = submission.package(Path(args.results), Path(args.package), signer=_signing_key(args.sign))
     except (ValueError, OSError) as exc:
         print(f"ironaccel certify --package: {exc}", file=sys.stderr)
         return 2
@@ -347,19 +372,25 @@ def parser() -> argparse.ArgumentParser:
                    "run (each results file records it); never promoted over a committed hardware result")
     c.add_argument("--wait", action="store_true", help="when another run holds the results folder, wait for it "
                    "instead of refusing")
+    c.add_argument("--sign", metavar="KEYFILE", help="sign each certificate and its results file with this "
+                   "ed25519 private key (PEM; never commit it): <backend>-<driver>.cert.sig beside the certificate; "
+                   "with --package, the package's certificates too")
     c.add_argument("--baseline", metavar="DIR", help="compare each target's run with its results file in DIR: "
                    "new failures, fixes, newly flaky tests (exit 6 on a regression)")
     c.set_defaults(func=cmd_certify)
 
     v = sub.add_parser("verify", help="check a certificate (*.cert.json) against its results file and the "
                        "current suite, or a whole submission package (a folder)",
-                       description="exit codes: 0 valid; 3 stale; 4 tampered; 2 not a readable certificate or "
-                       "package (the same as `certify --verify`, its old name)")
+                       description=VERIFY_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     v.add_argument("path", metavar="CERT|PACKAGE")
+    v.add_argument("--trust", action="append", default=[], metavar="KEYS", help="a file of ed25519 public keys "
+                   "(PEM; repeatable): valid only when signed by one of them, else exit 5")
     v.set_defaults(func=cmd_verify)
     pk = sub.add_parser("package", help="bundle a results folder into a new submission package folder OUT")
     pk.add_argument("package", metavar="OUT", help="the package folder to make (must not exist)")
     pk.add_argument("--results", default="results", metavar="DIR", help="results folder (default: results)")
+    pk.add_argument("--sign", metavar="KEYFILE", help="sign each certificate in the package with this ed25519 "
+                    "private key (PEM); the manifest records its public key")
     pk.set_defaults(func=_package)
 
     m = sub.add_parser("merge", help="merge the shard results files of one target run into one results file")

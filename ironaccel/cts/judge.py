@@ -19,6 +19,8 @@ the words are defined once, in SPEC.md's certification section (``definitions``)
   changed since the run (``stale_parts``); another backend's change leaves a run current. A run whose loaded
   C builds (the compiled extension, the fake libcuda: ``builds``, as they reported themselves) are not builds
   of the sources here is stale too, whatever hashes its file claims: what ran is not what is claimed.
+* A weakened run (``weakenings``: part of the suite, ``--force``, a per-test limit other than the default)
+  proves at most partial, whatever passed: a certificate of one that claims more is tampered.
 * Several results files for one target: the one that counts is the current, finished, latest one;
   the others are superseded.
 """
@@ -32,7 +34,7 @@ from typing import Any, Iterable, Mapping
 
 from . import spec
 from ..api import BackendInfo, DeviceInfo, Limits
-from .results import Outcome, RunStatus
+from .results import DEFAULT_TEST_TIMEOUT_S, Outcome, RunStatus
 from .spec import Clause, Current
 from .targets import Target
 
@@ -193,12 +195,36 @@ def runs(results: Iterable[dict[str, Any]], current: Current,
     return chosen, superseded
 
 
+def weakenings(doc: dict[str, Any]) -> list[str]:
+    """How the run ``doc`` departs from a standard run, in words (empty: none): it ran part of the suite
+    (``--only``, ``--skip``, ``--shard``), it was forced (``--force``), or its per-test limit was not
+    ``results.DEFAULT_TEST_TIMEOUT_S``. A file from before ``options`` were recorded says nothing of its limit."""
+    out = []
+    selection = doc.get("selection") or {}
+    for option in ("only", "skip"):
+        if selection.get(option):
+            out.append(f"--{option} {' '.join(selection[option])}")
+    if selection.get("shard"):
+        out.append(f"--shard {selection['shard']}")
+    if "forced" in doc:
+        out.append(f"--force ({doc['forced']['missing']})")
+    options = doc.get("options")
+    if options is not None and options["test_timeout"] != DEFAULT_TEST_TIMEOUT_S:
+        limit = options["test_timeout"]
+        out.append(f"per-test limit {limit:g} s, not {DEFAULT_TEST_TIMEOUT_S} s" if limit else "no per-test limit")
+    return out
+
+
 def target_level(run: Run, clauses: Mapping[str, Clause]) -> tuple[str, str]:
     """(one of TARGET_LEVELS, why): what one target's run proves on its own — a certificate's ``proves``."""
     n_required = sum(c.required for c in clauses.values())
     if not run.current:
         return "stale", "; ".join(run.stale) + " since the run"
     gaps = required_gaps(run, clauses)
+    weakened = weakenings(run.doc)
+    if weakened:
+        return "partial", (f"{n_required - len(gaps)}/{n_required} required clauses pass on {run.name}, in a "
+                           f"weakened run ({'; '.join(weakened)})")
     if run.finished and not gaps:
         kind = "simulated" if run.simulated else "hardware"
         return kind, f"all {n_required} required clauses pass on {kind} target {run.name}"

@@ -164,6 +164,8 @@ class Conformance:
             except ValueError as exc:
                 raise pytest.UsageError(f"--baseline: {exc}") from None
         self.comparison: Comparison | None = None
+        limit = config.getoption("timeout", None)  # pytest-timeout's --timeout; 0 or none: no limit
+        self.test_timeout = float(limit) if limit else None
         self.started = results.now()
         self.host = results.host_environment((*results.PACKAGES, *self.target.packages))
         self.device: Any = None
@@ -355,7 +357,7 @@ class Conformance:
         return results.document(self.target, self.parts, self.started, status, message or self.device_error,
                                 self.tests.values(), self.device.info if self.device is not None else None,
                                 self.host, None if self.selection.everything else self.selection.record(),
-                                self.builds(), self.evidence)
+                                self.builds(), self.evidence, self.test_timeout)
 
     def builds(self) -> dict[str, str | None]:
         """The C builds this run loaded, as they report their sources' hash: the compiled extension (None: pure

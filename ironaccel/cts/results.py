@@ -22,7 +22,9 @@ Schema (``SCHEMA_VERSION``)::
                  "outputs": {"sums": "<sha256 prefix>"},                              (outputs: optional)
                  "tries": 2, "passes": 1}],              (a re-run test only: attempts made, attempts passed)
       "summary": {"pass": 10, "fail": 0, ...every Outcome...},
-      "selection": {"only": ["KERNEL-*"], "skip": [], "shard": "1/4"}     (only for part of the suite)
+      "selection": {"only": ["KERNEL-*"], "skip": [], "shard": "1/4"},    (only for part of the suite)
+      "options": {"test_timeout": 120},                                     (the per-test limit; null: none)
+      "forced": {"missing": "...", "by": "<command line>"}                  (only for a run with --force)
     }
 
 ``target.device`` etc. are empty, and ``evidence`` absent, when the run never reached a device (``run.status``
@@ -30,6 +32,9 @@ then says why). ``evidence`` is what the judge decides "hardware" from (``judge.
 ``builds`` (absent in files from before it): the source hashes the C builds the run loaded report of
 themselves — the compiled extension (null: pure Python) and the driver built here (the fake libcuda; null:
 none) — which the judge compares with the sources the file claims.
+``options`` (absent in files from before it): the run's options that are not its selection; a run with a
+per-test limit other than ``DEFAULT_TEST_TIMEOUT_S`` (or none) is weakened (``judge.weakenings``).
+No other key is allowed anywhere in the document (``validate``: a forger's extra field is refused, not ignored).
 Files are named ``<backend>-<driver>.json`` (``file_name``); the run's other files lie beside it
 (``sibling``).
 """
@@ -51,6 +56,8 @@ from typing import Any, Iterable
 from .selection import parse_shard
 
 SCHEMA_VERSION = 1
+#: The per-test time limit of a standard run (``certify --test-timeout``' default); any other is a weakening.
+DEFAULT_TEST_TIMEOUT_S = 120
 #: The C builds a results file says it loaded (``builds``): the compiled extension, the driver built here.
 BUILDS = ("compiled", "driver")
 
@@ -131,6 +138,7 @@ class ClauseId:
 TARGET_NAME = r"[A-Za-z0-9][A-Za-z0-9._+-]*/[A-Za-z0-9][A-Za-z0-9._+-]*"
 
 CERTIFICATE_SUFFIX = ".cert.json"  # certificates lie beside the results files; they are not results files
+SIGNATURE_SUFFIX = ".cert.sig"  # the signature of a certificate and its results file (``ironaccel.cts.signing``)
 JUNIT_SUFFIX = ".junit.xml"
 
 
@@ -208,14 +216,15 @@ def driver_evidence(device: Any, library_patterns: Iterable[str]) -> dict[str, A
 def document(target: Any, parts: dict[str, str], started: str, status: str, message: str = "",
              tests: Iterable[dict[str, Any]] = (), device: Any = None,
              host: dict[str, Any] | None = None, selection: dict[str, Any] | None = None,
-             builds: dict[str, str | None] | None = None, evidence: dict[str, Any] | None = None) -> dict[str, Any]:
+             builds: dict[str, str | None] | None = None, evidence: dict[str, Any] | None = None,
+             test_timeout: float | None = DEFAULT_TEST_TIMEOUT_S) -> dict[str, Any]:
     """A results document: ``target`` a ``targets.Target``, ``parts`` the hashes it ran at
     (``spec.Current.parts``: suite, backend, driver, expectations), ``device`` the DeviceInfo of the device the run
     used (None when it never got one: device fields are then empty and ``simulated`` is the target's),
     ``host`` as ``host_environment()`` (None: left empty, for a run that never started), ``selection``
     as ``Selection.record()`` for a run of part of the suite (None: the whole suite), ``builds`` the builds
     the run loaded (``BUILDS``; None: none), ``evidence`` as ``driver_evidence`` (None: the run never reached
-    a device)."""
+    a device), ``test_timeout`` the per-test limit it ran under (None: none)."""
     from .. import __version__
 
     tests = sorted(tests, key=lambda t: t["id"])
@@ -236,6 +245,7 @@ def document(target: Any, parts: dict[str, str], started: str, status: str, mess
         "run": {"status": RunStatus(status).value, "message": message},
         "tests": tests,
         "summary": summarize(tests),
+        "options": {"test_timeout": test_timeout},
     }
     if evidence is not None:
         doc["target"]["evidence"] = evidence
@@ -303,6 +313,36 @@ def merge(docs: list[dict[str, Any]], sources: list[str]) -> dict[str, Any]:
 
 
 JSON_TYPE_NAMES = {dict: "object", list: "array", str: "string"}
+
+#: Every key a results document may hold, per object (``validate`` refuses any other: a field a forger adds
+#: is refused, not ignored). A new field is added here, with its check in ``validate``.
+DOCUMENT_KEYS = {
+    "": {"schema", "suite", "target", "builds", "started", "finished", "run", "tests", "summary", "selection",
+         "forced", "options"},
+    "suite": {"version", "hash", "parts"},
+    "target": {"name", "backend", "driver", "driver_version", "device", "vendor", "simulated", "select", "os",
+               "python", "packages", "evidence"},
+    "target.evidence": {"driver", "simulated", "libraries"},
+    "target.evidence.libraries[]": {"path", "sha256"},
+    "run": {"status", "message"},
+    "tests[]": {"id", "clauses", "outcome", "duration", "message", "outputs"},
+    "selection": {"only", "skip", "shard"},
+    "forced": {"missing", "by"},
+    "options": {"test_timeout"},
+}
+
+
+def _unknown_keys(doc: dict[str, Any]) -> list[str]:
+    """The keys of ``doc`` that ``DOCUMENT_KEYS`` does not allow, as dotted paths (objects ``validate``
+    has checked to be objects)."""
+    target, evidence = doc["target"], doc["target"].get("evidence") or {}
+    objects = [("", doc), ("suite", doc["suite"]), ("target", target), ("run", doc["run"]),
+               ("target.evidence", evidence),
+               *[("target.evidence.libraries[]", lib) for lib in evidence.get("libraries", [])],
+               *[("tests[]", t) for t in doc["tests"]],
+               *[(key, doc[key]) for key in ("selection", "forced", "options") if isinstance(doc.get(key), dict)]]
+    return [f"{where}.{key}".lstrip(".") for where, obj in objects for key in sorted(obj)
+            if key not in DOCUMENT_KEYS[where]]
 
 
 def validate(doc: Any, source: str = "results") -> dict[str, Any]:
@@ -376,6 +416,14 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
         need(isinstance(t.get("clauses"), list) and all(clause_id(c) for c in t["clauses"]),
              f"tests[{i}].clauses must be a list of clause id strings")
     need(doc["summary"] == summarize(doc["tests"]), "summary does not match the tests")
+    forced = doc.get("forced", {"missing": "", "by": ""})
+    need(isinstance(forced, dict) and all(isinstance(forced.get(k), str) for k in ("missing", "by")),
+         "forced must be {\"missing\": string, \"by\": string}")
+    options = doc.get("options", {"test_timeout": None})  # absent in files before options were recorded
+    limit = options.get("test_timeout") if isinstance(options, dict) else "not an object"
+    need(isinstance(options, dict) and "test_timeout" in options and (limit is None or (
+        isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0)),
+         "options must be {\"test_timeout\": seconds (a positive number) or null}")
     if "selection" in doc:
         sel = doc["selection"]
         need(isinstance(sel, dict) and all(isinstance(sel.get(k), list) and all(isinstance(p, str) for p in sel[k])
@@ -386,14 +434,20 @@ def validate(doc: Any, source: str = "results") -> dict[str, Any]:
                 parse_shard(sel["shard"])
         except ValueError as exc:
             need(False, f"selection.shard: {exc}")
+    unknown = _unknown_keys(doc)
+    need(not unknown, f"unknown key(s) {', '.join(unknown)} (a results file holds only the fields of its schema)")
     return doc
+
+
+class DuplicateKey(ValueError):
+    """A JSON object with a key twice (``read_json``): a second ``"proves"`` must not win silently."""
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
-            raise ValueError(f"duplicate key {key!r}")
+            raise DuplicateKey(f"duplicate key {key!r}")
         seen[key] = value
     return seen
 
@@ -451,8 +505,8 @@ def read_json(path: Path) -> Any:
         raise ValueError(f"{path}: not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from exc
     except RecursionError as exc:
         raise ValueError(f"{path}: JSON nested too deeply to read") from exc
-    except ValueError as exc:  # _no_duplicate_keys
-        raise ValueError(f"{path}: {exc}") from exc
+    except DuplicateKey as exc:
+        raise DuplicateKey(f"{path}: {exc}") from exc
 
 
 def load(path: Path) -> dict[str, Any]:

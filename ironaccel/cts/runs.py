@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import results
-from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, Outcome, RunStatus
+from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX, SIGNATURE_SUFFIX, Outcome, RunStatus
 
 RUNS = "runs"  # the run folders' folder inside a results folder
 RUN_RECORD = "RUN.json"  # in each run folder: the command, how it ended, whether it was promoted and why
@@ -128,11 +128,18 @@ def committed_hardware(results_dir: Path, target: str) -> bool:
 
 def promote(run_file: Path, results_dir: Path) -> None:
     """Copy a run's results file, JUnit and certificate over the per-target files of ``results_dir``, each
-    atomically (the results file first: a certificate never names a results file that is not there)."""
+    atomically (the results file first: a certificate never names a results file that is not there); then its
+    signature, or, for an unsigned run, remove the one there (it signs the files just replaced)."""
     points = dict(zip(TARGET_FILES, ("results", "junit", "certificate", "certificate")))
     for suffix in TARGET_FILES:
         source = results.sibling(run_file, suffix)
         atomic_write(results.sibling(Path(results_dir) / run_file.name, suffix), source.read_bytes(), points[suffix])
+    signature = results.sibling(run_file, SIGNATURE_SUFFIX)
+    promoted = results.sibling(Path(results_dir) / run_file.name, SIGNATURE_SUFFIX)
+    if signature.is_file():
+        atomic_write(promoted, signature.read_bytes(), "certificate")
+    else:
+        promoted.unlink(missing_ok=True)
 
 
 def finish(folder: Path, record: dict[str, Any]) -> Path:

@@ -6,17 +6,22 @@ a certification claim without trusting the submitter's machine (``ironaccel cert
                             and of each backend's own repository (where its package lives: a plugin certified
                             from its repository records that repository's commit): commit, whether the tree
                             was dirty, its untracked files (listed, not diffed)
-    OUT/results/            per target: results file, JUnit, certificate (.cert.json, .cert.md)
+    OUT/results/            per target: results file, JUnit, certificate (.cert.json, .cert.md), and its
+                            signature (.cert.sig) when signed (``package --sign KEY``, or a signature from
+                            the results folder that still signs the certificate as judged now)
     OUT/environment.json    this machine: OS, Python, package versions (each results file has its device)
     OUT/git.diff            the uncommitted changes to ironaccel the run was made with (only when dirty)
     OUT/git-<backend>.diff  the same for a backend that lives in a repository of its own
 
-``verify`` (``ironaccel verify OUT``) checks it whole: nothing missing or added, every hash, each
-certificate against its results file, JUnit and levels recomputed from the results files.
+The manifest records each signed target's public key (``signers``). ``verify`` (``ironaccel verify OUT
+[--trust KEYS]``) checks it whole: nothing missing or added, every hash, each certificate as ``verifier`` does
+(with ``--trust``, each must be signed by a trusted key), the signers the signatures name, JUnit and levels
+recomputed from the results files.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -29,10 +34,10 @@ from .. import __version__
 from . import judge, results, runs, spec, status, targets
 from .results import CERTIFICATE_SUFFIX, JUNIT_SUFFIX
 
-PACKAGE_SCHEMA = 1
+PACKAGE_SCHEMA = 2  # 2: "signers"
 MANIFEST = "MANIFEST.json"
 RESULTS = "results"
-SUFFIXES = (".json", JUNIT_SUFFIX, CERTIFICATE_SUFFIX, ".cert.md")  # a target's files in results/
+SUFFIXES = (".json", JUNIT_SUFFIX, CERTIFICATE_SUFFIX, ".cert.md")  # a target's files in results/ (and .cert.sig)
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -101,10 +106,11 @@ def _judgement(docs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def package(results_dir: Path, out: Path, root: Path | None = None) -> Path:
+def package(results_dir: Path, out: Path, root: Path | None = None, signer: Any = None) -> Path:
     """Bundle every results file of ``results_dir`` (with its JUnit and certificate) into ``out``, a new
     folder, made whole under a hidden name and renamed (a kill leaves no half package); ValueError when ``out``
-    exists, a results file is bad or a target's files are incomplete."""
+    exists, a results file is bad or a target's files are incomplete. ``signer``: an ed25519 private key
+    (``signing.load_private_key``) that signs every certificate of the package."""
     final = Path(out)
     if os.path.lexists(final):
         raise ValueError(f"{final}: already exists; a package is written into a new folder")
@@ -116,16 +122,19 @@ def package(results_dir: Path, out: Path, root: Path | None = None) -> Path:
     out = final.with_name(f".{final.name}.{os.getpid()}.partial")  # renamed to ``final`` once whole
     try:
         (out / RESULTS).mkdir(parents=True)
-        _write(docs, Path(results_dir), out, root)
+        _write(docs, Path(results_dir), out, root, signer)
         os.rename(out, final)
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return final
 
 
-def _write(docs: list[dict[str, Any]], results_dir: Path, out: Path, root: Path | None) -> None:
+def _write(docs: list[dict[str, Any]], results_dir: Path, out: Path, root: Path | None, signer: Any) -> None:
     """The package's files, into the (still hidden) folder ``out``: the manifest last."""
+    from . import signing
     from .certificates import junit_xml, sha256_file, write_certificate
+
+    signers = {}
 
     for doc in docs:
         stem = results.file_name(doc["target"]["name"])
@@ -135,7 +144,19 @@ def _write(docs: list[dict[str, Any]], results_dir: Path, out: Path, root: Path 
         copy = out / RESULTS / stem
         shutil.copyfile(source, copy)
         results.sibling(copy, JUNIT_SUFFIX).write_text(junit_xml(doc), encoding="utf-8")
-        write_certificate(copy)  # judged now, by this suite: the certificates in results_dir may be older
+        cert = write_certificate(copy)  # judged now, by this suite: the certificates in results_dir may be older
+        signature = signing.signature_path(source.with_name(cert.name))
+        if signer is not None:
+            signing.sign(cert, signer)
+        elif signature.is_file():
+            shutil.copyfile(signature, signing.signature_path(cert))
+        try:
+            found = signing.check(cert, copy)
+        except signing.BadSignature as exc:
+            raise ValueError(f"{signature}: it no longer signs the certificate of {doc['target']['name']} as "
+                             f"judged now ({exc}); re-certify it, or package with --sign KEY") from exc
+        if found is not None:
+            signers[doc["target"]["name"]] = found.base64
     (out / "environment.json").write_text(json.dumps(results.host_environment(), indent=1, sort_keys=True) + "\n",
                                           encoding="utf-8")
     ironaccel_root = root or repository_of(Path(__file__).resolve().parents[1])
@@ -153,6 +174,7 @@ def _write(docs: list[dict[str, Any]], results_dir: Path, out: Path, root: Path 
         "git": {**{k: git[k] for k in ("commit", "dirty", "untracked", "note")},
                 "backends": {b: {k: v for k, v in state.items() if k != "diff"} for b, state in backends.items()}},
         **_judgement(docs),
+        "signers": signers,
         "files": {p.relative_to(out).as_posix(): sha256_file(p) for p in files},
     }
     runs.atomic_write(out / MANIFEST, json.dumps(manifest, indent=1, sort_keys=True) + "\n", "package")
@@ -191,6 +213,7 @@ def check_manifest(manifest: Any, where: Path) -> dict[str, Any]:
     need(strings(manifest.get("suite")), "suite must map version and hash to strings")
     for key in ("targets", "backends"):
         need(strings(manifest.get(key)), f"{key} must map names to levels")
+    need(strings(manifest.get("signers")), "signers must map target names to public keys (base64)")
     need(isinstance(manifest.get("parts"), dict) and all(strings(v) for v in manifest["parts"].values()),
          "parts must map target names to their hashes")
     git = manifest.get("git")
@@ -215,12 +238,15 @@ def check_manifest(manifest: Any, where: Path) -> dict[str, Any]:
     return manifest
 
 
-def verify(out: Path) -> tuple[int, str]:
-    """(exit code, why) for a whole package: certify.VERIFY_VALID, VERIFY_STALE (the suite or a target's
-    parts changed since), VERIFY_TAMPERED (a file missing, added or changed; a certificate, JUnit file or
-    level that the results do not give). ValueError for a folder that is not a readable package."""
-    from .certificates import VERIFY_STALE, VERIFY_TAMPERED, VERIFY_VALID, junit_xml, sha256_file
-    from .certificates import verify as verify_certificate
+def verify(out: Path, trusted: list[bytes] | None = None) -> tuple[int, str]:
+    """(exit code, why) for a whole package: verifier.VERIFY_VALID, VERIFY_STALE (the suite or a target's
+    parts changed since), VERIFY_TAMPERED (a file missing, added or changed; a certificate, JUnit file,
+    level or signer that the files do not give), VERIFY_UNTRUSTED (``trusted`` given, and a certificate is
+    unsigned or signed by another key). ValueError for a folder that is not a readable package."""
+    from . import signing
+    from .certificates import junit_xml, sha256_file
+    from .verifier import VERIFY_STALE, VERIFY_TAMPERED, VERIFY_UNTRUSTED, VERIFY_VALID
+    from .verifier import verify as verify_certificate
 
     out = Path(out)
     if not (out / MANIFEST).exists() and not (out / MANIFEST).is_symlink():
@@ -259,7 +285,7 @@ def verify(out: Path) -> tuple[int, str]:
                           and not n.endswith(CERTIFICATE_SUFFIX))
     if not result_files:
         return VERIFY_TAMPERED, "tampered: the package holds no results files"
-    docs, stale, proves = [], [], {}
+    docs, stale, proves, signers, untrusted = [], [], {}, {}, []
     for name in result_files:
         doc = results.load(out / name)
         docs.append(doc)
@@ -269,15 +295,28 @@ def verify(out: Path) -> tuple[int, str]:
         if (out / results.sibling(Path(name), JUNIT_SUFFIX)).read_text(encoding="utf-8") != junit_xml(doc):
             return VERIFY_TAMPERED, f"tampered: the JUnit file of {name} does not say what the results file says"
         cert_path = out / results.sibling(Path(name), CERTIFICATE_SUFFIX)
-        code, why = verify_certificate(cert_path)
+        code, why = verify_certificate(cert_path, trusted)
         if code == VERIFY_TAMPERED:
             return code, f"{name}: {why}"
         if code == VERIFY_STALE:
             stale.append(f"{name}: {why}")
+        if code == VERIFY_UNTRUSTED:
+            untrusted.append(f"{name}: {why}")
+        try:
+            found = signing.check(cert_path, out / name)
+        except signing.BadSignature as exc:  # found by verify_certificate first, unless it was stale
+            return VERIFY_TAMPERED, f"tampered: {name}: {exc}"
+        if found is not None:
+            signers[doc["target"]["name"]] = found.base64
         proves[doc["target"]["name"]] = results.read_json(cert_path).get("proves")
     if manifest.get("targets") != proves:  # the certificates are checked against their results files above
         return VERIFY_TAMPERED, (f"tampered: the manifest's targets ({manifest.get('targets')}) are not what the "
                                  f"certificates say ({proves})")
+    if manifest["signers"] != signers:
+        return VERIFY_TAMPERED, (f"tampered: the manifest's signers ({manifest['signers']}) are not the keys the "
+                                 f"signatures carry ({signers})")
+    if untrusted:
+        return VERIFY_UNTRUSTED, "; ".join(untrusted)
     if manifest.get("suite", {}).get("version") != __version__:
         stale.append(f"made with ironaccel {manifest.get('suite', {}).get('version')}, this is {__version__}")
     if stale:
@@ -291,5 +330,7 @@ def verify(out: Path) -> tuple[int, str]:
     elsewhere = "".join(f"; {b} at commit {state.get('commit') or '?'}"
                         + (f" (dirty, see {state.get('diff_file')})" if state.get("dirty") else "")
                         for b, state in sorted(git.get("backends", {}).items()) if "repository" not in state)
+    keys = sorted({signing.fingerprint(base64.b64decode(k)) for k in signers.values()})
+    signed = f"; signed by {', '.join(keys)}" if keys else "; unsigned"
     return VERIFY_VALID, (f"valid: {len(docs)} results files, {levels}; commit {git['commit'] or '?'}"
-                          + (" (dirty, see git.diff)" if git["dirty"] else "") + elsewhere)
+                          + (" (dirty, see git.diff)" if git["dirty"] else "") + elsewhere + signed)
