@@ -126,7 +126,9 @@ def test_the_fake_starts_queued_work_only_when_the_host_looks(mode):
 # -- the generated-mutant engine (ci/mutants/generated.py, operators.py) ------------------------------------
 
 import operators  # noqa: E402
+import covered  # noqa: E402
 import generated  # noqa: E402
+import tree  # noqa: E402
 import modules  # noqa: E402
 
 PY_SAMPLE = '''
@@ -204,7 +206,7 @@ def test_c_operators_work_on_tokens_and_know_functions():
 
 
 def test_the_c_call_graph_reaches_through_calls_and_function_pointers():
-    graph = generated.CallGraph(C_SAMPLE + "static PyMethodDef m[] = {{\"go\", (PyCFunction)(void (*)(void))cuThing, 0}};\n"
+    graph = covered.CallGraph(C_SAMPLE + "static PyMethodDef m[] = {{\"go\", (PyCFunction)(void (*)(void))cuThing, 0}};\n"
                                 "static void worker(void) { start(release_slot); }\n")
     assert graph.reach({"cuThing"}) == {"cuThing", "release_slot", "check"}
     assert graph.reach({"worker"}) == {"worker", "release_slot"}
@@ -227,7 +229,7 @@ def test_equivalent_mutants_are_read_with_their_reason(tmp_path):
 
 def test_every_area_glob_matches_a_file():
     for areas in (modules.SUITE_AREAS, modules.PLATFORM_AREAS):
-        files, empty = generated.area_files(ROOT, areas)
+        files, empty = tree.area_files(ROOT, areas)
         assert not empty and all(files.values())
     assert {a for r in modules.RUNS for a in r.areas} == set(modules.SUITE_AREAS)
 
