@@ -184,8 +184,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--area", action="append", help="areas to sample (repeatable; default all)")
     parser.add_argument("--run", action="append", help="runs of modules.RUNS to use (repeatable, globs; default all)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="mutants at once (default: CPU count)")
-    parser.add_argument("--max-tests", type=int, default=60, help="tests per mutant at most (a seeded choice among "
-                                                                   "those executing its line; default 60)")
+    parser.add_argument("--max-tests", type=int, default=30, help="tests per mutant at most (a seeded choice among "
+                                                                   "those executing its line; default 30)")
     parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant at most (default 300; "
                         "less where its tests took less unmutated: 60 s + 4 times their time)")
     parser.add_argument("--test-timeout", type=float, default=30, help="seconds per test (default 30)")
