@@ -3,6 +3,7 @@ runner's verdicts and staleness check mean what they say (the run itself: ``tox 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -238,3 +239,30 @@ def test_annotations_and_commutative_calls_give_no_mutants():
     muts = operators.python_mutants("x.py", "x: int | None = max(a, b)\ny = f(a, b)\n")
     assert [m.old for m in muts if m.operator == "swap-args"] == ["a, b"] and [m.line for m in muts] == [2]
     assert not [m for m in operators.c_mutants("f.c", "int f(int a, int b) { return MAX(a, b); }") if m.operator == "swap-args"]
+
+
+def test_the_mutants_compiler_reuses_objects_the_source_hash_define_does_not_reach(tmp_path):
+    """cc.py keys an object by its source, the headers and included parts beside it, and the flags, leaving out
+    the build's source-hash define (which every mutant's build changes) unless the source names the macro: a
+    mutant of one file recompiles that file and the one that embeds the hash, and a change of an ``.inc`` part
+    (or a header) recompiles its folder."""
+    import subprocess
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "part.inc").write_text("static int part(void) { return 1; }\n")
+    (src / "main.c").write_text('#include "part.inc"\nint main_value(void) { return part(); }\n')
+    (src / "hash.c").write_text("const char *hash(void) { return IRONACCEL_SOURCE_HASH; }\n")
+    objects = tmp_path / "objects"
+
+    def build(define: str) -> None:
+        cmd = [sys.executable, str(ROOT / "ci" / "mutants" / "cc.py"), "-fPIC", "-shared", f"-DIRONACCEL_SOURCE_HASH={define}",
+               "-o", str(tmp_path / "lib.so"), str(src / "main.c"), str(src / "hash.c")]
+        subprocess.run(cmd, check=True, env={**os.environ, "IRONACCEL_MUTANTS_OBJECTS": str(objects)})
+
+    build('"a"')
+    build('"b"')  # a new hash: hash.c again, main.c reused
+    assert sorted(p.name.split("-")[0] for p in objects.glob("*.o")) == ["hash", "hash", "main"]
+    (src / "part.inc").write_text("static int part(void) { return 2; }\n")
+    build('"b"')  # an included part changed: every object of its folder again
+    assert sorted(p.name.split("-")[0] for p in objects.glob("*.o")) == ["hash", "hash", "hash", "main", "main"]
