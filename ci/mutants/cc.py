@@ -5,7 +5,8 @@ $IRONACCEL_MUTANTS_OBJECTS, then linked. A fake mutant changes one of the fake's
 compiles that one file instead of all of them (minutes to seconds): the define of the build's source hash,
 which differs in every mutant's build, is part of the key only of the objects whose source (or a header or
 ``*.inc`` part beside it) names the macro. ccache does not cache a command that compiles several sources at
-once, which is how cbuild compiles.
+once, which is how cbuild compiles. With IRONACCEL_MUTANTS_GCOV=1 (the coverage run, ``covered.py``) every
+object is built with --coverage: the test process leaves gcov's counters beside the objects when it exits.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def main(argv: list[str]) -> int:
     sources = [a for a in rest if a.endswith(".c")]
     libs = [a for a in rest if a.startswith("-l")]
     flags = [a for a in rest if a not in sources and a not in libs]
+    if os.environ.get("IRONACCEL_MUTANTS_GCOV") == "1":  # the coverage run: which lines the suite executes
+        flags.append("--coverage")
     compile_flags = [f for f in flags if f != "-shared" and not f.startswith("-Wl,")]
     cache = Path(os.environ["IRONACCEL_MUTANTS_OBJECTS"])
     cache.mkdir(parents=True, exist_ok=True)

@@ -14,13 +14,13 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import modules
 import operators
 from run import certify  # the catalogue's runner certifies a tree the same way
-from tree import python_path
+from tree import private_cache, python_path
 
 from ironaccel.cache import cache_dir
 
@@ -31,7 +31,8 @@ PASSING = ("pass", "not-supported")
 class Coverage:
     """One recorded run: file -> line -> tests executing it; test -> fake entry points / compiled methods it
     calls; file -> (statements, covered, branches, covered branches); and, per test, its outcome, seconds and
-    clauses (the baseline: what a mutant's run is compared with)."""
+    clauses (the baseline: what a mutant's run is compared with); and the lines of the C builds that hold code no
+test ran (gcov, over the whole run: not per test)."""
     lines: dict[str, dict[int, list[str]]]
     calls: dict[str, dict[str, list[str]]]
     summary: dict[str, list[int]]
@@ -39,6 +40,7 @@ class Coverage:
     outcomes: dict[str, str]
     durations: dict[str, float]
     clauses: dict[str, list[str]]
+    c_unrun: dict[str, list[int]] = field(default_factory=dict)  # C file -> lines of code no test ran (gcov)
 
     def usable(self) -> set[str]:
         """The tests that pass unmutated: a mutant is judged by these alone."""
@@ -95,13 +97,18 @@ def _cached(name: str) -> Path:
 def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, limit: float) -> Coverage:
     """The whole suite certified on ``run`` with the probe loaded: coverage and baseline in one run (cached per
     tree and run when the run finished)."""
-    cached = _cached(f"{digest}-{run.name}-v2")
+    cached = _cached(f"{digest}-{run.name}-v3")
     if cached.is_file():
         return Coverage.from_json(json.loads(cached.read_text()))
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutants-probe-") as tmp:
         probe_dir = Path(tmp)
         env = {**os.environ, **run.env, "HYPOTHESIS_PROFILE": "ci", "PYTEST_ADDOPTS": "-p probe",
                **probe_env(probe_dir, tree, files)}
+        builds = [b for b in modules.C_BUILDS if any(f.startswith(b.folder + "/") for f in files)]
+        if builds and set(run.areas) & {a for a, globs in modules.SUITE_AREAS.items()
+                                        if any(g.startswith(b.folder + "/") for b in builds for g in globs)}:
+            env.update(private_cache(probe_dir / "cache", tuple(b.cache for b in builds), probe_dir / "objects",
+                                     gcov=True))
         t0 = time.monotonic()
         doc, problem = certify(tree, run.target, env, probe_dir / "results", (), limit)
         if doc is None or doc["run"]["status"] != "ok":
@@ -110,6 +117,8 @@ def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, li
                           {t["id"]: t["outcome"] for t in doc["tests"]},
                           {t["id"]: t.get("duration") or 0.0 for t in doc["tests"]},
                           {t["id"]: t.get("clauses", []) for t in doc["tests"]})
+        result.c_unrun, c_summary = gcov_lines(probe_dir / "objects", tree)
+        result.summary.update({f: s for f, s in c_summary.items() if f in files})
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(asdict(result)))
     return result
@@ -136,6 +145,25 @@ def record_platform(tree: Path, files: list[str], digest: str, limit: float, tes
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(asdict(result)))
     return result
+
+
+def gcov_lines(objects: Path, tree: Path) -> tuple[dict[str, list[int]], dict[str, list[int]]]:
+    """From the counters of the objects built with --coverage in ``objects``: C file (relative to ``tree``) ->
+    the lines with code that never ran (a line gcov does not list, which optimisation merged into another,
+    is not among them); and C file -> [lines with code, executed, 0, 0] for the report. Empty without counters."""
+    executed: dict[str, set[int]] = defaultdict(set)
+    code: dict[str, set[int]] = defaultdict(set)
+    for gcda in sorted(objects.glob("*.gcda")) if objects.is_dir() else ():
+        proc = subprocess.run(["gcov", "--json-format", "--stdout", str(gcda.with_suffix(".o"))], cwd=objects,
+                              capture_output=True, text=True)
+        for line in proc.stdout.splitlines():
+            for entry in json.loads(line).get("files", []) if line.startswith("{") else ():
+                path = Path(entry["file"])
+                rel = os.path.relpath(path if path.is_absolute() else objects / path, tree)
+                code[rel].update(ln["line_number"] for ln in entry["lines"])
+                executed[rel].update(ln["line_number"] for ln in entry["lines"] if ln["count"])
+    return ({f: sorted(lines - executed[f]) for f, lines in code.items()},
+            {f: [len(lines), len(executed[f]), 0, 0] for f, lines in code.items()})
 
 
 # -- C: which functions a test reaches --------------------------------------------------------------------

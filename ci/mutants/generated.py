@@ -128,10 +128,12 @@ def quotas(areas: list[str], size: int, available: dict[str, int]) -> dict[str, 
 def tests_finder(f: str, c_functions, cov: Coverage, usable: set[str]):
     """mutant -> the passing tests that execute it, in one run's coverage. A Python line run at import is
     attributed to the test that imported the module first: its mutant gets the tests that run any line of the
-    file. A C mutant gets the tests that reach its function (``c_functions(build, cov)``: function -> tests)."""
+    file. A C mutant gets the tests that reach its function (``c_functions(build, cov)``: function -> tests),
+    unless gcov saw no test run its line."""
     if f.endswith(C_SUFFIXES):
         by_fn = c_functions(modules.c_build_of(f), cov)
-        return lambda m: [t for t in by_fn.get(m.function, ()) if t in usable]
+        unrun = set(cov.c_unrun.get(f, ()))  # lines gcov saw no test run: no mutant there
+        return lambda m: [t for t in by_fn.get(m.function, ()) if t in usable] if m.line not in unrun else []
     by_line = cov.lines.get(f, {})
     anywhere = sorted({t for ts in by_line.values() for t in ts})
     return lambda m: [t for t in (anywhere if m.toplevel else by_line.get(m.line, ())) if t in usable]

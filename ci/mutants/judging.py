@@ -19,7 +19,7 @@ import modules
 from covered import PASSING, Coverage
 from operators import Mutant
 from run import certify
-from tree import HERE, copy_tree, python_path
+from tree import copy_tree, private_cache, python_path
 
 from ironaccel.cache import cache_dir
 
@@ -51,16 +51,8 @@ def mutant_env(c: Candidate, tree: Path, scratch: Path) -> dict[str, str]:
     if c.run is not None:
         env.update(c.run.env)
     if c.mutant.file.endswith((".c", ".inc", ".h")):
-        rebuilt = modules.c_build_of(c.mutant.file).cache
-        shared = cache_dir()
-        own = scratch / "cache"
-        own.mkdir()
-        for entry in shared.iterdir() if shared.is_dir() else ():
-            if entry.name not in (rebuilt, "mutants"):
-                (own / entry.name).symlink_to(entry)
-        env["IRONACCEL_CACHE"] = str(own)
-        env["CC"] = str(HERE / "cc.py")
-        env["IRONACCEL_MUTANTS_OBJECTS"] = str(shared / "mutants" / "objects")
+        env.update(private_cache(scratch / "cache", (modules.c_build_of(c.mutant.file).cache,),
+                                 cache_dir() / "mutants" / "objects"))
     return env
 
 

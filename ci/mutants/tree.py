@@ -60,3 +60,18 @@ def area_files(tree: Path, areas: dict[str, tuple[str, ...]]) -> tuple[dict[str,
 
 def python_path(tree: Path, probe: bool = False) -> str:
     return os.pathsep.join([str(tree), str(tree / PLUGIN), *([str(HERE)] if probe else [])])
+
+
+def private_cache(dest: Path, rebuilt: tuple[str, ...], objects: Path, gcov: bool = False) -> dict[str, str]:
+    """The environment of a run whose C builds of the kinds ``rebuilt`` are made anew, by ``cc.py``, into the
+    cache ``dest`` (every other kind is the shared cache's, linked); its objects kept in ``objects``
+    (``gcov``: built with --coverage, the counters written beside them when the test process exits)."""
+    from ironaccel.cache import cache_dir
+
+    shared = cache_dir()
+    dest.mkdir()
+    for entry in shared.iterdir() if shared.is_dir() else ():
+        if entry.name not in (*rebuilt, "mutants"):
+            (dest / entry.name).symlink_to(entry)
+    return {"IRONACCEL_CACHE": str(dest), "CC": str(HERE / "cc.py"), "IRONACCEL_MUTANTS_OBJECTS": str(objects),
+            **({"IRONACCEL_MUTANTS_GCOV": "1"} if gcov else {})}
