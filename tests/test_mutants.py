@@ -266,3 +266,19 @@ def test_the_mutants_compiler_reuses_objects_the_source_hash_define_does_not_rea
     (src / "part.inc").write_text("static int part(void) { return 2; }\n")
     build('"b"')  # an included part changed: every object of its folder again
     assert sorted(p.name.split("-")[0] for p in objects.glob("*.o")) == ["hash", "hash", "hash", "main", "main"]
+
+
+def test_the_coverage_build_tells_the_c_lines_no_test_ran(tmp_path):
+    """cc.py with IRONACCEL_MUTANTS_GCOV=1 builds with gcov; covered.gcov_lines reads the counters a process left
+    at exit: the branch not taken is a line of code never run (no mutant is drawn there), the others ran."""
+    import subprocess
+
+    (tmp_path / "a.c").write_text("int f(int x) {\n    if (x > 3)\n        return x * 7;\n    return 2;\n}\n")
+    objects = tmp_path / "objects"
+    env = {**os.environ, "IRONACCEL_MUTANTS_OBJECTS": str(objects), "IRONACCEL_MUTANTS_GCOV": "1"}
+    subprocess.run([sys.executable, str(ROOT / "ci" / "mutants" / "cc.py"), "-O0", "-fPIC", "-shared", "-o",
+                    str(tmp_path / "a.so"), str(tmp_path / "a.c")], check=True, env=env)
+    subprocess.run([sys.executable, "-c", f"import ctypes; assert ctypes.CDLL({str(tmp_path / 'a.so')!r}).f(1) == 2"],
+                   check=True)
+    unrun, summary = covered.gcov_lines(objects, tmp_path)
+    assert unrun == {"a.c": [3]} and summary == {"a.c": [4, 3, 0, 0]}
