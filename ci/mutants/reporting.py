@@ -91,7 +91,7 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
               "processes the tests start counts here, but is attributed to no test, so no mutant is drawn for it "
               "from that run)." + ("" if platform else " C files: a mutant is drawn in a function a test reaches "
               "through the fake's entry points or the compiled module's methods it calls (the call graph of the "
-              "build's files).")]
+              "build's files), on a line gcov saw the run execute; their line coverage is gcov's (no branches).")]
     lines += [""]
     rows = []
     for run_name, cov in covs.items():
