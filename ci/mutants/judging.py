@@ -102,10 +102,10 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
         # run that did not finish is a kill whatever the tests say
         problem = "" if doc["run"]["status"] == "ok" else f"run {doc['run']['status']}: {doc['run']['message'][:200]}"
         status = "killed" if killers or problem else "survived"
-        if built is not None:  # a run that crashed before it could say what it loaded is a kill
+        if built is not None:  # a run that failed before it could say what it loaded (no device) is a kill
             key = modules.c_build_of(c.mutant.file).reported
             loaded = (doc.get("builds") or {}).get(key)
-            if loaded != built and not (loaded is None and problem):
+            if loaded != built and (loaded is not None or status == "survived"):
                 return Outcome(c, "not built", time.monotonic() - t0, ran=ran,
                                detail=f"the run loaded the {key} build {loaded}, not the mutant's {built}")
         return Outcome(c, status, time.monotonic() - t0, killers,
