@@ -3,6 +3,7 @@ runner's verdicts and staleness check mean what they say (the run itself: ``tox 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -126,7 +127,9 @@ def test_the_fake_starts_queued_work_only_when_the_host_looks(mode):
 # -- the generated-mutant engine (ci/mutants/generated.py, operators.py) ------------------------------------
 
 import operators  # noqa: E402
+import covered  # noqa: E402
 import generated  # noqa: E402
+import tree  # noqa: E402
 import modules  # noqa: E402
 
 PY_SAMPLE = '''
@@ -204,7 +207,7 @@ def test_c_operators_work_on_tokens_and_know_functions():
 
 
 def test_the_c_call_graph_reaches_through_calls_and_function_pointers():
-    graph = generated.CallGraph(C_SAMPLE + "static PyMethodDef m[] = {{\"go\", (PyCFunction)(void (*)(void))cuThing, 0}};\n"
+    graph = covered.CallGraph(C_SAMPLE + "static PyMethodDef m[] = {{\"go\", (PyCFunction)(void (*)(void))cuThing, 0}};\n"
                                 "static void worker(void) { start(release_slot); }\n")
     assert graph.reach({"cuThing"}) == {"cuThing", "release_slot", "check"}
     assert graph.reach({"worker"}) == {"worker", "release_slot"}
@@ -227,7 +230,7 @@ def test_equivalent_mutants_are_read_with_their_reason(tmp_path):
 
 def test_every_area_glob_matches_a_file():
     for areas in (modules.SUITE_AREAS, modules.PLATFORM_AREAS):
-        files, empty = generated.area_files(ROOT, areas)
+        files, empty = tree.area_files(ROOT, areas)
         assert not empty and all(files.values())
     assert {a for r in modules.RUNS for a in r.areas} == set(modules.SUITE_AREAS)
 
@@ -236,3 +239,46 @@ def test_annotations_and_commutative_calls_give_no_mutants():
     muts = operators.python_mutants("x.py", "x: int | None = max(a, b)\ny = f(a, b)\n")
     assert [m.old for m in muts if m.operator == "swap-args"] == ["a, b"] and [m.line for m in muts] == [2]
     assert not [m for m in operators.c_mutants("f.c", "int f(int a, int b) { return MAX(a, b); }") if m.operator == "swap-args"]
+
+
+def test_the_mutants_compiler_reuses_objects_the_source_hash_define_does_not_reach(tmp_path):
+    """cc.py keys an object by its source, the headers and included parts beside it, and the flags, leaving out
+    the build's source-hash define (which every mutant's build changes) unless the source names the macro: a
+    mutant of one file recompiles that file and the one that embeds the hash, and a change of an ``.inc`` part
+    (or a header) recompiles its folder."""
+    import subprocess
+
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "part.inc").write_text("static int part(void) { return 1; }\n")
+    (src / "main.c").write_text('#include "part.inc"\nint main_value(void) { return part(); }\n')
+    (src / "hash.c").write_text("const char *hash(void) { return IRONACCEL_SOURCE_HASH; }\n")
+    objects = tmp_path / "objects"
+
+    def build(define: str) -> None:
+        cmd = [sys.executable, str(ROOT / "ci" / "mutants" / "cc.py"), "-fPIC", "-shared", f"-DIRONACCEL_SOURCE_HASH={define}",
+               "-o", str(tmp_path / "lib.so"), str(src / "main.c"), str(src / "hash.c")]
+        subprocess.run(cmd, check=True, env={**os.environ, "IRONACCEL_MUTANTS_OBJECTS": str(objects)})
+
+    build('"a"')
+    build('"b"')  # a new hash: hash.c again, main.c reused
+    assert sorted(p.name.split("-")[0] for p in objects.glob("*.o")) == ["hash", "hash", "main"]
+    (src / "part.inc").write_text("static int part(void) { return 2; }\n")
+    build('"b"')  # an included part changed: every object of its folder again
+    assert sorted(p.name.split("-")[0] for p in objects.glob("*.o")) == ["hash", "hash", "hash", "main", "main"]
+
+
+def test_the_coverage_build_tells_the_c_lines_no_test_ran(tmp_path):
+    """cc.py with IRONACCEL_MUTANTS_GCOV=1 builds with gcov; covered.gcov_lines reads the counters a process left
+    at exit: the branch not taken is a line of code never run (no mutant is drawn there), the others ran."""
+    import subprocess
+
+    (tmp_path / "a.c").write_text("int f(int x) {\n    if (x > 3)\n        return x * 7;\n    return 2;\n}\n")
+    objects = tmp_path / "objects"
+    env = {**os.environ, "IRONACCEL_MUTANTS_OBJECTS": str(objects), "IRONACCEL_MUTANTS_GCOV": "1"}
+    subprocess.run([sys.executable, str(ROOT / "ci" / "mutants" / "cc.py"), "-O0", "-fPIC", "-shared", "-o",
+                    str(tmp_path / "a.so"), str(tmp_path / "a.c")], check=True, env=env)
+    subprocess.run([sys.executable, "-c", f"import ctypes; assert ctypes.CDLL({str(tmp_path / 'a.so')!r}).f(1) == 2"],
+                   check=True)
+    unrun, summary = covered.gcov_lines(objects, tmp_path)
+    assert unrun == {"a.c": [3]} and summary == {"a.c": [4, 3, 0, 0]}

@@ -2,13 +2,17 @@
 """A C compiler for the mutation run ($CC of a mutant's certify): ``cc FLAGS -o OUT a.c b.c ... -lLIBS`` as
 ironaccel's ``cbuild`` calls it, done one object per source, each cached by the hash of its source and flags in
 $IRONACCEL_MUTANTS_OBJECTS, then linked. A fake mutant changes one of the fake's 25 sources: its build
-compiles that one file instead of all of them (minutes to seconds). ccache does not cache a command that
-compiles several sources at once, which is how cbuild compiles.
+compiles that one file instead of all of them (minutes to seconds): the define of the build's source hash,
+which differs in every mutant's build, is part of the key only of the objects whose source (or a header or
+``*.inc`` part beside it) names the macro. ccache does not cache a command that compiles several sources at
+once, which is how cbuild compiles. With IRONACCEL_MUTANTS_GCOV=1 (the coverage run, ``covered.py``) every
+object is built with --coverage: the test process leaves gcov's counters beside the objects when it exits.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -17,6 +21,12 @@ import tempfile
 from pathlib import Path
 
 COMPILER = shutil.which("gcc") or shutil.which("cc") or "cc"
+# the macro cbuild defines in every build (loaded by its path, as setup.py does: importing ironaccel is slow)
+_spec = importlib.util.spec_from_file_location("sourcehash", Path(__file__).resolve().parents[2] / "ironaccel" / "sourcehash.py")
+_sourcehash = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_sourcehash)
+SOURCE_HASH_MACRO = _sourcehash.MACRO
+SOURCE_HASH_DEFINE = f"-D{SOURCE_HASH_MACRO}="
 
 
 def main(argv: list[str]) -> int:
@@ -25,15 +35,21 @@ def main(argv: list[str]) -> int:
     sources = [a for a in rest if a.endswith(".c")]
     libs = [a for a in rest if a.startswith("-l")]
     flags = [a for a in rest if a not in sources and a not in libs]
+    if os.environ.get("IRONACCEL_MUTANTS_GCOV") == "1":  # the coverage run: which lines the suite executes
+        flags.append("--coverage")
     compile_flags = [f for f in flags if f != "-shared" and not f.startswith("-Wl,")]
     cache = Path(os.environ["IRONACCEL_MUTANTS_OBJECTS"])
     cache.mkdir(parents=True, exist_ok=True)
     objects = []
     for src in sources:
         path = Path(src)
-        includes = sorted(p for p in path.parent.glob("*.h"))  # a header change changes every object
-        digest = hashlib.sha256(" ".join(compile_flags).encode() + path.read_bytes()
-                                + b"".join(h.read_bytes() for h in includes)).hexdigest()
+        # a header or included part changes every object of its folder
+        included = [p.read_bytes() for p in sorted(path.parent.glob("*.h")) + sorted(path.parent.glob("*.inc"))]
+        text = path.read_bytes() + b"".join(included)
+        # the source-hash define differs in every mutant's build: only the objects that use it depend on it
+        keyed = [f for f in compile_flags if not f.startswith(SOURCE_HASH_DEFINE)] \
+            if SOURCE_HASH_MACRO.encode() not in text else compile_flags
+        digest = hashlib.sha256(" ".join(keyed).encode() + text).hexdigest()
         obj = cache / f"{path.stem}-{digest[:20]}.o"
         if not obj.exists():
             fd, tmp = tempfile.mkstemp(suffix=".o", dir=cache)

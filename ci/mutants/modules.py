@@ -17,7 +17,7 @@ SUITE_AREAS: dict[str, tuple[str, ...]] = {
     "opencl": ("plugins/ironaccel-opencl/ironaccel_opencl/*.py",),
     "core": ("ironaccel/api.py", "ironaccel/backends/__init__.py", "ironaccel/backends/probes.py"),
     "pool": ("ironaccel/pool.py", "ironaccel/hostcopy.py"),
-    "fast": ("ironaccel/_fast_c/*.inc",),
+    "fast": ("ironaccel/_fast_c/*.c", "ironaccel/_fast_c/*.inc"),
     "fake": ("fakes/cuda/*.c",),
 }
 
@@ -63,3 +63,30 @@ RUNS: tuple[Run, ...] = (
     Run("opengl/llvmpipe", "opengl/llvmpipe", {}, ("opengl", "core", "pool")),
     Run("opencl/pocl", "opencl/pocl", {}, ("opencl", "core", "pool")),
 )
+
+
+@dataclass(frozen=True)
+class CBuild:
+    """A C build that a mutant of a file in ``folder`` changes: the mutant's copy builds it into a cache of its
+    own, and the results file must say the run loaded that build (else the mutant is "not built")."""
+    folder: str  # relative to the repository root
+    cache: str  # the build's kind under cache_dir() (``cbuild.build``'s first argument)
+    reported: str  # the key of the results file's ``builds`` that holds the loaded build's source hash
+    roots: str  # what probe.py records of a test that calls into it: "fast" (methods called), "fake" (entry points)
+    build: str  # Python, run in the mutant's copy: builds it and prints the source hash the build embeds
+
+
+C_BUILDS: tuple[CBuild, ...] = (
+    CBuild("ironaccel/_fast_c", "fast", "compiled", "fast",
+           "from ironaccel import native; native.build(); print(native.sources_hash())"),
+    CBuild("fakes/cuda", "fakecuda", "driver", "fake",
+           "from ironaccel import fakes; fakes.build(); print(fakes.source_hash())"),
+)
+
+
+def c_build_of(file: str) -> CBuild:
+    """The build a C file belongs to."""
+    for b in C_BUILDS:
+        if file.startswith(b.folder + "/"):
+            return b
+    raise ValueError(f"{file}: no C build of modules.C_BUILDS holds it")

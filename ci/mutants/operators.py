@@ -428,4 +428,5 @@ def _c_args(toks: list[_Tok], pairs: dict[int, int], open_: int, close: int) -> 
 
 
 def mutants_of(file: str, text: str) -> list[Mutant]:
-    return c_mutants(file, text) if file.endswith(".c") else python_mutants(file, text)
+    """C for ``.c`` files and the ``.inc`` parts a ``.c`` file includes; Python otherwise."""
+    return c_mutants(file, text) if file.endswith((".c", ".inc")) else python_mutants(file, text)
