@@ -325,7 +325,7 @@ DOCUMENT_KEYS = {
     "target.evidence": {"driver", "simulated", "libraries"},
     "target.evidence.libraries[]": {"path", "sha256"},
     "run": {"status", "message"},
-    "tests[]": {"id", "clauses", "outcome", "duration", "message", "outputs"},
+    "tests[]": {"id", "clauses", "outcome", "duration", "message", "outputs", "tries", "passes"},
     "selection": {"only", "skip", "shard"},
     "forced": {"missing", "by"},
     "options": {"test_timeout"},
