@@ -10,13 +10,14 @@ from ironaccel.backends import get as get_backend
 
 from .helpers import assert_device_works
 
+# kind -> (the op the error must name: the public one called, or None where it may be the compiler's own; the call)
 ERRORS = {
-    "invalid argument": lambda d, s: s.fill(d.alloc(4), 300),
-    "compile error": lambda d, s: d.compile({"spirv": b"\x00" * 8}.get(d.languages[0], "this is not a kernel"),
-                                            d.languages[0]),
-    "out of memory": lambda d, s: d.alloc(d.info.limits.max_alloc + 4096),
-    "use after free": lambda d, s: _freed(d, s),
-    "unsupported or invalid capability": lambda d, s: d.supports("no.such.capability"),
+    "invalid argument": ("Stream.fill", lambda d, s: s.fill(d.alloc(4), 300)),
+    "compile error": (None, lambda d, s: d.compile({"spirv": b"\x00" * 8}.get(d.languages[0], "this is not a kernel"),
+                                                   d.languages[0])),
+    "out of memory": ("Device.alloc", lambda d, s: d.alloc(d.info.limits.max_alloc + 4096)),
+    "use after free": ("Stream.copy_htod", lambda d, s: _freed(d, s)),
+    "unsupported or invalid capability": ("Device.supports", lambda d, s: d.supports("no.such.capability")),
 }
 
 
@@ -29,11 +30,12 @@ def _freed(device, stream):
 @pytest.mark.clause("ERR-1", "ERR-2")
 @pytest.mark.parametrize("kind", sorted(ERRORS))
 def test_typed_error_then_device_works(device, stream, kernels, kind):
+    op, call = ERRORS[kind]
     with pytest.raises(ia.IronAccelError) as info:
-        ERRORS[kind](device, stream)
+        call(device, stream)
     err = info.value
-    op = getattr(err, "op", None)
-    assert op and op in str(err), f"{type(err).__name__} does not name its op: {err}"
+    named = getattr(err, "op", None)
+    assert named and named in str(err) and named == (op or named), f"{type(err).__name__} does not name {op}: {err}"
     assert_device_works(device, kernels)
 
 
@@ -43,7 +45,8 @@ def _wrong_types(device, stream, kernels):
     saxpy = kernels("saxpy")
     buf, other = device.alloc(64), device.alloc(64)
     args = (other, buf, np.float32(1), np.uint32(0))
-    stream.launch(saxpy, (1,), (1,), args)  # the ints first: a cache of checked dims must not admit bools later
+    stream.launch(saxpy, (1,), (1,), args)  # the ints first: a cache of checked dims must not admit bools later,
+    stream.launch(saxpy, 1, 1, args)  # nor floats, in either form (True == 1 and 1.0 == 1 as dict keys)
     lang = device.languages[0]
     return buf, other, [
         ("Device.supports", lambda: device.supports(["events.timing"])),
@@ -54,6 +57,10 @@ def _wrong_types(device, stream, kernels):
         ("Stream.launch", lambda: stream.launch(saxpy, 1, 1, None)),
         ("Stream.launch", lambda: stream.launch(saxpy, (True,), (1,), args)),
         ("Stream.launch", lambda: stream.launch(saxpy, (1,), (1.0,), args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, True, 1, args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, 1, True, args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, 1.0, 1, args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, 1, np.float32(1), args)),
         ("Stream.synchronize", lambda: stream.synchronize(timeout="soon")),
         ("Stream.synchronize", lambda: stream.synchronize(timeout=-1)),
         *[("Backend.open_device", lambda index=index: backend.open_device(index)) for index in ("0", 0.0, None, False)],
