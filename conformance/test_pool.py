@@ -545,6 +545,8 @@ def test_a_forked_child_gets_none_of_the_parents_blocks(device, stream, kernels)
         stream.synchronize()
 
         def child() -> str:
+            for buf in (*ours, live):  # what the parent's pool lent, freed here: no later alloc may hand it out
+                buf.free()
             for n in sizes:
                 try:
                     buf = pool.alloc(n)
@@ -554,8 +556,6 @@ def test_a_forked_child_gets_none_of_the_parents_blocks(device, stream, kernels)
                     continue
                 if id(block_of(buf)) in parents:
                     return f"alloc({n}) handed out a block of the parent's"
-            for buf in (*ours, live):  # what the parent's pool lent, freed here: nothing goes back to the device
-                buf.free()
             pool.stats()
             pool.trim()
             pool.close()
