@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 
 from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, poisoned, raises_naming, random_bytes, read,
                       rng, upload)
@@ -158,6 +159,43 @@ def test_a_graph_whose_buffer_was_freed_replays_nothing(device, stream, kernels,
             with raises_naming(ia.UseAfterFree, "Graph.launch", f"a {4 * N}-byte buffer the graph uses"):
                 graph.launch(stream)
             assert (read(stream, out) == POISON).all(), "a graph whose buffer was freed ran"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-4", "LIFE-6", "ERR-1")
+def test_a_graph_whose_module_was_closed_replays_nothing(device, stream, kernels, target, require):
+    require("graphs")
+    fill_u32 = target.compile_kernel(device, "fill_u32")  # a module of its own, closed below
+    with poisoned(device, stream, 4 * N) as out, poisoned(device, stream, 4 * N) as buf:
+        with stream.capture() as graph:
+            stream.fill(out, 1)  # first in the replay: a replay that started shows in out
+            stream.launch(fill_u32, ceil_div(N, 128), 128, (buf, np.uint32(5), np.uint32(N)))
+        fill_u32.module.close()
+        with graph:
+            with raises_naming(ia.UseAfterFree, "Graph.launch", "module"):
+                graph.launch(stream)
+            assert (read(stream, out) == POISON).all() and (read(stream, buf) == POISON).all(), \
+                "a graph whose module was closed ran"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-4", "DEV-5", "ERR-1")
+def test_a_graph_of_a_closed_device_replays_nothing(device, kernels, target, require):
+    require("graphs")
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    s = other.create_stream()
+    a, b = other.alloc(4 * N), other.alloc(4 * N)
+    with s.capture() as copies:  # no kernel: no module of the graph's to find the device closed
+        s.fill(a, 1)
+        s.copy_dtod(b, a, 4 * N)
+    with s.capture() as launches:
+        s.launch(target.compile_kernel(other, "add_one"), ceil_div(N, 128), 128, (a, np.uint32(N)))
+    other.close()
+    for graph in (copies, launches):
+        with raises_naming(ia.UseAfterFree, "Graph.launch", "closed"):
+            graph.launch(s)
+        graph.close()  # nothing to give back on a closed device: no error
+        graph.close()
     assert_device_works(device, kernels)
 
 
