@@ -8,7 +8,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import assert_device_works
+from .helpers import assert_device_works, read
 
 # kind -> (the op the error must name: the public one called, or None where it may be the compiler's own; the call)
 ERRORS = {
@@ -80,3 +80,22 @@ def test_wrong_argument_types_are_invalid_arguments(device, stream, kernels):
         stream.synchronize()
         assert (got == 0x11).all(), "a rejected launch ran"
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("ERR-3", "KERNEL-18")
+def test_dims_of_other_accepted_types_launch_with_their_own_values(device, stream, kernels):
+    """Grids and blocks given as numpy integers or lists are valid but no cache key of exact ints: launches
+    with other such values (grid or block alike) after one another each run with their own, never with dims
+    checked and kept for an earlier one."""
+    k = kernels("fill_u32")
+    n = 1024
+    with device.alloc(4 * n) as out:
+        for value, (grid, block) in enumerate([(np.int64(2), 64), (np.int64(4), 64), (np.uint32(16), 64),
+                                               ([8], 64), ([3], 64), (2, np.int32(32)), (2, np.int64(128)),
+                                               (2, [256]), (2, [64])], start=1):
+            stream.fill(out, 0)
+            stream.launch(k, grid, block, (out, np.uint32(value), np.uint32(n)))
+            threads = int(np.ravel(grid)[0]) * int(np.ravel(block)[0])
+            want = np.where(np.arange(n) < threads, value, 0).astype(np.uint32)
+            np.testing.assert_array_equal(read(stream, out, np.uint32), want,
+                                          err_msg=f"launch {value} (grid {grid!r}, block {block!r})")
