@@ -161,6 +161,13 @@ def test_host_layout_errors(device, stream):
         grid = np.arange(16, dtype=np.float32).reshape(4, 4)
         stream.copy_htod(buf, grid)
         np.testing.assert_array_equal(read(stream, buf, np.float32), grid.ravel())
+        # a source need not be writable: a read-only array, bytes
+        readonly = random_bytes(64, 14)
+        readonly.flags.writeable = False
+        stream.copy_htod(buf, readonly)
+        np.testing.assert_array_equal(read(stream, buf), readonly)
+        stream.copy_htod(buf, bytes(range(64)))
+        np.testing.assert_array_equal(read(stream, buf), np.arange(64, dtype=np.uint8))
 
 
 NOT_DATA = {

@@ -16,7 +16,7 @@ from hypothesis import example, given, strategies as st
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
-from ironaccel.pool import MemPool, PoolStats
+from ironaccel.pool import FRONT_SLOTS, MemPool, PoolStats
 
 from .helpers import POISON, RunningWork, assert_device_works, ceil_div, random_bytes, raises_naming, read
 
@@ -133,6 +133,16 @@ def test_a_request_of_a_bucket_size_holds_that_size(pool):
         buf.free()
     s = pool.stats()  # blocks above 1 MiB wait in the shared tier, the others in this thread's front cache
     assert (s.bytes_live, s.bytes_cached_front, s.bytes_cached_shared) == (0, 6 * KiB, 2 * MiB)
+
+
+@pytest.mark.clause("POOL-3")
+def test_a_front_cache_holds_front_slots_blocks_of_a_bucket(pool):
+    """The calling thread's front cache keeps FRONT_SLOTS blocks of one bucket; more wait in the shared tier."""
+    bufs = [pool.alloc(KiB) for _ in range(FRONT_SLOTS + 2)]
+    for buf in bufs:
+        buf.free()
+    s = pool.stats()
+    assert (s.bytes_cached_front, s.bytes_cached_shared) == (FRONT_SLOTS * KiB, 2 * KiB), s
 
 
 @pytest.mark.clause("POOL-2", "POOL-3")
