@@ -408,6 +408,7 @@ A1, A3, T = ("alloc", 1000), ("alloc", 3 * MiB), ("trim", 0)  # a 1 KiB block (f
 # front slots, cycles past the slots a bucket had at first, a bucket's blocks all taken and returned
 @example(caps=(1 << 30, 1), ops=[A3, A3, ("free", 0), ("free", 0), A3, A3, ("free", 0), ("free", 0), A3, A3])
 @example(caps=(8 * MiB, 64), ops=[A3, A3, ("free", 0), ("free", 0), T, A3, A3, ("free", 0), ("free", 0), A3, A3])
+@example(caps=(1 << 30, 1), ops=[A3, ("free", 0), T, A3, A3, ("free", 0), ("free", 0), A3, A3])
 @example(caps=(1 << 30, 1), ops=[A1, ("free", 0), T, A1, ("free", 0), A1])
 @example(caps=(1 << 30, 2), ops=[A1, ("free", 0), A1, ("free", 0), A1, ("free", 0), A1, ("free", 0), A1])
 @example(caps=(1 << 30, 2), ops=[A1, A1, ("free", 0), ("free", 0), A1, A1, ("free", 0), ("free", 0), A1, A1])
@@ -435,11 +436,12 @@ def test_a_pool_used_by_one_thread_keeps_exact_accounts(device, caps, ops):
 
 
 @pytest.mark.clause("POOL-10", "THREAD-2")
-def test_a_thread_that_ended_leaves_its_blocks_and_no_reservation_behind(device, stream):
+@pytest.mark.parametrize("cap", [dict(max_per_bucket=2), dict(max_cached_bytes=2 * KiB)], ids=["blocks", "bytes"])
+def test_a_thread_that_ended_leaves_its_blocks_and_no_reservation_behind(device, stream, cap):
     """A thread caches two 1 KiB blocks, takes one back out and ends: its cached block is the pool's (the
     next request of any thread takes it) and the slot it kept for the block it took is free again, so two
-    blocks fit under a cap of two once all three are freed."""
-    with MemPool(device, stream, max_per_bucket=2) as pool:
+    blocks fit under a cap of two (blocks of the bucket, or their bytes) once all three are freed."""
+    with MemPool(device, stream, **cap) as pool:
         handed: list[ia.Buffer] = []
 
         def cache_two_take_one() -> None:
