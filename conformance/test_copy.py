@@ -7,6 +7,7 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 
 from .helpers import POISON, RunningWork, poisoned, raises_naming, random_bytes, read
 
@@ -126,6 +127,28 @@ def test_out_of_range_is_invalid_and_copies_nothing(device, stream, case):
         with raises_naming(ia.InvalidArgument, op, what):
             call(stream, buf, other)
         assert (read(stream, buf) == POISON).all() and (read(stream, other) == POISON).all()
+
+
+@pytest.mark.clause("ERR-3", "ERR-1")
+def test_buffer_arguments_that_are_no_buffer_of_the_device_are_named(device, stream):
+    """Each buffer argument of the copies and fills, given a host array, None or a Buffer of another device."""
+    second = get_backend(device.info.backend).open_device(device.info.index)
+    host = np.ones(16, np.uint8)
+    try:
+        with poisoned(device, stream, 64) as buf, second.alloc(64) as foreign:
+            for bad in (host, None, foreign):
+                for op, what, call in [
+                    ("Stream.copy_htod", "dst", lambda: stream.copy_htod(bad, host)),
+                    ("Stream.copy_dtoh", "src", lambda: stream.copy_dtoh(host, bad)),
+                    ("Stream.copy_dtod", "dst", lambda: stream.copy_dtod(bad, buf, 16)),
+                    ("Stream.copy_dtod", "src", lambda: stream.copy_dtod(buf, bad, 16)),
+                    ("Stream.fill", "buf", lambda: stream.fill(bad, 1)),
+                ]:
+                    with raises_naming(ia.InvalidArgument, op, what):
+                        call()
+            assert (read(stream, buf) == POISON).all() and (host == 1).all(), "a rejected copy or fill wrote"
+    finally:
+        second.close()
 
 
 @pytest.mark.clause("COPY-4")
