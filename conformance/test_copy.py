@@ -138,14 +138,14 @@ def test_buffer_arguments_that_are_no_buffer_of_the_device_are_named(device, str
         with poisoned(device, stream, 64) as buf, second.alloc(64) as foreign:
             for bad in (host, None, foreign):
                 for op, what, call in [
-                    ("Stream.copy_htod", "dst", lambda: stream.copy_htod(bad, host)),
-                    ("Stream.copy_dtoh", "src", lambda: stream.copy_dtoh(host, bad)),
-                    ("Stream.copy_dtod", "dst", lambda: stream.copy_dtod(bad, buf, 16)),
-                    ("Stream.copy_dtod", "src", lambda: stream.copy_dtod(buf, bad, 16)),
-                    ("Stream.fill", "buf", lambda: stream.fill(bad, 1)),
+                    ("Stream.copy_htod", "dst", lambda bad: stream.copy_htod(bad, host)),
+                    ("Stream.copy_dtoh", "src", lambda bad: stream.copy_dtoh(host, bad)),
+                    ("Stream.copy_dtod", "dst", lambda bad: stream.copy_dtod(bad, buf, 16)),
+                    ("Stream.copy_dtod", "src", lambda bad: stream.copy_dtod(buf, bad, 16)),
+                    ("Stream.fill", "buf", lambda bad: stream.fill(bad, 1)),
                 ]:
                     with raises_naming(ia.InvalidArgument, op, what):
-                        call()
+                        call(bad)
             assert (read(stream, buf) == POISON).all() and (host == 1).all(), "a rejected copy or fill wrote"
     finally:
         second.close()
