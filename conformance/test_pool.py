@@ -409,7 +409,7 @@ A1, A3, T = ("alloc", 1000), ("alloc", 3 * MiB), ("trim", 0)  # a 1 KiB block (f
 @example(caps=(1 << 30, 1), ops=[A3, A3, ("free", 0), ("free", 0), A3, A3, ("free", 0), ("free", 0), A3, A3])
 @example(caps=(8 * MiB, 64), ops=[A3, A3, ("free", 0), ("free", 0), T, A3, A3, ("free", 0), ("free", 0), A3, A3])
 @example(caps=(1 << 30, 1), ops=[A3, ("free", 0), T, A3, A3, ("free", 0), ("free", 0), A3, A3])
-@example(caps=(1 << 30, 1), ops=[A1, ("free", 0), T, A1, ("free", 0), A1])
+@example(caps=(1 << 30, 1), ops=[A1, ("free", 0), T, A1, A1, ("free", 0), ("free", 0), A1, A1])
 @example(caps=(1 << 30, 2), ops=[A1, ("free", 0), A1, ("free", 0), A1, ("free", 0), A1, ("free", 0), A1])
 @example(caps=(1 << 30, 2), ops=[A1, A1, ("free", 0), ("free", 0), A1, A1, ("free", 0), ("free", 0), A1, A1])
 @example(caps=(2 * KiB, 64), ops=[A1, ("free", 0), A1, ("alloc", 2000), ("free", 1), ("free", 0), A1, ("alloc", 2000)])
