@@ -211,8 +211,10 @@ def test_close_gives_everything_back_and_later_allocs_raise(device, stream, kern
     with raises_naming(ia.UseAfterFree, "MemPool.alloc", "the MemPool was used after it was closed"):
         pool.alloc(KiB)
     np.testing.assert_array_equal(read(stream, live), data)  # still valid after close
-    live.free()
-    assert pool.stats().bytes_live == 0
+    live.free()  # straight back to the device: a closed pool caches nothing, so has nothing to hand out
+    assert (pool.stats().bytes_live, pool.stats().bytes_cached) == (0, 0)
+    with raises_naming(ia.UseAfterFree, "MemPool.alloc", "the MemPool was used after it was closed"):
+        pool.alloc(3 * KiB)
     assert_device_works(device, kernels)
 
 
