@@ -46,7 +46,8 @@ def _wrong_types(device, stream, kernels):
     buf, other = device.alloc(64), device.alloc(64)
     args = (other, buf, np.float32(1), np.uint32(0))
     stream.launch(saxpy, (1,), (1,), args)  # the ints first: a cache of checked dims must not admit bools later,
-    stream.launch(saxpy, 1, 1, args)  # nor floats, in either form (True == 1 and 1.0 == 1 as dict keys)
+    stream.launch(saxpy, 1, 1, args)  # nor floats, in either form (True == 1 and 1.0 == 1 as dict keys),
+    stream.launch(saxpy, (np.int64(1),), (np.int64(1),), args)  # nor after numpy ints, which equal them too
     lang = device.languages[0]
     return buf, other, [
         ("Device.supports", lambda: device.supports(["events.timing"])),
@@ -57,6 +58,8 @@ def _wrong_types(device, stream, kernels):
         ("Stream.launch", lambda: stream.launch(saxpy, 1, 1, None)),
         ("Stream.launch", lambda: stream.launch(saxpy, (True,), (1,), args)),
         ("Stream.launch", lambda: stream.launch(saxpy, (1,), (1.0,), args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, (True,), (np.int64(1),), args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, (np.int64(1),), (1.0,), args)),
         ("Stream.launch", lambda: stream.launch(saxpy, True, 1, args)),
         ("Stream.launch", lambda: stream.launch(saxpy, 1, True, args)),
         ("Stream.launch", lambda: stream.launch(saxpy, 1.0, 1, args)),
