@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
+import pytest
 
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
 __all__ = ["POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
-           "poisoned", "poll_until_complete", "random_bytes", "read", "rng", "rss_bytes", "upload"]
+           "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "rng", "rss_bytes", "upload"]
 
 POISON = 0xA5
 
@@ -19,6 +22,12 @@ def rng(seed: int = 0) -> np.random.Generator:
 def random_bytes(n: int, seed: int = 0) -> np.ndarray:
     """Random bytes with no zero byte, so a missed write can never look like a correct zero."""
     return rng(seed).integers(1, 256, n, dtype=np.uint8)
+
+
+def raises_naming(error: type[BaseException], op: str, what: str):
+    """``pytest.raises`` for ``error`` whose message is "op: detail" with ``what`` in the detail: the public op
+    that was called (never another one the library went through) and the argument or object that was wrong."""
+    return pytest.raises(error, match=f"(?s)^{re.escape(op)}: .*{re.escape(what)}")
 
 
 def poisoned(device, stream, nbytes: int):

@@ -7,8 +7,9 @@ import pytest
 from hypothesis import example, given, strategies as st
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 
-from .helpers import POISON, RunningWork, poisoned, random_bytes, read
+from .helpers import POISON, RunningWork, poisoned, raises_naming, random_bytes, read
 
 BUF = 4096
 
@@ -95,30 +96,59 @@ def test_dtod_any_offsets(device, src, dst_offset, seed):
         np.testing.assert_array_equal(read(s, b), expect)
 
 
+OUT_OF_RANGE = {  # case -> (op, what the error must name, the call on (stream, buf, other))
+    "htod-past-end": ("Stream.copy_htod", "dst range",
+                      lambda s, buf, other: s.copy_htod(buf, np.ones(16, np.uint8), dst_offset=49)),
+    "htod-negative": ("Stream.copy_htod", "dst offset",
+                      lambda s, buf, other: s.copy_htod(buf, np.ones(4, np.uint8), dst_offset=-1)),
+    "htod-offset-not-an-int": ("Stream.copy_htod", "dst offset",
+                               lambda s, buf, other: s.copy_htod(buf, np.ones(4, np.uint8), dst_offset=1.0)),
+    "dtoh-past-end": ("Stream.copy_dtoh", "src range", lambda s, buf, other: s.copy_dtoh(np.ones(65, np.uint8), buf)),
+    "dtoh-negative": ("Stream.copy_dtoh", "src offset",
+                      lambda s, buf, other: s.copy_dtoh(np.ones(4, np.uint8), buf, src_offset=-2)),
+    "dtod-src-past-end": ("Stream.copy_dtod", "src range", lambda s, buf, other: s.copy_dtod(other, buf, 8, src_offset=60)),
+    "dtod-dst-past-end": ("Stream.copy_dtod", "dst range", lambda s, buf, other: s.copy_dtod(other, buf, 8, dst_offset=57)),
+    "dtod-src-negative": ("Stream.copy_dtod", "src offset", lambda s, buf, other: s.copy_dtod(other, buf, 8, src_offset=-3)),
+    "dtod-negative-size": ("Stream.copy_dtod", "nbytes", lambda s, buf, other: s.copy_dtod(other, buf, -8)),
+    "dtod-size-not-an-int": ("Stream.copy_dtod", "nbytes", lambda s, buf, other: s.copy_dtod(other, buf, "8")),
+    # offset + size past a signed 64-bit sum (issue 31): a check in 64-bit arithmetic must not wrap
+    "htod-offset-near-2**63": ("Stream.copy_htod", "dst range",
+                               lambda s, buf, other: s.copy_htod(buf, np.ones(16, np.uint8), dst_offset=2**63 - 8)),
+    "dtoh-offset-near-2**63": ("Stream.copy_dtoh", "src range",
+                               lambda s, buf, other: s.copy_dtoh(np.ones(16, np.uint8), buf, src_offset=2**63 - 8)),
+}
+
+
 @pytest.mark.clause("COPY-3", "ERR-1")
-@pytest.mark.parametrize("case", ["htod-past-end", "htod-negative", "dtoh-past-end", "dtod-src-past-end",
-                                  "dtod-dst-past-end", "dtod-negative-size", "htod-offset-near-2**63",
-                                  "dtoh-offset-near-2**63"])
+@pytest.mark.parametrize("case", list(OUT_OF_RANGE))
 def test_out_of_range_is_invalid_and_copies_nothing(device, stream, case):
-    buf = poisoned(device, stream, 64)
-    other = poisoned(device, stream, 64)
-    calls = {
-        "htod-past-end": ("Stream.copy_htod", lambda: stream.copy_htod(buf, np.ones(16, np.uint8), dst_offset=49)),
-        "htod-negative": ("Stream.copy_htod", lambda: stream.copy_htod(buf, np.ones(4, np.uint8), dst_offset=-1)),
-        "dtoh-past-end": ("Stream.copy_dtoh", lambda: stream.copy_dtoh(np.ones(65, np.uint8), buf)),
-        "dtod-src-past-end": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, 8, src_offset=60)),
-        "dtod-dst-past-end": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, 8, dst_offset=57)),
-        "dtod-negative-size": ("Stream.copy_dtod", lambda: stream.copy_dtod(other, buf, -8)),
-        # offset + size past a signed 64-bit sum (issue 31): a check in 64-bit arithmetic must not wrap
-        "htod-offset-near-2**63": ("Stream.copy_htod",
-                                   lambda: stream.copy_htod(buf, np.ones(16, np.uint8), dst_offset=2**63 - 8)),
-        "dtoh-offset-near-2**63": ("Stream.copy_dtoh",
-                                   lambda: stream.copy_dtoh(np.ones(16, np.uint8), buf, src_offset=2**63 - 8)),
-    }
-    op, call = calls[case]
-    with pytest.raises(ia.InvalidArgument, match=op.replace(".", r"\.")):
-        call()
-    assert (read(stream, buf) == POISON).all() and (read(stream, other) == POISON).all()
+    op, what, call = OUT_OF_RANGE[case]
+    with poisoned(device, stream, 64) as buf, poisoned(device, stream, 64) as other:
+        with raises_naming(ia.InvalidArgument, op, what):
+            call(stream, buf, other)
+        assert (read(stream, buf) == POISON).all() and (read(stream, other) == POISON).all()
+
+
+@pytest.mark.clause("ERR-3", "ERR-1")
+def test_buffer_arguments_that_are_no_buffer_of_the_device_are_named(device, stream):
+    """Each buffer argument of the copies and fills, given a host array, None or a Buffer of another device."""
+    second = get_backend(device.info.backend).open_device(device.info.index)
+    host = np.ones(16, np.uint8)
+    try:
+        with poisoned(device, stream, 64) as buf, second.alloc(64) as foreign:
+            for bad in (host, None, foreign):
+                for op, what, call in [
+                    ("Stream.copy_htod", "dst", lambda bad: stream.copy_htod(bad, host)),
+                    ("Stream.copy_dtoh", "src", lambda bad: stream.copy_dtoh(host, bad)),
+                    ("Stream.copy_dtod", "dst", lambda bad: stream.copy_dtod(bad, buf, 16)),
+                    ("Stream.copy_dtod", "src", lambda bad: stream.copy_dtod(buf, bad, 16)),
+                    ("Stream.fill", "buf", lambda bad: stream.fill(bad, 1)),
+                ]:
+                    with raises_naming(ia.InvalidArgument, op, what):
+                        call(bad)
+            assert (read(stream, buf) == POISON).all() and (host == 1).all(), "a rejected copy or fill wrote"
+    finally:
+        second.close()
 
 
 @pytest.mark.clause("COPY-4")
@@ -142,18 +172,25 @@ def test_htod_source_reusable_on_return(device, stream, kernels):
 def test_host_layout_errors(device, stream):
     with device.alloc(64) as buf:
         strided = np.zeros(32, np.uint16)[::2]
-        with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_htod.*contiguous"):
+        with raises_naming(ia.InvalidArgument, "Stream.copy_htod", "contiguous"):
             stream.copy_htod(buf, strided)
         readonly = np.zeros(16, np.uint8)
         readonly.flags.writeable = False
-        with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_dtoh.*read-only"):
+        with raises_naming(ia.InvalidArgument, "Stream.copy_dtoh", "read-only"):
             stream.copy_dtoh(readonly, buf)
-        with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_htod.*buffer protocol"):
+        with raises_naming(ia.InvalidArgument, "Stream.copy_htod", "buffer protocol"):
             stream.copy_htod(buf, [1, 2, 3])
         # 2-D and typed arrays are fine: bytes are bytes
         grid = np.arange(16, dtype=np.float32).reshape(4, 4)
         stream.copy_htod(buf, grid)
         np.testing.assert_array_equal(read(stream, buf, np.float32), grid.ravel())
+        # a source need not be writable: a read-only array, bytes
+        readonly = random_bytes(64, 14)
+        readonly.flags.writeable = False
+        stream.copy_htod(buf, readonly)
+        np.testing.assert_array_equal(read(stream, buf), readonly)
+        stream.copy_htod(buf, bytes(range(64)))
+        np.testing.assert_array_equal(read(stream, buf), np.arange(64, dtype=np.uint8))
 
 
 NOT_DATA = {
@@ -196,7 +233,7 @@ def test_dtod_within_one_buffer(device, stream):
         stream.copy_dtod(buf, buf, 16, dst_offset=200, src_offset=184)  # aligned: a copy within one buffer too
         expect[200:216] = expect[184:200]
         np.testing.assert_array_equal(read(stream, buf), expect)
-        with pytest.raises(ia.InvalidArgument, match=r"Stream\.copy_dtod.*overlap"):
+        with raises_naming(ia.InvalidArgument, "Stream.copy_dtod", "overlap"):
             stream.copy_dtod(buf, buf, 64, dst_offset=10, src_offset=0)
 
 

@@ -8,15 +8,16 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import assert_device_works
+from .helpers import assert_device_works, read
 
+# kind -> (the op the error must name: the public one called, or None where it may be the compiler's own; the call)
 ERRORS = {
-    "invalid argument": lambda d, s: s.fill(d.alloc(4), 300),
-    "compile error": lambda d, s: d.compile({"spirv": b"\x00" * 8}.get(d.languages[0], "this is not a kernel"),
-                                            d.languages[0]),
-    "out of memory": lambda d, s: d.alloc(d.info.limits.max_alloc + 4096),
-    "use after free": lambda d, s: _freed(d, s),
-    "unsupported or invalid capability": lambda d, s: d.supports("no.such.capability"),
+    "invalid argument": ("Stream.fill", lambda d, s: s.fill(d.alloc(4), 300)),
+    "compile error": (None, lambda d, s: d.compile({"spirv": b"\x00" * 8}.get(d.languages[0], "this is not a kernel"),
+                                                   d.languages[0])),
+    "out of memory": ("Device.alloc", lambda d, s: d.alloc(d.info.limits.max_alloc + 4096)),
+    "use after free": ("Stream.copy_htod", lambda d, s: _freed(d, s)),
+    "unsupported or invalid capability": ("Device.supports", lambda d, s: d.supports("no.such.capability")),
 }
 
 
@@ -29,11 +30,12 @@ def _freed(device, stream):
 @pytest.mark.clause("ERR-1", "ERR-2")
 @pytest.mark.parametrize("kind", sorted(ERRORS))
 def test_typed_error_then_device_works(device, stream, kernels, kind):
+    op, call = ERRORS[kind]
     with pytest.raises(ia.IronAccelError) as info:
-        ERRORS[kind](device, stream)
+        call(device, stream)
     err = info.value
-    op = getattr(err, "op", None)
-    assert op and op in str(err), f"{type(err).__name__} does not name its op: {err}"
+    named = getattr(err, "op", None)
+    assert named and named in str(err) and named == (op or named), f"{type(err).__name__} does not name {op}: {err}"
     assert_device_works(device, kernels)
 
 
@@ -43,7 +45,9 @@ def _wrong_types(device, stream, kernels):
     saxpy = kernels("saxpy")
     buf, other = device.alloc(64), device.alloc(64)
     args = (other, buf, np.float32(1), np.uint32(0))
-    stream.launch(saxpy, (1,), (1,), args)  # the ints first: a cache of checked dims must not admit bools later
+    stream.launch(saxpy, (1,), (1,), args)  # the ints first: a cache of checked dims must not admit bools later,
+    stream.launch(saxpy, 1, 1, args)  # nor floats, in either form (True == 1 and 1.0 == 1 as dict keys),
+    stream.launch(saxpy, (np.int64(1),), (np.int64(1),), args)  # nor after numpy ints, which equal them too
     lang = device.languages[0]
     return buf, other, [
         ("Device.supports", lambda: device.supports(["events.timing"])),
@@ -54,6 +58,12 @@ def _wrong_types(device, stream, kernels):
         ("Stream.launch", lambda: stream.launch(saxpy, 1, 1, None)),
         ("Stream.launch", lambda: stream.launch(saxpy, (True,), (1,), args)),
         ("Stream.launch", lambda: stream.launch(saxpy, (1,), (1.0,), args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, (True,), (np.int64(1),), args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, (np.int64(1),), (1.0,), args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, True, 1, args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, 1, True, args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, 1.0, 1, args)),
+        ("Stream.launch", lambda: stream.launch(saxpy, 1, np.float32(1), args)),
         ("Stream.synchronize", lambda: stream.synchronize(timeout="soon")),
         ("Stream.synchronize", lambda: stream.synchronize(timeout=-1)),
         *[("Backend.open_device", lambda index=index: backend.open_device(index)) for index in ("0", 0.0, None, False)],
@@ -73,3 +83,22 @@ def test_wrong_argument_types_are_invalid_arguments(device, stream, kernels):
         stream.synchronize()
         assert (got == 0x11).all(), "a rejected launch ran"
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("ERR-3", "KERNEL-18")
+def test_dims_of_other_accepted_types_launch_with_their_own_values(device, stream, kernels):
+    """Grids and blocks given as numpy integers or lists are valid but no cache key of exact ints: launches
+    with other such values (grid or block alike) after one another each run with their own, never with dims
+    checked and kept for an earlier one."""
+    k = kernels("fill_u32")
+    n = 1024
+    with device.alloc(4 * n) as out:
+        for value, (grid, block) in enumerate([(np.int64(2), 64), (np.int64(4), 64), (np.uint32(16), 64),
+                                               ([8], 64), ([3], 64), (2, np.int32(32)), (2, np.int64(128)),
+                                               (2, [256]), (2, [64])], start=1):
+            stream.fill(out, 0)
+            stream.launch(k, grid, block, (out, np.uint32(value), np.uint32(n)))
+            threads = int(np.ravel(grid)[0]) * int(np.ravel(block)[0])
+            want = np.where(np.arange(n) < threads, value, 0).astype(np.uint32)
+            np.testing.assert_array_equal(read(stream, out, np.uint32), want,
+                                          err_msg=f"launch {value} (grid {grid!r}, block {block!r})")

@@ -8,7 +8,7 @@ from hypothesis import example, given, strategies as st
 
 import ironaccel as ia
 
-from .helpers import POISON, poisoned, read
+from .helpers import POISON, poisoned, raises_naming, read
 
 BUF = 1024
 
@@ -56,12 +56,20 @@ def test_fill_defaults_to_the_end(device, stream):
         np.testing.assert_array_equal(read(stream, buf), expect)
 
 
+FILL_ERRORS = [  # (kwargs, what the error must name)
+    (dict(value=256), "value"), (dict(value=-1), "value"), (dict(value=1.0), "value"),
+    (dict(value=1, offset=60, nbytes=5), "buf range"), (dict(value=1, offset=65), "buf range"),
+    (dict(value=1, offset=-1), "offset"), (dict(value=1, offset=None), "offset"),
+    (dict(value=1, nbytes=-2), "nbytes"), (dict(value=1, nbytes=2.0), "nbytes"),
+]
+
+
 @pytest.mark.clause("FILL-2", "ERR-1")
-@pytest.mark.parametrize("kwargs", [dict(value=256), dict(value=-1), dict(value=1, offset=60, nbytes=5),
-                                    dict(value=1, offset=65), dict(value=1, nbytes=-2)])
-def test_fill_errors_write_nothing(device, stream, kwargs):
+@pytest.mark.parametrize("kwargs, what", FILL_ERRORS, ids=[",".join(f"{k}={v}" for k, v in kw.items()) for kw, _ in FILL_ERRORS])
+def test_fill_errors_write_nothing(device, stream, kwargs, what):
     with poisoned(device, stream, 64) as buf:
+        kwargs = dict(kwargs)
         value = kwargs.pop("value")
-        with pytest.raises(ia.InvalidArgument, match=r"Stream\.fill"):
+        with raises_naming(ia.InvalidArgument, "Stream.fill", what):
             stream.fill(buf, value, **kwargs)
         assert (read(stream, buf) == POISON).all()

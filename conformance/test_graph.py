@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 
-from .helpers import POISON, RunningWork, assert_device_works, ceil_div, poisoned, random_bytes, read, rng, upload
+from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, poisoned, raises_naming, random_bytes, read,
+                      rng, upload)
 
 N = 1000
 
@@ -97,9 +99,9 @@ def test_capture_errors(device, stream, kernels, require):
                 "Stream.capture": lambda: stream.capture().__enter__(),
             }
             for op, call in rejected.items():
-                with pytest.raises(ia.InvalidArgument, match=op.replace(".", r"\.")):
+                with raises_naming(ia.InvalidArgument, op, "capturing"):
                     call()
-            with pytest.raises(ia.InvalidArgument, match=r"Graph\.launch.*captured"):
+            with raises_naming(ia.InvalidArgument, "Graph.launch", "still being captured"):
                 graph.launch(stream)
             stream.fill(buf, 3)
         stream.synchronize()
@@ -108,16 +110,16 @@ def test_capture_errors(device, stream, kernels, require):
         graph.launch(stream)
         np.testing.assert_array_equal(read(stream, buf, np.uint8), 3)
         graph.close()
-        with pytest.raises(ia.UseAfterFree, match=r"Graph\.launch"):
+        with raises_naming(ia.UseAfterFree, "Graph.launch", "a graph was used after it was closed"):
             graph.launch(stream)
-        with pytest.raises(ia.InvalidArgument, match=r"Graph\.launch"):
+        with raises_naming(ia.InvalidArgument, "Graph.launch", "stream"):
             graph.launch("not a stream")
 
         with pytest.raises(ZeroDivisionError):  # an exception inside the block discards the capture
             with stream.capture() as broken:
                 stream.fill(buf, 9)
                 1 / 0
-        with pytest.raises(ia.UseAfterFree, match=r"Graph\.launch"):
+        with raises_naming(ia.UseAfterFree, "Graph.launch", "a graph was used after it was closed"):
             broken.launch(stream)
         np.testing.assert_array_equal(read(stream, buf, np.uint8), 3)
 
@@ -125,9 +127,78 @@ def test_capture_errors(device, stream, kernels, require):
     with stream.capture() as uses_freed:
         stream.fill(scratch, 1)
     scratch.free()
-    with pytest.raises(ia.UseAfterFree, match=r"Graph\.launch.*64-byte buffer"):
+    with raises_naming(ia.UseAfterFree, "Graph.launch", "64-byte buffer"):
         uses_freed.launch(stream)
     uses_freed.close()
+    assert_device_works(device, kernels)
+
+
+CAPTURED_USES = {  # how the captured work uses the buffer that is freed before the replay
+    "a launch": lambda stream, kernels, out, buf: add_one(stream, kernels, buf),
+    "a fill": lambda stream, kernels, out, buf: stream.fill(buf, 2),
+    "copy_dtod's dst": lambda stream, kernels, out, buf: stream.copy_dtod(buf, out, 4 * N),
+    "copy_dtod's src": lambda stream, kernels, out, buf: stream.copy_dtod(out, buf, 4 * N),
+}
+
+
+@pytest.mark.clause("GRAPH-4", "ERR-1")
+@pytest.mark.parametrize("pooled", [False, True], ids=["plain", "pooled"])
+@pytest.mark.parametrize("use", list(CAPTURED_USES))
+def test_a_graph_whose_buffer_was_freed_replays_nothing(device, stream, kernels, require, use, pooled):
+    """Every kind of captured work keeps the buffers it names (as the caller passed them: a pooled buffer, not
+    its block) for Graph.launch to check: one freed since the capture stops the whole replay."""
+    require("graphs")
+    with ia.MemPool(device, stream) as pool, poisoned(device, stream, 4 * N) as out:
+        buf = pool.alloc(4 * N) if pooled else device.alloc(4 * N)
+        stream.fill(buf, 0)
+        with stream.capture() as graph:
+            stream.fill(out, 1)  # first in the replay: a replay that started shows in out
+            CAPTURED_USES[use](stream, kernels, out, buf)
+        buf.free()
+        with graph:
+            with raises_naming(ia.UseAfterFree, "Graph.launch", f"a {4 * N}-byte buffer the graph uses"):
+                graph.launch(stream)
+            assert (read(stream, out) == POISON).all(), "a graph whose buffer was freed ran"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-4", "LIFE-6", "ERR-1")
+def test_a_graph_whose_module_was_closed_replays_nothing(device, stream, kernels, target, require):
+    require("graphs")
+    fill_u32 = target.compile_kernel(device, "fill_u32")  # a module of its own, closed below
+    with poisoned(device, stream, 4 * N) as out, poisoned(device, stream, 4 * N) as buf:
+        with stream.capture() as graph:
+            stream.fill(out, 1)  # first in the replay: a replay that started shows in out
+            stream.launch(fill_u32, ceil_div(N, 128), 128, (buf, np.uint32(5), np.uint32(N)))
+        fill_u32.module.close()
+        with graph:
+            with raises_naming(ia.UseAfterFree, "Graph.launch", "module"):
+                graph.launch(stream)
+            assert (read(stream, out) == POISON).all() and (read(stream, buf) == POISON).all(), \
+                "a graph whose module was closed ran"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-4", "DEV-5", "ERR-1")
+def test_a_graph_of_a_closed_device_replays_nothing(device, kernels, target, require):
+    require("graphs")
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    s = other.create_stream()
+    a, b = other.alloc(4 * N), other.alloc(4 * N)
+    with s.capture() as copies:  # no kernel: no module of the graph's to find the device closed
+        s.fill(a, 1)
+        s.copy_dtod(b, a, 4 * N)
+    with s.capture() as launches:
+        s.launch(target.compile_kernel(other, "add_one"), ceil_div(N, 128), 128, (a, np.uint32(N)))
+    other.close()
+    for graph in (copies, launches):
+        with raises_naming(ia.UseAfterFree, "Graph.launch", "closed"):
+            graph.launch(s)
+        graph.close()  # nothing to give back on a closed device: no error
+        graph.close()
+    with raises_naming(ia.UseAfterFree, "Stream.capture", "closed"):
+        with s.capture():
+            pytest.fail("a closed device's stream began a capture")
     assert_device_works(device, kernels)
 
 
@@ -139,7 +210,7 @@ def test_capture_unsupported_says_so(device, stream, kernels):
         graph.launch(stream)  # an empty capture replays as nothing
         graph.close()
     else:
-        with pytest.raises(ia.Unsupported, match=r"Stream\.capture.*graphs"):
+        with raises_naming(ia.Unsupported, "Stream.capture", "graphs"):
             with stream.capture():
                 pass
     assert_device_works(device, kernels)
