@@ -34,11 +34,12 @@ CLAUSE_STATES = {"DEV-1": "pass", "MEM-1": "fail", "MEM-2": "flaky", "MEM-3": "f
 
 
 def run_canary(target: str, results_dir: Path) -> Path:
-    """The canary run, with certify's own pytest command line plus the canary's expectations file."""
+    """The canary run, with certify's own pytest command line (its default per-test limit: a standard run, whose
+    level the checks below judge) plus the canary's expectations file."""
     from ironaccel.cts import certify, results, targets
 
     out = results_dir / results.file_name(target)
-    cmd = [sys.executable, "-m", "pytest", *certify.pytest_args(target, out, 60, CANARY),
+    cmd = [sys.executable, "-m", "pytest", *certify.pytest_args(target, out, certify.TEST_TIMEOUT_S, CANARY),
            "--expectations", str(CANARY / "expectations.txt")]
     env = {"HYPOTHESIS_PROFILE": "ci", **os.environ, **targets.get(target).environment()}
     with tempfile.TemporaryDirectory(prefix="ironaccel-canary-") as cwd:
