@@ -1,0 +1,75 @@
+"""What numba-cuda's suite needs of the fake that its H200 run showed hardware does (issue 25).
+
+Expected values come from the PTX ISA and the hardware's allocation rules, not from the fake."""
+
+import numpy as np
+
+WARP_SZ_PTX = rb'''
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry warp_sz(.param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r1, WARP_SZ;
+    sub.s32 %r2, 0, WARP_SZ;
+    st.global.u32 [%rd1], %r1;
+    st.global.u32 [%rd1+4], %r2;
+    ret;
+}
+'''
+
+PAST_THE_END = r'''
+extern "C" __global__ void axpy(int* r, int a, const int* x, const int* y, unsigned n)
+{ unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) r[i] = a * x[i] + y[i]; }
+'''
+
+
+def test_warp_sz_is_the_warp_size(cuda):
+    """WARP_SZ is PTX's predefined constant for the warp size, 32 (PTX ISA, "Predefined Identifiers");
+    numba's cuda.warpsize compiles to it."""
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(WARP_SZ_PTX + b"\0")), b"warp_sz"))
+    out = cuda.poisoned(np.zeros(2, np.int32))
+    cuda.launch(f, (1,), (1,), out)
+    assert list(cuda.download(out, np.zeros(2, np.int32))) == [32, -32]
+
+
+def _axpy_past_ten_ints(cuda, n):
+    """numba's test_dispatcher_cpointer_arguments: 32 threads, n of them computing over 10-int arrays."""
+    f = cuda.kernel(PAST_THE_END, "axpy")
+    hx = np.arange(10, dtype=np.int32)
+    x, y, r = cuda.upload(hx), cuda.upload(hx * 2), cuda.alloc(hx.nbytes)
+    ptrs, boxes = cuda.args(r, np.int32(5), x, y, np.uint32(n))
+    cuda.ok(cuda.d.cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, 0, ptrs.ctypes.data, 0))
+    return cuda.err(cuda.d.cuCtxSynchronize()), r, hx
+
+
+def test_padded_memcheck_lets_a_kernel_touch_the_padding_as_hardware_does(cuda, monkeypatch):
+    """40-byte arrays, 16 threads: they read and write bytes 40..63, inside the 256 bytes before the next
+    allocation can start (cuMemAlloc's alignment), mapped on hardware, so the H200 runs it and the first
+    ten results are 5x + 2x."""
+    monkeypatch.setenv("IRONACCEL_FAKE_MEMCHECK", "padded")
+    err, r, hx = _axpy_past_ten_ints(cuda, 16)
+    assert err == cuda.d.CUresult.CUDA_SUCCESS, cuda.control.last_report()
+    assert list(cuda.download(r, hx)) == list(7 * hx)
+
+
+def test_padded_memcheck_still_faults_past_the_padding(cuda, monkeypatch):
+    """Thread 64 reads byte 256 of a 40-byte allocation: past the padding, a fault even when padded."""
+    monkeypatch.setenv("IRONACCEL_FAKE_MEMCHECK", "padded")
+    f = cuda.kernel(PAST_THE_END, "axpy")
+    hx = np.arange(10, dtype=np.int32)
+    x, y, r = cuda.upload(hx), cuda.upload(hx), cuda.alloc(hx.nbytes)
+    ptrs, boxes = cuda.args(r, np.int32(1), x, y, np.uint32(65))
+    cuda.ok(cuda.d.cuLaunchKernel(f, 1, 1, 1, 65, 1, 1, 0, 0, ptrs.ctypes.data, 0))
+    assert cuda.err(cuda.d.cuCtxSynchronize()) == cuda.d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "thread (64,0,0)" in cuda.control.last_report()
+
+
+def test_exact_memcheck_is_the_default(cuda, monkeypatch):
+    monkeypatch.delenv("IRONACCEL_FAKE_MEMCHECK", raising=False)
+    err, _, _ = _axpy_past_ten_ints(cuda, 16)
+    assert err == cuda.d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "thread (10,0,0)" in cuda.control.last_report()
