@@ -21,6 +21,33 @@ WARP_SZ_PTX = rb'''
 }
 '''
 
+# bf16 bits: -1.5 = 0xBFC0, 2.0 = 0x4000, 2.5 = 0x4020, 0x7FC1 a NaN that is not the canonical 0x7FFF
+HALVES_PTX = rb'''
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry halves(.param .u64 out)
+{
+    .reg .b16 %h<12>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    mov.b16 %h1, 0xBFC0;
+    mov.b16 %h2, 0x4000;
+    mov.b16 %h3, 0x0000;
+    mov.b16 %h6, 0x7FC1;
+    fma.rn.relu.bf16 %h4, %h1, %h2, %h3;
+    fma.rn.relu.bf16 %h5, %h2, %h2, %h1;
+    fma.rn.relu.bf16 %h7, %h6, %h2, %h3;
+    max.NaN.bf16 %h8, %h6, %h2;
+    min.NaN.bf16 %h9, %h2, %h6;
+    max.bf16 %h10, %h6, %h2;
+    min.bf16 %h11, %h2, %h6;
+    st.global.v4.b16 [%rd1], {%h4, %h5, %h7, %h8};
+    st.global.v4.b16 [%rd1+8], {%h9, %h10, %h11, %h3};
+    ret;
+}
+'''
+
 PAST_THE_END = r'''
 extern "C" __global__ void axpy(int* r, int a, const int* x, const int* y, unsigned n)
 { unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) r[i] = a * x[i] + y[i]; }
@@ -34,6 +61,16 @@ def test_warp_sz_is_the_warp_size(cuda):
     out = cuda.poisoned(np.zeros(2, np.int32))
     cuda.launch(f, (1,), (1,), out)
     assert list(cuda.download(out, np.zeros(2, np.int32))) == [32, -32]
+
+
+def test_bf16_fma_relu_and_nan_propagating_min_max(cuda):
+    """numba's hfma_relu / hmax_nan / hmin_nan (PTX ISA: fma.relu clamps a negative result to 0, .NaN min/max
+    give NaN when an operand is NaN, both as the canonical NaN 0x7FFF; without .NaN the other operand)."""
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(HALVES_PTX + b"\0")), b"halves"))
+    out = cuda.poisoned(np.zeros(8, np.uint16))
+    cuda.launch(f, (1,), (1,), out)
+    got = [hex(v) for v in cuda.download(out, np.zeros(8, np.uint16))]
+    assert got == ["0x0", "0x4020", "0x7fff", "0x7fff", "0x7fff", "0x4000", "0x4000", "0x0"]
 
 
 def _axpy_past_ten_ints(cuda, n):
