@@ -272,6 +272,7 @@ typedef struct PtxFunction {
     char *name;
     int is_entry;
     int defined;
+    int weak;               /* defined .weak: a later definition (another linked input's) is dropped */
     uint32_t entry_pc, end_pc;
     uint32_t nslots;        /* frame: specials, registers, constants */
     uint32_t const_base, nconsts;

@@ -2,6 +2,8 @@
 
 Expected values come from the PTX ISA and the hardware's allocation rules, not from the fake."""
 
+import ctypes
+
 import numpy as np
 
 WARP_SZ_PTX = rb'''
@@ -48,6 +50,52 @@ HALVES_PTX = rb'''
 }
 '''
 
+# numba with debug=True: the kernel's input and f1's input each carry their own .weak copy of f2
+WEAK_HEADER = b".version 8.0\n.target sm_90\n.address_size 64\n"
+WEAK_F2 = b"""
+.weak .func (.param .b32 func_retval0) f2(.param .b32 x)
+{
+    .reg .b32 %r<3>;
+    ld.param.b32 %r1, [x];
+    add.s32 %r2, %r1, 1;
+    st.param.b32 [func_retval0], %r2;
+    ret;
+}
+"""
+WEAK_KERNEL = WEAK_HEADER + WEAK_F2 + b"""
+.extern .func (.param .b32 func_retval0) f1(.param .b32 x);
+.visible .entry kernel(.param .u64 out)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    .param .b32 a;
+    .param .b32 r;
+    st.param.b32 [a], 5;
+    call.uni (r), f1, (a);
+    ld.param.b32 %r1, [r];
+    call.uni (r), f2, (a);
+    ld.param.b32 %r2, [r];
+    st.global.v2.u32 [%rd1], {%r1, %r2};
+    ret;
+}
+"""
+WEAK_F1 = WEAK_HEADER + WEAK_F2 + b"""
+.weak .func (.param .b32 func_retval0) f1(.param .b32 x)
+{
+    .reg .b32 %r<3>;
+    ld.param.b32 %r1, [x];
+    .param .b32 a;
+    .param .b32 r;
+    st.param.b32 [a], %r1;
+    call.uni (r), f2, (a);
+    ld.param.b32 %r2, [r];
+    sub.s32 %r2, %r1, %r2;
+    st.param.b32 [func_retval0], %r2;
+    ret;
+}
+"""
+
 PAST_THE_END = r'''
 extern "C" __global__ void axpy(int* r, int a, const int* x, const int* y, unsigned n)
 { unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) r[i] = a * x[i] + y[i]; }
@@ -71,6 +119,37 @@ def test_bf16_fma_relu_and_nan_propagating_min_max(cuda):
     cuda.launch(f, (1,), (1,), out)
     got = [hex(v) for v in cuda.download(out, np.zeros(8, np.uint16))]
     assert got == ["0x0", "0x4020", "0x7fff", "0x7fff", "0x7fff", "0x4000", "0x4000", "0x0"]
+
+
+def _link(cuda, *inputs):
+    d = cuda.d
+    state = cuda.ok(d.cuLinkCreate(0, [], []))
+    for i, ptx in enumerate(inputs):
+        image = ptx + b"\0"
+        err = cuda.err(d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_PTX, image, len(image), b"in%d" % i,
+                                       0, [], []))
+        assert err == d.CUresult.CUDA_SUCCESS
+    err, *rest = d.cuLinkComplete(state)
+    linked = ctypes.string_at(int(rest[0]), rest[1]) if err == d.CUresult.CUDA_SUCCESS else None
+    cuda.ok(d.cuLinkDestroy(state))
+    return err, linked
+
+
+def test_a_weak_function_defined_by_two_linked_inputs_keeps_one_definition(cuda):
+    """numba's test_chained_device_function_two_calls (debug=True): f2 is .weak in two inputs. The linker
+    keeps one; f1(5) = 5 - f2(5) = -1 and f2(5) = 6."""
+    err, linked = _link(cuda, WEAK_KERNEL, WEAK_F1)
+    assert err == cuda.d.CUresult.CUDA_SUCCESS, cuda.control.last_report()
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(linked)), b"kernel"))
+    out = cuda.poisoned(np.zeros(2, np.int32))
+    cuda.launch(f, (1,), (1,), out)
+    assert list(cuda.download(out, np.zeros(2, np.int32))) == [-1, 6]
+
+
+def test_a_function_defined_twice_without_weak_still_fails_the_link(cuda):
+    strong = WEAK_HEADER + WEAK_F2.replace(b".weak", b".visible")
+    err, _ = _link(cuda, strong, strong)
+    assert err == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
 
 
 def _axpy_past_ten_ints(cuda, n):
