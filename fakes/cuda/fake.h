@@ -288,6 +288,7 @@ typedef struct PtxFunction {
                                         * the module's largest */
     int unbounded_calls;               /* such a chain starts here */
     uint32_t reqntid, maxntid;
+    uint32_t maxnreg;       /* .maxnreg: the registers a thread may use (0: no limit) */
     int line;
 } PtxFunction;
 
@@ -306,6 +307,7 @@ typedef struct PtxModule {
     int uses_dynamic_shared;
     int uses_device_heap; /* calls malloc or free */
     int uses_grid_sync;   /* calls cudaCGSynchronize: every block of a launch runs at once, on its own worker */
+    uint32_t max_registers; /* CU_JIT_MAX_REGISTERS of the load or link that made it (0: no limit) */
     char **global_names;
     uint64_t *global_addrs, *global_sizes;
     int nglobals;
@@ -330,6 +332,8 @@ CUresult fatbin_decompress(int codec, unsigned arch, const uint8_t *src, uint64_
 /* Parses PTX text; on failure returns NULL, writes "line N: ..." to err and the CUresult to *rc (INVALID_PTX,
  * or OUT_OF_MEMORY when its variables do not fit in device memory). */
 PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CUresult *rc);
+/* The CU_JIT_MAX_REGISTERS a cuLink image (link.c) was made with, 0 for none or any other PTX text. */
+unsigned linked_max_registers(const char *text);
 void ptx_free(PtxModule *m);
 
 typedef struct Module {

@@ -378,8 +378,11 @@ static void function_decl(Parser *P, int is_entry) {
             if (!total) fail(P, t->line, "%.*s of 0 threads", t->len, t->s);
             if (req) proto.reqntid = total;
             else proto.maxntid = total;
-        } else if (tok_is(t, ".minnctapersm") || tok_is(t, ".maxnreg") || tok_is(t, ".maxclusterrank") ||
-                   tok_is(t, ".noreturn")) {
+        } else if (tok_is(t, ".maxnreg")) {
+            next(P);
+            int fl;
+            proto.maxnreg = (uint32_t)bounded(P, t->line, parse_number(P, next(P), 0, &fl), 255, ".maxnreg");
+        } else if (tok_is(t, ".minnctapersm") || tok_is(t, ".maxclusterrank") || tok_is(t, ".noreturn")) {
             next(P);
             if (!tok_is(t, ".noreturn")) next(P);
         } else if (tok_is(t, ".pragma")) {

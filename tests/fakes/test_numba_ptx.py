@@ -96,6 +96,20 @@ WEAK_F1 = WEAK_HEADER + WEAK_F2 + b"""
 }
 """
 
+MANY_REGISTERS = b""".version 8.0
+.target sm_90
+.address_size 64
+.visible .entry wide(.param .u64 out) MAXNREG
+{
+    .reg .b32 %r<200>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    mov.u32 %r199, 7;
+    st.global.u32 [%rd1], %r199;
+    ret;
+}
+"""
+
 PAST_THE_END = r'''
 extern "C" __global__ void axpy(int* r, int a, const int* x, const int* y, unsigned n)
 { unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) r[i] = a * x[i] + y[i]; }
@@ -150,6 +164,33 @@ def test_a_function_defined_twice_without_weak_still_fails_the_link(cuda):
     strong = WEAK_HEADER + WEAK_F2.replace(b".weak", b".visible")
     err, _ = _link(cuda, strong, strong)
     assert err == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
+
+
+def _num_regs(cuda, module):
+    f = cuda.ok(cuda.d.cuModuleGetFunction(module, b"wide"))
+    out = cuda.poisoned(np.zeros(1, np.uint32))
+    cuda.launch(f, (1,), (1,), out)  # a bound on the figure changes nothing the kernel computes
+    assert cuda.download(out, np.zeros(1, np.uint32))[0] == 7
+    return cuda.ok(cuda.d.cuFuncGetAttribute(cuda.d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, f))
+
+
+def test_register_limits_bound_num_regs(cuda):
+    """numba's max_registers (test_set_registers_*): CU_JIT_MAX_REGISTERS of cuLinkCreate (and of a direct
+    cuModuleLoadDataEx) and a function's .maxnreg bound CU_FUNC_ATTRIBUTE_NUM_REGS, as ptxas's allocation is
+    bounded by them; without a limit this kernel reports more than 57."""
+    d = cuda.d
+    plain = MANY_REGISTERS.replace(b"MAXNREG", b"")
+    assert _num_regs(cuda, cuda.ok(d.cuModuleLoadData(plain + b"\0"))) > 57
+    assert _num_regs(cuda, cuda.ok(d.cuModuleLoadData(MANY_REGISTERS.replace(b"MAXNREG", b".maxnreg 40") + b"\0"))) <= 40
+    opt = d.CUjit_option.CU_JIT_MAX_REGISTERS
+    assert _num_regs(cuda, cuda.ok(d.cuModuleLoadDataEx(plain + b"\0", 1, [opt], [38]))) <= 38
+    state = cuda.ok(d.cuLinkCreate(1, [opt], [38]))
+    image = plain + b"\0"
+    cuda.ok(d.cuLinkAddData(state, d.CUjitInputType.CU_JIT_INPUT_PTX, image, len(image), b"wide", 0, [], []))
+    linked_image, size = cuda.ok(d.cuLinkComplete(state))
+    linked = ctypes.string_at(int(linked_image), size)
+    cuda.ok(d.cuLinkDestroy(state))
+    assert _num_regs(cuda, cuda.ok(d.cuModuleLoadData(linked))) <= 38
 
 
 def _axpy_past_ten_ints(cuda, n):
