@@ -43,6 +43,7 @@ CUresult fault_enter(int entry_id);
 /* ---- process-wide state (process.c: whether cuInit succeeded, the log; init.c: the rest) ---- */
 int fake_initialized(void);
 void fake_set_initialized(int ok); /* by cuInit's one-time initialization only */
+int fake_forked(void); /* forked after cuInit: not initialized here, and cuInit cannot make it so */
 void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int g_block_threads; /* host threads that run blocks of one launch; also the reported SM count */
 

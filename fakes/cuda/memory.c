@@ -382,6 +382,7 @@ void mem_release_context(Context *ctx) {
 }
 
 void mem_report_at_exit(void) {
+    if (fake_forked()) return; /* a forked child's memory is its parent's to report */
     pthread_mutex_lock(&g_mem_mu);
     report_leaks_locked(NULL, "process exit");
     int leaked = g_leaked;

@@ -230,3 +230,26 @@ def test_exact_memcheck_is_the_default(cuda, monkeypatch):
     err, _, _ = _axpy_past_ten_ints(cuda, 16)
     assert err == cuda.d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
     assert "thread (10,0,0)" in cuda.control.last_report()
+
+
+def test_a_forked_child_finds_the_driver_not_initialized(cuda):
+    """After a fork, NVIDIA's driver refuses every call in the child with CUDA_ERROR_NOT_INITIALIZED (cuInit
+    too); numba-cuda's test_fork expects that code ("CUDA initialized before forking")."""
+    import os
+
+    d = cuda.d
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report the codes through the pipe, never return into pytest
+        try:
+            codes = [int(cuda.err(d.cuMemAlloc(64))), int(cuda.err(d.cuInit(0))),
+                     int(cuda.err(d.cuCtxGetCurrent()))]
+            os.write(write, bytes(codes))
+        finally:
+            os._exit(0)
+    os.close(write)
+    got = os.read(read, 16)
+    os.waitpid(pid, 0)
+    not_initialized = int(d.CUresult.CUDA_ERROR_NOT_INITIALIZED)
+    assert list(got) == [not_initialized] * 3
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_SUCCESS  # the parent is unaffected
