@@ -24,12 +24,12 @@ static CUresult load_module(Context *c, const void *image, size_t size, ModuleHa
     TRY(image_ptx(image, size, &text, &extracted, log, loglen));
     CUresult rc = CUDA_SUCCESS;
     PtxModule *ptx = ptx_load(text, c, log, loglen, &rc);
+    if (ptx) ptx->max_registers = linked_max_registers(text); /* text may be extracted's, freed next */
     free(extracted);
     if (!ptx) {
         fake_log("module load failed: %s", log);
         return rc;
     }
-    ptx->max_registers = linked_max_registers(text);
     ModuleHandle *h = calloc(1, sizeof *h);
     h->m = (Module){c, ptx, 1};
     h->functions = calloc((size_t)ptx->nfuncs, sizeof *h->functions);
