@@ -66,7 +66,7 @@ class Client:
 
 CLIENTS = {
     c.name: c for c in (
-        # numba-cuda's test_dispatcher_cpointer_arguments runs 16 threads over arrays of 10 int32s: it reads
+        # numba-cuda's test_dispatcher_cpointer_arguments computes 16 elements of arrays of 10 int32s: it reads
         # and writes 24 bytes past 40-byte allocations, which hardware allows (those bytes are mapped and no
         # allocation starts before the next 256-byte boundary) and the fake's exact memcheck reports, after
         # which the sticky error failed every later test of the worker. So its run on the fake lets kernels
