@@ -43,6 +43,7 @@ CUresult fault_enter(int entry_id);
 /* ---- process-wide state (process.c: whether cuInit succeeded, the log; init.c: the rest) ---- */
 int fake_initialized(void);
 void fake_set_initialized(int ok); /* by cuInit's one-time initialization only */
+int fake_forked(void); /* forked after cuInit: not initialized here, and cuInit cannot make it so */
 void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int g_block_threads; /* host threads that run blocks of one launch; also the reported SM count */
 
@@ -272,6 +273,7 @@ typedef struct PtxFunction {
     char *name;
     int is_entry;
     int defined;
+    int weak;               /* defined .weak: a later definition (another linked input's) is dropped */
     uint32_t entry_pc, end_pc;
     uint32_t nslots;        /* frame: specials, registers, constants */
     uint32_t const_base, nconsts;
@@ -287,6 +289,7 @@ typedef struct PtxFunction {
                                         * the module's largest */
     int unbounded_calls;               /* such a chain starts here */
     uint32_t reqntid, maxntid;
+    uint32_t maxnreg;       /* .maxnreg: the registers a thread may use (0: no limit) */
     int line;
 } PtxFunction;
 
@@ -305,6 +308,7 @@ typedef struct PtxModule {
     int uses_dynamic_shared;
     int uses_device_heap; /* calls malloc or free */
     int uses_grid_sync;   /* calls cudaCGSynchronize: every block of a launch runs at once, on its own worker */
+    uint32_t max_registers; /* CU_JIT_MAX_REGISTERS of the load or link that made it (0: no limit) */
     char **global_names;
     uint64_t *global_addrs, *global_sizes;
     int nglobals;
@@ -329,6 +333,8 @@ CUresult fatbin_decompress(int codec, unsigned arch, const uint8_t *src, uint64_
 /* Parses PTX text; on failure returns NULL, writes "line N: ..." to err and the CUresult to *rc (INVALID_PTX,
  * or OUT_OF_MEMORY when its variables do not fit in device memory). */
 PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CUresult *rc);
+/* The CU_JIT_MAX_REGISTERS a cuLink image (link.c) was made with, 0 for none or any other PTX text. */
+unsigned linked_max_registers(const char *text);
 void ptx_free(PtxModule *m);
 
 typedef struct Module {

@@ -31,7 +31,7 @@ API CUresult cuInit(unsigned flags) {
     ENTER(cuInit);
     if (flags) return CUDA_ERROR_INVALID_VALUE;
     pthread_once(&g_once, fake_init_once);
-    return fake_initialized() ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+    return fake_initialized() ? CUDA_SUCCESS : fake_forked() ? CUDA_ERROR_NOT_INITIALIZED : CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 static int g_driver_version;

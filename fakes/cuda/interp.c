@@ -418,7 +418,9 @@ static double rounded_to_odd(int op, double a, double b, double c) {
     return inexact && isfinite(r) ? f64(bits64(r) | 1) : r;
 }
 
-/* f16/bf16 arithmetic, scalar or on both halves of an x2 register (.rn; .sat clamps to [0, 1]). */
+/* f16/bf16 arithmetic, scalar or on both halves of an x2 register (.rn; .sat clamps to [0, 1]; fma.relu makes a
+ * negative result 0 and min/max.NaN a NaN operand the result, both with NaN as the canonical 0x7FFF). */
+#define CANONICAL_HALF_NAN 0x7FFF /* the NaN .relu and .NaN give, f16 and bf16 alike (PTX ISA) */
 static uint64_t half_op(const Inst *in, uint64_t a, uint64_t b, uint64_t c) {
     int t = in->type, lanes = t == T_F16X2 || t == T_BF16X2 ? 2 : 1;
     const FloatFormat *F = format_of(t);
@@ -433,12 +435,13 @@ static uint64_t half_op(const Inst *in, uint64_t a, uint64_t b, uint64_t c) {
         case FR_TANH: bits = double_to_format(tanh(dx), F, R_RN); break;
         case FR_MIN: case FR_MAX: {
             double r = in->sub == FR_MIN ? fmin(dx, dy) : fmax(dx, dy); /* a NaN operand yields the other */
-            bits = double_to_format(r, F, R_RN);
+            bits = (in->flags & F_NAN) && (isnan(dx) || isnan(dy)) ? CANONICAL_HALF_NAN : double_to_format(r, F, R_RN);
         } break;
         default: {
             double r = rounded_to_odd(in->sub, dx, dy, dz);
             if (in->flags & F_SAT) r = clamp_unit(r);
-            bits = double_to_format(r, F, R_RN);
+            if ((in->flags & F_RELU) && r < 0) r = 0;
+            bits = (in->flags & F_RELU) && isnan(r) ? CANONICAL_HALF_NAN : double_to_format(r, F, R_RN);
         } break;
         }
         out |= (bits & 0xFFFF) << (16 * l);

@@ -9,6 +9,7 @@
 
 #include "fake.h"
 
+#define CU_JIT_MAX_REGISTERS 0
 #define CU_JIT_INFO_LOG_BUFFER 3
 #define CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES 4
 #define CU_JIT_ERROR_LOG_BUFFER 5
@@ -16,6 +17,8 @@
 enum { INPUT_CUBIN = 0, INPUT_PTX = 1, INPUT_FATBINARY = 2, INPUT_OBJECT = 3, INPUT_LIBRARY = 4, INPUT_NVVM = 5 };
 
 #define LINKED_HEADER "// ironaccel fake linked image: the PTX of its inputs, in order\n"
+/* after the header when the link had CU_JIT_MAX_REGISTERS: the loaded module keeps the limit */
+#define MAX_REGISTERS_LINE "// max registers per thread (CU_JIT_MAX_REGISTERS): "
 
 typedef struct LinkState {
     char *text; /* the inputs' PTX so far, then the linked image (owned: valid until cuLinkDestroy) */
@@ -30,6 +33,12 @@ static void log_error(LinkState *l, const char *name, const char *text) {
     fake_log("link: %s: %s", name ? name : "input", text);
 }
 
+unsigned linked_max_registers(const char *text) {
+    size_t h = strlen(LINKED_HEADER), m = strlen(MAX_REGISTERS_LINE);
+    if (strncmp(text, LINKED_HEADER, h) || strncmp(text + h, MAX_REGISTERS_LINE, m)) return 0;
+    return (unsigned)strtoul(text + h + m, NULL, 10);
+}
+
 API CUresult cuLinkCreate_v2(unsigned nopts, int *opts, void **values, void **state) {
     ENTER(cuLinkCreate_v2);
     NEED_CONTEXT(c);
@@ -42,7 +51,19 @@ API CUresult cuLinkCreate_v2(unsigned nopts, int *opts, void **values, void **st
     l->len = strlen(LINKED_HEADER);
     for (unsigned i = 0; i < nopts; i++) { /* other JIT options change nothing the interpreter does */
         size_t v = (size_t)(uintptr_t)values[i];
-        if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) l->error_log = values[i];
+        if (opts[i] == CU_JIT_MAX_REGISTERS && v) {
+            char line[96];
+            int n = snprintf(line, sizeof line, MAX_REGISTERS_LINE "%u\n", (unsigned)v);
+            char *grown = realloc(l->text, l->len + (size_t)n + 1);
+            if (!grown) {
+                free(l->text);
+                free(l);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+            memcpy(grown + l->len, line, (size_t)n + 1);
+            l->text = grown;
+            l->len += (size_t)n;
+        } else if (opts[i] == CU_JIT_ERROR_LOG_BUFFER) l->error_log = values[i];
         else if (opts[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES) l->error_cap = v;
         else if (opts[i] == CU_JIT_INFO_LOG_BUFFER) l->info_log = values[i];
         else if (opts[i] == CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES) l->info_cap = v;

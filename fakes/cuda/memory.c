@@ -10,7 +10,7 @@
 #include "fake.h"
 
 #define RESERVE_BYTES (1ull << 38) /* 256 GiB of address space, committed page by page */
-#define ALLOC_ALIGN 256
+#define ALLOC_ALIGN 256 /* what cuMemAlloc's addresses are aligned to on hardware: no allocation starts nearer */
 #define PAGE 4096ull
 #define FREED_HISTORY 256
 
@@ -276,10 +276,22 @@ int mem_span_ok(uint64_t addr, uint64_t n) {
     return addr + n <= a.base + a.size && addr + n >= addr;
 }
 
+/* The end of what a kernel may touch of an allocation: its last byte, or with IRONACCEL_FAKE_MEMCHECK=padded
+ * the end of its last ALLOC_ALIGN bytes, which on hardware are mapped and belong to no other allocation (a
+ * kernel that runs a little past an array runs there without a fault). The fake maps whole pages, so the
+ * padding is there too; memory the caller registered is its own and stays exact. */
+static uint64_t kernel_end(const AllocInfo *a, int padded) {
+    uint64_t end = a->base + a->size;
+    if (!padded || a->kind == A_HOST_REGISTERED) return end;
+    return (end + ALLOC_ALIGN - 1) & ~(uint64_t)(ALLOC_ALIGN - 1);
+}
+
 Range *mem_snapshot(int *count) {
+    const char *memcheck = getenv("IRONACCEL_FAKE_MEMCHECK"); /* read at each launch, as the watchdog's */
+    int padded = memcheck && !strcmp(memcheck, "padded");
     pthread_mutex_lock(&g_mem_mu);
     Range *r = malloc((g_nallocs + 1) * sizeof *r);
-    for (int i = 0; i < g_nallocs; i++) r[i] = (Range){g_allocs[i].base, g_allocs[i].base + g_allocs[i].size};
+    for (int i = 0; i < g_nallocs; i++) r[i] = (Range){g_allocs[i].base, kernel_end(&g_allocs[i], padded)};
     *count = g_nallocs;
     pthread_mutex_unlock(&g_mem_mu);
     return r;
@@ -370,6 +382,7 @@ void mem_release_context(Context *ctx) {
 }
 
 void mem_report_at_exit(void) {
+    if (fake_forked()) return; /* a forked child's memory is its parent's to report */
     pthread_mutex_lock(&g_mem_mu);
     report_leaks_locked(NULL, "process exit");
     int leaked = g_leaked;

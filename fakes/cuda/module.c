@@ -6,6 +6,7 @@
 
 #include "fake.h"
 
+#define CU_JIT_MAX_REGISTERS 0
 #define CU_JIT_ERROR_LOG_BUFFER 5
 #define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 
@@ -23,6 +24,7 @@ static CUresult load_module(Context *c, const void *image, size_t size, ModuleHa
     TRY(image_ptx(image, size, &text, &extracted, log, loglen));
     CUresult rc = CUDA_SUCCESS;
     PtxModule *ptx = ptx_load(text, c, log, loglen, &rc);
+    if (ptx) ptx->max_registers = linked_max_registers(text); /* text may be extracted's, freed next */
     free(extracted);
     if (!ptx) {
         fake_log("module load failed: %s", log);
@@ -41,6 +43,9 @@ static CUresult load_with_options(Context *c, void **mod, const void *image, siz
                                   void **values) {
     char log[1024] = "";
     CUresult rc = load_module(c, image, size, (ModuleHandle **)mod, log, sizeof log);
+    for (unsigned i = 0; rc == CUDA_SUCCESS && opts && values && i < nopts; i++) /* a direct load's own limit */
+        if (opts[i] == CU_JIT_MAX_REGISTERS && (uintptr_t)values[i])
+            ((ModuleHandle *)*mod)->m.ptx->max_registers = (uint32_t)(uintptr_t)values[i];
     for (unsigned i = 0; rc && opts && values && i < nopts; i++) {
         if (opts[i] != CU_JIT_ERROR_LOG_BUFFER) continue;
         size_t cap = 0;
@@ -225,6 +230,15 @@ static int max_block_threads(const PtxFunction *pf) {
     return n;
 }
 
+/* NUM_REGS: the function's registers, at most 255 and at most what .maxnreg or CU_JIT_MAX_REGISTERS allow
+ * (ptxas spills the rest; the interpreter needs no spilling, so only the figure is bounded). */
+static int registers_per_thread(const PtxModule *p, const PtxFunction *pf) {
+    uint32_t n = pf->nslots > SP_COUNT + 255 ? 255 : pf->nslots - pf->nconsts;
+    if (pf->maxnreg && n > pf->maxnreg) n = pf->maxnreg;
+    if (p->max_registers && n > p->max_registers) n = p->max_registers;
+    return (int)n;
+}
+
 static CUresult function_attribute(Function *f, int attr, int *value) {
     const PtxModule *p = f->module->ptx;
     const PtxFunction *pf = &p->funcs[f->index];
@@ -233,7 +247,7 @@ static CUresult function_attribute(Function *f, int attr, int *value) {
     case 1: *value = (int)p->shared_declared; break;
     case 2: *value = (int)p->const_bytes; break;
     case 3: *value = (int)pf->stack_local; break;
-    case 4: *value = pf->nslots > SP_COUNT + 255 ? 255 : (int)(pf->nslots - pf->nconsts); break;
+    case 4: *value = registers_per_thread(p, pf); break;
     case 5: case 6: *value = 90; break;
     case 7: *value = 0; break;
     case 8: *value = f->max_dynamic_shared; break;

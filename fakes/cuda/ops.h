@@ -126,6 +126,7 @@ static const char *const OP_NAMES[OP_COUNT] = {
 #define F_CLAMP 0x10    /* shf.clamp (else .wrap) */
 #define F_SIGNED_A 0x20 /* dp4a/dp2a: a's elements are signed */
 #define F_SIGNED_B 0x40 /* dp4a/dp2a: b's elements are signed */
-#define F_RELU 0x80     /* cvt.relu to 8-bit floats: a negative value becomes 0 */
+#define F_RELU 0x80     /* cvt.relu to 8-bit floats, fma.relu of f16/bf16: a negative value becomes 0 */
+#define F_NAN F_CLAMP   /* min/max.NaN of f16/bf16 (OP_HALF, never a shf): a NaN operand gives the canonical NaN */
 
 #endif

@@ -378,8 +378,11 @@ static void function_decl(Parser *P, int is_entry) {
             if (!total) fail(P, t->line, "%.*s of 0 threads", t->len, t->s);
             if (req) proto.reqntid = total;
             else proto.maxntid = total;
-        } else if (tok_is(t, ".minnctapersm") || tok_is(t, ".maxnreg") || tok_is(t, ".maxclusterrank") ||
-                   tok_is(t, ".noreturn")) {
+        } else if (tok_is(t, ".maxnreg")) {
+            next(P);
+            int fl;
+            proto.maxnreg = (uint32_t)bounded(P, t->line, parse_number(P, next(P), 0, &fl), 255, ".maxnreg");
+        } else if (tok_is(t, ".minnctapersm") || tok_is(t, ".maxclusterrank") || tok_is(t, ".noreturn")) {
             next(P);
             if (!tok_is(t, ".noreturn")) next(P);
         } else if (tok_is(t, ".pragma")) {
@@ -394,13 +397,22 @@ static void function_decl(Parser *P, int is_entry) {
     if (f->defined) {
         free_params(&proto);
         if (is_declaration) { next(P); return; } /* a prototype after the definition changes nothing */
-        fail(P, name->line, "function %s is defined twice", f->name);
+        if (!f->weak && !P->weak) fail(P, name->line, "function %s is defined twice", f->name);
+        /* a .weak function defined by two linked inputs (numba's device functions, C++ inline ones): as the
+         * linker does, one definition is kept, here the first; by the one-definition rule they are the same */
+        expect(P, "{");
+        for (int depth = 1; depth > 0;) {
+            Tok *b = next(P);
+            depth += tok_is(b, "{") - tok_is(b, "}");
+        }
+        return;
     }
     char *fname = f->name;
     free_params(f); /* an earlier declaration's parameters are replaced */
     *f = proto;
     f->name = fname;
     if (is_declaration) { next(P); return; }
+    f->weak = P->weak;
     P->fn = idx;
     function_body(P, f, frame);
 }
@@ -488,6 +500,7 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CU
             int f;
             if (parse_number(P, next(P), 0, &f) != 64) fail(P, t->line, "only .address_size 64 is supported");
         } else if (tok_is(t, ".visible") || tok_is(t, ".extern") || tok_is(t, ".weak") || tok_is(t, ".common")) {
+            P->weak |= tok_is(t, ".weak");
             continue;
         } else if (tok_is(t, ".entry")) {
             function_decl(P, 1);
@@ -515,6 +528,7 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CU
         }
         if (tok_is(t, ".entry") || tok_is(t, ".func")) P->nnames = P->module_names;
         else P->module_names = P->nnames;
+        P->weak = 0;
     }
     if (!saw_target) fail(P, 1, "no .target directive: is this PTX text?");
     for (int i = 0; i < P->ncallfix; i++) {

@@ -105,8 +105,11 @@ static void d_typed(Parser *P, const PtxInstr *row, Insn *I) {
     need(P, I, row->nsrc + 1);
     int op = pick(P, row, I);
     int directed = I->rnd == R_RZ || I->rnd == R_RM || I->rnd == R_RP, sat = has_mod(&I->o, "sat");
+    int relu = has_mod(&I->o, "relu"), nan = has_mod(&I->o, "NaN");
     if (I->rnd != R_NONE && !type_is_float(I->t))
         fail(P, I->line, "%.*s: a rounding modifier needs a float type", I->tok.len, I->tok.s);
+    if ((relu || nan) && op != OP_HALF)
+        fail(P, I->line, "%.*s: .relu and .NaN are supported on f16/bf16 types only", I->tok.len, I->tok.s);
     if (op == OP_HALF) {
         if (directed) fail(P, I->line, "%.*s: f16/bf16 arithmetic rounds to nearest (.rn) only", I->tok.len, I->tok.s);
     } else if ((directed || sat) && (I->t == T_F32 || I->t == T_F64) && row->fop) {
@@ -123,6 +126,8 @@ static void d_typed(Parser *P, const PtxInstr *row, Insn *I) {
     in->sub = (uint8_t)row->fop;
     in->sub2 = (uint8_t)I->rnd;
     if (sat) in->flags |= F_SAT;
+    if (relu) in->flags |= F_RELU;
+    if (nan) in->flags |= F_NAN;
 }
 
 static uint32_t carry_slot(Parser *P) {
@@ -695,7 +700,7 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"madc", "hi", d_carry, 3, {[T_U32] = OP_MADC_HI_U32, [T_S32] = OP_MADC_HI_S32, [T_U64] = OP_MADC_HI_U64,
                                 [T_S64] = OP_MADC_HI_S64}, "cc", "carry-in from CC.CF", 0},
     {"madc", NULL, d_carry, 3, {CARRY32(OP_MADC_LO_32, OP_MADC_LO_64)}, "lo cc", "carry-in from CC.CF", 0},
-    {"fma", NULL, d_typed, 3, {FLOATS(OP_FMA_F32, OP_FMA_F64), HALVES(OP_HALF)}, "rn rz rm rp ftz sat",
+    {"fma", NULL, d_typed, 3, {FLOATS(OP_FMA_F32, OP_FMA_F64), HALVES(OP_HALF)}, "rn rz rm rp ftz sat relu",
      ROUNDING_NOTE, 0, FR_FMA},
     {"div", NULL, d_typed, 2, {INTS(OP_DIV_S16, OP_DIV_U16, OP_DIV_S32, OP_DIV_U32, OP_DIV_S64, OP_DIV_U64),
                                FLOATS(OP_DIV_F32, OP_DIV_F64)}, "rn rz rm rp approx full ftz",
@@ -703,9 +708,9 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"rem", NULL, d_typed, 2, {INTS(OP_REM_S16, OP_REM_U16, OP_REM_S32, OP_REM_U32, OP_REM_S64, OP_REM_U64)}, "",
      "", 0},
     {"min", NULL, d_typed, 2, {INTS(OP_MIN_S16, OP_MIN_U16, OP_MIN_S32, OP_MIN_U32, OP_MIN_S64, OP_MIN_U64),
-                               FLOATS(OP_MIN_F32, OP_MIN_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_MIN},
+                               FLOATS(OP_MIN_F32, OP_MIN_F64), HALVES(OP_HALF)}, "ftz NaN", "", 0, FR_MIN},
     {"max", NULL, d_typed, 2, {INTS(OP_MAX_S16, OP_MAX_U16, OP_MAX_S32, OP_MAX_U32, OP_MAX_S64, OP_MAX_U64),
-                               FLOATS(OP_MAX_F32, OP_MAX_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_MAX},
+                               FLOATS(OP_MAX_F32, OP_MAX_F64), HALVES(OP_HALF)}, "ftz NaN", "", 0, FR_MAX},
     {"abs", NULL, d_typed, 1, {[T_S16] = OP_ABS_S16, [T_S32] = OP_ABS_S32, [T_S64] = OP_ABS_S64,
                                FLOATS(OP_ABS_F32, OP_ABS_F64), HALVES(OP_HALF)}, "ftz", "", 0, FR_ABS},
     {"neg", NULL, d_typed, 1, {[T_S16] = OP_NEG_I16, [T_S32] = OP_NEG_I32, [T_S64] = OP_NEG_I64,

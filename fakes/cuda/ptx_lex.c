@@ -269,6 +269,11 @@ static void parse_operand(Parser *P, Operand *o) {
         return;
     }
     next(P);
+    if (tok_is(t, "WARP_SZ")) { /* PTX's predefined constant, the warp size (numba's cuda.warpsize) */
+        o->kind = O_IMM;
+        o->imm = neg == 2 ? (uint64_t)-32 : 32;
+        return;
+    }
     if (t->s[0] == '%' || find_register(P, t) >= 0) { /* registers may be named without a % (inline asm's p) */
         o->kind = O_REG;
         o->slot = reg_slot(P, t);

@@ -57,6 +57,7 @@ typedef struct Parser {
     PtxModule *m;
     Context *ctx;
     int fn; /* index of the function being decoded */
+    int weak; /* the module-level declaration being read was marked .weak */
     Name *names;
     int nnames, capnames;
     int module_names; /* names below this index are module-level; a function's own come after */
