@@ -398,7 +398,7 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
         folders = {name: runs.new_run_folder(results_dir, name) for name in names}
         done, interrupted = _run_all(names, folders, jobs, timeout_s, test_timeout_s, runner, stream, selection)
         with _ignoring_interrupts():  # recording and promoting take moments: a Ctrl-C now must not cut them short
-            out = [_settle(run, folders[run.target], results_dir, selection, forced.get(run.target)) for run in done]
+            out = [settle(run, folders[run.target], results_dir, selection, forced.get(run.target)) for run in done]
     if interrupted:
         finished = [r.target for r in out if not r.interrupted]
         stopped = [r.target for r in out if r.interrupted]
@@ -479,7 +479,7 @@ def _ignoring_interrupts():
             signal.signal(sig, handler)
 
 
-def _settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection, forced: str | None) -> TargetRun:
+def settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection, forced: str | None) -> TargetRun:
     """Record a target's run: its forced flag into the results file, RUN.json, the folder's final name; then
     promote it over ``results_dir``'s files if ``runs.promotable``, or say in ``run.kept`` why not. A run whose
     selection matched nothing is removed (``run.status`` "empty")."""

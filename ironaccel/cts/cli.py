@@ -164,7 +164,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
             runs = farm.certify_on_farm(names, Path(args.results), args.ray, timeout_s=args.timeout,
                                         test_timeout_s=args.test_timeout, selection=selection,
                                         shard_size=args.shard_size, resume=args.resume)
-        except farm.FarmUnavailable as exc:
+        except (farm.FarmUnavailable, runs.Busy) as exc:
             print(f"ironaccel certify --ray: {exc}", file=sys.stderr)
             return 2
     else:
