@@ -17,3 +17,20 @@ def test_the_summary_names_why_each_failed_run_failed_and_nothing_for_a_passing_
     lines = certify.summary_table(runs).splitlines()
     assert lines[-2:] == ["b/failed: see the log", "c/crashed: exit code -9"]
     assert not any(line.startswith("a/ok:") for line in lines)
+
+
+def test_an_expectations_file_is_its_targets_part_never_the_suites(tmp_path, monkeypatch):
+    """spec._tree: ``exclude is not None`` flipped (every expectations edit would stale every target)."""
+    from ironaccel.cts import spec
+
+    suite = tmp_path / "conformance"
+    (suite / "expectations").mkdir(parents=True)
+    (suite / "test_mem.py").write_text("def test_x(): pass\n")
+    expectations = suite / "expectations" / "mem-test.txt"
+    expectations.write_text("test_mem.py::test_x  xfail  a reason\n")
+    monkeypatch.setattr(spec, "conformance_dir", lambda: suite)
+    before = spec.suite_hash()
+    expectations.write_text("test_mem.py::test_x  skip  another reason\n")
+    assert spec.suite_hash() == before
+    (suite / "test_mem.py").write_text("def test_x(): assert True\n")
+    assert spec.suite_hash() != before
