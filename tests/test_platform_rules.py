@@ -10,11 +10,12 @@ from ironaccel.cts import certify
 
 
 def test_the_summary_names_why_each_failed_run_failed_and_nothing_for_a_passing_one():
-    """certify.summary_table: ``not r.ok and r.message`` negated."""
+    """certify.summary_table: ``not r.ok and r.message`` negated, ``r.ok`` negated."""
     runs = [certify.TargetRun("a/ok", Path("a.json"), "ok", {"pass": 3}, 1.0, message="a note"),
             certify.TargetRun("b/failed", Path("b.json"), "ok", {"pass": 1, "fail": 1}, 1.0, message="see the log"),
             certify.TargetRun("c/crashed", Path("c.json"), "crashed", None, 1.0, message="exit code -9")]
     lines = certify.summary_table(runs).splitlines()
+    assert [line.split()[2] for line in lines[2:5]] == ["OK", "FAILED", "FAILED"]  # the result column
     assert lines[-2:] == ["b/failed: see the log", "c/crashed: exit code -9"]
     assert not any(line.startswith("a/ok:") for line in lines)
 
