@@ -35,3 +35,24 @@ def test_an_expectations_file_is_its_targets_part_never_the_suites(tmp_path, mon
     assert spec.suite_hash() == before
     (suite / "test_mem.py").write_text("def test_x(): assert True\n")
     assert spec.suite_hash() != before
+
+
+def test_a_bad_shard_is_refused_where_a_selection_is_made():
+    """selection.Selection.__post_init__: an early ``return`` (a bad shard reached pytest unchecked)."""
+    import pytest
+
+    from ironaccel.cts.selection import Selection
+
+    for bad in ("3/2", "0/2", "1/0", "one/two"):
+        with pytest.raises(ValueError):
+            Selection(shard=bad)
+    assert Selection(shard="2/2").shard == "2/2"
+
+
+def test_status_lists_twelve_clause_ids_of_a_gap_then_says_how_many_more():
+    """status.GAP_IDS_SHOWN 12 -> 11 (what STATUS.md shows of a long gap)."""
+    from ironaccel.cts import status
+
+    ids = [f"MEM-{i}" for i in range(1, 14)]
+    assert status._ids(ids) == ", ".join(ids[:12]) + " and 1 more"
+    assert status._ids(ids[:12]) == ", ".join(ids[:12])
