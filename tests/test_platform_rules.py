@@ -56,3 +56,15 @@ def test_status_lists_twelve_clause_ids_of_a_gap_then_says_how_many_more():
     ids = [f"MEM-{i}" for i in range(1, 14)]
     assert status._ids(ids) == ", ".join(ids[:12]) + " and 1 more"
     assert status._ids(ids[:12]) == ", ".join(ids[:12])
+
+
+def test_a_manifest_naming_a_file_outside_its_package_is_refused_naming_it(tmp_path):
+    """submission.check_manifest: the ``_inside(name)`` check's arguments swapped (never refused)."""
+    import pytest
+
+    from ironaccel.cts import submission
+
+    for name in ("../results/cuda-fake.json", "/etc/passwd", "results/../../x.json"):
+        manifest = {"package": submission.PACKAGE_SCHEMA, "files": {name: "0" * 64}}
+        with pytest.raises(ValueError, match="not a path inside the package"):
+            submission.check_manifest(manifest, tmp_path)
