@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -206,3 +207,75 @@ def test_cupy_runs_its_selected_folders_with_its_accelerators_off_on_the_fake_on
     assert clients.child_env(clients.FAKE, 60, cupy)["CUPY_ACCELERATORS"] == ""
     assert "CUPY_ACCELERATORS" not in clients.child_env(clients.NVIDIA, 60, cupy) or \
         os.environ.get("CUPY_ACCELERATORS") is not None
+
+
+# -- runs are records (issue 24): a run folder per run, promotion only of a finished run, the folder's lock ------
+
+TOY_SUITE = """
+import os, time
+
+def test_passes():
+    pass
+
+def test_may_hang():
+    if os.environ.get("TOY_HANG"):
+        time.sleep(60)
+"""
+
+
+def toy_run(tmp_path, results, monkeypatch, hang=False, timeout=120.0, **kw):
+    """A two-test client suite run on numba's simulator target (no driver, no fake: quick), into ``results``."""
+    source = tmp_path / "toy"
+    source.mkdir(exist_ok=True)
+    (source / "test_toy.py").write_text(TOY_SUITE)
+    monkeypatch.setenv("TOY_HANG", "1" if hang else "")
+    toy = clients.Client("toy", "pytest", (clients.CUDASIM,))
+    return clients.run_client(toy, clients.CUDASIM, results, source, 30, timeout, workers="0", **kw)
+
+
+def run_folders(results):
+    return sorted(p for p in (results / "runs").iterdir())
+
+
+def test_a_client_run_writes_a_run_folder_and_promotes_its_file_when_it_finished(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    doc = toy_run(tmp_path, results, monkeypatch)
+    assert doc["run"]["status"] == "finished" and doc["counts"]["pass"] == 2
+    (folder,) = run_folders(results)
+    assert re.fullmatch(r"\d{8}T\d{6}Z-toy--numba-cudasim-[0-9a-f]{6}", folder.name), folder.name
+    record = json.loads((folder / "RUN.json").read_text())
+    assert record["promoted"] is True and record["not_promoted_because"] == ""
+    committed = results / "toy--numba-cudasim.json"
+    assert committed.read_bytes() == (folder / committed.name).read_bytes()
+    assert clients.load_results(results) == [doc]  # CLIENTS.md reads the promoted file only, not the run folders
+
+
+@pytest.mark.parametrize("case", ["stopped at its limit", "a sample over a whole run"])
+def test_a_client_run_that_did_not_finish_or_ran_a_part_never_replaces_the_committed_file(tmp_path, monkeypatch, case):
+    results = tmp_path / "results"
+    toy_run(tmp_path, results, monkeypatch)
+    committed = results / "toy--numba-cudasim.json"
+    before = committed.read_bytes()
+    if case == "stopped at its limit":
+        doc = toy_run(tmp_path, results, monkeypatch, hang=True, timeout=8.0)
+        assert doc["run"]["status"].startswith("stopped at the total limit")
+    else:
+        doc = toy_run(tmp_path, results, monkeypatch, sample=2)
+        assert doc["run"]["status"] == "finished"
+    assert committed.read_bytes() == before
+    (kept,) = [p for p in run_folders(results) if not json.loads((p / "RUN.json").read_text())["promoted"]]
+    assert json.loads((kept / "RUN.json").read_text())["not_promoted_because"]
+    assert json.loads((kept / committed.name).read_text()) == doc  # kept as a record
+
+
+def test_a_client_run_into_a_folder_another_run_holds_is_refused_and_writes_nothing(tmp_path, monkeypatch, capsys):
+    from ironaccel.cts import runs
+    from ironaccel.cts.cli import main
+
+    results = tmp_path / "results"
+    with runs.lock(results):
+        with pytest.raises(runs.Busy, match=r"in use by pid \d+"):
+            toy_run(tmp_path, results, monkeypatch)
+        code = main(["clients", "--client", "numba-cuda", "--target", clients.CUDASIM, "--results", str(results)])
+    assert code == 2 and "is in use by pid" in capsys.readouterr().err
+    assert sorted(p.name for p in results.iterdir()) == [runs.LOCK_FILE]

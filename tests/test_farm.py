@@ -31,8 +31,7 @@ from ironaccel.cts import certify, farm, results, spec, status, targets
 from ironaccel.cts.cli import main
 from ironaccel.cts.selection import Selection
 from ironaccel.cts.testing.documents import verified_against
-from membackend import MemBackend, mem_drivers, registered
-from membackend import suite
+from membackend import MemBackend, mem_drivers, registered, suite
 from results_docs import outcomes
 
 ray = pytest.importorskip("ray", reason="the farm needs Ray: pip install 'ironaccel[farm]'")
@@ -76,13 +75,15 @@ def fake_targets(first: int, last: int) -> list[str]:
 
 
 def instant_run(name, results_dir, timeout_s, test_timeout_s, suite=None, selection=Selection()):
-    """``certify.run_target`` without a test process: a results file with one passing test, at once."""
+    """``certify.run_target`` without a test process: a results file with one passing test (and its JUnit and
+    certificate, which a run is promoted with), at once."""
     backend, driver = name.split("/")
     out = results_dir / results.file_name(name)
     test = {"id": "test_sim.py::test_scheduled", "clauses": ["MEM-1"], "outcome": "pass", "duration": 0.0,
             "message": ""}
     results.dump(results.document(targets.Target(backend, driver, True), {"suite": "0" * 16}, results.now(), "ok",
                                   tests=[test]), out)
+    certify.write_junit_and_certificate(out)
     return certify.TargetRun(name, out, "ok", results.load(out)["summary"])
 
 
@@ -221,25 +222,38 @@ def nodes():
 
 
 def test_targets_run_on_the_nodes_that_advertise_them_and_shards_merge(tmp_path, nodes, monkeypatch):
-    stream = io.StringIO()
-    tests = suite(tmp_path, FOUR_TESTS)
-    verified_against(monkeypatch, tests)
+    stream, folder = io.StringIO(), suite(tmp_path, FOUR_TESTS)
+    verified_against(monkeypatch, folder)
     runs = farm.certify_on_farm(["mem/test", "mem/wrong"], tmp_path / "results", address="auto", shard_size=2,
-                                suite=tests, stream=stream)
+                                suite=folder, stream=stream)
     by_target = {r.target: r for r in runs}
     assert by_target["mem/wrong"].node == nodes["b"]  # the only node advertising it
     assert set(by_target["mem/test"].node.split(", ")) <= set(nodes.values())
     mem = results.load(tmp_path / "results" / "mem-test.json")
     assert outcomes(mem) == {f"test_{i}": "pass" for i in range(1, 5)} and "selection" not in mem
     assert by_target["mem/test"].ok and (by_target["mem/test"].status, by_target["mem/wrong"].ok) == ("ok", False)
-    shards = sorted(p.parent.name for p in (tmp_path / "results" / "shards").glob("*/*.json")
-                    if not p.name.endswith(".cert.json"))
+    shards = sorted(p.parent.name for p in (tmp_path / "results" / "runs").glob("*/shards/*/*.json")
+                    if not p.name.endswith(".cert.json"))  # each target's run folder holds its shards
     assert shards == ["mem-test-1of2", "mem-test-2of2", "mem-wrong-1of2", "mem-wrong-2of2"]
     cert = results.sibling(tmp_path / "results" / "mem-test.json", ".cert.json")
     assert certify.verify(cert)[0] == certify.VERIFY_VALID
     text = stream.getvalue()
     assert f"start  mem/wrong 1/2 on {nodes['b']}" in text and "4 Ray task(s) on a farm of 3 node(s)" in text
     assert certify.summary_table(runs).splitlines()[0].split()[-1] == "node"
+
+    # --resume: a target without its results file runs again only the shards its last run folder lacks finished
+    (earlier,) = (tmp_path / "results" / "runs").glob("*-mem-test-*")
+    second = earlier / "shards" / "mem-test-2of2" / "mem-test.json"
+    doc = results.load(second)
+    doc["run"] = {"status": "crashed", "message": "its node died"}
+    results.dump(doc, second)
+    (tmp_path / "results" / "mem-test.json").unlink()
+    stream = io.StringIO()
+    resumed, _ = farm.certify_on_farm(["mem/test", "mem/wrong"], tmp_path / "results", address="auto", shard_size=2,
+                                      suite=folder, resume=True, stream=stream)
+    assert "1 Ray task(s)" in stream.getvalue() and "keeping 3 finished earlier" in stream.getvalue()
+    assert resumed.ok and outcomes(results.load(tmp_path / "results" / "mem-test.json")) == \
+        {f"test_{i}": "pass" for i in range(1, 5)}
 
 
 def test_a_real_simulated_target_runs_on_its_node(tmp_path, nodes):
@@ -257,6 +271,19 @@ def test_a_target_no_node_advertises_is_refused_before_anything_runs(tmp_path, n
     assert not list(tmp_path.iterdir())
 
 
+def test_a_farm_run_into_a_folder_another_run_holds_is_refused_and_writes_nothing(tmp_path, nodes, capsys):
+    from ironaccel.cts import runs
+
+    out = tmp_path / "results"
+    with runs.lock(out):
+        with pytest.raises(runs.Busy, match=r"in use by pid \d+"):
+            farm.certify_on_farm(["mem/test"], out, address="auto", suite=suite(tmp_path, FOUR_TESTS),
+                                 stream=io.StringIO())
+        assert main(["certify", "--ray", "auto", "--target", "mem/test", "--results", str(out)]) == 2
+    assert "is in use by pid" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == [runs.LOCK_FILE]
+
+
 def test_a_worker_killed_mid_run_leaves_its_target_crashed_and_resume_completes_it(tmp_path, nodes):
     folder, out = suite(tmp_path, KILLED_MID_RUN), tmp_path / "results"
     got: dict = {}
@@ -266,9 +293,10 @@ def test_a_worker_killed_mid_run_leaves_its_target_crashed_and_resume_completes_
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline and not (folder / "pids").exists():
         time.sleep(0.2)
-    while time.monotonic() < deadline:  # the caller's copy of the results file has test_a's pass
+    while time.monotonic() < deadline:  # the caller's copy of the results file, in its run folder, has test_a's pass
         try:
-            if outcomes(results.load(out / "mem-test.json"))["test_a_passes"] == "pass":
+            (running,) = (out / "runs").glob(".*-mem-test-*.partial/mem-test.json")
+            if outcomes(results.load(running))["test_a_passes"] == "pass":
                 break
         except (ValueError, KeyError):
             pass
@@ -280,11 +308,13 @@ def test_a_worker_killed_mid_run_leaves_its_target_crashed_and_resume_completes_
     assert not first.is_alive()
     crashed, wrong = got["runs"]
     assert (crashed.status, crashed.ok) == ("crashed", False) and "WorkerCrashedError" in crashed.message
-    doc = results.load(out / "mem-test.json")
+    assert not (out / "mem-test.json").exists() and crashed.kept  # a crashed run is a record, never promoted
+    assert crashed.results_file.parent.parent == out / "runs"
+    doc = results.load(crashed.results_file)
     assert outcomes(doc) == {"test_a_passes": "pass", "test_b_is_killed_the_first_time": "not-run",
                              "test_c_passes": "not-run"}
     assert doc["run"]["status"] == "crashed" and crashed.node in doc["run"]["message"]
-    assert results.sibling(out / "mem-test.json", ".junit.xml").is_file()
+    assert results.sibling(crashed.results_file, ".junit.xml").is_file()
     assert wrong.status != "crashed"
     kept = (out / "mem-wrong.json").read_bytes()
 

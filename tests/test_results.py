@@ -105,6 +105,27 @@ BAD = {
     "test clauses": (set_to("MEM-1", "tests", 0, "clauses"), "tests[0].clauses must be a list"),
     "test clause ids": (set_to([1], "tests", 0, "clauses"), "tests[0].clauses must be a list of clause id strings"),
     "summary counts": (set_to(5, "summary", "pass"), "summary does not match the tests"),
+    # each field validate() checks (generated mutants of its checks survived without these rows, issue 32)
+    "suite.version": (set_to(1, "suite", "version"), "suite.version must be a string"),
+    "suite.parts": (set_to({"suite": "0" * 16}, "suite", "parts"), "suite.parts must map part names"),
+    "suite.parts values": (set_to({"suite": None}, "suite", "parts"), "suite.parts must map part names"),
+    "builds key": (set_to({"kernel": "ab"}, "builds"), "builds must map compiled and driver"),
+    "builds value": (set_to({"compiled": 1}, "builds"), "builds must map compiled and driver"),
+    "target.name form": (set_to("webgpu lavapipe", "target", "name"), "target.name 'webgpu lavapipe' is not backend/driver"),
+    "target.name parts": (set_to("webgpu/other", "target", "name"),
+                          "target.name 'webgpu/other' is not target.backend/target.driver"),
+    "target.device": (set_to(0, "target", "device"), "target.device must be a string"),
+    "target.evidence": (set_to({"driver": "x", "simulated": "no", "libraries": []}, "target", "evidence"),
+                        "target.evidence must be"),
+    "target.evidence libraries": (set_to({"driver": "x", "simulated": False, "libraries": [{"path": "p"}]},
+                                         "target", "evidence"), "target.evidence must be"),
+    "target.packages": (set_to({"numpy": 2}, "target", "packages"), "target.packages must map names"),
+    "run.message": (set_to(["x"], "run", "message"), "run.message must be a string"),
+    "test message": (set_to(None, "tests", 0, "message"), "tests[0].message must be a string"),
+    "test duration": (set_to(True, "tests", 0, "duration"), "tests[0].duration must be a number"),
+    "test outputs": (set_to({"out": 1}, "tests", 0, "outputs"), "tests[0].outputs must map output names"),
+    "selection": (set_to({"only": "x", "skip": [], "shard": ""}, "selection"), "selection must be"),
+    "selection.shard": (set_to({"only": [], "skip": [], "shard": "3/2"}, "selection"), "selection.shard: "),
 }
 
 

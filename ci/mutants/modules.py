@@ -40,7 +40,8 @@ PLATFORM_AREAS: dict[str, tuple[str, ...]] = {
 #: drive these modules through child processes, which the coverage recording does not see.
 PLATFORM_TESTS = ("tests/test_results.py", "tests/test_status.py", "tests/test_certify.py", "tests/test_submission.py",
                   "tests/test_suite_clauses.py", "tests/test_suite_hash.py", "tests/test_plugin.py",
-                  "tests/test_verifier.py", "tests/test_signing.py")
+                  "tests/test_verifier.py", "tests/test_signing.py",
+                  "tests/test_platform_rules.py")
 
 
 @dataclass(frozen=True)

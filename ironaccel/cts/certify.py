@@ -404,7 +404,7 @@ def certify(names: list[str], results_dir: Path, jobs: int | None = None, timeou
         folders = {name: runs.new_run_folder(results_dir, name) for name in names}
         done, interrupted = _run_all(names, folders, jobs, timeout_s, test_timeout_s, runner, stream, selection)
         with _ignoring_interrupts():  # recording and promoting take moments: a Ctrl-C now must not cut them short
-            out = [_settle(run, folders[run.target], results_dir, selection, forced.get(run.target), signer)
+            out = [settle(run, folders[run.target], results_dir, selection, forced.get(run.target), signer)
                    for run in done]
     if interrupted:
         finished = [r.target for r in out if not r.interrupted]
@@ -486,7 +486,7 @@ def _ignoring_interrupts():
             signal.signal(sig, handler)
 
 
-def _settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection, forced: str | None,
+def settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection, forced: str | None,
             signer: Any = None) -> TargetRun:
     """Record a target's run: its forced flag into the results file, its signature (``signer``), RUN.json, the
     folder's final name; then

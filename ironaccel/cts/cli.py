@@ -186,7 +186,7 @@ def cmd_certify(args: argparse.Namespace) -> int:
                 for run in runs:
                     if run.results_file.is_file():
                         signing.sign(results.sibling(run.results_file, results.CERTIFICATE_SUFFIX), signer)
-        except farm.FarmUnavailable as exc:
+        except (farm.FarmUnavailable, runs.Busy) as exc:
             print(f"ironaccel certify --ray: {exc}", file=sys.stderr)
             return 2
     else:

@@ -8,7 +8,10 @@ records every test's outcome to a JSON-lines file as the run goes, so a run kill
 leaves the outcomes it reached, and it provides the little harness numba-cuda's repository-only conftest
 gives its suite (the wheel ships the tests, not the conftest).
 
-Results files: ``<dir>/<client>--<target with / as ->.json``; CLIENTS.md is generated from them only.
+Results files: ``<dir>/<client>--<target with / as ->.json``; CLIENTS.md is generated from them only. Runs are
+records, as certify's are (``runs``): each run writes into a run folder of its own, ``<dir>/runs/<time>-<client>--
+<target>-<id>/`` (its results file and ``RUN.json``), under the folder's lock, and replaces ``<dir>``'s file only
+when it finished with tests reported (``kept_because``).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from . import tables
+from . import runs, tables
 
 #: Comparison targets: cuda/fake and cuda/nvidia are ironaccel targets; numba/cudasim is numba's own
 #: CUDA simulator (NUMBA_ENABLE_CUDASIM=1), which only numba-cuda has.
@@ -172,7 +175,49 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
     if not client.pyargs and (source is None or not source.is_dir()):
         raise ClientError(f"{client.name}: its tests are fetched at run time, not shipped: pass --source DIR or "
                           f"set {client.source_env()} ({client.how_to_get.format(version=version_of(client.distribution))})")
-    results.mkdir(parents=True, exist_ok=True)
+    with runs.lock(results):
+        folder = runs.new_run_folder(results, f"{client.name}--{target}")
+        committed = results_path(results, client.name, target)
+        try:
+            doc = _run_child(client, target, source, test_timeout_s, total_timeout_s, sample, select, workers)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM (``runs.interrupts``): the child is stopped; recorded, kept
+            _settle(folder, committed, None, "interrupted (Ctrl-C or SIGTERM) before the run ended")
+            raise
+        _settle(folder, committed, doc, kept_because(doc, committed))
+    return doc
+
+
+def kept_because(doc: dict, committed: Path) -> str:
+    """"" when the run ``doc`` may replace the results file ``committed``, else why not: it did not finish, it
+    reported no test, or it ran part of the suite (``--sample``, ``-k``) and ``committed`` holds the whole."""
+    if doc["run"]["status"] != "finished":
+        return f"the run ended: {doc['run']['status']}"
+    if not doc["tests"]:
+        return "the run reported no test"
+    try:
+        old = json.loads(committed.read_text())["run"]
+    except (OSError, ValueError, KeyError, TypeError):  # none, or not a results file: no evidence to keep
+        return ""
+    partial = doc["run"]["sample"] > 1 or bool(doc["run"]["select"])
+    if partial and old.get("sample", 1) == 1 and not old.get("select"):
+        return f"it ran part of the suite and {committed.name} holds a whole-suite run"
+    return ""
+
+
+def _settle(folder: Path, committed: Path, doc: dict | None, why: str) -> None:
+    """Write the run's results file (``doc``, when there is one) and ``RUN.json`` into its run folder, name the
+    folder, then promote the file over ``committed`` unless ``why`` says why not."""
+    if doc is not None:
+        (folder / committed.name).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    final = runs.finish(folder, {"command": runs.command_line(), "pid": os.getpid(), "promoted": not why,
+                                 "not_promoted_because": why, "status": doc["run"]["status"] if doc else why})
+    if not why:
+        runs.atomic_write(committed, (final / committed.name).read_bytes(), "results")
+
+
+def _run_child(client: Client, target: str, source: Path | None, test_timeout_s: float, total_timeout_s: float,
+               sample: int, select: str, workers: str) -> dict:
+    """The client's suite on ``target`` in a child process: its results document."""
     with tempfile.TemporaryDirectory(prefix="ironaccel-clients-") as tmp:
         ini, record = Path(tmp) / "pytest.ini", Path(tmp) / "record.jsonl"
         # An empty ini of our own: neither ironaccel's pytest settings nor the client's checkout's apply.
@@ -200,8 +245,6 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
             "counts": counts(tests),
             "tests": tests,
         }
-    path = results_path(results, client.name, target)
-    path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return doc
 
 
@@ -529,12 +572,20 @@ def command(args) -> int:
     for client, target in plan:
         source = args.source.get(client.name) or os.environ.get(client.source_env())
         try:
-            doc = run_client(client, target, results, Path(source) if source else None, args.test_timeout,
-                             args.timeout, args.sample, args.select, args.workers)
+            with runs.interrupts():
+                doc = run_client(client, target, results, Path(source) if source else None, args.test_timeout,
+                                 args.timeout, args.sample, args.select, args.workers)
         except ClientError as exc:
             print(f"ironaccel clients: {exc}", file=sys.stderr)
             code = 2
             continue
+        except runs.Busy as exc:
+            print(f"ironaccel clients: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            print(f"\nironaccel clients: interrupted: {client.name} on {target} is kept, not promoted, in "
+                  f"{results / runs.RUNS}", file=sys.stderr)
+            return runs.EXIT_INTERRUPTED
         c = doc["counts"]
         print(f"{client.name} on {target}: {c['pass']} pass, {c['fail']} fail, {c['error']} error, "
               f"{c['skip']} skip ({doc['run']['status']}, {doc['run']['seconds']:g} s)")

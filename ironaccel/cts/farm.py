@@ -17,13 +17,17 @@ What goes over the wire: to the node, the target's name, the selection, the time
 a suite folder); back, as the task's stream, the node's name, the results file each time the node's test
 process rewrites it (after every test: the caller's copy is what the progress line reads), and at the end
 every file the run wrote (results, JUnit, certificate, the log of a failed run) as bytes, into the caller's
-``--results``. Shards go to ``<results>/shards/<stem>-<K>of<N>/`` and merge into ``<results>/<stem>.json``.
+``--results``, as certify's runs are (``runs``): under the results folder's lock, into a run folder per
+target (``<results>/runs/<time>-<target>-<id>/``), promoted over ``<results>/<stem>.json`` (and its JUnit and
+certificate) only when complete. Shards go to ``<run folder>/shards/<stem>-<K>of<N>/`` and merge into
+``<run folder>/<stem>.json``.
 
 A node that dies mid-run (its task raises a Ray error; tasks are never retried, so nothing runs twice
 behind the caller's back) leaves its target ``crashed``: the last copy of its results file, the tests it
 had not finished ``not-run``; a task whose target no live node advertises any more is cancelled and
-recorded the same way. ``--resume`` runs again only the targets and shards whose results file is
-missing or ``crashed``.
+recorded the same way (kept in its run folder, not promoted). ``--resume`` runs again only the targets
+whose results file in ``<results>`` is missing or ``crashed``, and of a sharded target only the shards that
+its newest earlier run folder does not hold finished.
 
 A farm run gives the results files a plain ``certify`` gives, apart from timings and where it ran
 (``differences``); CI checks it on its own machine::
@@ -34,7 +38,10 @@ A farm run gives the results files a plain ``certify`` gives, apart from timings
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -45,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import certify, results, spec, targets
+from . import certify, results, runs, spec, targets
 from .certify import TARGET_TIMEOUT_S, TEST_TIMEOUT_S, TargetRun
 from ..errors import InvalidArgument
 from .results import RunStatus
@@ -230,10 +237,10 @@ def _from_file(target: str, path: Path, seconds: float, node: str) -> TargetRun:
     return TargetRun(target, path, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"], node)
 
 
-def _crashed(job: Job, results_dir: Path, node: str, why: str, seconds: float) -> TargetRun:
+def _crashed(job: Job, run_folder: Path, node: str, why: str, seconds: float) -> TargetRun:
     """Record a job its node never finished: its last results file (if one came back) marked crashed, or
     a crashed results file without tests; a target this machine does not know gets no file, only the run."""
-    path = job.results_file(results_dir)
+    path = job.results_file(run_folder)
     message = f"{node or 'no node'}: {why}"
     if path.is_file():
         doc = results.load(path)
@@ -250,24 +257,25 @@ def _crashed(job: Job, results_dir: Path, node: str, why: str, seconds: float) -
     return _from_file(job.target, path, seconds, node)
 
 
-def run_jobs(ray: Any, jobs: list[Job], results_dir: Path, timeout_s: float, test_timeout_s: float,
+def run_jobs(ray: Any, jobs: list[Job], folders: dict[str, Path], timeout_s: float, test_timeout_s: float,
              suite: str | None, progress: certify.Progress,
              runner: Callable[..., TargetRun] = certify.run_target) -> dict[Job, TargetRun]:
-    """Submit every job, then follow their streams until each has finished or failed."""
+    """Submit every job, then follow their streams until each has finished or failed; each job's files go to
+    its target's run folder (``folders``)."""
     task = ray.remote(num_cpus=1, max_retries=0)(run_on_node)
     streams = {}
     for job in jobs:
-        job.results_file(results_dir).unlink(missing_ok=True)  # stale progress, or what --resume re-runs
+        job.results_file(folders[job.target]).unlink(missing_ok=True)  # stale progress, or what --resume re-runs
         streams[task.options(resources=task_resources(job.target)).remote(
             job.target, job.selection, timeout_s, test_timeout_s, suite, runner)] = job
     nodes: dict[Job, str] = {}
     started: dict[Job, float] = {}
-    runs: dict[Job, TargetRun] = {}
+    ended: dict[Job, TargetRun] = {}
     checked = time.monotonic()
 
     def end(stream: Any, run: TargetRun) -> None:
         job = streams.pop(stream)
-        runs[job] = run
+        ended[job] = run
         progress.done(run, job.label)
 
     while streams:
@@ -278,21 +286,21 @@ def run_jobs(ray: Any, jobs: list[Job], results_dir: Path, timeout_s: float, tes
             try:
                 item = ray.get(next(stream))
             except StopIteration:  # ended without its final item: cannot happen unless the node lies
-                end(stream, _crashed(run_job, results_dir, nodes.get(run_job, ""), "the task ended without its results", seconds))
+                end(stream, _crashed(run_job, folders[run_job.target], nodes.get(run_job, ""), "the task ended without its results", seconds))
                 continue
             except ray.exceptions.RayError as exc:
                 why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                end(stream, _crashed(run_job, results_dir, nodes.get(run_job, ""),
+                end(stream, _crashed(run_job, folders[run_job.target], nodes.get(run_job, ""),
                                      f"the node's task failed before the run ended ({type(exc).__name__}: {why})", seconds))
                 continue
-            path = run_job.results_file(results_dir)
+            path = run_job.results_file(folders[run_job.target])
             if "node" in item:
                 nodes[run_job], started[run_job] = item["node"], time.monotonic()
                 progress.started(run_job.label, path, item["node"])
             elif "progress" in item:
                 _write(path, item["progress"])
             else:
-                folder = run_job.folder(results_dir)
+                folder = run_job.folder(folders[run_job.target])
                 for name, data in item["files"].items():
                     _write(folder / name, data)
                 r = item["run"]
@@ -304,9 +312,9 @@ def run_jobs(ray: Any, jobs: list[Job], results_dir: Path, timeout_s: float, tes
             for stream, job in list(streams.items()):
                 if job not in nodes and job.target not in offered:
                     ray.cancel(stream, force=True)
-                    end(stream, _crashed(job, results_dir, "", f"no live node advertises {resource(job.target)} "
+                    end(stream, _crashed(job, folders[job.target], "", f"no live node advertises {resource(job.target)} "
                                                                 "any more; the task was cancelled", 0.0))
-    return runs
+    return ended
 
 
 def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "local",
@@ -328,22 +336,54 @@ def certify_on_farm(names: list[str] | None, results_dir: Path, address: str = "
         raise FarmUnavailable(f"no live node advertises {', '.join(absent)} (resources "
                               f"{', '.join(resource(n) for n in absent)}); the farm has: {', '.join(sorted(offered)) or 'none'}")
     results_dir = Path(results_dir).resolve()
-    results_dir.mkdir(parents=True, exist_ok=True)
     suite_arg = str(Path(suite).resolve()) if suite else None
-    jobs = plan(ray, names, selection, shard_size, suite_arg)
-    todo = [j for js in jobs.values() for j in js if not (resume and finished(j.results_file(results_dir)))]
-    nodes = sum(1 for n in ray.nodes() if n["Alive"])
-    unit = "shards and targets" if shard_size else "targets"
-    with certify.Progress(len(todo), stream, unit=unit) as progress:
-        kept = sum(len(js) for js in jobs.values()) - len(todo)
-        progress.echo(f"certifying {len(names)} target(s) as {len(todo)} Ray task(s) on a farm of {nodes} node(s)"
-                      + (f", keeping {kept} finished earlier" if kept else "") + f": {', '.join(names)}")
-        done = run_jobs(ray, todo, results_dir, timeout_s, test_timeout_s, suite_arg, progress, runner)
-    out = []
-    for name in names:
-        runs = [done.get(j) or _from_file(name, j.results_file(results_dir), 0.0, "earlier run") for j in jobs[name]]
-        out.append(certify.merge_shard_runs(name, runs, results_dir) if jobs[name][0].sharded else runs[0])
+    with runs.lock(results_dir):
+        jobs = plan(ray, names, selection, shard_size, suite_arg)
+        kept = [n for n in names if resume and finished(results_dir / results.file_name(n))]
+        folders = {n: runs.new_run_folder(results_dir, n) for n in names if n not in kept}
+        try:
+            todo = [j for n, folder in folders.items() for j in jobs[n]
+                    if not (resume and _resumed(j, results_dir, folder))]
+            nodes = sum(1 for n in ray.nodes() if n["Alive"])
+            unit = "shards and targets" if shard_size else "targets"
+            with certify.Progress(len(todo), stream, unit=unit) as progress:
+                earlier = sum(len(js) for js in jobs.values()) - len(todo)
+                progress.echo(f"certifying {len(names)} target(s) as {len(todo)} Ray task(s) on a farm of {nodes} "
+                              f"node(s)" + (f", keeping {earlier} finished earlier" if earlier else "")
+                              + f": {', '.join(names)}")
+                done = run_jobs(ray, todo, folders, timeout_s, test_timeout_s, suite_arg, progress, runner)
+        except BaseException as exc:  # Ctrl-C, a lost cluster: every run folder is kept as a record, none promoted
+            for n, folder in folders.items():
+                runs.finish(folder, {"target": n, "command": runs.command_line(), "pid": os.getpid(),
+                                     "promoted": False, "not_promoted_because": f"the farm run stopped ({exc!r})"})
+            raise
+        out = []
+        for name in names:
+            if name in kept:
+                out.append(_from_file(name, results_dir / results.file_name(name), 0.0, "earlier run"))
+                continue
+            folder = folders[name]
+            ran = [done.get(j) or _from_file(name, j.results_file(folder), 0.0, "earlier run") for j in jobs[name]]
+            run = certify.merge_shard_runs(name, ran, folder) if jobs[name][0].sharded else ran[0]
+            out.append(certify.settle(run, folder, results_dir, selection, None))
     return out
+
+
+def _resumed(job: Job, results_dir: Path, folder: Path) -> bool:
+    """With --resume: does the newest earlier run folder of ``job``'s target hold its shard finished? Then
+    its files are copied into the new run ``folder`` and the shard is not run again."""
+    if not job.sharded:
+        return False
+    for earlier in sorted((results_dir / runs.RUNS).glob(f"*-{job.target.replace('/', '-')}-*"), reverse=True):
+        if earlier.name.startswith(".") or not (earlier / runs.RUN_RECORD).is_file():
+            continue
+        if json.loads((earlier / runs.RUN_RECORD).read_text()).get("target") != job.target:
+            continue
+        if not finished(job.results_file(earlier)):
+            return False
+        shutil.copytree(job.folder(earlier), job.folder(folder))
+        return True
+    return False
 
 
 # -- a farm run against a plain one -----------------------------------------------------------------------

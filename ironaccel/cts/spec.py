@@ -28,13 +28,20 @@ class Clause:
 
 
 def conformance_dir() -> Path:
-    """The conformance suite: the installed ``ironaccel.conformance`` package, else the checkout's."""
+    """The conformance suite beside the ``ironaccel`` that is running: the checkout's when it runs from a
+    checkout (conformance/SPEC.md beside ironaccel/; on PYTHONPATH or installed editable), else the installed
+    ``ironaccel.conformance`` package. Not the other way round: an editable install maps
+    ``ironaccel.conformance`` to its own checkout, so a copy of the tree on PYTHONPATH would run (and hash)
+    its own code against the installed checkout's suite and expectations."""
     import importlib.util
 
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "conformance" / "SPEC.md").is_file():
+        return checkout / "conformance"
     found = importlib.util.find_spec("ironaccel.conformance")
     if found is not None and found.submodule_search_locations:
         return Path(list(found.submodule_search_locations)[0])
-    return Path(__file__).resolve().parents[2] / "conformance"
+    return checkout / "conformance"
 
 
 def load_clauses(spec_md: Path | None = None) -> dict[str, Clause]:

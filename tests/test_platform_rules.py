@@ -1,0 +1,70 @@
+"""Small rules of the certification platform (results, judge, status, spec, certify, submission, selection)
+that the other unit test files left unchecked: each test here kills generated mutants that survived them
+(``ci/mutants/generated.py --platform``, issue 32), named in its docstring."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ironaccel.cts import certify
+
+
+def test_the_summary_names_why_each_failed_run_failed_and_nothing_for_a_passing_one():
+    """certify.summary_table: ``not r.ok and r.message`` negated, ``r.ok`` negated."""
+    runs = [certify.TargetRun("a/ok", Path("a.json"), "ok", {"pass": 3}, 1.0, message="a note"),
+            certify.TargetRun("b/failed", Path("b.json"), "ok", {"pass": 1, "fail": 1}, 1.0, message="see the log"),
+            certify.TargetRun("c/crashed", Path("c.json"), "crashed", None, 1.0, message="exit code -9")]
+    lines = certify.summary_table(runs).splitlines()
+    assert [line.split()[2] for line in lines[2:5]] == ["OK", "FAILED", "FAILED"]  # the result column
+    assert lines[-2:] == ["b/failed: see the log", "c/crashed: exit code -9"]
+    assert not any(line.startswith("a/ok:") for line in lines)
+
+
+def test_an_expectations_file_is_its_targets_part_never_the_suites(tmp_path, monkeypatch):
+    """spec._tree: ``exclude is not None`` flipped (every expectations edit would stale every target)."""
+    from ironaccel.cts import spec
+
+    suite = tmp_path / "conformance"
+    (suite / "expectations").mkdir(parents=True)
+    (suite / "test_mem.py").write_text("def test_x(): pass\n")
+    expectations = suite / "expectations" / "mem-test.txt"
+    expectations.write_text("test_mem.py::test_x  xfail  a reason\n")
+    monkeypatch.setattr(spec, "conformance_dir", lambda: suite)
+    before = spec.suite_hash()
+    expectations.write_text("test_mem.py::test_x  skip  another reason\n")
+    assert spec.suite_hash() == before
+    (suite / "test_mem.py").write_text("def test_x(): assert True\n")
+    assert spec.suite_hash() != before
+
+
+def test_a_bad_shard_is_refused_where_a_selection_is_made():
+    """selection.Selection.__post_init__: an early ``return`` (a bad shard reached pytest unchecked)."""
+    import pytest
+
+    from ironaccel.cts.selection import Selection
+
+    for bad in ("3/2", "0/2", "1/0", "one/two"):
+        with pytest.raises(ValueError):
+            Selection(shard=bad)
+    assert Selection(shard="2/2").shard == "2/2"
+
+
+def test_status_lists_twelve_clause_ids_of_a_gap_then_says_how_many_more():
+    """status.GAP_IDS_SHOWN 12 -> 11 (what STATUS.md shows of a long gap)."""
+    from ironaccel.cts import status
+
+    ids = [f"MEM-{i}" for i in range(1, 14)]
+    assert status._ids(ids) == ", ".join(ids[:12]) + " and 1 more"
+    assert status._ids(ids[:12]) == ", ".join(ids[:12])
+
+
+def test_a_manifest_naming_a_file_outside_its_package_is_refused_naming_it(tmp_path):
+    """submission.check_manifest: the ``_inside(name)`` check's arguments swapped (never refused)."""
+    import pytest
+
+    from ironaccel.cts import submission
+
+    for name in ("../results/cuda-fake.json", "/etc/passwd", "results/../../x.json"):
+        manifest = {"package": submission.PACKAGE_SCHEMA, "files": {name: "0" * 64}}
+        with pytest.raises(ValueError, match="not a path inside the package"):
+            submission.check_manifest(manifest, tmp_path)
