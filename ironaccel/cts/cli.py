@@ -104,7 +104,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_certify(args: argparse.Namespace) -> int:
-    from . import certify, judge, preflight, runs, submission, targets
+    from . import certify, judge, preflight, runs, targets
     from .selection import Selection
 
     if args.verify:
