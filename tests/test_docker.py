@@ -87,7 +87,7 @@ def test_container_runner_mounts_results_and_gives_hardware_targets_the_gpus(tmp
     (image, command, kwargs), (hw_image, _, hw_kwargs) = client.runs
     assert image.startswith("ironaccel-ci-gpuless:") and hw_image.startswith("ironaccel-ci-cuda:")
     assert command == ["ironaccel", "certify", "--target", "vulkan/lavapipe", "--results", "/results",
-                       "--timeout", "100", "--test-timeout", "5"]
+                       "--timeout", "100", "--test-timeout", "5", "--retries", "1"]
     assert kwargs["volumes"] == {str(tmp_path.resolve()): {"bind": "/results", "mode": "rw"}}
     assert kwargs["device_requests"] == [] and len(hw_kwargs["device_requests"]) == 1
     assert (sim.status, hw.status) == ("crashed", "crashed")

@@ -258,6 +258,8 @@ CASES = {
     "cuCtxGetId": [("bad context", lambda e: (BAD, e.outp), INVALID_CONTEXT),
                    ("NULL out", lambda e: (NULL, NULL), INVALID_VALUE)],
     "cuCtxSynchronize": [("nothing current", lambda e: (), INVALID_CONTEXT, "no context")],
+    "cuProfilerStart": [("nothing current", lambda e: (), INVALID_CONTEXT, "no context")],
+    "cuProfilerStop": [("nothing current", lambda e: (), INVALID_CONTEXT, "no context")],
     "cuCtxGetApiVersion": [("bad context", lambda e: (BAD, e.outp), INVALID_CONTEXT),
                            ("NULL out", lambda e: (NULL, NULL), INVALID_VALUE)],
     "cuCtxGetStreamPriorityRange": [("nothing current", lambda e: (e.outp, e.outp), INVALID_CONTEXT,

@@ -716,7 +716,7 @@ def test_committed_ptx_coverage_table_is_current(fake):
     assert "| `shf.l` | .b32 | .wrap .clamp |" in committed
 
 
-@pytest.mark.parametrize("inst, named", [("min.NaN.f32 %f1, %f1, %f1;", "modifier .NaN"),
+@pytest.mark.parametrize("inst, named", [("min.NaN.f32 %f1, %f1, %f1;", ".NaN are supported on f16/bf16 types only"),
                                          ("add.sat.s32 %r1, %r1, %r1;", ".sat is supported on float types only"),
                                          ("add.rz.f16 %h1, %h1, %h1;", "rounds to nearest (.rn) only"),
                                          ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 %f1, %f1;",

@@ -143,9 +143,9 @@ def repro(test: str, target: str, out: Path, reference: str = DEFAULT_REFERENCE,
         if missing:
             raise NoRepro(f"{name} cannot run on this machine: {missing}")
     backend = targets.get(target).backend
-    if backend not in generate.BACKENDS:
-        raise NoRepro(f"no standalone repro generator for the {backend} backend (there are: "
-                      f"{', '.join(generate.BACKENDS)})")
+    if generate.template(backend) is None:
+        raise NoRepro(f"no standalone repro generator for the {backend} backend (ironaccel's: "
+                      f"{', '.join(generate.BACKENDS)}; a plugin ships {generate.PLUGIN_TEMPLATE} beside its Backend)")
     case = find_case(test, target, record(target, test, suite), reference, record(reference, test, suite))
     if isinstance(case.source, bytes):  # a binary (SPIR-V): show the text it was made from, where the target has it
         case.readable = next((text for d in targets.get(target).kernels if d.lang != case.lang

@@ -1,7 +1,8 @@
 """Writes a ``Case`` as a self-contained script: a docstring that says what it shows, the driver's selection,
 the kernel source, the launch, the buffers' input, expected and observed bytes (compressed, base64), one
-backend's ``run()`` from ``templates/<backend>.py.in`` (raw calls of that backend's Python API) and the
-common comparison (``templates/main.py.in``). The script imports numpy and that API, never ironaccel.
+backend's ``run()`` from ``templates/<backend>.py.in`` (raw calls of that backend's Python API; a plugin's
+backend ships its own ``repro.py.in`` beside its Backend class) and the common comparison
+(``templates/main.py.in``). The script imports numpy and that API, never ironaccel.
 """
 
 from __future__ import annotations
@@ -26,8 +27,28 @@ BACKENDS = {
     "opengl": ("moderngl over headless EGL", "numpy moderngl glcontext"),
     "vulkan": ("the Vulkan API (the `vulkan` package's cffi bindings)", "numpy vulkan"),
     "cuda": ("the CUDA driver API and NVRTC (cuda.bindings)", "numpy cuda-bindings nvidia-cuda-nvrtc"),
-    "opencl": ("pyopencl", "numpy pyopencl"),
 }
+PLUGIN_TEMPLATE = "repro.py.in"  # a plugin's, beside its Backend class; first line: ``# repro: API | PACKAGES``
+
+
+def template(backend: str) -> tuple[str, str, str] | None:
+    """(what the script's run() calls, the packages it needs, run()'s source) for ``backend``: ironaccel's own
+    template, or the one the package of a plugin's Backend class ships; None when there is neither."""
+    if backend in BACKENDS:
+        api, packages = BACKENDS[backend]
+        return api, packages, (resources.files(__package__) / "templates" / f"{backend}.py.in").read_text("utf-8")
+    from ...backends import registry
+
+    spec = registry().get(backend)
+    if not isinstance(spec, str):
+        return None
+    module = spec.partition(":")[0]
+    shipped = resources.files(module.rpartition(".")[0] or module) / PLUGIN_TEMPLATE
+    if not shipped.is_file():
+        return None
+    first, _, body = shipped.read_text("utf-8").partition("\n")
+    api, _, packages = first.removeprefix("# repro:").partition("|")
+    return api.strip(), packages.strip(), body
 
 
 def _literal(source: str | bytes) -> str:
@@ -64,7 +85,7 @@ def _data(case: Case) -> bytes:
 def script(case: Case, backend: str, environment: dict[str, str]) -> str:
     from ... import __version__
 
-    api, packages = BACKENDS[backend]
+    api, packages, run = template(backend)
     said = textwrap.shorten(case.test["message"].replace(chr(34) * 3, chr(39) * 3), 600) or case.test["outcome"]
     message = "\n".join(textwrap.wrap(said, 110, initial_indent="    ", subsequent_indent="    "))
     env = {k: v for k, v in environment.items() if k != "IRONACCEL_TARGET"}
@@ -112,9 +133,7 @@ SOURCE = {_literal(case.source)}
 DATA = np.load(io.BytesIO(base64.b64decode({_b64(_data(case))})))
 
 '''
-    templates = resources.files(__package__) / "templates"
-    return header + (templates / f"{backend}.py.in").read_text(encoding="utf-8") + \
-        (templates / "main.py.in").read_text(encoding="utf-8")
+    return header + run + (resources.files(__package__) / "templates" / "main.py.in").read_text(encoding="utf-8")
 
 
 def write(case: Case, backend: str, environment: dict[str, str], out: Path) -> Path:
