@@ -34,6 +34,7 @@ from ...errors import InvalidArgument
 from .. import tables
 from ..results import now
 from .cases import C_FLOOR, FLOOR, OURS
+from .report import read_json
 
 SCHEMA = 1
 TOOL = "ironaccel bench --check baseline"
@@ -128,10 +129,7 @@ def _label(report: dict[str, Any], row: str) -> str:
 def load_baseline(path: Path) -> dict[str, Any]:
     """A baseline written by ``--write-baseline``; InvalidArgument naming the file when it is not one."""
     op = "bench --check"
-    try:
-        baseline = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InvalidArgument(op, f"cannot read {path} as JSON: {exc}") from None
+    baseline = read_json(path, op)
     if not isinstance(baseline, dict) or baseline.get("tool") != TOOL or baseline.get("schema") != SCHEMA:
         raise InvalidArgument(op, f"{path} is not a perf-gate baseline (make one with: {REGENERATE})")
     return baseline

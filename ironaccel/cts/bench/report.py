@@ -226,13 +226,18 @@ def write(report: dict[str, Any], out_dir: Path) -> list[Path]:
     return [json_path, md_path, plot(report, stem)]
 
 
+def read_json(path: Path, op: str) -> Any:
+    """The JSON in ``path``; InvalidArgument naming ``op`` and the file when it cannot be read as JSON."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InvalidArgument(op, f"cannot read {path} as JSON: {exc}") from None
+
+
 def load(path: Path) -> dict[str, Any]:
     """A bench JSON written by ``write``; InvalidArgument naming the file when it is not one."""
     op = "bench --table"
-    try:
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InvalidArgument(op, f"cannot read {path} as JSON: {exc}") from None
+    report = read_json(path, op)
     if not isinstance(report, dict) or report.get("tool") != "ironaccel bench" or "cases" not in report:
         raise InvalidArgument(op, f"{path} is not a report of ironaccel bench")
     return report
