@@ -1,19 +1,22 @@
 #!/bin/sh
-# Whole client suites on the H200 (issue 25 item 5, issue 26 item 5), in one device call of at most 9 minutes:
-# numba-cuda's and cuda.core's suites, whole, on pytest-xdist workers, on the real driver (cuda/nvidia) and on the
-# fake (cuda/fake, started through `ironaccel fake run`, which refuses to start unless the process sees the fake),
-# and the PyTorch smoke on both. All four suite runs go at once (the real driver's are light on the CPU, the
+# Whole client suites on the H200 (issue 25 item 5, issue 26 items 4-5), in one device call of at most 9 minutes:
+# numba-cuda's and cuda.core's suites, whole, and CuPy's selection, on pytest-xdist workers, on the real driver
+# (cuda/nvidia) and on the fake (cuda/fake, started through `ironaccel fake run`, which refuses to start unless the
+# process sees the fake), and the PyTorch smoke on both. A client whose fetched tests are absent is left out (said
+# in run.log). All four suite runs go at once (the real driver's are light on the CPU, the
 # fake's heavy), each under a total limit, so the script ends in time whatever the suites do; a run stopped at its
 # limit keeps the outcomes it reached and its results file says so.
 #
 # Nothing can be fetched there, so everything comes with the working tree (run from the repository root):
-#   .whl/    numba-cuda 0.30.4, cuda-core 1.2.2, cuda-bindings 13.5.0, cuda-pathfinder 1.9.1 (what the fake's runs
-#            here use), filecheck and ml_dtypes (numba-cuda's tests): cp312 manylinux wheels
+#   .whl/ and .whlc/   numba-cuda 0.30.4, cuda-core 1.2.2, cuda-bindings 13.5.0, cuda-pathfinder 1.9.1 (what the
+#            fake's runs here use), filecheck and ml_dtypes (numba-cuda's tests): cp312 manylinux wheels
 #   .np23/   numpy 2.3 (the H200's numba refuses its numpy 2.5)
 #   .clients-src/cuda-python/   a checkout of NVIDIA/cuda-python at cb56ab9f9ae3b4a0ef19666697336945925589a5 (the
 #            commit the committed cuda-core results were run at) holding at least cuda_core/tests/ and
 #            cuda_python_test_helpers/, with its .git (shallow is enough) so the results record the commit;
 #            $CUDA_PYTHON_CHECKOUT names another folder
+#   .clients-src/cupy/tests/   CuPy's tests at the installed version (the H200's cupy-cuda13x 14.2.0: the tests/
+#            folder of PyPI's cupy-14.2.0.tar.gz, which is tag v14.2.0's)
 # The wheels go to /tmp/site, first on PYTHONPATH. Writes to $OUT: the six results files (<client>--<target>.json,
 # for clients/results/), env.txt (driver, versions, the checkout's commit) and run.log (each run's summary line).
 #
@@ -22,10 +25,11 @@ set -u
 : "${OUT:?set OUT to the output directory}"
 LIMIT_S=${LIMIT_S:-390}  # each run's total limit: the runs go at once, after about 40 s of set-up
 checkout=${CUDA_PYTHON_CHECKOUT:-$PWD/.clients-src/cuda-python}
+cupy_tests=$PWD/.clients-src/cupy/tests
 log="$OUT/run.log"
 
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl .np23/*.whl > "$log" 2>&1 || { echo "wheel install failed (run.log)"; tail -5 "$log"; exit 1; }
+    .whl/*.whl .whlc/*.whl .np23/*.whl > "$log" 2>&1 || { echo "wheel install failed (run.log)"; tail -5 "$log"; exit 1; }
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
 # the fake reports as many multiprocessors as it has block threads: 2, as on the GPU-less machine its committed
 # runs come from, so both machines' runs see the same device
@@ -40,7 +44,8 @@ for d in ("numba", "numba-cuda", "cuda-core", "cuda-bindings", "cuda-pathfinder"
     echo "cuda-python checkout: $checkout at $(git -C "$checkout" rev-parse HEAD 2>/dev/null || echo 'no git metadata')"
     nproc
 } > "$OUT/env.txt" 2>&1
-[ -d "$checkout/cuda_core/tests" ] || { echo "no cuda-python checkout at $checkout (see the header)" | tee -a "$log"; exit 1; }
+[ -d "$checkout/cuda_core/tests" ] || echo "no cuda-python checkout at $checkout (see the header): cuda-core left out" | tee -a "$log"
+[ -d "$cupy_tests/cupy_tests" ] || echo "no CuPy tests at $cupy_tests (see the header): cupy left out" | tee -a "$log"
 
 # build the fake and the toolchain shims once, before the runs start (not inside their time limits)
 python3 -c 'from ironaccel import fakes; print(fakes.build(), fakes.toolchain())' >> "$log" 2>&1 \
@@ -49,7 +54,7 @@ python3 -c 'from ironaccel import fakes; print(fakes.build(), fakes.toolchain())
 suite() { # target workers client: one `ironaccel clients` run, in the background; the fake's through `fake run`
     target=$1
     set -- python3 -m ironaccel clients --client "$3" --target "$target" --workers "$2" --timeout "$LIMIT_S" \
-        --results "$OUT" --source "cuda-core=$checkout/cuda_core/tests"
+        --results "$OUT" --source "cuda-core=$checkout/cuda_core/tests" --source "cupy=$cupy_tests"
     if [ "$target" = cuda/fake ]; then set -- python3 -m ironaccel fake run -- "$@"; fi
     "$@" >> "$log" 2>&1 &
 }
@@ -57,9 +62,15 @@ start=$(date +%s)
 # workers from the committed one-in-five runs, times 5 for the whole suite, over about 200 s each: numba-cuda
 # about 790 s in one process on either target, cuda.core 760 s on the H200 and 85 s on the fake
 suite cuda/nvidia 4 numba-cuda
-suite cuda/nvidia 5 cuda-core
 suite cuda/fake 5 numba-cuda
-suite cuda/fake 2 cuda-core
+if [ -d "$checkout/cuda_core/tests" ]; then
+    suite cuda/nvidia 5 cuda-core
+    suite cuda/fake 2 cuda-core
+fi
+if [ -d "$cupy_tests/cupy_tests" ]; then
+    suite cuda/nvidia 2 cupy
+    suite cuda/fake 4 cupy
+fi
 wait
 echo "suites: $(( $(date +%s) - start )) s" >> "$log"
 # the PyTorch smoke, on both (about half a minute on the fake); the H200's python3 holds PyTorch
