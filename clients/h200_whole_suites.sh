@@ -17,10 +17,11 @@
 #            $CUDA_PYTHON_CHECKOUT names another folder
 #   .clients-src/cupy/tests/   CuPy's tests at the installed version (the H200's cupy-cuda13x 14.2.0: the tests/
 #            folder of PyPI's cupy-14.2.0.tar.gz, which is tag v14.2.0's)
-# The wheels go to /tmp/site, first on PYTHONPATH. Writes to $OUT: the six results files (<client>--<target>.json,
-# for clients/results/), env.txt (driver, versions, the checkout's commit) and run.log (each run's summary line).
+# The wheels go to /tmp/site, first on PYTHONPATH. Writes to $OUT: clients-results.tgz (each run's folder: its
+# results file <client>--<target>.json and run record, for clients/results/), env.txt (driver, versions, the
+# checkout's commit) and run.log (each run's summary line).
 #
-#   OUT=/some/dir sh clients/h200_whole_suites.sh
+#   OUT=/some/dir [RUNS='cuda/fake:5:numba-cuda ...'] [LIMIT_S=390] sh clients/h200_whole_suites.sh
 set -u
 : "${OUT:?set OUT to the output directory}"
 LIMIT_S=${LIMIT_S:-390}  # each run's total limit: the runs go at once, after about 40 s of set-up
@@ -51,30 +52,30 @@ for d in ("numba", "numba-cuda", "cuda-core", "cuda-bindings", "cuda-pathfinder"
 python3 -c 'from ironaccel import fakes; print(fakes.build(), fakes.toolchain())' >> "$log" 2>&1 \
     || { echo "the fake did not build"; tail -20 "$log"; exit 1; }
 
-suite() { # target workers client: one `ironaccel clients` run, in the background; the fake's through `fake run`
+suite() { # target workers client: one `ironaccel clients` run, in the background; the fake's through `fake run`.
+    # Each run has a results folder of its own (a results folder takes one run at a time); they are joined below.
     target=$1
     set -- python3 -m ironaccel clients --client "$3" --target "$target" --workers "$2" --timeout "$LIMIT_S" \
-        --results "$OUT" --source "cuda-core=$checkout/cuda_core/tests" --source "cupy=$cupy_tests"
+        --results "$OUT/$3--$(echo "$target" | tr / -)" --source "cuda-core=$checkout/cuda_core/tests" \
+        --source "cupy=$cupy_tests"
     if [ "$target" = cuda/fake ]; then set -- python3 -m ironaccel fake run -- "$@"; fi
     "$@" >> "$log" 2>&1 &
 }
 start=$(date +%s)
-# workers from the committed one-in-five runs, times 5 for the whole suite, over about 200 s each: numba-cuda
-# about 790 s in one process on either target, cuda.core 760 s on the H200 and 85 s on the fake
-suite cuda/nvidia 4 numba-cuda
-suite cuda/fake 5 numba-cuda
-if [ -d "$checkout/cuda_core/tests" ]; then
-    suite cuda/nvidia 5 cuda-core
-    suite cuda/fake 2 cuda-core
-fi
-if [ -d "$cupy_tests/cupy_tests" ]; then
-    suite cuda/nvidia 2 cupy
-    suite cuda/fake 4 cupy
-fi
+# RUNS: "target:workers:client ..." (default: every suite this machine has the tests of). Workers from the
+# committed one-in-five runs, times 5 for the whole suite, over about 200 s each: numba-cuda about 790 s in one
+# process on either target, cuda.core 760 s on the H200 and 85 s on the fake
+runs=${RUNS:-"cuda/nvidia:4:numba-cuda cuda/fake:5:numba-cuda cuda/nvidia:5:cuda-core cuda/fake:2:cuda-core cuda/nvidia:2:cupy cuda/fake:4:cupy cuda/nvidia:0:pytorch cuda/fake:0:pytorch"}
+for run in $runs; do
+    client=${run##*:}
+    case $client in
+        cuda-core) [ -d "$checkout/cuda_core/tests" ] || continue ;;
+        cupy) [ -d "$cupy_tests/cupy_tests" ] || continue ;;
+    esac
+    suite "${run%%:*}" "$(echo "$run" | cut -d: -f2)" "$client"
+done
 wait
-echo "suites: $(( $(date +%s) - start )) s" >> "$log"
-# the PyTorch smoke, on both (about half a minute on the fake); the H200's python3 holds PyTorch
-python3 -m ironaccel clients --client pytorch --target cuda/nvidia --target cuda/fake --workers 0 --timeout 120 \
-    --results "$OUT" >> "$log" 2>&1
 echo "all: $(( $(date +%s) - start )) s" >> "$log"
+# everything the runs wrote (results files and run records), for clients/results/
+(cd "$OUT" && tar czf clients-results.tgz --exclude=.ironaccel.lock -- *--cuda-* && rm -rf -- *--cuda-*)
 cat "$log" | grep -E " on cuda/| s$|refus|error" || true
