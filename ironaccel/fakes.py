@@ -51,7 +51,9 @@ def source_dir() -> Path:
 
 
 def _sources(src: Path) -> list[Path]:
-    return sorted(p for p in src.iterdir() if p.suffix in (".c", ".h"))
+    """Every file the build depends on: the files compiled (.c), headers (.h) and the parts interp.c
+    includes (.inc)."""
+    return sorted(p for p in src.iterdir() if p.suffix in (".c", ".h", ".inc"))
 
 
 def build() -> Path:

@@ -18,7 +18,7 @@ SUITE_AREAS: dict[str, tuple[str, ...]] = {
     "core": ("ironaccel/api.py", "ironaccel/backends/__init__.py", "ironaccel/backends/probes.py"),
     "pool": ("ironaccel/pool.py", "ironaccel/hostcopy.py"),
     "fast": ("ironaccel/_fast_c/*.c", "ironaccel/_fast_c/*.inc"),
-    "fake": ("fakes/cuda/*.c",),
+    "fake": ("fakes/cuda/*.c", "fakes/cuda/*.inc"),
 }
 
 #: area -> files, for the platform's mutants (killed by the unit tests, issue 32). After the two-wings move

@@ -38,7 +38,8 @@ ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(ROOT))
 
-from catalogue import MUTANTS, Mutant  # noqa: E402
+from catalogue import MUTANTS  # noqa: E402
+from mutant import Mutant  # noqa: E402
 
 from ironaccel.cts import spec, tables  # noqa: E402
 

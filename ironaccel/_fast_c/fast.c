@@ -19,6 +19,20 @@
  * an idle cuStreamSynchronize took 190-550 ns, and an event recorded on an idle stream was done at its first
  * query. Anything but CUDA_SUCCESS goes to the blocking call, which reports an error itself.
  *
+ * One rule, one place (issue 27): every API rule and its typed error are written in api.py alone. Where a
+ * compiled function is a leaf that api.py calls after its checks (alloc and DeviceCore._alloc, copy_dtoh,
+ * staged_htod, staged_copy, record, the _synchronize/_query methods), it checks no API rule; what it does check
+ * is its own C contract (argument counts, the types it casts, the bounds of its arrays and of the host bytes it
+ * reads). Where a compiled method IS the API method (StreamCore's copy_htod, copy_dtoh, launch, record,
+ * synchronize; EventCore's query, synchronize; launch(plan, stream, args), which is api.Stream._launch_plan
+ * with its checks), api.py cannot run first without costing the hot path what it is for, so
+ * the method admits a call only when every rule of api.py's method holds, and hands anything else, unchanged,
+ * to that method, which raises; it raises no API error itself. That admission test is no wider than api.py's
+ * rules: tests/test_compiled_admission.py calls each method both ways on each side of each rule and requires
+ * the same outcome. The operation names the compiled path passes on (a pooled buffer's _backing(op)) are the
+ * api methods' own __qualname__ (operation_of), and the width a scalar is read in place with is numpy's
+ * itemsize, so neither is written here.
+ *
  *   SOURCE_HASH                                  the hash of the sources this build was made from (native.py)
  *   init()                                       load the entry points (OSError when libcuda is not loaded)
  *   configure(buffer_type, current, segment, reuse)  what launch checks against (CudaBuffer; driver.current,
