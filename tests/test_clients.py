@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ironaccel.cts import clients
+from ironaccel.cts import clients, clients_report
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -122,9 +122,9 @@ def test_worst_phase_wins_and_a_cut_last_line_is_ignored(tmp_path):
 
 
 def test_causes_group_by_cuda_error_name_or_normalized_first_line():
-    assert clients.cause("CudaAPIError: [209] Call to cuModuleLoadDataEx results in CUDA_ERROR_NO_BINARY_FOR_GPU") \
+    assert clients_report.cause("CudaAPIError: [209] Call to cuModuleLoadDataEx results in CUDA_ERROR_NO_BINARY_FOR_GPU") \
         == "CUDA_ERROR_NO_BINARY_FOR_GPU"
-    assert clients.cause("IndexError: index 3 at 0x7f00") == clients.cause("IndexError: index 12 at 0x1")
+    assert clients_report.cause("IndexError: index 3 at 0x7f00") == clients_report.cause("IndexError: index 12 at 0x1")
 
 
 def sample_docs():
@@ -135,7 +135,7 @@ def sample_docs():
 
 
 def test_report_lists_the_gap_by_cause_and_says_not_run():
-    text = clients.render(sample_docs())
+    text = clients_report.render(sample_docs())
     numba = text.split("## numba-cuda")[1].split("\n## ")[0]
     assert "| cuda/fake | 1.0 | 1 | 1 | 0 | 1 | 1 test in 4, by a hash of its id; 1 s |" in numba
     assert "| cuda/nvidia | - | not run | not run | not run | not run |  |" in numba
@@ -150,30 +150,30 @@ def test_a_sample_is_never_the_headline_and_workers_are_said():
     hw = {"t::a": ("pass", ""), "t::b": ("pass", "")}
     whole = doc("cuda-core", clients.FAKE, hw)
     whole["run"]["workers"] = "auto"
-    text = clients.render([doc("cuda-core", clients.NVIDIA, hw), whole])
+    text = clients_report.render([doc("cuda-core", clients.NVIDIA, hw), whole])
     assert "| cuda-core | cuda/nvidia | 2 | 2 | 100.0% | 0 | 0 | >= 95%: met |" in text
     assert "| cuda/fake | 1.0 | 2 | 0 | 0 | 0 | xdist -n auto; 1 s |" in text
-    text = clients.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, hw, sample=5)])
+    text = clients_report.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, hw, sample=5)])
     assert "| 100.0% | 0 | 0 | a sample: not a whole-suite figure |" in text
 
 
 def test_summary_gives_the_fakes_share_of_hardware_passes_against_the_goal():
     hw = {f"t::{i}": ("pass", "") for i in range(20)} | {"t::only-hw": ("pass", ""), "t::x": ("fail", "no")}
     fake = {f"t::{i}": ("pass", "") for i in range(19)} | {"t::19": ("skip", "no cupy"), "t::x": ("pass", "")}
-    text = clients.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, fake)])
+    text = clients_report.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, fake)])
     assert "| cuda-core | cuda/nvidia | 20 | 19 | 95.0% | 0 | 1 | >= 95%: met |" in text  # t::only-hw: not both
     fake["t::18"] = ("fail", "CUDA_ERROR_INVALID_PTX")
-    text = clients.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, fake)])
+    text = clients_report.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, fake)])
     assert "| cuda-core | cuda/nvidia | 20 | 18 | 90.0% | 1 | 1 | >= 95%: MISSED |" in text
 
 
 def test_report_is_deterministic():
     docs = sample_docs()
-    first = clients.render(docs)
+    first = clients_report.render(docs)
     for seed in range(3):
         shuffled = docs[:]
         random.Random(seed).shuffle(shuffled)
-        assert clients.render(shuffled) == first
+        assert clients_report.render(shuffled) == first
 
 
 def test_unknown_client_or_missing_source_is_a_clear_error(tmp_path):
@@ -184,7 +184,7 @@ def test_unknown_client_or_missing_source_is_a_clear_error(tmp_path):
 
 
 def test_committed_clients_md_is_current():
-    assert clients.report(REPO / "clients" / "results", REPO / "CLIENTS.md", check=True) == 0, \
+    assert clients_report.report(REPO / "clients" / "results", REPO / "CLIENTS.md", check=True) == 0, \
         "CLIENTS.md is stale: run `python3 -m ironaccel clients --report`"
 
 
@@ -247,7 +247,7 @@ def test_a_client_run_writes_a_run_folder_and_promotes_its_file_when_it_finished
     assert record["promoted"] is True and record["not_promoted_because"] == ""
     committed = results / "toy--numba-cudasim.json"
     assert committed.read_bytes() == (folder / committed.name).read_bytes()
-    assert clients.load_results(results) == [doc]  # CLIENTS.md reads the promoted file only, not the run folders
+    assert clients_report.load_results(results) == [doc]  # CLIENTS.md reads the promoted file only, not the run folders
 
 
 @pytest.mark.parametrize("case", ["stopped at its limit", "a sample over a whole run"])
