@@ -277,6 +277,23 @@ def test_cubin_loads_directly(device, stream, require):
     by.free()
 
 
+@pytest.mark.clause("KERNEL-22")
+def test_spirv_for_vulkan_1_0_is_reflected_with_its_buffers(device, stream, require):
+    """Tools targeting Vulkan 1.0 (SPIR-V before 1.3) put storage buffers in the Uniform storage class, decorated
+    BufferBlock, not in StorageBuffer: a reader that knows only the latter finds a kernel with no buffers."""
+    require("lang.spirv")
+    code = (conformance_dir() / "kernels" / "spirv" / "vulkan1.0" / "saxpy.spv").read_bytes()
+    k = device.compile(code, "spirv").kernel("saxpy")
+    assert [p.kind for p in k.params] == ["buffer", "buffer", "scalar", "scalar"], k.params
+    n = 3000
+    x, y = rng(11).standard_normal(n).astype(np.float32), rng(12).standard_normal(n).astype(np.float32)
+    bx, by = upload(device, stream, x), upload(device, stream, y)
+    stream.launch(k, ceil_div(n, 128), 128, (bx, by, np.float32(0.5), np.uint32(n)))
+    np.testing.assert_allclose(read(stream, by, np.float32), np.float32(0.5) * x + y, rtol=1e-6, atol=1e-6)
+    bx.free()
+    by.free()
+
+
 @pytest.mark.clause("KERNEL-14")
 def test_a_rejected_launch_keeps_the_work_before_it(device, stream, kernels):
     with poisoned(device, stream, 4096) as buf:
