@@ -294,6 +294,32 @@ def test_spirv_for_vulkan_1_0_is_reflected_with_its_buffers(device, stream, requ
     by.free()
 
 
+PADDED_PUSH_CONSTANTS = """#version 450
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+layout(set = 0, binding = 0) buffer Out { uint data[]; } o;
+layout(push_constant) uniform Args { layout(offset = 0) uint a; layout(offset = 8) uint b; } args;
+void main() { if (gl_GlobalInvocationID.x == 0u) { o.data[0] = args.a; o.data[1] = args.b; } }
+"""
+
+
+@pytest.mark.clause("KERNEL-23")
+def test_a_scalar_block_laid_out_otherwise_is_refused_or_read_whole(device, stream, require):
+    """The convention packs scalars each at its own size's alignment; a Vulkan GLSL push-constant block with an
+    explicit gap does not match it, and a launch that went ahead anyway would read its second scalar from bytes
+    nobody wrote."""
+    require("lang.glsl")
+    k = device.compile(PADDED_PUSH_CONSTANTS, "glsl", options=["-e", "padded"]).kernel("padded")
+    with poisoned(device, stream, 8) as out:
+        try:
+            stream.launch(k, 1, 1, (out, np.uint32(5), np.uint32(7)))
+        except ia.InvalidArgument as exc:
+            assert str(exc).startswith("Stream.launch: "), exc
+            assert (read(stream, out) == POISON).all(), "a refused launch wrote its buffer"
+        else:
+            got = read(stream, out, np.uint32)
+            assert list(got) == [5, 7], f"the scalars reached the kernel as {list(got)}, not [5, 7]"
+
+
 @pytest.mark.clause("KERNEL-14")
 def test_a_rejected_launch_keeps_the_work_before_it(device, stream, kernels):
     with poisoned(device, stream, 4096) as buf:
