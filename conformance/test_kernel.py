@@ -500,6 +500,22 @@ def test_a_source_that_is_not_utf8_is_an_invalid_argument(device, kernels):
     assert_device_works(device, kernels)
 
 
+@pytest.mark.clause("KERNEL-24")
+def test_a_source_without_a_final_newline_compiles(device, stream, target):
+    """An editor or a string literal often leaves the last line unterminated: a backend that rewrites the source
+    (a declaration injected after the header lines, a preamble) must not depend on a final newline."""
+    dialects = {d.lang: d for d in target.kernels if not d.binary}
+    langs = [lang for lang in device.languages if lang in dialects and dialects[lang].source("fill_u32") is not None]
+    assert langs, f"no text dialect of fill_u32 for {device.languages}"
+    for lang in langs:
+        source = dialects[lang].source("fill_u32").rstrip()
+        options = ["-e", "fill_u32"] if dialects[lang].named_by_option else []
+        k = device.compile(source, lang, options=options).kernel("fill_u32")
+        with poisoned(device, stream, 4 * 100) as out:
+            stream.launch(k, 2, 64, (out, np.uint32(9), np.uint32(100)))
+            assert (read(stream, out, np.uint32) == 9).all(), f"{lang}: fill_u32 without a final newline"
+
+
 #: (grid, block) tuples, each differing from the one before in every axis: a launch cache that matches dims
 #: by one axis, by any axis, or by the object and not its values hands a launch the one before's dims.
 DIMS_2D = [((2, 3), (8, 4)), ((3, 5), (16, 2)), ((1, 2), (4, 8)), ((5, 1), (2, 16)), ((2, 3), (8, 4))]
