@@ -10,7 +10,8 @@ import pytest
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
 __all__ = ["POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
-           "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "rng", "rss_bytes", "upload"]
+           "memory_churn", "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "rng", "rss_bytes",
+           "upload"]
 
 POISON = 0xA5
 
@@ -93,3 +94,18 @@ def rss_bytes() -> int:
 
     with open("/proc/self/statm", encoding="ascii") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_churn(device, target) -> tuple[int, int, int]:
+    """(size, rounds, touched): buffers of ``size`` bytes, ``touched`` of them filled, ``rounds`` of them
+    together several times what the device holds, for a test that allocates and gives them back in turn (a
+    backend that loses them runs out, or on a CPU driver grows the process by about ``rounds * size``)."""
+    info = device.info
+    if target.memory_kind == "device" and info.memory:  # the driver counts its memory
+        size = min(info.limits.max_alloc, max(info.memory // 8, 4096))
+        return size, 2 * info.memory // size + 2, 4096
+    if target.memory_kind == "device":  # a device that does not say how much it holds (wgpu): a few GiB go round
+        return min(info.limits.max_alloc, 256 << 20), 16, 4096
+    # a CPU driver's memory is the process's: filled (so it is really taken) and measured
+    size = min(info.limits.max_alloc, 8 << 20)
+    return size, 32, size  # 256 MiB: SwiftShader's WebGPU fills it in ~1 min

@@ -126,6 +126,32 @@ def test_elapsed_ms_measures_the_work_between_the_events(device, stream, kernels
         work.free()
 
 
+@pytest.mark.clause("EVENT-20")
+def test_elapsed_ms_is_in_milliseconds_not_a_fraction_of_them(device, stream, kernels, require):
+    """EVENT-6's bounds are loose (a tenth of the work's time): an interval off by a factor of 2 passes them.
+    The device's time between two events can never exceed the host's wall time around them, and with work
+    filling that wall time it comes close to it: an interval scaled by 1/2 never gets above half."""
+    require("events.timing")
+    ratios = []
+    for seconds in (0.3, 0.3, 0.6, 0.6, 1.2):
+        work = RunningWork(device, stream, kernels, seconds)
+        try:
+            stream.synchronize()
+            t0 = time.perf_counter()
+            start = stream.record(timing=True)
+            work.enqueue(stream)
+            end = stream.record(timing=True)
+            end.synchronize()
+            wall_ms = (time.perf_counter() - t0) * 1e3
+            ratios.append(start.elapsed_ms(end) / wall_ms)
+        finally:
+            work.free()
+        if ratios[-1] > 0.6:
+            return
+    pytest.fail(f"elapsed_ms around work that fills the host's wait is at most {max(ratios):.0%} of the host's "
+                f"wall time in {len(ratios)} tries ({', '.join(f'{r:.0%}' for r in ratios)}): a wrong unit or scale?")
+
+
 @pytest.mark.clause("EVENT-7")
 def test_a_query_that_says_true_has_delivered_the_readback(device, stream, kernels):
     """No synchronize anywhere: a backend that fills copy_dtoh arrays only in its waits, not when query()

@@ -7,7 +7,7 @@ import pytest
 
 import ironaccel as ia
 
-from .helpers import assert_device_works, random_bytes, read
+from .helpers import assert_device_works, memory_churn, random_bytes, read, rss_bytes
 
 
 @pytest.mark.clause("MEM-1")
@@ -88,3 +88,25 @@ def test_thousand_live_buffers(device, stream):
         assert (got == i % 251 + 1).all(), f"buffer {i} lost its contents"
     for b in bufs:
         b.free()
+
+
+@pytest.mark.clause("MEM-20")
+def test_free_gives_the_memory_back_while_the_buffer_object_lives(device, stream, kernels, target):
+    """MEM-3's free() must release the memory itself, not leave it to the collector of the Buffer object (LIFE-7
+    covers dropped buffers): a program may well keep its freed Buffers around, in a list or a cache."""
+    size, rounds, touched = memory_churn(device, target)
+    freed = []
+    before = rss_bytes()
+    for i in range(rounds):
+        buf = device.alloc(size)
+        stream.fill(buf, i & 0xFF, nbytes=touched)
+        buf.free()
+        freed.append(buf)  # the object lives on: only free() can have given its memory back
+        if i % 4 == 3 or touched < size:  # memory comes back once the work enqueued with it has completed
+            stream.synchronize()
+    device.synchronize()
+    if target.memory_kind != "device":
+        grown = rss_bytes() - before
+        assert grown < rounds * size // 3, (
+            f"{rounds} freed {size >> 20} MiB buffers, their objects kept, grew the process by {grown >> 20} MiB")
+    assert_device_works(device, kernels)

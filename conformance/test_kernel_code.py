@@ -1,0 +1,100 @@
+"""KERNEL: kernel code as users bring it — SPIR-V from older tools or cut short, scalar blocks laid out by hand,
+source text without a final newline (test_kernel.py holds the launches of the conformance kernels)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ironaccel as ia
+from ironaccel.cts.spec import conformance_dir
+
+from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
+
+
+@pytest.mark.clause("KERNEL-22")
+def test_spirv_for_vulkan_1_0_is_reflected_with_its_buffers(device, stream, require):
+    """Tools targeting Vulkan 1.0 (SPIR-V before 1.3) put storage buffers in the Uniform storage class, decorated
+    BufferBlock, not in StorageBuffer: a reader that knows only the latter finds a kernel with no buffers."""
+    require("lang.spirv")
+    code = (conformance_dir() / "kernels" / "spirv" / "vulkan1.0" / "saxpy.spv").read_bytes()
+    k = device.compile(code, "spirv").kernel("saxpy")
+    assert [p.kind for p in k.params] == ["buffer", "buffer", "scalar", "scalar"], k.params
+    n = 3000
+    x, y = rng(11).standard_normal(n).astype(np.float32), rng(12).standard_normal(n).astype(np.float32)
+    bx, by = upload(device, stream, x), upload(device, stream, y)
+    stream.launch(k, ceil_div(n, 128), 128, (bx, by, np.float32(0.5), np.uint32(n)))
+    np.testing.assert_allclose(read(stream, by, np.float32), np.float32(0.5) * x + y, rtol=1e-6, atol=1e-6)
+    bx.free()
+    by.free()
+
+
+PADDED_PUSH_CONSTANTS = """#version 450
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+layout(set = 0, binding = 0) buffer Out { uint data[]; } o;
+layout(push_constant) uniform Args { layout(offset = 0) uint a; layout(offset = 8) uint b; } args;
+void main() { if (gl_GlobalInvocationID.x == 0u) { o.data[0] = args.a; o.data[1] = args.b; } }
+"""
+
+
+@pytest.mark.clause("KERNEL-23")
+def test_a_scalar_block_laid_out_otherwise_is_refused_or_read_whole(device, stream, require):
+    """The convention packs scalars each at its own size's alignment; a Vulkan GLSL push-constant block with an
+    explicit gap does not match it, and a launch that went ahead anyway would read its second scalar from bytes
+    nobody wrote."""
+    require("lang.glsl")
+    k = device.compile(PADDED_PUSH_CONSTANTS, "glsl", options=["-e", "padded"]).kernel("padded")
+    with poisoned(device, stream, 8) as out:
+        try:
+            stream.launch(k, 1, 1, (out, np.uint32(5), np.uint32(7)))
+        except ia.InvalidArgument as exc:
+            assert str(exc).startswith("Stream.launch: "), exc
+            assert (read(stream, out) == POISON).all(), "a refused launch wrote its buffer"
+        else:
+            got = read(stream, out, np.uint32)
+            assert list(got) == [5, 7], f"the scalars reached the kernel as {list(got)}, not [5, 7]"
+
+
+#: The SPIR-V instructions that declare a module's interface: OpEntryPoint, OpExecutionMode, OpTypeInt,
+#: OpTypeFloat, OpTypeVector, OpTypeStruct, OpTypePointer, OpSpecConstantComposite, OpVariable, OpDecorate,
+#: OpMemberDecorate.
+INTERFACE_OPCODES = {15, 16, 21, 22, 23, 30, 32, 51, 59, 71, 72}
+
+
+@pytest.mark.clause("KERNEL-25")
+def test_spirv_with_an_instruction_cut_short_is_a_compile_error(device, kernels, require):
+    """What a broken toolchain or a truncated file gives: every interface instruction of saxpy in turn cut to
+    each shorter length (its word count lowered to match, so the rest of the module still parses). A reader of
+    the module's interface that indexes past an instruction's end raises IndexError (or reads the next one)."""
+    require("lang.spirv")
+    words = np.frombuffer((conformance_dir() / "kernels" / "spirv" / "saxpy.spv").read_bytes(), "<u4")
+    at, cut = 5, 0
+    while at < len(words):
+        count, opcode = int(words[at]) >> 16, int(words[at]) & 0xFFFF
+        for keep in range(1, count if opcode in INTERFACE_OPCODES else 1):  # words kept, the opcode's included
+            shorter = np.concatenate([words[:at], [keep << 16 | opcode], words[at + 1:at + keep],
+                                      words[at + count:]]).astype("<u4")
+            try:
+                device.compile(shorter.tobytes(), "spirv").close()  # what remains may still be valid SPIR-V
+            except ia.CompileError as exc:
+                assert exc.op == "Device.compile", exc
+            cut += 1
+        at += count
+    assert cut > 40, f"only {cut} cuts of interface instructions in saxpy.spv"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-24")
+def test_a_source_without_a_final_newline_compiles(device, stream, target):
+    """An editor or a string literal often leaves the last line unterminated: a backend that rewrites the source
+    (a declaration injected after the header lines, a preamble) must not depend on a final newline."""
+    dialects = {d.lang: d for d in target.kernels if not d.binary}
+    langs = [lang for lang in device.languages if lang in dialects and dialects[lang].source("fill_u32") is not None]
+    assert langs, f"no text dialect of fill_u32 for {device.languages}"
+    for lang in langs:
+        source = dialects[lang].source("fill_u32").rstrip()
+        options = ["-e", "fill_u32"] if dialects[lang].named_by_option else []
+        k = device.compile(source, lang, options=options).kernel("fill_u32")
+        with poisoned(device, stream, 4 * 100) as out:
+            stream.launch(k, 2, 64, (out, np.uint32(9), np.uint32(100)))
+            assert (read(stream, out, np.uint32) == 9).all(), f"{lang}: fill_u32 without a final newline"
