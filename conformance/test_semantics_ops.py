@@ -104,3 +104,41 @@ def test_int_to_float_rounds_to_a_neighbour(device, stream, kernels, record_outp
         bits = floats[:, col].view(np.uint32)
         bad = np.flatnonzero((bits != nearest.view(np.uint32)) & (bits != other.view(np.uint32)))
         assert bad.size == 0, first_wrong(name, bad, a, b, floats[:, col], nearest) + " (or the float on the other side)"
+
+
+def half_inputs() -> tuple[np.ndarray, np.ndarray]:
+    """x: every finite normal float16 (exact in float16), then random float32s of that range (mostly not);
+    h: the bits of zero and of every finite normal float16 (twice over, as many as x). Subnormals (a driver may flush them) and values past
+    float16's range (WGSL leaves their packing undefined) are left out."""
+    normal = np.array([s | e << 10 | m for s in (0, 0x8000) for e in range(1, 31) for m in range(1024)], np.uint16)
+    h = np.concatenate([np.zeros(1, np.uint16), normal])
+    r = rng(42)
+    magnitude = np.exp2(r.uniform(-14, np.log2(65504), h.size)).astype(np.float32)
+    x = np.concatenate([normal.view(np.float16).astype(np.float32), np.zeros(1, np.float32),
+                        np.where(r.integers(0, 2, h.size) == 1, magnitude, -magnitude)])
+    return x, np.resize(h, x.size).astype(np.uint32)
+
+
+@pytest.mark.clause("SEM-42")
+def test_float16_conversions(device, stream, kernels, record_output):
+    x, h = half_inputs()
+    n = x.size
+    bx, bh = upload(device, stream, x), upload(device, stream, h)
+    with poisoned(device, stream, 8 * n) as out:
+        stream.launch(kernels("sem_half"), ceil_div(n, BLOCK), BLOCK, (bx, bh, out, np.uint32(n)))
+        got = read(stream, out, np.uint32).reshape(n, 2)
+    bx.free()
+    bh.free()
+    record_output("half", got)
+    widened = got[:, 1]
+    want = h.astype(np.uint16).view(np.float16).astype(np.float32).view(np.uint32)
+    bad = np.flatnonzero(widened != want)
+    assert bad.size == 0, f"float16 -> float32: {bad.size} wrong; first {h[bad[0]]:#06x}: got {widened[bad[0]]:#010x}, want {want[bad[0]]:#010x}"
+    nearest = x.astype(np.float16)
+    toward = np.where(nearest.astype(np.float32) < x, np.float16(np.inf), np.float16(-np.inf))
+    with np.errstate(over="ignore"):  # computed for every value, used only where x is not a float16
+        other = np.where(nearest.astype(np.float32) == x, nearest, np.nextafter(nearest, toward))
+    narrowed = got[:, 0]
+    bad = np.flatnonzero((narrowed != nearest.view(np.uint16)) & (narrowed != other.view(np.uint16)))
+    assert bad.size == 0, (f"float32 -> float16: {bad.size} wrong; first {x[bad[0]]!r}: got {narrowed[bad[0]]:#06x}, "
+                           f"want {nearest.view(np.uint16)[bad[0]]:#06x} (or {other.view(np.uint16)[bad[0]]:#06x})")
