@@ -142,3 +142,33 @@ def test_float16_conversions(device, stream, kernels, record_output):
     bad = np.flatnonzero((narrowed != nearest.view(np.uint16)) & (narrowed != other.view(np.uint16)))
     assert bad.size == 0, (f"float32 -> float16: {bad.size} wrong; first {x[bad[0]]!r}: got {narrowed[bad[0]]:#06x}, "
                            f"want {nearest.view(np.uint16)[bad[0]]:#06x} (or {other.view(np.uint16)[bad[0]]:#06x})")
+
+
+#: Edge values of a u64 (as i64 too), and ones whose halves carry into each other.
+EDGE_U64 = np.array([0, 1, 2, 63, 64, 0xFFFFFFFF, 0x100000000, 0x100000001, 0x7FFFFFFFFFFFFFFF, 0x8000000000000000,
+                     0x8000000000000001, 0xFFFFFFFF00000000, 0xFFFFFFFFFFFFFFFE, 0xFFFFFFFFFFFFFFFF,
+                     0x9E3779B97F4A7C15], dtype=np.uint64)
+
+
+@pytest.mark.clause("SEM-45")
+def test_int64_operations_match_numpy(device, stream, kernels, require, record_output):
+    require("kernel.int64")
+    a, b = (g.ravel() for g in np.meshgrid(EDGE_U64, EDGE_U64))
+    r = rng(45)
+    a = np.concatenate([a, r.integers(0, 2**64, 1000, dtype=np.uint64)])
+    b = np.concatenate([b, r.integers(0, 2**64, 1000, dtype=np.uint64)])
+    n = a.size
+    ba, bb = upload(device, stream, a), upload(device, stream, b)
+    with poisoned(device, stream, 8 * 6 * n) as out:
+        stream.launch(kernels("sem_int64"), ceil_div(n, BLOCK), BLOCK, (ba, bb, out, np.uint32(n)))
+        got = read(stream, out, np.uint64).reshape(n, 6)
+    ba.free()
+    bb.free()
+    record_output("int64", got)
+    s = b & np.uint64(63)
+    want = np.stack([a + b, a - b, a * b, a << s, a >> s, np.minimum(a.view(np.int64), b.view(np.int64)).view(np.uint64)],
+                    axis=1)
+    for col, name in enumerate(["x + y", "x - y", "x * y", "x << (y & 63)", "x >> (y & 63)", "min i64"]):
+        bad = np.flatnonzero(got[:, col] != want[:, col])
+        assert bad.size == 0, (f"{name}: {bad.size} of {n} wrong; first at x={a[bad[0]]:#018x} y={b[bad[0]]:#018x}: "
+                               f"got {got[bad[0], col]:#018x}, want {want[bad[0], col]:#018x}")
