@@ -172,3 +172,29 @@ def test_int64_operations_match_numpy(device, stream, kernels, require, record_o
         bad = np.flatnonzero(got[:, col] != want[:, col])
         assert bad.size == 0, (f"{name}: {bad.size} of {n} wrong; first at x={a[bad[0]]:#018x} y={b[bad[0]]:#018x}: "
                                f"got {got[bad[0], col]:#018x}, want {want[bad[0], col]:#018x}")
+
+
+@pytest.mark.clause("SEM-43")
+@pytest.mark.parametrize("block", [1, 37, 100, 256])
+def test_block_reduction_of_any_size(device, stream, kernels, require, record_output, block):
+    require("kernel.shared_memory")
+    n = 1000
+    x = rng(43).integers(0, 2**32, n, dtype=np.uint32)
+    grid = ceil_div(n, block)
+    bx = upload(device, stream, x)
+    with poisoned(device, stream, 12 * grid) as partial, poisoned(device, stream, 4 * n) as seen:
+        stream.launch(kernels("sem_reduce"), grid, block, (bx, partial, seen, np.uint32(n)))
+        got = read(stream, partial, np.uint32).reshape(grid, 3)
+        got_seen = read(stream, seen, np.uint32)
+    bx.free()
+    record_output("partial", got)
+    padded = np.concatenate([x, np.zeros(grid * block - n, np.uint32)]).reshape(grid, block)
+    members = (np.arange(grid * block) < n).reshape(grid, block)
+    want = np.stack([padded.sum(axis=1, dtype=np.uint32), np.where(members, padded, np.uint32(2**32 - 1)).min(axis=1),
+                     padded.max(axis=1)], axis=1)
+    for col, name in enumerate(["sum", "min", "max"]):
+        bad = np.flatnonzero(got[:, col] != want[:, col])
+        assert bad.size == 0, (f"block {block}: the {name} of {bad.size} of {grid} blocks wrong; first block {bad[0]}: "
+                               f"got {got[bad[0], col]:#010x}, want {want[bad[0], col]:#010x}")
+    bad = np.flatnonzero(got_seen != np.repeat(want[:, 0], block)[:n])
+    assert bad.size == 0, f"block {block}: {bad.size} threads read another sum than the block's after the last barrier (first thread {bad[0]})"
