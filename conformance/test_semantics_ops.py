@@ -198,3 +198,69 @@ def test_block_reduction_of_any_size(device, stream, kernels, require, record_ou
                                f"got {got[bad[0], col]:#010x}, want {want[bad[0], col]:#010x}")
     bad = np.flatnonzero(got_seen != np.repeat(want[:, 0], block)[:n])
     assert bad.size == 0, f"block {block}: {bad.size} threads read another sum than the block's after the last barrier (first thread {bad[0]})"
+
+
+ATOMIC_BLOCK = 128
+INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
+
+
+def run_sem_atomics(device, stream, kernels, require):
+    """sem_atomics on 2,000 threads (the last block partial): their values x, the hashed h, and the results."""
+    require("kernel.atomics.int32")
+    require("kernel.shared_memory")
+    n = 2000
+    x = rng(44).integers(1, 1001, n, dtype=np.uint32)
+    grid = ceil_div(n, ATOMIC_BLOCK)
+    bufs = [upload(device, stream, x), upload(device, stream, np.array([0, 2**32 - 1, 0, 0, 0], np.uint32)),
+            upload(device, stream, np.array([INT32_MAX, INT32_MIN], np.int32)), poisoned(device, stream, 20 * n),
+            poisoned(device, stream, 28 * grid)]
+    stream.launch(kernels("sem_atomics"), grid, ATOMIC_BLOCK, (*bufs, np.uint32(n)))
+    g, gs = read(stream, bufs[1], np.uint32), read(stream, bufs[2], np.int32)
+    olds, blocks = read(stream, bufs[3], np.uint32).reshape(n, 5), read(stream, bufs[4], np.uint32).reshape(grid, 7)
+    for buf in bufs:
+        buf.free()
+    return x, x * np.uint32(0x9E3779B1), g, gs, olds, blocks
+
+
+def assert_add_chain(olds: np.ndarray, x: np.ndarray, where: str) -> None:
+    """The values atomic adds returned, in the order the adds took effect, are the running sums of the others."""
+    order = np.argsort(olds, kind="stable")
+    want = np.concatenate([[0], np.cumsum(x[order], dtype=np.uint32)[:-1]]).astype(np.uint32)
+    assert np.array_equal(olds[order], want), f"{where}: the old values atomicAdd returned are not the running sums"
+
+
+def assert_each_once(values: np.ndarray, want: np.ndarray, what: str) -> None:
+    assert np.array_equal(np.sort(values), np.sort(want)), f"{what}: not each value once"
+
+
+@pytest.mark.clause("SEM-44")
+def test_global_atomics_under_contention(device, stream, kernels, require, record_output):
+    x, h, g, gs, olds, _ = run_sem_atomics(device, stream, kernels, require)
+    n = x.size
+    record_output("global", np.concatenate([g[[0, 1, 2, 4]], gs.view(np.uint32)]))
+    assert g[0] == x.sum(dtype=np.uint32), f"atomicAdd: the counter is {g[0]}, want {x.sum()}"
+    assert_add_chain(olds[:, 0], x, "global atomicAdd")
+    assert (g[1], g[2]) == (h.min(), h.max()), f"u32 atomicMin/Max: got {g[1]:#x}, {g[2]:#x}, want {h.min():#x}, {h.max():#x}"
+    sh = h.view(np.int32)
+    assert (gs[0], gs[1]) == (sh.min(), sh.max()), f"i32 atomicMin/Max: got {gs[0]}, {gs[1]}, want {sh.min()}, {sh.max()}"
+    assert_each_once(np.append(olds[:, 1], g[3]), np.arange(n + 1, dtype=np.uint32),
+                     "atomicExch of i + 1: the old values and the last one are not 0..n")
+    assert g[4] == n, f"{n} compare-exchange increments: the counter is {g[4]}"
+    assert_each_once(olds[:, 2], np.arange(n, dtype=np.uint32), "the compare-exchanges that succeeded saw 0..n-1")
+
+
+@pytest.mark.clause("SEM-44")
+def test_shared_atomics_under_contention(device, stream, kernels, require, record_output):
+    x, h, _, _, olds, blocks = run_sem_atomics(device, stream, kernels, require)
+    record_output("shared", np.ascontiguousarray(blocks[:, [0, 1, 2, 4, 5, 6]]))
+    sh = h.view(np.int32)
+    for b in range(blocks.shape[0]):
+        m = np.arange(b * ATOMIC_BLOCK, min((b + 1) * ATOMIC_BLOCK, x.size))
+        got = blocks[b]
+        assert got[0] == x[m].sum(dtype=np.uint32), f"block {b}: shared atomicAdd gives {got[0]}, want {x[m].sum()}"
+        assert_add_chain(olds[m, 3], x[m], f"block {b}: shared atomicAdd")
+        assert (got[1], got[2]) == (h[m].min(), h[m].max()), f"block {b}: shared u32 atomicMin/Max: got {got[1]:#x}, {got[2]:#x}"
+        assert (got[5:].view(np.int32) == [sh[m].min(), sh[m].max()]).all(), f"block {b}: shared i32 atomicMin/Max: got {got[5:].view(np.int32)}"
+        assert_each_once(np.append(olds[m, 4], got[3]), np.append(np.uint32(0), m + 1).astype(np.uint32),
+                         f"block {b}: shared atomicExch of i + 1")
+        assert got[4] == m.size, f"block {b}: {m.size} shared compare-exchange increments give {got[4]}"
