@@ -264,3 +264,33 @@ def test_shared_atomics_under_contention(device, stream, kernels, require, recor
         assert_each_once(np.append(olds[m, 4], got[3]), np.append(np.uint32(0), m + 1).astype(np.uint32),
                          f"block {b}: shared atomicExch of i + 1")
         assert got[4] == m.size, f"block {b}: {m.size} shared compare-exchange increments give {got[4]}"
+
+
+@pytest.mark.clause("SEM-46")
+@pytest.mark.parametrize("block", [40, 64, 256])
+def test_subgroup_sum_and_broadcast(device, stream, kernels, require, record_output, block):
+    require("kernel.subgroups")
+    n = 1000
+    x = rng(46).integers(0, 2**32, n, dtype=np.uint32)
+    bx = upload(device, stream, x)
+    with poisoned(device, stream, 16 * n) as out:
+        stream.launch(kernels("sem_subgroup"), ceil_div(n, block), block, (bx, out, np.uint32(n)))
+        got = read(stream, out, np.uint32).reshape(n, 4)
+    bx.free()
+    record_output("subgroup", got)
+    sums, first, size, lane = got.T
+    local = np.arange(n) % block
+    assert (size == size[0]).all() and 1 <= size[0] <= 128 and size[0] & (size[0] - 1) == 0, \
+        f"the subgroup sizes are not one power of two: {np.unique(size)}"
+    # a subgroup: the threads of one block whose broadcast gave the same first invocation
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i in range(n):
+        groups.setdefault((i // block, int(first[i])), []).append(i)
+    for (b, leader), members in groups.items():
+        m = np.array(members)
+        where = f"block size {block}: the subgroup of block {b} led by thread {leader}"
+        assert leader in local[m], f"{where}: its first invocation is not one of its threads"
+        assert m.size <= size[0] and np.unique(lane[m]).size == m.size and (lane[m] < size[0]).all(), \
+            f"{where}: {m.size} threads with lanes {lane[m].tolist()} in a subgroup of {size[0]}"
+        want = x[m].sum(dtype=np.uint32)
+        assert (sums[m] == want).all(), f"{where}: subgroup sums {np.unique(sums[m]).tolist()}, want {want}"
