@@ -1,6 +1,6 @@
-"""SEM-40..45: a table-driven battery of the operations kernels use most, each compared with numpy — integer
+"""SEM-40..46: a table-driven battery of the operations kernels use most, each compared with numpy — integer
 min/max/abs, bit counts, unsigned division, int -> float and float16 conversions, a constant table, a block
-reduction of any block size, atomics under contention, 64-bit integers.
+reduction of any block size, atomics under contention, 64-bit integers, subgroup reduction and broadcast.
 
 Only what every kernel dialect defines alike is asserted (SPEC.md, SEM): where a dialect lets the driver pick
 one of two results (a conversion that is not exact), either is accepted, and the results' digests still go to
