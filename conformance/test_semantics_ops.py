@@ -273,12 +273,12 @@ def test_subgroup_sum_and_broadcast(device, stream, kernels, require, record_out
     n = 1000
     x = rng(46).integers(0, 2**32, n, dtype=np.uint32)
     bx = upload(device, stream, x)
-    with poisoned(device, stream, 16 * n) as out:
+    with poisoned(device, stream, 20 * n) as out:
         stream.launch(kernels("sem_subgroup"), ceil_div(n, block), block, (bx, out, np.uint32(n)))
-        got = read(stream, out, np.uint32).reshape(n, 4)
+        got = read(stream, out, np.uint32).reshape(n, 5)
     bx.free()
     record_output("subgroup", got)
-    sums, first, size, lane = got.T
+    sums, first, size, lane, prefix = got.T
     local = np.arange(n) % block
     assert (size == size[0]).all() and 1 <= size[0] <= 128 and size[0] & (size[0] - 1) == 0, \
         f"the subgroup sizes are not one power of two: {np.unique(size)}"
@@ -294,3 +294,6 @@ def test_subgroup_sum_and_broadcast(device, stream, kernels, require, record_out
             f"{where}: {m.size} threads with lanes {lane[m].tolist()} in a subgroup of {size[0]}"
         want = x[m].sum(dtype=np.uint32)
         assert (sums[m] == want).all(), f"{where}: subgroup sums {np.unique(sums[m]).tolist()}, want {want}"
+        by_lane = m[np.argsort(lane[m])]
+        want_prefix = np.cumsum(x[by_lane], dtype=np.uint32)
+        assert (prefix[by_lane] == want_prefix).all(), f"{where}: the inclusive prefix sums are wrong"
