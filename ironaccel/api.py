@@ -59,6 +59,8 @@ CAPABILITIES: dict[str, str] = {
     "kernel.int64": "64-bit integers in kernels and as scalar arguments",
     "kernel.shared_memory": "per-block shared memory with a block-wide barrier",
     "kernel.bounds_checked": "a kernel's out-of-bounds buffer accesses never touch another buffer (robust buffer access)",
+    "kernel.subgroups": "subgroup (warp) operations in kernels: an invocation's subgroup size and index in it, the "
+                        "add-reduction over the subgroup and the broadcast of its first invocation's value",
     "lang.cuda": "compile(lang='cuda'): CUDA C++",
     "lang.ptx": "compile(lang='ptx'): PTX text",
     "lang.cubin": "compile(lang='cubin'): a CUDA binary (bytes) built for the device's architecture",

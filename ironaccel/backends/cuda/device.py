@@ -174,7 +174,7 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
     def _capabilities(self) -> frozenset[str]:
         if self._caps is None:
             caps = {"lang.ptx", "kernel.shared_memory", "kernel.atomics.int32", "kernel.atomics.float32",
-                    "kernel.float64", "kernel.int64", "events.timing", "graphs"}
+                    "kernel.float64", "kernel.int64", "kernel.subgroups", "events.timing", "graphs"}
             if nvrtc.load() is not None:
                 caps.add("lang.cuda")
             if not self._info.simulated:  # the fake loads PTX only

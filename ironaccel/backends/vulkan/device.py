@@ -107,6 +107,15 @@ def _capabilities(props: dict[str, Any], features: dict[str, Any], extensions: s
     if atomic_float is not None and atomic_float.shaderBufferFloat32AtomicAdd:
         caps.add("kernel.atomics.float32")
         enable_exts.append(b"VK_EXT_shader_atomic_float")
+    vk = native.vk
+    subgroup = props["subgroup"]
+    # what the GLSL kernels use: gl_SubgroupSize/InvocationID (basic), subgroupAdd (arithmetic),
+    # subgroupBroadcastFirst (ballot)
+    operations = (vk.VK_SUBGROUP_FEATURE_BASIC_BIT | vk.VK_SUBGROUP_FEATURE_ARITHMETIC_BIT
+                  | vk.VK_SUBGROUP_FEATURE_BALLOT_BIT)
+    compute = subgroup.supportedStages & vk.VK_SHADER_STAGE_COMPUTE_BIT
+    if compute and subgroup.supportedOperations & operations == operations:
+        caps.add("kernel.subgroups")
     robustness2 = features.get("robustness2")
     if robustness2 is not None and robustness2.robustBufferAccess2:
         enable_exts.append(b"VK_EXT_robustness2")

@@ -16,7 +16,7 @@ from .memory import WebGPUBuffer
 from .module import WebGPUModule
 from .stream import BYTE_KERNEL_BLOCK, BYTE_KERNEL_WGSL, Fence, Fencer, WebGPUStream
 
-OPTIONAL_FEATURES = ("timestamp-query", "shader-f64", "shader-float32-atomic")
+OPTIONAL_FEATURES = ("timestamp-query", "shader-f64", "shader-float32-atomic", "subgroup")
 
 
 def _device_info(adapter: Any, index: int) -> DeviceInfo:
@@ -86,6 +86,8 @@ class WebGPUDevice(api.Device):
             caps.add("kernel.float64")
         if "shader-float32-atomic" in self._features:
             caps.add("kernel.atomics.float32")
+        if "subgroup" in self._features:  # WGSL's `enable subgroups;`
+            caps.add("kernel.subgroups")
         return frozenset(caps)
 
     def _default_stream(self) -> WebGPUStream:
