@@ -3,7 +3,9 @@ runner's verdicts and staleness check mean what they say (the run itself: ``tox 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,6 +60,23 @@ def test_verdicts():
     assert status == "killed" and killers == ["b (flaky)", "c (fail)"]
     assert run.verdict({"run": {"status": "crashed", "message": "segfault"}, "tests": []}, "", baseline)[0] == "killed"
     assert run.verdict(None, "certify ran past 360 s", baseline) == ("killed", [], "certify ran past 360 s")
+
+
+def test_a_run_fail_fast_stopped_is_read_from_its_run_folder(monkeypatch, tmp_path):
+    """certify never promotes a run that did not finish (fail-fast stops at the first failure): the mutants'
+    certify reads it from its run folder, so the verdict names the test that caught the mutant."""
+    doc = {"run": {"status": "error", "message": "3 test(s) never ran"}, "tests": [{"id": "a", "outcome": "fail"}]}
+
+    def certify_stopped(cmd, **kwargs):
+        folder = tmp_path / "runs" / "20261202T060000Z-t-fake-abc123"
+        folder.mkdir(parents=True)
+        (folder / "t-fake.json").write_text(json.dumps(doc))
+        return subprocess.CompletedProcess(cmd, 1, "", "")
+
+    monkeypatch.setattr(run.subprocess, "run", certify_stopped)
+    got, problem = run.certify(tmp_path, "t/fake", {}, tmp_path, ("a", "b"), 60)
+    assert (got, problem) == (doc, "")
+    assert run.verdict(got, problem, {"a": "pass"})[:2] == ("killed", [])  # the run did not finish: a kill
 
 
 START_ON_WAIT_CHILD = r"""
