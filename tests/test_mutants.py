@@ -3,7 +3,9 @@ runner's verdicts and staleness check mean what they say (the run itself: ``tox 
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -58,6 +60,23 @@ def test_verdicts():
     assert status == "killed" and killers == ["b (flaky)", "c (fail)"]
     assert run.verdict({"run": {"status": "crashed", "message": "segfault"}, "tests": []}, "", baseline)[0] == "killed"
     assert run.verdict(None, "certify ran past 360 s", baseline) == ("killed", [], "certify ran past 360 s")
+
+
+def test_a_run_fail_fast_stopped_is_read_from_its_run_folder(monkeypatch, tmp_path):
+    """certify never promotes a run that did not finish (fail-fast stops at the first failure): the mutants'
+    certify reads it from its run folder, so the verdict names the test that caught the mutant."""
+    doc = {"run": {"status": "error", "message": "3 test(s) never ran"}, "tests": [{"id": "a", "outcome": "fail"}]}
+
+    def certify_stopped(cmd, **kwargs):
+        folder = tmp_path / "runs" / "20261202T060000Z-t-fake-abc123"
+        folder.mkdir(parents=True)
+        (folder / "t-fake.json").write_text(json.dumps(doc))
+        return subprocess.CompletedProcess(cmd, 1, "", "")
+
+    monkeypatch.setattr(run.subprocess, "run", certify_stopped)
+    got, problem = run.certify(tmp_path, "t/fake", {}, tmp_path, ("a", "b"), 60)
+    assert (got, problem) == (doc, "")
+    assert run.verdict(got, problem, {"a": "pass"})[:2] == ("killed", [])  # the run did not finish: a kill
 
 
 START_ON_WAIT_CHILD = r"""
@@ -282,3 +301,74 @@ def test_the_coverage_build_tells_the_c_lines_no_test_ran(tmp_path):
                    check=True)
     unrun, summary = covered.gcov_lines(objects, tmp_path)
     assert unrun == {"a.c": [3]} and summary == {"a.c": [4, 3, 0, 0]}
+
+
+# -- the judging of a generated mutant: covering tests first, then the rest of the suite (judging.py) ------------
+
+import judging  # noqa: E402
+import reporting  # noqa: E402
+
+SUITE = {"a": "pass", "b": "pass", "c": "not-supported", "d": "pass", "e": "fail"}  # e fails unmutated: never run
+
+
+class FakeCertify:
+    """Stands for run.certify: every test gives its baseline outcome but those in ``differs``; records each call."""
+
+    def __init__(self, differs: dict[str, str]):
+        self.differs, self.calls = differs, []
+
+    def __call__(self, tree, target, env, results, only, limit, test_timeout=60):
+        self.calls.append((tuple(only), limit, env["PYTEST_ADDOPTS"]))
+        return {"run": {"status": "ok", "message": ""}, "builds": {},
+                "tests": [{"id": t, "outcome": self.differs.get(t, SUITE[t])} for t in only]}, ""
+
+
+def judged(monkeypatch, tmp_path, covering: list[str], differs: dict[str, str]):
+    """A Python mutant judged with ``covering`` as its covering tests, against SUITE's baseline (a recorded run
+    of 100 s), certify faked by FakeCertify(differs): (the outcome, the certify calls)."""
+    (tmp_path / "m.py").write_text("x = 1\n")
+    fake = FakeCertify(differs)
+    monkeypatch.setattr(judging, "certify", fake)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2", toplevel=True)
+    run = modules.Run("t/fake", "t/fake")
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, dict.fromkeys(SUITE, 2.0), {})
+    outcome = judging.run_candidate(judging.Candidate(mutant, "area", run, covering), tmp_path, {run.name: base},
+                                    300, 30, False)
+    return outcome, fake.calls
+
+
+def test_a_mutant_its_covering_tests_kill_is_not_escalated(monkeypatch, tmp_path):
+    outcome, calls = judged(monkeypatch, tmp_path, ["a", "b"], {"b": "fail"})
+    assert (outcome.status, outcome.stage, outcome.killers) == ("killed", "covering", ["b (fail)"])
+    assert not outcome.escalation_s
+    assert calls == [(("a", "b"), 60 + 4 * 4.0, "--maxfail=1")]  # the covering tests' limit: 60 s + 4 x their time
+
+
+def test_a_survivor_of_its_covering_tests_is_killed_by_the_rest_of_the_suite(monkeypatch, tmp_path):
+    """The escalation runs every other test that passes unmutated (not the covering ones again, not e, which
+    fails unmutated and would stop a fail-fast run), fail-fast, within 60 s + 4 x the recorded run's time."""
+    outcome, calls = judged(monkeypatch, tmp_path, ["a"], {"c": "fail"})
+    assert (outcome.status, outcome.stage, outcome.killers) == ("killed", "suite", ["c (fail)"])
+    assert calls == [(("a",), 60 + 4 * 2.0, "--maxfail=1"), (("b", "c", "d"), 60 + 4 * 100.0, "--maxfail=1")]
+    assert outcome.escalated == 3 and outcome.escalation_s > 0 and outcome.ran == 1
+
+
+def test_a_survivor_is_one_the_whole_suite_misses(monkeypatch, tmp_path):
+    outcome, calls = judged(monkeypatch, tmp_path, ["a", "d"], {"e": "pass", "c": "pass"})  # no baseline pass lost
+    assert (outcome.status, outcome.stage, outcome.ran, outcome.escalated) == ("survived", "", 2, 2)
+    assert [only for only, _, _ in calls] == [("a", "d"), ("b", "c")]
+    assert "2 covering tests and the suite's 2 others" in outcome.detail
+    everything, calls = judged(monkeypatch, tmp_path, ["a", "b", "c", "d"], {})
+    assert everything.status == "survived" and len(calls) == 1 and not everything.escalation_s  # nothing left
+
+
+def test_the_report_counts_kills_by_stage_per_area():
+    def outcome(area, status, stage, escalation_s):
+        return judging.Outcome(judging.Candidate(None, area, None, []), status, stage=stage, escalation_s=escalation_s,
+                               escalated=5 if escalation_s else 0)
+
+    table = reporting.stage_table([outcome("x", "killed", "covering", 0), outcome("x", "killed", "suite", 60),
+                                   outcome("x", "survived", "", 120), outcome("y", "killed", "covering", 0)])
+    assert table[2:] == ["| x | 1 | 1 | 2 | 10 | 3.0 min |", "| y | 1 | 0 | 0 | 0 | 0.0 min |",
+                         "| **all** | 2 | 1 | 2 | 10 | 3.0 min |"]

@@ -20,8 +20,10 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
 3. each mutant in its own copy (``judging.py``): a C mutant's build made first, in a cache of its own; then
    ``certify --target T --only TEST...`` (the tests that execute the line, at most --max-tests, fail-fast:
    pytest --maxfail=1). Killed: a test's outcome differs from the baseline (a baseline pass that does not
-   pass), or the run did not finish; by the conformance suite alone. A C mutant whose build is not what the
-   run loaded (the results file's ``builds``) is "not built": not counted, and the run fails.
+   pass), or the run did not finish; by the conformance suite alone. A mutant that survives its covering tests
+   is escalated: certified again with every other test that passes unmutated on its run (fail-fast, within
+   60 s + 4 times the recorded run's time); it survives only if that run misses it too. A C mutant whose build
+   is not what the run loaded (the results file's ``builds``) is "not built": not counted, and the run fails.
 The platform (issue 32, --platform): the same with ``modules.PLATFORM_AREAS``, judged by the unit tests of
 ``modules.PLATFORM_TESTS`` (pytest -x on the tests that execute the line; killed: pytest does not exit 0).
 
@@ -188,8 +190,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2, help="mutants at once (default: CPU count)")
     parser.add_argument("--max-tests", type=int, default=30, help="tests per mutant at most (a seeded choice among "
                                                                    "those executing its line; default 30)")
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant at most (default 300; "
-                        "less where its tests took less unmutated: 60 s + 4 times their time)")
+    parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant's covering tests at most "
+                        "(default 300; less where they took less unmutated: 60 s + 4 times their time; the "
+                        "escalation of a survivor to the rest of the suite: 60 s + 4 times the recorded run's time)")
     parser.add_argument("--test-timeout", type=float, default=30, help="seconds per test (default 30)")
     parser.add_argument("--threshold", type=float, default=None, help="overall kill rate required (default 0.90; "
                                                                        "0.95 with --platform)")
@@ -280,8 +283,9 @@ def main() -> int:
                 o = f.result()
                 outcomes.append(o)
                 outcomes.sort(key=lambda o: order[id(o.candidate)])
+                escalated = f" + {o.escalated} of the suite in {o.escalation_s:.0f} s" if o.escalation_s else ""
                 print(f"  {o.status:9} {o.candidate.mutant.id} {o.candidate.mutant.change} ({o.seconds:.0f} s, "
-                      f"{o.ran} tests) {o.detail if o.status != 'killed' else ''}", flush=True)
+                      f"{o.ran} tests{escalated}) {o.detail if o.status != 'killed' else ''}", flush=True)
                 if len(outcomes) < len(sample):  # the report so far, saying so: a stopped run leaves it
                     partial = [f"**In progress**: {len(outcomes)} of the {len(sample)} mutants drawn have run.", *notes]
                     out.write_text(report(outcomes, args, seed, args.platform, covs, partial, clause_map,

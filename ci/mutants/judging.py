@@ -1,5 +1,9 @@
 """One mutant judged in its own copy of the tree (``generated.py``): applied, its C build (if any) made in a
-cache of its own, then certified with the tests that execute it, fail-fast, and compared with the baseline.
+cache of its own, then certified with the tests that execute it, fail-fast, and compared with the baseline; a
+survivor is escalated to the rest of the suite on its run (every other test that passes unmutated, fail-fast),
+since the covering tests are a sample (at most --max-tests), a module-level line is "covered" by every test, and
+what runs in a session fixture's setup is credited to the first test alone: a survivor is one the whole suite
+misses (issue 23: killed by the conformance suite alone, any test of it).
 
 A C mutant counts only if the run loaded the mutant's build: the results file's ``builds`` must report the
 source hash of the mutated sources, else the mutant is "not built" (never "survived", never "killed")."""
@@ -24,6 +28,7 @@ from tree import copy_tree, private_cache, python_path
 from ironaccel.cache import cache_dir
 
 BUILD_LIMIT = 600  # seconds to build a mutant's C (a fake mutant compiles its file and the one naming the hash)
+SLOWDOWN = 4  # a certify run past this many times its tests' unmutated time (and a minute) is a hang: a kill
 
 
 @dataclass
@@ -41,7 +46,10 @@ class Outcome:
     seconds: float = 0.0
     killers: list[str] = field(default_factory=list)
     detail: str = ""
-    ran: int = 0  # tests run
+    ran: int = 0  # covering tests run
+    stage: str = ""  # a kill's: "covering" (its covering tests) or "suite" (the escalation to the rest of the suite)
+    escalated: int = 0  # tests the escalation ran
+    escalation_s: float = 0.0
 
 
 def mutant_env(c: Candidate, tree: Path, scratch: Path) -> dict[str, str]:
@@ -72,6 +80,8 @@ def build_mutant(c: Candidate, tree: Path, env: dict[str, str]) -> tuple[str | N
 
 def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], limit: float,
                   test_timeout: float, platform: bool) -> Outcome:
+    """The mutant's verdict: its covering tests first; a survivor of those is escalated to the rest of the suite
+    on its run (the platform's mutants are judged by their covering unit tests alone)."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutant-") as tmp:
         scratch = Path(tmp)
@@ -88,28 +98,48 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
             built, problem = build_mutant(c, tree, env)
             if built is None:
                 return Outcome(c, "not built", time.monotonic() - t0, detail=problem)
-        # a hang is a kill: give the tests what they took unmutated, four times over, and a minute to start
         base = baselines[c.run.name]
-        limit = min(limit, 60 + 4 * sum(base.durations.get(t, 1.0) for t in c.tests))
-        doc, problem = certify(tree, c.run.target, env, scratch / "results", tuple(c.tests), limit, test_timeout)
-        if doc is None:
-            return Outcome(c, "killed", time.monotonic() - t0, detail=problem, ran=len(c.tests))
-        got = {t["id"]: t["outcome"] for t in doc["tests"]}
-        killers = [f"{tid} ({got[tid]})" for tid in c.tests if tid in got and got[tid] != base.outcomes.get(tid)
-                   and got[tid] not in PASSING + ("not-run",)]
-        ran = sum(1 for tid in c.tests if got.get(tid) not in (None, "not-run"))
-        # fail-fast (--maxfail=1) leaves the tests after the first failure not run: the run says so, and a
-        # run that did not finish is a kill whatever the tests say
-        problem = "" if doc["run"]["status"] == "ok" else f"run {doc['run']['status']}: {doc['run']['message'][:200]}"
-        status = "killed" if killers or problem else "survived"
-        if built is not None:  # a run that failed before it could say what it loaded (no device) is a kill
-            key = modules.c_build_of(c.mutant.file).reported
-            loaded = (doc.get("builds") or {}).get(key)
-            if loaded != built and (loaded is not None or status == "survived"):
-                return Outcome(c, "not built", time.monotonic() - t0, ran=ran,
-                               detail=f"the run loaded the {key} build {loaded}, not the mutant's {built}")
-        return Outcome(c, status, time.monotonic() - t0, killers,
-                       problem if status == "killed" else f"{ran} tests ran, all as in the baseline", ran)
+        # a hang is a kill: give the tests what they took unmutated, SLOWDOWN times over, and a minute to start
+        covering = min(limit, 60 + SLOWDOWN * sum(base.durations.get(t, 1.0) for t in c.tests))
+        status, killers, detail, ran = _judged(c, tree, env, scratch / "covering", base, c.tests, covering,
+                                               test_timeout, built)
+        if status != "survived":
+            return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
+                           stage="covering" if status == "killed" else "")
+        rest = sorted(base.usable() - set(c.tests))
+        if not rest:
+            return Outcome(c, status, time.monotonic() - t0, killers, detail, ran)
+        t1 = time.monotonic()
+        status, killers, detail, more = _judged(c, tree, env, scratch / "suite", base, rest,
+                                                60 + SLOWDOWN * base.seconds, test_timeout, built)
+        if status == "survived":
+            detail = f"{ran} covering tests and the suite's {more} others ran, all as in the baseline"
+        return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
+                       stage="suite" if status == "killed" else "", escalated=more,
+                       escalation_s=time.monotonic() - t1)
+
+
+def _judged(c: Candidate, tree: Path, env: dict[str, str], results: Path, base: Coverage, tests: list[str],
+            limit: float, test_timeout: float, built: str | None) -> tuple[str, list[str], str, int]:
+    """(status, killers, detail, tests run) of ``certify --only`` on ``tests``, against the baseline: killed
+    when a test's outcome differs (a baseline pass that does not pass) or the run did not finish."""
+    doc, problem = certify(tree, c.run.target, env, results, tuple(tests), limit, test_timeout)
+    if doc is None:
+        return "killed", [], problem, len(tests)
+    got = {t["id"]: t["outcome"] for t in doc["tests"]}
+    killers = [f"{tid} ({got[tid]})" for tid in tests if tid in got and got[tid] != base.outcomes.get(tid)
+               and got[tid] not in PASSING + ("not-run",)]
+    ran = sum(1 for tid in tests if got.get(tid) not in (None, "not-run"))
+    # fail-fast (--maxfail=1) leaves the tests after the first failure not run: the run says so, and a
+    # run that did not finish is a kill whatever the tests say
+    problem = "" if doc["run"]["status"] == "ok" else f"run {doc['run']['status']}: {doc['run']['message'][:200]}"
+    status = "killed" if killers or problem else "survived"
+    if built is not None:  # a run that failed before it could say what it loaded (no device) is a kill
+        key = modules.c_build_of(c.mutant.file).reported
+        loaded = (doc.get("builds") or {}).get(key)
+        if loaded != built and (loaded is not None or status == "survived"):
+            return "not built", [], f"the run loaded the {key} build {loaded}, not the mutant's {built}", ran
+    return status, killers, problem if status == "killed" else f"{ran} tests ran, all as in the baseline", ran
 
 
 def _unit_tests(c: Candidate, tree: Path, env: dict[str, str], limit: float, test_timeout: float,

@@ -40,10 +40,29 @@ def clauses_of(tests: list[str], clause_map: dict[str, list[str]]) -> str:
     return ", ".join(found[:6]) + (f" (+{len(found) - 6})" if len(found) > 6 else "") or "(no clause)"
 
 
+def stage_table(outcomes: list[Outcome]) -> list[str]:
+    """Per area: the kills by the covering tests and by the escalation to the rest of the suite (many of the
+    latter: the coverage attribution of the area's lines is weak), and what the escalation cost."""
+    rows, totals = [], [0, 0, 0, 0, 0.0]
+    for area in sorted({o.candidate.area for o in outcomes}):
+        mine = [o for o in outcomes if o.candidate.area == area]
+        row = [sum(o.stage == "covering" for o in mine), sum(o.stage == "suite" for o in mine),
+               sum(o.escalation_s > 0 for o in mine), sum(o.escalated for o in mine),
+               sum(o.escalation_s for o in mine)]
+        totals = [t + v for t, v in zip(totals, row)]
+        rows.append([area, *row])
+    return tables.markdown(["area", "killed by covering tests", "killed by the rest of the suite", "escalated",
+                            "tests the escalation ran", "escalation time"],
+                           [[name, *map(str, row[:4]), f"{row[4] / 60:.1f} min"] for name, *row in
+                            [*rows, ["**all**", *totals]]])
+
+
 def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[str, Coverage],
            notes: list[str], clause_map: dict[str, list[str]], wall_s: float, counts: dict[str, list[int]]) -> str:
     judged_by = "the unit tests of `modules.PLATFORM_TESTS` (pytest -x)" if platform else \
-        "the conformance suite alone (`certify --only` on the tests that execute the line, fail-fast)"
+        "the conformance suite alone (`certify --only` on the tests that execute the line, fail-fast; a " \
+        "mutant that survives them is escalated to every other test of the suite that passes unmutated on its " \
+        "run, fail-fast: a survivor is one the whole suite misses)"
     lines = [
         "# Generated mutants" + (": the platform" if platform else ": the conformance suite"),
         "",
@@ -61,6 +80,15 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
                  "not the full sample `tox -e mutants` draws.", *notes]
     lines += notes and ["**Notes:**", "", *[f"- {n}" for n in notes], ""]
     lines += ["## Kill rate per area", ""] + rate_table("area", by(outcomes, lambda o: o.candidate.area))
+    if not platform:
+        escalated = [o for o in outcomes if o.escalation_s]
+        lines += ["", "## Kills by stage", "",
+                  "A mutant's covering tests are a sample (at most --max-tests of those whose coverage context ran "
+                  "its line), a module-level line counts every test, and a line run in a session fixture's setup "
+                  "is credited to the first test alone: kills by the escalation show where that attribution is "
+                  f"weak. The escalation took {sum(o.escalation_s for o in escalated) / 60:.1f} min of the "
+                  f"workers' time for {len(escalated)} mutants, of "
+                  f"{sum(o.seconds for o in outcomes) / 60:.1f} min for all.", ""] + stage_table(outcomes)
     lines += ["", "## Kill rate per operator", ""] + rate_table("operator", by(outcomes, lambda o: o.candidate.mutant.operator))
     lines += ["", "## Mutants available", "",
               "Per area: every mutant the operators derive from its files, those the tests execute (the population "
@@ -76,7 +104,8 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
         where = f"{o.candidate.run.name}: " if o.candidate.run else ""
         should = clauses_of(o.candidate.tests, clause_map) if not platform else \
             ", ".join(sorted({t.split("::")[0] for t in o.candidate.tests}))
-        lines.append(f"- `{m.id}` {m.file}:{m.line} ({m.function or 'module'}): {m.change}; {where}{o.ran} tests; "
+        ran = f"{o.ran} covering tests" + (f" and the suite's {o.escalated} others" if o.escalated else "")
+        lines.append(f"- `{m.id}` {m.file}:{m.line} ({m.function or 'module'}): {m.change}; {where}{ran}; "
                      f"should be caught by {should}")
     lines += [] if survivors else ["None."]
     unbuilt = [o for o in outcomes if o.status == "not built"]
@@ -104,8 +133,10 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
         m = o.candidate.mutant
         caught = "; ".join(o.killers[:2]) + (f" (+{len(o.killers) - 2})" if len(o.killers) > 2 else "") or o.detail
         rows.append([f"`{m.id}`", o.candidate.area, f"{m.file}:{m.line}", tables.cell(m.change, 80),
-                     o.candidate.run.name if o.candidate.run else "unit tests", f"{o.ran}/{len(o.candidate.tests)}",
-                     o.status, tables.cell(caught, 140), f"{o.seconds:.0f}"])
-    lines += ["", "## Every mutant", ""]
+                     o.candidate.run.name if o.candidate.run else "unit tests",
+                     f"{o.ran}/{len(o.candidate.tests)}" + (f" + {o.escalated}" if o.escalated else ""),
+                     o.status + (f" ({o.stage})" if o.stage else ""), tables.cell(caught, 140), f"{o.seconds:.0f}"])
+    lines += ["", "## Every mutant", "", "tests: the covering tests run of those chosen, + those the escalation "
+              "ran; result: a kill's stage (covering tests, or the rest of the suite).", ""]
     lines += tables.markdown(["mutant", "area", "line", "change", "run", "tests", "result", "caught by", "s"], rows)
     return "\n".join(lines) + "\n"

@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from catalogue import MUTANTS  # noqa: E402
 from mutant import Mutant  # noqa: E402
 
-from ironaccel.cts import spec, tables  # noqa: E402
+from ironaccel.cts import runs, spec, tables  # noqa: E402
 
 COPIED = ("ironaccel", "conformance", "fakes", "pyproject.toml")
 THRESHOLD = 0.95
@@ -101,6 +101,8 @@ def certify(tree: Path, target: str, env: dict[str, str], results: Path, only: t
     except subprocess.TimeoutExpired:
         return None, f"certify ran past {limit + 60:g} s"
     out = results / (target.replace("/", "-") + ".json")
+    if not out.exists():  # a run that did not finish (fail-fast stopped it) is not promoted: its run folder has it
+        out = max((results / runs.RUNS).glob(f"*/{out.name}"), default=out)
     if not out.exists():
         return None, f"certify exited {proc.returncode} without a results file: {proc.stderr.strip()[-300:]}"
     return json.loads(out.read_text(encoding="utf-8")), ""
