@@ -59,6 +59,10 @@ def test_verdicts():
                                                       {"id": "c", "outcome": "fail"}]}, "", baseline)
     assert status == "killed" and killers == ["b (flaky)", "c (fail)"]
     assert run.verdict({"run": {"status": "crashed", "message": "segfault"}, "tests": []}, "", baseline)[0] == "killed"
+    # any outcome that differs: a capability lost (pass -> not-supported) or claimed (not-supported -> pass)
+    claims = run.verdict({**ok, "tests": [{"id": "a", "outcome": "not-supported"}, {"id": "c", "outcome": "pass"}]},
+                         "", baseline)
+    assert claims[:2] == ("killed", ["a (not-supported)", "c (pass)"])
     assert run.verdict(None, "certify ran past 360 s", baseline) == ("killed", [], "certify ran past 360 s")
 
 
@@ -355,7 +359,7 @@ def test_a_survivor_of_its_covering_tests_is_killed_by_the_rest_of_the_suite(mon
 
 
 def test_a_survivor_is_one_the_whole_suite_misses(monkeypatch, tmp_path):
-    outcome, calls = judged(monkeypatch, tmp_path, ["a", "d"], {"e": "pass", "c": "pass"})  # no baseline pass lost
+    outcome, calls = judged(monkeypatch, tmp_path, ["a", "d"], {"e": "pass", "c": "not-supported"})  # as unmutated
     assert (outcome.status, outcome.stage, outcome.ran, outcome.escalated) == ("survived", "", 2, 2)
     assert [only for only, _, _ in calls] == [("a", "d"), ("b", "c")]
     assert "2 covering tests and the suite's 2 others" in outcome.detail

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import modules
-from covered import PASSING, Coverage
+from covered import Coverage
 from operators import Mutant
-from run import certify
+from run import caught, certify
 from tree import copy_tree, private_cache, python_path
 
 from ironaccel.cache import cache_dir
@@ -122,13 +122,12 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
 def _judged(c: Candidate, tree: Path, env: dict[str, str], results: Path, base: Coverage, tests: list[str],
             limit: float, test_timeout: float, built: str | None) -> tuple[str, list[str], str, int]:
     """(status, killers, detail, tests run) of ``certify --only`` on ``tests``, against the baseline: killed
-    when a test's outcome differs (a baseline pass that does not pass) or the run did not finish."""
+    when a test's outcome differs from the baseline's (``run.caught``) or the run did not finish."""
     doc, problem = certify(tree, c.run.target, env, results, tuple(tests), limit, test_timeout)
     if doc is None:
         return "killed", [], problem, len(tests)
     got = {t["id"]: t["outcome"] for t in doc["tests"]}
-    killers = [f"{tid} ({got[tid]})" for tid in tests if tid in got and got[tid] != base.outcomes.get(tid)
-               and got[tid] not in PASSING + ("not-run",)]
+    killers = [f"{tid} ({got[tid]})" for tid in tests if tid in got and caught(base.outcomes.get(tid), got[tid])]
     ran = sum(1 for tid in tests if got.get(tid) not in (None, "not-run"))
     # fail-fast (--maxfail=1) leaves the tests after the first failure not run: the run says so, and a
     # run that did not finish is a kill whatever the tests say

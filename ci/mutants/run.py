@@ -108,6 +108,12 @@ def certify(tree: Path, target: str, env: dict[str, str], results: Path, only: t
     return json.loads(out.read_text(encoding="utf-8")), ""
 
 
+def caught(was: str | None, got: str) -> bool:
+    """The kill rule (issue 23: any test outcome that differs from the baseline's): a test that ran and ended
+    otherwise than unmutated. A pass that became not-supported counts: the certificate claims less."""
+    return got != was and got != "not-run"
+
+
 def verdict(doc: dict | None, problem: str, baseline: dict[str, str]) -> tuple[str, list[str], str]:
     """(killed | survived, the tests that caught it, detail) of one certify run against the baseline outcomes."""
     if doc is None:
@@ -116,10 +122,10 @@ def verdict(doc: dict | None, problem: str, baseline: dict[str, str]) -> tuple[s
         return "killed", [], f"run {doc['run']['status']}: {doc['run']['message'][:200]}"
     got = {t["id"]: t["outcome"] for t in doc["tests"]}
     killers = [f"{tid} ({got.get(tid, 'missing')})" for tid, was in sorted(baseline.items())
-               if tid in got and got[tid] != was and got[tid] not in PASSING]
+               if tid in got and caught(was, got[tid])]
     if killers:
         return "killed", killers, ""
-    return "survived", [], f"{len(got)} tests ran, all passed"
+    return "survived", [], f"{len(got)} tests ran, all as in the baseline"
 
 
 def run_mutant(mutant: Mutant, snapshot: Path, baselines: dict, limit: float, whole_suite: bool) -> Result:
