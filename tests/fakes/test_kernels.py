@@ -364,6 +364,18 @@ def test_watchdog_ends_an_endless_kernel_with_a_sticky_timeout(cuda, monkeypatch
     assert cuda.err(d.cuMemAlloc(16)) == d.CUresult.CUDA_ERROR_LAUNCH_TIMEOUT  # sticky, as on hardware
 
 
+def test_a_kernel_that_returns_at_once_runs_no_block(cuda, monkeypatch):
+    """5.7e9 threads of an empty kernel (numba's test_issue_9229, whose compiler proves its body dead) finish at once,
+    as on the H200; block by block they took minutes, past the watchdog."""
+    monkeypatch.setenv("IRONACCEL_FAKE_WATCHDOG_S", "5")
+    d = cuda.d
+    f = cuda.kernel('extern "C" __global__ void nothing(unsigned* out) {}', "nothing")
+    out = cuda.alloc(4)
+    ptrs, boxes = cuda.args(out)
+    cuda.ok(d.cuLaunchKernel(f, 22121216, 1, 1, 256, 1, 1, 0, 0, ptrs.ctypes.data, 0))
+    cuda.ok(d.cuCtxSynchronize())
+
+
 def test_watchdog_instruction_budget(cuda, conf, monkeypatch):
     monkeypatch.setenv("IRONACCEL_FAKE_WATCHDOG_INSTRUCTIONS", "200000")
     d = cuda.d
