@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../linked_image.h"
 #include "shim.h"
 
 typedef int nvJitLinkResult;
@@ -79,6 +80,7 @@ typedef struct Link {
     nvJitLinkHandle handle;
     char **options; /* a copy of the options, for the LTO-IR-to-PTX link */
     uint32_t noptions;
+    unsigned max_registers;       /* -maxrregcount=N (0: none), which the linked image carries to the fake */
     Text ptx;                     /* the inputs' PTX, in order */
     struct Blob *ltoir;           /* the LTO-IR inputs */
     char no_ptx[512];             /* why the linked image cannot carry all the PTX ("" when it can) */
@@ -129,8 +131,11 @@ static nvJitLinkResult shim_create(void *fn, nvJitLinkHandle *h, uint32_t n, con
         return rc;
     }
     l->handle = *h;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         if (options[i] && (l->options[l->noptions] = strdup(options[i]))) l->noptions++;
+        if (options[i] && !strncmp(options[i], "-maxrregcount=", 14))
+            l->max_registers = (unsigned)strtoul(options[i] + 14, NULL, 10);
+    }
     pthread_mutex_lock(&g_mu);
     l->next = g_links;
     g_links = l;
@@ -322,10 +327,18 @@ static nvJitLinkResult linked_cubin(nvJitLinkHandle h, Link **out) {
         return rc;
     }
     if (!l->no_ptx[0] && !l->ptx.len) snprintf(l->no_ptx, sizeof l->no_ptx, "no input carried PTX");
-    if (!l->no_ptx[0] && shim_elf_with_ptx(cubin, size, l->ptx.s, &l->cubin, &l->cubin_size) == 0) {
+    char *limited = NULL; /* the PTX after the lines that give the fake the link's register limit */
+    if (!l->no_ptx[0] && l->max_registers &&
+        asprintf(&limited, LINKED_HEADER MAX_REGISTERS_LINE "%u\n%s", l->max_registers, l->ptx.s) < 0) {
+        limited = NULL;
+        snprintf(l->no_ptx, sizeof l->no_ptx, "out of memory");
+    }
+    if (!l->no_ptx[0] && shim_elf_with_ptx(cubin, size, limited ? limited : l->ptx.s, &l->cubin, &l->cubin_size) == 0) {
+        free(limited);
         free(cubin);
         return NVJITLINK_SUCCESS;
     }
+    free(limited);
     if (!l->no_ptx[0]) snprintf(l->no_ptx, sizeof l->no_ptx, "the linked cubin is not an ELF image");
     shim_log("nvJitLinkGetLinkedCubin: the linked cubin is machine code only (%s)", l->no_ptx);
     l->cubin = cubin;
