@@ -13,7 +13,8 @@
 #include "fake.h"
 #include "ops.h"
 
-enum ThreadState { TS_RUN, TS_BAR, TS_WARP, TS_DONE, TS_FAULT };
+/* TS_WAIT: paused at an mbarrier wait whose phase is not complete, until the block's other threads have run */
+enum ThreadState { TS_RUN, TS_BAR, TS_WARP, TS_WAIT, TS_DONE, TS_FAULT };
 
 typedef struct Frame {
     uint32_t ret_pc, call;
@@ -1126,6 +1127,19 @@ static int run_thread(Exec *X, Thread *T) {
             uint64_t old = atomic_rmw(p, in->sub2, in->type, R[in->b], R[in->c]);
             R[in->d] = old;
         } vmbreak;
+        vmcase(MBARRIER) {
+            uint64_t *obj = NULL;
+            if (in->sub2 != MB_PENDING_COUNT) {
+                uint64_t a = R[in->a] + (uint64_t)in->imm;
+                if (in->sub == SPACE_SHARED) a = (uint32_t)a;
+                obj = (uint64_t *)address(X, T, in->sub, a, 8);
+                if (!obj) MEMORY_FAULT(a, 8, in->sub2 != MB_TEST_WAIT && in->sub2 != MB_TRY_WAIT, in->sub);
+            }
+            int waiting;
+            R[in->d] = mbarrier_step(in->sub2, in->flags, obj, R[in->b], &waiting);
+            R[SP_SINK] = 0;
+            if (waiting) YIELD(TS_WAIT, pc); /* resumes after the wait, which said "not yet" */
+        } vmbreak;
         vmcase(NANOSLEEP) {
             uint32_t ns = (uint32_t)R[in->a];
             struct timespec t = {0, ns > 1000000 ? 1000000 : ns};
@@ -1407,7 +1421,7 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
     }
     int nwarps = (n + 31) / 32;
     for (;;) {
-        int at_barrier = 0;
+        int at_barrier = 0, waiting = 0;
         for (int w = 0; w < nwarps; w++) {
             Thread *lanes = &B->threads[w * 32];
             int nl = n - w * 32 < 32 ? n - w * 32 : 32;
@@ -1427,7 +1441,12 @@ static int run_block(Exec *X, BlockMemory *B, const unsigned id[3]) {
                     if (lanes[l].state == TS_WARP && lanes[l].pc == lanes[first].pc) group |= 1u << l;
                 warp_collective(X, lanes, nl, group);
             }
-            for (int l = 0; l < nl; l++) at_barrier |= lanes[l].state == TS_BAR;
+            for (int l = 0; l < nl; l++) at_barrier |= lanes[l].state == TS_BAR, waiting |= lanes[l].state == TS_WAIT;
+        }
+        if (waiting) { /* the others have run: each waiting thread asks again */
+            for (int i = 0; i < n; i++)
+                if (B->threads[i].state == TS_WAIT) B->threads[i].state = TS_RUN;
+            continue;
         }
         if (!at_barrier) return 0;
         if (release_barrier(X, B->threads, n)) return 0;

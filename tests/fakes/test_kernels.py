@@ -342,6 +342,76 @@ def test_float_instruction_classes(cuda, rng):
             assert np.array_equal(k[:, j], np.asarray(e).astype(np.int32)), f"int column {j}"
 
 
+MBARRIER = r'''
+__device__ unsigned long long arrive(unsigned bar, unsigned count)
+{ unsigned long long state;
+  asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(bar), "r"(count) : "memory");
+  return state; }
+__device__ unsigned long long arrive_drop(unsigned bar, unsigned count)
+{ unsigned long long state;
+  asm volatile("mbarrier.arrive_drop.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(bar), "r"(count) : "memory");
+  return state; }
+__device__ unsigned try_wait(unsigned bar, unsigned long long state)
+{ unsigned done;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(done) : "r"(bar), "l"(state) : "memory");
+  return done; }
+__device__ unsigned test_wait_parity(unsigned bar, unsigned parity)
+{ unsigned done;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  return done; }
+__device__ unsigned init(unsigned long long* object, unsigned count)
+{ unsigned bar = (unsigned)__cvta_generic_to_shared(object);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+  return bar; }
+
+/* Three rounds: each thread stores, arrives and waits (try_wait on its state), then reads what a thread of the
+   other warp stored; a second arrival, waited for by parity, keeps the next round's stores after every read. */
+extern "C" __global__ void rounds(const unsigned* in, unsigned* out)
+{ __shared__ unsigned long long object;
+  __shared__ unsigned data[64];
+  unsigned t = threadIdx.x, bar = (unsigned)__cvta_generic_to_shared(&object);
+  if (t == 0) init(&object, blockDim.x);
+  __syncthreads();
+  for (unsigned round = 0; round < 3; round++) {
+    data[t] = in[t] * (round + 1);
+    unsigned long long state = arrive(bar, 1);
+    while (!try_wait(bar, state)) {}
+    out[round * 64 + t] = data[(t + 32) % 64];
+    arrive(bar, 1);
+    while (!test_wait_parity(bar, 1)) {}
+  } }
+
+/* One thread: counts, arrive_drop, and waits that do not wait (test_wait of an incomplete phase). */
+extern "C" __global__ void counts(unsigned* out)
+{ __shared__ unsigned long long object;
+  unsigned bar = init(&object, 3);
+  unsigned long long a = arrive(bar, 2);
+  out[0] = test_wait_parity(bar, 0);
+  arrive_drop(bar, 1);                     /* the third arrival completes phase 0; each phase now expects 2 */
+  out[1] = test_wait_parity(bar, 0), out[2] = try_wait(bar, a);
+  unsigned long long b = arrive(bar, 1);
+  out[3] = try_wait(bar, b);
+  arrive(bar, 1);
+  out[4] = try_wait(bar, b), out[5] = test_wait_parity(bar, 1); }
+'''
+
+
+def test_mbarrier_rounds_between_warps(cuda, rng):
+    """mbarrier.init/arrive/try_wait/test_wait.parity (cuda::barrier's instructions in shared memory: numba's
+    test_external_cooperative_func): every wait ends once the block has arrived, never before."""
+    module = cuda.module(MBARRIER)
+    x = rng.integers(0, 1 << 20, 64).astype(np.uint32)
+    out = cuda.poisoned(np.zeros(3 * 64, np.uint32))
+    cuda.launch(cuda.ok(cuda.d.cuModuleGetFunction(module, b"rounds")), (2,), (64,), cuda.upload(x), out)
+    want = np.concatenate([np.roll(x, -32) * r for r in (1, 2, 3)])
+    assert np.array_equal(cuda.download(out, np.zeros(3 * 64, np.uint32)), want)
+    flags = cuda.poisoned(np.zeros(6, np.uint32))
+    cuda.launch(cuda.ok(cuda.d.cuModuleGetFunction(module, b"counts")), (1,), (1,), flags)
+    assert cuda.download(flags, np.zeros(6, np.uint32)).tolist() == [0, 1, 1, 0, 1, 1]
+
+
 SPIN = r'''
 extern "C" __global__ void spin(const volatile unsigned* flag, unsigned* out)
 { while (flag[0] == 0) {} out[blockIdx.x * blockDim.x + threadIdx.x] = 1; }'''
