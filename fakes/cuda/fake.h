@@ -373,6 +373,13 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
  * phase not complete yet, so that the thread lets the others of its block run before it asks again. */
 uint64_t mbarrier_step(int op, int flags, uint64_t *obj, uint64_t b, int *waiting);
 
+/* ---- tensor maps (tensor_map.c) as device code changes them (tensormap.replace) ---- */
+/* Where field (enum TensorMapField) of dimension ord lies in the fake's 128-byte CUtensorMap and the value it holds
+ * for tensormap.replace's new_val (PTX's numbering: .rank is the rank minus one). */
+void tensor_map_field(int field, unsigned ord, uint64_t new_val, unsigned *offset, unsigned *size, uint64_t *stored);
+/* The dimensions (ord) a field has: 0 for a field of the whole map. */
+unsigned tensor_map_field_dims(int field);
+
 /* ---- the device heap (device_heap.c): device code's malloc and free ---- */
 /* Makes the context's heap of size bytes (the caller reads its CU_LIMIT_MALLOC_HEAP_SIZE, so the heap does not
  * depend on context.c, which releases it) if it has none yet: before a launch snapshots the live allocations,

@@ -1140,6 +1140,16 @@ static int run_thread(Exec *X, Thread *T) {
             R[SP_SINK] = 0;
             if (waiting) YIELD(TS_WAIT, pc); /* resumes after the wait, which said "not yet" */
         } vmbreak;
+        vmcase(TENSORMAP_REPLACE) { /* writes the one field, as the hardware changes the map in place */
+            unsigned offset, size;
+            uint64_t value = in->type == T_B32 ? (uint32_t)R[in->b] : R[in->b], stored;
+            tensor_map_field(in->sub2, in->c, value, &offset, &size, &stored);
+            uint64_t a = R[in->a] + (uint64_t)in->imm + offset;
+            if (in->sub == SPACE_SHARED) a = (uint32_t)a;
+            uint8_t *p = address(X, T, in->sub, a, size);
+            if (!p) MEMORY_FAULT(a, size, 1, in->sub);
+            memcpy(p, &stored, size); /* little-endian, as the map */
+        } vmbreak;
         vmcase(NANOSLEEP) {
             uint32_t ns = (uint32_t)R[in->a];
             struct timespec t = {0, ns > 1000000 ? 1000000 : ns};
