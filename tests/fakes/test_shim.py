@@ -222,6 +222,23 @@ def test_nvjitlink_maxrregcount_bounds_the_linked_kernels_registers():
     assert result["ptx runs"] and result["lto runs"] and result["none runs"], result
 
 
+def test_a_ptx_input_calls_a_function_only_lto_ir_defines():
+    """nvJitLink's -ptx link takes LTO-IR alone, so LTO dropped a function only a PTX input calls (numba-cuda's
+    NRT_Allocate from linked PTX; the fake's load failed naming it): the shim keeps it, and the kernel that keeps
+    it (which also takes vprintf's address, a builtin of the fake) is not in the module."""
+    caller = CALLER.replace("{ y[threadIdx.x]", '{ if (threadIdx.x == 64) printf("never"); y[threadIdx.x]')
+    result, _ = _child(f'''
+        ptx = nvrtc({caller!r}, "PTX", "-arch=compute_90", "-rdc=true")
+        lto = nvrtc({CALLEE!r}, "LTOIR", "-arch=sm_90", "-rdc=true", "-dlto")
+        err, mod, log = load(link(["-arch=sm_90", "-lto"], (j.InputType.PTX, ptx), (j.InputType.LTOIR, lto)))
+        keeper = d.cuModuleGetFunction(mod, b"__ironaccel_keep_ptx_callees")[0].name if mod else None
+        print(json.dumps({{"load": err, "log": log, "y": run_apply(mod) if mod else None, "keeper": keeper}}))
+    ''')
+    assert result["load"] == "CUDA_SUCCESS", result["log"]
+    assert result["y"] == TWICE_PLUS_ONE
+    assert result["keeper"] == "CUDA_ERROR_NOT_FOUND"
+
+
 def test_a_link_with_a_machine_code_input_stays_machine_code():
     """An input with no PTX (the real NVRTC's cubin): the linked cubin is the real one alone, the shim says
     why on stderr, and the fake refuses it."""
