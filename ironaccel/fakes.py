@@ -129,7 +129,7 @@ def toolchain() -> dict[str, tuple[Path, str]]:
         soname = re.match(r"lib[\w.-]*?\.so\.(\d+)", Path(path).name)  # libnvrtc.so.13(.5.37) -> libnvrtc.so.13
         if soname is None:
             continue
-        sources = [src / "shim.h", src / "shim.c", src / SHIMMED[name][1]]
+        sources = [source_dir() / "linked_image.h", src / "shim.h", src / "shim.c", src / SHIMMED[name][1]]
         shim = cbuild.build("faketoolchain", soname.group(0), sources,
                             (*_SHIM_CFLAGS, f"-Wl,-soname,{soname.group(0)}", f"-DSHIM_SONAME_MAJOR={soname.group(1)}"),
                             ("-lpthread", "-ldl"))

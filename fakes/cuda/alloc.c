@@ -390,7 +390,10 @@ API CUresult cuPointerGetAttributes(unsigned n, int *attrs, void **data, CUdevic
             *(unsigned *)data[i] = 0;
             continue;
         }
-        if (!found && (attrs[i] == 1 || attrs[i] == 3 || attrs[i] == 4)) {
+        /* no such pointer, or the host pointer of device memory: NULL here, where the single form fails (the
+         * runtime's cudaPointerGetAttributes asks for it of device memory and must succeed) */
+        if ((!found && (attrs[i] == 1 || attrs[i] == 3 || attrs[i] == 4)) ||
+            (attrs[i] == 4 && (a.kind == A_DEVICE || a.kind == A_MODULE_GLOBAL))) {
             memset(data[i], 0, sizeof(void *));
             continue;
         }

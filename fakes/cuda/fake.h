@@ -364,6 +364,22 @@ uint64_t interp_block_bytes(const PtxModule *m, const PtxFunction *kernel, uint6
 /* Runs a whole grid in ctx; returns CUDA_SUCCESS or the error that ended it (with a report in report). */
 CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_t report_len);
 
+/* ---- mbarriers (mbarrier.c): the 64-bit barrier objects of PTX's mbarrier instructions, in shared memory ---- */
+#define MB_HAS_COUNT 0x1   /* Inst.flags of an arrive: the count operand is given (else 1) */
+#define MB_PARITY 0x2      /* test_wait/try_wait.parity: the operand is a phase parity, not a state */
+#define MB_NO_COMPLETE 0x4 /* arrive.noComplete: the arrival must not complete the phase */
+/* One mbarrier instruction (enum MbarrierOp) on the object at obj (NULL for pending_count, which reads its
+ * operand only) with its operand b (count, state or parity): its result; *waiting is set when a wait found the
+ * phase not complete yet, so that the thread lets the others of its block run before it asks again. */
+uint64_t mbarrier_step(int op, int flags, uint64_t *obj, uint64_t b, int *waiting);
+
+/* ---- tensor maps (tensor_map.c) as device code changes them (tensormap.replace) ---- */
+/* Where field (enum TensorMapField) of dimension ord lies in the fake's 128-byte CUtensorMap and the value it holds
+ * for tensormap.replace's new_val (PTX's numbering: .rank is the rank minus one). */
+void tensor_map_field(int field, unsigned ord, uint64_t new_val, unsigned *offset, unsigned *size, uint64_t *stored);
+/* The dimensions (ord) a field has: 0 for a field of the whole map. */
+unsigned tensor_map_field_dims(int field);
+
 /* ---- the device heap (device_heap.c): device code's malloc and free ---- */
 /* Makes the context's heap of size bytes (the caller reads its CU_LIMIT_MALLOC_HEAP_SIZE, so the heap does not
  * depend on context.c, which releases it) if it has none yet: before a launch snapshots the live allocations,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "fake.h"
+#include "linked_image.h"
 
 #define CU_JIT_MAX_REGISTERS 0
 #define CU_JIT_INFO_LOG_BUFFER 3
@@ -16,9 +17,6 @@
 #define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
 enum { INPUT_CUBIN = 0, INPUT_PTX = 1, INPUT_FATBINARY = 2, INPUT_OBJECT = 3, INPUT_LIBRARY = 4, INPUT_NVVM = 5 };
 
-#define LINKED_HEADER "// ironaccel fake linked image: the PTX of its inputs, in order\n"
-/* after the header when the link had CU_JIT_MAX_REGISTERS: the loaded module keeps the limit */
-#define MAX_REGISTERS_LINE "// max registers per thread (CU_JIT_MAX_REGISTERS): "
 
 typedef struct LinkState {
     char *text; /* the inputs' PTX so far, then the linked image (owned: valid until cuLinkDestroy) */

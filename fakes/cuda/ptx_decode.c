@@ -645,6 +645,84 @@ static void d_activemask(Parser *P, const PtxInstr *row, Insn *I) {
     collective(P, I, COL_ACTIVEMASK, DEST(0), SP_SINK, SP_SINK, SP_SINK, SP_SINK, 0);
 }
 
+/* mbarrier.init [a], count; .inval [a]; .arrive{_drop}{.noComplete} state, [a]{, count};
+ * .test_wait/.try_wait{.parity} done, [a], state-or-parity{, suspend hint}; .pending_count count, state */
+static void d_mbarrier(Parser *P, const PtxInstr *row, Insn *I) {
+    static const struct { const char *mod; int op, nmin, nmax; } FORMS[] = {
+        {"init", MB_INIT, 2, 2}, {"inval", MB_INVAL, 1, 1}, {"arrive", MB_ARRIVE, 2, 3},
+        {"arrive_drop", MB_ARRIVE_DROP, 2, 3}, {"test_wait", MB_TEST_WAIT, 3, 3}, {"try_wait", MB_TRY_WAIT, 3, 4},
+        {"pending_count", MB_PENDING_COUNT, 2, 2}};
+    int form = -1;
+    for (int i = 0; i < (int)(sizeof FORMS / sizeof *FORMS); i++)
+        if (has_mod(&I->o, FORMS[i].mod)) form = i;
+    if (form < 0) fail(P, I->line, "%.*s: unsupported form", I->tok.len, I->tok.s);
+    int op = FORMS[form].op;
+    if (I->n < FORMS[form].nmin || I->n > FORMS[form].nmax)
+        fail(P, I->line, "%.*s: %d operands", I->tok.len, I->tok.s, I->n);
+    int flags = (has_mod(&I->o, "parity") ? MB_PARITY : 0) | (has_mod(&I->o, "noComplete") ? MB_NO_COMPLETE : 0);
+    if ((flags & MB_PARITY) && op != MB_TEST_WAIT && op != MB_TRY_WAIT)
+        fail(P, I->line, "%.*s: .parity belongs to test_wait and try_wait", I->tok.len, I->tok.s);
+    if ((flags & MB_NO_COMPLETE) && (op != MB_ARRIVE || I->n != 3))
+        fail(P, I->line, "%.*s: .noComplete needs an arrive with a count", I->tok.len, I->tok.s);
+    uint32_t d = SP_SINK, b = SP_SINK;
+    int space = space_of(&I->o), mem = op == MB_INIT || op == MB_INVAL ? 0 : 1;
+    Inst tmp = {0};
+    if (op == MB_PENDING_COUNT) {
+        d = DEST(0), b = SLOT(1);
+    } else {
+        if (I->ops[mem].kind != O_MEM) fail(P, I->line, "%.*s: expected a memory operand", I->tok.len, I->tok.s);
+        memory_operand(P, &I->ops[mem], &space, &tmp);
+        if (space != SPACE_SHARED && space != SPACE_GENERIC)
+            fail(P, I->line, "%.*s: an mbarrier is in shared memory", I->tok.len, I->tok.s);
+        if (mem) d = DEST(0); /* arrive's state may be the sink, _ */
+        if (I->n > mem + 1) b = SLOT(mem + 1);
+        if ((op == MB_ARRIVE || op == MB_ARRIVE_DROP) && I->n == 3) flags |= MB_HAS_COUNT;
+    }
+    pick(P, row, I);
+    Inst *in = emit(P, OP_MBARRIER, I->line);
+    in->d = d, in->a = tmp.a, in->b = b;
+    in->imm = tmp.imm;
+    in->sub = (uint8_t)space;
+    in->sub2 = (uint8_t)op;
+    in->flags = (uint8_t)flags;
+}
+
+/* tensormap.replace.tile.field{.global,.shared::cta}.b1024.b32/b64 [map], {ord,} new_val: ord is a constant */
+static void d_tensormap(Parser *P, const PtxInstr *row, Insn *I) {
+    static const struct { const char *mod; int field, type; } FIELDS[] = {
+        {"global_address", TM_GLOBAL_ADDRESS, T_B64}, {"rank", TM_RANK, T_B32}, {"box_dim", TM_BOX_DIM, T_B32},
+        {"global_dim", TM_GLOBAL_DIM, T_B32}, {"global_stride", TM_GLOBAL_STRIDE, T_B64},
+        {"element_stride", TM_ELEMENT_STRIDE, T_B32}, {"interleave_layout", TM_INTERLEAVE, T_B32},
+        {"swizzle_mode", TM_SWIZZLE, T_B32}, {"fill_mode", TM_FILL, T_B32}};
+    int f = -1;
+    for (int i = 0; i < (int)(sizeof FIELDS / sizeof *FIELDS); i++)
+        if (has_mod(&I->o, FIELDS[i].mod)) f = i;
+    if (f < 0 || !has_mod(&I->o, "replace") || !has_mod(&I->o, "tile") || !has_mod(&I->o, "b1024"))
+        fail(P, I->line, "%.*s: unsupported form", I->tok.len, I->tok.s);
+    pick(P, row, I);
+    if (I->t != FIELDS[f].type) fail(P, I->line, "%.*s: the field's type is .b%d", I->tok.len, I->tok.s,
+                                     FIELDS[f].type == T_B64 ? 64 : 32);
+    unsigned dims = tensor_map_field_dims(FIELDS[f].field);
+    need(P, I, dims ? 3 : 2);
+    if (I->ops[0].kind != O_MEM) fail(P, I->line, "%.*s: expected a memory operand", I->tok.len, I->tok.s);
+    int64_t ord = 0;
+    if (dims) {
+        if (I->ops[1].kind != O_IMM || I->ops[1].imm >= dims)
+            fail(P, I->line, "%.*s: ord must be a constant below %u", I->tok.len, I->tok.s, dims);
+        ord = (int64_t)I->ops[1].imm;
+    }
+    int space = space_of(&I->o);
+    Inst tmp = {0};
+    memory_operand(P, &I->ops[0], &space, &tmp);
+    uint32_t value = SLOT(dims ? 2 : 1);
+    Inst *in = emit(P, OP_TENSORMAP_REPLACE, I->line);
+    in->a = tmp.a, in->imm = tmp.imm, in->b = value;
+    in->c = (uint32_t)ord;
+    in->sub = (uint8_t)space;
+    in->sub2 = (uint8_t)FIELDS[f].field;
+    in->type = (uint8_t)I->t;
+}
+
 /* Type families for the opcode columns. */
 #define INTS(s16, u16, s32, u32, s64, u64) \
     [T_S16] = s16, [T_U16] = u16, [T_S32] = s32, [T_U32] = u32, [T_S64] = s64, [T_U64] = u64
@@ -810,13 +888,22 @@ static const PtxInstr INSTRUCTIONS[] = {
     {"activemask", NULL, d_activemask, 0, {[T_B32] = OP_COLLECTIVE}, "",
      "the lanes of the warp that reach this instruction together (converged), not every lane not yet exited", 0},
     {"match", NULL, d_match, 0, {[T_B32] = OP_COLLECTIVE, [T_B64] = OP_COLLECTIVE}, "sync any all", "", 0},
+    {"tensormap", NULL, d_tensormap, 0, {[T_B32] = OP_TENSORMAP_REPLACE, [T_B64] = OP_TENSORMAP_REPLACE},
+     "replace tile global_address rank box_dim global_dim global_stride element_stride interleave_layout "
+     "swizzle_mode fill_mode global shared::cta b1024",
+     "the fields of the fake's own CUtensorMap layout (no .elemtype, no .swizzle_atomicity)", 0},
+    {"mbarrier", NULL, d_mbarrier, 0, {[T_B64] = OP_MBARRIER},
+     "init inval arrive arrive_drop test_wait try_wait pending_count parity noComplete shared shared::cta release "
+     "acquire relaxed cta",
+     "in shared memory (no .shared::cluster, no transaction counts); a wait that finds its phase not complete "
+     "lets the block's other threads run first", 0},
 };
 
 /* Instructions known not to be implemented, and why: the load fails naming them. */
 static const struct { const char *names, *what; } NOT_IMPLEMENTED[] = {
     {"mma wmma wgmma ldmatrix stmatrix movmatrix", "tensor-core matrix instructions"},
     {"tex tld4 txq suld sust sured suq istypep", "textures and surfaces"},
-    {"cp mbarrier", "asynchronous copies (cp.async*) and mbarriers"},
+    {"cp", "asynchronous copies (cp.async*)"},
     {"vadd vsub vabsdiff vmin vmax vshl vshr vmad vset vadd2 vsub2 vavrg2 vabsdiff2 vmin2 vmax2 vset2 vadd4 vsub4 "
      "vavrg4 vabsdiff4 vmin4 vmax4 vset4", "SIMD video instructions"},
     {"fns", "find n-th set bit"},

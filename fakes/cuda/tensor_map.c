@@ -1,10 +1,13 @@
 /* Tensor maps (TMA descriptors): cuTensorMapEncodeTiled/Im2col check their arguments by the rules the CUDA
  * documentation gives for sm_90 and write a 128-byte CUtensorMap holding them; cuTensorMapReplaceAddress
- * changes its address. The PTX that reads a tensor map (cp.async.bulk.tensor) is not implemented: a kernel
+ * changes its address, and device code changes its fields with tensormap.replace (the interpreter writes where
+ * tensor_map_field says). The PTX that reads a tensor map (cp.async.bulk.tensor) is not implemented: a kernel
  * that uses one fails to load naming the instruction. */
+#include <stddef.h>
 #include <string.h>
 
 #include "fake.h"
+#include "ops.h"
 
 #define TENSOR_MAP_MAGIC 0x46414b45544d4150ull /* "FAKETMAP" */
 enum { INTERLEAVE_NONE = 0, INTERLEAVE_16B = 1, INTERLEAVE_32B = 2 };
@@ -20,7 +23,10 @@ typedef struct TensorMap {
     uint8_t kind, dtype, rank, interleave, swizzle, l2, oob;
     uint8_t element_strides[MAX_RANK];
     uint16_t box_or_pixels[2]; /* boxDim[0] (tiled) or channels/pixels (im2col): enough to check, not to run */
-    uint8_t pad[128 - 8 - 8 - 20 - 7 - 5 - 4];
+    uint8_t pad0[4];
+    uint64_t strides[MAX_RANK - 1]; /* globalStrides (of dimensions 1..) */
+    uint16_t box[MAX_RANK];         /* boxDim (tiled) */
+    uint8_t pad[128 - 56 - 8 * (MAX_RANK - 1) - 2 * MAX_RANK];
 } TensorMap;
 _Static_assert(sizeof(TensorMap) == 128, "CUtensorMap is 128 bytes");
 
@@ -64,13 +70,15 @@ static CUresult check_swizzle_span(int interleave, int swizzle, uint64_t inner_b
 }
 
 static void write_map(void *map, int kind, int dtype, unsigned rank, const void *address, const uint64_t *dims,
-                      const uint32_t *element_strides, int interleave, int swizzle, int l2, int oob, unsigned a,
-                      unsigned b) {
+                      const uint64_t *strides, const uint32_t *box, const uint32_t *element_strides, int interleave,
+                      int swizzle, int l2, int oob, unsigned a, unsigned b) {
     TensorMap t;
     memset(&t, 0, sizeof t);
     t.magic = TENSOR_MAP_MAGIC;
     t.address = (uint64_t)(uintptr_t)address;
     for (unsigned i = 0; i < rank; i++) t.dims32[i] = (uint32_t)(dims[i] - 1), t.element_strides[i] = (uint8_t)element_strides[i];
+    for (unsigned i = 0; i + 1 < rank; i++) t.strides[i] = strides[i];
+    for (unsigned i = 0; box && i < rank; i++) t.box[i] = (uint16_t)box[i];
     t.kind = (uint8_t)kind, t.dtype = (uint8_t)dtype, t.rank = (uint8_t)rank;
     t.interleave = (uint8_t)interleave, t.swizzle = (uint8_t)swizzle, t.l2 = (uint8_t)l2, t.oob = (uint8_t)oob;
     t.box_or_pixels[0] = (uint16_t)a, t.box_or_pixels[1] = (uint16_t)b;
@@ -89,7 +97,8 @@ API CUresult cuTensorMapEncodeTiled(void *map, int dtype, unsigned rank, void *a
     uint64_t inner = (uint64_t)box[0] * element_bytes(dtype);
     if (interleave == INTERLEAVE_NONE && inner % 16) return CUDA_ERROR_INVALID_VALUE;
     TRY(check_swizzle_span(interleave, swizzle, inner));
-    write_map(map, KIND_TILED, dtype, rank, address, dims, element_strides, interleave, swizzle, l2, oob, box[0], 0);
+    write_map(map, KIND_TILED, dtype, rank, address, dims, strides, box, element_strides, interleave, swizzle, l2,
+              oob, box[0], 0);
     return CUDA_SUCCESS;
 }
 
@@ -108,8 +117,8 @@ API CUresult cuTensorMapEncodeIm2col(void *map, int dtype, unsigned rank, void *
     uint64_t inner = (uint64_t)channels * element_bytes(dtype);
     if (interleave == INTERLEAVE_NONE && inner % 16) return CUDA_ERROR_INVALID_VALUE;
     TRY(check_swizzle_span(interleave, swizzle, inner));
-    write_map(map, KIND_IM2COL, dtype, rank, address, dims, element_strides, interleave, swizzle, l2, oob, channels,
-              pixels);
+    write_map(map, KIND_IM2COL, dtype, rank, address, dims, strides, NULL, element_strides, interleave, swizzle, l2,
+              oob, channels, pixels);
     return CUDA_SUCCESS;
 }
 
@@ -125,4 +134,33 @@ API CUresult cuTensorMapReplaceAddress(void *map, void *address) {
     t.address = (uint64_t)(uintptr_t)address;
     memcpy(map, &t, sizeof t);
     return CUDA_SUCCESS;
+}
+
+unsigned tensor_map_field_dims(int field) {
+    switch (field) {
+    case TM_BOX_DIM: case TM_GLOBAL_DIM: case TM_ELEMENT_STRIDE: return MAX_RANK;
+    case TM_GLOBAL_STRIDE: return MAX_RANK - 1;
+    default: return 0;
+    }
+}
+
+void tensor_map_field(int field, unsigned ord, uint64_t new_val, unsigned *offset, unsigned *size, uint64_t *stored) {
+    const TensorMap *t = NULL; /* for sizeof only */
+#define AT(member, index) (*offset = (unsigned)(offsetof(TensorMap, member) + (index) * sizeof t->member[0]), \
+                           *size = sizeof t->member[0])
+#define AT1(member) (*offset = (unsigned)offsetof(TensorMap, member), *size = sizeof t->member)
+    *stored = new_val;
+    switch (field) {
+    case TM_GLOBAL_ADDRESS: AT1(address); break;
+    case TM_RANK: AT1(rank), *stored = new_val + 1; break;
+    case TM_BOX_DIM: AT(box, ord); break;
+    case TM_GLOBAL_DIM: AT(dims32, ord), *stored = new_val - 1; break; /* kept as the extent minus one */
+    case TM_GLOBAL_STRIDE: AT(strides, ord); break;
+    case TM_ELEMENT_STRIDE: AT(element_strides, ord); break;
+    case TM_INTERLEAVE: AT1(interleave); break;
+    case TM_SWIZZLE: AT1(swizzle); break;
+    default: AT1(oob); break; /* TM_FILL */
+    }
+#undef AT
+#undef AT1
 }

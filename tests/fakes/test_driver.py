@@ -311,3 +311,15 @@ def test_the_profiler_markers_need_a_context_and_change_nothing(cuda):
     d = cuda.d
     cuda.ok(d.cuProfilerStart())
     cuda.ok(d.cuProfilerStop())
+
+
+def test_pointer_attributes_of_device_memory_in_one_call(cuda):
+    """cuPointerGetAttributes answers HOST_POINTER of device memory with NULL, where cuPointerGetAttribute fails:
+    the CUDA runtime's cudaPointerGetAttributes asks so (CuPy's __dlpack__, numba-cuda's CuPy interop tests)."""
+    d, A = cuda.d, cuda.d.CUpointer_attribute
+    p = cuda.alloc(64)
+    attrs = [A.CU_POINTER_ATTRIBUTE_MEMORY_TYPE, A.CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+             A.CU_POINTER_ATTRIBUTE_HOST_POINTER]
+    kind, device, host = cuda.ok(d.cuPointerGetAttributes(len(attrs), attrs, p))
+    assert int(kind) == d.CUmemorytype.CU_MEMORYTYPE_DEVICE and int(device) == p and not int(host or 0)
+    assert cuda.err(d.cuPointerGetAttribute(A.CU_POINTER_ATTRIBUTE_HOST_POINTER, p)) == d.CUresult.CUDA_ERROR_INVALID_VALUE

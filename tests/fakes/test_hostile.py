@@ -118,7 +118,8 @@ CASES = [
     ("EOF after .target", data(".version 8.0\n.target"), INVALID_PTX, None),
     ("EOF inside an initializer", data(ptx(decls=".global .b32 g[2] = {1,")), INVALID_PTX, None),
     # the watchdog counts blocks and calls, not only loop back-edges (finding 4)
-    ("2^31-1 loop-free blocks", launch(ptx(), grid=(2**31 - 1, 1, 1), env={"IRONACCEL_FAKE_WATCHDOG_S": "1"}),
+    ("2^31-1 loop-free blocks", launch(ptx("add.u32 %r1, %r1, 1;"), grid=(2**31 - 1, 1, 1),
+                                       env={"IRONACCEL_FAKE_WATCHDOG_S": "1"}),
      LAUNCH_TIMEOUT, "IRONACCEL_FAKE_WATCHDOG_S"),
     ("loop-free calls that multiply", launch(calls_ptx(12, 8), env={"IRONACCEL_FAKE_WATCHDOG_S": "1"}),
      LAUNCH_TIMEOUT, "IRONACCEL_FAKE_WATCHDOG_S"),

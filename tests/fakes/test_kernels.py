@@ -342,6 +342,76 @@ def test_float_instruction_classes(cuda, rng):
             assert np.array_equal(k[:, j], np.asarray(e).astype(np.int32)), f"int column {j}"
 
 
+MBARRIER = r'''
+__device__ unsigned long long arrive(unsigned bar, unsigned count)
+{ unsigned long long state;
+  asm volatile("mbarrier.arrive.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(bar), "r"(count) : "memory");
+  return state; }
+__device__ unsigned long long arrive_drop(unsigned bar, unsigned count)
+{ unsigned long long state;
+  asm volatile("mbarrier.arrive_drop.shared::cta.b64 %0, [%1], %2;" : "=l"(state) : "r"(bar), "r"(count) : "memory");
+  return state; }
+__device__ unsigned try_wait(unsigned bar, unsigned long long state)
+{ unsigned done;
+  asm volatile("{ .reg .pred p; mbarrier.try_wait.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(done) : "r"(bar), "l"(state) : "memory");
+  return done; }
+__device__ unsigned test_wait_parity(unsigned bar, unsigned parity)
+{ unsigned done;
+  asm volatile("{ .reg .pred p; mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
+               : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  return done; }
+__device__ unsigned init(unsigned long long* object, unsigned count)
+{ unsigned bar = (unsigned)__cvta_generic_to_shared(object);
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+  return bar; }
+
+/* Three rounds: each thread stores, arrives and waits (try_wait on its state), then reads what a thread of the
+   other warp stored; a second arrival, waited for by parity, keeps the next round's stores after every read. */
+extern "C" __global__ void rounds(const unsigned* in, unsigned* out)
+{ __shared__ unsigned long long object;
+  __shared__ unsigned data[64];
+  unsigned t = threadIdx.x, bar = (unsigned)__cvta_generic_to_shared(&object);
+  if (t == 0) init(&object, blockDim.x);
+  __syncthreads();
+  for (unsigned round = 0; round < 3; round++) {
+    data[t] = in[t] * (round + 1);
+    unsigned long long state = arrive(bar, 1);
+    while (!try_wait(bar, state)) {}
+    out[round * 64 + t] = data[(t + 32) % 64];
+    arrive(bar, 1);
+    while (!test_wait_parity(bar, 1)) {}
+  } }
+
+/* One thread: counts, arrive_drop, and waits that do not wait (test_wait of an incomplete phase). */
+extern "C" __global__ void counts(unsigned* out)
+{ __shared__ unsigned long long object;
+  unsigned bar = init(&object, 3);
+  unsigned long long a = arrive(bar, 2);
+  out[0] = test_wait_parity(bar, 0);
+  arrive_drop(bar, 1);                     /* the third arrival completes phase 0; each phase now expects 2 */
+  out[1] = test_wait_parity(bar, 0), out[2] = try_wait(bar, a);
+  unsigned long long b = arrive(bar, 1);
+  out[3] = try_wait(bar, b);
+  arrive(bar, 1);
+  out[4] = try_wait(bar, b), out[5] = test_wait_parity(bar, 1); }
+'''
+
+
+def test_mbarrier_rounds_between_warps(cuda, rng):
+    """mbarrier.init/arrive/try_wait/test_wait.parity (cuda::barrier's instructions in shared memory: numba's
+    test_external_cooperative_func): every wait ends once the block has arrived, never before."""
+    module = cuda.module(MBARRIER)
+    x = rng.integers(0, 1 << 20, 64).astype(np.uint32)
+    out = cuda.poisoned(np.zeros(3 * 64, np.uint32))
+    cuda.launch(cuda.ok(cuda.d.cuModuleGetFunction(module, b"rounds")), (2,), (64,), cuda.upload(x), out)
+    want = np.concatenate([np.roll(x, -32) * r for r in (1, 2, 3)])
+    assert np.array_equal(cuda.download(out, np.zeros(3 * 64, np.uint32)), want)
+    flags = cuda.poisoned(np.zeros(6, np.uint32))
+    cuda.launch(cuda.ok(cuda.d.cuModuleGetFunction(module, b"counts")), (1,), (1,), flags)
+    assert cuda.download(flags, np.zeros(6, np.uint32)).tolist() == [0, 1, 1, 0, 1, 1]
+
+
 SPIN = r'''
 extern "C" __global__ void spin(const volatile unsigned* flag, unsigned* out)
 { while (flag[0] == 0) {} out[blockIdx.x * blockDim.x + threadIdx.x] = 1; }'''
@@ -362,6 +432,18 @@ def test_watchdog_ends_an_endless_kernel_with_a_sticky_timeout(cuda, monkeypatch
                              "block ("), report
     assert ", thread (" in report and "PTX line" in report
     assert cuda.err(d.cuMemAlloc(16)) == d.CUresult.CUDA_ERROR_LAUNCH_TIMEOUT  # sticky, as on hardware
+
+
+def test_a_kernel_that_returns_at_once_runs_no_block(cuda, monkeypatch):
+    """5.7e9 threads of an empty kernel (numba's test_issue_9229, whose compiler proves its body dead) finish at once,
+    as on the H200; block by block they took minutes, past the watchdog."""
+    monkeypatch.setenv("IRONACCEL_FAKE_WATCHDOG_S", "5")
+    d = cuda.d
+    f = cuda.kernel('extern "C" __global__ void nothing(unsigned* out) {}', "nothing")
+    out = cuda.alloc(4)
+    ptrs, boxes = cuda.args(out)
+    cuda.ok(d.cuLaunchKernel(f, 22121216, 1, 1, 256, 1, 1, 0, 0, ptrs.ctypes.data, 0))
+    cuda.ok(d.cuCtxSynchronize())
 
 
 def test_watchdog_instruction_budget(cuda, conf, monkeypatch):

@@ -195,6 +195,50 @@ def test_nvjitlink_takes_the_ptx_of_cubin_inputs_and_lto_ir():
         assert y == TWICE_PLUS_ONE, name
 
 
+def test_nvjitlink_maxrregcount_bounds_the_linked_kernels_registers():
+    """-maxrregcount=N of nvJitLinkCreate reaches the fake, for PTX and LTO-IR links alike: NUM_REGS is at
+    most N, as the real linker's machine code is (numba-cuda's max_registers, test_set_registers_*); a link
+    without it reports the kernel's own count."""
+    many = ('extern "C" __global__ void apply(float* y) { float a[24]; for (int i = 0; i < 24; i++) '
+            'a[i] = y[i] * (i + 1); float s = 0; for (int i = 0; i < 24; i++) s += a[i] * a[23 - i]; '
+            'y[threadIdx.x] = 3.0f * y[threadIdx.x] + 1.0f + 0.0f * s; }')
+    result, _ = _child(f'''
+        regs = {{}}
+        for name, opts, kind, image in (
+                ("ptx", ["-arch=sm_90", "-maxrregcount=24"], j.InputType.PTX,
+                 nvrtc({many!r}, "PTX", "-arch=compute_90")),
+                ("lto", ["-arch=sm_90", "-lto", "-maxrregcount=24"], j.InputType.LTOIR,
+                 nvrtc({many!r}, "LTOIR", "-arch=sm_90", "-dlto")),
+                ("none", ["-arch=sm_90"], j.InputType.PTX, nvrtc({many!r}, "PTX", "-arch=compute_90"))):
+            err, mod, log = load(link(opts, (kind, image)))
+            assert err == "CUDA_SUCCESS", (name, log)
+            f = ok(d.cuModuleGetFunction(mod, b"apply"))
+            regs[name] = ok(d.cuFuncGetAttribute(d.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, f))
+            regs[name + " runs"] = run_apply(mod)[:64] == {THRICE_PLUS_ONE!r}
+        print(json.dumps(regs))
+    ''')
+    assert result["ptx"] <= 24 and result["lto"] <= 24, result
+    assert result["none"] > 24, result
+    assert result["ptx runs"] and result["lto runs"] and result["none runs"], result
+
+
+def test_a_ptx_input_calls_a_function_only_lto_ir_defines():
+    """nvJitLink's -ptx link takes LTO-IR alone, so LTO dropped a function only a PTX input calls (numba-cuda's
+    NRT_Allocate from linked PTX; the fake's load failed naming it): the shim keeps it, and the kernel that keeps
+    it (which also takes vprintf's address, a builtin of the fake) is not in the module."""
+    caller = CALLER.replace("{ y[threadIdx.x]", '{ if (threadIdx.x == 64) printf("never"); y[threadIdx.x]')
+    result, _ = _child(f'''
+        ptx = nvrtc({caller!r}, "PTX", "-arch=compute_90", "-rdc=true")
+        lto = nvrtc({CALLEE!r}, "LTOIR", "-arch=sm_90", "-rdc=true", "-dlto")
+        err, mod, log = load(link(["-arch=sm_90", "-lto"], (j.InputType.PTX, ptx), (j.InputType.LTOIR, lto)))
+        keeper = d.cuModuleGetFunction(mod, b"__ironaccel_keep_ptx_callees")[0].name if mod else None
+        print(json.dumps({{"load": err, "log": log, "y": run_apply(mod) if mod else None, "keeper": keeper}}))
+    ''')
+    assert result["load"] == "CUDA_SUCCESS", result["log"]
+    assert result["y"] == TWICE_PLUS_ONE
+    assert result["keeper"] == "CUDA_ERROR_NOT_FOUND"
+
+
 def test_a_link_with_a_machine_code_input_stays_machine_code():
     """An input with no PTX (the real NVRTC's cubin): the linked cubin is the real one alone, the shim says
     why on stderr, and the fake refuses it."""

@@ -57,3 +57,39 @@ def test_im2col_maps_check_corners_and_pixels(cuda):
     cuda.ok(d.cuTensorMapEncodeIm2col(*args([-1, -1], 16)))
     assert cuda.err(d.cuTensorMapEncodeIm2col(*args([-129, 0], 16))) == E.CUDA_ERROR_INVALID_VALUE  # rank 4: 8 bits
     assert cuda.err(d.cuTensorMapEncodeIm2col(*args([0, 0], 257))) == E.CUDA_ERROR_INVALID_VALUE   # channels past 256
+
+
+REPLACE = """.version 8.3
+.target sm_90a
+.address_size 64
+.visible .entry replace(.param .u64 map, .param .u64 addr)
+{
+.reg .b64 %rd<4>;
+ld.param.u64 %rd1, [map];
+ld.param.u64 %rd2, [addr];
+tensormap.replace.tile.global_address.global.b1024.b64 [%rd1], %rd2;
+tensormap.replace.tile.rank.global.b1024.b32 [%rd1], 2;
+tensormap.replace.tile.box_dim.global.b1024.b32 [%rd1], 2, 4;
+tensormap.replace.tile.global_dim.global.b1024.b32 [%rd1], 2, 16;
+tensormap.replace.tile.global_stride.global.b1024.b64 [%rd1], 1, 8192;
+tensormap.replace.tile.element_stride.global.b1024.b32 [%rd1], 2, 1;
+ret;
+}
+"""
+
+
+def test_tensormap_replace_in_a_kernel_gives_the_map_the_driver_encodes(cuda):
+    """tensormap.replace (numba-cuda's test_device_arch_specific): a 2-D map changed on the device into a 3-D one
+    holds what cuTensorMapEncodeTiled writes for the 3-D map (PTX's .rank is the rank minus one)."""
+    d = cuda.d
+    buf = cuda.alloc(64 * 32 * 16 * 4)
+    before = cuda.ok(_tiled(d, buf))
+    want = cuda.ok(_tiled(d, buf + 256, dims=(64, 32, 16), strides=(256, 8192), box=(16, 8, 4)))
+    dmap = cuda.alloc(128)
+    cuda.ok(d.cuMemcpyHtoD(dmap, before.getPtr(), 128))
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(REPLACE.encode() + b"\0")), b"replace"))
+    cuda.launch(f, (1,), (1,), dmap, buf + 256)
+    after = d.CUtensorMap()
+    cuda.ok(d.cuMemcpyDtoH(after.getPtr(), dmap, 128))
+    assert [int(x) for x in after.opaque] == [int(x) for x in want.opaque]
+    assert [int(x) for x in before.opaque] != [int(x) for x in want.opaque]

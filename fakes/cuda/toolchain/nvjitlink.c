@@ -5,11 +5,13 @@
  * section holding that PTX, one module after another, as the fake's own linker makes it. When an input
  * carries no PTX the linked cubin is the real one alone, which the fake refuses saying why. */
 #define _GNU_SOURCE /* memmem */
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../linked_image.h"
 #include "shim.h"
 
 typedef int nvJitLinkResult;
@@ -23,6 +25,8 @@ static RealLibrary g_nvjitlink = REAL_LIBRARY("IRONACCEL_FAKE_NVJITLINK_LIBRARY"
 
 #define REAL_AS(var, name, params) \
     nvJitLinkResult(*var) params = (nvJitLinkResult(*) params)shim_real(&g_nvjitlink, #name)
+/* the same, of the real NVRTC (g_nvrtc, below), whose functions also return 0 on success */
+#define REAL_AS2(var, name, params) int(*var) params = (int(*) params)shim_real(&g_nvrtc, #name)
 
 /* Each function below is exported under its plain name (what dlsym users such as cuda.bindings ask for) and
  * under the versioned names the header maps calls to (__nvJitLinkCreate_13_0 ... _13_9: code built against
@@ -79,6 +83,7 @@ typedef struct Link {
     nvJitLinkHandle handle;
     char **options; /* a copy of the options, for the LTO-IR-to-PTX link */
     uint32_t noptions;
+    unsigned max_registers;       /* -maxrregcount=N (0: none), which the linked image carries to the fake */
     Text ptx;                     /* the inputs' PTX, in order */
     struct Blob *ltoir;           /* the LTO-IR inputs */
     char no_ptx[512];             /* why the linked image cannot carry all the PTX ("" when it can) */
@@ -129,8 +134,11 @@ static nvJitLinkResult shim_create(void *fn, nvJitLinkHandle *h, uint32_t n, con
         return rc;
     }
     l->handle = *h;
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         if (options[i] && (l->options[l->noptions] = strdup(options[i]))) l->noptions++;
+        if (options[i] && !strncmp(options[i], "-maxrregcount=", 14))
+            l->max_registers = (unsigned)strtoul(options[i] + 14, NULL, 10);
+    }
     pthread_mutex_lock(&g_mu);
     l->next = g_links;
     g_links = l;
@@ -249,6 +257,101 @@ static nvJitLinkResult shim_add_file(void *fn, nvJitLinkHandle h, int type, cons
 }
 EXPORT(nvJitLinkAddFile, shim_add_file, (nvJitLinkHandle h, int type, const char *path), (h, type, path))
 
+static RealLibrary g_nvrtc = REAL_LIBRARY("IRONACCEL_FAKE_NVRTC_LIBRARY", "NVRTC");
+#define KEEPER "__ironaccel_keep_ptx_callees"
+
+/* The name a ".func" at p declares ("(ret) name(" or "name("): its length, 0 when there is none. */
+static size_t func_name(const char *p, const char **name) {
+    p += 5;
+    while (*p == ' ' || *p == '\t') p++;
+    if (*p == '(') { /* the return parameter */
+        const char *close = strchr(p, ')');
+        if (!close) return 0;
+        for (p = close + 1; *p == ' ' || *p == '\t';) p++;
+    }
+    size_t n = 0;
+    while (isalnum((unsigned char)p[n]) || p[n] == '_') n++;
+    *name = p;
+    return isalpha((unsigned char)p[0]) || p[0] == '_' ? n : 0;
+}
+
+/* Whether ptx has a ".func" declaration of the name with (1) or without (0) ".extern" before it on its line. */
+static int declares(const char *ptx, const char *name, size_t len, int external) {
+    for (const char *p = ptx; (p = strstr(p, ".func")); p += 5) {
+        const char *line = p;
+        while (line > ptx && line[-1] != '\n') line--;
+        int is_extern = memmem(line, (size_t)(p - line), ".extern", 7) != NULL;
+        const char *found;
+        if (is_extern == external && func_name(p, &found) == len && !memcmp(found, name, len)) return 1;
+    }
+    return 0;
+}
+
+/* CUDA C++ for NVRTC: a kernel that takes the address of each function the PTX inputs declare .extern and none
+ * of them defines. The LTO-IR-to-PTX link sees no PTX input, so it drops an LTO-IR function only a PTX input
+ * calls (numba-cuda's NRT_Allocate, called from linked PTX); with this kernel among its inputs it keeps it.
+ * NULL when there is no such function. */
+static char *keeper_source(const char *ptx) {
+    Text decls = {0}, uses = {0};
+    size_t count = 0;
+    for (const char *p = ptx; (p = strstr(p, ".func")); p += 5) {
+        const char *name, *line = p;
+        size_t len = func_name(p, &name);
+        while (line > ptx && line[-1] != '\n') line--;
+        if (!len || !memmem(line, (size_t)(p - line), ".extern", 7) || declares(ptx, name, len, 0)) continue;
+        char *decl = NULL, *use = NULL; /* the first declaration only */
+        if (asprintf(&decl, "extern \"C\" __device__ void %.*s();", (int)len, name) < 0) decl = NULL;
+        if (decl && (!decls.s || !strstr(decls.s, decl)) &&
+            asprintf(&use, "out[%zu] = (void *)%.*s;", count++, (int)len, name) >= 0) {
+            text_append(&decls, decl, strlen(decl));
+            text_append(&uses, use, strlen(use));
+        }
+        free(decl), free(use);
+    }
+    char *source = NULL;
+    if (decls.s && uses.s &&
+        asprintf(&source, "%s\nextern \"C\" __global__ void " KEEPER "(void **out) {\n%s}\n", decls.s, uses.s) < 0)
+        source = NULL;
+    free(decls.s), free(uses.s);
+    return source;
+}
+
+/* Removes the keeping kernel from the linked PTX: it was there for the link only (it takes the address of
+ * functions, such as vprintf, that only the fake's interpreter provides). */
+static void drop_keeper(char *ptx) {
+    char *start = strstr(ptx, ".entry " KEEPER "("), *p;
+    if (!start || !(p = strchr(start, '{'))) return;
+    while (start > ptx && start[-1] != '\n') start--;
+    for (int depth = 0; *p; p++)
+        if (*p == '{') depth++;
+        else if (*p == '}' && --depth == 0) { p++; break; }
+    memmove(start, p, strlen(p) + 1);
+}
+
+/* LTO-IR of source for the link's -arch, by the real NVRTC; NULL (said on stderr) when it cannot be had. */
+static void *keeper_ltoir(Link *l, const char *source, size_t *size) {
+    REAL_AS2(create, nvrtcCreateProgram,
+             (void **, const char *, const char *, int, const char *const *, const char *const *));
+    REAL_AS2(compile, nvrtcCompileProgram, (void *, int, const char *const *));
+    REAL_AS2(ltoir_size, nvrtcGetLTOIRSize, (void *, size_t *));
+    REAL_AS2(ltoir, nvrtcGetLTOIR, (void *, char *));
+    REAL_AS2(destroy, nvrtcDestroyProgram, (void **));
+    const char *arch = NULL;
+    for (uint32_t i = 0; i < l->noptions; i++)
+        if (!strncmp(l->options[i], "-arch=", 6)) arch = l->options[i];
+    if (!create || !compile || !ltoir_size || !ltoir || !destroy || !arch) return NULL;
+    const char *options[] = {arch, "-rdc=true", "-dlto"};
+    void *prog = NULL, *out = NULL;
+    if (create(&prog, source, "ironaccel_keep.cu", 0, NULL, NULL)) return NULL;
+    if (!compile(prog, 3, options) && !ltoir_size(prog, size) && (out = malloc(*size)) && ltoir(prog, out)) {
+        free(out);
+        out = NULL;
+    }
+    if (!out) shim_log("NVRTC failed on the kernel that keeps the LTO-IR functions PTX inputs call: %.300s", source);
+    destroy(&prog);
+    return out;
+}
+
 /* The PTX the real nvJitLink makes of the LTO-IR inputs: a link of them alone with the same options and
  * -ptx; NULL (reason in why) when it fails. */
 static char *ltoir_ptx(Link *l, char *why, size_t whylen) {
@@ -273,13 +376,19 @@ static char *ltoir_ptx(Link *l, char *why, size_t whylen) {
     size_t size = 0;
     nvJitLinkResult rc = create(&h, n, options);
     for (Blob *b = l->ltoir; rc == NVJITLINK_SUCCESS && b; b = b->next) rc = add(h, INPUT_LTOIR, b->data, b->size, "ltoir");
+    char *keeper = l->ptx.s ? keeper_source(l->ptx.s) : NULL;
+    size_t keeper_size = 0;
+    void *keeper_ir = keeper ? keeper_ltoir(l, keeper, &keeper_size) : NULL;
+    if (rc == NVJITLINK_SUCCESS && keeper_ir) rc = add(h, INPUT_LTOIR, keeper_ir, keeper_size, "ironaccel_keep");
+    free(keeper), free(keeper_ir);
     if (rc == NVJITLINK_SUCCESS) rc = complete(h);
     if (rc == NVJITLINK_SUCCESS) rc = ptx_size(h, &size);
     if (rc == NVJITLINK_SUCCESS && (ptx = calloc(1, size + 1)) && (rc = get_ptx(h, ptx)) != NVJITLINK_SUCCESS) {
         free(ptx);
         ptx = NULL;
     }
-    if (!ptx) snprintf(why, whylen, "the LTO-IR inputs linked to PTX (with -ptx) failed with nvJitLinkResult %d", rc);
+    if (ptx) drop_keeper(ptx);
+    else snprintf(why, whylen, "the LTO-IR inputs linked to PTX (with -ptx) failed with nvJitLinkResult %d", rc);
     if (h) destroy(&h);
     free(options);
     return ptx;
@@ -322,10 +431,18 @@ static nvJitLinkResult linked_cubin(nvJitLinkHandle h, Link **out) {
         return rc;
     }
     if (!l->no_ptx[0] && !l->ptx.len) snprintf(l->no_ptx, sizeof l->no_ptx, "no input carried PTX");
-    if (!l->no_ptx[0] && shim_elf_with_ptx(cubin, size, l->ptx.s, &l->cubin, &l->cubin_size) == 0) {
+    char *limited = NULL; /* the PTX after the lines that give the fake the link's register limit */
+    if (!l->no_ptx[0] && l->max_registers &&
+        asprintf(&limited, LINKED_HEADER MAX_REGISTERS_LINE "%u\n%s", l->max_registers, l->ptx.s) < 0) {
+        limited = NULL;
+        snprintf(l->no_ptx, sizeof l->no_ptx, "out of memory");
+    }
+    if (!l->no_ptx[0] && shim_elf_with_ptx(cubin, size, limited ? limited : l->ptx.s, &l->cubin, &l->cubin_size) == 0) {
+        free(limited);
         free(cubin);
         return NVJITLINK_SUCCESS;
     }
+    free(limited);
     if (!l->no_ptx[0]) snprintf(l->no_ptx, sizeof l->no_ptx, "the linked cubin is not an ELF image");
     shim_log("nvJitLinkGetLinkedCubin: the linked cubin is machine code only (%s)", l->no_ptx);
     l->cubin = cubin;
