@@ -290,6 +290,9 @@ typedef struct PtxFunction {
     int unbounded_calls;               /* such a chain starts here */
     uint32_t reqntid, maxntid;
     uint32_t maxnreg;       /* .maxnreg: the registers a thread may use (0: no limit) */
+    uint32_t shared_static; /* an entry's static .shared bytes (those it and its callees name), 16-aligned:
+                             * its dynamic shared memory starts there */
+    uint32_t shared_declared; /* the bytes those variables take: its SHARED_SIZE_BYTES */
     int line;
 } PtxFunction;
 
@@ -300,12 +303,9 @@ typedef struct PtxModule {
     int nfuncs;
     CallInfo *calls;
     int ncalls;
-    uint32_t shared_static; /* bytes of module-level + function-level .shared, 16-aligned (dynamic starts there) */
-    uint32_t shared_declared, const_bytes; /* the bytes those .shared and the .const variables declare: a
-                                            * function's SHARED_SIZE_BYTES and CONST_SIZE_BYTES (module-wide) */
+    uint32_t const_bytes;   /* the bytes the .const variables declare: a function's CONST_SIZE_BYTES (module-wide) */
     uint32_t data_align;    /* the largest .align of a .shared or .local variable (at least 16): a block's shared
                              * memory, each thread's local memory and every frame start at a multiple of it */
-    int uses_dynamic_shared;
     int uses_device_heap; /* calls malloc or free */
     int uses_grid_sync;   /* calls cudaCGSynchronize: every block of a launch runs at once, on its own worker */
     uint32_t max_registers; /* CU_JIT_MAX_REGISTERS of the load or link that made it (0: no limit) */

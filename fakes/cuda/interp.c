@@ -271,7 +271,7 @@ static void *grid_worker(void *arg) {
     X.watch = &G->watch;
     X.grid_sync = G->m->uses_grid_sync ? &G->grid_sync : NULL;
     X.watch_countdown = WATCH_INTERVAL;
-    X.shared_size = (G->m->shared_static + S->shared_bytes + SHARED_ALLOCATION_UNIT - 1)
+    X.shared_size = (G->kernel->shared_static + S->shared_bytes + SHARED_ALLOCATION_UNIT - 1)
                     & ~(uint64_t)(SHARED_ALLOCATION_UNIT - 1);
     uint32_t align = G->m->data_align; /* a power of two: .align takes no other */
     X.local_size = thread_local_bytes(G->m, G->kernel);

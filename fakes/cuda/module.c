@@ -116,7 +116,7 @@ static CUresult get_function(ModuleHandle *h, const char *name, int want_entry, 
             Function *f = calloc(1, sizeof *f);
             f->module = &h->m;
             f->index = i;
-            f->max_dynamic_shared = SHARED_PER_BLOCK - (int)p->shared_static;
+            f->max_dynamic_shared = SHARED_PER_BLOCK - (int)p->funcs[i].shared_static;
             h->functions[i] = f;
             handle_add(f, H_FUNCTION);
         }
@@ -244,7 +244,7 @@ static CUresult function_attribute(Function *f, int attr, int *value) {
     const PtxFunction *pf = &p->funcs[f->index];
     switch (attr) {
     case 0: *value = max_block_threads(pf); break;
-    case 1: *value = (int)p->shared_declared; break;
+    case 1: *value = (int)pf->shared_declared; break;
     case 2: *value = (int)p->const_bytes; break;
     case 3: *value = (int)pf->stack_local; break;
     case 4: *value = registers_per_thread(p, pf); break;
@@ -269,7 +269,7 @@ API CUresult cuFuncGetAttribute(int *value, int attr, void *hfunc) {
 
 static CUresult set_function_attribute(Function *f, int attr, int value) {
     if (attr == 8) {
-        if (value < 0 || (int64_t)value + f->module->ptx->shared_static > SHARED_PER_BLOCK_OPTIN)
+        if (value < 0 || (int64_t)value + f->module->ptx->funcs[f->index].shared_static > SHARED_PER_BLOCK_OPTIN)
             return CUDA_ERROR_INVALID_VALUE;
         f->max_dynamic_shared = value;
         return CUDA_SUCCESS;
@@ -567,7 +567,7 @@ API CUresult cuLaunchKernelEx(const LaunchConfig *config, void *f, void **params
 static int blocks_per_sm(Function *f, int block_size, size_t dynamic_shared) {
     if (block_size <= 0) return 0;
     int by_threads = THREADS_PER_SM / block_size;
-    size_t shared = f->module->ptx->shared_static + dynamic_shared;
+    size_t shared = f->module->ptx->funcs[f->index].shared_static + dynamic_shared;
     int by_shared = shared ? (int)(SHARED_PER_SM / shared) : 32;
     int n = by_threads < by_shared ? by_threads : by_shared;
     return n < 32 ? n : 32;
@@ -642,7 +642,7 @@ API CUresult cuOccupancyAvailableDynamicSMemPerBlock(size_t *bytes, void *hfunc,
     if (!bytes || nblocks <= 0 || block_size <= 0) return CUDA_ERROR_INVALID_VALUE;
     /* The SM's share per block, capped by what one block may have: 48 KiB unless the function opted in. */
     size_t per = SHARED_PER_SM / (size_t)nblocks;
-    size_t st = f->module->ptx->shared_static;
+    size_t st = f->module->ptx->funcs[f->index].shared_static;
     size_t dynamic = per > st ? per - st : 0;
     *bytes = dynamic < (size_t)f->max_dynamic_shared ? dynamic : (size_t)f->max_dynamic_shared;
     return CUDA_SUCCESS;

@@ -4,7 +4,9 @@
  * per-function constant slots). Names of any length are supported: tokens point into the PTX text while it
  * is parsed. The top of the loader: ptx_decode.c and ptx_lex.c below it (ptx_parse.h). */
 #define _GNU_SOURCE
+#include <ctype.h>
 #include <setjmp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,13 +148,18 @@ static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint64_t ma
 
 /* Returns the bytes a .global or .const variable takes (0 for .shared: laid out before). */
 static uint64_t module_variable(Parser *P, int space, int line) {
+    int at = P->pos - 1; /* the .shared/.global/.const token */
     Decl d;
     parse_decl(P, &d);
     PtxModule *m = P->m;
     if (space == SPACE_SHARED) {
-        for (int i = 0; i < P->nshared; i++)
-            if (tok_eq(&P->shared[i].name, &d.name)) add_name(P, d.name, N_SHARED, P->shared[i].offset, 0);
-        if (d.unsized) m->uses_dynamic_shared = 1;
+        int lo = 0, hi = P->nshared - 1; /* P->shared is in text order: find this declaration's entry */
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (P->shared[mid].tok < at) lo = mid + 1;
+            else hi = mid;
+        }
+        if (P->nshared && P->shared[lo].tok == at) add_name(P, d.name, N_SHARED, P->shared[lo].offset, 0);
     } else {
         uint64_t size = decl_bytes(&d);
         uint64_t addr;
@@ -178,33 +185,197 @@ static uint64_t module_variable(Parser *P, int space, int line) {
     return 0;
 }
 
-/* Lays out every static .shared variable of the module (module level and inside functions) before
- * decoding, so dynamic shared memory (extern .shared x[]) can start, 16-byte aligned, after all of them. */
-static void layout_shared(Parser *P) {
-    int dynamic_count = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < P->ntoks; i++) {
-            if (!tok_is(&P->toks[i], ".shared")) continue;
-            P->pos = i + 1;
-            Decl d;
-            parse_decl(P, &d);
-            if (d.unsized != (pass == 1)) continue;
-            uint32_t off;
-            if (d.unsized) {
-                off = align_up(P->m->shared_static, 16);
-                dynamic_count++;
-            } else {
-                if (d.align > P->m->data_align) P->m->data_align = d.align;
-                off = place(P, d.name.line, &P->m->shared_static, decl_bytes(&d), d.align, SHARED_PER_BLOCK,
-                            "static .shared memory");
-            }
-            GROW(P->shared, P->nshared, P->capshared);
-            P->shared[P->nshared++] = (SharedVar){d.name, off};
+/* ---- static shared memory, per kernel ----
+ * A kernel's static shared memory is the .shared variables it and the functions it reaches name (as ptxas
+ * allocates it), at most SHARED_PER_BLOCK; a module of many kernels (CuPy's CUB module) may declare far more
+ * in all. Each variable gets one offset (a function called by several kernels sees it at one address): after
+ * the variables placed before it that share a kernel with it. Dynamic shared memory (extern .shared x[])
+ * starts, 16-aligned, after the static variables of every kernel that reaches it. Done on the tokens, before
+ * decoding: a name in a body is a use, a function named in it (a call, an address taken) is reached. */
+
+typedef struct LayoutName {
+    Tok id;
+    int value; /* >= 0: a LayoutFn; < 0: ~ the index of a module-level SharedVar */
+} LayoutName;
+
+static uint32_t tok_hash(const Tok *t) {
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (int i = 0; i < t->len; i++) h = (h ^ (uint8_t)t->s[i]) * 16777619u;
+    return h;
+}
+
+/* The slot of id in an open-addressed table of mask + 1 slots (id.len 0: empty). */
+static LayoutName *name_slot(LayoutName *table, uint32_t mask, const Tok *id) {
+    uint32_t i = tok_hash(id) & mask;
+    while (table[i].id.len && !tok_eq(&table[i].id, id)) i = (i + 1) & mask;
+    return &table[i];
+}
+
+/* The index of the token closing the bracket opened at i (or the last token of a cut text). */
+static int matching(const Parser *P, int i, const char *open, const char *close) {
+    int depth = 0;
+    for (; i < P->ntoks; i++) {
+        depth += tok_is(&P->toks[i], open) - tok_is(&P->toks[i], close);
+        if (!depth) return i;
+    }
+    return P->ntoks - 1;
+}
+
+/* The functions defined in the text (.entry/.func with a body), in text order. */
+static void layout_functions(Parser *P) {
+    for (int i = 0; i < P->ntoks; i++) {
+        Tok *t = &P->toks[i];
+        if (tok_is(t, "{")) { i = matching(P, i, "{", "}"); continue; } /* a .section's block */
+        if (!tok_is(t, ".entry") && !tok_is(t, ".func")) continue;
+        int j = i + 1;
+        if (j < P->ntoks && tok_is(&P->toks[j], "(")) j = matching(P, j, "(", ")") + 1; /* the return value */
+        if (j >= P->ntoks) return;
+        LayoutFn fn = {.name = P->toks[j], .is_entry = tok_is(t, ".entry")};
+        while (++j < P->ntoks && !tok_is(&P->toks[j], "{") && !tok_is(&P->toks[j], ";")) {
+            if (tok_is(&P->toks[j], "(")) j = matching(P, j, "(", ")");
+            else if (tok_is(&P->toks[j], ".pragma")) while (j + 1 < P->ntoks && !tok_is(&P->toks[++j], ";")) {}
         }
-    P->m->shared_declared = P->m->shared_static;
-    P->m->shared_static = align_up(P->m->shared_static, 16);
-    P->m->uses_dynamic_shared = dynamic_count > 0;
+        if (j >= P->ntoks || tok_is(&P->toks[j], ";")) { i = j; continue; } /* a declaration */
+        fn.begin = j;
+        fn.end = i = matching(P, j, "{", "}");
+        GROW(P->layout, P->nlayout, P->caplayout);
+        P->layout[P->nlayout++] = fn;
+    }
+}
+
+/* Every .shared declaration (not a parameter's .ptr.shared), with the function declaring it. */
+static void layout_variables(Parser *P) {
+    int owner = 0;
+    for (int i = 0; i < P->ntoks; i++) {
+        if (!tok_is(&P->toks[i], ".shared") || (i && tok_is(&P->toks[i - 1], ".ptr"))) continue;
+        while (owner < P->nlayout && P->layout[owner].end < i) owner++;
+        int in = owner < P->nlayout && P->layout[owner].begin < i;
+        P->pos = i + 1;
+        Decl d;
+        parse_decl(P, &d);
+        GROW(P->shared, P->nshared, P->capshared);
+        P->shared[P->nshared] = (SharedVar){d.name, i, in ? owner : -1, decl_bytes(&d), d.align, 0, d.unsized,
+                                            NULL, 0, 0};
+        if (in) {
+            LayoutFn *f = &P->layout[owner];
+            GROW(f->vars, f->nvars, f->capvars);
+            f->vars[f->nvars++] = P->nshared;
+        }
+        P->nshared++;
+    }
+}
+
+/* Each body's uses: the module-level variables and the functions it names (each once). */
+static void layout_uses(Parser *P) {
+    uint32_t size = 64;
+    while (size < 2u * (uint32_t)(P->nlayout + P->nshared)) size *= 2;
+    LayoutName *table = calloc(size, sizeof *table);
+    for (int f = 0; f < P->nlayout; f++) {
+        LayoutName *slot = name_slot(table, size - 1, &P->layout[f].name);
+        if (!slot->id.len) *slot = (LayoutName){P->layout[f].name, f}; /* a .weak one defined twice: the first */
+    }
+    for (int v = 0; v < P->nshared; v++) {
+        if (P->shared[v].owner >= 0) continue;
+        LayoutName *slot = name_slot(table, size - 1, &P->shared[v].name);
+        if (!slot->id.len) *slot = (LayoutName){P->shared[v].name, ~v};
+    }
+    int *seen = calloc((size_t)(P->nlayout + P->nshared), sizeof(int)); /* functions, then variables */
+    for (int f = 0; f < P->nlayout; f++) {
+        LayoutFn *fn = &P->layout[f];
+        for (int i = fn->begin + 1; i < fn->end; i++) {
+            const Tok *t = &P->toks[i];
+            if (!isalpha((unsigned char)t->s[0]) && t->s[0] != '_' && t->s[0] != '$') continue; /* not a name */
+            LayoutName *n = name_slot(table, size - 1, t);
+            if (!n->id.len) continue;
+            int key = n->value >= 0 ? n->value : P->nlayout + ~n->value;
+            if (seen[key] == f + 1) continue;
+            seen[key] = f + 1;
+            if (n->value >= 0) {
+                GROW(fn->calls, fn->ncalls, fn->capcalls);
+                fn->calls[fn->ncalls++] = n->value;
+            } else {
+                GROW(fn->vars, fn->nvars, fn->capvars);
+                fn->vars[fn->nvars++] = ~n->value;
+            }
+        }
+    }
+    free(seen);
+    free(table);
+}
+
+/* Records, on each variable, the kernels whose call graph reaches a function naming it. */
+static void layout_reach(Parser *P) {
+    int *seen = calloc((size_t)P->nlayout, sizeof(int)), *stack = malloc((size_t)P->nlayout * sizeof(int));
+    int *last = calloc((size_t)P->nshared, sizeof(int));
+    for (int k = 0; k < P->nlayout; k++) {
+        if (!P->layout[k].is_entry) continue;
+        int top = 0;
+        stack[top++] = k;
+        seen[k] = k + 1;
+        while (top) {
+            LayoutFn *f = &P->layout[stack[--top]];
+            for (int i = 0; i < f->nvars; i++) {
+                SharedVar *v = &P->shared[f->vars[i]];
+                if (last[f->vars[i]] == k + 1) continue;
+                last[f->vars[i]] = k + 1;
+                GROW(v->kernels, v->nkernels, v->capkernels);
+                v->kernels[v->nkernels++] = k;
+            }
+            for (int i = 0; i < f->ncalls; i++)
+                if (seen[f->calls[i]] != k + 1) seen[f->calls[i]] = k + 1, stack[top++] = f->calls[i];
+        }
+    }
+    free(last), free(stack), free(seen);
+}
+
+/* Lays out every .shared variable (module level and inside functions) before decoding: the offsets the
+ * decoder gives their names, and each kernel's static and declared bytes. */
+static void layout_shared(Parser *P) {
+    layout_functions(P);
+    layout_variables(P);
+    layout_uses(P);
+    layout_reach(P);
+    uint32_t dynamic_start = 0;
+    for (int pass = 0; pass < 2; pass++) /* the static variables, then where dynamic memory starts */
+        for (int i = 0; i < P->nshared; i++) {
+            SharedVar *v = &P->shared[i];
+            if (v->unsized != pass) continue;
+            uint32_t end = 0;
+            for (int k = 0; k < v->nkernels; k++)
+                if (P->layout[v->kernels[k]].shared_declared > end) end = P->layout[v->kernels[k]].shared_declared;
+            if (pass == 1) {
+                if (end > dynamic_start) dynamic_start = end;
+                continue;
+            }
+            if (v->align > P->m->data_align) P->m->data_align = v->align;
+            char what[160];
+            if (v->nkernels) {
+                const Tok *k = &P->layout[v->kernels[0]].name;
+                snprintf(what, sizeof what, "static .shared memory of kernel %.*s", k->len > 100 ? 100 : k->len, k->s);
+            } else {
+                snprintf(what, sizeof what, "static .shared memory");
+            }
+            v->offset = place(P, v->name.line, &end, v->size, v->align, SHARED_PER_BLOCK, what);
+            for (int k = 0; k < v->nkernels; k++) P->layout[v->kernels[k]].shared_declared = end;
+        }
+    dynamic_start = align_up(dynamic_start, 16);
+    for (int i = 0; i < P->nshared; i++)
+        if (P->shared[i].unsized) P->shared[i].offset = dynamic_start;
+    for (int k = 0; k < P->nlayout; k++) P->layout[k].shared_static = align_up(P->layout[k].shared_declared, 16);
+    for (int i = 0; i < P->nshared; i++)
+        for (int k = 0; P->shared[i].unsized && k < P->shared[i].nkernels; k++)
+            P->layout[P->shared[i].kernels[k]].shared_static = dynamic_start;
     P->pos = 0;
+}
+
+/* Gives each decoded kernel its static shared bytes from the layout. */
+static void kernels_shared(Parser *P) {
+    for (int k = 0; k < P->nlayout; k++) {
+        int idx = P->layout[k].is_entry ? function_index(P, &P->layout[k].name, 0) : -1;
+        if (idx < 0) continue;
+        P->m->funcs[idx].shared_static = P->layout[k].shared_static;
+        P->m->funcs[idx].shared_declared = P->layout[k].shared_declared;
+    }
 }
 
 static void free_params(PtxFunction *f) {
@@ -461,7 +632,9 @@ static void target(Parser *P, const Tok *a) {
 
 static void parser_free(Parser *P) {
     free(P->toks), free(P->names), free(P->fixups), free(P->labels), free(P->callfix), free(P->consts);
-    free(P->shared);
+    for (int i = 0; i < P->nshared; i++) free(P->shared[i].kernels);
+    for (int i = 0; i < P->nlayout; i++) free(P->layout[i].calls), free(P->layout[i].vars);
+    free(P->shared), free(P->layout);
     free(P);
 }
 
@@ -546,6 +719,7 @@ PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CU
         if (f->nslots > big_slots) big_slots = f->nslots;
         if (f->frame_local > big_local) big_local = f->frame_local;
     }
+    kernels_shared(P);
     int *state = calloc((size_t)m->nfuncs + 1, sizeof(int));
     for (int i = 0; i < m->nfuncs; i++)
         if (m->funcs[i].defined) stack_needs(P, i, state, big_slots, big_local);

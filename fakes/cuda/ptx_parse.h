@@ -42,10 +42,23 @@ typedef struct CallFix { /* a call waiting for its callee to be defined */
     Tok callee;
 } CallFix;
 
-typedef struct SharedVar {
+typedef struct SharedVar { /* a .shared declaration, laid out before decoding (ptx.c's layout_shared) */
     Tok name;
-    uint32_t offset;
+    int tok;          /* index of its .shared token: how the decoder finds it again */
+    int owner;        /* the LayoutFn whose body declares it, or -1 (module level) */
+    uint64_t size;
+    uint32_t align, offset;
+    int unsized;      /* extern .shared x[]: dynamic shared memory */
+    int *kernels, nkernels, capkernels; /* the kernels that may touch it (LayoutFn indices) */
 } SharedVar;
+
+typedef struct LayoutFn { /* a function of the text, as the shared layout sees it before decoding */
+    Tok name;
+    int is_entry, begin, end;          /* its body's '{' and '}' tokens */
+    int *calls, ncalls, capcalls;      /* LayoutFn indices its body names (calls, addresses taken) */
+    int *vars, nvars, capvars;         /* SharedVar indices its body names or declares */
+    uint32_t shared_static, shared_declared; /* an entry's: see PtxFunction */
+} LayoutFn;
 
 typedef struct Parser {
     Tok *toks;
@@ -70,8 +83,10 @@ typedef struct Parser {
     uint64_t *consts;
     uint32_t nconsts, capconsts;
     uint32_t code_cap;
-    SharedVar *shared;
+    SharedVar *shared; /* in text order */
     int nshared, capshared;
+    LayoutFn *layout;
+    int nlayout, caplayout;
 } Parser;
 
 /* An opcode split at dots: "ld.global.nc.v4.f32" -> base "ld", mods {global, nc, v4, f32}. */

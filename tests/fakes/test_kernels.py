@@ -1315,3 +1315,71 @@ def test_cooperative_grid_sync_of_the_device_runtime(cuda):
     assert cuda.err(d.cuLaunchKernel(f, 100000, 1, 1, 1, 1, 1, 0, 0, ptrs.ctypes.data, 0)) in (
         d.CUresult.CUDA_SUCCESS, d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
     assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+
+
+# Static shared memory is a kernel's, not a module's: two kernels of 40 KiB each (CuPy's CUB module declares
+# hundreds), a device function both call naming a third variable, and dynamic memory one of them uses. Each
+# kernel gets the variables it and its callees name, at most 48 KiB; `common` has one address for both.
+PER_KERNEL_SHARED = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.shared .align 4 .b8 big_a[40960];
+.shared .align 4 .b8 big_b[40960];
+.shared .align 4 .b8 common[256];
+.extern .shared .align 16 .b8 dyn[];
+.func (.param .b32 func_retval0) twice(.param .b32 x)
+{
+    .reg .b32 %r<3>;
+    ld.param.b32 %r1, [x];
+    st.shared.u32 [common+252], %r1;
+    ld.shared.u32 %r2, [common+252];
+    add.u32 %r2, %r2, %r2;
+    st.param.b32 [func_retval0], %r2;
+    ret;
+}
+.visible .entry kernel_a(.param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, 7;
+    st.shared.u32 [big_a+40956], %r1;
+    ld.shared.u32 %r2, [big_a+40956];
+    { .param .b32 p; .param .b32 q; st.param.b32 [p], %r2; call.uni (q), twice, (p); ld.param.b32 %r3, [q]; }
+    st.global.u32 [%rd1], %r3;
+    ret;
+}
+.visible .entry kernel_b(.param .u64 out)
+{
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<2>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, 5;
+    st.shared.u32 [big_b], %r1;
+    mov.u32 %r4, 6;
+    st.shared.u32 [dyn+4092], %r4;
+    ld.shared.u32 %r2, [big_b];
+    ld.shared.u32 %r5, [dyn+4092];
+    add.u32 %r2, %r2, %r5;
+    { .param .b32 p; .param .b32 q; st.param.b32 [p], %r2; call.uni (q), twice, (p); ld.param.b32 %r3, [q]; }
+    st.global.u32 [%rd1], %r3;
+    ret;
+}
+\0"""
+
+
+def test_static_shared_memory_is_bounded_per_kernel_not_per_module(cuda):
+    d, attr = cuda.d, cuda.d.CUfunction_attribute
+    module = cuda.ok(d.cuModuleLoadData(PER_KERNEL_SHARED))  # 80 KiB declared in all: loads
+    out = cuda.poisoned(np.zeros(1, np.uint32))
+    for name, shared, want in ((b"kernel_a", 0, 14), (b"kernel_b", 4096, 22)):
+        f = cuda.ok(d.cuModuleGetFunction(module, name))
+        assert cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, f)) == 40960 + 256
+        assert cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, f)) == 49152 - 41216
+        cuda.launch(f, (1,), (1,), out, shared=shared)
+        assert cuda.download(out, np.zeros(1, np.uint32))[0] == want
+    one_kernel_too_much = PER_KERNEL_SHARED.replace(b"st.shared.u32 [big_b], %r1;", b"st.shared.u32 [big_a], %r1;")
+    assert cuda.err(d.cuModuleLoadData(one_kernel_too_much)) == d.CUresult.CUDA_ERROR_INVALID_PTX
