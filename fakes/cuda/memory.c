@@ -337,10 +337,13 @@ void mem_describe(uint64_t addr, char *buf, size_t n) {
     pthread_mutex_unlock(&g_mem_mu);
 }
 
-static int leak_mode(void) { /* 0 off, 1 report, 2 error */
+/* 0 off (the default: as a real driver, which prints nothing; a program may well exit, or destroy a context,
+ * with memory its allocator's pool still holds, as CuPy and PyTorch do), 1 report, 2 error: a leak check asked
+ * for, as compute-sanitizer's --leak-check is. */
+static int leak_mode(void) {
     const char *m = getenv("IRONACCEL_FAKE_CUDA_LEAKS");
-    if (!m || !*m || !strcmp(m, "report")) return 1;
-    if (!strcmp(m, "error")) return 2;
+    if (m && !strcmp(m, "report")) return 1;
+    if (m && !strcmp(m, "error")) return 2;
     return 0;
 }
 

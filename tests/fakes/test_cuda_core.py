@@ -140,8 +140,8 @@ print("GRAPH-OK")
 @pytest.mark.parametrize("script, marker", [(SCRIPT, "SAXPY-OK"), (GRAPH_SCRIPT, "GRAPH-OK")], ids=["saxpy", "graph"])
 def test_cuda_core(script, marker):
     pytest.importorskip("cuda.core")
-    r = subprocess.run([sys.executable, "-c", script], env=fakes.child_env(), capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run([sys.executable, "-c", script], env={**fakes.child_env(), "IRONACCEL_FAKE_CUDA_LEAKS": "report"},
+                       capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert marker in r.stdout
     assert "not implemented" not in r.stderr, r.stderr

@@ -134,6 +134,20 @@ def test_child_process_env_faults_memory_limit_and_leaks():
     assert "leak report" in r.stderr
 
 
+def test_memory_held_at_exit_is_reported_only_when_a_leak_check_is_asked_for():
+    """A program may exit holding memory (CuPy's pool does): a real driver prints nothing, nor does the fake by
+    default; IRONACCEL_FAKE_CUDA_LEAKS=report names what is live."""
+    held = """
+        err, ctx = d.cuCtxCreate(None, 0, 0)
+        assert d.cuMemAlloc(512)[0] == 0
+    """
+    quiet = _run_child(held)
+    assert quiet.returncode == 0 and "leak report" not in quiet.stderr, quiet.stderr
+    checked = _run_child(held, IRONACCEL_FAKE_CUDA_LEAKS="report")
+    assert checked.returncode == 0
+    assert "leak report (process exit): 1 allocation(s), 512 bytes still live" in checked.stderr
+
+
 def test_unimplemented_entry_point_says_so_once():
     r = _run_child("""
         print(int(d.cuDeviceCanAccessPeer(0, 0)[0]), int(d.cuDeviceCanAccessPeer(0, 0)[0]))
