@@ -60,6 +60,28 @@ def test_xdist_workers_record_each_test_once_through_the_controller(pytester):
     assert clients.counts(clients.read_record(record)) == {"pass": 9, "fail": 3, "error": 0, "skip": 0}
 
 
+def test_a_test_past_its_limit_ends_its_worker_so_what_it_left_cannot_fail_the_next(pytester):
+    """A test blocked past the limit (here: holding a lock the next test needs, as a hung kernel holds the
+    device) is recorded as timed out, and its worker is replaced, so the worker's next test passes."""
+    pytester.makepyfile(test_hang="""
+        import threading, time
+        DEVICE = threading.Lock()
+
+        def test_a_hangs():
+            DEVICE.acquire()
+            time.sleep(30)
+
+        def test_b_after():
+            assert DEVICE.acquire(timeout=0)
+    """)
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}", "-n", "1",
+                                  "-p", "ironaccel.cts.client_timeouts", "--timeout=2", "-p", "no:randomly")
+    tests = clients.read_record(record)
+    assert tests["test_hang.py::test_a_hangs"]["message"].startswith("Timeout (>2s): the test's worker was ended")
+    assert tests["test_hang.py::test_b_after"]["outcome"] == "pass"
+
+
 def test_a_subtest_with_object_parameters_reports_through_xdist(pytester):
     pytester.makepyfile(test_sub="""
         class Kind:

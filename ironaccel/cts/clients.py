@@ -38,6 +38,7 @@ OUTCOMES = ("pass", "fail", "error", "skip")
 TEST_TIMEOUT_S = 60.0
 TOTAL_TIMEOUT_S = 3600.0
 WORKERS = "auto"  # pytest-xdist's -n; "0": one process, no xdist
+MAX_WORKER_RESTARTS = 1000  # workers ended by a test's time limit or a crash, replaced; then xdist stops
 SOURCE_ENV = "IRONACCEL_CLIENTS_SOURCE_{}"  # + CUDA_CORE / CUDA_BINDINGS / CUPY: where its tests/ folder is
 
 
@@ -136,7 +137,9 @@ def child_env(target: str, test_timeout_s: float, client: Client | None = None) 
         from .. import fakes
 
         env = fakes.child_env(env)
-        env["IRONACCEL_FAKE_WATCHDOG_S"] = f"{test_timeout_s:g}"  # a hung kernel ends as an error, not a stall
+        # a hung kernel ends as an error, not a stall; after the test's own limit, which ends its worker first
+        # (client_timeouts), so that the watchdog's sticky error does not fail that worker's later tests
+        env["IRONACCEL_FAKE_WATCHDOG_S"] = f"{2 * test_timeout_s:g}"
         env.update(client.fake_env if client else ())
     elif target == CUDASIM:
         env["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -152,8 +155,8 @@ def child_command(client: Client, source: Path | None, record: Path, ini: Path, 
     cmd = [sys.executable, "-m", "pytest", "-c", str(ini), "--rootdir", str(rootdir), "-q",
            "-p", "no:cacheprovider", "-p", "ironaccel.cts.clients", f"--clients-record={record}",
            f"--timeout={test_timeout_s:g}", f"--import-mode={client.import_mode}", "--continue-on-collection-errors"]
-    if workers != "0":
-        cmd += ["-n", workers]
+    if workers != "0":  # a test past its limit ends its worker, which xdist replaces (client_timeouts)
+        cmd += ["-n", workers, "-p", "ironaccel.cts.client_timeouts", f"--max-worker-restart={MAX_WORKER_RESTARTS}"]
     if sample > 1:
         cmd.append(f"--clients-sample={sample}")
     if select:
