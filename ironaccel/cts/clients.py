@@ -86,8 +86,10 @@ CLIENTS = {
             "(with its cuda_python_test_helpers/): --source cuda-bindings=CHECKOUT/cuda_bindings/tests")),
         # CuPy links the CUDA runtime (issue 26). Its prebuilt CUB/Thrust kernels carry PTX for compute_120
         # only, which the simulated sm_90 refuses, so on the fake CuPy's accelerators are off
-        # (CUPY_ACCELERATORS=""; reductions use CuPy's own NVRTC kernels) and what needs Thrust (sorting)
-        # fails with that cause. Issue 26's selection: the folders below.
+        # (CUPY_ACCELERATORS=""; reductions use CuPy's own NVRTC kernels: with CUB on, CuPy discards CUB's
+        # launch error and returns a wrong sum) and what needs Thrust (sorting) or forces CUB fails with that
+        # cause. Tests that need cuBLAS/cuRAND/cudadevrt fail where those host libraries are not installed.
+        # Issue 26's selection: the folders below.
         Client("cupy", "cupy-cuda13x", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/cupy/cupy at tag v{version}: --source cupy=CHECKOUT/tests"),
             fake_goal=0.90, fake_env=(("CUPY_ACCELERATORS", ""),),
