@@ -284,7 +284,7 @@ static void layout_uses(Parser *P) {
         LayoutFn *fn = &P->layout[f];
         for (int i = fn->begin + 1; i < fn->end; i++) {
             const Tok *t = &P->toks[i];
-            if (!isalpha((unsigned char)t->s[0]) && t->s[0] != '_' && t->s[0] != '$') continue; /* not a name */
+            if (!isalpha((unsigned char)t->s[0]) && !strchr("_$%", t->s[0])) continue; /* not a name */
             LayoutName *n = name_slot(table, size - 1, t);
             if (!n->id.len) continue;
             int key = n->value >= 0 ? n->value : P->nlayout + ~n->value;
