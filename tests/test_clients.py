@@ -60,6 +60,20 @@ def test_xdist_workers_record_each_test_once_through_the_controller(pytester):
     assert clients.counts(clients.read_record(record)) == {"pass": 9, "fail": 3, "error": 0, "skip": 0}
 
 
+def test_a_failure_that_carries_a_traceback_is_recorded_with_the_error_it_carries(pytester):
+    """CuPy's numpy_cupy_* checks fail with "Only cupy raises error" and the CuPy error's traceback as text: the
+    record keeps that error (the cause: a missing cuBLAS, a kernel that did not load), not only the first line."""
+    pytester.makepyfile(test_cupy_check="""
+        def test_sort():
+            raise AssertionError("Only cupy raises error\\n\\nTraceback (most recent call last):\\n"
+                                 "  File 'x.py', line 1, in f\\nRuntimeError: radix_sort: cudaErrorInvalidPtx")
+    """)
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}")
+    assert clients.read_record(record)["test_cupy_check.py::test_sort"]["message"] == \
+        "AssertionError: Only cupy raises error <- RuntimeError: radix_sort: cudaErrorInvalidPtx"
+
+
 def test_a_test_past_its_limit_ends_its_worker_so_what_it_left_cannot_fail_the_next(pytester):
     """A test blocked past the limit (here: holding a lock the next test needs, as a hung kernel holds the
     device) is recorded as timed out, and its worker is replaced, so the worker's next test passes."""

@@ -330,6 +330,8 @@ def first_line(report) -> str:
         crash = getattr(report.longrepr, "reprcrash", None)
         text = crash.message if crash is not None else str(report.longrepr or "")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if len(lines) > 1 and "Traceback (most recent call last):" in lines:  # CuPy's "Only cupy raises error"
+        return f"{lines[0][:140]} <- {lines[-1][:160]}"  # carries the error it saw: that is the cause
     return lines[0][:300] if lines else ""
 
 
