@@ -241,6 +241,9 @@ def test_cupy_runs_its_selected_folders_with_its_accelerators_off_on_the_fake_on
     assert cmd[-8:] == [str(source / "cupy_tests" / f"{d}_tests") for d in (
         "core", "creation", "manipulation", "math", "sorting", "logic", "indexing", "statistics")]
     assert clients.child_env(clients.FAKE, 60, cupy)["CUPY_ACCELERATORS"] == ""
+    # the fake's kernel cache is its own: the H200 runs both targets on one host, and a real cubin has no PTX
+    assert clients.child_env(clients.FAKE, 60, cupy)["CUPY_CACHE_DIR"] != \
+        clients.child_env(clients.NVIDIA, 60, cupy).get("CUPY_CACHE_DIR")
     assert "CUPY_ACCELERATORS" not in clients.child_env(clients.NVIDIA, 60, cupy) or \
         os.environ.get("CUPY_ACCELERATORS") is not None
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from ..cache import cache_dir
 from . import runs
 
 #: Comparison targets: cuda/fake and cuda/nvidia are ironaccel targets; numba/cudasim is numba's own
@@ -89,10 +90,12 @@ CLIENTS = {
         # (CUPY_ACCELERATORS=""; reductions use CuPy's own NVRTC kernels: with CUB on, CuPy discards CUB's
         # launch error and returns a wrong sum) and what needs Thrust (sorting) or forces CUB fails with that
         # cause. Tests that need cuBLAS/cuRAND/cudadevrt fail where those host libraries are not installed.
-        # Issue 26's selection: the folders below.
+        # CuPy's on-disk kernel cache is keyed by source, options and NVRTC version, not by driver: on the fake it
+        # is a folder of its own, or a cubin cached by a run on the real driver (no PTX) fails to load on the
+        # fake. Issue 26's selection: the folders below.
         Client("cupy", "cupy-cuda13x", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/cupy/cupy at tag v{version}: --source cupy=CHECKOUT/tests"),
-            fake_goal=0.90, fake_env=(("CUPY_ACCELERATORS", ""),),
+            fake_goal=0.90, fake_env=(("CUPY_ACCELERATORS", ""), ("CUPY_CACHE_DIR", str(cache_dir() / "cupy-fake"))),
             paths=tuple(f"cupy_tests/{d}_tests" for d in ("core", "creation", "manipulation", "math", "sorting",
                                                            "logic", "indexing", "statistics"))),
         # The PyTorch smoke (issue 26, ironaccel/cts/torch_smoke.py): what needs machine code PyTorch's wheel or
