@@ -66,7 +66,7 @@ def test_a_failure_that_carries_a_traceback_is_recorded_with_the_error_it_carrie
     pytester.makepyfile(test_cupy_check="""
         def test_sort():
             raise AssertionError("Only cupy raises error\\n\\nTraceback (most recent call last):\\n"
-                                 "  File 'x.py', line 1, in f\\nRuntimeError: radix_sort: cudaErrorInvalidPtx")
+                                 "  File 'x.py', line 1, in f\\nRuntimeError: radix_sort: cudaErrorInvalidPtx\\n  attempted: libx.so.13")
     """)
     record = pytester.path / "record.jsonl"
     pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -321,6 +322,9 @@ def initialize_from_pytest_config(request):
     request.cls._dump_failed_filechecks = request.config.getoption("dump_failed_filechecks")
 
 
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_][\w.]*(Error|Exception)\b")
+
+
 def first_line(report) -> str:
     """The failure's first line; for a module that does not import, its last ``E`` line (the exception)."""
     if report.when == "collect":
@@ -334,7 +338,8 @@ def first_line(report) -> str:
         text = crash.message if crash is not None else str(report.longrepr or "")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if len(lines) > 1 and "Traceback (most recent call last):" in lines:  # CuPy's "Only cupy raises error"
-        return f"{lines[0][:140]} <- {lines[-1][:160]}"  # carries the error it saw: that is the cause
+        raised = [line for line in lines[1:] if _EXCEPTION_LINE.match(line)] or lines[-1:]
+        return f"{lines[0][:140]} <- {raised[-1][:160]}"  # carries the error it saw: that is the cause
     return lines[0][:300] if lines else ""
 
 
