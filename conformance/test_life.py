@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -404,4 +406,35 @@ def test_a_stream_dropped_with_copies_queued_still_runs_them(device, stream, ker
         work.free()
         for buf in bufs + [scratch]:
             buf.free()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-30")
+def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, kernel_source):
+    """A Module collected without close() is released by a finalizer of the backend's: one set up wrongly fails
+    where nobody can see it (an exception in a finalizer or weakref callback only reaches sys.unraisablehook),
+    and the driver's module is never given back. Modules compiled, used and dropped unclosed leave nothing
+    unraisable behind, each collected, and the device still works."""
+    lang = device.languages[0]
+    source = kernel_source("saxpy", lang)
+    lost: list[str] = []
+    hook, sys.unraisablehook = sys.unraisablehook, lambda u: lost.append(f"{u.exc_type.__name__}: {u.exc_value}")
+    try:
+        with device.alloc(64) as x, device.alloc(64) as y:
+            gone = []
+            for i in range(8):
+                module = device.compile(source, lang)
+                if i % 2:
+                    stream.launch(module.kernel("saxpy"), 1, 16, (x, y, np.float32(1), np.uint32(16)))
+                gone.append(weakref.ref(module))
+                del module
+            stream.synchronize()
+            gc.collect()
+            device.synchronize()
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert not lost, f"dropping modules lost {len(lost)} exception(s) in finalizers: {lost[0]}"
+    held = sum(ref() is not None for ref in gone)
+    assert not held, f"{held} of {len(gone)} modules dropped unclosed are still alive after a collection"
     assert_device_works(device, kernels)
