@@ -410,24 +410,22 @@ def test_a_stream_dropped_with_copies_queued_still_runs_them(device, stream, ker
 
 
 @pytest.mark.clause("LIFE-30")
-def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, kernel_source):
+def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, target):
     """A Module collected without close() is released by a finalizer of the backend's: one set up wrongly fails
     where nobody can see it (an exception in a finalizer or weakref callback only reaches sys.unraisablehook),
     and the driver's module is never given back. Modules compiled, used and dropped unclosed leave nothing
     unraisable behind, each collected, and the device still works."""
-    lang = device.languages[0]
-    source = kernel_source("saxpy", lang)
     lost: list[str] = []
     hook, sys.unraisablehook = sys.unraisablehook, lambda u: lost.append(f"{u.exc_type.__name__}: {u.exc_value}")
     try:
         with device.alloc(64) as x, device.alloc(64) as y:
             gone = []
             for i in range(8):
-                module = device.compile(source, lang)
+                saxpy = target.compile_kernel(device, "saxpy")  # a module of its own each time
                 if i % 2:
-                    stream.launch(module.kernel("saxpy"), 1, 16, (x, y, np.float32(1), np.uint32(16)))
-                gone.append(weakref.ref(module))
-                del module
+                    stream.launch(saxpy, 1, 16, (x, y, np.float32(1), np.uint32(16)))
+                gone.append(weakref.ref(saxpy.module))
+                del saxpy
             stream.synchronize()
             gc.collect()
             device.synchronize()
