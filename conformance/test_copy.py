@@ -37,6 +37,7 @@ def ranges(draw, size: int = BUF):
 @example(r=(2, 3), seed=9)  # sizes either side of the 4-byte word and of 256 bytes
 @example(r=(5, 5), seed=10)
 @example(r=(0, 255), seed=11)
+@example(r=(5, 8), seed=12)  # whole words at an unaligned offset
 def test_htod_dtoh_round_trip(device, r, seed):
     offset, nbytes = r
     s = device.create_stream()
