@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -193,3 +194,26 @@ def test_another_devices_objects_are_refused(device, stream, kernels):
     finally:
         second.close()
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("DEV-30")
+def test_closing_a_device_gives_its_threads_back(device):
+    """A backend may run threads of its own for a device (a thread that starts the waits of events, say):
+    close() must end them, or a process that opens and closes devices gathers threads without bound."""
+    def open_use_close() -> None:
+        other = get_backend(device.info.backend).open_device(device.info.index)
+        s = other.create_stream()
+        with other.alloc(64) as buf:
+            s.fill(buf, 1)
+            ev = s.record()
+            ev.query()
+            ev.synchronize(timeout=60)
+            ev.query()
+        other.close()
+
+    open_use_close()  # what the first device sets up once for the process (a runtime's own threads) is not counted
+    before = threading.active_count()
+    for _ in range(6):
+        open_use_close()
+    grown = threading.active_count() - before
+    assert grown < 3, f"6 devices opened, used and closed left {grown} more threads"

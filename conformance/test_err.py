@@ -13,6 +13,8 @@ from ironaccel.pool import MemPool
 
 from .helpers import assert_device_works, raises_naming, read
 
+KIB = 1024
+
 # kind -> (the op the error must name: the public one called, or None where it may be the compiler's own; the call)
 ERRORS = {
     "invalid argument": ("Stream.fill", lambda d, s: s.fill(d.alloc(4), 300)),
@@ -140,3 +142,16 @@ def test_launch_argument_errors_describe_the_kernels_parameters(device, stream, 
             with pytest.raises(ia.InvalidArgument, match="^Stream.launch: ") as info:
                 stream.launch(saxpy, 1, 1, args)
             assert re.search(want, str(info.value)), f"{info.value} (wanted {want})"
+
+
+@pytest.mark.clause("POOL-32")
+def test_a_pool_used_as_a_context_manager_is_closed_on_exit(device, stream):
+    with MemPool(device, stream) as pool:
+        pool.alloc(KIB).free()
+    with raises_naming(ia.UseAfterFree, "MemPool.alloc", "closed"):
+        pool.alloc(KIB)
+    assert pool.stats().bytes_cached == 0, "a pool left by its with block still caches blocks"
+    with pytest.raises(RuntimeError), MemPool(device, stream) as failed:
+        raise RuntimeError("the block failed")
+    with raises_naming(ia.UseAfterFree, "MemPool.alloc", "closed"):
+        failed.alloc(KIB)
