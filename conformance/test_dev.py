@@ -26,6 +26,17 @@ def test_backends_lists_every_registered_backend(device):
     assert any(i.name == device.info.backend and i.available for i in infos)
 
 
+@pytest.mark.clause("DEV-31")
+def test_the_backend_under_test_says_how_many_devices_it_found(device):
+    """An available backend's reason is what it found: it starts with the number of devices (adapters) it
+    counts, so a listing that put another field (a version) in the reason's place reads as such."""
+    info = next(i for i in ia.backends() if i.name == device.info.backend)
+    count = get_backend(device.info.backend).device_count()
+    assert info.available and count >= 1, info
+    assert re.match(rf"{count} \D", info.reason), f"{info.name}: the reason does not start with {count} device(s): " \
+                                                   f"{info.reason!r}"
+
+
 @pytest.mark.clause("DEV-2")
 def test_device_info_is_complete(device):
     info = device.info
