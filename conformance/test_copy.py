@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 from hypothesis import example, given, strategies as st
@@ -34,6 +37,7 @@ def ranges(draw, size: int = BUF):
 @example(r=(2, 3), seed=9)  # sizes either side of the 4-byte word and of 256 bytes
 @example(r=(5, 5), seed=10)
 @example(r=(0, 255), seed=11)
+@example(r=(5, 8), seed=12)  # whole words at an unaligned offset
 def test_htod_dtoh_round_trip(device, r, seed):
     offset, nbytes = r
     s = device.create_stream()
@@ -295,6 +299,62 @@ def test_many_copies_through_one_reused_host_array(device, stream, kernels):
             for what, got, want in (("copy_htod", read(stream, buf), expect), ("copy_dtoh", back[1:], expect[1:])):
                 wrong = np.flatnonzero(got != want)
                 assert not wrong.size, f"{what}: {wrong.size} bytes differ, the first at {wrong[0]}"
+        work.check(stream)
+    finally:
+        work.free()
+
+
+@pytest.mark.clause("COPY-30")
+def test_copy_htod_lets_go_of_its_host_data(device, stream):
+    """COPY-4 lets the caller overwrite the source as soon as copy_htod returns; nor may the library keep
+    the source itself: an export of its buffer left unreleased on some path (a staging ring that had to
+    advance, say) keeps every array alive and a bytearray unresizable. Small copies, together more than any
+    staging segment, and a large one, from fresh arrays: once the stream is synchronized nothing holds them."""
+    sizes = [48 << 10] * 160 + [3, 4099, 5 << 20]  # 7.5 MiB of small copies: staging segments fill and advance
+    with poisoned(device, stream, max(sizes) + 1) as buf:
+        gone = []
+        for i, size in enumerate(sizes):
+            host = random_bytes(size, seed=i)
+            stream.copy_htod(buf, host, dst_offset=1)
+            gone.append(weakref.ref(host))
+        del host
+        raw = bytearray(random_bytes(4099, seed=7).tobytes())
+        stream.copy_htod(buf, raw, dst_offset=1)
+        try:
+            raw.extend(b"still resizable")
+        except BufferError:
+            pytest.fail("a bytearray given to copy_htod cannot be resized after the call: an export of it is held")
+        stream.copy_htod(buf, bytes(raw[:4099]), dst_offset=1)
+        stream.synchronize()
+        gc.collect()
+        held = sum(ref() is not None for ref in gone)
+        assert not held, f"{held} of {len(gone)} host arrays given to copy_htod are still referenced after it"
+        np.testing.assert_array_equal(read(stream, buf, count=4099, offset=1), np.frombuffer(raw[:4099], np.uint8))
+
+
+@pytest.mark.clause("COPY-31")
+def test_large_copies_between_runs_of_small_ones_behind_running_work(device, stream, kernels):
+    """A large copy_htod is staged in pieces (filled by several threads on CUDA) into a ring whose other parts
+    still hold the data of small copies queued before it: filling one piece too many, or past its part, changes
+    what those copies land. Runs of small copies (4 MiB each) and copies of 4 MiB + 1 byte, alternating, more
+    than twice any staging ring a backend keeps, all enqueued behind running work, each land their own bytes."""
+    pattern = random_bytes(6 << 20, 17)
+    sizes: list[int] = []
+    while sum(sizes) < min(64 << 20, device.info.limits.max_alloc // 2):
+        sizes += [(64 << 10) - 3] * 64 + [(4 << 20) + 1]
+    offsets = np.cumsum([0] + sizes)
+    work = RunningWork(device, stream, kernels, seconds=0.5)
+    try:
+        with poisoned(device, stream, int(offsets[-1])) as buf:
+            stream.synchronize()
+            work.enqueue(stream)  # every copy queues behind it
+            for i, (size, at) in enumerate(zip(sizes, offsets)):
+                stream.copy_htod(buf, pattern[i % 4096:i % 4096 + size], dst_offset=int(at))
+            got = read(stream, buf)
+            wrong = [i for i, (size, at) in enumerate(zip(sizes, offsets))
+                     if not np.array_equal(got[at:at + size], pattern[i % 4096:i % 4096 + size])]
+            assert not wrong, f"{len(wrong)} of {len(sizes)} copies landed other bytes, the first copy {wrong[0]} " \
+                              f"({sizes[wrong[0]]} bytes)"
         work.check(stream)
     finally:
         work.free()

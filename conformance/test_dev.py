@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import threading
+
 import numpy as np
 import pytest
 
@@ -21,6 +24,17 @@ def test_backends_lists_every_registered_backend(device):
         assert isinstance(info.available, bool)
         assert info.reason, f"{info.name} gives no reason"
     assert any(i.name == device.info.backend and i.available for i in infos)
+
+
+@pytest.mark.clause("DEV-31")
+def test_the_backend_under_test_says_how_many_devices_it_found(device):
+    """An available backend's reason is what it found: it starts with the number of devices (adapters) it
+    counts, so a listing that put another field (a version) in the reason's place reads as such."""
+    info = next(i for i in ia.backends() if i.name == device.info.backend)
+    count = get_backend(device.info.backend).device_count()
+    assert info.available and count >= 1, info
+    assert re.match(rf"{count} \D", info.reason), f"{info.name}: the reason does not start with {count} device(s): " \
+                                                   f"{info.reason!r}"
 
 
 @pytest.mark.clause("DEV-2")
@@ -106,8 +120,10 @@ def test_closed_device_raises_use_after_free(device, kernels, target):
     ]:
         with pytest.raises(ia.UseAfterFree, match="^" + op.replace(".", r"\.") + ": ") as info:
             call()
-        if op.startswith("Device.") or op in ("Module.kernel", "Buffer.handle"):
-            assert "closed" in str(info.value), f"a closed device should say so: {info.value}"
+        if op.startswith("Device.") or op in ("Module.kernel", "Buffer.handle"):  # the device is what was wrong
+            said = f"device {other.info.backend}:{other.info.index}"
+            assert re.search(rf"{re.escape(said)}\b.*\bclosed\b", str(info.value)), \
+                f"a closed device should say it is the device {said} that is closed: {info.value}"
     assert_device_works(device, kernels)
 
 
@@ -189,3 +205,26 @@ def test_another_devices_objects_are_refused(device, stream, kernels):
     finally:
         second.close()
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("DEV-30")
+def test_closing_a_device_gives_its_threads_back(device):
+    """A backend may run threads of its own for a device (a thread that starts the waits of events, say):
+    close() must end them, or a process that opens and closes devices gathers threads without bound."""
+    def open_use_close() -> None:
+        other = get_backend(device.info.backend).open_device(device.info.index)
+        s = other.create_stream()
+        with other.alloc(64) as buf:
+            s.fill(buf, 1)
+            ev = s.record()
+            ev.query()
+            ev.synchronize(timeout=60)
+            ev.query()
+        other.close()
+
+    open_use_close()  # what the first device sets up once for the process (a runtime's own threads) is not counted
+    before = threading.active_count()
+    for _ in range(6):
+        open_use_close()
+    grown = threading.active_count() - before
+    assert grown < 3, f"6 devices opened, used and closed left {grown} more threads"

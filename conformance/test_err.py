@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
+from ironaccel.pool import MemPool
 
-from .helpers import assert_device_works, read
+from .helpers import assert_device_works, raises_naming, read
+
+KIB = 1024
 
 # kind -> (the op the error must name: the public one called, or None where it may be the compiler's own; the call)
 ERRORS = {
@@ -102,3 +107,51 @@ def test_dims_of_other_accepted_types_launch_with_their_own_values(device, strea
             want = np.where(np.arange(n) < threads, value, 0).astype(np.uint32)
             np.testing.assert_array_equal(read(stream, out, np.uint32), want,
                                           err_msg=f"launch {value} (grid {grid!r}, block {block!r})")
+
+
+@pytest.mark.clause("POOL-31")
+@pytest.mark.parametrize("cap", ["max_cached_bytes", "max_per_bucket"])
+@pytest.mark.parametrize("bad", [-1, 1.5, "8", True, None])
+def test_a_pools_bad_caps_raise_naming_the_constructor_and_the_cap(device, stream, cap, bad):
+    with raises_naming(ia.InvalidArgument, "MemPool", cap):
+        MemPool(device, stream, **{cap: bad})
+
+
+@pytest.mark.clause("POOL-31")
+def test_a_pools_device_and_stream_are_checked(device, stream):
+    with raises_naming(ia.InvalidArgument, "MemPool", "device"):
+        MemPool(stream, stream)
+    for bad in (None, device):
+        with raises_naming(ia.InvalidArgument, "MemPool", "stream"):
+            MemPool(device, bad)
+
+
+@pytest.mark.clause("ERR-30", "KERNEL-15")
+def test_launch_argument_errors_describe_the_kernels_parameters(device, stream, kernels):
+    """saxpy takes (x: buffer, y: buffer, a: f32, n: u32). A rejected launch says what the kernel takes, as
+    reflected from its code, so the caller can fix the call: the list in order for a wrong count, and what is
+    declared at the position at fault (a description that calls buffers scalars or scalars buffers misleads)."""
+    saxpy = kernels("saxpy")
+    scalar = r"(float|int|scalar)32"
+    with device.alloc(64) as x, device.alloc(64) as y:
+        cases = [
+            ((x, y, np.float32(1)), rf"\(buffer[^,]*, buffer[^,]*, {scalar}, {scalar}\)"),
+            ((x, y, np.uint32(1), np.uint32(0)), r"argument 2 of saxpy is uint32; .*declares a float32 there"),
+        ]
+        for args, want in cases:
+            with pytest.raises(ia.InvalidArgument, match="^Stream.launch: ") as info:
+                stream.launch(saxpy, 1, 1, args)
+            assert re.search(want, str(info.value)), f"{info.value} (wanted {want})"
+
+
+@pytest.mark.clause("POOL-32")
+def test_a_pool_used_as_a_context_manager_is_closed_on_exit(device, stream):
+    with MemPool(device, stream) as pool:
+        pool.alloc(KIB).free()
+    with raises_naming(ia.UseAfterFree, "MemPool.alloc", "closed"):
+        pool.alloc(KIB)
+    assert pool.stats().bytes_cached == 0, "a pool left by its with block still caches blocks"
+    with pytest.raises(RuntimeError), MemPool(device, stream) as failed:
+        raise RuntimeError("the block failed")
+    with raises_naming(ia.UseAfterFree, "MemPool.alloc", "closed"):
+        failed.alloc(KIB)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+import weakref
 
 import numpy as np
 import pytest
@@ -12,8 +13,17 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import (RunningWork, assert_device_works, ceil_div, lcg, memory_churn, random_bytes, read, rng,
-                      rss_bytes)
+from .helpers import (
+    RunningWork,
+    assert_device_works,
+    ceil_div,
+    lcg,
+    memory_churn,
+    random_bytes,
+    read,
+    rng,
+    rss_bytes,
+)
 
 
 @pytest.mark.clause("LIFE-1")
@@ -424,4 +434,33 @@ def test_objects_dropped_unclosed_are_released_without_an_error(device, kernels,
     device.alloc(4096).free()
     gc.collect()
     assert not raised, f"releasing objects dropped unclosed raised: {raised[:3]}"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-30")
+def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, target):
+    """A Module collected without close() is released by a finalizer of the backend's: one set up wrongly fails
+    where nobody can see it (an exception in a finalizer or weakref callback only reaches sys.unraisablehook),
+    and the driver's module is never given back. Modules compiled, used and dropped unclosed leave nothing
+    unraisable behind, each collected, and the device still works."""
+    lost: list[str] = []
+    hook, sys.unraisablehook = sys.unraisablehook, lambda u: lost.append(f"{u.exc_type.__name__}: {u.exc_value}")
+    try:
+        with device.alloc(64) as x, device.alloc(64) as y:
+            gone = []
+            for i in range(8):
+                saxpy = target.compile_kernel(device, "saxpy")  # a module of its own each time
+                if i % 2:
+                    stream.launch(saxpy, 1, 16, (x, y, np.float32(1), np.uint32(16)))
+                gone.append(weakref.ref(saxpy.module))
+                del saxpy
+            stream.synchronize()
+            gc.collect()
+            device.synchronize()
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert not lost, f"dropping modules lost {len(lost)} exception(s) in finalizers: {lost[0]}"
+    held = sum(ref() is not None for ref in gone)
+    assert not held, f"{held} of {len(gone)} modules dropped unclosed are still alive after a collection"
     assert_device_works(device, kernels)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.pool import MemPool
 
 from .helpers import assert_device_works, ceil_div, random_bytes
 
@@ -122,3 +123,30 @@ def test_blocks_cached_by_threads_that_ended_come_back(device, kernels):
         assert pool.stats().hits == 1, "a block cached by an ended thread was not reused"
     finally:
         pool.close()
+
+
+@pytest.mark.clause("POOL-30")
+def test_a_living_threads_front_cache_is_its_own(device, stream):
+    """A block the main thread freed waits in its own front cache: another thread's request of that bucket
+    is a miss that takes a new block (nothing else is cached), never the main thread's block (a front cache
+    looked up by the wrong thread hands one thread's blocks to another), and the main thread's next request
+    takes its own block back."""
+    with MemPool(device, stream) as pool:
+        first = pool.alloc(1000)
+        mine = first._backing("test")
+        first.free()
+        again = pool.alloc(1000)  # the main thread's front cache found and remembered
+        assert again._backing("test") is mine
+        again.free()
+        taken: list = []
+        worker = threading.Thread(target=lambda: taken.append(pool.alloc(1000)))
+        worker.start()
+        worker.join()
+        assert taken, "the other thread's MemPool.alloc raised"
+        assert taken[0]._backing("test") is not mine, "another thread was handed a block of this thread's front cache"
+        s = pool.stats()
+        assert (s.hits, s.misses) == (1, 2), s
+        back = pool.alloc(1000)
+        assert back._backing("test") is mine, "the main thread's own cached block did not come back to it"
+        back.free()
+        taken[0].free()
