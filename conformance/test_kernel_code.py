@@ -85,12 +85,15 @@ def test_spirv_with_an_instruction_cut_short_is_a_compile_error(device, kernels,
 
 
 @pytest.mark.clause("KERNEL-24")
-def test_a_source_without_a_final_newline_compiles(device, stream, target):
+def test_a_source_without_a_final_newline_compiles(device, stream, target, require):
     """An editor or a string literal often leaves the last line unterminated: a backend that rewrites the source
-    (a declaration injected after the header lines, a preamble) must not depend on a final newline."""
-    dialects = {d.lang: d for d in target.kernels if not d.binary}
-    langs = [lang for lang in device.languages if lang in dialects and dialects[lang].source("fill_u32") is not None]
-    assert langs, f"no text dialect of fill_u32 for {device.languages}"
+    (a declaration injected after the header lines, a preamble) must not depend on a final newline. A device
+    that compiles no text language (Vulkan where no GLSL compiler is installed: SPIR-V only) has nothing to show."""
+    dialects = {d.lang: d for d in target.kernels if not d.binary and d.source("fill_u32") is not None}
+    assert dialects, f"the target has no text dialect of fill_u32 (the suite's own fault): {target.kernels}"
+    langs = [lang for lang in device.languages if lang in dialects]
+    if not langs:
+        require(f"lang.{next(iter(dialects))}")
     for lang in langs:
         source = dialects[lang].source("fill_u32").rstrip()
         options = ["-e", "fill_u32"] if dialects[lang].named_by_option else []
