@@ -248,6 +248,20 @@ def test_cupy_runs_its_selected_folders_with_its_accelerators_off_on_the_fake_on
         os.environ.get("CUPY_ACCELERATORS") is not None
 
 
+def test_a_run_names_the_conventional_cuda_toolkit_when_the_environment_names_none(tmp_path, monkeypatch):
+    (tmp_path / "include").mkdir()
+    monkeypatch.setattr(clients, "CONVENTIONAL_CUDA_HOME", tmp_path)
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+    for target in (clients.FAKE, clients.NVIDIA):
+        assert clients.child_env(target, 60)["CUDA_HOME"] == str(tmp_path)
+    monkeypatch.setenv("CUDA_PATH", "/opt/cuda")  # the environment's own choice stands
+    assert "CUDA_HOME" not in clients.child_env(clients.NVIDIA, 60)
+    monkeypatch.setattr(clients, "CONVENTIONAL_CUDA_HOME", tmp_path / "absent")
+    monkeypatch.delenv("CUDA_PATH")
+    assert "CUDA_HOME" not in clients.child_env(clients.NVIDIA, 60)
+
+
 # -- runs are records (issue 24): a run folder per run, promotion only of a finished run, the folder's lock ------
 
 TOY_SUITE = """

@@ -542,13 +542,26 @@ API CUresult cuGraphDebugDotPrint(void *hGraph, const char *path, unsigned flags
 
 /* ---- executable graphs ---- */
 
-static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
+/* A graph instantiated for device launch may hold only kernel, memcpy and memset nodes (the CUDA
+ * programming guide's device graph requirements); the first other node, NULL when there is none. The fake
+ * launches such a graph from the host as any other; launching it from a kernel needs libcudadevrt. */
+static GraphNode *not_device_launchable(const Graph *g) {
+    for (int i = 0; i < g->nnodes; i++) {
+        int kind = g->nodes[i]->op.kind;
+        if (kind != OPK_KERNEL && kind != OPK_MEMCPY && kind != OPK_MEMSET) return g->nodes[i];
+    }
+    return NULL;
+}
+
+/* INVALID_VALUE for bad arguments or a node a device-launchable graph cannot hold (*error_node: that node). */
+static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags, GraphNode **error_node) {
     Graph *g;
     TRY(handle_get(hGraph, H_GRAPH, &g));
     if (!phExec || (flags & ~(uint64_t)INSTANTIATE_FLAGS)) return CUDA_ERROR_INVALID_VALUE;
-    if (flags & INSTANTIATE_DEVICE_LAUNCH) {
-        fake_log("device-launchable graphs are not implemented");
-        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((flags & INSTANTIATE_DEVICE_LAUNCH) && (*error_node = not_device_launchable(g))) {
+        fake_log("a device-launchable graph holds a node of kind %d (only kernels, memcpy and memset)",
+                 (*error_node)->op.kind);
+        return CUDA_ERROR_INVALID_VALUE;
     }
     GraphExec *x = calloc(1, sizeof *x);
     if (!x || !(x->graph = graph_clone(g))) {
@@ -563,15 +576,17 @@ static CUresult instantiate(void **phExec, void *hGraph, uint64_t flags) {
 
 API CUresult cuGraphInstantiateWithFlags(void **phExec, void *hGraph, unsigned long long flags) {
     ENTER(cuGraphInstantiateWithFlags);
-    return instantiate(phExec, hGraph, flags);
+    GraphNode *error_node = NULL;
+    return instantiate(phExec, hGraph, flags, &error_node);
 }
 
 API CUresult cuGraphInstantiateWithParams(void **phExec, void *hGraph, InstantiateParams *params) {
     ENTER(cuGraphInstantiateWithParams);
     if (!params) return CUDA_ERROR_INVALID_VALUE;
-    CUresult rc = instantiate(phExec, hGraph, params->flags);
     params->error_node = NULL;
-    params->result = rc == CUDA_SUCCESS ? 0 : 1; /* CUDA_GRAPH_INSTANTIATE_SUCCESS / _ERROR */
+    CUresult rc = instantiate(phExec, hGraph, params->flags, &params->error_node);
+    /* CUDA_GRAPH_INSTANTIATE_SUCCESS, _ERROR, _NODE_OPERATION_NOT_SUPPORTED */
+    params->result = rc == CUDA_SUCCESS ? 0 : params->error_node ? 3 : 1;
     if (rc == CUDA_SUCCESS && (params->flags & INSTANTIATE_UPLOAD) && params->upload_stream) {
         NEED_CONTEXT(c);
         Stream *s;

@@ -17,7 +17,7 @@ typedef struct Condition {
     volatile unsigned value;
     unsigned default_value;
     int assign_default;
-    const Graph *graph; /* the graph it was made for: only its nodes may use it */
+    const Graph *graph; /* the graph it was made for: only its nodes and its bodies' (nested) may use it */
     UserObject *life; /* held by the graph it was made for and by every node that uses it */
 } Condition;
 
@@ -185,6 +185,20 @@ typedef struct NodeParams {
 
 #define EDGE_DATA_BYTES 8
 
+/* Is g outer itself or a body of one of outer's conditional nodes, at any depth? A condition made for a
+ * graph serves the conditional nodes of its bodies too, as on the H200 (cuda.core's test_bisection_root:
+ * an if/else inside a while loop, on conditions of the top graph). */
+static int graph_encloses(const Graph *outer, const Graph *g) {
+    if (outer == g) return 1;
+    for (int i = 0; i < outer->nnodes; i++) {
+        const StreamOp *op = &outer->nodes[i]->op;
+        if (op->kind != OPK_CONDITIONAL || !op->u.conditional) continue;
+        for (unsigned b = 0; b < op->u.conditional->size; b++)
+            if (graph_encloses(op->u.conditional->bodies[b], g)) return 1;
+    }
+    return 0;
+}
+
 static CUresult add_node(void **phNode, void *hGraph, GraphNode *const *deps, const void *edges, size_t ndeps,
                          NodeParams *params) {
     Graph *g;
@@ -203,7 +217,7 @@ static CUresult add_node(void **phNode, void *hGraph, GraphNode *const *deps, co
     }
     ConditionalParams *p = &params->u.conditional;
     Condition *cond = (Condition *)(uintptr_t)p->handle;
-    if (!handle_ok(cond, H_CONDITION) || cond->graph != g) return CUDA_ERROR_INVALID_VALUE;
+    if (!handle_ok(cond, H_CONDITION) || !graph_encloses(cond->graph, g)) return CUDA_ERROR_INVALID_VALUE;
     if (p->type < COND_IF || p->type > COND_SWITCH || !p->size ||
         (p->type == COND_IF && p->size > 2) || (p->type == COND_WHILE && p->size != 1) ||
         (p->type == COND_SWITCH && p->size > MAX_SWITCH_BODIES))

@@ -315,8 +315,12 @@ static CUresult param_info(void *h, size_t index, size_t *offset, size_t *size) 
     return CUDA_SUCCESS;
 }
 
+/* A CUkernel's parameters are read from its function in the current context: none is INVALID_CONTEXT, as on
+ * the H200 (cuda.core's test_num_args_error_handling). */
 API CUresult cuKernelGetParamInfo(void *kernel, size_t index, size_t *offset, size_t *size) {
     ENTER(cuKernelGetParamInfo);
+    NEED_CONTEXT(c);
+    (void)c;
     return param_info(kernel, index, offset, size);
 }
 

@@ -135,10 +135,18 @@ def results_path(results: Path, client: str, target: str) -> Path:
 
 # -- the child process ------------------------------------------------------------------------------------
 
+#: where a CUDA toolkit is by convention; suites find its headers only through CUDA_HOME or CUDA_PATH
+#: (cuda.core's latch-kernel tests skip with "need CUDA header" otherwise, and pass on the H200 and the fake)
+CONVENTIONAL_CUDA_HOME = Path("/usr/local/cuda")
+
+
 def child_env(target: str, test_timeout_s: float, client: Client | None = None) -> dict[str, str]:
-    """The environment of a client run: the fake as libcuda.so.1, the real driver, or numba's simulator."""
+    """The environment of a client run: the fake as libcuda.so.1, the real driver, or numba's simulator;
+    CUDA_HOME names the conventional toolkit when neither it nor CUDA_PATH is set, on every target alike."""
     env = dict(os.environ)
     env.pop("NUMBA_ENABLE_CUDASIM", None)
+    if not env.get("CUDA_HOME") and not env.get("CUDA_PATH") and (CONVENTIONAL_CUDA_HOME / "include").is_dir():
+        env["CUDA_HOME"] = str(CONVENTIONAL_CUDA_HOME)
     if target == FAKE:
         from .. import fakes
 

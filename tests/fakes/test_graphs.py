@@ -539,6 +539,37 @@ def test_conditional_nodes_run_the_body_device_code_chooses(cuda):
     cuda.ok(d.cuStreamDestroy(s))
 
 
+def test_a_condition_of_the_top_graph_serves_a_conditional_node_in_a_body(cuda):
+    """cuda.core's test_bisection_root (passes on the H200): an if/else in a while loop's body, on a condition
+    made for the top graph; the loop counts 3 down, the if/else (chosen by the countdown's own kernel) adds."""
+    d = cuda.d
+    C = d.CUgraphConditionalNodeType
+    mod = cuda.module(COUNTDOWN)
+    f = {n: cuda.ok(d.cuModuleGetFunction(mod, n.encode())) for n in ("countdown", "choose", "add")}
+    dcells = cuda.upload(np.array([3, 0, 0], np.int32))  # counter, steps, sum
+    s = cuda.ok(d.cuStreamCreate(1))
+    g = cuda.ok(d.cuGraphCreate(0))
+    loop = cuda.ok(d.cuGraphConditionalHandleCreate(g, cuda.ctx, 1, d.CU_GRAPH_COND_ASSIGN_DEFAULT))
+    pick = cuda.ok(d.cuGraphConditionalHandleCreate(g, cuda.ctx, 0, 0))
+    _, (body,) = _conditional(d, cuda, g, [], loop, C.CU_GRAPH_COND_TYPE_WHILE, 1)
+    kp, k0 = _kernel_params(d, f["countdown"], int(loop), dcells, dcells + 4, grid=1, block=1)
+    step = cuda.ok(d.cuGraphAddKernelNode(body, None, 0, kp))
+    kc, k1 = _kernel_params(d, f["choose"], int(pick), np.uint32(1), grid=1, block=1)
+    chooser = cuda.ok(d.cuGraphAddKernelNode(body, [step], 1, kc))
+    _, (then, other) = _conditional(d, cuda, body, [chooser], pick, C.CU_GRAPH_COND_TYPE_IF, 2)
+    kt, k2 = _kernel_params(d, f["add"], dcells + 8, np.int32(10), grid=1, block=1)
+    ke, k3 = _kernel_params(d, f["add"], dcells + 8, np.int32(1), grid=1, block=1)
+    cuda.ok(d.cuGraphAddKernelNode(then, None, 0, kt))
+    cuda.ok(d.cuGraphAddKernelNode(other, None, 0, ke))
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    assert list(cuda.download(dcells, np.zeros(3, np.int32))) == [0, 3, 30]
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuStreamDestroy(s))
+
+
 def test_capture_into_a_conditional_body_graph(cuda):
     d = cuda.d
     mod = cuda.module(COUNTDOWN)

@@ -96,3 +96,57 @@ def test_driver_version_is_not_below_nvrtc(cuda):
     err, major, minor = cuda.nvrtc.nvrtcVersion()
     assert version >= 13050
     assert version >= major * 1000 + minor * 10
+
+
+def test_kernel_parameters_need_a_current_context(cuda):
+    """cuda.core's test_num_args_error_handling: with no current context the H200 refuses cuKernelGetParamInfo."""
+    d = cuda.d
+    lib = cuda.ok(d.cuLibraryLoadData(cuda.ptx(KERNEL), [], [], 0, [], [], 0))
+    kernel = cuda.ok(d.cuLibraryGetKernel(lib, b"touch"))
+    assert cuda.ok(d.cuKernelGetParamInfo(kernel, 0)) == (0, 8)
+    err, *_ = _in_thread_without_context(lambda: d.cuKernelGetParamInfo(kernel, 0))
+    assert err == d.CUresult.CUDA_ERROR_INVALID_CONTEXT
+    cuda.ok(d.cuLibraryUnload(lib))
+
+
+def _graph_of(cuda, *kinds):
+    """A graph of one kernel node, then an empty node when kinds asks for it."""
+    d = cuda.d
+    g = cuda.ok(d.cuGraphCreate(0))
+    p = d.CUDA_KERNEL_NODE_PARAMS()
+    p.func = cuda.kernel(KERNEL, "touch")
+    p.gridDimX = p.gridDimY = p.gridDimZ = p.blockDimY = p.blockDimZ = 1
+    p.blockDimX = 32
+    ptrs, boxes = cuda.args(cuda.poisoned(np.zeros(32, np.uint32)))
+    p.kernelParams = ptrs.ctypes.data
+    cuda.ok(d.cuGraphAddKernelNode(g, None, 0, p))
+    empty = cuda.ok(d.cuGraphAddEmptyNode(g, None, 0)) if "empty" in kinds else None
+    return g, empty, (ptrs, boxes, p)
+
+
+def test_a_kernel_only_graph_instantiates_for_device_launch_and_runs_from_the_host(cuda):
+    """cuda.core's test_instantiate_and_execute_kernel_device_launch and test_graph_complete_options."""
+    d = cuda.d
+    g, _, keep = _graph_of(cuda)
+    flags = d.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
+    x = cuda.ok(d.cuGraphInstantiate(g, flags))
+    stream = cuda.ok(d.cuStreamCreate(0))
+    cuda.ok(d.cuGraphUpload(x, stream))
+    cuda.ok(d.cuGraphLaunch(x, stream))
+    cuda.ok(d.cuStreamSynchronize(stream))
+    cuda.ok(d.cuGraphExecDestroy(x))
+    cuda.ok(d.cuGraphDestroy(g))
+    cuda.ok(d.cuStreamDestroy(stream))
+
+
+def test_a_device_launch_graph_refuses_nodes_other_than_kernels_and_copies(cuda):
+    d = cuda.d
+    g, empty, keep = _graph_of(cuda, "empty")
+    flags = d.CUgraphInstantiate_flags.CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
+    assert cuda.err(d.cuGraphInstantiate(g, flags)) == d.CUresult.CUDA_ERROR_INVALID_VALUE
+    params = d.CUDA_GRAPH_INSTANTIATE_PARAMS()
+    params.flags = flags
+    assert cuda.err(d.cuGraphInstantiateWithParams(g, params)) == d.CUresult.CUDA_ERROR_INVALID_VALUE
+    result = d.CUgraphInstantiateResult.CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED
+    assert params.result_out == result and int(params.hErrNode_out) == int(empty)
+    cuda.ok(d.cuGraphDestroy(g))
