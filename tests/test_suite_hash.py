@@ -116,3 +116,24 @@ def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_p
 def test_the_compiled_hot_path_source_is_hashed() -> None:
     """native.py builds _fast_c/, which the pool (every backend) and the CUDA backend run instead of Python."""
     assert {"native.py", "_fast_c", "cbuild.py"} <= set(spec.SUITE_LIBRARY)
+
+
+def test_a_targets_own_expectations_file_is_hashed_where_it_lives(tmp_path) -> None:
+    """A plugin's target keeps its expectations file in the plugin, not in conformance/expectations/: editing
+    that file stales the target's results (and a name no registry knows has no expectations part)."""
+    from ironaccel.cts import judge, targets
+
+    expectations = tmp_path / "tiny-sim.txt"
+    expectations.write_text("# no known failures\n")
+    targets.register("tiny", lambda: [targets.Target("tiny", "sim", True, expectations=expectations)])
+    try:
+        before = spec.current(["tiny/sim", "tiny/unregistered"])
+        assert "expectations" in before.parts("tiny/sim")
+        assert "expectations" not in before.parts("tiny/unregistered")
+        doc = {"target": {"name": "tiny/sim", "backend": "tiny", "driver": "sim"},
+               "suite": {"hash": before.suite, "parts": before.parts("tiny/sim")}}
+        assert judge.stale_parts(doc, spec.current(["tiny/sim"])) == ()
+        expectations.write_text("t::X-1 fail the driver lacks it\n")
+        assert judge.stale_parts(doc, spec.current(["tiny/sim"])) == ("its expectations file changed",)
+    finally:
+        targets.unregister("tiny")
