@@ -191,7 +191,10 @@ def test_command_writes_then_checks(tmp_path, capsys):
     out.write_text(out.read_text() + "edited by hand\n")
     assert not status.check(empty, out)
     assert status.command(empty, out, check=True) == 1
-    assert "is stale" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is stale" in err
+    # the hint is a diff from the file as it is to what would be generated: the hand edit is a line to remove
+    assert f"--- {out}\n+++ generated\n" in err and "\n-edited by hand" in err
 
 
 def test_a_bad_results_file_is_named(tmp_path):
