@@ -67,6 +67,23 @@ def test_c_runs_in_a_new_process():
     assert "died during this test" in junit.find("testcase/failure").get("message")
 
 
+@pytest.mark.parametrize(("death", "how"), [("os.kill(os.getpid(), signal.SIGHUP)", "signal 1"),
+                                            ("os._exit(0)", "exit code 0")])
+def test_a_test_process_death_says_how_it_died(tmp_path, mem_target, death, how):
+    """A signal (a negative exit code, SIGHUP's -1 too) is named as one; an exit with code 0 in the middle of a
+    test is a death all the same, not a signal."""
+    r, doc = run(tmp_path, f"""
+import signal
+
+@pytest.mark.clause("MEM-1")
+def test_a_dies():
+    {death}
+""")
+    assert (r.status, r.ok) == ("ok", False)
+    assert f"died in test_suite.py::test_a_dies ({how})" in r.message
+    assert doc["tests"][0]["message"] == f"[call] the test process died during this test ({how})"
+
+
 def test_a_crash_in_a_fixture_teardown_fails_the_test_it_ended(tmp_path, mem_target):
     r, doc = run(tmp_path, """
 @pytest.fixture(scope="module")
