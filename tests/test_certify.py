@@ -494,6 +494,25 @@ def test_a_run_records_its_driver_library(monkeypatch):
     assert all(len(e["sha256"]) == 64 for e in evidence["libraries"])
 
 
+MAPS = """\
+55d0c0a00000-55d0c0a21000 r--p 00000000 fd:01 131090                     /usr/bin/python3.12
+7f1c2a000000-7f1c2a021000 rw-p 00000000 00:00 0 \n\
+7f1c2a200000-7f1c2a228000 r--p 00000000 fd:01 136433                     /usr/lib/x86_64-linux-gnu/libc.so.6
+7f1c2a228000-7f1c2a3bd000 r-xp 00028000 fd:01 136433                     /usr/lib/x86_64-linux-gnu/libc.so.6
+7f1c2a400000-7f1c2a401000 r--p 00000000 fd:01 140001                     /home/u/.sockets/state.bin
+7f1c2a500000-7f1c2a501000 r-xp 00000000 fd:01 140002                     /opt/my drivers/libcuda.so.1 (deleted)
+7ffd1c9f3000-7ffd1c9f5000 r-xp 00000000 00:00 0                          [vdso]
+"""
+
+
+def test_loaded_libraries_are_the_mapped_files_named_like_shared_libraries(monkeypatch):
+    """Each mapped file whose name holds ".so" once, with spaces in its path kept; a folder named ".so..." or a
+    mapping of no file is none."""
+    monkeypatch.setattr(results, "open", lambda *a, **k: io.StringIO(MAPS), raising=False)
+    assert results.loaded_libraries() == ["/opt/my drivers/libcuda.so.1 (deleted)",
+                                          "/usr/lib/x86_64-linux-gnu/libc.so.6"]
+
+
 def test_certificates_and_status_say_the_same_thing(tmp_path):
     """The H200 case: each certificate states what its target proves; STATUS.md combines them."""
     from ironaccel.cts import judge, status
