@@ -118,22 +118,29 @@ def test_the_compiled_hot_path_source_is_hashed() -> None:
     assert {"native.py", "_fast_c", "cbuild.py"} <= set(spec.SUITE_LIBRARY)
 
 
-def test_a_targets_own_expectations_file_is_hashed_where_it_lives(tmp_path) -> None:
-    """A plugin's target keeps its expectations file in the plugin, not in conformance/expectations/: editing
-    that file stales the target's results (and a name no registry knows has no expectations part)."""
+def test_a_plugin_targets_declaration_and_expectations_are_hashed_where_they_live(tmp_path, monkeypatch) -> None:
+    """A plugin's target keeps its driver declaration and its expectations file in the plugin, not in
+    conformance/: editing either stales the target's results, even where the plugin's backend itself is not
+    registered (and a target no declaration knows has no expectations part)."""
     from ironaccel.cts import judge, targets
 
     expectations = tmp_path / "tiny-sim.txt"
     expectations.write_text("# no known failures\n")
-    targets.register("tiny", lambda: [targets.Target("tiny", "sim", True, expectations=expectations)])
+    declaration = tmp_path / "tinydrivers.py"
+    declaration.write_text("from pathlib import Path\nfrom ironaccel.cts.targets import Target\n\n\n"
+                           f"def drivers():\n    return [Target('tiny', 'sim', True, expectations=Path({str(expectations)!r}))]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    targets.register("tiny", "tinydrivers:drivers")
     try:
         before = spec.current(["tiny/sim", "tiny/unregistered"])
-        assert "expectations" in before.parts("tiny/sim")
-        assert "expectations" not in before.parts("tiny/unregistered")
+        assert set(before.parts("tiny/sim")) == {"suite", "backend", "expectations"}
+        assert set(before.parts("tiny/unregistered")) == {"suite", "backend"}
         doc = {"target": {"name": "tiny/sim", "backend": "tiny", "driver": "sim"},
                "suite": {"hash": before.suite, "parts": before.parts("tiny/sim")}}
         assert judge.stale_parts(doc, spec.current(["tiny/sim"])) == ()
         expectations.write_text("t::X-1 fail the driver lacks it\n")
         assert judge.stale_parts(doc, spec.current(["tiny/sim"])) == ("its expectations file changed",)
+        declaration.write_text(declaration.read_text() + "# an edit\n")
+        assert judge.stale_parts(doc, spec.current(["tiny/sim"]))[0] == "the tiny backend changed"
     finally:
         targets.unregister("tiny")
