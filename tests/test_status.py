@@ -121,8 +121,8 @@ def _finished_earlier(doc):  # though started later
     doc.update(started="2026-11-30T04:10:00Z", finished="2026-11-30T04:20:00Z")
 
 
-def _started_earlier(doc):  # finished at the same time
-    doc.update(started="2026-11-30T03:00:00Z")
+def _started_earlier(doc):  # finished at the same time, and its file sorts after the other (the last tie-break)
+    doc.update(started="2026-11-30T03:00:00Z", run={"status": "ok", "message": "with 1 retry"})
 
 
 @pytest.mark.parametrize("worse", [_stale, _crashed, _finished_earlier, _started_earlier])
