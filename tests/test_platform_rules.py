@@ -4,6 +4,7 @@ that the other unit test files left unchecked: each test here kills generated mu
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ironaccel.cts import certify
@@ -68,3 +69,56 @@ def test_a_manifest_naming_a_file_outside_its_package_is_refused_naming_it(tmp_p
         manifest = {"package": submission.PACKAGE_SCHEMA, "files": {name: "0" * 64}}
         with pytest.raises(ValueError, match="not a path inside the package"):
             submission.check_manifest(manifest, tmp_path)
+
+
+def _manifest() -> dict:
+    """A well-formed package manifest: ironaccel's checkout clean, a plugin's backend from no checkout."""
+    from ironaccel.cts import submission
+
+    plugin = {"commit": "", "dirty": None, "untracked": [], "note": "not in a git checkout", "diff_file": "git-tiny.diff"}
+    return {"package": submission.PACKAGE_SCHEMA, "files": {"results/cuda-fake.json": "0" * 64},
+            "suite": {"version": "1.0", "hash": "0123456789abcdef"}, "targets": {"cuda/fake": "simulated"},
+            "backends": {"cuda": "simulated"}, "signers": {}, "parts": {"cuda/fake": {"suite": "0123456789abcdef"}},
+            "git": {"commit": "a" * 40, "dirty": False, "untracked": [], "note": "",
+                    "backends": {"cuda": {"repository": "ironaccel"}, "tiny": plugin}}}
+
+
+def _set(path: str, value):
+    def edit(manifest: dict) -> None:
+        *parents, last = path.split(".")
+        node = manifest
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return edit
+
+
+BAD_GIT = {
+    "backends not an object": (_set("git.backends", []), "git.backends must be a JSON object"),
+    "a backend's state not an object": (_set("git.backends.tiny", "clean"), "git.backends['tiny'] must be a JSON object"),
+    "a short commit": (_set("git.commit", "abc123"), "git.commit must be a 40-hex-digit commit or empty"),
+    "a plugin's short commit": (_set("git.backends.tiny.commit", "abc123"),
+                                "git.backends['tiny'].commit must be a 40-hex-digit commit or empty"),
+    "dirty the number 1": (_set("git.dirty", 1), "git.dirty must be true, false or null"),
+    "dirty the number 0": (_set("git.backends.tiny.dirty", 0), "git.backends['tiny'].dirty must be true, false or null"),
+    "untracked outside": (_set("git.untracked", ["../x"]), "git.untracked must list relative paths"),
+    "note not a string": (_set("git.note", None), "git.note must be a string"),
+    "another diff file": (_set("git.backends.tiny.diff_file", "git-cuda.diff"),
+                          "git.backends['tiny'].diff_file must be git-tiny.diff"),
+}
+
+
+def test_a_manifests_git_states_are_checked_field_by_field(tmp_path):
+    """submission.check_manifest's git part: a ``need``'s arguments swapped (never refused), ``dirty`` compared
+    with ``in`` (the numbers 1 and 0 passed as true and false)."""
+    import pytest
+
+    from ironaccel.cts import submission
+
+    assert submission.check_manifest(_manifest(), tmp_path) == _manifest()
+    for case, (edit, message) in BAD_GIT.items():
+        manifest = _manifest()
+        edit(manifest)
+        with pytest.raises(ValueError, match=f"not a package manifest .*: {re.escape(message)}"):
+            submission.check_manifest(manifest, tmp_path)
+            pytest.fail(f"{case}: accepted")
