@@ -122,3 +122,24 @@ def test_a_manifests_git_states_are_checked_field_by_field(tmp_path):
         with pytest.raises(ValueError, match=f"not a package manifest .*: {re.escape(message)}"):
             submission.check_manifest(manifest, tmp_path)
             pytest.fail(f"{case}: accepted")
+
+
+SELECTABLE = [("test_copy.py::test_roundtrip[4096]", ["MEM-1"]), ("test_copy.py::test_roundtrip[16]", ["MEM-1"]),
+              ("test_kernel.py::test_launch", ["KERNEL-1", "KERNEL-2"]), ("test_event.py::test_sync", ["EVENT-1"])]
+
+
+def test_a_selection_matches_test_ids_exactly_or_by_glob_and_clause_ids():
+    """selection._matches: ``==`` flipped (every pattern matched every test), fnmatch's arguments swapped (a glob
+    matched nothing). An id with brackets is matched as written, though fnmatch would read them as a class."""
+    from ironaccel.cts.selection import Selection
+
+    def chosen(**options) -> set[str]:
+        return Selection(**options).chosen(SELECTABLE)
+
+    assert chosen(only=("test_copy.py::test_roundtrip[4096]",)) == {"test_copy.py::test_roundtrip[4096]"}
+    assert chosen(only=("KERNEL-*",)) == {"test_kernel.py::test_launch"}
+    assert chosen(only=("test_copy.py::*",), skip=("*[16]",)) == {"test_copy.py::test_roundtrip[4096]"}
+    assert chosen(skip=("EVENT-1", "MEM-*")) == {"test_kernel.py::test_launch"}
+    assert chosen(only=("KERNEL-2", "test_event.py::test_sync")) == {"test_kernel.py::test_launch",
+                                                                    "test_event.py::test_sync"}
+    assert chosen(only=("kernel-*",)) == set()  # case-sensitive
