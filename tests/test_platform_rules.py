@@ -143,3 +143,6 @@ def test_a_selection_matches_test_ids_exactly_or_by_glob_and_clause_ids():
     assert chosen(only=("KERNEL-2", "test_event.py::test_sync")) == {"test_kernel.py::test_launch",
                                                                     "test_event.py::test_sync"}
     assert chosen(only=("kernel-*",)) == set()  # case-sensitive
+    # shard K/N: every N-th of the selected tests sorted by id, from the K-th
+    assert chosen(shard="1/2") == {"test_copy.py::test_roundtrip[16]", "test_event.py::test_sync"}
+    assert chosen(skip=("EVENT-1",), shard="2/3") == {"test_copy.py::test_roundtrip[4096]"}
