@@ -93,7 +93,17 @@ def _set(path: str, value):
     return edit
 
 
-BAD_GIT = {
+BAD_MANIFEST = {
+    "package a boolean": (_set("package", True), "package must be the number"),
+    "files a list": (_set("files", []), "files must map file names to sha256 strings"),
+    "a short sha256": (_set("files", {"results/cuda-fake.json": "0" * 63}),
+                       "files['results/cuda-fake.json'] must be a sha256 string"),
+    "suite hash a number": (_set("suite.hash", 1), "suite must map version and hash to strings"),
+    "targets' level a number": (_set("targets.cuda/fake", 3), "targets must map names to levels"),
+    "backends a list": (_set("backends", ["cuda"]), "backends must map names to levels"),
+    "signers missing": (lambda m: m.pop("signers"), "signers must map target names to public keys (base64)"),
+    "a part a number": (_set("parts.cuda/fake", 1), "parts must map target names to their hashes"),
+    "git a string": (_set("git", "clean"), "git must be a JSON object"),
     "backends not an object": (_set("git.backends", []), "git.backends must be a JSON object"),
     "a backend's state not an object": (_set("git.backends.tiny", "clean"), "git.backends['tiny'] must be a JSON object"),
     "a short commit": (_set("git.commit", "abc123"), "git.commit must be a 40-hex-digit commit or empty"),
@@ -108,15 +118,15 @@ BAD_GIT = {
 }
 
 
-def test_a_manifests_git_states_are_checked_field_by_field(tmp_path):
-    """submission.check_manifest's git part: a ``need``'s arguments swapped (never refused), ``dirty`` compared
-    with ``in`` (the numbers 1 and 0 passed as true and false)."""
+def test_a_manifest_is_checked_field_by_field(tmp_path):
+    """submission.check_manifest: a ``need``'s arguments swapped (never refused), ``dirty`` compared with ``in``
+    (the numbers 1 and 0 passed as true and false)."""
     import pytest
 
     from ironaccel.cts import submission
 
     assert submission.check_manifest(_manifest(), tmp_path) == _manifest()
-    for case, (edit, message) in BAD_GIT.items():
+    for case, (edit, message) in BAD_MANIFEST.items():
         manifest = _manifest()
         edit(manifest)
         with pytest.raises(ValueError, match=f"not a package manifest .*: {re.escape(message)}"):
