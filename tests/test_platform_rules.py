@@ -126,6 +126,8 @@ def test_a_manifest_is_checked_field_by_field(tmp_path):
     from ironaccel.cts import submission
 
     assert submission.check_manifest(_manifest(), tmp_path) == _manifest()
+    with pytest.raises(ValueError, match="not a package manifest .*: not a JSON object"):
+        submission.check_manifest([_manifest()], tmp_path)
     for case, (edit, message) in BAD_MANIFEST.items():
         manifest = _manifest()
         edit(manifest)
