@@ -188,9 +188,9 @@ def loaded_libraries() -> list[str]:
     """Paths of the shared libraries mapped into this process (Linux's /proc/self/maps; none elsewhere)."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
-            # a line is "address perms offset dev inode [pathname]": only a pathname can hold ".so"
-            return sorted({line.split(None, 5)[5].strip() for line in maps if ".so" in line.rsplit("/", 1)[-1]})
-    except OSError:
+            return sorted({line.split(None, 5)[5].strip() for line in maps
+                           if line.count(" ") >= 5 and ".so" in line.rsplit("/", 1)[-1]})
+    except (OSError, IndexError):
         return []
 
 
