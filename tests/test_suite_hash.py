@@ -144,3 +144,19 @@ def test_a_plugin_targets_declaration_and_expectations_are_hashed_where_they_liv
         assert judge.stale_parts(doc, spec.current(["tiny/sim"]))[0] == "the tiny backend changed"
     finally:
         targets.unregister("tiny")
+
+
+def test_the_fakes_results_are_judged_by_its_sources_and_by_the_builds_a_run_must_report() -> None:
+    """spec.current: the target built here (the fake libcuda) has a "driver" part, its sources, and its build's
+    hash beside the compiled extension's; a target whose driver comes from elsewhere has neither."""
+    from ironaccel import fakes, native
+
+    from ironaccel.cts.targets import TARGETS
+
+    def listed(name: str) -> set[str]:  # an expectations file is a part where the target has one
+        return {"expectations"} if TARGETS[name].expectations_file.is_file() else set()
+
+    current = spec.current(["cuda/fake", "vulkan/lavapipe"])
+    assert set(current.parts("cuda/fake")) == {"suite", "backend", "driver"} | listed("cuda/fake")
+    assert set(current.parts("vulkan/lavapipe")) == {"suite", "backend"} | listed("vulkan/lavapipe")
+    assert current.builds == {"compiled": native.sources_hash(), "driver/cuda/fake": fakes.source_hash()}
