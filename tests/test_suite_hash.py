@@ -150,7 +150,6 @@ def test_the_fakes_results_are_judged_by_its_sources_and_by_the_builds_a_run_mus
     """spec.current: the target built here (the fake libcuda) has a "driver" part, its sources, and its build's
     hash beside the compiled extension's; a target whose driver comes from elsewhere has neither."""
     from ironaccel import fakes, native
-
     from ironaccel.cts.targets import TARGETS
 
     def listed(name: str) -> set[str]:  # an expectations file is a part where the target has one
