@@ -158,3 +158,10 @@ def test_a_selection_matches_test_ids_exactly_or_by_glob_and_clause_ids():
     # shard K/N: every N-th of the selected tests sorted by id, from the K-th
     assert chosen(shard="1/2") == {"test_copy.py::test_roundtrip[16]", "test_event.py::test_sync"}
     assert chosen(skip=("EVENT-1",), shard="2/3") == {"test_copy.py::test_roundtrip[4096]"}
+
+
+def test_the_readme_states_the_per_target_limit_certify_uses():
+    """certify.TARGET_TIMEOUT_S 1800 -> 1801: the README's "default limit" of a target's run is the one in force."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    (stated,) = re.findall(r"default limit (\d+) s", readme)
+    assert float(stated) == certify.TARGET_TIMEOUT_S
