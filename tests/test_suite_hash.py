@@ -159,3 +159,7 @@ def test_the_fakes_results_are_judged_by_its_sources_and_by_the_builds_a_run_mus
     assert set(current.parts("cuda/fake")) == {"suite", "backend", "driver"} | listed("cuda/fake")
     assert set(current.parts("vulkan/lavapipe")) == {"suite", "backend"} | listed("vulkan/lavapipe")
     assert current.builds == {"compiled": native.sources_hash(), "driver/cuda/fake": fakes.source_hash()}
+    # every registered backend is hashed, whichever targets are asked for
+    from ironaccel.backends import registry
+
+    assert {f"backend/{b}" for b in registry() if spec.implementation(b)} <= set(spec.current(["cuda/fake"]).implementations)
