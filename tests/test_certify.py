@@ -67,6 +67,23 @@ def test_c_runs_in_a_new_process():
     assert "died during this test" in junit.find("testcase/failure").get("message")
 
 
+@pytest.mark.parametrize(("death", "how"), [("os.kill(os.getpid(), signal.SIGHUP)", "signal 1"),
+                                            ("os._exit(0)", "exit code 0")])
+def test_a_test_process_death_says_how_it_died(tmp_path, mem_target, death, how):
+    """A signal (a negative exit code, SIGHUP's -1 too) is named as one; an exit with code 0 in the middle of a
+    test is a death all the same, not a signal."""
+    r, doc = run(tmp_path, f"""
+import signal
+
+@pytest.mark.clause("MEM-1")
+def test_a_dies():
+    {death}
+""")
+    assert (r.status, r.ok) == ("ok", False)
+    assert f"died in test_suite.py::test_a_dies ({how})" in r.message
+    assert doc["tests"][0]["message"] == f"[call] the test process died during this test ({how})"
+
+
 def test_a_crash_in_a_fixture_teardown_fails_the_test_it_ended(tmp_path, mem_target):
     r, doc = run(tmp_path, """
 @pytest.fixture(scope="module")
@@ -475,6 +492,25 @@ def test_a_run_records_its_driver_library(monkeypatch):
     assert evidence["driver"] == "x" and evidence["simulated"] is False
     assert lib in [e["path"] for e in evidence["libraries"]]
     assert all(len(e["sha256"]) == 64 for e in evidence["libraries"])
+
+
+MAPS = """\
+55d0c0a00000-55d0c0a21000 r--p 00000000 fd:01 131090                     /usr/bin/python3.12
+7f1c2a000000-7f1c2a021000 rw-p 00000000 00:00 0 \n\
+7f1c2a200000-7f1c2a228000 r--p 00000000 fd:01 136433                     /usr/lib/x86_64-linux-gnu/libc.so.6
+7f1c2a228000-7f1c2a3bd000 r-xp 00028000 fd:01 136433                     /usr/lib/x86_64-linux-gnu/libc.so.6
+7f1c2a400000-7f1c2a401000 r--p 00000000 fd:01 140001                     /home/u/.sockets/state.bin
+7f1c2a500000-7f1c2a501000 r-xp 00000000 fd:01 140002                     /opt/my drivers/libcuda.so.1 (deleted)
+7ffd1c9f3000-7ffd1c9f5000 r-xp 00000000 00:00 0                          [vdso]
+"""
+
+
+def test_loaded_libraries_are_the_mapped_files_named_like_shared_libraries(monkeypatch):
+    """Each mapped file whose name holds ".so" once, with spaces in its path kept; a folder named ".so..." or a
+    mapping of no file is none."""
+    monkeypatch.setattr(results, "open", lambda *a, **k: io.StringIO(MAPS), raising=False)
+    assert results.loaded_libraries() == ["/opt/my drivers/libcuda.so.1 (deleted)",
+                                          "/usr/lib/x86_64-linux-gnu/libc.so.6"]
 
 
 def test_certificates_and_status_say_the_same_thing(tmp_path):

@@ -4,6 +4,7 @@ that the other unit test files left unchecked: each test here kills generated mu
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ironaccel.cts import certify
@@ -68,3 +69,99 @@ def test_a_manifest_naming_a_file_outside_its_package_is_refused_naming_it(tmp_p
         manifest = {"package": submission.PACKAGE_SCHEMA, "files": {name: "0" * 64}}
         with pytest.raises(ValueError, match="not a path inside the package"):
             submission.check_manifest(manifest, tmp_path)
+
+
+def _manifest() -> dict:
+    """A well-formed package manifest: ironaccel's checkout clean, a plugin's backend from no checkout."""
+    from ironaccel.cts import submission
+
+    plugin = {"commit": "", "dirty": None, "untracked": [], "note": "not in a git checkout", "diff_file": "git-tiny.diff"}
+    return {"package": submission.PACKAGE_SCHEMA, "files": {"results/cuda-fake.json": "0" * 64},
+            "suite": {"version": "1.0", "hash": "0123456789abcdef"}, "targets": {"cuda/fake": "simulated"},
+            "backends": {"cuda": "simulated"}, "signers": {}, "parts": {"cuda/fake": {"suite": "0123456789abcdef"}},
+            "git": {"commit": "a" * 40, "dirty": False, "untracked": [], "note": "",
+                    "backends": {"cuda": {"repository": "ironaccel"}, "tiny": plugin}}}
+
+
+def _set(path: str, value):
+    def edit(manifest: dict) -> None:
+        *parents, last = path.split(".")
+        node = manifest
+        for key in parents:
+            node = node[key]
+        node[last] = value
+    return edit
+
+
+BAD_MANIFEST = {
+    "package a boolean": (_set("package", True), "package must be the number"),
+    "files a list": (_set("files", []), "files must map file names to sha256 strings"),
+    "a short sha256": (_set("files", {"results/cuda-fake.json": "0" * 63}),
+                       "files['results/cuda-fake.json'] must be a sha256 string"),
+    "suite hash a number": (_set("suite.hash", 1), "suite must map version and hash to strings"),
+    "targets' level a number": (_set("targets.cuda/fake", 3), "targets must map names to levels"),
+    "backends a list": (_set("backends", ["cuda"]), "backends must map names to levels"),
+    "signers missing": (lambda m: m.pop("signers"), "signers must map target names to public keys (base64)"),
+    "a part a number": (_set("parts.cuda/fake", 1), "parts must map target names to their hashes"),
+    "git a string": (_set("git", "clean"), "git must be a JSON object"),
+    "backends not an object": (_set("git.backends", []), "git.backends must be a JSON object"),
+    "a backend's state not an object": (_set("git.backends.tiny", "clean"), "git.backends['tiny'] must be a JSON object"),
+    "a short commit": (_set("git.commit", "abc123"), "git.commit must be a 40-hex-digit commit or empty"),
+    "a plugin's short commit": (_set("git.backends.tiny.commit", "abc123"),
+                                "git.backends['tiny'].commit must be a 40-hex-digit commit or empty"),
+    "dirty the number 1": (_set("git.dirty", 1), "git.dirty must be true, false or null"),
+    "dirty the number 0": (_set("git.backends.tiny.dirty", 0), "git.backends['tiny'].dirty must be true, false or null"),
+    "untracked outside": (_set("git.untracked", ["../x"]), "git.untracked must list relative paths"),
+    "note not a string": (_set("git.note", None), "git.note must be a string"),
+    "another diff file": (_set("git.backends.tiny.diff_file", "git-cuda.diff"),
+                          "git.backends['tiny'].diff_file must be git-tiny.diff"),
+}
+
+
+def test_a_manifest_is_checked_field_by_field(tmp_path):
+    """submission.check_manifest: a ``need``'s arguments swapped (never refused), ``dirty`` compared with ``in``
+    (the numbers 1 and 0 passed as true and false)."""
+    import pytest
+
+    from ironaccel.cts import submission
+
+    assert submission.check_manifest(_manifest(), tmp_path) == _manifest()
+    with pytest.raises(ValueError, match="not a package manifest .*: not a JSON object"):
+        submission.check_manifest([_manifest()], tmp_path)
+    for case, (edit, message) in BAD_MANIFEST.items():
+        manifest = _manifest()
+        edit(manifest)
+        with pytest.raises(ValueError, match=f"not a package manifest .*: {re.escape(message)}"):
+            submission.check_manifest(manifest, tmp_path)
+            pytest.fail(f"{case}: accepted")
+
+
+SELECTABLE = [("test_copy.py::test_roundtrip[4096]", ["MEM-1"]), ("test_copy.py::test_roundtrip[16]", ["MEM-1"]),
+              ("test_kernel.py::test_launch", ["KERNEL-1", "KERNEL-2"]), ("test_event.py::test_sync", ["EVENT-1"])]
+
+
+def test_a_selection_matches_test_ids_exactly_or_by_glob_and_clause_ids():
+    """selection._matches: ``==`` flipped (every pattern matched every test), fnmatch's arguments swapped (a glob
+    matched nothing). An id with brackets is matched as written, though fnmatch would read them as a class."""
+    from ironaccel.cts.selection import Selection
+
+    def chosen(**options) -> set[str]:
+        return Selection(**options).chosen(SELECTABLE)
+
+    assert chosen(only=("test_copy.py::test_roundtrip[4096]",)) == {"test_copy.py::test_roundtrip[4096]"}
+    assert chosen(only=("KERNEL-*",)) == {"test_kernel.py::test_launch"}
+    assert chosen(only=("test_copy.py::*",), skip=("*[[]16]",)) == {"test_copy.py::test_roundtrip[4096]"}
+    assert chosen(skip=("EVENT-1", "MEM-*")) == {"test_kernel.py::test_launch"}
+    assert chosen(only=("KERNEL-2", "test_event.py::test_sync")) == {"test_kernel.py::test_launch",
+                                                                    "test_event.py::test_sync"}
+    assert chosen(only=("kernel-*",)) == set()  # case-sensitive
+    # shard K/N: every N-th of the selected tests sorted by id, from the K-th
+    assert chosen(shard="1/2") == {"test_copy.py::test_roundtrip[16]", "test_event.py::test_sync"}
+    assert chosen(skip=("EVENT-1",), shard="2/3") == {"test_copy.py::test_roundtrip[4096]"}
+
+
+def test_the_readme_states_the_per_target_limit_certify_uses():
+    """certify.TARGET_TIMEOUT_S 1800 -> 1801: the README's "default limit" of a target's run is the one in force."""
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    (stated,) = re.findall(r"default limit (\d+) s", readme)
+    assert float(stated) == certify.TARGET_TIMEOUT_S

@@ -195,3 +195,20 @@ def test_document_without_a_device_is_valid_and_says_the_targets_kind():
     assert [t["id"] for t in doc["tests"]] == ["a::y", "b::x"] and doc["summary"]["not-run"] == 1
     with pytest.raises(ValueError):
         results.document(Target("cuda", "fake", True), {"suite": "h"}, "", "exploded")
+
+
+def test_shards_merge_only_when_every_shard_is_there():
+    """results.merge: shards 1/3 and 3/3 are no whole run (the missing 2/3 named); 1/2 and 2/2 are, every test of
+    both in one document with no selection left."""
+    from ironaccel.cts.testing.documents import passing_doc
+
+    whole = passing_doc("cuda/fake")
+
+    def shards(n: int, ks: tuple[int, ...]) -> list[dict]:
+        return [dict(copy.deepcopy(whole), selection={"only": [], "skip": [], "shard": f"{k}/{n}"},
+                     tests=copy.deepcopy(whole["tests"][k - 1::n])) for k in ks]
+
+    with pytest.raises(ValueError, match=r"merge: shard\(s\) 2/3 missing"):
+        results.merge(shards(3, (1, 3)), ["1.json", "3.json"])
+    merged = results.merge(shards(2, (2, 1)), ["2.json", "1.json"])
+    assert merged["tests"] == sorted(whole["tests"], key=lambda t: t["id"]) and "selection" not in merged

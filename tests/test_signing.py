@@ -225,3 +225,17 @@ def test_certify_sign_signs_what_it_promotes(tmp_path, capsys):
     assert verify(cert, theirs_pub) == UNTRUSTED
     assert main(["certify", "--target", "cuda/fake", "--results", str(out), "--sign", str(tmp_path / "none.pem")]) == 2
     assert "none.pem: cannot be read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("load", "cap", "which"), [(signing.load_trusted_keys, 1 << 20, 1),
+                                                    (signing.load_private_key, 1 << 16, 0)])
+def test_a_key_file_is_read_up_to_its_cap_and_refused_past_it(tmp_path, load, cap, which):
+    """A KEYS file up to 1 MiB, a private key file up to 64 KiB (room for any real one; never a huge or endless
+    file read whole); one byte more is refused naming the file."""
+    key = keypair(tmp_path, "k")[which]
+    pem = key.read_bytes()
+    key.write_bytes(pem + b"\n" * (cap - len(pem)))
+    assert load(key)
+    key.write_bytes(pem + b"\n" * (cap + 1 - len(pem)))
+    with pytest.raises(ValueError, match=f"{key}: {cap + 1} bytes, more than the {cap} this reads"):
+        load(key)

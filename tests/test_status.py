@@ -105,6 +105,41 @@ def test_a_duplicate_results_file_is_listed_as_superseded(docs, clauses):
     assert twice.count("| superseded; ") == once.count("| superseded; ") + 1
 
 
+NEWER = {"started": "2026-12-01T04:00:00Z", "finished": "2026-12-01T04:30:00Z"}
+
+
+def _stale(doc):  # however recent
+    doc.update(NEWER)
+    doc["suite"]["parts"]["suite"] = doc["suite"]["hash"] = "0123456789abcdef"
+
+
+def _crashed(doc):  # however recent
+    doc.update(NEWER, run={"status": "crashed", "message": "the test process died"})
+
+
+def _finished_earlier(doc):  # though started later
+    doc.update(started="2026-11-30T04:10:00Z", finished="2026-11-30T04:20:00Z")
+
+
+def _started_earlier(doc):  # finished at the same time, and its file sorts after the other (the last tie-break)
+    doc.update(started="2026-11-30T03:00:00Z", run={"status": "ok", "message": "with 1 retry"})
+
+
+@pytest.mark.parametrize("worse", [_stale, _crashed, _finished_earlier, _started_earlier])
+def test_the_run_that_counts_is_current_then_finished_then_latest(worse):
+    """Of two files of one target, the judge counts the current one over a stale one, then a finished one over
+    one that did not finish, then the one that finished later, then the one that started later; in either
+    order. Each case makes the other file win every criterion after the one it loses."""
+    counts = passing_doc("cuda/fake")
+    counts.update(started="2026-11-30T04:00:00Z", finished="2026-11-30T04:30:00Z")
+    other = copy.deepcopy(counts)
+    worse(other)
+    current = spec.current(["cuda/fake"])
+    for order in ([counts, other], [other, counts]):
+        (chosen,), (superseded,) = judge.runs(order, current, TARGETS)
+        assert chosen.doc is counts and superseded.doc is other and superseded.superseded
+
+
 def test_stale_results_are_marked_and_never_count(docs, clauses):
     text = render(docs, clauses)
     assert "0123456789abcdef **STALE**" in text
@@ -191,7 +226,10 @@ def test_command_writes_then_checks(tmp_path, capsys):
     out.write_text(out.read_text() + "edited by hand\n")
     assert not status.check(empty, out)
     assert status.command(empty, out, check=True) == 1
-    assert "is stale" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "is stale" in err
+    # the hint is a diff from the file as it is to what would be generated: the hand edit is a line to remove
+    assert f"--- {out}\n+++ generated\n" in err and "\n-edited by hand" in err
 
 
 def test_a_bad_results_file_is_named(tmp_path):

@@ -16,8 +16,6 @@ from ironaccel.backends import register, unregister
 from ironaccel.cts.cli import main
 from ironaccel.cts.testing.documents import passing_doc
 
-ROOT = Path(__file__).resolve().parent.parent
-
 PLUGIN = '''
 from ironaccel import api
 
@@ -64,12 +62,14 @@ def test_untracked_files_make_the_tree_dirty_and_are_listed_not_diffed(tmp_path)
 
 
 def test_code_outside_any_checkout_has_no_repository(tmp_path):
-    committed_repository(tmp_path, {"a.txt": "one\n"})
+    # the repository is made here: the tests themselves may run from a copy that is no checkout (the mutant
+    # engine's snapshot, an unpacked sdist), so ironaccel's own tree proves nothing either way
+    committed_repository(tmp_path, {"a.txt": "one\n", "lib/tracked/__init__.py": ""})
     (tmp_path / "venv" / "pkg").mkdir(parents=True)  # an installed package inside a repository it is not part of
     (tmp_path / "venv" / "pkg" / "__init__.py").write_text("")
     assert submission.repository_of(tmp_path / "venv" / "pkg") is None
     assert submission.repository_of(tmp_path / "a.txt") == tmp_path.resolve()
-    assert submission.repository_of(ROOT / "ironaccel" / "cts" / "spec.py") == ROOT
+    assert submission.repository_of(tmp_path / "lib" / "tracked") == tmp_path.resolve()
 
 
 @pytest.fixture

@@ -116,3 +116,50 @@ def test_editing_a_driver_declaration_stales_only_the_backends_it_declares(tmp_p
 def test_the_compiled_hot_path_source_is_hashed() -> None:
     """native.py builds _fast_c/, which the pool (every backend) and the CUDA backend run instead of Python."""
     assert {"native.py", "_fast_c", "cbuild.py"} <= set(spec.SUITE_LIBRARY)
+
+
+def test_a_plugin_targets_declaration_and_expectations_are_hashed_where_they_live(tmp_path, monkeypatch) -> None:
+    """A plugin's target keeps its driver declaration and its expectations file in the plugin, not in
+    conformance/: editing either stales the target's results, even where the plugin's backend itself is not
+    registered (and a target no declaration knows has no expectations part)."""
+    from ironaccel.cts import judge, targets
+
+    expectations = tmp_path / "tiny-sim.txt"
+    expectations.write_text("# no known failures\n")
+    declaration = tmp_path / "tinydrivers.py"
+    declaration.write_text("from pathlib import Path\nfrom ironaccel.cts.targets import Target\n\n\n"
+                           f"def drivers():\n    return [Target('tiny', 'sim', True, expectations=Path({str(expectations)!r}))]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    targets.register("tiny", "tinydrivers:drivers")
+    try:
+        before = spec.current(["tiny/sim", "tiny/unregistered"])
+        assert set(before.parts("tiny/sim")) == {"suite", "backend", "expectations"}
+        assert set(before.parts("tiny/unregistered")) == {"suite", "backend"}
+        doc = {"target": {"name": "tiny/sim", "backend": "tiny", "driver": "sim"},
+               "suite": {"hash": before.suite, "parts": before.parts("tiny/sim")}}
+        assert judge.stale_parts(doc, spec.current(["tiny/sim"])) == ()
+        expectations.write_text("t::X-1 fail the driver lacks it\n")
+        assert judge.stale_parts(doc, spec.current(["tiny/sim"])) == ("its expectations file changed",)
+        declaration.write_text(declaration.read_text() + "# an edit\n")
+        assert judge.stale_parts(doc, spec.current(["tiny/sim"]))[0] == "the tiny backend changed"
+    finally:
+        targets.unregister("tiny")
+
+
+def test_the_fakes_results_are_judged_by_its_sources_and_by_the_builds_a_run_must_report() -> None:
+    """spec.current: the target built here (the fake libcuda) has a "driver" part, its sources, and its build's
+    hash beside the compiled extension's; a target whose driver comes from elsewhere has neither."""
+    from ironaccel import fakes, native
+    from ironaccel.cts.targets import TARGETS
+
+    def listed(name: str) -> set[str]:  # an expectations file is a part where the target has one
+        return {"expectations"} if TARGETS[name].expectations_file.is_file() else set()
+
+    current = spec.current(["cuda/fake", "vulkan/lavapipe"])
+    assert set(current.parts("cuda/fake")) == {"suite", "backend", "driver"} | listed("cuda/fake")
+    assert set(current.parts("vulkan/lavapipe")) == {"suite", "backend"} | listed("vulkan/lavapipe")
+    assert current.builds == {"compiled": native.sources_hash(), "driver/cuda/fake": fakes.source_hash()}
+    # every registered backend is hashed, whichever targets are asked for
+    from ironaccel.backends import registry
+
+    assert {f"backend/{b}" for b in registry() if spec.implementation(b)} <= set(spec.current(["cuda/fake"]).implementations)

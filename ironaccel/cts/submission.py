@@ -222,7 +222,7 @@ def check_manifest(manifest: Any, where: Path) -> dict[str, Any]:
     def git_state_ok(state: Any, label: str) -> None:
         need(isinstance(state.get("commit"), str) and COMMIT.fullmatch(state["commit"]) is not None,
              f"{label}.commit must be a 40-hex-digit commit or empty")
-        need(state.get("dirty") in (True, False, None), f"{label}.dirty must be true, false or null")
+        need(state.get("dirty") is None or isinstance(state["dirty"], bool), f"{label}.dirty must be true, false or null")
         need(isinstance(state.get("untracked"), list) and all(_inside(u) for u in state["untracked"]),
              f"{label}.untracked must list relative paths")
         need(isinstance(state.get("note"), str), f"{label}.note must be a string")
