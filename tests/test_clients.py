@@ -184,23 +184,23 @@ def test_report_lists_the_gap_by_cause_and_says_not_run():
 
 def test_a_sample_is_never_the_headline_and_workers_are_said():
     hw = {"t::a": ("pass", ""), "t::b": ("pass", "")}
-    whole = doc("cuda-core", clients.FAKE, hw)
+    whole = doc("cuda-bindings", clients.FAKE, hw)
     whole["run"]["workers"] = "auto"
-    text = clients_report.render([doc("cuda-core", clients.NVIDIA, hw), whole])
-    assert "| cuda-core | cuda/nvidia | 2 | 2 | 100.0% | 0 | 0 | >= 95%: met |" in text
+    text = clients_report.render([doc("cuda-bindings", clients.NVIDIA, hw), whole])
+    assert "| cuda-bindings | cuda/nvidia | 2 | 2 | 100.0% | 0 | 0 | >= 95%: met |" in text
     assert "| cuda/fake | 1.0 | 2 | 0 | 0 | 0 | xdist -n auto; 1 s |" in text
-    text = clients_report.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, hw, sample=5)])
+    text = clients_report.render([doc("cuda-bindings", clients.NVIDIA, hw), doc("cuda-bindings", clients.FAKE, hw, sample=5)])
     assert "| 100.0% | 0 | 0 | a sample: not a whole-suite figure |" in text
 
 
 def test_summary_gives_the_fakes_share_of_hardware_passes_against_the_goal():
     hw = {f"t::{i}": ("pass", "") for i in range(20)} | {"t::only-hw": ("pass", ""), "t::x": ("fail", "no")}
     fake = {f"t::{i}": ("pass", "") for i in range(19)} | {"t::19": ("skip", "no cupy"), "t::x": ("pass", "")}
-    text = clients_report.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, fake)])
-    assert "| cuda-core | cuda/nvidia | 20 | 19 | 95.0% | 0 | 1 | >= 95%: met |" in text  # t::only-hw: not both
+    text = clients_report.render([doc("cuda-bindings", clients.NVIDIA, hw), doc("cuda-bindings", clients.FAKE, fake)])
+    assert "| cuda-bindings | cuda/nvidia | 20 | 19 | 95.0% | 0 | 1 | >= 95%: met |" in text  # t::only-hw: not both
     fake["t::18"] = ("fail", "CUDA_ERROR_INVALID_PTX")
-    text = clients_report.render([doc("cuda-core", clients.NVIDIA, hw), doc("cuda-core", clients.FAKE, fake)])
-    assert "| cuda-core | cuda/nvidia | 20 | 18 | 90.0% | 1 | 1 | >= 95%: MISSED |" in text
+    text = clients_report.render([doc("cuda-bindings", clients.NVIDIA, hw), doc("cuda-bindings", clients.FAKE, fake)])
+    assert "| cuda-bindings | cuda/nvidia | 20 | 18 | 90.0% | 1 | 1 | >= 95%: MISSED |" in text
 
 
 def test_report_is_deterministic():
