@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .. import clients as clients_mod
+from .. import clients_report
 from .. import judge, spec, status, targets as targets_mod
 from ..bench import report as bench_report
 from ..results import ClauseId, Outcome
@@ -97,7 +98,7 @@ def _bench(bench_dir: Path) -> list[dict[str, Any]]:
 
 
 def _clients(clients_dir: Path) -> dict[str, Any]:
-    docs = clients_mod.load_results(clients_dir) if clients_dir.is_dir() else []
+    docs = clients_report.load_results(clients_dir) if clients_dir.is_dir() else []
     by = {(d["client"], d["target"]): d for d in docs}
     per_client = []
     for client in clients_mod.CLIENTS.values():
@@ -110,7 +111,7 @@ def _clients(clients_dir: Path) -> dict[str, Any]:
             "counts": {t: d["counts"] for t, d in runs.items()},
             "runs": {t: d["run"] for t, d in runs.items()},
             "tests": [{"id": tid, "on": {t: d["tests"].get(tid) for t, d in runs.items()}} for tid in ids]})
-    return {"comparisons": clients_mod.comparisons(by), "clients": per_client, "outcomes": list(clients_mod.OUTCOMES)}
+    return {"comparisons": clients_report.comparisons(by), "clients": per_client, "outcomes": list(clients_mod.OUTCOMES)}
 
 
 def build(results_dir: Path, run_dirs: list[Path], clients_dir: Path, bench_dir: Path) -> dict[str, Any]:
