@@ -18,21 +18,7 @@ import pytest
 
 import ironaccel as ia
 from ironaccel import api
-
-PTX_STORE = """.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry store(.param .u64 out, .param .u32 value)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<3>;
-    ld.param.u64 %rd1, [out];
-    ld.param.u32 %r1, [value];
-    cvta.to.global.u64 %rd2, %rd1;
-    st.global.u32 [%rd2], %r1;
-    ret;
-}
-"""
+from ironaccel.cts.testing.cuda_fake import PTX_STORE
 
 
 @pytest.fixture(scope="module")
