@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 BATCHES = 21
-CALLS = int(os.environ.get("PROBE_CALLS", 5000))
+CALLS = int(os.environ.get("PROBE_CALLS", "5000"))  # calls per batch (fewer: a smoke run)
 
 
 def per_call(op, between=None) -> float:
@@ -48,8 +48,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="cuda", help="cuda (the GPU) or cuda/fake")
     target = parser.parse_args().backend
-    from ironaccel.cts.bench.runner import open_target
     from ironaccel.backends.cuda import native
+    from ironaccel.cts.bench.runner import open_target
     from ironaccel.pool import MemPool
 
     dev, name = open_target(target)
@@ -76,18 +76,18 @@ def main() -> None:
     rows.append(("event: cuEventRecord + cuEventSynchronize (cuda.bindings)",
                  per_call(lambda: (cu.cuEventRecord(handle, queue), cu.cuEventSynchronize(handle)))))
 
+    copy_htod, ring = stream.copy_htod, dev._staging
     for n in (256, 4096):
         buf = dev.alloc(n)
         host = np.arange(n, dtype=np.uint8)
-        copy_htod = stream.copy_htod
-        rows.append((f"htod {n} B pageable: copy_htod, call only", per_call(lambda: copy_htod(buf, host), sync)))
-        ring = dev._staging
+        ptr, src = buf._ptr, host.ctypes.data
+        rows.append((f"htod {n} B pageable: copy_htod, call only",
+                     per_call(lambda b=buf, h=host: copy_htod(b, h), sync)))
         rows.append((f"htod {n} B pageable: fast.staged_htod, the leaf (the full call where the ring must advance)",
-                     per_call(lambda: fast.staged_htod(stream, buf, 0, host, ring) == -1 and copy_htod(buf, host),
+                     per_call(lambda b=buf, h=host: fast.staged_htod(stream, b, 0, h, ring) == -1 and copy_htod(b, h),
                               sync)))
-        ptr = buf._ptr
         rows.append((f"htod {n} B pageable: cuMemcpyHtoDAsync from the array (cuda.bindings)",
-                     per_call(lambda: cu.cuMemcpyHtoDAsync(ptr, host.ctypes.data, n, queue), sync)))
+                     per_call(lambda p=ptr, h=src, n=n: cu.cuMemcpyHtoDAsync(p, h, n, queue), sync)))
         buf.free()
     sync()
     print(f"probe_hotpaths on {name} ({dev.info.name}); ns per call, median of {BATCHES} batches of {CALLS}")
