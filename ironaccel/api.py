@@ -250,6 +250,8 @@ def pack_scalars(scalars: Sequence[np.generic]) -> bytes:
 class Buffer(abc.ABC):
     """Device memory of ``nbytes`` bytes. ``free()`` is idempotent; a context manager frees on exit."""
 
+    __slots__ = ()  # subclasses choose: a backend's buffer keeps a __dict__, a pooled one is made on every alloc
+
     def __init__(self, device: Device, nbytes: int):
         self._device = device
         self._nbytes = nbytes

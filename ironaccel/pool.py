@@ -213,6 +213,8 @@ class PooledBuffer(_compiled.PooledCore if _compiled else _PooledCore, Buffer): 
     dropped without ``free()`` takes its block with it, as an unfreed Buffer would.
     """
 
+    __slots__ = ()  # no __dict__ nor __weakref__ to set up and tear down on every alloc+free
+
     def __init__(self, pool: MemPool, block: _Block, nbytes: int):
         # Buffer.__init__'s three fields, set here directly: this runs on every alloc.
         self._device = pool._device
@@ -565,4 +567,4 @@ def _orphan_after_fork() -> None:
 os.register_at_fork(after_in_child=_orphan_after_fork)
 
 if _compiled:
-    _compiled.configure_pool(PooledBuffer, _PoolCore.alloc, _PooledCore.free, FRONT_BUCKETS, MIN_SHIFT)
+    _compiled.configure_pool(PooledBuffer, _PoolCore.alloc, _PooledCore.free, FRONT_BUCKETS, MIN_SHIFT, _Slots)

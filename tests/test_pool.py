@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import sys
 import threading
 
 import numpy as np
@@ -471,6 +472,22 @@ def test_the_base_class_free_returns_the_block_too(pool):
     buf = pool.alloc(KiB)
     Buffer.free(buf)
     assert buf.freed and pool.stats().bytes_cached == KiB and pool.stats().bytes_live == 0
+
+
+def test_pooled_buffers_are_made_and_dropped_without_leaking_or_sharing(pool):
+    """The compiled alloc reuses the memory of dropped PooledBuffers (pool.inc's spare buffers): each live
+    buffer is its own object, and PooledBuffer's reference count (one per instance) comes back to where it was."""
+    before = sys.getrefcount(PooledBuffer)
+    for _ in range(3):
+        live = [pool.alloc(KiB) for _ in range(20)]
+        assert len({id(b) for b in live}) == 20 and not any(b.freed for b in live)
+        for b in live:
+            b.free()
+        del live, b
+        for _ in range(100):
+            pool.alloc(KiB).free()
+    gc.collect()
+    assert sys.getrefcount(PooledBuffer) == before
 
 
 _WHICH_POOL = """

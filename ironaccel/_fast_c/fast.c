@@ -49,7 +49,8 @@
  *        record without Python frames (below)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
  *   staged_htod(stream, dst, offset, host, ring) a small pageable copy_htod: the ring's room reserved under its
- *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring)
+ *        lock, the memcpy into it and the DMA from there (-1: the Python path, which advances the ring); RingCore,
+ *        StagingRing's base, holds the ring's fields it reads and writes
  *   StreamCore.copy_htod, copy_dtoh              the whole checked copy: small htod ones staged_htod; large ones
  *        DMA'd directly from pinned memory on an idle stream and waited for, or handed to the ring (staging.py);
  *        dtoh ones cuMemcpyDtoHAsync with the array held as FastStream._copy_dtoh holds it
@@ -108,7 +109,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if ((*names[i].name = PyUnicode_InternFromString(names[i].text)) == NULL) return NULL;
-    if (PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) || PyType_Ready(&BufferCoreType) || PyType_Ready(&DeviceCoreType) ||
+    if (PyType_Ready(&RingCoreType) || PyType_Ready(&PoolCoreType) || PyType_Ready(&PooledCoreType) || PyType_Ready(&EventCoreType) || PyType_Ready(&BufferCoreType) || PyType_Ready(&DeviceCoreType) ||
         PyType_Ready(&StreamCoreType) || PyType_Ready(&KernelCoreType) ||
         PyType_Ready(&ThreadCurrentType))
         return NULL;
@@ -122,6 +123,7 @@ PyMODINIT_FUNC PyInit__fast(void) {
         PyModule_AddObjectRef(m, "ThreadCurrent", (PyObject *)&ThreadCurrentType) ||
         PyModule_AddObjectRef(m, "BufferCore", (PyObject *)&BufferCoreType) ||
         PyModule_AddObjectRef(m, "DeviceCore", (PyObject *)&DeviceCoreType) ||
+        PyModule_AddObjectRef(m, "RingCore", (PyObject *)&RingCoreType) ||
         PyModule_AddStringConstant(m, "SOURCE_HASH", IRONACCEL_SOURCE_HASH)) {
         Py_DECREF(m);
         return NULL;

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/)
 from . import native
 from .native import calls, fail
 
@@ -85,7 +86,10 @@ class CopyWorkers:
             done.put(None)
 
 
-class StagingRing:
+_compiled = fast_c.load()
+
+
+class StagingRing(*((_compiled.RingCore,) if _compiled else ())):  # type: ignore[misc]
     """Pinned host memory used as a ring: pageable ``copy_htod`` data is copied in, then DMA'd from there.
 
     The ring is ``STAGING_SEGMENTS`` segments of ``STAGING_SEGMENT`` bytes. Copies take consecutive ranges of
@@ -98,7 +102,10 @@ class StagingRing:
     The ring knows its users by their CUstream's address, not the Stream object, so it keeps no Stream alive
     (the compiled ``staged_htod`` too). A Stream collected while a segment lists it leaves its CUstream to
     the ring (``drop``), which fences it and then destroys it at its next segment change or the device's
-    ``create_stream``, ``synchronize`` or ``close`` (``destroy_dropped``)."""
+    ``create_stream``, ``synchronize`` or ``close`` (``destroy_dropped``).
+
+    Where the compiled module loads, its RingCore is the base: ``_lock``, ``_users``, ``_base``, ``_segment`` and
+    ``_used`` are C fields, which the compiled ``staged_htod`` reads and writes in place."""
 
     def __init__(self, device: CudaDevice):
         self._dev = device
