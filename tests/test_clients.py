@@ -248,6 +248,15 @@ def test_cupy_runs_its_selected_folders_with_its_accelerators_off_on_the_fake_on
         os.environ.get("CUPY_ACCELERATORS") is not None
 
 
+
+@pytest.mark.parametrize("client", ["cupy", "numba-cuda"])
+def test_every_client_that_runs_cupy_keeps_the_fakes_cupy_kernel_cache_apart(client):
+    """numba-cuda's CuPy interop tests failed with CUDA_ERROR_NO_BINARY_FOR_GPU on the H200's host, where its
+    real-driver run filled the shared cache with cubins that carry no PTX."""
+    fake = clients.child_env(clients.FAKE, 60, clients.CLIENTS[client])["CUPY_CACHE_DIR"]
+    assert fake != clients.child_env(clients.NVIDIA, 60, clients.CLIENTS[client]).get("CUPY_CACHE_DIR")
+    assert fake == clients.child_env(clients.FAKE, 60, clients.CLIENTS["cupy"])["CUPY_CACHE_DIR"]
+
 def test_a_run_names_the_conventional_cuda_toolkit_when_the_environment_names_none(tmp_path, monkeypatch):
     (tmp_path / "include").mkdir()
     monkeypatch.setattr(clients, "CONVENTIONAL_CUDA_HOME", tmp_path)

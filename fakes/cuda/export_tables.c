@@ -299,6 +299,17 @@ static uint32_t context_check_slot3(void) {
     return 0;
 }
 
+/* ---- TOOLS_CONTEXT: per-context facts for the tools and the libraries ---- */
+
+/* Slot 4: the context's unique ID, as cuCtxGetId gives it (NULL: the current context); what cuBLASLt keys its
+ * kernels by (public notes of a driver it was checked against). CUDA 13.4+ runtimes ask for the table at start-up
+ * and fail every call without it (cudaErrorInvalidValue); they call none of its slots. */
+static CUresult tools_context_id(void *ctx, unsigned long long *id) {
+    CUresult rc = cuCtxGetId(ctx, id);
+    TRACED(TOOLS_CONTEXT, 4, rc, "%p, %p", ctx, (void *)id);
+    return rc;
+}
+
 /* ---- UNNAMED_69A28E9F: slots a real driver answered for PyTorch, their purpose unknown ---- */
 
 /* The H200's trace (docs/cudart-traces/2026-12-02-h200/torch.log: a CUDA 13.0 driver, PyTorch 2.11) shows slots
@@ -360,6 +371,7 @@ static const void *const UNKNOWN[TABLE_COUNT][EXPORT_TABLE_SLOTS_MAX] = {
     S(INTEGRITY_CHECK, 1, integrity_check)                           \
     S(CONTEXT_CHECKS, 2, context_check)                              \
     S(CONTEXT_CHECKS, 3, context_check_slot3)                        \
+    S(TOOLS_CONTEXT, 4, tools_context_id)                            \
     S(UNNAMED_69A28E9F, 19, observed_UNNAMED_69A28E9F_19)            \
     S(UNNAMED_69A28E9F, 21, observed_UNNAMED_69A28E9F_21)            \
     S(UNNAMED_69A28E9F, 24, observed_UNNAMED_69A28E9F_24)            \

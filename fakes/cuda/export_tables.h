@@ -6,6 +6,8 @@
  * Shared by the fake (export_tables.c) and the tracer (tools/export_trace.c), so both name a table alike; the
  * traces under traces/ say which of them each program asks for. UNNAMED_69A28E9F is one a CUDA 13 driver (580.159)
  * gave a traced PyTorch that ZLUDA does not list: named by its UUID, its slots' purpose unknown.
+ * TOOLS_CONTEXT (CU_ETID_ToolsContext in public notes on the driver's symbols) is asked for by CUDA 13.4+ runtimes,
+ * which fail every call without it; 95 slots with the size, as driver 595.99.02 serves it (public notes).
  *
  * Left out on purpose: {DA9151D3-3AE6-CC41-A5C0-4F26D533E328} (7 slots), which NVRTC 13 asks for at
  * nvrtcCompileProgram (seen here) and the real driver gives it (CuPy's H200 trace); NVRTC then calls its slot 1. With no way to know what slot 1 answers, the fake refuses the
@@ -24,16 +26,24 @@
     T(DEVICE_EXTENDED_RT, 26, 1, 0xb1, 0x05, 0x41, 0xe1, 0xf7, 0xc7, 0xc7, 0x4a, 0x9f, 0x64, 0xf2, 0x23, 0xbe, 0x99, 0xf1, 0xe2) \
     T(INTEGRITY_CHECK, 3, 1, 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2)  \
     T(CONTEXT_CHECKS, 4, 1, 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e) \
-    T(UNNAMED_69A28E9F, 34, 1, 0x69, 0xa2, 0x8e, 0x9f, 0x24, 0x49, 0x8b, 0x47, 0xb0, 0x30, 0xc5, 0xda, 0x33, 0x0e, 0xa4, 0xe9)
+    T(UNNAMED_69A28E9F, 34, 1, 0x69, 0xa2, 0x8e, 0x9f, 0x24, 0x49, 0x8b, 0x47, 0xb0, 0x30, 0xc5, 0xda, 0x33, 0x0e, 0xa4, 0xe9) \
+    T(TOOLS_CONTEXT, 95, 1, 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2)
 
-/* The most slots any table has (UNNAMED_69A28E9F). */
-#define EXPORT_TABLE_SLOTS_MAX 34
+/* The most slots any table has (TOOLS_CONTEXT). */
+#define EXPORT_TABLE_SLOTS_MAX 95
 
 /* Applies X(arg, n) to every slot number below EXPORT_TABLE_SLOTS_MAX. */
 #define EXPORT_TABLE_SLOT_NUMBERS(X, arg)                                                                      \
     X(arg, 0) X(arg, 1) X(arg, 2) X(arg, 3) X(arg, 4) X(arg, 5) X(arg, 6) X(arg, 7) X(arg, 8) X(arg, 9)        \
-    X(arg, 10) X(arg, 11) X(arg, 12) X(arg, 13) X(arg, 14) X(arg, 15) X(arg, 16) X(arg, 17) X(arg, 18)        \
-    X(arg, 19) X(arg, 20) X(arg, 21) X(arg, 22) X(arg, 23) X(arg, 24) X(arg, 25) X(arg, 26) X(arg, 27)        \
-    X(arg, 28) X(arg, 29) X(arg, 30) X(arg, 31) X(arg, 32) X(arg, 33)
+    X(arg, 10) X(arg, 11) X(arg, 12) X(arg, 13) X(arg, 14) X(arg, 15) X(arg, 16) X(arg, 17) X(arg, 18)         \
+    X(arg, 19) X(arg, 20) X(arg, 21) X(arg, 22) X(arg, 23) X(arg, 24) X(arg, 25) X(arg, 26) X(arg, 27)         \
+    X(arg, 28) X(arg, 29) X(arg, 30) X(arg, 31) X(arg, 32) X(arg, 33) X(arg, 34) X(arg, 35) X(arg, 36)         \
+    X(arg, 37) X(arg, 38) X(arg, 39) X(arg, 40) X(arg, 41) X(arg, 42) X(arg, 43) X(arg, 44) X(arg, 45)         \
+    X(arg, 46) X(arg, 47) X(arg, 48) X(arg, 49) X(arg, 50) X(arg, 51) X(arg, 52) X(arg, 53) X(arg, 54)         \
+    X(arg, 55) X(arg, 56) X(arg, 57) X(arg, 58) X(arg, 59) X(arg, 60) X(arg, 61) X(arg, 62) X(arg, 63)         \
+    X(arg, 64) X(arg, 65) X(arg, 66) X(arg, 67) X(arg, 68) X(arg, 69) X(arg, 70) X(arg, 71) X(arg, 72)         \
+    X(arg, 73) X(arg, 74) X(arg, 75) X(arg, 76) X(arg, 77) X(arg, 78) X(arg, 79) X(arg, 80) X(arg, 81)         \
+    X(arg, 82) X(arg, 83) X(arg, 84) X(arg, 85) X(arg, 86) X(arg, 87) X(arg, 88) X(arg, 89) X(arg, 90)         \
+    X(arg, 91) X(arg, 92) X(arg, 93) X(arg, 94)
 
 #endif

@@ -70,6 +70,12 @@ class Client:
         return SOURCE_ENV.format(self.name.upper().replace("-", "_"))
 
 
+#: CuPy's on-disk kernel cache on the fake: a folder of its own. The cache is keyed by source, options and NVRTC
+#: version, not by driver, so a cubin a run on the real driver cached (machine code, no PTX) would fail to load on
+#: the fake (CUDA_ERROR_NO_BINARY_FOR_GPU), as numba-cuda's CuPy interop tests did on the H200's host, where both
+#: targets' runs go at once.
+FAKE_CUPY_CACHE = ("CUPY_CACHE_DIR", str(cache_dir() / "cupy-fake"))
+
 CLIENTS = {
     c.name: c for c in (
         # numba-cuda's test_dispatcher_cpointer_arguments computes 16 elements of arrays of 10 int32s: it reads
@@ -79,7 +85,7 @@ CLIENTS = {
         # touch that padding (IRONACCEL_FAKE_MEMCHECK=padded), as the H200 does.
         Client("numba-cuda", "numba-cuda", (FAKE, NVIDIA, CUDASIM), pyargs="numba.cuda.tests",
                import_mode="importlib", ini="consider_namespace_packages = true\n", fake_goal=0.99,
-               fake_env=(("IRONACCEL_FAKE_MEMCHECK", "padded"),)),
+               fake_env=(("IRONACCEL_FAKE_MEMCHECK", "padded"), FAKE_CUPY_CACHE)),
         Client("cuda-core", "cuda-core", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at the commit of cuda-core {version} "
             "(its tests need the checkout's cuda_python_test_helpers/ beside cuda_core/): "
@@ -92,12 +98,10 @@ CLIENTS = {
         # (CUPY_ACCELERATORS=""; reductions use CuPy's own NVRTC kernels: with CUB on, CuPy discards CUB's
         # launch error and returns a wrong sum) and what needs Thrust (sorting) or forces CUB fails with that
         # cause. Tests that need cuBLAS/cuRAND/cudadevrt fail where those host libraries are not installed.
-        # CuPy's on-disk kernel cache is keyed by source, options and NVRTC version, not by driver: on the fake it
-        # is a folder of its own, or a cubin cached by a run on the real driver (no PTX) fails to load on the
-        # fake. Issue 26's selection: the folders below.
+        # CuPy's kernel cache is a folder of its own (FAKE_CUPY_CACHE). Issue 26's selection: the folders below.
         Client("cupy", "cupy-cuda13x", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/cupy/cupy at tag v{version}: --source cupy=CHECKOUT/tests"),
-            fake_goal=0.90, fake_env=(("CUPY_ACCELERATORS", ""), ("CUPY_CACHE_DIR", str(cache_dir() / "cupy-fake"))),
+            fake_goal=0.90, fake_env=(("CUPY_ACCELERATORS", ""), FAKE_CUPY_CACHE),
             paths=tuple(f"cupy_tests/{d}_tests" for d in ("core", "creation", "manipulation", "math", "sorting",
                                                            "logic", "indexing", "statistics"))),
         # The PyTorch smoke (issue 26, ironaccel/cts/torch_smoke.py): what needs machine code PyTorch's wheel or

@@ -203,6 +203,16 @@ def test_context_checks_and_the_runtime_callback_buffers(lib):
         assert bytes((ctypes.c_char * (4 * words)).from_address(p.value)) == bytes(4 * words)
 
 
+
+def test_the_tools_context_table_gives_a_contexts_id_as_cuctxgetid(cuda, lib):
+    """TOOLS_CONTEXT (95 slots, asked for by CUDA 13.4+ runtimes): slot 4 is the context's unique ID."""
+    context_id = _slot(lib, "TOOLS_CONTEXT", 4, c_int, c_void_p, ctypes.POINTER(ctypes.c_ulonglong))
+    got, want = ctypes.c_ulonglong(), ctypes.c_ulonglong()
+    assert lib.cuCtxGetId(c_void_p(int(cuda.ctx)), byref(want)) == SUCCESS
+    assert context_id(int(cuda.ctx), byref(got)) == SUCCESS and got.value == want.value
+    assert context_id(None, byref(got)) == SUCCESS and got.value == want.value  # NULL: the current context
+    assert context_id(0xDEAD0000, byref(got)) == INVALID_CONTEXT
+
 # ---- compressed fatbin entries ----
 
 def _image_ptx(lib, image: bytes) -> tuple[int, str]:
@@ -320,6 +330,39 @@ def test_slots_of_a_table_pytorch_asks_for_answer_as_traced_and_the_rest_refuse_
     assert "call UNNAMED_69A28E9F[3](0x1, 0x2, 0x3, 0x4, 0x5, 0x6) -> 801" in log, log
     assert "slot 3 of export table UNNAMED_69A28E9F" in proc.stderr
 
+
+
+#: cuda.bindings' runtime (its own static libcudart, CUDA 13.4+ in cuda-bindings 13.4+) on a context made by
+#: cuCtxCreate, as cuda.bindings' tests use it, and then on the primary context: a round trip through each.
+_CUDA_BINDINGS_RUNTIME_CHILD = """
+import numpy as np
+from cuda.bindings import driver, runtime
+def ok(result):
+    assert result[0] in (driver.CUresult.CUDA_SUCCESS, runtime.cudaError_t.cudaSuccess), result
+    return result[1] if len(result) > 1 else None
+ok(driver.cuInit(0))
+ctx = ok(driver.cuCtxCreate(None, 0, 0))
+for where in ("cuCtxCreate", "primary"):
+    if where == "primary":
+        ok(driver.cuCtxDestroy(ctx))
+        ok(runtime.cudaSetDevice(0))
+    x, y = np.arange(16, dtype=np.int32), np.zeros(16, dtype=np.int32)
+    p = ok(runtime.cudaMalloc(x.nbytes))
+    ok(runtime.cudaMemcpy(p, x.ctypes.data, x.nbytes, runtime.cudaMemcpyKind.cudaMemcpyHostToDevice))
+    ok(runtime.cudaMemcpy(y.ctypes.data, p, y.nbytes, runtime.cudaMemcpyKind.cudaMemcpyDeviceToHost))
+    ok(runtime.cudaFree(p))
+    assert (x == y).all()
+    print(where, "ok")
+"""
+
+
+def test_the_cuda_bindings_runtime_runs_on_the_fake(tmp_path):
+    """CUDA 13.4+ runtimes ask for TOOLS_CONTEXT and, refused, answer every call cudaErrorInvalidValue."""
+    pytest.importorskip("cuda.bindings.runtime")
+    proc, log = _run_logged([sys.executable, "-c", _CUDA_BINDINGS_RUNTIME_CHILD], tmp_path)
+    assert proc.returncode == 0 and proc.stdout.split() == ["cuCtxCreate", "ok", "primary", "ok"], \
+        proc.stdout + proc.stderr
+    assert ("export_table", "TOOLS_CONTEXT", "0") in _calls(log), log
 
 def _needs_cupy():
     if importlib.util.find_spec("cupy") is None:
