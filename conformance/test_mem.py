@@ -109,7 +109,7 @@ def _churn_keeping_freed_buffers(device, streams, kernels, target) -> None:
     object kept: the device never runs out (a CPU driver's process stays within a bound)."""
     size, rounds, touched = memory_churn(device, target)
     freed = []
-    before = rss_bytes()
+    before = 0
     for i in range(rounds):
         buf = device.alloc(size)
         for s in streams:
@@ -117,10 +117,14 @@ def _churn_keeping_freed_buffers(device, streams, kernels, target) -> None:
         buf.free()
         freed.append(buf)  # the object lives on: only free() can have given its memory back
         if i % 4 == 3 or touched < size:  # memory comes back once the work enqueued with it has completed
-            streams[-1].synchronize()
+            for s in streams:
+                s.synchronize()
+        if i == rounds // 2 - 1:  # the second half is measured: a driver's caches fill in the first (PoCL's do)
+            before = rss_bytes()
     device.synchronize()
     if target.memory_kind != "device":
         grown = rss_bytes() - before
-        assert grown < rounds * size // 3, (
-            f"{rounds} freed {size >> 20} MiB buffers, their objects kept, grew the process by {grown >> 20} MiB")
+        measured = rounds - rounds // 2
+        assert grown < measured * size // 2, (  # a leak grows by measured * size
+            f"{measured} freed {size >> 20} MiB buffers, their objects kept, grew the process by {grown >> 20} MiB")
     assert_device_works(device, kernels)
