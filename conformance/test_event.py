@@ -295,6 +295,25 @@ def test_a_readback_a_wait_covered_is_let_go(device, stream, kernels, wait):
         stream.synchronize()
 
 
+@pytest.mark.clause("EVENT-50")
+def test_a_readback_before_an_event_is_let_go_while_a_later_one_is_pending(device, stream, kernels):
+    """EVENT-9 with a second copy_dtoh enqueued after the event: the wait on the event shows the first copy
+    complete, and the library must let go of its array though the newer one is still held (a backend that
+    drops held arrays from the oldest only while the newest is below the mark lets go of none)."""
+    with device.alloc(4 * N) as buf:
+        busy(stream, kernels, buf, 20)
+        readback = [np.zeros(N, np.uint32)]
+        stream.copy_dtoh(readback[0], buf)
+        event = stream.record()
+        later = np.zeros(N, np.uint32)
+        busy(stream, kernels, buf, 30)
+        stream.copy_dtoh(later, buf)
+        event.synchronize()
+        _assert_let_go(readback, "Event.synchronize, with a later copy_dtoh enqueued")
+        stream.synchronize()
+        np.testing.assert_array_equal(later, lcg(np.arange(N), 30))
+
+
 def _assert_let_go(readback: list[np.ndarray], wait: str) -> None:
     """The one array in ``readback`` (the caller's only reference) holds the busy kernel's result, and once
     the list lets go of it nothing keeps it alive."""

@@ -519,3 +519,55 @@ def test_64_bit_integer_scalars_between_32_bit_ones(device, stream, kernels, req
     finally:
         for out in outs:
             out.free()
+
+
+#: fill_iota(out, value, n): out[i] = value + i, as NVRTC emits it for sm_70, with its pointer parameter marked
+#: ``.ptr .global`` as clang and hand-written PTX mark them (NVRTC's own output leaves pointers plain ``.u64``)
+PTX_MARKED_POINTER = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry fill_iota(
+    .param .u64 .ptr .global .align 4 fill_iota_param_0,
+    .param .u32 fill_iota_param_1,
+    .param .u32 fill_iota_param_2
+)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<5>;
+
+    ld.param.u64 %rd1, [fill_iota_param_0];
+    ld.param.u32 %r2, [fill_iota_param_1];
+    ld.param.u32 %r3, [fill_iota_param_2];
+    mov.u32 %r4, %ctaid.x;
+    mov.u32 %r5, %ntid.x;
+    mov.u32 %r6, %tid.x;
+    mad.lo.s32 %r1, %r4, %r5, %r6;
+    setp.ge.u32 %p1, %r1, %r3;
+    @%p1 bra $L__BB0_2;
+    cvta.to.global.u64 %rd2, %rd1;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    add.s32 %r7, %r1, %r2;
+    st.global.u32 [%rd4], %r7;
+$L__BB0_2:
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-50")
+def test_a_ptx_pointer_marked_as_one_takes_a_buffer(device, stream, require):
+    require("lang.ptx")
+    k = device.compile(PTX_MARKED_POINTER, "ptx").kernel("fill_iota")
+    assert [p.kind for p in k.params] == ["buffer", "scalar", "scalar"], k.params
+    n = 1000
+    with poisoned(device, stream, 4 * n + 64) as out:
+        stream.launch(k, ceil_div(n, 128), 128, (out, np.uint32(7), np.uint32(n)))
+        got = read(stream, out, np.uint32, count=n + 16)
+        np.testing.assert_array_equal(got[:n], 7 + np.arange(n, dtype=np.uint32))
+        assert (got[n:] == 0xA5A5A5A5).all(), "fill_iota wrote past n"
+        with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: .*argument 0 of fill_iota"):
+            stream.launch(k, 1, 1, (np.uint64(0), np.uint32(7), np.uint32(n)))  # a 64-bit integer is no buffer
+        stream.synchronize()

@@ -101,3 +101,40 @@ def test_a_source_without_a_final_newline_compiles(device, stream, target, requi
         with poisoned(device, stream, 4 * 100) as out:
             stream.launch(k, 2, 64, (out, np.uint32(9), np.uint32(100)))
             assert (read(stream, out, np.uint32) == 9).all(), f"{lang}: fill_u32 without a final newline"
+
+
+#: imm_forms(out): thread 0 stores integer immediates written in each of PTX's notations
+PTX_INTEGER_FORMS = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry imm_forms(.param .u64 imm_forms_param_0)
+{
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [imm_forms_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, 0x1F;
+    st.global.u32 [%rd2], %r1;
+    mov.u32 %r2, 0X2E;
+    st.global.u32 [%rd2+4], %r2;
+    mov.u32 %r3, 017;
+    st.global.u32 [%rd2+8], %r3;
+    mov.u32 %r4, 0b101;
+    st.global.u32 [%rd2+12], %r4;
+    mov.u32 %r5, 42U;
+    st.global.u32 [%rd2+16], %r5;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-52")
+def test_ptx_integer_immediates_in_every_notation(device, stream, require):
+    """PTX writes integers in hexadecimal (0x, 0X), octal, binary and decimal, with an optional U: NVRTC emits
+    decimal, so a reader of hand-written or other tools' PTX that gets a notation wrong is found only here."""
+    require("lang.ptx")
+    k = device.compile(PTX_INTEGER_FORMS, "ptx").kernel("imm_forms")
+    with poisoned(device, stream, 32) as out:
+        stream.launch(k, 1, 1, (out,))
+        np.testing.assert_array_equal(read(stream, out, np.uint32, count=5), [0x1F, 0x2E, 0o17, 0b101, 42])

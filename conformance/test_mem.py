@@ -94,19 +94,37 @@ def test_thousand_live_buffers(device, stream):
 def test_free_gives_the_memory_back_while_the_buffer_object_lives(device, stream, kernels, target):
     """MEM-3's free() must release the memory itself, not leave it to the collector of the Buffer object (LIFE-7
     covers dropped buffers): a program may well keep its freed Buffers around, in a list or a cache."""
+    _churn_keeping_freed_buffers(device, [stream], kernels, target)
+
+
+@pytest.mark.clause("MEM-50")
+def test_free_gives_back_the_memory_of_a_buffer_used_on_two_streams(device, stream, kernels, target):
+    """A buffer used on two streams has its free ordered after the work of both (LIFE-4): a backend whose
+    free takes another path then (a wait on the other stream's work first) must still give the memory back."""
+    _churn_keeping_freed_buffers(device, [device.create_stream(), stream], kernels, target)
+
+
+def _churn_keeping_freed_buffers(device, streams, kernels, target) -> None:
+    """Buffers of several times the device's memory, each filled on ``streams`` in turn and freed, every freed
+    object kept: the device never runs out (a CPU driver's process stays within a bound)."""
     size, rounds, touched = memory_churn(device, target)
     freed = []
-    before = rss_bytes()
+    before = 0
     for i in range(rounds):
         buf = device.alloc(size)
-        stream.fill(buf, i & 0xFF, nbytes=touched)
+        for s in streams:
+            s.fill(buf, i & 0xFF, nbytes=touched)
         buf.free()
         freed.append(buf)  # the object lives on: only free() can have given its memory back
         if i % 4 == 3 or touched < size:  # memory comes back once the work enqueued with it has completed
-            stream.synchronize()
+            for s in streams:
+                s.synchronize()
+        if i == rounds // 2 - 1:  # the second half is measured: a driver's caches fill in the first (PoCL's do)
+            before = rss_bytes()
     device.synchronize()
     if target.memory_kind != "device":
         grown = rss_bytes() - before
-        assert grown < rounds * size // 3, (
-            f"{rounds} freed {size >> 20} MiB buffers, their objects kept, grew the process by {grown >> 20} MiB")
+        measured = rounds - rounds // 2
+        assert grown < measured * size // 2, (  # a leak grows by measured * size
+            f"{measured} freed {size >> 20} MiB buffers, their objects kept, grew the process by {grown >> 20} MiB")
     assert_device_works(device, kernels)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -64,6 +65,22 @@ def test_driver_refusal_is_out_of_memory_naming_the_native_call(target, exhauste
         assert exhausted["held_bytes"] <= exhausted["memory"], "the device handed out more than its memory"
     after = exhausted.get("error_after")
     assert exhausted["works_after"], f"the device does not work once its memory is freed: {after}"
+
+
+#: how runtimes spell their out-of-memory statuses (CUDA, Vulkan, OpenGL, OpenCL; wgpu's messages say it in words)
+OUT_OF_MEMORY_NAMES = r"OUT_OF_(DEVICE_|HOST_)?MEMORY|MEM_OBJECT_ALLOCATION_FAILURE|OUT_OF_RESOURCES|(?i:out ?of ?memory)"
+
+
+@pytest.mark.clause("ERR-50")
+def test_the_refusal_names_the_out_of_memory_status(exhausted):
+    """The name after "failed: " is the runtime's own status: a backend whose table of status names is off by
+    one entry calls an out-of-memory refusal something else (an incomplete framebuffer, a lost context) and
+    sends the reader after the wrong cause."""
+    refusal = _refusal(exhausted())
+    named = re.search(r" failed: (.*)", refusal["message"])
+    assert named, f"the refusal does not say what failed: {refusal['message']}"
+    assert re.match(rf"\S*({OUT_OF_MEMORY_NAMES})", named.group(1)), (
+        f"the refusal names another status than running out of memory: {refusal['message']}")
 
 
 @pytest.mark.clause("POOL-8")

@@ -85,6 +85,11 @@ def test_a_freed_block_comes_back_for_its_bucket_and_only_for_it(pool, stream):
     np.testing.assert_array_equal(read(stream, b), data)
     b.free()
     small.free()
+    assert block_of(pool.alloc(2000)) is block  # live: the 2 KiB bucket's front cache has room for one block
+    again = pool.alloc(KiB)  # a front-cache hit, freed as one: back to the 1 KiB bucket, never the 2 KiB one
+    kept = block_of(again)
+    again.free()
+    assert block_of(pool.alloc(2000)) is not kept, "a freed 1 KiB block came back for the 2 KiB bucket"
 
 
 @pytest.mark.clause("POOL-2")

@@ -209,9 +209,11 @@ uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm) {
         return negative ? bits ^ 0x8000000000000000ull : bits;
     }
     char *end;
-    const char *digits = buf[0] == '0' && (buf[1] == 'x' || buf[1] == 'X') ? buf + 2 : buf;
+    /* PTX's integer notations: 0x or 0X hexadecimal, 0b or 0B binary, a leading 0 octal, else decimal */
+    int prefixed = buf[0] == '0' && buf[1] && strchr("xXbB", buf[1]);
+    const char *digits = prefixed ? buf + 2 : buf;
     errno = 0;
-    uint64_t v = strtoull(digits, &end, digits != buf ? 16 : buf[0] == '0' && buf[1] ? 8 : 10);
+    uint64_t v = strtoull(digits, &end, prefixed ? (buf[1] == 'b' || buf[1] == 'B' ? 2 : 16) : buf[0] == '0' && buf[1] ? 8 : 10);
     if (*end == 'U' || *end == 'u') end++;
     if (*end || end == digits || !isxdigit((unsigned char)*digits)) fail(P, t->line, "cannot parse number %s", buf);
     if (errno == ERANGE) fail(P, t->line, "number %s does not fit in 64 bits", buf);
