@@ -135,6 +135,12 @@
     X(cuGreenCtxStreamCreate, "cuGreenCtxStreamCreate", 12050) \
     X(cuStreamGetGreenCtx, "cuStreamGetGreenCtx", 12050) \
     X(cuStreamGetCtx_v2, "cuStreamGetCtx", 12050) \
+    X(cuCheckpointProcessGetState, "cuCheckpointProcessGetState", 12080) \
+    X(cuCheckpointProcessGetRestoreThreadId, "cuCheckpointProcessGetRestoreThreadId", 12080) \
+    X(cuCheckpointProcessLock, "cuCheckpointProcessLock", 12080) \
+    X(cuCheckpointProcessCheckpoint, "cuCheckpointProcessCheckpoint", 12080) \
+    X(cuCheckpointProcessRestore, "cuCheckpointProcessRestore", 12080) \
+    X(cuCheckpointProcessUnlock, "cuCheckpointProcessUnlock", 12080) \
     X(cuStreamCreate, "cuStreamCreate", 2000) \
     X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050) \
     X(cuStreamDestroy_v2, "cuStreamDestroy", 4000) \

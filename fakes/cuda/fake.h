@@ -45,6 +45,12 @@ int fake_initialized(void);
 void fake_set_initialized(int ok); /* by cuInit's one-time initialization only */
 int fake_forked(void); /* forked after cuInit: not initialized here, and cuInit cannot make it so */
 void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The API gate (process.c): closed by a checkpoint lock, every entry point but the checkpoint ones waits in
+ * ENTER until it opens. checkpoint_agent_start (checkpoint.c, from cuInit) serves other processes' requests. */
+void api_gate_close(void);
+void api_gate_open(void);
+void api_gate_pass(void);
+void checkpoint_agent_start(void);
 extern int g_block_threads; /* host threads that run blocks of one launch; also the reported SM count */
 
 #define NEED_INIT() \
