@@ -43,6 +43,7 @@ typedef struct Saved {
 } Saved;
 
 static int g_state = STATE_RUNNING; /* the agent's thread alone changes it */
+static int g_listener = -1;
 static int g_agent_tid;
 static Saved *g_saved;
 static int g_nsaved;
@@ -146,6 +147,13 @@ static void *agent(void *arg) {
     }
 }
 
+/* A forked child has no agent (its driver is not initialized): it must not hold the parent's socket open, or
+ * requests for the parent's pid would wait on it after the parent is gone. */
+static void forked_child(void) {
+    if (g_listener >= 0) close(g_listener);
+    g_listener = -1;
+}
+
 void checkpoint_agent_start(void) {
     struct sockaddr_un a;
     socklen_t len;
@@ -160,8 +168,13 @@ void checkpoint_agent_start(void) {
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the agent takes no signal meant for the program */
     pthread_t t;
-    if (pthread_create(&t, NULL, agent, (void *)(intptr_t)s) == 0) pthread_detach(t);
-    else close(s);
+    if (pthread_create(&t, NULL, agent, (void *)(intptr_t)s) == 0) {
+        pthread_detach(t);
+        g_listener = s;
+        pthread_atfork(NULL, NULL, forked_child);
+    } else {
+        close(s);
+    }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 

@@ -8,6 +8,7 @@ import select
 import subprocess
 import sys
 import textwrap
+import threading
 from ctypes import byref, c_int
 
 import pytest
@@ -129,3 +130,33 @@ def test_a_process_without_cuda_and_bad_arguments_are_refused(lib):
     lock_args = (ctypes.c_ubyte * 64)()
     lock_args[4] = 1  # reserved0
     assert lib.cuCheckpointProcessLock(os.getpid(), lock_args) == INVALID_VALUE
+
+
+def test_a_dead_process_whose_forked_child_lives_is_refused_not_waited_on(lib):
+    """A child forked after cuInit must not keep its parent's agent socket open: asking for the dead parent's
+    state would wait forever on a socket nobody serves."""
+    parent = subprocess.Popen([sys.executable, "-c", textwrap.dedent('''
+        import os, sys, time
+        from cuda.bindings import driver as d
+        assert d.cuInit(0)[0] == 0
+        child = os.fork()
+        if child == 0:
+            time.sleep(30)
+            os._exit(0)
+        print(child, flush=True)
+    ''')], env=fakes.child_env(), text=True, stdout=subprocess.PIPE)
+    child = int(answer(parent))
+    parent.wait(timeout=60)
+    try:
+        got = []
+        asking = threading.Thread(target=lambda: got.append(state_of(lib, parent.pid)), daemon=True)
+        asking.start()
+        asking.join(timeout=10)
+        assert got == [INVALID_VALUE]
+    finally:
+        os.kill(child, 9)
+
+
+def state_of(lib, pid):
+    s = c_int(-1)
+    return lib.cuCheckpointProcessGetState(pid, byref(s))
