@@ -46,19 +46,32 @@ static void ctx_teardown(Context *c) {
     c->sticky = CUDA_SUCCESS;
 }
 
+Context *context_new(unsigned flags) {
+    Context *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    handle_add(c, H_CONTEXT);
+    ctx_start(c, flags, 0);
+    return c;
+}
+
+void context_destroy(Context *c) {
+    ctx_teardown(c);
+    c->alive = 0;
+    handle_remove(c);
+    context_forget(c); /* the struct is kept: late work items and stale handles never touch freed memory */
+}
+
 API CUresult cuCtxCreate_v2(void **pctx, unsigned flags, CUdevice dev) {
     ENTER(cuCtxCreate_v2);
     NEED_INIT();
     if (!pctx) return CUDA_ERROR_INVALID_VALUE;
     NEED_DEVICE(dev);
-    Context *c = calloc(1, sizeof *c);
+    Context *c = context_new(flags);
     if (!c) return CUDA_ERROR_OUT_OF_MEMORY;
     if (context_push(c)) {
-        free(c);
+        context_destroy(c);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    handle_add(c, H_CONTEXT);
-    ctx_start(c, flags, 0);
     *pctx = c;
     return CUDA_SUCCESS;
 }
@@ -82,12 +95,10 @@ API CUresult cuCtxDestroy_v2(void *h) {
     ENTER(cuCtxDestroy_v2);
     NEED_INIT();
     Context *c = h;
-    if (!ctx_ok(c) || c->is_primary) return CUDA_ERROR_INVALID_CONTEXT;
-    ctx_teardown(c);
-    c->alive = 0;
-    handle_remove(c);
-    context_forget(c);
-    return CUDA_SUCCESS; /* the struct is kept: late work items and stale handles never touch freed memory */
+    if (!ctx_ok(c) || c->is_primary || c->green) return CUDA_ERROR_INVALID_CONTEXT; /* a green context's goes
+                                                                                      * with cuGreenCtxDestroy */
+    context_destroy(c);
+    return CUDA_SUCCESS;
 }
 
 API CUresult cuCtxPushCurrent_v2(void *h) {

@@ -121,6 +121,26 @@
     X(cuMemsetD2D8Async, "cuMemsetD2D8Async", 3020) \
     X(cuMemsetD2D16Async, "cuMemsetD2D16Async", 3020) \
     X(cuMemsetD2D32Async, "cuMemsetD2D32Async", 3020) \
+    X(cuDeviceGetDevResource, "cuDeviceGetDevResource", 12040) \
+    X(cuCtxGetDevResource, "cuCtxGetDevResource", 12040) \
+    X(cuGreenCtxGetDevResource, "cuGreenCtxGetDevResource", 12040) \
+    X(cuStreamGetDevResource, "cuStreamGetDevResource", 13010) \
+    X(cuDevSmResourceSplitByCount, "cuDevSmResourceSplitByCount", 12040) \
+    X(cuDevSmResourceSplit, "cuDevSmResourceSplit", 13010) \
+    X(cuDevResourceGenerateDesc, "cuDevResourceGenerateDesc", 12040) \
+    X(cuGreenCtxCreate, "cuGreenCtxCreate", 12040) \
+    X(cuGreenCtxDestroy, "cuGreenCtxDestroy", 12040) \
+    X(cuCtxFromGreenCtx, "cuCtxFromGreenCtx", 12040) \
+    X(cuGreenCtxGetId, "cuGreenCtxGetId", 12090) \
+    X(cuGreenCtxStreamCreate, "cuGreenCtxStreamCreate", 12050) \
+    X(cuStreamGetGreenCtx, "cuStreamGetGreenCtx", 12050) \
+    X(cuStreamGetCtx_v2, "cuStreamGetCtx", 12050) \
+    X(cuCheckpointProcessGetState, "cuCheckpointProcessGetState", 12080) \
+    X(cuCheckpointProcessGetRestoreThreadId, "cuCheckpointProcessGetRestoreThreadId", 12080) \
+    X(cuCheckpointProcessLock, "cuCheckpointProcessLock", 12080) \
+    X(cuCheckpointProcessCheckpoint, "cuCheckpointProcessCheckpoint", 12080) \
+    X(cuCheckpointProcessRestore, "cuCheckpointProcessRestore", 12080) \
+    X(cuCheckpointProcessUnlock, "cuCheckpointProcessUnlock", 12080) \
     X(cuStreamCreate, "cuStreamCreate", 2000) \
     X(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", 5050) \
     X(cuStreamDestroy_v2, "cuStreamDestroy", 4000) \

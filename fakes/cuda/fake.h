@@ -45,6 +45,12 @@ int fake_initialized(void);
 void fake_set_initialized(int ok); /* by cuInit's one-time initialization only */
 int fake_forked(void); /* forked after cuInit: not initialized here, and cuInit cannot make it so */
 void fake_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* The API gate (process.c): closed by a checkpoint lock, every entry point but the checkpoint ones waits in
+ * ENTER until it opens. checkpoint_agent_start (checkpoint.c, from cuInit) serves other processes' requests. */
+void api_gate_close(void);
+void api_gate_open(void);
+void api_gate_pass(void);
+void checkpoint_agent_start(void);
 extern int g_block_threads; /* host threads that run blocks of one launch; also the reported SM count */
 
 #define NEED_INIT() \
@@ -67,7 +73,7 @@ extern int g_block_threads; /* host threads that run blocks of one launch; also 
 
 /* ---- handle registry: every handle given out is registered, so a bad handle is detected, not followed ---- */
 enum HandleKind { H_CONTEXT = 1, H_STREAM, H_EVENT, H_MODULE, H_FUNCTION, H_POOL, H_GRAPH, H_GRAPH_NODE, H_GRAPH_EXEC, H_USER_OBJECT, H_LINK,
-                  H_ARRAY, H_MIPMAPPED_ARRAY, H_TEXTURE_OBJECT, H_CONDITION };
+                  H_ARRAY, H_MIPMAPPED_ARRAY, H_TEXTURE_OBJECT, H_CONDITION, H_GREEN_CONTEXT, H_RESOURCE_DESC };
 void handle_add(void *p, int kind);
 int handle_ok(const void *p, int kind);
 void handle_remove(void *p);
@@ -88,9 +94,13 @@ typedef struct Context {
     size_t limits[CTX_LIMITS]; /* cuCtxSetLimit; under context.c's lock */
     int cache_config;
     struct DeviceHeap *heap; /* what kernels' malloc draws from, made at the first launch that needs it */
+    struct GreenCtx *green;  /* the green context this is the CUcontext of (cuCtxFromGreenCtx), or NULL */
 } Context;
 
 Context *current_context(void);
+/* A new regular context, not made current (NULL: out of memory); context_destroy ends one (cuCtxDestroy). */
+Context *context_new(unsigned flags);
+void context_destroy(Context *c);
 /* A context's CUlimit value (context.c's lock held while read). */
 size_t context_limit(Context *c, int limit);
 /* The current context, or an error (not initialised, no context, destroyed, sticky launch error). */

@@ -44,7 +44,15 @@ static Fault g_faults[EP_COUNT][MAX_FAULTS];
 static int g_nfaults[EP_COUNT];
 static volatile int g_any_fault;
 
+/* The checkpoint entry points act on a process, maybe this one, and never wait at its API gate. */
+static int gated(int id) {
+    return id != EP_cuCheckpointProcessGetState && id != EP_cuCheckpointProcessGetRestoreThreadId &&
+           id != EP_cuCheckpointProcessLock && id != EP_cuCheckpointProcessCheckpoint &&
+           id != EP_cuCheckpointProcessRestore && id != EP_cuCheckpointProcessUnlock;
+}
+
 CUresult fault_enter(int id) {
+    if (gated(id)) api_gate_pass();
     __atomic_fetch_add(&g_calls[id], 1, __ATOMIC_RELAXED);
     if (!__atomic_load_n(&g_any_fault, __ATOMIC_ACQUIRE)) return CUDA_SUCCESS;
     CUresult rc = CUDA_SUCCESS;

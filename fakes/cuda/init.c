@@ -24,6 +24,7 @@ static void fake_init_once(void) {
     long n = threads && *threads ? atol(threads) : sysconf(_SC_NPROCESSORS_ONLN);
     g_block_threads = n < 1 ? 1 : n > 64 ? 64 : (int)n;
     fake_set_initialized(mem_init() == 0);
+    if (fake_initialized()) checkpoint_agent_start();
     atexit(mem_report_at_exit);
 }
 

@@ -26,6 +26,29 @@ void fake_set_initialized(int ok) {
     if (ok) pthread_atfork(NULL, NULL, forked_child);
 }
 
+/* The API gate a checkpoint lock closes (checkpoint.c): every entry point's ENTER passes it, blocking while
+ * it is closed. */
+static int g_gate_closed;
+static pthread_mutex_t g_gate_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_gate_cv = PTHREAD_COND_INITIALIZER;
+
+static void gate_set(int closed) {
+    pthread_mutex_lock(&g_gate_mu);
+    __atomic_store_n(&g_gate_closed, closed, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&g_gate_cv);
+    pthread_mutex_unlock(&g_gate_mu);
+}
+
+void api_gate_close(void) { gate_set(1); }
+void api_gate_open(void) { gate_set(0); }
+
+void api_gate_pass(void) {
+    if (!__atomic_load_n(&g_gate_closed, __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&g_gate_mu);
+    while (g_gate_closed) pthread_cond_wait(&g_gate_cv, &g_gate_mu);
+    pthread_mutex_unlock(&g_gate_mu);
+}
+
 void fake_log(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

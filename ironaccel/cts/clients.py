@@ -86,10 +86,15 @@ CLIENTS = {
         Client("numba-cuda", "numba-cuda", (FAKE, NVIDIA, CUDASIM), pyargs="numba.cuda.tests",
                import_mode="importlib", ini="consider_namespace_packages = true\n", fake_goal=0.99,
                fake_env=(("IRONACCEL_FAKE_MEMCHECK", "padded"), FAKE_CUPY_CACHE)),
+        # cuda.core's green-context tests split the device's SMs into groups of 8, sm_90's partition size; the
+        # fake reports one SM per host thread that runs blocks, two on a 2-core machine, where no group fits.
+        # So its run on the fake has 16 (IRONACCEL_FAKE_CUDA_THREADS), what it reports on the H200's 16-core
+        # host: two 8-SM groups, as the H200 splits.
         Client("cuda-core", "cuda-core", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at the commit of cuda-core {version} "
             "(its tests need the checkout's cuda_python_test_helpers/ beside cuda_core/): "
-            "--source cuda-core=CHECKOUT/cuda_core/tests"), fake_goal=0.99),
+            "--source cuda-core=CHECKOUT/cuda_core/tests"), fake_goal=0.99,
+               fake_env=(("IRONACCEL_FAKE_CUDA_THREADS", "16"),)),
         Client("cuda-bindings", "cuda-bindings", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at tag v{version} "
             "(with its cuda_python_test_helpers/): --source cuda-bindings=CHECKOUT/cuda_bindings/tests"), fake_goal=0.95),

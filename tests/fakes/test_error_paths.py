@@ -72,6 +72,25 @@ class Env:
         self.user_object = c_void_p(int(cuda.ok(d.cuUserObjectCreate(0, ctypes.cast(self.noop, c_void_p).value, 1, 1))))
 
 
+SM_RESOURCE, INVALID_RESOURCE_TYPE = 1, 914  # CU_DEV_RESOURCE_TYPE_SM, CUDA_ERROR_INVALID_RESOURCE_TYPE
+RESOURCE_BYTES = 144  # sizeof(CUdevResource), RESOURCE_ABI_VERSION 1
+
+
+def _zeroed_resource():
+    return ctypes.create_string_buffer(RESOURCE_BYTES)
+
+
+def _sm_resource(e):
+    """The device's SM resource, as cuDeviceGetDevResource fills it."""
+    r = _zeroed_resource()
+    assert e.lib.cuDeviceGetDevResource(0, r, SM_RESOURCE) == SUCCESS
+    return r
+
+
+def _group_params():
+    return ctypes.create_string_buffer(64)  # one zeroed CU_DEV_SM_RESOURCE_GROUP_PARAMS
+
+
 class LaunchConfig(ctypes.Structure):
     _fields_ = [("grid", c_uint * 3), ("block", c_uint * 3), ("shared", c_uint), ("stream", c_void_p),
                 ("attrs", c_void_p), ("nattrs", c_uint)]
@@ -423,6 +442,47 @@ CASES = {
                        ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
     "cuStreamGetId": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
                       ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
+    "cuStreamGetCtx_v2": [("bad stream", lambda e: (BAD, e.outp, e.outp), INVALID_HANDLE),
+                          ("NULL out", lambda e: (e.stream, NULL, e.outp), INVALID_VALUE)],
+    "cuCheckpointProcessGetState": [("pid 0", lambda e: (0, e.outp), INVALID_VALUE),
+                                    ("NULL out", lambda e: (1, NULL), INVALID_VALUE)],
+    "cuCheckpointProcessGetRestoreThreadId": [("pid 0", lambda e: (0, e.outp), INVALID_VALUE),
+                                              ("NULL out", lambda e: (1, NULL), INVALID_VALUE)],
+    "cuCheckpointProcessLock": [("pid 0", lambda e: (0, NULL), INVALID_VALUE)],
+    "cuCheckpointProcessCheckpoint": [("pid 0", lambda e: (0, NULL), INVALID_VALUE)],
+    "cuCheckpointProcessRestore": [("pid 0", lambda e: (0, NULL), INVALID_VALUE)],
+    "cuCheckpointProcessUnlock": [("pid 0", lambda e: (0, NULL), INVALID_VALUE)],
+    "cuDeviceGetDevResource": [("bad device", lambda e: (DEV9, e.outp, SM_RESOURCE), INVALID_DEVICE),
+                               ("NULL out", lambda e: (DEV0, NULL, SM_RESOURCE), INVALID_VALUE),
+                               ("unknown type", lambda e: (DEV0, e.outp, 7), INVALID_RESOURCE_TYPE)],
+    "cuCtxGetDevResource": [("bad context", lambda e: (BAD, e.outp, SM_RESOURCE), INVALID_CONTEXT)],
+    "cuGreenCtxGetDevResource": [("bad green context", lambda e: (BAD, e.outp, SM_RESOURCE), INVALID_HANDLE)],
+    "cuStreamGetDevResource": [("bad stream", lambda e: (BAD, e.outp, SM_RESOURCE), INVALID_HANDLE),
+                               ("workqueue type", lambda e: (e.stream, e.outp, 1000), INVALID_RESOURCE_TYPE)],
+    "cuDevSmResourceSplitByCount": [
+        ("not an SM resource", lambda e: (e.outp, byref(c_uint(1)), _zeroed_resource(), NULL, 0, 0),
+         INVALID_RESOURCE_TYPE),
+        ("NULL group count", lambda e: (e.outp, NULL, _sm_resource(e), NULL, 0, 0), INVALID_VALUE),
+        ("unknown flag", lambda e: (e.outp, byref(c_uint(1)), _sm_resource(e), NULL, 4, 0), INVALID_VALUE)],
+    "cuDevSmResourceSplit": [
+        ("not an SM resource", lambda e: (NULL, 1, _zeroed_resource(), NULL, 0, _group_params()),
+         INVALID_RESOURCE_TYPE),
+        ("no groups", lambda e: (NULL, 0, _sm_resource(e), NULL, 0, _group_params()), INVALID_VALUE),
+        ("NULL params", lambda e: (NULL, 1, _sm_resource(e), NULL, 0, NULL), INVALID_VALUE)],
+    "cuDevResourceGenerateDesc": [("NULL out", lambda e: (NULL, _sm_resource(e), 1), INVALID_VALUE),
+                                  ("no resources", lambda e: (e.outp, _sm_resource(e), 0), INVALID_VALUE),
+                                  ("forged resource", lambda e: (e.outp, _zeroed_resource(), 1),
+                                   INVALID_RESOURCE_TYPE)],
+    "cuGreenCtxCreate": [("bad descriptor", lambda e: (e.outp, BAD, DEV0, 1), INVALID_HANDLE),
+                         ("NULL out", lambda e: (NULL, BAD, DEV0, 1), INVALID_VALUE),
+                         ("unknown flag", lambda e: (e.outp, BAD, DEV0, 2), INVALID_VALUE)],
+    "cuGreenCtxDestroy": [("bad green context", lambda e: (BAD,), INVALID_HANDLE)],
+    "cuCtxFromGreenCtx": [("bad green context", lambda e: (e.outp, BAD), INVALID_HANDLE)],
+    "cuGreenCtxGetId": [("bad green context", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                        ("current context not green", lambda e: (NULL, e.outp), INVALID_CONTEXT)],
+    "cuGreenCtxStreamCreate": [("bad green context", lambda e: (e.outp, BAD, 1, 0), INVALID_HANDLE)],
+    "cuStreamGetGreenCtx": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
+                            ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
     "cuStreamIsCapturing": [("bad stream", lambda e: (BAD, e.outp), INVALID_HANDLE),
                             ("NULL out", lambda e: (e.stream, NULL), INVALID_VALUE)],
     "cuStreamBeginCapture_v2": [("bad stream", lambda e: (BAD, c_int(0)), INVALID_HANDLE),
