@@ -76,6 +76,10 @@
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020) \
     X(cuMemPoolCreate, "cuMemPoolCreate", 11020) \
     X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020) \
+    X(cuMemPoolExportToShareableHandle, "cuMemPoolExportToShareableHandle", 11020) \
+    X(cuMemPoolImportFromShareableHandle, "cuMemPoolImportFromShareableHandle", 11020) \
+    X(cuMemPoolExportPointer, "cuMemPoolExportPointer", 11020) \
+    X(cuMemPoolImportPointer, "cuMemPoolImportPointer", 11020) \
     X(cuMemGetMemPool, "cuMemGetMemPool", 13000) \
     X(cuMemGetDefaultMemPool, "cuMemGetDefaultMemPool", 13000) \
     X(cuPointerGetAttribute, "cuPointerGetAttribute", 4000) \
