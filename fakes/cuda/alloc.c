@@ -148,11 +148,14 @@ typedef struct Pool {
     CUmemLocation location; /* managed: the preferred location (type NONE: none) */
     uint64_t threshold;    /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, as set */
     SharedPool *shared;    /* exportable or imported: its memory */
+    int device_access;     /* CUmemAccess_flags of device 0, as cuMemPoolSetAccess set it (not enforced) */
 } Pool;
 
-static Pool g_default_pool = {ALLOCATION_PINNED, {LOCATION_DEVICE, 0}, 0, NULL};
-static Pool g_host_pools[] = {{ALLOCATION_PINNED, {LOCATION_HOST, 0}, 0, NULL},
-                              {ALLOCATION_PINNED, {LOCATION_HOST_NUMA, 0}, 0, NULL}};
+enum { ACCESS_NONE = 0, ACCESS_READ = 1, ACCESS_READWRITE = 3 }; /* CUmemAccess_flags */
+
+static Pool g_default_pool = {ALLOCATION_PINNED, {LOCATION_DEVICE, 0}, 0, NULL, ACCESS_READWRITE};
+static Pool g_host_pools[] = {{ALLOCATION_PINNED, {LOCATION_HOST, 0}, 0, NULL, ACCESS_READWRITE},
+                              {ALLOCATION_PINNED, {LOCATION_HOST_NUMA, 0}, 0, NULL, ACCESS_READWRITE}};
 static Pool g_managed_pools[] = {{ALLOCATION_MANAGED, {LOCATION_NONE, 0}, 0},
                                  {ALLOCATION_MANAGED, {LOCATION_DEVICE, 0}, 0},
                                  {ALLOCATION_MANAGED, {LOCATION_HOST, 0}, 0},
@@ -244,7 +247,7 @@ API CUresult cuMemPoolCreate(void **pool, const void *props) {
     if (p.handle_types && p.location.type == LOCATION_HOST) return CUDA_ERROR_INVALID_VALUE;
     Pool *made = calloc(1, sizeof *made);
     if (!made) return CUDA_ERROR_OUT_OF_MEMORY;
-    *made = (Pool){p.type, p.location, 0, NULL};
+    *made = (Pool){p.type, p.location, 0, NULL, ACCESS_READWRITE};
     if (p.location.type == LOCATION_HOST) made->location.id = 0;
     int kind = p.location.type == LOCATION_DEVICE ? A_DEVICE : A_HOST_PINNED;
     CUresult rc = p.handle_types ? shared_pool_create(kind, p.location.type, made->location.id, p.max_size,
@@ -288,6 +291,40 @@ API CUresult cuMemPoolSetAttribute(void *pool, int attr, void *value) {
     TRY(pool_get(pool, &p));
     if (!value || attr < 1 || attr > 8) return CUDA_ERROR_INVALID_VALUE;
     if (attr == 4) p->threshold = *(uint64_t *)value;
+    return CUDA_SUCCESS;
+}
+
+/* Access from the one device, recorded and reported; the device reaches every pool's memory either way. */
+API CUresult cuMemPoolSetAccess(void *pool, const void *descs, size_t count) {
+    ENTER(cuMemPoolSetAccess);
+    Pool *p;
+    TRY(pool_get(pool, &p));
+    if (!descs && count) return CUDA_ERROR_INVALID_VALUE;
+    struct {
+        CUmemLocation location;
+        int flags;
+    } d;
+    for (size_t i = 0; i < count; i++) {
+        memcpy(&d, (const char *)descs + i * sizeof d, sizeof d);
+        if (d.location.type != LOCATION_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+        NEED_DEVICE(d.location.id);
+        if (d.flags != ACCESS_NONE && d.flags != ACCESS_READ && d.flags != ACCESS_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; i < count; i++) {
+        memcpy(&d, (const char *)descs + i * sizeof d, sizeof d);
+        p->device_access = d.flags;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemPoolGetAccess(int *flags, void *pool, CUmemLocation *location) {
+    ENTER(cuMemPoolGetAccess);
+    Pool *p;
+    TRY(pool_get(pool, &p));
+    if (!flags || !location || location->type != LOCATION_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    NEED_DEVICE(location->id);
+    *flags = p->device_access;
     return CUDA_SUCCESS;
 }
 
@@ -386,7 +423,7 @@ API CUresult cuMemPoolImportFromShareableHandle(void **pool, void *handle, int t
         free(made);
         return rc;
     }
-    made->type = ALLOCATION_PINNED;
+    made->type = ALLOCATION_PINNED; /* no access until the importer sets it, as the driver has it */
     shared_pool_kind(made->shared, &made->location.type, &made->location.id);
     handle_add(made, H_POOL);
     *pool = made;

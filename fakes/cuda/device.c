@@ -144,7 +144,8 @@ static int attribute_value(int attr, int *known) {
     case 129: return 0;
     case 142: return 1; /* HOST_NUMA_MEMORY_POOLS_SUPPORTED: pinned pools of the host's one node, 0 */
     case 144: return 1; /* HOST_MEMORY_POOLS_SUPPORTED: pinned host pools (alloc.c) */
-    case 131: case 134: return -1;
+    case 131: return -1; /* NUMA_ID: the device is no NUMA node */
+    case 134: return 0;  /* HOST_NUMA_ID: the host's one node, where pinned NUMA pools live */
     default:
         *known = 0;
         return 0;

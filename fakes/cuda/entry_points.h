@@ -74,6 +74,8 @@
     X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020) \
     X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020) \
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020) \
+    X(cuMemPoolSetAccess, "cuMemPoolSetAccess", 11020) \
+    X(cuMemPoolGetAccess, "cuMemPoolGetAccess", 11020) \
     X(cuMemPoolCreate, "cuMemPoolCreate", 11020) \
     X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020) \
     X(cuMemPoolExportToShareableHandle, "cuMemPoolExportToShareableHandle", 11020) \

@@ -128,6 +128,10 @@ class Location(ctypes.Structure):  # CUmemLocation, passed by value
 DEVICE0, HOST_NUMA0 = Location(1, 0), Location(3, 0)
 
 
+class AccessDesc(ctypes.Structure):  # CUmemAccessDesc
+    _fields_ = [("location", Location), ("flags", c_int)]
+
+
 def _pool_props(alloc_type, location_type, location_id=0, handle_types=0):
     """A CUmemPoolProps (88 bytes): allocType, handleTypes, location, then zeros."""
     words = (c_int * 22)()
@@ -314,6 +318,13 @@ CASES = {
     "cuMemPoolSetAttribute": [("bad pool", lambda e: (BAD, c_int(1), e.outp), INVALID_HANDLE),
                               ("unknown attribute", lambda e: (e.pool, c_int(99), e.outp), INVALID_VALUE)],
     "cuMemPoolTrimTo": [("bad pool", lambda e: (BAD, c_size_t(0)), INVALID_HANDLE)],
+    "cuMemPoolSetAccess": [("bad pool", lambda e: (BAD, byref(AccessDesc(DEVICE0, 3)), c_size_t(1)), INVALID_HANDLE),
+                           ("bad device", lambda e: (e.pool, byref(AccessDesc(Location(1, 9), 3)), c_size_t(1)),
+                            INVALID_DEVICE),
+                           ("bad flags", lambda e: (e.pool, byref(AccessDesc(DEVICE0, 2)), c_size_t(1)), INVALID_VALUE),
+                           ("NULL descriptors", lambda e: (e.pool, NULL, c_size_t(1)), INVALID_VALUE)],
+    "cuMemPoolGetAccess": [("bad pool", lambda e: (e.outp, BAD, byref(DEVICE0)), INVALID_HANDLE),
+                           ("NULL location", lambda e: (e.outp, e.pool, NULL), INVALID_VALUE)],
     "cuMemAdvise": [("not managed", lambda e: (e.ptr, c_size_t(256), c_int(1), DEV0), INVALID_VALUE),
                     ("bad device", lambda e: (e.managed, c_size_t(256), c_int(3), DEV9), INVALID_DEVICE)],
     "cuMemAdvise_v2": [("not managed", lambda e: (e.ptr, c_size_t(256), c_int(1), DEVICE0), INVALID_VALUE),

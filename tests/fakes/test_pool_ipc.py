@@ -28,6 +28,13 @@ assert d.cuInit(0)[0] == 0
 ctx = d.cuCtxCreate(None, 0, 0)[1]
 err, pool = d.cuMemPoolImportFromShareableHandle(int(sys.argv[1]), d.CUmemAllocationHandleType(1), 0)
 assert err == 0, err
+here = d.CUmemLocation()
+here.type, here.id = d.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE, 0
+access = d.CUmemAccessDesc()
+access.location, access.flags = here, d.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+assert int(d.cuMemPoolGetAccess(pool, here)[1]) == 0  # an imported pool: no access until it is set
+assert d.cuMemPoolSetAccess(pool, [access], 1)[0] == 0
+assert int(d.cuMemPoolGetAccess(pool, here)[1]) == 3
 data = d.CUmemPoolPtrExportData()
 ctypes.memmove(data.getPtr(), bytes.fromhex(sys.argv[2]), 64)
 err, p = d.cuMemPoolImportPointer(pool, data)
@@ -122,7 +129,8 @@ def test_the_device_advertises_what_it_shares(cuda):
     got = {a: cuda.ok(d.cuDeviceGetAttribute(getattr(A, "CU_DEVICE_ATTRIBUTE_" + a), 0))
            for a in ("HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED", "MEMPOOL_SUPPORTED_HANDLE_TYPES",
                      "HOST_MEMORY_POOLS_SUPPORTED", "HOST_NUMA_MEMORY_POOLS_SUPPORTED", "IPC_EVENT_SUPPORTED",
-                     "MEMORY_POOLS_SUPPORTED")}
+                     "MEMORY_POOLS_SUPPORTED", "HOST_NUMA_ID")}
     assert got == {"HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED": 1, "MEMPOOL_SUPPORTED_HANDLE_TYPES": POSIX_FD,
                    "HOST_MEMORY_POOLS_SUPPORTED": 1, "HOST_NUMA_MEMORY_POOLS_SUPPORTED": 1,
-                   "IPC_EVENT_SUPPORTED": 1, "MEMORY_POOLS_SUPPORTED": 1}
+                   "IPC_EVENT_SUPPORTED": 1, "MEMORY_POOLS_SUPPORTED": 1,
+                   "HOST_NUMA_ID": 0}  # where cuda.core's shareable pinned pools go
