@@ -1,5 +1,6 @@
 /* Memory entry points: device, pitched, managed and pinned host allocations, host registration, the
  * default pool and stream-ordered alloc/free, pointer attributes. The allocator itself is memory.c. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -131,21 +132,30 @@ API CUresult cuMemHostUnregister(void *p) {
 enum { ALLOCATION_PINNED = 1, ALLOCATION_MANAGED = 2 };                           /* CUmemAllocationType */
 enum { LOCATION_NONE = 0, LOCATION_DEVICE = 1, LOCATION_HOST = 2, LOCATION_HOST_NUMA = 3 }; /* CUmemLocationType */
 #define POOL_PROPS_BYTES 88 /* sizeof(CUmemPoolProps) */
+#define HANDLE_POSIX_FD 1   /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, the one exportable handle type here */
 
 typedef struct CUmemLocation {
     int type, id;
 } CUmemLocation;
 
-/* A memory pool: device memory (the device's default pool) or managed memory (the default managed pools, one
- * per location, and pools made by cuMemPoolCreate). Every allocation is one of the allocator's own, so reuse
- * and trimming have nothing to act on. */
+/* A memory pool: device memory (the device's default pool), pinned host memory (the host's default pools)
+ * or managed memory (the default managed pools, one per location), and pools made by cuMemPoolCreate or
+ * imported from another process. Every allocation is one of the allocator's own, so reuse and trimming have
+ * nothing to act on; a pool made with a POSIX file-descriptor handle type has its memory in a file other
+ * processes may map (pool_share.c). */
 typedef struct Pool {
     int type;              /* CUmemAllocationType */
     CUmemLocation location; /* managed: the preferred location (type NONE: none) */
     uint64_t threshold;    /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, as set */
+    SharedPool *shared;    /* exportable or imported: its memory */
+    int device_access;     /* CUmemAccess_flags of device 0, as cuMemPoolSetAccess set it (not enforced) */
 } Pool;
 
-static Pool g_default_pool = {ALLOCATION_PINNED, {LOCATION_DEVICE, 0}, 0};
+enum { ACCESS_NONE = 0, ACCESS_READ = 1, ACCESS_READWRITE = 3 }; /* CUmemAccess_flags */
+
+static Pool g_default_pool = {ALLOCATION_PINNED, {LOCATION_DEVICE, 0}, 0, NULL, ACCESS_READWRITE};
+static Pool g_host_pools[] = {{ALLOCATION_PINNED, {LOCATION_HOST, 0}, 0, NULL, ACCESS_READWRITE},
+                              {ALLOCATION_PINNED, {LOCATION_HOST_NUMA, 0}, 0, NULL, ACCESS_READWRITE}};
 static Pool g_managed_pools[] = {{ALLOCATION_MANAGED, {LOCATION_NONE, 0}, 0},
                                  {ALLOCATION_MANAGED, {LOCATION_DEVICE, 0}, 0},
                                  {ALLOCATION_MANAGED, {LOCATION_HOST, 0}, 0},
@@ -156,7 +166,7 @@ static CUresult pool_get(void *h, Pool **out) {
     NEED_INIT();
     for (size_t i = 0; i < MANAGED_POOLS; i++)
         if (h == &g_managed_pools[i]) return *out = h, CUDA_SUCCESS;
-    if (h == &g_default_pool) return *out = h, CUDA_SUCCESS;
+    if (h == &g_default_pool || h == &g_host_pools[0] || h == &g_host_pools[1]) return *out = h, CUDA_SUCCESS;
     return handle_get(h, H_POOL, out);
 }
 
@@ -185,15 +195,16 @@ API CUresult cuDeviceGetMemPool(void **pool, CUdevice dev) {
 }
 
 /* cuMemGetMemPool / cuMemGetDefaultMemPool: no pool is ever made current, so the current one is the default.
- * Pinned host pools are not implemented. */
+ * The host is NUMA node 0, its one node. */
 static CUresult location_pool(void **pool, const CUmemLocation *l, int type) {
     NEED_INIT();
     if (!pool || !l) return CUDA_ERROR_INVALID_VALUE;
     if (l->type == LOCATION_DEVICE) NEED_DEVICE(l->id);
     if (type == ALLOCATION_PINNED) {
         if (l->type == LOCATION_DEVICE) return *pool = &g_default_pool, CUDA_SUCCESS;
-        return l->type == LOCATION_HOST || l->type == LOCATION_HOST_NUMA ? CUDA_ERROR_NOT_SUPPORTED
-                                                                         : CUDA_ERROR_INVALID_VALUE;
+        if (l->type == LOCATION_HOST) return *pool = &g_host_pools[0], CUDA_SUCCESS;
+        if (l->type == LOCATION_HOST_NUMA && l->id == 0) return *pool = &g_host_pools[1], CUDA_SUCCESS;
+        return CUDA_ERROR_INVALID_VALUE;
     }
     Pool *m = type == ALLOCATION_MANAGED ? managed_pool_for(l) : NULL;
     if (!m) return CUDA_ERROR_INVALID_VALUE;
@@ -211,8 +222,9 @@ API CUresult cuMemGetDefaultMemPool(void **pool, CUmemLocation *location, int ty
     return location_pool(pool, location, type);
 }
 
-/* Managed pools only: pools of device or pinned host memory, and pools with exportable handles, are not
- * implemented. */
+/* Pools of device memory, pinned host memory (the host or NUMA node 0) or managed memory. A POSIX file-descriptor
+ * handle type makes a device or pinned pool shareable; host pinned memory is shared from a NUMA node only (cuda.core's
+ * PinnedMemoryResource asks for node 0 for that reason); other handle types are not implemented. */
 API CUresult cuMemPoolCreate(void **pool, const void *props) {
     ENTER(cuMemPoolCreate);
     NEED_INIT();
@@ -220,17 +232,31 @@ API CUresult cuMemPoolCreate(void **pool, const void *props) {
     struct {
         int type, handle_types;
         CUmemLocation location;
+        void *win32_security;
+        size_t max_size;
     } p;
     memcpy(&p, props, sizeof p);
-    if (p.type != ALLOCATION_MANAGED)
-        return p.type == ALLOCATION_PINNED ? CUDA_ERROR_NOT_SUPPORTED : CUDA_ERROR_INVALID_VALUE;
-    if (p.handle_types) return CUDA_ERROR_NOT_SUPPORTED;
+    if (p.type != ALLOCATION_MANAGED && p.type != ALLOCATION_PINNED) return CUDA_ERROR_INVALID_VALUE;
     if (p.location.type == LOCATION_DEVICE) NEED_DEVICE(p.location.id);
-    if (!managed_pool_for(&p.location)) return CUDA_ERROR_INVALID_VALUE;
+    if (p.handle_types & ~HANDLE_POSIX_FD || (p.handle_types && p.type == ALLOCATION_MANAGED))
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (p.type == ALLOCATION_MANAGED ? !managed_pool_for(&p.location)
+                                     : (p.location.type != LOCATION_DEVICE && p.location.type != LOCATION_HOST &&
+                                        (p.location.type != LOCATION_HOST_NUMA || p.location.id != 0)))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (p.handle_types && p.location.type == LOCATION_HOST) return CUDA_ERROR_INVALID_VALUE;
     Pool *made = calloc(1, sizeof *made);
     if (!made) return CUDA_ERROR_OUT_OF_MEMORY;
-    *made = (Pool){ALLOCATION_MANAGED, p.location, 0};
+    *made = (Pool){p.type, p.location, 0, NULL, ACCESS_READWRITE};
     if (p.location.type == LOCATION_HOST) made->location.id = 0;
+    int kind = p.location.type == LOCATION_DEVICE ? A_DEVICE : A_HOST_PINNED;
+    CUresult rc = p.handle_types ? shared_pool_create(kind, p.location.type, made->location.id, p.max_size,
+                                                      &made->shared)
+                                 : CUDA_SUCCESS;
+    if (rc != CUDA_SUCCESS) {
+        free(made);
+        return rc;
+    }
     handle_add(made, H_POOL);
     *pool = made;
     return CUDA_SUCCESS;
@@ -242,6 +268,8 @@ API CUresult cuMemPoolDestroy(void *pool) {
     NEED_INIT();
     if (!handle_ok(pool, H_POOL)) return CUDA_ERROR_INVALID_VALUE; /* a default pool cannot be destroyed */
     handle_remove(pool);
+    Pool *p = pool;
+    if (p->shared) shared_pool_release(p->shared);
     free(pool);
     return CUDA_SUCCESS;
 }
@@ -263,6 +291,40 @@ API CUresult cuMemPoolSetAttribute(void *pool, int attr, void *value) {
     TRY(pool_get(pool, &p));
     if (!value || attr < 1 || attr > 8) return CUDA_ERROR_INVALID_VALUE;
     if (attr == 4) p->threshold = *(uint64_t *)value;
+    return CUDA_SUCCESS;
+}
+
+/* Access from the one device, recorded and reported; the device reaches every pool's memory either way. */
+API CUresult cuMemPoolSetAccess(void *pool, const void *descs, size_t count) {
+    ENTER(cuMemPoolSetAccess);
+    Pool *p;
+    TRY(pool_get(pool, &p));
+    if (!descs && count) return CUDA_ERROR_INVALID_VALUE;
+    struct {
+        CUmemLocation location;
+        int flags;
+    } d;
+    for (size_t i = 0; i < count; i++) {
+        memcpy(&d, (const char *)descs + i * sizeof d, sizeof d);
+        if (d.location.type != LOCATION_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+        NEED_DEVICE(d.location.id);
+        if (d.flags != ACCESS_NONE && d.flags != ACCESS_READ && d.flags != ACCESS_READWRITE)
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    for (size_t i = 0; i < count; i++) {
+        memcpy(&d, (const char *)descs + i * sizeof d, sizeof d);
+        p->device_access = d.flags;
+    }
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemPoolGetAccess(int *flags, void *pool, CUmemLocation *location) {
+    ENTER(cuMemPoolGetAccess);
+    Pool *p;
+    TRY(pool_get(pool, &p));
+    if (!flags || !location || location->type != LOCATION_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    NEED_DEVICE(location->id);
+    *flags = p->device_access;
     return CUDA_SUCCESS;
 }
 
@@ -295,7 +357,9 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, const Pool *pool, vo
         return rc;
     }
     /* The address is needed now; memory is usable by work queued after this on the stream either way. */
-    return pool->type == ALLOCATION_MANAGED ? mem_alloc_managed(c, size, dptr) : mem_alloc(c, size, A_DEVICE, dptr);
+    if (pool->shared) return shared_pool_alloc(pool->shared, c, size, dptr);
+    if (pool->type == ALLOCATION_MANAGED) return mem_alloc_managed(c, size, dptr);
+    return mem_alloc_from_pool(c, size, pool->location.type == LOCATION_DEVICE ? A_DEVICE : A_HOST_PINNED, dptr);
 }
 
 API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
@@ -312,7 +376,7 @@ API CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t size, void *pool,
 
 static void free_when_reached(void *arg) {
     uint64_t *p = arg;
-    mem_free(*p, 1 << A_DEVICE);
+    mem_free(*p, 1 << A_DEVICE | 1 << A_HOST_PINNED);
     free(p);
 }
 
@@ -329,10 +393,57 @@ API CUresult cuMemFreeAsync(CUdeviceptr p, void *hStream) {
     }
     if (s->capture) return stream_capture_unsupported(s, "cuMemFreeAsync of memory not allocated by a graph");
     AllocInfo a;
-    if (!mem_find(p, &a) || a.base != p || a.kind != A_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (!mem_find(p, &a) || a.base != p ||
+        (a.kind != A_DEVICE && !(a.kind == A_HOST_PINNED && (a.flags & (MEM_FROM_POOL | MEM_POOL_SHARED)))))
+        return CUDA_ERROR_INVALID_VALUE;
     uint64_t *arg = malloc(sizeof *arg);
     *arg = p;
     return stream_submit(s, free_when_reached, arg);
+}
+
+/* ---- pools shared between processes (pool_share.c): the pool as a file descriptor, pointers as 64 bytes ---- */
+
+API CUresult cuMemPoolExportToShareableHandle(void *handle, void *pool, int type, unsigned long long flags) {
+    ENTER(cuMemPoolExportToShareableHandle);
+    Pool *p;
+    TRY(pool_get(pool, &p));
+    if (!handle || flags || type != HANDLE_POSIX_FD || !p->shared) return CUDA_ERROR_INVALID_VALUE;
+    return shared_pool_export_fd(p->shared, (int *)handle);
+}
+
+/* handle: the descriptor itself, as the driver takes a POSIX handle; it stays the caller's to close. */
+API CUresult cuMemPoolImportFromShareableHandle(void **pool, void *handle, int type, unsigned long long flags) {
+    ENTER(cuMemPoolImportFromShareableHandle);
+    NEED_INIT();
+    if (!pool || flags || type != HANDLE_POSIX_FD) return CUDA_ERROR_INVALID_VALUE;
+    Pool *made = calloc(1, sizeof *made);
+    if (!made) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult rc = shared_pool_import((int)(intptr_t)handle, &made->shared);
+    if (rc != CUDA_SUCCESS) {
+        free(made);
+        return rc;
+    }
+    made->type = ALLOCATION_PINNED; /* no access until the importer sets it, as the driver has it */
+    shared_pool_kind(made->shared, &made->location.type, &made->location.id);
+    handle_add(made, H_POOL);
+    *pool = made;
+    return CUDA_SUCCESS;
+}
+
+API CUresult cuMemPoolExportPointer(void *data, CUdeviceptr ptr) {
+    ENTER(cuMemPoolExportPointer);
+    NEED_INIT();
+    if (!data) return CUDA_ERROR_INVALID_VALUE;
+    return shared_pool_export_pointer(ptr, data);
+}
+
+API CUresult cuMemPoolImportPointer(CUdeviceptr *ptr, void *pool, void *data) {
+    ENTER(cuMemPoolImportPointer);
+    NEED_CONTEXT(c);
+    Pool *p;
+    TRY(pool_get(pool, &p));
+    if (!ptr || !data || !p->shared) return CUDA_ERROR_INVALID_VALUE;
+    return shared_pool_import_pointer(p->shared, c, data, ptr);
 }
 
 /* ---- pointer attributes ---- */

@@ -133,15 +133,19 @@ static int attribute_value(int attr, int *known) {
     case 99: return 1;
     case 106: return 32;
     case 111: return 1024;
+    case 103: return 1; /* HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: shareable pools export a descriptor (pool_share.c) */
     case 113: return 0;
     case 115: return 1;
-    case 119: return 0;
+    case 119: return 1; /* MEMPOOL_SUPPORTED_HANDLE_TYPES: CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */
     case 120: return 0;
     case 125: return 1; /* IPC_EVENT_SUPPORTED: interprocess events keep their state in shared memory (ipc.c) */
     case 126: return 1;
     case 127: return 1; /* TENSOR_MAP_ACCESS_SUPPORTED: maps are encoded (tensor_map.c); the PTX using them is not */
     case 129: return 0;
-    case 131: case 134: return -1;
+    case 142: return 1; /* HOST_NUMA_MEMORY_POOLS_SUPPORTED: pinned pools of the host's one node, 0 */
+    case 144: return 1; /* HOST_MEMORY_POOLS_SUPPORTED: pinned host pools (alloc.c) */
+    case 131: return -1; /* NUMA_ID: the device is no NUMA node */
+    case 134: return 0;  /* HOST_NUMA_ID: the host's one node, where pinned NUMA pools live */
     default:
         *known = 0;
         return 0;

@@ -74,8 +74,14 @@
     X(cuMemPoolGetAttribute, "cuMemPoolGetAttribute", 11020) \
     X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020) \
     X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020) \
+    X(cuMemPoolSetAccess, "cuMemPoolSetAccess", 11020) \
+    X(cuMemPoolGetAccess, "cuMemPoolGetAccess", 11020) \
     X(cuMemPoolCreate, "cuMemPoolCreate", 11020) \
     X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020) \
+    X(cuMemPoolExportToShareableHandle, "cuMemPoolExportToShareableHandle", 11020) \
+    X(cuMemPoolImportFromShareableHandle, "cuMemPoolImportFromShareableHandle", 11020) \
+    X(cuMemPoolExportPointer, "cuMemPoolExportPointer", 11020) \
+    X(cuMemPoolImportPointer, "cuMemPoolImportPointer", 11020) \
     X(cuMemGetMemPool, "cuMemGetMemPool", 13000) \
     X(cuMemGetDefaultMemPool, "cuMemGetDefaultMemPool", 13000) \
     X(cuPointerGetAttribute, "cuPointerGetAttribute", 4000) \

@@ -156,8 +156,14 @@ CUresult mem_alloc_managed(Context *ctx, uint64_t size, uint64_t *out);
  * back into memory.c) when an allocation with one of these flags is freed. */
 #define MEM_IPC_EXPORTED 0x40000000u
 #define MEM_IPC_IMPORTED 0x20000000u
-#define MEM_SHARED_MASK (MEM_IPC_EXPORTED | MEM_IPC_IMPORTED)
-void mem_set_free_hook(void (*hook)(const AllocInfo *));
+/* Made by a stream-ordered pool (cuMemAllocAsync, cuMemAllocFromPoolAsync): what cuMemFreeAsync frees. */
+#define MEM_FROM_POOL 0x10000000u
+CUresult mem_alloc_from_pool(Context *ctx, uint64_t size, int kind, uint64_t *out);
+/* A range of a shared pool's file (pool_share.c), made here or imported. */
+#define MEM_POOL_SHARED 0x08000000u
+#define MEM_SHARED_MASK (MEM_IPC_EXPORTED | MEM_IPC_IMPORTED | MEM_POOL_SHARED)
+/* Adds a hook (once; a few at most) that runs for every allocation with a MEM_SHARED_MASK flag when freed. */
+void mem_add_free_hook(void (*hook)(const AllocInfo *));
 /* Adds flag to the live allocation at base made with that serial; 0 when there is none (freed meanwhile). */
 int mem_mark(uint64_t base, uint64_t serial, unsigned flag);
 /* Reserves an address range without mapping it (0 when none is left); mem_map_reserved makes [base, +size)
@@ -184,6 +190,23 @@ uint64_t mem_total(void);
 uint64_t mem_used(void);
 /* The leak report at process exit (atexit; exits with status 3 in IRONACCEL_FAKE_CUDA_LEAKS=error mode). */
 void mem_report_at_exit(void);
+
+/* ---- memory pools shared between processes (pool_share.c) ---- */
+typedef struct SharedPool SharedPool;
+/* A pool of kind A_DEVICE or A_HOST_PINNED backed by a memfd; max_size 0: no limit but the device's. */
+CUresult shared_pool_create(int kind, int location_type, int location_id, uint64_t max_size, SharedPool **out);
+/* The pool behind another process's exported descriptor (INVALID_VALUE when fd is not one); fd stays the caller's. */
+CUresult shared_pool_import(int fd, SharedPool **out);
+/* The pool's memory kind, and its location. */
+int shared_pool_kind(const SharedPool *p, int *location_type, int *location_id);
+int shared_pool_is_imported(const SharedPool *p);
+/* Drops the pool's handle: its file lives on while allocations made or imported through it do. */
+void shared_pool_release(SharedPool *p);
+CUresult shared_pool_export_fd(SharedPool *p, int *fd);
+CUresult shared_pool_alloc(SharedPool *p, Context *ctx, uint64_t size, uint64_t *out);
+/* CUmemPoolPtrExportData (64 bytes) of an allocation of a pool this process made; and importing it. */
+CUresult shared_pool_export_pointer(uint64_t ptr, void *data);
+CUresult shared_pool_import_pointer(SharedPool *p, Context *ctx, const void *data, uint64_t *out);
 
 /* ---- streams and events (streams.c) ---- */
 typedef void (*WorkFn)(void *arg);

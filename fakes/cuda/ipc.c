@@ -143,9 +143,9 @@ API CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr) {
     ENTER(cuIpcGetMemHandle);
     NEED_CONTEXT(ctx);
     AllocInfo a;
-    if (!pHandle || !mem_find(dptr, &a) || a.kind != A_DEVICE || (a.flags & (MEM_MANAGED | MEM_IPC_IMPORTED)))
+    if (!pHandle || !mem_find(dptr, &a) || a.kind != A_DEVICE || (a.flags & (MEM_MANAGED | MEM_IPC_IMPORTED | MEM_POOL_SHARED)))
         return CUDA_ERROR_INVALID_VALUE;
-    mem_set_free_hook(forget_freed);
+    mem_add_free_hook(forget_freed);
     if (!(a.flags & MEM_IPC_EXPORTED)) streams_sync_context(a.ctx);
     pthread_mutex_lock(&g_ipc_mu);
     int fd = -1;
@@ -177,7 +177,7 @@ API CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, un
     IpcHandle h;
     int fd;
     TRY(open_handle(handle.reserved, KIND_MEMORY, &h, &fd));
-    mem_set_free_hook(forget_freed);
+    mem_add_free_hook(forget_freed);
     pthread_mutex_lock(&g_ipc_mu);
     for (int i = 0; i < g_nimports; i++)
         if (g_imports[i].dev == h.dev && g_imports[i].inode == h.inode) {

@@ -126,6 +126,10 @@ CUresult mem_alloc(Context *ctx, uint64_t size, int kind, uint64_t *out) {
     return alloc_with_flags(ctx, size, kind, 0, out);
 }
 
+CUresult mem_alloc_from_pool(Context *ctx, uint64_t size, int kind, uint64_t *out) {
+    return alloc_with_flags(ctx, size, kind, MEM_FROM_POOL, out);
+}
+
 CUresult mem_alloc_managed(Context *ctx, uint64_t size, uint64_t *out) {
     return alloc_with_flags(ctx, size, A_DEVICE, MEM_MANAGED, out);
 }
@@ -185,9 +189,16 @@ static void unmap(uint64_t base, uint64_t span) {
     mmap((void *)(uintptr_t)base, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
 }
 
-static void (*g_free_hook)(const AllocInfo *);
+#define MAX_FREE_HOOKS 4
+static void (*g_free_hooks[MAX_FREE_HOOKS])(const AllocInfo *);
 
-void mem_set_free_hook(void (*hook)(const AllocInfo *)) { g_free_hook = hook; }
+void mem_add_free_hook(void (*hook)(const AllocInfo *)) {
+    pthread_mutex_lock(&g_mem_mu);
+    int i = 0;
+    while (i < MAX_FREE_HOOKS && g_free_hooks[i] && g_free_hooks[i] != hook) i++;
+    if (i < MAX_FREE_HOOKS) g_free_hooks[i] = hook; /* more hooks than files sharing memory: a bug */
+    pthread_mutex_unlock(&g_mem_mu);
+}
 
 int mem_mark(uint64_t base, uint64_t serial, unsigned flag) {
     pthread_mutex_lock(&g_mem_mu);
@@ -203,7 +214,7 @@ static void remove_locked(int i) {
     memmove(&g_allocs[i], &g_allocs[i + 1], (g_nallocs - i - 1) * sizeof *g_allocs);
     g_nallocs--;
     g_freed[g_nfreed++ % FREED_HISTORY] = a;
-    if ((a.flags & MEM_SHARED_MASK) && g_free_hook) g_free_hook(&a);
+    for (int h = 0; h < MAX_FREE_HOOKS && g_free_hooks[h] && (a.flags & MEM_SHARED_MASK); h++) g_free_hooks[h](&a);
     if (a.kind == A_HOST_REGISTERED) return;
     if (a.kind == A_DEVICE || a.kind == A_MODULE_GLOBAL) g_used -= a.size;
     uint64_t span = (a.size + PAGE - 1) & ~(PAGE - 1);

@@ -147,6 +147,10 @@ class Location(ctypes.Structure):  # CUmemLocation, passed by value
 DEVICE0, HOST_NUMA0 = Location(1, 0), Location(3, 0)
 
 
+class AccessDesc(ctypes.Structure):  # CUmemAccessDesc
+    _fields_ = [("location", Location), ("flags", c_int)]
+
+
 def _pool_props(alloc_type, location_type, location_id=0, handle_types=0):
     """A CUmemPoolProps (88 bytes): allocType, handleTypes, location, then zeros."""
     words = (c_int * 22)()
@@ -333,6 +337,13 @@ CASES = {
     "cuMemPoolSetAttribute": [("bad pool", lambda e: (BAD, c_int(1), e.outp), INVALID_HANDLE),
                               ("unknown attribute", lambda e: (e.pool, c_int(99), e.outp), INVALID_VALUE)],
     "cuMemPoolTrimTo": [("bad pool", lambda e: (BAD, c_size_t(0)), INVALID_HANDLE)],
+    "cuMemPoolSetAccess": [("bad pool", lambda e: (BAD, byref(AccessDesc(DEVICE0, 3)), c_size_t(1)), INVALID_HANDLE),
+                           ("bad device", lambda e: (e.pool, byref(AccessDesc(Location(1, 9), 3)), c_size_t(1)),
+                            INVALID_DEVICE),
+                           ("bad flags", lambda e: (e.pool, byref(AccessDesc(DEVICE0, 2)), c_size_t(1)), INVALID_VALUE),
+                           ("NULL descriptors", lambda e: (e.pool, NULL, c_size_t(1)), INVALID_VALUE)],
+    "cuMemPoolGetAccess": [("bad pool", lambda e: (e.outp, BAD, byref(DEVICE0)), INVALID_HANDLE),
+                           ("NULL location", lambda e: (e.outp, e.pool, NULL), INVALID_VALUE)],
     "cuMemAdvise": [("not managed", lambda e: (e.ptr, c_size_t(256), c_int(1), DEV0), INVALID_VALUE),
                     ("bad device", lambda e: (e.managed, c_size_t(256), c_int(3), DEV9), INVALID_DEVICE)],
     "cuMemAdvise_v2": [("not managed", lambda e: (e.ptr, c_size_t(256), c_int(1), DEVICE0), INVALID_VALUE),
@@ -363,14 +374,28 @@ CASES = {
         ("nothing current", lambda e: (byref(c_void_p(ctypes.addressof(e.out))), byref(c_size_t(4)), byref(c_int(1)),
                                        c_size_t(1), e.managed, c_size_t(256)), INVALID_CONTEXT, "no context")],
     "cuMemGetMemPool": [("NULL location", lambda e: (e.outp, NULL, c_int(2)), INVALID_VALUE),
-                        ("pinned host pool", lambda e: (e.outp, byref(Location(2, 0)), c_int(1)), NOT_SUPPORTED),
+                        ("pinned, NUMA node 1", lambda e: (e.outp, byref(Location(3, 1)), c_int(1)), INVALID_VALUE),
                         ("unknown type", lambda e: (e.outp, byref(DEVICE0), c_int(7)), INVALID_VALUE),
                         ("bad device", lambda e: (e.outp, byref(Location(1, 9)), c_int(2)), INVALID_DEVICE)],
     "cuMemGetDefaultMemPool": [("NULL out", lambda e: (NULL, byref(DEVICE0), c_int(2)), INVALID_VALUE)],
     "cuMemPoolCreate": [("NULL props", lambda e: (e.outp, NULL), INVALID_VALUE),
-                        ("device memory pool", lambda e: (e.outp, _pool_props(1, 1)), NOT_SUPPORTED),
-                        ("exportable handles", lambda e: (e.outp, _pool_props(2, 1, handle_types=1)), NOT_SUPPORTED),
+                        ("fabric handles", lambda e: (e.outp, _pool_props(1, 1, handle_types=8)), NOT_SUPPORTED),
+                        ("exportable managed", lambda e: (e.outp, _pool_props(2, 1, handle_types=1)), NOT_SUPPORTED),
+                        ("exportable host, not a node", lambda e: (e.outp, _pool_props(1, 2, handle_types=1)),
+                         INVALID_VALUE),
                         ("bad device", lambda e: (e.outp, _pool_props(2, 1, 9)), INVALID_DEVICE)],
+    "cuMemPoolExportToShareableHandle": [("bad pool", lambda e: (e.outp, BAD, c_int(1), c_uint64(0)), INVALID_HANDLE),
+                                         ("not shareable", lambda e: (e.outp, e.pool, c_int(1), c_uint64(0)),
+                                          INVALID_VALUE)],
+    "cuMemPoolImportFromShareableHandle": [("no descriptor", lambda e: (e.outp, c_void_p(-1 & 0xFFFFFFFF), c_int(1),
+                                                                         c_uint64(0)), INVALID_VALUE),
+                                           ("NULL out", lambda e: (NULL, c_void_p(0), c_int(1), c_uint64(0)),
+                                            INVALID_VALUE)],
+    "cuMemPoolExportPointer": [("not a shared pool's", lambda e: (e.outp, e.ptr), INVALID_VALUE),
+                               ("NULL out", lambda e: (NULL, e.ptr), INVALID_VALUE)],
+    "cuMemPoolImportPointer": [("bad pool", lambda e: (e.outp, BAD, e.outp), INVALID_HANDLE),
+                               ("not an imported pool", lambda e: (e.outp, e.pool, e.outp), INVALID_VALUE),
+                               ("no context", lambda e: (e.outp, e.pool, e.outp), INVALID_CONTEXT, "no context")],
     "cuMemPoolDestroy": [("default pool", lambda e: (e.pool,), INVALID_VALUE),
                          ("bad pool", lambda e: (BAD,), INVALID_VALUE)],
     "cuPointerGetAttribute": [("NULL out", lambda e: (NULL, c_int(1), e.ptr), INVALID_VALUE),

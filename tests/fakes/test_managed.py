@@ -152,8 +152,8 @@ def test_managed_pools_allocate_managed_memory(cuda):
     cuda.ok(d.cuMemPoolDestroy(pool))
     assert cuda.err(d.cuMemPoolDestroy(pool)) == d.CUresult.CUDA_ERROR_INVALID_VALUE
     assert cuda.err(d.cuMemPoolDestroy(default)) == d.CUresult.CUDA_ERROR_INVALID_VALUE
-    props.allocType = d.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-    assert cuda.err(d.cuMemPoolCreate(props)) == d.CUresult.CUDA_ERROR_NOT_SUPPORTED
+    props.handleTypes = d.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+    assert cuda.err(d.cuMemPoolCreate(props)) == d.CUresult.CUDA_ERROR_NOT_SUPPORTED  # managed is not shared
 
 
 def test_a_captured_managed_allocation_is_managed_memory(cuda):
