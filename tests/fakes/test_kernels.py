@@ -934,7 +934,9 @@ def test_min_max_of_16_bit_integer_pairs(cuda, rng):
     do = cuda.poisoned(o)
     cuda.launch(f, (1,), (256,), cuda.upload(a), cuda.upload(b), do, np.uint32(n))
     got = cuda.download(do, o).reshape(n, 4)
-    halves = lambda v, t: v.view(np.uint16).view(t).reshape(n, 2)  # noqa: E731
+    def halves(v, t):
+        return v.view(np.uint16).view(t).reshape(n, 2)
+
     want = [np.minimum(halves(a, np.int16), halves(b, np.int16)), np.minimum(halves(a, np.uint16), halves(b, np.uint16)),
             np.maximum(halves(a, np.int16), halves(b, np.int16)), np.maximum(halves(a, np.uint16), halves(b, np.uint16))]
     for k, w in enumerate(want):

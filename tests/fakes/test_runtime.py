@@ -358,9 +358,10 @@ def _needs_cupy():
         pytest.skip("CuPy is not installed (pip install cupy-cuda13x)")
 
 
-def test_cupy_starts_and_computes_on_the_fake(tmp_path):
+@pytest.mark.parametrize("accelerators", ["cub", ""])  # CuPy's default (CUB's prebuilt kernels), and off
+def test_cupy_starts_and_computes_on_the_fake(tmp_path, accelerators):
     _needs_cupy()
-    proc, log = _run_logged([sys.executable, str(TOOLS / "cupy_smoke.py")], tmp_path, CUPY_ACCELERATORS="")
+    proc, log = _run_logged([sys.executable, str(TOOLS / "cupy_smoke.py")], tmp_path, CUPY_ACCELERATORS=accelerators)
     assert proc.returncode == 0 and "cupy smoke: ok" in proc.stdout, proc.stdout + proc.stderr
     calls = _calls(log)
     for table in ("CUDART_INTERFACE", "CONTEXT_LOCAL_STORAGE", "INTEGRITY_CHECK", "CONTEXT_CHECKS"):
