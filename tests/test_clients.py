@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import re
 from pathlib import Path
@@ -233,19 +232,18 @@ def test_a_fetched_suite_runs_with_its_own_folder_as_rootdir(tmp_path):
     assert shipped[shipped.index("--rootdir") + 1] == str(tmp_path)
 
 
-def test_cupy_runs_its_selected_folders_with_its_accelerators_off_on_the_fake_only(tmp_path):
+def test_cupy_runs_its_selected_folders_with_its_own_kernel_cache_on_the_fake(tmp_path):
     cupy = clients.CLIENTS["cupy"]
     source = tmp_path / "tests"
     cmd = clients.child_command(cupy, source, tmp_path / "r.jsonl", tmp_path / "pytest.ini", 60, 1, "", workers="0")
     assert cmd[-9] == "--continue-on-collection-errors"  # then the folders, not the whole suite
     assert cmd[-8:] == [str(source / "cupy_tests" / f"{d}_tests") for d in (
         "core", "creation", "manipulation", "math", "sorting", "logic", "indexing", "statistics")]
-    assert clients.child_env(clients.FAKE, 60, cupy)["CUPY_ACCELERATORS"] == ""
+    # CUB on, as on the H200 (the fake runs its compute_120 PTX in place of the sm_90 machine code)
+    assert "CUPY_ACCELERATORS" not in dict(cupy.fake_env)
     # the fake's kernel cache is its own: the H200 runs both targets on one host, and a real cubin has no PTX
     assert clients.child_env(clients.FAKE, 60, cupy)["CUPY_CACHE_DIR"] != \
         clients.child_env(clients.NVIDIA, 60, cupy).get("CUPY_CACHE_DIR")
-    assert "CUPY_ACCELERATORS" not in clients.child_env(clients.NVIDIA, 60, cupy) or \
-        os.environ.get("CUPY_ACCELERATORS") is not None
 
 
 

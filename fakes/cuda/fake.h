@@ -346,14 +346,19 @@ typedef struct PtxModule {
     uint64_t *global_addrs, *global_sizes;
     int nglobals;
     int *lines; /* source line of each instruction, for reports */
+    unsigned target_arch; /* the newest architecture its .target names: a function's PTX_VERSION */
 } PtxModule;
 
 /* The PTX text an image holds (image.c): the image itself when it is PTX text, else PTX extracted from a
  * fatbin or ELF (*owned, to free). Machine code alone is NO_BINARY_FOR_GPU with the reason in log (also on
  * stderr); a container whose headers point outside its size bytes is INVALID_IMAGE. size is
- * IMAGE_SIZE_UNKNOWN for a pointer alone (cuModuleLoadData): then the headers say how far it goes. */
+ * IMAGE_SIZE_UNKNOWN for a pointer alone (cuModuleLoadData): then the headers say how far it goes.
+ * *newest_target (when not NULL): the newest .target the loader may accept from this PTX, SIMULATED_SM unless the
+ * image is a fatbin whose machine code a real sm_90 runs and whose PTX is all newer (image.c says why). */
 #define IMAGE_SIZE_UNKNOWN SIZE_MAX
-CUresult image_ptx(const void *image, size_t size, const char **ptx, char **owned, char *log, size_t loglen);
+#define SIMULATED_SM 90
+CUresult image_ptx(const void *image, size_t size, const char **ptx, char **owned, unsigned *newest_target, char *log,
+                   size_t loglen);
 /* A whole regular file of at most 1 GiB, NUL-terminated (*n bytes before the NUL); FILE_NOT_FOUND when it
  * cannot be opened or is no regular file (a device, a FIFO), INVALID_IMAGE when larger. */
 CUresult image_read(const char *path, char **bytes, size_t *n);
@@ -363,9 +368,10 @@ CUresult image_read(const char *path, char **bytes, size_t *n);
 enum FatbinCodec { FATBIN_LZ4, FATBIN_ZSTD };
 CUresult fatbin_decompress(int codec, unsigned arch, const uint8_t *src, uint64_t packed, uint64_t size, uint8_t **out,
                            size_t *n, char *log, size_t loglen);
-/* Parses PTX text; on failure returns NULL, writes "line N: ..." to err and the CUresult to *rc (INVALID_PTX,
- * or OUT_OF_MEMORY when its variables do not fit in device memory). */
-PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CUresult *rc);
+/* Parses PTX text whose .target is at most newest_target (SIMULATED_SM, or what image_ptx allows); on failure
+ * returns NULL, writes "line N: ..." to err and the CUresult to *rc (INVALID_PTX, or OUT_OF_MEMORY when its
+ * variables do not fit in device memory). */
+PtxModule *ptx_load(const char *text, Context *ctx, unsigned newest_target, char *err, size_t errlen, CUresult *rc);
 /* The CU_JIT_MAX_REGISTERS a cuLink image (link.c) was made with, 0 for none or any other PTX text. */
 unsigned linked_max_registers(const char *text);
 void ptx_free(PtxModule *m);

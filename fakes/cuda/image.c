@@ -27,7 +27,6 @@
 #define FATBIN_FLAG_COMPRESSED_ZSTD 0x8000ull
 #define ELF_MACHINE_CUDA 190
 #define IMAGE_BYTES_MAX (1ull << 30) /* the largest module file read */
-#define SIMULATED_SM 90
 #define NEEDS "the simulated device (sm_90) runs PTX: load PTX text, or a fatbin or cubin that carries PTX " \
               "for compute_90 or older (nvcc -gencode arch=compute_90,code=compute_90; NVRTC to PTX)"
 
@@ -53,8 +52,15 @@ static char *ptx_copy(const uint8_t *p, size_t n) {
 }
 
 /* The PTX entry of a fatbin for the newest architecture the simulated device has (or, failing that, the
- * oldest, whose load then says why it cannot run). */
-static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *log, size_t loglen) {
+ * oldest, whose load then says why it cannot run).
+ *
+ * One divergence, taken on purpose (fakes/cuda/README.md, "Newer PTX in place of machine code"): a fatbin
+ * whose PTX is all newer than sm_90 but which carries machine code for sm_90 is one a real H200 runs (the
+ * machine code); the fake cannot run machine code, so it runs that PTX (*newest_target: its architecture), the
+ * same source compiled for the newer target, in its place. Without sm_90 machine code such a fatbin is refused
+ * at load, as a real sm_90 refuses it. */
+static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, unsigned *newest_target, char *log,
+                           size_t loglen) {
     if (avail < 16 || u32(fb) != FATBIN_MAGIC) {
         snprintf(log, loglen, "not a fatbin: bad header");
         return CUDA_ERROR_INVALID_IMAGE;
@@ -66,6 +72,7 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
     }
     const uint8_t *end = fb + first + total, *best = NULL, *entry = fb + first;
     unsigned best_arch = 0, elf_arch = 0;
+    int runs_on_device = 0; /* machine code for sm_90 (what a real sm_90 would run) */
     while (entry + 64 <= end) {
         uint32_t header = u32(entry + 4);
         uint64_t payload = u64(entry + 8);
@@ -77,12 +84,14 @@ static CUresult fatbin_ptx(const uint8_t *fb, size_t avail, char **out, char *lo
         unsigned arch = u32(entry + 28);
         if (u16(entry) != FATBIN_KIND_PTX) {
             elf_arch = arch;
+            runs_on_device |= arch == SIMULATED_SM;
         } else if (!best || (best_arch > SIMULATED_SM ? arch < best_arch : arch <= SIMULATED_SM && arch > best_arch)) {
             best = entry;
             best_arch = arch;
         }
         entry += header + payload;
     }
+    if (best && best_arch > SIMULATED_SM && runs_on_device) *newest_target = best_arch;
     uint64_t flags = best ? u64(best + 40) : 0;
     if (flags & (FATBIN_FLAG_COMPRESSED_LZ4 | FATBIN_FLAG_COMPRESSED_ZSTD)) {
         uint64_t packed = u32(best + 16);
@@ -122,7 +131,8 @@ static int section_named(const uint8_t *names, uint64_t nsize, uint64_t at, cons
 /* PTX from an ELF file's .nv_fatbin / __nv_relfatbin / .nv_debug_ptx_txt section. Every header, name and
  * section is checked to lie inside the avail bytes of the image (for cuModuleLoadData, which gets no size,
  * the section headers say how far it goes). */
-static CUresult elf_ptx(const uint8_t *elf, uint64_t avail, char **out, char *log, size_t loglen) {
+static CUresult elf_ptx(const uint8_t *elf, uint64_t avail, char **out, unsigned *newest_target, char *log,
+                        size_t loglen) {
     if (avail < 64 || elf[4] != 2 || elf[5] != 1) {
         snprintf(log, loglen, "only 64-bit little-endian ELF images are supported; " NEEDS);
         return CUDA_ERROR_INVALID_IMAGE;
@@ -154,7 +164,7 @@ static CUresult elf_ptx(const uint8_t *elf, uint64_t avail, char **out, char *lo
         }
         const uint8_t *data = elf + at;
         if (fatbin)
-            return fatbin_ptx(data, size, out, log, loglen);
+            return fatbin_ptx(data, size, out, newest_target, log, loglen);
         *out = ptx_copy(data, size);
         return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -210,8 +220,12 @@ static const uint8_t *wrapped_image(const uint8_t *wrapper, size_t size, char *l
     return p;
 }
 
-CUresult image_ptx(const void *image, size_t size, const char **ptx, char **owned, char *log, size_t loglen) {
+CUresult image_ptx(const void *image, size_t size, const char **ptx, char **owned, unsigned *newest_target, char *log,
+                   size_t loglen) {
     const uint8_t *b = image;
+    unsigned newest = SIMULATED_SM;
+    if (!newest_target) newest_target = &newest;
+    *newest_target = SIMULATED_SM;
     *owned = NULL;
     *ptx = image;
     if (size != IMAGE_SIZE_UNKNOWN && size < 4) return CUDA_SUCCESS; /* too short for any magic: text, if anything */
@@ -225,8 +239,8 @@ CUresult image_ptx(const void *image, size_t size, const char **ptx, char **owne
     /* cuModuleLoadData gets no size: then the headers alone say how far the image goes, as on a real driver */
     uint64_t avail = size != IMAGE_SIZE_UNKNOWN ? size : UINTPTR_MAX - (uintptr_t)b;
     CUresult rc;
-    if (is_elf(b)) rc = elf_ptx(b, avail, owned, log, loglen);
-    else if (u32(b) == FATBIN_MAGIC) rc = fatbin_ptx(b, avail, owned, log, loglen);
+    if (is_elf(b)) rc = elf_ptx(b, avail, owned, newest_target, log, loglen);
+    else if (u32(b) == FATBIN_MAGIC) rc = fatbin_ptx(b, avail, owned, newest_target, log, loglen);
     else return CUDA_SUCCESS; /* PTX text */
     if (rc == CUDA_SUCCESS) *ptx = *owned;
     else fake_log("module image refused: %s", log);

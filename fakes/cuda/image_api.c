@@ -14,7 +14,7 @@ API int ironaccel_fake_image_ptx(const void *image, size_t size, char **ptx, cha
     char *owned;
     if (!image || !size || !ptx || !log || !loglen) return CUDA_ERROR_INVALID_VALUE;
     log[0] = 0;
-    CUresult rc = image_ptx(image, size, &text, &owned, log, loglen);
+    CUresult rc = image_ptx(image, size, &text, &owned, NULL, log, loglen);
     if (rc) return rc;
     *ptx = owned ? owned : strndup(text, size); /* PTX text: up to its NUL or its size */
     return *ptx ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;

@@ -102,7 +102,7 @@ API CUresult cuLinkAddData_v2(void *state, int type, void *data, size_t size, co
     char log[1024] = "";
     const char *ptx;
     char *owned;
-    CUresult rc = image_ptx(data, size, &ptx, &owned, log, sizeof log);
+    CUresult rc = image_ptx(data, size, &ptx, &owned, NULL, log, sizeof log);
     if (rc == CUDA_SUCCESS && !owned) { /* PTX text handed over as a binary */
         rc = CUDA_ERROR_INVALID_IMAGE;
         snprintf(log, sizeof log, "not a cubin, fatbin or ELF object (is it PTX? add it as CU_JIT_INPUT_PTX)");
@@ -140,7 +140,7 @@ API CUresult cuLinkComplete(void *state, void **image, size_t *size) {
     }
     char log[1024] = "";
     CUresult rc = CUDA_SUCCESS;
-    PtxModule *check = ptx_load(l->text, NULL, log, sizeof log, &rc);
+    PtxModule *check = ptx_load(l->text, NULL, SIMULATED_SM, log, sizeof log, &rc);
     if (!check) {
         log_error(l, "linked image", log);
         return rc;

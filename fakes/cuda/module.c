@@ -21,9 +21,10 @@ static CUresult load_module(Context *c, const void *image, size_t size, ModuleHa
     if (!image || !out) return CUDA_ERROR_INVALID_VALUE;
     const char *text;
     char *extracted;
-    TRY(image_ptx(image, size, &text, &extracted, log, loglen));
+    unsigned newest_target;
+    TRY(image_ptx(image, size, &text, &extracted, &newest_target, log, loglen));
     CUresult rc = CUDA_SUCCESS;
-    PtxModule *ptx = ptx_load(text, c, log, loglen, &rc);
+    PtxModule *ptx = ptx_load(text, c, newest_target, log, loglen, &rc);
     if (ptx) ptx->max_registers = linked_max_registers(text); /* text may be extracted's, freed next */
     free(extracted);
     if (!ptx) {
@@ -248,7 +249,8 @@ static CUresult function_attribute(Function *f, int attr, int *value) {
     case 2: *value = (int)p->const_bytes; break;
     case 3: *value = (int)pf->stack_local; break;
     case 4: *value = registers_per_thread(p, pf); break;
-    case 5: case 6: *value = 90; break;
+    case 5: *value = p->target_arch; break; /* PTX_VERSION: what the PTX was compiled for */
+    case 6: *value = SIMULATED_SM; break;     /* BINARY_VERSION: what it runs as */
     case 7: *value = 0; break;
     case 8: *value = f->max_dynamic_shared; break;
     case 9: *value = -1; break;

@@ -615,8 +615,9 @@ static int stack_needs(Parser *P, int fi, int *state, uint32_t big_slots, uint32
     return unbounded;
 }
 
-/* One .target word: an architecture the simulated device runs (sm_N or compute_N, N <= 90, with an a/f
- * suffix), or a texture-mode or debug option; anything else fails the load as ptxas fails it. */
+/* One .target word: an architecture the simulated device runs (sm_N or compute_N, N <= 90 or the newer
+ * architecture image_ptx allowed, with an a/f suffix), or a texture-mode or debug option; anything else fails the
+ * load as ptxas fails it. */
 static void target(Parser *P, const Tok *a) {
     if (word_in("texmode_unified texmode_independent debug map_f64_to_f32", a)) return;
     int prefix = a->len > 3 && !strncmp(a->s, "sm_", 3) ? 3 : a->len > 8 && !strncmp(a->s, "compute_", 8) ? 8 : 0;
@@ -627,7 +628,9 @@ static void target(Parser *P, const Tok *a) {
     int rest = a->len - prefix - digits; /* an "a" or "f" suffix (sm_90a, sm_100f) */
     if (!prefix || digits < 2 || rest > 1 || (rest == 1 && a->s[a->len - 1] != 'a' && a->s[a->len - 1] != 'f'))
         fail(P, a->line, "unknown .target %.*s", a->len, a->s);
-    if (arch > 90) fail(P, a->line, ".target %.*s is newer than the simulated device (sm_90)", a->len, a->s);
+    if (arch > P->newest_target)
+        fail(P, a->line, ".target %.*s is newer than the simulated device (sm_90)", a->len, a->s);
+    if (arch > P->m->target_arch) P->m->target_arch = arch;
 }
 
 static void parser_free(Parser *P) {
@@ -638,8 +641,9 @@ static void parser_free(Parser *P) {
     free(P);
 }
 
-PtxModule *ptx_load(const char *text, Context *ctx, char *err, size_t errlen, CUresult *rc) {
+PtxModule *ptx_load(const char *text, Context *ctx, unsigned newest_target, char *err, size_t errlen, CUresult *rc) {
     Parser *P = calloc(1, sizeof *P);
+    P->newest_target = newest_target;
     P->code = CUDA_ERROR_INVALID_PTX;
     P->err = err;
     P->errlen = errlen;

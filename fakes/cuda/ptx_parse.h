@@ -71,6 +71,7 @@ typedef struct Parser {
     Context *ctx;
     int fn; /* index of the function being decoded */
     int weak; /* the module-level declaration being read was marked .weak */
+    unsigned newest_target; /* the newest .target architecture this load accepts (ptx_load's argument) */
     Name *names;
     int nnames, capnames;
     int module_names; /* names below this index are module-level; a function's own come after */

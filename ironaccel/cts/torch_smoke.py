@@ -7,7 +7,8 @@ Each check needs one of these, and says which:
   built on it), whose cubins the simulated toolchain gives PTX;
 * ``wheel kernels``: PyTorch's prebuilt kernels (fills, arithmetic, reductions), machine code for the GPUs the
   wheel targets and PTX only if ``torch.cuda.get_arch_list()`` lists a ``compute_NN`` (2.11+cu130 lists none);
-* ``cublas``: matrix products, through cuBLAS, whose kernels are machine code and PTX for sm_120 only.
+* ``cublas``: matrix products, through cuBLAS (machine code and PTX for compute_120 only), whose
+  ``cublasCreate`` fails on the fake before it loads any kernel.
 
 A device that runs PTX alone (the fake, whose name says "simulated") cannot run machine code: there a check
 that needs it must fail with exactly the error a driver gives for it, and is reported as "cannot run here"
@@ -45,7 +46,8 @@ def cannot_run_here(needs: str) -> str:
             return ""
         return (f"no PTX in the wheel: PyTorch {torch.__version__} carries machine code for "
                 f"{', '.join(torch.cuda.get_arch_list())} and no compute_NN PTX a PTX-only device could run")
-    return "needs cuBLAS, whose kernels are machine code and PTX for sm_120 only (newer than the simulated sm_90)"
+    return ("needs cuBLAS, whose cublasCreate fails on a PTX-only device before it loads a kernel (its kernels: "
+            "machine code and PTX for compute_120 only)")
 
 
 def _properties():

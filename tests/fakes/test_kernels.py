@@ -914,6 +914,35 @@ def test_sad_dot_products_and_set(cuda, rng):
         assert [int(v) for v in r[i]] == want, i
 
 
+MINMAX_X2 = r"""
+extern "C" __global__ void mm(const unsigned* a, const unsigned* b, unsigned* o, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return;
+    asm("min.s16x2 %0, %1, %2;" : "=r"(o[4 * i]) : "r"(a[i]), "r"(b[i]));
+    asm("min.u16x2 %0, %1, %2;" : "=r"(o[4 * i + 1]) : "r"(a[i]), "r"(b[i]));
+    asm("max.s16x2 %0, %1, %2;" : "=r"(o[4 * i + 2]) : "r"(a[i]), "r"(b[i]));
+    asm("max.u16x2 %0, %1, %2;" : "=r"(o[4 * i + 3]) : "r"(a[i]), "r"(b[i]));
+}"""
+
+
+def test_min_max_of_16_bit_integer_pairs(cuda, rng):
+    """min/max.{s16x2,u16x2} (sm_90; CUB's compute_120 PTX has them) work on each half on its own."""
+    f = cuda.kernel(MINMAX_X2, "mm")
+    n = 256
+    a, b = (rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32) for _ in range(2))
+    a[:4], b[:4] = [0x80007FFF, 0x00010000, 0xFFFF0001, 7], [0x7FFF8000, 0x00000001, 0x0001FFFF, 7]
+    o = np.zeros(4 * n, np.uint32)
+    do = cuda.poisoned(o)
+    cuda.launch(f, (1,), (256,), cuda.upload(a), cuda.upload(b), do, np.uint32(n))
+    got = cuda.download(do, o).reshape(n, 4)
+    def halves(v, t):
+        return v.view(np.uint16).view(t).reshape(n, 2)
+
+    want = [np.minimum(halves(a, np.int16), halves(b, np.int16)), np.minimum(halves(a, np.uint16), halves(b, np.uint16)),
+            np.maximum(halves(a, np.int16), halves(b, np.int16)), np.maximum(halves(a, np.uint16), halves(b, np.uint16))]
+    for k, w in enumerate(want):
+        np.testing.assert_array_equal(got[:, k], w.view(np.uint16).reshape(n, 2).copy().view(np.uint32).ravel(), str(k))
+
+
 def toolkit_include() -> Path | None:
     """A CUDA toolkit's include directory (cuda_fp16.h, CUB, cooperative groups), where one is installed."""
     for d in sorted(Path("/usr/local").glob("cuda*/include"), reverse=True):

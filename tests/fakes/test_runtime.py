@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from images import pack_fatbin
+from images import ptx as ptx_text
 
 from ironaccel import cbuild, fakes
 
@@ -272,8 +274,8 @@ def _cupy_fatbins():
 
 
 def test_the_ptx_in_cupys_own_fatbins_is_read(cuda, lib):
-    """CuPy's prebuilt kernels (CUB, Thrust, cuRAND) ship zstd-compressed PTX for compute_120 only: the fake
-    reads it (and then refuses it at load, as newer than the simulated sm_90)."""
+    """CuPy's prebuilt kernels (CUB, Thrust, cuRAND) ship zstd-compressed PTX for compute_120 only (beside
+    machine code for sm_75 to sm_120): the fake reads it."""
     fatbins = _cupy_fatbins()
     if not fatbins:
         pytest.skip("CuPy is not installed (pip install cupy-cuda13x)")
@@ -282,6 +284,36 @@ def test_the_ptx_in_cupys_own_fatbins_is_read(cuda, lib):
         assert rc == SUCCESS, f"{name}: {ptx}"
         assert re.search(r"^\.version \d+\.\d+", ptx, re.M), name
         assert re.search(r"^\.target sm_\d+", ptx, re.M), name
+
+
+#: k(u32 *out): out[0] = 7, as PTX for the given target
+def _store_seven(target: str) -> bytes:
+    return ptx_text(params=".param .u64 out", target=target, body="""
+    ld.param.u64 %rd1, [out]; cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, 7; st.global.u32 [%rd2], %r1;
+    ret;""").encode()
+
+
+def test_newer_ptx_stands_in_only_for_machine_code_a_real_sm_90_would_run(cuda):
+    """A fatbin with sm_90 machine code and PTX for compute_120 only (CuPy's CUB and Thrust kernels) runs on a real
+    H200 (the machine code): the fake runs the compute_120 PTX in its place, and reports that PTX's version (CUB
+    picks its tuning policy by it: the policy the PTX was compiled with). Without sm_90 machine code the newer PTX
+    is refused, as on a real sm_90, and so is such PTX given as text."""
+    d = cuda.d
+    sass = b"\x7fELF machine code"
+    image = pack_fatbin((2, 80, sass, 0), (2, 90, sass, 0), (2, 120, sass, 0), (1, 120, _store_seven("sm_120"), 0))
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(image)), b"k"))
+    out = cuda.alloc(4)
+    cuda.launch(f, (1,), (1,), out)
+    assert cuda.download(out, np.zeros(1, np.uint32))[0] == 7
+    attr = d.CUfunction_attribute
+    assert cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_PTX_VERSION, f)) == 120
+    assert cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_BINARY_VERSION, f)) == 90
+    for refused in (pack_fatbin((2, 80, sass, 0), (2, 120, sass, 0), (1, 120, _store_seven("sm_120"), 0)),
+                    _store_seven("sm_120") + b"\0"):
+        assert cuda.err(d.cuModuleLoadData(refused)) == d.CUresult.CUDA_ERROR_INVALID_PTX
+    f80 = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(_store_seven("sm_80") + b"\0")), b"k"))
+    assert cuda.ok(d.cuFuncGetAttribute(attr.CU_FUNC_ATTRIBUTE_PTX_VERSION, f80)) == 80
 
 
 # ---- real runtime programs on the fake ----
@@ -369,9 +401,10 @@ def _needs_cupy():
         pytest.skip("CuPy is not installed (pip install cupy-cuda13x)")
 
 
-def test_cupy_starts_and_computes_on_the_fake(tmp_path):
+@pytest.mark.parametrize("accelerators", ["cub", ""])  # CuPy's default (CUB's prebuilt kernels), and off
+def test_cupy_starts_and_computes_on_the_fake(tmp_path, accelerators):
     _needs_cupy()
-    proc, log = _run_logged([sys.executable, str(TOOLS / "cupy_smoke.py")], tmp_path, CUPY_ACCELERATORS="")
+    proc, log = _run_logged([sys.executable, str(TOOLS / "cupy_smoke.py")], tmp_path, CUPY_ACCELERATORS=accelerators)
     assert proc.returncode == 0 and "cupy smoke: ok" in proc.stdout, proc.stdout + proc.stderr
     calls = _calls(log)
     for table in ("CUDART_INTERFACE", "CONTEXT_LOCAL_STORAGE", "INTEGRITY_CHECK", "CONTEXT_CHECKS"):

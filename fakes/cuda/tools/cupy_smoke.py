@@ -1,10 +1,7 @@
 """CuPy on a CUDA driver (the fake or a real one): start-up through the CUDA runtime, elementwise kernels,
-reductions, a RawKernel, copies both ways, a stream and timed events. Prints one line a check and "cupy smoke:
-ok" at the end; any failure raises. Run by tests/fakes/test_runtime.py on the fake and by trace_h200.sh on
-the H200.
-
-On the fake, CuPy's CUB/Thrust accelerators are off (CUPY_ACCELERATORS=""): CuPy's prebuilt kernels carry PTX
-for compute_120 only, which the simulated sm_90 refuses, so reductions go through CuPy's own NVRTC kernels."""
+reductions (through CUB with CuPy's default accelerators), a sort (Thrust), a RawKernel, copies both ways, a
+stream and timed events. Prints one line a check and "cupy smoke: ok" at the end; any failure raises. Run by
+tests/fakes/test_runtime.py on the fake (with CUB on and off) and by trace_h200.sh on the H200."""
 
 import numpy as np
 
@@ -22,6 +19,10 @@ def main() -> None:
     assert m.sum(axis=0).tolist() == [12.0, 15.0, 18.0, 21.0]
     assert cupy.cumsum(cupy.arange(5)).tolist() == [0, 1, 3, 6, 10]
     print("reductions: sum, max, mean, sum(axis=0), cumsum")
+    shuffled = np.random.default_rng(1).permutation(3000).astype(np.int64)
+    assert cupy.sort(cupy.asarray(shuffled)).tolist() == list(range(3000))
+    assert cupy.argsort(cupy.asarray(shuffled)).get().tolist() == np.argsort(shuffled).tolist()
+    print("sort, argsort")
     square = cupy.RawKernel(r'''extern "C" __global__ void square(const float* x, float* y, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x;
         if (i < n) y[i] = x[i] * x[i];

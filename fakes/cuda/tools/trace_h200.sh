@@ -6,7 +6,7 @@
 #   nvcc.log   tools/runtime_smoke.cu built by nvcc (if nvcc is on PATH or in /usr/local/cuda/bin)
 # and writes driver.txt (driver version, GPU) and each program's output (*.out). Then runs the same programs on
 # the fake libcuda (ironaccel.fakes.child_env(), IRONACCEL_FAKE_LOG): fake-<name>.out and fake-<name>.log, CuPy
-# with CUPY_ACCELERATORS="" (its prebuilt kernels carry compute_120 PTX only). Run from the repository root:
+# with its default accelerators, as on the real driver. Run from the repository root:
 #   OUT=/some/dir sh fakes/cuda/tools/trace_h200.sh
 set -u
 : "${OUT:?set OUT to the output directory}"
@@ -44,7 +44,7 @@ env.update(x.split("=", 1) for x in sys.argv[1].split(",") if x)
 sys.exit(subprocess.run(sys.argv[2:], env=env).returncode)' "$@" > "$OUT/fake-$name.out" 2>&1
     echo "fake $name: exit $?" | tee -a "$OUT/driver.txt"
 }
-if python3 -c 'import cupy' 2>/dev/null; then on_fake cupy CUPY_ACCELERATORS= python3 "$here/cupy_smoke.py"; fi
+if python3 -c 'import cupy' 2>/dev/null; then on_fake cupy "" python3 "$here/cupy_smoke.py"; fi
 if python3 -c 'import torch' 2>/dev/null; then on_fake torch USE_PYTORCH_KERNEL_CACHE=0 python3 -m ironaccel.cts.torch_smoke; fi
 if [ -x "$work/runtime_smoke" ]; then on_fake nvcc "" "$work/runtime_smoke"; fi
 rm -rf "$work"
