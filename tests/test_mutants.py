@@ -367,6 +367,31 @@ def test_a_survivor_is_one_the_whole_suite_misses(monkeypatch, tmp_path):
     assert everything.status == "survived" and len(calls) == 1 and not everything.escalation_s  # nothing left
 
 
+def test_a_platform_survivor_of_its_covering_unit_tests_is_escalated_to_the_rest(monkeypatch, tmp_path):
+    """The platform's mutants follow the same rule with pytest -x as the judge: the covering unit tests, then
+    every other one that passes unmutated (not e, which fails unmutated)."""
+    calls = []
+
+    def pytest(cmd, **kw):
+        tests = cmd[cmd.index("--timeout") + 2:]
+        calls.append((tuple(tests), kw["timeout"]))
+        failing = [t for t in tests if t == "c"]
+        return subprocess.CompletedProcess(cmd, 1 if failing else 0, "".join(f"FAILED {t}\n" for t in failing), "")
+
+    monkeypatch.setattr(judging.subprocess, "run", pytest)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2")
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, {}, {})
+    outcome = judging.run_candidate(judging.Candidate(mutant, "area", None, ["a"]), tmp_path, {"unit tests": base},
+                                    300, 30, True)
+    assert (outcome.status, outcome.stage, outcome.killers, outcome.escalated) == ("killed", "suite", ["c"], 3)
+    assert calls == [(("a",), 300), (("b", "c", "d"), 60 + 4 * 100.0)]
+    calls.clear()
+    outcome = judging.run_candidate(judging.Candidate(mutant, "area", None, ["a", "c"]), tmp_path,
+                                    {"unit tests": base}, 300, 30, True)
+    assert (outcome.status, outcome.stage, [c for c, _ in calls]) == ("killed", "covering", [("a", "c")])
+
+
 def test_the_report_counts_kills_by_stage_per_area():
     def outcome(area, status, stage, escalation_s):
         return judging.Outcome(judging.Candidate(None, area, None, []), status, stage=stage, escalation_s=escalation_s,

@@ -25,7 +25,8 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    60 s + 4 times the recorded run's time); it survives only if that run misses it too. A C mutant whose build
    is not what the run loaded (the results file's ``builds``) is "not built": not counted, and the run fails.
 The platform (issue 32, --platform): the same with ``modules.PLATFORM_AREAS``, judged by the unit tests of
-``modules.PLATFORM_TESTS`` (pytest -x on the tests that execute the line; killed: pytest does not exit 0).
+``modules.PLATFORM_TESTS`` (pytest -x on the tests that execute the line; killed: pytest does not exit 0;
+a survivor escalated to every other unit test that passes unmutated, as above).
 
 Writes the report (``reporting.py``; default ``ci/mutants/REPORT.md``, or ``PLATFORM.md`` with --platform);
 exits 1 below --threshold killed overall or --area-threshold in any area, when a mutant was not built, or

@@ -3,7 +3,8 @@ cache of its own, then certified with the tests that execute it, fail-fast, and 
 survivor is escalated to the rest of the suite on its run (every other test that passes unmutated, fail-fast),
 since the covering tests are a sample (at most --max-tests), a module-level line is "covered" by every test, and
 what runs in a session fixture's setup is credited to the first test alone: a survivor is one the whole suite
-misses (issue 23: killed by the conformance suite alone, any test of it).
+misses (issue 23: killed by the conformance suite alone, any test of it). A platform mutant is judged the
+same way by the unit tests (pytest -x): its covering tests, then the rest of the platform's (issue 32).
 
 A C mutant counts only if the run loaded the mutant's build: the results file's ``builds`` must report the
 source hash of the mutated sources, else the mutant is "not built" (never "survived", never "killed")."""
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,8 +82,8 @@ def build_mutant(c: Candidate, tree: Path, env: dict[str, str]) -> tuple[str | N
 
 def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], limit: float,
                   test_timeout: float, platform: bool) -> Outcome:
-    """The mutant's verdict: its covering tests first; a survivor of those is escalated to the rest of the suite
-    on its run (the platform's mutants are judged by their covering unit tests alone)."""
+    """The mutant's verdict (``escalated``): the platform's by the unit tests (pytest), the suite's by certify
+    on its run, a C mutant's once its build is made."""
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutant-") as tmp:
         scratch = Path(tmp)
@@ -92,7 +94,8 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
         path.write_text(c.mutant.apply(path.read_text(encoding="utf-8")), encoding="utf-8")
         env = mutant_env(c, tree, scratch)
         if platform:
-            return _unit_tests(c, tree, env, limit, test_timeout, t0)
+            return escalated(c, baselines["unit tests"], limit, t0,
+                             lambda tests, stage, seconds: _unit_tests(tree, env, tests, seconds, test_timeout))
         built = None
         if "IRONACCEL_CACHE" in env:
             built, problem = build_mutant(c, tree, env)
@@ -101,22 +104,29 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
         base = baselines[c.run.name]
         # a hang is a kill: give the tests what they took unmutated, SLOWDOWN times over, and a minute to start
         covering = min(limit, 60 + SLOWDOWN * sum(base.durations.get(t, 1.0) for t in c.tests))
-        status, killers, detail, ran = _judged(c, tree, env, scratch / "covering", base, c.tests, covering,
-                                               test_timeout, built)
-        if status != "survived":
-            return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
-                           stage="covering" if status == "killed" else "")
-        rest = sorted(base.usable() - set(c.tests))
-        if not rest:
-            return Outcome(c, status, time.monotonic() - t0, killers, detail, ran)
-        t1 = time.monotonic()
-        status, killers, detail, more = _judged(c, tree, env, scratch / "suite", base, rest,
-                                                60 + SLOWDOWN * base.seconds, test_timeout, built)
-        if status == "survived":
-            detail = f"{ran} covering tests and the suite's {more} others ran, all as in the baseline"
+        return escalated(c, base, covering, t0, lambda tests, stage, seconds: _judged(
+            c, tree, env, scratch / stage, base, tests, seconds, test_timeout, built))
+
+
+def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
+              judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]]) -> Outcome:
+    """The rule of both runners: the mutant's covering tests first (within ``covering`` seconds); a survivor of
+    those is escalated to every other test that passes unmutated (fail-fast, within 60 s + SLOWDOWN times the
+    recorded run's time) and survives only if those miss it too. ``judge(tests, stage, seconds)`` runs
+    ``tests`` on the mutant: (status, killers, detail, tests run)."""
+    status, killers, detail, ran = judge(c.tests, "covering", covering)
+    if status != "survived":
         return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
-                       stage="suite" if status == "killed" else "", escalated=more,
-                       escalation_s=time.monotonic() - t1)
+                       stage="covering" if status == "killed" else "")
+    rest = sorted(base.usable() - set(c.tests))
+    if not rest:
+        return Outcome(c, status, time.monotonic() - t0, killers, detail, ran)
+    t1 = time.monotonic()
+    status, killers, detail, more = judge(rest, "suite", 60 + SLOWDOWN * base.seconds)
+    if status == "survived":
+        detail = f"{ran} covering tests and the suite's {more} others ran, all as in the baseline"
+    return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
+                   stage="suite" if status == "killed" else "", escalated=more, escalation_s=time.monotonic() - t1)
 
 
 def _judged(c: Candidate, tree: Path, env: dict[str, str], results: Path, base: Coverage, tests: list[str],
@@ -141,17 +151,17 @@ def _judged(c: Candidate, tree: Path, env: dict[str, str], results: Path, base: 
     return status, killers, problem if status == "killed" else f"{ran} tests ran, all as in the baseline", ran
 
 
-def _unit_tests(c: Candidate, tree: Path, env: dict[str, str], limit: float, test_timeout: float,
-                t0: float) -> Outcome:
-    """The platform's mutant: pytest -x on the unit tests that execute its line; killed when it does not exit 0."""
+def _unit_tests(tree: Path, env: dict[str, str], tests: list[str], limit: float,
+                test_timeout: float) -> tuple[str, list[str], str, int]:
+    """The platform's judge: pytest -x on ``tests`` (node ids); killed when it does not exit 0."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly", "-n", "0",
-           "--timeout", f"{test_timeout:g}", *c.tests]
-    env.pop("PYTEST_ADDOPTS")
+           "--timeout", f"{test_timeout:g}", *tests]
+    env = {k: v for k, v in env.items() if k != "PYTEST_ADDOPTS"}
     try:
         proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=limit)
     except subprocess.TimeoutExpired:
-        return Outcome(c, "killed", time.monotonic() - t0, detail=f"pytest ran past {limit:g} s", ran=len(c.tests))
+        return "killed", [], f"pytest ran past {limit:g} s", len(tests)
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)
     status = "survived" if proc.returncode == 0 else "killed"
     detail = "" if failed or status == "survived" else f"pytest exited {proc.returncode}: " + proc.stdout.strip()[-200:]
-    return Outcome(c, status, time.monotonic() - t0, failed, detail, len(c.tests))
+    return status, failed, detail, len(tests)

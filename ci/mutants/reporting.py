@@ -59,7 +59,9 @@ def stage_table(outcomes: list[Outcome]) -> list[str]:
 
 def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[str, Coverage],
            notes: list[str], clause_map: dict[str, list[str]], wall_s: float, counts: dict[str, list[int]]) -> str:
-    judged_by = "the unit tests of `modules.PLATFORM_TESTS` (pytest -x)" if platform else \
+    judged_by = "the unit tests of `modules.PLATFORM_TESTS` (pytest -x on the tests that execute the line; a " \
+        "mutant that survives them is escalated to every other of those unit tests that passes unmutated, " \
+        "fail-fast)" if platform else \
         "the conformance suite alone (`certify --only` on the tests that execute the line, fail-fast; a " \
         "mutant that survives them is escalated to every other test of the suite that passes unmutated on its " \
         "run, fail-fast: a survivor is one the whole suite misses)"
@@ -80,15 +82,14 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
                  "not the full sample `tox -e mutants` draws.", *notes]
     lines += notes and ["**Notes:**", "", *[f"- {n}" for n in notes], ""]
     lines += ["## Kill rate per area", ""] + rate_table("area", by(outcomes, lambda o: o.candidate.area))
-    if not platform:
-        escalated = [o for o in outcomes if o.escalation_s]
-        lines += ["", "## Kills by stage", "",
-                  "A mutant's covering tests are a sample (at most --max-tests of those whose coverage context ran "
-                  "its line), a module-level line counts every test, and a line run in a session fixture's setup "
-                  "is credited to the first test alone: kills by the escalation show where that attribution is "
-                  f"weak. The escalation took {sum(o.escalation_s for o in escalated) / 60:.1f} min of the "
-                  f"workers' time for {len(escalated)} mutants, of "
-                  f"{sum(o.seconds for o in outcomes) / 60:.1f} min for all.", ""] + stage_table(outcomes)
+    escalated = [o for o in outcomes if o.escalation_s]
+    lines += ["", "## Kills by stage", "",
+              "A mutant's covering tests are a sample (at most --max-tests of those whose coverage context ran "
+              "its line), a module-level line counts every test, and a line run in a session fixture's setup "
+              "is credited to the first test alone: kills by the escalation show where that attribution is "
+              f"weak. The escalation took {sum(o.escalation_s for o in escalated) / 60:.1f} min of the "
+              f"workers' time for {len(escalated)} mutants, of "
+              f"{sum(o.seconds for o in outcomes) / 60:.1f} min for all.", ""] + stage_table(outcomes)
     lines += ["", "## Kill rate per operator", ""] + rate_table("operator", by(outcomes, lambda o: o.candidate.mutant.operator))
     lines += ["", "## Mutants available", "",
               "Per area: every mutant the operators derive from its files, those the tests execute (the population "
