@@ -107,6 +107,11 @@ SIGNATURE_TAMPERING = {
     "an unknown key in the signature": (lambda cert: _edit_json(signing.signature_path(cert),
                                                                 lambda d: d.update(trusted=True)), "must hold exactly"),
     "the signature not JSON": (lambda cert: signing.signature_path(cert).write_text("{"), "not JSON"),
+    "a signature of another schema": (lambda cert: _edit_json(signing.signature_path(cert),
+                                                              lambda d: d.update(signature=2)), "signature must be 1"),
+    "a signature of another algorithm": (lambda cert: _edit_json(signing.signature_path(cert),
+                                                                 lambda d: d.update(algorithm="rsa")),
+                                         "algorithm must be"),
 }
 
 
