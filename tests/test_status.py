@@ -324,3 +324,15 @@ def test_editing_one_backend_leaves_the_other_backends_results_current(tmp_path,
     stale = {r.name: r.stale for r in runs}
     assert stale["cuda/fake"] == ("the suite changed", "the fake driver's sources changed")
     assert stale["cuda/nvidia"] == ("the suite changed",)
+
+
+def test_the_registry_says_no_compute_path_only_of_backends_without_one():
+    """STATUS.md's reason for a backend with no results comes from registry_infos: a compute backend has none,
+    a probe says it only probes, and 'no compute path' is never said of a backend that has one."""
+    from ironaccel.backends.probes import NO_COMPUTE
+
+    infos = {info.name: info for info in status.registry_infos()}
+    for name in ("cuda", "vulkan", "webgpu", "opengl"):
+        assert infos[name].compute and infos[name].reason == "", (name, infos[name].reason)
+    probes = [info for info in infos.values() if not info.compute]
+    assert probes and all(info.reason.startswith("probe only") and NO_COMPUTE in info.reason for info in probes)
