@@ -18,7 +18,7 @@ import pytest
 
 import ironaccel as ia
 from ironaccel import api
-from ironaccel.cts.testing.cuda_fake import PTX_STORE
+from ironaccel.cts.testing.cuda_fake import PTX_STORE, load_fake
 
 
 @pytest.fixture(scope="module")
@@ -26,14 +26,7 @@ def backend() -> Any:
     """The CUDA backend on the fake libcuda, with the compiled module loaded."""
     from ironaccel.backends.cuda import CudaBackend, native
 
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("IRONACCEL_CUDA_DRIVER", "fake")
-        try:
-            native.load()
-        except ia.NotAvailable as exc:
-            pytest.skip(f"the fake libcuda is not available: {exc}")
-    if native.fake is None:
-        pytest.skip("the CUDA backend was initialized on a real driver earlier in this process")
+    load_fake()
     if native.fast is None:
         pytest.skip("the compiled path is not loaded (IRONACCEL_PURE_PYTHON=1 or no compiler)")
     return CudaBackend()
