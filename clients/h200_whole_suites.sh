@@ -21,7 +21,11 @@
 # results file <client>--<target>.json and run record, for clients/results/), env.txt (driver, versions, the
 # checkout's commit) and run.log (each run's summary line).
 #
-#   OUT=/some/dir [RUNS='cuda/fake:5:numba-cuda ...'] [LIMIT_S=390] sh clients/h200_whole_suites.sh
+#   OUT=/some/dir [RUNS='cuda/fake:5:numba-cuda[:300] ...'] [LIMIT_S=390] sh clients/h200_whole_suites.sh
+#
+# A run's optional fourth field is its per-test limit in seconds (default 60, `ironaccel clients`' own): a fake run
+# meant to be compared with a GPU-less machine's run of the same client (CLIENTS.md, "The fake on two machines")
+# takes that run's workers and per-test limit, so that only the machine differs.
 set -u
 : "${OUT:?set OUT to the output directory}"
 LIMIT_S=${LIMIT_S:-390}  # each run's total limit: the runs go at once, after about 40 s of set-up
@@ -52,27 +56,30 @@ for d in ("numba", "numba-cuda", "cuda-core", "cuda-bindings", "cuda-pathfinder"
 python3 -c 'from ironaccel import fakes; print(fakes.build(), fakes.toolchain())' >> "$log" 2>&1 \
     || { echo "the fake did not build"; tail -20 "$log"; exit 1; }
 
-suite() { # target workers client: one `ironaccel clients` run, in the background; the fake's through `fake run`.
+suite() { # target workers client test-limit: one `ironaccel clients` run, in the background; the fake's through
+    # `fake run`.
     # Each run has a results folder of its own (a results folder takes one run at a time); they are joined below.
     target=$1
     set -- python3 -m ironaccel clients --client "$3" --target "$target" --workers "$2" --timeout "$LIMIT_S" \
+        --test-timeout "$4" \
         --results "$OUT/$3--$(echo "$target" | tr / -)" --source "cuda-core=$checkout/cuda_core/tests" \
         --source "cupy=$cupy_tests"
     if [ "$target" = cuda/fake ]; then set -- python3 -m ironaccel fake run -- "$@"; fi
     "$@" >> "$log" 2>&1 &
 }
 start=$(date +%s)
-# RUNS: "target:workers:client ..." (default: every suite this machine has the tests of). Workers from the
+# RUNS: "target:workers:client[:test-limit] ..." (default: every suite this machine has the tests of). Workers from the
 # committed one-in-five runs, times 5 for the whole suite, over about 200 s each: numba-cuda about 790 s in one
 # process on either target, cuda.core 760 s on the H200 and 85 s on the fake
 runs=${RUNS:-"cuda/nvidia:4:numba-cuda cuda/fake:5:numba-cuda cuda/nvidia:5:cuda-core cuda/fake:2:cuda-core cuda/nvidia:2:cupy cuda/fake:4:cupy cuda/nvidia:0:pytorch cuda/fake:0:pytorch"}
 for run in $runs; do
-    client=${run##*:}
+    client=$(echo "$run" | cut -d: -f3)
+    test_limit=$(echo "$run" | cut -d: -f4)
     case $client in
         cuda-core) [ -d "$checkout/cuda_core/tests" ] || continue ;;
         cupy) [ -d "$cupy_tests/cupy_tests" ] || continue ;;
     esac
-    suite "${run%%:*}" "$(echo "$run" | cut -d: -f2)" "$client"
+    suite "${run%%:*}" "$(echo "$run" | cut -d: -f2)" "$client" "${test_limit:-60}"
 done
 wait
 echo "all: $(( $(date +%s) - start )) s" >> "$log"

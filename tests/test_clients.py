@@ -339,3 +339,45 @@ def test_a_client_run_into_a_folder_another_run_holds_is_refused_and_writes_noth
         code = main(["clients", "--client", "numba-cuda", "--target", clients.CUDASIM, "--results", str(results)])
     assert code == 2 and "is in use by pid" in capsys.readouterr().err
     assert sorted(p.name for p in results.iterdir()) == [runs.LOCK_FILE]
+
+
+# -- the machine a run ran on (issue 25: the fake's runs on two machines must agree) ----------------------------
+
+def test_a_run_records_the_machine_it_ran_on(tmp_path, monkeypatch):
+    doc = toy_run(tmp_path, tmp_path / "results", monkeypatch)
+    machine = doc["machine"]
+    assert machine["cpus"] >= 1 and machine["fake_threads"] is None  # not a fake run
+    assert set(machine["nvidia_driver"]) == {"kernel_module", "system_libcuda"}
+    assert machine["packages"] == {}  # the toy client looks for none
+
+
+@pytest.mark.parametrize("value, threads", [("2", 2), ("16", 16), (" 7x", 7), ("abc", 1), ("-3", 1), ("100", 64),
+                                            ("", 5)])
+def test_the_fakes_thread_count_is_computed_as_the_fake_computes_it(value, threads):
+    """fakes/cuda/init.c: atol of IRONACCEL_FAKE_CUDA_THREADS when set and not empty, else the online CPUs (5
+    here), clipped to 1..64."""
+    from ironaccel.cts import client_machine
+
+    assert client_machine.fake_threads({"IRONACCEL_FAKE_CUDA_THREADS": value}, 5) == threads
+
+
+def test_a_fake_run_records_its_clients_thread_count_and_optional_packages(monkeypatch):
+    from ironaccel.cts import client_machine
+
+    monkeypatch.setenv("IRONACCEL_FAKE_CUDA_THREADS", "2")
+    core = clients.CLIENTS["cuda-core"]
+    machine = client_machine.record(clients.child_env(clients.FAKE, 60, core), True, core.optional)
+    assert machine["fake_threads"] == 16  # cuda-core's own setting wins over the caller's
+    assert machine["packages"]["torch"] == clients.version_of("torch")
+    assert set(machine["packages"]) == set(core.optional)
+
+
+def test_a_real_nvidia_driver_on_the_machine_is_recorded(tmp_path, monkeypatch):
+    from ironaccel.cts import client_machine
+
+    proc = tmp_path / "version"
+    proc.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Thu Sep 25 2025\nGCC version: 12\n")
+    monkeypatch.setattr(client_machine, "PROC_NVIDIA", proc)
+    assert client_machine.nvidia_driver()["kernel_module"].endswith("580.95.05  Thu Sep 25 2025")
+    monkeypatch.setattr(client_machine, "PROC_NVIDIA", tmp_path / "absent")
+    assert client_machine.nvidia_driver()["kernel_module"] == ""

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from ..cache import cache_dir
-from . import runs
+from . import client_machine, runs
 
 #: Comparison targets: cuda/fake and cuda/nvidia are ironaccel targets; numba/cudasim is numba's own
 #: CUDA simulator (NUMBA_ENABLE_CUDASIM=1), which only numba-cuda has.
@@ -65,6 +65,9 @@ class Client:
     paths: tuple[str, ...] = ()
     #: variables a run on the fake adds to the environment, each with its reason in CLIENTS
     fake_env: tuple[tuple[str, str], ...] = ()
+    #: distributions the suite's tests look for and skip without (their skip messages name them): a results
+    #: file records which are installed (``client_machine``), so two machines' runs can be told apart by them
+    optional: tuple[str, ...] = ()
 
     def source_env(self) -> str:
         return SOURCE_ENV.format(self.name.upper().replace("-", "_"))
@@ -85,7 +88,8 @@ CLIENTS = {
         # touch that padding (IRONACCEL_FAKE_MEMCHECK=padded), as the H200 does.
         Client("numba-cuda", "numba-cuda", (FAKE, NVIDIA, CUDASIM), pyargs="numba.cuda.tests",
                import_mode="importlib", ini="consider_namespace_packages = true\n", fake_goal=0.99,
-               fake_env=(("IRONACCEL_FAKE_MEMCHECK", "padded"), FAKE_CUPY_CACHE)),
+               fake_env=(("IRONACCEL_FAKE_MEMCHECK", "padded"), FAKE_CUPY_CACHE),
+               optional=("cupy-cuda13x", "torch", "ml_dtypes", "filecheck", "cffi", "nvidia-nvjitlink")),
         # cuda.core's green-context tests split the device's SMs into groups of 8, sm_90's partition size; the
         # fake reports one SM per host thread that runs blocks, two on a 2-core machine, where no group fits.
         # So its run on the fake has 16 (IRONACCEL_FAKE_CUDA_THREADS), what it reports on the H200's 16-core
@@ -94,7 +98,8 @@ CLIENTS = {
             "a checkout of https://github.com/NVIDIA/cuda-python at the commit of cuda-core {version} "
             "(its tests need the checkout's cuda_python_test_helpers/ beside cuda_core/): "
             "--source cuda-core=CHECKOUT/cuda_core/tests"), fake_goal=0.99,
-               fake_env=(("IRONACCEL_FAKE_CUDA_THREADS", "16"),)),
+               fake_env=(("IRONACCEL_FAKE_CUDA_THREADS", "16"),),
+               optional=("cupy-cuda13x", "torch", "numba-cuda", "ml_dtypes", "pyglet", "Cython", "nvidia-cufile")),
         Client("cuda-bindings", "cuda-bindings", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at tag v{version} "
             "(with its cuda_python_test_helpers/): --source cuda-bindings=CHECKOUT/cuda_bindings/tests"), fake_goal=0.95),
@@ -249,10 +254,12 @@ def _run_child(client: Client, target: str, source: Path | None, test_timeout_s:
         # An empty ini of our own: neither ironaccel's pytest settings nor the client's checkout's apply.
         ini.write_text("[pytest]\n" + client.ini)
         cmd = child_command(client, source, record, ini, test_timeout_s, sample, select, workers)
+        env = child_env(target, test_timeout_s, client)
+        machine = client_machine.record(env, target == FAKE, client.optional)  # as the run starts
         start = time.monotonic()
         status = "finished"
         try:
-            proc = subprocess.run(cmd, env=child_env(target, test_timeout_s, client), cwd=tmp, capture_output=True,
+            proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True,
                                   text=True, errors="replace", timeout=total_timeout_s)
             tail = proc.stdout[-2000:] + proc.stderr[-2000:]
             if proc.returncode not in (0, 1):  # 1: some test failed; anything else: the run itself broke
@@ -268,6 +275,7 @@ def _run_child(client: Client, target: str, source: Path | None, test_timeout_s:
                     "workers": workers,
                     "select": select, "test_timeout_s": test_timeout_s, "total_timeout_s": total_timeout_s,
                     "output_tail": "" if tests else tail},
+            "machine": machine,
             "counts": counts(tests),
             "tests": tests,
         }
