@@ -25,7 +25,8 @@
 #
 # A run's optional fourth field is its per-test limit in seconds (default 60, `ironaccel clients`' own): a fake run
 # meant to be compared with a GPU-less machine's run of the same client (CLIENTS.md, "The fake on two machines")
-# takes that run's workers and per-test limit, so that only the machine differs.
+# takes that run's workers and per-test limit, so that only the machine differs; its results file then goes to
+# clients/results/h200-host/ (clients/README.md, "The fake on two machines").
 set -u
 : "${OUT:?set OUT to the output directory}"
 LIMIT_S=${LIMIT_S:-390}  # each run's total limit: the runs go at once, after about 40 s of set-up

@@ -369,7 +369,7 @@ def test_a_fake_run_records_its_clients_thread_count_and_optional_packages(monke
     machine = client_machine.record(clients.child_env(clients.FAKE, 60, core), True, core.optional)
     assert machine["fake_threads"] == 16  # cuda-core's own setting wins over the caller's
     assert machine["packages"]["torch"] == clients.version_of("torch")
-    assert set(machine["packages"]) == set(core.optional)
+    assert set(machine["packages"]) == {d for d, _ in core.optional}
 
 
 def test_a_real_nvidia_driver_on_the_machine_is_recorded(tmp_path, monkeypatch):
@@ -379,5 +379,65 @@ def test_a_real_nvidia_driver_on_the_machine_is_recorded(tmp_path, monkeypatch):
     proc.write_text("NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Thu Sep 25 2025\nGCC version: 12\n")
     monkeypatch.setattr(client_machine, "PROC_NVIDIA", proc)
     assert client_machine.nvidia_driver()["kernel_module"].endswith("580.95.05  Thu Sep 25 2025")
+    assert client_machine.record({}, True, ())["nvidia_driver"]["kernel_module"].startswith("NVRM version")
     monkeypatch.setattr(client_machine, "PROC_NVIDIA", tmp_path / "absent")
     assert client_machine.nvidia_driver()["kernel_module"] == ""
+    cache = ("3 libs found in cache `/etc/ld.so.cache'\n"
+             "\tlibcudart.so.13 (libc6,x86-64) => /usr/local/cuda-13.0/lib/libcudart.so.13\n"
+             "\tlibcuda.so (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so\n")
+    assert client_machine.libcuda_in(cache) == ""  # the runtime and the unversioned name are not the driver
+    cache += "\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1\n"
+    assert client_machine.libcuda_in(cache) == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"
+
+
+def machine_doc(tests, torch="", test_timeout_s=60):
+    d = doc("numba-cuda", clients.FAKE, tests)
+    d["run"].update(workers="2", test_timeout_s=test_timeout_s)
+    d["machine"] = {"cpus": 2, "nvidia_driver": {"kernel_module": "", "system_libcuda": ""}, "fake_threads": 2,
+                    "packages": {"torch": torch, "cffi": "2.0.0"}}
+    return d
+
+
+def test_two_machines_fake_runs_agree_by_the_share_of_same_outcomes_and_every_difference_has_its_cause():
+    here = machine_doc({"t::same": ("pass", ""), "t::torch": ("skip", "Skipped: PyTorch is not installed"),
+                        "t::sticky": ("fail", "CudaAPIError: CUDA_ERROR_ILLEGAL_ADDRESS"), "t::slow": (
+                            "fail", "Timeout (>60s): the test's worker was ended and replaced"),
+                        "t::only-here": ("pass", "")})
+    there = machine_doc({"t::same": ("pass", ""), "t::torch": ("pass", ""), "t::sticky": ("pass", ""),
+                         "t::slow": ("pass", "")}, torch="2.11.0", test_timeout_s=300)
+    there["machine"]["nvidia_driver"]["kernel_module"] = "NVRM version: 580.95.05"
+    text = clients_report.render([here], {"h200-host": [there]})
+    section = text.split("## The fake on two machines")[1].split("\n## ")[0]
+    assert "| numba-cuda | h200-host | 4 | 1 | 25.0% | 1 | 0 |" in section  # t::only-here: not in the share
+    assert "| 1 | `package torch: not installed here, 2.11.0 there` |" in section  # listed, with its cause
+    assert "| 1 | `here fail: CUDA_ERROR_ILLEGAL_ADDRESS / there pass` |" in section
+    assert "| 1 | `the per-test time limit (60 s here, 300 s there)` |" in section
+    assert "| nvidia driver | none | module NVRM version: 580.95.05 |" in section
+    assert "| packages | cffi 2.0.0, torch not installed | cffi 2.0.0, torch 2.11.0 |" in section
+    # a package both machines have alike explains nothing: the difference keeps its outcomes
+    there["machine"]["packages"]["torch"] = ""
+    text = clients_report.render([here], {"h200-host": [there]})
+    assert "`here skip: Skipped: PyTorch is not installed / there pass`" in text
+
+
+def test_a_results_file_from_before_the_machine_field_says_not_recorded():
+    here = doc("numba-cuda", clients.FAKE, {"t::torch": ("skip", "Skipped: PyTorch is not installed")})
+    there = machine_doc({"t::torch": ("pass", "")}, torch="2.11.0")
+    section = clients_report.render([here], {"h200-host": [there]}).split("## The fake on two machines")[1]
+    assert "| fake threads | not recorded | 2 |" in section and "| xdist workers | not recorded | 2 |" in section
+    assert "`package torch: not recorded here, 2.11.0 there`" in section
+    assert "| numba-cuda | h200-host | 1 | 0 | 0.0% | 0 | 0 |" in section
+    there = doc("numba-cuda", clients.FAKE, {"t::torch": ("pass", "")})  # neither says: the package may be why
+    assert "`package torch: not recorded here, not recorded there`" in clients_report.render([here], {"m": [there]})
+
+
+def test_a_second_machines_runs_are_a_subfolder_of_the_results_and_run_folders_are_not_one(tmp_path):
+    results = tmp_path / "results"
+    for folder in (results, results / "h200-host", results / "runs" / "20261202T130000Z-x"):
+        folder.mkdir(parents=True)
+        (folder / "numba-cuda--cuda-fake.json").write_text(json.dumps(machine_doc({"t::a": ("pass", "")})))
+    assert list(clients_report.load_machines(results)) == ["h200-host"]
+    assert clients_report.report(results, tmp_path / "CLIENTS.md") == 0
+    text = (tmp_path / "CLIENTS.md").read_text()
+    assert "| numba-cuda | h200-host | 1 | 1 | 100.0% | 0 | 0 |" in text and text.count("### numba-cuda: here") == 1
+    assert "## The fake on two machines" not in clients_report.render([machine_doc({"t::a": ("pass", "")})])

@@ -39,27 +39,31 @@ def nvidia_driver() -> dict[str, str]:
         module = PROC_NVIDIA.read_text().splitlines()[0].strip()
     except (OSError, IndexError):
         module = ""
-    libcuda = ""
     try:
         cache = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError):
         cache = ""
+    return {"kernel_module": module, "system_libcuda": libcuda_in(cache)}
+
+
+def libcuda_in(cache: str) -> str:
+    """The path of libcuda.so.1 in ``ldconfig -p``'s listing, "" when it lists none."""
     for line in cache.splitlines():
-        if line.strip().startswith("libcuda.so.1 ") and "=>" in line:
-            libcuda = line.split("=>", 1)[1].strip()
-            break
-    return {"kernel_module": module, "system_libcuda": libcuda}
+        name, arrow, path = line.strip().partition(" => ")
+        if arrow and name.split(" ", 1)[0] == "libcuda.so.1":
+            return path.strip()
+    return ""
 
 
-def record(env: dict[str, str], fake: bool, optional: tuple[str, ...]) -> dict:
+def record(env: dict[str, str], fake: bool, optional: tuple[tuple[str, str], ...]) -> dict:
     """The ``machine`` field of a results file. ``env``: the run's environment; ``fake``: the run is on the fake
-    (else ``fake_threads`` is None); ``optional``: the distributions the client's tests look for."""
+    (else ``fake_threads`` is None); ``optional``: the client's (distribution, word) pairs."""
     from .clients import version_of
 
     cpus = os.cpu_count() or 1
     return {"cpus": cpus, "nvidia_driver": nvidia_driver(),
             "fake_threads": fake_threads(env, cpus) if fake else None,
-            "packages": {d: version_of(d) for d in optional}}
+            "packages": {d: version_of(d) for d, _ in optional}}
 
 
 NOT_RECORDED = "not recorded"
@@ -78,3 +82,46 @@ def describe(doc: dict) -> dict[str, str]:
     return {"cpus": str(m["cpus"]), "nvidia driver": "; ".join(p for p in parts if p) or "none",
             "fake threads": "-" if m["fake_threads"] is None else str(m["fake_threads"]),
             "packages": ", ".join(packages) or "none looked for"}
+
+
+# -- two machines' fake runs of one client --------------------------------------------------------------------
+
+def difference_cause(here: dict, there: dict, a: dict, b: dict, optional: tuple[tuple[str, str], ...]) -> str:
+    """Why a test ended differently on two machines' runs ``here`` and ``there`` (its entries ``a`` and ``b``):
+    a package whose version differs between them (or is not recorded) and which a message names; else the
+    per-test time limit, when a message is a timeout; else the two outcomes with their causes."""
+    from .clients_report import cause
+
+    text = f"{a['message']}\n{b['message']}".lower()
+    for dist, word in optional:
+        if word.lower() in text:
+            versions = [_package(doc, dist) for doc in (here, there)]
+            if versions[0] != versions[1] or NOT_RECORDED in versions:
+                return f"package {dist}: {versions[0]} here, {versions[1]} there"
+    if "timeout (>" in text:
+        return (f"the per-test time limit ({here['run']['test_timeout_s']:g} s here, "
+                f"{there['run']['test_timeout_s']:g} s there)")
+    return " / ".join(f"{side} {t['outcome']}" + (f": {cause(t['message'])}" if t["message"] else "")
+                      for side, t in (("here", a), ("there", b)))
+
+
+def _package(doc: dict, dist: str) -> str:
+    machine = doc.get("machine")
+    if machine is None or dist not in machine["packages"]:
+        return NOT_RECORDED
+    return machine["packages"][dist] or "not installed"
+
+
+def agreement(here: dict, there: dict, optional: tuple[tuple[str, str], ...]) -> dict:
+    """Two fake runs of one client on two machines: of the tests both ran, how many ended alike (the share is
+    ``same / both``; tests only one ran are counted apart), and each difference's cause -> test ids."""
+    both = here["tests"].keys() & there["tests"].keys()
+    causes: dict[str, list[str]] = {}
+    for tid in sorted(both):
+        a, b = here["tests"][tid], there["tests"][tid]
+        if a["outcome"] != b["outcome"]:
+            causes.setdefault(difference_cause(here, there, a, b, optional), []).append(tid)
+    different = sum(len(ids) for ids in causes.values())
+    return {"both": len(both), "same": len(both) - different, "share": (len(both) - different) / len(both) if both else 0.0,
+            "only_here": len(here["tests"].keys() - both), "only_there": len(there["tests"].keys() - both),
+            "causes": causes}

@@ -65,9 +65,10 @@ class Client:
     paths: tuple[str, ...] = ()
     #: variables a run on the fake adds to the environment, each with its reason in CLIENTS
     fake_env: tuple[tuple[str, str], ...] = ()
-    #: distributions the suite's tests look for and skip without (their skip messages name them): a results
-    #: file records which are installed (``client_machine``), so two machines' runs can be told apart by them
-    optional: tuple[str, ...] = ()
+    #: (distribution, the word its skip messages name it by, case aside) for each package the suite's tests look
+    #: for: a results file records which are installed (``client_machine``), and a difference between two
+    #: machines' runs whose message names one that differs is put down to it
+    optional: tuple[tuple[str, str], ...] = ()
 
     def source_env(self) -> str:
         return SOURCE_ENV.format(self.name.upper().replace("-", "_"))
@@ -89,7 +90,8 @@ CLIENTS = {
         Client("numba-cuda", "numba-cuda", (FAKE, NVIDIA, CUDASIM), pyargs="numba.cuda.tests",
                import_mode="importlib", ini="consider_namespace_packages = true\n", fake_goal=0.99,
                fake_env=(("IRONACCEL_FAKE_MEMCHECK", "padded"), FAKE_CUPY_CACHE),
-               optional=("cupy-cuda13x", "torch", "ml_dtypes", "filecheck", "cffi", "nvidia-nvjitlink")),
+               optional=(("cupy-cuda13x", "cupy"), ("torch", "torch"), ("ml_dtypes", "ml_dtypes"),
+                         ("filecheck", "filecheck"), ("cffi", "cffi"), ("nvidia-nvjitlink", "nvjitlink"))),
         # cuda.core's green-context tests split the device's SMs into groups of 8, sm_90's partition size; the
         # fake reports one SM per host thread that runs blocks, two on a 2-core machine, where no group fits.
         # So its run on the fake has 16 (IRONACCEL_FAKE_CUDA_THREADS), what it reports on the H200's 16-core
@@ -99,7 +101,9 @@ CLIENTS = {
             "(its tests need the checkout's cuda_python_test_helpers/ beside cuda_core/): "
             "--source cuda-core=CHECKOUT/cuda_core/tests"), fake_goal=0.99,
                fake_env=(("IRONACCEL_FAKE_CUDA_THREADS", "16"),),
-               optional=("cupy-cuda13x", "torch", "numba-cuda", "ml_dtypes", "pyglet", "Cython", "nvidia-cufile")),
+               optional=(("cupy-cuda13x", "cupy"), ("torch", "torch"), ("numba-cuda", "numba"),
+                         ("ml_dtypes", "ml_dtypes"), ("pyglet", "pyglet"), ("Cython", "cython"),
+                         ("nvidia-cufile", "cufile"))),
         Client("cuda-bindings", "cuda-bindings", (FAKE, NVIDIA), how_to_get=(
             "a checkout of https://github.com/NVIDIA/cuda-python at tag v{version} "
             "(with its cuda_python_test_helpers/): --source cuda-bindings=CHECKOUT/cuda_bindings/tests"), fake_goal=0.95),

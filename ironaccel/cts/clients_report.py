@@ -8,12 +8,24 @@ import re
 import sys
 from pathlib import Path
 
-from . import tables
+from . import client_machine, tables
 from .clients import CLIENTS, CUDASIM, FAKE, NVIDIA, OUTCOMES
+from .runs import RUNS
 
 
 def load_results(results: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(results.glob("*--*.json"))]
+
+
+def load_machines(results: Path) -> dict[str, list[dict]]:
+    """Other machines' runs: each subfolder of ``results`` (but its run folders' ``runs/``) holds one machine's
+    results files, named after the machine (``clients/results/h200-host/``). A subfolder, not a suffix on the
+    file name: ``ironaccel clients --results clients/results/LABEL`` writes there as it writes anywhere, and the
+    top-level files, which the rest of CLIENTS.md reads, stay one per (client, target)."""
+    if not results.is_dir():
+        return {}
+    return {d.name: load_results(d) for d in sorted(results.iterdir())
+            if d.is_dir() and d.name != RUNS and not d.name.startswith(".")}
 
 
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+")
@@ -64,13 +76,13 @@ def gap(better: dict, worse: dict) -> dict[str, list[str]]:
     return groups
 
 
-def _gap_section(title: str, groups: dict[str, list[str]]) -> list[str]:
+def _gap_section(title: str, groups: dict[str, list[str]], header: str = "outcome there: cause") -> list[str]:
     total = sum(len(v) for v in groups.values())
     lines = [f"#### {title}: {total} tests", ""]
     if not groups:
         return lines + ["none", ""]
     ordered = sorted(groups.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    lines += tables.markdown(["tests", "outcome there: cause"], [[str(len(ids)), _code(key)] for key, ids in ordered],
+    lines += tables.markdown(["tests", header], [[str(len(ids)), _code(key)] for key, ids in ordered],
                              right={0})
     lines += ["", "<details><summary>the tests, by cause</summary>", ""]
     for key, ids in ordered:
@@ -117,8 +129,45 @@ def _summary(by: dict) -> list[str]:
     return lines + tables.markdown(header, rows, right={2, 3, 4, 5, 6}) + [""]
 
 
-def render(docs: list[dict]) -> str:
-    """CLIENTS.md from results documents; depends only on their content, not their order."""
+def _settings(doc: dict) -> dict[str, str]:
+    run = doc["run"]
+    return {"version": doc["version"], "tests of": doc["source"]["commit"][:12] or doc["source"]["path"],
+            "xdist workers": run.get("workers", client_machine.NOT_RECORDED),
+            "per-test limit": f"{run['test_timeout_s']:g} s", "run": f"{run['status']}, {run['seconds']:g} s",
+            **client_machine.describe(doc)}
+
+
+def _two_machines(by: dict, machines: dict[str, list[dict]]) -> list[str]:
+    """Each client with a fake run on another machine: how far its two fake runs agree, and every difference."""
+    pairs = [(label, by[(d["client"], FAKE)], d) for label, docs in machines.items() for d in docs
+             if d["target"] == FAKE and (d["client"], FAKE) in by and d["client"] in CLIENTS]
+    if not pairs:
+        return []
+    lines = ["## The fake on two machines", "",
+             "Each client's fake run in `clients/results/` (here) against its fake run on another machine, in the",
+             "subfolder named after that machine (there). Agreement: of the tests both runs ran, the share that",
+             "ended with the same outcome (pass, fail, error or skip); tests only one run ran are counted apart,",
+             "not in the share. Every difference is listed by cause: a package whose version differs between the",
+             "machines (or that one lacks) and that a message of the test names, listed all the same; else the",
+             "per-test time limit, when a message is a timeout; else both outcomes with their causes.", ""]
+    results = [(label, here, there, client_machine.agreement(here, there, CLIENTS[here["client"]].optional))
+               for label, here, there in sorted(pairs, key=lambda p: (p[1]["client"], p[0]))]
+    rows = [[here["client"], label, str(a["both"]), str(a["same"]), f"{a['share']:.1%}", str(a["only_here"]),
+             str(a["only_there"])] for label, here, _, a in results]
+    lines += tables.markdown(["client", "there", "both ran", "same outcome", "agreement", "only here", "only there"],
+                             rows, right={2, 3, 4, 5, 6}) + [""]
+    for label, here, there, a in results:
+        lines += [f"### {here['client']}: here and on {label}", ""]
+        mine, theirs = _settings(here), _settings(there)
+        lines += tables.markdown(["", "here", label], [[k, mine[k].replace("|", "/"), theirs[k].replace("|", "/")]
+                                                       for k in mine]) + [""]
+        lines += _gap_section(f"Different outcomes (of the {a['both']} tests both ran)", a["causes"], "cause")
+    return lines
+
+
+def render(docs: list[dict], machines: dict[str, list[dict]] | None = None) -> str:
+    """CLIENTS.md from results documents (``machines``: other machines' runs, ``load_machines``); depends only
+    on their content, not their order."""
     by = {(d["client"], d["target"]): d for d in docs}
     lines = ["# Client suites on the fake and on hardware", "",
              "Generated by `ironaccel clients --report` from `clients/results/*.json`; do not edit. Each row is",
@@ -126,6 +175,7 @@ def render(docs: list[dict]) -> str:
              "numba/cudasim is numba's own CUDA simulator (NUMBA_ENABLE_CUDASIM=1), the comparison for the fake;",
              "its skips include tests it cannot run, so compare sets of tests (below), not rates.", ""]
     lines += _summary(by)
+    lines += _two_machines(by, machines or {})
     for client in CLIENTS.values():
         lines += [f"## {client.name}", ""]
         rows = []
@@ -162,7 +212,7 @@ def render(docs: list[dict]) -> str:
 
 
 def report(results: Path, output: Path, check: bool = False) -> int:
-    text = render(load_results(results))
+    text = render(load_results(results), load_machines(results))
     if check:
         if not output.is_file() or output.read_text() != text:
             print(f"{output} is not what {results} generates: run `ironaccel clients --report`", file=sys.stderr)
