@@ -70,7 +70,11 @@ def main() -> dict:
     out["ipc mem handle of a pool allocation"] = code(d.cuIpcGetMemHandle(p))
     out["export a plain pool"] = code(d.cuMemPoolExportToShareableHandle(plain, FD, 0))
     out["export pointer of a plain pool"] = code(d.cuMemPoolExportPointer(r))
-    hexed = [ctypes.string_at(d.cuMemPoolExportPointer(x)[1].getPtr(), 64).hex() for x in (p, q)]
+    exported = [d.cuMemPoolExportPointer(x) for x in (p, q)]
+    out["export pointer of a shareable pool's allocations"] = [code(e) for e in exported]
+    if any(code(e) for e in exported):  # nothing to hand the child
+        return out
+    hexed = [ctypes.string_at(e[1].getPtr(), 64).hex() for e in exported]
     fd = int(d.cuMemPoolExportToShareableHandle(shared, FD, 0)[1])
     run = subprocess.run([sys.executable, __file__, str(fd), *hexed], pass_fds=[fd], capture_output=True,
                          text=True, timeout=120)
