@@ -338,7 +338,8 @@ class CudaStream(api.Stream):
         return next(self._numbers) if self._held else 0
 
     def _release_held(self, mark: int) -> None:
-        """Drop the copy_dtoh destinations numbered below ``mark``: work enqueued after them is complete."""
+        """Drop the held host arrays numbered below ``mark``: work enqueued after them is complete. (Compiled, the
+        same steps under the same lock: _fast_c/stream.inc, release_held.)"""
         with self._release_lock:
             held = self._held
             while held and held[0][0] < mark:  # appends may land out of order: a later one only waits longer
