@@ -60,7 +60,8 @@ def _cuda_goals() -> dict[str, Goal]:
     near_c = Goal(ratio=1.15, of=C_FLOOR)
     goals = {name: near_c for name in ("stream_sync", "event_record_sync", "launch.async", "launch.args4")}
     goals["alloc_free.device"] = Goal(ratio=1.15, of=C_FLOOR, alternative="alloc_free.pool",
-                                      cost="MEM: a Device.alloc buffer is usable on any stream at once")
+                                      cost="Device.alloc's buffer is usable on any stream at once (its allocation "
+                                           "is waited for)")
     reuse = "COPY-4: the host array is reusable on return, so ironaccel stages the copy"
     for memory in ("pageable", "pinned"):
         for n in SIZES:
