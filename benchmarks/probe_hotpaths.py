@@ -76,7 +76,7 @@ def main() -> None:
     rows.append(("event: cuEventRecord + cuEventSynchronize (cuda.bindings)",
                  per_call(lambda: (cu.cuEventRecord(handle, queue), cu.cuEventSynchronize(handle)))))
 
-    copy_htod, ring = stream.copy_htod, dev._staging
+    copy_htod, deferred, ring = stream.copy_htod, stream.copy_htod_deferred, dev._staging
     for n in (256, 4096):
         buf = dev.alloc(n)
         host = np.arange(n, dtype=np.uint8)
@@ -88,6 +88,8 @@ def main() -> None:
                               sync)))
         rows.append((f"htod {n} B pageable: cuMemcpyHtoDAsync from the array (cuda.bindings)",
                      per_call(lambda p=ptr, h=src, n=n: cu.cuMemcpyHtoDAsync(p, h, n, queue), sync)))
+        rows.append((f"htod {n} B pageable: copy_htod_deferred, call only",
+                     per_call(lambda b=buf, h=host: deferred(b, h), sync)))
         buf.free()
     sync()
     print(f"probe_hotpaths on {name} ({dev.info.name}); ns per call, median of {BATCHES} batches of {CALLS}")

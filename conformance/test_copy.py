@@ -358,3 +358,47 @@ def test_large_copies_between_runs_of_small_ones_behind_running_work(device, str
         work.check(stream)
     finally:
         work.free()
+
+
+@pytest.mark.clause("COPY-60")
+def test_deferred_htod_lands_its_source_dropped_on_return(device, stream, kernels):
+    """copy_htod_deferred may read its source when the stream gets to the copy, behind work still running; the
+    caller leaves the bytes unchanged but need not keep the array: the library keeps it until the stream is
+    synchronized (a backend DMA-ing from freed memory lands what reused it, 0xEE here), then lets it go."""
+    sizes = [1, 4099, 64 << 10, (1 << 20) + 3]
+    work = RunningWork(device, stream, kernels)
+    try:
+        with poisoned(device, stream, max(sizes) + 1) as buf:
+            for seed, n in enumerate(sizes):
+                host = random_bytes(n, seed=seed)
+                expect, gone = host.copy(), weakref.ref(host)
+                work.enqueue(stream)  # the copy queues behind it
+                stream.copy_htod_deferred(buf, host, dst_offset=1)
+                del host
+                reuse = [np.full(n, 0xEE, np.uint8) for _ in range(4)]  # takes the memory of a freed source
+                np.testing.assert_array_equal(read(stream, buf, count=n, offset=1), expect)
+                del reuse
+                gc.collect()
+                assert gone() is None, f"copy_htod_deferred of {n} B still holds its source after a synchronize"
+                work.check(stream)
+    finally:
+        work.free()
+
+
+@pytest.mark.clause("COPY-61", "ERR-1")
+def test_deferred_htod_checks_as_copy_htod(device, stream):
+    """The checks of copy_htod (ranges, layout, plain data), named Stream.copy_htod_deferred; nothing written."""
+    op = "Stream.copy_htod_deferred"
+    with poisoned(device, stream, 64) as buf:
+        with raises_naming(ia.InvalidArgument, op, "dst"):
+            stream.copy_htod_deferred(buf, np.zeros(16, np.uint8), dst_offset=60)
+        with raises_naming(ia.InvalidArgument, op, "dst"):
+            stream.copy_htod_deferred(buf, np.zeros(16, np.uint8), dst_offset=-1)
+        with raises_naming(ia.InvalidArgument, op, "contiguous"):
+            stream.copy_htod_deferred(buf, np.zeros(32, np.uint16)[::2])
+        with raises_naming(ia.InvalidArgument, op, "buffer protocol"):
+            stream.copy_htod_deferred(buf, [1, 2, 3])
+        stream.copy_htod_deferred(buf, b"\x01\x02\x03", dst_offset=61)  # read-only host data is fine
+        out = read(stream, buf)
+    assert (out[:61] == POISON).all()
+    np.testing.assert_array_equal(out[61:], [1, 2, 3])

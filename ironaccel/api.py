@@ -728,6 +728,20 @@ class Stream(abc.ABC):
             self._device._check_open(op)
             self._copy_htod(buf, dst_offset, host)
 
+    def copy_htod_deferred(self, dst: Buffer, src: object, *, dst_offset: int = 0) -> None:
+        """``copy_htod`` that may read ``src`` as late as when the stream reaches the copy: the caller leaves it
+        unchanged until the stream synchronizes (or an event recorded after the copy completes); it is kept alive
+        until then. The faster copy where copy_htod's reuse-on-return costs a staging copy (a pinned source on
+        CUDA is DMA'd straight from the array). Backends without a direct path make the copy_htod copy."""
+        op = "Stream.copy_htod_deferred"
+        host = _host_bytes(op, src, writable=False)
+        buf = self._buffer(op, "dst", dst)
+        dst_offset = _check_range(op, "dst", dst, dst_offset, host.nbytes)
+        self._not_capturing(op)
+        if host.nbytes:
+            self._device._check_open(op)
+            self._copy_htod_deferred(buf, dst_offset, host)
+
     def copy_dtoh(self, dst: object, src: Buffer, *, src_offset: int = 0) -> None:
         """Fill all of host ``dst`` from ``src`` at ``src_offset``; valid once the stream synchronizes."""
         op = "Stream.copy_dtoh"
@@ -841,6 +855,11 @@ class Stream(abc.ABC):
 
     @abc.abstractmethod
     def _copy_htod(self, dst: Buffer, dst_offset: int, src: np.ndarray) -> None: ...
+
+    def _copy_htod_deferred(self, dst: Buffer, dst_offset: int, src: np.ndarray) -> None:
+        """A backend with a copy that reads the host array later overrides this; the staged copy keeps the
+        weaker promise too."""
+        self._copy_htod(dst, dst_offset, src)
 
     @abc.abstractmethod
     def _copy_dtoh(self, dst: np.ndarray, src: Buffer, src_offset: int) -> None: ...

@@ -132,7 +132,8 @@ def test_quick_run_on_the_fake_libcuda_through_the_command(tmp_path):
     assert "SIMULATED" in proc.stdout
     report = _check_outputs(tmp_path, "bench-cuda-fake", simulated=True)
     names = [c["name"] for c in report["cases"]]
-    assert {"launch.async", "launch.args4", "launch.single", "launch.sync", "htod.pinned.256.call"} <= set(names)
+    assert {"launch.async", "launch.args4", "launch.single", "launch.sync", "htod.pinned.256.call",
+            "htod.pinned.256.deferred.call", "htod.pageable.65536.deferred"} <= set(names)
     for case in report["cases"]:
         assert set(case["impls"]) == {"ironaccel", "raw", cases.C_FLOOR}, (case["name"], case["errors"])
         assert cases.C_FLOOR in case["ratios"]
@@ -286,6 +287,32 @@ def test_table_shows_the_ratio_to_the_c_floor_and_the_verdict_of_hardware_goals(
     row = outputs.table(report).splitlines()[-1]
     assert row == ("| kernel launch with 4 arguments | 1.20 µs | 1.00 µs | 1.20× [1.10–1.30] | 1.20 µs | "
                    "1.00× [0.90–1.10] | <= 1.15x C floor: MISSED |")
+
+
+def test_a_missed_goal_names_the_semantic_that_costs_it_and_the_alternative_row():
+    """A row whose gap a semantic of the API costs (COPY-4 for a small pinned copy_htod) says which, the cost
+    measured (its time less the alternative's) and the copy_htod_deferred row with its own verdict; a met one
+    says nothing more."""
+    name = "htod.pinned.256.call"
+    goal, alternative = cases.CUDA_GOALS[name], cases.CUDA_GOALS[cases.deferred(name)]
+    assert goal.alternative == "htod.pinned.256.deferred.call" and "COPY-4" in goal.cost
+
+    def case(name: str, label: str, ns: float, c_floor: float, goal: cases.Goal) -> dict:
+        timings = {"ironaccel": {"batch": 1, "samples_ns": [ns] * 3, "median_ns": ns},
+                   cases.C_FLOOR: {"batch": 1, "samples_ns": [c_floor] * 3, "median_ns": c_floor}}
+        return stats.summarize(cases.Case(name, label), timings, goal, simulated=False)
+
+    report = {"simulated": False, "started": "2026-12-01T00:00:00+00:00", "host": {"python": "3.12"},
+              "settings": {"samples": 3, "confidence": 0.95},
+              "target": {"name": "cuda/nvidia", "device": "NVIDIA H200", "driver_version": "580"},
+              "cases": [case(name, "htod 256 B pinned, call only", 3800.0, 2700.0, goal),
+                        case(alternative_name := cases.deferred(name),
+                             "htod 256 B pinned, copy_htod_deferred, call only", 2900.0, 2700.0, alternative)]}
+    rows = outputs.table(report, (name, alternative_name)).splitlines()[-2:]
+    assert rows[0].endswith("| <= 1.15x C floor: MISSED; the gap is " + goal.cost + "; its measured cost (this "
+                            "row less the alternative): 900 ns; "
+                            "alternative: htod 256 B pinned, copy_htod_deferred, call only (2.90 µs, met) |"), rows[0]
+    assert rows[1].endswith("| <= 1.15x C floor: met |"), rows[1]
 
 
 def test_table_command_prints_the_table_and_rejects_what_is_not_a_report(tmp_path, capsys):

@@ -283,6 +283,77 @@ def test_a_direct_pinned_copy_is_complete_when_copy_htod_returns(tmp_path, pure)
     assert proc.stdout.strip() == "same"
 
 
+PINNED_COPY_SCRIPT = """
+import ctypes, gc, weakref
+import numpy as np
+from ironaccel.backends.cuda import CudaBackend, native
+dev = CudaBackend().open_device(0)
+s = dev.create_stream()
+for n in (256, 64 << 10, 1 << 20):
+    ptr = int(native.calls.cuMemHostAlloc(n, 0))
+    pinned = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(ptr))
+    pinned[:] = 7
+    buf = dev.alloc(n)
+    getattr(s, COPY)(buf, pinned)
+    gone = weakref.ref(pinned)
+    view = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(ptr))
+    del pinned
+    gc.collect()
+    held = gone() is not None
+    view[:] = 0xEE  # after the call: the direct DMA, run only when the host waits, reads this
+    out = np.empty(n, np.uint8)
+    s.copy_dtoh(out, buf)
+    s.synchronize()
+    gc.collect()
+    print(n, int(out[0]) if (out == out[0]).all() else "mixed", held, gone() is None)
+    buf.free()
+    native.cu.cuMemFreeHost(ptr)
+print("ring", dev._staging._base != 0)
+dev.close()
+"""
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_a_deferred_pinned_copy_is_the_direct_dma_and_holds_its_source(tmp_path, pure):
+    """copy_htod_deferred from page-locked memory is cuMemcpyHtoDAsync straight from the array, with no staging
+    copy and no wait: on the fake started with START_ON_WAIT the DMA runs only when the host waits, so it reads
+    what the array holds then (0xEE, written after the call). The array is held until that wait (COPY-60)."""
+    proc = run_script(tmp_path, "COPY = 'copy_htod_deferred'\n" + PINNED_COPY_SCRIPT,
+                      IRONACCEL_FAKE_CUDA_START_ON_WAIT="1", IRONACCEL_PURE_PYTHON=pure)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:4] == ["256 238 True True", "65536 238 True True", "1048576 238 True True",
+                                           "ring False"]
+
+
+@pytest.mark.parametrize("pure", ["0", "1"])
+def test_copy_htod_from_pinned_memory_of_any_size_lets_the_caller_reuse_it(tmp_path, pure):
+    """COPY-4 beside the deferred copy: copy_htod from the same pinned arrays lands what they held at the call
+    (a small one through the ring, a large one DMA'd and waited for) and holds nothing."""
+    proc = run_script(tmp_path, "COPY = 'copy_htod'\n" + PINNED_COPY_SCRIPT,
+                      IRONACCEL_FAKE_CUDA_START_ON_WAIT="1", IRONACCEL_PURE_PYTHON=pure)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split("\n")[:3] == ["256 7 False True", "65536 7 False True", "1048576 7 False True"]
+
+
+def test_a_small_deferred_pageable_copy_is_one_direct_call(fake, device):
+    """copy_htod_deferred of pageable memory up to DRIVER_STAGES_BYTES is one cuMemcpyHtoDAsync from the array
+    (the driver stages it) and leaves the ring alone; a larger one goes through the ring, as copy_htod."""
+    from ironaccel.backends.cuda import DRIVER_STAGES_BYTES
+
+    s = device.create_stream()
+    with device.alloc(2 * DRIVER_STAGES_BYTES) as buf:
+        for n, ring in ((3, False), (DRIVER_STAGES_BYTES, False), (DRIVER_STAGES_BYTES + 1, True)):
+            host = np.arange(n, dtype=np.uint8)
+            before = fake.ironaccel_fake_call_count(b"cuMemcpyHtoDAsync")
+            s.copy_htod_deferred(buf, host)
+            assert fake.ironaccel_fake_call_count(b"cuMemcpyHtoDAsync") == before + 1
+            assert (device._staging._base != 0) == ring, n
+            out = np.empty(n, np.uint8)
+            s.copy_dtoh(out, buf)
+            s.synchronize()
+            np.testing.assert_array_equal(out, host)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 8])
 def test_tiny_copies_land_in_the_host_array(device, n):
     """The smallest copies both ways (a 1-element array must be taken as memory, never as a number)."""

@@ -84,7 +84,7 @@ static PyMethodDef methods[] = {
     {"configure_scalars", (PyCFunction)fast_configure_scalars, METH_O,
      "Register the numpy scalar types whose values launch reads in place; returns how many."},
     {"configure_copies", (PyCFunction)(void (*)(void))fast_configure_copies, METH_FASTCALL,
-     "Give StreamCore.copy_htod numpy's ndarray, the Python copy_htod, the small-copy and pinned-check sizes."},
+     "Give the compiled copies the ndarray type, the Python copy methods and their size thresholds."},
     {"configure_buffers", (PyCFunction)(void (*)(void))fast_configure_buffers, METH_FASTCALL,
      "Give BufferCore the Python release it hands uncommon frees to, and DriverError."},
     {"staged_copy", (PyCFunction)(void (*)(void))fast_staged_copy, METH_FASTCALL,

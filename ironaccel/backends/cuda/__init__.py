@@ -19,8 +19,8 @@ from __future__ import annotations
 from .backend import CudaBackend
 from .device import CudaDevice, CudaHandles
 from .module import CudaKernel, CudaModule
-from .staging import PINNED_CHECK_BYTES, STAGING_BYTES
+from .staging import DRIVER_STAGES_BYTES, PINNED_CHECK_BYTES, STAGING_BYTES
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
 __all__ = ["CudaBackend", "CudaDevice", "CudaHandles", "CudaStream", "CudaEvent", "CudaBuffer", "CudaModule",
-           "CudaKernel", "STAGING_BYTES", "PINNED_CHECK_BYTES"]
+           "CudaKernel", "STAGING_BYTES", "PINNED_CHECK_BYTES", "DRIVER_STAGES_BYTES"]

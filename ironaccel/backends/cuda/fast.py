@@ -24,7 +24,7 @@ from ...errors import DriverError
 from . import native
 from .native import calls, current, fail
 from .module import _FAST_CODES
-from .staging import PINNED_CHECK_BYTES, REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
+from .staging import DRIVER_STAGES_BYTES, PINNED_CHECK_BYTES, REUSE_BYTES, SMALL_COPY_BYTES, STAGING_SEGMENT
 from .stream import CudaBuffer, CudaEvent, CudaStream
 
 TAKE_PYTHON_PATH = -1  # the compiled launch's "not the common case" (ironaccel/_fast_c/launch.inc)
@@ -37,8 +37,8 @@ def configure() -> None:
     uncommon cases to; once native.fast is loaded."""
     native.fast.configure(CudaBuffer, current, STAGING_SEGMENT, REUSE_BYTES)
     native.fast.configure_buffers(CudaBuffer._release, DriverError)
-    native.fast.configure_copies(np.ndarray, api.Stream.copy_htod, api.Stream.copy_dtoh, SMALL_COPY_BYTES,
-                                 PINNED_CHECK_BYTES)
+    native.fast.configure_copies(np.ndarray, api.Stream.copy_htod, api.Stream.copy_dtoh, api.Stream.copy_htod_deferred,
+                                 SMALL_COPY_BYTES, PINNED_CHECK_BYTES, DRIVER_STAGES_BYTES)
     native.fast.configure_streams(FastEvent, fail_named, api.Event.synchronize, api.Event.query,
                                   CudaEvent._synchronize, api.Stream.record, api.Stream.synchronize,
                                   api.Stream.launch)
@@ -72,9 +72,9 @@ class FastEvent(*compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
 
 
 class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc]
-    """``record()``, ``synchronize()``, ``launch()`` and ``copy_htod()`` are its compiled base's (a timing
-    event, a timeout, a launch's first use of its dims, a large or unusual copy, a closed device or a capture:
-    api.Stream's methods, then these overrides)."""
+    """``record()``, ``synchronize()``, ``launch()``, ``copy_htod()`` and ``copy_htod_deferred()`` are its
+    compiled base's (a timing event, a timeout, a launch's first use of its dims, a large or unusual copy, a
+    closed device or a capture: api.Stream's methods, then these overrides)."""
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
         dev = self._dev

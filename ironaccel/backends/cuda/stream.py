@@ -26,7 +26,7 @@ from . import native
 from .native import calls, current, fail, wait_for, wait_until_complete
 from .graph import CudaGraph, begin_capture, end_capture
 from .module import CudaKernel, Signature
-from .staging import PINNED_CHECK_BYTES, is_pinned
+from .staging import DRIVER_STAGES_BYTES, PINNED_CHECK_BYTES, is_pinned
 
 _addressof, _byte_at = ctypes.addressof, ctypes.c_char.from_buffer  # a writable buffer's address, fast
 
@@ -235,6 +235,24 @@ class CudaStream(api.Stream):
         else:
             dev._staging.copy_htod(self, dst._ptr + dst_offset, src)
 
+    def _copy_htod_deferred(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+        """cuMemcpyHtoDAsync straight from ``src``, held like a copy_dtoh destination until a wait covers it: a
+        pinned source (DMA'd when the stream gets there) or a small pageable one; a larger pageable one through
+        the ring, faster than the driver's own staging (DRIVER_STAGES_BYTES). (Compiled: _fast_c/copy.inc.)"""
+        dev = self._dev
+        if current.device != dev._id:
+            dev._make_current()
+        n, address = src.nbytes, src.ctypes.data  # src may be read-only: no c_char.from_buffer
+        if n > DRIVER_STAGES_BYTES and not is_pinned(native.cu, address):
+            return self._copy_htod(dst, dst_offset, src)
+        if dst._last_stream is not self:
+            dst._used_on(self)
+        copy = native.cu.cuMemcpyHtoDAsync
+        err, = copy(dst._ptr + dst_offset, address, n, self._handle)
+        if err:
+            fail(copy, err)
+        self._held.append((next(self._numbers), src))
+
     def _idle(self) -> bool:
         """Has everything enqueued on the stream so far completed? (a non-blocking cuStreamQuery)"""
         err, = native.cu.cuStreamQuery(self._handle)
@@ -320,7 +338,8 @@ class CudaStream(api.Stream):
         return next(self._numbers) if self._held else 0
 
     def _release_held(self, mark: int) -> None:
-        """Drop the copy_dtoh destinations numbered below ``mark``: work enqueued after them is complete."""
+        """Drop the held host arrays numbered below ``mark``: work enqueued after them is complete. (Compiled, the
+        same steps under the same lock: _fast_c/stream.inc, release_held.)"""
         with self._release_lock:
             held = self._held
             while held and held[0][0] < mark:  # appends may land out of order: a later one only waits longer

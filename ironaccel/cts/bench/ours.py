@@ -8,7 +8,7 @@ import numpy as np
 
 from ...pool import MemPool
 from . import kernels
-from .cases import ALLOC_BYTES, GRAPH_LAUNCHES, Impl, pageable
+from .cases import ALLOC_BYTES, CALL_ONLY_BYTES, DEFERRED, GRAPH_LAUNCHES, Impl, pageable
 from .kernels import KernelCall
 from .stats import timed, timed_each, timed_then
 
@@ -58,5 +58,9 @@ def api_impls(dev: Any, stream: Any, launches: dict[str, KernelCall], sizes: tup
         for memory, host in hosts.items():
             impls[f"htod.{memory}.{n}.call"] = timed_each(lambda b=buf, h=host: stream.copy_htod(b, h), sync)
             impls[f"htod.{memory}.{n}"] = timed(lambda b=buf, h=host: (stream.copy_htod(b, h), sync()))
+            if n <= CALL_ONLY_BYTES:
+                deferred = stream.copy_htod_deferred
+                impls[f"htod.{memory}.{n}{DEFERRED}.call"] = timed_each(lambda b=buf, h=host: deferred(b, h), sync)
+                impls[f"htod.{memory}.{n}{DEFERRED}"] = timed(lambda b=buf, h=host: (deferred(b, h), sync()))
             impls[f"dtoh.{memory}.{n}"] = timed(lambda b=buf, h=host: (stream.copy_dtoh(h, b), sync()))
     return impls, cleanup

@@ -121,6 +121,8 @@ def summarize(case: Case, timings: dict[str, Any], goal: Goal | None, simulated:
         ratio = out["ratios"].get(goal.of, {}).get("median")
         met = goal.met(timings[OURS]["median_ns"], ratio) if OURS in timings else None
         out["goal"] = {"text": goal.text(), "met": None if simulated else met, "met_here": met}
+        if goal.alternative is not None:
+            out["goal"].update(cost=goal.cost, alternative=goal.alternative)
     return out
 
 
