@@ -28,7 +28,7 @@ def params(count, cosched=0, flags=0):
 def structured(device_sm, *groups):
     try:
         err, result, rem = d.cuDevSmResourceSplit(len(groups), device_sm, 0, [params(*g) for g in groups])
-    except FunctionNotFoundError:  # CUDA 13.1's entry point: the H200's 580 driver (CUDA 13.0) has none
+    except (FunctionNotFoundError, RuntimeError):  # older cuda.bindings raise RuntimeError; CUDA 13.1's entry point: the H200's 580 driver (CUDA 13.0) has none
         return {"groups": groups, "error": "cuDevSmResourceSplit is not in this driver"}
     if err != d.CUresult.CUDA_SUCCESS:
         return {"groups": groups, "error": err.name}
