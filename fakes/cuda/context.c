@@ -309,6 +309,12 @@ API CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev) {
     return CUDA_SUCCESS;
 }
 
+/* The pre-11.0 name, which cuBLASLt still resolves with dlsym: the same release. */
+API CUresult cuDevicePrimaryCtxRelease(CUdevice dev) {
+    ENTER(cuDevicePrimaryCtxRelease);
+    return cuDevicePrimaryCtxRelease_v2(dev);
+}
+
 API CUresult cuDevicePrimaryCtxSetFlags_v2(CUdevice dev, unsigned flags) {
     ENTER(cuDevicePrimaryCtxSetFlags_v2);
     NEED_INIT();

@@ -20,6 +20,7 @@
     X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", 11020) \
     X(cuDeviceGetMemPool, "cuDeviceGetMemPool", 11020) \
     X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 7000) \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000) \
     X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000) \
     X(cuDevicePrimaryCtxSetFlags_v2, "cuDevicePrimaryCtxSetFlags", 11000) \
     X(cuDevicePrimaryCtxGetState, "cuDevicePrimaryCtxGetState", 7000) \
@@ -257,6 +258,7 @@
     X(cuLibraryGetModule, "cuLibraryGetModule", 12000) \
     X(cuLibraryGetGlobal, "cuLibraryGetGlobal", 12000) \
     X(cuKernelGetFunction, "cuKernelGetFunction", 12000) \
+    X(cuKernelGetLibrary, "cuKernelGetLibrary", 12050) \
     X(cuKernelGetAttribute, "cuKernelGetAttribute", 12000) \
     X(cuKernelSetAttribute, "cuKernelSetAttribute", 12000) \
     X(cuKernelSetCacheConfig, "cuKernelSetCacheConfig", 12000) \
@@ -278,3 +280,13 @@
     X(cuOccupancyMaxPotentialClusterSize, "cuOccupancyMaxPotentialClusterSize", 11080) \
     X(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11080) \
     X(cuOccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", 11000)
+
+/* Entry points the fake does not implement that NVIDIA's libraries look up with dlsym rather than
+ * cuGetProcAddress: cuBLASLt resolves its whole list (these among them) when a handle is created and fails
+ * without one. Each is exported as a stub (proc_address.c) that says so when called and returns
+ * CUDA_ERROR_NOT_SUPPORTED, the stub cuGetProcAddress gives for the name too. */
+#define UNIMPLEMENTED_EXPORTS(X)                                                                              \
+    X(cuStreamWaitValue32) X(cuStreamBatchMemOp) X(cuGraphKernelNodeGetParams)                               \
+    X(cuGraphExecKernelNodeSetParams) X(cuGraphInstantiate) X(cuMemcpy2DAsync_v2)                            \
+    X(cuThreadExchangeStreamCaptureMode) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess)                 \
+    X(cuDeviceCanAccessPeer)

@@ -135,6 +135,20 @@ static void hooks_buffer6(void **ptr, size_t *size) {
     TRACED_VOID(TOOLS_RUNTIME_CALLBACK_HOOKS, 6, "%p, %p", (void *)ptr, (void *)size);
 }
 
+/* ---- TOOLS_TLS: where NVIDIA's libraries report their API calls to the tools ---- */
+
+/* Slot 2: cuBLASLt calls it at its API calls and in its heuristics (a record on its stack, whose words hold a
+ * call id and the call's arguments, to which it adds the context's ID from TOOLS_CONTEXT's slot 4 after the
+ * call): the report a tool (CUPTI) subscribed to those calls would receive. No tool attaches to the fake, so
+ * there is no one to deliver it to: success, nothing else. Inferred from those calls (ZLUDA lists no slot of
+ * this table; the H200's traces hold no cuBLAS call yet); a failure here makes cuBLASLt fail every matmul
+ * ("Failed to query heuristics"). */
+static CUresult tools_report(uintptr_t record, uintptr_t call_id, uintptr_t a2, uintptr_t a3) {
+    TRACED(TOOLS_TLS, 2, CUDA_SUCCESS, "%#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR ", %#" PRIxPTR, record, call_id,
+           a2, a3);
+    return CUDA_SUCCESS;
+}
+
 /* ---- CONTEXT_LOCAL_STORAGE: per-context values of the runtime (context_storage.c) ---- */
 
 /* The context a call names: the current one for NULL. */
@@ -301,12 +315,15 @@ static uint32_t context_check_slot3(void) {
 
 /* ---- TOOLS_CONTEXT: per-context facts for the tools and the libraries ---- */
 
-/* Slot 4: the context's unique ID, as cuCtxGetId gives it (NULL: the current context); what cuBLASLt keys its
- * kernels by (public notes of a driver it was checked against). CUDA 13.4+ runtimes ask for the table at start-up
- * and fail every call without it (cudaErrorInvalidValue); they call none of its slots. */
-static CUresult tools_context_id(void *ctx, unsigned long long *id) {
-    CUresult rc = cuCtxGetId(ctx, id);
-    TRACED(TOOLS_CONTEXT, 4, rc, "%p, %p", ctx, (void *)id);
+/* Slot 4: the current context's unique ID, as cuCtxGetId gives it; what cuBLASLt keys its kernels by (public
+ * notes of a driver it was checked against). CUDA 13.4+ runtimes ask for the table at start-up and fail every call
+ * without it (cudaErrorInvalidValue); they call none of its slots. cuBLASLt, its one caller seen, calls it after
+ * each TOOLS_TLS report with the report's word for the ID as the second argument and, as the first, whatever its
+ * register held (seen here: NULL, a stack address, 0x20002000000000), so the first is not read: refusing what is
+ * not a context failed cuBLASLt's heuristics in one run of three. */
+static CUresult tools_context_id(void *unread, unsigned long long *id) {
+    CUresult rc = cuCtxGetId(NULL, id);
+    TRACED(TOOLS_CONTEXT, 4, rc, "%p, %p", unread, (void *)id);
     return rc;
 }
 
@@ -361,6 +378,7 @@ static const void *const UNKNOWN[TABLE_COUNT][EXPORT_TABLE_SLOTS_MAX] = {
     S(CUDART_INTERFACE, 7, cudart_slot7)                             \
     S(CUDART_INTERFACE, 8, cudart_module_from_fatbin_ext)            \
     S(CUDART_INTERFACE, 12, cudart_load_compilers)                   \
+    S(TOOLS_TLS, 2, tools_report)                                    \
     S(TOOLS_RUNTIME_CALLBACK_HOOKS, 2, hooks_buffer2)                \
     S(TOOLS_RUNTIME_CALLBACK_HOOKS, 6, hooks_buffer6)                \
     S(CONTEXT_LOCAL_STORAGE, 0, storage_put)                         \

@@ -168,8 +168,8 @@ static CUresult elf_ptx(const uint8_t *elf, uint64_t avail, char **out, unsigned
         *out = ptx_copy(data, size);
         return *out ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
-    uint32_t flags = u32(elf + 0x30);
-    unsigned arch = (flags >> 8) & 0xFF ? (flags >> 8) & 0xFF : flags & 0xFF;
+    uint32_t flags = u32(elf + 0x30); /* the SM: bits 8-15 from ELF ABI version 8 (CUDA 12.8+), else bits 0-7 */
+    unsigned arch = elf[8] >= 8 ? (flags >> 8) & 0xFF : flags & 0xFF;
     if (u16(elf + 0x12) == ELF_MACHINE_CUDA)
         snprintf(log, loglen, "the cubin holds only machine code (SASS for sm_%u), no PTX; " NEEDS, arch);
     else

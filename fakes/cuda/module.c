@@ -374,6 +374,17 @@ API CUresult cuKernelGetName(const char **name, void *kernel) {
     return function_name(name, kernel);
 }
 
+/* The library a kernel came from (a kernel of a context's module is no library's: INVALID_HANDLE). */
+API CUresult cuKernelGetLibrary(void **lib, void *kernel) {
+    ENTER(cuKernelGetLibrary);
+    Function *f;
+    TRY(function_from(kernel, &f));
+    if (!lib) return CUDA_ERROR_INVALID_VALUE;
+    if (f->module->ctx) return CUDA_ERROR_INVALID_HANDLE;
+    *lib = f->module; /* Module is the first member of ModuleHandle */
+    return CUDA_SUCCESS;
+}
+
 API CUresult cuFuncGetModule(void **mod, void *hfunc) {
     ENTER(cuFuncGetModule);
     Function *f;

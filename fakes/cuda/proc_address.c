@@ -31,11 +31,14 @@ static int g_stub_warned[MAX_STUBS];
 static int g_nstubs;
 static pthread_mutex_t g_stub_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static CUresult stub_called(int index) {
-    if (!__atomic_exchange_n(&g_stub_warned[index], 1, __ATOMIC_ACQ_REL))
-        fake_log("%s is not implemented: returning CUDA_ERROR_NOT_SUPPORTED", g_stub_names[index]);
+/* What every stub does: says so, once per name, and refuses. */
+static CUresult not_implemented(const char *name, int *warned) {
+    if (!__atomic_exchange_n(warned, 1, __ATOMIC_ACQ_REL))
+        fake_log("%s is not implemented: returning CUDA_ERROR_NOT_SUPPORTED", name);
     return CUDA_ERROR_NOT_SUPPORTED;
 }
+
+static CUresult stub_called(int index) { return not_implemented(g_stub_names[index], &g_stub_warned[index]); }
 
 /* Arguments are ignored; a CUresult-returning function may be called with any of them (SysV ABI). */
 #define STUB1(i) static CUresult stub_##i(void) { return stub_called(__COUNTER__); }
@@ -52,7 +55,28 @@ STUB256(0) STUB256(1) STUB256(2) STUB256(3)
 #define REF256(i) REF64(i##0) REF64(i##1) REF64(i##2) REF64(i##3)
 static void *const STUBS[MAX_STUBS] = {REF256(0) REF256(1) REF256(2) REF256(3)};
 
+/* The exported stubs (UNIMPLEMENTED_EXPORTS, names NVIDIA's libraries look up with dlsym), which
+ * cuGetProcAddress gives for those names too. */
+#define X(name)                                       \
+    API CUresult name(void) {                         \
+        static int warned;                            \
+        return not_implemented(#name, &warned);       \
+    }
+UNIMPLEMENTED_EXPORTS(X)
+#undef X
+
+static const struct {
+    const char *name;
+    void *fn;
+} EXPORT_STUBS[] = {
+#define X(name) {#name, (void *)name},
+    UNIMPLEMENTED_EXPORTS(X)
+#undef X
+};
+
 static void *stub_for(const char *name) {
+    for (size_t i = 0; i < sizeof EXPORT_STUBS / sizeof EXPORT_STUBS[0]; i++)
+        if (!strcmp(EXPORT_STUBS[i].name, name)) return EXPORT_STUBS[i].fn;
     pthread_mutex_lock(&g_stub_mu);
     void *fn = NULL;
     for (int i = 0; i < g_nstubs && !fn; i++)

@@ -190,7 +190,7 @@ static void d_mov(Parser *P, const PtxInstr *row, Insn *I) {
             Inst *in = emit(P, OP_LOCAL_ADDR, I->line);
             in->d = DEST(0);
             in->imm = (int64_t)nm->value;
-        } else if (nm->kind == N_SHARED || nm->kind == N_GLOBAL) {
+        } else if (nm->kind == N_SHARED || nm->kind == N_GLOBAL || nm->kind == N_KPARAM) {
             d_typed(P, row, I);
         } else {
             fail(P, I->line, "mov of the address of %.*s is not supported", ops[1].sym.len, ops[1].sym.s);
@@ -323,7 +323,8 @@ static void memory_operand(Parser *P, Operand *mo, int *space, Inst *in) {
     in->imm = (int64_t)mo->imm;
     if (mo->slot >= 0) {
         in->a = (uint32_t)mo->slot;
-        if (*space == SPACE_KPARAM) fail(P, mo->line, "register-addressed param space is not supported");
+        if (*space == SPACE_KPARAM && !P->m->funcs[P->fn].is_entry) /* a kernel's own parameters only */
+            fail(P, mo->line, "register-addressed param space in a device function is not supported");
         return;
     }
     in->a = SP_ZERO;

@@ -307,13 +307,14 @@ Inst *emit(Parser *P, int op, int line) {
     return in;
 }
 
-/* A value operand as a slot: registers as they are, immediates and symbol addresses as constants. */
+/* A value operand as a slot: registers as they are, immediates and symbol addresses as constants (a kernel
+ * parameter's address is its offset in the kernel's parameter space, where ld.param reads it). */
 uint32_t value_slot(Parser *P, Operand *o) {
     if (o->kind == O_REG) return (uint32_t)o->slot;
     if (o->kind == O_IMM) return const_slot(P, o->imm);
     if (o->kind == O_SYM) {
         Name *n = find_name(P, &o->sym);
-        if (n && (n->kind == N_SHARED || n->kind == N_GLOBAL)) return const_slot(P, n->value);
+        if (n && (n->kind == N_SHARED || n->kind == N_GLOBAL || n->kind == N_KPARAM)) return const_slot(P, n->value);
         int fn = n ? -1 : function_index(P, &o->sym, 0);
         if (fn >= 0) return const_slot(P, FUNCTION_ADDRESS_BASE + (uint64_t)fn * FUNCTION_ADDRESS_STEP);
         fail(P, o->line, "operand %.*s cannot be used as a value here", o->sym.len, o->sym.s);

@@ -47,6 +47,7 @@ CASES = {
                            ("NULL out", lambda e: (NULL, DEV0), INVALID_VALUE)],
     "cuDevicePrimaryCtxRetain": [("bad device", lambda e: (e.outp, DEV9), INVALID_DEVICE),
                                  ("NULL out", lambda e: (NULL, DEV0), INVALID_VALUE)],
+    "cuDevicePrimaryCtxRelease": [("bad device", lambda e: (DEV9,), INVALID_DEVICE)],
     "cuDevicePrimaryCtxRelease_v2": [("bad device", lambda e: (DEV9,), INVALID_DEVICE)],
     "cuDevicePrimaryCtxSetFlags_v2": [("bad device", lambda e: (DEV9, c_uint(0)), INVALID_DEVICE),
                                       ("unknown flags", lambda e: (DEV0, c_uint(0x80000000)), INVALID_VALUE)],

@@ -54,14 +54,15 @@ def pack_fatbin(*entries):
     return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body)) + body
 
 
-def pack_elf(sections, machine=190, flags=0x5A04):
-    """A minimal ELF64 file with the given (name, bytes) sections."""
+def pack_elf(sections, machine=190, flags=0x5A04, abi=(0x41, 8)):
+    """A minimal ELF64 file with the given (name, bytes) sections; abi: the OS/ABI byte and ABI version of CUDA
+    12.8+ cubins (whose flags hold the SM in bits 8-15; (0x33, 7) before, in bits 0-7)."""
     names = b"\0.shstrtab\0" + b"".join(name.encode() + b"\0" for name, _ in sections)
     blobs, offsets, offset = [names] + [data for _, data in sections], [], 64
     for blob in blobs:
         offsets.append(offset)
         offset += len(blob) + (-len(blob) % 8)
-    image = bytearray(b"\x7fELF" + bytes([2, 1, 1]) + bytes(9))
+    image = bytearray(b"\x7fELF" + bytes([2, 1, 1, *abi]) + bytes(7))
     image += struct.pack("<HHIQQQIHHHHHH", 1, machine, 1, 0, 0, offset, flags, 64, 0, 0, 64, len(blobs) + 1, 1)
     for blob in blobs:
         image += blob + bytes(-len(blob) % 8)

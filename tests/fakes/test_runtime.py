@@ -17,6 +17,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import threading
 from ctypes import byref, c_int, c_uint, c_uint64, c_void_p
 from pathlib import Path
 
@@ -206,14 +207,29 @@ def test_context_checks_and_the_runtime_callback_buffers(lib):
 
 
 
-def test_the_tools_context_table_gives_a_contexts_id_as_cuctxgetid(cuda, lib):
-    """TOOLS_CONTEXT (95 slots, asked for by CUDA 13.4+ runtimes): slot 4 is the context's unique ID."""
+def test_the_tools_context_table_gives_the_current_contexts_id_as_cuctxgetid(cuda, lib):
+    """TOOLS_CONTEXT (95 slots, asked for by CUDA 13.4+ runtimes): slot 4 is the current context's unique ID; its
+    first argument is not read (cuBLASLt passes whatever its register held)."""
     context_id = _slot(lib, "TOOLS_CONTEXT", 4, c_int, c_void_p, ctypes.POINTER(ctypes.c_ulonglong))
     got, want = ctypes.c_ulonglong(), ctypes.c_ulonglong()
     assert lib.cuCtxGetId(c_void_p(int(cuda.ctx)), byref(want)) == SUCCESS
-    assert context_id(int(cuda.ctx), byref(got)) == SUCCESS and got.value == want.value
-    assert context_id(None, byref(got)) == SUCCESS and got.value == want.value  # NULL: the current context
-    assert context_id(0xDEAD0000, byref(got)) == INVALID_CONTEXT
+    for unread in (None, int(cuda.ctx), 0x20002000000000):
+        got.value = 0
+        assert context_id(unread, byref(got)) == SUCCESS and got.value == want.value
+    no_context = []
+    t = threading.Thread(target=lambda: no_context.append(context_id(None, byref(got))))
+    t.start()
+    t.join()
+    assert no_context == [INVALID_CONTEXT]
+
+def test_the_tools_report_slot_cublaslt_calls_succeeds_with_no_tool_attached(cuda, lib):
+    """TOOLS_TLS slot 2: cuBLASLt's reports of its calls to a tool; none attaches to the fake, so it succeeds
+    (refused, cuBLASLt fails every matmul: "Failed to query heuristics")."""
+    report = _slot(lib, "TOOLS_TLS", 2, c_int, c_void_p, c_uint64, c_void_p, c_void_p)
+    record = (c_uint64 * 8)(0, 0, 0, 0x41)
+    assert report(ctypes.addressof(record), 0x41, None, None) == SUCCESS
+    assert list(record) == [0, 0, 0, 0x41, 0, 0, 0, 0]  # the caller's record, untouched
+
 
 # ---- compressed fatbin entries ----
 

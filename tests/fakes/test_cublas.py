@@ -1,0 +1,140 @@
+"""What cuBLAS (CUDA 13) needs of the fake to run its kernels that carry PTX (issue 26): the entry points cuBLASLt
+resolves with dlsym when a handle is created, kernels that read their parameters through the parameters' address
+(``mov.b64 %rd, k_param_0; ld.param [%rd+8]``, as cuBLAS's small-N GEMM and GEMV kernels do), and the naming of
+the machine code it tries first. cuBLAS itself runs in tests/fakes/test_torch.py (the PyTorch smoke's matmul)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from images import pack_elf
+
+from ironaccel import fakes
+
+NOT_SUPPORTED = 801
+
+
+def _unimplemented_exports() -> list[str]:
+    text = (Path(fakes.source_dir()) / "entry_points.h").read_text()
+    block = text.split("#define UNIMPLEMENTED_EXPORTS(X)", 1)[1]
+    return re.findall(r"X\((\w+)\)", block)
+
+
+#: every name of cuBLASLt's dlsym list (libcublasLt.so.13, 13.1) that the fake lacked before: its handle fails
+#: to be created ("Driver API initialization failed") when one is missing
+CUBLASLT_NEEDED = ["cuKernelGetLibrary", "cuDevicePrimaryCtxRelease", "cuStreamWaitValue32", "cuStreamBatchMemOp",
+                   "cuGraphKernelNodeGetParams", "cuGraphExecKernelNodeSetParams", "cuGraphInstantiate",
+                   "cuMemcpy2DAsync_v2", "cuThreadExchangeStreamCaptureMode", "cuCtxDisablePeerAccess",
+                   "cuCtxEnablePeerAccess", "cuDeviceCanAccessPeer"]
+
+
+def test_every_name_cublaslt_resolves_with_dlsym_is_exported(cuda):
+    lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)
+    for name in CUBLASLT_NEEDED:
+        assert hasattr(lib, name), f"{name} is not exported"
+
+
+def test_an_exported_stub_says_not_supported_and_is_what_cugetprocaddress_gives_for_its_name(cuda, fake):
+    """A stub is the old C symbol only where a newer variant is implemented (cuGraphKernelNodeGetParams, whose
+    v1 struct the fake does not take): cuGetProcAddress then gives that variant, as a real driver does."""
+    lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)
+    stubs = _unimplemented_exports()
+    assert stubs and set(stubs) <= set(CUBLASLT_NEEDED)
+    implemented = set(fake.entry_points())
+    for name in stubs:
+        exported = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+        resolved = ctypes.c_void_p()
+        assert lib.cuGetProcAddress(name.encode(), ctypes.byref(resolved), 13000, ctypes.c_uint64(0)) == 0
+        newer = f"{name}_v2" in implemented
+        assert (resolved.value != exported) if newer else (resolved.value == exported), name
+        getattr(lib, name).restype = ctypes.c_int
+        assert getattr(lib, name)() == NOT_SUPPORTED, name
+
+
+def test_a_kernel_gets_its_librarys_handle_back_and_the_old_release_is_the_release(cuda):
+    d = cuda.d
+    ptx = cuda.ptx('extern "C" __global__ void touch(unsigned *p) { p[threadIdx.x] = threadIdx.x + 1; }')
+    lib = cuda.ok(d.cuLibraryLoadData(ptx, [], [], 0, [], [], 0))
+    kernel = cuda.ok(d.cuLibraryGetKernel(lib, b"touch"))
+    assert int(cuda.ok(d.cuKernelGetLibrary(kernel))) == int(lib)
+    cuda.ok(d.cuLibraryUnload(lib))
+    raw = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)
+    before = cuda.ok(d.cuDevicePrimaryCtxGetState(0))[1]
+    ctx = ctypes.c_void_p()
+    assert raw.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) == 0
+    assert raw.cuDevicePrimaryCtxRelease(0) == 0  # the pre-11.0 name: the same release
+    assert cuda.ok(d.cuDevicePrimaryCtxGetState(0))[1] == before
+
+
+#: k(struct of a u32 and two u64 at 0/8/16, u64 out): reads the struct through its address in the param space,
+#: at an offset the launch gives (past the struct: an illegal address)
+PARAM_ADDRESS = b"""
+.version 9.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .align 8 .b8 k_param_0[24], .param .u64 out, .param .u32 extra)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    mov.b64 %rd1, k_param_0;
+    ld.param.u32 %r1, [%rd1];
+    ld.param.u64 %rd2, [%rd1+8];
+    ld.param.u64 %rd3, [%rd1+16];
+    ld.param.u32 %r2, [extra];
+    cvt.u64.u32 %rd4, %r2;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.param.u32 %r3, [%rd5];
+    ld.param.u64 %rd6, [out];
+    cvta.to.global.u64 %rd7, %rd6;
+    st.global.u32 [%rd7], %r1;
+    st.global.u64 [%rd7+8], %rd2;
+    st.global.u64 [%rd7+16], %rd3;
+    st.global.u32 [%rd7+24], %r3;
+    ret;
+}
+\0"""
+
+
+def _launch_param_address(cuda, extra: int, sync=True):
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(PARAM_ADDRESS)), b"k"))
+    out = cuda.poisoned(np.zeros(4, np.uint64))
+    struct_ = np.array([7, 0x1122334455667788, 0x99], np.uint64)
+    cuda.launch(f, (1,), (1,), struct_, out, np.uint32(extra), sync=sync)
+    return out
+
+
+def test_a_kernel_reads_its_parameters_through_their_address(cuda):
+    out = _launch_param_address(cuda, 16)  # the third word, again through a computed address
+    got = cuda.download(out, np.zeros(4, np.uint64))
+    assert [int(got[0]) & 0xFFFFFFFF, int(got[1]), int(got[2]), int(got[3]) & 0xFFFFFFFF] == \
+        [7, 0x1122334455667788, 0x99, 0x99]
+
+
+def test_a_read_through_a_parameter_address_past_the_parameters_is_an_illegal_address(cuda):
+    _launch_param_address(cuda, 4096, sync=False)
+    assert cuda.err(cuda.d.cuCtxSynchronize()) == cuda.d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "param" in cuda.control.last_report()
+
+
+def test_a_register_addressed_param_read_in_a_device_function_fails_to_load_naming_it(cuda):
+    ptx = PARAM_ADDRESS.replace(b".visible .entry k(", b".func f(").replace(b"mov.b64 %rd1, k_param_0;",
+                                                                         b"mov.b64 %rd1, 0;")
+    err, _ = cuda.d.cuModuleLoadData(ptx)
+    assert cuda.err(err) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
+
+
+@pytest.mark.parametrize("abi, flags, sm", [((0x41, 8), 0x6005004, 80), ((0x33, 7), 0x500550, 80)])
+def test_a_cubins_sm_is_named_by_its_abis_flags(cuda, abi, flags, sm):
+    """cuBLASLt tries its sm_80 cubins first; the refusal names the SM from the flags of the cubin's ELF ABI."""
+    d = cuda.d
+    log = bytearray(1024)
+    options = [d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER, d.CUjit_option.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES]
+    err, _ = d.cuModuleLoadDataEx(pack_elf([(".text", b"\0" * 16)], flags=flags, abi=abi), 2, options,
+                                  [log, len(log)])
+    assert cuda.err(err) == d.CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU
+    assert f"SASS for sm_{sm})" in bytes(log).split(b"\0")[0].decode(), log
