@@ -237,6 +237,35 @@ def test_the_c_call_graph_reaches_through_calls_and_function_pointers():
     assert graph.methods == {"go": {"cuThing"}}
 
 
+STANDIN_SAMPLE = '''
+class _Core:
+    hits = 0
+
+    def alloc(self):
+        return self.hits
+
+
+_compiled = load()
+
+
+class Pool(_compiled.Core if _compiled else _Core):
+    size = 4
+'''
+
+
+def test_a_class_body_the_compiled_module_stands_in_for_is_judged_where_it_is_used():
+    assert generated.compiled_standins(STANDIN_SAMPLE) == {"_Core"}
+    muts = {m.old + "@" + m.function: m for m in operators.python_mutants("x.py", STANDIN_SAMPLE) if m.operator == "const"}
+    hits, size = muts["0@_Core"], muts["4@Pool"]
+    cov = covered.Coverage({"x.py": {2: ["t1"], 3: ["t1"], 6: ["t2"], 12: ["t1"], 13: ["t1"]}}, {}, {}, 1.0,
+                           {"t1": "pass", "t2": "pass"}, {}, {})
+    compiled = generated.tests_finder("x.py", None, cov, cov.usable(), {"_Core"})
+    pure = generated.tests_finder("x.py", None, cov, cov.usable())
+    assert compiled(hits) == [] and pure(hits) == ["t1", "t2"]  # the compiled run's import ran it, unused
+    assert compiled(size) == pure(size) == ["t1", "t2"]
+    assert [r.compiled for r in modules.RUNS if r.env] == [False]  # the pure-Python run judges them
+
+
 def test_quotas_split_the_sample_evenly_and_pass_on_what_an_area_cannot_use():
     assert generated.quotas(["a", "b", "c"], 10, {"a": 100, "b": 2, "c": 100}) == {"a": 4, "b": 2, "c": 4}
     assert generated.quotas(["a"], 10, {"a": 3}) == {"a": 3}
