@@ -17,7 +17,10 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    minus those ``equivalent.txt`` lists, drawn per area with ``random.Random(seed)``; the seed is the commit
    (``git rev-parse HEAD``) unless --seed says otherwise, so a run is reproducible and the next commit draws
    other mutants. A mutant that does not compile is put back and another drawn. A line run at import in the
-   body of a class the compiled module stands in for (``compiled_standins``) is judged on a run without it;
+   body of a class the compiled module stands in for (``compiled_standins``) is judged on a run without it.
+   A line run at import is judged on every run of its area that imports it (its value may matter on one run
+   alone: a default that one backend leaves to it), the first of them as below, the others by their tests
+   that run its file (at most --max-tests each), before the escalation;
 3. each mutant in its own copy (``judging.py``): a C mutant's build made first, in a cache of its own; then
    ``certify --target T --only TEST...`` (the tests that execute the line, at most --max-tests, fail-fast:
    pytest --maxfail=1). Killed: a test's outcome differs from the baseline (a baseline pass that does not
@@ -190,12 +193,16 @@ def candidates(area: str, files: list[str], snapshot: Path, runs: list[tuple[mod
             if m.id in equivalent:
                 equiv += 1
                 continue
-            for r, tests_of in finders:
-                tests = tests_of(m)
-                if tests:
-                    pool.append(Candidate(m, area, r, tests))
-                    break
+            found = [(r, tests) for r, tests_of in finders if (tests := tests_of(m))]
+            if found:
+                (r, tests), *others = found if m.toplevel else found[:1]
+                pool.append(Candidate(m, area, r, tests, others))
     return pool, [derived, len(pool), 0, equiv]
+
+
+def capped(tests: list[str], most: int, rng: random.Random) -> list[str]:
+    """At most ``most`` of ``tests``, a seeded choice."""
+    return sorted(rng.sample(tests, most)) if len(tests) > most else tests
 
 
 def commit_seed() -> str:
@@ -286,8 +293,9 @@ def main() -> int:
         for area in args.areas:
             chosen, counts[area][2] = draw(pools[area], share[area], random.Random(f"{seed}:{area}"), snapshot)
             for c in chosen:
-                if len(c.tests) > args.max_tests:
-                    c.tests = sorted(random.Random(f"{seed}:{c.mutant.id}").sample(c.tests, args.max_tests))
+                rng = random.Random(f"{seed}:{c.mutant.id}")
+                c.tests, c.others = capped(c.tests, args.max_tests, rng), \
+                    [(r, capped(t, args.max_tests, rng)) for r, t in c.others]
             sample += chosen
         # run in turns across the areas, so a run stopped early still has a share of every area
         turn = {id(c): i for area in args.areas for i, c in enumerate(x for x in sample if x.area == area)}
@@ -297,7 +305,8 @@ def main() -> int:
         if args.list:
             for c in sample:
                 print(f"  {c.mutant.id} {c.mutant.file}:{c.mutant.line} {c.mutant.change} "
-                      f"[{c.run.name if c.run else 'unit'}; {len(c.tests)} tests]")
+                      f"[{c.run.name if c.run else 'unit'}; {len(c.tests)} tests"
+                      + "".join(f"; {r.name}: {len(t)}" for r, t in c.others) + "]")
             return 0
         outcomes: list[Outcome] = []
         order = {id(c): i for i, c in enumerate(sample)}
