@@ -571,3 +571,11 @@ def test_a_ptx_pointer_marked_as_one_takes_a_buffer(device, stream, require):
         with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: .*argument 0 of fill_iota"):
             stream.launch(k, 1, 1, (np.uint64(0), np.uint32(7), np.uint32(n)))  # a 64-bit integer is no buffer
         stream.synchronize()
+
+
+@pytest.mark.clause("KERNEL-60")
+def test_warp_size_is_zero_or_a_subgroup_width(device):
+    lim = device.info.limits
+    w = lim.warp_size
+    assert type(w) is int and (w == 0 or (w & (w - 1) == 0 and 1 <= w <= lim.max_threads_per_block)), \
+        f"limits.warp_size is {w!r}: not 0 (cannot tell) nor a power of two up to {lim.max_threads_per_block}"

@@ -129,6 +129,42 @@ PTX_INTEGER_FORMS = """.version 7.0
 """
 
 
+PTX_FLOAT_FORMS = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry float_forms(.param .u64 float_forms_param_0)
+{
+    .reg .f32 %f<5>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [float_forms_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.f32 %f1, 0f3FC00000;
+    st.global.f32 [%rd2], %f1;
+    mov.f32 %f2, 0F40490FDB;
+    st.global.f32 [%rd2+4], %f2;
+    add.f32 %f3, %f1, 0F3F800000;
+    st.global.f32 [%rd2+8], %f3;
+    mul.f32 %f4, %f2, 0fC0000000;
+    st.global.f32 [%rd2+12], %f4;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-62")
+def test_ptx_float_immediates_in_both_cases(device, stream, require):
+    """PTX writes a float32 immediate as 0f or 0F and eight hex digits of its bits: NVRTC emits 0f, so a
+    reader that takes 0F for something else (an integer, another width) is found only here."""
+    require("lang.ptx")
+    k = device.compile(PTX_FLOAT_FORMS, "ptx").kernel("float_forms")
+    with poisoned(device, stream, 16) as out:
+        stream.launch(k, 1, 1, (out,))
+        got = read(stream, out, np.float32, count=4)
+    want = np.array([1.5, np.float32(np.pi), 2.5, -2 * np.float32(np.pi)], np.float32)
+    assert got.view(np.uint32).tolist() == want.view(np.uint32).tolist(), f"got {got.tolist()}, want {want.tolist()}"
+
+
 @pytest.mark.clause("KERNEL-52")
 def test_ptx_integer_immediates_in_every_notation(device, stream, require):
     """PTX writes integers in hexadecimal (0x, 0X), octal, binary and decimal, with an optional U: NVRTC emits

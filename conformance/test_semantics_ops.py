@@ -266,6 +266,20 @@ def test_shared_atomics_under_contention(device, stream, kernels, require, recor
         assert got[4] == m.size, f"block {b}: {m.size} shared compare-exchange increments give {got[4]}"
 
 
+@pytest.mark.clause("KERNEL-61")
+@pytest.mark.parametrize("block", [64, 256])
+def test_subgroups_are_as_wide_as_the_warp_size_says(device, stream, kernels, require, block):
+    require("kernel.subgroups")
+    w = device.info.limits.warp_size
+    n = 2 * block
+    bx = upload(device, stream, np.arange(n, dtype=np.uint32))
+    with poisoned(device, stream, 20 * n) as out:
+        stream.launch(kernels("sem_subgroup"), 2, block, (bx, out, np.uint32(n)))
+        size = read(stream, out, np.uint32).reshape(n, 5)[:, 2]
+    bx.free()
+    assert w == 0 or (size >= w).all(), f"limits.warp_size is {w}, but a kernel's subgroups are {np.unique(size)} wide"
+
+
 @pytest.mark.clause("SEM-46")
 @pytest.mark.parametrize("block", [40, 64, 256])
 def test_subgroup_sum_and_broadcast(device, stream, kernels, require, record_output, block):

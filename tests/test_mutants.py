@@ -237,6 +237,35 @@ def test_the_c_call_graph_reaches_through_calls_and_function_pointers():
     assert graph.methods == {"go": {"cuThing"}}
 
 
+STANDIN_SAMPLE = '''
+class _Core:
+    hits = 0
+
+    def alloc(self):
+        return self.hits
+
+
+_compiled = load()
+
+
+class Pool(_compiled.Core if _compiled else _Core):
+    size = 4
+'''
+
+
+def test_a_class_body_the_compiled_module_stands_in_for_is_judged_where_it_is_used():
+    assert generated.compiled_standins(STANDIN_SAMPLE) == {"_Core"}
+    muts = {m.old + "@" + m.function: m for m in operators.python_mutants("x.py", STANDIN_SAMPLE) if m.operator == "const"}
+    hits, size = muts["0@_Core"], muts["4@Pool"]
+    cov = covered.Coverage({"x.py": {2: ["t1"], 3: ["t1"], 6: ["t2"], 12: ["t1"], 13: ["t1"]}}, {}, {}, 1.0,
+                           {"t1": "pass", "t2": "pass"}, {}, {})
+    compiled = generated.tests_finder("x.py", None, cov, cov.usable(), {"_Core"})
+    pure = generated.tests_finder("x.py", None, cov, cov.usable())
+    assert compiled(hits) == [] and pure(hits) == ["t1", "t2"]  # the compiled run's import ran it, unused
+    assert compiled(size) == pure(size) == ["t1", "t2"]
+    assert [r.compiled for r in modules.RUNS if r.env] == [False]  # the pure-Python run judges them
+
+
 def test_quotas_split_the_sample_evenly_and_pass_on_what_an_area_cannot_use():
     assert generated.quotas(["a", "b", "c"], 10, {"a": 100, "b": 2, "c": 100}) == {"a": 4, "b": 2, "c": 4}
     assert generated.quotas(["a"], 10, {"a": 3}) == {"a": 3}
@@ -367,6 +396,32 @@ def test_a_survivor_is_one_the_whole_suite_misses(monkeypatch, tmp_path):
     assert everything.status == "survived" and len(calls) == 1 and not everything.escalation_s  # nothing left
 
 
+def test_a_line_run_at_import_is_judged_on_every_run_that_imports_it(monkeypatch, tmp_path):
+    """A survivor of its first run's covering tests is judged by its tests of each other run (against that
+    run's baseline, with its environment) before the escalation: a default one backend leaves to it."""
+    fake = FakeCertify({"d": "fail"})
+    monkeypatch.setattr(judging, "certify", fake)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2", toplevel=True)
+    first, pure, other = (modules.Run("t/one", "t/one"), modules.Run("t/one pure", "t/one", {"X": "1"}),
+                          modules.Run("t/two", "t/two"))
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, dict.fromkeys(SUITE, 2.0), {})
+    candidate = judging.Candidate(mutant, "area", first, ["a"], [(pure, ["b"]), (other, ["b", "d"])])
+    outcome = judging.run_candidate(candidate, tmp_path, {r.name: base for r in (first, pure, other)}, 300, 30, False)
+    assert (outcome.status, outcome.stage, outcome.killers, outcome.ran) == ("killed", "other run", ["d (fail)"], 4)
+    assert [only for only, _, _ in fake.calls] == [("a",), ("b",), ("b", "d")]  # no escalation: killed before
+
+
+def test_generated_mutants_of_a_line_run_at_import_go_to_every_run_that_runs_its_file(tmp_path):
+    (tmp_path / "m.py").write_text("LIMIT = 4\n\n\ndef f(n):\n    return n < 2\n")
+    cov = covered.Coverage({"m.py": {1: ["a"], 5: ["b"]}}, {}, {}, 1.0, SUITE, {}, {})
+    runs = [(modules.Run("one", "one"), cov), (modules.Run("two", "two"), cov)]
+    pool, _ = generated.candidates("area", ["m.py"], tmp_path, runs, {})
+    limit, body = (next(c for c in pool if c.mutant.old == v) for v in ("4", "2"))
+    assert (limit.run.name, limit.tests, [(r.name, t) for r, t in limit.others]) == ("one", ["a", "b"], [("two", ["a", "b"])])
+    assert (body.run.name, body.tests, body.others) == ("one", ["b"], [])  # a function's line: its first run
+
+
 def test_a_platform_survivor_of_its_covering_unit_tests_is_escalated_to_the_rest(monkeypatch, tmp_path):
     """The platform's mutants follow the same rule with pytest -x as the judge: the covering unit tests, then
     every other one that passes unmutated (not e, which fails unmutated)."""
@@ -398,6 +453,7 @@ def test_the_report_counts_kills_by_stage_per_area():
                                escalated=5 if escalation_s else 0)
 
     table = reporting.stage_table([outcome("x", "killed", "covering", 0), outcome("x", "killed", "suite", 60),
-                                   outcome("x", "survived", "", 120), outcome("y", "killed", "covering", 0)])
-    assert table[2:] == ["| x | 1 | 1 | 2 | 10 | 3.0 min |", "| y | 1 | 0 | 0 | 0 | 0.0 min |",
-                         "| **all** | 2 | 1 | 2 | 10 | 3.0 min |"]
+                                   outcome("x", "survived", "", 120), outcome("y", "killed", "covering", 0),
+                                   outcome("y", "killed", "other run", 0)])
+    assert table[2:] == ["| x | 1 | 0 | 1 | 2 | 10 | 3.0 min |", "| y | 1 | 1 | 0 | 0 | 0 | 0.0 min |",
+                         "| **all** | 2 | 1 | 1 | 2 | 10 | 3.0 min |"]

@@ -16,7 +16,11 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    (a C mutant: whose function a called entry point or method reaches, through its build's static call graph),
    minus those ``equivalent.txt`` lists, drawn per area with ``random.Random(seed)``; the seed is the commit
    (``git rev-parse HEAD``) unless --seed says otherwise, so a run is reproducible and the next commit draws
-   other mutants. A mutant that does not compile is put back and another drawn;
+   other mutants. A mutant that does not compile is put back and another drawn. A line run at import in the
+   body of a class the compiled module stands in for (``compiled_standins``) is judged on a run without it.
+   A line run at import is judged on every run of its area that imports it (its value may matter on one run
+   alone: a default that one backend leaves to it), the first of them as below, the others by their tests
+   that run its file (at most --max-tests each), before the escalation;
 3. each mutant in its own copy (``judging.py``): a C mutant's build made first, in a cache of its own; then
    ``certify --target T --only TEST...`` (the tests that execute the line, at most --max-tests, fail-fast:
    pytest --maxfail=1). Killed: a test's outcome differs from the baseline (a baseline pass that does not
@@ -36,6 +40,7 @@ when a baseline is not clean.
 from __future__ import annotations
 
 import argparse
+import ast
 import concurrent.futures
 import fnmatch
 import os
@@ -128,10 +133,24 @@ def quotas(areas: list[str], size: int, available: dict[str, int]) -> dict[str, 
     return share
 
 
-def tests_finder(f: str, c_functions, cov: Coverage, usable: set[str]):
+def compiled_standins(text: str) -> set[str]:
+    """The module-level names a Python file uses only where the compiled module does not load: those in the
+    ``else`` of a conditional expression that tests ``_compiled`` (``_compiled.PoolCore if _compiled else
+    _PoolCore``). Their class bodies run at import on every run, so coverage says a test ran them, but on a run
+    that loads the compiled module its class stands in for them: nothing there can tell a mutant of them."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.IfExp) and any(isinstance(n, ast.Name) and n.id == "_compiled"
+                                               for n in ast.walk(node.test)):
+            out.update(n.id for n in ast.walk(node.orelse) if isinstance(n, ast.Name))
+    return out
+
+
+def tests_finder(f: str, c_functions, cov: Coverage, usable: set[str], unused: set[str] = frozenset()):
     """mutant -> the passing tests that execute it, in one run's coverage. A Python line run at import is
     attributed to the test that imported the module first: its mutant gets the tests that run any line of the
-    file. A C mutant gets the tests that reach its function (``c_functions(build, cov)``: function -> tests),
+    file, unless it lies in the body of a class of ``unused`` (one the run's compiled module stands in for:
+    none). A C mutant gets the tests that reach its function (``c_functions(build, cov)``: function -> tests),
     unless gcov saw no test run its line."""
     if f.endswith(C_SUFFIXES):
         by_fn = c_functions(modules.c_build_of(f), cov)
@@ -139,7 +158,12 @@ def tests_finder(f: str, c_functions, cov: Coverage, usable: set[str]):
         return lambda m: [t for t in by_fn.get(m.function, ()) if t in usable] if m.line not in unrun else []
     by_line = cov.lines.get(f, {})
     anywhere = sorted({t for ts in by_line.values() for t in ts})
-    return lambda m: [t for t in (anywhere if m.toplevel else by_line.get(m.line, ())) if t in usable]
+
+    def tests_of(m: operators.Mutant) -> list[str]:
+        if m.toplevel and m.function.split(".")[0] in unused:
+            return []
+        return [t for t in (anywhere if m.toplevel else by_line.get(m.line, ())) if t in usable]
+    return tests_of
 
 
 def candidates(area: str, files: list[str], snapshot: Path, runs: list[tuple[modules.Run | None, Coverage]],
@@ -159,19 +183,26 @@ def candidates(area: str, files: list[str], snapshot: Path, runs: list[tuple[mod
     pool: list[Candidate] = []
     derived = equiv = 0
     for f in files:
-        muts = operators.mutants_of(f, (snapshot / f).read_text(encoding="utf-8"))
+        text = (snapshot / f).read_text(encoding="utf-8")
+        muts = operators.mutants_of(f, text)
         derived += len(muts)
-        finders = [(r, tests_finder(f, c_functions, cov, cov.usable())) for r, cov in runs]
+        standins = compiled_standins(text) if f.endswith(".py") else set()
+        finders = [(r, tests_finder(f, c_functions, cov, cov.usable(), standins if r and r.compiled else set()))
+                   for r, cov in runs]
         for m in muts:
             if m.id in equivalent:
                 equiv += 1
                 continue
-            for r, tests_of in finders:
-                tests = tests_of(m)
-                if tests:
-                    pool.append(Candidate(m, area, r, tests))
-                    break
+            found = [(r, tests) for r, tests_of in finders if (tests := tests_of(m))]
+            if found:
+                (r, tests), *others = found if m.toplevel else found[:1]
+                pool.append(Candidate(m, area, r, tests, others))
     return pool, [derived, len(pool), 0, equiv]
+
+
+def capped(tests: list[str], most: int, rng: random.Random) -> list[str]:
+    """At most ``most`` of ``tests``, a seeded choice."""
+    return sorted(rng.sample(tests, most)) if len(tests) > most else tests
 
 
 def commit_seed() -> str:
@@ -262,8 +293,9 @@ def main() -> int:
         for area in args.areas:
             chosen, counts[area][2] = draw(pools[area], share[area], random.Random(f"{seed}:{area}"), snapshot)
             for c in chosen:
-                if len(c.tests) > args.max_tests:
-                    c.tests = sorted(random.Random(f"{seed}:{c.mutant.id}").sample(c.tests, args.max_tests))
+                rng = random.Random(f"{seed}:{c.mutant.id}")
+                c.tests, c.others = capped(c.tests, args.max_tests, rng), \
+                    [(r, capped(t, args.max_tests, rng)) for r, t in c.others]
             sample += chosen
         # run in turns across the areas, so a run stopped early still has a share of every area
         turn = {id(c): i for area in args.areas for i, c in enumerate(x for x in sample if x.area == area)}
@@ -273,7 +305,8 @@ def main() -> int:
         if args.list:
             for c in sample:
                 print(f"  {c.mutant.id} {c.mutant.file}:{c.mutant.line} {c.mutant.change} "
-                      f"[{c.run.name if c.run else 'unit'}; {len(c.tests)} tests]")
+                      f"[{c.run.name if c.run else 'unit'}; {len(c.tests)} tests"
+                      + "".join(f"; {r.name}: {len(t)}" for r, t in c.others) + "]")
             return 0
         outcomes: list[Outcome] = []
         order = {id(c): i for i, c in enumerate(sample)}

@@ -1,8 +1,9 @@
 """One mutant judged in its own copy of the tree (``generated.py``): applied, its C build (if any) made in a
-cache of its own, then certified with the tests that execute it, fail-fast, and compared with the baseline; a
-survivor is escalated to the rest of the suite on its run (every other test that passes unmutated, fail-fast),
-since the covering tests are a sample (at most --max-tests), a module-level line is "covered" by every test, and
-what runs in a session fixture's setup is credited to the first test alone: a survivor is one the whole suite
+cache of its own, then certified with the tests that execute it, fail-fast, and compared with the baseline (a
+line run at import: on each run that imports it, since its value may matter on one alone); a survivor is
+escalated to the rest of the suite on its run (every other test that passes unmutated, fail-fast), since the
+covering tests are a sample (at most --max-tests), a module-level line is "covered" by every test, and what
+runs in a session fixture's setup is credited to the first test alone: a survivor is one the whole suite
 misses (issue 23: killed by the conformance suite alone, any test of it). A platform mutant is judged the
 same way by the unit tests (pytest -x): its covering tests, then the rest of the platform's (issue 32).
 
@@ -18,7 +19,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import modules
@@ -39,6 +40,9 @@ class Candidate:
     area: str
     run: modules.Run | None  # None: the platform's unit tests
     tests: list[str]
+    #: a line run at import: the area's other runs that import it, with their tests that run its file (its value
+    #: may be used on one run only: a default another backend leaves to it, a constant one backend reads)
+    others: list[tuple[modules.Run, list[str]]] = field(default_factory=list)
 
 
 @dataclass
@@ -49,7 +53,8 @@ class Outcome:
     killers: list[str] = field(default_factory=list)
     detail: str = ""
     ran: int = 0  # covering tests run
-    stage: str = ""  # a kill's: "covering" (its covering tests) or "suite" (the escalation to the rest of the suite)
+    stage: str = ""  # a kill's: "covering" (its covering tests), "other run" (those of another run, ``others``)
+    # or "suite" (the escalation to the rest of the suite)
     escalated: int = 0  # tests the escalation ran
     escalation_s: float = 0.0
 
@@ -102,29 +107,49 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
             if built is None:
                 return Outcome(c, "not built", time.monotonic() - t0, detail=problem)
         base = baselines[c.run.name]
-        # a hang is a kill: give the tests what they took unmutated, SLOWDOWN times over, and a minute to start
-        covering = min(limit, 60 + SLOWDOWN * sum(base.durations.get(t, 1.0) for t in c.tests))
-        return escalated(c, base, covering, t0, lambda tests, stage, seconds: _judged(
-            c, tree, env, scratch / stage, base, tests, seconds, test_timeout, built))
+
+        def on(run: modules.Run, tests: list[str]) -> tuple[str, list[str], str, int]:
+            """The mutant's tests of another run (a line run at import), judged against that run's baseline."""
+            other = replace(c, run=run)
+            return _judged(other, tree, mutant_env(other, tree, scratch), scratch / run.name.replace("/", "-"),
+                           baselines[run.name], tests, covering_limit(baselines[run.name], tests, limit),
+                           test_timeout, None)
+        return escalated(c, base, covering_limit(base, c.tests, limit), t0, lambda tests, stage, seconds: _judged(
+            c, tree, env, scratch / stage, base, tests, seconds, test_timeout, built),
+            [lambda r=r, tests=tests: on(r, tests) for r, tests in c.others])
+
+
+def covering_limit(base: Coverage, tests: list[str], limit: float) -> float:
+    """A hang is a kill: the tests get what they took unmutated, SLOWDOWN times over, and a minute to start."""
+    return min(limit, 60 + SLOWDOWN * sum(base.durations.get(t, 1.0) for t in tests))
 
 
 def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
-              judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]]) -> Outcome:
-    """The rule of both runners: the mutant's covering tests first (within ``covering`` seconds); a survivor of
-    those is escalated to every other test that passes unmutated (fail-fast, within 60 s + SLOWDOWN times the
-    recorded run's time) and survives only if those miss it too. ``judge(tests, stage, seconds)`` runs
-    ``tests`` on the mutant: (status, killers, detail, tests run)."""
+              judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]],
+              others: list[Callable[[], tuple[str, list[str], str, int]]] = ()) -> Outcome:
+    """The rule of both runners: the mutant's covering tests first (within ``covering`` seconds), then, for a
+    line run at import, its tests on each other run (``others``: each judges them, as ``judge`` does); a
+    survivor of those is escalated to every other test that passes unmutated on its run (fail-fast, within
+    60 s + SLOWDOWN times the recorded run's time) and survives only if those miss it too.
+    ``judge(tests, stage, seconds)`` runs ``tests`` on the mutant: (status, killers, detail, tests run)."""
     status, killers, detail, ran = judge(c.tests, "covering", covering)
     if status != "survived":
         return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
                        stage="covering" if status == "killed" else "")
+    for other in others:
+        status, killers, detail, more = other()
+        ran += more
+        if status != "survived":
+            return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
+                           stage="other run" if status == "killed" else "")
     rest = sorted(base.usable() - set(c.tests))
     if not rest:
         return Outcome(c, status, time.monotonic() - t0, killers, detail, ran)
     t1 = time.monotonic()
     status, killers, detail, more = judge(rest, "suite", 60 + SLOWDOWN * base.seconds)
     if status == "survived":
-        detail = f"{ran} covering tests and the suite's {more} others ran, all as in the baseline"
+        runs = f" (on {len(c.others) + 1} runs)" if c.others else ""
+        detail = f"{ran} covering tests{runs} and the suite's {more} others ran, all as in the baseline"
     return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
                    stage="suite" if status == "killed" else "", escalated=more, escalation_s=time.monotonic() - t1)
 

@@ -52,6 +52,12 @@ class Run:
     env: dict[str, str] = field(default_factory=dict)
     areas: tuple[str, ...] = ()  # areas whose mutants this run may judge (first run that covers a line wins)
 
+    @property
+    def compiled(self) -> bool:
+        """Whether the compiled hot path loads on this run (``ironaccel.native``): its classes then stand in for
+        the pure-Python ones, whose bodies still run at import (``generated.compiled_standins``)."""
+        return self.env.get("IRONACCEL_PURE_PYTHON") != "1"
+
 
 #: In order of preference: a mutant is certified on the first run (of those its area lists) covering its line.
 RUNS: tuple[Run, ...] = (

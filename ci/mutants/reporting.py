@@ -41,19 +41,21 @@ def clauses_of(tests: list[str], clause_map: dict[str, list[str]]) -> str:
 
 
 def stage_table(outcomes: list[Outcome]) -> list[str]:
-    """Per area: the kills by the covering tests and by the escalation to the rest of the suite (many of the
-    latter: the coverage attribution of the area's lines is weak), and what the escalation cost."""
-    rows, totals = [], [0, 0, 0, 0, 0.0]
+    """Per area: the kills by the covering tests, by those of another run (a line run at import) and by the
+    escalation to the rest of the suite (many of the latter: the coverage attribution of the area's lines is
+    weak), and what the escalation cost."""
+    rows, totals = [], [0, 0, 0, 0, 0, 0.0]
     for area in sorted({o.candidate.area for o in outcomes}):
         mine = [o for o in outcomes if o.candidate.area == area]
-        row = [sum(o.stage == "covering" for o in mine), sum(o.stage == "suite" for o in mine),
+        row = [sum(o.stage == "covering" for o in mine), sum(o.stage == "other run" for o in mine),
+               sum(o.stage == "suite" for o in mine),
                sum(o.escalation_s > 0 for o in mine), sum(o.escalated for o in mine),
                sum(o.escalation_s for o in mine)]
         totals = [t + v for t, v in zip(totals, row)]
         rows.append([area, *row])
-    return tables.markdown(["area", "killed by covering tests", "killed by the rest of the suite", "escalated",
-                            "tests the escalation ran", "escalation time"],
-                           [[name, *map(str, row[:4]), f"{row[4] / 60:.1f} min"] for name, *row in
+    return tables.markdown(["area", "killed by covering tests", "killed on another run", "killed by the rest of "
+                            "the suite", "escalated", "tests the escalation ran", "escalation time"],
+                           [[name, *map(str, row[:5]), f"{row[5] / 60:.1f} min"] for name, *row in
                             [*rows, ["**all**", *totals]]])
 
 
@@ -85,7 +87,8 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
     escalated = [o for o in outcomes if o.escalation_s]
     lines += ["", "## Kills by stage", "",
               "A mutant's covering tests are a sample (at most --max-tests of those whose coverage context ran "
-              "its line), a module-level line counts every test, and a line run in a session fixture's setup "
+              "its line), a module-level line counts every test (on each run that imports it: its value may "
+              "matter on one alone), and a line run in a session fixture's setup "
               "is credited to the first test alone: kills by the escalation show where that attribution is "
               f"weak. The escalation took {sum(o.escalation_s for o in escalated) / 60:.1f} min of the "
               f"workers' time for {len(escalated)} mutants, of "
@@ -103,6 +106,7 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
     for o in survivors:
         m = o.candidate.mutant
         where = f"{o.candidate.run.name}: " if o.candidate.run else ""
+        where += "".join(f"{r.name}'s {len(t)}, " for r, t in o.candidate.others)
         should = clauses_of(o.candidate.tests, clause_map) if not platform else \
             ", ".join(sorted({t.split("::")[0] for t in o.candidate.tests}))
         ran = f"{o.ran} covering tests" + (f" and the suite's {o.escalated} others" if o.escalated else "")
@@ -134,7 +138,8 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
         m = o.candidate.mutant
         caught = "; ".join(o.killers[:2]) + (f" (+{len(o.killers) - 2})" if len(o.killers) > 2 else "") or o.detail
         rows.append([f"`{m.id}`", o.candidate.area, f"{m.file}:{m.line}", tables.cell(m.change, 80),
-                     o.candidate.run.name if o.candidate.run else "unit tests",
+                     (o.candidate.run.name if o.candidate.run else "unit tests")
+                     + (f" (+{len(o.candidate.others)} runs)" if o.candidate.others else ""),
                      f"{o.ran}/{len(o.candidate.tests)}" + (f" + {o.escalated}" if o.escalated else ""),
                      o.status + (f" ({o.stage})" if o.stage else ""), tables.cell(caught, 140), f"{o.seconds:.0f}"])
     lines += ["", "## Every mutant", "", "tests: the covering tests run of those chosen, + those the escalation "
