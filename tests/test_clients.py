@@ -110,6 +110,21 @@ def test_a_subtest_with_object_parameters_reports_through_xdist(pytester):
     assert clients.read_record(record) == {"test_sub.py::test_kinds": {"outcome": "pass", "message": ""}}
 
 
+def test_a_failing_subtest_with_a_numpy_scalar_parameter_reports_its_own_failure_through_xdist(pytester):
+    """numpy.float64 is a float to isinstance, not to execnet: the failure was recorded as a DumpError."""
+    pytester.makepyfile(test_sub="""
+        import numpy as np
+
+        def test_rounds(subtests):
+            with subtests.test(value=np.float64(1.5)):
+                assert np.float64(1.5) == 2, "rounded wrong"
+    """)
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}", "-n", "1")
+    (entry,) = clients.read_record(record).values()
+    assert entry["outcome"] == "fail" and "rounded wrong" in entry["message"], entry
+
+
 def test_a_cupy_that_cannot_start_is_not_installed_so_its_suite_collects(pytester):
     """cuda.core's test_utils.py builds CuPy arrays at import; a CuPy that cannot start made the module a
     collection error (233 tests not run); now its CuPy tests skip and the rest run."""
