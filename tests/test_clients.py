@@ -409,18 +409,19 @@ def machine_doc(tests, torch="", test_timeout_s=60):
     d = doc("numba-cuda", clients.FAKE, tests)
     d["run"].update(workers="2", test_timeout_s=test_timeout_s)
     d["machine"] = {"cpus": 2, "nvidia_driver": {"kernel_module": "", "system_libcuda": ""}, "fake_threads": 2,
-                    "packages": {"torch": torch, "cffi": "2.0.0"}}
+                    "packages": {"torch": torch, "cffi": "2.0.0", "numpy": "2.4.6"}}
     return d
 
 
 def test_two_machines_fake_runs_agree_by_the_share_of_same_outcomes_and_every_difference_has_its_cause():
     here = machine_doc({"t::same": ("pass", ""), "t::torch": ("skip", "Skipped: PyTorch is not installed"),
-                        "t::sticky": ("fail", "CudaAPIError: CUDA_ERROR_ILLEGAL_ADDRESS"), "t::slow": (
+                        "t::sticky": ("fail", "CudaAPIError: CUDA_ERROR_ILLEGAL_ADDRESS in numpy"), "t::slow": (
                             "fail", "Timeout (>60s): the test's worker was ended and replaced"),
                         "t::only-here": ("pass", "")})
     there = machine_doc({"t::same": ("pass", ""), "t::torch": ("pass", ""), "t::sticky": ("pass", ""),
                          "t::slow": ("pass", "")}, torch="2.11.0", test_timeout_s=300)
     there["machine"]["nvidia_driver"]["kernel_module"] = "NVRM version: 580.95.05"
+    there["machine"]["packages"]["numpy"] = "2.3.5"  # recorded, never a message's cause (every message names it)
     text = clients_report.render([here], {"h200-host": [there]})
     section = text.split("## The fake on two machines")[1].split("\n## ")[0]
     assert "| numba-cuda | h200-host | 4 | 1 | 25.0% | 1 | 0 |" in section  # t::only-here: not in the share
@@ -428,7 +429,8 @@ def test_two_machines_fake_runs_agree_by_the_share_of_same_outcomes_and_every_di
     assert "| 1 | `here fail: CUDA_ERROR_ILLEGAL_ADDRESS / there pass` |" in section
     assert "| 1 | `the per-test time limit (60 s here, 300 s there)` |" in section
     assert "| nvidia driver | none | module NVRM version: 580.95.05 |" in section
-    assert "| packages | cffi 2.0.0, torch not installed | cffi 2.0.0, torch 2.11.0 |" in section
+    assert "| packages | cffi 2.0.0, numpy 2.4.6, torch not installed | cffi 2.0.0, numpy 2.3.5, torch 2.11.0 |" \
+        in section
     # a package both machines have alike explains nothing: the difference keeps its outcomes
     there["machine"]["packages"]["torch"] = ""
     text = clients_report.render([here], {"h200-host": [there]})

@@ -94,7 +94,7 @@ def difference_cause(here: dict, there: dict, a: dict, b: dict, optional: tuple[
 
     text = f"{a['message']}\n{b['message']}".lower()
     for dist, word in optional:
-        if word.lower() in text:
+        if word and word.lower() in text:
             versions = [_package(doc, dist) for doc in (here, there)]
             if versions[0] != versions[1] or NOT_RECORDED in versions:
                 return f"package {dist}: {versions[0]} here, {versions[1]} there"
