@@ -362,6 +362,7 @@ def test_a_run_records_the_machine_it_ran_on(tmp_path, monkeypatch):
     doc = toy_run(tmp_path, tmp_path / "results", monkeypatch)
     machine = doc["machine"]
     assert machine["cpus"] >= 1 and machine["fake_threads"] is None  # not a fake run
+    assert set(machine["cuda_toolkit"]) == {"home", "nvdisasm"}
     assert set(machine["nvidia_driver"]) == {"kernel_module", "system_libcuda"}
     assert machine["packages"] == {}  # the toy client looks for none
 
@@ -417,17 +418,21 @@ def test_two_machines_fake_runs_agree_by_the_share_of_same_outcomes_and_every_di
     here = machine_doc({"t::same": ("pass", ""), "t::torch": ("skip", "Skipped: PyTorch is not installed"),
                         "t::sticky": ("fail", "CudaAPIError: CUDA_ERROR_ILLEGAL_ADDRESS in numpy"), "t::slow": (
                             "fail", "Timeout (>60s): the test's worker was ended and replaced"),
-                        "t::only-here": ("pass", "")})
+                        "t::only-here": ("pass", ""), "t::quick": (
+                            "fail", "subprocess.TimeoutExpired: Command '['python3', '-c', 'x']' timed out")})
     there = machine_doc({"t::same": ("pass", ""), "t::torch": ("pass", ""), "t::sticky": ("pass", ""),
-                         "t::slow": ("pass", "")}, torch="2.11.0", test_timeout_s=300)
+                         "t::slow": ("pass", ""), "t::quick": ("pass", "")}, torch="2.11.0", test_timeout_s=300)
     there["machine"]["nvidia_driver"]["kernel_module"] = "NVRM version: 580.95.05"
     there["machine"]["packages"]["numpy"] = "2.3.5"  # recorded, never a message's cause (every message names it)
+    here["machine"]["cuda_toolkit"] = {"home": "/usr/local/cuda", "nvdisasm": ""}
     text = clients_report.render([here], {"h200-host": [there]})
     section = text.split("## The fake on two machines")[1].split("\n## ")[0]
-    assert "| numba-cuda | h200-host | 4 | 1 | 25.0% | 1 | 0 |" in section  # t::only-here: not in the share
+    assert "| numba-cuda | h200-host | 5 | 1 | 20.0% | 1 | 0 |" in section  # t::only-here: not in the share
     assert "| 1 | `package torch: not installed here, 2.11.0 there` |" in section  # listed, with its cause
     assert "| 1 | `here fail: CUDA_ERROR_ILLEGAL_ADDRESS / there pass` |" in section
     assert "| 1 | `the per-test time limit (60 s here, 300 s there)` |" in section
+    assert "| 1 | `a time limit of the test's own (subprocess.TimeoutExpired): the machines' speed` |" in section
+    assert "| CUDA toolkit | CUDA_HOME /usr/local/cuda, nvdisasm absent | not recorded |" in section
     assert "| nvidia driver | none | module NVRM version: 580.95.05 |" in section
     assert "| packages | cffi 2.0.0, numpy 2.4.6, torch not installed | cffi 2.0.0, numpy 2.3.5, torch 2.11.0 |" \
         in section
