@@ -110,6 +110,21 @@ def test_a_subtest_with_object_parameters_reports_through_xdist(pytester):
     assert clients.read_record(record) == {"test_sub.py::test_kinds": {"outcome": "pass", "message": ""}}
 
 
+def test_a_failing_subtest_with_a_numpy_scalar_parameter_reports_its_own_failure_through_xdist(pytester):
+    """numpy.float64 is a float to isinstance, not to execnet: the failure was recorded as a DumpError."""
+    pytester.makepyfile(test_sub="""
+        import numpy as np
+
+        def test_rounds(subtests):
+            with subtests.test(value=np.float64(1.5)):
+                assert np.float64(1.5) == 2, "rounded wrong"
+    """)
+    record = pytester.path / "record.jsonl"
+    pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}", "-n", "1")
+    (entry,) = clients.read_record(record).values()
+    assert entry["outcome"] == "fail" and "rounded wrong" in entry["message"], entry
+
+
 def test_a_cupy_that_cannot_start_is_not_installed_so_its_suite_collects(pytester):
     """cuda.core's test_utils.py builds CuPy arrays at import; a CuPy that cannot start made the module a
     collection error (233 tests not run); now its CuPy tests skip and the rest run."""
@@ -347,6 +362,7 @@ def test_a_run_records_the_machine_it_ran_on(tmp_path, monkeypatch):
     doc = toy_run(tmp_path, tmp_path / "results", monkeypatch)
     machine = doc["machine"]
     assert machine["cpus"] >= 1 and machine["fake_threads"] is None  # not a fake run
+    assert set(machine["cuda_toolkit"]) == {"home", "nvdisasm"}
     assert set(machine["nvidia_driver"]) == {"kernel_module", "system_libcuda"}
     assert machine["packages"] == {}  # the toy client looks for none
 
@@ -394,26 +410,32 @@ def machine_doc(tests, torch="", test_timeout_s=60):
     d = doc("numba-cuda", clients.FAKE, tests)
     d["run"].update(workers="2", test_timeout_s=test_timeout_s)
     d["machine"] = {"cpus": 2, "nvidia_driver": {"kernel_module": "", "system_libcuda": ""}, "fake_threads": 2,
-                    "packages": {"torch": torch, "cffi": "2.0.0"}}
+                    "packages": {"torch": torch, "cffi": "2.0.0", "numpy": "2.4.6"}}
     return d
 
 
 def test_two_machines_fake_runs_agree_by_the_share_of_same_outcomes_and_every_difference_has_its_cause():
     here = machine_doc({"t::same": ("pass", ""), "t::torch": ("skip", "Skipped: PyTorch is not installed"),
-                        "t::sticky": ("fail", "CudaAPIError: CUDA_ERROR_ILLEGAL_ADDRESS"), "t::slow": (
+                        "t::sticky": ("fail", "CudaAPIError: CUDA_ERROR_ILLEGAL_ADDRESS in numpy"), "t::slow": (
                             "fail", "Timeout (>60s): the test's worker was ended and replaced"),
-                        "t::only-here": ("pass", "")})
+                        "t::only-here": ("pass", ""), "t::quick": (
+                            "fail", "subprocess.TimeoutExpired: Command '['python3', '-c', 'x']' timed out")})
     there = machine_doc({"t::same": ("pass", ""), "t::torch": ("pass", ""), "t::sticky": ("pass", ""),
-                         "t::slow": ("pass", "")}, torch="2.11.0", test_timeout_s=300)
+                         "t::slow": ("pass", ""), "t::quick": ("pass", "")}, torch="2.11.0", test_timeout_s=300)
     there["machine"]["nvidia_driver"]["kernel_module"] = "NVRM version: 580.95.05"
+    there["machine"]["packages"]["numpy"] = "2.3.5"  # recorded, never a message's cause (every message names it)
+    here["machine"]["cuda_toolkit"] = {"home": "/usr/local/cuda", "nvdisasm": ""}
     text = clients_report.render([here], {"h200-host": [there]})
     section = text.split("## The fake on two machines")[1].split("\n## ")[0]
-    assert "| numba-cuda | h200-host | 4 | 1 | 25.0% | 1 | 0 |" in section  # t::only-here: not in the share
+    assert "| numba-cuda | h200-host | 5 | 1 | 20.0% | 1 | 0 |" in section  # t::only-here: not in the share
     assert "| 1 | `package torch: not installed here, 2.11.0 there` |" in section  # listed, with its cause
     assert "| 1 | `here fail: CUDA_ERROR_ILLEGAL_ADDRESS / there pass` |" in section
     assert "| 1 | `the per-test time limit (60 s here, 300 s there)` |" in section
+    assert "| 1 | `a time limit of the test's own (subprocess.TimeoutExpired): the machines' speed` |" in section
+    assert "| CUDA toolkit | CUDA_HOME /usr/local/cuda, nvdisasm absent | not recorded |" in section
     assert "| nvidia driver | none | module NVRM version: 580.95.05 |" in section
-    assert "| packages | cffi 2.0.0, torch not installed | cffi 2.0.0, torch 2.11.0 |" in section
+    assert "| packages | cffi 2.0.0, numpy 2.4.6, torch not installed | cffi 2.0.0, numpy 2.3.5, torch 2.11.0 |" \
+        in section
     # a package both machines have alike explains nothing: the difference keeps its outcomes
     there["machine"]["packages"]["torch"] = ""
     text = clients_report.render([here], {"h200-host": [there]})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -61,7 +62,10 @@ def record(env: dict[str, str], fake: bool, optional: tuple[tuple[str, str], ...
     from .clients import version_of
 
     cpus = os.cpu_count() or 1
-    return {"cpus": cpus, "nvidia_driver": nvidia_driver(),
+    # numba-cuda's tests look for CUDA headers under CUDA_HOME (curand_kernel.h) and for nvdisasm on PATH
+    home = env.get("CUDA_HOME") or env.get("CUDA_PATH") or ""
+    toolkit = {"home": home, "nvdisasm": shutil.which("nvdisasm", path=env.get("PATH")) or ""}
+    return {"cpus": cpus, "nvidia_driver": nvidia_driver(), "cuda_toolkit": toolkit,
             "fake_threads": fake_threads(env, cpus) if fake else None,
             "packages": {d: version_of(d) for d, _ in optional}}
 
@@ -74,12 +78,15 @@ def describe(doc: dict) -> dict[str, str]:
     field."""
     m = doc.get("machine")
     if m is None:
-        return {k: NOT_RECORDED for k in ("cpus", "nvidia driver", "fake threads", "packages")}
+        return {k: NOT_RECORDED for k in ("cpus", "nvidia driver", "CUDA toolkit", "fake threads", "packages")}
     driver = m["nvidia_driver"]
     parts = [f"module {driver['kernel_module']}" if driver["kernel_module"] else "",
              f"libcuda.so.1 at {driver['system_libcuda']}" if driver["system_libcuda"] else ""]
     packages = [f"{d} {v}" if v else f"{d} not installed" for d, v in sorted(m["packages"].items())]
-    return {"cpus": str(m["cpus"]), "nvidia driver": "; ".join(p for p in parts if p) or "none",
+    toolkit = m.get("cuda_toolkit")  # not in the first files that had "machine"
+    kit = NOT_RECORDED if toolkit is None else ", ".join(
+        [f"CUDA_HOME {toolkit['home'] or 'unset'}", f"nvdisasm {toolkit['nvdisasm'] or 'absent'}"])
+    return {"cpus": str(m["cpus"]), "nvidia driver": "; ".join(p for p in parts if p) or "none", "CUDA toolkit": kit,
             "fake threads": "-" if m["fake_threads"] is None else str(m["fake_threads"]),
             "packages": ", ".join(packages) or "none looked for"}
 
@@ -89,18 +96,21 @@ def describe(doc: dict) -> dict[str, str]:
 def difference_cause(here: dict, there: dict, a: dict, b: dict, optional: tuple[tuple[str, str], ...]) -> str:
     """Why a test ended differently on two machines' runs ``here`` and ``there`` (its entries ``a`` and ``b``):
     a package whose version differs between them (or is not recorded) and which a message names; else the
-    per-test time limit, when a message is a timeout; else the two outcomes with their causes."""
+    per-test time limit, when a message is a timeout, or the test's own; else the two outcomes with their
+    causes."""
     from .clients_report import cause
 
     text = f"{a['message']}\n{b['message']}".lower()
     for dist, word in optional:
-        if word.lower() in text:
+        if word and word.lower() in text:
             versions = [_package(doc, dist) for doc in (here, there)]
             if versions[0] != versions[1] or NOT_RECORDED in versions:
                 return f"package {dist}: {versions[0]} here, {versions[1]} there"
     if "timeout (>" in text:
         return (f"the per-test time limit ({here['run']['test_timeout_s']:g} s here, "
                 f"{there['run']['test_timeout_s']:g} s there)")
+    if "timeoutexpired" in text:
+        return "a time limit of the test's own (subprocess.TimeoutExpired): the machines' speed"
     return " / ".join(f"{side} {t['outcome']}" + (f": {cause(t['message'])}" if t["message"] else "")
                       for side, t in (("here", a), ("there", b)))
 

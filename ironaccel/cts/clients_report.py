@@ -149,7 +149,8 @@ def _two_machines(by: dict, machines: dict[str, list[dict]]) -> list[str]:
              "ended with the same outcome (pass, fail, error or skip); tests only one run ran are counted apart,",
              "not in the share. Every difference is listed by cause: a package whose version differs between the",
              "machines (or that one lacks) and that a message of the test names, listed all the same; else the",
-             "per-test time limit, when a message is a timeout; else both outcomes with their causes.", ""]
+             "per-test time limit or the test's own, when a message is a timeout; else both outcomes with their",
+             "causes.", ""]
     results = [(label, here, there, client_machine.agreement(here, there, CLIENTS[here["client"]].optional))
                for label, here, there in sorted(pairs, key=lambda p: (p[1]["client"], p[0]))]
     rows = [[here["client"], label, str(a["both"]), str(a["same"]), f"{a['share']:.1%}", str(a["only_here"]),
