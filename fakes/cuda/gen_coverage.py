@@ -2,7 +2,7 @@
 
 The table comes from the decoder's own tables (ironaccel_fake_ptx_coverage() in ptx_decode.c), so it says exactly
 what a module load accepts. Run after changing the decoder: python fakes/cuda/gen_coverage.py
-(tests/fakes/test_kernels.py fails while the committed file is stale).
+(tests/fakes/test_kernels_interpreter.py fails while the committed file is stale).
 """
 
 import ctypes

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ironaccel import fakes
+from kernelsrc import CONFORMANCE
 
 
 def _real_driver_already_loaded() -> bool:
@@ -136,6 +137,13 @@ def cuda(fake):
 @pytest.fixture
 def rng():
     return np.random.default_rng()
+
+
+@pytest.fixture
+def conf(cuda):
+    """The CONFORMANCE module's kernels by name (the test_kernels_* modules)."""
+    module = cuda.module(CONFORMANCE)
+    return lambda name: cuda.ok(cuda.d.cuModuleGetFunction(module, name.encode()))
 
 
 def pytest_configure(config):
