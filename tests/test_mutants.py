@@ -457,3 +457,16 @@ def test_the_report_counts_kills_by_stage_per_area():
                                    outcome("y", "killed", "other run", 0)])
     assert table[2:] == ["| x | 1 | 0 | 1 | 2 | 10 | 3.0 min |", "| y | 1 | 1 | 0 | 0 | 0 | 0.0 min |",
                          "| **all** | 2 | 1 | 1 | 2 | 10 | 3.0 min |"]
+
+
+def test_a_platform_recording_past_its_limit_is_a_named_error_and_caches_nothing(tmp_path, monkeypatch):
+    """A busy machine made the unit tests' coverage recording run past its limit: the runner says so (main prints
+    a RuntimeError and exits 1) instead of dying with a TimeoutExpired traceback, and leaves no cached coverage."""
+    def too_slow(cmd, **kwargs):
+        raise subprocess.TimeoutExpired(cmd, kwargs["timeout"])
+
+    monkeypatch.setattr(covered.subprocess, "run", too_slow)
+    monkeypatch.setattr(covered, "_cached", lambda name: tmp_path / "cache" / f"{name}.json")
+    with pytest.raises(RuntimeError, match=r"ran past 5 s .*--record-timeout"):
+        covered.record_platform(tmp_path, ["ironaccel/cts/judge.py"], "digest", 5, ("tests/test_results.py",))
+    assert not (tmp_path / "cache").exists()

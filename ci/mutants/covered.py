@@ -133,9 +133,14 @@ def record_platform(tree: Path, files: list[str], digest: str, limit: float, tes
         env = {**os.environ, **probe_env(probe_dir, tree, files)}
         env.pop("PYTEST_ADDOPTS", None)
         t0 = time.monotonic()
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "probe", "-p", "no:cacheprovider", "-n", "0",
-                        *[t for t in tests if (tree / t).is_file()]],
-                       cwd=tree, env=env, capture_output=True, text=True, timeout=limit)
+        try:
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "probe", "-p", "no:cacheprovider", "-n", "0",
+                            *[t for t in tests if (tree / t).is_file()]],
+                           cwd=tree, env=env, capture_output=True, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:  # a busy machine: say so and how to allow more, not a traceback
+            raise RuntimeError(f"coverage and baseline of the platform's unit tests ran past {limit:g} s "
+                               f"(load average {os.getloadavg()[0]:.1f}): nothing recorded; rerun on a quieter "
+                               "machine or with a larger --record-timeout") from None
         outcomes = {}
         for f in probe_dir.glob("outcomes-*.json"):
             outcomes.update(json.loads(f.read_text()))

@@ -226,6 +226,8 @@ def parse_args() -> argparse.Namespace:
                         "(default 300; less where they took less unmutated: 60 s + 4 times their time; the "
                         "escalation of a survivor to the rest of the suite: 60 s + 4 times the recorded run's time)")
     parser.add_argument("--test-timeout", type=float, default=30, help="seconds per test (default 30)")
+    parser.add_argument("--record-timeout", type=float, default=1800, help="seconds for the coverage and baseline "
+                        "recording of one run at most (default 1800; a 2-core machine shared with other work needs more)")
     parser.add_argument("--threshold", type=float, default=None, help="overall kill rate required (default 0.90; "
                                                                        "0.95 with --platform)")
     parser.add_argument("--area-threshold", type=float, default=0.85, help="kill rate required per area (default 0.85)")
@@ -246,14 +248,14 @@ def parse_args() -> argparse.Namespace:
 def record(args, snapshot: Path, every_file: list[str], digest: str, notes: list[str]) -> dict[str, Coverage]:
     """run name -> its coverage and baseline ("unit tests" for the platform), recorded in parallel."""
     if args.platform:
-        cov = record_platform(snapshot, every_file, digest, 1800, tuple(args.unit_tests or modules.PLATFORM_TESTS))
+        cov = record_platform(snapshot, every_file, digest, args.record_timeout, tuple(args.unit_tests or modules.PLATFORM_TESTS))
         failing = sorted(t for t, o in cov.outcomes.items() if o == "fail")
         notes += [f"{len(failing)} unit tests fail unmutated and are not used: {', '.join(failing[:10])}"] if failing else []
         return {"unit tests": cov}
     covs = {}
     needed = [r for r in args.runs if set(r.areas) & set(args.areas)]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        for r, cov in zip(needed, pool.map(lambda r: record_suite(r, snapshot, every_file, digest, 1800), needed)):
+        for r, cov in zip(needed, pool.map(lambda r: record_suite(r, snapshot, every_file, digest, args.record_timeout), needed)):
             covs[r.name] = cov
             print(f"  coverage and baseline of {r.name}: {cov.seconds:.0f} s", flush=True)
             bad = sorted(t for t, o in cov.outcomes.items() if t not in cov.usable())
