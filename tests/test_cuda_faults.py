@@ -335,7 +335,7 @@ def test_failed_context_release_closes_the_device_and_is_retried_at_exit(fake):
     s = dev.create_stream()
     with dev.alloc(64) as buf:
         s.copy_htod(buf, np.zeros(64, np.uint8))  # the staging ring too
-    fake.ironaccel_fake_inject(b"cuDevicePrimaryCtxRelease", 1, CUDA_ERROR_INVALID_VALUE)
+    fake.ironaccel_fake_inject(b"cuDevicePrimaryCtxRelease_v2", 1, CUDA_ERROR_INVALID_VALUE)
     with pytest.raises(ia.DriverError) as info:
         dev.close()
     assert info.value.op == "cuDevicePrimaryCtxRelease"
