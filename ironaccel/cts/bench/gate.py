@@ -33,7 +33,7 @@ from typing import Any
 from ...errors import InvalidArgument
 from .. import tables
 from ..results import now
-from .cases import C_FLOOR, FLOOR, OURS
+from .cases import FLOOR, OURS
 from .report import read_json
 
 SCHEMA = 1
@@ -48,7 +48,7 @@ REGENERATE = "ironaccel bench --write-baseline benchmarks/baseline/gate.json"
 #: The gated rows of each target and the floor each is divided by (why these: the module's docstring).
 GATE: dict[str, dict[str, str]] = {
     "cuda/fake": {
-        "stream_sync": C_FLOOR,
+        "stream_sync": FLOOR,
         "event_record_sync": FLOOR,
         "launch.sync": FLOOR,
         "dtoh.pinned.256": FLOOR,
