@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,12 +21,27 @@ def run(cmd: list[str], cwd: Path, timeout: float = 900) -> subprocess.Completed
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def checkout_copy(dest: Path) -> Path:
+    """The checkout's files (tracked, and untracked but not ignored), copied to ``dest``: the wheels are built
+    there, so that two xdist workers building at once do not share the checkout's build/ folder, and nothing
+    left in it by an earlier build goes into a wheel."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, check=True, timeout=60).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():  # a tracked file deleted in the working tree is not copied
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv (seeing this machine's numpy, wgpu, pyopencl, ...) with the two wheels installed."""
     tmp = tmp_path_factory.mktemp("installed")
     wheels = tmp / "wheels"
-    for project in (ROOT, PLUGIN):
+    copy = checkout_copy(tmp / "checkout")
+    for project in (copy, copy / PLUGIN.relative_to(ROOT)):
         built = run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(project)], tmp)
         assert built.returncode == 0, built.stderr
     venv = tmp / "venv"
