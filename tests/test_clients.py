@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from ironaccel import fakes
 from ironaccel.cts import clients, clients_report
 
 REPO = Path(__file__).resolve().parent.parent
@@ -361,7 +362,8 @@ def test_a_client_run_into_a_folder_another_run_holds_is_refused_and_writes_noth
 def test_a_run_records_the_machine_it_ran_on(tmp_path, monkeypatch):
     doc = toy_run(tmp_path, tmp_path / "results", monkeypatch)
     machine = doc["machine"]
-    assert machine["cpus"] >= 1 and machine["fake_threads"] is None  # not a fake run
+    assert machine["cpus"] >= 1
+    assert machine["fake_threads"] is None and machine["fake_sources"] is None  # not a fake run
     assert set(machine["cuda_toolkit"]) == {"home", "nvdisasm"}
     assert set(machine["nvidia_driver"]) == {"kernel_module", "system_libcuda"}
     assert machine["packages"] == {}  # the toy client looks for none
@@ -384,6 +386,7 @@ def test_a_fake_run_records_its_clients_thread_count_and_optional_packages(monke
     core = clients.CLIENTS["cuda-core"]
     machine = client_machine.record(clients.child_env(clients.FAKE, 60, core), True, core.optional)
     assert machine["fake_threads"] == 16  # cuda-core's own setting wins over the caller's
+    assert machine["fake_sources"] == fakes.source_hash() and len(machine["fake_sources"]) >= 16
     assert machine["packages"]["torch"] == clients.version_of("torch")
     assert set(machine["packages"]) == {d for d, _ in core.optional}
 

@@ -4,7 +4,9 @@ and on a GPU-less machine must agree, so each results file says which machine it
 Not the hostname: what a test's outcome can depend on. The CPU count (xdist's ``auto``, the fake's default
 thread count, time limits), whether a real NVIDIA driver is on the machine while the fake runs (a client that
 bypasses the fake reaches it), the fake's thread count (also its reported SM count: cuda.core's green-context
-tests split by it) and the optional packages the client's tests look for (a missing one is a skip).
+tests split by it), the hash of the fake's sources the run built (the fake is the machine's driver: two fake runs
+compare only with one fake; a copy of the project on the H200's host carries no git commit to tell it) and the
+optional packages the client's tests look for (a missing one is a skip).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+
+from .. import fakes
 
 PROC_NVIDIA = Path("/proc/driver/nvidia/version")  # the kernel module's version, present while it is loaded
 THREADS_ENV = "IRONACCEL_FAKE_CUDA_THREADS"
@@ -58,7 +62,7 @@ def libcuda_in(cache: str) -> str:
 
 def record(env: dict[str, str], fake: bool, optional: tuple[tuple[str, str], ...]) -> dict:
     """The ``machine`` field of a results file. ``env``: the run's environment; ``fake``: the run is on the fake
-    (else ``fake_threads`` is None); ``optional``: the client's (distribution, word) pairs."""
+    (else ``fake_threads`` and ``fake_sources`` are None); ``optional``: the client's (distribution, word) pairs."""
     from .clients import version_of
 
     cpus = os.cpu_count() or 1
@@ -67,6 +71,7 @@ def record(env: dict[str, str], fake: bool, optional: tuple[tuple[str, str], ...
     toolkit = {"home": home, "nvdisasm": shutil.which("nvdisasm", path=env.get("PATH")) or ""}
     return {"cpus": cpus, "nvidia_driver": nvidia_driver(), "cuda_toolkit": toolkit,
             "fake_threads": fake_threads(env, cpus) if fake else None,
+            "fake_sources": fakes.source_hash() if fake else None,
             "packages": {d: version_of(d) for d, _ in optional}}
 
 
@@ -78,7 +83,8 @@ def describe(doc: dict) -> dict[str, str]:
     field."""
     m = doc.get("machine")
     if m is None:
-        return {k: NOT_RECORDED for k in ("cpus", "nvidia driver", "CUDA toolkit", "fake threads", "packages")}
+        return {k: NOT_RECORDED for k in ("cpus", "nvidia driver", "CUDA toolkit", "fake threads", "fake sources",
+                                          "packages")}
     driver = m["nvidia_driver"]
     parts = [f"module {driver['kernel_module']}" if driver["kernel_module"] else "",
              f"libcuda.so.1 at {driver['system_libcuda']}" if driver["system_libcuda"] else ""]
@@ -88,7 +94,14 @@ def describe(doc: dict) -> dict[str, str]:
         [f"CUDA_HOME {toolkit['home'] or 'unset'}", f"nvdisasm {toolkit['nvdisasm'] or 'absent'}"])
     return {"cpus": str(m["cpus"]), "nvidia driver": "; ".join(p for p in parts if p) or "none", "CUDA toolkit": kit,
             "fake threads": "-" if m["fake_threads"] is None else str(m["fake_threads"]),
+            "fake sources": _fake_sources(m),
             "packages": ", ".join(packages) or "none looked for"}
+
+
+def _fake_sources(machine: dict) -> str:
+    if "fake_sources" not in machine:  # not in the files from before the field
+        return NOT_RECORDED
+    return "-" if machine["fake_sources"] is None else f"hashed {machine['fake_sources']}"
 
 
 # -- two machines' fake runs of one client --------------------------------------------------------------------
