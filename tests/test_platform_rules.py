@@ -21,6 +21,17 @@ def test_the_summary_names_why_each_failed_run_failed_and_nothing_for_a_passing_
     assert not any(line.startswith("a/ok:") for line in lines)
 
 
+def test_a_farm_runs_summary_ends_each_row_with_the_node_it_ran_on():
+    """certify.summary_table: ``nodes`` negated in a row (s12a's survivor: the rows of a farm run lost their
+    node, the header kept it, and the table could not be laid out; tests/test_farm.py saw it, outside this set)."""
+    farm = [certify.TargetRun("a/x", Path("a.json"), "ok", {"pass": 1}, 1.0, node="node-a"),
+            certify.TargetRun("b/y", Path("b.json"), "ok", {"pass": 1}, 2.0, node="node-b")]
+    lines = certify.summary_table(farm).splitlines()
+    assert lines[0].split()[-1] == "node" and [line.split()[-1] for line in lines[2:4]] == ["node-a", "node-b"]
+    here = [certify.TargetRun("a/x", Path("a.json"), "ok", {"pass": 1}, 1.5)]
+    assert certify.summary_table(here).splitlines()[2].split()[-1] == "1.5"  # no node column on this machine
+
+
 def test_an_expectations_file_is_its_targets_part_never_the_suites(tmp_path, monkeypatch):
     """spec._tree: ``exclude is not None`` flipped (every expectations edit would stale every target)."""
     from ironaccel.cts import spec
