@@ -17,6 +17,7 @@ from images import pack_elf
 from ironaccel import fakes
 
 NOT_SUPPORTED = 801
+INVALID_VALUE = 1
 
 
 def _unimplemented_exports() -> list[str]:
@@ -54,6 +55,48 @@ def test_an_exported_stub_says_not_supported_and_is_what_cugetprocaddress_gives_
         assert (resolved.value != exported) if newer else (resolved.value == exported), name
         getattr(lib, name).restype = ctypes.c_int
         assert getattr(lib, name)() == NOT_SUPPORTED, name
+
+
+WITH_FLAGS = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_uint64)
+LEGACY = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p,
+                          ctypes.POINTER(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t)
+
+
+def test_cugraphinstantiate_is_the_five_argument_form_before_cuda_12_and_with_flags_from_it(cuda):
+    """CUDA 12's cuda.h #defines cuGraphInstantiate to cuGraphInstantiateWithFlags, so cuGetProcAddress gives that
+    from 12000 on; before, and as the exported symbol cuBLASLt resolves, it is CUDA 10/11's form (an error node
+    and a log buffer, flags 0). Each form instantiates a graph that then runs."""
+    d, lib = cuda.d, ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD)
+
+    def resolve(version):
+        fn = ctypes.c_void_p()
+        assert lib.cuGetProcAddress(b"cuGraphInstantiate", ctypes.byref(fn), version, ctypes.c_uint64(0)) == 0
+        return fn.value
+
+    def address(name):
+        return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+    assert resolve(12000) == resolve(13000) == address("cuGraphInstantiateWithFlags")
+    assert resolve(11000) == resolve(11080) == address("cuGraphInstantiate_v2")
+    assert resolve(10000) == address("cuGraphInstantiate")
+    out = cuda.alloc(16)
+    g = cuda.ok(d.cuGraphCreate(0))
+    p = d.CUDA_MEMSET_NODE_PARAMS()
+    p.dst, p.value, p.elementSize, p.width, p.height, p.pitch = out, 7, 4, 4, 1, 0
+    cuda.ok(d.cuGraphAddMemsetNode(g, None, 0, p, cuda.ctx))
+    node, log = ctypes.c_void_p(), ctypes.create_string_buffer(64)
+    calls = [lambda exe: WITH_FLAGS(resolve(12000))(exe, int(g), 0)] + [
+        lambda exe, v=v: LEGACY(resolve(v))(exe, int(g), ctypes.byref(node), log, len(log)) for v in (10000, 11000)]
+    assert WITH_FLAGS(resolve(12000))(ctypes.byref(ctypes.c_void_p()), int(g), 0x100) == INVALID_VALUE  # flags read
+    for instantiate in calls:
+        exe = ctypes.c_void_p()
+        assert instantiate(ctypes.byref(exe)) == 0
+        cuda.ok(d.cuMemsetD32(out, 0, 4))
+        cuda.ok(d.cuGraphLaunch(exe.value, 0))
+        cuda.ok(d.cuCtxSynchronize())
+        np.testing.assert_array_equal(cuda.download(out, np.zeros(4, np.uint32)), [7] * 4)
+        cuda.ok(d.cuGraphExecDestroy(exe.value))
+    cuda.ok(d.cuGraphDestroy(g))
 
 
 def test_a_kernel_gets_its_librarys_handle_back_and_the_old_release_is_the_release(cuda):
