@@ -171,6 +171,72 @@ def test_a_register_addressed_param_read_in_a_device_function_fails_to_load_nami
     assert cuda.err(err) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
 
 
+#: k(in, out, policy): the two load forms cuBLAS's PTX needs: a 256-bit ld.global.nc.v8.f32 (one libcublasLt
+#: fatbin), taken only when the policy is not 0, and loads and stores with .L2::cache_hint and its 64-bit cache
+#: policy operand (one libcublas fatbin), a hint that changes nothing
+CUBLAS_LOADS = b"""
+.version 8.8
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 in, .param .u64 out, .param .u64 policy)
+{
+    .reg .pred %p<2>;
+    .reg .f32 %f<10>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [in];
+    ld.param.u64 %rd2, [out];
+    ld.param.u64 %rd5, [policy];
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mov.f32 %f1, 0fBF800000;
+    mov.f32 %f2, %f1;
+    mov.f32 %f3, %f1;
+    mov.f32 %f4, %f1;
+    mov.f32 %f5, %f1;
+    mov.f32 %f6, %f1;
+    mov.f32 %f7, %f1;
+    mov.f32 %f8, %f1;
+    setp.ne.u64 %p1, %rd5, 0;
+    @%p1 ld.global.nc.v8.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, [%rd3];
+    st.global.v4.f32 [%rd4], {%f5, %f6, %f7, %f8};
+    st.global.v4.f32 [%rd4+16], {%f1, %f2, %f3, %f4};
+    ld.global.L2::cache_hint.f32 %f9, [%rd3+32], %rd5;
+    st.global.L2::cache_hint.f32 [%rd4+32], %f9, %rd5;
+    ret;
+}
+\0"""
+
+
+def _cublas_loads(cuda, policy: int, in_offset: int = 0, sync=True):
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(CUBLAS_LOADS)), b"k"))
+    src = cuda.upload(np.arange(1, 14, dtype=np.float32))
+    out = cuda.poisoned(np.zeros(9, np.float32))
+    cuda.launch(f, (1,), (1,), src + in_offset, out, np.uint64(policy), sync=sync)
+    return cuda.download(out, np.zeros(9, np.float32)) if sync else None
+
+
+@pytest.mark.parametrize("policy", [0x1000000000000000, 0])  # createpolicy's bits, or 0: the v8 load skipped
+def test_a_v8_load_fills_eight_registers_and_a_cache_hint_only_adds_its_policy_operand(cuda, policy):
+    got = _cublas_loads(cuda, policy)
+    loaded = [5, 6, 7, 8, 1, 2, 3, 4] if policy else [-1] * 8
+    np.testing.assert_array_equal(got, np.array(loaded + [9], np.float32))
+
+
+def test_a_v8_load_needs_32_byte_alignment(cuda):
+    _cublas_loads(cuda, 1, in_offset=16, sync=False)  # 16-byte aligned: enough for v4, not for 256 bits
+    assert cuda.err(cuda.d.cuCtxSynchronize()) == cuda.d.CUresult.CUDA_ERROR_MISALIGNED_ADDRESS
+
+
+@pytest.mark.parametrize("edit", [
+    (b"ld.global.nc.v8.f32", b"ld.shared.v8.f32"),  # 256-bit loads are of global memory only
+    (b"ld.global.nc.v8.f32", b"ld.global.nc.v8.f64"),  # and of 32-bit elements
+    (b"[%rd3+32], %rd5;", b"[%rd3+32];"),  # a cache hint without its policy
+])
+def test_a_v8_or_cache_hint_load_outside_its_forms_fails_to_load(cuda, edit):
+    err, _ = cuda.d.cuModuleLoadData(CUBLAS_LOADS.replace(*edit))
+    assert cuda.err(err) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
+
+
 @pytest.mark.parametrize("abi, flags, sm", [((0x41, 8), 0x6005004, 80), ((0x33, 7), 0x500550, 80)])
 def test_a_cubins_sm_is_named_by_its_abis_flags(cuda, abi, flags, sm):
     """cuBLASLt tries its sm_80 cubins first; the refusal names the SM from the flags of the cubin's ELF ABI."""
