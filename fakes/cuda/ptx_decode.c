@@ -401,7 +401,7 @@ static void decode_memory(Parser *P, const PtxInstr *row, Insn *I, int is_store)
     in->sub = (uint8_t)space;
     in->vec = (uint8_t)vec;
     in->d = regs[0], in->b = regs[1], in->c = regs[2], in->e = regs[3];
-    if (vec == 8) { /* registers 4..7 ride in the next instruction, a no-op the load reads them from */
+    if (vec == 8) { /* registers 4..7 ride in the next instruction, a no-op the access reads them from */
         Inst *more = emit(P, OP_NOP, I->line);
         more->d = regs[4], more->b = regs[5], more->c = regs[6], more->e = regs[7];
     }

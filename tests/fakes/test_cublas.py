@@ -171,9 +171,9 @@ def test_a_register_addressed_param_read_in_a_device_function_fails_to_load_nami
     assert cuda.err(err) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
 
 
-#: k(in, out, policy): the two load forms cuBLAS's PTX needs: a 256-bit ld.global.nc.v8.f32 (one libcublasLt
-#: fatbin), taken only when the policy is not 0, and loads and stores with .L2::cache_hint and its 64-bit cache
-#: policy operand (one libcublas fatbin), a hint that changes nothing
+#: k(in, out, policy): the two forms cuBLAS's PTX needs: 256-bit ld.global.nc.v8.f32 and st.global.v8.f32 (one
+#: libcublasLt fatbin; the load taken only when the policy is not 0), and loads and stores with .L2::cache_hint and
+#: its 64-bit cache policy operand (one libcublas fatbin), a hint that changes nothing
 CUBLAS_LOADS = b"""
 .version 8.8
 .target sm_90
@@ -198,8 +198,7 @@ CUBLAS_LOADS = b"""
     mov.f32 %f8, %f1;
     setp.ne.u64 %p1, %rd5, 0;
     @%p1 ld.global.nc.v8.f32 {%f1, %f2, %f3, %f4, %f5, %f6, %f7, %f8}, [%rd3];
-    st.global.v4.f32 [%rd4], {%f5, %f6, %f7, %f8};
-    st.global.v4.f32 [%rd4+16], {%f1, %f2, %f3, %f4};
+    st.global.v8.f32 [%rd4], {%f5, %f6, %f7, %f8, %f1, %f2, %f3, %f4};
     ld.global.L2::cache_hint.f32 %f9, [%rd3+32], %rd5;
     st.global.L2::cache_hint.f32 [%rd4+32], %f9, %rd5;
     ret;
@@ -216,7 +215,7 @@ def _cublas_loads(cuda, policy: int, in_offset: int = 0, sync=True):
 
 
 @pytest.mark.parametrize("policy", [0x1000000000000000, 0])  # createpolicy's bits, or 0: the v8 load skipped
-def test_a_v8_load_fills_eight_registers_and_a_cache_hint_only_adds_its_policy_operand(cuda, policy):
+def test_v8_accesses_move_eight_registers_and_a_cache_hint_only_adds_its_policy_operand(cuda, policy):
     got = _cublas_loads(cuda, policy)
     loaded = [5, 6, 7, 8, 1, 2, 3, 4] if policy else [-1] * 8
     np.testing.assert_array_equal(got, np.array(loaded + [9], np.float32))
@@ -228,11 +227,12 @@ def test_a_v8_load_needs_32_byte_alignment(cuda):
 
 
 @pytest.mark.parametrize("edit", [
-    (b"ld.global.nc.v8.f32", b"ld.shared.v8.f32"),  # 256-bit loads are of global memory only
+    (b"ld.global.nc.v8.f32", b"ld.shared.v8.f32"),  # 256-bit accesses are of global memory only
+    (b"st.global.v8.f32", b"st.v8.f32"),
     (b"ld.global.nc.v8.f32", b"ld.global.nc.v8.f64"),  # and of 32-bit elements
     (b"[%rd3+32], %rd5;", b"[%rd3+32];"),  # a cache hint without its policy
 ])
-def test_a_v8_or_cache_hint_load_outside_its_forms_fails_to_load(cuda, edit):
+def test_a_v8_or_cache_hint_access_outside_its_forms_fails_to_load(cuda, edit):
     err, _ = cuda.d.cuModuleLoadData(CUBLAS_LOADS.replace(*edit))
     assert cuda.err(err) == cuda.d.CUresult.CUDA_ERROR_INVALID_PTX
 
