@@ -32,8 +32,13 @@ __all__ = ["IDENTITY", "source_dir", "build", "source_hash", "driver_dir", "tool
 #: What ``ironaccel_fake_identity()`` returns; the CUDA backend compares against it.
 IDENTITY = "ironaccel fake libcuda"
 
+#: What C only warns about and a build never shows (cbuild keeps a successful build's output to itself) fails
+#: it: above all a call to a function no header declares, which C takes to return int and accept anything
+#: (export_tables.c called six entry points so). GCC 14 makes these errors by default; older compilers do not.
+STRICT_CFLAGS = ("-Werror=implicit-function-declaration", "-Werror=implicit-int", "-Werror=int-conversion",
+                 "-Werror=incompatible-pointer-types", "-Werror=return-type")
 CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-ffp-contract=off",
-          "-Wl,-soname,libcuda.so.1")
+          "-Wl,-soname,libcuda.so.1", *STRICT_CFLAGS)
 LIBS = ("-lpthread", "-lm", "-ldl")  # dl: the driver version looks for a loadable NVRTC
 #: With IRONACCEL_FAKE_SANITIZE=1 the fake is built with AddressSanitizer and UndefinedBehaviorSanitizer (every
 #: report fatal), cached apart (the flags are part of the cache key). A Python process can load that build only
@@ -88,7 +93,7 @@ def source_hash() -> str | None:
 #: shim, and the shim's own source beside toolchain/shim.c.
 SHIMMED = {"nvrtc": ("IRONACCEL_FAKE_NVRTC_LIBRARY", "nvrtc.c"),
            "nvJitLink": ("IRONACCEL_FAKE_NVJITLINK_LIBRARY", "nvjitlink.c")}
-_SHIM_CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden")
+_SHIM_CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", *STRICT_CFLAGS)
 _FIND_REAL = """import sys
 from cuda.pathfinder import load_nvidia_dynamic_lib
 for name in sys.argv[1:]:

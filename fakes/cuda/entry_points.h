@@ -212,6 +212,8 @@
     X(cuGraphRemoveDependencies, "cuGraphRemoveDependencies", 10000) \
     X(cuGraphRemoveDependencies_v2, "cuGraphRemoveDependencies", 12030) \
     X(cuGraphDebugDotPrint, "cuGraphDebugDotPrint", 11030) \
+    X(cuGraphInstantiate, "cuGraphInstantiate", 10000) \
+    X(cuGraphInstantiate_v2, "cuGraphInstantiate", 11000) \
     X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040) \
     X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000) \
     X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000) \
@@ -281,12 +283,17 @@
     X(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", 11080) \
     X(cuOccupancyAvailableDynamicSMemPerBlock, "cuOccupancyAvailableDynamicSMemPerBlock", 11000)
 
+/* Names that from a CUDA version on mean an entry point of another name: X(name asked for, since, C symbol).
+ * CUDA 12's cuda.h #defines cuGraphInstantiate to cuGraphInstantiateWithFlags (three arguments), and
+ * cuGetProcAddress gives the function of the requested version's header. */
+#define ENTRY_ALIASES(X) X("cuGraphInstantiate", 12000, cuGraphInstantiateWithFlags)
+
 /* Entry points the fake does not implement that NVIDIA's libraries look up with dlsym rather than
  * cuGetProcAddress: cuBLASLt resolves its whole list (these among them) when a handle is created and fails
  * without one. Each is exported as a stub (proc_address.c) that says so when called and returns
  * CUDA_ERROR_NOT_SUPPORTED, the stub cuGetProcAddress gives for the name too. */
 #define UNIMPLEMENTED_EXPORTS(X)                                                                              \
     X(cuStreamWaitValue32) X(cuStreamBatchMemOp) X(cuGraphKernelNodeGetParams)                               \
-    X(cuGraphExecKernelNodeSetParams) X(cuGraphInstantiate) X(cuMemcpy2DAsync_v2)                            \
+    X(cuGraphExecKernelNodeSetParams) X(cuMemcpy2DAsync_v2)                                                \
     X(cuThreadExchangeStreamCaptureMode) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess)                 \
     X(cuDeviceCanAccessPeer)

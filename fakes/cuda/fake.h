@@ -25,6 +25,15 @@ enum EntryId {
     EP_COUNT
 };
 
+/* Entry points another file calls as they are: the runtime's tables (export_tables.c) whose slots are these
+ * under another name. Declared so that the call and the definition are checked against one prototype. */
+CUresult cuDriverGetVersion(int *version);                             /* init.c */
+CUresult cuDeviceGetUuid_v2(unsigned char *uuid, CUdevice dev);        /* device.c */
+CUresult cuDeviceGetAttribute(int *value, int attr, CUdevice dev);     /* device.c */
+CUresult cuCtxCreate_v2(void **pctx, unsigned flags, CUdevice dev);    /* context.c */
+CUresult cuCtxGetId(void *ctx, unsigned long long *id);                /* context.c */
+CUresult cuModuleLoadFatBinary(void **module, const void *fatbin);     /* module.c */
+
 /* Counts the call and fails it when a fault is injected for it (fault injection, faults.c). */
 CUresult fault_enter(int entry_id);
 #define ENTER(cname)                                    \

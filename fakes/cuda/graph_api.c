@@ -580,6 +580,27 @@ API CUresult cuGraphInstantiateWithFlags(void **phExec, void *hGraph, unsigned l
     return instantiate(phExec, hGraph, flags, &error_node);
 }
 
+/* CUDA 10's and 11's cuGraphInstantiate (_v2 from 11.0, the same arguments): flags 0, and a node to blame and a
+ * log buffer for a failure. It is what the exported names are (cuBLASLt looks "cuGraphInstantiate" up with dlsym)
+ * and what cuGetProcAddress gives below 12000; from 12000 on the name means cuGraphInstantiateWithFlags
+ * (ENTRY_ALIASES). With flags 0 only the handles can be wrong, no node is to blame: node and log stay as given. */
+static CUresult instantiate_legacy(void **phExec, void *hGraph) {
+    GraphNode *error_node = NULL;
+    return instantiate(phExec, hGraph, 0, &error_node);
+}
+
+API CUresult cuGraphInstantiate(void **phExec, void *hGraph, void **phErrorNode, char *log, size_t logsize) {
+    ENTER(cuGraphInstantiate);
+    (void)phErrorNode, (void)log, (void)logsize;
+    return instantiate_legacy(phExec, hGraph);
+}
+
+API CUresult cuGraphInstantiate_v2(void **phExec, void *hGraph, void **phErrorNode, char *log, size_t logsize) {
+    ENTER(cuGraphInstantiate_v2);
+    (void)phErrorNode, (void)log, (void)logsize;
+    return instantiate_legacy(phExec, hGraph);
+}
+
 API CUresult cuGraphInstantiateWithParams(void **phExec, void *hGraph, InstantiateParams *params) {
     ENTER(cuGraphInstantiateWithParams);
     if (!params) return CUDA_ERROR_INVALID_VALUE;

@@ -17,11 +17,15 @@ typedef struct EntryRow {
     void *fn;
 } EntryRow;
 
-static const EntryRow ENTRIES[EP_COUNT] = {
+static const EntryRow ENTRIES[] = {
 #define X(cname, base, since) {#cname, base, since, (void *)cname},
     ENTRY_POINTS(X)
 #undef X
+#define X(base, since, cname) {#cname, base, since, (void *)cname},
+    ENTRY_ALIASES(X)
+#undef X
 };
+#define NENTRIES (int)(sizeof ENTRIES / sizeof ENTRIES[0])
 
 /* ---- entry points asked for but not implemented: a stub per name that says so once ---- */
 
@@ -93,14 +97,14 @@ static void *stub_for(const char *name) {
  * (cuGraphGetEdges at 12030 is cuGraphGetEdges_v2); a variant's own C name means that variant. */
 static void *resolve(const char *symbol, int version) {
     const EntryRow *best = NULL;
-    for (int i = 0; i < EP_COUNT; i++) {
+    for (int i = 0; i < NENTRIES; i++) {
         const EntryRow *r = &ENTRIES[i];
         if (!strcmp(r->base, symbol) && r->since <= version && (!best || r->since > best->since)) best = r;
     }
     if (best) return best->fn;
-    for (int i = 0; i < EP_COUNT; i++)
+    for (int i = 0; i < NENTRIES; i++)
         if (!strcmp(ENTRIES[i].cname, symbol)) return ENTRIES[i].fn;
-    for (int i = 0; i < EP_COUNT; i++) /* asked with an older version than the one we have */
+    for (int i = 0; i < NENTRIES; i++) /* asked with an older version than the one we have */
         if (!strcmp(ENTRIES[i].base, symbol)) return ENTRIES[i].fn;
     return NULL;
 }

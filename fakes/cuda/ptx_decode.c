@@ -362,11 +362,18 @@ static int kparam_in_range(Parser *P, uint32_t base, int64_t offset, int size) {
 static void decode_memory(Parser *P, const PtxInstr *row, Insn *I, int is_store) {
     int t = I->o.types[0];
     pick(P, row, I);
-    int vec = has_mod(&I->o, "v4") ? 4 : has_mod(&I->o, "v2") ? 2 : 1;
-    if (I->n != 2) fail(P, I->line, "%.*s needs two operands", I->o.base.len, I->o.base.s);
+    int vec = has_mod(&I->o, "v8") ? 8 : has_mod(&I->o, "v4") ? 4 : has_mod(&I->o, "v2") ? 2 : 1;
+    /* .L2::cache_hint adds the 64-bit cache-policy operand: a hint only, decoded and never read */
+    int hint = has_mod(&I->o, "L2::cache_hint");
+    if (I->n != 2 + hint)
+        fail(P, I->line, "%.*s needs %s operands", I->tok.len, I->tok.s, hint ? "three (a cache policy last)" : "two");
+    if (hint && I->ops[2].kind != O_REG && I->ops[2].kind != O_IMM)
+        fail(P, I->line, "%.*s: the cache policy must be a register or a constant", I->tok.len, I->tok.s);
     Operand *mem = is_store ? &I->ops[0] : &I->ops[1], *val = is_store ? &I->ops[1] : &I->ops[0];
     if (mem->kind != O_MEM) fail(P, I->line, "%.*s: expected a memory operand", I->o.base.len, I->o.base.s);
     int space = space_of(&I->o);
+    if (vec == 8 && (space != SPACE_GLOBAL || type_bytes(t) != 4)) /* PTX ISA 8.8: 256 bits of global memory */
+        fail(P, I->line, "%.*s: .v8 needs .global and a 32-bit type", I->tok.len, I->tok.s);
     Inst tmp = {0};
     memory_operand(P, mem, &space, &tmp);
     int size = type_bytes(t);
@@ -379,7 +386,7 @@ static void decode_memory(Parser *P, const PtxInstr *row, Insn *I, int is_store)
             op = size == 4 ? OP_LD_KPARAM_32 : size == 8 ? OP_LD_KPARAM_64 : op;
     }
     if (space == SPACE_KPARAM && is_store) fail(P, I->line, "st.param outside a call sequence");
-    uint32_t regs[4] = {SP_SINK, SP_SINK, SP_SINK, SP_SINK};
+    uint32_t regs[8] = {SP_SINK, SP_SINK, SP_SINK, SP_SINK, SP_SINK, SP_SINK, SP_SINK, SP_SINK};
     if (vec == 1) {
         regs[0] = is_store ? value_slot(P, val) : dest_slot(P, I, (uint32_t)val->slot, val->kind == O_REG);
     } else {
@@ -394,6 +401,10 @@ static void decode_memory(Parser *P, const PtxInstr *row, Insn *I, int is_store)
     in->sub = (uint8_t)space;
     in->vec = (uint8_t)vec;
     in->d = regs[0], in->b = regs[1], in->c = regs[2], in->e = regs[3];
+    if (vec == 8) { /* registers 4..7 ride in the next instruction, a no-op the access reads them from */
+        Inst *more = emit(P, OP_NOP, I->line);
+        more->d = regs[4], more->b = regs[5], more->c = regs[6], more->e = regs[7];
+    }
 }
 
 static void d_load(Parser *P, const PtxInstr *row, Insn *I) { decode_memory(P, row, I, 0); }

@@ -248,7 +248,7 @@ static void parse_operand(Parser *P, Operand *o) {
         o->kind = O_VEC;
         for (;;) {
             Tok *r = next(P);
-            if (o->nvec == 4) fail(P, r->line, "vector operand too long");
+            if (o->nvec == (int)(sizeof o->vec / sizeof o->vec[0])) fail(P, r->line, "vector operand too long");
             if (is_number_start(r)) { int f; o->vec[o->nvec++] = (int)const_slot(P, parse_number(P, r, 0, &f)); }
             else o->vec[o->nvec++] = reg_slot(P, r);
             if (tok_is(peek(P), "}")) break;

@@ -107,7 +107,7 @@ typedef struct Operand {
     uint64_t imm;   /* O_IMM bits; O_MEM offset */
     int is_fimm;    /* 0f / 0d immediate */
     Tok sym;        /* O_SYM, or O_MEM symbol base (len 0: none) */
-    int vec[4], nvec;
+    int vec[8], nvec; /* up to .v8 */
     int line;
 } Operand;
 

@@ -64,3 +64,13 @@ def test_the_fakes_files_depend_on_each_other_one_way(tmp_path):
     assert not [f for f, deps in graph.items() if "proc_address.c" in deps], "proc_address.c is the top"
     assert graph["process.c"] == set(), "process.c is the bottom: it calls none of the others"
     assert len(graph["proc_address.c"]) > 10  # the graph is real: the address table refers to every entry point
+
+
+def test_a_call_no_header_declares_fails_the_fakes_build(tmp_path):
+    """A successful build's warnings are never shown, so C's implicit declaration (the callee taken to return
+    int and accept any arguments; export_tables.c called six entry points so) must fail the build itself."""
+    source = tmp_path / "undeclared.c"
+    source.write_text("int caller(void) { return undeclared_entry_point(1); }\n")
+    proc = subprocess.run([cbuild.find_compiler(), *fakes.CFLAGS, "-o", str(tmp_path / "undeclared.so"), str(source)],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "undeclared_entry_point" in proc.stderr, proc.stderr
