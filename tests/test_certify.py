@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -102,6 +103,8 @@ def test_a_passes(dies_at_the_end):
 
 NATIVE_HANG = """
 import ctypes
+import os
+from pathlib import Path
 
 @pytest.mark.clause("MEM-1")
 def test_a_passes():
@@ -110,6 +113,7 @@ def test_a_passes():
 @pytest.mark.clause("MEM-2")
 @pytest.mark.parametrize("library", ["CDLL", "PyDLL"])  # a native wait that lets go of the GIL, one that holds it
 def test_b_waits_forever_in_native_code(library):
+    Path(__file__).with_name(f"hung-pid-{library}").write_text(str(os.getpid()))  # for the check it is gone
     libc = getattr(ctypes, library)(None)
     mutex = ctypes.create_string_buffer(64)  # zeroes: PTHREAD_MUTEX_INITIALIZER, a normal (non-recursive) mutex
     assert libc.pthread_mutex_lock(mutex) == 0
@@ -136,6 +140,11 @@ def test_a_test_hung_in_native_code_is_a_timeout_failure_and_the_run_goes_on(tmp
     assert (r.status, r.ok) == ("ok", False) and doc["summary"]["fail"] == 2
     assert "test_b_waits_forever_in_native_code[CDLL] hung past its 2 s limit" in r.message
     assert time.monotonic() - t0 < 120  # two hangs of 2 s + grace each and three processes, not the target's limit
+    hung = [int(p.read_text()) for p in tmp_path.rglob("hung-pid-*")]
+    assert len(hung) == 2
+    for pid in hung:  # killed and reaped: a hung process left behind would hold its device to the end of certify
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     junit = ET.parse(results.sibling(r.results_file, ".junit.xml")).getroot()
     assert junit.get("tests") == "4" and junit.get("failures") == "2"
     assert not list(r.results_file.parent.glob(".*.part.json")) and not list(r.results_file.parent.glob(".*.watch.json"))
