@@ -3,7 +3,6 @@ fails when ironaccel's side of a row is slowed and passes the same row unslowed,
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from pathlib import Path
