@@ -443,3 +443,36 @@ def test_a_pooled_buffers_range_is_its_own_size_not_its_blocks(device, stream):
         stream.synchronize()
         assert (got == POISON).all(), "a rejected op wrote the pooled buffer"
         buf.free()
+
+
+#: copy sizes at the edges a backend's copy paths switch at: every size over two 64-byte periods from just
+#: under 16 KiB (CUDA's switch to streaming stores, 64 bytes a step, then the tail), and one either side of
+#: 64 KiB (one-piece staging), 256 KiB (pipelined pieces), 2 MiB (parallel fills) and 4 MiB (a ring segment)
+EDGE_SIZES = [*range((16 << 10) - 2, (16 << 10) + 128), *(edge + d for edge in (64 << 10, 256 << 10, 2 << 20, 4 << 20)
+                                                           for d in (-1, 0, 1))]
+
+
+@pytest.mark.clause("COPY-64")
+def test_copies_of_every_size_at_the_copy_paths_edges_land_exactly(device, stream):
+    """Each size's copy_htod lands in its own range of one buffer, back to back, and is read back both as a
+    whole and by its own copy_dtoh: a vectorized fill whose tail loop is off by one (it takes a 64-byte step
+    where 63 bytes are left) or a path switch that loses the last piece shows up at one of these sizes."""
+    total = sum(EDGE_SIZES)
+    data = random_bytes(total, 64)
+    starts = np.cumsum([0, *EDGE_SIZES])
+    with poisoned(device, stream, total + 1) as buf:
+        for n, at in zip(EDGE_SIZES, starts):
+            stream.copy_htod(buf, data[at:at + n], dst_offset=int(at))
+        back = read(stream, buf)
+        assert back[total] == POISON, "a copy wrote past its range"
+        for n, at in zip(EDGE_SIZES, starts):
+            wrong = np.flatnonzero(back[at:at + n] != data[at:at + n])
+            assert not wrong.size, f"copy_htod of {n} bytes: {wrong.size} bytes differ, the first at {wrong[0]}"
+        outs = [np.zeros(n + 1, np.uint8) for n in EDGE_SIZES]
+        for out, n, at in zip(outs, EDGE_SIZES, starts):
+            stream.copy_dtoh(out[:n], buf, src_offset=int(at))
+        stream.synchronize()
+        for out, n, at in zip(outs, EDGE_SIZES, starts):
+            wrong = np.flatnonzero(out[:n] != data[at:at + n])
+            assert not wrong.size, f"copy_dtoh of {n} bytes: {wrong.size} bytes differ, the first at {wrong[0]}"
+            assert out[n] == 0, f"copy_dtoh of {n} bytes wrote past its host range"
