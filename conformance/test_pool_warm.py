@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import ironaccel as ia
 from ironaccel.pool import MemPool
 
-from .helpers import POISON, assert_device_works, raises_naming, read
+from .helpers import assert_device_works, raises_naming, read
 
 
 @pytest.mark.clause("POOL-63", "ERR-1")
