@@ -402,3 +402,77 @@ def test_deferred_htod_checks_as_copy_htod(device, stream):
         out = read(stream, buf)
     assert (out[:61] == POISON).all()
     np.testing.assert_array_equal(out[61:], [1, 2, 3])
+
+
+#: ops on a pooled buffer of 1000 bytes (its block is 1 KiB), each at or past its end: (op, what the error
+#: names, the call on (stream, pooled, plain)); a check against the block's size accepts all but the last two
+POOLED_PAST_END = {
+    "htod": ("Stream.copy_htod", "dst", lambda s, p, q: s.copy_htod(p, np.ones(16, np.uint8), dst_offset=992)),
+    "htod-deferred": ("Stream.copy_htod_deferred", "dst",
+                      lambda s, p, q: s.copy_htod_deferred(p, np.ones(16, np.uint8), dst_offset=992)),
+    "dtoh": ("Stream.copy_dtoh", "src", lambda s, p, q: s.copy_dtoh(np.ones(16, np.uint8), p, src_offset=992)),
+    "dtod-dst": ("Stream.copy_dtod", "dst", lambda s, p, q: s.copy_dtod(p, q, 16, dst_offset=992)),
+    "dtod-src": ("Stream.copy_dtod", "src", lambda s, p, q: s.copy_dtod(q, p, 16, src_offset=992)),
+    "fill": ("Stream.fill", "buf", lambda s, p, q: s.fill(p, 1, offset=992, nbytes=16)),
+    "fill-at-end": ("Stream.fill", "buf", lambda s, p, q: s.fill(p, 1, offset=1001)),
+    "htod-at-end": ("Stream.copy_htod", "dst", lambda s, p, q: s.copy_htod(p, np.ones(1, np.uint8), dst_offset=1000)),
+}
+
+
+@pytest.mark.clause("COPY-63", "ERR-1")
+def test_a_pooled_buffers_range_is_its_own_size_not_its_blocks(device, stream):
+    """A MemPool serves 1000 bytes from a 1 KiB block: every range check is against the 1000 bytes the
+    caller asked for (a check that reads the block's size, as a compiled fast path holding the block may,
+    lets a copy write bytes past the buffer), and each op is first run up to the very end, twice."""
+    with ia.MemPool(device, stream) as pool, poisoned(device, stream, 64) as plain:
+        buf = pool.alloc(1000)
+        stream.fill(buf, POISON)
+        data = random_bytes(8, 1)
+        for _ in range(2):  # good calls first: a compiled path remembers what it has seen
+            stream.copy_htod(buf, data, dst_offset=992)
+            stream.copy_htod_deferred(buf, data, dst_offset=992)
+            stream.copy_dtod(plain, buf, 8, src_offset=992)
+            stream.copy_dtod(buf, plain, 8, dst_offset=992)
+            stream.fill(buf, POISON, offset=992)
+        for case, (op, what, call) in POOLED_PAST_END.items():
+            with raises_naming(ia.InvalidArgument, op, what):
+                call(stream, buf, plain)
+                pytest.fail(f"{case}: accepted a range past the pooled buffer's 1000 bytes")
+        got = np.zeros(1000, np.uint8)
+        stream.copy_dtoh(got, buf)
+        stream.synchronize()
+        assert (got == POISON).all(), "a rejected op wrote the pooled buffer"
+        buf.free()
+
+
+#: copy sizes at the edges a backend's copy paths switch at: every size over two 64-byte periods from just
+#: under 16 KiB (CUDA's switch to streaming stores, 64 bytes a step, then the tail), and one either side of
+#: 64 KiB (one-piece staging), 256 KiB (pipelined pieces), 2 MiB (parallel fills) and 4 MiB (a ring segment)
+EDGE_SIZES = [*range((16 << 10) - 2, (16 << 10) + 128), *(edge + d for edge in (64 << 10, 256 << 10, 2 << 20, 4 << 20)
+                                                           for d in (-1, 0, 1))]
+
+
+@pytest.mark.clause("COPY-64")
+def test_copies_of_every_size_at_the_copy_paths_edges_land_exactly(device, stream):
+    """Each size's copy_htod lands in its own range of one buffer, back to back, and is read back both as a
+    whole and by its own copy_dtoh: a vectorized fill whose tail loop is off by one (it takes a 64-byte step
+    where 63 bytes are left) or a path switch that loses the last piece shows up at one of these sizes."""
+    total = sum(EDGE_SIZES)
+    data = random_bytes(total, 64)
+    starts = np.cumsum([0, *EDGE_SIZES])
+    with poisoned(device, stream, total + 1) as buf:
+        for n, at in zip(EDGE_SIZES, starts):
+            stream.copy_htod(buf, data[at:at + n], dst_offset=int(at))
+        back = read(stream, buf)
+        assert back[total] == POISON, "a copy wrote past its range"
+        for n, at in zip(EDGE_SIZES, starts):
+            wrong = np.flatnonzero(back[at:at + n] != data[at:at + n])
+            assert not wrong.size, f"copy_htod of {n} bytes: {wrong.size} bytes differ, the first at {wrong[0]}"
+        outs = [np.zeros(n + 1, np.uint8) for n in EDGE_SIZES]
+        for out, n, at in zip(outs, EDGE_SIZES, starts):
+            stream.copy_dtoh(out[:n], buf, src_offset=int(at))
+        stream.synchronize()
+        for out, n, at in zip(outs, EDGE_SIZES, starts):
+            wrong = np.flatnonzero(out[:n] != data[at:at + n])
+            assert not wrong.size, f"copy_dtoh of {n} bytes: {wrong.size} bytes differ, the first at {wrong[0]}"
+            assert out[n] == 0, f"copy_dtoh of {n} bytes wrote past its host range"

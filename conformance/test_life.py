@@ -370,6 +370,39 @@ def test_dropped_streams_give_their_resources_back(device, kernels):
     assert_device_works(device, kernels)
 
 
+@pytest.mark.clause("LIFE-63")
+def test_dropped_streams_that_staged_copies_give_their_resources_back(device, kernels):
+    """LIFE-9 with copies: a stream whose small copy_htod was staged (CUDA's pinned ring lists the streams
+    that copied from each segment, so a dropped one is fenced and destroyed later, not by its finalizer)
+    must be given back too: a backend that takes such streams over and never destroys them grows with
+    every one."""
+    host = np.arange(1024, dtype=np.uint32)
+    with device.alloc(host.nbytes) as buf:
+
+        def use_a_stream() -> None:
+            s = device.create_stream()
+            s.copy_htod(buf, host)
+            s.synchronize()
+
+        for _ in range(20):  # what the first streams set up once (the ring, caches) is not counted
+            use_a_stream()
+        gc.collect()
+        device.synchronize()
+        threads, rss = _thread_count(), rss_bytes()
+        for i in range(1000):
+            use_a_stream()
+            if i % 50 == 49:
+                device.synchronize()  # a backend may give dropped streams back when the device next waits
+        gc.collect()
+        device.synchronize()
+        gc.collect()
+        grown_threads, grown_rss = _thread_count() - threads, rss_bytes() - rss
+        np.testing.assert_array_equal(read(device.create_stream(), buf, np.uint32), host)
+    assert grown_threads < 16, f"1000 streams that staged a copy, dropped, left {grown_threads} more threads"
+    assert grown_rss < 64 << 20, f"1000 streams that staged a copy, dropped, grew the process by {grown_rss >> 20} MiB"
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("LIFE-11")
 def test_a_stream_dropped_with_copies_queued_still_runs_them(device, stream, kernels):
     """copy_htod may stage its data in memory the backend reuses (CUDA's pinned ring, fenced per piece on the

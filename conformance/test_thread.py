@@ -150,3 +150,81 @@ def test_a_living_threads_front_cache_is_its_own(device, stream):
         assert back._backing("test") is mine, "the main thread's own cached block did not come back to it"
         back.free()
         taken[0].free()
+
+
+def _on_a_fresh_thread(what: str, call) -> None:
+    """``call()`` as the first call a new thread makes into the library; its failure re-raised, named."""
+    errors: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            call()
+        except BaseException as exc:  # the test thread reports it
+            errors.append(exc)
+
+    t = threading.Thread(target=body, name=f"fresh: {what}")
+    t.start()
+    t.join(timeout=300)
+    assert not t.is_alive(), f"{what} on a fresh thread hung"
+    if errors:
+        raise AssertionError(f"{what}, the first call of a fresh thread, raised {errors[0]!r}") from errors[0]
+
+
+@pytest.mark.clause("THREAD-63")
+def test_each_op_works_as_the_first_call_of_a_fresh_thread(device, stream, kernels):
+    """Objects made on the test's thread, each op then made by a thread that has called nothing before it: a
+    backend whose driver keeps per-thread state (CUDA's current context) must set it up on every path an op
+    can take first (a compiled fast path, a plan, a graph replay, a wait), not only where a thread starts."""
+    n = 1024
+    fill_u32, add_one = kernels("fill_u32"), kernels("add_one")
+    big = random_bytes(256 << 10, 63)  # past any one-piece staging
+    other = device.create_stream()
+    with device.alloc(4 * n) as a, device.alloc(4 * n) as b, device.alloc(big.nbytes) as c:
+        for _ in range(2):  # the fast paths warm on this thread first
+            stream.launch(fill_u32, ceil_div(n, 128), 128, (a, np.uint32(0), np.uint32(n)))
+        plan = add_one.prepare(ceil_div(n, 128), 128)
+        plan(stream, a, np.uint32(n))
+        graph = None
+        if device.supports("graphs"):
+            with stream.capture() as graph:
+                stream.launch(add_one, ceil_div(n, 128), 128, (a, np.uint32(n)))
+        shared = device.alloc(4096)  # used on two streams: its free waits for both
+        stream.fill(shared, 1)
+        other.fill(shared, 2)
+        stream.synchronize()
+        want = 1
+        back, raw = np.zeros(n, np.uint32), bytearray(4 * n)
+        ops = [
+            ("Stream.fill", lambda: stream.fill(b, 0)),
+            ("Stream.fill of a buffer last used on another stream", lambda: (other.fill(b, 0), other.synchronize())),
+            ("Stream.copy_htod", lambda: stream.copy_htod(b, np.full(n, 7, np.uint32))),
+            ("Stream.copy_htod_deferred", lambda: stream.copy_htod_deferred(b, np.full(n, 8, np.uint32))),
+            ("Stream.copy_htod of 256 KiB", lambda: stream.copy_htod(c, big)),
+            ("Stream.copy_htod of 256 KiB of bytes", lambda: stream.copy_htod(c, big.tobytes())),
+            ("Stream.launch", lambda: stream.launch(add_one, ceil_div(n, 128), 128, (a, np.uint32(n)))),
+            ("Stream.launch on a buffer last used on another stream",
+             lambda: (other.launch(add_one, ceil_div(n, 128), 128, (a, np.uint32(n))), other.synchronize())),
+            ("a prepared plan", lambda: plan(stream, a, np.uint32(n))),
+            ("Stream.copy_dtod", lambda: stream.copy_dtod(b, a, 4 * n)),
+            ("Stream.record and Event.synchronize", lambda: stream.record().synchronize()),
+            ("Stream.copy_dtoh", lambda: stream.copy_dtoh(back, b)),
+            ("Stream.copy_dtoh into a bytearray", lambda: stream.copy_dtoh(raw, b)),
+            ("Stream.synchronize", stream.synchronize),
+            ("Buffer.free of a buffer used on two streams", shared.free),
+            ("Device.alloc and Buffer.free", lambda: device.alloc(4096).free()),
+            ("Device.synchronize", device.synchronize),
+        ]
+        if graph is not None:
+            ops.insert(9, ("Graph.launch", lambda: graph.launch(stream)))
+        for what, call in ops:
+            _on_a_fresh_thread(what, call)
+            want += what.startswith("Stream.launch") or what in ("a prepared plan", "Graph.launch")
+        np.testing.assert_array_equal(back, np.full(n, want, np.uint32), err_msg="the ops on fresh threads")
+        assert bytes(raw) == back.tobytes(), "a copy_dtoh into a bytearray made on a fresh thread"
+        got = np.zeros(big.nbytes, np.uint8)
+        stream.copy_dtoh(got, c)
+        stream.synchronize()
+        assert (got == big).all(), "a copy_htod made on a fresh thread did not land"
+        if graph is not None:
+            graph.close()
+    assert_device_works(device, kernels)

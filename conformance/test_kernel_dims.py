@@ -1,0 +1,41 @@
+"""KERNEL (dims): launches whose grid and block are each other's, which a launch cache must tell apart."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from .helpers import POISON, poisoned, read
+
+#: (grid, block) pairs and their swaps, as ints and as tuples: the same number of threads each time
+SWAPPED = [(4, 64), (64, 4), (8, 32), (32, 8), ((2, 1, 1), (128, 1, 1)), ((128, 1, 1), (2, 1, 1))]
+
+
+@pytest.mark.clause("KERNEL-63")
+@pytest.mark.parametrize("via", ["Stream.launch", "a prepared plan"])
+def test_launches_with_grid_and_block_swapped_use_their_own(device, stream, kernels, via):
+    """block_ids writes (blockIdx.x << 16) | threadIdx.x: launches of 256 threads cut into blocks one way, then
+    the other way round, each twice (a compiled path remembers a launch it has seen twice), back to back into
+    buffers of their own, each see their own block and thread indices. A launch cache that looks a launch up
+    with its grid and block exchanged, or by their product, runs one with the other's dims."""
+    k = kernels("block_ids")
+    n = 256
+    outs = [poisoned(device, stream, 4 * n) for _ in range(2 * len(SWAPPED))]
+    try:
+        for i, (grid, block) in enumerate(SWAPPED):
+            for out in outs[2 * i:2 * i + 2]:
+                if via == "Stream.launch":
+                    stream.launch(k, grid, block, (out, np.uint32(n)))
+                else:
+                    k.prepare(grid, block)(stream, out, np.uint32(n))
+        i = np.arange(n, dtype=np.uint32)
+        for j, (grid, block) in enumerate(SWAPPED):
+            width = block if isinstance(block, int) else block[0]
+            want = ((i // width) << 16) | (i % width)
+            for out in outs[2 * j:2 * j + 2]:
+                got = read(stream, out, np.uint32)
+                assert (got != POISON * 0x01010101).all(), f"grid {grid}, block {block}: not every thread ran"
+                np.testing.assert_array_equal(got, want, err_msg=f"grid {grid}, block {block}: another launch's dims")
+    finally:
+        for out in outs:
+            out.free()
