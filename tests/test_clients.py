@@ -239,6 +239,25 @@ def test_committed_clients_md_is_current():
         "CLIENTS.md is stale: run `python3 -m ironaccel clients --report`"
 
 
+def test_the_pin_is_the_checkouts_commit_never_that_of_a_repository_the_tests_were_copied_into(tmp_path):
+    import subprocess
+
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+                       check=True, capture_output=True)
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_a.py").write_text("")
+    (tmp_path / "copied" / "tests").mkdir(parents=True)
+    (tmp_path / "copied" / "tests" / "test_b.py").write_text("")
+    (tmp_path / ".gitignore").write_text("/copied/\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "c")
+    assert len(clients.source_commit(tmp_path / "tests")) == 40
+    assert clients.source_commit(tmp_path / "copied" / "tests") == ""
+
+
 def test_a_fetched_suite_runs_with_its_own_folder_as_rootdir(tmp_path):
     ini, record = tmp_path / "pytest.ini", tmp_path / "record.jsonl"
     source = tmp_path / "cuda_bindings" / "tests"

@@ -143,11 +143,16 @@ def version_of(distribution: str) -> str:
 
 
 def source_commit(source: Path | None) -> str:
-    """The git commit of a fetched client's checkout (its pin), "" when it is not a git checkout."""
+    """The git commit of a fetched client's checkout (its pin), "" when it is not a git checkout: a folder of
+    tests copied into another repository (ignored there, or untracked) is not pinned by that repository's commit."""
     if source is None:
         return ""
-    proc = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], capture_output=True, text=True)
-    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    def git(*args: str) -> str:
+        proc = subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+
+    return git("rev-parse", "HEAD") if git("ls-files", "--", ".") else ""
 
 
 def results_path(results: Path, client: str, target: str) -> Path:
