@@ -71,13 +71,13 @@ def test_a_run_fail_fast_stopped_is_read_from_its_run_folder(monkeypatch, tmp_pa
     certify reads it from its run folder, so the verdict names the test that caught the mutant."""
     doc = {"run": {"status": "error", "message": "3 test(s) never ran"}, "tests": [{"id": "a", "outcome": "fail"}]}
 
-    def certify_stopped(cmd, **kwargs):
+    def certify_stopped(cmd, limit, env, **kwargs):
         folder = tmp_path / "runs" / "20261202T060000Z-t-fake-abc123"
         folder.mkdir(parents=True)
         (folder / "t-fake.json").write_text(json.dumps(doc))
         return subprocess.CompletedProcess(cmd, 1, "", "")
 
-    monkeypatch.setattr(run.subprocess, "run", certify_stopped)
+    monkeypatch.setattr(run, "reaped", certify_stopped)
     got, problem = run.certify(tmp_path, "t/fake", {}, tmp_path, ("a", "b"), 60)
     assert (got, problem) == (doc, "")
     assert run.verdict(got, problem, {"a": "pass"})[:2] == ("killed", [])  # the run did not finish: a kill
@@ -427,13 +427,13 @@ def test_a_platform_survivor_of_its_covering_unit_tests_is_escalated_to_the_rest
     every other one that passes unmutated (not e, which fails unmutated)."""
     calls = []
 
-    def pytest(cmd, **kw):
+    def pytest(cmd, limit, env, **kw):
         tests = cmd[cmd.index("--timeout") + 2:]
-        calls.append((tuple(tests), kw["timeout"]))
+        calls.append((tuple(tests), limit))
         failing = [t for t in tests if t == "c"]
         return subprocess.CompletedProcess(cmd, 1 if failing else 0, "".join(f"FAILED {t}\n" for t in failing), "")
 
-    monkeypatch.setattr(judging.subprocess, "run", pytest)
+    monkeypatch.setattr(judging, "reaped", pytest)
     monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
     mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2")
     base = covered.Coverage({}, {}, {}, 100.0, SUITE, {}, {})
@@ -470,3 +470,15 @@ def test_a_platform_recording_past_its_limit_is_a_named_error_and_caches_nothing
     with pytest.raises(RuntimeError, match=r"ran past 5 s .*--record-timeout"):
         covered.record_platform(tmp_path, ["ironaccel/cts/judge.py"], "digest", 5, ("tests/test_results.py",))
     assert not (tmp_path / "cache").exists()
+
+
+def test_what_a_mutants_run_leaves_behind_is_killed_also_in_a_session_of_its_own(tmp_path):
+    """A mutated certify that no longer kills its test process (platform seed s12c) left hung processes for
+    the rest of the sample: the runner kills whatever the run started once it returns."""
+    pid_file = tmp_path / "pid"
+    script = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],"
+              f" start_new_session=True); open({str(pid_file)!r}, 'w').write(str(p.pid))")
+    proc = run.reaped([sys.executable, "-c", script], 60, dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    left = int(pid_file.read_text())
+    assert not run._alive(Path(f"/proc/{left}/stat")), "the detached child still runs"

@@ -25,7 +25,7 @@ from pathlib import Path
 import modules
 from covered import Coverage
 from operators import Mutant
-from run import caught, certify
+from run import caught, certify, reaped
 from tree import copy_tree, private_cache, python_path
 
 from ironaccel.cache import cache_dir
@@ -183,7 +183,7 @@ def _unit_tests(tree: Path, env: dict[str, str], tests: list[str], limit: float,
            "--timeout", f"{test_timeout:g}", *tests]
     env = {k: v for k, v in env.items() if k != "PYTEST_ADDOPTS"}
     try:
-        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=limit)
+        proc = reaped(cmd, limit, env, cwd=tree)
     except subprocess.TimeoutExpired:
         return "killed", [], f"pytest ran past {limit:g} s", len(tests)
     failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", proc.stdout, re.M)

@@ -25,10 +25,12 @@ import fnmatch
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -91,13 +93,64 @@ def environment(tree: Path, mutant: Mutant | None, scratch: Path) -> dict[str, s
     return env
 
 
+def reaped(cmd: list[str], limit: float, env: dict[str, str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """subprocess.run(cmd, capture_output, text, timeout=limit), and then every process it left is killed: a
+    mutant's run can leave processes behind (a hung test's workers; a mutated certify that no longer kills its
+    test process), and they would hold CPU and memory for the rest of the sample. What it started is found by
+    a mark in the environment, which every descendant inherits, also those in sessions of their own. Its
+    output goes through files, not pipes, so that a process left holding them cannot keep the run waiting."""
+    mark = f"{os.getpid()}-{uuid.uuid4().hex}"
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, env={**env, REAP_MARK: mark}, stdout=out, stderr=err, text=True, **kwargs)
+        try:
+            proc.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            raise subprocess.TimeoutExpired(cmd, limit) from None
+        finally:
+            kill_marked(mark)
+            proc.wait()
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
+
+
+REAP_MARK = "IRONACCEL_MUTANT_RUN"
+
+
+def kill_marked(mark: str) -> None:
+    """SIGKILL every process whose environment holds REAP_MARK=mark (Linux: /proc/PID/environ), and wait (10 s
+    at most) until each is gone or a zombie."""
+    needle = f"{REAP_MARK}={mark}".encode()
+    killed = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(entry / "stat")
+        except (OSError, ValueError):
+            pass  # gone meanwhile, or not ours to read
+    deadline = time.monotonic() + 10
+    while killed and time.monotonic() < deadline:
+        killed = [stat for stat in killed if _alive(stat)]
+        time.sleep(0.01)
+
+
+def _alive(stat: Path) -> bool:
+    try:
+        return stat.read_text().rsplit(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def certify(tree: Path, target: str, env: dict[str, str], results: Path, only: tuple[str, ...], limit: float,
             test_timeout: float = 60) -> tuple[dict | None, str]:
     """Certify ``target`` in ``tree``; (its results document or None, what went wrong)."""
     cmd = [sys.executable, "-m", "ironaccel", "certify", "--target", target, "--results", str(results), "--jobs", "1",
            "--test-timeout", f"{test_timeout:g}", "--timeout", f"{limit:g}", *[a for c in only for a in ("--only", c)]]
     try:
-        proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=limit + 60)
+        proc = reaped(cmd, limit + 60, env, cwd=tree)
     except subprocess.TimeoutExpired:
         return None, f"certify ran past {limit + 60:g} s"
     out = results / (target.replace("/", "-") + ".json")
