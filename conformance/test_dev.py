@@ -127,6 +127,59 @@ def test_closed_device_raises_use_after_free(device, kernels, target):
     assert_device_works(device, kernels)
 
 
+def _spirv_nop() -> bytes:
+    """SPIR-V of ``nop`` (the GLSL one below, assembled by hand: a device may compile SPIR-V alone)."""
+    def op(code: int, *operands: int) -> list[int]:
+        return [(len(operands) + 1) << 16 | code, *operands]
+
+    name = int.from_bytes(b"nop\0", "little")
+    words = [0x07230203, 0x00010300, 0, 12, 0,  # magic, SPIR-V 1.3, generator, id bound, schema
+             *op(17, 1), *op(14, 0, 1), *op(15, 5, 4, name),  # Shader; Logical GLSL450; GLCompute %4 "nop"
+             *op(16, 4, 17, 1, 1, 1), *op(71, 7, 1, 0), *op(71, 8, 1, 1), *op(71, 9, 1, 2),  # LocalSize; SpecId 0..2
+             *op(71, 11, 11, 25), *op(19, 2), *op(33, 3, 2), *op(21, 6, 32, 0),  # %11 WorkgroupSize; void; fn; u32
+             *op(50, 6, 7, 1), *op(50, 6, 8, 1), *op(50, 6, 9, 1), *op(23, 10, 6, 3), *op(51, 10, 11, 7, 8, 9),
+             *op(54, 2, 4, 0, 3), *op(248, 5), *op(253), *op(56)]  # %4 = function { label; return }
+    return np.array(words, "<u4").tobytes()
+
+
+#: ``nop``: a kernel that takes no argument, in each dialect the suite's targets compile.
+NOP = {
+    "cuda": 'extern "C" __global__ void nop() {}',
+    "ptx": ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry nop() { ret; }",
+    "glsl": "#version 450\nlayout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\nvoid main() {}",
+    "spirv": _spirv_nop(),
+    "glsl430": "#version 430\nvoid main() {}",
+    "wgsl": ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\noverride BLOCK_Z: u32 = 1;\n"
+             "@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z) fn nop() {}"),
+    "opencl": "__kernel void nop(void) {}",
+}
+
+
+@pytest.mark.clause("DEV-65", "ERR-1")
+def test_closed_device_refuses_a_launch_with_no_buffer(device, kernels):
+    """DEV-5's launches pass a buffer, whose own check names the closed device: a kernel that takes none (here
+    none at all), launched before the close, has only the device's check left between the launch and the
+    driver's destroyed context, device or queue."""
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    langs = [lang for lang in other.languages if lang in NOP]
+    assert langs, f"the suite has no nop kernel for {other.languages}"
+    launches = []
+    for lang in langs:
+        k = other.compile(NOP[lang], lang, options=["-e", "nop"] if lang.startswith("glsl") else []).kernel("nop")
+        plan = k.prepare(2, 32)
+        s = other.create_stream()
+        s.launch(k, 2, 32, ())
+        plan(s)
+        s.synchronize()
+        launches += [(lang, lambda s=s, k=k: s.launch(k, 2, 32, ())), (lang, lambda s=s, plan=plan: plan(s))]
+    other.close()
+    for lang, launch in launches:
+        with pytest.raises(ia.UseAfterFree, match=r"^Stream\.launch: ") as info:
+            launch()
+        assert "closed" in str(info.value), f"{lang}: {info.value}"
+    assert_device_works(device, kernels)
+
+
 
 #: The most blocks DEV-7 launches along one grid axis: a grid axis beyond it (CUDA's x: 2^31 - 1) is launched at
 #: this many, the rest of its range being the api's to check (KERNEL-17), not something to run in a test.
