@@ -260,24 +260,41 @@ def test_another_devices_objects_are_refused(device, stream, kernels):
     assert_device_works(device, kernels)
 
 
+def _open_use_close(device) -> tuple:
+    """A second Device on ``device``'s index given a fill, an event recorded, queried and waited for, then
+    closed: the device, its stream and the event, for a test that keeps them."""
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    s = other.create_stream()
+    with other.alloc(64) as buf:
+        s.fill(buf, 1)
+        ev = s.record()
+        ev.query()
+        ev.synchronize(timeout=60)
+        ev.query()
+    other.close()
+    return other, s, ev
+
+
 @pytest.mark.clause("DEV-30")
 def test_closing_a_device_gives_its_threads_back(device):
     """A backend may run threads of its own for a device (a thread that starts the waits of events, say):
     close() must end them, or a process that opens and closes devices gathers threads without bound."""
-    def open_use_close() -> None:
-        other = get_backend(device.info.backend).open_device(device.info.index)
-        s = other.create_stream()
-        with other.alloc(64) as buf:
-            s.fill(buf, 1)
-            ev = s.record()
-            ev.query()
-            ev.synchronize(timeout=60)
-            ev.query()
-        other.close()
-
-    open_use_close()  # what the first device sets up once for the process (a runtime's own threads) is not counted
+    _open_use_close(device)  # what the first device sets up once for the process (a runtime's own threads) is not counted
     before = threading.active_count()
     for _ in range(6):
-        open_use_close()
+        _open_use_close(device)
     grown = threading.active_count() - before
     assert grown < 3, f"6 devices opened, used and closed left {grown} more threads"
+
+
+@pytest.mark.clause("DEV-66")
+def test_closing_a_device_ends_its_threads_while_it_is_still_referenced(device):
+    """DEV-30 drops each device once closed, and a thread pool whose owner is collected ends its threads by
+    itself: a close() that never stops a thread passes there. Here the closed devices, their streams and
+    events stay referenced (as a caller's registry or a traceback keeps them), so only close() can end them."""
+    _open_use_close(device)  # what the first device sets up once for the process is not counted
+    before = threading.active_count()
+    kept = [_open_use_close(device) for _ in range(6)]
+    grown = threading.active_count() - before
+    assert grown < 3, f"6 devices opened, used and closed, still referenced, left {grown} more threads"
+    assert all(d.closed for d, _, _ in kept)
