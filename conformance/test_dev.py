@@ -12,7 +12,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend, registry
 from ironaccel.api import CAPABILITIES
 
-from .helpers import assert_device_works, poisoned, read
+from .helpers import RunningWork, assert_device_works, poisoned, read
 
 
 @pytest.mark.clause("DEV-1")
@@ -127,6 +127,59 @@ def test_closed_device_raises_use_after_free(device, kernels, target):
     assert_device_works(device, kernels)
 
 
+def _spirv_nop() -> bytes:
+    """SPIR-V of ``nop`` (the GLSL one below, assembled by hand: a device may compile SPIR-V alone)."""
+    def op(code: int, *operands: int) -> list[int]:
+        return [(len(operands) + 1) << 16 | code, *operands]
+
+    name = int.from_bytes(b"nop\0", "little")
+    words = [0x07230203, 0x00010300, 0, 12, 0,  # magic, SPIR-V 1.3, generator, id bound, schema
+             *op(17, 1), *op(14, 0, 1), *op(15, 5, 4, name),  # Shader; Logical GLSL450; GLCompute %4 "nop"
+             *op(16, 4, 17, 1, 1, 1), *op(71, 7, 1, 0), *op(71, 8, 1, 1), *op(71, 9, 1, 2),  # LocalSize; SpecId 0..2
+             *op(71, 11, 11, 25), *op(19, 2), *op(33, 3, 2), *op(21, 6, 32, 0),  # %11 WorkgroupSize; void; fn; u32
+             *op(50, 6, 7, 1), *op(50, 6, 8, 1), *op(50, 6, 9, 1), *op(23, 10, 6, 3), *op(51, 10, 11, 7, 8, 9),
+             *op(54, 2, 4, 0, 3), *op(248, 5), *op(253), *op(56)]  # %4 = function { label; return }
+    return np.array(words, "<u4").tobytes()
+
+
+#: ``nop``: a kernel that takes no argument, in each dialect the suite's targets compile.
+NOP = {
+    "cuda": 'extern "C" __global__ void nop() {}',
+    "ptx": ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry nop() { ret; }",
+    "glsl": "#version 450\nlayout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\nvoid main() {}",
+    "spirv": _spirv_nop(),
+    "glsl430": "#version 430\nvoid main() {}",
+    "wgsl": ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\noverride BLOCK_Z: u32 = 1;\n"
+             "@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z) fn nop() {}"),
+    "opencl": "__kernel void nop(void) {}",
+}
+
+
+@pytest.mark.clause("DEV-65", "ERR-1")
+def test_closed_device_refuses_a_launch_with_no_buffer(device, kernels):
+    """DEV-5's launches pass a buffer, whose own check names the closed device: a kernel that takes none (here
+    none at all), launched before the close, has only the device's check left between the launch and the
+    driver's destroyed context, device or queue."""
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    langs = [lang for lang in other.languages if lang in NOP]
+    assert langs, f"the suite has no nop kernel for {other.languages}"
+    launches = []
+    for lang in langs:
+        k = other.compile(NOP[lang], lang, options=["-e", "nop"] if lang.startswith("glsl") else []).kernel("nop")
+        plan = k.prepare(2, 32)
+        s = other.create_stream()
+        s.launch(k, 2, 32, ())
+        plan(s)
+        s.synchronize()
+        launches += [(lang, lambda s=s, k=k: s.launch(k, 2, 32, ())), (lang, lambda s=s, plan=plan: plan(s))]
+    other.close()
+    for lang, launch in launches:
+        with pytest.raises(ia.UseAfterFree, match=r"^Stream\.launch: ") as info:
+            launch()
+        assert "closed" in str(info.value), f"{lang}: {info.value}"
+    assert_device_works(device, kernels)
+
+
 
 #: The most blocks DEV-7 launches along one grid axis: a grid axis beyond it (CUDA's x: 2^31 - 1) is launched at
 #: this many, the rest of its range being the api's to check (KERNEL-17), not something to run in a test.
@@ -207,24 +260,48 @@ def test_another_devices_objects_are_refused(device, stream, kernels):
     assert_device_works(device, kernels)
 
 
+def _open_use_close(device, target=None) -> tuple:
+    """A second Device on ``device``'s index given a fill, an event recorded, queried and waited for, then
+    closed: the device, its stream and the event, for a test that keeps them. With ``target``, the fill waits
+    behind running work (launches back to back, which a backend may leave to a background submitter)."""
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    s = other.create_stream()
+    work = None if target is None else RunningWork(other, s, lambda name: target.compile_kernel(other, name), 0.02)
+    with other.alloc(64) as buf:
+        if work is not None:
+            work.enqueue(s)
+        s.fill(buf, 1)
+        ev = s.record()
+        ev.query()
+        ev.synchronize(timeout=60)
+        ev.query()
+    if work is not None:
+        work.free()
+    other.close()
+    return other, s, ev
+
+
 @pytest.mark.clause("DEV-30")
 def test_closing_a_device_gives_its_threads_back(device):
     """A backend may run threads of its own for a device (a thread that starts the waits of events, say):
     close() must end them, or a process that opens and closes devices gathers threads without bound."""
-    def open_use_close() -> None:
-        other = get_backend(device.info.backend).open_device(device.info.index)
-        s = other.create_stream()
-        with other.alloc(64) as buf:
-            s.fill(buf, 1)
-            ev = s.record()
-            ev.query()
-            ev.synchronize(timeout=60)
-            ev.query()
-        other.close()
-
-    open_use_close()  # what the first device sets up once for the process (a runtime's own threads) is not counted
+    _open_use_close(device)  # what the first device sets up once for the process (a runtime's own threads) is not counted
     before = threading.active_count()
     for _ in range(6):
-        open_use_close()
+        _open_use_close(device)
     grown = threading.active_count() - before
     assert grown < 3, f"6 devices opened, used and closed left {grown} more threads"
+
+
+@pytest.mark.clause("DEV-66")
+def test_closing_a_device_ends_its_threads_while_it_is_still_referenced(device, target):
+    """DEV-30 drops each device once closed, and a thread pool whose owner is collected ends its threads by
+    itself: a close() that never stops a thread passes there. Here the closed devices, their streams and
+    events stay referenced (as a caller's registry or a traceback keeps them), so only close() can end them;
+    their fill waits behind running work, so a backend's background submitter (Vulkan's flusher) has started."""
+    _open_use_close(device, target)  # what the first device sets up once for the process is not counted
+    before = threading.active_count()
+    kept = [_open_use_close(device, target) for _ in range(4)]
+    grown = threading.active_count() - before
+    assert grown < 3, f"4 devices opened, used and closed, still referenced, left {grown} more threads"
+    assert all(d.closed for d, _, _ in kept)

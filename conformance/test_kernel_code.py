@@ -174,3 +174,53 @@ def test_ptx_integer_immediates_in_every_notation(device, stream, require):
     with poisoned(device, stream, 32) as out:
         stream.launch(k, 1, 1, (out,))
         np.testing.assert_array_equal(read(stream, out, np.uint32, count=5), [0x1F, 0x2E, 0o17, 0b101, 42])
+
+
+#: index3d (kernels/README.md) with its block fixed in the code at (4, 2, 8), as a user often writes it.
+FIXED_INDEX3D = {
+    "glsl": """#version 450
+layout(local_size_x = 4, local_size_y = 2, local_size_z = 8) in;
+layout(set = 0, binding = 0) writeonly buffer Out { uint data[]; } out_;
+layout(push_constant) uniform Args { uint nx; uint ny; uint nz; } args;
+void main() {
+    uvec3 g = gl_GlobalInvocationID;
+    if (g.x < args.nx && g.y < args.ny && g.z < args.nz)
+        out_.data[(g.z * args.ny + g.y) * args.nx + g.x] = g.x | (g.y << 10) | (g.z << 20);
+}
+""",
+    "wgsl": """struct Args { nx: u32, ny: u32, nz: u32 }
+@group(0) @binding(0) var<storage, read_write> out: array<u32>;
+@group(0) @binding(1) var<uniform> args: Args;
+@compute @workgroup_size(4, 2, 8)
+fn fixed3d(@builtin(global_invocation_id) g: vec3<u32>) {
+    if (g.x < args.nx && g.y < args.ny && g.z < args.nz) {
+        out[(g.z * args.ny + g.y) * args.nx + g.x] = g.x | (g.y << 10u) | (g.z << 20u);
+    }
+}
+""",
+}
+
+
+@pytest.mark.clause("KERNEL-67")
+def test_a_block_fixed_in_the_code_is_the_one_launched(device, stream, require):
+    """A block written into the kernel (GLSL local_size_x/y/z, WGSL @workgroup_size) is read from the code: the
+    launch with it covers a 3-D domain exactly, and any other block is refused, since the driver would run the
+    code's block anyway (a reader that takes one axis for another refuses the right block, or runs a wrong one)."""
+    langs = [lang for lang in device.languages if lang in FIXED_INDEX3D]
+    if not langs:
+        require("lang.wgsl")
+    nx, ny, nz = 9, 5, 17
+    z, y, x = np.mgrid[0:nz, 0:ny, 0:nx].astype(np.uint32)
+    args = (np.uint32(nx), np.uint32(ny), np.uint32(nz))
+    for lang in langs:
+        options = ["-e", "fixed3d"] if lang == "glsl" else []
+        k = device.compile(FIXED_INDEX3D[lang], lang, options=options).kernel("fixed3d")
+        with poisoned(device, stream, 4 * nx * ny * nz) as out:
+            for block in [(8, 2, 4), (4, 8, 2), (2, 4, 8), (4, 2, 2), (4, 2, 4), (2, 2, 8)]:
+                grid = tuple(ceil_div(n, b) for n, b in zip((nx, ny, nz), block))
+                with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: .*\(4, 2, 8\)"):
+                    stream.launch(k, grid, block, (out, *args))
+            assert (read(stream, out) == POISON).all(), f"{lang}: a refused launch wrote its buffer"
+            stream.launch(k, (3, 3, 3), (4, 2, 8), (out, *args))
+            got = read(stream, out, np.uint32).reshape(nz, ny, nx)
+            np.testing.assert_array_equal(got, x | (y << 10) | (z << 20), err_msg=f"{lang}: the fixed block (4, 2, 8)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import sys
 import threading
+import time
 import weakref
 
 import numpy as np
@@ -400,6 +401,34 @@ def test_dropped_streams_that_staged_copies_give_their_resources_back(device, ke
         np.testing.assert_array_equal(read(device.create_stream(), buf, np.uint32), host)
     assert grown_threads < 16, f"1000 streams that staged a copy, dropped, left {grown_threads} more threads"
     assert grown_rss < 64 << 20, f"1000 streams that staged a copy, dropped, grew the process by {grown_rss >> 20} MiB"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-65")
+def test_streams_dropped_after_work_queued_behind_running_work_are_released(device, stream, kernels):
+    """Work recorded behind running work may be left for a background submitter (Vulkan's flusher submits a
+    burst's open batch once it is due): the streams it was handed must be let go once nothing of theirs is
+    pending, or every such stream, dropped, keeps its driver resources (a command pool, a semaphore) for good."""
+    work = RunningWork(device, stream, kernels, seconds=0.02)
+    gone = []
+    with device.alloc(4096) as buf:
+        for i in range(8):
+            s = device.create_stream()
+            work.enqueue(s)
+            for k in range(4):  # queued behind the running work, back to back
+                s.fill(buf, i, offset=1024 * k, nbytes=1024)
+            s.synchronize()
+            gone.append(weakref.ref(s))
+            del s
+        np.testing.assert_array_equal(read(stream, buf), np.full(4096, 7, np.uint8))
+    work.check(stream)
+    deadline = time.monotonic() + 10
+    while any(ref() is not None for ref in gone) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.01)
+    held = sum(ref() is not None for ref in gone)
+    assert not held, f"{held} of {len(gone)} streams synchronized and dropped are still alive 10 s later"
+    work.free()
     assert_device_works(device, kernels)
 
 
