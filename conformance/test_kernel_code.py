@@ -224,3 +224,73 @@ def test_a_block_fixed_in_the_code_is_the_one_launched(device, stream, require):
             stream.launch(k, (3, 3, 3), (4, 2, 8), (out, *args))
             got = read(stream, out, np.uint32).reshape(nz, ny, nx)
             np.testing.assert_array_equal(got, x | (y << 10) | (z << 20), err_msg=f"{lang}: the fixed block (4, 2, 8)")
+
+
+#: fp8_pairs(out, src): thread t converts src[2t], src[2t+1] (f32) to a pair of e4m3 and of e5m2 (`.rn.satfinite`,
+#: the first in the upper byte) and both pairs back to f16x2; out[t] = e4m3 pair (u16), e5m2 pair, f16x2, f16x2.
+PTX_FP8_PAIRS = """.version 7.8
+.target sm_89
+.address_size 64
+
+.visible .entry fp8_pairs(.param .u64 fp8_pairs_param_0, .param .u64 fp8_pairs_param_1)
+{
+    .reg .f32 %f<3>;
+    .reg .b16 %h<3>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<9>;
+    ld.param.u64 %rd1, [fp8_pairs_param_0];
+    ld.param.u64 %rd2, [fp8_pairs_param_1];
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd5, %r1, 8;
+    add.s64 %rd6, %rd4, %rd5;
+    ld.global.f32 %f1, [%rd6];
+    ld.global.f32 %f2, [%rd6+4];
+    cvt.rn.satfinite.e4m3x2.f32 %h1, %f1, %f2;
+    cvt.rn.satfinite.e5m2x2.f32 %h2, %f1, %f2;
+    cvt.rn.f16x2.e4m3x2 %r2, %h1;
+    cvt.rn.f16x2.e5m2x2 %r3, %h2;
+    mul.wide.u32 %rd7, %r1, 12;
+    add.s64 %rd8, %rd3, %rd7;
+    st.global.b16 [%rd8], %h1;
+    st.global.b16 [%rd8+2], %h2;
+    st.global.b32 [%rd8+4], %r2;
+    st.global.b32 [%rd8+8], %r3;
+    ret;
+}
+"""
+
+#: (a, b) -> the e4m3 and e5m2 bytes of each (OCP FP8: e4m3 bias 7, max 448; e5m2 bias 15, max 57344) and
+#: the values those bytes hold. Ties round to even (1.0625, 1.1875 in e4m3); past the largest finite value
+#: .satfinite gives it (1000 and -1e6 in e4m3, -1e6 in e5m2; 1000 rounds to 1024 in e5m2).
+FP8_CASES = [
+    ((1.0, 2.0), (0x38, 0x40), (0x3C, 0x40), (1.0, 2.0), (1.0, 2.0)),
+    ((-1.5, 0.5), (0xBC, 0x30), (0xBE, 0x38), (-1.5, 0.5), (-1.5, 0.5)),
+    ((1000.0, -1e6), (0x7E, 0xFE), (0x64, 0xFB), (448.0, -448.0), (1024.0, -57344.0)),
+    ((1.0625, 1.1875), (0x38, 0x3A), (0x3C, 0x3D), (1.0, 1.25), (1.0, 1.25)),
+    ((0.0, -0.0), (0x00, 0x80), (0x00, 0x80), (0.0, -0.0), (0.0, -0.0)),
+]
+
+
+@pytest.mark.clause("KERNEL-68")
+def test_ptx_fp8_conversions_round_to_nearest_even(device, stream, require):
+    """cvt to and from pairs of 8-bit floats takes .rn (the only rounding PTX defines for them): a PTX reader
+    that loses .rn among the rounding modifiers refuses these conversions, which Hopper kernels use for
+    their fp8 inputs, as malformed."""
+    require("lang.ptx")
+    k = device.compile(PTX_FP8_PAIRS, "ptx").kernel("fp8_pairs")
+    src = np.array([x for case in FP8_CASES for x in case[0]], np.float32)
+    n = len(FP8_CASES)
+    with upload(device, stream, src) as inputs, poisoned(device, stream, 12 * n) as out:
+        stream.launch(k, 1, n, (out, inputs))
+        got = read(stream, out, np.uint8).reshape(n, 12)
+    for row, (pair, e4m3, e5m2, e4m3_values, e5m2_values) in zip(got, FP8_CASES):
+        words = row[:4].view(np.uint16)
+        assert words.tolist() == [e4m3[0] << 8 | e4m3[1], e5m2[0] << 8 | e5m2[1]], \
+            f"{pair}: e4m3 pair {words[0]:#06x}, e5m2 pair {words[1]:#06x}"
+        for name, half, values in (("e4m3", row[4:8], e4m3_values), ("e5m2", row[8:12], e5m2_values)):
+            back = half.view(np.float16)  # the lower half first: b, then a
+            want = np.array(values[::-1], np.float16)
+            assert back.view(np.uint16).tolist() == want.view(np.uint16).tolist(), \
+                f"{pair}: {name} back to f16x2 gave {back.tolist()}, want {want.tolist()}"
