@@ -101,11 +101,9 @@ def reaped(cmd: list[str], limit: float, env: dict[str, str], **kwargs: object) 
     output goes through files, not pipes, so that a process left holding them cannot keep the run waiting."""
     mark = f"{os.getpid()}-{uuid.uuid4().hex}"
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, env={**env, REAP_MARK: mark}, stdout=out, stderr=err, text=True, **kwargs)
+        proc = subprocess.Popen(cmd, env={**env, REAP_MARK: mark}, stdout=out, stderr=err, **kwargs)
         try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            raise subprocess.TimeoutExpired(cmd, limit) from None
+            proc.wait(timeout=limit)  # past it: TimeoutExpired, once what it started is killed
         finally:
             kill_marked(mark)
             proc.wait()
