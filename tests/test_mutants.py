@@ -412,14 +412,14 @@ def test_a_line_run_at_import_is_judged_on_every_run_that_imports_it(monkeypatch
     assert [only for only, _, _ in fake.calls] == [("a",), ("b",), ("b", "d")]  # no escalation: killed before
 
 
-def test_generated_mutants_of_a_line_run_at_import_go_to_every_run_that_runs_its_file(tmp_path):
+def test_generated_mutants_go_to_every_run_that_executes_their_line(tmp_path):
     (tmp_path / "m.py").write_text("LIMIT = 4\n\n\ndef f(n):\n    return n < 2\n")
     cov = covered.Coverage({"m.py": {1: ["a"], 5: ["b"]}}, {}, {}, 1.0, SUITE, {}, {})
     runs = [(modules.Run("one", "one"), cov), (modules.Run("two", "two"), cov)]
     pool, _ = generated.candidates("area", ["m.py"], tmp_path, runs, {})
     limit, body = (next(c for c in pool if c.mutant.old == v) for v in ("4", "2"))
     assert (limit.run.name, limit.tests, [(r.name, t) for r, t in limit.others]) == ("one", ["a", "b"], [("two", ["a", "b"])])
-    assert (body.run.name, body.tests, body.others) == ("one", ["b"], [])  # a function's line: its first run
+    assert (body.run.name, body.tests, [(r.name, t) for r, t in body.others]) == ("one", ["b"], [("two", ["b"])])
 
 
 def test_a_platform_survivor_of_its_covering_unit_tests_is_escalated_to_the_rest(monkeypatch, tmp_path):

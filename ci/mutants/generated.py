@@ -18,9 +18,11 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    (``git rev-parse HEAD``) unless --seed says otherwise, so a run is reproducible and the next commit draws
    other mutants. A mutant that does not compile is put back and another drawn. A line run at import in the
    body of a class the compiled module stands in for (``compiled_standins``) is judged on a run without it.
-   A line run at import is judged on every run of its area that imports it (its value may matter on one run
-   alone: a default that one backend leaves to it), the first of them as below, the others by their tests
-   that run its file (at most --max-tests each), before the escalation;
+   A mutant is judged on every run of its area that executes its line (a line run at import: every run that
+   imports its file; its value may matter on one run alone, a default that one backend leaves to it), the
+   first of them as below, the others by their tests that execute it (at most --max-tests each), before the
+   escalation: a bug in shared code is caught when any target's certificate shows it (api.py's
+   register_language with `binary` negated breaks every OpenCL compile and no CUDA test);
 3. each mutant in its own copy (``judging.py``): a C mutant's build made first, in a cache of its own; then
    ``certify --target T --only TEST...`` (the tests that execute the line, at most --max-tests, fail-fast:
    pytest --maxfail=1). Killed: a test's outcome differs from the baseline (a baseline pass that does not
@@ -169,7 +171,8 @@ def tests_finder(f: str, c_functions, cov: Coverage, usable: set[str], unused: s
 def candidates(area: str, files: list[str], snapshot: Path, runs: list[tuple[modules.Run | None, Coverage]],
                equivalent: dict[str, str]) -> tuple[list[Candidate], list[int]]:
     """Every mutant of the area's files that a passing test executes, on the first run (of ``runs``) whose
-    coverage has one; and [derived, executed, 0, equivalent] for the report."""
+    coverage has one and, as ``others``, the later runs that execute it too; and [derived, executed, 0,
+    equivalent] for the report."""
     graphs: dict[tuple[str, int], dict[str, list[str]]] = {}
 
     def c_functions(build: modules.CBuild, cov: Coverage) -> dict[str, list[str]]:
@@ -195,7 +198,7 @@ def candidates(area: str, files: list[str], snapshot: Path, runs: list[tuple[mod
                 continue
             found = [(r, tests) for r, tests_of in finders if (tests := tests_of(m))]
             if found:
-                (r, tests), *others = found if m.toplevel else found[:1]
+                (r, tests), *others = found
                 pool.append(Candidate(m, area, r, tests, others))
     return pool, [derived, len(pool), 0, equiv]
 

@@ -40,8 +40,8 @@ class Candidate:
     area: str
     run: modules.Run | None  # None: the platform's unit tests
     tests: list[str]
-    #: a line run at import: the area's other runs that import it, with their tests that run its file (its value
-    #: may be used on one run only: a default another backend leaves to it, a constant one backend reads)
+    #: the area's other runs that execute the line, with their tests that do (a line run at import: that run its
+    #: file; its value may be used on one run only: a default another backend leaves to it)
     others: list[tuple[modules.Run, list[str]]] = field(default_factory=list)
 
 
@@ -127,8 +127,8 @@ def covering_limit(base: Coverage, tests: list[str], limit: float) -> float:
 def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
               judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]],
               others: list[Callable[[], tuple[str, list[str], str, int]]] = ()) -> Outcome:
-    """The rule of both runners: the mutant's covering tests first (within ``covering`` seconds), then, for a
-    line run at import, its tests on each other run (``others``: each judges them, as ``judge`` does); a
+    """The rule of both runners: the mutant's covering tests first (within ``covering`` seconds), then its tests
+    on each other run that executes its line (``others``: each judges them, as ``judge`` does); a
     survivor of those is escalated to every other test that passes unmutated on its run (fail-fast, within
     60 s + SLOWDOWN times the recorded run's time) and survives only if those miss it too.
     ``judge(tests, stage, seconds)`` runs ``tests`` on the mutant: (status, killers, detail, tests run)."""

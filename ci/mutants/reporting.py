@@ -41,7 +41,7 @@ def clauses_of(tests: list[str], clause_map: dict[str, list[str]]) -> str:
 
 
 def stage_table(outcomes: list[Outcome]) -> list[str]:
-    """Per area: the kills by the covering tests, by those of another run (a line run at import) and by the
+    """Per area: the kills by the covering tests, by those of another run that executes the line, and by the
     escalation to the rest of the suite (many of the latter: the coverage attribution of the area's lines is
     weak), and what the escalation cost."""
     rows, totals = [], [0, 0, 0, 0, 0, 0.0]
@@ -87,7 +87,8 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
     escalated = [o for o in outcomes if o.escalation_s]
     lines += ["", "## Kills by stage", "",
               "A mutant's covering tests are a sample (at most --max-tests of those whose coverage context ran "
-              "its line), a module-level line counts every test (on each run that imports it: its value may "
+              "its line; a mutant is judged on each run that executes its line, its first run's covering tests "
+              "first), a module-level line counts every test (on each run that imports it: its value may "
               "matter on one alone), and a line run in a session fixture's setup "
               "is credited to the first test alone: kills by the escalation show where that attribution is "
               f"weak. The escalation took {sum(o.escalation_s for o in escalated) / 60:.1f} min of the "
