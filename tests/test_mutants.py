@@ -482,3 +482,51 @@ def test_what_a_mutants_run_leaves_behind_is_killed_also_in_a_session_of_its_own
     assert proc.returncode == 0, proc.stderr
     left = int(pid_file.read_text())
     assert not run._alive(Path(f"/proc/{left}/stat")), "the detached child still runs"
+
+
+import union  # noqa: E402
+
+
+def _run_cov(executed: dict) -> covered.Coverage:
+    return covered.Coverage({}, {}, {}, 1.0, {}, {}, {}, executed=executed)
+
+
+def test_a_backend_modules_branch_coverage_is_the_union_of_its_own_runs_arcs():
+    """A branch taken by either CUDA run counts once; another backend's run of the same file counts not; the
+    branches are those any run knows (taken or missing), not a sum of percentages."""
+    f = "ironaccel/backends/cuda/stream.py"
+    covs = {
+        "cuda/fake": _run_cov({f: {"lines": [1, 2, 3], "missing_lines": [4, 5],
+                                   "taken": [[2, 3], [3, -1]], "missing": [[2, 4], [3, 5]]}}),
+        "cuda/fake pure-python": _run_cov({f: {"lines": [1, 2, 4], "missing_lines": [3, 5],
+                                               "taken": [[2, 4]], "missing": [[2, 3], [3, 5], [3, -1]]}}),
+        "vulkan/lavapipe": _run_cov({f: {"lines": [5], "missing_lines": [], "taken": [[3, 5]], "missing": []}}),
+    }
+    (m,) = union.union(covs)
+    assert (m.file, m.backend, m.runs) == (f, "cuda", ["cuda/fake", "cuda/fake pure-python"])
+    assert (len(m.lines_run), len(m.lines)) == (4, 5)
+    assert (len(m.taken), len(m.branches)) == (3, 4)  # vulkan's 3->5 is not cuda's own
+    assert m.missing == [f"{f}:3->5"]
+    assert m.reachable({f"{f}:3->5": "a real driver's error"}) == 3
+    assert m.reachable({f"{f}:2->3": "taken: no effect"}) == 4
+
+
+def test_the_union_section_gives_reasons_and_flags_stale_entries(tmp_path):
+    f = "ironaccel/backends/opengl/context.py"
+    covs = {"opengl/llvmpipe": _run_cov({f: {"lines": [1], "missing_lines": [2], "taken": [[1, 2]],
+                                             "missing": [[1, 3], [5, -4]]}})}
+    listed = tmp_path / "unreachable.txt"
+    listed.write_text(f"# comment\n\n{f}:5->exit only a driver without GL 4.3\n{f}:1->2 taken now\n")
+    reasons = union.read_unreachable(listed)
+    assert reasons == {f"{f}:5->exit": "only a driver without GL 4.3", f"{f}:1->2": "taken now"}
+    text = "\n".join(union.section(covs, reasons))
+    assert f"| {f} | opengl/llvmpipe | 1/2 | 50% | 1/3 | 33% | 1 | 50% |" in text
+    assert f"`{f}:1->3`\n" in text + "\n" and f"`{f}:5->exit`: unreachable: only a driver without GL 4.3" in text
+    assert "Stale entries" in text and f"- `{f}:1->2`" in text
+    assert "No run recorded" in "\n".join(union.section({"opengl/llvmpipe": _run_cov({})}, {}))
+
+
+def test_every_unreachable_entry_names_a_backend_branch_with_a_reason():
+    for branch, reason in union.read_unreachable().items():
+        assert re.fullmatch(r"[\w./-]+\.py:\d+->(\d+|exit)", branch) and union.backend_of(branch.rpartition(":")[0]), branch
+        assert reason, branch
