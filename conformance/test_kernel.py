@@ -18,6 +18,7 @@ BROKEN = {
     "glsl": "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { uint x = undefined_thing; }",
     "glsl430": "#version 430\nvoid main() { uint x = undefined_thing; }",
     "spirv": b"\x03\x02\x23\x07not really spir-v",
+    "cubin": b"\x7fELF but not a CUDA binary" * 4,
 }
 
 
@@ -32,6 +33,22 @@ def test_compile_error_carries_log(device, kernels, kernel_source):
     assert err.lang == lang and err.op in str(err)
     if lang not in ("spirv", "ptx"):
         assert "undefined_thing" in err.log, err.log
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-69", "ERR-2")
+def test_every_language_rejects_broken_code_with_its_log(device, kernels, kernel_source):
+    """KERNEL-1 takes the device's first language; each other one reaches the driver another way (CUDA: PTX
+    and cubins are loaded as they are, CUDA C goes through NVRTC first; Vulkan: SPIR-V is reflected by the
+    backend, GLSL compiled by glslang)."""
+    for lang in device.languages:
+        broken = BROKEN[lang] if lang in BROKEN else kernel_source("broken", lang)
+        with pytest.raises(ia.CompileError) as info:
+            device.compile(broken, lang)
+        err = info.value
+        assert err.lang == lang, f"{lang}: a CompileError for {err.lang!r}: {err}"
+        assert err.log.strip(), f"{lang}: the compiler's log is empty"
+        assert err.op in str(err), f"{lang}: {err}"
     assert_device_works(device, kernels)
 
 

@@ -3,6 +3,9 @@ source text without a final newline (test_kernel.py holds the launches of the co
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import pytest
 
@@ -102,6 +105,27 @@ def test_a_source_without_a_final_newline_compiles(device, stream, target, requi
         with poisoned(device, stream, 4 * 100) as out:
             stream.launch(k, 2, 64, (out, np.uint32(9), np.uint32(100)))
             assert (read(stream, out, np.uint32) == 9).all(), f"{lang}: fill_u32 without a final newline"
+
+
+@pytest.mark.clause("KERNEL-70")
+def test_a_source_no_cache_holds_compiles(device, stream, target, require):
+    """Compilers' results are cached in memory and on disk, so the suite's own kernels, compiled on every run,
+    reach the compiler only on a machine that never ran it: a source that differs by a comment naming this run
+    (one line comments are ``//`` in every text language the suite has kernels in) reaches it on every run."""
+    dialects = {d.lang: d for d in target.kernels if not d.binary and d.source("fill_u32") is not None}
+    assert dialects, f"the target has no text dialect of fill_u32 (the suite's own fault): {target.kernels}"
+    langs = [lang for lang in device.languages if lang in dialects]
+    if not langs:
+        require(f"lang.{next(iter(dialects))}")
+    fresh = f"\n// KERNEL-70: compiled first at {time.time_ns()} by process {os.getpid()}\n"
+    for lang in langs:
+        source = dialects[lang].source("fill_u32") + fresh
+        options = ["-e", "fill_u32"] if dialects[lang].named_by_option else []
+        for value in (0x5EED, 0xF00D):  # compiled, then from the cache
+            k = device.compile(source, lang, options=options).kernel("fill_u32")
+            with poisoned(device, stream, 4 * 100) as out:
+                stream.launch(k, 2, 64, (out, np.uint32(value), np.uint32(100)))
+                assert (read(stream, out, np.uint32) == value).all(), f"{lang}: fill_u32 compiled anew"
 
 
 #: imm_forms(out): thread 0 stores integer immediates written in each of PTX's notations
