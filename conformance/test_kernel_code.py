@@ -13,7 +13,7 @@ import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.cts.spec import conformance_dir
 
-from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
+from .helpers import POISON, assert_device_works, ceil_div, poisoned, raises_naming, read, rng, upload
 
 
 @pytest.mark.clause("KERNEL-22")
@@ -126,6 +126,46 @@ def test_a_source_no_cache_holds_compiles(device, stream, target, require):
             with poisoned(device, stream, 4 * 100) as out:
                 stream.launch(k, 2, 64, (out, np.uint32(value), np.uint32(100)))
                 assert (read(stream, out, np.uint32) == value).all(), f"{lang}: fill_u32 compiled anew"
+
+
+#: GLSL 4.30 kernels outside OpenGL's argument convention, each with what the refusal names
+GLSL430_OUTSIDE_CONVENTION = {
+    "local_size": ("layout(local_size_x = 64) in;\n"
+                   "layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                   "void main() { out_.data[gl_GlobalInvocationID.x] = 1u; }", "local_size"),
+    "bindings 0 and 2": ("layout(std430, binding = 0) buffer A { uint data[]; } a;\n"
+                         "layout(std430, binding = 2) buffer B { uint data[]; } b;\n"
+                         "void main() { b.data[gl_GlobalInvocationID.x] = a.data[gl_GlobalInvocationID.x]; }",
+                         "[0, 2]"),
+    "two uniform blocks": ("layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                           "layout(std140, binding = 0) uniform A { uint value; } a;\n"
+                           "layout(std140, binding = 1) uniform B { uint n; } b;\n"
+                           "void main() { if (gl_GlobalInvocationID.x < b.n) out_.data[gl_GlobalInvocationID.x] = a.value; }",
+                           "declares 2"),
+    "a vector member": ("layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                        "layout(std140, binding = 0) uniform Args { uvec2 value; uint n; } args;\n"
+                        "void main() { if (gl_GlobalInvocationID.x < args.n) out_.data[gl_GlobalInvocationID.x] = "
+                        "args.value.y; }", "value"),
+    "a member past its packed offset": ("#extension GL_ARB_enhanced_layouts : require\n"
+                                        "layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                                        "layout(std140, binding = 0) uniform Args { uint value; layout(offset = 8) "
+                                        "uint n; } args;\n"
+                                        "void main() { if (gl_GlobalInvocationID.x < args.n) "
+                                        "out_.data[gl_GlobalInvocationID.x] = args.value; }", "[0, 8]"),
+}
+
+
+@pytest.mark.clause("KERNEL-71")
+@pytest.mark.parametrize("case", sorted(GLSL430_OUTSIDE_CONVENTION))
+def test_glsl430_outside_the_argument_convention_is_refused_at_compile(device, kernels, require, case):
+    """The OpenGL backend binds buffers by binding index, writes the scalars into one uniform block at the
+    convention's offsets and declares the local size itself: a kernel it cannot launch that way must be refused
+    where it is compiled, not launched with buffers or scalars in places it does not read."""
+    require("lang.glsl430")
+    body, what = GLSL430_OUTSIDE_CONVENTION[case]
+    with raises_naming(ia.InvalidArgument, "Device.compile", what):
+        device.compile("#version 430\n" + body + "\n", "glsl430")
+    assert_device_works(device, kernels)
 
 
 #: imm_forms(out): thread 0 stores integer immediates written in each of PTX's notations
