@@ -9,7 +9,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.cts.spec import conformance_dir
 
-from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
+from .helpers import POISON, assert_device_works, ceil_div, poisoned, raises_naming, read, rng, upload
 
 BROKEN = {
     "wgsl": "@compute @workgroup_size(1) fn broken() { let x: u32 = undefined_thing; }",
@@ -49,6 +49,39 @@ def test_every_language_rejects_broken_code_with_its_log(device, kernels, kernel
         assert err.lang == lang, f"{lang}: a CompileError for {err.lang!r}: {err}"
         assert err.log.strip(), f"{lang}: the compiler's log is empty"
         assert err.op in str(err), f"{lang}: {err}"
+    assert_device_works(device, kernels)
+
+
+#: A PTX module that loads on every device that takes PTX (the suite has no PTX kernel files: CUDA's are CUDA C)
+NOP_PTX = ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry nop() { ret; }\n"
+
+
+def _as_is_code(lang: str, device) -> str | bytes:
+    """A module in a language loaded as it is, valid for ``device``."""
+    if lang == "ptx":
+        return NOP_PTX
+    if lang == "spirv":
+        return (conformance_dir() / "kernels" / "spirv" / "saxpy.spv").read_bytes()
+    major, minor = device.info.extra["compute_capability"]
+    path = conformance_dir() / "kernels" / "cubin" / f"saxpy.sm_{major}{minor}.cubin"
+    if not path.exists():
+        pytest.fail(f"no committed cubin for sm_{major}{minor}: regenerate them with ci/gen_cubin")
+    return path.read_bytes()
+
+
+@pytest.mark.clause("KERNEL-72")
+def test_languages_loaded_as_they_are_take_no_options(device, kernels, require):
+    """PTX, cubins and SPIR-V go to the driver (or the backend's reader) as they are: an option given with them
+    configures nothing, and a caller who passed ``-arch`` or ``-O0`` must hear so, not get a module built
+    without it. Each module is valid, so only the options can be what is refused."""
+    langs = [lang for lang in device.languages if lang in ("ptx", "cubin", "spirv")]
+    if not langs:
+        require("lang.ptx")
+    for lang in langs:
+        code = _as_is_code(lang, device)
+        device.compile(code, lang).close()  # loads without options
+        with raises_naming(ia.InvalidArgument, "Device.compile", "-O3"):
+            device.compile(code, lang, options=["-O3"])
     assert_device_works(device, kernels)
 
 
