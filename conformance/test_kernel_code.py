@@ -168,6 +168,28 @@ def test_glsl430_outside_the_argument_convention_is_refused_at_compile(device, k
     assert_device_works(device, kernels)
 
 
+#: pair(out, p): a struct of two u32 passed by value (NVRTC's PTX declares it ``.param .align 4 .b8 p[8]``)
+CUDA_STRUCT_PARAM = """struct Pair { unsigned a; unsigned b; };
+extern "C" __global__ void pair(unsigned *out, Pair p) { out[0] = p.a; out[1] = p.b; }
+"""
+
+
+@pytest.mark.clause("KERNEL-73")
+def test_a_struct_passed_by_value_is_a_scalar_of_its_size(device, stream, kernels, require):
+    """CUDA kernels take structs by value; their PTX declares such a parameter as an array of bytes, which a
+    reader of scalar declarations alone sizes as one element (or refuses)."""
+    require("lang.cuda")
+    k = device.compile(CUDA_STRUCT_PARAM, "cuda").kernel("pair")
+    assert len(k.params) == 2 and k.params[1].nbytes == 8, k.params
+    packed = np.array([0x1234_5678, 0xFEDC_BA98], np.uint32).view(np.uint64)[0]  # a then b, little-endian
+    with poisoned(device, stream, 8) as out:
+        stream.launch(k, 1, 1, (out, packed))
+        np.testing.assert_array_equal(read(stream, out, np.uint32), [0x1234_5678, 0xFEDC_BA98])
+        with raises_naming(ia.InvalidArgument, "Stream.launch", "argument 1"):
+            stream.launch(k, 1, 1, (out, np.uint32(7)))
+    assert_device_works(device, kernels)
+
+
 #: imm_forms(out): thread 0 stores integer immediates written in each of PTX's notations
 PTX_INTEGER_FORMS = """.version 7.0
 .target sm_70
