@@ -85,6 +85,26 @@ def test_languages_loaded_as_they_are_take_no_options(device, kernels, require):
     assert_device_works(device, kernels)
 
 
+#: Options each of these languages refuses (GLSL 4.30 takes only ("-e", NAME), WGSL none), with what is named
+REFUSED_OPTIONS = {"glsl430": [(["-O3"], "-O3"), (["-e", "not a name"], "not a name"), (["-e"], "-e")],
+                   "wgsl": [(["-O3"], "-O3"), (["-e", "fill_u32"], "fill_u32")]}
+
+
+@pytest.mark.clause("KERNEL-74")
+def test_options_a_text_language_does_not_take_are_refused(device, kernels, kernel_source, require):
+    """The compilers behind these languages are given no command line (OpenGL's names its entry point with
+    ``-e``, WGSL's takes nothing): an option the caller gave must be refused, not dropped."""
+    langs = [lang for lang in device.languages if lang in REFUSED_OPTIONS]
+    if not langs:
+        require("lang.glsl430")
+    for lang in langs:
+        source = kernel_source("fill_u32", lang)
+        for options, named in REFUSED_OPTIONS[lang]:
+            with raises_naming(ia.InvalidArgument, "Device.compile", named):
+                device.compile(source, lang, options=options)
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("KERNEL-2")
 @pytest.mark.parametrize("block", [1, 32, 64, 256])
 @pytest.mark.parametrize("n", [1, 1000, 4099])
