@@ -190,6 +190,20 @@ def test_a_struct_passed_by_value_is_a_scalar_of_its_size(device, stream, kernel
     assert_device_works(device, kernels)
 
 
+@pytest.mark.clause("KERNEL-75", "ERR-4")
+def test_an_option_nvrtc_does_not_take_is_its_error(device, kernels, require):
+    """NVRTC refuses an option it does not know before it compiles anything (NVRTC_ERROR_INVALID_OPTION):
+    a failed call of NVRTC's, named after it (ERR-4), never a program read back from a compilation that did
+    not happen (an error of the PTX read that follows, or a module built without the option)."""
+    require("lang.cuda")
+    source = CUDA_STRUCT_PARAM + f"// KERNEL-75 {time.time_ns()}\n"  # no cache holds it: NVRTC is asked
+    with pytest.raises((ia.DriverError, ia.CompileError)) as info:
+        device.compile(source, "cuda", options=["--no-such-option"])
+    assert info.value.op == "nvrtcCompileProgram", info.value
+    assert "INVALID_OPTION" in str(info.value) or "no-such-option" in str(info.value), info.value
+    assert_device_works(device, kernels)
+
+
 #: imm_forms(out): thread 0 stores integer immediates written in each of PTX's notations
 PTX_INTEGER_FORMS = """.version 7.0
 .target sm_70
