@@ -530,3 +530,30 @@ def test_every_unreachable_entry_names_a_backend_branch_with_a_reason():
     for branch, reason in union.read_unreachable().items():
         assert re.fullmatch(r"[\w./-]+\.py:\d+->(\d+|exit)", branch) and union.backend_of(branch.rpartition(":")[0]), branch
         assert reason, branch
+
+
+def test_a_mutant_of_a_file_that_fills_a_cache_fills_one_of_its_own(tmp_path, monkeypatch):
+    """A mutant of nvrtc.py can store what it compiled wrongly (an empty PTX under a broken source's key): read by
+    every later run from the shared cache, it would change their outcomes. Its runs start that kind empty in a
+    cache of their own, every other kind linked; other Python mutants use the shared cache as it is."""
+    shared = tmp_path / "shared"
+    for kind in ("nvrtc", "fakecuda", "mutants"):
+        (shared / kind).mkdir(parents=True)
+    monkeypatch.setenv("IRONACCEL_CACHE", str(shared))
+    run = modules.RUNS[0]
+
+    def env_of(file: str, scratch: Path) -> dict[str, str]:
+        scratch.mkdir()
+        mutant = operators.Mutant("m", file, 1, "f", "const", 0, 1, "0", "1")
+        return judging.mutant_env(judging.Candidate(mutant, "cuda", run, ["t"]), tmp_path, scratch)
+
+    env = env_of("ironaccel/backends/cuda/nvrtc.py", tmp_path / "a")
+    own = Path(env["IRONACCEL_CACHE"])
+    assert own != shared and sorted(p.name for p in own.iterdir()) == ["fakecuda"]
+    assert (own / "fakecuda").resolve() == (shared / "fakecuda").resolve() and "CC" not in env
+    assert judging.mutant_env(judging.Candidate(operators.Mutant("m", "ironaccel/backends/cuda/nvrtc.py", 1, "f", "const",
+                                                                 0, 1, "0", "1"), "cuda", run, ["t"]),
+                              tmp_path, tmp_path / "a")["IRONACCEL_CACHE"] == str(own)  # another run of it: the same
+    assert env_of("ironaccel/backends/cuda/device.py", tmp_path / "b")["IRONACCEL_CACHE"] == str(shared)
+    assert set(modules.CACHE_WRITERS) <= {f for globs in modules.SUITE_AREAS.values() for g in globs
+                                          for f in map(str, [p.relative_to(ROOT) for p in ROOT.glob(g)])}
