@@ -230,6 +230,36 @@ def test_opencl_local_memory_beyond_the_limit_is_refused_at_launch(device, strea
     assert_device_works(device, kernels)
 
 
+#: WGSL kernels outside WebGPU's argument convention, each with what the refusal names
+WGSL_PRELUDE = ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\noverride BLOCK_Z: u32 = 1;\n"
+                "@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n")
+WGSL_MAIN = ("@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z)\n"
+             "fn k(@builtin(global_invocation_id) g: vec3<u32>) {{ if (g.x < {n}) {{ out[g.x] = {value}; }} }}\n")
+WGSL_OUTSIDE_CONVENTION = {
+    "two uniform blocks": ("struct A { value: u32 }\nstruct B { n: u32 }\n"
+                           "@group(0) @binding(1) var<uniform> a: A;\n@group(0) @binding(2) var<uniform> b: B;\n"
+                           + WGSL_MAIN.format(n="b.n", value="a.value"), "2"),
+    "a uniform that is no struct": ("@group(0) @binding(1) var<uniform> n: u32;\n" + WGSL_MAIN.format(n="n", value="1u"),
+                                    "u32"),
+    "a vector member": ("struct Args { value: vec2<u32>, n: u32 }\n@group(0) @binding(1) var<uniform> args: Args;\n"
+                        + WGSL_MAIN.format(n="args.n", value="args.value.y"), "value"),
+}
+
+
+@pytest.mark.clause("KERNEL-77")
+@pytest.mark.parametrize("case", sorted(WGSL_OUTSIDE_CONVENTION))
+def test_wgsl_outside_the_argument_convention_is_refused_at_compile(device, kernels, require, case):
+    """KERNEL-71 for WGSL: the WebGPU backend writes the scalars into one uniform struct of scalars at the
+    convention's offsets, so a module whose uniform it cannot fill that way must be refused where it is
+    compiled, not launched with its scalars in places it does not read."""
+    require("lang.wgsl")
+    body, what = WGSL_OUTSIDE_CONVENTION[case]
+    with pytest.raises((ia.CompileError, ia.InvalidArgument)) as info:
+        device.compile(WGSL_PRELUDE + body, "wgsl")
+    assert info.value.op == "Device.compile" and what in str(info.value), info.value
+    assert_device_works(device, kernels)
+
+
 #: imm_forms(out): thread 0 stores integer immediates written in each of PTX's notations
 PTX_INTEGER_FORMS = """.version 7.0
 .target sm_70
