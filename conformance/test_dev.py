@@ -12,7 +12,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend, registry
 from ironaccel.api import CAPABILITIES
 
-from .helpers import RunningWork, assert_device_works, poisoned, read
+from .helpers import RunningWork, assert_device_works, poisoned, raises_naming, read
 
 
 @pytest.mark.clause("DEV-1")
@@ -78,6 +78,17 @@ def test_open_device_out_of_range(device):
     count = backend.device_count()
     with pytest.raises(ia.InvalidArgument, match="^Backend.open_device: .* out of range"):
         backend.open_device(count + 5)
+
+
+@pytest.mark.clause("DEV-67", "ERR-3")
+def test_open_device_refuses_an_option_it_does_not_know(device):
+    """Options are backend-specific (Vulkan's ``validation``): a misspelt one must be refused by name, not
+    ignored and not a TypeError from the backend's own signature."""
+    backend = get_backend(device.info.backend)
+    with raises_naming(ia.InvalidArgument, "Backend.open_device", "no_such_option"):
+        backend.open_device(device.info.index, no_such_option=True)
+    with raises_naming(ia.InvalidArgument, "Backend.open_device", "no_such_option"):
+        backend.open_device(device.info.index, **dict.fromkeys(backend.options, None), no_such_option=1)
 
 
 @pytest.mark.clause("DEV-5", "ERR-1")

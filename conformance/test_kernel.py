@@ -9,7 +9,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.cts.spec import conformance_dir
 
-from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
+from .helpers import POISON, assert_device_works, ceil_div, poisoned, raises_naming, read, rng, upload
 
 BROKEN = {
     "wgsl": "@compute @workgroup_size(1) fn broken() { let x: u32 = undefined_thing; }",
@@ -18,6 +18,7 @@ BROKEN = {
     "glsl": "#version 450\nlayout(local_size_x = 1) in;\nvoid main() { uint x = undefined_thing; }",
     "glsl430": "#version 430\nvoid main() { uint x = undefined_thing; }",
     "spirv": b"\x03\x02\x23\x07not really spir-v",
+    "cubin": b"\x7fELF but not a CUDA binary" * 4,
 }
 
 
@@ -32,6 +33,75 @@ def test_compile_error_carries_log(device, kernels, kernel_source):
     assert err.lang == lang and err.op in str(err)
     if lang not in ("spirv", "ptx"):
         assert "undefined_thing" in err.log, err.log
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-69", "ERR-2")
+def test_every_language_rejects_broken_code_with_its_log(device, kernels, kernel_source):
+    """KERNEL-1 takes the device's first language; each other one reaches the driver another way (CUDA: PTX
+    and cubins are loaded as they are, CUDA C goes through NVRTC first; Vulkan: SPIR-V is reflected by the
+    backend, GLSL compiled by glslang)."""
+    for lang in device.languages:
+        broken = BROKEN[lang] if lang in BROKEN else kernel_source("broken", lang)
+        with pytest.raises(ia.CompileError) as info:
+            device.compile(broken, lang)
+        err = info.value
+        assert err.lang == lang, f"{lang}: a CompileError for {err.lang!r}: {err}"
+        assert err.log.strip(), f"{lang}: the compiler's log is empty"
+        assert err.op in str(err), f"{lang}: {err}"
+    assert_device_works(device, kernels)
+
+
+#: A PTX module that loads on every device that takes PTX (the suite has no PTX kernel files: CUDA's are CUDA C)
+NOP_PTX = ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry nop() { ret; }\n"
+
+
+def _as_is_code(lang: str, device) -> str | bytes:
+    """A module in a language loaded as it is, valid for ``device``."""
+    if lang == "ptx":
+        return NOP_PTX
+    if lang == "spirv":
+        return (conformance_dir() / "kernels" / "spirv" / "saxpy.spv").read_bytes()
+    major, minor = device.info.extra["compute_capability"]
+    path = conformance_dir() / "kernels" / "cubin" / f"saxpy.sm_{major}{minor}.cubin"
+    if not path.exists():
+        pytest.fail(f"no committed cubin for sm_{major}{minor}: regenerate them with ci/gen_cubin")
+    return path.read_bytes()
+
+
+@pytest.mark.clause("KERNEL-72")
+def test_languages_loaded_as_they_are_take_no_options(device, kernels, require):
+    """PTX, cubins and SPIR-V go to the driver (or the backend's reader) as they are: an option given with them
+    configures nothing, and a caller who passed ``-arch`` or ``-O0`` must hear so, not get a module built
+    without it. Each module is valid, so only the options can be what is refused."""
+    langs = [lang for lang in device.languages if lang in ("ptx", "cubin", "spirv")]
+    if not langs:
+        require("lang.ptx")
+    for lang in langs:
+        code = _as_is_code(lang, device)
+        device.compile(code, lang).close()  # loads without options
+        with raises_naming(ia.InvalidArgument, "Device.compile", "-O3"):
+            device.compile(code, lang, options=["-O3"])
+    assert_device_works(device, kernels)
+
+
+#: Options each of these languages refuses (GLSL 4.30 takes only ("-e", NAME), WGSL none), with what is named
+REFUSED_OPTIONS = {"glsl430": [(["-O3"], "-O3"), (["-e", "not a name"], "not a name"), (["-e"], "-e")],
+                   "wgsl": [(["-O3"], "-O3"), (["-e", "fill_u32"], "fill_u32")]}
+
+
+@pytest.mark.clause("KERNEL-74")
+def test_options_a_text_language_does_not_take_are_refused(device, kernels, kernel_source, require):
+    """The compilers behind these languages are given no command line (OpenGL's names its entry point with
+    ``-e``, WGSL's takes nothing): an option the caller gave must be refused, not dropped."""
+    langs = [lang for lang in device.languages if lang in REFUSED_OPTIONS]
+    if not langs:
+        require("lang.glsl430")
+    for lang in langs:
+        source = kernel_source("fill_u32", lang)
+        for options, named in REFUSED_OPTIONS[lang]:
+            with raises_naming(ia.InvalidArgument, "Device.compile", named):
+                device.compile(source, lang, options=options)
     assert_device_works(device, kernels)
 
 

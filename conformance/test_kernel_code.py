@@ -3,6 +3,9 @@ source text without a final newline (test_kernel.py holds the launches of the co
 
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import pytest
 
@@ -10,7 +13,7 @@ import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.cts.spec import conformance_dir
 
-from .helpers import POISON, assert_device_works, ceil_div, poisoned, read, rng, upload
+from .helpers import POISON, assert_device_works, ceil_div, poisoned, raises_naming, read, rng, upload
 
 
 @pytest.mark.clause("KERNEL-22")
@@ -102,6 +105,159 @@ def test_a_source_without_a_final_newline_compiles(device, stream, target, requi
         with poisoned(device, stream, 4 * 100) as out:
             stream.launch(k, 2, 64, (out, np.uint32(9), np.uint32(100)))
             assert (read(stream, out, np.uint32) == 9).all(), f"{lang}: fill_u32 without a final newline"
+
+
+@pytest.mark.clause("KERNEL-70")
+def test_a_source_no_cache_holds_compiles(device, stream, target, require):
+    """Compilers' results are cached in memory and on disk, so the suite's own kernels, compiled on every run,
+    reach the compiler only on a machine that never ran it: a source that differs by a comment naming this run
+    (one line comments are ``//`` in every text language the suite has kernels in) reaches it on every run."""
+    dialects = {d.lang: d for d in target.kernels if not d.binary and d.source("fill_u32") is not None}
+    assert dialects, f"the target has no text dialect of fill_u32 (the suite's own fault): {target.kernels}"
+    langs = [lang for lang in device.languages if lang in dialects]
+    if not langs:
+        require(f"lang.{next(iter(dialects))}")
+    fresh = f"\n// KERNEL-70: compiled first at {time.time_ns()} by process {os.getpid()}\n"
+    for lang in langs:
+        source = dialects[lang].source("fill_u32") + fresh
+        options = ["-e", "fill_u32"] if dialects[lang].named_by_option else []
+        for value in (0x5EED, 0xF00D):  # compiled, then from the cache
+            k = device.compile(source, lang, options=options).kernel("fill_u32")
+            with poisoned(device, stream, 4 * 100) as out:
+                stream.launch(k, 2, 64, (out, np.uint32(value), np.uint32(100)))
+                assert (read(stream, out, np.uint32) == value).all(), f"{lang}: fill_u32 compiled anew"
+
+
+#: GLSL 4.30 kernels outside OpenGL's argument convention, each with what the refusal names
+GLSL430_OUTSIDE_CONVENTION = {
+    "local_size": ("layout(local_size_x = 64) in;\n"
+                   "layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                   "void main() { out_.data[gl_GlobalInvocationID.x] = 1u; }", "local_size"),
+    "bindings 0 and 2": ("layout(std430, binding = 0) buffer A { uint data[]; } a;\n"
+                         "layout(std430, binding = 2) buffer B { uint data[]; } b;\n"
+                         "void main() { b.data[gl_GlobalInvocationID.x] = a.data[gl_GlobalInvocationID.x]; }",
+                         "[0, 2]"),
+    "two uniform blocks": ("layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                           "layout(std140, binding = 0) uniform A { uint value; } a;\n"
+                           "layout(std140, binding = 1) uniform B { uint n; } b;\n"
+                           "void main() { if (gl_GlobalInvocationID.x < b.n) out_.data[gl_GlobalInvocationID.x] = a.value; }",
+                           "declares 2"),
+    "a vector member": ("layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                        "layout(std140, binding = 0) uniform Args { uvec2 value; uint n; } args;\n"
+                        "void main() { if (gl_GlobalInvocationID.x < args.n) out_.data[gl_GlobalInvocationID.x] = "
+                        "args.value.y; }", "value"),
+    "a member past its packed offset": ("#extension GL_ARB_enhanced_layouts : require\n"
+                                        "layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                                        "layout(std140, binding = 0) uniform Args { uint value; layout(offset = 8) "
+                                        "uint n; } args;\n"
+                                        "void main() { if (gl_GlobalInvocationID.x < args.n) "
+                                        "out_.data[gl_GlobalInvocationID.x] = args.value; }", "[0, 8]"),
+}
+
+
+@pytest.mark.clause("KERNEL-71")
+@pytest.mark.parametrize("case", sorted(GLSL430_OUTSIDE_CONVENTION))
+def test_glsl430_outside_the_argument_convention_is_refused_at_compile(device, kernels, require, case):
+    """The OpenGL backend binds buffers by binding index, writes the scalars into one uniform block at the
+    convention's offsets and declares the local size itself: a kernel it cannot launch that way must be refused
+    where it is compiled, not launched with buffers or scalars in places it does not read."""
+    require("lang.glsl430")
+    body, what = GLSL430_OUTSIDE_CONVENTION[case]
+    with raises_naming(ia.InvalidArgument, "Device.compile", what):
+        device.compile("#version 430\n" + body + "\n", "glsl430")
+    assert_device_works(device, kernels)
+
+
+#: pair(out, p): a struct of two u32 passed by value (NVRTC's PTX declares it ``.param .align 4 .b8 p[8]``)
+CUDA_STRUCT_PARAM = """struct Pair { unsigned a; unsigned b; };
+extern "C" __global__ void pair(unsigned *out, Pair p) { out[0] = p.a; out[1] = p.b; }
+"""
+
+
+@pytest.mark.clause("KERNEL-73")
+def test_a_struct_passed_by_value_is_a_scalar_of_its_size(device, stream, kernels, require):
+    """CUDA kernels take structs by value; their PTX declares such a parameter as an array of bytes, which a
+    reader of scalar declarations alone sizes as one element (or refuses)."""
+    require("lang.cuda")
+    k = device.compile(CUDA_STRUCT_PARAM, "cuda").kernel("pair")
+    assert len(k.params) == 2 and k.params[1].nbytes == 8, k.params
+    packed = np.array([0x1234_5678, 0xFEDC_BA98], np.uint32).view(np.uint64)[0]  # a then b, little-endian
+    with poisoned(device, stream, 8) as out:
+        stream.launch(k, 1, 1, (out, packed))
+        np.testing.assert_array_equal(read(stream, out, np.uint32), [0x1234_5678, 0xFEDC_BA98])
+        with raises_naming(ia.InvalidArgument, "Stream.launch", "argument 1"):
+            stream.launch(k, 1, 1, (out, np.uint32(7)))
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-75", "ERR-4")
+def test_an_option_nvrtc_does_not_take_is_its_error(device, kernels, require):
+    """NVRTC refuses an option it does not know before it compiles anything (NVRTC_ERROR_INVALID_OPTION):
+    a failed call of NVRTC's, named after it (ERR-4), never a program read back from a compilation that did
+    not happen (an error of the PTX read that follows, or a module built without the option)."""
+    require("lang.cuda")
+    source = CUDA_STRUCT_PARAM + f"// KERNEL-75 {time.time_ns()}\n"  # no cache holds it: NVRTC is asked
+    with pytest.raises((ia.DriverError, ia.CompileError)) as info:
+        device.compile(source, "cuda", options=["--no-such-option"])
+    assert info.value.op == "nvrtcCompileProgram", info.value
+    assert "INVALID_OPTION" in str(info.value) or "no-such-option" in str(info.value), info.value
+    assert_device_works(device, kernels)
+
+
+#: big_local(out): a work-group's __local array of WORDS words (filled in by the test: the device's limit + 4 KiB)
+OPENCL_BIG_LOCAL = """__kernel void big_local(__global uint *out) {
+    __local uint scratch[WORDS];
+    scratch[get_local_id(0)] = 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    out[get_global_id(0)] = scratch[0] + scratch[WORDS - 1];
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-76")
+def test_opencl_local_memory_beyond_the_limit_is_refused_at_launch(device, stream, kernels):
+    """OpenCL C compiles a __local array of any size; the work-group's memory is only checked when the kernel
+    is enqueued. The backend refuses it before (limits.max_shared_memory is what the device reports), so the
+    caller hears what is wrong, not a driver's out-of-resources status."""
+    if "opencl" not in device.languages:  # the plugin's language: not a capability where it is not loaded
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}lang.opencl")
+    words = device.info.limits.max_shared_memory // 4 + 1024
+    k = device.compile(OPENCL_BIG_LOCAL.replace("WORDS", str(words)), "opencl").kernel("big_local")
+    with poisoned(device, stream, 256) as out:
+        with raises_naming(ia.InvalidArgument, "Stream.launch", "__local"):
+            stream.launch(k, 1, 64, (out,))
+        assert (read(stream, out, np.uint8) == POISON).all(), "a refused launch wrote"
+    assert_device_works(device, kernels)
+
+
+#: WGSL kernels outside WebGPU's argument convention, each with what the refusal names
+WGSL_PRELUDE = ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\noverride BLOCK_Z: u32 = 1;\n"
+                "@group(0) @binding(0) var<storage, read_write> out: array<u32>;\n")
+WGSL_MAIN = ("@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z)\n"
+             "fn k(@builtin(global_invocation_id) g: vec3<u32>) {{ if (g.x < {n}) {{ out[g.x] = {value}; }} }}\n")
+WGSL_OUTSIDE_CONVENTION = {
+    "two uniform blocks": ("struct A { value: u32 }\nstruct B { n: u32 }\n"
+                           "@group(0) @binding(1) var<uniform> a: A;\n@group(0) @binding(2) var<uniform> b: B;\n"
+                           + WGSL_MAIN.format(n="b.n", value="a.value"), "2"),
+    "a uniform that is no struct": ("@group(0) @binding(1) var<uniform> n: u32;\n" + WGSL_MAIN.format(n="n", value="1u"),
+                                    "u32"),
+    "a vector member": ("struct Args { value: vec2<u32>, n: u32 }\n@group(0) @binding(1) var<uniform> args: Args;\n"
+                        + WGSL_MAIN.format(n="args.n", value="args.value.y"), "value"),
+}
+
+
+@pytest.mark.clause("KERNEL-77")
+@pytest.mark.parametrize("case", sorted(WGSL_OUTSIDE_CONVENTION))
+def test_wgsl_outside_the_argument_convention_is_refused_at_compile(device, kernels, require, case):
+    """KERNEL-71 for WGSL: the WebGPU backend writes the scalars into one uniform struct of scalars at the
+    convention's offsets, so a module whose uniform it cannot fill that way must be refused where it is
+    compiled, not launched with its scalars in places it does not read."""
+    require("lang.wgsl")
+    body, what = WGSL_OUTSIDE_CONVENTION[case]
+    with pytest.raises((ia.CompileError, ia.InvalidArgument)) as info:
+        device.compile(WGSL_PRELUDE + body, "wgsl")
+    assert info.value.op == "Device.compile" and what in str(info.value), info.value
+    assert_device_works(device, kernels)
 
 
 #: imm_forms(out): thread 0 stores integer immediates written in each of PTX's notations

@@ -1024,6 +1024,8 @@ class Backend(abc.ABC):
 
     name: ClassVar[str]
     compute: ClassVar[bool] = True
+    #: The keyword options ``_open_device`` takes (Vulkan: ``validation``); ``open_device`` refuses any other.
+    options: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def probe(self) -> BackendInfo:
@@ -1040,6 +1042,10 @@ class Backend(abc.ABC):
         op = "Backend.open_device"
         if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
             raise InvalidArgument(op, f"device index must be an int, got {type(index).__name__}")
+        unknown = sorted(set(options) - set(self.options))
+        if unknown:
+            takes = f"it takes {', '.join(self.options)}" if self.options else "it takes none"
+            raise InvalidArgument(op, f"the {self.name} backend has no option {', '.join(unknown)} ({takes})")
         count = self.device_count()
         if not 0 <= index < count:
             raise InvalidArgument(op, f"{self.name} device index {int(index)} is out of range: {count} device(s)")

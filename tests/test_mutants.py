@@ -482,3 +482,78 @@ def test_what_a_mutants_run_leaves_behind_is_killed_also_in_a_session_of_its_own
     assert proc.returncode == 0, proc.stderr
     left = int(pid_file.read_text())
     assert not run._alive(Path(f"/proc/{left}/stat")), "the detached child still runs"
+
+
+import union  # noqa: E402
+
+
+def _run_cov(executed: dict) -> covered.Coverage:
+    return covered.Coverage({}, {}, {}, 1.0, {}, {}, {}, executed=executed)
+
+
+def test_a_backend_modules_branch_coverage_is_the_union_of_its_own_runs_arcs():
+    """A branch taken by either CUDA run counts once; another backend's run of the same file counts not; the
+    branches are those any run knows (taken or missing), not a sum of percentages."""
+    f = "ironaccel/backends/cuda/stream.py"
+    covs = {
+        "cuda/fake": _run_cov({f: {"lines": [1, 2, 3], "missing_lines": [4, 5],
+                                   "taken": [[2, 3], [3, -1]], "missing": [[2, 4], [3, 5]]}}),
+        "cuda/fake pure-python": _run_cov({f: {"lines": [1, 2, 4], "missing_lines": [3, 5],
+                                               "taken": [[2, 4]], "missing": [[2, 3], [3, 5], [3, -1]]}}),
+        "vulkan/lavapipe": _run_cov({f: {"lines": [5], "missing_lines": [], "taken": [[3, 5]], "missing": []}}),
+    }
+    (m,) = union.union(covs)
+    assert (m.file, m.backend, m.runs) == (f, "cuda", ["cuda/fake", "cuda/fake pure-python"])
+    assert (len(m.lines_run), len(m.lines)) == (4, 5)
+    assert (len(m.taken), len(m.branches)) == (3, 4)  # vulkan's 3->5 is not cuda's own
+    assert m.missing == [f"{f}:3->5"]
+    assert m.reachable({f"{f}:3->5": "a real driver's error"}) == 3
+    assert m.reachable({f"{f}:2->3": "taken: no effect"}) == 4
+
+
+def test_the_union_section_gives_reasons_and_flags_stale_entries(tmp_path):
+    f = "ironaccel/backends/opengl/context.py"
+    covs = {"opengl/llvmpipe": _run_cov({f: {"lines": [1], "missing_lines": [2], "taken": [[1, 2]],
+                                             "missing": [[1, 3], [5, -4]]}})}
+    listed = tmp_path / "unreachable.txt"
+    listed.write_text(f"# comment\n\n{f}:5->exit only a driver without GL 4.3\n{f}:1->2 taken now\n")
+    reasons = union.read_unreachable(listed)
+    assert reasons == {f"{f}:5->exit": "only a driver without GL 4.3", f"{f}:1->2": "taken now"}
+    text = "\n".join(union.section(covs, reasons))
+    assert f"| {f} | opengl/llvmpipe | 1/2 | 50% | 1/3 | 33% | 1 | 50% |" in text
+    assert f"`{f}:1->3`\n" in text + "\n" and f"`{f}:5->exit`: unreachable: only a driver without GL 4.3" in text
+    assert "Stale entries" in text and f"- `{f}:1->2`" in text
+    assert "No run recorded" in "\n".join(union.section({"opengl/llvmpipe": _run_cov({})}, {}))
+
+
+def test_every_unreachable_entry_names_a_backend_branch_with_a_reason():
+    for branch, reason in union.read_unreachable().items():
+        assert re.fullmatch(r"[\w./-]+\.py:\d+->(\d+|exit)", branch) and union.backend_of(branch.rpartition(":")[0]), branch
+        assert reason, branch
+
+
+def test_a_mutant_of_a_file_that_fills_a_cache_fills_one_of_its_own(tmp_path, monkeypatch):
+    """A mutant of nvrtc.py can store what it compiled wrongly (an empty PTX under a broken source's key): read by
+    every later run from the shared cache, it would change their outcomes. Its runs start that kind empty in a
+    cache of their own, every other kind linked; other Python mutants use the shared cache as it is."""
+    shared = tmp_path / "shared"
+    for kind in ("nvrtc", "fakecuda", "mutants"):
+        (shared / kind).mkdir(parents=True)
+    monkeypatch.setenv("IRONACCEL_CACHE", str(shared))
+    run = modules.RUNS[0]
+
+    def env_of(file: str, scratch: Path) -> dict[str, str]:
+        scratch.mkdir()
+        mutant = operators.Mutant("m", file, 1, "f", "const", 0, 1, "0", "1")
+        return judging.mutant_env(judging.Candidate(mutant, "cuda", run, ["t"]), tmp_path, scratch)
+
+    env = env_of("ironaccel/backends/cuda/nvrtc.py", tmp_path / "a")
+    own = Path(env["IRONACCEL_CACHE"])
+    assert own != shared and sorted(p.name for p in own.iterdir()) == ["fakecuda"]
+    assert (own / "fakecuda").resolve() == (shared / "fakecuda").resolve() and "CC" not in env
+    assert judging.mutant_env(judging.Candidate(operators.Mutant("m", "ironaccel/backends/cuda/nvrtc.py", 1, "f", "const",
+                                                                 0, 1, "0", "1"), "cuda", run, ["t"]),
+                              tmp_path, tmp_path / "a")["IRONACCEL_CACHE"] == str(own)  # another run of it: the same
+    assert env_of("ironaccel/backends/cuda/device.py", tmp_path / "b")["IRONACCEL_CACHE"] == str(shared)
+    assert set(modules.CACHE_WRITERS) <= {f for globs in modules.SUITE_AREAS.values() for g in globs
+                                          for f in map(str, [p.relative_to(ROOT) for p in ROOT.glob(g)])}

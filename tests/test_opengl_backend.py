@@ -98,7 +98,7 @@ def test_device_info_comes_from_the_context(device):
 def test_open_device_rejects_options(device):
     from ironaccel.backends.opengl import OpenGLBackend
 
-    with pytest.raises(ia.InvalidArgument, match=r"Backend\.open_device.*no options"):
+    with pytest.raises(ia.InvalidArgument, match=r"Backend\.open_device.*no option validation"):
         OpenGLBackend().open_device(0, validation=True)
 
 

@@ -39,6 +39,10 @@ test ran (gcov, over the whole run: not per test)."""
     durations: dict[str, float]
     clauses: dict[str, list[str]]
     c_unrun: dict[str, list[int]] = field(default_factory=dict)  # C file -> lines of code no test ran (gcov)
+    #: Python file -> what the whole run executed, by any test or none (coverage.py's JSON report): "lines" and
+    #: "missing_lines", branch arcs "taken" and "missing" ([from, to]; to < 0: leaving the function). The
+    #: branch coverage of a module over several runs is the union of their "taken" arcs (``union.py``).
+    executed: dict[str, dict[str, list]] = field(default_factory=dict)
 
     def usable(self) -> set[str]:
         """The tests that pass unmutated: a mutant is judged by these alone."""
@@ -58,8 +62,8 @@ def probe_env(probe_dir: Path, tree: Path, files: list[str]) -> dict[str, str]:
             "COVERAGE_PROCESS_START": str(rc)}
 
 
-def collect(probe_dir: Path, tree: Path, files: list[str]) -> tuple[dict, dict, dict]:
-    """(lines, calls, summary) from what the probe wrote."""
+def collect(probe_dir: Path, tree: Path, files: list[str]) -> tuple[dict, dict, dict, dict]:
+    """(lines, calls, summary, executed) from what the probe wrote (``Coverage`` says what each holds)."""
     import coverage
 
     cov = coverage.Coverage(data_file=str(probe_dir / "coverage"))
@@ -72,20 +76,22 @@ def collect(probe_dir: Path, tree: Path, files: list[str]) -> tuple[dict, dict, 
             continue
         by_line = data.contexts_by_lineno(measured)
         lines[rel] = {ln: sorted(c for c in ctx if c) for ln, ctx in by_line.items() if any(ctx)}
-    summary = {}
+    summary, executed = {}, {}
     report = probe_dir / "coverage.json"
     try:
         cov.json_report(outfile=str(report), include=[str(tree / f) for f in files if f.endswith(".py")])
         for measured, entry in json.loads(report.read_text())["files"].items():
             s = entry["summary"]
-            summary[os.path.relpath(os.path.join(tree, measured), tree)] = [
-                s["num_statements"], s["covered_lines"], s.get("num_branches", 0), s.get("covered_branches", 0)]
+            rel = os.path.relpath(os.path.join(tree, measured), tree)
+            summary[rel] = [s["num_statements"], s["covered_lines"], s.get("num_branches", 0), s.get("covered_branches", 0)]
+            executed[rel] = {"lines": entry["executed_lines"], "missing_lines": entry["missing_lines"],
+                             "taken": entry.get("executed_branches", []), "missing": entry.get("missing_branches", [])}
     except coverage.exceptions.NoDataError:
         pass
     calls: dict[str, dict[str, list[str]]] = {}
     for f in probe_dir.glob("calls-*.json"):
         calls.update(json.loads(f.read_text()))
-    return lines, calls, summary
+    return lines, calls, summary, executed
 
 
 def _cached(name: str) -> Path:
@@ -95,7 +101,7 @@ def _cached(name: str) -> Path:
 def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, limit: float) -> Coverage:
     """The whole suite certified on ``run`` with the probe loaded: coverage and baseline in one run (cached per
     tree and run when the run finished)."""
-    cached = _cached(f"{digest}-{run.name}-v3")
+    cached = _cached(f"{digest}-{run.name}-v4")
     if cached.is_file():
         return Coverage.from_json(json.loads(cached.read_text()))
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutants-probe-") as tmp:
@@ -111,10 +117,11 @@ def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, li
         doc, problem = certify(tree, run.target, env, probe_dir / "results", (), limit)
         if doc is None or doc["run"]["status"] != "ok":
             raise RuntimeError(f"coverage and baseline of {run.name}: {problem or doc['run']['message']}")
-        result = Coverage(*collect(probe_dir, tree, files), time.monotonic() - t0,
+        lines, calls, summary, executed = collect(probe_dir, tree, files)
+        result = Coverage(lines, calls, summary, time.monotonic() - t0,
                           {t["id"]: t["outcome"] for t in doc["tests"]},
                           {t["id"]: t.get("duration") or 0.0 for t in doc["tests"]},
-                          {t["id"]: t.get("clauses", []) for t in doc["tests"]})
+                          {t["id"]: t.get("clauses", []) for t in doc["tests"]}, executed=executed)
         result.c_unrun, c_summary = gcov_lines(probe_dir / "objects", tree)
         result.summary.update({f: s for f, s in c_summary.items() if f in files})
     cached.parent.mkdir(parents=True, exist_ok=True)
@@ -144,7 +151,8 @@ def record_platform(tree: Path, files: list[str], digest: str, limit: float, tes
         outcomes = {}
         for f in probe_dir.glob("outcomes-*.json"):
             outcomes.update(json.loads(f.read_text()))
-        result = Coverage(*collect(probe_dir, tree, files), time.monotonic() - t0, outcomes, {}, {})
+        lines, calls, summary, executed = collect(probe_dir, tree, files)
+        result = Coverage(lines, calls, summary, time.monotonic() - t0, outcomes, {}, {}, executed=executed)
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(asdict(result)))
     return result

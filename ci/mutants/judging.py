@@ -26,7 +26,7 @@ import modules
 from covered import Coverage
 from operators import Mutant
 from run import caught, certify, reaped
-from tree import copy_tree, private_cache, python_path
+from tree import copy_tree, private_cache, python_path, unshared_cache
 
 from ironaccel.cache import cache_dir
 
@@ -61,14 +61,21 @@ class Outcome:
 
 def mutant_env(c: Candidate, tree: Path, scratch: Path) -> dict[str, str]:
     """A C mutant's build goes to a cache of its own (the other builds are the shared cache's), compiled by
-    ``cc.py``, which reuses the objects of the sources the mutant leaves alone."""
+    ``cc.py``, which reuses the objects of the sources the mutant leaves alone; a mutant of a file that fills a
+    cache (``modules.CACHE_WRITERS``) fills one of its own."""
     env = {**os.environ, "PYTHONPATH": python_path(tree), "HYPOTHESIS_PROFILE": "ci", "PYTEST_ADDOPTS": "--maxfail=1"}
     if c.run is not None:
         env.update(c.run.env)
-    if c.mutant.file.endswith((".c", ".inc", ".h")):
+    if is_c(c.mutant.file):
         env.update(private_cache(scratch / "cache", (modules.c_build_of(c.mutant.file).cache,),
                                  cache_dir() / "mutants" / "objects"))
+    elif c.mutant.file in modules.CACHE_WRITERS:
+        env.update(unshared_cache(scratch / "cache", (modules.CACHE_WRITERS[c.mutant.file],)))
     return env
+
+
+def is_c(file: str) -> bool:
+    return file.endswith((".c", ".inc", ".h"))
 
 
 def build_mutant(c: Candidate, tree: Path, env: dict[str, str]) -> tuple[str | None, str]:
@@ -102,7 +109,7 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
             return escalated(c, baselines["unit tests"], limit, t0,
                              lambda tests, stage, seconds: _unit_tests(tree, env, tests, seconds, test_timeout))
         built = None
-        if "IRONACCEL_CACHE" in env:
+        if is_c(c.mutant.file):
             built, problem = build_mutant(c, tree, env)
             if built is None:
                 return Outcome(c, "not built", time.monotonic() - t0, detail=problem)

@@ -72,6 +72,12 @@ RUNS: tuple[Run, ...] = (
 )
 
 
+#: Python file -> the kind under cache_dir() it fills from what it computes (nvrtc.py: NVRTC's results, keyed by a
+#: hash nvrtc.py computes): a mutant of it starts that kind empty in its own cache, so what a mutant compiled
+#: wrongly (an empty PTX under the key of a broken source) is never read by another run.
+CACHE_WRITERS: dict[str, str] = {"ironaccel/backends/cuda/nvrtc.py": "nvrtc"}
+
+
 @dataclass(frozen=True)
 class CBuild:
     """A C build that a mutant of a file in ``folder`` changes: the mutant's copy builds it into a cache of its

@@ -1,11 +1,13 @@
 """The generated-mutant run's report (``REPORT.md``, ``PLATFORM.md``): kill rates per area and operator, the
-mutants available, the survivors with the clauses that should have caught them, coverage per module."""
+mutants available, the survivors with the clauses that should have caught them, coverage per module (per run,
+and for the suite each backend module's over its own backend's runs: ``union.py``)."""
 
 from __future__ import annotations
 
 import os
 from datetime import datetime, timezone
 
+import union
 from covered import Coverage
 from judging import Outcome
 
@@ -134,6 +136,7 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
             rows.append([run_name, f, f"{covered}/{stmts}", f"{covered / stmts:.0%}" if stmts else "-",
                          f"{bcovered}/{branches}", f"{bcovered / branches:.0%}" if branches else "-"])
     lines += tables.markdown(["run", "module", "lines", "line %", "branches", "branch %"], rows)
+    lines += [] if platform else ["", *union.section(covs)]
     rows = []
     for o in outcomes:
         m = o.candidate.mutant

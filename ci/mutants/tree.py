@@ -62,16 +62,22 @@ def python_path(tree: Path, probe: bool = False) -> str:
     return os.pathsep.join([str(tree), str(tree / PLUGIN), *([str(HERE)] if probe else [])])
 
 
-def private_cache(dest: Path, rebuilt: tuple[str, ...], objects: Path, gcov: bool = False) -> dict[str, str]:
-    """The environment of a run whose C builds of the kinds ``rebuilt`` are made anew, by ``cc.py``, into the
-    cache ``dest`` (every other kind is the shared cache's, linked); its objects kept in ``objects``
-    (``gcov``: built with --coverage, the counters written beside them when the test process exits)."""
+def unshared_cache(dest: Path, fresh: tuple[str, ...]) -> dict[str, str]:
+    """The environment of a run whose cache kinds ``fresh`` start empty in the cache ``dest`` (every other kind
+    is the shared cache's, linked); made once, the same for each run of one mutant."""
     from ironaccel.cache import cache_dir
 
     shared = cache_dir()
-    dest.mkdir()
+    dest.mkdir(exist_ok=True)
     for entry in shared.iterdir() if shared.is_dir() else ():
-        if entry.name not in (*rebuilt, "mutants"):
+        if entry.name not in (*fresh, "mutants") and not (dest / entry.name).exists():
             (dest / entry.name).symlink_to(entry)
-    return {"IRONACCEL_CACHE": str(dest), "CC": str(HERE / "cc.py"), "IRONACCEL_MUTANTS_OBJECTS": str(objects),
+    return {"IRONACCEL_CACHE": str(dest)}
+
+
+def private_cache(dest: Path, rebuilt: tuple[str, ...], objects: Path, gcov: bool = False) -> dict[str, str]:
+    """The environment of a run whose C builds of the kinds ``rebuilt`` are made anew, by ``cc.py``, into the
+    cache ``dest`` (``unshared_cache``); its objects kept in ``objects`` (``gcov``: built with --coverage, the
+    counters written beside them when the test process exits)."""
+    return {**unshared_cache(dest, rebuilt), "CC": str(HERE / "cc.py"), "IRONACCEL_MUTANTS_OBJECTS": str(objects),
             **({"IRONACCEL_MUTANTS_GCOV": "1"} if gcov else {})}

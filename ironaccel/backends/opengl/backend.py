@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ... import api
 from ...api import BackendInfo
-from ...errors import InvalidArgument, NotAvailable
+from ...errors import NotAvailable
 from . import native as GL
 from .context import egl_devices
 from .device import OpenGLDevice
@@ -31,7 +29,5 @@ class OpenGLBackend(api.Backend):
     def device_count(self) -> int:
         return len(egl_devices())
 
-    def _open_device(self, index: int, **options: Any) -> OpenGLDevice:
-        if options:
-            raise InvalidArgument("Backend.open_device", f"the opengl backend takes no options, got {sorted(options)}")
+    def _open_device(self, index: int) -> OpenGLDevice:
         return OpenGLDevice(index, egl_devices()[index])

@@ -16,6 +16,7 @@ from .instance import Instance, device_name, instance_version, validation_reques
 
 class VulkanBackend(api.Backend):
     name = "vulkan"
+    options = ("validation",)
 
     def probe(self) -> BackendInfo:
         try:

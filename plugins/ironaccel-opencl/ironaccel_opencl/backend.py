@@ -22,7 +22,7 @@ from typing import Any
 
 from ironaccel import api
 from ironaccel.api import BackendInfo
-from ironaccel.errors import InvalidArgument, NotAvailable
+from ironaccel.errors import NotAvailable
 
 from . import native
 from .device import OpenCLDevice
@@ -56,7 +56,5 @@ class OpenCLBackend(api.Backend):
     def device_count(self) -> int:
         return len(_devices())
 
-    def _open_device(self, index: int, **options: Any) -> OpenCLDevice:
-        if options:
-            raise InvalidArgument("Backend.open_device", f"opencl takes no options, got {', '.join(options)}")
+    def _open_device(self, index: int) -> OpenCLDevice:
         return OpenCLDevice(_devices()[index], index)
