@@ -275,6 +275,11 @@ VULKAN: list[Mutant] = [
            "if source is self or source._completed >= event._value - 1:",
            "vulkan/lavapipe", "Stream.wait on an event whose submission is the first one still running does not wait",
            ("STREAM-3", "STREAM-7")),
+    Mutant("vk-rerecord-keeps-stream", "vulkan", VK + "stream.py",
+           "            event._stream = self\n",
+           "",
+           "vulkan/lavapipe", "an event re-recorded on another stream still refers to its old stream: it answers for "
+           "that stream's timeline at the new value", ("EVENT-12",)),
 ]
 
 
@@ -405,6 +410,16 @@ CUDA: list[Mutant] = [
            "calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._work)",
            "calls.cuMemsetD8Async(buf._ptr + offset, value, buf.nbytes - offset, self._work)",
            "cuda/fake", "a fill of a sub-range fills the buffer to its end", ("FILL-1",)),
+    Mutant("cuda-rerecord-keeps-mark", "cuda", CU + "stream.py",
+           "event._stream, event._mark = self, mark",
+           "event._stream = self",
+           "cuda/fake", "a re-recorded event keeps its old copy_dtoh mark: the copies before its new point are never "
+           "let go", ("EVENT-12",), env=PURE),
+    Mutant("cuda-fast-rerecord-keeps-mark", "cuda", "ironaccel/_fast_c/stream.inc",
+           "    event->mark = mark;\n",
+           "",
+           "cuda/fake", "the compiled re-record keeps the event's old copy_dtoh mark: the copies before its new point "
+           "are never let go", ("EVENT-12",)),
 ]
 
 
@@ -439,4 +454,9 @@ OPENGL: list[Mutant] = [
            "gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, offset, nbytes, GL.RED_INTEGER, GL.UNSIGNED_BYTE,",
            "gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, offset, buf.size - offset, GL.RED_INTEGER, GL.UNSIGNED_BYTE,",
            "opengl/llvmpipe", "a fill of a sub-range fills the buffer to its end", ("FILL-1",)),
+    Mutant("gl-rerecord-keeps-cached-time", "opengl", GL + "stream.py",
+           "event._stream, event._ns = self, None",
+           "event._stream = self",
+           "opengl/llvmpipe", "a re-recorded timed event answers elapsed_ms with its old point's timestamp",
+           ("EVENT-12",)),
 ]
