@@ -377,3 +377,109 @@ def test_each_event_keeps_its_own_point(device, stream, kernels):
                 assert answers[3:] == [False] * 3, f"events recorded behind running work answer {answers[3:]}"
                 return
     pytest.fail("the host never got to query() within a third of the work's time, however long the work")
+
+
+@pytest.mark.clause("EVENT-12")
+@pytest.mark.parametrize("where", ["its own stream", "another stream"])
+def test_a_re_recorded_event_answers_for_its_new_point(device, stream, kernels, where):
+    """``record(event=e)`` moves ``e`` to the point the record marks: recorded behind running work it answers
+    False, then True once the work is done, and its wait lets go of the copy_dtoh before it (EVENT-9). A re-record
+    that leaves the event at its old point answers True at once; one that keeps the old point's bookkeeping (CUDA:
+    the held copies' mark, or the stream they are held on) never lets go of the array."""
+    here = stream if where == "its own stream" else device.create_stream()
+    with device.alloc(4 * N) as buf:
+        event = stream.record()
+        event.synchronize()
+        for work in RunningWork.tries(device, here, kernels):
+            busy(here, kernels, buf, 20)
+            readback = [np.zeros(N, np.uint32)]
+            here.copy_dtoh(readback[0], buf)
+            work.enqueue(here)
+            same = here.record(event=event)
+            done = event.query()
+            in_time = work.looked_in_time()
+            assert same is event, "record(event=e) returned another object"
+            assert event.stream is here, f"a re-recorded event's stream is not the stream that re-recorded it ({where})"
+            event.synchronize()
+            assert event.query() is True
+            _assert_let_go(readback, f"Event.synchronize of an event re-recorded on {where}")
+            work.check(here)
+            if in_time:
+                assert done is False, f"an event re-recorded behind running work on {where} answers query() True"
+                return
+    pytest.fail("the host never got to query() within a third of the work's time, however long the work")
+
+
+@pytest.mark.clause("EVENT-12")
+def test_a_wait_before_a_re_record_keeps_the_old_point(device, stream, kernels):
+    """``B.wait(e)`` waits for the point ``e`` marked when the wait was enqueued: re-recording ``e`` afterwards on
+    an idle stream (a point complete at once) must not let B's synchronize (a wait is work of B: STREAM-11)
+    return before the work before the old point. A backend that resolves a wait's event when it submits the
+    wait, not when it is enqueued, follows the event to its new point."""
+    other, idle = device.create_stream(), device.create_stream()
+    work = RunningWork(device, stream, kernels)
+    try:
+        work.enqueue(stream)
+        event = stream.record()
+        old_point = stream.record()  # the same point, in an event no one re-records
+        other.wait(event)
+        idle.record(event=event)
+        other.synchronize()
+        assert old_point.query() is True, ("a stream that waited for an event synchronized before the event's old "
+                                           "point: the wait followed the event's re-record")
+        work.check(stream)
+    finally:
+        work.free()
+
+
+@pytest.mark.clause("EVENT-12")
+def test_re_recorded_timed_events_time_their_new_points(device, stream, kernels, require):
+    """A timed event re-recorded with ``timing=True`` times its new point: a backend that caches the old
+    timestamp (or keeps the old query slot's value) answers the interval between the old points."""
+    require("events.timing")
+    start, end = stream.record(timing=True), stream.record(timing=True)
+    assert start.elapsed_ms(end) >= 0
+    work = RunningWork(device, stream, kernels)
+    try:
+        stream.synchronize()
+        stream.record(timing=True, event=start)
+        work.enqueue(stream)
+        stream.record(timing=True, event=end)
+        timed = start.elapsed_ms(end)
+        assert math.isfinite(timed) and timed >= 0.1 * work.expected_seconds * 1e3, (
+            f"elapsed {timed:.3f} ms between re-recorded events around ~{work.expected_seconds * 1e3:.0f} ms of work")
+        work.check(stream)
+    finally:
+        work.free()
+
+
+@pytest.mark.clause("EVENT-12", "ERR-1")
+def test_re_record_rejects_what_it_cannot_re_record(device, stream):
+    second = get_backend(device.info.backend).open_device(device.info.index)
+    try:
+        foreign = second.create_stream().record()
+        untimed = stream.record()
+        cases = {
+            "an event that is not an Event": lambda: stream.record(event=1.0),
+            "an event of another device": lambda: stream.record(event=foreign),
+            "timing=True for an event recorded without timing": lambda: stream.record(timing=True, event=untimed),
+        }
+        if device.supports("events.timing"):
+            timed = stream.record(timing=True)
+            cases["timing=False for a timed event"] = lambda: stream.record(event=timed)
+        for what, call in cases.items():
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.record: "):
+                call()
+                pytest.fail(f"{what}: accepted")
+        assert untimed.stream is stream
+        untimed.synchronize()
+        if device.supports("graphs"):
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.record: "):
+                with stream.capture():
+                    stream.record(event=untimed)
+        foreign_stream = foreign.stream
+        second.close()
+        with pytest.raises(ia.UseAfterFree, match=r"^Stream\.record: "):
+            foreign_stream.record(event=foreign)
+    finally:
+        second.close()

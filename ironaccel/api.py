@@ -784,11 +784,24 @@ class Stream(abc.ABC):
                 self._capturing._uses((buf,))
             self._fill(b, offset, nbytes, value)
 
-    def record(self, *, timing: bool = False) -> Event:
-        """An event marking everything enqueued so far; ``timing=True`` makes it usable by elapsed_ms."""
+    def record(self, *, timing: bool = False, event: Event | None = None) -> Event:
+        """An event marking everything enqueued so far; ``timing=True`` makes it usable by elapsed_ms.
+
+        With ``event=`` (an Event of this device, recorded with the same ``timing``) that event is re-recorded
+        here and returned, the same object, instead of a new one: from then on it answers for this point and its
+        ``stream`` is this stream; a ``wait`` enqueued before keeps the point it was given. The cheaper record in
+        a loop: a new Event per record costs an allocation (issue 30)."""
         if self._device._closed or self._capturing is not None:  # inline checks: a hot path
             self._device._check_open("Stream.record")
             self._not_capturing("Stream.record")
+        if event is not None:
+            if Event not in type(event).__mro__ or event._stream._device is not self._device:
+                raise InvalidArgument("Stream.record", "event must be an Event recorded on a stream of this device")
+            if bool(timing) != event._timing:
+                raise InvalidArgument("Stream.record", f"the event was recorded with timing={event._timing}: "
+                                                       f"re-record it with timing={event._timing}")
+            self._rerecord(event)
+            return event
         if timing and not self._device.supports("events.timing"):
             raise Unsupported("Stream.record", "events.timing")
         return self._record(bool(timing))
@@ -872,6 +885,13 @@ class Stream(abc.ABC):
 
     @abc.abstractmethod
     def _record(self, timing: bool) -> Event: ...
+
+    def _rerecord(self, event: Event) -> None:
+        """Move ``event`` (of this device, its timing checked) to a new point on this stream: ``_record``'s point,
+        set in the same object (its ``_stream`` this stream); waits already enqueued on it are not affected.
+        Not abstract, so that a backend written before ``record(event=)`` still loads (EVENT-12 fails on it)."""
+        raise NotImplementedError(f"Stream.record(event=): the {self._device.info.backend} backend has no _rerecord "
+                                  "(docs/backend-authors.md)")
 
     @abc.abstractmethod
     def _wait(self, event: Event) -> None: ...

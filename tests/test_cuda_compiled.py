@@ -391,6 +391,38 @@ def test_launch_checks_hold_on_every_form(device):
             other.close()
 
 
+def test_a_re_record_keeps_its_cuevent_and_the_api(fake, device):
+    """Stream.record(event=e) (compiled: StreamCore.record and fast.rerecord; pure: CudaStream._rerecord): the
+    event keeps its CUevent (no spare taken or given back), moves to the stream that re-records it, its wait
+    releases the copy_dtoh held before the re-record, a failed cuEventRecord names its entry point and leaves
+    the event where it was, and after close the re-record names Stream.record."""
+    import weakref
+
+    s, other = device.create_stream(), device.create_stream()
+    spare = device._spare_events[False]
+    with device.alloc(64) as buf:
+        event = s.record()
+        handle, count = event._handle, len(spare)
+        out = np.empty(64, np.uint8)
+        other.copy_dtoh(out, buf)
+        held = weakref.ref(out)
+        del out
+        assert other.record(event=event) is event and event.stream is other
+        assert event._handle is handle and len(spare) == count, "a re-record keeps the event's own CUevent"
+        event.synchronize()
+        assert held() is None, "the re-recorded event's wait releases the copy held before the re-record"
+        fake.ironaccel_fake_inject(b"cuEventRecord", 1, CUDA_ERROR_INVALID_VALUE)
+        with pytest.raises(ia.DriverError) as info:
+            s.record(event=event)
+        assert info.value.op == "cuEventRecord"
+        assert event.stream is other, "a failed re-record leaves the event at its old point"
+        timed = s.record(timing=True)
+        assert s.record(timing=True, event=timed) is timed
+    device.close()
+    with pytest.raises(ia.UseAfterFree, match="Stream.record"):
+        s.record(event=event)
+
+
 def test_compiled_entry_points_refuse_what_is_not_theirs(device):
     """The compiled module's functions and its types' methods, given objects they were not made for (another
     type, a half-made instance), raise TypeError or the Python error instead of reading foreign memory."""
@@ -407,7 +439,9 @@ def test_compiled_entry_points_refuse_what_is_not_theirs(device):
                      lambda: fast.staged_htod("a stream", buf, 0, host, device._staging),
                      lambda: fast.staged_htod(s, "a buffer", 0, host, device._staging), lambda: FastEvent(),
                      lambda: type(s).record(object()), lambda: type(device)._alloc(object(), 8),
-                     lambda: type(buf).free(object()), lambda: type(buf).__new__(type(buf)).free()):
+                     lambda: type(buf).free(object()), lambda: type(buf).__new__(type(buf)).free(),
+                     lambda: fast.rerecord("a stream", s.record()), lambda: fast.rerecord(s, "an event"),
+                     lambda: fast.rerecord(s, FastEvent())):
             with pytest.raises(TypeError):
                 call()
         with pytest.raises(AttributeError):

@@ -29,8 +29,8 @@ WEBGPU: list[Mutant] = [
            "webgpu/lavapipe", "an event's synchronize does not deliver the copy_dtoh recorded just before it",
            ("EVENT-1", "STREAM-2")),
     Mutant("wgpu-event-readback-seq-off-by-one", "webgpu", WGPU + "stream.py",
-           "return WebGPUEvent(self, timing, self._fenced_flush(), dev._readback_seq, stamp)",
-           "return WebGPUEvent(self, timing, self._fenced_flush(), dev._readback_seq - 1, stamp)",
+           "return self._fenced_flush(), dev._readback_seq, stamp",
+           "return self._fenced_flush(), dev._readback_seq - 1, stamp",
            "webgpu/lavapipe", "an event covers every readback but the last one before it", ("EVENT-1",)),
     Mutant("wgpu-byte-kernel-end-off-by-one", "webgpu", WGPU + "stream.py",
            "let end = p.dst_off + p.n;",
@@ -177,8 +177,8 @@ VULKAN: list[Mutant] = [
            "start + head, middle, value)",
            "vulkan/lavapipe", "a device-side fill writes the value into one byte of every four", ("FILL-1", "STREAM-6")),
     Mutant("vk-record-without-submit", "vulkan", VK + "stream.py",
-           "            self._submit()\n            return VulkanEvent(self, timing, self._submitted, timestamp)",
-           "            return VulkanEvent(self, timing, self._submitted, timestamp)",
+           "        self._submit()\n        return self._submitted\n",
+           "        return self._submitted\n",
            "vulkan/lavapipe", "an event marks the last submission, not the work recorded since: it completes too early",
            ("EVENT-1", "EVENT-5", "STREAM-3")),
     Mutant("vk-wait-not-enqueued", "vulkan", VK + "stream.py",
@@ -275,6 +275,11 @@ VULKAN: list[Mutant] = [
            "if source is self or source._completed >= event._value - 1:",
            "vulkan/lavapipe", "Stream.wait on an event whose submission is the first one still running does not wait",
            ("STREAM-3", "STREAM-7")),
+    Mutant("vk-rerecord-keeps-stream", "vulkan", VK + "stream.py",
+           "            event._stream = self\n",
+           "",
+           "vulkan/lavapipe", "an event re-recorded on another stream still refers to its old stream: it answers for "
+           "that stream's timeline at the new value", ("EVENT-12",)),
 ]
 
 
@@ -319,10 +324,8 @@ CUDA: list[Mutant] = [
            "for handle in [self._alloc_stream, self._default._handle]:",
            "cuda/fake", "Device.synchronize(timeout=) only waits for the default stream", ("STREAM-8",)),
     Mutant("cuda-event-timeout-ignored", "cuda", CU + "stream.py",
-           "    def _synchronize(self, timeout: float | None = None) -> None:\n        if timeout is None:\n"
-           "            wait_for(native.cu.cuEventQuery",
-           "    def _synchronize(self, timeout: float | None = None) -> None:\n        if True:\n"
-           "            wait_for(native.cu.cuEventQuery",
+           "        if timeout is None:\n            wait_for(native.cu.cuEventQuery",
+           "        if True:\n            wait_for(native.cu.cuEventQuery",
            "cuda/fake", "Event.synchronize(timeout=) waits forever", ("STREAM-8",)),
     Mutant("cuda-f32-slot-unpadded", "cuda", CU + "module.py",
            '("f", 4): "f4x"',
@@ -407,6 +410,16 @@ CUDA: list[Mutant] = [
            "calls.cuMemsetD8Async(buf._ptr + offset, value, nbytes, self._work)",
            "calls.cuMemsetD8Async(buf._ptr + offset, value, buf.nbytes - offset, self._work)",
            "cuda/fake", "a fill of a sub-range fills the buffer to its end", ("FILL-1",)),
+    Mutant("cuda-rerecord-keeps-mark", "cuda", CU + "stream.py",
+           "event._stream, event._mark = self, mark",
+           "event._stream = self",
+           "cuda/fake", "a re-recorded event keeps its old copy_dtoh mark: the copies before its new point are never "
+           "let go", ("EVENT-12",), env=PURE),
+    Mutant("cuda-fast-rerecord-keeps-mark", "cuda", "ironaccel/_fast_c/stream.inc",
+           "    event->mark = mark;\n",
+           "",
+           "cuda/fake", "the compiled re-record keeps the event's old copy_dtoh mark: the copies before its new point "
+           "are never let go", ("EVENT-12",)),
 ]
 
 
@@ -441,4 +454,9 @@ OPENGL: list[Mutant] = [
            "gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, offset, nbytes, GL.RED_INTEGER, GL.UNSIGNED_BYTE,",
            "gl.glClearBufferSubData(GL.COPY_WRITE_BUFFER, GL.R8UI, offset, buf.size - offset, GL.RED_INTEGER, GL.UNSIGNED_BYTE,",
            "opengl/llvmpipe", "a fill of a sub-range fills the buffer to its end", ("FILL-1",)),
+    Mutant("gl-rerecord-keeps-cached-time", "opengl", GL + "stream.py",
+           "event._stream, event._ns = self, None",
+           "event._stream = self",
+           "opengl/llvmpipe", "a re-recorded timed event answers elapsed_ms with its old point's timestamp",
+           ("EVENT-12",)),
 ]

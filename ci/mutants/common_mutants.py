@@ -132,6 +132,11 @@ FAKE: list[Mutant] = [
            "            pthread_cond_wait(&g_q_cv, &g_q_mu);\n            continue;",
            "            pthread_cond_wait(&g_q_cv, &g_q_mu);\n            return;",
            "cuda/fake", "cuEventSynchronize returns after the first wake-up, done or not", ("EVENT-1", "EVENT-5")),
+    Mutant("fake-wait-follows-rerecord", "fake", "fakes/cuda/streams.c",
+           "    while (!event_record_done_locked(e, gen)) {",
+           "    while (event_completed(e) < gen) {",
+           "cuda/fake", "a cuStreamWaitEvent ends once a later re-record of the event, on another stream, completes",
+           ("EVENT-12",)),
 ]
 
 

@@ -250,6 +250,8 @@ typedef struct Event {
     Context *ctx;
     unsigned flags;
     uint64_t record_gen, done_gen;
+    uint64_t *queued_gens; /* a plain event's records queued and not yet complete (event_record_done_locked) */
+    int nqueued_gens, capqueued_gens;
     int refs; /* the user's handle plus pending queue items and graph nodes */
     int destroyed;
     double time_ms;

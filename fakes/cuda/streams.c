@@ -75,7 +75,35 @@ static uint64_t event_next_gen_locked(Event *e) {
     e->record_gen = e->shared ? __atomic_add_fetch(&e->shared[0], 1, __ATOMIC_ACQ_REL) : e->record_gen + 1;
     return e->record_gen;
 }
+/* Has the record of generation gen completed? Records of one event on two streams may complete in either order,
+ * and a wait is for the record it was enqueued after (cuStreamWaitEvent: a later record "will not have any
+ * effect" on it), so a plain event keeps the generations still queued. An interprocess event, whose records
+ * other processes make, answers by its completed generation. */
+static int event_record_done_locked(const Event *e, uint64_t gen) {
+    if (e->shared) return event_completed(e) >= gen;
+    for (int i = 0; i < e->nqueued_gens; i++)
+        if (e->queued_gens[i] == gen) return 0;
+    return e->done_gen >= gen;
+}
+
+static void event_queued_locked(Event *e, uint64_t gen) {
+    if (e->shared) return;
+    if (e->nqueued_gens == e->capqueued_gens) {
+        int cap = e->capqueued_gens ? 2 * e->capqueued_gens : 4;
+        uint64_t *grown = realloc(e->queued_gens, cap * sizeof *grown);
+        if (!grown) return; /* untracked: a wait for it ends once any later record has completed too */
+        e->queued_gens = grown;
+        e->capqueued_gens = cap;
+    }
+    e->queued_gens[e->nqueued_gens++] = gen;
+}
+
 static void event_complete_locked(Event *e, uint64_t gen) {
+    for (int i = 0; i < e->nqueued_gens; i++)
+        if (e->queued_gens[i] == gen) {
+            e->queued_gens[i] = e->queued_gens[--e->nqueued_gens];
+            break;
+        }
     if (gen > e->done_gen) {
         e->done_gen = gen;
         e->time_ms = now_ms();
@@ -87,7 +115,7 @@ static void event_complete_locked(Event *e, uint64_t gen) {
     }
 }
 static void event_wait_locked(const Event *e, uint64_t gen) {
-    while (event_completed(e) < gen) {
+    while (!event_record_done_locked(e, gen)) {
         if (!e->shared) {
             pthread_cond_wait(&g_q_cv, &g_q_mu);
             continue;
@@ -108,6 +136,7 @@ static void event_unref_locked(Event *e) {
             close(e->shared_fd);
         }
         free(e->capture_deps);
+        free(e->queued_gens);
         free(e);
     }
 }
@@ -209,6 +238,7 @@ static void push_record_locked(Stream *s, Event *e, uint64_t gen) {
     w->event = e;
     w->gen = gen;
     e->refs++;
+    event_queued_locked(e, gen);
     push_locked(s, w);
 }
 

@@ -45,6 +45,7 @@
  *   KernelCore                                   CudaKernel's base: the CUfunction's address and the launches
  *        StreamCore.launch resolved for it (plan and rule fields by stream device, dims and argument types)
  *   record(stream, timing)                       FastStream._record: a spare CUevent recorded, as a FastEvent
+ *   rerecord(stream, event)                      FastStream._rerecord: the event's own CUevent recorded again
  *   EventCore, StreamCore, configure_streams(...)  FastEvent's and FastStream's bases: query, synchronize,
  *        record without Python frames (below)
  *   copy_dtoh(host, src, handle)                 host: a writable C-contiguous buffer, all of it
@@ -93,6 +94,8 @@ static PyMethodDef methods[] = {
      "Give the pool's types the pure-Python methods they hand uncommon cases to."},
     {"record", (PyCFunction)(void (*)(void))fast_record, METH_FASTCALL,
      "FastStream._record: a spare CUevent recorded on the stream, as a FastEvent."},
+    {"rerecord", (PyCFunction)(void (*)(void))fast_rerecord, METH_FASTCALL,
+     "FastStream._rerecord: the event's CUevent recorded on the stream; 0 or the failed CUresult."},
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
      "A small pageable copy_htod: room in the pinned ring, memcpy, cuMemcpyHtoDAsync."},

@@ -72,9 +72,9 @@ class FastEvent(*compiled_base("EventCore"), CudaEvent):  # type: ignore[misc]
 
 
 class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc]
-    """``record()``, ``synchronize()``, ``launch()``, ``copy_htod()`` and ``copy_htod_deferred()`` are its
-    compiled base's (a timing event, a timeout, a launch's first use of its dims, a large or unusual copy, a
-    closed device or a capture: api.Stream's methods, then these overrides)."""
+    """``record()`` (``record(event=e)`` too), ``synchronize()``, ``launch()``, ``copy_htod()`` and
+    ``copy_htod_deferred()`` are its compiled base's (a timing event, a timeout, a launch's first use of its
+    dims, a large or unusual copy, a closed device or a capture: api.Stream's methods, then these overrides)."""
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
         dev = self._dev
@@ -108,6 +108,11 @@ class FastStream(*compiled_base("StreamCore"), CudaStream):  # type: ignore[misc
                 calls.cuEventCreate(flags.CU_EVENT_DEFAULT if timing else flags.CU_EVENT_DISABLE_TIMING))
             return self._record(timing)  # another thread may take the new one first: then it creates another
         return event
+
+    def _rerecord(self, event: api.Event) -> None:
+        err = native.fast.rerecord(self, event)
+        if err:
+            fail_named("cuEventRecord", err)
 
     def _launch_plan(self, plan: api.LaunchPlan, args: Sequence[object]) -> None:
         """api.Stream._launch_plan in one C call (same rule, checks and side effects); what it does not take

@@ -167,10 +167,11 @@ class CudaEvent(api.Event):
 
     def _query(self) -> bool:
         cu = native.cu
+        stream, mark = self._stream, self._mark  # the point asked about: a re-record may move the event meanwhile
         (err,) = cu.cuEventQuery(self._handle)
         if not err:
-            if self._mark:
-                self._stream._release_held(self._mark)
+            if mark:
+                stream._release_held(mark)
             return True
         if err == cu.CUresult.CUDA_ERROR_NOT_READY:
             return False
@@ -178,13 +179,14 @@ class CudaEvent(api.Event):
         return False
 
     def _synchronize(self, timeout: float | None = None) -> None:
+        stream, mark = self._stream, self._mark  # the point waited for: a re-record may move the event meanwhile
         if timeout is None:
             wait_for(native.cu.cuEventQuery, native.cu.cuEventSynchronize, self._handle)
         else:
             wait_until_complete(native.cu.cuEventQuery, self._handle, time.monotonic() + timeout, "Event.synchronize",
                                 timeout)
-        if self._mark:
-            self._stream._release_held(self._mark)
+        if mark:
+            stream._release_held(mark)
 
     def _elapsed_ms(self, end: api.Event) -> float:
         assert isinstance(end, CudaEvent)
@@ -308,6 +310,20 @@ class CudaStream(api.Stream):
         if err:
             fail(cu.cuEventRecord, err)
         return event
+
+    def _rerecord(self, event: api.Event) -> None:
+        """The event's own CUevent recorded here (a wait already enqueued on it keeps its point: the driver's
+        rule), numbered after this stream's held copy destinations, as _record numbers a new one."""
+        assert isinstance(event, CudaEvent)
+        dev = self._dev
+        if current.device != dev._id:
+            dev._make_current()
+        mark = next(self._numbers) if self._held else 0
+        record = native.cu.cuEventRecord
+        err, = record(event._handle, self._handle)
+        if err:
+            fail(record, err)
+        event._stream, event._mark = self, mark
 
     def _wait(self, event: api.Event) -> None:
         assert isinstance(event, CudaEvent)

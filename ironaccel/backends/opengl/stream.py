@@ -190,9 +190,20 @@ class OpenGLStream(api.Stream):
         self._dev.thread.submit(self._gl_fill, _gl(buf), offset, nbytes, value)
 
     def _record(self, timing: bool) -> OpenGLEvent:
+        return OpenGLEvent(self, timing, self._placed_fence(timing))
+
+    def _rerecord(self, event: api.Event) -> None:
+        """A new fence in the same event; the old one is freed as a dropped event's is (its placement first)."""
+        assert isinstance(event, OpenGLEvent)
+        old, event._fence = event._fence, self._placed_fence(event._timing)
+        event._stream, event._ns = self, None
+        self._dev.thread.submit_release(old.discard)
+
+    def _placed_fence(self, timing: bool) -> Fence:
+        """A fence after everything enqueued so far (its placement queued on the GL thread)."""
         fence = Fence(self._dev, timing)
         fence.job = self._dev.thread.submit(fence.place)
-        return OpenGLEvent(self, timing, fence)
+        return fence
 
     def _wait(self, event: api.Event) -> None:
         """Nothing to enqueue: all streams share one command stream, and the event is already in it."""

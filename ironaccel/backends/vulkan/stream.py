@@ -533,15 +533,27 @@ class VulkanStream(api.Stream):
     def _record(self, timing: bool) -> api.Event:
         dev = self._device
         with dev._lock:
-            timestamp = None
-            if timing:
-                timestamp = dev._timestamps.take()
-                batch = self._recording()
-                lib = native.vk.lib
-                lib.vkCmdResetQueryPool(batch.cmd, timestamp[0], timestamp[1], 1)
-                lib.vkCmdWriteTimestamp(batch.cmd, native.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamp[0], timestamp[1])
-            self._submit()
-            return VulkanEvent(self, timing, self._submitted, timestamp)
+            timestamp = dev._timestamps.take() if timing else None
+            return VulkanEvent(self, timing, self._point(timestamp), timestamp)
+
+    def _rerecord(self, event: api.Event) -> None:
+        """The event's timestamp slot (if timed) written again here; a wait already enqueued holds the old
+        (stream, value) pair, not the event."""
+        assert isinstance(event, VulkanEvent)
+        with self._device._lock:
+            event._value = self._point(event._timestamp)
+            event._stream = self
+
+    def _point(self, timestamp: tuple[Any, int] | None) -> int:
+        """The timeline value that marks everything enqueued so far, submitted; with ``timestamp``, the slot
+        written there first. (The caller holds the device lock.)"""
+        if timestamp is not None:
+            batch = self._recording()
+            lib = native.vk.lib
+            lib.vkCmdResetQueryPool(batch.cmd, timestamp[0], timestamp[1], 1)
+            lib.vkCmdWriteTimestamp(batch.cmd, native.vk.VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamp[0], timestamp[1])
+        self._submit()
+        return self._submitted
 
     def _wait(self, event: api.Event) -> None:
         assert isinstance(event, VulkanEvent)

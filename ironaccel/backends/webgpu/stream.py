@@ -112,6 +112,11 @@ def wait_fence(mapping: concurrent.futures.Future, op: str, timeout: float | Non
 class WebGPUEvent(api.Event):
     def __init__(self, stream: WebGPUStream, timing: bool, fence: Fence, readback_seq: int, timestamp: Any):
         super().__init__(stream, timing)
+        self._place(stream, fence, readback_seq, timestamp)
+
+    def _place(self, stream: WebGPUStream, fence: Fence, readback_seq: int, timestamp: Any) -> None:
+        """Mark this point (a new record, or a re-record: every field of the old point replaced)."""
+        self._stream = stream
         self._fence = fence  # resolves once the queue got to this event
         fence.start()
         self._readback_seq = readback_seq
@@ -256,19 +261,30 @@ class WebGPUStream(api.Stream):
                 self._bytes(buf._native_handle(), offset, None, 0, nbytes, value)
 
     def _record(self, timing: bool) -> WebGPUEvent:
+        with self._dev._lock:
+            return WebGPUEvent(self, timing, *self._point(timing))
+
+    def _rerecord(self, event: api.Event) -> None:
+        """A new point (fence, readbacks, timestamp buffer) in the same event; nothing to keep for waits (_wait)."""
+        assert isinstance(event, WebGPUEvent)
+        with self._dev._lock:
+            event._place(self, *self._point(event._timing))
+
+    def _point(self, timing: bool) -> tuple[Fence, int, Any]:
+        """(fence, readback sequence, timestamp buffer or None) after everything enqueued so far, submitted.
+        (The caller holds the device lock.)"""
         dev = self._dev
-        with dev._lock:
-            stamp = None
-            if timing:
-                u = dev._usage
-                qs = call(dev._gpu.create_query_set, type="timestamp", count=1)
-                resolved = dev._new_buffer(8, u.QUERY_RESOLVE | u.COPY_SRC)
-                stamp = dev._new_buffer(8, u.MAP_READ | u.COPY_DST)
-                enc = self._enc()
-                enc.begin_compute_pass(timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": 0}).end()
-                enc.resolve_query_set(qs, 0, 1, resolved, 0)
-                enc.copy_buffer_to_buffer(resolved, 0, stamp, 0, 8)
-            return WebGPUEvent(self, timing, self._fenced_flush(), dev._readback_seq, stamp)
+        stamp = None
+        if timing:
+            u = dev._usage
+            qs = call(dev._gpu.create_query_set, type="timestamp", count=1)
+            resolved = dev._new_buffer(8, u.QUERY_RESOLVE | u.COPY_SRC)
+            stamp = dev._new_buffer(8, u.MAP_READ | u.COPY_DST)
+            enc = self._enc()
+            enc.begin_compute_pass(timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": 0}).end()
+            enc.resolve_query_set(qs, 0, 1, resolved, 0)
+            enc.copy_buffer_to_buffer(resolved, 0, stamp, 0, 8)
+        return self._fenced_flush(), dev._readback_seq, stamp
 
     def _wait(self, event: api.Event) -> None:
         """Nothing to enqueue: with one queue, and record() having submitted everything before the

@@ -8,7 +8,7 @@ import numpy as np
 
 from ...pool import MemPool
 from . import kernels
-from .cases import ALLOC_BYTES, CALL_ONLY_BYTES, DEFERRED, GRAPH_LAUNCHES, Impl, pageable
+from .cases import ALLOC_BYTES, CALL_ONLY_BYTES, DEFERRED, EVENT_RECORD, EVENT_RERECORD, GRAPH_LAUNCHES, Impl, pageable
 from .kernels import KernelCall
 from .stats import timed, timed_each, timed_then
 
@@ -27,7 +27,9 @@ def api_impls(dev: Any, stream: Any, launches: dict[str, KernelCall], sizes: tup
     sync = stream.synchronize
     impls["stream_sync"] = timed(sync)
     record = stream.record
-    impls["event_record_sync"] = timed(lambda: record().synchronize())
+    impls[EVENT_RECORD] = timed(lambda: record().synchronize())
+    event = record()
+    impls[EVENT_RERECORD] = timed(lambda: record(event=event).synchronize())
     launch = stream.launch
     for name, (k, args) in launches.items():
         def one(k: Any = k, args: tuple[Any, ...] = args) -> None:

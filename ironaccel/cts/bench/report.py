@@ -95,8 +95,8 @@ def goal_text(case: dict[str, Any], by_name: dict[str, dict[str, Any]], simulate
 
 #: The rows of the README's table (those a report has), in order: the control-plane rows of issue 14, the
 #: graph replay beside the launches it replaces, and the copies that show bandwidth.
-HEADLINE = ("alloc_free.device", "alloc_free.pool", "stream_sync", "event_record_sync", "launch.async", "launch.args4",
-            f"launch.x{GRAPH_LAUNCHES}", f"graph.x{GRAPH_LAUNCHES}", "htod.pinned.256.call",
+HEADLINE = ("alloc_free.device", "alloc_free.pool", "stream_sync", "event_record_sync", "event_rerecord_sync",
+            "launch.async", "launch.args4", f"launch.x{GRAPH_LAUNCHES}", f"graph.x{GRAPH_LAUNCHES}", "htod.pinned.256.call",
             "htod.pinned.256.deferred.call", "htod.pageable.256.call", "htod.pageable.256.deferred.call",
             "htod.pinned.65536.call", "htod.pinned.65536.deferred.call", "htod.pinned.65536",
             "htod.pinned.65536.deferred", "htod.pageable.1048576", "htod.pageable.67108864", "htod.pinned.67108864",

@@ -141,7 +141,8 @@ def run(target: str, *, peers: bool, quick: bool, samples: int | None = None,
             else:
                 case.errors[OURS] = "not measured: no kernel for this device" if "launch" in case_name else "over max_alloc"
             for other, impls in others.items():
-                # the floors time a deferred copy as copy_htod's (the same driver call); the peers have no such copy
+                # the floors time a deferred copy as copy_htod's (the same driver call) and the event re-record as
+                # the record (they re-record one event already); the peers have no such rows
                 timed_as = same_operation(case_name) if other in (FLOOR, C_FLOOR) else case_name
                 if timed_as in impls:
                     case.impls[other] = impls[timed_as]

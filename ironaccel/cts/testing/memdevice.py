@@ -132,18 +132,26 @@ class MemStream(api.Stream):
         self._enqueue(run)
 
     def _record(self, timing: bool) -> MemEvent:
+        event = MemEvent(self, timing, 0)
+        self._rerecord(event)
+        return event
+
+    def _rerecord(self, event: api.Event) -> None:
+        assert isinstance(event, MemEvent)
         with self._lock:
-            event = MemEvent(self, timing, self._enqueued + 1)
+            seq = self._enqueued + 1
 
             def run() -> None:
-                event.stamp = time.perf_counter()
+                if event._stream is self and event.seq == seq:  # not re-recorded since
+                    event.stamp = time.perf_counter()
 
+            event._stream, event.seq, event.stamp = self, seq, None
             self._enqueue(run)
-            return event
 
     def _wait(self, event: api.Event) -> None:
         assert isinstance(event, MemEvent)
-        self._enqueue(event._synchronize)
+        stream, seq = event._stream, event.seq  # the point as it is now: a later re-record does not move the wait
+        self._enqueue(lambda: stream.run_until(seq))  # type: ignore[attr-defined]
 
     def _synchronize(self, timeout: float | None = None) -> None:
         with self._lock:

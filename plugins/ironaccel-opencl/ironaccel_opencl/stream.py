@@ -100,9 +100,18 @@ class OpenCLStream(api.Stream):
                            nbytes)
 
     def _record(self, timing: bool) -> OpenCLEvent:
+        return OpenCLEvent(self, timing, self._marker())
+
+    def _rerecord(self, event: api.Event) -> None:
+        """A new marker in the same event; a wait already enqueued holds the old marker."""
+        assert isinstance(event, OpenCLEvent)
+        event.marker, event._stream = self._marker(), self
+
+    def _marker(self) -> Any:
+        """A marker after everything enqueued so far, flushed."""
         marker = self._last = call("Stream.record", native.cl.enqueue_marker, self.queue)
         self.queue.flush()
-        return OpenCLEvent(self, timing, marker)
+        return marker
 
     def _wait(self, event: api.Event) -> None:
         assert isinstance(event, OpenCLEvent)
