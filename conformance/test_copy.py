@@ -476,3 +476,25 @@ def test_copies_of_every_size_at_the_copy_paths_edges_land_exactly(device, strea
             wrong = np.flatnonzero(out[:n] != data[at:at + n])
             assert not wrong.size, f"copy_dtoh of {n} bytes: {wrong.size} bytes differ, the first at {wrong[0]}"
             assert out[n] == 0, f"copy_dtoh of {n} bytes wrote past its host range"
+
+
+#: each op with its offset (and fill's range) passed positionally: (name, call on (stream, buf, host))
+POSITIONAL_OFFSETS = {
+    "copy_htod": lambda s, b, h: s.copy_htod(b, np.ones(16, np.uint8), 8),
+    "copy_htod_deferred": lambda s, b, h: s.copy_htod_deferred(b, np.ones(16, np.uint8), 8),
+    "copy_dtoh": lambda s, b, h: s.copy_dtoh(h, b, 8),
+    "copy_dtod": lambda s, b, h: s.copy_dtod(b, b, 8, 16),
+    "fill": lambda s, b, h: s.fill(b, 1, 8, 8),
+}
+
+
+@pytest.mark.clause("COPY-65")
+@pytest.mark.parametrize("op", sorted(POSITIONAL_OFFSETS))
+def test_offsets_passed_positionally_raise_type_error_and_copy_nothing(device, stream, op):
+    """The calls as the signatures refuse them: a fast path that ignored the extra argument would write at 0."""
+    host = np.full(16, 7, np.uint8)
+    with poisoned(device, stream, 32) as buf:
+        with pytest.raises(TypeError):
+            POSITIONAL_OFFSETS[op](stream, buf, host)
+        assert (read(stream, buf) == POISON).all(), f"{op} wrote the buffer"
+    assert (host == 7).all(), f"{op} wrote the host array"
