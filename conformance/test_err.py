@@ -121,6 +121,11 @@ def test_a_pools_bad_caps_raise_naming_the_constructor_and_the_cap(device, strea
 def test_a_pools_device_and_stream_are_checked(device, stream):
     with raises_naming(ia.InvalidArgument, "MemPool", "device"):
         MemPool(stream, stream)
+    with pytest.raises(ia.InvalidArgument, match="^MemPool: ") as info:
+        MemPool(None, stream)
+    # the device is at fault, not the (good) stream: a check that lets a non-Device through to the stream's
+    # check blames the stream ("stream must be a Stream of the pool's device")
+    assert "device" in str(info.value) and "stream" not in str(info.value), info.value
     for bad in (None, device):
         with raises_naming(ia.InvalidArgument, "MemPool", "stream"):
             MemPool(device, bad)
