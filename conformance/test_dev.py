@@ -59,6 +59,16 @@ def test_simulated_is_what_the_registry_says_of_the_driver(device, target):
         f"{target.name} is {kind} driver, but its device {device.info.name!r} reports simulated={device.info.simulated}")
 
 
+@pytest.mark.clause("DEV-68")
+def test_a_driver_built_here_names_the_build_it_loaded(device, target):
+    """Only a driver built from this tree's sources has a build to name; any other passes at once."""
+    want = target.build_hash()
+    if want is None:
+        return
+    got = device.info.extra.get("driver_build")
+    assert got == want, f"{target.name}: the device reports driver build {got!r}, its sources here hash to {want!r}"
+
+
 @pytest.mark.clause("DEV-3")
 @pytest.mark.parametrize("capability", sorted(CAPABILITIES))
 def test_supports_answers_every_capability(device, capability):
