@@ -87,6 +87,7 @@ def test_htod_dtoh_round_trip_of_larger_copies(device, stream, nbytes):
 @example(src=(BUF, 0), dst_offset=BUF - 1, seed=6)
 @example(src=(3, 255), dst_offset=257, seed=7)  # around 256 bytes, unaligned both sides
 @example(src=(0, 257), dst_offset=256, seed=8)
+@example(src=(4, 8), dst_offset=10, seed=9)  # aligned source and size, destination off the 4-byte word
 def test_dtod_any_offsets(device, src, dst_offset, seed):
     src_offset, nbytes = src
     nbytes = min(nbytes, BUF - dst_offset)
