@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -315,4 +318,24 @@ def test_buffers_freed_under_a_pending_replay(device, stream, kernels, require):
         work.check(replay)
     finally:
         work.free()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-9")
+def test_a_capture_ended_by_an_exception_keeps_nothing(device, stream, kernels, require):
+    require("graphs")
+    with poisoned(device, stream, 64) as buf:
+        with pytest.raises(ZeroDivisionError):
+            with stream.capture() as broken:
+                stream.fill(buf, 9)
+                1 / 0
+        gone = weakref.ref(broken)
+        del broken
+        gc.collect()
+        assert gone() is None, "the library still holds the graph of a capture ended by an exception"
+        with stream.capture() as graph:
+            stream.fill(buf, 3)
+        graph.launch(stream)
+        np.testing.assert_array_equal(read(stream, buf, np.uint8), 3)
+        graph.close()
     assert_device_works(device, kernels)
