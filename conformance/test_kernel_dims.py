@@ -39,3 +39,14 @@ def test_launches_with_grid_and_block_swapped_use_their_own(device, stream, kern
     finally:
         for out in outs:
             out.free()
+
+
+@pytest.mark.clause("KERNEL-78")
+@pytest.mark.parametrize("grid", [(3, 2, 5), (7, 1, 1), (1, 4, 2)])
+def test_a_kernel_sees_its_grid(device, stream, kernels, grid):
+    """grid_dims: the first and the last block report the blocks per axis; axes of different sizes, so a count
+    taken from the wrong axis shows."""
+    with poisoned(device, stream, 4 * 6) as out:
+        stream.launch(kernels("grid_dims"), grid, (4, 2, 1), (out,))
+        got = read(stream, out, np.uint32)
+    np.testing.assert_array_equal(got, [*grid, *grid], err_msg=f"grid {grid}: first block, then last block")
