@@ -420,8 +420,8 @@ def test_a_wait_before_a_re_record_keeps_the_old_point(device, stream, kernels):
     work = RunningWork(device, stream, kernels)
     try:
         work.enqueue(stream)
-        event = stream.record()
-        old_point = stream.record()  # the same point, in an event no one re-records
+        old_point = stream.record()  # just before the event's point, in an event no one re-records: complete once
+        event = stream.record()      # the event's is (an event that completes after a later one is EVENT-7's bug)
         other.wait(event)
         idle.record(event=event)
         other.synchronize()
