@@ -66,6 +66,7 @@ from covered import Coverage, c_tests, record_platform, record_suite  # noqa: E4
 from judging import Candidate, Outcome, run_candidate  # noqa: E402
 from reporting import by, rate, report  # noqa: E402
 from tree import area_files, copy_tree, tree_hash  # noqa: E402
+import union  # noqa: E402
 
 EQUIVALENT = HERE / "equivalent.txt"
 C_SUFFIXES = (".c", ".inc")
@@ -73,13 +74,7 @@ C_SUFFIXES = (".c", ".inc")
 
 def read_equivalent(path: Path = EQUIVALENT) -> dict[str, str]:
     """id -> reason, from ``equivalent.txt`` (one ``ID reason`` a line; blank lines and # comments skipped)."""
-    out = {}
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            if line.strip() and not line.lstrip().startswith("#"):
-                mid, _, reason = line.strip().partition(" ")
-                out[mid] = reason.strip()
-    return out
+    return union.read_unreachable(path)
 
 
 def compiles(mutant: operators.Mutant, tree: Path) -> bool:

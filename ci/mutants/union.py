@@ -23,7 +23,7 @@ GOAL = 0.85
 
 def read_unreachable(path: Path = UNREACHABLE) -> dict[str, str]:
     """branch (``file:from->to``, as ``branch_name`` writes it) -> why no simulated target takes it; one
-    ``BRANCH reason`` a line, blank lines and # comments skipped (the format of ``equivalent.txt``)."""
+    ``BRANCH reason`` a line, blank lines and # comments skipped (equivalent.txt's format: its reader too)."""
     out = {}
     if path.is_file():
         for line in path.read_text(encoding="utf-8").splitlines():
