@@ -4,7 +4,8 @@
 # results/ (a run folder each, promoted only when complete). After each target, everything under results/ the
 # call wrote so far is in $OUT/results.tgz, so a call stopped at its time limit still brings back the targets it
 # finished; doctor's and nvidia-smi's answers in $OUT/doctor.txt. Untar it over the checkout's results/ and
-# commit it as it came.
+# commit it as it came. .gl holds glslang-tools too (apt-get download glslang-tools): the host has no
+# glslangValidator, and without it Vulkan has no lang="glsl" and OpenGL no macro-expansion limit (KERNEL-79).
 #   OUT=/some/dir [TARGETS="cuda/nvidia vulkan/nvidia"] sh ci/h200_certify.sh [extra certify options]
 set -u
 : "${OUT:?set OUT to the output directory}"

@@ -453,3 +453,31 @@ def test_ptx_fp8_conversions_round_to_nearest_even(device, stream, require):
             want = np.array(values[::-1], np.float16)
             assert back.view(np.uint16).tolist() == want.view(np.uint16).tolist(), \
                 f"{pair}: {name} back to f16x2 gave {back.tolist()}, want {want.tolist()}"
+
+
+#: the first line of a GLSL source, by dialect
+GLSL_VERSIONS = {"glsl": "#version 450", "glsl430": "#version 430"}
+#: seconds a compile that never ends may take to be refused: the library's 30 s, with room for a loaded machine
+ENDLESS_COMPILE_LIMIT_S = 120
+
+
+def endless_macros(version: str) -> str:
+    """GLSL whose macros expand to 2**40 tokens: a front end given it runs for hours."""
+    defines = "\n".join(f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, 41))
+    return f"{version}\n#define A0 x+\n{defines}\nvoid main() {{ int x = 0; x = A40 1; }}\n"
+
+
+@pytest.mark.clause("KERNEL-79")
+def test_a_glsl_source_whose_macros_never_end_is_refused_in_time(device, kernels):
+    """Each GLSL dialect of the device. The GL compiler would hang the process; the library must refuse the
+    source before it gets there."""
+    dialects = [lang for lang in device.languages if lang in GLSL_VERSIONS]
+    if not dialects:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}lang.glsl")
+    for lang in dialects:
+        started = time.monotonic()
+        with pytest.raises(ia.CompileError, match="^Device.compile: "):
+            device.compile(endless_macros(GLSL_VERSIONS[lang]), lang)
+        took = time.monotonic() - started
+        assert took < ENDLESS_COMPILE_LIMIT_S, f"{lang}: the endless source was refused only after {took:.0f} s"
+    assert_device_works(device, kernels)
