@@ -78,12 +78,14 @@ def test_over_limit_is_out_of_memory(device, kernels):
 
 
 @pytest.mark.clause("MEM-6")
-def test_thousand_live_buffers(device, stream):
-    bufs = [device.alloc(16 + i % 7) for i in range(1000)]
+def test_five_thousand_live_buffers(device, stream):
+    """More live buffers than the 4096 device allocations many Vulkan drivers allow: small buffers must share."""
+    count = 5000
+    bufs = [device.alloc(16 + i % 7) for i in range(count)]
     for i, b in enumerate(bufs):
         stream.fill(b, i % 251 + 1)
     stream.synchronize()
-    for i in range(0, 1000, 37):
+    for i in range(0, count, 37):
         got = read(stream, bufs[i])
         assert (got == i % 251 + 1).all(), f"buffer {i} lost its contents"
     for b in bufs:
