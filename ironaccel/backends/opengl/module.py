@@ -8,8 +8,9 @@ The dialect (conformance/kernels/README.md has the side-by-side with Vulkan's GL
   block size, cached. ``Device.compile`` links the (1, 1, 1) program, so a compile error surfaces there.
 * Buffers: ``layout(std430, binding = i) buffer``, i = 0..k-1 in argument order.
 * Scalars: at most one uniform block, ``layout(std140, binding = 0) uniform``, whose members are scalars in
-  argument order, and no uniform outside it (nothing would set one: it reads 0). std140 places scalars at offsets aligned to their own size, which is ``pack_scalars``'s
-  layout; the compile checks the reflected offsets against it, so a block that does not match is refused.
+  argument order, and no uniform outside it (nothing would set one: it reads 0). std140 places scalars at
+  offsets aligned to their own size, which is ``pack_scalars``'s layout; the compile checks the reflected
+  offsets against it, so a block that does not match is refused.
 * A program has one entry point, ``main``; the module's kernel is named ``main``, or NAME with
   ``options=("-e", NAME)`` (the same option as Vulkan's GLSL).
 
