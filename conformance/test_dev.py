@@ -52,6 +52,28 @@ def test_device_info_is_complete(device):
     assert lim.max_shared_memory >= 1024
 
 
+#: GL limits (glGetInteger64v) and what DeviceInfo.limits makes of each: OpenGL binds a Buffer whole as one
+#: shader storage block, so the largest a kernel can address is the largest such block, in whole 32-bit words.
+GL_LIMITS = {
+    "max_alloc": (0x90DE, lambda v: v // 4 * 4),  # GL_MAX_SHADER_STORAGE_BLOCK_SIZE
+    "max_threads_per_block": (0x90EB, lambda v: v),  # GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS
+    "max_shared_memory": (0x8262, lambda v: v),  # GL_MAX_COMPUTE_SHARED_MEMORY_SIZE
+}
+
+
+@pytest.mark.clause("DEV-69")
+def test_opengl_limits_are_the_contexts_own(device, require):
+    """DEV-2 and DEV-7 bound the limits from below (a launch at each runs); a limit under the driver's refuses
+    allocations and blocks the device could run, and one over it (a buffer past the largest storage block)
+    may run on a CPU driver that does not clamp the binding and lose its tail on one that does."""
+    require("lang.glsl430")
+    native = device.native
+    for field, (pname, expected) in GL_LIMITS.items():
+        want = expected(native.run(native.gl.integer, pname))
+        got = getattr(device.info.limits, field)
+        assert got == want, f"limits.{field} is {got}, the GL context's (0x{pname:04X}) gives {want}"
+
+
 @pytest.mark.clause("DEV-6")
 def test_simulated_is_what_the_registry_says_of_the_driver(device, target):
     kind = "a simulated (software or fake)" if target.simulated else "a hardware"

@@ -149,6 +149,28 @@ def test_launch_argument_errors_describe_the_kernels_parameters(device, stream, 
             assert re.search(want, str(info.value)), f"{info.value} (wanted {want})"
 
 
+def _dispatch_with_no_program(gl) -> None:
+    """On the GL thread: glDispatchCompute with no program in use, which GL refuses (GL_INVALID_OPERATION)."""
+    gl.glUseProgram(0)
+    gl.glDispatchCompute(1, 1, 1)
+
+
+@pytest.mark.clause("ERR-51")
+def test_a_gl_error_is_named_as_gl_names_it_with_the_drivers_message(device, kernels, require):
+    """A GL error is a flag read by glGetError: the backend turns the code into its GL name through a table,
+    and asks the driver (KHR_debug, GL 4.3 core) for its own message, which says what was wrong."""
+    require("lang.glsl430")
+    native = device.native
+    with pytest.raises(ia.DriverError) as info:
+        native.run(_dispatch_with_no_program, native.gl)
+    err = info.value
+    assert type(err) is ia.DriverError and err.op == "glDispatchCompute", repr(err)
+    assert err.name == "GL_INVALID_OPERATION" and "failed: GL_INVALID_OPERATION" in str(err), str(err)
+    assert "GL API ERROR" in err.detail, f"no KHR_debug message of the driver's in the error: {err}"
+    assert device.diagnostics() == [], "the driver's message belongs to the error it explains"
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("POOL-32")
 def test_a_pool_used_as_a_context_manager_is_closed_on_exit(device, stream):
     with MemPool(device, stream) as pool:

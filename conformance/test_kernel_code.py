@@ -152,6 +152,14 @@ GLSL430_OUTSIDE_CONVENTION = {
                                         "uint n; } args;\n"
                                         "void main() { if (gl_GlobalInvocationID.x < args.n) "
                                         "out_.data[gl_GlobalInvocationID.x] = args.value; }", "[0, 8]"),
+    "a uniform beside the block": ("layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                                   "uniform uint loose_value;\n"
+                                   "layout(std140, binding = 0) uniform Args { uint n; } args;\n"
+                                   "void main() { if (gl_GlobalInvocationID.x < args.n) "
+                                   "out_.data[gl_GlobalInvocationID.x] = loose_value; }", "loose_value"),
+    "a uniform and no block": ("layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                               "uniform uint loose_value;\n"
+                               "void main() { out_.data[gl_GlobalInvocationID.x] = loose_value; }", "loose_value"),
 }
 
 

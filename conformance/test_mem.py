@@ -32,6 +32,22 @@ def test_alloc_device_limit(device, stream):
         np.testing.assert_array_equal(read(stream, buf, count=17), tail[:17])
 
 
+@pytest.mark.clause("MEM-51")
+def test_a_kernel_reaches_the_last_word_of_the_largest_buffer(device, stream, kernels):
+    """max_alloc is the largest buffer the device allocates, and a Buffer is what kernels take: its last
+    word must be within what a kernel can bind and address, not only what copies reach (MEM-1)."""
+    n = device.info.limits.max_alloc
+    last = n // 4 - 1
+    store_at = kernels("store_at")
+    with device.alloc(n) as buf:
+        for index, value in ((last, 0xC0FFEE01), (0, 0xC0FFEE02)):
+            stream.launch(store_at, 1, 1, (buf, np.uint32(index), np.uint32(value)))
+        np.testing.assert_array_equal(read(stream, buf, np.uint32, count=1, offset=4 * last), [0xC0FFEE01],
+                                      err_msg=f"the word at byte {4 * last} of a buffer of max_alloc = {n} bytes")
+        np.testing.assert_array_equal(read(stream, buf, np.uint32, count=1), [0xC0FFEE02])
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("MEM-2", "ERR-1")
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "8", True])
 def test_alloc_rejects_bad_sizes(device, bad):

@@ -8,8 +8,9 @@ The dialect (conformance/kernels/README.md has the side-by-side with Vulkan's GL
   block size, cached. ``Device.compile`` links the (1, 1, 1) program, so a compile error surfaces there.
 * Buffers: ``layout(std430, binding = i) buffer``, i = 0..k-1 in argument order.
 * Scalars: at most one uniform block, ``layout(std140, binding = 0) uniform``, whose members are scalars in
-  argument order. std140 places scalars at offsets aligned to their own size, which is ``pack_scalars``'s
-  layout; the compile checks the reflected offsets against it, so a block that does not match is refused.
+  argument order, and no uniform outside it (nothing would set one: it reads 0). std140 places scalars at
+  offsets aligned to their own size, which is ``pack_scalars``'s layout; the compile checks the reflected
+  offsets against it, so a block that does not match is refused.
 * A program has one entry point, ``main``; the module's kernel is named ``main``, or NAME with
   ``options=("-e", NAME)`` (the same option as Vulkan's GLSL).
 
@@ -150,15 +151,17 @@ class OpenGLModule(api.Module):
         if blocks:
             self.uniform_binding, self.uniform_size = gl.resource(program, GL.UNIFORM_BLOCK, 0,
                                                                   [GL.BUFFER_BINDING, GL.BUFFER_DATA_SIZE])
-            for i in range(gl.resource_count(program, GL.UNIFORM)):
-                block_index, offset, kind, size = gl.resource(program, GL.UNIFORM, i,
-                                                              [GL.BLOCK_INDEX, GL.OFFSET, GL.TYPE, GL.ARRAY_SIZE])
-                if block_index == 0:
-                    name = gl.resource_name(program, GL.UNIFORM, i)
-                    if kind not in GL.SCALAR_TYPES or size != 1:
-                        raise InvalidArgument(op, f"uniform block member {name} is not a scalar: kernel scalars are "
-                                              "float, int, uint, double, int64_t or uint64_t")
-                    members.append((offset, kind, name))
+        for i in range(gl.resource_count(program, GL.UNIFORM)):
+            block_index, offset, kind, size = gl.resource(program, GL.UNIFORM, i,
+                                                          [GL.BLOCK_INDEX, GL.OFFSET, GL.TYPE, GL.ARRAY_SIZE])
+            name = gl.resource_name(program, GL.UNIFORM, i)
+            if block_index != 0:  # -1: a uniform of the default block, which no launch sets (it reads 0)
+                raise InvalidArgument(op, f"uniform {name} is declared outside a uniform block: kernel scalars go in "
+                                      "the one layout(std140, binding = 0) uniform block")
+            if kind not in GL.SCALAR_TYPES or size != 1:
+                raise InvalidArgument(op, f"uniform block member {name} is not a scalar: kernel scalars are "
+                                      "float, int, uint, double, int64_t or uint64_t")
+            members.append((offset, kind, name))
         members.sort()
         self.scalar_params = [api.Param("scalar", *GL.SCALAR_TYPES[k]) for _, k, _ in members]
         offsets, at = [], 0
