@@ -59,6 +59,8 @@ GL_LIMITS = {
     "max_threads_per_block": (0x90EB, lambda v: v),  # GL_MAX_COMPUTE_WORK_GROUP_INVOCATIONS
     "max_shared_memory": (0x8262, lambda v: v),  # GL_MAX_COMPUTE_SHARED_MEMORY_SIZE
 }
+#: warp_size: the context's subgroup size where it has GL_KHR_shader_subgroup (0: it cannot tell)
+GL_SUBGROUP_SIZE_KHR = 0x9532
 
 
 @pytest.mark.clause("DEV-69")
@@ -72,6 +74,10 @@ def test_opengl_limits_are_the_contexts_own(device, require):
         want = expected(native.run(native.gl.integer, pname))
         got = getattr(device.info.limits, field)
         assert got == want, f"limits.{field} is {got}, the GL context's (0x{pname:04X}) gives {want}"
+    has_subgroups = native.run(lambda: "GL_KHR_shader_subgroup" in native.context.extensions)
+    want = native.run(native.gl.integer, GL_SUBGROUP_SIZE_KHR) if has_subgroups else 0
+    assert device.info.limits.warp_size == want, \
+        f"limits.warp_size is {device.info.limits.warp_size}, the GL context's subgroup size is {want}"
 
 
 @pytest.mark.clause("DEV-6")
