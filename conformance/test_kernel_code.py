@@ -453,3 +453,64 @@ def test_ptx_fp8_conversions_round_to_nearest_even(device, stream, require):
             want = np.array(values[::-1], np.float16)
             assert back.view(np.uint16).tolist() == want.view(np.uint16).tolist(), \
                 f"{pair}: {name} back to f16x2 gave {back.tolist()}, want {want.tolist()}"
+
+
+#: read_globals(out): module-scope variables of several types, alignments and initialisers, each read into a
+#: 64-bit slot of out; counter is incremented by every launch
+CUDA_MODULE_VARIABLES = r"""
+struct Pair { unsigned short a; double b; };
+__device__ unsigned char bytes[5] = {1, 2, 3, 250, 255};
+__device__ short halves[3] = {-2, 300, 7};
+__device__ unsigned words[4] = {0xDEADBEEFu, 1u, 77u, 0x80000000u};
+__device__ unsigned long long wide = 0x0123456789ABCDEFull;
+__device__ float single = -1.5f;
+__device__ double twice = 3.25;
+__device__ Pair pair = {0xBEEF, -0.125};
+__device__ unsigned zeroed[3];
+__constant__ unsigned table[3] = {11u, 22u, 33u};
+__device__ unsigned *first = words;
+__device__ unsigned *third = &words[2];
+__device__ unsigned counter = 100;
+
+extern "C" __global__ void read_globals(unsigned long long *out) {
+    out[0] = bytes[0] | bytes[1] << 8 | bytes[2] << 16 | (unsigned long long)bytes[3] << 24
+             | (unsigned long long)bytes[4] << 32;
+    out[1] = (unsigned long long)(long long)halves[0];
+    out[2] = halves[1] * 1000 + halves[2];
+    out[3] = words[0] | (unsigned long long)words[3] << 32;
+    out[4] = wide;
+    out[5] = __float_as_uint(single);
+    out[6] = __double_as_longlong(twice);
+    out[7] = pair.a;
+    out[8] = __double_as_longlong(pair.b);
+    out[9] = zeroed[0] | zeroed[1] | zeroed[2];
+    out[10] = table[0] + table[1] * 100 + table[2] * 10000;
+    out[11] = first[1] * 1000 + *third;
+    out[12] = counter;
+    counter += 1;
+}
+"""
+
+#: what read_globals reads at a module's first launch, slot by slot (counter last)
+MODULE_VARIABLE_VALUES = [
+    0xFF_FA_03_02_01, (-2) & (2**64 - 1), 300_007, 0x8000_0000_DEAD_BEEF, 0x0123_4567_89AB_CDEF,
+    int(np.float32(-1.5).view(np.uint32)), int(np.float64(3.25).view(np.uint64)), 0xBEEF,
+    int(np.float64(-0.125).view(np.uint64)), 0, 33_22_11, 1077, 100,
+]
+
+
+@pytest.mark.clause("KERNEL-79")
+def test_module_scope_variables_keep_their_initial_values(device, stream, require):
+    """NVRTC writes a module's `__device__` and `__constant__` variables as byte arrays with initialisers, and
+    a pointer's as the address of another variable (`generic(words)+8`): a module loader that misreads one
+    gives kernels values nobody wrote."""
+    require("lang.cuda")
+    slots = len(MODULE_VARIABLE_VALUES)
+    with device.compile(CUDA_MODULE_VARIABLES, "cuda") as one, device.compile(CUDA_MODULE_VARIABLES, "cuda") as two:
+        with poisoned(device, stream, 8 * slots) as out:
+            for module, launch in ((one, 0), (one, 1), (two, 0)):  # the counter is each module's own
+                stream.launch(module.kernel("read_globals"), 1, 1, (out,))
+                got = read(stream, out, np.uint64).tolist()
+                want = MODULE_VARIABLE_VALUES[:-1] + [MODULE_VARIABLE_VALUES[-1] + launch]
+                wrong = {i: (hex(g), hex(w)) for i, (g, w) in enumerate(zip(got, want)) if g != w}
+                assert not wrong, f"launch {launch} of a module: slot: (got, want): {wrong}"
