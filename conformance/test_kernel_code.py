@@ -514,3 +514,41 @@ def test_module_scope_variables_keep_their_initial_values(device, stream, requir
                 want = MODULE_VARIABLE_VALUES[:-1] + [MODULE_VARIABLE_VALUES[-1] + launch]
                 wrong = {i: (hex(g), hex(w)) for i, (g, w) in enumerate(zip(got, want)) if g != w}
                 assert not wrong, f"launch {launch} of a module: slot: (got, want): {wrong}"
+
+
+#: two kernels, each with its own 28 KiB .shared array named buf (together more than a block's 48 KiB of static
+#: shared memory): each stores FIRST and FIRST + 1 at its array's two ends and reads them back into out
+PTX_SHARED_NAMESAKES = """.version 7.0
+.target sm_70
+.address_size 64
+""" + "".join(f"""
+.visible .entry {name}(.param .u64 {name}_param_0)
+{{
+    .shared .align 4 .b8 buf[28672];
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [{name}_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    st.shared.u32 [buf], {first};
+    st.shared.u32 [buf+28668], {first + 1};
+    ld.shared.u32 %r1, [buf];
+    ld.shared.u32 %r2, [buf+28668];
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+4], %r2;
+    ret;
+}}
+""" for name, first in (("namesake_a", 10), ("namesake_b", 20)))
+
+
+@pytest.mark.clause("KERNEL-80")
+def test_shared_variables_of_one_name_in_two_kernels_are_each_their_own(device, stream, require):
+    """A `.shared` variable declared inside a function belongs to that function: another function may declare
+    one of the same name. A PTX reader that takes the first for a module-level variable gives the second
+    kernel both arrays (more static shared memory than a block has) or one array for two."""
+    require("lang.ptx")
+    module = device.compile(PTX_SHARED_NAMESAKES, "ptx")
+    with poisoned(device, stream, 8) as out:
+        for name, first in (("namesake_a", 10), ("namesake_b", 20), ("namesake_a", 10)):
+            stream.launch(module.kernel(name), 1, 1, (out,))
+            assert read(stream, out, np.uint32).tolist() == [first, first + 1], name
+    module.close()
