@@ -552,3 +552,44 @@ def test_shared_variables_of_one_name_in_two_kernels_are_each_their_own(device, 
             stream.launch(module.kernel(name), 1, 1, (out,))
             assert read(stream, out, np.uint32).tolist() == [first, first + 1], name
     module.close()
+
+
+#: warp_sz(out): out[0] = WARP_SZ, out[1] = WARP_SZ + 100, out[2] = 100 + OPERAND (filled in: -WARP_SZ, or WARP_SZ)
+PTX_WARP_SZ = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry warp_sz(.param .u64 warp_sz_param_0)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [warp_sz_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, WARP_SZ;
+    add.s32 %r2, %r1, 100;
+    mov.u32 %r3, 100;
+    add.s32 %r3, %r3, OPERAND;
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+4], %r2;
+    st.global.u32 [%rd2+8], %r3;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-81")
+def test_ptx_warp_sz_is_the_warp_width(device, stream, require):
+    """WARP_SZ is PTX's predefined constant for the warp width, which numba-cuda's PTX uses as an immediate;
+    NVRTC writes 32. A reader that gets it or its negation wrong miscomputes every lane index derived from it."""
+    require("lang.ptx")
+    with poisoned(device, stream, 12) as out:
+        with device.compile(PTX_WARP_SZ.replace("OPERAND", "WARP_SZ"), "ptx") as plain:
+            stream.launch(plain.kernel("warp_sz"), 1, 1, (out,))
+            assert read(stream, out, np.int32).tolist() == [32, 132, 132]
+        try:
+            negated = device.compile(PTX_WARP_SZ.replace("OPERAND", "-WARP_SZ"), "ptx")
+        except ia.CompileError:  # an assembler that takes no sign on the constant refuses it: so may a reader
+            return
+        with negated:
+            stream.launch(negated.kernel("warp_sz"), 1, 1, (out,))
+            assert read(stream, out, np.int32).tolist() == [32, 132, 68], "-WARP_SZ is not -32"
