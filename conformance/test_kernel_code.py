@@ -593,3 +593,44 @@ def test_ptx_warp_sz_is_the_warp_width(device, stream, require):
         with negated:
             stream.launch(negated.kernel("warp_sz"), 1, 1, (out,))
             assert read(stream, out, np.int32).tolist() == [32, 132, 68], "-WARP_SZ is not -32"
+
+
+#: fill7(out): out[0] = 7; PTX ISA 7.5 for sm_75, so the PTX version is 75 by either number a driver reports
+PTX_SM75 = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry fill7(.param .u64 fill7_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [fill7_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-82")
+def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
+    """`Kernel.native` is there for the driver's own API: the CUfunction of that kernel, whose attributes say
+    what its code was built for (a profiler or a JIT cache reads them) and which ran on the device."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
+    cu = device.native.driver
+    attribute = cu.CUfunction_attribute
+    major, minor = device.info.extra["compute_capability"]
+    with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 4) as out:
+        kernel = module.kernel("fill7")
+        stream.launch(kernel, 1, 1, (out,))
+        assert read(stream, out, np.uint32).tolist() == [7]
+        got = {name: cu.cuFuncGetAttribute(getattr(attribute, f"CU_FUNC_ATTRIBUTE_{name}"), kernel.native)
+               for name in ("PTX_VERSION", "BINARY_VERSION", "MAX_THREADS_PER_BLOCK")}
+        assert all(not err for err, _ in got.values()), got
+        values = {name: value for name, (_, value) in got.items()}
+        assert values["PTX_VERSION"] == 75, values
+        assert values["BINARY_VERSION"] == 10 * major + minor, values
+        assert 1 <= values["MAX_THREADS_PER_BLOCK"] <= device.info.limits.max_threads_per_block, values
