@@ -634,3 +634,26 @@ def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
         assert values["PTX_VERSION"] == 75, values
         assert values["BINARY_VERSION"] == 10 * major + minor, values
         assert 1 <= values["MAX_THREADS_PER_BLOCK"] <= device.info.limits.max_threads_per_block, values
+
+
+#: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)
+NEWER_ARCHITECTURES = {100: "8.6", 120: "8.7", 121: "8.8"}
+
+
+@pytest.mark.clause("KERNEL-83")
+def test_ptx_for_a_newer_architecture_is_refused(device, stream, kernels, require):
+    """PTX names the architecture it was written for, and a driver can only build it for that one or a newer
+    device: a module for a newer GPU than this one is a CompileError with the driver's log (never a kernel that
+    runs instructions the device lacks, or an error of another kind)."""
+    require("lang.ptx")
+    major, minor = device.info.extra["compute_capability"]
+    newer = [arch for arch in NEWER_ARCHITECTURES if arch > 10 * major + minor]
+    if not newer:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}an architecture newer than sm_{major}{minor} in this test's list")
+    arch = newer[0]
+    source = PTX_SM75.replace(".version 7.5", f".version {NEWER_ARCHITECTURES[arch]}").replace(
+        ".target sm_75", f".target sm_{arch}")
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(source, "ptx")
+    assert info.value.op == "cuModuleLoadDataEx", info.value
+    assert_device_works(device, kernels)
