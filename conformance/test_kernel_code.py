@@ -470,6 +470,12 @@ __device__ unsigned zeroed[3];
 __constant__ unsigned table[3] = {11u, 22u, 33u};
 __device__ unsigned *first = words;
 __device__ unsigned *third = &words[2];
+__device__ const unsigned *constant = &table[1];
+__device__ const char *text = "hi!";
+__device__ unsigned **indirect = &third;
+__device__ unsigned doubled(unsigned x) { return 2 * x; }
+__device__ unsigned tripled(unsigned x) { return 3 * x; }
+__device__ unsigned (*functions[2])(unsigned) = {doubled, tripled};
 __device__ unsigned counter = 100;
 
 extern "C" __global__ void read_globals(unsigned long long *out) {
@@ -486,7 +492,10 @@ extern "C" __global__ void read_globals(unsigned long long *out) {
     out[9] = zeroed[0] | zeroed[1] | zeroed[2];
     out[10] = table[0] + table[1] * 100 + table[2] * 10000;
     out[11] = first[1] * 1000 + *third;
-    out[12] = counter;
+    out[12] = *constant * 1000 + **indirect;
+    out[13] = text[0] | text[1] << 8 | text[2] << 16 | (unsigned long long)text[3] << 24;
+    out[14] = functions[0](10) * 1000 + functions[1](10);
+    out[15] = counter;
     counter += 1;
 }
 """
@@ -495,15 +504,16 @@ extern "C" __global__ void read_globals(unsigned long long *out) {
 MODULE_VARIABLE_VALUES = [
     0xFF_FA_03_02_01, (-2) & (2**64 - 1), 300_007, 0x8000_0000_DEAD_BEEF, 0x0123_4567_89AB_CDEF,
     int(np.float32(-1.5).view(np.uint32)), int(np.float64(3.25).view(np.uint64)), 0xBEEF,
-    int(np.float64(-0.125).view(np.uint64)), 0, 33_22_11, 1077, 100,
+    int(np.float64(-0.125).view(np.uint64)), 0, 33_22_11, 1077, 22_077, int.from_bytes(b"hi!\0", "little"),
+    20_030, 100,
 ]
 
 
 @pytest.mark.clause("KERNEL-79")
 def test_module_scope_variables_keep_their_initial_values(device, stream, require):
-    """NVRTC writes a module's `__device__` and `__constant__` variables as byte arrays with initialisers, and
-    a pointer's as the address of another variable (`generic(words)+8`): a module loader that misreads one
-    gives kernels values nobody wrote."""
+    """NVRTC writes a module's `__device__` and `__constant__` variables as byte arrays with initialisers, a
+    pointer's as the address of another variable (`generic(words)+8`) and a function pointer's as the
+    function's name: a module loader that misreads one gives kernels values nobody wrote."""
     require("lang.cuda")
     slots = len(MODULE_VARIABLE_VALUES)
     with device.compile(CUDA_MODULE_VARIABLES, "cuda") as one, device.compile(CUDA_MODULE_VARIABLES, "cuda") as two:
