@@ -329,7 +329,7 @@ def test_closing_a_device_ends_its_threads_while_it_is_still_referenced(device, 
     assert all(d.closed for d, _, _ in kept)
 
 
-@pytest.mark.clause("DEV-69")
+@pytest.mark.clause("DEV-70")
 def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
     """CUDA's driver API documents its version as 1000 * major + 10 * minor: DeviceInfo.driver_version names
     that version, read through the device's native handles, so a backend or driver that computes it otherwise

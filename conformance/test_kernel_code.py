@@ -509,7 +509,7 @@ MODULE_VARIABLE_VALUES = [
 ]
 
 
-@pytest.mark.clause("KERNEL-79")
+@pytest.mark.clause("KERNEL-80")
 def test_module_scope_variables_keep_their_initial_values(device, stream, require):
     """NVRTC writes a module's `__device__` and `__constant__` variables as byte arrays with initialisers, a
     pointer's as the address of another variable (`generic(words)+8`) and a function pointer's as the
@@ -550,7 +550,7 @@ PTX_SHARED_NAMESAKES = """.version 7.0
 """ for name, first in (("namesake_a", 10), ("namesake_b", 20)))
 
 
-@pytest.mark.clause("KERNEL-80")
+@pytest.mark.clause("KERNEL-81")
 def test_shared_variables_of_one_name_in_two_kernels_are_each_their_own(device, stream, require):
     """A `.shared` variable declared inside a function belongs to that function: another function may declare
     one of the same name. A PTX reader that takes the first for a module-level variable gives the second
@@ -587,7 +587,7 @@ PTX_WARP_SZ = """.version 7.0
 """
 
 
-@pytest.mark.clause("KERNEL-81")
+@pytest.mark.clause("KERNEL-82")
 def test_ptx_warp_sz_is_the_warp_width(device, stream, require):
     """WARP_SZ is PTX's predefined constant for the warp width, which numba-cuda's PTX uses as an immediate;
     NVRTC writes 32. A reader that gets it or its negation wrong miscomputes every lane index derived from it."""
@@ -623,7 +623,7 @@ PTX_SM75 = """.version 7.5
 """
 
 
-@pytest.mark.clause("KERNEL-82")
+@pytest.mark.clause("KERNEL-83")
 def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
     """`Kernel.native` is there for the driver's own API: the CUfunction of that kernel, whose attributes say
     what its code was built for (a profiler or a JIT cache reads them) and which ran on the device."""
@@ -650,7 +650,7 @@ def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
 NEWER_ARCHITECTURES = {100: "8.6", 120: "8.7", 121: "8.8"}
 
 
-@pytest.mark.clause("KERNEL-83")
+@pytest.mark.clause("KERNEL-84")
 def test_ptx_for_a_newer_architecture_is_refused(device, stream, kernels, require):
     """PTX names the architecture it was written for, and a driver can only build it for that one or a newer
     device: a module for a newer GPU than this one is a CompileError with the driver's log (never a kernel that
