@@ -11,6 +11,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend, registry
 from ironaccel.api import CAPABILITIES
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import RunningWork, assert_device_works, poisoned, raises_naming, read
 
@@ -354,3 +355,17 @@ def test_closing_a_device_ends_its_threads_while_it_is_still_referenced(device, 
     grown = threading.active_count() - before
     assert grown < 3, f"4 devices opened, used and closed, still referenced, left {grown} more threads"
     assert all(d.closed for d, _, _ in kept)
+
+
+@pytest.mark.clause("DEV-70")
+def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
+    """CUDA's driver API documents its version as 1000 * major + 10 * minor: DeviceInfo.driver_version names
+    that version, read through the device's native handles, so a backend or driver that computes it otherwise
+    (another scale, another field) shows here."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDriverGetVersion)")
+    err, version = device.native.driver.cuDriverGetVersion()
+    assert not err and version > 0, (err, version)
+    assert version % 10 == 0, f"cuDriverGetVersion gave {version}: not 1000 * major + 10 * minor"
+    name = f"CUDA {version // 1000}.{version % 1000 // 10}"
+    assert re.match(rf"{re.escape(name)}\b", device.info.driver_version), (device.info.driver_version, version)

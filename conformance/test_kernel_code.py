@@ -488,4 +488,217 @@ def test_a_glsl_source_whose_macros_never_end_is_refused_in_time(device, kernels
             device.compile(endless_macros(GLSL_VERSIONS[lang]), lang)
         took = time.monotonic() - started
         assert took < ENDLESS_COMPILE_LIMIT_S, f"{lang}: the endless source was refused only after {took:.0f} s"
+
+
+#: read_globals(out): module-scope variables of several types, alignments and initialisers, each read into a
+#: 64-bit slot of out; counter is incremented by every launch
+CUDA_MODULE_VARIABLES = r"""
+struct Pair { unsigned short a; double b; };
+__device__ unsigned char bytes[5] = {1, 2, 3, 250, 255};
+__device__ short halves[3] = {-2, 300, 7};
+__device__ unsigned words[4] = {0xDEADBEEFu, 1u, 77u, 0x80000000u};
+__device__ unsigned long long wide = 0x0123456789ABCDEFull;
+__device__ float single = -1.5f;
+__device__ double twice = 3.25;
+__device__ Pair pair = {0xBEEF, -0.125};
+__device__ unsigned zeroed[3];
+__constant__ unsigned table[3] = {11u, 22u, 33u};
+__device__ unsigned *first = words;
+__device__ unsigned *third = &words[2];
+__device__ const unsigned *constant = &table[1];
+__device__ const char *text = "hi!";
+__device__ unsigned **indirect = &third;
+__device__ unsigned doubled(unsigned x) { return 2 * x; }
+__device__ unsigned tripled(unsigned x) { return 3 * x; }
+__device__ unsigned (*functions[2])(unsigned) = {doubled, tripled};
+__device__ unsigned counter = 100;
+
+extern "C" __global__ void read_globals(unsigned long long *out) {
+    out[0] = bytes[0] | bytes[1] << 8 | bytes[2] << 16 | (unsigned long long)bytes[3] << 24
+             | (unsigned long long)bytes[4] << 32;
+    out[1] = (unsigned long long)(long long)halves[0];
+    out[2] = halves[1] * 1000 + halves[2];
+    out[3] = words[0] | (unsigned long long)words[3] << 32;
+    out[4] = wide;
+    out[5] = __float_as_uint(single);
+    out[6] = __double_as_longlong(twice);
+    out[7] = pair.a;
+    out[8] = __double_as_longlong(pair.b);
+    out[9] = zeroed[0] | zeroed[1] | zeroed[2];
+    out[10] = table[0] + table[1] * 100 + table[2] * 10000;
+    out[11] = first[1] * 1000 + *third;
+    out[12] = *constant * 1000 + **indirect;
+    out[13] = text[0] | text[1] << 8 | text[2] << 16 | (unsigned long long)text[3] << 24;
+    out[14] = functions[0](10) * 1000 + functions[1](10);
+    out[15] = counter;
+    counter += 1;
+}
+"""
+
+#: what read_globals reads at a module's first launch, slot by slot (counter last)
+MODULE_VARIABLE_VALUES = [
+    0xFF_FA_03_02_01, (-2) & (2**64 - 1), 300_007, 0x8000_0000_DEAD_BEEF, 0x0123_4567_89AB_CDEF,
+    int(np.float32(-1.5).view(np.uint32)), int(np.float64(3.25).view(np.uint64)), 0xBEEF,
+    int(np.float64(-0.125).view(np.uint64)), 0, 33_22_11, 1077, 22_077, int.from_bytes(b"hi!\0", "little"),
+    20_030, 100,
+]
+
+
+@pytest.mark.clause("KERNEL-80")
+def test_module_scope_variables_keep_their_initial_values(device, stream, require):
+    """NVRTC writes a module's `__device__` and `__constant__` variables as byte arrays with initialisers, a
+    pointer's as the address of another variable (`generic(words)+8`) and a function pointer's as the
+    function's name: a module loader that misreads one gives kernels values nobody wrote."""
+    require("lang.cuda")
+    slots = len(MODULE_VARIABLE_VALUES)
+    with device.compile(CUDA_MODULE_VARIABLES, "cuda") as one, device.compile(CUDA_MODULE_VARIABLES, "cuda") as two:
+        with poisoned(device, stream, 8 * slots) as out:
+            for module, launch in ((one, 0), (one, 1), (two, 0)):  # the counter is each module's own
+                stream.launch(module.kernel("read_globals"), 1, 1, (out,))
+                got = read(stream, out, np.uint64).tolist()
+                want = MODULE_VARIABLE_VALUES[:-1] + [MODULE_VARIABLE_VALUES[-1] + launch]
+                wrong = {i: (hex(g), hex(w)) for i, (g, w) in enumerate(zip(got, want)) if g != w}
+                assert not wrong, f"launch {launch} of a module: slot: (got, want): {wrong}"
+
+
+#: two kernels, each with its own 28 KiB .shared array named buf (together more than a block's 48 KiB of static
+#: shared memory): each stores FIRST and FIRST + 1 at its array's two ends and reads them back into out
+PTX_SHARED_NAMESAKES = """.version 7.0
+.target sm_70
+.address_size 64
+""" + "".join(f"""
+.visible .entry {name}(.param .u64 {name}_param_0)
+{{
+    .shared .align 4 .b8 buf[28672];
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [{name}_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    st.shared.u32 [buf], {first};
+    st.shared.u32 [buf+28668], {first + 1};
+    ld.shared.u32 %r1, [buf];
+    ld.shared.u32 %r2, [buf+28668];
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+4], %r2;
+    ret;
+}}
+""" for name, first in (("namesake_a", 10), ("namesake_b", 20)))
+
+
+@pytest.mark.clause("KERNEL-81")
+def test_shared_variables_of_one_name_in_two_kernels_are_each_their_own(device, stream, require):
+    """A `.shared` variable declared inside a function belongs to that function: another function may declare
+    one of the same name. A PTX reader that takes the first for a module-level variable gives the second
+    kernel both arrays (more static shared memory than a block has) or one array for two."""
+    require("lang.ptx")
+    module = device.compile(PTX_SHARED_NAMESAKES, "ptx")
+    with poisoned(device, stream, 8) as out:
+        for name, first in (("namesake_a", 10), ("namesake_b", 20), ("namesake_a", 10)):
+            stream.launch(module.kernel(name), 1, 1, (out,))
+            assert read(stream, out, np.uint32).tolist() == [first, first + 1], name
+    module.close()
+
+
+#: warp_sz(out): out[0] = WARP_SZ, out[1] = WARP_SZ + 100, out[2] = 100 + OPERAND (filled in: -WARP_SZ, or WARP_SZ)
+PTX_WARP_SZ = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry warp_sz(.param .u64 warp_sz_param_0)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [warp_sz_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, WARP_SZ;
+    add.s32 %r2, %r1, 100;
+    mov.u32 %r3, 100;
+    add.s32 %r3, %r3, OPERAND;
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+4], %r2;
+    st.global.u32 [%rd2+8], %r3;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-82")
+def test_ptx_warp_sz_is_the_warp_width(device, stream, require):
+    """WARP_SZ is PTX's predefined constant for the warp width, which numba-cuda's PTX uses as an immediate;
+    NVRTC writes 32. A reader that gets it or its negation wrong miscomputes every lane index derived from it."""
+    require("lang.ptx")
+    with poisoned(device, stream, 12) as out:
+        with device.compile(PTX_WARP_SZ.replace("OPERAND", "WARP_SZ"), "ptx") as plain:
+            stream.launch(plain.kernel("warp_sz"), 1, 1, (out,))
+            assert read(stream, out, np.int32).tolist() == [32, 132, 132]
+        try:
+            negated = device.compile(PTX_WARP_SZ.replace("OPERAND", "-WARP_SZ"), "ptx")
+        except ia.CompileError:  # an assembler that takes no sign on the constant refuses it: so may a reader
+            return
+        with negated:
+            stream.launch(negated.kernel("warp_sz"), 1, 1, (out,))
+            assert read(stream, out, np.int32).tolist() == [32, 132, 68], "-WARP_SZ is not -32"
+
+
+#: fill7(out): out[0] = 7; PTX ISA 7.5 for sm_75, so the PTX version is 75 by either number a driver reports
+PTX_SM75 = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry fill7(.param .u64 fill7_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [fill7_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-83")
+def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
+    """`Kernel.native` is there for the driver's own API: the CUfunction of that kernel, whose attributes say
+    what its code was built for (a profiler or a JIT cache reads them) and which ran on the device."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
+    cu = device.native.driver
+    attribute = cu.CUfunction_attribute
+    major, minor = device.info.extra["compute_capability"]
+    with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 4) as out:
+        kernel = module.kernel("fill7")
+        stream.launch(kernel, 1, 1, (out,))
+        assert read(stream, out, np.uint32).tolist() == [7]
+        got = {name: cu.cuFuncGetAttribute(getattr(attribute, f"CU_FUNC_ATTRIBUTE_{name}"), kernel.native)
+               for name in ("PTX_VERSION", "BINARY_VERSION", "MAX_THREADS_PER_BLOCK")}
+        assert all(not err for err, _ in got.values()), got
+        values = {name: value for name, (_, value) in got.items()}
+        assert values["PTX_VERSION"] == 75, values
+        assert values["BINARY_VERSION"] == 10 * major + minor, values
+        assert 1 <= values["MAX_THREADS_PER_BLOCK"] <= device.info.limits.max_threads_per_block, values
+
+
+#: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)
+NEWER_ARCHITECTURES = {100: "8.6", 120: "8.7", 121: "8.8"}
+
+
+@pytest.mark.clause("KERNEL-84")
+def test_ptx_for_a_newer_architecture_is_refused(device, stream, kernels, require):
+    """PTX names the architecture it was written for, and a driver can only build it for that one or a newer
+    device: a module for a newer GPU than this one is a CompileError with the driver's log (never a kernel that
+    runs instructions the device lacks, or an error of another kind)."""
+    require("lang.ptx")
+    major, minor = device.info.extra["compute_capability"]
+    newer = [arch for arch in NEWER_ARCHITECTURES if arch > 10 * major + minor]
+    if not newer:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}an architecture newer than sm_{major}{minor} in this test's list")
+    arch = newer[0]
+    source = PTX_SM75.replace(".version 7.5", f".version {NEWER_ARCHITECTURES[arch]}").replace(
+        ".target sm_75", f".target sm_{arch}")
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(source, "ptx")
+    assert info.value.op == "cuModuleLoadDataEx", info.value
     assert_device_works(device, kernels)

@@ -13,6 +13,7 @@ import pytest
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import (
     RunningWork,
@@ -525,4 +526,47 @@ def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, 
     assert not lost, f"dropping modules lost {len(lost)} exception(s) in finalizers: {lost[0]}"
     held = sum(ref() is not None for ref in gone)
     assert not held, f"{held} of {len(gone)} modules dropped unclosed are still alive after a collection"
+    assert_device_works(device, kernels)
+
+
+#: touch_big(out): reads the last word of a module-scope array of BYTES bytes into out, then writes it
+PTX_BIG_VARIABLE = """.version 7.0
+.target sm_70
+.address_size 64
+
+.global .align 4 .b8 big[BYTES];
+
+.visible .entry touch_big(.param .u64 touch_big_param_0)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [touch_big_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u64 %rd3, big;
+    add.s64 %rd4, %rd3, LAST;
+    ld.global.u32 %r1, [%rd4];
+    st.global.u32 [%rd2], %r1;
+    mov.u32 %r2, 1234567;
+    st.global.u32 [%rd4], %r2;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("LIFE-66")
+def test_closing_a_module_gives_back_its_variables_memory(device, stream, kernels, require):
+    """A module's `.global` (`__device__`) variables live in device memory from its load to its unload: a
+    backend that never unloads closed modules, or a driver that keeps a variable past its module's unload,
+    leaks that memory with every module a program compiles and closes (a JIT that builds kernels as it goes)."""
+    require("lang.ptx")
+    memory = device.info.memory
+    if not memory:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a device that reports its memory")
+    size = min(1 << 30, memory // 8) // 4 * 4
+    source = PTX_BIG_VARIABLE.replace("BYTES", str(size)).replace("LAST", str(size - 4))
+    with device.alloc(4) as out:
+        for i in range(memory // size + 2):  # together more than the device holds
+            with device.compile(source, "ptx") as module:
+                stream.launch(module.kernel("touch_big"), 1, 1, (out,))
+                assert read(stream, out, np.uint32)[0] == 0, f"module {i}: its variable did not start zeroed"
     assert_device_works(device, kernels)

@@ -132,13 +132,22 @@ static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint64_t ma
             if (is_number_start(t)) {
                 int f;
                 v = parse_number(P, t, neg, &f);
-            } else { /* the address of a variable or a function declared before (a table of pointers) */
+            } else { /* the address of a variable or a function declared before (a table of pointers): name,
+                      * generic(name) (the same address: the spaces share one), either + a byte offset */
+                int generic = !neg && tok_is(t, "generic") && tok_is(peek(P), "(");
+                if (generic) next(P), t = next(P);
                 Name *n = neg ? NULL : find_name(P, t);
                 int fn = neg || n ? -1 : function_index(P, t, 0);
                 if (n && n->kind == N_GLOBAL) v = n->value;
                 else if (fn >= 0) v = FUNCTION_ADDRESS_BASE + (uint64_t)fn * FUNCTION_ADDRESS_STEP;
                 else fail(P, t->line, "initializer %.*s is not a number, nor a global variable or function declared "
                           "before", t->len, t->s);
+                if (generic) expect(P, ")");
+                if (tok_is(peek(P), "+")) {
+                    next(P);
+                    int f;
+                    v += parse_number(P, next(P), 0, &f);
+                }
             }
             if (dst && i < max / elem) memcpy(dst + i * elem, &v, elem);
             i++;

@@ -1,5 +1,6 @@
 """Where kernels' memory lies and how far it reaches: declared alignment of shared and local arrays, dynamic
-shared memory read within its allocation unit, and static shared memory bounded per kernel."""
+shared memory read within its allocation unit, static shared memory bounded per kernel, and module-scope
+pointers initialised with a variable's address."""
 
 import numpy as np
 
@@ -148,3 +149,43 @@ def test_static_shared_memory_is_bounded_per_kernel_not_per_module(cuda):
         assert cuda.download(out, np.zeros(1, np.uint32))[0] == want
     one_kernel_too_much = PER_KERNEL_SHARED.replace(b"st.shared.u32 [big_b], %r1;", b"st.shared.u32 [big_a], %r1;")
     assert cuda.err(d.cuModuleLoadData(one_kernel_too_much)) == d.CUresult.CUDA_ERROR_INVALID_PTX
+
+
+# A table of addresses as module-scope initialisers, in the forms PTX allows and NVRTC writes for `__device__ T *p
+# = &x[i]` (generic(x)+8), `= x` (generic(x)) and hand-written PTX writes (x+4: the global-space address).
+ADDRESS_INITIALISERS = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.global .align 4 .b8 words[16] = {1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4};
+.global .align 8 .u64 table[3] = {generic(words), generic(words)+8, words+4};
+.visible .entry deref(.param .u64 out)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd1, %rd1;
+    ld.global.u64 %rd2, [table];
+    ld.global.u64 %rd3, [table+8];
+    ld.global.u64 %rd4, [table+16];
+    ld.u32 %r1, [%rd2];
+    ld.u32 %r2, [%rd3];
+    ld.global.u32 %r3, [%rd4];
+    st.global.v2.u32 [%rd1], {%r1, %r2};
+    st.global.u32 [%rd1+8], %r3;
+    ret;
+}
+\0"""
+
+
+def test_address_initialisers_point_at_their_variable(cuda):
+    """generic(x), generic(x)+N and x+N initialise a pointer with x's address (plus N); a name no variable
+    or function declared before has is refused as a malformed module."""
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(ADDRESS_INITIALISERS)), b"deref"))
+    like = np.zeros(3, dtype=np.uint32)
+    out = cuda.poisoned(like)
+    cuda.launch(f, (1,), (1,), out)
+    assert cuda.download(out, like).tolist() == [1, 3, 2]
+    unknown = ADDRESS_INITIALISERS.replace(b"generic(words)+8", b"generic(nowhere)+8")
+    assert cuda.err(d.cuModuleLoadData(unknown)) == d.CUresult.CUDA_ERROR_INVALID_PTX
