@@ -479,6 +479,46 @@ def test_copies_of_every_size_at_the_copy_paths_edges_land_exactly(device, strea
             assert out[n] == 0, f"copy_dtoh of {n} bytes wrote past its host range"
 
 
+#: one round of COPY-66: on the busy stream a copy that fills a staging segment (CUDA's: 4 MiB) and a small one
+#: (then the first of a fresh segment), on the idle stream two small ones from 16 KiB (where CUDA's ring may take
+#: its current segment again from the start), the idle stream synchronized before each
+CROSS_STREAM_ROUND = ((4 << 20, (64 << 10) - 3), (16 << 10, (16 << 10) + 5))
+
+
+@pytest.mark.clause("COPY-66")
+def test_an_idle_streams_copies_leave_a_busy_streams_queued_copies_alone(device, stream, kernels):
+    """A device's streams share its staging: a backend that fills staging again from its start for a copy on an
+    idle stream (its own earlier copies done) must ask whether another stream's copies still read those bytes.
+    One that asks only whether the copying stream is idle, or takes bytes another stream used too, overwrites
+    what the busy stream's queued copies are still to DMA, and they land the idle stream's bytes instead."""
+    busy_sizes, idle_sizes = CROSS_STREAM_ROUND
+    rounds = 3  # CUDA: 6 of its ring's 8 segments, so no segment is waited for while the work runs
+    busy_total, idle_total = rounds * sum(busy_sizes), rounds * sum(idle_sizes)
+    busy_data, idle_data = random_bytes(busy_total, 66), random_bytes(idle_total, 67)
+    other = device.create_stream()
+    work = RunningWork(device, stream, kernels, seconds=1.0)
+    try:
+        with poisoned(device, stream, busy_total) as busy_buf, poisoned(device, other, idle_total) as idle_buf:
+            stream.synchronize()
+            other.synchronize()
+            work.enqueue(stream)  # every copy on stream queues behind it
+            busy_at = idle_at = 0
+            for _ in range(rounds):
+                for n in busy_sizes:
+                    stream.copy_htod(busy_buf, busy_data[busy_at:busy_at + n], dst_offset=busy_at)
+                    busy_at += n
+                for n in idle_sizes:
+                    other.synchronize()  # idle: its own copies done, the busy stream's still queued
+                    other.copy_htod(idle_buf, idle_data[idle_at:idle_at + n], dst_offset=idle_at)
+                    idle_at += n
+            for name, s, buf, data in (("busy", stream, busy_buf, busy_data), ("idle", other, idle_buf, idle_data)):
+                wrong = np.flatnonzero(read(s, buf) != data)
+                assert not wrong.size, f"the {name} stream's copies: {wrong.size} bytes differ, the first at {wrong[0]}"
+        work.check(stream)
+    finally:
+        work.free()
+
+
 #: each op with its offset (and fill's range) passed positionally: (name, call on (stream, buf, host))
 POSITIONAL_OFFSETS = {
     "copy_htod": lambda s, b, h: s.copy_htod(b, np.ones(16, np.uint8), 8),

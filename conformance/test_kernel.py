@@ -385,6 +385,8 @@ def test_arguments_are_checked_against_the_kernels_parameters(device, stream, ke
             "a scalar where a buffer is declared": (x, np.float32(1), a, n),
             "a buffer where f32 is declared": (x, y, x, n),
             "a buffer where u32 is declared": (x, y, a, y),
+            # each argument of another type than the good launches' (a cache keyed by the types finds nothing)
+            "a buffer too few, every argument's type another": (a, n, x, a),
         }
         if device.supports("kernel.float64"):
             bad["f64 where f32 is declared"] = (x, y, np.float64(2), n)

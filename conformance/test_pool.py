@@ -244,6 +244,23 @@ def test_a_block_freed_on_the_pools_stream_is_reused_in_stream_order(device, poo
 def test_a_block_freed_after_use_on_another_stream_is_fenced_before_reuse(device, pool, stream, kernels, words):
     """The block's last use on the other stream waits there behind long work, so it is still to come when the
     block is handed out again. 4 KiB blocks are cached per thread, 4 MiB ones under the pool's lock."""
+    assert_fenced_before_reuse(device, pool, stream, kernels, words)
+
+
+@pytest.mark.clause("POOL-64")
+@pytest.mark.parametrize("words", [1024, 1 << 18], ids=["4KiB", "1MiB"])  # the smallest and biggest front buckets
+def test_a_block_freed_on_another_stream_into_a_warm_pool_is_fenced_before_reuse(device, pool, stream, kernels,
+                                                                                   words):
+    """POOL-5 once this thread has freed and taken back blocks of the bucket on the pool's stream, so a free
+    may take the pool's quickest path (the thread's front cache): a free(stream=other) must still fence."""
+    for _ in range(3):
+        pool.alloc(4 * words).free()
+    assert_fenced_before_reuse(device, pool, stream, kernels, words)
+
+
+def assert_fenced_before_reuse(device, pool, stream, kernels, words: int) -> None:
+    """A block of ``words`` u32 freed with free(stream=other) while a kernel on other still writes it: the
+    next owner's copy on the pool's stream waits for that kernel and keeps its bytes."""
     other = device.create_stream()
     for work in RunningWork.tries(device, other, kernels):
         buf = pool.alloc(4 * words)

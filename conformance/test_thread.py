@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 from ironaccel.pool import MemPool
 
 from .helpers import assert_device_works, ceil_div, random_bytes
@@ -75,6 +76,41 @@ def test_threads_reading_back_in_a_loop(device, kernels):
                 assert (got == i + 1).all()
 
     run_threads(work, 8)
+    assert_device_works(device, kernels)
+
+
+#: COPY-64's sizes where CUDA's staged copies are filled in pieces by copy threads (256 KiB pieces from 64 KiB,
+#: threads from 2 MiB, 4 MiB chunks), off by a few bytes
+STAGED_IN_PIECES = ((1 << 20) + 3, (2 << 20) + 5, (4 << 20) + 7)
+
+
+@pytest.mark.clause("THREAD-64")
+def test_threads_copying_to_two_devices_at_once(device, kernels):
+    """Two Devices of one index (DEV-8) each stage their own large copy_htods, from two host threads each at
+    the same time; a backend whose copy threads serve every device (CUDA's compiled staging: one job at a time)
+    must not let one device's copy take over the job another device's copy is still filling or sending."""
+    second = get_backend(device.info.backend).open_device(device.info.index)
+    devices = (device, second)
+
+    def work(i: int) -> None:
+        dev = devices[i % 2]
+        s = dev.create_stream()
+        with dev.alloc(max(STAGED_IN_PIECES)) as buf:
+            for step in range(16):
+                n = STAGED_IN_PIECES[step % len(STAGED_IN_PIECES)]
+                data = random_bytes(n, 64 * i + step)
+                s.copy_htod(buf, data)
+                got = np.zeros(n, np.uint8)
+                s.copy_dtoh(got, buf)
+                s.synchronize()
+                wrong = np.flatnonzero(got != data)
+                assert not wrong.size, f"thread {i} (device {i % 2}), copy {step} of {n} bytes: {wrong.size} " \
+                                       f"bytes differ, the first at {wrong[0]}"
+
+    try:
+        run_threads(work, 4)
+    finally:
+        second.close()
     assert_device_works(device, kernels)
 
 
