@@ -33,6 +33,57 @@ def test_spirv_for_vulkan_1_0_is_reflected_with_its_buffers(device, stream, requ
     by.free()
 
 
+def _fill_u32_of_block(size: tuple[int, int, int], *, local_size: bool, workgroup: bool) -> bytes:
+    """``fill_u32.spv`` with its block size fixed in the module, as tools other than glslang write it: its
+    WorkgroupSize object made of OpConstants ``size`` (no SpecId; the decoration dropped unless ``workgroup``),
+    its ``LocalSize 1 1 1`` (which a WorkgroupSize object overrides) kept or dropped."""
+    words = np.frombuffer((conformance_dir() / "kernels" / "spirv" / "fill_u32.spv").read_bytes(), "<u4")
+    out, at, made = [int(w) for w in words[:5]], 5, 0
+    while at < len(words):
+        count, opcode = int(words[at]) >> 16, int(words[at]) & 0xFFFF
+        ins = [int(w) for w in words[at:at + count]]
+        at += count
+        if (opcode == 71 and ins[2] == 1  # OpDecorate SpecId
+                or opcode == 71 and ins[2:4] == [11, 25] and not workgroup  # OpDecorate BuiltIn WorkgroupSize
+                or opcode == 16 and ins[2] == 17 and not local_size):  # OpExecutionMode LocalSize
+            continue
+        if opcode == 50:  # OpSpecConstant (fill_u32's three are its block size) -> OpConstant
+            ins[0], ins[3], made = count << 16 | 43, size[made], made + 1
+        elif opcode == 51:  # OpSpecConstantComposite -> OpConstantComposite
+            ins[0] = count << 16 | 44
+        out += ins
+    assert made == 3, f"fill_u32.spv has {made} specialization constants, not its block size's 3"
+    return np.array(out, "<u4").tobytes()
+
+
+@pytest.mark.clause("KERNEL-79")
+def test_spirv_with_a_constant_block_size_launches_with_that_block(device, stream, require):
+    """A WorkgroupSize object of constants is the kernel's block size, over any LocalSize: a launch with that
+    block runs (one with another is refused), also with no LocalSize at all; a module that declares no block
+    size is a CompileError. A reader that knows only LocalSize and specialization constants takes the module's
+    block for (1, 1, 1): it refuses the launch with the real block and lets one with (1, 1, 1) run 32 times the
+    threads asked for."""
+    require("lang.spirv")
+    n = 200
+    for local_size in (True, False):
+        k = device.compile(_fill_u32_of_block((32, 1, 1), local_size=local_size, workgroup=True), "spirv").kernel("fill_u32")
+        with poisoned(device, stream, 4 * 256) as out:
+            stream.launch(k, 8, 32, (out, np.uint32(7), np.uint32(n)))
+            got = read(stream, out, np.uint32)
+            assert (got[:n] == 7).all() and (got[n:] == POISON * 0x01010101).all(), (
+                f"with LocalSize {'1 1 1' if local_size else 'absent'}: {np.flatnonzero(got[:n] != 7)[:8]} of the "
+                f"first {n} not written, {np.count_nonzero(got[n:] != POISON * 0x01010101)} written past them")
+            with raises_naming(ia.InvalidArgument, "Stream.launch", "(32, 1, 1)"):
+                stream.launch(k, 256, 1, (out, np.uint32(9), np.uint32(n)))
+            assert (read(stream, out, np.uint32)[:n] == 7).all(), "a refused launch wrote its buffer"
+    k = device.compile(_fill_u32_of_block((32, 1, 1), local_size=True, workgroup=False), "spirv").kernel("fill_u32")
+    with poisoned(device, stream, 4 * 256) as out:  # LocalSize 1 1 1 alone
+        stream.launch(k, n, 1, (out, np.uint32(5), np.uint32(n)))
+        assert (read(stream, out, np.uint32)[:n] == 5).all(), "LocalSize 1 1 1 alone: not every element written"
+    with raises_naming(ia.CompileError, "Device.compile", "fill_u32"):
+        device.compile(_fill_u32_of_block((32, 1, 1), local_size=False, workgroup=False), "spirv")
+
+
 PADDED_PUSH_CONSTANTS = """#version 450
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(set = 0, binding = 0) buffer Out { uint data[]; } o;
@@ -60,9 +111,9 @@ def test_a_scalar_block_laid_out_otherwise_is_refused_or_read_whole(device, stre
 
 
 #: The SPIR-V instructions that declare a module's interface: OpEntryPoint, OpExecutionMode, OpTypeInt,
-#: OpTypeFloat, OpTypeVector, OpTypeStruct, OpTypePointer, OpSpecConstantComposite, OpVariable, OpDecorate,
-#: OpMemberDecorate.
-INTERFACE_OPCODES = {15, 16, 21, 22, 23, 30, 32, 51, 59, 71, 72}
+#: OpTypeFloat, OpTypeVector, OpTypeStruct, OpTypePointer, OpConstant, OpConstantComposite, OpSpecConstant,
+#: OpSpecConstantComposite, OpVariable, OpDecorate, OpMemberDecorate.
+INTERFACE_OPCODES = {15, 16, 21, 22, 23, 30, 32, 43, 44, 50, 51, 59, 71, 72}
 
 
 @pytest.mark.clause("KERNEL-25")
