@@ -84,6 +84,65 @@ def test_spirv_with_a_constant_block_size_launches_with_that_block(device, strea
         device.compile(_fill_u32_of_block((32, 1, 1), local_size=False, workgroup=False), "spirv")
 
 
+def _spirv_declaring(buffers: int, scalars: int) -> bytes:
+    """SPIR-V 1.3 of a kernel ``wide`` that does nothing but declare ``buffers`` storage buffers (set 0, bindings
+    0..buffers-1) and a push-constant block of ``scalars`` u32 members: what a launch of it must bind."""
+    def op(code: int, *operands: int) -> list[int]:
+        return [(len(operands) + 1) << 16 | code, *operands]
+
+    void, fn_type, u32, array, block, sb_ptr, args, pc_ptr, pc, fn, label = range(1, 12)
+    variables = range(12, 12 + buffers)
+    words = [0x07230203, 0x00010300, 0, 12 + buffers, 0, *op(17, 1), *op(14, 0, 1),  # Shader; Logical GLSL450
+             *op(15, 5, fn, int.from_bytes(b"wide", "little"), 0), *op(16, fn, 17, 1, 1, 1),  # "wide"; LocalSize
+             *op(71, array, 6, 4), *op(71, block, 2), *op(72, block, 0, 35, 0)]  # ArrayStride 4; Block; Offset 0
+    for binding, var in enumerate(variables):
+        words += [*op(71, var, 34, 0), *op(71, var, 33, binding)]  # DescriptorSet 0, Binding
+    if scalars:
+        words += op(71, args, 2)
+        for member in range(scalars):
+            words += op(72, args, member, 35, 4 * member)
+    words += [*op(19, void), *op(33, fn_type, void), *op(21, u32, 32, 0), *op(29, array, u32), *op(30, block, array),
+              *op(32, sb_ptr, 12, block)]  # a StorageBuffer pointer to struct { uint data[]; }
+    for var in variables:
+        words += op(59, sb_ptr, var, 12)
+    if scalars:
+        words += [*op(30, args, *[u32] * scalars), *op(32, pc_ptr, 9, args), *op(59, pc_ptr, pc, 9)]
+    words += [*op(54, void, fn, 0, fn_type), *op(248, label), *op(253), *op(56)]
+    return np.array(words, "<u4").tobytes()
+
+
+@pytest.mark.clause("KERNEL-80")
+def test_a_kernel_binding_more_than_the_device_takes_is_refused_at_launch(device, stream, kernels, require):
+    """Vulkan bounds the storage buffers a kernel binds (maxPerStageDescriptorStorageBuffers: 32 on lavapipe) and
+    its push constants (maxPushConstantsSize: 128 bytes on lavapipe, 256 on NVIDIA); a pipeline layout past
+    either is invalid usage, which a driver may accept and then read past its push-constant storage."""
+    require("lang.spirv")
+    extra = device.info.extra
+    assert "max_storage_buffers" in extra and "max_push_constants" in extra, (
+        f"a device that compiles SPIR-V reports its binding limits in DeviceInfo.extra: {sorted(extra)}")
+    most_buffers, most_bytes = extra["max_storage_buffers"], extra["max_push_constants"]
+    scalars = most_bytes // 4 + 1
+    k = device.compile(_spirv_declaring(0, scalars), "spirv").kernel("wide")
+    with raises_naming(ia.InvalidArgument, "Stream.launch", f"{4 * scalars} bytes"):
+        stream.launch(k, 1, 1, [np.uint32(i) for i in range(scalars)])
+    for buffers in sorted({min(most_buffers + 1, 1025), 1025}):  # a Vulkan launch binds at most 1,024 buffers
+        k = device.compile(_spirv_declaring(buffers, 0), "spirv").kernel("wide")
+        bufs = [device.alloc(4) for _ in range(buffers)]
+        try:
+            with raises_naming(ia.InvalidArgument, "Stream.launch", f"{buffers} buffer arguments"):
+                stream.launch(k, 1, 1, bufs)
+        finally:
+            for b in bufs:
+                b.free()
+    k = device.compile(_spirv_declaring(min(most_buffers, 8), min(most_bytes // 4, 8)), "spirv").kernel("wide")
+    bufs = [device.alloc(4) for _ in range(min(most_buffers, 8))]
+    stream.launch(k, 1, 1, [*bufs, *[np.uint32(i) for i in range(min(most_bytes // 4, 8))]])  # within both: runs
+    stream.synchronize()
+    for b in bufs:
+        b.free()
+    assert_device_works(device, kernels)
+
+
 PADDED_PUSH_CONSTANTS = """#version 450
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(set = 0, binding = 0) buffer Out { uint data[]; } o;
