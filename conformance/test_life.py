@@ -526,3 +526,25 @@ def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, 
     held = sum(ref() is not None for ref in gone)
     assert not held, f"{held} of {len(gone)} modules dropped unclosed are still alive after a collection"
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-66")
+def test_freeing_after_the_device_closed_is_quiet(device, kernels, target):
+    """A program's cleanup often runs after its device's: ``free()`` of the buffers and ``close()`` of the modules
+    then have nothing left to give back (closing the device released them), and must not call into the closed
+    device (Vulkan: destroying a VkBuffer or freeing memory of a destroyed VkDevice)."""
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    stream = other.create_stream()
+    bufs = [other.alloc(n) for n in (4096, 40 << 20)]  # one sub-allocated, one its own allocation (Vulkan)
+    for buf in bufs:
+        stream.fill(buf, 7)
+    module = target.compile_kernel(other, "saxpy").module
+    stream.synchronize()
+    other.close()
+    for buf in bufs:
+        buf.free()
+        buf.free()
+        assert buf.freed
+    module.close()
+    assert module.closed
+    assert_device_works(device, kernels)
