@@ -84,16 +84,17 @@ def test_spirv_with_a_constant_block_size_launches_with_that_block(device, strea
         device.compile(_fill_u32_of_block((32, 1, 1), local_size=False, workgroup=False), "spirv")
 
 
-def _spirv_declaring(buffers: int, scalars: int) -> bytes:
+def _spirv_declaring(buffers: int, scalars: int, *, model: int = 5) -> bytes:
     """SPIR-V 1.3 of a kernel ``wide`` that does nothing but declare ``buffers`` storage buffers (set 0, bindings
-    0..buffers-1) and a push-constant block of ``scalars`` u32 members: what a launch of it must bind."""
+    0..buffers-1) and a push-constant block of ``scalars`` u32 members: what a launch of it must bind. ``model``
+    is its entry point's execution model (5: GLCompute, with LocalSize 1 1 1; 0: a vertex shader)."""
     def op(code: int, *operands: int) -> list[int]:
         return [(len(operands) + 1) << 16 | code, *operands]
 
     void, fn_type, u32, array, block, sb_ptr, args, pc_ptr, pc, fn, label = range(1, 12)
     variables = range(12, 12 + buffers)
     words = [0x07230203, 0x00010300, 0, 12 + buffers, 0, *op(17, 1), *op(14, 0, 1),  # Shader; Logical GLSL450
-             *op(15, 5, fn, int.from_bytes(b"wide", "little"), 0), *op(16, fn, 17, 1, 1, 1),  # "wide"; LocalSize
+             *op(15, model, fn, int.from_bytes(b"wide", "little"), 0), *(op(16, fn, 17, 1, 1, 1) if model == 5 else []),
              *op(71, array, 6, 4), *op(71, block, 2), *op(72, block, 0, 35, 0)]  # ArrayStride 4; Block; Offset 0
     for binding, var in enumerate(variables):
         words += [*op(71, var, 34, 0), *op(71, var, 33, binding)]  # DescriptorSet 0, Binding
@@ -141,6 +142,15 @@ def test_a_kernel_binding_more_than_the_device_takes_is_refused_at_launch(device
     for b in bufs:
         b.free()
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-82")
+def test_spirv_without_a_compute_entry_point_is_a_compile_error(device, require):
+    """A valid SPIR-V module of another stage (a vertex shader, as a graphics toolchain writes) has no kernel to
+    give: compiling it must say so, not load a module none of whose names ``Module.kernel`` knows."""
+    require("lang.spirv")
+    with raises_naming(ia.CompileError, "Device.compile", "GLCompute"):
+        device.compile(_spirv_declaring(1, 1, model=0), "spirv")
 
 
 PADDED_PUSH_CONSTANTS = """#version 450
