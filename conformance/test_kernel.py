@@ -651,7 +651,7 @@ def test_warp_size_is_zero_or_a_subgroup_width(device):
         f"limits.warp_size is {w!r}: not 0 (cannot tell) nor a power of two up to {lim.max_threads_per_block}"
 
 
-@pytest.mark.clause("KERNEL-81")
+@pytest.mark.clause("KERNEL-87")
 def test_launches_on_hundreds_of_distinct_buffers_each_bind_their_own(device, stream, kernels):
     """A backend may keep what binds a launch's buffers in pools of fixed size (Vulkan: descriptor sets, 256 a
     pool): launches on more distinct buffers than a pool holds go on in a new pool, and a pool retired once its
@@ -674,7 +674,7 @@ def test_launches_on_hundreds_of_distinct_buffers_each_bind_their_own(device, st
     assert_device_works(device, kernels)
 
 
-@pytest.mark.clause("KERNEL-83")
+@pytest.mark.clause("KERNEL-89")
 def test_float32_scalars_reach_the_kernel_bit_for_bit(device, stream, kernels):
     """A float32 scalar's bits are the caller's: a backend that packs scalars through a double (Python's
     ``struct``) quiets a signalling NaN on the way, and one that packs by value must not drop a NaN's payload

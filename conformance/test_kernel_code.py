@@ -56,7 +56,7 @@ def _fill_u32_of_block(size: tuple[int, int, int], *, local_size: bool, workgrou
     return np.array(out, "<u4").tobytes()
 
 
-@pytest.mark.clause("KERNEL-79")
+@pytest.mark.clause("KERNEL-85")
 def test_spirv_with_a_constant_block_size_launches_with_that_block(device, stream, require):
     """A WorkgroupSize object of constants is the kernel's block size, over any LocalSize: a launch with that
     block runs (one with another is refused), also with no LocalSize at all; a module that declares no block
@@ -112,7 +112,7 @@ def _spirv_declaring(buffers: int, scalars: int, *, model: int = 5) -> bytes:
     return np.array(words, "<u4").tobytes()
 
 
-@pytest.mark.clause("KERNEL-80")
+@pytest.mark.clause("KERNEL-86")
 def test_a_kernel_binding_more_than_the_device_takes_is_refused_at_launch(device, stream, kernels, require):
     """Vulkan bounds the storage buffers a kernel binds (maxPerStageDescriptorStorageBuffers: 32 on lavapipe) and
     its push constants (maxPushConstantsSize: 128 bytes on lavapipe, 256 on NVIDIA); a pipeline layout past
@@ -144,7 +144,7 @@ def test_a_kernel_binding_more_than_the_device_takes_is_refused_at_launch(device
     assert_device_works(device, kernels)
 
 
-@pytest.mark.clause("KERNEL-82")
+@pytest.mark.clause("KERNEL-88")
 def test_spirv_without_a_compute_entry_point_is_a_compile_error(device, require):
     """A valid SPIR-V module of another stage (a vertex shader, as a graphics toolchain writes) has no kernel to
     give: compiling it must say so, not load a module none of whose names ``Module.kernel`` knows."""

@@ -528,7 +528,7 @@ def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, 
     assert_device_works(device, kernels)
 
 
-@pytest.mark.clause("LIFE-66")
+@pytest.mark.clause("LIFE-67")
 def test_freeing_after_the_device_closed_is_quiet(device, kernels, target):
     """A program's cleanup often runs after its device's: ``free()`` of the buffers and ``close()`` of the modules
     then have nothing left to give back (closing the device released them), and must not call into the closed

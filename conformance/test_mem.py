@@ -130,7 +130,7 @@ def _churn_keeping_freed_buffers(device, streams, kernels, target) -> None:
     assert_device_works(device, kernels)
 
 
-@pytest.mark.clause("MEM-51")
+@pytest.mark.clause("MEM-52")
 def test_freeing_every_small_buffer_gives_their_memory_back(device, stream, kernels, target):
     """Small buffers share larger allocations in some backends (Vulkan sub-allocates up to 32 MiB from 64 MiB
     blocks): a block whose every buffer is freed must go back to the driver. A backend whose count of a block's
