@@ -662,3 +662,40 @@ def test_warp_size_is_zero_or_a_subgroup_width(device):
     w = lim.warp_size
     assert type(w) is int and (w == 0 or (w & (w - 1) == 0 and 1 <= w <= lim.max_threads_per_block)), \
         f"limits.warp_size is {w!r}: not 0 (cannot tell) nor a power of two up to {lim.max_threads_per_block}"
+
+
+@pytest.mark.clause("KERNEL-87")
+def test_launches_on_hundreds_of_distinct_buffers_each_bind_their_own(device, stream, kernels):
+    """A backend may keep what binds a launch's buffers in pools of fixed size (Vulkan: descriptor sets, 256 a
+    pool): launches on more distinct buffers than a pool holds go on in a new pool, and a pool retired once its
+    work completed is reused; a launch must still bind its own buffer, never one of an earlier launch's set."""
+    count, n = 600, 16
+    add_one = kernels("add_one")
+    bufs = [device.alloc(4 * n) for _ in range(count)]
+    for i, buf in enumerate(bufs):
+        stream.copy_htod(buf, np.full(n, i, np.uint32))
+    for half in (bufs[:count // 2], bufs[count // 2:]):  # a synchronize between: the first pool's work completes
+        for buf in half:
+            stream.launch(add_one, 1, 32, (buf, np.uint32(n)))
+        stream.synchronize()
+    for buf in bufs[::-1]:  # again, on the same buffers: the sets made for them, or new ones
+        stream.launch(add_one, 1, 32, (buf, np.uint32(n)))
+    wrong = [i for i, buf in enumerate(bufs) if not (read(stream, buf, np.uint32) == i + 2).all()]
+    assert not wrong, f"{len(wrong)} of {count} buffers not incremented twice, the first: {wrong[:8]}"
+    for buf in bufs:
+        buf.free()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-89")
+def test_float32_scalars_reach_the_kernel_bit_for_bit(device, stream, kernels):
+    """A float32 scalar's bits are the caller's: a backend that packs scalars through a double (Python's
+    ``struct``) quiets a signalling NaN on the way, and one that packs by value must not drop a NaN's payload
+    or sign. ``pack_args`` stores the f32 it is given without arithmetic, each launch twice (a cached path)."""
+    with poisoned(device, stream, 16) as out_u, poisoned(device, stream, 8) as out_f:
+        for bits in (0x7F800001, 0xFFC00123, 0x7FC00000, 0xFF800000, 0x80000000, 0x3FC00000):
+            for _ in range(2):
+                stream.launch(kernels("pack_args"), 1, 1, (out_u, np.uint32(1), np.uint32(bits).view(np.float32),
+                                                           np.int32(2), out_f, np.uint32(3)))
+                got = read(stream, out_f, np.uint32)[0]
+                assert got == bits, f"the float32 scalar with bits {bits:#010x} reached the kernel as {got:#010x}"

@@ -33,6 +33,126 @@ def test_spirv_for_vulkan_1_0_is_reflected_with_its_buffers(device, stream, requ
     by.free()
 
 
+def _fill_u32_of_block(size: tuple[int, int, int], *, local_size: bool, workgroup: bool) -> bytes:
+    """``fill_u32.spv`` with its block size fixed in the module, as tools other than glslang write it: its
+    WorkgroupSize object made of OpConstants ``size`` (no SpecId; the decoration dropped unless ``workgroup``),
+    its ``LocalSize 1 1 1`` (which a WorkgroupSize object overrides) kept or dropped."""
+    words = np.frombuffer((conformance_dir() / "kernels" / "spirv" / "fill_u32.spv").read_bytes(), "<u4")
+    out, at, made = [int(w) for w in words[:5]], 5, 0
+    while at < len(words):
+        count, opcode = int(words[at]) >> 16, int(words[at]) & 0xFFFF
+        ins = [int(w) for w in words[at:at + count]]
+        at += count
+        if (opcode == 71 and ins[2] == 1  # OpDecorate SpecId
+                or opcode == 71 and ins[2:4] == [11, 25] and not workgroup  # OpDecorate BuiltIn WorkgroupSize
+                or opcode == 16 and ins[2] == 17 and not local_size):  # OpExecutionMode LocalSize
+            continue
+        if opcode == 50:  # OpSpecConstant (fill_u32's three are its block size) -> OpConstant
+            ins[0], ins[3], made = count << 16 | 43, size[made], made + 1
+        elif opcode == 51:  # OpSpecConstantComposite -> OpConstantComposite
+            ins[0] = count << 16 | 44
+        out += ins
+    assert made == 3, f"fill_u32.spv has {made} specialization constants, not its block size's 3"
+    return np.array(out, "<u4").tobytes()
+
+
+@pytest.mark.clause("KERNEL-85")
+def test_spirv_with_a_constant_block_size_launches_with_that_block(device, stream, require):
+    """A WorkgroupSize object of constants is the kernel's block size, over any LocalSize: a launch with that
+    block runs (one with another is refused), also with no LocalSize at all; a module that declares no block
+    size is a CompileError. A reader that knows only LocalSize and specialization constants takes the module's
+    block for (1, 1, 1): it refuses the launch with the real block and lets one with (1, 1, 1) run 32 times the
+    threads asked for."""
+    require("lang.spirv")
+    n = 200
+    for local_size in (True, False):
+        k = device.compile(_fill_u32_of_block((32, 1, 1), local_size=local_size, workgroup=True), "spirv").kernel("fill_u32")
+        with poisoned(device, stream, 4 * 256) as out:
+            stream.launch(k, 8, 32, (out, np.uint32(7), np.uint32(n)))
+            got = read(stream, out, np.uint32)
+            assert (got[:n] == 7).all() and (got[n:] == POISON * 0x01010101).all(), (
+                f"with LocalSize {'1 1 1' if local_size else 'absent'}: {np.flatnonzero(got[:n] != 7)[:8]} of the "
+                f"first {n} not written, {np.count_nonzero(got[n:] != POISON * 0x01010101)} written past them")
+            with raises_naming(ia.InvalidArgument, "Stream.launch", "(32, 1, 1)"):
+                stream.launch(k, 256, 1, (out, np.uint32(9), np.uint32(n)))
+            assert (read(stream, out, np.uint32)[:n] == 7).all(), "a refused launch wrote its buffer"
+    k = device.compile(_fill_u32_of_block((32, 1, 1), local_size=True, workgroup=False), "spirv").kernel("fill_u32")
+    with poisoned(device, stream, 4 * 256) as out:  # LocalSize 1 1 1 alone
+        stream.launch(k, n, 1, (out, np.uint32(5), np.uint32(n)))
+        assert (read(stream, out, np.uint32)[:n] == 5).all(), "LocalSize 1 1 1 alone: not every element written"
+    with raises_naming(ia.CompileError, "Device.compile", "fill_u32"):
+        device.compile(_fill_u32_of_block((32, 1, 1), local_size=False, workgroup=False), "spirv")
+
+
+def _spirv_declaring(buffers: int, scalars: int, *, model: int = 5) -> bytes:
+    """SPIR-V 1.3 of a kernel ``wide`` that does nothing but declare ``buffers`` storage buffers (set 0, bindings
+    0..buffers-1) and a push-constant block of ``scalars`` u32 members: what a launch of it must bind. ``model``
+    is its entry point's execution model (5: GLCompute, with LocalSize 1 1 1; 0: a vertex shader)."""
+    def op(code: int, *operands: int) -> list[int]:
+        return [(len(operands) + 1) << 16 | code, *operands]
+
+    void, fn_type, u32, array, block, sb_ptr, args, pc_ptr, pc, fn, label = range(1, 12)
+    variables = range(12, 12 + buffers)
+    words = [0x07230203, 0x00010300, 0, 12 + buffers, 0, *op(17, 1), *op(14, 0, 1),  # Shader; Logical GLSL450
+             *op(15, model, fn, int.from_bytes(b"wide", "little"), 0), *(op(16, fn, 17, 1, 1, 1) if model == 5 else []),
+             *op(71, array, 6, 4), *op(71, block, 2), *op(72, block, 0, 35, 0)]  # ArrayStride 4; Block; Offset 0
+    for binding, var in enumerate(variables):
+        words += [*op(71, var, 34, 0), *op(71, var, 33, binding)]  # DescriptorSet 0, Binding
+    if scalars:
+        words += op(71, args, 2)
+        for member in range(scalars):
+            words += op(72, args, member, 35, 4 * member)
+    words += [*op(19, void), *op(33, fn_type, void), *op(21, u32, 32, 0), *op(29, array, u32), *op(30, block, array),
+              *op(32, sb_ptr, 12, block)]  # a StorageBuffer pointer to struct { uint data[]; }
+    for var in variables:
+        words += op(59, sb_ptr, var, 12)
+    if scalars:
+        words += [*op(30, args, *[u32] * scalars), *op(32, pc_ptr, 9, args), *op(59, pc_ptr, pc, 9)]
+    words += [*op(54, void, fn, 0, fn_type), *op(248, label), *op(253), *op(56)]
+    return np.array(words, "<u4").tobytes()
+
+
+@pytest.mark.clause("KERNEL-86")
+def test_a_kernel_binding_more_than_the_device_takes_is_refused_at_launch(device, stream, kernels, require):
+    """Vulkan bounds the storage buffers a kernel binds (maxPerStageDescriptorStorageBuffers: 32 on lavapipe) and
+    its push constants (maxPushConstantsSize: 128 bytes on lavapipe, 256 on NVIDIA); a pipeline layout past
+    either is invalid usage, which a driver may accept and then read past its push-constant storage."""
+    require("lang.spirv")
+    extra = device.info.extra
+    assert "max_storage_buffers" in extra and "max_push_constants" in extra, (
+        f"a device that compiles SPIR-V reports its binding limits in DeviceInfo.extra: {sorted(extra)}")
+    most_buffers, most_bytes = extra["max_storage_buffers"], extra["max_push_constants"]
+    scalars = most_bytes // 4 + 1
+    k = device.compile(_spirv_declaring(0, scalars), "spirv").kernel("wide")
+    with raises_naming(ia.InvalidArgument, "Stream.launch", f"{4 * scalars} bytes"):
+        stream.launch(k, 1, 1, [np.uint32(i) for i in range(scalars)])
+    for buffers in sorted({min(most_buffers + 1, 1025), 1025}):  # a Vulkan launch binds at most 1,024 buffers
+        k = device.compile(_spirv_declaring(buffers, 0), "spirv").kernel("wide")
+        bufs = [device.alloc(4) for _ in range(buffers)]
+        try:
+            with raises_naming(ia.InvalidArgument, "Stream.launch", f"{buffers} buffer arguments"):
+                stream.launch(k, 1, 1, bufs)
+        finally:
+            for b in bufs:
+                b.free()
+    k = device.compile(_spirv_declaring(min(most_buffers, 8), min(most_bytes // 4, 8)), "spirv").kernel("wide")
+    bufs = [device.alloc(4) for _ in range(min(most_buffers, 8))]
+    stream.launch(k, 1, 1, [*bufs, *[np.uint32(i) for i in range(min(most_bytes // 4, 8))]])  # within both: runs
+    stream.synchronize()
+    for b in bufs:
+        b.free()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-88")
+def test_spirv_without_a_compute_entry_point_is_a_compile_error(device, require):
+    """A valid SPIR-V module of another stage (a vertex shader, as a graphics toolchain writes) has no kernel to
+    give: compiling it must say so, not load a module none of whose names ``Module.kernel`` knows."""
+    require("lang.spirv")
+    with raises_naming(ia.CompileError, "Device.compile", "GLCompute"):
+        device.compile(_spirv_declaring(1, 1, model=0), "spirv")
+
+
 PADDED_PUSH_CONSTANTS = """#version 450
 layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
 layout(set = 0, binding = 0) buffer Out { uint data[]; } o;
@@ -60,9 +180,9 @@ def test_a_scalar_block_laid_out_otherwise_is_refused_or_read_whole(device, stre
 
 
 #: The SPIR-V instructions that declare a module's interface: OpEntryPoint, OpExecutionMode, OpTypeInt,
-#: OpTypeFloat, OpTypeVector, OpTypeStruct, OpTypePointer, OpSpecConstantComposite, OpVariable, OpDecorate,
-#: OpMemberDecorate.
-INTERFACE_OPCODES = {15, 16, 21, 22, 23, 30, 32, 51, 59, 71, 72}
+#: OpTypeFloat, OpTypeVector, OpTypeStruct, OpTypePointer, OpConstant, OpConstantComposite, OpSpecConstant,
+#: OpSpecConstantComposite, OpVariable, OpDecorate, OpMemberDecorate.
+INTERFACE_OPCODES = {15, 16, 21, 22, 23, 30, 32, 43, 44, 50, 51, 59, 71, 72}
 
 
 @pytest.mark.clause("KERNEL-25")

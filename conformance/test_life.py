@@ -569,4 +569,28 @@ def test_closing_a_module_gives_back_its_variables_memory(device, stream, kernel
             with device.compile(source, "ptx") as module:
                 stream.launch(module.kernel("touch_big"), 1, 1, (out,))
                 assert read(stream, out, np.uint32)[0] == 0, f"module {i}: its variable did not start zeroed"
+
+
+@pytest.mark.clause("LIFE-67")
+def test_freeing_after_the_device_closed_is_quiet(device, kernels, target):
+    """A program's cleanup often runs after its device's: ``free()`` of the buffers and ``close()`` of the modules
+    then have nothing left to give back (closing the device released them), and must not call into the closed
+    device (Vulkan: destroying a VkBuffer or freeing memory of a destroyed VkDevice)."""
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    stream = other.create_stream()
+    bufs = [other.alloc(n) for n in (4096, 40 << 20)]  # one sub-allocated, one its own allocation (Vulkan)
+    for buf in bufs:
+        stream.fill(buf, 7)
+    module = target.compile_kernel(other, "saxpy").module
+    target.compile_kernel(other, "add_one")  # dropped unclosed, with a buffer dropped unfreed: their releases are
+    other.alloc(4096)  # queued by their finalizers and come due in the close itself
+    gc.collect()
+    stream.synchronize()
+    other.close()
+    for buf in bufs:
+        buf.free()
+        buf.free()
+        assert buf.freed
+    module.close()
+    assert module.closed
     assert_device_works(device, kernels)

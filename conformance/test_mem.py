@@ -146,3 +146,27 @@ def _churn_keeping_freed_buffers(device, streams, kernels, target) -> None:
         assert grown < measured * size // 2, (  # a leak grows by measured * size
             f"{measured} freed {size >> 20} MiB buffers, their objects kept, grew the process by {grown >> 20} MiB")
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("MEM-52")
+def test_freeing_every_small_buffer_gives_their_memory_back(device, stream, kernels, target):
+    """Small buffers share larger allocations in some backends (Vulkan sub-allocates up to 32 MiB from 64 MiB
+    blocks): a block whose every buffer is freed must go back to the driver. A backend whose count of a block's
+    use never returns to zero keeps every block the program ever filled, for as long as the device lives; its
+    later allocations reuse them, so only the memory the process holds after the frees shows it."""
+    size, count = 32 << 20, 12  # six 64 MiB blocks of two each; a malloc of 32 MiB is always its own mapping
+    before = rss_bytes()
+    bufs = [device.alloc(size) for _ in range(count)]
+    for i, buf in enumerate(bufs):
+        stream.fill(buf, i + 1)
+    stream.synchronize()
+    grown = rss_bytes() - before
+    for buf in bufs:
+        buf.free()
+    assert_device_works(device, kernels)  # the program goes on (OpenGL deletes the freed names on its next call)
+    device.synchronize()
+    kept = rss_bytes() - before
+    if target.memory_kind != "device":  # a CPU driver's memory is the process's
+        assert grown > count * size // 2, f"{count} filled {size >> 20} MiB buffers grew the process by {grown >> 20} MiB only"
+        assert kept < count * size // 2, (  # wgpu keeps about a third of them for its next allocations
+            f"{count} freed {size >> 20} MiB buffers still hold {kept >> 20} MiB of the process's memory")

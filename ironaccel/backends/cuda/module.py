@@ -94,7 +94,7 @@ class CudaModule(api.Module):
 
 
 #: struct codes of the scalar argument types, each padded to its 8-byte parameter slot
-_SCALAR_CODES = {("f", 4): "f4x", ("f", 8): "d", ("i", 4): "i4x", ("i", 8): "q", ("u", 4): "I4x", ("u", 8): "Q"}
+_SCALAR_CODES = {("f", 4): "I4x", ("f", 8): "d", ("i", 4): "i4x", ("i", 8): "q", ("u", 4): "I4x", ("u", 8): "Q"}
 #: the compiled launch's codes of the same types (ironaccel/_fast_c/launch.inc): B a buffer's pointer
 _FAST_CODES = {("f", 4): "f", ("f", 8): "d", ("i", 4): "i", ("i", 8): "q", ("u", 4): "i", ("u", 8): "Q"}
 
@@ -105,13 +105,15 @@ class Signature:
     from the api's rule (``Kernel._prepare_args``): the types were checked against ``Kernel.params`` and
     ``buffers`` says where the Buffers are."""
 
-    __slots__ = ("struct", "buffers", "codes")
+    __slots__ = ("struct", "buffers", "codes", "float32")
 
     def __init__(self, types: Sequence[type], buffers: tuple[int, ...]):
         kinds = [None if i in buffers else (np.dtype(t).kind, np.dtype(t).itemsize) for i, t in enumerate(types)]
         self.struct = struct.Struct("<" + "".join("Q" if k is None else _SCALAR_CODES[k] for k in kinds))
         self.buffers = buffers
         self.codes = "".join("B" if k is None else _FAST_CODES[k] for k in kinds).encode()
+        # packed as their bits (``I``): struct's ``f`` converts through a double, which quiets a signalling NaN
+        self.float32 = tuple(i for i, k in enumerate(kinds) if k == ("f", 4))
 
 
 class _Slots(threading.local):

@@ -368,6 +368,8 @@ class CudaStream(api.Stream):
             if buf._last_stream is not self:
                 buf._used_on(self)
             args[i] = buf._ptr
+        for i in signature.float32:
+            args[i] = args[i].view(np.uint32)
         view, params = kernel._slots.view_and_address
         signature.struct.pack_into(view, 0, *args)
         dev = self._dev

@@ -1,5 +1,5 @@
 """Reading what a SPIR-V module's compute entry points expect of a launch (its buffers, its push-constant
-block, a fixed LocalSize), so that a launch that does not match is an InvalidArgument and not a driver crash.
+block, a fixed block size), so that a launch that does not match is an InvalidArgument and not a driver crash.
 
 A small reader of the binary format itself (no SPIR-V library is a dependency): it walks the instruction
 stream once and collects the few declarations that describe the kernel interface.
@@ -20,12 +20,12 @@ class KernelInterface:
 
     buffers: int  # storage buffers bound at set 0, bindings 0..buffers-1
     scalar_bytes: int  # size of the push-constant block (0 when it has none)
-    fixed_block: Dim3 | None  # the LocalSize when it is not specialization constants 0, 1, 2
+    fixed_block: Dim3 | None  # the block size when it is not specialization constants 0, 1, 2
     params: tuple[Param, ...] = ()  # the storage buffers in binding order, then the push-constant members by offset
 
 
 #: The fewest operands of each instruction the reader looks into (more may follow): a shorter one is malformed.
-_MIN_OPERANDS = {15: 3, 16: 2, 21: 2, 22: 2, 23: 3, 30: 1, 32: 3, 51: 2, 59: 3, 71: 2, 72: 3}
+_MIN_OPERANDS = {15: 3, 16: 2, 21: 2, 22: 2, 23: 3, 30: 1, 32: 3, 43: 3, 44: 2, 50: 3, 51: 2, 59: 3, 71: 2, 72: 3}
 _LOCAL_SIZE, _OFFSET = 17, 35  # the ExecutionMode and the member Decoration the reader wants
 
 
@@ -67,8 +67,8 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
     structs: dict[int, list[int]] = {}
     sizes: dict[int, int] = {}  # scalar and vector types -> bytes
     scalar_kinds: dict[int, str] = {}  # scalar types -> "int" / "float"
-    spec_ids_of_workgroup: set[int] = set()
-    composites: dict[int, list[int]] = {}
+    scalars_of: dict[int, int] = {}  # OpConstant / OpSpecConstant id -> its (first word of) value
+    composites: dict[int, list[int]] = {}  # OpConstantComposite / OpSpecConstantComposite id -> constituents
     i = 5
     while i < len(words):
         count, opcode = int(words[i]) >> 16, int(words[i]) & 0xFFFF
@@ -103,15 +103,29 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
             scalar_kinds[op[0]] = "int" if opcode == 21 else "float"
         elif opcode == 23 and op[1] in sizes:  # OpTypeVector %id %component count
             sizes[op[0]] = sizes[op[1]] * op[2]
-        elif opcode == 51:  # OpSpecConstantComposite %type %id constituents...
+        elif opcode in (43, 50):  # OpConstant / OpSpecConstant %type %id value
+            scalars_of[op[1]] = op[2]
+        elif opcode in (44, 51):  # OpConstantComposite / OpSpecConstantComposite %type %id constituents...
             composites[op[1]] = op[2:]
         i += count
-    for target, decoration in decorations.items():
-        if decoration.get(11) == 25 and target in composites:  # BuiltIn WorkgroupSize
-            spec_ids_of_workgroup = {decorations.get(c, {}).get(1, -1) for c in composites[target]}
-    adjustable = spec_ids_of_workgroup == {0, 1, 2}
+    # BuiltIn WorkgroupSize: an object so decorated is the block size of every entry point, over any LocalSize
+    workgroup = next((composites[t] for t, d in decorations.items() if d.get(11) == 25 and t in composites), None)
 
-    def interface(function: int, globals_: list[int]) -> KernelInterface:
+    def fixed_block(name: str, function: int) -> Dim3 | None:
+        """The block size the entry point is compiled for, None when a launch chooses it (SpecId 0, 1, 2)."""
+        if workgroup is None:
+            if function not in local_size:
+                raise CompileError("Device.compile", "spirv", f"entry point {name!r} declares no block size: no "
+                                   "LocalSize execution mode and no WorkgroupSize object (LocalSizeId is not supported)")
+            return local_size[function]
+        if [decorations.get(c, {}).get(1) for c in workgroup] == [0, 1, 2]:
+            return None
+        size = tuple(scalars_of.get(c) for c in workgroup)
+        if len(size) != 3 or None in size:
+            raise _malformed("the WorkgroupSize object is not a composite of three constants")
+        return size  # type: ignore[return-value]  # three ints, checked
+
+    def interface(name: str, function: int, globals_: list[int]) -> KernelInterface:
         chosen = globals_ if per_entry_interface else list(variables)
         bindings, scalar_bytes, scalars = set(), 0, []
         for var in chosen:
@@ -126,10 +140,9 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
                 scalar_bytes = max(ends, default=0)
                 scalars = [Param("scalar", sizes.get(t, 0), scalar_kinds.get(t, "")) for _, t in members]
         buffers = max(bindings, default=-1) + 1
-        return KernelInterface(buffers, scalar_bytes, None if adjustable else local_size.get(function, (1, 1, 1)),
-                               (*[Param("buffer")] * buffers, *scalars))
+        return KernelInterface(buffers, scalar_bytes, fixed_block(name, function), (*[Param("buffer")] * buffers, *scalars))
 
-    return {name: interface(function, globals_) for name, (function, globals_) in entries.items()}
+    return {name: interface(name, function, globals_) for name, (function, globals_) in entries.items()}
 
 
 def spirv_entry_points(code: bytes) -> list[str]:
