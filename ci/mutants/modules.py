@@ -66,6 +66,8 @@ RUNS: tuple[Run, ...] = (
     Run("cuda/fake pure-python", "cuda/fake", {"IRONACCEL_PURE_PYTHON": "1"}, ("cuda", "core", "pool")),
     Run("vulkan/lavapipe", "vulkan/lavapipe", {}, ("vulkan", "core", "pool")),
     Run("vulkan/lavapipe-staged", "vulkan/lavapipe-staged", {}, ("vulkan",)),
+    # another Vulkan driver, with other limits (4096 device allocations at most) and memory types than lavapipe's
+    Run("vulkan/swiftshader", "vulkan/swiftshader", {}, ("vulkan",)),
     Run("webgpu/lavapipe", "webgpu/lavapipe", {}, ("webgpu", "core", "pool")),
     Run("opengl/llvmpipe", "opengl/llvmpipe", {}, ("opengl", "core", "pool")),
     Run("opencl/pocl", "opencl/pocl", {}, ("opencl", "core", "pool")),
