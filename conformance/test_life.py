@@ -81,6 +81,38 @@ def test_free_while_another_stream_still_uses_the_buffer(device, stream, kernels
 
 
 
+@pytest.mark.clause("LIFE-67")
+def test_free_after_many_stream_switches_still_waits_for_the_first_streams_work(device, stream, kernels):
+    """LIFE-4 with the buffer passed back and forth between two other streams (12 fills of its tail, each on
+    the other stream) after the kernels on the first one: a backend that keeps a fence per switch and, past
+    some number of them, drops the ones it takes for completed must not drop the first stream's, still
+    running, so the free waits for it."""
+    tail = 4096
+    streams = [device.create_stream(), device.create_stream()]
+    for work in RunningWork.tries(device, stream, kernels):
+        target = device.alloc(4 * work.n + tail)
+        stream.synchronize()
+        work.enqueue(stream, target)
+        for i in range(12):
+            streams[i % 2].fill(target, 0x3C, offset=4 * work.n, nbytes=tail)
+        target.free()  # the kernels on `stream` are still queued or running
+        if not work.looked_in_time():  # the host was away for most of the work: no conclusion, more work
+            device.synchronize()
+            continue
+        others = [device.alloc(4 * work.n + tail) for _ in range(4)]
+        for i, b in enumerate(others):
+            streams[0].fill(b, 0x40 + i)
+        device.synchronize()
+        for i, b in enumerate(others):
+            assert (read(streams[0], b) == 0x40 + i).all(), "a freed buffer's memory was reused while a kernel wrote it"
+            b.free()
+        break
+    else:
+        pytest.fail("the host never looked while the work still ran (a busy host): no conclusion")
+    assert_device_works(device, kernels)
+
+
+
 #: The writers of LIFE-8: (name, bytes written) — a small and a large (chunked) staged copy_htod, a fill, a
 #: copy_dtod into the buffer.
 WRITERS = [("copy_htod", 4096), ("copy_htod", 6 << 20), ("fill", 4096), ("copy_dtod", 4096)]
