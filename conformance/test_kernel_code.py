@@ -681,6 +681,46 @@ def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
         assert 1 <= values["MAX_THREADS_PER_BLOCK"] <= device.info.limits.max_threads_per_block, values
 
 
+#: each thread writes 3 * its index + 1 to its own word: a per-thread 64-bit address and a value, so the code
+#: holds at least two registers at once on any architecture
+PTX_PER_THREAD = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry per_thread(.param .u64 per_thread_param_0)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [per_thread_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mad.lo.s32 %r2, %r1, 3, 1;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r2;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-85")
+def test_a_cuda_kernels_register_count_is_what_its_code_holds(device, stream, require):
+    """An occupancy calculator divides the multiprocessor's registers by NUM_REGS: a count of one for code that
+    holds an address and a value at once (a module loaded without CU_JIT_MAX_REGISTERS, capped anyway) makes
+    it promise more resident blocks than the device runs."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
+    cu = device.native.driver
+    with device.compile(PTX_PER_THREAD, "ptx") as module, poisoned(device, stream, 4 * 32) as out:
+        kernel = module.kernel("per_thread")
+        stream.launch(kernel, 1, 32, (out,))
+        assert read(stream, out, np.uint32).tolist() == [3 * i + 1 for i in range(32)]
+        err, regs = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.native)
+        assert not err, err
+        assert 2 <= regs <= 255, regs
+
+
 #: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)
 NEWER_ARCHITECTURES = {100: "8.6", 120: "8.7", 121: "8.8"}
 
