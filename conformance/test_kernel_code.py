@@ -721,6 +721,52 @@ def test_a_cuda_kernels_register_count_is_what_its_code_holds(device, stream, re
         assert 2 <= regs <= 255, regs
 
 
+#: thread i narrows the f64 in[i] to f32 in each rounding mode: out[4i..4i+3] = .rn, .rz, .rm, .rp
+PTX_NARROW_TINY = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry narrow(.param .u64 narrow_param_0, .param .u64 narrow_param_1)
+{
+    .reg .b32 %r<2>;
+    .reg .f32 %f<5>;
+    .reg .f64 %fd<2>;
+    .reg .b64 %rd<9>;
+    ld.param.u64 %rd1, [narrow_param_0];
+    ld.param.u64 %rd2, [narrow_param_1];
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd5, %r1, 8;
+    add.s64 %rd6, %rd3, %rd5;
+    ld.global.f64 %fd1, [%rd6];
+    cvt.rn.f32.f64 %f1, %fd1;
+    cvt.rz.f32.f64 %f2, %fd1;
+    cvt.rm.f32.f64 %f3, %fd1;
+    cvt.rp.f32.f64 %f4, %fd1;
+    mul.wide.u32 %rd7, %r1, 16;
+    add.s64 %rd8, %rd4, %rd7;
+    st.global.v4.f32 [%rd8], {%f1, %f2, %f3, %f4};
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-86")
+def test_ptx_narrows_a_double_below_floats_smallest_subnormal_by_its_rounding_mode(device, stream, require):
+    """A double far below float's smallest subnormal (2^-149) narrows to a signed zero, or to that subnormal
+    when the mode rounds away from zero (.rp of a positive, .rm of a negative): PTX's cvt without .ftz."""
+    require("lang.ptx")
+    tiny = np.array([1e-300, -1e-300, 2.0 ** -1000, -(2.0 ** -1000)])
+    smallest, negative = 0x00000001, 0x80000000
+    with device.compile(PTX_NARROW_TINY, "ptx") as module, upload(device, stream, tiny) as src, \
+            poisoned(device, stream, 16 * len(tiny)) as out:
+        stream.launch(module.kernel("narrow"), 1, len(tiny), (src, out))
+        got = read(stream, out, np.uint32).reshape(len(tiny), 4).tolist()
+    positive_row, negative_row = [0, 0, 0, smallest], [negative, negative, negative | smallest, negative]
+    assert got == [positive_row, negative_row, positive_row, negative_row], [[hex(v) for v in row] for row in got]
+
+
 #: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)
 NEWER_ARCHITECTURES = {100: "8.6", 120: "8.7", 121: "8.8"}
 
