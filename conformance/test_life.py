@@ -113,6 +113,30 @@ def test_free_after_many_stream_switches_still_waits_for_the_first_streams_work(
 
 
 
+@pytest.mark.clause("LIFE-68")
+def test_the_garbage_collector_can_walk_the_librarys_objects(device, stream, kernels):
+    """The cycle collector and gc.get_referents/get_referrers walk an object with its type's traverse
+    function, which must say it finished: one that reports an error makes get_referents raise SystemError and
+    get_referrers count the object as a referrer of anything, so leak hunters see false paths."""
+    from ironaccel.pool import MemPool
+
+    marker = object()
+    kernel = kernels("fill_u32")
+    buf = device.alloc(4096)
+    stream.launch(kernel, 1, 64, (buf, np.uint32(0), np.uint32(0)))  # a used buffer, stream and kernel
+    with MemPool(device, stream) as pool:
+        objects = {"Device": device, "Stream": stream, "created Stream": device.create_stream(), "Buffer": buf,
+                   "Event": stream.record(), "Kernel": kernel, "MemPool": pool, "PooledBuffer": pool.alloc(4096)}
+        for name, obj in objects.items():
+            gc.get_referents(obj)  # raises SystemError where its traverse reports an error
+        referrers = [name for name, obj in objects.items() if any(r is obj for r in gc.get_referrers(marker))]
+        assert referrers == [], f"gc.get_referrers counts these as referrers of an unrelated object: {referrers}"
+        stream.synchronize()
+        objects["PooledBuffer"].free()
+    buf.free()
+
+
+
 #: The writers of LIFE-8: (name, bytes written) — a small and a large (chunked) staged copy_htod, a fill, a
 #: copy_dtod into the buffer.
 WRITERS = [("copy_htod", 4096), ("copy_htod", 6 << 20), ("fill", 4096), ("copy_dtod", 4096)]
