@@ -3,7 +3,10 @@ source text without a final newline (test_kernel.py holds the launches of the co
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -765,6 +768,57 @@ def test_ptx_narrows_a_double_below_floats_smallest_subnormal_by_its_rounding_mo
         got = read(stream, out, np.uint32).reshape(len(tiny), 4).tolist()
     positive_row, negative_row = [0, 0, 0, smallest], [negative, negative, negative | smallest, negative]
     assert got == [positive_row, negative_row, positive_row, negative_row], [[hex(v) for v in row] for row in got]
+
+
+#: one thread stores four words (a 16-byte vector) 1 TiB past its buffer: an aligned address no allocation covers
+PTX_FAR_STORE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry far_store(.param .u64 far_store_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [far_store_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd2, 1099511627776;
+    mov.u32 %r1, 7;
+    st.global.v4.u32 [%rd3], {%r1, %r1, %r1, %r1};
+    ret;
+}
+"""
+
+#: the child of KERNEL-87: opens the target's device, runs far_store, prints how the synchronize ended
+FAR_STORE_CHILD = """
+import json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+buf = device.alloc(4096)
+stream.launch(device.compile(sys.argv[2], "ptx").kernel("far_store"), 1, 1, (buf,))
+try:
+    stream.synchronize()
+    print(json.dumps(None))
+except Exception as exc:
+    print(json.dumps({"type": type(exc).__name__, "message": str(exc)}))
+"""
+
+
+@pytest.mark.clause("KERNEL-87")
+def test_a_store_far_outside_any_allocation_is_reported_as_an_illegal_address(device, target, require):
+    """The fault a bad pointer causes is named for what it is: an aligned store to an address no allocation
+    covers is CUDA_ERROR_ILLEGAL_ADDRESS, never MISALIGNED_ADDRESS (which sends the user after alignment). The
+    context is lost after the fault, so a child process runs it."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
+    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, PTX_FAR_STORE], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert outcome is not None, "a store 1 TiB past its buffer raised nothing"
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], outcome
 
 
 #: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)
