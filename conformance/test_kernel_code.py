@@ -788,21 +788,39 @@ PTX_FAR_STORE = """.version 7.5
 }
 """
 
-#: the child of KERNEL-87: opens the target's device, runs far_store, prints how the synchronize ended
+#: the child of KERNEL-87 and ERR-52: opens the target's device, runs far_store on stream a, then uses the buffer
+#: from stream b; prints how each step ended (None: it raised nothing)
 FAR_STORE_CHILD = """
 import json, sys
+import numpy as np
 from ironaccel.cts.targets import get
 from ironaccel.cts.testing.exhaust import _open
 device = _open(get(sys.argv[1]))
-stream = device.create_stream()
+a, b = device.create_stream(), device.create_stream()
 buf = device.alloc(4096)
-stream.launch(device.compile(sys.argv[2], "ptx").kernel("far_store"), 1, 1, (buf,))
-try:
-    stream.synchronize()
-    print(json.dumps(None))
-except Exception as exc:
-    print(json.dumps({"type": type(exc).__name__, "message": str(exc)}))
+a.launch(device.compile(sys.argv[2], "ptx").kernel("far_store"), 1, 1, (buf,))
+steps = {"synchronize": a.synchronize, "copy_htod": lambda: b.copy_htod(buf, np.zeros(16, np.uint8)),
+         "fill": lambda: b.fill(buf, 1), "copy_dtoh": lambda: b.copy_dtoh(np.zeros(16, np.uint8), buf)}
+outcomes = {}
+for name, step in steps.items():
+    try:
+        step()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc)}
+print(json.dumps(outcomes))
 """
+
+
+def far_store_outcomes(device, target, require) -> dict:
+    """How each step of FAR_STORE_CHILD ended, on a CUDA device with PTX (else the test skips)."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
+    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, PTX_FAR_STORE], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.clause("KERNEL-87")
@@ -810,15 +828,19 @@ def test_a_store_far_outside_any_allocation_is_reported_as_an_illegal_address(de
     """The fault a bad pointer causes is named for what it is: an aligned store to an address no allocation
     covers is CUDA_ERROR_ILLEGAL_ADDRESS, never MISALIGNED_ADDRESS (which sends the user after alignment). The
     context is lost after the fault, so a child process runs it."""
-    require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
-    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, PTX_FAR_STORE], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    outcome = json.loads(proc.stdout.strip().splitlines()[-1])
+    outcome = far_store_outcomes(device, target, require)["synchronize"]
     assert outcome is not None, "a store 1 TiB past its buffer raised nothing"
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], outcome
+
+
+@pytest.mark.clause("ERR-52")
+def test_operations_after_a_lost_context_raise_driver_errors(device, target, require):
+    """Once a fault has lost the context, using the faulting kernel's buffer from another stream (which fences
+    the first stream's work first), filling it or reading it back raises DriverError, the error a caller
+    catches: an internal step that fails and is not reported at once surfaces later as a SystemError."""
+    outcomes = far_store_outcomes(device, target, require)
+    for step in ("copy_htod", "fill", "copy_dtoh"):
+        assert outcomes[step] is None or outcomes[step]["type"] == "DriverError", (step, outcomes[step])
 
 
 #: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)
