@@ -706,7 +706,7 @@ PTX_PER_THREAD = """.version 7.5
 """
 
 
-@pytest.mark.clause("KERNEL-85")
+@pytest.mark.clause("KERNEL-90")
 def test_a_cuda_kernels_register_count_is_what_its_code_holds(device, stream, require):
     """An occupancy calculator divides the multiprocessor's registers by NUM_REGS: a count of one for code that
     holds an address and a value at once (a module loaded without CU_JIT_MAX_REGISTERS, capped anyway) makes
@@ -755,7 +755,7 @@ PTX_NARROW_TINY = """.version 7.5
 """
 
 
-@pytest.mark.clause("KERNEL-86")
+@pytest.mark.clause("KERNEL-91")
 def test_ptx_narrows_a_double_below_floats_smallest_subnormal_by_its_rounding_mode(device, stream, require):
     """A double far below float's smallest subnormal (2^-149) narrows to a signed zero, or to that subnormal
     when the mode rounds away from zero (.rp of a positive, .rm of a negative): PTX's cvt without .ftz."""
@@ -788,7 +788,7 @@ PTX_FAR_STORE = """.version 7.5
 }
 """
 
-#: the child of KERNEL-87 and ERR-52: opens the target's device, runs far_store on stream a, then uses the buffer
+#: the child of KERNEL-92 and ERR-52: opens the target's device, runs far_store on stream a, then uses the buffer
 #: from stream b; prints how each step ended (None: it raised nothing)
 FAR_STORE_CHILD = """
 import json, sys
@@ -823,7 +823,7 @@ def far_store_outcomes(device, target, require) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.clause("KERNEL-87")
+@pytest.mark.clause("KERNEL-92")
 def test_a_store_far_outside_any_allocation_is_reported_as_an_illegal_address(device, target, require):
     """The fault a bad pointer causes is named for what it is: an aligned store to an address no allocation
     covers is CUDA_ERROR_ILLEGAL_ADDRESS, never MISALIGNED_ADDRESS (which sends the user after alignment). The

@@ -81,7 +81,7 @@ def test_free_while_another_stream_still_uses_the_buffer(device, stream, kernels
 
 
 
-@pytest.mark.clause("LIFE-67")
+@pytest.mark.clause("LIFE-68")
 def test_free_after_many_stream_switches_still_waits_for_the_first_streams_work(device, stream, kernels):
     """LIFE-4 with the buffer passed back and forth between two other streams (12 fills of its tail, each on
     the other stream) after the kernels on the first one: a backend that keeps a fence per switch and, past
@@ -113,7 +113,7 @@ def test_free_after_many_stream_switches_still_waits_for_the_first_streams_work(
 
 
 
-@pytest.mark.clause("LIFE-68")
+@pytest.mark.clause("LIFE-69")
 def test_the_garbage_collector_can_walk_the_librarys_objects(device, stream, kernels):
     """The cycle collector and gc.get_referents/get_referrers walk an object with its type's traverse
     function, which must say it finished: one that reports an error makes get_referents raise SystemError and
