@@ -3,7 +3,10 @@ source text without a final newline (test_kernel.py holds the launches of the co
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -799,6 +802,165 @@ def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
         assert values["PTX_VERSION"] == 75, values
         assert values["BINARY_VERSION"] == 10 * major + minor, values
         assert 1 <= values["MAX_THREADS_PER_BLOCK"] <= device.info.limits.max_threads_per_block, values
+
+
+#: each thread writes 3 * its index + 1 to its own word: a per-thread 64-bit address and a value, so the code
+#: holds at least two registers at once on any architecture
+PTX_PER_THREAD = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry per_thread(.param .u64 per_thread_param_0)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [per_thread_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mad.lo.s32 %r2, %r1, 3, 1;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r2;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-90")
+def test_a_cuda_kernels_register_count_is_what_its_code_holds(device, stream, require):
+    """An occupancy calculator divides the multiprocessor's registers by NUM_REGS: a count of one for code that
+    holds an address and a value at once (a module loaded without CU_JIT_MAX_REGISTERS, capped anyway) makes
+    it promise more resident blocks than the device runs."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
+    cu = device.native.driver
+    with device.compile(PTX_PER_THREAD, "ptx") as module, poisoned(device, stream, 4 * 32) as out:
+        kernel = module.kernel("per_thread")
+        stream.launch(kernel, 1, 32, (out,))
+        assert read(stream, out, np.uint32).tolist() == [3 * i + 1 for i in range(32)]
+        err, regs = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.native)
+        assert not err, err
+        assert 2 <= regs <= 255, regs
+
+
+#: thread i narrows the f64 in[i] to f32 in each rounding mode: out[4i..4i+3] = .rn, .rz, .rm, .rp
+PTX_NARROW_TINY = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry narrow(.param .u64 narrow_param_0, .param .u64 narrow_param_1)
+{
+    .reg .b32 %r<2>;
+    .reg .f32 %f<5>;
+    .reg .f64 %fd<2>;
+    .reg .b64 %rd<9>;
+    ld.param.u64 %rd1, [narrow_param_0];
+    ld.param.u64 %rd2, [narrow_param_1];
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd5, %r1, 8;
+    add.s64 %rd6, %rd3, %rd5;
+    ld.global.f64 %fd1, [%rd6];
+    cvt.rn.f32.f64 %f1, %fd1;
+    cvt.rz.f32.f64 %f2, %fd1;
+    cvt.rm.f32.f64 %f3, %fd1;
+    cvt.rp.f32.f64 %f4, %fd1;
+    mul.wide.u32 %rd7, %r1, 16;
+    add.s64 %rd8, %rd4, %rd7;
+    st.global.v4.f32 [%rd8], {%f1, %f2, %f3, %f4};
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-91")
+def test_ptx_narrows_a_double_below_floats_smallest_subnormal_by_its_rounding_mode(device, stream, require):
+    """A double far below float's smallest subnormal (2^-149) narrows to a signed zero, or to that subnormal
+    when the mode rounds away from zero (.rp of a positive, .rm of a negative): PTX's cvt without .ftz."""
+    require("lang.ptx")
+    tiny = np.array([1e-300, -1e-300, 2.0 ** -1000, -(2.0 ** -1000)])
+    smallest, negative = 0x00000001, 0x80000000
+    with device.compile(PTX_NARROW_TINY, "ptx") as module, upload(device, stream, tiny) as src, \
+            poisoned(device, stream, 16 * len(tiny)) as out:
+        stream.launch(module.kernel("narrow"), 1, len(tiny), (src, out))
+        got = read(stream, out, np.uint32).reshape(len(tiny), 4).tolist()
+    positive_row, negative_row = [0, 0, 0, smallest], [negative, negative, negative | smallest, negative]
+    assert got == [positive_row, negative_row, positive_row, negative_row], [[hex(v) for v in row] for row in got]
+
+
+#: one thread stores four words (a 16-byte vector) 1 TiB past its buffer: an aligned address no allocation covers
+PTX_FAR_STORE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry far_store(.param .u64 far_store_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [far_store_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd2, 1099511627776;
+    mov.u32 %r1, 7;
+    st.global.v4.u32 [%rd3], {%r1, %r1, %r1, %r1};
+    ret;
+}
+"""
+
+#: the child of KERNEL-92 and ERR-52: opens the target's device, runs far_store on stream a, then uses the buffer
+#: from stream b; prints how each step ended (None: it raised nothing)
+FAR_STORE_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+a, b = device.create_stream(), device.create_stream()
+buf = device.alloc(4096)
+a.launch(device.compile(sys.argv[2], "ptx").kernel("far_store"), 1, 1, (buf,))
+steps = {"synchronize": a.synchronize, "copy_htod": lambda: b.copy_htod(buf, np.zeros(16, np.uint8)),
+         "fill": lambda: b.fill(buf, 1), "copy_dtoh": lambda: b.copy_dtoh(np.zeros(16, np.uint8), buf)}
+outcomes = {}
+for name, step in steps.items():
+    try:
+        step()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc)}
+print(json.dumps(outcomes))
+"""
+
+
+def far_store_outcomes(device, target, require) -> dict:
+    """How each step of FAR_STORE_CHILD ended, on a CUDA device with PTX (else the test skips)."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
+    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, PTX_FAR_STORE], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.clause("KERNEL-92")
+def test_a_store_far_outside_any_allocation_is_reported_as_an_illegal_address(device, target, require):
+    """The fault a bad pointer causes is named for what it is: an aligned store to an address no allocation
+    covers is CUDA_ERROR_ILLEGAL_ADDRESS, never MISALIGNED_ADDRESS (which sends the user after alignment). The
+    context is lost after the fault, so a child process runs it."""
+    outcome = far_store_outcomes(device, target, require)["synchronize"]
+    assert outcome is not None, "a store 1 TiB past its buffer raised nothing"
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], outcome
+
+
+@pytest.mark.clause("ERR-52")
+def test_operations_after_a_lost_context_raise_driver_errors(device, target, require):
+    """Once a fault has lost the context, using the faulting kernel's buffer from another stream (which fences
+    the first stream's work first), filling it or reading it back raises DriverError, the error a caller
+    catches: an internal step that fails and is not reported at once surfaces later as a SystemError."""
+    outcomes = far_store_outcomes(device, target, require)
+    for step in ("copy_htod", "fill", "copy_dtoh"):
+        assert outcomes[step] is None or outcomes[step]["type"] == "DriverError", (step, outcomes[step])
 
 
 #: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)

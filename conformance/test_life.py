@@ -81,6 +81,62 @@ def test_free_while_another_stream_still_uses_the_buffer(device, stream, kernels
 
 
 
+@pytest.mark.clause("LIFE-68")
+def test_free_after_many_stream_switches_still_waits_for_the_first_streams_work(device, stream, kernels):
+    """LIFE-4 with the buffer passed back and forth between two other streams (12 fills of its tail, each on
+    the other stream) after the kernels on the first one: a backend that keeps a fence per switch and, past
+    some number of them, drops the ones it takes for completed must not drop the first stream's, still
+    running, so the free waits for it."""
+    tail = 4096
+    streams = [device.create_stream(), device.create_stream()]
+    for work in RunningWork.tries(device, stream, kernels):
+        target = device.alloc(4 * work.n + tail)
+        stream.synchronize()
+        work.enqueue(stream, target)
+        for i in range(12):
+            streams[i % 2].fill(target, 0x3C, offset=4 * work.n, nbytes=tail)
+        target.free()  # the kernels on `stream` are still queued or running
+        if not work.looked_in_time():  # the host was away for most of the work: no conclusion, more work
+            device.synchronize()
+            continue
+        others = [device.alloc(4 * work.n + tail) for _ in range(4)]
+        for i, b in enumerate(others):
+            streams[0].fill(b, 0x40 + i)
+        device.synchronize()
+        for i, b in enumerate(others):
+            assert (read(streams[0], b) == 0x40 + i).all(), "a freed buffer's memory was reused while a kernel wrote it"
+            b.free()
+        break
+    else:
+        pytest.fail("the host never looked while the work still ran (a busy host): no conclusion")
+    assert_device_works(device, kernels)
+
+
+
+@pytest.mark.clause("LIFE-69")
+def test_the_garbage_collector_can_walk_the_librarys_objects(device, stream, kernels):
+    """The cycle collector and gc.get_referents/get_referrers walk an object with its type's traverse
+    function, which must say it finished: one that reports an error makes get_referents raise SystemError and
+    get_referrers count the object as a referrer of anything, so leak hunters see false paths."""
+    from ironaccel.pool import MemPool
+
+    marker = object()
+    kernel = kernels("fill_u32")
+    buf = device.alloc(4096)
+    stream.launch(kernel, 1, 64, (buf, np.uint32(0), np.uint32(0)))  # a used buffer, stream and kernel
+    with MemPool(device, stream) as pool:
+        objects = {"Device": device, "Stream": stream, "created Stream": device.create_stream(), "Buffer": buf,
+                   "Event": stream.record(), "Kernel": kernel, "MemPool": pool, "PooledBuffer": pool.alloc(4096)}
+        for name, obj in objects.items():
+            gc.get_referents(obj)  # raises SystemError where its traverse reports an error
+        referrers = [name for name, obj in objects.items() if any(r is obj for r in gc.get_referrers(marker))]
+        assert referrers == [], f"gc.get_referrers counts these as referrers of an unrelated object: {referrers}"
+        stream.synchronize()
+        objects["PooledBuffer"].free()
+    buf.free()
+
+
+
 #: The writers of LIFE-8: (name, bytes written) — a small and a large (chunked) staged copy_htod, a fill, a
 #: copy_dtod into the buffer.
 WRITERS = [("copy_htod", 4096), ("copy_htod", 6 << 20), ("fill", 4096), ("copy_dtod", 4096)]

@@ -258,6 +258,22 @@ def test_a_block_freed_on_another_stream_into_a_warm_pool_is_fenced_before_reuse
     assert_fenced_before_reuse(device, pool, stream, kernels, words)
 
 
+@pytest.mark.clause("POOL-65")
+@pytest.mark.parametrize("nbytes", [2 * KiB, 512 * KiB], ids=["2KiB", "512KiB"])
+def test_a_warm_pool_serves_an_exact_bucket_size_from_its_own_bucket(pool, nbytes):
+    """POOL-2 on a warm pool: with only the next bucket's block in this thread's front cache, a request of
+    exactly a bucket size is a miss that holds a block of that size, and the bigger block stays cached."""
+    for _ in range(3):
+        pool.alloc(2 * nbytes).free()  # the bigger bucket's block now waits in this thread's front cache
+    before = pool.stats()
+    buf = pool.alloc(nbytes)
+    after = pool.stats()
+    assert (after.hits, after.misses) == (before.hits, before.misses + 1)
+    assert after.bytes_live - before.bytes_live == nbytes
+    assert after.bytes_cached == before.bytes_cached == 2 * nbytes
+    buf.free()
+
+
 def assert_fenced_before_reuse(device, pool, stream, kernels, words: int) -> None:
     """A block of ``words`` u32 freed with free(stream=other) while a kernel on other still writes it: the
     next owner's copy on the pool's stream waits for that kernel and keeps its bytes."""
