@@ -340,10 +340,10 @@ def test_elapsed_ms_waits_for_a_start_that_completes_last(device, stream, kernel
             start = stream.record(timing=True)
             end = other.record(timing=True)
             timed = start.elapsed_ms(end)
+            _assert_let_go(readback, "Event.elapsed_ms")  # before any query(), which would deliver the copy itself
             assert start.query() is True, "elapsed_ms returned before its start event completed"
             assert end.query() is True, "elapsed_ms returned before its end event completed"
             assert math.isfinite(timed), timed
-            _assert_let_go(readback, "Event.elapsed_ms")
             work.check(stream)
     finally:
         work.free()
