@@ -572,7 +572,7 @@ def test_closing_a_module_gives_back_its_variables_memory(device, stream, kernel
     assert_device_works(device, kernels)
 
 
-@pytest.mark.clause("LIFE-67")
+@pytest.mark.clause("LIFE-70")
 def test_dropped_events_give_their_driver_resources_back(device, stream, kernels):
     """Each event holds driver objects (a CUevent, a fence or sync, a timestamp query) until it is dropped: a
     backend that never releases them leaks with every record. Timed events where the device has them (they
