@@ -81,6 +81,27 @@ def test_opengl_limits_are_the_contexts_own(device, require):
         f"limits.warp_size is {device.info.limits.warp_size}, the GL context's subgroup size is {want}"
 
 
+#: DeviceInfo.limits field: its value from the GPUDevice's limits (wgpu's dict of WebGPU limit names)
+WEBGPU_LIMITS = {
+    "max_alloc": lambda lim: min(lim["max-buffer-size"], lim["max-storage-buffer-binding-size"]) // 4 * 4,
+    "max_threads_per_block": lambda lim: lim["max-compute-invocations-per-workgroup"],
+    "max_block": lambda lim: tuple(lim[f"max-compute-workgroup-size-{axis}"] for axis in "xyz"),
+    "max_grid": lambda lim: (lim["max-compute-workgroups-per-dimension"],) * 3,
+    "max_shared_memory": lambda lim: lim["max-compute-workgroup-storage-size"],
+}
+
+
+@pytest.mark.clause("DEV-71")
+def test_webgpu_limits_are_the_gpu_devices_own(device, require):
+    """DEV-69 for WebGPU: DEV-2 and DEV-7 bound the limits from below, and a lower limit is honoured by every
+    check, so only the device's own limits tell a max_alloc cut short (buffers a kernel could bind refused)."""
+    require("lang.wgsl")
+    limits = device.native.limits
+    for field, expected in WEBGPU_LIMITS.items():
+        got, want = getattr(device.info.limits, field), expected(limits)
+        assert got == want, f"limits.{field} is {got}, the GPUDevice's limits give {want}"
+
+
 @pytest.mark.clause("DEV-6")
 def test_simulated_is_what_the_registry_says_of_the_driver(device, target):
     kind = "a simulated (software or fake)" if target.simulated else "a hardware"

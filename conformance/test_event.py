@@ -340,10 +340,10 @@ def test_elapsed_ms_waits_for_a_start_that_completes_last(device, stream, kernel
             start = stream.record(timing=True)
             end = other.record(timing=True)
             timed = start.elapsed_ms(end)
+            _assert_let_go(readback, "Event.elapsed_ms")  # before any query(), which would deliver the copy itself
             assert start.query() is True, "elapsed_ms returned before its start event completed"
             assert end.query() is True, "elapsed_ms returned before its end event completed"
             assert math.isfinite(timed), timed
-            _assert_let_go(readback, "Event.elapsed_ms")
             work.check(stream)
     finally:
         work.free()
@@ -483,3 +483,34 @@ def test_re_record_rejects_what_it_cannot_re_record(device, stream):
             foreign_stream.record(event=foreign)
     finally:
         second.close()
+
+
+@pytest.mark.clause("EVENT-51")
+def test_the_first_work_of_a_fresh_device_is_not_taken_as_done(device, stream, kernels, target):
+    """A backend that numbers its queue points may start its "complete up to" mark at the first point
+    instead of before it: then only the very first work of a device reads as done at once. RunningWork is
+    sized on the shared device (its sizing submits work of its own), then the same launches are the first
+    work of a freshly opened Device."""
+    for work in RunningWork.tries(device, stream, kernels):
+        fresh = get_backend(device.info.backend).open_device(device.info.index)
+        try:
+            busy = target.compile_kernel(fresh, "busy")
+            s = fresh.create_stream()
+            with fresh.alloc(4 * work.n) as buf:
+                started = time.perf_counter()
+                for _ in range(work.launches):
+                    s.launch(busy, ceil_div(work.n, 64), 64, (buf, np.uint32(work.iters), np.uint32(work.n)))
+                ev = s.record()
+                done = ev.query()
+                in_time = time.perf_counter() - started < work.expected_seconds / 3
+                ev.synchronize()
+                assert ev.query() is True
+                where = np.linspace(0, work.n - 1, 64).astype(np.int64)
+                np.testing.assert_array_equal(read(s, buf, np.uint32)[where], lcg(where, work.iters))
+                if in_time:
+                    assert done is False, (
+                        f"query() said complete while ~{work.expected_seconds:.2f} s of a fresh device's first work was queued")
+                    return
+        finally:
+            fresh.close()
+    pytest.fail("the host never got to query() within a third of the work's time, however long the work")

@@ -650,3 +650,28 @@ def test_freeing_after_the_device_closed_is_quiet(device, kernels, target):
     module.close()
     assert module.closed
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-70")
+def test_dropped_events_give_their_driver_resources_back(device, stream, kernels):
+    """Each event holds driver objects (a CUevent, a fence or sync, a timestamp query) until it is dropped: a
+    backend that never releases them leaks with every record. Timed events where the device has them (they
+    hold the most), dropped in thousands, synchronized every 1,000; at most 30,000 or 10 s of them."""
+    timing = device.supports("events.timing")
+
+    def record_and_drop(count: int) -> None:
+        for _ in range(count):
+            stream.record(timing=timing)
+        stream.synchronize()
+        gc.collect()
+
+    record_and_drop(2000)  # what the first events set up once (pools, caches) is not counted
+    before = rss_bytes()
+    recorded, deadline = 0, time.monotonic() + 10
+    while recorded < 30_000 and time.monotonic() < deadline:
+        record_and_drop(1000)
+        recorded += 1000
+    device.synchronize()
+    grown = rss_bytes() - before
+    assert grown < 16 << 20, f"{recorded} events recorded and dropped left {grown / 2**20:.1f} MiB more resident memory"
+    assert_device_works(device, kernels)
