@@ -412,6 +412,29 @@ def test_a_line_run_at_import_is_judged_on_every_run_that_imports_it(monkeypatch
     assert [only for only, _, _ in fake.calls] == [("a",), ("b",), ("b", "d")]  # no escalation: killed before
 
 
+def test_a_survivor_is_escalated_on_the_other_configuration_of_its_target_too(monkeypatch, tmp_path):
+    """The pure-Python run is the only one where the suite reaches the code the compiled module stands in for:
+    a survivor of every run's covering tests and its first run's escalation is escalated there too (within that
+    run's limit), not on another target's run."""
+    calls = []
+
+    def certify(tree, target, env, results, only, limit, test_timeout=60):
+        calls.append((env.get("X", ""), tuple(only)))
+        killed = env.get("X") == "1" and "c" in only
+        return {"run": {"status": "ok", "message": ""}, "builds": {},
+                "tests": [{"id": t, "outcome": "fail" if killed and t == "c" else SUITE[t]} for t in only]}, ""
+    monkeypatch.setattr(judging, "certify", certify)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2", toplevel=True)
+    first, pure, other = (modules.Run("t/one", "t/one"), modules.Run("t/one pure", "t/one", {"X": "1"}),
+                          modules.Run("t/two", "t/two", {"X": "2"}))
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, dict.fromkeys(SUITE, 2.0), {})
+    candidate = judging.Candidate(mutant, "area", first, ["a"], [(other, ["a"]), (pure, ["a"])])
+    outcome = judging.run_candidate(candidate, tmp_path, {r.name: base for r in (first, pure, other)}, 300, 30, False)
+    assert calls == [("", ("a",)), ("2", ("a",)), ("1", ("a",)), ("", ("b", "c", "d")), ("1", ("b", "c", "d"))]
+    assert (outcome.status, outcome.stage, outcome.killers, outcome.escalated) == ("killed", "suite", ["c (fail)"], 6)
+
+
 def test_generated_mutants_go_to_every_run_that_executes_their_line(tmp_path):
     (tmp_path / "m.py").write_text("LIMIT = 4\n\n\ndef f(n):\n    return n < 2\n")
     cov = covered.Coverage({"m.py": {1: ["a"], 5: ["b"]}}, {}, {}, 1.0, SUITE, {}, {})

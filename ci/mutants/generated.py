@@ -28,7 +28,10 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    pytest --maxfail=1). Killed: a test's outcome differs from the baseline (a baseline pass that does not
    pass), or the run did not finish; by the conformance suite alone. A mutant that survives its covering tests
    is escalated: certified again with every other test that passes unmutated on its run (fail-fast, within
-   60 s + 4 times the recorded run's time); it survives only if that run misses it too. A C mutant whose build
+   60 s + 4 times the recorded run's time), and the same on another configuration of that target that
+   executes the line (cuda/fake's pure-Python run: the suite reaches the code the compiled module stands in
+   for only there); it survives only if those runs miss it too. Other targets that execute the line run its
+   covering tests only: escalating there too would cost a survivor of api.py six whole runs. A C mutant whose build
    is not what the run loaded (the results file's ``builds``) is "not built": not counted, and the run fails.
 The platform (issue 32, --platform): the same with ``modules.PLATFORM_AREAS``, judged by the unit tests of
 ``modules.PLATFORM_TESTS`` (pytest -x on the tests that execute the line; killed: pytest does not exit 0;

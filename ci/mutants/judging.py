@@ -1,7 +1,8 @@
 """One mutant judged in its own copy of the tree (``generated.py``): applied, its C build (if any) made in a
 cache of its own, then certified with the tests that execute it, fail-fast, and compared with the baseline (a
 line run at import: on each run that imports it, since its value may matter on one alone); a survivor is
-escalated to the rest of the suite on its run (every other test that passes unmutated, fail-fast), since the
+escalated to the rest of the suite on its run (every other test that passes unmutated, fail-fast), and on
+the other configuration of its target if one executes the line (the pure-Python run of cuda/fake), since the
 covering tests are a sample (at most --max-tests), a module-level line is "covered" by every test, and what
 runs in a session fixture's setup is credited to the first test alone: a survivor is one the whole suite
 misses (issue 23: killed by the conformance suite alone, any test of it). A platform mutant is judged the
@@ -43,6 +44,17 @@ class Candidate:
     #: the area's other runs that execute the line, with their tests that do (a line run at import: that run its
     #: file; its value may be used on one run only: a default another backend leaves to it)
     others: list[tuple[modules.Run, list[str]]] = field(default_factory=list)
+
+
+@dataclass
+class Other:
+    """Another run that executes the mutant's line: its judge, its covering tests and their time limit, its
+    baseline, and whether it is another configuration of the first run's target (escalated too)."""
+    judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]]
+    tests: list[str]
+    base: Coverage
+    covering: float
+    same_target: bool
 
 
 @dataclass
@@ -115,15 +127,17 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
                 return Outcome(c, "not built", time.monotonic() - t0, detail=problem)
         base = baselines[c.run.name]
 
-        def on(run: modules.Run, tests: list[str]) -> tuple[str, list[str], str, int]:
-            """The mutant's tests of another run (a line run at import), judged against that run's baseline."""
+        def on(run: modules.Run) -> Callable[[list[str], str, float], tuple[str, list[str], str, int]]:
+            """The judge of another run that executes the line, against that run's baseline."""
             other = replace(c, run=run)
-            return _judged(other, tree, mutant_env(other, tree, scratch), scratch / run.name.replace("/", "-"),
-                           baselines[run.name], tests, covering_limit(baselines[run.name], tests, limit),
-                           test_timeout, None)
+            folder = scratch / run.name.replace("/", "-").replace(" ", "-")
+            return lambda tests, stage, seconds: _judged(other, tree, mutant_env(other, tree, scratch),
+                                                         folder / stage, baselines[run.name], tests, seconds,
+                                                         test_timeout, None)
         return escalated(c, base, covering_limit(base, c.tests, limit), t0, lambda tests, stage, seconds: _judged(
             c, tree, env, scratch / stage, base, tests, seconds, test_timeout, built),
-            [lambda r=r, tests=tests: on(r, tests) for r, tests in c.others])
+            [Other(on(r), tests, baselines[r.name], covering_limit(baselines[r.name], tests, limit),
+                   r.target == c.run.target) for r, tests in c.others])
 
 
 def covering_limit(base: Coverage, tests: list[str], limit: float) -> float:
@@ -133,32 +147,40 @@ def covering_limit(base: Coverage, tests: list[str], limit: float) -> float:
 
 def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
               judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]],
-              others: list[Callable[[], tuple[str, list[str], str, int]]] = ()) -> Outcome:
+              others: list[Other] = ()) -> Outcome:
     """The rule of both runners: the mutant's covering tests first (within ``covering`` seconds), then its tests
-    on each other run that executes its line (``others``: each judges them, as ``judge`` does); a
-    survivor of those is escalated to every other test that passes unmutated on its run (fail-fast, within
-    60 s + SLOWDOWN times the recorded run's time) and survives only if those miss it too.
+    on each other run that executes its line (``others``); a survivor of those is escalated to every other test
+    that passes unmutated on its run (fail-fast, within 60 s + SLOWDOWN times the recorded run's time), and on
+    each other configuration of the same target (the pure-Python run: the suite reaches the code the compiled
+    module stands in for only there), and survives only if those miss it too.
     ``judge(tests, stage, seconds)`` runs ``tests`` on the mutant: (status, killers, detail, tests run)."""
     status, killers, detail, ran = judge(c.tests, "covering", covering)
     if status != "survived":
         return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
                        stage="covering" if status == "killed" else "")
     for other in others:
-        status, killers, detail, more = other()
+        status, killers, detail, more = other.judge(other.tests, "covering", other.covering)
         ran += more
         if status != "survived":
             return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
                            stage="other run" if status == "killed" else "")
-    rest = sorted(base.usable() - set(c.tests))
-    if not rest:
-        return Outcome(c, status, time.monotonic() - t0, killers, detail, ran)
     t1 = time.monotonic()
-    status, killers, detail, more = judge(rest, "suite", 60 + SLOWDOWN * base.seconds)
-    if status == "survived":
+    escalations = [(judge, base, c.tests)] + [(o.judge, o.base, o.tests) for o in others if o.same_target]
+    more = 0
+    for judge_on, base_on, tests_on in escalations:
+        rest = sorted(base_on.usable() - set(tests_on))
+        if not rest:
+            continue
+        status, killers, detail, count = judge_on(rest, "suite", 60 + SLOWDOWN * base_on.seconds)
+        more += count
+        if status != "survived":
+            return Outcome(c, status, time.monotonic() - t0, killers, detail, ran, stage="suite",
+                           escalated=more, escalation_s=time.monotonic() - t1)
+    if status == "survived" and more:
         runs = f" (on {len(c.others) + 1} runs)" if c.others else ""
         detail = f"{ran} covering tests{runs} and the suite's {more} others ran, all as in the baseline"
     return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
-                   stage="suite" if status == "killed" else "", escalated=more, escalation_s=time.monotonic() - t1)
+                   escalated=more, escalation_s=time.monotonic() - t1 if more else 0.0)
 
 
 def _judged(c: Candidate, tree: Path, env: dict[str, str], results: Path, base: Coverage, tests: list[str],
