@@ -88,6 +88,7 @@ def test_htod_dtoh_round_trip_of_larger_copies(device, stream, nbytes):
 @example(src=(3, 255), dst_offset=257, seed=7)  # around 256 bytes, unaligned both sides
 @example(src=(0, 257), dst_offset=256, seed=8)
 @example(src=(4, 8), dst_offset=10, seed=9)  # aligned source and size, destination off the 4-byte word
+@example(src=(8, 6), dst_offset=12, seed=10)  # word-aligned offsets, a size a multiple of 2 and 3 but not of 4
 def test_dtod_any_offsets(device, src, dst_offset, seed):
     src_offset, nbytes = src
     nbytes = min(nbytes, BUF - dst_offset)
