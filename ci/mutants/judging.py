@@ -91,11 +91,13 @@ def is_c(file: str) -> bool:
 
 
 def build_mutant(c: Candidate, tree: Path, env: dict[str, str]) -> tuple[str | None, str]:
-    """(the source hash of the mutant's build, '') once built; (None, why) when it could not be."""
+    """(the source hash of the mutant's build, '') once built; (None, why) when it could not be. The build
+    imports ironaccel with the compiled module off: a mutant that compiles but breaks the module's import
+    (PyInit reading past its table) is built, and its run, which loads it, shows what a user would see."""
     build = modules.c_build_of(c.mutant.file)
     try:
-        proc = subprocess.run([sys.executable, "-c", build.build], cwd=tree, env=env, capture_output=True, text=True,
-                              timeout=BUILD_LIMIT)
+        proc = subprocess.run([sys.executable, "-c", build.build], cwd=tree, env={**env, "IRONACCEL_PURE_PYTHON": "1"},
+                              capture_output=True, text=True, timeout=BUILD_LIMIT)
     except subprocess.TimeoutExpired:
         return None, f"the {build.cache} build ran past {BUILD_LIMIT} s"
     lines = proc.stdout.split()
