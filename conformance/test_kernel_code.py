@@ -927,7 +927,7 @@ for name, step in steps.items():
         step()
         outcomes[name] = None
     except Exception as exc:
-        outcomes[name] = {"type": type(exc).__name__, "message": str(exc)}
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
 print(json.dumps(outcomes))
 """
 
@@ -946,11 +946,12 @@ def far_store_outcomes(device, target, require) -> dict:
 @pytest.mark.clause("KERNEL-92")
 def test_a_store_far_outside_any_allocation_is_reported_as_an_illegal_address(device, target, require):
     """The fault a bad pointer causes is named for what it is: an aligned store to an address no allocation
-    covers is CUDA_ERROR_ILLEGAL_ADDRESS, never MISALIGNED_ADDRESS (which sends the user after alignment). The
-    context is lost after the fault, so a child process runs it."""
+    covers is CUDA_ERROR_ILLEGAL_ADDRESS, never MISALIGNED_ADDRESS (which sends the user after alignment), from
+    the wait that reported it (ERR-4). The context is lost after the fault, so a child process runs it."""
     outcome = far_store_outcomes(device, target, require)["synchronize"]
     assert outcome is not None, "a store 1 TiB past its buffer raised nothing"
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], outcome
+    assert outcome["op"] == "cuStreamSynchronize", f"the fault is reported by the wait, not a query before it: {outcome}"
 
 
 @pytest.mark.clause("ERR-52")
