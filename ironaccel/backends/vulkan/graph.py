@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from ... import api
 from . import native
-from .module import DescriptorPool
+from .module import Binds, DescriptorPool
 from .stream import Batch
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
-    from .memory import VulkanBuffer
     from .stream import VulkanStream
 
 
@@ -85,14 +84,14 @@ class VulkanGraph(api.Graph):
         recording.commands += 1
         return recording
 
-    def _descriptor_set(self, set_layout: Any, buffers: list[VulkanBuffer]) -> Any:
-        """A set of the graph's own binding ``buffers``: it lives as long as the recorded commands."""
+    def _descriptor_set(self, set_layout: Any, ranges: list[Binds]) -> Any:
+        """A set of the graph's own binding ``ranges``: it lives as long as the recorded commands."""
         dev: VulkanDevice = self._device  # type: ignore[assignment]
         pools = self._resources.descriptor_pools
-        made = pools[-1].allocate(dev, set_layout, buffers) if pools else None
+        made = pools[-1].allocate(dev, set_layout, ranges) if pools else None
         if made is None:  # none yet, or full: a full pool stays, its sets are recorded
             pools.append(DescriptorPool(dev))
-            made = pools[-1].allocate(dev, set_layout, buffers)
+            made = pools[-1].allocate(dev, set_layout, ranges)
         return made
 
     def _end(self, keep: bool) -> None:

@@ -326,6 +326,8 @@ class VulkanStream(api.Stream):
         #: recording on this stream raises it (as after a failed submission by the host's own call)
         self._flush_error: BaseException | None = None
         self._free_cmds = handles.free_cmds
+        self._pipeline_barrier = native.vk.lib.vkCmdPipelineBarrier  # looked up once: every command records one
+        self._between_commands = device._between_commands
         # When the stream is collected (the device holds busy ones) its handles go back to the device's spares.
         self._give_back = weakref.finalize(self, device._spare_handles.append, handles)
 
@@ -338,27 +340,32 @@ class VulkanStream(api.Stream):
             return self._capturing._next_command()
         if self._flush_error is not None:
             raise self._flush_error
-        vk = native.vk
         batch = self._batch
         if batch is None:
-            if not self._free_cmds:
-                self._retire()  # command buffers of completed batches come back
-            if self._free_cmds:
-                cmd = self._free_cmds.pop()
-            else:
-                info = vk.ffi.new("VkCommandBufferAllocateInfo*", {
-                    "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._command_pool,
-                    "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1,
-                })
-                out = vk.ffi.new("VkCommandBuffer*")
-                native.call.vkAllocateCommandBuffers(self._device._handle, info, out)
-                cmd = out[0]
-            native.call.vkBeginCommandBuffer(cmd, self._device._begin_info)
-            batch = self._batch = Batch(cmd)
-            self._device._busy.add(self)
+            batch = self._begin()
         elif batch.commands:
-            self._device._barrier(batch.cmd, self._device._between_commands)
+            self._pipeline_barrier(batch.cmd, *self._between_commands)
         batch.commands += 1
+        return batch
+
+    def _begin(self) -> Batch:
+        """Open a batch: a recycled command buffer (a new one when none is free), begun."""
+        if not self._free_cmds:
+            self._retire()  # command buffers of completed batches come back
+        if self._free_cmds:
+            cmd = self._free_cmds.pop()
+        else:
+            vk = native.vk
+            info = vk.ffi.new("VkCommandBufferAllocateInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._command_pool,
+                "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1,
+            })
+            out = vk.ffi.new("VkCommandBuffer*")
+            native.call.vkAllocateCommandBuffers(self._device._handle, info, out)
+            cmd = out[0]
+        native.call.vkBeginCommandBuffer(cmd, self._device._begin_info)
+        batch = self._batch = Batch(cmd)
+        self._device._busy.add(self)
         return batch
 
     def _recorded(self) -> None:
@@ -581,18 +588,18 @@ class VulkanStream(api.Stream):
         """Record bind-pipeline, bind-descriptors (a set made once for these buffers), push constants and
         dispatch: what ``binding`` worked out for these argument types is not worked out again."""
         pipeline = binding.pipelines.get(plan.block) or binding.pipeline(plan.block)
-        buffers = [args[i] for i in binding.buffers]
         scalars = binding.pack(args) if binding.scalars else None
         dev = self._device
-        vk = native.vk
-        lib = vk.lib
         with dev._lock:
             descriptor_set = None
-            if buffers:
+            if binding.buffers:
+                ranges = [args[i]._binds for i in binding.buffers]
                 graph = self._capturing
-                descriptor_set = (dev._descriptor_sets.get(binding.set_layout, buffers) if graph is None
-                                  else graph._descriptor_set(binding.set_layout, buffers))
+                descriptor_set = (dev._descriptor_sets.get(binding.set_layout, ranges) if graph is None
+                                  else graph._descriptor_set(binding.set_layout, ranges))
             cmd = self._recording().cmd
+            vk = native.vk
+            lib = vk.lib
             lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
             if descriptor_set is not None:
                 lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
@@ -600,6 +607,5 @@ class VulkanStream(api.Stream):
             if scalars is not None:
                 lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes,
                                        scalars)
-            grid = plan.grid
-            lib.vkCmdDispatch(cmd, *grid)
+            lib.vkCmdDispatch(cmd, *plan.grid)
             self._recorded()
