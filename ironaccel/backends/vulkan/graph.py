@@ -10,7 +10,8 @@ unaligned edges.
 
 A replay is one command of the replaying stream's batch: ``vkCmdExecuteCommands`` after the barrier every
 command gets, with the next command after another, so the replay is ordered after the stream's earlier work
-and before its later work on any driver. ``close()`` hands the graph's resources to the device, which
+and before its later work on any driver; what the batch had bound for launches is undefined after it, so
+the next launch binds everything again. ``close()`` hands the graph's resources to the device, which
 releases them once every stream that replayed the graph has completed its last replay (a replay still
 running keeps working); the device releases the graphs still open when it closes.
 """
@@ -113,6 +114,7 @@ class VulkanGraph(api.Graph):
         with dev._lock:
             batch = s._recording()
             native.vk.lib.vkCmdExecuteCommands(batch.cmd, 1, self._resources.cmds)
+            batch.pipeline = None  # what the batch had bound is undefined after a secondary command buffer
             s._recorded()
             self._replays[s] = s._pending_value()
 

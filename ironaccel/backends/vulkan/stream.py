@@ -60,9 +60,14 @@ def deadline(op: str, timeout: float | None) -> Deadline | None:
 
 class Batch:
     """One submission of a stream: its command buffer and what the host owes it once it completes. A
-    graph's recording is one too (``graph.py``): the same fields, kept until the graph is released."""
+    graph's recording is one too (``graph.py``): the same fields, kept until the graph is released.
 
-    __slots__ = ("cmd", "commands", "value", "staging", "on_complete")
+    ``pipeline``, ``descriptor_set`` and ``scalars`` are what the command buffer has bound for launches
+    (None: nothing known), so a launch records only the binds that differ: bound state lasts across
+    dispatches, barriers, copies, fills and timestamps, and a new command buffer or a
+    ``vkCmdExecuteCommands`` (after which the spec leaves it undefined) starts from nothing."""
+
+    __slots__ = ("cmd", "commands", "value", "staging", "on_complete", "pipeline", "descriptor_set", "scalars")
 
     def __init__(self, cmd: Any):
         self.cmd = cmd
@@ -70,6 +75,9 @@ class Batch:
         self.value = 0
         self.staging: list[Allocation] = []
         self.on_complete: list[Callable[[], None]] = []
+        self.pipeline: Any = None  # the bound VkPipeline's cdata; the other two are valid only with it
+        self.descriptor_set: Any = None
+        self.scalars: bytes | None = None
 
 
 class VulkanEvent(api.Event):
@@ -586,7 +594,8 @@ class VulkanStream(api.Stream):
 
     def _launch_prepared(self, plan: api.LaunchPlan, binding: LaunchBinding, args: list[Any]) -> None:
         """Record bind-pipeline, bind-descriptors (a set made once for these buffers), push constants and
-        dispatch: what ``binding`` worked out for these argument types is not worked out again."""
+        dispatch: what ``binding`` worked out for these argument types is not worked out again, and what the
+        command buffer already has bound is not bound again (``Batch``)."""
         pipeline = binding.pipelines.get(plan.block) or binding.pipeline(plan.block)
         scalars = binding.pack(args) if binding.scalars else None
         dev = self._device
@@ -597,15 +606,19 @@ class VulkanStream(api.Stream):
                 graph = self._capturing
                 descriptor_set = (dev._descriptor_sets.get(binding.set_layout, ranges) if graph is None
                                   else graph._descriptor_set(binding.set_layout, ranges))
-            cmd = self._recording().cmd
+            batch = self._recording()
+            cmd = batch.cmd
             vk = native.vk
             lib = vk.lib
-            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
-            if descriptor_set is not None:
+            if batch.pipeline is not pipeline:
+                lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+                batch.pipeline, batch.descriptor_set, batch.scalars = pipeline, None, None
+            if descriptor_set is not None and batch.descriptor_set is not descriptor_set:
                 lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
                                             descriptor_set, 0, vk.ffi.NULL)
-            if scalars is not None:
-                lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes,
-                                       scalars)
+                batch.descriptor_set = descriptor_set
+            if scalars is not None and batch.scalars != scalars:
+                lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes, scalars)
+                batch.scalars = scalars
             lib.vkCmdDispatch(cmd, *plan.grid)
             self._recorded()
