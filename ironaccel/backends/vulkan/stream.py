@@ -22,7 +22,7 @@ from ...api import Dim3
 from ...errors import Timeout
 from . import native
 from .memory import Allocation, VulkanBuffer
-from .module import LaunchBinding
+from .module import Binds, LaunchBinding
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
@@ -62,12 +62,14 @@ class Batch:
     """One submission of a stream: its command buffer and what the host owes it once it completes. A
     graph's recording is one too (``graph.py``): the same fields, kept until the graph is released.
 
-    ``pipeline``, ``descriptor_set`` and ``scalars`` are what the command buffer has bound for launches
-    (None: nothing known), so a launch records only the binds that differ: bound state lasts across
-    dispatches, barriers, copies, fills and timestamps, and a new command buffer or a
-    ``vkCmdExecuteCommands`` (after which the spec leaves it undefined) starts from nothing."""
+    ``pipeline``, ``ranges`` and ``scalars`` are what the command buffer has bound for launches (None:
+    nothing known): the pipeline, the buffer ranges of the descriptor set and the push-constant bytes, so a
+    launch records only the binds that differ and looks up no descriptor set for the ranges bound already.
+    Bound state lasts across dispatches, barriers, copies, fills and timestamps; a new command buffer or a
+    ``vkCmdExecuteCommands`` (after which the spec leaves it undefined) starts from nothing. (A bound set
+    stays valid while the batch is open: its buffers and pool are released only after the work enqueued.)"""
 
-    __slots__ = ("cmd", "commands", "value", "staging", "on_complete", "pipeline", "descriptor_set", "scalars")
+    __slots__ = ("cmd", "commands", "value", "staging", "on_complete", "pipeline", "ranges", "scalars")
 
     def __init__(self, cmd: Any):
         self.cmd = cmd
@@ -76,7 +78,7 @@ class Batch:
         self.staging: list[Allocation] = []
         self.on_complete: list[Callable[[], None]] = []
         self.pipeline: Any = None  # the bound VkPipeline's cdata; the other two are valid only with it
-        self.descriptor_set: Any = None
+        self.ranges: list[Binds] | None = None
         self.scalars: bytes | None = None
 
 
@@ -600,25 +602,25 @@ class VulkanStream(api.Stream):
         scalars = binding.pack(args) if binding.scalars else None
         dev = self._device
         with dev._lock:
-            descriptor_set = None
-            if binding.buffers:
-                ranges = [args[i]._binds for i in binding.buffers]
-                graph = self._capturing
-                descriptor_set = (dev._descriptor_sets.get(binding.set_layout, ranges) if graph is None
-                                  else graph._descriptor_set(binding.set_layout, ranges))
             batch = self._recording()
             cmd = batch.cmd
             vk = native.vk
             lib = vk.lib
             if batch.pipeline is not pipeline:
                 lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
-                batch.pipeline, batch.descriptor_set, batch.scalars = pipeline, None, None
-            if descriptor_set is not None and batch.descriptor_set is not descriptor_set:
-                lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
-                                            descriptor_set, 0, vk.ffi.NULL)
-                batch.descriptor_set = descriptor_set
-            if scalars is not None and batch.scalars != scalars:
-                lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes, scalars)
+                batch.pipeline, batch.ranges, batch.scalars = pipeline, None, None
+            if binding.buffers:
+                ranges = [args[i]._binds for i in binding.buffers]
+                if ranges != batch.ranges:
+                    graph = self._capturing
+                    descriptor_set = (dev._descriptor_sets.get(binding.set_layout, ranges) if graph is None
+                                      else graph._descriptor_set(binding.set_layout, ranges))
+                    lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
+                                                descriptor_set, 0, vk.ffi.NULL)
+                    batch.ranges = ranges
+            if scalars is not None and scalars != batch.scalars:
+                lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes,
+                                       scalars)
                 batch.scalars = scalars
             lib.vkCmdDispatch(cmd, *plan.grid)
             self._recorded()
