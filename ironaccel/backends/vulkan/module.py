@@ -31,9 +31,9 @@ if TYPE_CHECKING:
     from .device import VulkanDevice
 
 SPIRV_VAL = "spirv-val"
-#: ``struct`` codes of the scalar argument types (``api._SCALAR_CAPABILITY``'s keys)
 #: what a descriptor binds: (VkBuffer, offset, bytes), a buffer's ``VulkanBuffer._binds``
 Binds = tuple[Any, int, int]
+#: ``struct`` codes of the scalar argument types (``api._SCALAR_CAPABILITY``'s keys)
 _STRUCT_CODES = {np.float32: "f", np.int32: "i", np.uint32: "I", np.float64: "d", np.int64: "q", np.uint64: "Q"}
 
 
