@@ -377,7 +377,8 @@ class Graph(abc.ABC):
     def launch(self, stream: Stream) -> None:
         """Enqueue the captured work on ``stream``, in the order it was captured."""
         op = "Graph.launch"
-        if not isinstance(stream, Stream) or stream.device is not self._device:
+        # Stream in the MRO, not isinstance: Stream is an ABC, whose isinstance costs a Python-level call
+        if Stream not in type(stream).__mro__ or stream._device is not self._device:
             raise InvalidArgument(op, "stream must be a Stream of the graph's device")
         if self._closed:
             raise UseAfterFree(op, "a graph", "closed")
@@ -386,12 +387,14 @@ class Graph(abc.ABC):
         if stream._capturing is not None:
             raise InvalidArgument(op, "the stream is capturing a graph and graphs do not nest: launch this one "
                                       "before or after the capture")
-        self._device._check_open(op)
+        if self._device._closed:  # inline _check_open: a hot path
+            self._device._check_open(op)
         for buf in self._buffers.values():
             if buf._freed:
                 raise UseAfterFree(op, f"a {buf.nbytes}-byte buffer the graph uses")
         for module in self._modules.values():
-            module._check_open(op)
+            if module._closed:  # (its device is the graph's, checked above)
+                module._check_open(op)
         self._launch(stream)
 
     def close(self) -> None:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.backends.vulkan import stream as vulkan_stream
 from vulkan_helpers import missing, read, spirv
 
 
@@ -213,6 +214,48 @@ def test_buffers_of_a_closed_device_raise(device):
     with pytest.raises(ia.UseAfterFree, match=r"VulkanBuffer\.offset"):
         buf.offset
     buf.free()  # still idempotent and harmless
+
+
+def test_launches_in_one_batch_bind_only_what_changed_and_each_runs_with_its_own_arguments(device, stream,
+                                                                                         monkeypatch):
+    """Back-to-back launches skip the binds the batch already has (stream.Batch): one that changes only a
+    scalar, only a buffer, or the kernel still runs with its own arguments."""
+    monkeypatch.setattr(vulkan_stream, "SUBMIT_GAP_S", 60.0)  # the launches below share a batch
+    add_one, fill = spirv(device, "add_one"), spirv(device, "fill_u32")
+    a, b = device.alloc(4 * 64), device.alloc(4 * 64)
+    stream.fill(a, 0)
+    stream.fill(b, 0)
+    for buf, n in ((a, 64), (a, 64), (a, 32), (b, 32), (a, 32)):
+        stream.launch(add_one, grid=1, block=64, args=(buf, np.uint32(n)))
+    stream.launch(fill, grid=1, block=64, args=(b, np.uint32(9), np.uint32(16)))
+    stream.launch(add_one, grid=1, block=64, args=(b, np.uint32(8)))
+    expected_a = np.array([4] * 32 + [2] * 32, dtype=np.uint32)
+    expected_b = np.array([10] * 8 + [9] * 8 + [1] * 16 + [0] * 32, dtype=np.uint32)
+    assert (read(stream, a).view(np.uint32) == expected_a).all()
+    assert (read(stream, b).view(np.uint32) == expected_b).all()
+    a.free()
+    b.free()
+
+
+def test_a_launch_after_a_graph_replay_binds_its_own_arguments_again(device, stream, monkeypatch):
+    """A launch skips the binds its batch already has (stream.Batch); a replayed graph binds its own, after
+    which the batch's are undefined, so the same launch after a replay in the same batch binds again (else
+    it would run on the graph's buffer)."""
+    monkeypatch.setattr(vulkan_stream, "SUBMIT_GAP_S", 60.0)  # the launches and replays below share a batch
+    add_one = spirv(device, "add_one")
+    a, b = device.alloc(4 * 64), device.alloc(4 * 64)
+    stream.fill(a, 0)
+    stream.fill(b, 0)
+    with stream.capture() as graph:
+        stream.launch(add_one, grid=1, block=64, args=(b, np.uint32(64)))
+    for _ in range(2):
+        stream.launch(add_one, grid=1, block=64, args=(a, np.uint32(64)))
+        graph.launch(stream)
+    stream.launch(add_one, grid=1, block=64, args=(a, np.uint32(64)))
+    assert (read(stream, a).view(np.uint32) == 3).all() and (read(stream, b).view(np.uint32) == 2).all()
+    graph.close()
+    a.free()
+    b.free()
 
 
 def test_a_closed_graph_is_released_once_its_replays_complete(device, stream):

@@ -42,8 +42,10 @@ How the shared API maps onto Vulkan:
   Buffers bind as storage buffers set 0, bindings 0..k-1; scalars are one push-constant block packed by
   ``api.pack_scalars``; the block size is specialization constants 0, 1, 2. Pipelines are cached per
   (kernel, block, argument layout), and what a launch records is worked out once per kernel and argument
-  types (``module.LaunchBinding``). A launch's descriptor set is made once per (argument layout, exact
-  buffer ranges in order) and kept across batches until its VkBuffer is destroyed or its pool fills. A
+  types (``module.LaunchBinding``); a launch skips the binds (pipeline, descriptor set, push constants) its
+  command buffer already has, which last until the next batch or graph replay (``stream.Batch``). A
+  launch's descriptor set is made once per (argument layout, exact buffer ranges in order) and kept across
+  batches until its VkBuffer is destroyed or its pool fills. A
   module is validated by ``spirv-val`` before any driver sees it (by the validation layer when spirv-val is
   missing and validation is on): an invalid one is a CompileError.
 

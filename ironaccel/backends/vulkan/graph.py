@@ -10,7 +10,8 @@ unaligned edges.
 
 A replay is one command of the replaying stream's batch: ``vkCmdExecuteCommands`` after the barrier every
 command gets, with the next command after another, so the replay is ordered after the stream's earlier work
-and before its later work on any driver. ``close()`` hands the graph's resources to the device, which
+and before its later work on any driver; what the batch had bound for launches is undefined after it, so
+the next launch binds everything again. ``close()`` hands the graph's resources to the device, which
 releases them once every stream that replayed the graph has completed its last replay (a replay still
 running keeps working); the device releases the graphs still open when it closes.
 """
@@ -21,12 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from ... import api
 from . import native
-from .module import DescriptorPool
+from .module import Binds, DescriptorPool
 from .stream import Batch
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
-    from .memory import VulkanBuffer
     from .stream import VulkanStream
 
 
@@ -85,14 +85,14 @@ class VulkanGraph(api.Graph):
         recording.commands += 1
         return recording
 
-    def _descriptor_set(self, set_layout: Any, buffers: list[VulkanBuffer]) -> Any:
-        """A set of the graph's own binding ``buffers``: it lives as long as the recorded commands."""
+    def _descriptor_set(self, set_layout: Any, ranges: list[Binds]) -> Any:
+        """A set of the graph's own binding ``ranges``: it lives as long as the recorded commands."""
         dev: VulkanDevice = self._device  # type: ignore[assignment]
         pools = self._resources.descriptor_pools
-        made = pools[-1].allocate(dev, set_layout, buffers) if pools else None
+        made = pools[-1].allocate(dev, set_layout, ranges) if pools else None
         if made is None:  # none yet, or full: a full pool stays, its sets are recorded
             pools.append(DescriptorPool(dev))
-            made = pools[-1].allocate(dev, set_layout, buffers)
+            made = pools[-1].allocate(dev, set_layout, ranges)
         return made
 
     def _end(self, keep: bool) -> None:
@@ -114,6 +114,7 @@ class VulkanGraph(api.Graph):
         with dev._lock:
             batch = s._recording()
             native.vk.lib.vkCmdExecuteCommands(batch.cmd, 1, self._resources.cmds)
+            batch.pipeline = None  # what the batch had bound is undefined after a secondary command buffer
             s._recorded()
             self._replays[s] = s._pending_value()
 

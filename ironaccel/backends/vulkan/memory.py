@@ -186,6 +186,8 @@ class VulkanBuffer(api.Buffer):
     def __init__(self, device: VulkanDevice, nbytes: int, allocation: Allocation):
         super().__init__(device, nbytes)
         self._allocation = allocation
+        #: the range a descriptor binds (VkBuffer, offset, bytes): a launch's descriptor set is looked up by it
+        self._binds = (allocation.block.buffer, allocation.offset, nbytes)
         # dropped unfreed: its range is released at the device's next alloc, compile or synchronize
         self._dropped = weakref.finalize(self, device._dropped.append, partial(device._free_later, allocation))
         self._dropped.atexit = False  # at exit the device's close frees every block

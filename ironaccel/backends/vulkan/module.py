@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import weakref
 from functools import lru_cache, partial
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -28,9 +29,10 @@ from .spirv import spirv_interfaces
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
-    from .memory import VulkanBuffer
 
 SPIRV_VAL = "spirv-val"
+#: what a descriptor binds: (VkBuffer, offset, bytes), a buffer's ``VulkanBuffer._binds``
+Binds = tuple[Any, int, int]
 #: ``struct`` codes of the scalar argument types (``api._SCALAR_CAPABILITY``'s keys)
 _STRUCT_CODES = {np.float32: "f", np.int32: "i", np.uint32: "I", np.float64: "d", np.int64: "q", np.uint64: "Q"}
 
@@ -60,14 +62,15 @@ class DescriptorPool:
         self.sets: dict[tuple[Any, ...], Any] = {}  # (set layout, bound ranges) -> the set made for them
         self._keys_of: dict[Any, list[tuple[Any, ...]]] = {}  # VkBuffer -> the keys of the sets that bind it
 
-    def allocate(self, dev: VulkanDevice, set_layout: Any, buffers: list[VulkanBuffer]) -> Any:
-        """The descriptor set of ``set_layout`` binding ``buffers`` at bindings 0..k-1 (a ``VkDescriptorSet[1]``),
-        made now unless made before; None when a new set does not fit in the pool."""
-        key = (set_layout, *((b._allocation.block.buffer, b._allocation.offset, b.nbytes) for b in buffers))
+    def allocate(self, dev: VulkanDevice, set_layout: Any, ranges: list[Binds]) -> Any:
+        """The descriptor set of ``set_layout`` binding ``ranges`` (each buffer's ``VulkanBuffer._binds``) at
+        bindings 0..k-1 (a ``VkDescriptorSet[1]``), made now unless made before; None when a new set does not
+        fit in the pool."""
+        key = (set_layout, *ranges)
         made = self.sets.get(key)
         if made is not None:
             return made
-        if self.sets_left < 1 or self.descriptors_left < len(buffers):
+        if self.sets_left < 1 or self.descriptors_left < len(ranges):
             return None
         vk = native.vk
         ffi, lib = vk.ffi, vk.lib
@@ -78,17 +81,17 @@ class DescriptorPool:
         out = ffi.new("VkDescriptorSet[1]")
         native.call.vkAllocateDescriptorSets(dev._handle, info, out)
         self.sets_left -= 1
-        self.descriptors_left -= len(buffers)
+        self.descriptors_left -= len(ranges)
         infos = ffi.new("VkDescriptorBufferInfo[]", [
-            {"buffer": b._allocation.block.buffer, "offset": b._allocation.offset, "range": b.nbytes} for b in buffers])
+            {"buffer": buffer, "offset": offset, "range": nbytes} for buffer, offset, nbytes in ranges])
         writes = ffi.new("VkWriteDescriptorSet[]", [
             {"sType": vk.VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, "dstSet": out[0], "dstBinding": i,
              "descriptorCount": 1, "descriptorType": vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, "pBufferInfo": infos + i}
-            for i in range(len(buffers))])
-        lib.vkUpdateDescriptorSets(dev._handle, len(buffers), writes, 0, ffi.NULL)
+            for i in range(len(ranges))])
+        lib.vkUpdateDescriptorSets(dev._handle, len(ranges), writes, 0, ffi.NULL)
         self.sets[key] = out
-        for b in buffers:
-            self._keys_of.setdefault(b._allocation.block.buffer, []).append(key)
+        for buffer, _, _ in ranges:
+            self._keys_of.setdefault(buffer, []).append(key)
         return out
 
     def forget(self, vk_buffer: Any) -> None:
@@ -121,12 +124,12 @@ class DescriptorSets:
         self._spare: list[DescriptorPool] = []  # retired pools whose work completed, reset
         self._pools: list[DescriptorPool] = []  # every pool made, destroyed with the device
 
-    def get(self, set_layout: Any, buffers: list[VulkanBuffer]) -> Any:
-        """The set binding ``buffers`` (at most ``DescriptorPool.DESCRIPTORS`` of them), made if need be."""
+    def get(self, set_layout: Any, ranges: list[Binds]) -> Any:
+        """The set binding ``ranges`` (at most ``DescriptorPool.DESCRIPTORS`` of them), made if need be."""
         pool = self._pool
-        made = None if pool is None else pool.allocate(self._dev, set_layout, buffers)
+        made = None if pool is None else pool.allocate(self._dev, set_layout, ranges)
         if made is None:
-            made = self._next_pool().allocate(self._dev, set_layout, buffers)
+            made = self._next_pool().allocate(self._dev, set_layout, ranges)
         return made
 
     def _next_pool(self) -> DescriptorPool:
@@ -346,8 +349,8 @@ class LaunchBinding:
     before it in the push constants, the pipeline layout, and the pipeline of each block. A launch then
     only packs its scalars, finds its descriptor set and records its commands."""
 
-    __slots__ = ("kernel", "buffers", "scalars", "scalar_bytes", "packer", "float32", "layout", "set_layout",
-                 "pipelines")
+    __slots__ = ("kernel", "buffers", "scalars", "scalar_bytes", "packer", "take_scalars", "float32", "layout",
+                 "set_layout", "pipelines")
 
     def __init__(self, kernel: VulkanKernel, types: tuple[type, ...], buffers: tuple[int, ...]):
         op = "Stream.launch"
@@ -367,6 +370,10 @@ class LaunchBinding:
                 offset += pad + size
         self.scalars, self.scalar_bytes = tuple(scalars), offset
         self.packer = struct.Struct(layout)
+        positions = tuple(i for i, _ in scalars)
+        # the scalar arguments in order, as a tuple (an itemgetter of one position returns the item alone)
+        self.take_scalars = (itemgetter(*positions) if len(positions) > 1
+                             else lambda args: tuple([args[i] for i in positions]))
         self.float32 = tuple(i for i, t in enumerate(types) if t is np.float32)
         module._check_scalars(kernel.name, offset)
         if len(buffers) > DescriptorPool.DESCRIPTORS:
@@ -382,7 +389,7 @@ class LaunchBinding:
         for i in self.float32:
             if args[i] != args[i]:
                 return b"".join([pad + args[i].tobytes() for i, pad in self.scalars])
-        return self.packer.pack(*[args[i] for i, _ in self.scalars])
+        return self.packer.pack(*self.take_scalars(args))
 
     def pipeline(self, block: Dim3) -> Any:
         """The pipeline for ``block``, checked and made at its first launch (the launch checked the device is

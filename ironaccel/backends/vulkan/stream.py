@@ -22,7 +22,7 @@ from ...api import Dim3
 from ...errors import Timeout
 from . import native
 from .memory import Allocation, VulkanBuffer
-from .module import LaunchBinding
+from .module import Binds, LaunchBinding
 
 if TYPE_CHECKING:
     from .device import VulkanDevice
@@ -60,9 +60,16 @@ def deadline(op: str, timeout: float | None) -> Deadline | None:
 
 class Batch:
     """One submission of a stream: its command buffer and what the host owes it once it completes. A
-    graph's recording is one too (``graph.py``): the same fields, kept until the graph is released."""
+    graph's recording is one too (``graph.py``): the same fields, kept until the graph is released.
 
-    __slots__ = ("cmd", "commands", "value", "staging", "on_complete")
+    ``pipeline``, ``ranges`` and ``scalars`` are what the command buffer has bound for launches (None:
+    nothing known): the pipeline, the buffer ranges of the descriptor set and the push-constant bytes, so a
+    launch records only the binds that differ and looks up no descriptor set for the ranges bound already.
+    Bound state lasts across dispatches, barriers, copies, fills and timestamps; a new command buffer or a
+    ``vkCmdExecuteCommands`` (after which the spec leaves it undefined) starts from nothing. (A bound set
+    stays valid while the batch is open: its buffers and pool are released only after the work enqueued.)"""
+
+    __slots__ = ("cmd", "commands", "value", "staging", "on_complete", "pipeline", "ranges", "scalars")
 
     def __init__(self, cmd: Any):
         self.cmd = cmd
@@ -70,6 +77,9 @@ class Batch:
         self.value = 0
         self.staging: list[Allocation] = []
         self.on_complete: list[Callable[[], None]] = []
+        self.pipeline: Any = None  # the bound VkPipeline's cdata; the other two are valid only with it
+        self.ranges: list[Binds] | None = None
+        self.scalars: bytes | None = None
 
 
 class VulkanEvent(api.Event):
@@ -326,6 +336,8 @@ class VulkanStream(api.Stream):
         #: recording on this stream raises it (as after a failed submission by the host's own call)
         self._flush_error: BaseException | None = None
         self._free_cmds = handles.free_cmds
+        self._pipeline_barrier = native.vk.lib.vkCmdPipelineBarrier  # looked up once: every command records one
+        self._between_commands = device._between_commands
         # When the stream is collected (the device holds busy ones) its handles go back to the device's spares.
         self._give_back = weakref.finalize(self, device._spare_handles.append, handles)
 
@@ -338,27 +350,32 @@ class VulkanStream(api.Stream):
             return self._capturing._next_command()
         if self._flush_error is not None:
             raise self._flush_error
-        vk = native.vk
         batch = self._batch
         if batch is None:
-            if not self._free_cmds:
-                self._retire()  # command buffers of completed batches come back
-            if self._free_cmds:
-                cmd = self._free_cmds.pop()
-            else:
-                info = vk.ffi.new("VkCommandBufferAllocateInfo*", {
-                    "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._command_pool,
-                    "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1,
-                })
-                out = vk.ffi.new("VkCommandBuffer*")
-                native.call.vkAllocateCommandBuffers(self._device._handle, info, out)
-                cmd = out[0]
-            native.call.vkBeginCommandBuffer(cmd, self._device._begin_info)
-            batch = self._batch = Batch(cmd)
-            self._device._busy.add(self)
+            batch = self._begin()
         elif batch.commands:
-            self._device._barrier(batch.cmd, self._device._between_commands)
+            self._pipeline_barrier(batch.cmd, *self._between_commands)
         batch.commands += 1
+        return batch
+
+    def _begin(self) -> Batch:
+        """Open a batch: a recycled command buffer (a new one when none is free), begun."""
+        if not self._free_cmds:
+            self._retire()  # command buffers of completed batches come back
+        if self._free_cmds:
+            cmd = self._free_cmds.pop()
+        else:
+            vk = native.vk
+            info = vk.ffi.new("VkCommandBufferAllocateInfo*", {
+                "sType": vk.VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO, "commandPool": self._command_pool,
+                "level": vk.VK_COMMAND_BUFFER_LEVEL_PRIMARY, "commandBufferCount": 1,
+            })
+            out = vk.ffi.new("VkCommandBuffer*")
+            native.call.vkAllocateCommandBuffers(self._device._handle, info, out)
+            cmd = out[0]
+        native.call.vkBeginCommandBuffer(cmd, self._device._begin_info)
+        batch = self._batch = Batch(cmd)
+        self._device._busy.add(self)
         return batch
 
     def _recorded(self) -> None:
@@ -579,27 +596,31 @@ class VulkanStream(api.Stream):
 
     def _launch_prepared(self, plan: api.LaunchPlan, binding: LaunchBinding, args: list[Any]) -> None:
         """Record bind-pipeline, bind-descriptors (a set made once for these buffers), push constants and
-        dispatch: what ``binding`` worked out for these argument types is not worked out again."""
+        dispatch: what ``binding`` worked out for these argument types is not worked out again, and what the
+        command buffer already has bound is not bound again (``Batch``)."""
         pipeline = binding.pipelines.get(plan.block) or binding.pipeline(plan.block)
-        buffers = [args[i] for i in binding.buffers]
         scalars = binding.pack(args) if binding.scalars else None
         dev = self._device
-        vk = native.vk
-        lib = vk.lib
         with dev._lock:
-            descriptor_set = None
-            if buffers:
-                graph = self._capturing
-                descriptor_set = (dev._descriptor_sets.get(binding.set_layout, buffers) if graph is None
-                                  else graph._descriptor_set(binding.set_layout, buffers))
-            cmd = self._recording().cmd
-            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
-            if descriptor_set is not None:
-                lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
-                                            descriptor_set, 0, vk.ffi.NULL)
-            if scalars is not None:
+            batch = self._recording()
+            cmd = batch.cmd
+            vk = native.vk
+            lib = vk.lib
+            if batch.pipeline is not pipeline:
+                lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
+                batch.pipeline, batch.ranges, batch.scalars = pipeline, None, None
+            if binding.buffers:
+                ranges = [args[i]._binds for i in binding.buffers]
+                if ranges != batch.ranges:
+                    graph = self._capturing
+                    descriptor_set = (dev._descriptor_sets.get(binding.set_layout, ranges) if graph is None
+                                      else graph._descriptor_set(binding.set_layout, ranges))
+                    lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
+                                                descriptor_set, 0, vk.ffi.NULL)
+                    batch.ranges = ranges
+            if scalars is not None and scalars != batch.scalars:
                 lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes,
                                        scalars)
-            grid = plan.grid
-            lib.vkCmdDispatch(cmd, *grid)
+                batch.scalars = scalars
+            lib.vkCmdDispatch(cmd, *plan.grid)
             self._recorded()

@@ -6,9 +6,12 @@ after a full memory barrier when a command precedes it (stream order: each launc
 one before, as on ironaccel's streams); the next synchronize ends the command buffer (after a barrier that
 makes device writes visible to the host), submits it and waits for it. ironaccel's streams record the same
 commands and barriers (binding a descriptor set made once for the launch's buffers, as this floor does), with
-one difference that is part of what they cost: a batch is submitted as soon as the device has caught up
-with the stream (so work starts at once) and by the device's flusher within a burst, which this floor
-never does, so on a fast device ironaccel's "back to back" rows include submissions the floor's do not.
+two differences. One is a saving: a launch skips the binds its command buffer already has (``stream.Batch``),
+so the "back to back" rows, one kernel on the same arguments, record barrier + dispatch where this floor
+records all four commands each time (as a raw program that binds per launch does). The other is part of what
+they cost: a batch is submitted as soon as the device has caught up with the stream (so work starts at
+once) and by the device's flusher within a burst, which this floor never does, so on a fast device
+ironaccel's "back to back" rows include submissions the floor's do not.
 The graph row executes a secondary command buffer of 100 recorded launches (with their barriers) as one
 command, as ironaccel's Vulkan graphs do."""
 
