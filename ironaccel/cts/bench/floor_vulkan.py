@@ -1,17 +1,16 @@
 """The Vulkan floor: raw ``vulkan`` calls on ironaccel's VkDevice and queue (``Device.native``,
 ``Stream.native``), with buffers, memory, a command buffer, a fence and compute pipelines of its own.
 
-A launch records bind-pipeline, bind-descriptors, push-constants and dispatch into an open command buffer,
-after a full memory barrier when a command precedes it (stream order: each launch sees the writes of the
-one before, as on ironaccel's streams); the next synchronize ends the command buffer (after a barrier that
-makes device writes visible to the host), submits it and waits for it. ironaccel's streams record the same
-commands and barriers (binding a descriptor set made once for the launch's buffers, as this floor does), with
-two differences. One is a saving: a launch skips the binds its command buffer already has (``stream.Batch``),
-so the "back to back" rows, one kernel on the same arguments, record barrier + dispatch where this floor
-records all four commands each time (as a raw program that binds per launch does). The other is part of what
-they cost: a batch is submitted as soon as the device has caught up with the stream (so work starts at
-once) and by the device's flusher within a burst, which this floor never does, so on a fast device
-ironaccel's "back to back" rows include submissions the floor's do not.
+A launch records bind-pipeline, bind-descriptors and push-constants (once per command buffer and kernel, as a
+raw program does: back-to-back launches of one kernel on the same arguments record a barrier and a dispatch
+each) and a dispatch into an open command buffer, after a full memory barrier when a command precedes it
+(stream order: each launch sees the writes of the one before, as on ironaccel's streams); the next
+synchronize ends the command buffer (after a barrier that makes device writes visible to the host), submits it
+and waits for it. ironaccel's streams record the same commands and barriers (binding a descriptor set made
+once for the launch's buffers, as this floor does), with one difference that is part of what they cost: a
+batch is submitted as soon as the device has caught up with the stream (so work starts at once) and by the
+device's flusher within a burst, which this floor never does, so on a fast device ironaccel's "back to back"
+rows include submissions the floor's do not.
 The graph row executes a secondary command buffer of 100 recorded launches (with their barriers) as one
 command, as ironaccel's Vulkan graphs do."""
 
@@ -71,6 +70,7 @@ class VulkanRaw:
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
             "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT})
         self.recording = False
+        self.bound: tuple[Any, Any] | None = None  # (command buffer, Dispatch) whose binds it has
         self.objects: list[tuple[Callable[..., None], Any]] = []  # (vkDestroy*, handle) of the pipelines' parts
 
     def _ok(self, result: int) -> None:
@@ -130,6 +130,7 @@ class VulkanRaw:
         if not self.recording:
             self._ok(self.lib.vkBeginCommandBuffer(self.cmd, self.begin_info))
             self.recording = True
+            self.bound = None
         else:
             self.barrier(self.cmd, self.between_commands, self.vk.VK_PIPELINE_STAGE_ALL_COMMANDS_BIT)
         commands(self.cmd)
@@ -158,7 +159,11 @@ class VulkanRaw:
             commands(cmds[0])
         self._ok(lib.vkEndCommandBuffer(cmds[0]))
         execute = lib.vkCmdExecuteCommands
-        return lambda cmd: execute(cmd, 1, cmds)
+
+        def replay(cmd: Any) -> None:
+            execute(cmd, 1, cmds)
+            self.bound = None  # the bound state is undefined after vkCmdExecuteCommands
+        return replay
 
     def close(self) -> None:
         lib, ffi = self.lib, self.ffi
@@ -246,10 +251,13 @@ class Dispatch:
     def commands(self, cmd: Any) -> None:
         raw = self.raw
         lib, vk, ffi = raw.lib, raw.vk, raw.ffi
-        lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
-        lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1, self.descriptor_set,
-                                    0, ffi.NULL)
-        lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.scalar_bytes, self.scalars)
+        if raw.bound != (cmd, self):  # a raw program binds once per command buffer, as ironaccel's streams do
+            lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.pipeline)
+            lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, self.layout, 0, 1,
+                                        self.descriptor_set, 0, ffi.NULL)
+            lib.vkCmdPushConstants(cmd, self.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, self.scalar_bytes,
+                                   self.scalars)
+            raw.bound = (cmd, self)
         lib.vkCmdDispatch(cmd, 1, 1, 1)
 
 
