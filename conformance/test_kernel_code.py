@@ -941,6 +941,74 @@ def test_ptx_narrows_a_double_below_floats_smallest_subnormal_by_its_rounding_mo
     assert got == [positive_row, negative_row, positive_row, negative_row], [[hex(v) for v in row] for row in got]
 
 
+#: say(): one thread's printf(PRINTF_FORMAT, -7, 0xbeef, 2^40, 2.5, "ok"), as NVRTC writes a printf call: the
+#: arguments packed in a local buffer, each at a multiple of its size (4, 4, 8, 8, 8 bytes: offsets 0, 4, 8, 16, 24)
+PRINTF_FORMAT = b"kernel printf: %d %x %lld %.3f %s|\n"
+PRINTF_SAYS = "kernel printf: -7 beef 1099511627776 2.500 ok|"
+PTX_PRINTF = f""".version 7.8
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
+.global .align 1 .b8 say_format[{len(PRINTF_FORMAT) + 1}] = {{{", ".join(str(b) for b in PRINTF_FORMAT + bytes(1))}}};
+.global .align 1 .b8 say_ok[3] = {{111, 107, 0}};
+
+.visible .entry say()
+{{
+    .local .align 8 .b8 say_depot[32];
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    .reg .f64 %fd<2>;
+    mov.u64 %rd1, say_depot;
+    cvta.local.u64 %rd2, %rd1;
+    mov.u32 %r1, -7;
+    mov.u32 %r2, 48879;
+    st.local.v2.u32 [%rd1], {{%r1, %r2}};
+    mov.u64 %rd3, 1099511627776;
+    st.local.u64 [%rd1+8], %rd3;
+    mov.f64 %fd1, 0d4004000000000000;
+    st.local.f64 [%rd1+16], %fd1;
+    mov.u64 %rd4, say_ok;
+    cvta.global.u64 %rd5, %rd4;
+    st.local.u64 [%rd1+24], %rd5;
+    mov.u64 %rd6, say_format;
+    cvta.global.u64 %rd7, %rd6;
+    {{
+    .param .b64 param0; st.param.b64 [param0], %rd7;
+    .param .b64 param1; st.param.b64 [param1], %rd2;
+    .param .b32 retval0;
+    call.uni (retval0), vprintf, (param0, param1);
+    ld.param.b32 %r3, [retval0];
+    }}
+    ret;
+}}
+"""
+
+#: the child of KERNEL-94: opens the target's device, launches say on one thread and waits for it
+PRINTF_CHILD = """
+import sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+stream.launch(device.compile(sys.argv[2], "ptx").kernel("say"), 1, 1, ())
+stream.synchronize()
+"""
+
+
+@pytest.mark.clause("KERNEL-94")
+def test_a_kernels_printf_reaches_the_processs_standard_output(device, target, require):
+    """printf is how kernels are debugged: the driver copies what a launch's vprintf calls wrote to the host's
+    standard output. A child process runs it, since that output is the process's own (not the test's)."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (vprintf)")
+    proc = subprocess.run([sys.executable, "-c", PRINTF_CHILD, target.name, PTX_PRINTF], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert PRINTF_SAYS in proc.stdout.splitlines(), proc.stdout[-1500:]
+
+
 #: one thread stores four words (a 16-byte vector) 1 TiB past its buffer: an aligned address no allocation covers
 PTX_FAR_STORE = """.version 7.5
 .target sm_75
