@@ -732,13 +732,13 @@ PTX_SHARED_OF_A_CALLEE = """.version 7.8
 .shared .align 4 .b8 in_callee[64];
 .shared .align 4 .b8 in_kernel[64];
 
-.func (.param .b32 func_retval0) exchange(.param .b32 exchange_new)
+.func (.param .b32 exchange_old) exchange(.param .b32 exchange_new)
 {
     .reg .b32 %r<3>;
     ld.param.b32 %r1, [exchange_new];
     ld.shared.u32 %r2, [in_callee];
     st.shared.u32 [in_callee], %r1;
-    st.param.b32 [func_retval0], %r2;
+    st.param.b32 [exchange_old], %r2;
     ret;
 }
 
