@@ -1027,8 +1027,29 @@ PTX_FAR_STORE = """.version 7.5
 }
 """
 
-#: the child of KERNEL-92 and ERR-52: opens the target's device, runs far_store on stream a, then uses the buffer
-#: from stream b; prints how each step ended (None: it raised nothing)
+#: one thread adds 1 to the word 2 bytes into its buffer, atomically (atom.global.add.u32): an address inside the
+#: allocation that is not a multiple of the word's size
+PTX_MISALIGNED_ATOMIC = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry misaligned_atomic(.param .u64 misaligned_atomic_param_0)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [misaligned_atomic_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd2, 2;
+    mov.u32 %r1, 1;
+    atom.global.add.u32 %r2, [%rd3], %r1;
+    st.global.u32 [%rd2+8], %r2;
+    ret;
+}
+"""
+
+#: the child of KERNEL-92, ERR-52 and KERNEL-95: opens the target's device, runs the kernel argv[3] of the PTX
+#: argv[2] on its buffer on stream a, then uses the buffer from stream b; prints how each step ended (None: it
+#: raised nothing)
 FAR_STORE_CHILD = """
 import json, sys
 import numpy as np
@@ -1037,7 +1058,7 @@ from ironaccel.cts.testing.exhaust import _open
 device = _open(get(sys.argv[1]))
 a, b = device.create_stream(), device.create_stream()
 buf = device.alloc(4096)
-a.launch(device.compile(sys.argv[2], "ptx").kernel("far_store"), 1, 1, (buf,))
+a.launch(device.compile(sys.argv[2], "ptx").kernel(sys.argv[3]), 1, 1, (buf,))
 steps = {"synchronize": a.synchronize, "copy_htod": lambda: b.copy_htod(buf, np.zeros(16, np.uint8)),
          "fill": lambda: b.fill(buf, 1), "copy_dtoh": lambda: b.copy_dtoh(np.zeros(16, np.uint8), buf)}
 outcomes = {}
@@ -1051,12 +1072,13 @@ print(json.dumps(outcomes))
 """
 
 
-def far_store_outcomes(device, target, require) -> dict:
-    """How each step of FAR_STORE_CHILD ended, on a CUDA device with PTX (else the test skips)."""
+def far_store_outcomes(device, target, require, ptx: str = PTX_FAR_STORE, kernel: str = "far_store") -> dict:
+    """How each step of FAR_STORE_CHILD ended with `kernel` of `ptx` (far_store unless told), on a CUDA device
+    with PTX (else the test skips)."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
-    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, PTX_FAR_STORE], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, ptx, kernel], capture_output=True,
                           text=True, timeout=120, env={**os.environ, **target.environment()})
     assert proc.returncode == 0, proc.stderr[-1500:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -1071,6 +1093,16 @@ def test_a_store_far_outside_any_allocation_is_reported_as_an_illegal_address(de
     assert outcome is not None, "a store 1 TiB past its buffer raised nothing"
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], outcome
     assert outcome["op"] == "cuStreamSynchronize", f"the fault is reported by the wait, not a query before it: {outcome}"
+
+
+@pytest.mark.clause("KERNEL-95")
+def test_a_misaligned_atomic_is_reported_as_a_misaligned_address(device, target, require):
+    """An atomic on an address that is not a multiple of its size faults as MISALIGNED_ADDRESS, like a load or
+    store, although the address lies inside the buffer: ILLEGAL_ADDRESS would send the user looking for a pointer
+    outside every allocation. The context is lost after the fault, so a child process runs it."""
+    outcome = far_store_outcomes(device, target, require, PTX_MISALIGNED_ATOMIC, "misaligned_atomic")["synchronize"]
+    assert outcome is not None, "an atomic add 2 bytes into its buffer raised nothing"
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
 
 @pytest.mark.clause("ERR-52")
