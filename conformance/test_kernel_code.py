@@ -559,6 +559,9 @@ FP8_CASES = [
     ((1.0625, 1.1875), (0x38, 0x3A), (0x3C, 0x3D), (1.0, 1.25), (1.0, 1.25)),
     ((0.0, -0.0), (0x00, 0x80), (0x00, 0x80), (0.0, -0.0), (0.0, -0.0)),
 ]
+#: a NaN and 448 (e4m3's largest finite value, 0x7E, which e5m2 holds exactly, 0x5F): the NaN is a NaN in both
+#: formats (e4m3 has one, 0x7F or 0xFF; e5m2 any exponent 31 with a mantissa) and back in f16
+FP8_NAN_CASE = (float("nan"), 448.0)
 
 
 @pytest.mark.clause("KERNEL-68")
@@ -570,8 +573,8 @@ def test_ptx_fp8_conversions_round_to_nearest_even(device, stream, require):
     if tuple(device.info.extra.get("compute_capability", (9, 0))) < (8, 9):  # ptxas refuses these before sm_89
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}cvt .e4m3x2/.e5m2x2 (sm_89 or later)")
     k = device.compile(PTX_FP8_PAIRS, "ptx").kernel("fp8_pairs")
-    src = np.array([x for case in FP8_CASES for x in case[0]], np.float32)
-    n = len(FP8_CASES)
+    src = np.array([x for case in FP8_CASES for x in case[0]] + list(FP8_NAN_CASE), np.float32)
+    n = len(FP8_CASES) + 1
     with upload(device, stream, src) as inputs, poisoned(device, stream, 12 * n) as out:
         stream.launch(k, 1, n, (out, inputs))
         got = read(stream, out, np.uint8).reshape(n, 12)
@@ -584,6 +587,13 @@ def test_ptx_fp8_conversions_round_to_nearest_even(device, stream, require):
             want = np.array(values[::-1], np.float16)
             assert back.view(np.uint16).tolist() == want.view(np.uint16).tolist(), \
                 f"{pair}: {name} back to f16x2 gave {back.tolist()}, want {want.tolist()}"
+    e4m3_pair, e5m2_pair = (int(w) for w in got[-1][:4].view(np.uint16))
+    assert e4m3_pair & 0x7FFF == 0x7F7E, f"{FP8_NAN_CASE}: e4m3 pair {e4m3_pair:#06x}, want a NaN (0x7F or 0xFF), 0x7E"
+    assert e5m2_pair & 0x7CFF == 0x7C5F and e5m2_pair & 0x0300, \
+        f"{FP8_NAN_CASE}: e5m2 pair {e5m2_pair:#06x}, want a NaN (exponent 31, a mantissa), 0x5F"
+    for name, half in (("e4m3", got[-1][4:8]), ("e5m2", got[-1][8:12])):
+        b, a = half.view(np.float16).tolist()
+        assert np.isnan(a) and b == 448.0, f"{FP8_NAN_CASE}: {name} back to f16x2 gave {[b, a]}, want [448.0, nan]"
 
 
 #: the first line of a GLSL source, by dialect
