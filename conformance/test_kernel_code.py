@@ -559,6 +559,9 @@ FP8_CASES = [
     ((1.0625, 1.1875), (0x38, 0x3A), (0x3C, 0x3D), (1.0, 1.25), (1.0, 1.25)),
     ((0.0, -0.0), (0x00, 0x80), (0x00, 0x80), (0.0, -0.0), (0.0, -0.0)),
 ]
+#: a NaN and 448 (e4m3's largest finite value, 0x7E, which e5m2 holds exactly, 0x5F): the NaN is a NaN in both
+#: formats (e4m3 has one, 0x7F or 0xFF; e5m2 any exponent 31 with a mantissa) and back in f16
+FP8_NAN_CASE = (float("nan"), 448.0)
 
 
 @pytest.mark.clause("KERNEL-68")
@@ -570,8 +573,8 @@ def test_ptx_fp8_conversions_round_to_nearest_even(device, stream, require):
     if tuple(device.info.extra.get("compute_capability", (9, 0))) < (8, 9):  # ptxas refuses these before sm_89
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}cvt .e4m3x2/.e5m2x2 (sm_89 or later)")
     k = device.compile(PTX_FP8_PAIRS, "ptx").kernel("fp8_pairs")
-    src = np.array([x for case in FP8_CASES for x in case[0]], np.float32)
-    n = len(FP8_CASES)
+    src = np.array([x for case in FP8_CASES for x in case[0]] + list(FP8_NAN_CASE), np.float32)
+    n = len(FP8_CASES) + 1
     with upload(device, stream, src) as inputs, poisoned(device, stream, 12 * n) as out:
         stream.launch(k, 1, n, (out, inputs))
         got = read(stream, out, np.uint8).reshape(n, 12)
@@ -584,6 +587,13 @@ def test_ptx_fp8_conversions_round_to_nearest_even(device, stream, require):
             want = np.array(values[::-1], np.float16)
             assert back.view(np.uint16).tolist() == want.view(np.uint16).tolist(), \
                 f"{pair}: {name} back to f16x2 gave {back.tolist()}, want {want.tolist()}"
+    e4m3_pair, e5m2_pair = (int(w) for w in got[-1][:4].view(np.uint16))
+    assert e4m3_pair & 0x7FFF == 0x7F7E, f"{FP8_NAN_CASE}: e4m3 pair {e4m3_pair:#06x}, want a NaN (0x7F or 0xFF), 0x7E"
+    assert e5m2_pair & 0x7CFF == 0x7C5F and e5m2_pair & 0x0300, \
+        f"{FP8_NAN_CASE}: e5m2 pair {e5m2_pair:#06x}, want a NaN (exponent 31, a mantissa), 0x5F"
+    for name, half in (("e4m3", got[-1][4:8]), ("e5m2", got[-1][8:12])):
+        b, a = half.view(np.float16).tolist()
+        assert np.isnan(a) and b == 448.0, f"{FP8_NAN_CASE}: {name} back to f16x2 gave {[b, a]}, want [448.0, nan]"
 
 
 #: the first line of a GLSL source, by dialect
@@ -720,6 +730,57 @@ def test_shared_variables_of_one_name_in_two_kernels_are_each_their_own(device, 
             stream.launch(module.kernel(name), 1, 1, (out,))
             assert read(stream, out, np.uint32).tolist() == [first, first + 1], name
     module.close()
+
+
+#: two module-level .shared variables: in_callee named only in exchange (which stores its argument there and
+#: returns what was there), in_kernel only in the kernel: the kernel stores 11 to in_kernel, exchanges 22 then 33,
+#: and writes out[0] = in_kernel (11) and out[1] = what the second exchange found (22)
+PTX_SHARED_OF_A_CALLEE = """.version 7.8
+.target sm_75
+.address_size 64
+
+.shared .align 4 .b8 in_callee[64];
+.shared .align 4 .b8 in_kernel[64];
+
+.func (.param .b32 exchange_old) exchange(.param .b32 exchange_new)
+{
+    .reg .b32 %r<3>;
+    ld.param.b32 %r1, [exchange_new];
+    ld.shared.u32 %r2, [in_callee];
+    st.shared.u32 [in_callee], %r1;
+    st.param.b32 [exchange_old], %r2;
+    ret;
+}
+
+.visible .entry callee_shared(.param .u64 callee_shared_param_0)
+{
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [callee_shared_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, 11;
+    st.shared.u32 [in_kernel], %r1;
+    mov.u32 %r2, 22;
+    { .param .b32 p; .param .b32 q; st.param.b32 [p], %r2; call.uni (q), exchange, (p); ld.param.b32 %r3, [q]; }
+    mov.u32 %r2, 33;
+    { .param .b32 p; .param .b32 q; st.param.b32 [p], %r2; call.uni (q), exchange, (p); ld.param.b32 %r3, [q]; }
+    ld.shared.u32 %r4, [in_kernel];
+    st.global.u32 [%rd2], %r4;
+    st.global.u32 [%rd2+4], %r3;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-93")
+def test_shared_variable_named_only_in_a_callee_is_the_kernels_own(device, stream, require):
+    """A module-level `.shared` variable belongs to every kernel whose calls reach a function naming it: a PTX
+    reader that misses the callee (here the kernel's first and only one) lays the variable out for no kernel,
+    over the kernel's own, and the callee's stores overwrite the kernel's variable."""
+    require("lang.ptx")
+    with device.compile(PTX_SHARED_OF_A_CALLEE, "ptx") as module, poisoned(device, stream, 8) as out:
+        stream.launch(module.kernel("callee_shared"), 1, 1, (out,))
+        assert read(stream, out, np.uint32).tolist() == [11, 22], "[in_kernel, what the second exchange found]"
 
 
 #: warp_sz(out): out[0] = WARP_SZ, out[1] = WARP_SZ + 100, out[2] = 100 + OPERAND (filled in: -WARP_SZ, or WARP_SZ)
@@ -890,6 +951,74 @@ def test_ptx_narrows_a_double_below_floats_smallest_subnormal_by_its_rounding_mo
     assert got == [positive_row, negative_row, positive_row, negative_row], [[hex(v) for v in row] for row in got]
 
 
+#: say(): one thread's printf(PRINTF_FORMAT, -7, 0xbeef, 2^40, 2.5, "ok"), as NVRTC writes a printf call: the
+#: arguments packed in a local buffer, each at a multiple of its size (4, 4, 8, 8, 8 bytes: offsets 0, 4, 8, 16, 24)
+PRINTF_FORMAT = b"kernel printf: %d %x %lld %.3f %s|\n"
+PRINTF_SAYS = "kernel printf: -7 beef 1099511627776 2.500 ok|"
+PTX_PRINTF = f""".version 7.8
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
+.global .align 1 .b8 say_format[{len(PRINTF_FORMAT) + 1}] = {{{", ".join(str(b) for b in PRINTF_FORMAT + bytes(1))}}};
+.global .align 1 .b8 say_ok[3] = {{111, 107, 0}};
+
+.visible .entry say()
+{{
+    .local .align 8 .b8 say_depot[32];
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    .reg .f64 %fd<2>;
+    mov.u64 %rd1, say_depot;
+    cvta.local.u64 %rd2, %rd1;
+    mov.u32 %r1, -7;
+    mov.u32 %r2, 48879;
+    st.local.v2.u32 [%rd1], {{%r1, %r2}};
+    mov.u64 %rd3, 1099511627776;
+    st.local.u64 [%rd1+8], %rd3;
+    mov.f64 %fd1, 0d4004000000000000;
+    st.local.f64 [%rd1+16], %fd1;
+    mov.u64 %rd4, say_ok;
+    cvta.global.u64 %rd5, %rd4;
+    st.local.u64 [%rd1+24], %rd5;
+    mov.u64 %rd6, say_format;
+    cvta.global.u64 %rd7, %rd6;
+    {{
+    .param .b64 param0; st.param.b64 [param0], %rd7;
+    .param .b64 param1; st.param.b64 [param1], %rd2;
+    .param .b32 retval0;
+    call.uni (retval0), vprintf, (param0, param1);
+    ld.param.b32 %r3, [retval0];
+    }}
+    ret;
+}}
+"""
+
+#: the child of KERNEL-94: opens the target's device, launches say on one thread and waits for it
+PRINTF_CHILD = """
+import sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+stream.launch(device.compile(sys.argv[2], "ptx").kernel("say"), 1, 1, ())
+stream.synchronize()
+"""
+
+
+@pytest.mark.clause("KERNEL-94")
+def test_a_kernels_printf_reaches_the_processs_standard_output(device, target, require):
+    """printf is how kernels are debugged: the driver copies what a launch's vprintf calls wrote to the host's
+    standard output. A child process runs it, since that output is the process's own (not the test's)."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (vprintf)")
+    proc = subprocess.run([sys.executable, "-c", PRINTF_CHILD, target.name, PTX_PRINTF], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert PRINTF_SAYS in proc.stdout.splitlines(), proc.stdout[-1500:]
+
+
 #: one thread stores four words (a 16-byte vector) 1 TiB past its buffer: an aligned address no allocation covers
 PTX_FAR_STORE = """.version 7.5
 .target sm_75
@@ -908,8 +1037,29 @@ PTX_FAR_STORE = """.version 7.5
 }
 """
 
-#: the child of KERNEL-92 and ERR-52: opens the target's device, runs far_store on stream a, then uses the buffer
-#: from stream b; prints how each step ended (None: it raised nothing)
+#: one thread adds 1 to the word 2 bytes into its buffer, atomically (atom.global.add.u32): an address inside the
+#: allocation that is not a multiple of the word's size
+PTX_MISALIGNED_ATOMIC = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry misaligned_atomic(.param .u64 misaligned_atomic_param_0)
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [misaligned_atomic_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd2, 2;
+    mov.u32 %r1, 1;
+    atom.global.add.u32 %r2, [%rd3], %r1;
+    st.global.u32 [%rd2+8], %r2;
+    ret;
+}
+"""
+
+#: the child of KERNEL-92, ERR-52 and KERNEL-95: opens the target's device, runs the kernel argv[3] of the PTX
+#: argv[2] on its buffer on stream a, then uses the buffer from stream b; prints how each step ended (None: it
+#: raised nothing)
 FAR_STORE_CHILD = """
 import json, sys
 import numpy as np
@@ -918,7 +1068,7 @@ from ironaccel.cts.testing.exhaust import _open
 device = _open(get(sys.argv[1]))
 a, b = device.create_stream(), device.create_stream()
 buf = device.alloc(4096)
-a.launch(device.compile(sys.argv[2], "ptx").kernel("far_store"), 1, 1, (buf,))
+a.launch(device.compile(sys.argv[2], "ptx").kernel(sys.argv[3]), 1, 1, (buf,))
 steps = {"synchronize": a.synchronize, "copy_htod": lambda: b.copy_htod(buf, np.zeros(16, np.uint8)),
          "fill": lambda: b.fill(buf, 1), "copy_dtoh": lambda: b.copy_dtoh(np.zeros(16, np.uint8), buf)}
 outcomes = {}
@@ -932,12 +1082,13 @@ print(json.dumps(outcomes))
 """
 
 
-def far_store_outcomes(device, target, require) -> dict:
-    """How each step of FAR_STORE_CHILD ended, on a CUDA device with PTX (else the test skips)."""
+def far_store_outcomes(device, target, require, ptx: str = PTX_FAR_STORE, kernel: str = "far_store") -> dict:
+    """How each step of FAR_STORE_CHILD ended with `kernel` of `ptx` (far_store unless told), on a CUDA device
+    with PTX (else the test skips)."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
-    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, PTX_FAR_STORE], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, ptx, kernel], capture_output=True,
                           text=True, timeout=120, env={**os.environ, **target.environment()})
     assert proc.returncode == 0, proc.stderr[-1500:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -952,6 +1103,16 @@ def test_a_store_far_outside_any_allocation_is_reported_as_an_illegal_address(de
     assert outcome is not None, "a store 1 TiB past its buffer raised nothing"
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], outcome
     assert outcome["op"] == "cuStreamSynchronize", f"the fault is reported by the wait, not a query before it: {outcome}"
+
+
+@pytest.mark.clause("KERNEL-95")
+def test_a_misaligned_atomic_is_reported_as_a_misaligned_address(device, target, require):
+    """An atomic on an address that is not a multiple of its size faults as MISALIGNED_ADDRESS, like a load or
+    store, although the address lies inside the buffer: ILLEGAL_ADDRESS would send the user looking for a pointer
+    outside every allocation. The context is lost after the fault, so a child process runs it."""
+    outcome = far_store_outcomes(device, target, require, PTX_MISALIGNED_ATOMIC, "misaligned_atomic")["synchronize"]
+    assert outcome is not None, "an atomic add 2 bytes into its buffer raised nothing"
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
 
 @pytest.mark.clause("ERR-52")

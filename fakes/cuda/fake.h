@@ -327,6 +327,7 @@ typedef struct PtxFunction {
     PtxParam *params;       /* entry: kernel param buffer layout; func: frame offsets */
     uint32_t param_bytes;
     int has_ret;
+    char *ret_name;         /* the return parameter's name (NVRTC's func_retval0; PTX allows any) */
     uint32_t ret_off, ret_size;
     uint32_t stack_slots, stack_local; /* the deepest call chain from here, computed at load: a chain that
                                         * recurses or calls through a pointer counts CALL_DEPTH_MAX frames of

@@ -390,7 +390,9 @@ static void kernels_shared(Parser *P) {
 static void free_params(PtxFunction *f) {
     for (int i = 0; i < f->nparams; i++) free(f->params[i].name);
     free(f->params);
+    free(f->ret_name);
     f->params = NULL;
+    f->ret_name = NULL;
     f->nparams = 0;
 }
 
@@ -409,6 +411,8 @@ static void param_list(Parser *P, PtxFunction *f, int is_ret, uint32_t *frame) {
                                            "a function's frame");
         if (is_ret) {
             f->has_ret = 1;
+            free(f->ret_name);
+            f->ret_name = strndup(d.name.s, (size_t)d.name.len);
             f->ret_off = off;
             f->ret_size = (uint32_t)size;
         } else {
@@ -459,7 +463,7 @@ static void function_body(Parser *P, PtxFunction *f, uint32_t frame) {
     /* parameters become names: kernel params in the launch buffer, function params in the frame */
     for (int i = 0; i < f->nparams; i++)
         add_name(P, tok_of(f->params[i].name), f->is_entry ? N_KPARAM : N_FRAME, f->params[i].offset, 0);
-    if (f->has_ret) add_name(P, tok_of("func_retval0"), N_FRAME, f->ret_off, 0);
+    if (f->has_ret) add_name(P, tok_of(f->ret_name), N_FRAME, f->ret_off, 0);
     expect(P, "{");
     int depth = 1, scope_names[64]; /* a { } block's declarations end with it (inline asm declares %r1 anew) */
     scope_names[0] = P->nnames;
