@@ -54,6 +54,24 @@ def test_htod_dtoh_round_trip(device, r, seed):
         np.testing.assert_array_equal(part, data)
 
 
+@pytest.mark.clause("COPY-1")
+@pytest.mark.parametrize("kind", [bytes, bytearray])
+def test_round_trip_through_bytes_objects_empty_ones_too(device, stream, kind):
+    """Host data need not be an array: a bytes or bytearray object of any size, an empty one at the start and at
+    the very end of the buffer included, copies its own bytes and nothing else."""
+    for offset, nbytes in ((0, 0), (BUF, 0), (3, 5)):
+        with poisoned(device, stream, BUF) as buf:
+            data = kind(random_bytes(nbytes, nbytes + 1).tobytes())
+            stream.copy_htod(buf, data, dst_offset=offset)
+            expect = np.full(BUF, POISON, np.uint8)
+            expect[offset:offset + nbytes] = np.frombuffer(bytes(data), np.uint8)
+            np.testing.assert_array_equal(read(stream, buf), expect, err_msg=f"{nbytes} bytes at {offset}")
+            back = bytearray(nbytes)
+            stream.copy_dtoh(back, buf, src_offset=offset)
+            stream.synchronize()
+            assert bytes(back) == bytes(data), f"copy_dtoh of {nbytes} bytes at {offset} into a bytearray"
+
+
 KiB = 1 << 10
 
 
