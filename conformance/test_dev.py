@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 
@@ -25,6 +26,30 @@ def test_backends_lists_every_registered_backend(device):
         assert isinstance(info.available, bool)
         assert info.reason, f"{info.name} gives no reason"
     assert any(i.name == device.info.backend and i.available for i in infos)
+
+
+#: probe-only backends whose runtime's install folder an environment variable names: (variable, library under it)
+INSTALL_FOLDERS = {
+    "rocm": ("ROCM_PATH", os.path.join("lib", "libamdhip64.so")),
+    "qnn": ("QNN_SDK_ROOT", os.path.join("lib", "x86_64-linux-clang", "libQnnHtp.so")),
+}
+
+
+@pytest.mark.clause("DEV-72")
+@pytest.mark.parametrize("name", sorted(INSTALL_FOLDERS))
+def test_a_probe_searches_the_install_folder_its_variable_names(name, monkeypatch, tmp_path):
+    """DEV-1 only asks for a reason: a probe that breaks on an unset variable still gives one ("probing failed")."""
+    variable, library = INSTALL_FOLDERS[name]
+
+    monkeypatch.delenv(variable, raising=False)
+    unset = get_backend(name).probe().reason
+    monkeypatch.setenv(variable, str(tmp_path))
+    named = get_backend(name).probe().reason
+    for state, why in (("unset", unset), ("set", named)):
+        assert why.startswith("runtime found") or re.match(r"no .+ \(searched ", why), \
+            f"{name} with {variable} {state}: the reason is not a search's outcome: {why!r}"
+    if not named.startswith("runtime found"):
+        assert str(tmp_path / library) in named, f"{name} did not search {variable}={tmp_path}: {named!r}"
 
 
 @pytest.mark.clause("DEV-31")
