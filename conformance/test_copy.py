@@ -217,6 +217,26 @@ def test_host_layout_errors(device, stream):
         np.testing.assert_array_equal(read(stream, buf), np.arange(64, dtype=np.uint8))
 
 
+
+@pytest.mark.clause("COPY-5")
+@pytest.mark.parametrize("nbytes", [1, 2, 5])
+def test_host_data_that_is_no_array_copies_its_bytes(device, stream, nbytes):
+    """`bytes`, `bytearray` and `memoryview` take the general host path, not an ndarray's: a single byte of
+    them is data to copy like any other size (a path that took one byte for none copies nothing)."""
+    data = random_bytes(nbytes, nbytes).tobytes()
+    offset = 3
+    with poisoned(device, stream, offset + nbytes + 4) as buf:
+        expect = np.full(buf.nbytes, POISON, np.uint8)
+        expect[offset:offset + nbytes] = np.frombuffer(data, np.uint8)
+        for source in (data, bytearray(data), memoryview(data)):
+            stream.fill(buf, POISON)
+            stream.copy_htod(buf, source, dst_offset=offset)
+            np.testing.assert_array_equal(read(stream, buf), expect, err_msg=f"copy_htod from {type(source).__name__}")
+        for back in (bytearray(nbytes), memoryview(bytearray(nbytes))):
+            stream.copy_dtoh(back, buf, src_offset=offset)
+            stream.synchronize()
+            assert bytes(back) == data, f"copy_dtoh into a {type(back).__name__} of {nbytes} bytes: {bytes(back)!r}"
+
 NOT_DATA = {
     "object": lambda: np.empty(16, object),
     "structured with an object field": lambda: np.zeros(2, [("n", np.int32), ("o", object)]),
