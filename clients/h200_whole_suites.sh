@@ -26,7 +26,11 @@
 # A run's optional fourth field is its per-test limit in seconds (default 60, `ironaccel clients`' own): a fake run
 # meant to be compared with a GPU-less machine's run of the same client (CLIENTS.md, "The fake on two machines")
 # takes that run's workers and per-test limit, so that only the machine differs; its results file then goes to
-# clients/results/h200-host/ (clients/README.md, "The fake on two machines").
+# clients/results/h200-host/ (clients/README.md, "The fake on two machines"). Its optional fifth, K/N, runs shard K of
+# N of the suite (`ironaccel clients --shard`), for a suite longer than one call: each call runs one shard into a
+# folder of its own; `ironaccel clients --join` then joins the N results files into the whole suite's.
+#
+#   OUT=/some/dir RUNS='cuda/fake:16:cupy:60:1/3' LIMIT_S=500 sh clients/h200_whole_suites.sh   # then 2/3, 3/3
 set -u
 : "${OUT:?set OUT to the output directory}"
 LIMIT_S=${LIMIT_S:-390}  # each run's total limit: the runs go at once, after about 40 s of set-up
@@ -34,8 +38,9 @@ checkout=${CUDA_PYTHON_CHECKOUT:-$PWD/.clients-src/cuda-python}
 cupy_tests=$PWD/.clients-src/cupy/tests
 log="$OUT/run.log"
 
+# the wheels of whichever of the three folders came (a CuPy-only call needs none of .whlc/ and .np23/)
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl .whlc/*.whl .np23/*.whl > "$log" 2>&1 || { echo "wheel install failed (run.log)"; tail -5 "$log"; exit 1; }
+    $(ls .whl/*.whl .whlc/*.whl .np23/*.whl 2>/dev/null) > "$log" 2>&1 || { echo "wheel install failed (run.log)"; tail -5 "$log"; exit 1; }
 export PYTHONPATH="$PWD:/tmp/site" PYTHONUNBUFFERED=1
 # the fake reports as many multiprocessors as it has block threads: 2, as on the GPU-less machine its committed
 # runs come from, so both machines' runs see the same device
@@ -57,19 +62,20 @@ for d in ("numba", "numba-cuda", "cuda-core", "cuda-bindings", "cuda-pathfinder"
 python3 -c 'from ironaccel import fakes; print(fakes.build(), fakes.toolchain())' >> "$log" 2>&1 \
     || { echo "the fake did not build"; tail -20 "$log"; exit 1; }
 
-suite() { # target workers client test-limit: one `ironaccel clients` run, in the background; the fake's through
-    # `fake run`.
+suite() { # target workers client test-limit shard: one `ironaccel clients` run, in the background; the fake's
+    # through `fake run`.
     # Each run has a results folder of its own (a results folder takes one run at a time); they are joined below.
     target=$1
+    folder="$OUT/$3--$(echo "$target" | tr / -)${5:+--shard$(echo "$5" | tr / -)}"
     set -- python3 -m ironaccel clients --client "$3" --target "$target" --workers "$2" --timeout "$LIMIT_S" \
-        --test-timeout "$4" \
-        --results "$OUT/$3--$(echo "$target" | tr / -)" --source "cuda-core=$checkout/cuda_core/tests" \
+        --test-timeout "$4" --shard "${5:-1/1}" \
+        --results "$folder" --source "cuda-core=$checkout/cuda_core/tests" \
         --source "cupy=$cupy_tests"
     if [ "$target" = cuda/fake ]; then set -- python3 -m ironaccel fake run -- "$@"; fi
     "$@" >> "$log" 2>&1 &
 }
 start=$(date +%s)
-# RUNS: "target:workers:client[:test-limit] ..." (default: every suite this machine has the tests of). Workers from the
+# RUNS: "target:workers:client[:test-limit[:K/N]] ..." (default: every suite this machine has the tests of). Workers from the
 # committed one-in-five runs, times 5 for the whole suite, over about 200 s each: numba-cuda about 790 s in one
 # process on either target, cuda.core 760 s on the H200 and 85 s on the fake
 runs=${RUNS:-"cuda/nvidia:4:numba-cuda cuda/fake:5:numba-cuda cuda/nvidia:5:cuda-core cuda/fake:2:cuda-core cuda/nvidia:2:cupy cuda/fake:4:cupy cuda/nvidia:0:pytorch cuda/fake:0:pytorch"}
@@ -80,7 +86,7 @@ for run in $runs; do
         cuda-core) [ -d "$checkout/cuda_core/tests" ] || continue ;;
         cupy) [ -d "$cupy_tests/cupy_tests" ] || continue ;;
     esac
-    suite "${run%%:*}" "$(echo "$run" | cut -d: -f2)" "$client" "${test_limit:-60}"
+    suite "${run%%:*}" "$(echo "$run" | cut -d: -f2)" "$client" "${test_limit:-60}" "$(echo "$run" | cut -d: -f5)"
 done
 wait
 echo "all: $(( $(date +%s) - start )) s" >> "$log"

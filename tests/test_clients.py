@@ -154,14 +154,14 @@ def test_sample_keeps_one_test_in_n_by_a_hash_of_its_id(pytester):
     record = pytester.path / "record.jsonl"
     pytester.runpytest_subprocess("-p", "ironaccel.cts.clients", f"--clients-record={record}", "--clients-sample=3")
     kept = sorted(clients.read_record(record))
-    assert kept == sorted(f"test_many.py::test_{i:02d}" for i in range(30) if clients.in_sample(f"test_many.py::test_{i:02d}", 3))
+    assert kept == sorted(f"test_many.py::test_{i:02d}" for i in range(30) if clients.Shard(1, 3).holds(f"test_many.py::test_{i:02d}"))
     assert 3 <= len(kept) <= 20  # a hash, neither all nor none
 
 
 def test_a_tests_place_in_the_sample_does_not_depend_on_the_others():
     ids = [f"t.py::test_{i}" for i in range(200)]
-    assert [t for t in ids if clients.in_sample(t, 5)] == [t for t in ids[::-1] if clients.in_sample(t, 5)][::-1]
-    assert 20 <= sum(clients.in_sample(t, 5) for t in ids) <= 60
+    assert [t for t in ids if clients.Shard(1, 5).holds(t)] == [t for t in ids[::-1] if clients.Shard(1, 5).holds(t)][::-1]
+    assert 20 <= sum(clients.Shard(1, 5).holds(t) for t in ids) <= 60
 
 
 def test_worst_phase_wins_and_a_cut_last_line_is_ignored(tmp_path):
@@ -361,6 +361,84 @@ def test_a_client_run_that_did_not_finish_or_ran_a_part_never_replaces_the_commi
     (kept,) = [p for p in run_folders(results) if not json.loads((p / "RUN.json").read_text())["promoted"]]
     assert json.loads((kept / "RUN.json").read_text())["not_promoted_because"]
     assert json.loads((kept / committed.name).read_text()) == doc  # kept as a record
+
+
+TOY_SUITE_OF_TEN = "\n".join(f"def test_{i}(): pass" for i in range(10))
+
+
+def toy_shards(tmp_path, monkeypatch, n):
+    """Each of the n shards of a ten-test suite, run into a results folder of its own (as on the H200's calls)."""
+    source = tmp_path / "ten"
+    source.mkdir()
+    (source / "test_ten.py").write_text(TOY_SUITE_OF_TEN)
+    toy = clients.Client("toy", "pytest", (clients.CUDASIM,))
+    return [clients.run_client(toy, clients.CUDASIM, tmp_path / f"shard{k}", source, 30, 120, workers="0",
+                               shard=clients.Shard(k, n)) for k in range(1, n + 1)]
+
+
+def test_shards_split_the_suite_by_a_hash_and_join_into_the_whole_suites_results_file(tmp_path, monkeypatch, capsys):
+    from ironaccel.cts.cli import main
+
+    shards = toy_shards(tmp_path, monkeypatch, 3)
+    assert [d["run"]["shard"] for d in shards] == ["1/3", "2/3", "3/3"]
+    assert all(d["counts"]["pass"] < 10 for d in shards) and sum(d["counts"]["pass"] for d in shards) == 10
+    files = [str(tmp_path / f"shard{k}" / "toy--numba-cudasim.json") for k in (3, 1, 2)]  # any order
+    results = tmp_path / "results"
+    assert main(["clients", "--join", *files, "--results", str(results)]) == 0
+    assert "3 shards joined: 10 pass" in capsys.readouterr().out
+    whole = json.loads((results / "toy--numba-cudasim.json").read_text())
+    assert sorted(whole["tests"]) == sorted(f"test_ten.py::test_{i}" for i in range(10))
+    assert whole["counts"]["pass"] == 10 and "shard" not in whole["run"] and not clients.is_partial(whole["run"])
+    assert [s["shard"] for s in whole["run"]["shards"]] == ["1/3", "2/3", "3/3"]
+    assert whole["run"]["seconds"] == pytest.approx(sum(d["run"]["seconds"] for d in shards), abs=0.2)
+    assert "3 shards joined" in clients_report._cell(whole)[-1]
+
+
+def test_a_shard_never_replaces_a_whole_runs_committed_file(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    toy_run(tmp_path, results, monkeypatch)
+    doc = toy_run(tmp_path, results, monkeypatch, shard=clients.Shard(1, 2))
+    assert clients.kept_because(doc, results / "toy--numba-cudasim.json").startswith("it ran part of the suite")
+
+
+def shard_doc(k, n, tests, **run):
+    d = doc("toy", clients.CUDASIM, {t: ("pass", "") for t in tests})
+    d["machine"] = {"cpus": 2}
+    d["run"].update(shard=f"{k}/{n}", workers="2", **run)
+    return d
+
+
+@pytest.mark.parametrize("case, error", [
+    ("missing", r"needs shards 1/2 to 2/2 once each, got 1/2"),
+    ("twice", r"needs shards 1/2 to 2/2 once each, got 1/2, 1/2"),
+    ("unfinished", r"shard 2/2 did not finish: stopped at the total limit of 600 s"),
+    ("other machine", r"shard 2/2's machine is not shard 1/2's"),
+    ("other settings", r"shard 2/2's test_timeout_s is not shard 1/2's"),
+    ("stray test", r"t::b is in the file of shard 2/2, but not of that shard"),
+    ("whole", r"toy on numba/cudasim is a whole run, not a shard"),
+])
+def test_join_refuses_anything_but_each_shard_once_finished_on_one_machine_with_its_own_tests(case, error):
+    ids = [f"t::{c}" for c in "abcdefgh"]
+    one, two = ([t for t in ids if clients.Shard(k, 2).holds(t)] for k in (1, 2))
+    assert one and two
+    docs = [shard_doc(1, 2, one), shard_doc(2, 2, two)]
+    if case == "missing":
+        docs.pop()
+    elif case == "twice":
+        docs[1] = shard_doc(1, 2, one)
+    elif case == "unfinished":
+        docs[1]["run"]["status"] = "stopped at the total limit of 600 s"
+    elif case == "other machine":
+        docs[1]["machine"] = {"cpus": 16}
+    elif case == "other settings":
+        docs[1]["run"]["test_timeout_s"] = 300
+    elif case == "stray test":
+        docs[1]["tests"][one[0]] = {"outcome": "pass", "message": ""}
+        error = error.replace("t::b", one[0])
+    else:
+        del docs[0]["run"]["shard"]
+    with pytest.raises(clients.ClientError, match=re.escape(error) if case != "stray test" else error):
+        clients.join_shards(docs)
 
 
 def test_a_client_run_into_a_folder_another_run_holds_is_refused_and_writes_nothing(tmp_path, monkeypatch, capsys):

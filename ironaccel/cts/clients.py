@@ -3,7 +3,10 @@
 Our conformance suite proves what we thought of; a client suite (numba-cuda's, cuda.core's, cuda.bindings',
 CuPy's) proves what real code needs. Each (client, target) runs the whole suite with pytest in its own child process,
 spread over pytest-xdist workers (``-n auto``, as a CUDA project's CI runs it), with a per-test and a total
-time limit; ``--sample N`` runs one test in N, for a quick look, never the headline figure. This module is also the pytest plugin of that child (``-p ironaccel.cts.clients``): it
+time limit; ``--sample N`` runs one test in N, for a quick look, never the headline figure; ``--shard K/N`` runs
+the K-th of N parts of the suite, and ``--join`` joins the N parts' results files into the whole suite's (a suite too
+long for one machine's time limit, run in parts: issue 26's CuPy selection on the fake, in 10-minute device calls).
+This module is also the pytest plugin of that child (``-p ironaccel.cts.clients``): it
 records every test's outcome to a JSON-lines file as the run goes, so a run killed at its time limit still
 leaves the outcomes it reached, and it provides the little harness numba-cuda's repository-only conftest
 gives its suite (the wheel ships the tests, not the conftest).
@@ -16,6 +19,7 @@ when it finished with tests reported (``kept_because``).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -159,6 +163,32 @@ def results_path(results: Path, client: str, target: str) -> Path:
     return results / f"{client}--{target.replace('/', '-')}.json"
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Part ``k`` of ``n`` of a suite, chosen by a crc32 of each test's id: the same test is in the same part
+    whichever other tests a target collects (by position, numba's simulator and the fake shared only 64 of ~400
+    sampled tests). A ``--sample N`` is part 1 of N."""
+
+    k: int
+    n: int
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        k, sep, n = text.partition("/")
+        if not (sep and k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+            raise ValueError(f"a shard is K/N with 1 <= K <= N, not {text!r}")
+        return cls(int(k), int(n))
+
+    def holds(self, test_id: str) -> bool:
+        return zlib.crc32(test_id.encode()) % self.n == self.k - 1
+
+    def __str__(self) -> str:
+        return f"{self.k}/{self.n}"
+
+
+WHOLE = Shard(1, 1)
+
+
 # -- the child process ------------------------------------------------------------------------------------
 
 #: where a CUDA toolkit is by convention; suites find its headers only through CUDA_HOME or CUDA_PATH
@@ -187,7 +217,7 @@ def child_env(target: str, test_timeout_s: float, client: Client | None = None) 
 
 
 def child_command(client: Client, source: Path | None, record: Path, ini: Path, test_timeout_s: float,
-                   sample: int, select: str, workers: str = WORKERS) -> list[str]:
+                   sample: int, select: str, workers: str = WORKERS, shard: Shard = WHOLE) -> list[str]:
     """The child's pytest command. A fetched suite's rootdir is its own tests folder: with the ini's folder as
     rootdir, conftest files outside it applied to every test (cuda-bindings' cudla/conftest.py replaced the
     ``ctx`` fixture of all its tests with one that makes no context)."""
@@ -199,6 +229,8 @@ def child_command(client: Client, source: Path | None, record: Path, ini: Path, 
         cmd += ["-n", workers, "-p", "ironaccel.cts.client_timeouts", f"--max-worker-restart={MAX_WORKER_RESTARTS}"]
     if sample > 1:
         cmd.append(f"--clients-sample={sample}")
+    if shard != WHOLE:
+        cmd.append(f"--clients-shard={shard}")
     if select:
         cmd += ["-k", select]
     if client.pyargs:
@@ -210,8 +242,8 @@ def child_command(client: Client, source: Path | None, record: Path, ini: Path, 
 
 def run_client(client: Client, target: str, results: Path, source: Path | None = None,
                test_timeout_s: float = TEST_TIMEOUT_S, total_timeout_s: float = TOTAL_TIMEOUT_S,
-               sample: int = 1, select: str = "", workers: str = WORKERS) -> dict:
-    """Runs one client's suite on one target in a child process and writes its results file."""
+               sample: int = 1, select: str = "", workers: str = WORKERS, shard: Shard = WHOLE) -> dict:
+    """Runs one client's suite (or one shard of it) on one target in a child process and writes its results file."""
     if target not in client.targets:
         raise ClientError(f"{client.name} does not run on {target} (its targets: {', '.join(client.targets)})")
     if not client.pyargs and (source is None or not source.is_dir()):
@@ -221,7 +253,7 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
         folder = runs.new_run_folder(results, f"{client.name}--{target}")
         committed = results_path(results, client.name, target)
         try:
-            doc = _run_child(client, target, source, test_timeout_s, total_timeout_s, sample, select, workers)
+            doc = _run_child(client, target, source, test_timeout_s, total_timeout_s, sample, select, workers, shard)
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM (``runs.interrupts``): the child is stopped; recorded, kept
             _settle(folder, committed, None, "interrupted (Ctrl-C or SIGTERM) before the run ended")
             raise
@@ -231,7 +263,7 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
 
 def kept_because(doc: dict, committed: Path) -> str:
     """"" when the run ``doc`` may replace the results file ``committed``, else why not: it did not finish, it
-    reported no test, or it ran part of the suite (``--sample``, ``-k``) and ``committed`` holds the whole."""
+    reported no test, or it ran part of the suite (``--sample``, ``-k``, ``--shard``) and ``committed`` holds the whole."""
     if doc["run"]["status"] != "finished":
         return f"the run ended: {doc['run']['status']}"
     if not doc["tests"]:
@@ -240,10 +272,65 @@ def kept_because(doc: dict, committed: Path) -> str:
         old = json.loads(committed.read_text())["run"]
     except (OSError, ValueError, KeyError, TypeError):  # none, or not a results file: no evidence to keep
         return ""
-    partial = doc["run"]["sample"] > 1 or bool(doc["run"]["select"])
-    if partial and old.get("sample", 1) == 1 and not old.get("select"):
+    if is_partial(doc["run"]) and not is_partial(old):
         return f"it ran part of the suite and {committed.name} holds a whole-suite run"
     return ""
+
+
+#: what every shard of a joined run must share: the results file's fields, then its run's
+SHARED_FIELDS = ("client", "version", "target", "source", "machine")
+SHARED_RUN = ("sample", "workers", "select", "test_timeout_s", "total_timeout_s")
+
+
+def join_shards(docs: list[dict]) -> dict:
+    """The whole suite's results document from the results documents of its N shards (``--shard K/N``): each
+    shard once, each finished, all of one client, version, target, tests commit, machine and settings, each test
+    in the shard its id hashes to. Its seconds are the shards' sum (the machine time the suite took)."""
+    if not docs:
+        raise ClientError("--join: no results files")
+    shards = []
+    for doc in docs:
+        shard = Shard.parse(doc["run"].get("shard", str(WHOLE)))
+        if shard.n == 1:
+            raise ClientError(f"--join: {doc['client']} on {doc['target']} is a whole run, not a shard")
+        if doc["run"]["status"] != "finished":
+            raise ClientError(f"--join: shard {shard} did not finish: {doc['run']['status']}")
+        for field in SHARED_FIELDS:
+            if doc[field] != docs[0][field]:
+                raise ClientError(f"--join: shard {shard}'s {field} is not shard {docs[0]['run']['shard']}'s")
+        for field in SHARED_RUN:
+            if doc["run"][field] != docs[0]["run"][field]:
+                raise ClientError(f"--join: shard {shard}'s {field} is not shard {docs[0]['run']['shard']}'s")
+        stray = next((t for t in doc["tests"] if not shard.holds(t)), None)
+        if stray is not None:
+            raise ClientError(f"--join: {stray} is in the file of shard {shard}, but not of that shard")
+        shards.append(shard)
+    n = shards[0].n
+    if sorted(shards, key=lambda s: (s.n, s.k)) != [Shard(k, n) for k in range(1, n + 1)]:
+        raise ClientError(f"--join: needs shards 1/{n} to {n}/{n} once each, got {', '.join(map(str, shards))}")
+    tests = dict(sorted(t for doc in docs for t in doc["tests"].items()))
+    first = docs[0]
+    run = {field: first["run"][field] for field in SHARED_RUN}
+    run.update(status="finished", output_tail="", seconds=round(sum(d["run"]["seconds"] for d in docs), 1),
+               shards=[{"shard": str(s), "seconds": d["run"]["seconds"]} for s, d in
+                       sorted(zip(shards, docs), key=lambda p: p[0].k)])
+    return {**{field: first[field] for field in SHARED_FIELDS}, "run": run, "counts": counts(tests), "tests": tests}
+
+
+def join_files(files: list[Path], results: Path) -> dict:
+    """``--join``: the shards' results files joined into the whole suite's, written to ``results`` as a run
+    of its own would be (a run folder, then promoted)."""
+    doc = join_shards([json.loads(f.read_text()) for f in files])
+    with runs.lock(results):
+        folder = runs.new_run_folder(results, f"{doc['client']}--{doc['target']}")
+        committed = results_path(results, doc["client"], doc["target"])
+        _settle(folder, committed, doc, kept_because(doc, committed))
+    return doc
+
+
+def is_partial(run: dict) -> bool:
+    """Whether a results file's ``run`` covers part of the suite only (a sample, a -k selection, a shard)."""
+    return run.get("sample", 1) > 1 or bool(run.get("select")) or run.get("shard", str(WHOLE)) != str(WHOLE)
 
 
 def _settle(folder: Path, committed: Path, doc: dict | None, why: str) -> None:
@@ -258,13 +345,13 @@ def _settle(folder: Path, committed: Path, doc: dict | None, why: str) -> None:
 
 
 def _run_child(client: Client, target: str, source: Path | None, test_timeout_s: float, total_timeout_s: float,
-               sample: int, select: str, workers: str) -> dict:
+               sample: int, select: str, workers: str, shard: Shard) -> dict:
     """The client's suite on ``target`` in a child process: its results document."""
     with tempfile.TemporaryDirectory(prefix="ironaccel-clients-") as tmp:
         ini, record = Path(tmp) / "pytest.ini", Path(tmp) / "record.jsonl"
         # An empty ini of our own: neither ironaccel's pytest settings nor the client's checkout's apply.
         ini.write_text("[pytest]\n" + client.ini)
-        cmd = child_command(client, source, record, ini, test_timeout_s, sample, select, workers)
+        cmd = child_command(client, source, record, ini, test_timeout_s, sample, select, workers, shard)
         env = child_env(target, test_timeout_s, client)
         machine = client_machine.record(env, target == FAKE, client.optional)  # as the run starts
         start = time.monotonic()
@@ -283,7 +370,7 @@ def _run_child(client: Client, target: str, source: Path | None, test_timeout_s:
             "client": client.name, "version": version_of(client.distribution), "target": target,
             "source": {"path": str(source or client.pyargs), "commit": source_commit(source)},
             "run": {"status": status, "seconds": round(time.monotonic() - start, 1), "sample": sample,
-                    "workers": workers,
+                    "workers": workers, **({"shard": str(shard)} if shard != WHOLE else {}),
                     "select": select, "test_timeout_s": test_timeout_s, "total_timeout_s": total_timeout_s,
                     "output_tail": "" if tests else tail},
             "machine": machine,
@@ -335,22 +422,17 @@ def pytest_addoption(parser):
     group = parser.getgroup("ironaccel-clients")
     group.addoption("--clients-record", default="", help="append each test phase's outcome to this JSON-lines file")
     group.addoption("--clients-sample", type=int, default=1, help="run one test in N (by a hash of its id)")
+    group.addoption("--clients-shard", type=Shard.parse, default=WHOLE, help="run shard K of N (by a hash of test ids)")
     # numba-cuda's suite reads this option (in its repository's conftest, not in the wheel)
     group.addoption("--dump-failed-filechecks", action="store_true", help="numba-cuda: dump failed FileCheck inputs")
 
 
 def pytest_collection_modifyitems(config, items):
-    n = config.getoption("clients_sample")
-    if n > 1:
-        keep = {item.nodeid for item in items if in_sample(item.nodeid, n)}
+    parts = [Shard(1, config.getoption("clients_sample")), config.getoption("clients_shard")]
+    keep = {item.nodeid for item in items if all(p.holds(item.nodeid) for p in parts)}
+    if len(keep) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i.nodeid not in keep])
         items[:] = [i for i in items if i.nodeid in keep]
-
-
-def in_sample(test_id: str, n: int) -> bool:
-    """One test in ``n``, chosen by a hash of its id: the same test is in the sample whichever other tests a
-    target collects (by position, numba's simulator and the fake shared only 64 of ~400 sampled tests)."""
-    return zlib.crc32(test_id.encode()) % n == 0
 
 
 @pytest.fixture(scope="class")
@@ -445,6 +527,16 @@ def command(args) -> int:
         from .clients_report import report
 
         return report(results, Path(args.output), check=args.check)
+    if args.join:
+        try:
+            doc = join_files([Path(f) for f in args.join], results)
+        except (ClientError, runs.Busy) as exc:
+            print(f"ironaccel clients: {exc}", file=sys.stderr)
+            return 2
+        c = doc["counts"]
+        print(f"{doc['client']} on {doc['target']}: {len(doc['run']['shards'])} shards joined: {c['pass']} pass, "
+              f"{c['fail']} fail, {c['error']} error, {c['skip']} skip ({doc['run']['seconds']:g} s in all)")
+        return 0
     names = args.client or list(CLIENTS)
     targets = args.target or [FAKE]
     plan = []
@@ -465,7 +557,7 @@ def command(args) -> int:
         try:
             with runs.interrupts():
                 doc = run_client(client, target, results, Path(source) if source else None, args.test_timeout,
-                                 args.timeout, args.sample, args.select, args.workers)
+                                 args.timeout, args.sample, args.select, args.workers, args.shard)
         except ClientError as exc:
             print(f"ironaccel clients: {exc}", file=sys.stderr)
             code = 2
@@ -492,6 +584,13 @@ def _source_arg(text: str) -> tuple[str, str]:
     return name, path
 
 
+def _shard_arg(text: str) -> Shard:
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def add_arguments(p) -> None:
     p.add_argument("--client", action="append", metavar="NAME", help=f"a client (repeatable; default all: {', '.join(CLIENTS)})")
     p.add_argument("--target", action="append", metavar="T", help=f"{', '.join(TARGETS)} (repeatable; default {FAKE})")
@@ -504,6 +603,10 @@ def add_arguments(p) -> None:
                    f"{WORKERS}: one per CPU, as a project's CI runs its suite); 0: one process, no xdist")
     p.add_argument("--sample", type=int, default=1, metavar="N", help="run one test in N only (by a hash of its id): "
                    "a quick look, not a whole-suite figure")
+    p.add_argument("--shard", type=_shard_arg, default=WHOLE, metavar="K/N", help="run part K of N of the suite "
+                   "(by a hash of each test's id), to be joined with the other parts by --join")
+    p.add_argument("--join", nargs="+", metavar="FILE", help="join the results files of a suite's N shards into "
+                   "the whole suite's results file in --results; run nothing")
     p.add_argument("-k", dest="select", default="", metavar="EXPR", help="pytest -k selection")
     p.add_argument("--report", action="store_true", help="regenerate CLIENTS.md from the results files; run nothing")
     p.add_argument("--output", default="CLIENTS.md", metavar="FILE", help="with --report: the file (default CLIENTS.md)")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from . import client_machine, tables
-from .clients import CLIENTS, CUDASIM, FAKE, NVIDIA, OUTCOMES
+from .clients import CLIENTS, CUDASIM, FAKE, NVIDIA, OUTCOMES, is_partial
 from .runs import RUNS
 
 
@@ -50,6 +50,10 @@ def _cell(doc: dict | None) -> list[str]:
         notes.append(f"tests of {doc['source']['commit'][:12]}")
     if run["sample"] > 1:
         notes.append(f"1 test in {run['sample']}, by a hash of its id")
+    if "shard" in run:
+        notes.append(f"shard {run['shard']} only")
+    if "shards" in run:
+        notes.append(f"{len(run['shards'])} shards joined, each a run of its own; seconds summed")
     if "workers" in run:  # results from before xdist runs do not say
         notes.append("one process" if run["workers"] == "0" else f"xdist -n {run['workers']}")
     if run["select"]:
@@ -106,7 +110,7 @@ def comparisons(by: dict) -> list[dict]:
             passed = ends.count("pass")
             share = passed / len(both) if both else 0.0
             goal = ""
-            if fake["run"]["sample"] > 1 or better["run"]["sample"] > 1:
+            if is_partial(fake["run"]) or is_partial(better["run"]):
                 goal = "a sample: not a whole-suite figure"
             elif other == NVIDIA and client.fake_goal:
                 goal = f">= {client.fake_goal:.0%}: {'met' if share >= client.fake_goal else 'MISSED'}"
