@@ -297,6 +297,14 @@ def threads_over_the_limit_in_3d(lim: ia.Limits) -> tuple[int, int, int]:
     return (x, y, 2)
 
 
+def threads_over_the_limit_on_every_axis(lim: ia.Limits) -> tuple[int, int, int]:
+    """A block of at least 2 threads on every axis, each within its limit, whose threads are more than the device
+    takes: a count that divides by an axis where it should multiply (x // y * z) accepts it."""
+    x = min(lim.max_block[0], lim.max_threads_per_block)
+    y = min(lim.max_block[1], max(2, ceil_div(lim.max_threads_per_block + 1, 2 * x)))
+    return (x, y, 2)
+
+
 @pytest.mark.clause("KERNEL-11", "ERR-1", "ERR-2")
 def test_bad_launches(device, stream, kernels):
     k = kernels("fill_u32")
@@ -311,6 +319,8 @@ def test_bad_launches(device, stream, kernels):
             "huge block": dict(grid=1, block=lim.max_threads_per_block + 1, args=(out, np.uint32(1), np.uint32(16))),
             "huge 3-d block": dict(grid=1, block=threads_over_the_limit_in_3d(lim),
                                    args=(out, np.uint32(1), np.uint32(16))),
+            "huge block of 2 or more on every axis": dict(grid=1, block=threads_over_the_limit_on_every_axis(lim),
+                                                          args=(out, np.uint32(1), np.uint32(16))),
             "huge grid": dict(grid=lim.max_grid[0] + 1, block=1, args=(out, np.uint32(1), np.uint32(16))),
             "too few args": dict(grid=1, block=16, args=(out,)),
             "not a buffer": dict(grid=1, block=16, args=(np.zeros(4), np.uint32(1), np.uint32(16))),
@@ -438,6 +448,7 @@ def test_prepared_plans_check_limits_devices_and_arguments(device, stream, kerne
         over = {
             "threads per block": (1, lim.max_threads_per_block + 1),
             "threads per 3-d block": (1, threads_over_the_limit_in_3d(lim)),
+            "threads per block of 2 or more on every axis": (1, threads_over_the_limit_on_every_axis(lim)),
             **{f"grid axis {'xyz'[a]}": (tuple(lim.max_grid[i] + (i == a) for i in range(3)), 1) for a in range(3)},
             **{f"block axis {'xyz'[a]}": (1, tuple(lim.max_block[i] + 1 if i == a else 1 for i in range(3)))
                for a in range(3)},
