@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,39 @@ def test_every_language_rejects_broken_code_with_its_log(device, kernels, kernel
         assert err.lang == lang, f"{lang}: a CompileError for {err.lang!r}: {err}"
         assert err.log.strip(), f"{lang}: the compiler's log is empty"
         assert err.op in str(err), f"{lang}: {err}"
+    assert_device_works(device, kernels)
+
+
+#: PTX whose one error (an undeclared register) is on line 12, after a line comment and a block comment over
+#: three lines: only a reader that counts every newline (in comments too) names that line.
+PTX_ERROR_ON_LINE_12 = """.version 7.0
+.target sm_70
+.address_size 64
+// a line comment
+/* a block comment
+   over
+   three lines */
+.visible .entry misnamed(.param .u64 misnamed_param_0)
+{
+    .reg .b32 %r<2>;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r1, %undefined_thing;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-96", "ERR-2")
+def test_a_ptx_compile_error_names_its_line(device, kernels, require):
+    """ptxas writes ``ptxas application ptx input, line 12; error : ...``: the line is how the user finds the
+    mistake in PTX they generated or wrote."""
+    require("lang.ptx")
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(PTX_ERROR_ON_LINE_12, "ptx")
+    err = info.value
+    assert err.lang == "ptx" and err.log.strip(), err
+    lines = [int(n) for n in re.findall(r"\bline (-?\d+)", err.log)]
+    assert lines and set(lines) == {12}, f"the log names lines {lines}, not line 12 alone: {err.log!r}"
     assert_device_works(device, kernels)
 
 
