@@ -234,7 +234,8 @@ static int max_block_threads(const PtxFunction *pf) {
 /* NUM_REGS: the function's registers, at most 255 and at most what .maxnreg or CU_JIT_MAX_REGISTERS allow
  * (ptxas spills the rest; the interpreter needs no spilling, so only the figure is bounded). */
 static int registers_per_thread(const PtxModule *p, const PtxFunction *pf) {
-    uint32_t n = pf->nslots > SP_COUNT + 255 ? 255 : pf->nslots - pf->nconsts;
+    uint32_t n = pf->nslots - pf->nconsts; /* the specials and the declared registers */
+    if (n > 255) n = 255;
     if (pf->maxnreg && n > pf->maxnreg) n = pf->maxnreg;
     if (p->max_registers && n > p->max_registers) n = p->max_registers;
     return (int)n;
