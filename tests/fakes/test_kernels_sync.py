@@ -372,6 +372,18 @@ def test_cooperative_launch_gives_the_cpp_grid_sync_its_workspace(cuda):
         cuda.ok(d.cuGraphLaunch(exe, s))
         cuda.ok(d.cuStreamSynchronize(s))
         _cg_check(cuda, bufs, n)
+    nodes, count = cuda.ok(d.cuGraphGetNodes(graph, 1))
+    bufs, (ptrs, boxes) = _cg_buffers(cuda, n)  # new arguments: the node stays cooperative
+    p = d.CUDA_KERNEL_NODE_PARAMS()
+    p.func = f
+    p.gridDimX, p.gridDimY, p.gridDimZ = n, 1, 1
+    p.blockDimX, p.blockDimY, p.blockDimZ = 64, 1, 1
+    p.sharedMemBytes = 0
+    p.kernelParams = ptrs.ctypes.data
+    cuda.ok(d.cuGraphExecKernelNodeSetParams(exe, nodes[0], p))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    _cg_check(cuda, bufs, n)
     cuda.ok(d.cuGraphExecDestroy(exe))
     cuda.ok(d.cuGraphDestroy(graph))
     cuda.ok(d.cuStreamDestroy(s))
