@@ -283,7 +283,7 @@ enum Special {
     SP_TRUE, SP_TID_X, SP_TID_Y, SP_TID_Z, SP_NTID_X, SP_NTID_Y, SP_NTID_Z, SP_CTAID_X, SP_CTAID_Y, SP_CTAID_Z,
     SP_NCTAID_X, SP_NCTAID_Y, SP_NCTAID_Z, SP_LANEID, SP_WARPID, SP_NWARPID, SP_SMID, SP_NSMID, SP_GRIDID,
     SP_LANEMASK_EQ, SP_LANEMASK_LT, SP_LANEMASK_LE, SP_LANEMASK_GT, SP_LANEMASK_GE, SP_CLOCK, SP_DYN_SMEM,
-    SP_TOTAL_SMEM, SP_SINK, SP_ZERO, SP_COUNT
+    SP_TOTAL_SMEM, SP_ENVREG_HI, SP_ENVREG_LO, SP_ENVREG_NONE, SP_SINK, SP_ZERO, SP_COUNT
 };
 
 typedef struct Inst {
@@ -406,6 +406,8 @@ typedef struct LaunchSpec {
     unsigned shared_bytes;
     uint8_t *params;
     uint32_t param_bytes;
+    int cooperative; /* cuLaunchCooperativeKernel, or cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE: every
+                      * block at once, and a grid workspace in %envreg1:%envreg2 (the C++ header's grid.sync()) */
 } LaunchSpec;
 
 /* Host memory a worker of the interpreter holds to run blocks of n threads of a kernel (registers, frames, local

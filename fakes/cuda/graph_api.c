@@ -358,6 +358,7 @@ API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *
     if (n->op.kind != OPK_KERNEL) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op;
     TRY(kernel_node_op(params, &op));
+    op.u.kernel.cooperative = n->op.u.kernel.cooperative; /* an attribute of the node, not of its parameters */
     graph_node_set_op(n, &op);
     free(op.u.kernel.params);
     return CUDA_SUCCESS;
@@ -650,6 +651,7 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(void *hExec, void *hNode, const K
     if (n->op.kind != OPK_KERNEL) return CUDA_ERROR_INVALID_VALUE;
     StreamOp op;
     TRY(kernel_node_op(params, &op));
+    op.u.kernel.cooperative = n->op.u.kernel.cooperative; /* an attribute of the node, not of its parameters */
     graph_node_set_op(n, &op);
     free(op.u.kernel.params);
     return CUDA_SUCCESS;

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <fenv.h>
 #include <math.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,7 @@ typedef struct Exec {
     unsigned fault_linear; /* the faulting thread's index in its block */
     Watchdog *watch;
     GridBarrier *grid_sync; /* NULL unless the module calls cudaCGSynchronize */
+    uint64_t workspace;     /* a cooperative launch's grid workspace (%envreg1:%envreg2), else 0 */
     uint32_t watch_countdown;
     uint64_t watch_reported; /* steps already added to watch->executed */
     int watch_cause;
@@ -208,6 +210,8 @@ static int watchdog_expired(Exec *X, uint64_t pending_steps) {
     Watchdog *W = X->watch;
     X->watch_countdown = WATCH_INTERVAL;
     if (*W->stop) return X->watch_cause = WATCH_STOP;
+    /* every block of a cooperative launch has a worker: one spinning at grid.sync() lets the others arrive */
+    if (X->workspace) sched_yield();
     uint64_t mine = X->steps + pending_steps;
     uint64_t total = __atomic_add_fetch(&W->executed, mine - X->watch_reported, __ATOMIC_RELAXED);
     X->watch_reported = mine;
@@ -232,6 +236,7 @@ typedef struct Grid {
     int nranges;
     uint64_t nblocks, next;
     volatile int stop;
+    uint64_t workspace; /* a cooperative launch's grid workspace: {u32 size; u32 barrier}, zeroed */
     Watchdog watch;
     GridBarrier grid_sync;
     pthread_mutex_t mu;
@@ -270,6 +275,7 @@ static void *grid_worker(void *arg) {
     X.spec = S, X.m = G->m, X.kernel = G->kernel, X.ranges = G->ranges, X.nranges = G->nranges, X.ctx = G->ctx;
     X.watch = &G->watch;
     X.grid_sync = G->m->uses_grid_sync ? &G->grid_sync : NULL;
+    X.workspace = G->workspace;
     X.watch_countdown = WATCH_INTERVAL;
     X.shared_size = (G->kernel->shared_static + S->shared_bytes + SHARED_ALLOCATION_UNIT - 1)
                     & ~(uint64_t)(SHARED_ALLOCATION_UNIT - 1);
@@ -358,8 +364,11 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
     Grid G = {0};
     G.spec = spec, G.m = m, G.kernel = &m->funcs[spec->fn->index], G.ctx = ctx;
     G.nblocks = (uint64_t)spec->grid[0] * spec->grid[1] * spec->grid[2];
-    /* a grid that synchronizes must fit on the device at once: 32 blocks on each multiprocessor at most */
-    if (m->uses_grid_sync && G.nblocks > (uint64_t)g_block_threads * 32) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    /* a grid that synchronizes (cudaCGSynchronize, or a cooperative launch, whose blocks may synchronize through
+     * the grid workspace as cooperative_groups' grid.sync() does) must fit on the device at once: 32 blocks on
+     * each multiprocessor at most */
+    int all_at_once = m->uses_grid_sync || spec->cooperative;
+    if (all_at_once && G.nblocks > (uint64_t)g_block_threads * 32) return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     if (m->uses_device_heap) {
         CUresult rc = device_heap_ready(ctx, context_limit(ctx, 2)); /* CU_LIMIT_MALLOC_HEAP_SIZE */
         if (rc != CUDA_SUCCESS) return rc;
@@ -368,6 +377,11 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
      * threads of a kernel its compiler emptied, which the H200 finishes at once and block by block took minutes */
     int op = m->code[G.kernel->entry_pc].op;
     if (op == OP_RET || op == OP_EXIT) return CUDA_SUCCESS;
+    if (spec->cooperative) { /* device memory of its own, live (so memcheck accepts it) for the launch only */
+        CUresult rc = mem_alloc(ctx, 8, A_DEVICE, &G.workspace);
+        if (rc != CUDA_SUCCESS) return rc;
+        memset((void *)(uintptr_t)G.workspace, 0, 8);
+    }
     G.ranges = mem_snapshot(&G.nranges);
     pthread_mutex_init(&G.print.mu, NULL);
     G.print.limit = context_limit(ctx, 1); /* CU_LIMIT_PRINTF_FIFO_SIZE */
@@ -376,7 +390,7 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
     if (G.watch.seconds > 0) G.watch.deadline_ns = now_ns() + (uint64_t)(G.watch.seconds * 1e9);
     pthread_mutex_init(&G.mu, NULL);
     /* a grid that synchronizes has every block running at once (what a cooperative launch guarantees) */
-    uint64_t helpers = m->uses_grid_sync ? G.nblocks - 1 : (uint64_t)g_block_threads - 1;
+    uint64_t helpers = all_at_once ? G.nblocks - 1 : (uint64_t)g_block_threads - 1;
     if (helpers > G.nblocks - 1) helpers = G.nblocks - 1;
     pthread_mutex_init(&G.grid_sync.mu, NULL);
     pthread_cond_init(&G.grid_sync.cv, NULL);
@@ -384,7 +398,7 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
     pthread_t local_tids[64], *tids = helpers <= 64 ? local_tids : malloc(helpers * sizeof *tids);
     uint64_t started = 0;
     while (tids && started < helpers && !pthread_create(&tids[started], NULL, grid_worker, &G)) started++;
-    if (started < helpers && m->uses_grid_sync) { /* fewer workers than blocks would wait at the barrier forever */
+    if (started < helpers && all_at_once) { /* fewer workers than blocks would wait at the barrier forever */
         pthread_mutex_lock(&G.mu);
         G.has_failure = 1, G.failed.fault = CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE, G.stop = 1;
         pthread_mutex_unlock(&G.mu);
@@ -397,6 +411,7 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
     pthread_cond_destroy(&G.grid_sync.cv);
     pthread_mutex_destroy(&G.grid_sync.mu);
     free(G.ranges);
+    if (G.workspace) mem_free(G.workspace, 1 << A_DEVICE);
     pthread_mutex_destroy(&G.mu);
     if (G.print.len) { /* the host sees a launch's printf output once the launch is done */
         fwrite(G.print.text, 1, G.print.len, stdout);

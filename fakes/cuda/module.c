@@ -514,13 +514,24 @@ CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3],
     return CUDA_SUCCESS;
 }
 
+static int blocks_per_sm(Function *f, int block_size, size_t dynamic_shared);
+
+/* cooperative: the launch's blocks all run at once and it has a grid workspace (LaunchSpec.cooperative), kept
+ * by a stream capture's node so that the graph launches it so again. */
 static CUresult launch(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared,
-                       void *hStream, void **params, void **extra) {
+                       void *hStream, void **params, void **extra, int cooperative) {
     NEED_CONTEXT(c);
     Stream *s;
     StreamOp op;
     TRY(stream_resolve(hStream, c, &s));
     TRY(kernel_op(hfunc, grid, block, shared, params, extra, &op));
+    op.u.kernel.cooperative = cooperative;
+    /* every block must be resident at once: no more than the occupancy calculator gives (as on hardware) */
+    uint64_t nblocks = (uint64_t)grid[0] * grid[1] * grid[2], threads = (uint64_t)block[0] * block[1] * block[2];
+    if (cooperative && nblocks > (uint64_t)g_block_threads * blocks_per_sm(op.u.kernel.fn, (int)threads, shared)) {
+        free(op.u.kernel.params);
+        return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
+    }
     if (!s->capture) return queue_launch(s, op.u.kernel);
     CUresult rc = stream_capture(s, &op);
     free(op.u.kernel.params);
@@ -531,14 +542,14 @@ API CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsi
                             unsigned shared, void *hStream, void **params, void **extra) {
     ENTER(cuLaunchKernel);
     unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-    return launch(f, grid, block, shared, hStream, params, extra);
+    return launch(f, grid, block, shared, hStream, params, extra, 0);
 }
 
 API CUresult cuLaunchCooperativeKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                        unsigned bz, unsigned shared, void *hStream, void **params) {
     ENTER(cuLaunchCooperativeKernel);
     unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
-    return launch(f, grid, block, shared, hStream, params, NULL);
+    return launch(f, grid, block, shared, hStream, params, NULL, 1);
 }
 
 typedef struct LaunchAttribute {
@@ -557,6 +568,7 @@ typedef struct LaunchConfig {
     unsigned nattrs;
 } LaunchConfig;
 
+#define CU_LAUNCH_ATTRIBUTE_COOPERATIVE 2
 #define CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION 4
 
 /* Blocks in a cluster the config asks for (1 when it asks for none). */
@@ -577,7 +589,11 @@ API CUresult cuLaunchKernelEx(const LaunchConfig *config, void *f, void **params
         fake_log("cuLaunchKernelEx: thread block clusters are not implemented");
         return CUDA_ERROR_NOT_SUPPORTED;
     }
-    return launch(f, config->grid, config->block, config->shared, config->stream, params, extra);
+    int cooperative = 0; /* the attribute's value is an int; the last one given counts */
+    for (unsigned i = 0; i < config->nattrs; i++)
+        if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_COOPERATIVE)
+            cooperative = *(const int *)config->attrs[i].value.bytes != 0;
+    return launch(f, config->grid, config->block, config->shared, config->stream, params, extra, cooperative);
 }
 
 /* ---- occupancy: 2048 threads and 32 blocks per multiprocessor, shared memory per SM ---- */

@@ -110,6 +110,19 @@ const SpecialRegister SPECIALS[] = {
     {"%lanemask_lt", SP_LANEMASK_LT}, {"%lanemask_le", SP_LANEMASK_LE}, {"%lanemask_gt", SP_LANEMASK_GT},
     {"%lanemask_ge", SP_LANEMASK_GE}, {"%clock", SP_CLOCK}, {"%clock64", SP_CLOCK},
     {"%globaltimer", SP_CLOCK}, {"%dynamic_smem_size", SP_DYN_SMEM}, {"%total_smem_size", SP_TOTAL_SMEM},
+    /* the driver's environment registers: %envreg1:%envreg2 the grid workspace of a cooperative launch (what
+     * cooperative_groups' grid.sync() counts arrivals in), 0 otherwise; the others read 0 */
+    {"%envreg0", SP_ENVREG_NONE}, {"%envreg1", SP_ENVREG_HI}, {"%envreg2", SP_ENVREG_LO},
+    {"%envreg3", SP_ENVREG_NONE}, {"%envreg4", SP_ENVREG_NONE}, {"%envreg5", SP_ENVREG_NONE},
+    {"%envreg6", SP_ENVREG_NONE}, {"%envreg7", SP_ENVREG_NONE}, {"%envreg8", SP_ENVREG_NONE},
+    {"%envreg9", SP_ENVREG_NONE}, {"%envreg10", SP_ENVREG_NONE}, {"%envreg11", SP_ENVREG_NONE},
+    {"%envreg12", SP_ENVREG_NONE}, {"%envreg13", SP_ENVREG_NONE}, {"%envreg14", SP_ENVREG_NONE},
+    {"%envreg15", SP_ENVREG_NONE}, {"%envreg16", SP_ENVREG_NONE}, {"%envreg17", SP_ENVREG_NONE},
+    {"%envreg18", SP_ENVREG_NONE}, {"%envreg19", SP_ENVREG_NONE}, {"%envreg20", SP_ENVREG_NONE},
+    {"%envreg21", SP_ENVREG_NONE}, {"%envreg22", SP_ENVREG_NONE}, {"%envreg23", SP_ENVREG_NONE},
+    {"%envreg24", SP_ENVREG_NONE}, {"%envreg25", SP_ENVREG_NONE}, {"%envreg26", SP_ENVREG_NONE},
+    {"%envreg27", SP_ENVREG_NONE}, {"%envreg28", SP_ENVREG_NONE}, {"%envreg29", SP_ENVREG_NONE},
+    {"%envreg30", SP_ENVREG_NONE}, {"%envreg31", SP_ENVREG_NONE},
 };
 const size_t NSPECIALS = sizeof SPECIALS / sizeof SPECIALS[0];
 

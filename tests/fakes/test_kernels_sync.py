@@ -244,3 +244,192 @@ def test_cooperative_grid_sync_of_the_device_runtime(cuda):
     assert cuda.err(d.cuLaunchKernel(f, 100000, 1, 1, 1, 1, 1, 0, 0, ptrs.ctypes.data, 0)) in (
         d.CUresult.CUDA_SUCCESS, d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
     assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+
+
+# The C++ header's grid.sync() (cooperative_groups::this_grid().sync(), what CuPy's fused multi-reductions call)
+# as NVRTC emits it: the grid workspace is %envreg1:%envreg2, 0 (trap) unless the launch is cooperative; thread 0
+# of each block adds 1 to the workspace's barrier word (block (0,0,0) adds 0x80000001 - nblocks, so the top bit
+# flips once every block has arrived) and spins on ld.acquire until it flips. Each block writes its slot, syncs,
+# and reads the next block's: out2[b] = (b + 1) % nblocks only under a grid-wide barrier. `word` gets the barrier
+# word after the sync (0x80000000 from a zeroed workspace), `env3` %envreg3 (0), `ws` the workspace address.
+CG_GRID_SYNC = b"""
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry cg_grid_sync(.param .u64 out, .param .u64 out2, .param .u64 word, .param .u64 env3, .param .u64 ws)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<80>;
+    ld.param.u64 %rd10, [out];
+    ld.param.u64 %rd11, [out2];
+    ld.param.u64 %rd12, [word];
+    ld.param.u64 %rd13, [env3];
+    ld.param.u64 %rd14, [ws];
+    mov.u32 %r18, %envreg2;
+    cvt.u64.u32 %rd77, %r18;
+    mov.u32 %r19, %envreg1;
+    cvt.u64.u32 %rd78, %r19;
+    bfi.b64 %rd1, %rd78, %rd77, 32, 32;
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %nctaid.x;
+    mov.u32 %r3, %tid.x;
+    setp.ne.u32 %p1, %r3, 0;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd10, %rd3;
+    add.u32 %r4, %r1, 100;
+    @!%p1 st.global.u32 [%rd4], %r4;
+    setp.ne.s64 %p2, %rd1, 0;
+    @%p2 bra OK;
+    trap;
+OK:
+    barrier.sync 0;
+    @%p1 bra ARRIVED;
+    add.s64 %rd5, %rd1, 4;
+    setp.eq.u32 %p3, %r1, 0;
+    mov.u32 %r5, -2147483647;
+    sub.s32 %r6, %r5, %r2;
+    selp.b32 %r7, %r6, 1, %p3;
+    atom.add.release.gpu.u32 %r8, [%rd5], %r7;
+SPIN:
+    ld.acquire.gpu.u32 %r9, [%rd5];
+    xor.b32 %r10, %r9, %r8;
+    setp.gt.s32 %p3, %r10, -1;
+    @%p3 bra SPIN;
+ARRIVED:
+    barrier.sync 0;
+    @%p1 bra DONE;
+    add.u32 %r11, %r1, 1;
+    rem.u32 %r11, %r11, %r2;
+    mul.wide.u32 %rd6, %r11, 4;
+    add.s64 %rd7, %rd10, %rd6;
+    ld.global.u32 %r12, [%rd7];
+    add.s64 %rd8, %rd11, %rd3;
+    st.global.u32 [%rd8], %r12;
+    ld.global.u32 %r13, [%rd1+4];
+    add.s64 %rd8, %rd12, %rd3;
+    st.global.u32 [%rd8], %r13;
+    mov.u32 %r14, %envreg3;
+    add.s64 %rd8, %rd13, %rd3;
+    st.global.u32 [%rd8], %r14;
+    mul.wide.u32 %rd9, %r1, 8;
+    add.s64 %rd8, %rd14, %rd9;
+    st.global.u64 [%rd8], %rd1;
+DONE:
+    ret;
+}
+\0"""
+
+
+def _cg_buffers(cuda, n):
+    bufs = [cuda.poisoned(np.zeros(n, np.uint32)) for _ in range(4)] + [cuda.poisoned(np.zeros(n, np.uint64))]
+    return bufs, cuda.args(*bufs)
+
+
+def _cg_check(cuda, bufs, n):
+    out, out2, word, env3, ws = bufs
+    assert list(cuda.download(out2, np.zeros(n, np.uint32))) == [100 + (b + 1) % n for b in range(n)]
+    assert list(cuda.download(word, np.zeros(n, np.uint32))) == [0x80000000] * n  # from a zeroed workspace
+    assert not cuda.download(env3, np.zeros(n, np.uint32)).any()
+    addresses = set(cuda.download(ws, np.zeros(n, np.uint64)).tolist())
+    assert len(addresses) == 1 and 0 not in addresses  # one workspace for the launch
+    return addresses.pop()
+
+
+def test_cooperative_launch_gives_the_cpp_grid_sync_its_workspace(cuda):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(CG_GRID_SYNC)), b"cg_grid_sync"))
+    n = 8
+    bufs, (ptrs, boxes) = _cg_buffers(cuda, n)
+    before = cuda.control.live_allocations()
+    cuda.ok(d.cuLaunchCooperativeKernel(f, n, 1, 1, 64, 1, 1, 0, 0, ptrs.ctypes.data))
+    cuda.ok(d.cuCtxSynchronize())
+    first = _cg_check(cuda, bufs, n)
+    assert cuda.control.live_allocations() == before  # the workspace is freed with the launch
+    cuda.ok(d.cuLaunchCooperativeKernel(f, n, 1, 1, 64, 1, 1, 0, 0, ptrs.ctypes.data))  # a fresh zeroed one
+    cuda.ok(d.cuCtxSynchronize())
+    assert _cg_check(cuda, bufs, n) != first  # addresses are never reused
+
+    config = d.CUlaunchConfig()  # cuLaunchKernelEx with CU_LAUNCH_ATTRIBUTE_COOPERATIVE is cooperative too
+    config.gridDimX, config.gridDimY, config.gridDimZ = n, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = 64, 1, 1
+    attr = d.CUlaunchAttribute()
+    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+    attr.value.cooperative = 1
+    config.attrs, config.numAttrs = [attr], 1
+    bufs, (ptrs, boxes) = _cg_buffers(cuda, n)
+    cuda.ok(d.cuLaunchKernelEx(config, f, ptrs.ctypes.data, 0))
+    cuda.ok(d.cuCtxSynchronize())
+    _cg_check(cuda, bufs, n)
+
+    s = cuda.ok(d.cuStreamCreate(0))  # a captured cooperative launch stays one in its graph
+    bufs, (ptrs, boxes) = _cg_buffers(cuda, n)
+    cuda.ok(d.cuStreamBeginCapture(s, d.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL))
+    cuda.ok(d.cuLaunchCooperativeKernel(f, n, 1, 1, 64, 1, 1, 0, s, ptrs.ctypes.data))
+    graph = cuda.ok(d.cuStreamEndCapture(s))
+    exe = cuda.ok(d.cuGraphInstantiate(graph, 0))
+    for _ in range(2):
+        cuda.ok(d.cuGraphLaunch(exe, s))
+        cuda.ok(d.cuStreamSynchronize(s))
+        _cg_check(cuda, bufs, n)
+    nodes, count = cuda.ok(d.cuGraphGetNodes(graph, 1))
+    bufs, (ptrs, boxes) = _cg_buffers(cuda, n)  # new arguments: the node stays cooperative
+    p = d.CUDA_KERNEL_NODE_PARAMS()
+    p.func = f
+    p.gridDimX, p.gridDimY, p.gridDimZ = n, 1, 1
+    p.blockDimX, p.blockDimY, p.blockDimZ = 64, 1, 1
+    p.sharedMemBytes = 0
+    p.kernelParams = ptrs.ctypes.data
+    cuda.ok(d.cuGraphExecKernelNodeSetParams(exe, nodes[0], p))
+    cuda.ok(d.cuGraphLaunch(exe, s))
+    cuda.ok(d.cuStreamSynchronize(s))
+    _cg_check(cuda, bufs, n)
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuGraphDestroy(graph))
+    cuda.ok(d.cuStreamDestroy(s))
+
+    sms = cuda.ok(d.cuDeviceGetAttribute(d.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0))
+    per_sm = cuda.ok(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(f, 64, 0))  # more than fit at once
+    assert cuda.err(d.cuLaunchCooperativeKernel(f, sms * per_sm + 1, 1, 1, 64, 1, 1, 0, 0, ptrs.ctypes.data)) == (
+        d.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE)
+    cuda.ok(d.cuCtxSynchronize())  # refused at the call, not sticky
+
+
+def test_cpp_grid_sync_traps_without_a_cooperative_launch(cuda):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(CG_GRID_SYNC)), b"cg_grid_sync"))
+    bufs, (ptrs, boxes) = _cg_buffers(cuda, 4)
+    cuda.ok(d.cuLaunchKernel(f, 4, 1, 1, 64, 1, 1, 0, 0, ptrs.ctypes.data, 0))  # %envreg1:%envreg2 are 0
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_LAUNCH_FAILED
+    assert cuda.control.last_report().startswith("trap in kernel cg_grid_sync")
+
+
+def test_cpp_grid_sync_traps_under_cuLaunchKernelEx_without_the_cooperative_attribute(cuda):
+    d = cuda.d
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(CG_GRID_SYNC)), b"cg_grid_sync"))
+    bufs, (ptrs, boxes) = _cg_buffers(cuda, 4)
+    config = d.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = 4, 1, 1
+    config.blockDimX, config.blockDimY, config.blockDimZ = 64, 1, 1
+    attr = d.CUlaunchAttribute()
+    attr.id = d.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+    attr.value.cooperative = 0
+    config.attrs, config.numAttrs = [attr], 1
+    cuda.ok(d.cuLaunchKernelEx(config, f, ptrs.ctypes.data, 0))
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_LAUNCH_FAILED
+
+
+# A fault in one block ends a cooperative launch whose other blocks spin at grid.sync() waiting for it.
+CG_FAULT = CG_GRID_SYNC.replace(b"    setp.ne.s64 %p2, %rd1, 0;", b"""    setp.eq.u32 %p2, %r1, 3;
+    @%p2 st.global.u32 [%rd14+-16], %r1;
+    setp.ne.s64 %p2, %rd1, 0;""")
+
+
+def test_a_fault_stops_the_blocks_spinning_at_the_cpp_grid_sync(cuda):
+    d = cuda.d
+    assert CG_FAULT != CG_GRID_SYNC
+    f = cuda.ok(d.cuModuleGetFunction(cuda.ok(d.cuModuleLoadData(CG_FAULT)), b"cg_grid_sync"))
+    bufs, (ptrs, boxes) = _cg_buffers(cuda, 8)
+    cuda.ok(d.cuLaunchCooperativeKernel(f, 8, 1, 1, 64, 1, 1, 0, 0, ptrs.ctypes.data))
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    assert "block (3,0,0)" in cuda.control.last_report()
