@@ -408,16 +408,37 @@ def shard_doc(k, n, tests, **run):
     return d
 
 
+def test_shards_stopped_at_their_limits_join_into_a_run_that_says_which_stopped():
+    ids = [f"t::{c}" for c in "abcdefgh"]
+    docs = [shard_doc(k, 2, [t for t in ids if clients.Shard(k, 2).holds(t)], total_timeout_s=limit)
+            for k, limit in ((1, 530), (2, 275))]
+    docs[1]["run"]["status"] = "stopped at the total limit of 275 s"
+    run = clients.join_shards(docs)["run"]
+    assert run["status"] == "stopped at the total limit in shards 2/2"
+    assert [(s["status"], s["total_timeout_s"]) for s in run["shards"]] == [
+        ("finished", 530), ("stopped at the total limit of 275 s", 275)]
+
+
+def test_a_run_stopped_at_its_limit_fills_an_empty_place_but_never_replaces_a_file(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    doc = toy_run(tmp_path, results, monkeypatch, hang=True, timeout=8.0)
+    assert doc["run"]["status"].startswith("stopped at the total limit")
+    committed = results / "toy--numba-cudasim.json"
+    assert json.loads(committed.read_text()) == doc  # nothing was there: its outcomes are kept, and it says it stopped
+    assert clients.kept_because(doc, committed).startswith("the run ended: stopped")
+    assert clients.kept_because({**doc, "run": {**doc["run"], "status": "pytest exit 2"}}, tmp_path / "none.json")
+
+
 @pytest.mark.parametrize("case, error", [
     ("missing", r"needs shards 1/2 to 2/2 once each, got 1/2"),
     ("twice", r"needs shards 1/2 to 2/2 once each, got 1/2, 1/2"),
-    ("unfinished", r"shard 2/2 did not finish: stopped at the total limit of 600 s"),
+    ("broken", r"shard 2/2 did not run to its end or limit: pytest exit 2"),
     ("other machine", r"shard 2/2's machine is not shard 1/2's"),
     ("other settings", r"shard 2/2's test_timeout_s is not shard 1/2's"),
     ("stray test", r"t::b is in the file of shard 2/2, but not of that shard"),
     ("whole", r"toy on numba/cudasim is a whole run, not a shard"),
 ])
-def test_join_refuses_anything_but_each_shard_once_finished_on_one_machine_with_its_own_tests(case, error):
+def test_join_refuses_anything_but_each_shard_once_run_to_its_end_on_one_machine_with_its_own_tests(case, error):
     ids = [f"t::{c}" for c in "abcdefgh"]
     one, two = ([t for t in ids if clients.Shard(k, 2).holds(t)] for k in (1, 2))
     assert one and two
@@ -426,8 +447,8 @@ def test_join_refuses_anything_but_each_shard_once_finished_on_one_machine_with_
         docs.pop()
     elif case == "twice":
         docs[1] = shard_doc(1, 2, one)
-    elif case == "unfinished":
-        docs[1]["run"]["status"] = "stopped at the total limit of 600 s"
+    elif case == "broken":
+        docs[1]["run"]["status"] = "pytest exit 2"
     elif case == "other machine":
         docs[1]["machine"] = {"cpus": 16}
     elif case == "other settings":

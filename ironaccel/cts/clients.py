@@ -262,10 +262,13 @@ def run_client(client: Client, target: str, results: Path, source: Path | None =
 
 
 def kept_because(doc: dict, committed: Path) -> str:
-    """"" when the run ``doc`` may replace the results file ``committed``, else why not: it did not finish, it
-    reported no test, or it ran part of the suite (``--sample``, ``-k``, ``--shard``) and ``committed`` holds the whole."""
-    if doc["run"]["status"] != "finished":
-        return f"the run ended: {doc['run']['status']}"
+    """"" when the run ``doc`` may replace the results file ``committed``, else why not: it did not finish (a run
+    stopped at its total limit fills an empty place with the outcomes it reached, and says so, but never replaces
+    a file), it reported no test, or it ran part of the suite (``--sample``, ``-k``,
+    ``--shard``) and ``committed`` holds the whole."""
+    status = doc["run"]["status"]
+    if status != "finished" and (committed.exists() or not status.startswith(STOPPED)):
+        return f"the run ended: {status}"
     if not doc["tests"]:
         return "the run reported no test"
     try:
@@ -279,13 +282,16 @@ def kept_because(doc: dict, committed: Path) -> str:
 
 #: what every shard of a joined run must share: the results file's fields, then its run's
 SHARED_FIELDS = ("client", "version", "target", "source", "machine")
-SHARED_RUN = ("sample", "workers", "select", "test_timeout_s", "total_timeout_s")
+SHARED_RUN = ("sample", "workers", "select", "test_timeout_s")
+STOPPED = "stopped at the total limit"  # how a run's status begins when its total limit ended it
 
 
 def join_shards(docs: list[dict]) -> dict:
     """The whole suite's results document from the results documents of its N shards (``--shard K/N``): each
-    shard once, each finished, all of one client, version, target, tests commit, machine and settings, each test
-    in the shard its id hashes to. Its seconds are the shards' sum (the machine time the suite took)."""
+    shard once, finished or stopped at its total limit (with the outcomes it reached; then the joined run says
+    which shards stopped, as one run stopped at its limit would), all of one client, version, target, tests
+    commit, machine and settings (each shard's total limit may differ), each test in the shard its id hashes to.
+    Its seconds are the shards' sum (the machine time the suite took)."""
     if not docs:
         raise ClientError("--join: no results files")
     shards = []
@@ -293,8 +299,8 @@ def join_shards(docs: list[dict]) -> dict:
         shard = Shard.parse(doc["run"].get("shard", str(WHOLE)))
         if shard.n == 1:
             raise ClientError(f"--join: {doc['client']} on {doc['target']} is a whole run, not a shard")
-        if doc["run"]["status"] != "finished":
-            raise ClientError(f"--join: shard {shard} did not finish: {doc['run']['status']}")
+        if doc["run"]["status"] != "finished" and not doc["run"]["status"].startswith(STOPPED):
+            raise ClientError(f"--join: shard {shard} did not run to its end or limit: {doc['run']['status']}")
         for field in SHARED_FIELDS:
             if doc[field] != docs[0][field]:
                 raise ClientError(f"--join: shard {shard}'s {field} is not shard {docs[0]['run']['shard']}'s")
@@ -311,9 +317,12 @@ def join_shards(docs: list[dict]) -> dict:
     tests = dict(sorted(t for doc in docs for t in doc["tests"].items()))
     first = docs[0]
     run = {field: first["run"][field] for field in SHARED_RUN}
-    run.update(status="finished", output_tail="", seconds=round(sum(d["run"]["seconds"] for d in docs), 1),
-               shards=[{"shard": str(s), "seconds": d["run"]["seconds"]} for s, d in
-                       sorted(zip(shards, docs), key=lambda p: p[0].k)])
+    ordered = sorted(zip(shards, docs), key=lambda p: p[0].k)
+    stopped = [str(s) for s, d in ordered if d["run"]["status"] != "finished"]
+    run.update(status=f"{STOPPED} in shards {', '.join(stopped)}" if stopped else "finished", output_tail="",
+               seconds=round(sum(d["run"]["seconds"] for d in docs), 1), total_timeout_s=None,
+               shards=[{"shard": str(s), "status": d["run"]["status"], "seconds": d["run"]["seconds"],
+                        "total_timeout_s": d["run"]["total_timeout_s"]} for s, d in ordered])
     return {**{field: first[field] for field in SHARED_FIELDS}, "run": run, "counts": counts(tests), "tests": tests}
 
 
@@ -363,7 +372,7 @@ def _run_child(client: Client, target: str, source: Path | None, test_timeout_s:
             if proc.returncode not in (0, 1):  # 1: some test failed; anything else: the run itself broke
                 status = f"pytest exit {proc.returncode}"
         except subprocess.TimeoutExpired as exc:
-            status = f"stopped at the total limit of {total_timeout_s:g} s"
+            status = f"{STOPPED} of {total_timeout_s:g} s"
             tail = (exc.stdout or b"")[-2000:].decode(errors="replace") if isinstance(exc.stdout, bytes) else ""
         tests = read_record(record)
         doc = {
