@@ -8,6 +8,12 @@
  * gave a traced PyTorch that ZLUDA does not list: named by its UUID, its slots' purpose unknown.
  * TOOLS_CONTEXT (CU_ETID_ToolsContext in public notes on the driver's symbols) is asked for by CUDA 13.4+ runtimes,
  * which fail every call without it; 95 slots with the size, as driver 595.99.02 serves it (public notes).
+ * UNNAMED_1734DC26 is one cuBLASLt 13.1 asks for (through the runtime's cudaGetExportTable) in the heuristics of
+ * half-precision GEMMs (cublasLtHSHMatmulAlgoGetHeuristic), and then calls its slot 4 WITHOUT checking the lookup's
+ * result: refused, cuBLASLt jumps through NULL+0x20 and the process dies (SIGSEGV; CuPy's
+ * TestMatmulFp16ComputeTypes). A real driver evidently serves it (the tests pass on the H200). Its slots' meaning and
+ * count are not known (32 is a guess that covers the slots 4 and 13 seen called), so every slot is an unknown
+ * one: it says so on stderr and returns NOT_SUPPORTED, which cuBLASLt checks and turns into an error status.
  *
  * Left out on purpose: {DA9151D3-3AE6-CC41-A5C0-4F26D533E328} (7 slots), which NVRTC 13 asks for at
  * nvrtcCompileProgram (seen here) and the real driver gives it (CuPy's H200 trace); NVRTC then calls its slot 1. With no way to know what slot 1 answers, the fake refuses the
@@ -27,7 +33,8 @@
     T(INTEGRITY_CHECK, 3, 1, 0xd4, 0x08, 0x20, 0x55, 0xbd, 0xe6, 0x70, 0x4b, 0x8d, 0x34, 0xba, 0x12, 0x3c, 0x66, 0xe1, 0xf2)  \
     T(CONTEXT_CHECKS, 4, 1, 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e) \
     T(UNNAMED_69A28E9F, 34, 1, 0x69, 0xa2, 0x8e, 0x9f, 0x24, 0x49, 0x8b, 0x47, 0xb0, 0x30, 0xc5, 0xda, 0x33, 0x0e, 0xa4, 0xe9) \
-    T(TOOLS_CONTEXT, 95, 1, 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2)
+    T(TOOLS_CONTEXT, 95, 1, 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2) \
+    T(UNNAMED_1734DC26, 32, 1, 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca)
 
 /* The most slots any table has (TOOLS_CONTEXT). */
 #define EXPORT_TABLE_SLOTS_MAX 95

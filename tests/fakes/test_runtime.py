@@ -231,6 +231,21 @@ def test_the_tools_report_slot_cublaslt_calls_succeeds_with_no_tool_attached(cud
     assert list(record) == [0, 0, 0, 0x41, 0, 0, 0, 0]  # the caller's record, untouched
 
 
+def test_the_table_cublaslt_calls_without_checking_the_lookup_is_served_and_its_slots_refuse(lib):
+    """{1734DC26-800D-4745-8726-C0F1E7DD8BCA}: cuBLASLt 13.1 asks for it in the heuristics of half-precision GEMMs
+    (cublasLtHSHMatmulAlgoGetHeuristic, CuPy's TestMatmulFp16ComputeTypes) and calls its slot 4 whatever the lookup
+    answered: refused (INVALID_VALUE, NULL), the process died of a jump through NULL+0x20. Served, its slots are
+    unknown ones: NOT_SUPPORTED, which cuBLASLt checks (CUBLAS_STATUS_INTERNAL_ERROR, no crash)."""
+    uuid = bytes.fromhex("1734dc26800d47458726c0f1e7dd8bca")
+    table = c_void_p()
+    assert lib.cuGetExportTable(byref(table), uuid) == SUCCESS and table.value
+    slot4 = ctypes.CFUNCTYPE(c_int, c_void_p, c_void_p)(ctypes.cast(table, ctypes.POINTER(c_void_p))[4])
+    out = (c_uint64 * 2)(0, 0)  # what cuBLASLt passes: two zeroed words of its stack
+    assert slot4(ctypes.addressof(out), ctypes.addressof(out) + 8) == 801  # CUDA_ERROR_NOT_SUPPORTED
+    assert list(out) == [0, 0]
+    assert TABLES["UNNAMED_1734DC26"][0] == uuid  # named in export_tables.h, so a trace names it alike
+
+
 # ---- compressed fatbin entries ----
 
 def _image_ptx(lib, image: bytes) -> tuple[int, str]:
