@@ -301,12 +301,10 @@ def join_shards(docs: list[dict]) -> dict:
             raise ClientError(f"--join: {doc['client']} on {doc['target']} is a whole run, not a shard")
         if doc["run"]["status"] != "finished" and not doc["run"]["status"].startswith(STOPPED):
             raise ClientError(f"--join: shard {shard} did not run to its end or limit: {doc['run']['status']}")
-        for field in SHARED_FIELDS:
-            if doc[field] != docs[0][field]:
-                raise ClientError(f"--join: shard {shard}'s {field} is not shard {docs[0]['run']['shard']}'s")
-        for field in SHARED_RUN:
-            if doc["run"][field] != docs[0]["run"][field]:
-                raise ClientError(f"--join: shard {shard}'s {field} is not shard {docs[0]['run']['shard']}'s")
+        differs = [f for f in SHARED_FIELDS if doc[f] != docs[0][f]] + [
+            f for f in SHARED_RUN if doc["run"][f] != docs[0]["run"][f]]
+        if differs:
+            raise ClientError(f"--join: shard {shard}'s {differs[0]} is not shard {docs[0]['run']['shard']}'s")
         stray = next((t for t in doc["tests"] if not shard.holds(t)), None)
         if stray is not None:
             raise ClientError(f"--join: {stray} is in the file of shard {shard}, but not of that shard")
