@@ -30,7 +30,10 @@
 # N of the suite (`ironaccel clients --shard`), for a suite longer than one call: each call runs one shard into a
 # folder of its own; `ironaccel clients --join` then joins the N results files into the whole suite's.
 #
-#   OUT=/some/dir RUNS='cuda/fake:16:cupy:60:1/3' LIMIT_S=500 sh clients/h200_whole_suites.sh   # then 2/3, 3/3
+#   OUT=/some/dir RUNS='cuda/fake:8:cupy:60:1/4 cuda/fake:8:cupy:60:2/4' LIMIT_S=530 sh clients/h200_whole_suites.sh
+# then 3/4 and 4/4 the same way. Measured 2026-12-03 for CuPy's selection on the fake: that first call reached 98% of
+# its two shards in 530 s (a cold call is NVRTC-bound: it compiles every kernel), the second, with CuPy's kernel
+# cache warm on the same machine, 97-99% in 275 s; six shards, two a call, would finish whole.
 set -u
 : "${OUT:?set OUT to the output directory}"
 LIMIT_S=${LIMIT_S:-390}  # each run's total limit: the runs go at once, after about 40 s of set-up
