@@ -99,6 +99,34 @@ static int pick(Parser *P, const PtxInstr *row, Insn *I) {
     return op;
 }
 
+/* Contraction: add/sub.f32/f64 without a rounding modifier right after the mul.f32/f64 without one whose product
+ * it adds becomes one fused multiply-add, as ptxas contracts them on hardware (the PTX ISA lets it: "mul/add
+ * ... without rounding modifiers may be optimized aggressively by the code generator, e.g. into fma"; NVRTC
+ * writes .rn on both when asked for no contraction, -fmad=false). The product is not rounded on its own: CuPy's
+ * float remainder, x - floor(x / y) * y, is 3.8e-15 for 255.6 and 1.2 on an H200 and was 0 here. The mul stays
+ * (its register may be read again). Not when a jump may land on the add, when either is guarded, saturated or
+ * has a rounding modifier, or when the mul overwrote one of its own operands. */
+static void contract(Parser *P, const Insn *I, Inst *in) {
+    PtxModule *m = P->m;
+    int is_add = in->op == OP_ADD_F32 || in->op == OP_ADD_F64, is_sub = in->op == OP_SUB_F32 || in->op == OP_SUB_F64;
+    if ((!is_add && !is_sub) || I->rnd != R_NONE || in->flags || I->guard != SP_TRUE) return;
+    uint32_t at = (uint32_t)(in - m->code);
+    if (at < 1 || at - 1 < m->funcs[P->fn].entry_pc) return;
+    const Inst *mul = &m->code[at - 1];
+    int f64 = in->op == OP_ADD_F64 || in->op == OP_SUB_F64;
+    if (mul->op != (f64 ? OP_MUL_F64 : OP_MUL_F32) || mul->sub2 != R_NONE || mul->flags) return;
+    if (at >= 2 && m->code[at - 2].op == OP_GUARD) return;
+    if (P->nlabels && P->labels[P->nlabels - 1].pc == at) return;
+    if (mul->d == mul->a || mul->d == mul->b || mul->d == SP_SINK) return;
+    uint32_t other;
+    int op;
+    if (in->a == mul->d && in->b != mul->d) other = in->b, op = is_add ? (f64 ? OP_FMA_F64 : OP_FMA_F32) : (f64 ? OP_FMS_F64 : OP_FMS_F32);
+    else if (in->b == mul->d && in->a != mul->d) other = in->a, op = is_add ? (f64 ? OP_FMA_F64 : OP_FMA_F32) : (f64 ? OP_FNMA_F64 : OP_FNMA_F32);
+    else return;
+    in->op = (uint16_t)op;
+    in->a = mul->a, in->b = mul->b, in->c = other;
+}
+
 /* d = op(a[, b[, c]]): the typed one-result form. f32/f64 arithmetic with a directed rounding mode or .sat
  * becomes OP_FROUND; f16/bf16 arithmetic is OP_HALF (round to nearest). */
 static void d_typed(Parser *P, const PtxInstr *row, Insn *I) {
@@ -128,6 +156,7 @@ static void d_typed(Parser *P, const PtxInstr *row, Insn *I) {
     if (sat) in->flags |= F_SAT;
     if (relu) in->flags |= F_RELU;
     if (nan) in->flags |= F_NAN;
+    contract(P, I, in);
 }
 
 static uint32_t carry_slot(Parser *P) {

@@ -275,3 +275,56 @@ def test_library_headers_fp16_bf16_cub_cooperative_groups(cuda, rng):
     assert np.array_equal(oi2[:, 0], np.concatenate([[0], np.cumsum(v)[:-1]]))
     assert np.array_equal(oi2[:, 1], np.repeat(v.reshape(4, 32).max(axis=1), 32))
     assert oi[256] == v.sum()
+
+
+# mul.f64 then sub.f64 with no rounding modifier: what NVRTC writes for CuPy's float remainder, x - floor(x / y) * y
+# (-fmad=true, the default). ptxas contracts the pair into one fma on hardware (the PTX ISA allows it for mul/add
+# without a rounding modifier), so the product is not rounded on its own: for x = 255.6, y = 1.2 an H200 gives
+# 3.77e-15 (CuPy's unwrap tests depend on it), two roundings give 0. With .rn on both (-fmad=false) nothing is fused.
+CONTRACT_PTX = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry contract(.param .u64 p_x, .param .u64 p_y, .param .u64 p_out)
+{
+    .reg .f64 %fd<12>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [p_x];
+    ld.param.u64 %rd2, [p_y];
+    ld.param.u64 %rd3, [p_out];
+    ld.global.f64 %fd1, [%rd1];
+    ld.global.f64 %fd2, [%rd2];
+    div.rn.f64 %fd3, %fd1, %fd2;
+    cvt.rmi.f64.f64 %fd4, %fd3;
+    mul.f64 %fd5, %fd4, %fd2;
+    sub.f64 %fd6, %fd1, %fd5;
+    st.global.f64 [%rd3], %fd6;
+    mul.rn.f64 %fd7, %fd4, %fd2;
+    sub.rn.f64 %fd8, %fd1, %fd7;
+    st.global.f64 [%rd3+8], %fd8;
+    mul.f64 %fd9, %fd4, %fd2;
+    add.f64 %fd10, %fd9, %fd1;
+    st.global.f64 [%rd3+16], %fd10;
+    mul.f64 %fd11, %fd4, %fd2;
+    sub.f64 %fd11, %fd11, %fd1;
+    st.global.f64 [%rd3+24], %fd11;
+    st.global.f64 [%rd3+32], %fd9;
+    ret;
+}
+"""
+
+
+def test_mul_then_add_without_rounding_modifier_is_contracted_as_ptxas_does(cuda):
+    f = cuda.ok(cuda.d.cuModuleGetFunction(cuda.ok(cuda.d.cuModuleLoadData(CONTRACT_PTX.encode() + b"\0")),
+                                           b"contract"))
+    x, y = np.array([255.6]), np.array([1.2])
+    out = np.zeros(5)
+    dout = cuda.poisoned(out)
+    cuda.launch(f, (1,), (1,), cuda.upload(x), cuda.upload(y), dout)
+    r = cuda.download(dout, out)
+    q = np.floor(x[0] / y[0])
+    exact = Fraction(255.6) - Fraction(q) * Fraction(1.2)  # what one fma rounds once
+    assert r[0] == float(exact) and r[0] != 0.0, r[0]  # contracted: 3.77e-15, not 0
+    assert r[1] == 0.0  # .rn on both: two roundings, as written
+    assert r[2] == float(Fraction(q) * Fraction(1.2) + Fraction(255.6))  # add: fma(a, b, c)
+    assert r[3] == float(Fraction(q) * Fraction(1.2) - Fraction(255.6))  # product - c (the mul's register reused)
+    assert r[4] == q * 1.2  # the product itself is still written, rounded
