@@ -403,6 +403,39 @@ def test_closing_a_device_ends_its_threads_while_it_is_still_referenced(device, 
     assert all(d.closed for d, _, _ in kept)
 
 
+#: CUdevice_attribute names CUDA documents as yes/no ("1 if ..., 0 if not"), as cuda.bindings spells them
+CUDA_YES_NO_ATTRIBUTES = (
+    "KERNEL_EXEC_TIMEOUT", "INTEGRATED", "CAN_MAP_HOST_MEMORY", "CONCURRENT_KERNELS", "ECC_ENABLED", "TCC_DRIVER",
+    "UNIFIED_ADDRESSING", "STREAM_PRIORITIES_SUPPORTED", "GLOBAL_L1_CACHE_SUPPORTED", "LOCAL_L1_CACHE_SUPPORTED",
+    "MANAGED_MEMORY", "MULTI_GPU_BOARD", "HOST_NATIVE_ATOMIC_SUPPORTED", "PAGEABLE_MEMORY_ACCESS",
+    "CONCURRENT_MANAGED_ACCESS", "COMPUTE_PREEMPTION_SUPPORTED", "CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM",
+    "COOPERATIVE_LAUNCH", "HOST_REGISTER_SUPPORTED", "PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES",
+    "DIRECT_MANAGED_MEM_ACCESS_FROM_HOST", "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", "MEMORY_POOLS_SUPPORTED",
+    "CLUSTER_LAUNCH", "IPC_EVENT_SUPPORTED",
+)
+
+
+@pytest.mark.clause("DEV-73")
+def test_a_cuda_devices_yes_no_attributes_are_0_or_1(device):
+    """Clients test these attributes as CUDA documents them (``== 1``, or as flags ANDed together); and every
+    64-bit platform CUDA runs on gives the device one address space with the host (UVA), which the library's
+    pointer queries (is a host source pinned?) and a pointer passed as a plain integer rely on."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    native = device.native
+    attribute = native.driver.CUdevice_attribute
+    values = {}
+    for name in CUDA_YES_NO_ATTRIBUTES:
+        which = getattr(attribute, f"CU_DEVICE_ATTRIBUTE_{name}", None)
+        if which is None:  # a cuda.bindings older than the attribute
+            continue
+        err, values[name] = native.driver.cuDeviceGetAttribute(which, native.device)
+        assert not err, f"cuDeviceGetAttribute({name}): {err}"
+    odd = {name: v for name, v in values.items() if v not in (0, 1)}
+    assert not odd, f"yes/no attributes that are not 0 or 1: {odd}"
+    assert values["UNIFIED_ADDRESSING"] == 1, "the device does not share one address space with the host (UVA)"
+
+
 @pytest.mark.clause("DEV-70")
 def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
     """CUDA's driver API documents its version as 1000 * major + 10 * minor: DeviceInfo.driver_version names

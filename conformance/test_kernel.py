@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,39 @@ def test_every_language_rejects_broken_code_with_its_log(device, kernels, kernel
         assert err.lang == lang, f"{lang}: a CompileError for {err.lang!r}: {err}"
         assert err.log.strip(), f"{lang}: the compiler's log is empty"
         assert err.op in str(err), f"{lang}: {err}"
+    assert_device_works(device, kernels)
+
+
+#: PTX whose one error (an undeclared register) is on line 12, after a line comment and a block comment over
+#: three lines: only a reader that counts every newline (in comments too) names that line.
+PTX_ERROR_ON_LINE_12 = """.version 7.0
+.target sm_70
+.address_size 64
+// a line comment
+/* a block comment
+   over
+   three lines */
+.visible .entry misnamed(.param .u64 misnamed_param_0)
+{
+    .reg .b32 %r<2>;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r1, %undefined_thing;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-96")
+def test_a_ptx_compile_error_names_its_line(device, kernels, require):
+    """ptxas writes ``ptxas application ptx input, line 12; error : ...``: the line is how the user finds the
+    mistake in PTX they generated or wrote."""
+    require("lang.ptx")
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(PTX_ERROR_ON_LINE_12, "ptx")
+    err = info.value
+    assert err.lang == "ptx" and err.log.strip(), err
+    lines = [int(n) for n in re.findall(r"\bline (-?\d+)", err.log)]
+    assert lines and set(lines) == {12}, f"the log names lines {lines}, not line 12 alone: {err.log!r}"
     assert_device_works(device, kernels)
 
 
@@ -297,6 +332,14 @@ def threads_over_the_limit_in_3d(lim: ia.Limits) -> tuple[int, int, int]:
     return (x, y, 2)
 
 
+def threads_over_the_limit_on_every_axis(lim: ia.Limits) -> tuple[int, int, int]:
+    """A block of at least 2 threads on every axis, each within its limit, whose threads are more than the device
+    takes: a count that divides by an axis where it should multiply (x // y * z) accepts it."""
+    x = min(lim.max_block[0], lim.max_threads_per_block)
+    y = min(lim.max_block[1], max(2, ceil_div(lim.max_threads_per_block + 1, 2 * x)))
+    return (x, y, 2)
+
+
 @pytest.mark.clause("KERNEL-11", "ERR-1", "ERR-2")
 def test_bad_launches(device, stream, kernels):
     k = kernels("fill_u32")
@@ -311,6 +354,8 @@ def test_bad_launches(device, stream, kernels):
             "huge block": dict(grid=1, block=lim.max_threads_per_block + 1, args=(out, np.uint32(1), np.uint32(16))),
             "huge 3-d block": dict(grid=1, block=threads_over_the_limit_in_3d(lim),
                                    args=(out, np.uint32(1), np.uint32(16))),
+            "huge block of 2 or more on every axis": dict(grid=1, block=threads_over_the_limit_on_every_axis(lim),
+                                                          args=(out, np.uint32(1), np.uint32(16))),
             "huge grid": dict(grid=lim.max_grid[0] + 1, block=1, args=(out, np.uint32(1), np.uint32(16))),
             "too few args": dict(grid=1, block=16, args=(out,)),
             "not a buffer": dict(grid=1, block=16, args=(np.zeros(4), np.uint32(1), np.uint32(16))),
@@ -438,6 +483,7 @@ def test_prepared_plans_check_limits_devices_and_arguments(device, stream, kerne
         over = {
             "threads per block": (1, lim.max_threads_per_block + 1),
             "threads per 3-d block": (1, threads_over_the_limit_in_3d(lim)),
+            "threads per block of 2 or more on every axis": (1, threads_over_the_limit_on_every_axis(lim)),
             **{f"grid axis {'xyz'[a]}": (tuple(lim.max_grid[i] + (i == a) for i in range(3)), 1) for a in range(3)},
             **{f"block axis {'xyz'[a]}": (1, tuple(lim.max_block[i] + 1 if i == a else 1 for i in range(3)))
                for a in range(3)},

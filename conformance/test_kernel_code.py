@@ -903,6 +903,30 @@ def test_a_cuda_kernels_register_count_is_what_its_code_holds(device, stream, re
         err, regs = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.native)
         assert not err, err
         assert 2 <= regs <= 255, regs
+    for live in (240, 300):  # about as many registers as a thread may have, and more than it may
+        with device.compile(ptx_many_live(live), "ptx") as module:
+            values = np.arange(live, dtype=np.uint32) * np.uint32(2654435761) + np.uint32(live)
+            with upload(device, stream, values) as src, poisoned(device, stream, 4) as out:
+                kernel = module.kernel("many_live")
+                stream.launch(kernel, 1, 1, (src, out))
+                assert read(stream, out, np.uint32).tolist() == [int(values.sum(dtype=np.uint32))], live
+                err, regs = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.native)
+                assert not err, err
+                assert 2 <= regs <= 255, f"{live} values loaded before they are summed: NUM_REGS is {regs}"
+
+
+def ptx_many_live(live: int) -> str:
+    """``many_live(in, out)``: one thread loads ``live`` 32-bit words of ``in`` into as many registers, then
+    stores their sum (mod 2^32) to ``out``: code that needs more registers than a thread has (a compiler
+    spills the rest), declared in registers %r1 .. %r<live>."""
+    loads = "".join(f"    ld.global.u32 %r{i + 1}, [%rd3+{4 * i}];\n" for i in range(live))
+    sums = "".join(f"    add.u32 %r1, %r1, %r{i};\n" for i in range(live, 1, -1))
+    return (".version 7.0\n.target sm_70\n.address_size 64\n\n"
+            ".visible .entry many_live(.param .u64 many_live_param_0, .param .u64 many_live_param_1)\n{\n"
+            f"    .reg .b32 %r<{live + 1}>;\n    .reg .b64 %rd<5>;\n"
+            "    ld.param.u64 %rd1, [many_live_param_0];\n    ld.param.u64 %rd2, [many_live_param_1];\n"
+            "    cvta.to.global.u64 %rd3, %rd1;\n    cvta.to.global.u64 %rd4, %rd2;\n"
+            f"{loads}{sums}    st.global.u32 [%rd4], %r1;\n    ret;\n}}\n")
 
 
 #: thread i narrows the f64 in[i] to f32 in each rounding mode: out[4i..4i+3] = .rn, .rz, .rm, .rp
