@@ -514,3 +514,24 @@ def test_the_first_work_of_a_fresh_device_is_not_taken_as_done(device, stream, k
         finally:
             fresh.close()
     pytest.fail("the host never got to query() within a third of the work's time, however long the work")
+
+
+#: events EVENT-52 keeps alive at once: enough that a driver's table of live handles grows many times over
+MANY_EVENTS = 10000
+
+
+@pytest.mark.clause("EVENT-52")
+def test_thousands_of_live_events_each_still_answer(device, stream):
+    """A driver keeps its live handles in a table that grows as more are made; a growth that loses an entry
+    (one slot of the old table not carried over) turns that event's next synchronize, record or query into an
+    invalid-handle error. Thousands of events held at once on one stream make it grow many times; each is
+    then waited for, re-recorded and queried."""
+    with device.alloc(4) as buf:
+        stream.fill(buf, 0)
+        events = [stream.record() for _ in range(MANY_EVENTS)]
+        for i, event in enumerate(events):
+            event.synchronize()
+            assert stream.record(event=event) is event, i
+        stream.synchronize()
+        pending = [i for i, event in enumerate(events) if event.query() is not True]
+        assert not pending, f"{len(pending)} of {MANY_EVENTS} re-recorded events not complete after synchronize: {pending[:8]}"
