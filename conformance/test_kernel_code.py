@@ -1139,6 +1139,62 @@ def test_a_misaligned_atomic_is_reported_as_a_misaligned_address(device, target,
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
 
+#: one thread stores (misaligned_shared_store) or loads (misaligned_shared_load) the 32-bit word 2 bytes into a
+#: word-aligned shared array (2 * %ntid.x, with a block of one thread: an address the compiler cannot fold), then
+#: writes 7 to its buffer
+PTX_MISALIGNED_SHARED = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry misaligned_shared_store(.param .u64 misaligned_shared_store_param_0)
+{
+    .shared .align 4 .b8 words[64];
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [misaligned_shared_store_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, words;
+    mov.u32 %r2, %ntid.x;
+    shl.b32 %r3, %r2, 1;
+    add.s32 %r4, %r1, %r3;
+    st.shared.u32 [%r4], %r2;
+    bar.sync 0;
+    mov.u32 %r2, 7;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+
+.visible .entry misaligned_shared_load(.param .u64 misaligned_shared_load_param_0)
+{
+    .shared .align 4 .b8 words[64];
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [misaligned_shared_load_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, words;
+    mov.u32 %r2, %ntid.x;
+    shl.b32 %r3, %r2, 1;
+    add.s32 %r4, %r1, %r3;
+    ld.shared.u32 %r5, [%r4];
+    st.global.u32 [%rd2+4], %r5;
+    mov.u32 %r2, 7;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-97")
+@pytest.mark.parametrize("kernel", ["misaligned_shared_store", "misaligned_shared_load"])
+def test_a_misaligned_shared_access_is_reported_as_a_misaligned_address(device, target, require, kernel):
+    """A 4-byte shared-memory store or load 2 bytes into a word-aligned array faults as MISALIGNED_ADDRESS,
+    as a global one does: the address is inside the block's shared memory, and ILLEGAL_ADDRESS would send the
+    user looking for an access outside it. The context is lost after the fault, so a child process runs it."""
+    outcome = far_store_outcomes(device, target, require, PTX_MISALIGNED_SHARED, kernel)["synchronize"]
+    assert outcome is not None, f"{kernel}: a 4-byte shared access 2 bytes into a word array raised nothing"
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
+
+
 @pytest.mark.clause("ERR-52")
 def test_operations_after_a_lost_context_raise_driver_errors(device, target, require):
     """Once a fault has lost the context, using the faulting kernel's buffer from another stream (which fences
