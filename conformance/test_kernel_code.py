@@ -1195,6 +1195,85 @@ def test_a_misaligned_shared_access_is_reported_as_a_misaligned_address(device, 
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
 
+#: each thread t takes 8 bytes from the device heap (malloc, as CUDA C++'s malloc compiles), writes the pointer to
+#: out[t]; where it is 16-byte aligned, stores a 64-bit value made from t through it and loads it back into
+#: out[4 + t] (a misaligned pointer is left alone: the store would fault and lose the context); once every thread's
+#: block is held (bar.sync), each frees its own
+PTX_DEVICE_MALLOC = """.version 7.5
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b64 func_retval0) malloc
+(
+    .param .b64 malloc_param_0
+)
+;
+.extern .func free
+(
+    .param .b64 free_param_0
+)
+;
+
+.visible .entry heap_words(.param .u64 heap_words_param_0)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [heap_words_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 8;
+    add.s64 %rd4, %rd2, %rd3;
+    mov.u64 %rd5, 8;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd5;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd6, [retval0];
+    }
+    st.global.u64 [%rd4], %rd6;
+    and.b64 %rd7, %rd6, 15;
+    setp.ne.s64 %p1, %rd7, 0;
+    @%p1 bra HELD;
+    setp.eq.s64 %p1, %rd6, 0;
+    @%p1 bra HELD;
+    cvt.u64.u32 %rd8, %r1;
+    mad.lo.s64 %rd9, %rd8, 4294967297, 81985529216486895;
+    st.u64 [%rd6], %rd9;
+    ld.u64 %rd10, [%rd6];
+    st.global.u64 [%rd4+32], %rd10;
+HELD:
+    bar.sync 0;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd6;
+    call.uni free, (param0);
+    }
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-98")
+def test_device_malloc_gives_16_byte_aligned_memory(device, stream, require):
+    """CUDA guarantees that the device heap's malloc returns memory aligned to 16 bytes, so that any type (a
+    double2, an int4) may be stored there: a heap that hands out blocks at another alignment makes such stores
+    fault as misaligned. Four threads each take 8 bytes and store and load a 64-bit word through the pointer;
+    their pointers, all held at once, are distinct and 16-byte aligned; then each thread frees its own."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (the device heap's malloc)")
+    with device.compile(PTX_DEVICE_MALLOC, "ptx") as module, poisoned(device, stream, 64) as out:
+        stream.launch(module.kernel("heap_words"), 1, 4, (out,))
+        got = read(stream, out, np.uint64).tolist()
+    pointers, words = got[:4], got[4:]
+    assert all(pointers) and len(set(pointers)) == 4, f"malloc(8) in four threads gave {[hex(p) for p in pointers]}"
+    misaligned = [hex(p) for p in pointers if p % 16]
+    assert not misaligned, f"malloc(8) gave pointers not aligned to 16 bytes: {misaligned}"
+    assert words == [(t * 4294967297 + 81985529216486895) % 2**64 for t in range(4)], [hex(w) for w in words]
+
+
 @pytest.mark.clause("ERR-52")
 def test_operations_after_a_lost_context_raise_driver_errors(device, target, require):
     """Once a fault has lost the context, using the faulting kernel's buffer from another stream (which fences
