@@ -975,6 +975,73 @@ def test_ptx_narrows_a_double_below_floats_smallest_subnormal_by_its_rounding_mo
     assert got == [positive_row, negative_row, positive_row, negative_row], [[hex(v) for v in row] for row in got]
 
 
+#: thread i converts the f32 in32[i] and the f64 in64[i] to signed integers: out[3i] = cvt.rzi.s32.f32,
+#: out[3i + 1] = cvt.rni.s32.f64, out[3i + 2] = cvt.rzi.s16.f32 (sign-extended to 32 bits)
+PTX_TO_SIGNED = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry to_signed(.param .u64 to_signed_param_0, .param .u64 to_signed_param_1,
+                          .param .u64 to_signed_param_2)
+{
+    .reg .b16 %rs<2>;
+    .reg .b32 %r<5>;
+    .reg .f32 %f<2>;
+    .reg .f64 %fd<2>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [to_signed_param_0];
+    ld.param.u64 %rd2, [to_signed_param_1];
+    ld.param.u64 %rd3, [to_signed_param_2];
+    cvta.to.global.u64 %rd4, %rd1;
+    cvta.to.global.u64 %rd5, %rd2;
+    cvta.to.global.u64 %rd6, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd7, %r1, 4;
+    add.s64 %rd8, %rd4, %rd7;
+    ld.global.f32 %f1, [%rd8];
+    mul.wide.u32 %rd9, %r1, 8;
+    add.s64 %rd10, %rd5, %rd9;
+    ld.global.f64 %fd1, [%rd10];
+    cvt.rzi.s32.f32 %r2, %f1;
+    cvt.rni.s32.f64 %r3, %fd1;
+    cvt.rzi.s16.f32 %rs1, %f1;
+    cvt.s32.s16 %r4, %rs1;
+    mul.wide.u32 %rd11, %r1, 12;
+    add.s64 %rd11, %rd6, %rd11;
+    st.global.u32 [%rd11], %r2;
+    st.global.u32 [%rd11+4], %r3;
+    st.global.u32 [%rd11+8], %r4;
+    ret;
+}
+"""
+
+#: floats at and around the ends of int32's and int16's ranges, and beyond them
+TO_SIGNED_INPUTS = [2.0 ** 31, -(2.0 ** 31), 2.0 ** 31 - 128, 3e9, -3e9, 32768.0, -32768.0, 32767.75, 40000.0,
+                    -40000.0, 1.5, -2.5]
+#: doubles rounded to nearest even: 2^31 - 0.25 and 2^31 - 0.5 round up to 2^31, past int32's maximum
+TO_SIGNED_DOUBLES = [2.0 ** 31, -(2.0 ** 31), 2.0 ** 31 - 0.25, 2.0 ** 31 - 0.5, 2.0 ** 31 - 1.5, -(2.0 ** 31) - 0.5,
+                     -(2.0 ** 31) - 0.75, 3e9, -3e9, 2.5, -1.5, 0.5]
+
+
+@pytest.mark.clause("KERNEL-99")
+def test_ptx_float_to_signed_conversion_clamps_to_the_destination_range(device, stream, require):
+    """PTX's float-to-integer cvt clamps to the destination's range (.sat is implied): 2^31 converts to
+    int32's maximum and 32768 to int16's, never wraps to the minimum. A value exactly one past the range's end
+    is where a clamp written with the wrong bound lets a conversion through that wraps."""
+    require("lang.ptx")
+    floats = np.array(TO_SIGNED_INPUTS, np.float32)
+    doubles = np.array(TO_SIGNED_DOUBLES, np.float64)
+    n = len(floats)
+    with device.compile(PTX_TO_SIGNED, "ptx") as module, upload(device, stream, floats) as src32, \
+            upload(device, stream, doubles) as src64, poisoned(device, stream, 12 * n) as out:
+        stream.launch(module.kernel("to_signed"), 1, n, (src32, src64, out))
+        got = read(stream, out, np.int32).reshape(n, 3).tolist()
+    want = [[int(np.clip(np.trunc(f), -2 ** 31, 2 ** 31 - 1)), int(np.clip(np.rint(d), -2 ** 31, 2 ** 31 - 1)),
+             int(np.clip(np.trunc(f), -2 ** 15, 2 ** 15 - 1))] for f, d in zip(floats.tolist(), doubles.tolist())]
+    wrong = {(float(floats[i]), float(doubles[i])): (got[i], want[i]) for i in range(n) if got[i] != want[i]}
+    assert not wrong, f"(f32 in, f64 in): (got, want) of [rzi.s32.f32, rni.s32.f64, rzi.s16.f32]: {wrong}"
+
+
 #: say(): one thread's printf(PRINTF_FORMAT, -7, 0xbeef, 2^40, 2.5, "ok"), as NVRTC writes a printf call: the
 #: arguments packed in a local buffer, each at a multiple of its size (4, 4, 8, 8, 8 bytes: offsets 0, 4, 8, 16, 24)
 PRINTF_FORMAT = b"kernel printf: %d %x %lld %.3f %s|\n"
