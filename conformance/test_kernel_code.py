@@ -1042,6 +1042,56 @@ def test_ptx_float_to_signed_conversion_clamps_to_the_destination_range(device, 
     assert not wrong, f"(f32 in, f64 in): (got, want) of [rzi.s32.f32, rni.s32.f64, rzi.s16.f32]: {wrong}"
 
 
+#: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
+#: whole block (bar.sync: every thread's writes are done), reads them back and stores them to out[2t], out[2t + 1]
+PTX_LOCAL_OWN = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry local_own(.param .u64 local_own_param_0)
+{
+    .local .align 8 .b8 mine[16];
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<12>;
+    ld.param.u64 %rd1, [local_own_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    cvt.u64.u32 %rd3, %r1;
+    mov.u64 %rd4, mine;
+    mad.lo.s64 %rd5, %rd3, 4294967297, 1311768467463790320;
+    not.b64 %rd6, %rd5;
+    st.local.u64 [%rd4], %rd5;
+    st.local.u64 [%rd4+8], %rd6;
+    bar.sync 0;
+    ld.local.u64 %rd7, [%rd4];
+    ld.local.u64 %rd8, [%rd4+8];
+    mul.wide.u32 %rd9, %r1, 16;
+    add.s64 %rd10, %rd2, %rd9;
+    st.global.u64 [%rd10], %rd7;
+    st.global.u64 [%rd10+8], %rd8;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-100")
+def test_each_threads_local_memory_is_its_own(device, stream, require):
+    """.local memory is private to its thread and as large as the kernel declares: what one thread stored
+    there is what it loads back, however many threads of its block stored to theirs in between. An area sized
+    too small faults at its last bytes or overlaps the next thread's; overlapping areas pass any test whose
+    threads store and load with nothing between, so a barrier makes every thread's stores come before any load."""
+    require("lang.ptx")
+    threads = 64
+    with device.compile(PTX_LOCAL_OWN, "ptx") as module, poisoned(device, stream, 16 * threads) as out:
+        stream.launch(module.kernel("local_own"), 1, threads, (out,))
+        got = read(stream, out, np.uint64).reshape(threads, 2).tolist()
+    mask = 2 ** 64 - 1
+    want = [[(t * 4294967297 + 1311768467463790320) & mask, ~(t * 4294967297 + 1311768467463790320) & mask]
+            for t in range(threads)]
+    wrong = {t: [hex(v) for v in got[t]] for t in range(threads) if got[t] != want[t]}
+    assert not wrong, f"threads that loaded other words than they stored to .local: {dict(list(wrong.items())[:6])}"
+
+
 #: say(): one thread's printf(PRINTF_FORMAT, -7, 0xbeef, 2^40, 2.5, "ok"), as NVRTC writes a printf call: the
 #: arguments packed in a local buffer, each at a multiple of its size (4, 4, 8, 8, 8 bytes: offsets 0, 4, 8, 16, 24)
 PRINTF_FORMAT = b"kernel printf: %d %x %lld %.3f %s|\n"
