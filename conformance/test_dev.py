@@ -436,6 +436,34 @@ def test_a_cuda_devices_yes_no_attributes_are_0_or_1(device):
     assert values["UNIFIED_ADDRESSING"] == 1, "the device does not share one address space with the host (UVA)"
 
 
+#: CUdevice_attribute names that are alignments in bytes (a power of two by their meaning)
+CUDA_ALIGNMENT_ATTRIBUTES = ("TEXTURE_ALIGNMENT", "TEXTURE_PITCH_ALIGNMENT", "SURFACE_ALIGNMENT")
+
+
+@pytest.mark.clause("DEV-74")
+def test_a_cuda_devices_alignment_and_register_attributes_are_what_cuda_documents(device):
+    """Clients round sizes and offsets up to the alignment attributes (a mask of ``value - 1``) and
+    occupancy calculators divide the register file by a kernel's registers per thread: an alignment that is
+    not a power of two, or a register count off by one, gives them wrong answers without an error. CUDA's
+    programming guide gives 64 K 32-bit registers per block and per multiprocessor for every compute
+    capability from 7.0 on (earlier ones: 32 K or 64 K)."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    native = device.native
+    attribute = native.driver.CUdevice_attribute
+    values = {}
+    for name in CUDA_ALIGNMENT_ATTRIBUTES + ("MAX_REGISTERS_PER_BLOCK", "MAX_REGISTERS_PER_MULTIPROCESSOR"):
+        err, values[name] = native.driver.cuDeviceGetAttribute(getattr(attribute, f"CU_DEVICE_ATTRIBUTE_{name}"),
+                                                               native.device)
+        assert not err, f"cuDeviceGetAttribute({name}): {err}"
+    odd = {name: v for name, v in values.items() if v <= 0 or v & (v - 1)}
+    assert not odd, f"alignments or register counts that are not powers of two: {odd}"
+    per_block, per_sm = values["MAX_REGISTERS_PER_BLOCK"], values["MAX_REGISTERS_PER_MULTIPROCESSOR"]
+    assert 32768 <= per_block <= per_sm, values
+    if device.info.extra["compute_capability"] >= (7, 0):
+        assert per_block == per_sm == 65536, values
+
+
 @pytest.mark.clause("DEV-70")
 def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
     """CUDA's driver API documents its version as 1000 * major + 10 * minor: DeviceInfo.driver_version names
