@@ -3,6 +3,7 @@ source text without a final newline (test_kernel.py holds the launches of the co
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
@@ -863,6 +864,38 @@ def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
         assert values["PTX_VERSION"] == 75, values
         assert values["BINARY_VERSION"] == 10 * major + minor, values
         assert 1 <= values["MAX_THREADS_PER_BLOCK"] <= device.info.limits.max_threads_per_block, values
+
+
+@pytest.mark.clause("KERNEL-101")
+def test_the_drivers_own_launch_and_memset_work_on_a_cuda_devices_handles(device, stream, require):
+    """`Kernel.native`, `Stream.native` and `Buffer.handle` are there for the driver's own API, as clients
+    that mix libraries use them: cuLaunchKernelEx (a launch configuration without attributes or dynamic shared
+    memory) runs the kernel, and cuMemsetD32Async sets 32-bit words, on the library's stream in its order. The
+    device's context is pushed for the calls and popped after, as a library that shares the context does."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLaunchKernelEx, cuMemsetD32Async)")
+    cu = device.native.driver
+    with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 64) as out:
+        kernel = module.kernel("fill7")
+        config = cu.CUlaunchConfig()
+        config.gridDimX = config.gridDimY = config.gridDimZ = 1
+        config.blockDimX = config.blockDimY = config.blockDimZ = 1
+        config.sharedMemBytes = 0
+        config.hStream = stream.native
+        config.numAttrs = 0
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        try:
+            err_set, = cu.cuMemsetD32Async(out.handle + 16, 0x01020304, 8, stream.native)
+            err_launch, = cu.cuLaunchKernelEx(config, kernel.native, ((out.handle,), (ctypes.c_void_p,)), 0)
+        finally:
+            cu.cuCtxPopCurrent()
+        assert not err_set, f"cuMemsetD32Async: {err_set}"
+        assert not err_launch, f"cuLaunchKernelEx: {err_launch}"
+        got = read(stream, out, np.uint32).tolist()
+    poison = POISON * 0x01010101
+    assert got == [7] + [poison] * 3 + [0x01020304] * 8 + [poison] * 4, [hex(v) for v in got]
 
 
 #: each thread writes 3 * its index + 1 to its own word: a per-thread 64-bit address and a value, so the code
