@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -1231,9 +1232,9 @@ PTX_MISALIGNED_ATOMIC = """.version 7.5
 }
 """
 
-#: the child of KERNEL-92, ERR-52 and KERNEL-95: opens the target's device, runs the kernel argv[3] of the PTX
-#: argv[2] on its buffer on stream a, then uses the buffer from stream b; prints how each step ended (None: it
-#: raised nothing)
+#: the child of KERNEL-92, ERR-52, KERNEL-95, KERNEL-97 and KERNEL-102: opens the target's device, runs the kernel
+#: argv[3] of the PTX argv[2] on its buffer on stream a (grid and block argv[4], argv[5] as JSON lists where given,
+#: else one thread), then uses the buffer from stream b; prints how each step ended (None: it raised nothing)
 FAR_STORE_CHILD = """
 import json, sys
 import numpy as np
@@ -1242,7 +1243,8 @@ from ironaccel.cts.testing.exhaust import _open
 device = _open(get(sys.argv[1]))
 a, b = device.create_stream(), device.create_stream()
 buf = device.alloc(4096)
-a.launch(device.compile(sys.argv[2], "ptx").kernel(sys.argv[3]), 1, 1, (buf,))
+dims = [tuple(json.loads(arg)) for arg in sys.argv[4:6]] or [1, 1]
+a.launch(device.compile(sys.argv[2], "ptx").kernel(sys.argv[3]), dims[0], dims[1], (buf,))
 steps = {"synchronize": a.synchronize, "copy_htod": lambda: b.copy_htod(buf, np.zeros(16, np.uint8)),
          "fill": lambda: b.fill(buf, 1), "copy_dtoh": lambda: b.copy_dtoh(np.zeros(16, np.uint8), buf)}
 outcomes = {}
@@ -1256,13 +1258,15 @@ print(json.dumps(outcomes))
 """
 
 
-def far_store_outcomes(device, target, require, ptx: str = PTX_FAR_STORE, kernel: str = "far_store") -> dict:
-    """How each step of FAR_STORE_CHILD ended with `kernel` of `ptx` (far_store unless told), on a CUDA device
-    with PTX (else the test skips)."""
+def far_store_outcomes(device, target, require, ptx: str = PTX_FAR_STORE, kernel: str = "far_store",
+                       dims: tuple = ()) -> dict:
+    """How each step of FAR_STORE_CHILD ended with `kernel` of `ptx` (far_store unless told) launched with
+    `dims` (grid, block: one thread unless told), on a CUDA device with PTX (else the test skips)."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
-    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, ptx, kernel], capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, ptx, kernel,
+                           *(json.dumps(list(d)) for d in dims)], capture_output=True,
                           text=True, timeout=120, env={**os.environ, **target.environment()})
     assert proc.returncode == 0, proc.stderr[-1500:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -1422,6 +1426,53 @@ def test_device_malloc_gives_16_byte_aligned_memory(device, stream, require):
     misaligned = [hex(p) for p in pointers if p % 16]
     assert not misaligned, f"malloc(8) gave pointers not aligned to 16 bytes: {misaligned}"
     assert words == [(t * 4294967297 + 81985529216486895) % 2**64 for t in range(4)], [hex(w) for w in words]
+
+
+#: of a grid of 2 x 2 blocks of 4 x 2 threads, only thread (3,1,0) of block (0,1,0) stores 1 TiB past its buffer
+PTX_ONE_FAR_STORE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry one_far_store(.param .u64 one_far_store_param_0)
+{
+    .reg .pred %p<5>;
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [one_far_store_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ctaid.y;
+    mov.u32 %r3, %tid.x;
+    mov.u32 %r4, %tid.y;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    setp.ne.u32 %p2, %r2, 1;
+    @%p2 bra DONE;
+    setp.ne.u32 %p3, %r3, 3;
+    @%p3 bra DONE;
+    setp.ne.u32 %p4, %r4, 1;
+    @%p4 bra DONE;
+    add.s64 %rd3, %rd2, 1099511627776;
+    mov.u32 %r5, 7;
+    st.global.u32 [%rd3], %r5;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-102")
+def test_a_fault_report_that_locates_the_thread_names_the_one_that_faulted(device, target, require):
+    """A driver's fault text that locates the faulting thread (a memcheck report: the fake's, appended to the
+    DriverError, gives `block (x,y,z), thread (x,y,z)`) is what the user debugs from: it names the one thread
+    that stored out of bounds, with the coordinates in their order. A driver whose text locates nothing (the
+    hardware driver's "an illegal memory access was encountered") has nothing here to be wrong."""
+    outcome = far_store_outcomes(device, target, require, PTX_ONE_FAR_STORE, "one_far_store",
+                                 ((2, 2, 1), (4, 2, 1)))["synchronize"]
+    assert outcome is not None, "a store 1 TiB past its buffer raised nothing"
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], outcome
+    located = re.findall(r"block \(\d+,\d+,\d+\), thread \(\d+,\d+,\d+\)", outcome["message"])
+    assert all(place == "block (0,1,0), thread (3,1,0)" for place in located), (located, outcome["message"])
 
 
 @pytest.mark.clause("ERR-52")
