@@ -665,7 +665,8 @@ def test_freeing_after_the_device_closed_is_quiet(device, kernels, target):
 def test_dropped_events_give_their_driver_resources_back(device, stream, kernels):
     """Each event holds driver objects (a CUevent, a fence or sync, a timestamp query) until it is dropped: a
     backend that never releases them leaks with every record. Timed events where the device has them (they
-    hold the most), dropped in thousands, synchronized every 1,000; at most 30,000 or 10 s of them."""
+    hold the most), dropped in thousands, synchronized every 1,000; at most 200,000 or 10 s of them (a CUevent
+    the fake libcuda never gets back costs it ~200 bytes: 30,000 of them stay under the bound)."""
     timing = device.supports("events.timing")
 
     def record_and_drop(count: int) -> None:
@@ -677,7 +678,7 @@ def test_dropped_events_give_their_driver_resources_back(device, stream, kernels
     record_and_drop(2000)  # what the first events set up once (pools, caches) is not counted
     before = rss_bytes()
     recorded, deadline = 0, time.monotonic() + 10
-    while recorded < 30_000 and time.monotonic() < deadline:
+    while recorded < 200_000 and time.monotonic() < deadline:
         record_and_drop(1000)
         recorded += 1000
     device.synchronize()
