@@ -276,6 +276,38 @@ def test_a_warm_pool_serves_an_exact_bucket_size_from_its_own_bucket(pool, nbyte
     buf.free()
 
 
+@pytest.mark.clause("POOL-66")
+def test_a_warm_pool_files_each_freed_block_under_its_own_bucket(device, pool, stream, kernels):
+    """With this thread's front caches of two buckets warm (1 KiB and 4 KiB, three blocks each), a 1 KiB block
+    taken from its front cache and freed while the 4 KiB front has room goes back to its own bucket: the next
+    4 KiB request gets a 4 KiB block (its 4 KiB of data round-trip, the pool counts 4 KiB live for it) and every
+    other live buffer keeps its data. A free that reads the block's bucket wrongly (two buckets up) files the
+    1 KiB block under 4 KiB, and the next 4 KiB buffer lies in 1 KiB."""
+    bufs = [pool.alloc(n) for n in (KiB, 4 * KiB) for _ in range(3)]
+    for buf in bufs:
+        buf.free()  # each into this thread's front cache, which gains the room (credit) for it
+    for _ in range(3):
+        pool.alloc(KiB).free()
+        pool.alloc(4 * KiB).free()
+    held = pool.alloc(4 * KiB)  # the 4 KiB front now has room for one
+    small = [pool.alloc(KiB) for _ in range(2)]
+    datas = [random_bytes(KiB, seed=20 + i) for i in range(len(small))]
+    for buf, data in zip(small, datas):
+        stream.copy_htod(buf, data)
+    pool.alloc(KiB).free()  # the third 1 KiB block, from the front cache and back
+    big = pool.alloc(4 * KiB)
+    assert pool.stats().bytes_live == 2 * 4 * KiB + 2 * KiB, pool.stats()
+    data = random_bytes(4 * KiB, seed=23)
+    stream.copy_htod(big, data)
+    np.testing.assert_array_equal(read(stream, big), data)
+    for buf, want in zip(small, datas):
+        np.testing.assert_array_equal(read(stream, buf), want, err_msg="a live 1 KiB buffer was overwritten")
+    for buf in (held, big, *small):
+        buf.free()
+    assert pool.stats().bytes_live == 0
+    assert_device_works(device, kernels)
+
+
 def assert_fenced_before_reuse(device, pool, stream, kernels, words: int, positional: bool = False) -> None:
     """A block of ``words`` u32 freed with free(stream=other) (``positional``: free(other)) while a kernel on
     other still writes it: the next owner's copy on the pool's stream waits for that kernel and keeps its bytes."""
