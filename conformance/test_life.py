@@ -131,15 +131,23 @@ def test_the_garbage_collector_can_walk_the_librarys_objects(device, stream, ker
             gc.get_referents(obj)  # raises SystemError where its traverse reports an error
         referrers = [name for name, obj in objects.items() if any(r is obj for r in gc.get_referrers(marker))]
         assert referrers == [], f"gc.get_referrers counts these as referrers of an unrelated object: {referrers}"
-        # and it visits what it holds: a Buffer holds its device (a traverse that visits nothing hides every cycle
-        # through it from the collector). Before Python 3.11 an instance's attributes are reached through its
-        # __dict__, which is then the referent (and the device's referrer) in the buffer's place.
-        held = gc.get_referents(buf)
-        dicts = [r for r in held if type(r) is dict]
-        assert any(r is device for r in [*held, *(x for d in dicts for x in gc.get_referents(d))]), \
+        # and it visits what it holds: a Buffer holds its device, a Device its info (a traverse that visits
+        # nothing hides every cycle through the object from the collector). An instance's attributes may be
+        # reached through its __dict__ (always before Python 3.11; once the dict exists after), which is then the
+        # referent (and the referrer) in the object's place.
+        def held_by(obj):
+            held = gc.get_referents(obj)
+            dicts = [r for r in held if type(r) is dict]
+            return held, dicts, [*held, *(x for d in dicts for x in gc.get_referents(d))]
+
+        held, dicts, reached = held_by(buf)
+        assert any(r is device for r in reached), \
             f"gc.get_referents of a used Buffer misses its device: {[type(r).__name__ for r in held]}"
         assert any(r is buf or any(r is d for d in dicts) for r in gc.get_referrers(device)), \
             "gc.get_referrers of the device misses a used Buffer of it"
+        held, _, reached = held_by(device)
+        assert any(r is device.info for r in reached), \
+            f"gc.get_referents of the Device misses its DeviceInfo: {[type(r).__name__ for r in held]}"
         stream.synchronize()
         objects["PooledBuffer"].free()
     buf.free()
