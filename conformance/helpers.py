@@ -9,9 +9,9 @@ import pytest
 
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
-__all__ = ["POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
+__all__ = ["NOP", "POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
            "memory_churn", "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "rng", "rss_bytes",
-           "upload"]
+           "nop_kernels", "upload"]
 
 POISON = 0xA5
 
@@ -109,3 +109,40 @@ def memory_churn(device, target) -> tuple[int, int, int]:
     # a CPU driver's memory is the process's: filled (so it is really taken) and measured
     size = min(info.limits.max_alloc, 8 << 20)
     return size, 32, size  # 256 MiB: SwiftShader's WebGPU fills it in ~1 min
+
+
+def _spirv_nop() -> bytes:
+    """SPIR-V of ``nop`` (the GLSL one below, assembled by hand: a device may compile SPIR-V alone)."""
+    def op(code: int, *operands: int) -> list[int]:
+        return [(len(operands) + 1) << 16 | code, *operands]
+
+    name = int.from_bytes(b"nop\0", "little")
+    words = [0x07230203, 0x00010300, 0, 12, 0,  # magic, SPIR-V 1.3, generator, id bound, schema
+             *op(17, 1), *op(14, 0, 1), *op(15, 5, 4, name),  # Shader; Logical GLSL450; GLCompute %4 "nop"
+             *op(16, 4, 17, 1, 1, 1), *op(71, 7, 1, 0), *op(71, 8, 1, 1), *op(71, 9, 1, 2),  # LocalSize; SpecId 0..2
+             *op(71, 11, 11, 25), *op(19, 2), *op(33, 3, 2), *op(21, 6, 32, 0),  # %11 WorkgroupSize; void; fn; u32
+             *op(50, 6, 7, 1), *op(50, 6, 8, 1), *op(50, 6, 9, 1), *op(23, 10, 6, 3), *op(51, 10, 11, 7, 8, 9),
+             *op(54, 2, 4, 0, 3), *op(248, 5), *op(253), *op(56)]  # %4 = function { label; return }
+    return np.array(words, "<u4").tobytes()
+
+
+#: ``nop``: a kernel that takes no argument, in each dialect the suite's targets compile.
+NOP = {
+    "cuda": 'extern "C" __global__ void nop() {}',
+    "ptx": ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry nop() { ret; }",
+    "glsl": "#version 450\nlayout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\nvoid main() {}",
+    "spirv": _spirv_nop(),
+    "glsl430": "#version 430\nvoid main() {}",
+    "wgsl": ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\noverride BLOCK_Z: u32 = 1;\n"
+             "@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z) fn nop() {}"),
+    "opencl": "__kernel void nop(void) {}",
+}
+
+
+def nop_kernels(device) -> list[tuple[str, object]]:
+    """(language, kernel) of ``nop`` in each language of NOP the device compiles (at least one, else fails)."""
+    langs = [lang for lang in device.languages if lang in NOP]
+    assert langs, f"the suite has no nop kernel for {device.languages}"
+    return [(lang, device.compile(NOP[lang], lang, options=["-e", "nop"] if lang.startswith("glsl") else []).kernel("nop"))
+            for lang in langs]
+

@@ -14,7 +14,7 @@ from ironaccel.backends import get as get_backend, registry
 from ironaccel.api import CAPABILITIES
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import RunningWork, assert_device_works, poisoned, raises_naming, read
+from .helpers import NOP, RunningWork, assert_device_works, poisoned, raises_naming, read
 
 
 @pytest.mark.clause("DEV-1")
@@ -221,34 +221,6 @@ def test_closed_device_raises_use_after_free(device, kernels, target):
             assert re.search(rf"{re.escape(said)}\b.*\bclosed\b", str(info.value)), \
                 f"a closed device should say it is the device {said} that is closed: {info.value}"
     assert_device_works(device, kernels)
-
-
-def _spirv_nop() -> bytes:
-    """SPIR-V of ``nop`` (the GLSL one below, assembled by hand: a device may compile SPIR-V alone)."""
-    def op(code: int, *operands: int) -> list[int]:
-        return [(len(operands) + 1) << 16 | code, *operands]
-
-    name = int.from_bytes(b"nop\0", "little")
-    words = [0x07230203, 0x00010300, 0, 12, 0,  # magic, SPIR-V 1.3, generator, id bound, schema
-             *op(17, 1), *op(14, 0, 1), *op(15, 5, 4, name),  # Shader; Logical GLSL450; GLCompute %4 "nop"
-             *op(16, 4, 17, 1, 1, 1), *op(71, 7, 1, 0), *op(71, 8, 1, 1), *op(71, 9, 1, 2),  # LocalSize; SpecId 0..2
-             *op(71, 11, 11, 25), *op(19, 2), *op(33, 3, 2), *op(21, 6, 32, 0),  # %11 WorkgroupSize; void; fn; u32
-             *op(50, 6, 7, 1), *op(50, 6, 8, 1), *op(50, 6, 9, 1), *op(23, 10, 6, 3), *op(51, 10, 11, 7, 8, 9),
-             *op(54, 2, 4, 0, 3), *op(248, 5), *op(253), *op(56)]  # %4 = function { label; return }
-    return np.array(words, "<u4").tobytes()
-
-
-#: ``nop``: a kernel that takes no argument, in each dialect the suite's targets compile.
-NOP = {
-    "cuda": 'extern "C" __global__ void nop() {}',
-    "ptx": ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry nop() { ret; }",
-    "glsl": "#version 450\nlayout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\nvoid main() {}",
-    "spirv": _spirv_nop(),
-    "glsl430": "#version 430\nvoid main() {}",
-    "wgsl": ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\noverride BLOCK_Z: u32 = 1;\n"
-             "@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z) fn nop() {}"),
-    "opencl": "__kernel void nop(void) {}",
-}
 
 
 @pytest.mark.clause("DEV-65", "ERR-1")

@@ -11,7 +11,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.pool import MemPool
 
-from .helpers import assert_device_works, raises_naming, read
+from .helpers import assert_device_works, nop_kernels, raises_naming, read
 
 KIB = 1024
 
@@ -107,6 +107,25 @@ def test_dims_of_other_accepted_types_launch_with_their_own_values(device, strea
             want = np.where(np.arange(n) < threads, value, 0).astype(np.uint32)
             np.testing.assert_array_equal(read(stream, out, np.uint32), want,
                                           err_msg=f"launch {value} (grid {grid!r}, block {block!r})")
+
+
+@pytest.mark.clause("ERR-3", "KERNEL-18")
+def test_dims_of_a_kernel_without_parameters_are_checked_when_args_are_given(device, stream, kernels):
+    """The dims are checked whatever the args are: a kernel that takes nothing, launched with an explicit empty
+    argument tuple after a launch of the same dims as ints (so a plan for them exists), launches with a list
+    block or grid and refuses a float one. A check that reads the args in the block's place finds ``()`` (a
+    tuple of ints, like exact dims) and lets the block through unchecked: a list then fails as a dict key with a
+    bare TypeError and a float one launches with the plan of the int it equals."""
+    for lang, k in nop_kernels(device):
+        stream.launch(k, 1, 64, ())
+        stream.launch(k, (1,), (64,), ())
+        for grid, block in [(1, [64]), ([1], 64), ((1,), [64]), ([1], [64])]:
+            stream.launch(k, grid, block, ())
+        for grid, block in [(1, 64.0), (1.0, 64), ((1,), (64.0,)), ((1.0,), (64,)), (1, True), (True, 64)]:
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: "):
+                stream.launch(k, grid, block, ())
+        stream.synchronize()
+    assert_device_works(device, kernels)
 
 
 @pytest.mark.clause("POOL-31")

@@ -472,6 +472,20 @@ def test_re_record_rejects_what_it_cannot_re_record(device, stream):
                 call()
                 pytest.fail(f"{what}: accepted")
         assert untimed.stream is stream
+        # record's arguments are keyword-only, and only event= names the event to re-record: an Event passed
+        # positionally (beside event= too) or as timing= is not re-recorded (a compiled record that reads the
+        # event from the first argument whenever one keyword is given moves it to the other stream)
+        other = device.create_stream()
+        for what, call in {"record(e)": lambda: other.record(untimed),
+                           "record(e, event=e)": lambda: other.record(untimed, event=untimed)}.items():
+            with pytest.raises(TypeError):
+                call()
+                pytest.fail(f"{what}: accepted")
+        try:
+            made = other.record(timing=untimed)  # a truthy timing: a new timed event
+        except ia.Unsupported:
+            made = None
+        assert made is not untimed and untimed.stream is stream, "record(timing=e) re-recorded e"
         untimed.synchronize()
         if device.supports("graphs"):
             with pytest.raises(ia.InvalidArgument, match=r"^Stream\.record: "):

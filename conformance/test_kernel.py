@@ -566,6 +566,16 @@ def test_each_launch_uses_its_own_arguments(device, stream, kernels, via):
             else:
                 k.prepare(1, block)(stream, *same)
         assert (read(stream, a, np.uint32, count=64) == 9).all(), "a launch ran with the block of the launch before"
+        # a grid equal to the block (twice), then another grid with that block, each over the whole buffer: a
+        # launch looked up by (block, block) instead of (grid, block) runs the last with the first's 64 blocks
+        for grid in (64, 64, 1):
+            if via == "Stream.launch":
+                stream.launch(k, grid, 64, (a, np.uint32(grid), np.uint32(n)))
+            else:
+                k.prepare(grid, 64)(stream, a, np.uint32(grid), np.uint32(n))
+        want = np.full(n, 64, np.uint32)
+        want[:64] = 1
+        np.testing.assert_array_equal(read(stream, a, np.uint32), want, err_msg="grid 1 after grid 64, block 64")
 
 
 @pytest.mark.clause("KERNEL-19", "ERR-1", "ERR-2")

@@ -393,6 +393,31 @@ def test_wgsl_outside_the_argument_convention_is_refused_at_compile(device, kern
     assert_device_works(device, kernels)
 
 
+#: fixed_array(out): a storage binding of a fixed size (1 KiB), each of the first 256 threads writing its index
+WGSL_FIXED_ARRAY = ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\noverride BLOCK_Z: u32 = 1;\n"
+                    "@group(0) @binding(0) var<storage, read_write> out: array<u32, 256>;\n"
+                    "@compute @workgroup_size(BLOCK_X, BLOCK_Y, BLOCK_Z)\n"
+                    "fn fixed_array(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < 256u) { out[g.x] = g.x; } }\n")
+
+
+@pytest.mark.clause("KERNEL-99")
+def test_wgsl_binding_smaller_than_its_fixed_array_is_refused_naming_the_kernel(device, stream, kernels, require):
+    """WebGPU validates a binding's size against the shader's fixed-size array: the backend's refusal of a
+    buffer too small for it must be Stream.launch's, say which kernel could not be dispatched, write nothing,
+    and leave the kernel launchable with a buffer that fits."""
+    require("lang.wgsl")
+    k = device.compile(WGSL_FIXED_ARRAY, "wgsl").kernel("fixed_array")
+    with poisoned(device, stream, 16) as small, poisoned(device, stream, 1024) as fits:
+        for _ in range(2):  # and again, once the refusal may be remembered
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: ") as info:
+                stream.launch(k, 1, 64, (small,))
+            assert "fixed_array" in str(info.value), f"the refusal does not name the kernel: {info.value}"
+        assert (read(stream, small, np.uint8) == POISON).all(), "a refused launch wrote"
+        stream.launch(k, 4, 64, (fits,))
+        np.testing.assert_array_equal(read(stream, fits, np.uint32), np.arange(256, dtype=np.uint32))
+    assert_device_works(device, kernels)
+
+
 #: imm_forms(out): thread 0 stores integer immediates written in each of PTX's notations
 PTX_INTEGER_FORMS = """.version 7.0
 .target sm_70
@@ -1057,7 +1082,7 @@ TO_SIGNED_DOUBLES = [2.0 ** 31, -(2.0 ** 31), 2.0 ** 31 - 0.25, 2.0 ** 31 - 0.5,
                      -(2.0 ** 31) - 0.75, 3e9, -3e9, 2.5, -1.5, 0.5]
 
 
-@pytest.mark.clause("KERNEL-99")
+@pytest.mark.clause("KERNEL-103")
 def test_ptx_float_to_signed_conversion_clamps_to_the_destination_range(device, stream, require):
     """PTX's float-to-integer cvt clamps to the destination's range (.sat is implied): 2^31 converts to
     int32's maximum and 32768 to int16's, never wraps to the minimum. A value exactly one past the range's end

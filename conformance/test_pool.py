@@ -249,13 +249,15 @@ def test_a_block_freed_after_use_on_another_stream_is_fenced_before_reuse(device
 
 @pytest.mark.clause("POOL-64")
 @pytest.mark.parametrize("words", [1024, 1 << 18], ids=["4KiB", "1MiB"])  # the smallest and biggest front buckets
+@pytest.mark.parametrize("passed", ["keyword", "positional"])
 def test_a_block_freed_on_another_stream_into_a_warm_pool_is_fenced_before_reuse(device, pool, stream, kernels,
-                                                                                   words):
+                                                                                   words, passed):
     """POOL-5 once this thread has freed and taken back blocks of the bucket on the pool's stream, so a free
-    may take the pool's quickest path (the thread's front cache): a free(stream=other) must still fence."""
+    may take the pool's quickest path (the thread's front cache): a free(stream=other) must still fence, and so
+    must a free(other), the stream passed positionally (a compiled free that reads only the keyword ignores it)."""
     for _ in range(3):
         pool.alloc(4 * words).free()
-    assert_fenced_before_reuse(device, pool, stream, kernels, words)
+    assert_fenced_before_reuse(device, pool, stream, kernels, words, positional=passed == "positional")
 
 
 @pytest.mark.clause("POOL-65")
@@ -274,9 +276,41 @@ def test_a_warm_pool_serves_an_exact_bucket_size_from_its_own_bucket(pool, nbyte
     buf.free()
 
 
-def assert_fenced_before_reuse(device, pool, stream, kernels, words: int) -> None:
-    """A block of ``words`` u32 freed with free(stream=other) while a kernel on other still writes it: the
-    next owner's copy on the pool's stream waits for that kernel and keeps its bytes."""
+@pytest.mark.clause("POOL-66")
+def test_a_warm_pool_files_each_freed_block_under_its_own_bucket(device, pool, stream, kernels):
+    """With this thread's front caches of two buckets warm (1 KiB and 4 KiB, three blocks each), a 1 KiB block
+    taken from its front cache and freed while the 4 KiB front has room goes back to its own bucket: the next
+    4 KiB request gets a 4 KiB block (its 4 KiB of data round-trip, the pool counts 4 KiB live for it) and every
+    other live buffer keeps its data. A free that reads the block's bucket wrongly (two buckets up) files the
+    1 KiB block under 4 KiB, and the next 4 KiB buffer lies in 1 KiB."""
+    bufs = [pool.alloc(n) for n in (KiB, 4 * KiB) for _ in range(3)]
+    for buf in bufs:
+        buf.free()  # each into this thread's front cache, which gains the room (credit) for it
+    for _ in range(3):
+        pool.alloc(KiB).free()
+        pool.alloc(4 * KiB).free()
+    held = pool.alloc(4 * KiB)  # the 4 KiB front now has room for one
+    small = [pool.alloc(KiB) for _ in range(2)]
+    datas = [random_bytes(KiB, seed=20 + i) for i in range(len(small))]
+    for buf, data in zip(small, datas):
+        stream.copy_htod(buf, data)
+    pool.alloc(KiB).free()  # the third 1 KiB block, from the front cache and back
+    big = pool.alloc(4 * KiB)
+    assert pool.stats().bytes_live == 2 * 4 * KiB + 2 * KiB, pool.stats()
+    data = random_bytes(4 * KiB, seed=23)
+    stream.copy_htod(big, data)
+    np.testing.assert_array_equal(read(stream, big), data)
+    for buf, want in zip(small, datas):
+        np.testing.assert_array_equal(read(stream, buf), want, err_msg="a live 1 KiB buffer was overwritten")
+    for buf in (held, big, *small):
+        buf.free()
+    assert pool.stats().bytes_live == 0
+    assert_device_works(device, kernels)
+
+
+def assert_fenced_before_reuse(device, pool, stream, kernels, words: int, positional: bool = False) -> None:
+    """A block of ``words`` u32 freed with free(stream=other) (``positional``: free(other)) while a kernel on
+    other still writes it: the next owner's copy on the pool's stream waits for that kernel and keeps its bytes."""
     other = device.create_stream()
     for work in RunningWork.tries(device, other, kernels):
         buf = pool.alloc(4 * words)
@@ -284,7 +318,10 @@ def assert_fenced_before_reuse(device, pool, stream, kernels, words: int) -> Non
         other.wait(stream.record())  # a pooled block is ready in the pool stream's order
         work.enqueue(other)
         other.launch(work.kernel, ceil_div(words, 64), 64, (buf, np.uint32(16), np.uint32(words)))  # the late use
-        buf.free(stream=other)
+        if positional:
+            buf.free(other)
+        else:
+            buf.free(stream=other)
         again = pool.alloc(4 * words)
         assert block_of(again) is block
         data = random_bytes(4 * words, seed=7)
@@ -346,6 +383,27 @@ def test_double_free_and_use_after_free_raise_naming_the_op(device, pool, stream
             call()
     live.free()
     assert pool.stats().bytes_live == 0
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("POOL-6", "ERR-1")
+@pytest.mark.parametrize("passed", ["keyword", "positional"])
+def test_a_free_on_what_is_no_stream_of_the_device_raises_on_a_warm_pool(device, pool, stream, kernels, passed):
+    """Once this thread has freed and taken back a 4 KiB block (so a free may take the thread's front cache, the
+    compiled path included), a free given something that is no Stream of the pool's device, as ``stream=`` or
+    positionally, raises InvalidArgument naming MemPool.free and frees nothing: a free that drops a positional
+    stream puts the block back unfenced, unchecked."""
+    for _ in range(3):
+        pool.alloc(4 * KiB).free()
+    buf = pool.alloc(4 * KiB)
+    live = pool.stats().bytes_live
+    for bad in ("x", device, 0):
+        with raises_naming(ia.InvalidArgument, "MemPool.free", "stream"):
+            buf.free(bad) if passed == "positional" else buf.free(stream=bad)
+        assert not buf.freed, f"a refused free({bad!r}) freed the buffer"
+        assert pool.stats().bytes_live == live
+    buf.free(stream) if passed == "positional" else buf.free(stream=stream)  # the pool's own stream is fine
+    assert buf.freed and pool.stats().bytes_live == live - 4 * KiB
     assert_device_works(device, kernels)
 
 
