@@ -334,10 +334,11 @@ static void trace_proc(const char *symbol, void **fn) {
     } else if (!strcmp(symbol, "cuGetProcAddress")) {
         if (*fn == (void *)(uintptr_t)traced_get_proc_address || *fn == (void *)(uintptr_t)traced_get_proc_address_v2)
             return;
-        if (*fn == driver_symbol("cuGetProcAddress_v2")) {
+        /* the driver's, as dlsym found it (whatever name the driver was opened by) or as libcuda.so.1 has it */
+        if (*fn == (void *)(uintptr_t)g_real_get_proc_address_v2 || *fn == driver_symbol("cuGetProcAddress_v2")) {
             g_real_get_proc_address_v2 = (GetProcAddressV2)*fn;
             *fn = (void *)(uintptr_t)traced_get_proc_address_v2;
-        } else if (*fn == driver_symbol("cuGetProcAddress")) {
+        } else if (*fn == (void *)(uintptr_t)g_real_get_proc_address || *fn == driver_symbol("cuGetProcAddress")) {
             g_real_get_proc_address = (GetProcAddress)*fn;
             *fn = (void *)(uintptr_t)traced_get_proc_address;
         } /* else: a function this library cannot tell the kind of, left as it is */
