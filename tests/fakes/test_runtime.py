@@ -467,11 +467,16 @@ def test_an_nvcc_built_runtime_program_runs_on_the_fake(runtime_program, tmp_pat
     assert ("call", "CUDART_INTERFACE", "2", "0") in _calls(log)
 
 
+def _tracer() -> Path:
+    """tools/export_trace.so, built as trace_h200.sh builds it."""
+    return cbuild.build("exporttrace", "export_trace.so", [TOOLS / "export_trace.c", TOOLS.parent / "export_tables.h"],
+                        ("-std=gnu11", "-O2", "-fPIC", "-shared"), ("-ldl", "-lpthread"))
+
+
 def test_the_tracer_sees_what_the_fake_logs(runtime_program, tmp_path):
     """tools/export_trace.so, preloaded in front of the fake, logs the same lookups and slot calls the fake
     logs itself (but INTEGRITY_CHECK's, which it does not wrap): so its traces of the real driver compare."""
-    tracer = cbuild.build("exporttrace", "export_trace.so", [TOOLS / "export_trace.c", TOOLS.parent / "export_tables.h"],
-                          ("-std=gnu11", "-O2", "-fPIC", "-shared"), ("-ldl", "-lpthread"))
+    tracer = _tracer()
     trace = tmp_path / "trace.log"
     env = fakes.child_env()
     proc, log = _run_logged([str(runtime_program)], tmp_path, IRONACCEL_EXPORT_TRACE=str(trace),
@@ -480,6 +485,61 @@ def test_the_tracer_sees_what_the_fake_logs(runtime_program, tmp_path):
     fake = [c[:3] if c[-1] == "void" else c for c in _calls(log) if c[1] != "INTEGRITY_CHECK" or c[0] != "call"]
     traced = [c[:3] if c[:3] in {f[:3] for f in fake if len(f) == 3} else c for c in _calls(trace.read_text())]
     assert fake and fake == traced
+
+
+#: tests/fakes/tracer: a stand-in libcuda.so.1 serving tables the tracer does not know, and a program calling them
+TRACER_TESTS = Path(__file__).resolve().parent / "tracer"
+
+
+def _run_on_stand_in_driver(tmp_path, traced: bool):
+    """tracer/caller.c on tracer/driver.c (a libcuda.so.1 linked -Bsymbolic, as a real driver binds its own
+    symbols), with the tracer preloaded or not: (process, trace)."""
+    driver = cbuild.build("tracerdriver", "libcuda.so.1", [TRACER_TESTS / "driver.c"],
+                          ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-Wl,-Bsymbolic",
+                           "-Wl,-soname,libcuda.so.1"))
+    caller = cbuild.build("tracercaller", "caller", [TRACER_TESTS / "caller.c"], ("-std=gnu11", "-O2"), ("-ldl",))
+    trace = tmp_path / "trace.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IRONACCEL_")}
+    env.update(LD_LIBRARY_PATH=str(driver.parent), IRONACCEL_EXPORT_TRACE=str(trace))
+    if traced:  # a sanitizer runtime stays first
+        env["LD_PRELOAD"] = ":".join(filter(None, [env.get("LD_PRELOAD"), str(_tracer())]))
+    proc = subprocess.run([str(caller)], env=env, capture_output=True, text=True, timeout=120)
+    return proc, trace.read_text() if trace.exists() else ""
+
+
+NVRTC_CACHE = "{DA9151D3-3AE6-CC41-A5C0-4F26D533E328}"
+
+
+def test_the_tracer_forwards_every_argument_of_a_slot_it_wraps(tmp_path):
+    """A table the tracer does not know but whose size it states is wrapped, and each slot still gets every
+    argument and gives back its whole result: nine integer arguments (three on the stack, as NVRTC 13 calls slot
+    1 of {DA9151D3-...}, which killed CuPy under the first tracer on the H200), floating-point ones and a double
+    result, a 16-byte struct result, a variadic call; a slot holding data is not replaced by a trampoline, and
+    the table's read-only page is read-only again after the patch."""
+    plain, _ = _run_on_stand_in_driver(tmp_path, traced=False)
+    assert plain.returncode == 0 and "caller: ok" in plain.stdout, plain.stdout + plain.stderr
+    proc, trace = _run_on_stand_in_driver(tmp_path, traced=True)
+    assert proc.returncode == 0 and "caller: ok" in proc.stdout, proc.stdout + proc.stderr + trace
+    calls = _calls(trace)
+    assert calls[:1] == [("export_table", NVRTC_CACHE, "0")], trace
+    assert f"note {NVRTC_CACHE}: 7 slots (slot 0: 56 bytes)" in trace
+    slots = [c[2:] for c in calls if c[:2] == ("call", NVRTC_CACHE)]
+    # each route calls slots 1-4 and 6 once: the results as the slots gave them (a double's rax is not one)
+    assert [s[0] for s in slots] == ["1", "2", "3", "4", "6"] * 2
+    assert slots[0] == ("1", "987654321") and slots[2] == ("3", "21") and slots[4] == ("6", "42")
+
+
+def test_the_tracer_sees_lookups_made_through_cuGetProcAddress(tmp_path):
+    """The CUDA runtime dlsyms only cuGetProcAddress_v2, asks it for cuGetProcAddress and resolves everything
+    else through what that gave: a real driver (which binds its own symbols) gives its own cuGetExportTable, so
+    the tracer must hand out traced cuGetProcAddress functions to see the runtime's lookups at all (the first
+    tracer's H200 traces of an nvcc-built program were empty, and PyTorch's and CuPy's lacked every runtime
+    lookup). A table of no stated size is looked up and logged but not wrapped."""
+    proc, trace = _run_on_stand_in_driver(tmp_path, traced=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert ("export_table", "{F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9}", "0") in _calls(trace), trace
+    assert ("export_table", "{0BADC0DE-0001-0203-0405-060708090A0B}", "0") in _calls(trace), trace
+    assert "note {0BADC0DE-0001-0203-0405-060708090A0B}: its slots are not traced (length unknown)" in trace
 
 
 def test_the_real_drivers_traces_replay_on_the_fake(fake):
