@@ -15,10 +15,17 @@
  * count are not known (32 is a guess that covers the slots 4 and 13 seen called), so every slot is an unknown
  * one: it says so on stderr and returns NOT_SUPPORTED, which cuBLASLt checks and turns into an error status.
  *
- * Left out on purpose: {DA9151D3-3AE6-CC41-A5C0-4F26D533E328} (7 slots), which NVRTC 13 asks for at
- * nvrtcCompileProgram (seen here) and the real driver gives it (CuPy's H200 trace); NVRTC then calls its slot 1. With no way to know what slot 1 answers, the fake refuses the
- * lookup (INVALID_VALUE), after which NVRTC compiles as it always has here; a table whose slot 1 fails would
- * only change the path NVRTC takes to one nobody has seen work. */
+ * UNNAMED_F8CFF951 (3 slots with the size) is asked for at start-up by every CUDA 13.0 runtime the H200's driver
+ * (580.159) was traced with (CuPy's, PyTorch's and an nvcc-built program's: traces/*.log); none calls a slot, so
+ * every slot is an unknown one. Refused, the runtimes went on as well: served as the real driver serves it.
+ *
+ * Left out on purpose: {DA9151D3-3AE6-CC41-A5C0-4F26D533E328} (7 slots with the size), which NVRTC 13 asks for at
+ * nvrtcCompileProgram. The real driver gives it (traces/cupy.log, traces/torch.log) and NVRTC then calls, for each
+ * program it compiles, slot 1 (nine arguments, one a length of the program's size: 0 on the H200), slot 3 (which
+ * answered 500, CUDA_ERROR_NOT_FOUND, every time), slot 4 (a pointer and a length: 0) and slot 2 (0). That reads like
+ * a lookup that misses and a store (a compiled-output cache), but nothing shows what slot 1 makes or what a hit
+ * would return; the fake refuses the lookup (INVALID_VALUE), after which NVRTC compiles as it always has here,
+ * rather than answer for slots whose contract nobody has seen. */
 #ifndef FAKECUDA_EXPORT_TABLES_H
 #define FAKECUDA_EXPORT_TABLES_H
 
@@ -34,7 +41,8 @@
     T(CONTEXT_CHECKS, 4, 1, 0x26, 0x3e, 0x88, 0x60, 0x7c, 0xd2, 0x61, 0x43, 0x92, 0xf6, 0xbb, 0xd5, 0x00, 0x6d, 0xfa, 0x7e) \
     T(UNNAMED_69A28E9F, 34, 1, 0x69, 0xa2, 0x8e, 0x9f, 0x24, 0x49, 0x8b, 0x47, 0xb0, 0x30, 0xc5, 0xda, 0x33, 0x0e, 0xa4, 0xe9) \
     T(TOOLS_CONTEXT, 95, 1, 0x21, 0x31, 0x8c, 0x60, 0x97, 0x14, 0x32, 0x48, 0x8c, 0xa6, 0x41, 0xff, 0x73, 0x24, 0xc8, 0xf2) \
-    T(UNNAMED_1734DC26, 32, 1, 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca)
+    T(UNNAMED_1734DC26, 32, 1, 0x17, 0x34, 0xdc, 0x26, 0x80, 0x0d, 0x47, 0x45, 0x87, 0x26, 0xc0, 0xf1, 0xe7, 0xdd, 0x8b, 0xca) \
+    T(UNNAMED_F8CFF951, 3, 1, 0xf8, 0xcf, 0xf9, 0x51, 0x21, 0x46, 0x8b, 0x4e, 0xb9, 0xe2, 0xfb, 0x46, 0x9e, 0x7c, 0x0d, 0xd9)
 
 /* The most slots any table has (TOOLS_CONTEXT). */
 #define EXPORT_TABLE_SLOTS_MAX 95

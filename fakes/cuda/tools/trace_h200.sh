@@ -90,7 +90,9 @@ sys.exit(subprocess.run(sys.argv[2:], env=env).returncode)' "$@" > "$OUT/fake-$n
     status=$?
     echo "fake $name: exit $status" | tee -a "$OUT/driver.txt"
 }
-if python3 -c 'import cupy' 2>/dev/null; then on_fake cupy "" python3 "$here/cupy_smoke.py"; fi
+# CuPy on the fake compiles into a kernel cache of its own: the traced run before it filled the default one with
+# the real driver's machine code, which the fake refuses (CUDA_ERROR_NO_BINARY_FOR_GPU, the 2026-12-04 run).
+if python3 -c 'import cupy' 2>/dev/null; then on_fake cupy "CUPY_CACHE_DIR=$work/cupy-fake-cache" python3 "$here/cupy_smoke.py"; fi
 if python3 -c 'import torch' 2>/dev/null; then on_fake torch USE_PYTORCH_KERNEL_CACHE=0 python3 -m ironaccel.cts.torch_smoke; fi
 if [ -n "$smoke" ]; then on_fake nvcc "" "$smoke"; fi
 exit 0

@@ -8,7 +8,8 @@
  * slot 2 floating-point arguments and a double result, slot 3 returns a 16-byte struct (rax and rdx), slot 4
  * is variadic over doubles (al counts the vector registers), slot 5 is data (a pointer to an int, never
  * code), slot 6 takes one argument. Every answer is a function of every argument, so a lost one shows.
- * {F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9}, the same table, looked up through cuGetProcAddress as the runtime
+ * {F8CFF951-2146-8B4E-B9E2-FB469E7C0DD9} (UNNAMED_F8CFF951, a table every CUDA 13.0 runtime asks for), served as
+ * the same table, looked up through cuGetProcAddress as the runtime
  * does. {0BADC0DE-...}: two functions and no size: its length is not known. */
 #include <stdarg.h>
 #include <stdint.h>
