@@ -375,12 +375,23 @@ static __attribute__((noinline)) void *traced_dlsym(void *handle, const char *sy
     return (void *)(uintptr_t)traced_get_proc_address_v2;
 }
 
+/* Whether dlsym's name is one of the three; compared here, not with strcmp: a sanitizer runtime preloaded in
+ * front (the fake's ASan build) calls dlsym while it sets up its interceptors, strcmp's among them, so its strcmp
+ * then jumps to a null pointer. */
+static int leads_to_tables(const char *symbol) {
+    static const char *const names[] = {"cuGetExportTable", "cuGetProcAddress", "cuGetProcAddress_v2"};
+    for (size_t n = 0; n < sizeof names / sizeof *names; n++) {
+        const char *a = names[n], *b = symbol;
+        while (*a && *a == *b) a++, b++;
+        if (*a == *b) return 1;
+    }
+    return 0;
+}
+
 /* dlsym, as the runtime resolves the driver's entry points. Every other name goes to the real dlsym as a tail
  * call, so that it sees its caller's return address, not this library's: RTLD_NEXT and RTLD_DEFAULT are
  * resolved from the caller's object, as without this library. */
 __attribute__((visibility("default"))) void *dlsym(void *handle, const char *symbol) {
-    if (!strcmp(symbol, "cuGetExportTable") || !strcmp(symbol, "cuGetProcAddress") ||
-        !strcmp(symbol, "cuGetProcAddress_v2"))
-        return traced_dlsym(handle, symbol);
+    if (leads_to_tables(symbol)) return traced_dlsym(handle, symbol);
     return real_dlsym()(handle, symbol);
 }
