@@ -501,6 +501,34 @@ def test_destroying_the_current_cuda_context_makes_the_one_below_current_again(d
         stream.synchronize()
 
 
+@pytest.mark.clause("DEV-77")
+def test_cuda_get_proc_address_answers_names_it_does_not_know_consistently(device):
+    """A runtime or library newer than the driver asks cuGetProcAddress for entry points the driver may not
+    have, several of them, and the same name again later: each unknown name is either not found (CUDA's answer:
+    CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, no pointer) or a function of its own, the same
+    function every time it is asked for, and the driver's known entry points still resolve."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuGetProcAddress)")
+    cu = device.native.driver
+    flags = cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+    found = cu.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS
+    names = [f"cuIronaccelNoSuchEntry{c}".encode() for c in "ABC"] * 2 + [b"cuIronaccelNoSuchEntryA"]
+    answers = {}
+    for name in names:
+        err, fn, status = cu.cuGetProcAddress(name, 12000, flags)
+        if err == cu.CUresult.CUDA_SUCCESS:
+            assert status == found and int(fn), f"{name}: success with {status}, pointer {fn}"
+            answer = int(fn)
+        else:
+            assert err == cu.CUresult.CUDA_ERROR_NOT_FOUND and status != found, f"{name}: {err}, {status}"
+            answer = None
+        assert answers.setdefault(name, answer) == answer, f"{name} asked again gave {answer}, not {answers[name]}"
+    pointers = [p for p in answers.values() if p is not None]
+    assert len(set(pointers)) == len(pointers), f"two unknown names gave one function: {answers}"
+    err, fn, status = cu.cuGetProcAddress(b"cuMemAlloc", 12000, flags)
+    assert not err and status == found and int(fn), (err, fn, status)
+
+
 @pytest.mark.clause("DEV-70")
 def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
     """CUDA's driver API documents its version as 1000 * major + 10 * minor: DeviceInfo.driver_version names
