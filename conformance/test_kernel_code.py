@@ -924,7 +924,7 @@ def test_the_drivers_own_launch_and_memset_work_on_a_cuda_devices_handles(device
     assert got == [7] + [poison] * 3 + [0x01020304] * 8 + [poison] * 4, [hex(v) for v in got]
 
 
-@pytest.mark.clause("KERNEL-105")
+@pytest.mark.clause("KERNEL-108")
 @pytest.mark.parametrize("block", [(1024, 2, 1), (2, 1024, 1), (1, 512, 4), (32, 32, 2)])
 def test_the_drivers_own_launch_refuses_a_block_of_more_threads_than_the_device_runs(device, stream, require, block):
     """A block counts the threads of all three axes: one whose every axis is within MAX_BLOCK_DIM_* but whose
@@ -1541,7 +1541,7 @@ DONE:
 """
 
 
-@pytest.mark.clause("KERNEL-104")
+@pytest.mark.clause("KERNEL-107")
 def test_device_heap_memory_that_is_freed_is_given_again(device, stream, require):
     """A kernel that allocates and frees in a loop (a per-item scratch buffer) relies on ``free`` giving the
     memory back to the device heap: 64 rounds of malloc(1 MiB) then free, in one thread, take 64 MiB in all,
