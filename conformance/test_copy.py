@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import gc
 import weakref
 
@@ -11,6 +12,7 @@ from hypothesis import example, given, strategies as st
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import POISON, RunningWork, poisoned, raises_naming, random_bytes, read
 
@@ -442,6 +444,48 @@ def test_deferred_htod_checks_as_copy_htod(device, stream):
         out = read(stream, buf)
     assert (out[:61] == POISON).all()
     np.testing.assert_array_equal(out[61:], [1, 2, 3])
+
+
+@pytest.mark.clause("COPY-67")
+def test_a_deferred_copy_from_page_locked_memory_does_not_wait_for_the_streams_work(device, stream, kernels):
+    """CUDA: a page-locked source is what copy_htod_deferred exists for (COPY-60): the driver DMAs from the array
+    when the stream gets to the copy. A backend that stages it through its ring instead (copy_htod's way) copies
+    it twice, and a source larger than the ring (32 MiB) must wait for the DMA of its own first chunks, behind
+    the running work, before it can fill the ring again: the call then returns only once that work is done."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemHostAlloc)")
+    driver, n = device.native.driver, BIG
+    stream.synchronize()  # the library's context is current on this thread: pushed again for the host allocation
+    err, = driver.cuCtxPushCurrent(device.native.context)
+    assert not err, f"cuCtxPushCurrent: {err}"
+    try:
+        err, address = driver.cuMemHostAlloc(n, 0)
+        assert not err, f"cuMemHostAlloc({n}): {err}"
+    finally:
+        driver.cuCtxPopCurrent()
+    host = None
+    try:
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(address)))
+        expect = random_bytes(n, seed=67)
+        host[:] = expect
+        with poisoned(device, stream, n + 1) as buf:
+            for work in RunningWork.tries(device, stream, kernels):
+                work.enqueue(stream)
+                stream.copy_htod_deferred(buf, host, dst_offset=1)
+                in_time = work.looked_in_time()
+                got = read(stream, buf, count=n, offset=1)
+                mismatch = np.flatnonzero(got != expect)
+                assert not mismatch.size, f"{mismatch.size} bytes differ, the first at {mismatch[0]}"
+                work.check(stream)
+                if in_time:
+                    return
+            pytest.fail(f"copy_htod_deferred of {n >> 20} MiB of page-locked memory returned only after most of the "
+                        f"work queued before it had run, however long the work: it waited for the stream")
+    finally:
+        del host
+        gc.collect()  # the library let go of the array at the synchronize; nothing may view the memory freed here
+        err, = driver.cuMemFreeHost(address)
+        assert not err, f"cuMemFreeHost: {err}"
 
 
 #: ops on a pooled buffer of 1000 bytes (its block is 1 KiB), each at or past its end: (op, what the error

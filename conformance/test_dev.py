@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 
 import numpy as np
@@ -434,6 +435,98 @@ def test_a_cuda_devices_alignment_and_register_attributes_are_what_cuda_document
     assert 32768 <= per_block <= per_sm, values
     if device.info.extra["compute_capability"] >= (7, 0):
         assert per_block == per_sm == 65536, values
+
+
+#: (CUdevice_attribute name, value) fixed by CUDA's programming guide ("Technical Specifications per Compute
+#: Capability") for every compute capability from 5.0 on: the launch geometry's limits and the warp size
+CUDA_FIXED_GEOMETRY = (("MAX_THREADS_PER_BLOCK", 1024), ("MAX_BLOCK_DIM_X", 1024), ("MAX_BLOCK_DIM_Y", 1024),
+                       ("MAX_BLOCK_DIM_Z", 64), ("MAX_GRID_DIM_X", 2**31 - 1), ("MAX_GRID_DIM_Y", 65535),
+                       ("MAX_GRID_DIM_Z", 65535), ("WARP_SIZE", 32))
+
+
+@pytest.mark.clause("DEV-75")
+def test_a_cuda_devices_launch_limits_and_cooperative_launch_are_what_cuda_documents(device):
+    """Clients size grids from MAX_GRID_DIM_* and blocks from MAX_BLOCK_DIM_*/MAX_THREADS_PER_BLOCK (a grid of
+    65535 rows is common), and choose cooperative kernels (grid-wide sync) by COOPERATIVE_LAUNCH: a limit one
+    short, or a device that says it cannot launch cooperatively, sends them down a slower or failing path with
+    no error. The programming guide fixes these for every capability from 5.0 on; cooperative launch is there
+    from 6.0 on (Linux; Windows' WDDM is not asserted)."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    native = device.native
+    attribute = native.driver.CUdevice_attribute
+
+    def value(name):
+        err, v = native.driver.cuDeviceGetAttribute(getattr(attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), native.device)
+        assert not err, f"cuDeviceGetAttribute({name}): {err}"
+        return v
+
+    cc = device.info.extra["compute_capability"]
+    if cc >= (5, 0):
+        got = {name: value(name) for name, _ in CUDA_FIXED_GEOMETRY}
+        wrong = {name: got[name] for name, want in CUDA_FIXED_GEOMETRY if got[name] != want}
+        assert not wrong, f"launch limits other than CUDA documents for compute capability {cc}: {wrong}"
+    if cc >= (6, 0) and sys.platform.startswith("linux"):
+        assert value("COOPERATIVE_LAUNCH") == 1, f"compute capability {cc} says it cannot launch cooperatively"
+
+
+@pytest.mark.clause("DEV-76")
+def test_destroying_the_current_cuda_context_makes_the_one_below_current_again(device, stream):
+    """A client that makes a context of its own beside the library's (a profiler, a second library) pushes the
+    device's context, creates its own (cuCtxCreate makes it current above that), and destroys it: CUDA's
+    cuCtxDestroy pops a context that is current to the calling thread, as cuCtxPopCurrent would, so the
+    device's context is current again and the library's next call on this thread still works."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuCtxCreate, cuCtxDestroy)")
+    cu = device.native.driver
+    primary = device.native.context
+    err, = cu.cuCtxPushCurrent(primary)
+    assert not err, err
+    try:
+        err, own = cu.cuCtxCreate(None, 0, device.native.device)
+        assert not err, f"cuCtxCreate: {err}"
+        err, current = cu.cuCtxGetCurrent()
+        assert not err and int(current) == int(own), f"the created context is not current: {err}, {current}"
+        err, = cu.cuCtxDestroy(own)
+        assert not err, f"cuCtxDestroy: {err}"
+        err, current = cu.cuCtxGetCurrent()
+        assert not err, err
+        assert int(current) == int(primary), \
+            f"after cuCtxDestroy of the current context, the current one is {current}, not the context below it"
+    finally:
+        err, popped = cu.cuCtxPopCurrent()
+    assert not err and int(popped) == int(primary), f"cuCtxPopCurrent: {err}, {popped}"
+    with device.alloc(64) as buf:
+        stream.fill(buf, 7)
+        stream.synchronize()
+
+
+@pytest.mark.clause("DEV-77")
+def test_cuda_get_proc_address_answers_names_it_does_not_know_consistently(device):
+    """A runtime or library newer than the driver asks cuGetProcAddress for entry points the driver may not
+    have, several of them, and the same name again later: each unknown name is either not found (CUDA's answer:
+    CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, no pointer) or a function of its own, the same
+    function every time it is asked for, and the driver's known entry points still resolve."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuGetProcAddress)")
+    cu = device.native.driver
+    flags = cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
+    found = cu.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS
+    names = [f"cuIronaccelNoSuchEntry{c}".encode() for c in "ABC"] * 2 + [b"cuIronaccelNoSuchEntryA"]
+    answers = {}
+    for name in names:
+        err, fn, status = cu.cuGetProcAddress(name, 12000, flags)
+        if err == cu.CUresult.CUDA_SUCCESS:
+            assert status == found and int(fn), f"{name}: success with {status}, pointer {fn}"
+            answer = int(fn)
+        else:
+            assert err == cu.CUresult.CUDA_ERROR_NOT_FOUND and status != found, f"{name}: {err}, {status}"
+            answer = None
+        assert answers.setdefault(name, answer) == answer, f"{name} asked again gave {answer}, not {answers[name]}"
+    pointers = [p for p in answers.values() if p is not None]
+    assert len(set(pointers)) == len(pointers), f"two unknown names gave one function: {answers}"
+    err, fn, status = cu.cuGetProcAddress(b"cuMemAlloc", 12000, flags)
+    assert not err and status == found and int(fn), (err, fn, status)
 
 
 @pytest.mark.clause("DEV-70")

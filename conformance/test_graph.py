@@ -10,6 +10,7 @@ import pytest
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, poisoned, raises_naming, random_bytes, read,
                       rng, upload)
@@ -339,3 +340,43 @@ def test_a_capture_ended_by_an_exception_keeps_nothing(device, stream, kernels, 
         np.testing.assert_array_equal(read(stream, buf, np.uint8), 3)
         graph.close()
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-10")
+@pytest.mark.parametrize("mode", ["GLOBAL", "THREAD_LOCAL", "RELAXED"])
+def test_the_driver_captures_a_cuda_devices_stream_in_each_capture_mode(device, stream, mode):
+    """`Stream.native` is there for the driver's own API, as clients that mix libraries use it, and the
+    capture mode is the caller's choice: cuStreamBeginCapture takes each of CUDA's three modes (GLOBAL is the
+    default of the runtime's cudaStreamBeginCapture, so most clients ask for it), the captured memset does not
+    run, and cuStreamEndCapture gives a graph whose replay sets the bytes."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuStreamBeginCapture)")
+    cu = device.native.driver
+    with poisoned(device, stream, 64) as out:
+        stream.synchronize()
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        graph = executable = None
+        try:
+            err_begin, = cu.cuStreamBeginCapture(stream.native, getattr(cu.CUstreamCaptureMode,
+                                                                        f"CU_STREAM_CAPTURE_MODE_{mode}"))
+            err_set, = cu.cuMemsetD8Async(out.handle, 0x5A, 64, stream.native)
+            err_end, graph = cu.cuStreamEndCapture(stream.native)
+            if not (err_begin or err_set or err_end):
+                err_inst, executable = cu.cuGraphInstantiate(graph, 0)
+                if not err_inst:
+                    before = read(stream, out, np.uint8).tolist()
+                    err_launch, = cu.cuGraphLaunch(executable, stream.native)
+        finally:
+            if executable is not None:
+                cu.cuGraphExecDestroy(executable)
+            if graph is not None:
+                cu.cuGraphDestroy(graph)
+            cu.cuCtxPopCurrent()
+        assert not err_begin, f"cuStreamBeginCapture(CU_STREAM_CAPTURE_MODE_{mode}): {err_begin}"
+        assert not err_set, f"cuMemsetD8Async while capturing: {err_set}"
+        assert not err_end, f"cuStreamEndCapture: {err_end}"
+        assert not err_inst, f"cuGraphInstantiate: {err_inst}"
+        assert before == [POISON] * 64, "the captured memset ran while it was captured"
+        assert not err_launch, f"cuGraphLaunch: {err_launch}"
+        assert read(stream, out, np.uint8).tolist() == [0x5A] * 64

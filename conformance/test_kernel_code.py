@@ -924,6 +924,33 @@ def test_the_drivers_own_launch_and_memset_work_on_a_cuda_devices_handles(device
     assert got == [7] + [poison] * 3 + [0x01020304] * 8 + [poison] * 4, [hex(v) for v in got]
 
 
+@pytest.mark.clause("KERNEL-108")
+@pytest.mark.parametrize("block", [(1024, 2, 1), (2, 1024, 1), (1, 512, 4), (32, 32, 2)])
+def test_the_drivers_own_launch_refuses_a_block_of_more_threads_than_the_device_runs(device, stream, require, block):
+    """A block counts the threads of all three axes: one whose every axis is within MAX_BLOCK_DIM_* but whose
+    product is over MAX_THREADS_PER_BLOCK (1024 on every capability from 2.0 on) cannot run, and cuLaunchKernel
+    of `Kernel.native` on `Stream.native` must say so (CUDA documents CUDA_ERROR_INVALID_VALUE) and run
+    nothing, however the axes share the threads. The library checks a block itself before it launches, so a
+    driver that multiplies the wrong axes shows only through its own API, as clients that mix libraries call it."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLaunchKernel)")
+    cu = device.native.driver
+    with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 16) as out:
+        kernel = module.kernel("fill7")
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        try:
+            err_launch, = cu.cuLaunchKernel(kernel.native, 1, 1, 1, *block, 0, stream.native,
+                                            ((out.handle,), (ctypes.c_void_p,)), 0)
+        finally:
+            cu.cuCtxPopCurrent()
+        got = read(stream, out, np.uint32).tolist()
+    assert err_launch == cu.CUresult.CUDA_ERROR_INVALID_VALUE, \
+        f"cuLaunchKernel of a block {block} ({block[0] * block[1] * block[2]} threads) gave {err_launch}"
+    assert got == [POISON * 0x01010101] * 4, f"the refused launch ran: {got}"
+
+
 #: each thread writes 3 * its index + 1 to its own word: a per-thread 64-bit address and a value, so the code
 #: holds at least two registers at once on any architecture
 PTX_PER_THREAD = """.version 7.5
@@ -1451,6 +1478,88 @@ def test_device_malloc_gives_16_byte_aligned_memory(device, stream, require):
     misaligned = [hex(p) for p in pointers if p % 16]
     assert not misaligned, f"malloc(8) gave pointers not aligned to 16 bytes: {misaligned}"
     assert words == [(t * 4294967297 + 81985529216486895) % 2**64 for t in range(4)], [hex(w) for w in words]
+
+
+#: one thread takes 1 MiB from the device heap and gives it back, out[0] times; out[1] counts the null pointers
+#: malloc returned, out[2] holds the last pointer; free(NULL) is called once first, which CUDA ignores
+PTX_DEVICE_HEAP_REUSE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b64 func_retval0) malloc
+(
+    .param .b64 malloc_param_0
+)
+;
+.extern .func free
+(
+    .param .b64 free_param_0
+)
+;
+
+.visible .entry heap_reuse(.param .u64 heap_reuse_param_0)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [heap_reuse_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    ld.global.u32 %r1, [%rd2];
+    mov.u32 %r2, 0;
+    mov.u64 %rd3, 0;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    call.uni free, (param0);
+    }
+    mov.u64 %rd4, 1048576;
+LOOP:
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd4;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd5, [retval0];
+    }
+    setp.eq.s64 %p2, %rd5, 0;
+    selp.u32 %r3, 1, 0, %p2;
+    add.u32 %r2, %r2, %r3;
+    st.global.u64 [%rd2+16], %rd5;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd5;
+    call.uni free, (param0);
+    }
+    sub.u32 %r1, %r1, 1;
+    bra.uni LOOP;
+DONE:
+    st.global.u32 [%rd2+8], %r2;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-107")
+def test_device_heap_memory_that_is_freed_is_given_again(device, stream, require):
+    """A kernel that allocates and frees in a loop (a per-item scratch buffer) relies on ``free`` giving the
+    memory back to the device heap: 64 rounds of malloc(1 MiB) then free, in one thread, take 64 MiB in all,
+    eight times the heap CUDA gives a context (CU_LIMIT_MALLOC_HEAP_SIZE, 8 MiB unless raised), so a heap
+    that does not take freed blocks back returns null pointers. free(NULL) first, which CUDA's programming
+    guide says is ignored."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (the device heap's malloc and free)")
+    rounds = 64
+    with device.compile(PTX_DEVICE_HEAP_REUSE, "ptx") as module, \
+            upload(device, stream, np.array([rounds, 0, 0, 0, 0, 0], dtype=np.uint32)) as out:
+        stream.launch(module.kernel("heap_reuse"), 1, 1, (out,))
+        got = read(stream, out, np.uint32).tolist()
+    nulls, last = got[2], got[4] | got[5] << 32
+    assert nulls == 0, f"{nulls} of {rounds} rounds of malloc(1 MiB) then free got a null pointer: freed memory " \
+        "did not go back to the device heap"
+    assert last and last % 16 == 0, hex(last)
 
 
 #: of a grid of 2 x 2 blocks of 4 x 2 threads, only thread (3,1,0) of block (0,1,0) stores 1 TiB past its buffer

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import assert_device_works, memory_churn, random_bytes, read, rss_bytes
 
@@ -170,3 +171,38 @@ def test_freeing_every_small_buffer_gives_their_memory_back(device, stream, kern
         assert grown > count * size // 2, f"{count} filled {size >> 20} MiB buffers grew the process by {grown >> 20} MiB only"
         assert kept < count * size // 2, (  # wgpu keeps about a third of them for its next allocations
             f"{count} freed {size >> 20} MiB buffers still hold {kept >> 20} MiB of the process's memory")
+
+
+@pytest.mark.clause("MEM-53")
+def test_the_drivers_own_free_takes_back_what_its_alloc_gave_and_only_that(device, stream):
+    """Clients that mix libraries allocate and free with the driver's own calls in the device's context:
+    cuMemFree of what cuMemAlloc gave succeeds, and cuMemFreeHost of what cuMemHostAlloc gave; a pointer inside
+    an allocation (not its start) and one already freed are refused, and the refused free leaves the memory
+    allocated and its bytes unchanged. A driver whose free fails (or frees the wrong allocation) leaks every
+    allocation, or frees memory still in use, without a word."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemAlloc, cuMemFree)")
+    cu = device.native.driver
+    stream.synchronize()
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        err, p = cu.cuMemAlloc(1 << 20)
+        assert not err, f"cuMemAlloc: {err}"
+        err, = cu.cuMemsetD8(p, 0x3C, 1 << 20)
+        assert not err, f"cuMemsetD8: {err}"
+        err_inner, = cu.cuMemFree(int(p) + 4096)
+        host = np.zeros(1 << 20, dtype=np.uint8)
+        err_read, = cu.cuMemcpyDtoH(host.ctypes.data, p, 1 << 20)
+        err_free, = cu.cuMemFree(p)
+        err_again, = cu.cuMemFree(p)
+        err, h = cu.cuMemHostAlloc(1 << 16, 0)
+        assert not err, f"cuMemHostAlloc: {err}"
+        err_host, = cu.cuMemFreeHost(h)
+    finally:
+        cu.cuCtxPopCurrent()
+    assert err_inner != cu.CUresult.CUDA_SUCCESS, "cuMemFree of a pointer 4 KiB inside an allocation succeeded"
+    assert not err_read and (host == 0x3C).all(), f"after the refused free: {err_read}, bytes {set(host.tolist())}"
+    assert err_free == cu.CUresult.CUDA_SUCCESS, f"cuMemFree of what cuMemAlloc gave: {err_free}"
+    assert err_again != cu.CUresult.CUDA_SUCCESS, "cuMemFree of a pointer already freed succeeded"
+    assert err_host == cu.CUresult.CUDA_SUCCESS, f"cuMemFreeHost of what cuMemHostAlloc gave: {err_host}"
