@@ -400,7 +400,7 @@ WGSL_FIXED_ARRAY = ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\nov
                     "fn fixed_array(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < 256u) { out[g.x] = g.x; } }\n")
 
 
-@pytest.mark.clause("KERNEL-99")
+@pytest.mark.clause("KERNEL-103")
 def test_wgsl_binding_smaller_than_its_fixed_array_is_refused_naming_the_kernel(device, stream, kernels, require):
     """WebGPU validates a binding's size against the shader's fixed-size array: the backend's refusal of a
     buffer too small for it must be Stream.launch's, say which kernel could not be dispatched, write nothing,
@@ -1082,7 +1082,7 @@ TO_SIGNED_DOUBLES = [2.0 ** 31, -(2.0 ** 31), 2.0 ** 31 - 0.25, 2.0 ** 31 - 0.5,
                      -(2.0 ** 31) - 0.75, 3e9, -3e9, 2.5, -1.5, 0.5]
 
 
-@pytest.mark.clause("KERNEL-103")
+@pytest.mark.clause("KERNEL-99")
 def test_ptx_float_to_signed_conversion_clamps_to_the_destination_range(device, stream, require):
     """PTX's float-to-integer cvt clamps to the destination's range (.sat is implied): 2^31 converts to
     int32's maximum and 32768 to int16's, never wraps to the minimum. A value exactly one past the range's end
