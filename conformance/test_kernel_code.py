@@ -1101,6 +1101,80 @@ def test_ptx_float_to_signed_conversion_clamps_to_the_destination_range(device, 
     assert not wrong, f"(f32 in, f64 in): (got, want) of [rzi.s32.f32, rni.s32.f64, rzi.s16.f32]: {wrong}"
 
 
+#: thread i converts the double reals[i] and the 64-bit integer ints[i]: out[4i] = cvt.rzi.s64.f64,
+#: out[4i + 1] = cvt.rzi.u64.f64, out[4i + 2] = cvt.sat.u64.s64, out[4i + 3] = cvt.sat.s64.u64
+PTX_TO_64 = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry to_64(.param .u64 to_64_param_0, .param .u64 to_64_param_1, .param .u64 to_64_param_2)
+{
+    .reg .b32 %r<2>;
+    .reg .f64 %fd<2>;
+    .reg .b64 %rd<14>;
+    ld.param.u64 %rd1, [to_64_param_0];
+    ld.param.u64 %rd2, [to_64_param_1];
+    ld.param.u64 %rd3, [to_64_param_2];
+    cvta.to.global.u64 %rd4, %rd1;
+    cvta.to.global.u64 %rd5, %rd2;
+    cvta.to.global.u64 %rd6, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd7, %r1, 8;
+    add.s64 %rd8, %rd4, %rd7;
+    ld.global.f64 %fd1, [%rd8];
+    add.s64 %rd8, %rd5, %rd7;
+    ld.global.u64 %rd9, [%rd8];
+    cvt.rzi.s64.f64 %rd10, %fd1;
+    cvt.rzi.u64.f64 %rd11, %fd1;
+    cvt.sat.u64.s64 %rd12, %rd9;
+    cvt.sat.s64.u64 %rd13, %rd9;
+    mul.wide.u32 %rd7, %r1, 32;
+    add.s64 %rd8, %rd6, %rd7;
+    st.global.u64 [%rd8], %rd10;
+    st.global.u64 [%rd8+8], %rd11;
+    st.global.u64 [%rd8+16], %rd12;
+    st.global.u64 [%rd8+24], %rd13;
+    ret;
+}
+"""
+
+#: doubles at, inside and beyond the ends of int64's and uint64's ranges (2^63 - 1024 and 2^64 - 2048 are the
+#: largest doubles inside them), and NaN, which converts to 0
+TO_64_REALS = [2.0 ** 63, -(2.0 ** 63), 2.0 ** 63 - 1024, 1e19, -1e19, 2.0 ** 64, 2.0 ** 64 - 2048, 1e20, -1.5,
+               3.75, -7.25, float("nan")]
+#: 64-bit integers (as int64) around the ends of both ranges
+TO_64_INTS = [0, 1, -1, 5, -(2 ** 63), 2 ** 63 - 1, 2 ** 62, -(2 ** 62), 123456789012345, -2, 7, -123456789012345]
+
+
+def _clamp(v: float | int, lo: int, hi: int) -> int:
+    return 0 if v != v else int(max(lo, min(hi, v)))
+
+
+@pytest.mark.clause("KERNEL-99")
+def test_ptx_conversions_to_64_bit_integers_clamp_to_the_destination_range(device, stream, require):
+    """KERNEL-99 for 64-bit destinations: `cvt.rzi.s64.f64` and `cvt.rzi.u64.f64` clamp to int64's and
+    uint64's ranges (2^63 and 1e19 give int64's maximum, 2^64 uint64's, negatives 0 as unsigned, NaN 0), and
+    `.sat` between s64 and u64 clamps as well (a negative to 0, what is past int64's maximum to it). At 64 bits
+    the bound cannot be computed as 2^bits - 1 in the destination's own type, so a converter needs a case of
+    its own there, and one that misses it wraps the largest values to 0 or the minimum."""
+    require("lang.ptx")
+    reals = np.array(TO_64_REALS, np.float64)
+    ints = np.array(TO_64_INTS, np.int64)
+    n = len(reals)
+    with device.compile(PTX_TO_64, "ptx") as module, upload(device, stream, reals) as src_reals, \
+            upload(device, stream, ints) as src_ints, poisoned(device, stream, 32 * n) as out:
+        stream.launch(module.kernel("to_64"), 1, n, (src_reals, src_ints, out))
+        got = read(stream, out, np.uint64).reshape(n, 4).tolist()
+    want = []
+    for r, i in zip(reals.tolist(), ints.tolist()):
+        t = r if r != r else float(np.trunc(r))
+        want.append([_clamp(t, -2 ** 63, 2 ** 63 - 1) % 2 ** 64, _clamp(t, 0, 2 ** 64 - 1), max(i, 0),
+                     min(i % 2 ** 64, 2 ** 63 - 1)])
+    wrong = {(reals[k].item(), ints[k].item()): (got[k], want[k]) for k in range(n) if got[k] != want[k]}
+    assert not wrong, ("(f64 in, s64 in): (got, want) as u64 of "
+                       f"[rzi.s64.f64, rzi.u64.f64, sat.u64.s64, sat.s64.u64]: {wrong}")
+
+
 #: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
 #: whole block (bar.sync: every thread's writes are done), reads them back and stores them to out[2t], out[2t + 1]
 PTX_LOCAL_OWN = """.version 7.5
