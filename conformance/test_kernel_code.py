@@ -1605,3 +1605,60 @@ def test_ptx_for_a_newer_architecture_is_refused(device, stream, kernels, requir
         device.compile(source, "ptx")
     assert info.value.op == "cuModuleLoadDataEx", info.value
     assert_device_works(device, kernels)
+
+
+#: shared_places(out): thread 0 stores the shared-window addresses of two static .shared arrays (align 4 and 8)
+#: and of the module's dynamic (.extern) one (align 16), then the generic address of the dynamic one (cvta.shared)
+PTX_SHARED_PLACES = """.version 7.5
+.target sm_75
+.address_size 64
+
+.extern .shared .align 16 .b8 dyn[];
+
+.visible .entry shared_places(.param .u64 shared_places_param_0)
+{
+    .shared .align 4 .b8 small[4];
+    .shared .align 8 .b8 mid[12];
+    .reg .pred %p<2>;
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [shared_places_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r4, %tid.x;
+    setp.ne.u32 %p1, %r4, 0;
+    @%p1 bra DONE;
+    mov.u32 %r1, small;
+    mov.u32 %r2, mid;
+    mov.u32 %r3, dyn;
+    st.shared.u32 [small], %r4;
+    st.shared.u32 [mid+8], %r4;
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+4], %r2;
+    st.global.u32 [%rd2+8], %r3;
+    mov.u64 %rd3, dyn;
+    cvta.shared.u64 %rd3, %rd3;
+    st.global.u64 [%rd2+16], %rd3;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-104")
+def test_shared_variables_are_placed_at_their_alignment_and_dynamic_memory_after_static(device, stream, require):
+    """Each `.shared` variable starts at a multiple of its `.align`, the static ones do not overlap, and the
+    dynamic (`.extern`) array starts after them, 16-byte aligned as declared: kernels store vectors (`v4.u32`,
+    a float4) there. A layout that rounds the end of the static memory to another multiple puts the dynamic
+    array at an address where such a store faults as misaligned."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX's .shared state space)")
+    with device.compile(PTX_SHARED_PLACES, "ptx") as module, poisoned(device, stream, 24) as out:
+        stream.launch(module.kernel("shared_places"), 1, 32, (out,))
+        small, mid, dyn, _ = read(stream, out, np.uint32).tolist()[:4]
+        generic = read(stream, out, np.uint64).tolist()[2]
+    places = {"small": small, "mid": mid, "dyn": dyn, "generic dyn": generic}
+    assert small % 4 == 0 and mid % 8 == 0 and dyn % 16 == 0 and generic % 16 == 0, (
+        f"shared addresses not at their .align (4, 8, 16, 16): {places}")
+    assert small + 4 <= mid or mid + 12 <= small, f"the static arrays overlap: {places}"
+    assert dyn >= max(small + 4, mid + 12), f"the dynamic array starts inside the static ones: {places}"
