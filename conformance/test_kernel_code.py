@@ -1662,3 +1662,63 @@ def test_shared_variables_are_placed_at_their_alignment_and_dynamic_memory_after
         f"shared addresses not at their .align (4, 8, 16, 16): {places}")
     assert small + 4 <= mid or mid + 12 <= small, f"the static arrays overlap: {places}"
     assert dyn >= max(small + 4, mid + 12), f"the dynamic array starts inside the static ones: {places}"
+
+
+#: one thread stores a 32-bit word 4096 bytes into a 64-byte .shared array (4096 * %ntid.x, with a block of one
+#: thread: an offset the compiler cannot fold, past any block's shared memory), then writes 7 to its buffer
+PTX_FAR_SHARED_STORE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry far_shared_store(.param .u64 far_shared_store_param_0)
+{
+    .shared .align 4 .b8 words[64];
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [far_shared_store_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, words;
+    mov.u32 %r2, %ntid.x;
+    shl.b32 %r3, %r2, 12;
+    add.s32 %r4, %r1, %r3;
+    st.shared.u32 [%r4], %r2;
+    bar.sync 0;
+    mov.u32 %r2, 7;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"""
+
+#: how a memcheck report describes the faulting access, and how it counts the block's own memory
+ACCESS_DESCRIBED = re.compile(r"(invalid|misaligned) (\w+) (read|write) of (\d+) bytes at 0x[0-9a-f]+")
+BLOCK_MEMORY = re.compile(r"the block has (\d+) bytes of (\w+) memory")
+#: how it relates a global address to the device's allocations
+ALLOCATION_NAMED = re.compile(r"nearest allocation|use after free|no live allocation")
+
+
+@pytest.mark.clause("KERNEL-105")
+@pytest.mark.parametrize("case", ["far_store", "far_shared_store"])
+def test_a_fault_report_describes_the_access_that_faulted(device, target, require, case):
+    """KERNEL-102's report, of the access: a fault text that locates the faulting thread also says what it did
+    (an invalid, not misaligned, write, of the store's size, in the store's state space), and where it counts
+    the block's own memory, that is the faulting space's (shared or local: a block has no global memory of its
+    own) and holds what the kernel declares there; a shared address is never explained by device allocations.
+    A driver whose text locates nothing has nothing to get wrong."""
+    ptx, space, size, declared = {"far_store": (PTX_FAR_STORE, "global", 16, 0),
+                                  "far_shared_store": (PTX_FAR_SHARED_STORE, "shared", 4, 64)}[case]
+    outcome = far_store_outcomes(device, target, require, ptx, case)["synchronize"]
+    assert outcome is not None, f"{case} raised nothing"
+    assert outcome["type"] == "DriverError", outcome
+    message = outcome["message"]
+    located = re.findall(r"block \(\d+,\d+,\d+\), thread \(\d+,\d+,\d+\)", message)
+    described = ACCESS_DESCRIBED.findall(message)
+    assert described or not located, f"the report locates the thread but does not describe its access: {message}"
+    assert all(d == ("invalid", space, "write", str(size)) for d in described), (
+        f"want an invalid {space} write of {size} bytes: {described}; {message}")
+    if space not in ("global", "generic"):
+        assert not ALLOCATION_NAMED.search(message), (
+            f"a {space} address, an offset in the block's own memory, is explained by device allocations: {message}")
+    for n, where in BLOCK_MEMORY.findall(message):
+        assert where == space and where in ("shared", "local") and int(n) >= declared, (
+            f"the {space} fault counts the block's {where} memory as {n} bytes (the kernel declares {declared} "
+            f"in {space}): {message}")
