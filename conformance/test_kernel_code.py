@@ -1722,3 +1722,101 @@ def test_a_fault_report_describes_the_access_that_faulted(device, target, requir
         assert where == space and where in ("shared", "local") and int(n) >= declared, (
             f"the {space} fault counts the block's {where} memory as {n} bytes (the kernel declares {declared} "
             f"in {space}): {message}")
+
+
+#: int_edges(out, s): thread 0 stores, as 64-bit words, shifts by amounts at and past the register's width (from
+#: s = 31, so no compiler folds them), bfind of values whose sign bit alone is set, and 16-bit wide products
+PTX_INT_EDGES = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry int_edges(.param .u64 int_edges_param_0, .param .u32 int_edges_param_1)
+{
+    .reg .b16 %h<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<16>;
+    ld.param.u64 %rd1, [int_edges_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    ld.param.u32 %r1, [int_edges_param_1];
+    add.u32 %r2, %r1, 1;
+    add.u32 %r3, %r1, 2;
+    add.u32 %r4, %r1, 32;
+    add.u32 %r5, %r1, 33;
+    mov.u32 %r6, 305419897;
+    shl.b32 %r7, %r6, %r1;
+    cvt.u64.u32 %rd3, %r7;
+    st.global.u64 [%rd2], %rd3;
+    shl.b32 %r7, %r6, %r2;
+    cvt.u64.u32 %rd3, %r7;
+    st.global.u64 [%rd2+8], %rd3;
+    shl.b32 %r7, %r6, %r3;
+    cvt.u64.u32 %rd3, %r7;
+    st.global.u64 [%rd2+16], %rd3;
+    mov.u64 %rd4, -5;
+    shr.s64 %rd5, %rd4, %r4;
+    st.global.u64 [%rd2+24], %rd5;
+    shr.s64 %rd5, %rd4, %r5;
+    st.global.u64 [%rd2+32], %rd5;
+    mov.u64 %rd4, 5;
+    shr.s64 %rd5, %rd4, %r5;
+    st.global.u64 [%rd2+40], %rd5;
+    mov.u64 %rd4, -1;
+    shr.u64 %rd5, %rd4, %r5;
+    st.global.u64 [%rd2+48], %rd5;
+    shl.b64 %rd5, %rd4, %r4;
+    st.global.u64 [%rd2+56], %rd5;
+    mov.u32 %r8, -2147483648;
+    bfind.s32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+64], %rd3;
+    bfind.u32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+72], %rd3;
+    mov.u32 %r8, -1;
+    bfind.s32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+80], %rd3;
+    mov.u64 %rd6, -9223372036854775808;
+    bfind.s64 %r9, %rd6;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+88], %rd3;
+    mov.u16 %h1, 65535;
+    mul.wide.u16 %r10, %h1, %h1;
+    cvt.u64.u32 %rd3, %r10;
+    st.global.u64 [%rd2+96], %rd3;
+    mov.u16 %h2, -32768;
+    mul.wide.s16 %r10, %h2, %h2;
+    cvt.u64.u32 %rd3, %r10;
+    st.global.u64 [%rd2+104], %rd3;
+    mov.u16 %h3, 3;
+    mul.wide.s16 %r10, %h2, %h3;
+    cvt.u64.u32 %rd3, %r10;
+    st.global.u64 [%rd2+112], %rd3;
+    ret;
+}
+"""
+
+#: what each word of int_edges holds (PTX ISA: shl/shr clamp the amount to the width, so a left or logical
+#: shift by it gives 0 and an arithmetic one the sign; bfind.s32 of a negative finds the highest bit that
+#: differs from the sign bit, and none gives 0xffffffff)
+INT_EDGES = {"shl.b32 0x12345679 << 31": 0x80000000, "shl.b32 << 32": 0, "shl.b32 << 33": 0,
+             "shr.s64 -5 >> 63": 2 ** 64 - 1, "shr.s64 -5 >> 64": 2 ** 64 - 1, "shr.s64 5 >> 64": 0,
+             "shr.u64 ~0 >> 64": 0, "shl.b64 ~0 << 63": 2 ** 63, "bfind.s32 0x80000000": 30,
+             "bfind.u32 0x80000000": 31, "bfind.s32 -1": 0xFFFFFFFF, "bfind.s64 INT64_MIN": 62,
+             "mul.wide.u16 65535 * 65535": 0xFFFE0001, "mul.wide.s16 -32768 * -32768": 0x40000000,
+             "mul.wide.s16 -32768 * 3 (as u32)": 2 ** 32 - 98304}
+
+
+@pytest.mark.clause("KERNEL-106")
+def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, require):
+    """Shifts by amounts at and past the register's width, bfind of values whose sign bit alone is set, and
+    16-bit wide multiplies at their extremes: where an interpreter written in C would hit undefined shifts or
+    an off-by-one bound, PTX defines every result."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX's integer instructions)")
+    with device.compile(PTX_INT_EDGES, "ptx") as module, poisoned(device, stream, 8 * len(INT_EDGES)) as out:
+        stream.launch(module.kernel("int_edges"), 1, 1, (out, np.uint32(31)))
+        got = read(stream, out, np.uint64).tolist()
+    wrong = {name: (hex(g), hex(w)) for (name, w), g in zip(INT_EDGES.items(), got) if g != w}
+    assert not wrong, f"(got, want): {wrong}"
