@@ -400,7 +400,7 @@ WGSL_FIXED_ARRAY = ("override BLOCK_X: u32 = 64;\noverride BLOCK_Y: u32 = 1;\nov
                     "fn fixed_array(@builtin(global_invocation_id) g: vec3<u32>) { if (g.x < 256u) { out[g.x] = g.x; } }\n")
 
 
-@pytest.mark.clause("KERNEL-99")
+@pytest.mark.clause("KERNEL-103")
 def test_wgsl_binding_smaller_than_its_fixed_array_is_refused_naming_the_kernel(device, stream, kernels, require):
     """WebGPU validates a binding's size against the shader's fixed-size array: the backend's refusal of a
     buffer too small for it must be Stream.launch's, say which kernel could not be dispatched, write nothing,
@@ -1109,7 +1109,7 @@ TO_SIGNED_DOUBLES = [2.0 ** 31, -(2.0 ** 31), 2.0 ** 31 - 0.25, 2.0 ** 31 - 0.5,
                      -(2.0 ** 31) - 0.75, 3e9, -3e9, 2.5, -1.5, 0.5]
 
 
-@pytest.mark.clause("KERNEL-103")
+@pytest.mark.clause("KERNEL-99")
 def test_ptx_float_to_signed_conversion_clamps_to_the_destination_range(device, stream, require):
     """PTX's float-to-integer cvt clamps to the destination's range (.sat is implied): 2^31 converts to
     int32's maximum and 32768 to int16's, never wraps to the minimum. A value exactly one past the range's end
@@ -1126,6 +1126,80 @@ def test_ptx_float_to_signed_conversion_clamps_to_the_destination_range(device, 
              int(np.clip(np.trunc(f), -2 ** 15, 2 ** 15 - 1))] for f, d in zip(floats.tolist(), doubles.tolist())]
     wrong = {(float(floats[i]), float(doubles[i])): (got[i], want[i]) for i in range(n) if got[i] != want[i]}
     assert not wrong, f"(f32 in, f64 in): (got, want) of [rzi.s32.f32, rni.s32.f64, rzi.s16.f32]: {wrong}"
+
+
+#: thread i converts the double reals[i] and the 64-bit integer ints[i]: out[4i] = cvt.rzi.s64.f64,
+#: out[4i + 1] = cvt.rzi.u64.f64, out[4i + 2] = cvt.sat.u64.s64, out[4i + 3] = cvt.sat.s64.u64
+PTX_TO_64 = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry to_64(.param .u64 to_64_param_0, .param .u64 to_64_param_1, .param .u64 to_64_param_2)
+{
+    .reg .b32 %r<2>;
+    .reg .f64 %fd<2>;
+    .reg .b64 %rd<14>;
+    ld.param.u64 %rd1, [to_64_param_0];
+    ld.param.u64 %rd2, [to_64_param_1];
+    ld.param.u64 %rd3, [to_64_param_2];
+    cvta.to.global.u64 %rd4, %rd1;
+    cvta.to.global.u64 %rd5, %rd2;
+    cvta.to.global.u64 %rd6, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd7, %r1, 8;
+    add.s64 %rd8, %rd4, %rd7;
+    ld.global.f64 %fd1, [%rd8];
+    add.s64 %rd8, %rd5, %rd7;
+    ld.global.u64 %rd9, [%rd8];
+    cvt.rzi.s64.f64 %rd10, %fd1;
+    cvt.rzi.u64.f64 %rd11, %fd1;
+    cvt.sat.u64.s64 %rd12, %rd9;
+    cvt.sat.s64.u64 %rd13, %rd9;
+    mul.wide.u32 %rd7, %r1, 32;
+    add.s64 %rd8, %rd6, %rd7;
+    st.global.u64 [%rd8], %rd10;
+    st.global.u64 [%rd8+8], %rd11;
+    st.global.u64 [%rd8+16], %rd12;
+    st.global.u64 [%rd8+24], %rd13;
+    ret;
+}
+"""
+
+#: doubles at, inside and beyond the ends of int64's and uint64's ranges (2^63 - 1024 and 2^64 - 2048 are the
+#: largest doubles inside them), and NaN, which converts to 0
+TO_64_REALS = [2.0 ** 63, -(2.0 ** 63), 2.0 ** 63 - 1024, 1e19, -1e19, 2.0 ** 64, 2.0 ** 64 - 2048, 1e20, -1.5,
+               3.75, -7.25, float("nan")]
+#: 64-bit integers (as int64) around the ends of both ranges
+TO_64_INTS = [0, 1, -1, 5, -(2 ** 63), 2 ** 63 - 1, 2 ** 62, -(2 ** 62), 123456789012345, -2, 7, -123456789012345]
+
+
+def _clamp(v: float | int, lo: int, hi: int) -> int:
+    return 0 if v != v else int(max(lo, min(hi, v)))
+
+
+@pytest.mark.clause("KERNEL-99")
+def test_ptx_conversions_to_64_bit_integers_clamp_to_the_destination_range(device, stream, require):
+    """KERNEL-99 for 64-bit destinations: `cvt.rzi.s64.f64` and `cvt.rzi.u64.f64` clamp to int64's and
+    uint64's ranges (2^63 and 1e19 give int64's maximum, 2^64 uint64's, negatives 0 as unsigned, NaN 0), and
+    `.sat` between s64 and u64 clamps as well (a negative to 0, what is past int64's maximum to it). At 64 bits
+    the bound cannot be computed as 2^bits - 1 in the destination's own type, so a converter needs a case of
+    its own there, and one that misses it wraps the largest values to 0 or the minimum."""
+    require("lang.ptx")
+    reals = np.array(TO_64_REALS, np.float64)
+    ints = np.array(TO_64_INTS, np.int64)
+    n = len(reals)
+    with device.compile(PTX_TO_64, "ptx") as module, upload(device, stream, reals) as src_reals, \
+            upload(device, stream, ints) as src_ints, poisoned(device, stream, 32 * n) as out:
+        stream.launch(module.kernel("to_64"), 1, n, (src_reals, src_ints, out))
+        got = read(stream, out, np.uint64).reshape(n, 4).tolist()
+    want = []
+    for r, i in zip(reals.tolist(), ints.tolist()):
+        t = r if r != r else float(np.trunc(r))
+        want.append([_clamp(t, -2 ** 63, 2 ** 63 - 1) % 2 ** 64, _clamp(t, 0, 2 ** 64 - 1), max(i, 0),
+                     min(i % 2 ** 64, 2 ** 63 - 1)])
+    wrong = {(reals[k].item(), ints[k].item()): (got[k], want[k]) for k in range(n) if got[k] != want[k]}
+    assert not wrong, ("(f64 in, s64 in): (got, want) as u64 of "
+                       f"[rzi.s64.f64, rzi.u64.f64, sat.u64.s64, sat.s64.u64]: {wrong}")
 
 
 #: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
@@ -1640,3 +1714,218 @@ def test_ptx_for_a_newer_architecture_is_refused(device, stream, kernels, requir
         device.compile(source, "ptx")
     assert info.value.op == "cuModuleLoadDataEx", info.value
     assert_device_works(device, kernels)
+
+
+#: shared_places(out): thread 0 stores the shared-window addresses of two static .shared arrays (align 4 and 8)
+#: and of the module's dynamic (.extern) one (align 16), then the generic address of the dynamic one (cvta.shared)
+PTX_SHARED_PLACES = """.version 7.5
+.target sm_75
+.address_size 64
+
+.extern .shared .align 16 .b8 dyn[];
+
+.visible .entry shared_places(.param .u64 shared_places_param_0)
+{
+    .shared .align 4 .b8 small[4];
+    .shared .align 8 .b8 mid[12];
+    .reg .pred %p<2>;
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [shared_places_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r4, %tid.x;
+    setp.ne.u32 %p1, %r4, 0;
+    @%p1 bra DONE;
+    mov.u32 %r1, small;
+    mov.u32 %r2, mid;
+    mov.u32 %r3, dyn;
+    st.shared.u32 [small], %r4;
+    st.shared.u32 [mid+8], %r4;
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+4], %r2;
+    st.global.u32 [%rd2+8], %r3;
+    mov.u64 %rd3, dyn;
+    cvta.shared.u64 %rd3, %rd3;
+    st.global.u64 [%rd2+16], %rd3;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-104")
+def test_shared_variables_are_placed_at_their_alignment_and_dynamic_memory_after_static(device, stream, require):
+    """Each `.shared` variable starts at a multiple of its `.align`, the static ones do not overlap, and the
+    dynamic (`.extern`) array starts after them, 16-byte aligned as declared: kernels store vectors (`v4.u32`,
+    a float4) there. A layout that rounds the end of the static memory to another multiple puts the dynamic
+    array at an address where such a store faults as misaligned."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX's .shared state space)")
+    with device.compile(PTX_SHARED_PLACES, "ptx") as module, poisoned(device, stream, 24) as out:
+        stream.launch(module.kernel("shared_places"), 1, 32, (out,))
+        small, mid, dyn, _ = read(stream, out, np.uint32).tolist()[:4]
+        generic = read(stream, out, np.uint64).tolist()[2]
+    places = {"small": small, "mid": mid, "dyn": dyn, "generic dyn": generic}
+    assert small % 4 == 0 and mid % 8 == 0 and dyn % 16 == 0 and generic % 16 == 0, (
+        f"shared addresses not at their .align (4, 8, 16, 16): {places}")
+    assert small + 4 <= mid or mid + 12 <= small, f"the static arrays overlap: {places}"
+    assert dyn >= max(small + 4, mid + 12), f"the dynamic array starts inside the static ones: {places}"
+
+
+#: one thread stores a 32-bit word 4096 bytes into a 64-byte .shared array (4096 * %ntid.x, with a block of one
+#: thread: an offset the compiler cannot fold, past any block's shared memory), then writes 7 to its buffer
+PTX_FAR_SHARED_STORE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry far_shared_store(.param .u64 far_shared_store_param_0)
+{
+    .shared .align 4 .b8 words[64];
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [far_shared_store_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, words;
+    mov.u32 %r2, %ntid.x;
+    shl.b32 %r3, %r2, 12;
+    add.s32 %r4, %r1, %r3;
+    st.shared.u32 [%r4], %r2;
+    bar.sync 0;
+    mov.u32 %r2, 7;
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+"""
+
+#: how a memcheck report describes the faulting access, and how it counts the block's own memory
+ACCESS_DESCRIBED = re.compile(r"(invalid|misaligned) (\w+) (read|write) of (\d+) bytes at 0x[0-9a-f]+")
+BLOCK_MEMORY = re.compile(r"the block has (\d+) bytes of (\w+) memory")
+#: how it relates a global address to the device's allocations
+ALLOCATION_NAMED = re.compile(r"nearest allocation|use after free|no live allocation")
+
+
+@pytest.mark.clause("KERNEL-105")
+@pytest.mark.parametrize("case", ["far_store", "far_shared_store"])
+def test_a_fault_report_describes_the_access_that_faulted(device, target, require, case):
+    """KERNEL-102's report, of the access: a fault text that locates the faulting thread also says what it did
+    (an invalid, not misaligned, write, of the store's size, in the store's state space), and where it counts
+    the block's own memory, that is the faulting space's (shared or local: a block has no global memory of its
+    own) and holds what the kernel declares there; a shared address is never explained by device allocations.
+    A driver whose text locates nothing has nothing to get wrong."""
+    ptx, space, size, declared = {"far_store": (PTX_FAR_STORE, "global", 16, 0),
+                                  "far_shared_store": (PTX_FAR_SHARED_STORE, "shared", 4, 64)}[case]
+    outcome = far_store_outcomes(device, target, require, ptx, case)["synchronize"]
+    assert outcome is not None, f"{case} raised nothing"
+    assert outcome["type"] == "DriverError", outcome
+    message = outcome["message"]
+    located = re.findall(r"block \(\d+,\d+,\d+\), thread \(\d+,\d+,\d+\)", message)
+    described = ACCESS_DESCRIBED.findall(message)
+    assert described or not located, f"the report locates the thread but does not describe its access: {message}"
+    assert all(d == ("invalid", space, "write", str(size)) for d in described), (
+        f"want an invalid {space} write of {size} bytes: {described}; {message}")
+    if space not in ("global", "generic"):
+        assert not ALLOCATION_NAMED.search(message), (
+            f"a {space} address, an offset in the block's own memory, is explained by device allocations: {message}")
+    for n, where in BLOCK_MEMORY.findall(message):
+        assert where == space and where in ("shared", "local") and int(n) >= declared, (
+            f"the {space} fault counts the block's {where} memory as {n} bytes (the kernel declares {declared} "
+            f"in {space}): {message}")
+
+
+#: int_edges(out, s): thread 0 stores, as 64-bit words, shifts by amounts at and past the register's width (from
+#: s = 31, so no compiler folds them), bfind of values whose sign bit alone is set, and 16-bit wide products
+PTX_INT_EDGES = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry int_edges(.param .u64 int_edges_param_0, .param .u32 int_edges_param_1)
+{
+    .reg .b16 %h<4>;
+    .reg .b32 %r<16>;
+    .reg .b64 %rd<16>;
+    ld.param.u64 %rd1, [int_edges_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    ld.param.u32 %r1, [int_edges_param_1];
+    add.u32 %r2, %r1, 1;
+    add.u32 %r3, %r1, 2;
+    add.u32 %r4, %r1, 32;
+    add.u32 %r5, %r1, 33;
+    mov.u32 %r6, 305419897;
+    shl.b32 %r7, %r6, %r1;
+    cvt.u64.u32 %rd3, %r7;
+    st.global.u64 [%rd2], %rd3;
+    shl.b32 %r7, %r6, %r2;
+    cvt.u64.u32 %rd3, %r7;
+    st.global.u64 [%rd2+8], %rd3;
+    shl.b32 %r7, %r6, %r3;
+    cvt.u64.u32 %rd3, %r7;
+    st.global.u64 [%rd2+16], %rd3;
+    mov.u64 %rd4, -5;
+    shr.s64 %rd5, %rd4, %r4;
+    st.global.u64 [%rd2+24], %rd5;
+    shr.s64 %rd5, %rd4, %r5;
+    st.global.u64 [%rd2+32], %rd5;
+    mov.u64 %rd4, 5;
+    shr.s64 %rd5, %rd4, %r5;
+    st.global.u64 [%rd2+40], %rd5;
+    mov.u64 %rd4, -1;
+    shr.u64 %rd5, %rd4, %r5;
+    st.global.u64 [%rd2+48], %rd5;
+    shl.b64 %rd5, %rd4, %r4;
+    st.global.u64 [%rd2+56], %rd5;
+    mov.u32 %r8, -2147483648;
+    bfind.s32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+64], %rd3;
+    bfind.u32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+72], %rd3;
+    mov.u32 %r8, -1;
+    bfind.s32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+80], %rd3;
+    mov.u64 %rd6, -9223372036854775808;
+    bfind.s64 %r9, %rd6;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+88], %rd3;
+    mov.u16 %h1, 65535;
+    mul.wide.u16 %r10, %h1, %h1;
+    cvt.u64.u32 %rd3, %r10;
+    st.global.u64 [%rd2+96], %rd3;
+    mov.u16 %h2, -32768;
+    mul.wide.s16 %r10, %h2, %h2;
+    cvt.u64.u32 %rd3, %r10;
+    st.global.u64 [%rd2+104], %rd3;
+    mov.u16 %h3, 3;
+    mul.wide.s16 %r10, %h2, %h3;
+    cvt.u64.u32 %rd3, %r10;
+    st.global.u64 [%rd2+112], %rd3;
+    ret;
+}
+"""
+
+#: what each word of int_edges holds (PTX ISA: shl/shr clamp the amount to the width, so a left or logical
+#: shift by it gives 0 and an arithmetic one the sign; bfind.s32 of a negative finds the highest bit that
+#: differs from the sign bit, and none gives 0xffffffff)
+INT_EDGES = {"shl.b32 0x12345679 << 31": 0x80000000, "shl.b32 << 32": 0, "shl.b32 << 33": 0,
+             "shr.s64 -5 >> 63": 2 ** 64 - 1, "shr.s64 -5 >> 64": 2 ** 64 - 1, "shr.s64 5 >> 64": 0,
+             "shr.u64 ~0 >> 64": 0, "shl.b64 ~0 << 63": 2 ** 63, "bfind.s32 0x80000000": 30,
+             "bfind.u32 0x80000000": 31, "bfind.s32 -1": 0xFFFFFFFF, "bfind.s64 INT64_MIN": 62,
+             "mul.wide.u16 65535 * 65535": 0xFFFE0001, "mul.wide.s16 -32768 * -32768": 0x40000000,
+             "mul.wide.s16 -32768 * 3 (as u32)": 2 ** 32 - 98304}
+
+
+@pytest.mark.clause("KERNEL-106")
+def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, require):
+    """Shifts by amounts at and past the register's width, bfind of values whose sign bit alone is set, and
+    16-bit wide multiplies at their extremes: where an interpreter written in C would hit undefined shifts or
+    an off-by-one bound, PTX defines every result."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX's integer instructions)")
+    with device.compile(PTX_INT_EDGES, "ptx") as module, poisoned(device, stream, 8 * len(INT_EDGES)) as out:
+        stream.launch(module.kernel("int_edges"), 1, 1, (out, np.uint32(31)))
+        got = read(stream, out, np.uint64).tolist()
+    wrong = {name: (hex(g), hex(w)) for (name, w), g in zip(INT_EDGES.items(), got) if g != w}
+    assert not wrong, f"(got, want): {wrong}"

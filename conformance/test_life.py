@@ -693,3 +693,27 @@ def test_dropped_events_give_their_driver_resources_back(device, stream, kernels
     grown = rss_bytes() - before
     assert grown < 16 << 20, f"{recorded} events recorded and dropped left {grown / 2**20:.1f} MiB more resident memory"
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-71")
+def test_a_closed_module_keeps_none_of_its_launches_arguments_alive(device, stream, kernels, target):
+    """close() gives back what a module holds for its launches (pipelines, argument bindings, a remembered last
+    launch), even while the caller still holds the Module and its Kernel: buffers last launched with it, then
+    dropped unclosed, are collected. A module that keeps them pins their device memory for as long as anyone
+    holds the module."""
+    saxpy = target.compile_kernel(device, "saxpy")
+    module = saxpy.module
+    x, y = device.alloc(64), device.alloc(64)
+    for _ in range(2):  # the second launch with the very same arguments, which a backend may remember
+        stream.launch(saxpy, 1, 16, (x, y, np.float32(2), np.uint32(16)))
+    stream.synchronize()
+    module.close()
+    gone = [weakref.ref(x), weakref.ref(y)]
+    del x, y
+    gc.collect()
+    device.synchronize()
+    gc.collect()
+    held = sum(ref() is not None for ref in gone)
+    assert not held, f"{held} of 2 buffers last launched with a closed module are still alive after a collection"
+    assert module.closed and saxpy.module is module
+    assert_device_works(device, kernels)
