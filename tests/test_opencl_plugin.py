@@ -12,6 +12,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -79,11 +80,18 @@ def test_every_icd_is_a_target(tmp_path, monkeypatch):
     (tmp_path / "nvidia.icd").write_text("libnvidia-opencl.so.1\n")
     (tmp_path / "acme.icd").write_text("/opt/acme/lib/libAcmeCL.so\n")
     (tmp_path / "empty.icd").write_text("")
+    (tmp_path / "rusticl.icd").write_text("libRusticlOpenCL.so.1\n")
     monkeypatch.setattr(drivers, "VENDORS", tmp_path)
     got = {t.driver: t for t in drivers.drivers()}
-    assert list(got) == ["pocl", "acmecl", "nvidia"]
+    assert list(got) == ["pocl", "acmecl", "nvidia", "rusticl"]
     assert [t.driver for t in got.values() if t.always] == ["pocl"]
-    assert {d: t.simulated for d, t in got.items()} == {"pocl": True, "acmecl": False, "nvidia": False}
+    assert {d: t.simulated for d, t in got.items()} == {"pocl": True, "acmecl": False, "nvidia": False,
+                                                        "rusticl": False}
+    # each known driver is recognised by the platform name its devices report (DeviceInfo.driver), and only it
+    platforms = {"pocl": "Portable Computing Language", "nvidia": "NVIDIA CUDA", "rusticl": "rusticl",
+                 "acmecl": "AcmeCL 1.0"}
+    for driver, target in got.items():
+        assert {d for d, name in platforms.items() if target.recognise(SimpleNamespace(driver=name))} == {driver}
     assert got["nvidia"].select == {"OCL_ICD_VENDORS": str(tmp_path / "nvidia.icd"),
                                     "OCL_ICD_FILENAMES": "libnvidia-opencl.so.1"}
     package = Path(drivers.__file__).parent  # the checkout's, or the installed copy tox made
