@@ -126,6 +126,12 @@ def test_webgpu_limits_are_the_gpu_devices_own(device, require):
     for field, expected in WEBGPU_LIMITS.items():
         got, want = getattr(device.info.limits, field), expected(limits)
         assert got == want, f"limits.{field} is {got}, the GPUDevice's limits give {want}"
+    # warp_size: WebGPU's GPUAdapterInfo.subgroupMinSize where wgpu reports it, else 0 (KERNEL-60: it cannot tell)
+    reported = device.native.adapter.info.get("subgroup_min_size")
+    want = int(reported or 0)
+    assert device.info.limits.warp_size == want, (
+        f"limits.warp_size is {device.info.limits.warp_size}, the adapter reports subgroup_min_size={reported!r}, "
+        f"so it should be {want}")
 
 
 @pytest.mark.clause("DEV-6")

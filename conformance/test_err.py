@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 import pytest
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.pool import MemPool
 
 from .helpers import assert_device_works, nop_kernels, raises_naming, read
+from .test_pool import _in_forked_child
 
 KIB = 1024
 
@@ -201,3 +204,49 @@ def test_a_pool_used_as_a_context_manager_is_closed_on_exit(device, stream):
         raise RuntimeError("the block failed")
     with raises_naming(ia.UseAfterFree, "MemPool.alloc", "closed"):
         failed.alloc(KIB)
+
+
+@pytest.mark.clause("ERR-53")
+def test_a_thread_of_a_forked_child_gets_driver_errors(device, stream):
+    """CUDA is not usable in a forked child: the driver refuses its calls (CUDA_ERROR_NOT_INITIALIZED), and a
+    thread the child starts must first make the device's context current, which fails. Each call then raises
+    that DriverError or works, never another exception type: a compiled path that takes the failed
+    context switch for success carries on with the error still set, and the caller gets a SystemError."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA device (the driver's contexts and fork)")
+    buf = device.alloc(4096)
+    event = stream.record()
+    stream.synchronize()
+    calls = {
+        "Device.alloc": lambda: device.alloc(1024).free(),
+        "Device.create_stream": device.create_stream,
+        "Stream.copy_htod": lambda: stream.copy_htod(buf, np.zeros(1024, np.uint8)),
+        "Stream.copy_dtoh": lambda: stream.copy_dtoh(np.zeros(1024, np.uint8), buf),
+        "Stream.fill": lambda: stream.fill(buf, 1),
+        "Stream.record": stream.record,
+        "Stream.record(event=)": lambda: stream.record(event=event),
+        "Stream.synchronize": stream.synchronize,
+    }
+
+    def child() -> str:
+        wrong: list[str] = []
+
+        def thread() -> None:
+            for name, call in calls.items():
+                try:
+                    call()
+                except ia.DriverError:
+                    pass
+                except BaseException as exc:  # noqa: BLE001 - what is tested
+                    wrong.append(f"{name} raised {exc!r}")
+
+        t = threading.Thread(target=thread)
+        t.start()
+        t.join()
+        return "; ".join(wrong)
+
+    try:
+        verdict = _in_forked_child(child)
+        assert verdict == "ok", f"in a thread of the forked child: {verdict}"
+    finally:
+        buf.free()

@@ -410,6 +410,31 @@ def test_a_re_recorded_event_answers_for_its_new_point(device, stream, kernels, 
     pytest.fail("the host never got to query() within a third of the work's time, however long the work")
 
 
+def _re_record_after_another(stream: ia.Stream, event: ia.Event, bystander: ia.Event) -> ia.Event:
+    """``stream.record(event=event)`` right after an expression that held ``bystander`` one slot past where the
+    call's argument goes (CPython's value stack: the method, the stream, ``event``; the tuple's fourth item): a
+    compiled record that reads its arguments past the one it was given finds the bystander there."""
+    held = (stream, stream, stream, bystander)  # noqa: F841 (what matters is the slot it leaves behind)
+    return stream.record(event=event)
+
+
+@pytest.mark.clause("EVENT-12")
+def test_a_re_record_moves_the_event_named_and_no_other(device, stream):
+    """``record(event=e)`` moves ``e`` and leaves every other Event where it was, also one the calling frame held
+    just before. A compiled record that takes the event from past its argument array re-records whatever Event
+    it finds there and returns ``e`` unmoved."""
+    other = device.create_stream()
+    event, bystander = stream.record(), stream.record()
+    for _ in range(3):  # the interpreter specialises a call after a few runs: each form must hold
+        same = _re_record_after_another(other, event, bystander)
+        assert same is event, "record(event=e) returned another object"
+        assert event.stream is other, "record(event=e) did not move e to the stream that re-recorded it"
+        assert bystander.stream is stream, "record(event=e) moved another Event (one the caller held just before)"
+        stream.record(event=event)
+    other.synchronize()
+    assert event.query() is True and bystander.query() is True
+
+
 @pytest.mark.clause("EVENT-12")
 def test_a_wait_before_a_re_record_keeps_the_old_point(device, stream, kernels):
     """``B.wait(e)`` waits for the point ``e`` marked when the wait was enqueued: re-recording ``e`` afterwards on

@@ -351,6 +351,8 @@ def test_bad_launches(device, stream, kernels):
             "zero grid": dict(grid=0, block=16, args=(out, np.uint32(1), np.uint32(16))),
             "zero block": dict(grid=1, block=(16, 0), args=(out, np.uint32(1), np.uint32(16))),
             "four dims": dict(grid=(1, 1, 1, 1), block=16, args=(out, np.uint32(1), np.uint32(16))),
+            "no grid dims": dict(grid=(), block=16, args=(out, np.uint32(1), np.uint32(16))),
+            "no block dims": dict(grid=1, block=[], args=(out, np.uint32(1), np.uint32(16))),
             "huge block": dict(grid=1, block=lim.max_threads_per_block + 1, args=(out, np.uint32(1), np.uint32(16))),
             "huge 3-d block": dict(grid=1, block=threads_over_the_limit_in_3d(lim),
                                    args=(out, np.uint32(1), np.uint32(16))),
@@ -489,6 +491,7 @@ def test_prepared_plans_check_limits_devices_and_arguments(device, stream, kerne
                for a in range(3)},
             "zero grid": (0, 1), "zero block": (1, (1, 0)), "a bool": ((True,), 1), "a float": (1, 32.0),
             "four dims": ((1, 1, 1, 1), 1),
+            "no grid dims": ((), 1), "no block dims": (1, []),
         }
         for what, (grid, block) in over.items():
             with pytest.raises(ia.InvalidArgument, match=r"^Kernel\.prepare: "):

@@ -12,6 +12,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -89,6 +90,34 @@ def test_every_icd_is_a_target(tmp_path, monkeypatch):
     package = Path(drivers.__file__).parent  # the checkout's, or the installed copy tox made
     assert got["pocl"].expectations_file == package / "expectations" / "opencl-pocl.txt"
     assert got["pocl"].kernels[0].folder == package / "kernels"
+
+
+#: Each known ICD library -> (its driver, simulated, the platform name its devices report).
+KNOWN_ICDS = {
+    "libpocl.so.2": ("pocl", True, "Portable Computing Language"),
+    "libnvidia-opencl.so.1": ("nvidia", False, "NVIDIA CUDA"),
+    "libRusticlOpenCL.so.1": ("rusticl", False, "rusticl"),
+    "libMesaOpenCL.so.1": ("clover", False, "Clover"),
+    "libamdocl64.so": ("amd", False, "AMD Accelerated Parallel Processing"),
+    "libigdrcl.so": ("intel", False, "Intel(R) OpenCL Graphics"),  # Intel's GPU runtime (NEO): hardware
+    "libintelocl.so": ("intel-cpu", True, "Intel(R) OpenCL"),  # Intel's CPU runtime
+}
+
+
+def test_each_known_icd_is_a_target_of_its_kind(tmp_path, monkeypatch):
+    """Every library KNOWN_LIBRARIES names becomes its driver's target, simulated only for a CPU runtime, and
+    recognises its own platform's devices (Intel's two runtimes share a platform name, so each takes both)."""
+    drivers = load_from_checkout("drivers")
+    assert {lib.removeprefix("lib").split(".so")[0].lower() for lib in KNOWN_ICDS} == set(drivers.KNOWN_LIBRARIES)
+    for i, library in enumerate(KNOWN_ICDS):
+        (tmp_path / f"{i}.icd").write_text(f"/usr/lib/x86_64-linux-gnu/{library}\n")
+    monkeypatch.setattr(drivers, "VENDORS", tmp_path)
+    got = {t.driver: t for t in drivers.drivers()}
+    assert {d: t.simulated for d, t in got.items()} == {d: sim for d, sim, _ in KNOWN_ICDS.values()}
+    platforms = {d: platform for d, _, platform in KNOWN_ICDS.values()}
+    for driver, target in got.items():
+        recognised = {d for d, platform in platforms.items() if target.recognise(SimpleNamespace(driver=platform))}
+        assert driver in recognised and recognised <= {driver, "intel", "intel-cpu"}, (driver, recognised)
 
 
 def test_a_round_trip_on_pocl_through_the_registry(opencl):
