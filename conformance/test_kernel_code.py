@@ -761,7 +761,8 @@ def test_shared_variables_of_one_name_in_two_kernels_are_each_their_own(device, 
 
 #: two module-level .shared variables: in_callee named only in exchange (which stores its argument there and
 #: returns what was there), in_kernel only in the kernel: the kernel stores 11 to in_kernel, exchanges 22 then 33,
-#: and writes out[0] = in_kernel (11) and out[1] = what the second exchange found (22)
+#: and writes out[0] = in_kernel (11) and out[1] = what the second exchange found (22); callee_shared_too does
+#: the same with a variable declared in its body (own): a second kernel reaching the same callee
 PTX_SHARED_OF_A_CALLEE = """.version 7.8
 .target sm_75
 .address_size 64
@@ -796,6 +797,25 @@ PTX_SHARED_OF_A_CALLEE = """.version 7.8
     st.global.u32 [%rd2+4], %r3;
     ret;
 }
+
+.visible .entry callee_shared_too(.param .u64 callee_shared_too_param_0)
+{
+    .shared .align 4 .b8 own[64];
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [callee_shared_too_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, 11;
+    st.shared.u32 [own], %r1;
+    mov.u32 %r2, 22;
+    { .param .b32 p; .param .b32 q; st.param.b32 [p], %r2; call.uni (q), exchange, (p); ld.param.b32 %r3, [q]; }
+    mov.u32 %r2, 33;
+    { .param .b32 p; .param .b32 q; st.param.b32 [p], %r2; call.uni (q), exchange, (p); ld.param.b32 %r3, [q]; }
+    ld.shared.u32 %r4, [own];
+    st.global.u32 [%rd2], %r4;
+    st.global.u32 [%rd2+4], %r3;
+    ret;
+}
 """
 
 
@@ -803,11 +823,16 @@ PTX_SHARED_OF_A_CALLEE = """.version 7.8
 def test_shared_variable_named_only_in_a_callee_is_the_kernels_own(device, stream, require):
     """A module-level `.shared` variable belongs to every kernel whose calls reach a function naming it: a PTX
     reader that misses the callee (here the kernel's first and only one) lays the variable out for no kernel,
-    over the kernel's own, and the callee's stores overwrite the kernel's variable."""
+    over the kernel's own, and the callee's stores overwrite the kernel's variable. The second kernel reaches the
+    same callee: a reader that marks the callee as seen by the first kernel and so skips it for the next one
+    places the second kernel's own variable over the callee's."""
     require("lang.ptx")
-    with device.compile(PTX_SHARED_OF_A_CALLEE, "ptx") as module, poisoned(device, stream, 8) as out:
-        stream.launch(module.kernel("callee_shared"), 1, 1, (out,))
-        assert read(stream, out, np.uint32).tolist() == [11, 22], "[in_kernel, what the second exchange found]"
+    with device.compile(PTX_SHARED_OF_A_CALLEE, "ptx") as module:
+        for name in ("callee_shared", "callee_shared_too"):
+            with poisoned(device, stream, 8) as out:
+                stream.launch(module.kernel(name), 1, 1, (out,))
+                assert read(stream, out, np.uint32).tolist() == [11, 22], (
+                    f"{name}: [its own variable, what the second exchange found]")
 
 
 #: warp_sz(out): out[0] = WARP_SZ, out[1] = WARP_SZ + 100, out[2] = 100 + OPERAND (filled in: -WARP_SZ, or WARP_SZ)
