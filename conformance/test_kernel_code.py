@@ -1954,3 +1954,52 @@ def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, re
         got = read(stream, out, np.uint64).tolist()
     wrong = {name: (hex(g), hex(w)) for (name, w), g in zip(INT_EDGES.items(), got) if g != w}
     assert not wrong, f"(got, want): {wrong}"
+
+
+#: one warp: every lane votes five predicates (lane odd, lane 0, lane > 100, lane < 32, not lane 0) with
+#: vote.sync.ballot.b32 over the full mask; lane 0 writes the five ballots to out[0..4]
+PTX_BALLOTS = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry ballots(.param .u64 ballots_param_0)
+{
+    .reg .pred %p<5>;
+    .reg .b32 %r<9>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [ballots_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %laneid;
+    and.b32 %r2, %r1, 1;
+    setp.ne.u32 %p1, %r2, 0;
+    setp.eq.u32 %p2, %r1, 0;
+    setp.gt.u32 %p3, %r1, 100;
+    setp.lt.u32 %p4, %r1, 32;
+    vote.sync.ballot.b32 %r3, %p1, 0xffffffff;
+    vote.sync.ballot.b32 %r4, %p2, 0xffffffff;
+    vote.sync.ballot.b32 %r5, %p3, 0xffffffff;
+    vote.sync.ballot.b32 %r6, %p4, 0xffffffff;
+    vote.sync.ballot.b32 %r7, !%p2, 0xffffffff;
+    @!%p2 bra DONE;
+    st.global.u32 [%rd2], %r3;
+    st.global.u32 [%rd2+4], %r4;
+    st.global.u32 [%rd2+8], %r5;
+    st.global.u32 [%rd2+12], %r6;
+    st.global.u32 [%rd2+16], %r7;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-109")
+def test_ptx_vote_ballot_sets_exactly_the_bits_of_the_lanes_whose_predicate_holds(device, stream, require):
+    """vote.sync.ballot.b32 gives each lane a mask with bit i set exactly when lane i's predicate is true (or,
+    negated, false): lane 0's bit included, so a ballot that starts from anything but an empty mask reports
+    lane 0 voting yes when it did not."""
+    require("lang.ptx")
+    with device.compile(PTX_BALLOTS, "ptx") as module, poisoned(device, stream, 20) as out:
+        stream.launch(module.kernel("ballots"), 1, 32, (out,))
+        got = [hex(v) for v in read(stream, out, np.uint32).tolist()[:5]]
+    want = [hex(v) for v in (0xAAAAAAAA, 0x1, 0x0, 0xFFFFFFFF, 0xFFFFFFFE)]
+    assert got == want, "ballots of [lane odd, lane 0, lane > 100, lane < 32, not lane 0]"
