@@ -547,3 +547,77 @@ def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
     assert version % 10 == 0, f"cuDriverGetVersion gave {version}: not 1000 * major + 10 * minor"
     name = f"CUDA {version // 1000}.{version % 1000 // 10}"
     assert re.match(rf"{re.escape(name)}\b", device.info.driver_version), (device.info.driver_version, version)
+
+
+_HOST_PAGES_CALLS = [0]
+
+
+def _host_pages_above(address: int, size: int) -> tuple[int, object]:
+    """Anonymous host pages, mapped above ``address`` where there is room (else wherever the system puts them),
+    and the function that unmaps them. Each call starts one GiB higher, so that a rerun of a failed test does
+    not meet what the failed run left registered."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    fixed_noreplace, failed = 0x100000, ctypes.c_void_p(-1).value
+    # a driver reserving its device address range in one piece reserves at most 256 GiB above ``address``
+    start = ((address + (1 << 38)) & ~((1 << 30) - 1)) + _HOST_PAGES_CALLS[0] * (1 << 30)
+    for i in range(256):
+        p = libc.mmap(start + i * (1 << 30), size, prot, flags | fixed_noreplace, -1, 0)
+        if p not in (None, failed) and p == start + i * (1 << 30):
+            _HOST_PAGES_CALLS[0] += i + 1
+            break
+        if p not in (None, failed):
+            libc.munmap(p, size)
+    else:
+        p = libc.mmap(None, size, prot, flags, -1, 0)
+        assert p not in (None, failed), f"mmap of {size} bytes failed"
+    ctypes.memset(p, 5, size)
+    return p, lambda: libc.munmap(p, size)
+
+
+@pytest.mark.clause("DEV-78")
+def test_destroying_a_cuda_context_releases_its_memory_and_host_registrations(device):
+    """A client's own context (a profiler, a second library) allocates device memory and page-locks host memory
+    (cuMemHostRegister) and is destroyed without freeing either: cuCtxDestroy releases what the context holds,
+    so the device's free memory (cuMemGetInfo) is back, and the same host pages can be registered again in the
+    device's context. The host pages lie above the device memory, so that they are the last entry of a driver
+    table kept in address order."""
+    if device.info.backend != "cuda" or not sys.platform.startswith("linux"):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver on Linux (cuCtxCreate, cuMemHostRegister)")
+    cu = device.native.driver
+    primary, ok = device.native.context, cu.CUresult.CUDA_SUCCESS
+    size, pages = 64 << 20, 1 << 20
+    err, = cu.cuCtxPushCurrent(primary)
+    assert not err, err
+    unmap = None
+    try:
+        err, free_before, _ = cu.cuMemGetInfo()
+        assert err == ok, f"cuMemGetInfo: {err}"
+        err, own = cu.cuCtxCreate(None, 0, device.native.device)
+        assert err == ok, f"cuCtxCreate: {err}"
+        err, dptr = cu.cuMemAlloc(size)
+        assert err == ok, f"cuMemAlloc({size}) in the new context: {err}"
+        host, unmap = _host_pages_above(int(dptr), pages)
+        err, = cu.cuMemHostRegister(host, pages, 0)
+        assert err == ok, f"cuMemHostRegister of {pages} bytes at {host:#x} in the new context: {err}"
+        err, = cu.cuCtxDestroy(own)
+        assert err == ok, f"cuCtxDestroy: {err}"
+        err, free_after, _ = cu.cuMemGetInfo()
+        assert err == ok, f"cuMemGetInfo: {err}"
+        assert free_after > free_before - size, (
+            f"after cuCtxDestroy, {free_before - free_after} of the {size} bytes the context allocated are "
+            "still in use")
+        err, = cu.cuMemHostRegister(host, pages, 0)
+        assert err == ok, f"cuMemHostRegister of the {pages} bytes at {host:#x} the destroyed context had registered: {err}"
+        err, = cu.cuMemHostUnregister(host)
+        assert err == ok, f"cuMemHostUnregister: {err}"
+    finally:
+        err, popped = cu.cuCtxPopCurrent()
+        if unmap:
+            unmap()
+    assert not err and int(popped) == int(primary), f"cuCtxPopCurrent: {err}, {popped}"

@@ -761,7 +761,8 @@ def test_shared_variables_of_one_name_in_two_kernels_are_each_their_own(device, 
 
 #: two module-level .shared variables: in_callee named only in exchange (which stores its argument there and
 #: returns what was there), in_kernel only in the kernel: the kernel stores 11 to in_kernel, exchanges 22 then 33,
-#: and writes out[0] = in_kernel (11) and out[1] = what the second exchange found (22)
+#: and writes out[0] = in_kernel (11) and out[1] = what the second exchange found (22); callee_shared_too does
+#: the same with a variable declared in its body (own): a second kernel reaching the same callee
 PTX_SHARED_OF_A_CALLEE = """.version 7.8
 .target sm_75
 .address_size 64
@@ -796,6 +797,25 @@ PTX_SHARED_OF_A_CALLEE = """.version 7.8
     st.global.u32 [%rd2+4], %r3;
     ret;
 }
+
+.visible .entry callee_shared_too(.param .u64 callee_shared_too_param_0)
+{
+    .shared .align 4 .b8 own[64];
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [callee_shared_too_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, 11;
+    st.shared.u32 [own], %r1;
+    mov.u32 %r2, 22;
+    { .param .b32 p; .param .b32 q; st.param.b32 [p], %r2; call.uni (q), exchange, (p); ld.param.b32 %r3, [q]; }
+    mov.u32 %r2, 33;
+    { .param .b32 p; .param .b32 q; st.param.b32 [p], %r2; call.uni (q), exchange, (p); ld.param.b32 %r3, [q]; }
+    ld.shared.u32 %r4, [own];
+    st.global.u32 [%rd2], %r4;
+    st.global.u32 [%rd2+4], %r3;
+    ret;
+}
 """
 
 
@@ -803,11 +823,16 @@ PTX_SHARED_OF_A_CALLEE = """.version 7.8
 def test_shared_variable_named_only_in_a_callee_is_the_kernels_own(device, stream, require):
     """A module-level `.shared` variable belongs to every kernel whose calls reach a function naming it: a PTX
     reader that misses the callee (here the kernel's first and only one) lays the variable out for no kernel,
-    over the kernel's own, and the callee's stores overwrite the kernel's variable."""
+    over the kernel's own, and the callee's stores overwrite the kernel's variable. The second kernel reaches the
+    same callee: a reader that marks the callee as seen by the first kernel and so skips it for the next one
+    places the second kernel's own variable over the callee's."""
     require("lang.ptx")
-    with device.compile(PTX_SHARED_OF_A_CALLEE, "ptx") as module, poisoned(device, stream, 8) as out:
-        stream.launch(module.kernel("callee_shared"), 1, 1, (out,))
-        assert read(stream, out, np.uint32).tolist() == [11, 22], "[in_kernel, what the second exchange found]"
+    with device.compile(PTX_SHARED_OF_A_CALLEE, "ptx") as module:
+        for name in ("callee_shared", "callee_shared_too"):
+            with poisoned(device, stream, 8) as out:
+                stream.launch(module.kernel(name), 1, 1, (out,))
+                assert read(stream, out, np.uint32).tolist() == [11, 22], (
+                    f"{name}: [its own variable, what the second exchange found]")
 
 
 #: warp_sz(out): out[0] = WARP_SZ, out[1] = WARP_SZ + 100, out[2] = 100 + OPERAND (filled in: -WARP_SZ, or WARP_SZ)
@@ -1929,3 +1954,52 @@ def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, re
         got = read(stream, out, np.uint64).tolist()
     wrong = {name: (hex(g), hex(w)) for (name, w), g in zip(INT_EDGES.items(), got) if g != w}
     assert not wrong, f"(got, want): {wrong}"
+
+
+#: one warp: every lane votes five predicates (lane odd, lane 0, lane > 100, lane < 32, not lane 0) with
+#: vote.sync.ballot.b32 over the full mask; lane 0 writes the five ballots to out[0..4]
+PTX_BALLOTS = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry ballots(.param .u64 ballots_param_0)
+{
+    .reg .pred %p<5>;
+    .reg .b32 %r<9>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [ballots_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %laneid;
+    and.b32 %r2, %r1, 1;
+    setp.ne.u32 %p1, %r2, 0;
+    setp.eq.u32 %p2, %r1, 0;
+    setp.gt.u32 %p3, %r1, 100;
+    setp.lt.u32 %p4, %r1, 32;
+    vote.sync.ballot.b32 %r3, %p1, 0xffffffff;
+    vote.sync.ballot.b32 %r4, %p2, 0xffffffff;
+    vote.sync.ballot.b32 %r5, %p3, 0xffffffff;
+    vote.sync.ballot.b32 %r6, %p4, 0xffffffff;
+    vote.sync.ballot.b32 %r7, !%p2, 0xffffffff;
+    @!%p2 bra DONE;
+    st.global.u32 [%rd2], %r3;
+    st.global.u32 [%rd2+4], %r4;
+    st.global.u32 [%rd2+8], %r5;
+    st.global.u32 [%rd2+12], %r6;
+    st.global.u32 [%rd2+16], %r7;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-109")
+def test_ptx_vote_ballot_sets_exactly_the_bits_of_the_lanes_whose_predicate_holds(device, stream, require):
+    """vote.sync.ballot.b32 gives each lane a mask with bit i set exactly when lane i's predicate is true (or,
+    negated, false): lane 0's bit included, so a ballot that starts from anything but an empty mask reports
+    lane 0 voting yes when it did not."""
+    require("lang.ptx")
+    with device.compile(PTX_BALLOTS, "ptx") as module, poisoned(device, stream, 20) as out:
+        stream.launch(module.kernel("ballots"), 1, 32, (out,))
+        got = [hex(v) for v in read(stream, out, np.uint32).tolist()[:5]]
+    want = [hex(v) for v in (0xAAAAAAAA, 0x1, 0x0, 0xFFFFFFFF, 0xFFFFFFFE)]
+    assert got == want, "ballots of [lane odd, lane 0, lane > 100, lane < 32, not lane 0]"
