@@ -1191,7 +1191,7 @@ PTX_TO_64 = """.version 7.5
 """
 
 #: doubles at, inside and beyond the ends of int64's and uint64's ranges (2^63 - 1024 and 2^64 - 2048 are the
-#: largest doubles inside them), and NaN, which converts to 0
+#: largest doubles inside them), and NaN, which converts to 0x8000000000000000 in both (as the H200 gives it)
 TO_64_REALS = [2.0 ** 63, -(2.0 ** 63), 2.0 ** 63 - 1024, 1e19, -1e19, 2.0 ** 64, 2.0 ** 64 - 2048, 1e20, -1.5,
                3.75, -7.25, float("nan")]
 #: 64-bit integers (as int64) around the ends of both ranges
@@ -1199,13 +1199,15 @@ TO_64_INTS = [0, 1, -1, 5, -(2 ** 63), 2 ** 63 - 1, 2 ** 62, -(2 ** 62), 1234567
 
 
 def _clamp(v: float | int, lo: int, hi: int) -> int:
-    return 0 if v != v else int(max(lo, min(hi, v)))
+    """v clamped to [lo, hi], as a 64-bit pattern; NaN gives 0x8000000000000000."""
+    return 2 ** 63 if v != v else int(max(lo, min(hi, v))) % 2 ** 64
 
 
 @pytest.mark.clause("KERNEL-99")
 def test_ptx_conversions_to_64_bit_integers_clamp_to_the_destination_range(device, stream, require):
     """KERNEL-99 for 64-bit destinations: `cvt.rzi.s64.f64` and `cvt.rzi.u64.f64` clamp to int64's and
-    uint64's ranges (2^63 and 1e19 give int64's maximum, 2^64 uint64's, negatives 0 as unsigned, NaN 0), and
+    uint64's ranges (2^63 and 1e19 give int64's maximum, 2^64 uint64's, negatives 0 as unsigned, NaN
+    0x8000000000000000 in both: the H200's answer), and
     `.sat` between s64 and u64 clamps as well (a negative to 0, what is past int64's maximum to it). At 64 bits
     the bound cannot be computed as 2^bits - 1 in the destination's own type, so a converter needs a case of
     its own there, and one that misses it wraps the largest values to 0 or the minimum."""
@@ -1220,7 +1222,7 @@ def test_ptx_conversions_to_64_bit_integers_clamp_to_the_destination_range(devic
     want = []
     for r, i in zip(reals.tolist(), ints.tolist()):
         t = r if r != r else float(np.trunc(r))
-        want.append([_clamp(t, -2 ** 63, 2 ** 63 - 1) % 2 ** 64, _clamp(t, 0, 2 ** 64 - 1), max(i, 0),
+        want.append([_clamp(t, -2 ** 63, 2 ** 63 - 1), _clamp(t, 0, 2 ** 64 - 1), max(i, 0),
                      min(i % 2 ** 64, 2 ** 63 - 1)])
     wrong = {(reals[k].item(), ints[k].item()): (got[k], want[k]) for k in range(n) if got[k] != want[k]}
     assert not wrong, ("(f64 in, s64 in): (got, want) as u64 of "
