@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
+import select
+import signal
+import time
+import warnings
 
 import numpy as np
 import pytest
@@ -146,3 +151,40 @@ def nop_kernels(device) -> list[tuple[str, object]]:
     return [(lang, device.compile(NOP[lang], lang, options=["-e", "nop"] if lang.startswith("glsl") else []).kernel("nop"))
             for lang in langs]
 
+
+def in_forked_child(check, seconds: float = 30.0) -> str:
+    """Run ``check()`` (which returns "" or what went wrong) in a forked child; what it said, "crashed" with the
+    signal or exit status, or "hung". The child leaves with os._exit: nothing of pytest runs twice."""
+    read_end, write_end = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads: what is tested
+        pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            verdict = check() or "ok"
+        except BaseException as exc:  # noqa: BLE001 - everything the child met goes back to the parent
+            verdict = f"raised {exc!r}"
+        os.write(write_end, verdict.encode()[:4000])
+        os._exit(0)
+    os.close(write_end)
+    deadline = time.monotonic() + seconds
+    chunks = []
+    try:
+        while True:
+            ready, _, _ = select.select([read_end], [], [], max(deadline - time.monotonic(), 0))
+            if not ready:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return "hung"
+            chunk = os.read(read_end, 4096)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    said = b"".join(chunks).decode()
+    if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
+        return f"crashed ({status:#x}) after saying {said!r}"
+    return said

@@ -13,8 +13,7 @@ from ironaccel.backends import get as get_backend
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.pool import MemPool
 
-from .helpers import assert_device_works, nop_kernels, raises_naming, read
-from .test_pool import _in_forked_child
+from .helpers import assert_device_works, in_forked_child, nop_kernels, raises_naming, read
 
 KIB = 1024
 
@@ -246,7 +245,7 @@ def test_a_thread_of_a_forked_child_gets_driver_errors(device, stream):
         return "; ".join(wrong)
 
     try:
-        verdict = _in_forked_child(child)
+        verdict = in_forked_child(child)
         assert verdict == "ok", f"in a thread of the forked child: {verdict}"
     finally:
         buf.free()

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import os
-import select
-import signal
 import threading
-import time
-import warnings
 from collections import Counter
 
 import numpy as np
@@ -18,7 +14,8 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.pool import FRONT_SLOTS, MemPool, PoolStats
 
-from .helpers import POISON, RunningWork, assert_device_works, ceil_div, random_bytes, raises_naming, read
+from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, in_forked_child, random_bytes,
+                      raises_naming, read)
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -607,44 +604,6 @@ def test_a_pool_of_a_closed_device_hands_out_nothing(device, kernels):
     assert_device_works(device, kernels)
 
 
-def _in_forked_child(check, seconds: float = 30.0) -> str:
-    """Run ``check()`` (which returns "" or what went wrong) in a forked child; what it said, "crashed" with the
-    signal or exit status, or "hung". The child leaves with os._exit: nothing of pytest runs twice."""
-    read_end, write_end = os.pipe()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # fork() of a process with threads: what is tested
-        pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        try:
-            verdict = check() or "ok"
-        except BaseException as exc:  # noqa: BLE001 - everything the child met goes back to the parent
-            verdict = f"raised {exc!r}"
-        os.write(write_end, verdict.encode()[:4000])
-        os._exit(0)
-    os.close(write_end)
-    deadline = time.monotonic() + seconds
-    chunks = []
-    try:
-        while True:
-            ready, _, _ = select.select([read_end], [], [], max(deadline - time.monotonic(), 0))
-            if not ready:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                return "hung"
-            chunk = os.read(read_end, 4096)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(read_end)
-    _, status = os.waitpid(pid, 0)
-    said = b"".join(chunks).decode()
-    if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
-        return f"crashed ({status:#x}) after saying {said!r}"
-    return said
-
-
 @pytest.mark.clause("POOL-9")
 def test_a_forked_child_gets_none_of_the_parents_blocks(device, stream, kernels):
     if not hasattr(os, "fork"):
@@ -678,7 +637,7 @@ def test_a_forked_child_gets_none_of_the_parents_blocks(device, stream, kernels)
             pool.close()
             return ""
 
-        verdict = _in_forked_child(child)
+        verdict = in_forked_child(child)
         assert verdict == "ok", f"the forked child: {verdict}"
         # the parent's pool is untouched: its cached blocks come back, its live buffer kept its bytes
         again = [pool.alloc(n) for n in sizes]
