@@ -137,5 +137,5 @@ def test_the_gate_fails_on_a_slowed_hot_path_and_passes_it_unslowed(tmp_path, mo
     verdict = next(line for line in table.splitlines() if "stream synchronize" in line)
     if slowed_ns:
         assert status == 1 and "FAILED: slower" in verdict, table
-    else:
-        assert status == 0 and "| ok" in verdict, table
+    else:  # passed: "ok", or "faster" where the machine's load eased after the baseline was taken
+        assert status == 0 and ("| ok" in verdict or "| faster" in verdict), table
