@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
+import os
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -440,10 +444,36 @@ def test_deferred_htod_checks_as_copy_htod(device, stream):
             stream.copy_htod_deferred(buf, np.zeros(32, np.uint16)[::2])
         with raises_naming(ia.InvalidArgument, op, "buffer protocol"):
             stream.copy_htod_deferred(buf, [1, 2, 3])
+        with raises_naming(ia.InvalidArgument, op, "dst must be a Buffer"):
+            stream.copy_htod_deferred(np.zeros(64, np.uint8), b"\x01\x02\x03")
         stream.copy_htod_deferred(buf, b"\x01\x02\x03", dst_offset=61)  # read-only host data is fine
         out = read(stream, buf)
     assert (out[:61] == POISON).all()
     np.testing.assert_array_equal(out[61:], [1, 2, 3])
+
+
+@contextlib.contextmanager
+def page_locked(device, stream, n: int):
+    """``n`` bytes of page-locked host memory from the CUDA driver (cuMemHostAlloc), as a numpy array; freed on
+    exit once the device is idle (the library lets go of the arrays it was given at a synchronize)."""
+    driver = device.native.driver
+    stream.synchronize()  # the library's context is current on this thread: pushed again for the host allocation
+    err, = driver.cuCtxPushCurrent(device.native.context)
+    assert not err, f"cuCtxPushCurrent: {err}"
+    try:
+        err, address = driver.cuMemHostAlloc(n, 0)
+        assert not err, f"cuMemHostAlloc({n}): {err}"
+    finally:
+        driver.cuCtxPopCurrent()
+    host = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(address)))
+    try:
+        yield host
+    finally:
+        device.synchronize()
+        del host
+        gc.collect()  # the library's views of the array: none may outlive the memory
+        err, = driver.cuMemFreeHost(address)
+        assert not err, f"cuMemFreeHost: {err}"
 
 
 @pytest.mark.clause("COPY-67")
@@ -454,18 +484,8 @@ def test_a_deferred_copy_from_page_locked_memory_does_not_wait_for_the_streams_w
     the running work, before it can fill the ring again: the call then returns only once that work is done."""
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemHostAlloc)")
-    driver, n = device.native.driver, BIG
-    stream.synchronize()  # the library's context is current on this thread: pushed again for the host allocation
-    err, = driver.cuCtxPushCurrent(device.native.context)
-    assert not err, f"cuCtxPushCurrent: {err}"
-    try:
-        err, address = driver.cuMemHostAlloc(n, 0)
-        assert not err, f"cuMemHostAlloc({n}): {err}"
-    finally:
-        driver.cuCtxPopCurrent()
-    host = None
-    try:
-        host = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(address)))
+    n = BIG
+    with page_locked(device, stream, n) as host:
         expect = random_bytes(n, seed=67)
         host[:] = expect
         with poisoned(device, stream, n + 1) as buf:
@@ -481,11 +501,48 @@ def test_a_deferred_copy_from_page_locked_memory_does_not_wait_for_the_streams_w
                     return
             pytest.fail(f"copy_htod_deferred of {n >> 20} MiB of page-locked memory returned only after most of the "
                         f"work queued before it had run, however long the work: it waited for the stream")
-    finally:
-        del host
-        gc.collect()  # the library let go of the array at the synchronize; nothing may view the memory freed here
-        err, = driver.cuMemFreeHost(address)
-        assert not err, f"cuMemFreeHost: {err}"
+
+
+PAGEABLE_BEHIND_WORK = 28 << 20  # COPY-69: 7 of CUDA's 8 ring segments, so that copy itself never waits for the work
+PINNED_ON_IDLE = 12 << 20  # COPY-69: staged, it would need three segments, at least one still queued for the other
+
+
+@pytest.mark.clause("COPY-69")
+def test_a_page_locked_copy_on_an_idle_stream_does_not_wait_for_another_streams_work(device, stream, kernels):
+    """CUDA: a page-locked source of an idle stream's copy_htod can be DMA'd directly and waited for (COPY-4),
+    which takes only the copy's own time. A backend that stages it through its ring instead (a pageable source's
+    way) needs ring segments that another stream's copies, queued behind that stream's running work, have filled:
+    it waits for that work before it can fill them again, though the two streams share nothing."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemHostAlloc)")
+    n = PINNED_ON_IDLE
+    other = device.create_stream()
+    with page_locked(device, stream, n) as host:
+        expect = random_bytes(n, seed=69)
+        host[:] = expect
+        pageable = random_bytes(PAGEABLE_BEHIND_WORK, seed=70)
+        with poisoned(device, stream, PAGEABLE_BEHIND_WORK) as busy_buf, poisoned(device, other, n + 1) as buf:
+            for work in RunningWork.tries(device, stream, kernels):
+                stream.synchronize()
+                other.synchronize()  # idle: nothing of its own queued
+                work.enqueue(stream)
+                stream.copy_htod(busy_buf, pageable)  # staged: the ring's segments queued behind the work
+                other.copy_htod(buf, host, dst_offset=1)
+                in_time = work.looked_in_time()
+                host[:] = 0  # COPY-4: the source may be reused once the call returns
+                got = read(other, buf, count=n, offset=1)
+                mismatch = np.flatnonzero(got != expect)
+                assert not mismatch.size, f"{mismatch.size} bytes differ, the first at {mismatch[0]}"
+                host[:] = expect
+                busy = read(stream, busy_buf)
+                mismatch = np.flatnonzero(busy != pageable)
+                assert not mismatch.size, (f"the busy stream's copy: {mismatch.size} bytes differ, "
+                                           f"the first at {mismatch[0]}")
+                work.check(stream)
+                if in_time:
+                    return
+            pytest.fail(f"copy_htod of {n >> 20} MiB of page-locked memory on an idle stream returned only after "
+                        f"most of another stream's work had run, however long the work: it waited for that stream")
 
 
 #: ops on a pooled buffer of 1000 bytes (its block is 1 KiB), each at or past its end: (op, what the error
@@ -600,6 +657,65 @@ def test_an_idle_streams_copies_leave_a_busy_streams_queued_copies_alone(device,
         work.check(stream)
     finally:
         work.free()
+
+
+#: the child of COPY-68: opens the target's device (argv[1]) and copies host arrays that end where a mapping ends,
+#: its next page made inaccessible (mprotect PROT_NONE), each after a 1..3-byte copy on a second stream (which moves
+#: where a shared staging ring puts the next copy); prints what did not land, or "ok". A read or write past the
+#: array's end kills it with SIGSEGV.
+GUARDED_COPY_CHILD = """
+import ctypes, mmap, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+page = mmap.PAGESIZE
+sizes = [16 << 10, (16 << 10) + 5, (64 << 10) - 3, 64 << 10, (256 << 10) + 7]
+span = -(-max(sizes) // page) * page
+mapping = mmap.mmap(-1, span + page)
+base = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.mprotect(ctypes.c_void_p(base + span), ctypes.c_size_t(page), 0):
+    raise OSError(ctypes.get_errno(), "mprotect")
+a, b = device.create_stream(), device.create_stream()
+wrong = []
+with device.alloc(max(sizes)) as buf, device.alloc(16) as nudge:
+    for shift in range(1, 4):
+        for n in sizes:
+            host = np.frombuffer(mapping, np.uint8, n, span - n)
+            host[:] = np.random.default_rng(n + shift).integers(0, 256, n, np.uint8)
+            b.copy_htod(nudge, np.ones(shift, np.uint8))
+            a.copy_htod(buf, host)
+            out = np.zeros(n, np.uint8)
+            a.copy_dtoh(out, buf)
+            a.synchronize()  # a copy_dtoh's array is written once the stream is waited for
+            if not np.array_equal(out, host):
+                wrong.append(f"copy_htod of {n} bytes (after {shift})")
+            host[:] = 0
+            a.copy_dtoh(host, buf)
+            a.synchronize()
+            if not np.array_equal(out, host):
+                wrong.append(f"copy_dtoh of {n} bytes (after {shift})")
+            del host
+print("; ".join(wrong) or "ok")
+"""
+
+
+@pytest.mark.clause("COPY-68")
+def test_copies_touch_no_host_byte_past_the_array(target):
+    """A host array may end where the process's memory ends (the tail of a file's np.memmap, a buffer at the
+    end of an mmap): a copy that reads or writes a byte past it crashes the process there, and elsewhere reads
+    or overwrites whatever follows. The array here ends at a PROT_NONE page, so any such byte is a SIGSEGV; a
+    child process runs it so that the crash is reported rather than ending the run."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}mprotect through the C library (Linux)")
+    proc = subprocess.run([sys.executable, "-c", GUARDED_COPY_CHILD, target.name], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, (f"copies from and to host arrays that end at an inaccessible page: the process "
+                                  f"ended with {proc.returncode} (a negative number is the signal): "
+                                  f"{proc.stderr[-1500:]}")
+    said = proc.stdout.strip().splitlines()[-1]
+    assert said == "ok", f"copies from and to host arrays that end at an inaccessible page did not land: {said}"
 
 
 #: each op with its offset (and fill's range) passed positionally: (name, call on (stream, buf, host))

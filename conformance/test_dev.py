@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import subprocess
 import sys
 import threading
 
@@ -51,6 +53,16 @@ def test_a_probe_searches_the_install_folder_its_variable_names(name, monkeypatc
             f"{name} with {variable} {state}: the reason is not a search's outcome: {why!r}"
     if not named.startswith("runtime found"):
         assert str(tmp_path / library) in named, f"{name} did not search {variable}={tmp_path}: {named!r}"
+
+
+@pytest.mark.clause("DEV-72")
+def test_every_probe_gives_the_outcome_of_its_search():
+    """Every probe-only backend, whatever its runtime's search paths are made of (an install folder, a Python
+    package's location: libtpu's), says what its search found; a search that breaks (the absent package's
+    locations read from None) is caught and reported as "probing failed", which DEV-1's any-reason passes."""
+    searched = re.compile(r"(runtime found|no .+ \(searched |the .+ exists only on )")
+    wrong = {i.name: i.reason for i in ia.backends() if not i.compute and not searched.match(i.reason)}
+    assert not wrong, f"probes whose reason is not a search's outcome: {wrong}"
 
 
 @pytest.mark.clause("DEV-31")
@@ -558,6 +570,20 @@ def _host_pages_above(address: int, size: int) -> tuple[int, object]:
     """Anonymous host pages, mapped above ``address`` where there is room (else wherever the system puts them),
     and the function that unmaps them. Each call starts one GiB higher, so that a rerun of a failed test does
     not meet what the failed run left registered."""
+    # a driver reserving its device address range in one piece reserves at most 256 GiB above ``address``
+    return _host_pages_from((address + (1 << 38)) & ~((1 << 30) - 1), size)
+
+
+def _host_pages_low(size: int) -> tuple[int, object]:
+    """As _host_pages_above, from 64 GiB up: far below where Linux puts a process's shared libraries and the
+    anonymous memory it maps without an address (just under the stack, near 128 TiB), so below the memory a
+    driver maps for itself there."""
+    return _host_pages_from(1 << 36, size)
+
+
+def _host_pages_from(start: int, size: int) -> tuple[int, object]:
+    """Anonymous host pages at the first free GiB boundary from ``start`` (else wherever the system puts
+    them), and the function that unmaps them."""
     import ctypes
     import mmap
     libc = ctypes.CDLL(None, use_errno=True)
@@ -566,8 +592,7 @@ def _host_pages_above(address: int, size: int) -> tuple[int, object]:
     libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
     prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
     fixed_noreplace, failed = 0x100000, ctypes.c_void_p(-1).value
-    # a driver reserving its device address range in one piece reserves at most 256 GiB above ``address``
-    start = ((address + (1 << 38)) & ~((1 << 30) - 1)) + _HOST_PAGES_CALLS[0] * (1 << 30)
+    start += _HOST_PAGES_CALLS[0] * (1 << 30)
     for i in range(256):
         p = libc.mmap(start + i * (1 << 30), size, prot, flags | fixed_noreplace, -1, 0)
         if p not in (None, failed) and p == start + i * (1 << 30):
@@ -587,8 +612,8 @@ def test_destroying_a_cuda_context_releases_its_memory_and_host_registrations(de
     """A client's own context (a profiler, a second library) allocates device memory and page-locks host memory
     (cuMemHostRegister) and is destroyed without freeing either: cuCtxDestroy releases what the context holds,
     so the device's free memory (cuMemGetInfo) is back, and the same host pages can be registered again in the
-    device's context. The host pages lie above the device memory, so that they are the last entry of a driver
-    table kept in address order."""
+    device's context. It is done twice: with the host pages above the device memory, then far below it, so
+    that they are the last, then the first entry of a driver table kept in address order."""
     if device.info.backend != "cuda" or not sys.platform.startswith("linux"):
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver on Linux (cuCtxCreate, cuMemHostRegister)")
     cu = device.native.driver
@@ -598,28 +623,184 @@ def test_destroying_a_cuda_context_releases_its_memory_and_host_registrations(de
     assert not err, err
     unmap = None
     try:
-        err, free_before, _ = cu.cuMemGetInfo()
-        assert err == ok, f"cuMemGetInfo: {err}"
-        err, own = cu.cuCtxCreate(None, 0, device.native.device)
-        assert err == ok, f"cuCtxCreate: {err}"
-        err, dptr = cu.cuMemAlloc(size)
-        assert err == ok, f"cuMemAlloc({size}) in the new context: {err}"
-        host, unmap = _host_pages_above(int(dptr), pages)
-        err, = cu.cuMemHostRegister(host, pages, 0)
-        assert err == ok, f"cuMemHostRegister of {pages} bytes at {host:#x} in the new context: {err}"
-        err, = cu.cuCtxDestroy(own)
-        assert err == ok, f"cuCtxDestroy: {err}"
-        err, free_after, _ = cu.cuMemGetInfo()
-        assert err == ok, f"cuMemGetInfo: {err}"
-        assert free_after > free_before - size, (
-            f"after cuCtxDestroy, {free_before - free_after} of the {size} bytes the context allocated are "
-            "still in use")
-        err, = cu.cuMemHostRegister(host, pages, 0)
-        assert err == ok, f"cuMemHostRegister of the {pages} bytes at {host:#x} the destroyed context had registered: {err}"
-        err, = cu.cuMemHostUnregister(host)
-        assert err == ok, f"cuMemHostUnregister: {err}"
+        for place in ("above", "below"):
+            err, free_before, _ = cu.cuMemGetInfo()
+            assert err == ok, f"cuMemGetInfo: {err}"
+            err, own = cu.cuCtxCreate(None, 0, device.native.device)
+            assert err == ok, f"cuCtxCreate: {err}"
+            err, dptr = cu.cuMemAlloc(size)
+            assert err == ok, f"cuMemAlloc({size}) in the new context: {err}"
+            host, unmap = _host_pages_above(int(dptr), pages) if place == "above" else _host_pages_low(pages)
+            where = f"{pages} bytes at {host:#x} ({place} the device memory at {int(dptr):#x})"
+            err, = cu.cuMemHostRegister(host, pages, 0)
+            assert err == ok, f"cuMemHostRegister of {where} in the new context: {err}"
+            err, = cu.cuCtxDestroy(own)
+            assert err == ok, f"cuCtxDestroy: {err}"
+            err, free_after, _ = cu.cuMemGetInfo()
+            assert err == ok, f"cuMemGetInfo: {err}"
+            assert free_after > free_before - size, (
+                f"after cuCtxDestroy, {free_before - free_after} of the {size} bytes the context allocated are "
+                "still in use")
+            err, = cu.cuMemHostRegister(host, pages, 0)
+            assert err == ok, f"cuMemHostRegister of the {where} the destroyed context had registered: {err}"
+            err, = cu.cuMemHostUnregister(host)
+            assert err == ok, f"cuMemHostUnregister: {err}"
+            unmap()
+            unmap = None
     finally:
         err, popped = cu.cuCtxPopCurrent()
         if unmap:
             unmap()
     assert not err and int(popped) == int(primary), f"cuCtxPopCurrent: {err}, {popped}"
+
+
+@pytest.mark.clause("DEV-79")
+def test_device_memory_is_unknown_or_holds_the_largest_allocation(device):
+    """``DeviceInfo.memory`` is 0 when the backend cannot tell (WebGPU reports no memory size); a count it
+    does report holds at least one buffer of ``limits.max_alloc`` bytes, which the device allocates (MEM-1)."""
+    info = device.info
+    assert isinstance(info.memory, int) and not isinstance(info.memory, bool), f"DeviceInfo.memory is {info.memory!r}"
+    assert info.memory == 0 or info.memory >= info.limits.max_alloc, (
+        f"DeviceInfo.memory is {info.memory} bytes, neither 0 (unknown) nor at least limits.max_alloc "
+        f"({info.limits.max_alloc} bytes, a buffer the device allocates)")
+
+
+#: lists the backends, opens and closes the target's device, then prints the variables set before that changed
+ENVIRONMENT_CHILD = """
+import json, os, sys
+before = dict(os.environ)
+import ironaccel
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+ironaccel.backends()
+_open(get(sys.argv[1])).close()
+print(json.dumps({name: [value, os.environ.get(name)] for name, value in before.items() if os.environ.get(name) != value}))
+"""
+
+
+@pytest.mark.clause("DEV-81")
+def test_the_variables_a_process_set_are_left_as_they_were(target, tmp_path):
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, **target.environment(), "XDG_RUNTIME_DIR": str(runtime), "IRONACCEL_DEV81": "kept"}
+    proc = subprocess.run([sys.executable, "-c", ENVIRONMENT_CHILD, target.name], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    changed = json.loads(proc.stdout.splitlines()[-1])
+    assert not changed, f"variables the process had set were changed (name: [before, after]): {changed}"
+
+
+#: the child of DEV-80: opens the target's device, then asks the driver for the primary context's state while the
+#: device is open, after close(), and what a further cuDevicePrimaryCtxRelease answers; prints them as JSON
+PRIMARY_RELEASE_CHILD = """
+import json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+cu, dev = device.native.driver, device.native.device
+def state():
+    err, flags, active = cu.cuDevicePrimaryCtxGetState(dev)
+    return [int(err), int(active)]
+out = {"open": state()}
+device.close()
+out["closed"] = state()
+err, = cu.cuDevicePrimaryCtxRelease(dev)
+out["released_again"] = int(err)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.clause("DEV-80")
+def test_closing_the_only_cuda_device_releases_the_primary_context(device, target):
+    """The library retains the device's primary context when it opens the device and releases it at close();
+    CUDA resets the context when its last reference is released, and refuses a release of a context no longer
+    retained. In a process where nothing else retains it (a child), the context is active while the device is
+    open and inactive after close(), and one more release is refused."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDevicePrimaryCtxGetState)")
+    proc = subprocess.run([sys.executable, "-c", PRIMARY_RELEASE_CHILD, target.name], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["open"] == [0, 1], f"cuDevicePrimaryCtxGetState while the device is open: [status, active] {got['open']}"
+    assert got["closed"] == [0, 0], \
+        f"cuDevicePrimaryCtxGetState after close() released the only reference: [status, active] {got['closed']}"
+    assert got["released_again"] == 201, \
+        f"cuDevicePrimaryCtxRelease of a context no longer retained returned {got['released_again']}, " \
+        "not CUDA_ERROR_INVALID_CONTEXT (201)"
+
+
+#: the child of DEV-82: opens the target's device, registers an exit handler, then compiles add_one (the first
+#: weakref finalizer of the process may be made here, registering weakref's own exit hook after the handler); at
+#: exit the handler compiles fill_u32, launches it and then add_one on a new buffer, and prints what it reads
+EXIT_HANDLER_CHILD = """
+import atexit, json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+target = get(sys.argv[1])
+device = _open(target)
+stream = device.create_stream()
+def at_exit():
+    try:
+        fill = target.compile_kernel(device, "fill_u32")
+        buf = device.alloc(256)
+        stream.launch(fill, 1, 64, (buf, np.uint32(5), np.uint32(64)))
+        stream.launch(add_one, 1, 64, (buf, np.uint32(64)))
+        got = np.zeros(64, np.uint32)
+        stream.copy_dtoh(got, buf)
+        stream.synchronize()
+        print(json.dumps({"words": sorted(set(got.tolist()))}), flush=True)
+    except Exception as exc:  # noqa: BLE001 - what the handler met goes to the parent
+        print(json.dumps({"raised": repr(exc)}), flush=True)
+atexit.register(at_exit)
+add_one = target.compile_kernel(device, "add_one")
+"""
+
+
+@pytest.mark.clause("DEV-82")
+def test_exit_handlers_may_still_use_the_device_and_its_modules(target):
+    """Python runs exit handlers in the reverse order of registration: one registered after opening the device
+    runs before the library's exit cleanup (closing what was left open), but after what was registered later,
+    such as weakref.finalize's exit hook (registered when the process makes its first finalizer). A module
+    finalizer that runs at exit (``atexit`` left true) releases a module the program still holds: the handler's
+    next compile unloads it (CUDA: its kernel's launch fails with CUDA_ERROR_INVALID_HANDLE)."""
+    proc = subprocess.run([sys.executable, "-c", EXIT_HANDLER_CHILD, target.name], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines, f"the exit handler printed nothing: {proc.stderr[-1500:]}"
+    got = json.loads(lines[-1])
+    assert got == {"words": [6]}, f"at exit, fill_u32 (5) then add_one read back {got}, want every word 6"
+
+
+@pytest.mark.clause("DEV-83")
+def test_closing_a_device_gives_back_the_buffers_its_caller_still_holds(device, kernels):
+    """A program's buffers often outlive its Device (held by an object, a cache, a traceback): close() must give
+    their memory back, since nothing can use it afterwards (every operation on them is refused, and their free()
+    is a no-op, LIFE-67). Devices opened on the index the tests' device keeps open, each allocating an eighth of
+    the device's memory (at most ``max_alloc``) and closed while the caller still holds that buffer, more of them
+    than the device's memory holds at once, never run out. A backend that skips the buffers still referenced at
+    close leaks them for as long as anyone holds the driver's context (the tests' device here)."""
+    memory = device.info.memory
+    if not memory:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a device that reports its memory")
+    size = min(memory // 8, device.info.limits.max_alloc) // 4096 * 4096
+    count = memory // size + 2  # together more than the device holds
+    if count > 40:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}allocations of at least 1/38 of the device's memory")
+    held = []
+    try:
+        for i in range(count):
+            other = get_backend(device.info.backend).open_device(device.info.index)
+            try:
+                held.append(other.alloc(size))
+            except ia.OutOfMemory as exc:
+                raise AssertionError(
+                    f"device {i}: alloc of {size} bytes ran out of memory after {i} devices, each closed while "
+                    f"its caller held such a buffer ({memory} bytes of device memory): {exc}") from exc
+            finally:
+                other.close()
+    finally:
+        held.clear()
+    assert_device_works(device, kernels)

@@ -431,7 +431,7 @@ def test_a_re_record_moves_the_event_named_and_no_other(device, stream):
         assert event.stream is other, "record(event=e) did not move e to the stream that re-recorded it"
         assert bystander.stream is stream, "record(event=e) moved another Event (one the caller held just before)"
         stream.record(event=event)
-    other.synchronize()
+    stream.synchronize()  # both events' last points are on stream: other's synchronize would not cover them
     assert event.query() is True and bystander.query() is True
 
 
@@ -484,8 +484,14 @@ def test_re_record_rejects_what_it_cannot_re_record(device, stream):
     try:
         foreign = second.create_stream().record()
         untimed = stream.record()
+        buf, other_stream = device.alloc(256), device.create_stream()
         cases = {
             "an event that is not an Event": lambda: stream.record(event=1.0),
+            # the library's other objects, which a compiled record that takes any object for an Event reads as
+            # an event's fields (a Buffer's: its device where the event's stream is, a 0 byte where its timing)
+            "a Buffer": lambda: stream.record(event=buf),
+            "a Stream": lambda: stream.record(event=other_stream),
+            "the Device": lambda: stream.record(event=device),
             "an event of another device": lambda: stream.record(event=foreign),
             "timing=True for an event recorded without timing": lambda: stream.record(timing=True, event=untimed),
         }
@@ -496,6 +502,7 @@ def test_re_record_rejects_what_it_cannot_re_record(device, stream):
             with pytest.raises(ia.InvalidArgument, match=r"^Stream\.record: "):
                 call()
                 pytest.fail(f"{what}: accepted")
+        buf.free()
         assert untimed.stream is stream
         # record's arguments are keyword-only, and only event= names the event to re-record: an Event passed
         # positionally (beside event= too) or as timing= is not re-recorded (a compiled record that reads the

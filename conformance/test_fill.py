@@ -35,6 +35,9 @@ def ranges(draw):
 @example(r=(BUF, 0), value=0)
 @example(r=(0, 3), value=255)  # sizes either side of the 4-byte word and of 256 bytes
 @example(r=(7, 5), value=0)
+@example(r=(3, 8), value=0)  # zero fills of whole words off the 4-byte word, and on it of sizes that are no
+@example(r=(10, 8), value=0)  # whole number of words (multiples of 2, 3 and 5): a driver's clear path takes none
+@example(r=(8, 30), value=0)
 @example(r=(1, 255), value=255)
 @example(r=(256, 257), value=0)
 def test_fill_exact_range(device, r, value):

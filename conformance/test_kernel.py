@@ -419,6 +419,13 @@ def test_a_rejected_launch_keeps_the_work_before_it(device, stream, kernels):
 @pytest.mark.clause("KERNEL-15", "ERR-1")
 def test_arguments_are_checked_against_the_kernels_parameters(device, stream, kernels):
     saxpy = kernels("saxpy")  # (x: buffer, y: buffer, a: float32, n: uint32)
+    # what the checks compare with, as Kernel.params shows it: a buffer's size is 0 (no scalar) or a pointer's
+    # (CUDA's PTX declares pointers as 64-bit integers), never a negative size a sum of parameter sizes miscounts
+    params = saxpy.params
+    assert [p.kind for p in params[:2]] in (["buffer"] * 2, ["buffer-or-scalar"] * 2), params
+    assert all(p.nbytes in (0, 4, 8) for p in params[:2]), f"a buffer parameter's nbytes: {params}"
+    assert [(p.kind, p.nbytes) for p in params[2:]] == [("scalar", 4)] * 2, params
+    assert params[2].scalar in ("float", "") and params[3].scalar in ("int", ""), params
     with poisoned(device, stream, 64) as x, poisoned(device, stream, 64) as y:
         a, n = np.float32(2), np.uint32(16)
         bad = {
@@ -721,6 +728,8 @@ def test_warp_size_is_zero_or_a_subgroup_width(device):
     w = lim.warp_size
     assert type(w) is int and (w == 0 or (w & (w - 1) == 0 and 1 <= w <= lim.max_threads_per_block)), \
         f"limits.warp_size is {w!r}: not 0 (cannot tell) nor a power of two up to {lim.max_threads_per_block}"
+    if "opencl" in device.languages:  # the plugin's language: an OpenCL device has no subgroup width to report
+        assert w == 0, f"limits.warp_size is {w} on an OpenCL device, which reports no subgroup width (0: cannot tell)"
 
 
 @pytest.mark.clause("KERNEL-87")

@@ -412,6 +412,8 @@ def test_wgsl_binding_smaller_than_its_fixed_array_is_refused_naming_the_kernel(
             with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: ") as info:
                 stream.launch(k, 1, 64, (small,))
             assert "fixed_array" in str(info.value), f"the refusal does not name the kernel: {info.value}"
+            assert re.search(r"\b16\b", str(info.value)) and re.search(r"\b1024\b", str(info.value)), \
+                f"the refusal does not carry wgpu's explanation (16 bytes bound, 1024 expected): {info.value}"
         assert (read(stream, small, np.uint8) == POISON).all(), "a refused launch wrote"
         stream.launch(k, 4, 64, (fits,))
         np.testing.assert_array_equal(read(stream, fits, np.uint32), np.arange(256, dtype=np.uint32))
@@ -1086,6 +1088,22 @@ def test_ptx_narrows_a_double_below_floats_smallest_subnormal_by_its_rounding_mo
     assert got == [positive_row, negative_row, positive_row, negative_row], [[hex(v) for v in row] for row in got]
 
 
+@pytest.mark.clause("KERNEL-119")
+def test_ptx_narrows_infinities_and_nans_keeping_their_sign(device, stream, require):
+    """cvt.{rn,rz,rm,rp}.f32.f64 of an infinity gives float's infinity of the same sign in every mode, and of a
+    NaN a NaN (the exponent all ones, the mantissa not zero): an interpreter that builds the target format's
+    infinity from the wrong exponent mask sets the sign bit as well (+inf narrowed to -inf)."""
+    require("lang.ptx")
+    special = np.array([np.inf, -np.inf, np.nan])
+    with device.compile(PTX_NARROW_TINY, "ptx") as module, upload(device, stream, special) as src, \
+            poisoned(device, stream, 16 * len(special)) as out:
+        stream.launch(module.kernel("narrow"), 1, len(special), (src, out))
+        got = read(stream, out, np.uint32).reshape(len(special), 4).tolist()
+    shown = [[hex(v) for v in row] for row in got]
+    assert got[:2] == [[0x7F800000] * 4, [0xFF800000] * 4], shown
+    assert all(v & 0x7F800000 == 0x7F800000 and v & 0x007FFFFF for v in got[2]), shown
+
+
 #: thread i converts the f32 in32[i] and the f64 in64[i] to signed integers: out[3i] = cvt.rzi.s32.f32,
 #: out[3i + 1] = cvt.rni.s32.f64, out[3i + 2] = cvt.rzi.s16.f32 (sign-extended to 32 bits)
 PTX_TO_SIGNED = """.version 7.5
@@ -1126,12 +1144,13 @@ PTX_TO_SIGNED = """.version 7.5
 }
 """
 
-#: floats at and around the ends of int32's and int16's ranges, and beyond them
+#: floats at and around the ends of int32's and int16's ranges, and beyond them, and a NaN (0 in both: PTX gives
+#: 0 for a NaN unless the source is .f64 or the destination 64 bits wide)
 TO_SIGNED_INPUTS = [2.0 ** 31, -(2.0 ** 31), 2.0 ** 31 - 128, 3e9, -3e9, 32768.0, -32768.0, 32767.75, 40000.0,
-                    -40000.0, 1.5, -2.5]
+                    -40000.0, 1.5, -2.5, float("nan")]
 #: doubles rounded to nearest even: 2^31 - 0.25 and 2^31 - 0.5 round up to 2^31, past int32's maximum
 TO_SIGNED_DOUBLES = [2.0 ** 31, -(2.0 ** 31), 2.0 ** 31 - 0.25, 2.0 ** 31 - 0.5, 2.0 ** 31 - 1.5, -(2.0 ** 31) - 0.5,
-                     -(2.0 ** 31) - 0.75, 3e9, -3e9, 2.5, -1.5, 0.5]
+                     -(2.0 ** 31) - 0.75, 3e9, -3e9, 2.5, -1.5, 0.5, 0.75]
 
 
 @pytest.mark.clause("KERNEL-99")
@@ -1147,8 +1166,10 @@ def test_ptx_float_to_signed_conversion_clamps_to_the_destination_range(device, 
             upload(device, stream, doubles) as src64, poisoned(device, stream, 12 * n) as out:
         stream.launch(module.kernel("to_signed"), 1, n, (src32, src64, out))
         got = read(stream, out, np.int32).reshape(n, 3).tolist()
-    want = [[int(np.clip(np.trunc(f), -2 ** 31, 2 ** 31 - 1)), int(np.clip(np.rint(d), -2 ** 31, 2 ** 31 - 1)),
-             int(np.clip(np.trunc(f), -2 ** 15, 2 ** 15 - 1))] for f, d in zip(floats.tolist(), doubles.tolist())]
+    want = [[0 if np.isnan(f) else int(np.clip(np.trunc(f), -2 ** 31, 2 ** 31 - 1)),
+             int(np.clip(np.rint(d), -2 ** 31, 2 ** 31 - 1)),
+             0 if np.isnan(f) else int(np.clip(np.trunc(f), -2 ** 15, 2 ** 15 - 1))]
+            for f, d in zip(floats.tolist(), doubles.tolist())]
     wrong = {(float(floats[i]), float(doubles[i])): (got[i], want[i]) for i in range(n) if got[i] != want[i]}
     assert not wrong, f"(f32 in, f64 in): (got, want) of [rzi.s32.f32, rni.s32.f64, rzi.s16.f32]: {wrong}"
 
@@ -1229,6 +1250,92 @@ def test_ptx_conversions_to_64_bit_integers_clamp_to_the_destination_range(devic
                        f"[rzi.s64.f64, rzi.u64.f64, sat.u64.s64, sat.s64.u64]: {wrong}")
 
 
+#: thread i saturates the 64-bit integer ints[i] into narrower integers: out[9i + k] (u32) for k = 0..8 is
+#: cvt.sat of it as s64 to s8, s16, s32, u8, u16, u32, of its low half as s32 to s8 and s16, and of it as u64 to
+#: s32 (8- and 16-bit results widened by cvt.s32.s8 / .s16 / cvt.u32.u8 / .u16, which read only their own bits)
+PTX_SAT_NARROW = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry sat_narrow(.param .u64 sat_narrow_param_0, .param .u64 sat_narrow_param_1)
+{
+    .reg .b16 %rs<8>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [sat_narrow_param_0];
+    ld.param.u64 %rd2, [sat_narrow_param_1];
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd5, %r1, 8;
+    add.s64 %rd5, %rd3, %rd5;
+    ld.global.u64 %rd6, [%rd5];
+    cvt.u32.u64 %r2, %rd6;
+    mul.wide.u32 %rd7, %r1, 36;
+    add.s64 %rd7, %rd4, %rd7;
+    cvt.sat.s8.s64 %rs1, %rd6;
+    cvt.s32.s8 %r3, %rs1;
+    st.global.u32 [%rd7], %r3;
+    cvt.sat.s16.s64 %rs2, %rd6;
+    cvt.s32.s16 %r4, %rs2;
+    st.global.u32 [%rd7+4], %r4;
+    cvt.sat.s32.s64 %r5, %rd6;
+    st.global.u32 [%rd7+8], %r5;
+    cvt.sat.u8.s64 %rs3, %rd6;
+    cvt.u32.u8 %r6, %rs3;
+    st.global.u32 [%rd7+12], %r6;
+    cvt.sat.u16.s64 %rs4, %rd6;
+    cvt.u32.u16 %r7, %rs4;
+    st.global.u32 [%rd7+16], %r7;
+    cvt.sat.u32.s64 %r8, %rd6;
+    st.global.u32 [%rd7+20], %r8;
+    cvt.sat.s8.s32 %rs5, %r2;
+    cvt.s32.s8 %r9, %rs5;
+    st.global.u32 [%rd7+24], %r9;
+    cvt.sat.s16.s32 %rs6, %r2;
+    cvt.s32.s16 %r10, %rs6;
+    st.global.u32 [%rd7+28], %r10;
+    cvt.sat.s32.u64 %r11, %rd6;
+    st.global.u32 [%rd7+32], %r11;
+    ret;
+}
+"""
+
+#: 64-bit integers around the ends of the 8-, 16- and 32-bit ranges, signed and unsigned, and far past them
+SAT_NARROW_INTS = [-(10 ** 12), -(2 ** 31) - 1, -(2 ** 31), -40000, -32769, -300, -129, -128, -5, 0, 5, 127, 128,
+                   255, 256, 300, 32767, 32768, 65535, 65536, 2 ** 31 - 1, 2 ** 31, 2 ** 32 - 1, 2 ** 32, 5 * 10 ** 9,
+                   -1 - 2 ** 32 + 100]
+
+
+@pytest.mark.clause("KERNEL-99")
+def test_ptx_saturating_conversions_to_narrower_integers_clamp(device, stream, require):
+    """KERNEL-99 for `.sat` between integers of different widths: an s64 saturated to s8, s16, s32, u8, u16 and
+    u32, an s32 to s8 and s16, a u64 to s32, each clamps to the destination's range (a negative to 0 when it is
+    unsigned). A converter that gets one end of a signed range wrong (its minimum computed as 0) turns every
+    negative input into 0 with no test of the conformance kernels noticing: they saturate no narrow integer."""
+    require("lang.ptx")
+    ints = np.array(SAT_NARROW_INTS, np.int64)
+    n = len(ints)
+    with device.compile(PTX_SAT_NARROW, "ptx") as module, upload(device, stream, ints) as src, \
+            poisoned(device, stream, 36 * n) as out:
+        stream.launch(module.kernel("sat_narrow"), 1, n, (src, out))
+        got = read(stream, out, np.int32).reshape(n, 9).view(np.uint32).tolist()
+
+    def clamp(v: int, bits: int, signed: bool) -> int:
+        lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if signed else (0, 2 ** bits - 1)
+        return max(lo, min(hi, v)) % 2 ** 32
+
+    want = []
+    for v in ints.tolist():
+        low = (v + 2 ** 31) % 2 ** 32 - 2 ** 31  # its low half as s32
+        want.append([clamp(v, 8, True), clamp(v, 16, True), clamp(v, 32, True), clamp(v, 8, False),
+                     clamp(v, 16, False), clamp(v, 32, False), clamp(low, 8, True), clamp(low, 16, True),
+                     clamp(v % 2 ** 64, 32, True)])
+    wrong = {ints[k].item(): (got[k], want[k]) for k in range(n) if got[k] != want[k]}
+    assert not wrong, ("s64 in: (got, want) as u32 of [sat.s8.s64, sat.s16.s64, sat.s32.s64, sat.u8.s64, "
+                       f"sat.u16.s64, sat.u32.s64, sat.s8.s32, sat.s16.s32, sat.s32.u64]: {wrong}")
+
+
 #: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
 #: whole block (bar.sync: every thread's writes are done), reads them back and stores them to out[2t], out[2t + 1]
 PTX_LOCAL_OWN = """.version 7.5
@@ -1238,8 +1345,9 @@ PTX_LOCAL_OWN = """.version 7.5
 .visible .entry local_own(.param .u64 local_own_param_0)
 {
     .local .align 8 .b8 mine[16];
+    .local .align 8 .b8 more[16];
     .reg .b32 %r<2>;
-    .reg .b64 %rd<12>;
+    .reg .b64 %rd<18>;
     ld.param.u64 %rd1, [local_own_param_0];
     cvta.to.global.u64 %rd2, %rd1;
     mov.u32 %r1, %tid.x;
@@ -1249,13 +1357,22 @@ PTX_LOCAL_OWN = """.version 7.5
     not.b64 %rd6, %rd5;
     st.local.u64 [%rd4], %rd5;
     st.local.u64 [%rd4+8], %rd6;
+    mov.u64 %rd11, more;
+    add.s64 %rd12, %rd11, 8;
+    cvta.local.u64 %rd13, %rd12;
+    st.u64 [%rd13], %rd6;
     bar.sync 0;
     ld.local.u64 %rd7, [%rd4];
     ld.local.u64 %rd8, [%rd4+8];
-    mul.wide.u32 %rd9, %r1, 16;
+    ld.local.u64 %rd14, [%rd11+8];
+    cvta.to.local.u64 %rd15, %rd13;
+    ld.local.u64 %rd16, [%rd15];
+    mul.wide.u32 %rd9, %r1, 32;
     add.s64 %rd10, %rd2, %rd9;
     st.global.u64 [%rd10], %rd7;
     st.global.u64 [%rd10+8], %rd8;
+    st.global.u64 [%rd10+16], %rd14;
+    st.global.u64 [%rd10+24], %rd16;
     ret;
 }
 """
@@ -1266,14 +1383,17 @@ def test_each_threads_local_memory_is_its_own(device, stream, require):
     """.local memory is private to its thread and as large as the kernel declares: what one thread stored
     there is what it loads back, however many threads of its block stored to theirs in between. An area sized
     too small faults at its last bytes or overlaps the next thread's; overlapping areas pass any test whose
-    threads store and load with nothing between, so a barrier makes every thread's stores come before any load."""
+    threads store and load with nothing between, so a barrier makes every thread's stores come before any load.
+    A second array is written through the generic address `cvta.local` makes of a .local address 8 bytes into
+    it, and read back both as .local and through `cvta.to.local` of that generic address (the kernels NVRTC
+    writes convert only the start of their local depot, where an offset added the wrong way goes unseen)."""
     require("lang.ptx")
     threads = 64
-    with device.compile(PTX_LOCAL_OWN, "ptx") as module, poisoned(device, stream, 16 * threads) as out:
+    with device.compile(PTX_LOCAL_OWN, "ptx") as module, poisoned(device, stream, 32 * threads) as out:
         stream.launch(module.kernel("local_own"), 1, threads, (out,))
-        got = read(stream, out, np.uint64).reshape(threads, 2).tolist()
+        got = read(stream, out, np.uint64).reshape(threads, 4).tolist()
     mask = 2 ** 64 - 1
-    want = [[(t * 4294967297 + 1311768467463790320) & mask, ~(t * 4294967297 + 1311768467463790320) & mask]
+    want = [[(t * 4294967297 + 1311768467463790320) & mask] + [~(t * 4294967297 + 1311768467463790320) & mask] * 3
             for t in range(threads)]
     wrong = {t: [hex(v) for v in got[t]] for t in range(threads) if got[t] != want[t]}
     assert not wrong, f"threads that loaded other words than they stored to .local: {dict(list(wrong.items())[:6])}"
@@ -1281,8 +1401,8 @@ def test_each_threads_local_memory_is_its_own(device, stream, require):
 
 #: say(): one thread's printf(PRINTF_FORMAT, -7, 0xbeef, 2^40, 2.5, "ok"), as NVRTC writes a printf call: the
 #: arguments packed in a local buffer, each at a multiple of its size (4, 4, 8, 8, 8 bytes: offsets 0, 4, 8, 16, 24)
-PRINTF_FORMAT = b"kernel printf: %d %x %lld %.3f %s|\n"
-PRINTF_SAYS = "kernel printf: -7 beef 1099511627776 2.500 ok|"
+PRINTF_FORMAT = b"kernel printf: %5d %-6x| %lld %.3f %s|\n"
+PRINTF_SAYS = "kernel printf:    -7 beef  | 1099511627776 2.500 ok|"
 PTX_PRINTF = f""".version 7.8
 .target sm_75
 .address_size 64
@@ -1345,6 +1465,71 @@ def test_a_kernels_printf_reaches_the_processs_standard_output(device, target, r
                           text=True, timeout=120, env={**os.environ, **target.environment()})
     assert proc.returncode == 0, proc.stderr[-1500:]
     assert PRINTF_SAYS in proc.stdout.splitlines(), proc.stdout[-1500:]
+
+
+#: counted(out): one thread's printf(COUNTED_FORMATS[0], 3, 0xab) and printf(COUNTED_FORMATS[1]), as NVRTC writes
+#: them (the first's two arguments packed in a local buffer, the second's buffer a null pointer); each call's
+#: return value is stored to out[0] and out[1]
+COUNTED_FORMATS = (b"kernel printf count: %d %x|\n", b"kernel printf count: none|\n")
+PTX_PRINTF_COUNTED = f""".version 7.8
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
+.global .align 1 .b8 two_format[{len(COUNTED_FORMATS[0]) + 1}] = {{{", ".join(str(b) for b in COUNTED_FORMATS[0] + bytes(1))}}};
+.global .align 1 .b8 none_format[{len(COUNTED_FORMATS[1]) + 1}] = {{{", ".join(str(b) for b in COUNTED_FORMATS[1] + bytes(1))}}};
+
+.visible .entry counted(.param .u64 counted_param_0)
+{{
+    .local .align 8 .b8 counted_depot[8];
+    .reg .b32 %r<6>;
+    .reg .b64 %rd<10>;
+    ld.param.u64 %rd8, [counted_param_0];
+    cvta.to.global.u64 %rd9, %rd8;
+    mov.u64 %rd1, counted_depot;
+    cvta.local.u64 %rd2, %rd1;
+    mov.u32 %r1, 3;
+    mov.u32 %r2, 171;
+    st.local.v2.u32 [%rd1], {{%r1, %r2}};
+    mov.u64 %rd3, two_format;
+    cvta.global.u64 %rd4, %rd3;
+    {{
+    .param .b64 param0; st.param.b64 [param0], %rd4;
+    .param .b64 param1; st.param.b64 [param1], %rd2;
+    .param .b32 retval0;
+    call.uni (retval0), vprintf, (param0, param1);
+    ld.param.b32 %r3, [retval0];
+    }}
+    st.global.u32 [%rd9], %r3;
+    mov.u64 %rd5, none_format;
+    cvta.global.u64 %rd6, %rd5;
+    mov.u64 %rd7, 0;
+    {{
+    .param .b64 param0; st.param.b64 [param0], %rd6;
+    .param .b64 param1; st.param.b64 [param1], %rd7;
+    .param .b32 retval0;
+    call.uni (retval0), vprintf, (param0, param1);
+    ld.param.b32 %r4, [retval0];
+    }}
+    st.global.u32 [%rd9+4], %r4;
+    ret;
+}}
+"""
+
+
+@pytest.mark.clause("KERNEL-111")
+def test_a_kernels_printf_returns_the_number_of_arguments_it_read(device, stream, require):
+    """CUDA's printf returns the number of arguments it parsed (0 when none follow the format), not the number
+    of characters as C's does: a kernel that checks it for an error (a negative value) sees what the driver
+    gave back from the call."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (vprintf)")
+    with device.compile(PTX_PRINTF_COUNTED, "ptx") as module, poisoned(device, stream, 8) as out:
+        stream.launch(module.kernel("counted"), 1, 1, (out,))
+        got = read(stream, out, np.int32).tolist()
+    assert got == [2, 0], f"printf of {COUNTED_FORMATS[0]!r} with 2 arguments and of {COUNTED_FORMATS[1]!r} with " \
+                          f"none returned {got}, want [2, 0]"
 
 
 #: one thread stores four words (a 16-byte vector) 1 TiB past its buffer: an aligned address no allocation covers
@@ -1502,6 +1687,93 @@ def test_a_misaligned_shared_access_is_reported_as_a_misaligned_address(device, 
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
 
+#: one thread loads (misaligned_global_load) or stores (misaligned_global_store) the 32-bit word `%ntid.x` times
+#: the kernel's scalar bytes into its buffer (ld/st.global.u32; the offset computed from %ntid.x, with a block of
+#: one thread, so no compiler folds it: 1 and 2 bytes, both inside the allocation, neither a multiple of 4), then
+#: writes 7 to its buffer's first word
+PTX_MISALIGNED_GLOBAL = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry misaligned_global_load_1(.param .u64 misaligned_global_load_1_param_0)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [misaligned_global_load_1_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %ntid.x;
+    cvt.u64.u32 %rd3, %r1;
+    add.s64 %rd4, %rd2, %rd3;
+    ld.global.u32 %r2, [%rd4];
+    st.global.u32 [%rd2+8], %r2;
+    mov.u32 %r3, 7;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+
+.visible .entry misaligned_global_load_2(.param .u64 misaligned_global_load_2_param_0)
+{
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [misaligned_global_load_2_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %ntid.x;
+    shl.b32 %r4, %r1, 1;
+    cvt.u64.u32 %rd3, %r4;
+    add.s64 %rd4, %rd2, %rd3;
+    ld.global.u32 %r2, [%rd4];
+    st.global.u32 [%rd2+8], %r2;
+    mov.u32 %r3, 7;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+
+.visible .entry misaligned_global_store_1(.param .u64 misaligned_global_store_1_param_0)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [misaligned_global_store_1_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %ntid.x;
+    cvt.u64.u32 %rd3, %r1;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4+8], %r1;
+    mov.u32 %r3, 7;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+
+.visible .entry misaligned_global_store_2(.param .u64 misaligned_global_store_2_param_0)
+{
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [misaligned_global_store_2_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %ntid.x;
+    shl.b32 %r4, %r1, 1;
+    cvt.u64.u32 %rd3, %r4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4+8], %r1;
+    mov.u32 %r3, 7;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-110")
+@pytest.mark.parametrize("kernel", ["misaligned_global_load_1", "misaligned_global_load_2",
+                                    "misaligned_global_store_1", "misaligned_global_store_2"])
+def test_a_misaligned_global_word_access_is_reported_as_a_misaligned_address(device, target, require, kernel):
+    """A 4-byte global load or store 1 or 2 bytes past a word boundary, inside its buffer, faults as
+    MISALIGNED_ADDRESS: the hardware does not split it, and ILLEGAL_ADDRESS would send the user looking for a
+    pointer outside every allocation. The context is lost after the fault, so a child process runs it."""
+    outcome = far_store_outcomes(device, target, require, PTX_MISALIGNED_GLOBAL, kernel)["synchronize"]
+    assert outcome is not None, f"{kernel}: a 4-byte global access inside its buffer, not at a multiple of 4, " \
+                                "raised nothing"
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
+
+
 #: each thread t takes 8 bytes from the device heap (malloc, as CUDA C++'s malloc compiles), writes the pointer to
 #: out[t]; where it is 16-byte aligned, stores a 64-bit value made from t through it and loads it back into
 #: out[4 + t] (a misaligned pointer is left alone: the store would fault and lose the context); once every thread's
@@ -1579,6 +1851,60 @@ def test_device_malloc_gives_16_byte_aligned_memory(device, stream, require):
     misaligned = [hex(p) for p in pointers if p % 16]
     assert not misaligned, f"malloc(8) gave pointers not aligned to 16 bytes: {misaligned}"
     assert words == [(t * 4294967297 + 81985529216486895) % 2**64 for t in range(4)], [hex(w) for w in words]
+
+
+#: the child of KERNEL-112: twice, opens the target's device, runs heap_words (PTX argv[2]) on four threads and
+#: reads its 64 bytes back, then closes the device (the library's close() releases the primary context, its last
+#: reference in this process); prints each round's eight words, or the exception it raised
+HEAP_AGAIN_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+rounds = []
+for _ in range(2):
+    device = _open(get(sys.argv[1]))
+    try:
+        stream = device.create_stream()
+        buf = device.alloc(64)
+        stream.fill(buf, 0)
+        stream.launch(device.compile(sys.argv[2], "ptx").kernel("heap_words"), 1, 4, (buf,))
+        out = np.zeros(8, np.uint64)
+        stream.copy_dtoh(out, buf)
+        stream.synchronize()
+        rounds.append(out.tolist())
+    except Exception as exc:
+        rounds.append(f"{type(exc).__name__}: {exc}"[:800])
+    try:
+        device.close()
+    except Exception:
+        pass
+print(json.dumps(rounds))
+"""
+
+
+@pytest.mark.clause("KERNEL-112")
+def test_device_malloc_works_again_after_the_primary_context_is_released_and_retained(device, target, require):
+    """A program that closes its device and opens it again (a test harness, a server that reinitializes) gets a
+    fresh primary context: CUDA resets the context when its last reference is released, heap included, and the
+    next kernel that calls malloc gets a heap of the new context. In a child process, where the library holds
+    the only reference, KERNEL-98's four threads malloc, store through, load back and free, in two rounds with
+    the device closed and opened between them; both rounds give the same kind of result."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (the device heap's malloc)")
+    proc = subprocess.run([sys.executable, "-c", HEAP_AGAIN_CHILD, target.name, PTX_DEVICE_MALLOC],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    rounds = json.loads(proc.stdout.strip().splitlines()[-1])
+    want = [(t * 4294967297 + 81985529216486895) % 2**64 for t in range(4)]
+    for k, got in enumerate(rounds):
+        name = ["first round", "second round, after close() and a new device"][k]
+        assert isinstance(got, list), f"{name}: {got}"
+        pointers, words = got[:4], got[4:]
+        assert all(pointers) and len(set(pointers)) == 4 and not any(p % 16 for p in pointers), \
+            f"{name}: malloc(8) in four threads gave {[hex(p) for p in pointers]}"
+        assert words == want, f"{name}: words loaded back through the pointers {[hex(w) for w in words]}"
 
 
 #: one thread takes 1 MiB from the device heap and gives it back, out[0] times; out[1] counts the null pointers
@@ -1718,6 +2044,62 @@ def test_operations_after_a_lost_context_raise_driver_errors(device, target, req
     outcomes = far_store_outcomes(device, target, require)
     for step in ("copy_htod", "fill", "copy_dtoh"):
         assert outcomes[step] is None or outcomes[step]["type"] == "DriverError", (step, outcomes[step])
+
+
+#: the child of ERR-54: opens the target's device, allocates three buffers, faults far_store (PTX argv[2]) on the
+#: first, then frees the second (never used), frees it again, and drops the third unfreed; prints how each step
+#: ended (None: it raised nothing), the second's ``freed`` after its first free, and what reached
+#: sys.unraisablehook
+FREE_AFTER_FAULT_CHILD = """
+import gc, json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+faulting, kept, dropped = device.alloc(4096), device.alloc(4096), device.alloc(4096)
+stream.launch(device.compile(sys.argv[2], "ptx").kernel("far_store"), 1, 1, (faulting,))
+unraisable = []
+sys.unraisablehook = lambda u: unraisable.append(f"{type(u.exc_value).__name__}: {u.exc_value}")
+outcomes = {}
+def step(name, call):
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+step("synchronize", stream.synchronize)
+step("free", kept.free)
+outcomes["freed"] = kept.freed
+step("free again", kept.free)
+del dropped
+gc.collect()
+outcomes["unraisable"] = unraisable
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.clause("ERR-54")
+def test_a_free_the_driver_refuses_leaves_the_buffer_live(device, target, require):
+    """Once a fault has lost the context, the driver refuses every free: ``free()`` raises DriverError and the
+    buffer stays live (``freed`` False, a second ``free()`` asks the driver again and is refused again), and a
+    buffer dropped unfreed is kept for ``close()`` quietly, nothing reaching sys.unraisablehook. A free that
+    marks the buffer freed although the driver refused it (a compiled free that does not recognise the
+    refusal as a DriverError) turns the retry into a silent no-op and the dropped buffer's refusal into an
+    unraisable exception."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its lost context)")
+    proc = subprocess.run([sys.executable, "-c", FREE_AFTER_FAULT_CHILD, target.name, PTX_FAR_STORE],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert outcomes["synchronize"] is not None, f"the store 1 TiB past its buffer raised nothing: {outcomes}"
+    if outcomes["free"] is None:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a driver that refuses a free once the context is lost")
+    for step in ("free", "free again"):
+        assert outcomes[step] is not None and outcomes[step]["type"] == "DriverError", (step, outcomes)
+    assert outcomes["freed"] is False, f"a free the driver refused left the buffer marked freed: {outcomes}"
+    assert not outcomes["unraisable"], f"a buffer dropped unfreed after the fault: {outcomes['unraisable']}"
 
 
 #: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)
@@ -1958,6 +2340,59 @@ def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, re
     assert not wrong, f"(got, want): {wrong}"
 
 
+#: probe(a, b, c: u32) stores its block's x size (%ntid.x) in the module's global seen_ntid, whatever its scalar
+#: arguments; fetch(out) copies seen_ntid to out[0]. No buffer among probe's arguments, so they can be value-equal
+#: to a block tuple (np.uint32(64) == 64, with the same hash).
+PTX_NTID_PROBE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.global .align 4 .u32 seen_ntid;
+
+.visible .entry probe(.param .u32 probe_a, .param .u32 probe_b, .param .u32 probe_c)
+{
+    .reg .b32 %r<2>;
+    mov.u32 %r1, %ntid.x;
+    st.global.u32 [seen_ntid], %r1;
+    ret;
+}
+
+.visible .entry fetch(.param .u64 fetch_out)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [fetch_out];
+    cvta.to.global.u64 %rd2, %rd1;
+    ld.global.u32 %r1, [seen_ntid];
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-113")
+def test_a_launch_runs_with_its_own_block_when_its_arguments_equal_another_block(device, stream, require):
+    """A backend may remember what it worked out for a launch by the launch's dims; the arguments are no part of
+    that key. Here a kernel of three u32 scalars is launched with a 64-thread block, then (three times, so a
+    remembered launch is used too) with a 32-thread block and the arguments (64, 1, 1): value-equal, and equal in
+    hash, to the first block. Each launch must run with the block it was given."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (a PTX module's global variable)")
+    u32 = np.uint32
+    with device.compile(PTX_NTID_PROBE, "ptx") as module, poisoned(device, stream, 4) as out:
+        probe, fetch = module.kernel("probe"), module.kernel("fetch")
+        stream.launch(probe, (1, 1, 1), (64, 1, 1), (u32(7), u32(7), u32(7)))
+        stream.launch(fetch, (1, 1, 1), (1, 1, 1), (out,))
+        assert read(stream, out, np.uint32)[0] == 64, "the probe does not see its own 64-thread block"
+        for attempt in range(3):
+            stream.launch(probe, (1, 1, 1), (32, 1, 1), (u32(64), u32(1), u32(1)))
+            stream.launch(fetch, (1, 1, 1), (1, 1, 1), (out,))
+            got = int(read(stream, out, np.uint32)[0])
+            assert got == 32, (f"launch {attempt + 1} with block (32, 1, 1) and arguments (64, 1, 1) ran with "
+                               f"{got} threads a block: the block of another launch whose dims equal its arguments")
+
+
 #: one warp: every lane votes five predicates (lane odd, lane 0, lane > 100, lane < 32, not lane 0) with
 #: vote.sync.ballot.b32 over the full mask; lane 0 writes the five ballots to out[0..4]
 PTX_BALLOTS = """.version 7.0
@@ -2005,3 +2440,403 @@ def test_ptx_vote_ballot_sets_exactly_the_bits_of_the_lanes_whose_predicate_hold
         got = [hex(v) for v in read(stream, out, np.uint32).tolist()[:5]]
     want = [hex(v) for v in (0xAAAAAAAA, 0x1, 0x0, 0xFFFFFFFF, 0xFFFFFFFE)]
     assert got == want, "ballots of [lane odd, lane 0, lane > 100, lane < 32, not lane 0]"
+
+
+#: one block of 32 threads: four .shared arrays (u32, u64, u16, u32; the u64 one 8-aligned), each thread t stores
+#: 1000 + t, 2000 + t, 3000 + t and 4000 + t into its slot of each; after bar.sync thread t reads slot 31 - t of
+#: each into out[4 t .. 4 t + 3] (u32, the u64 and u16 values widened or narrowed)
+PTX_SHARED_ARRAYS = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry shared_arrays(.param .u64 shared_arrays_param_0)
+{
+    .shared .align 4 .b8 s_a[128];
+    .shared .align 8 .b8 s_b[256];
+    .shared .align 2 .b8 s_c[64];
+    .shared .align 4 .b8 s_d[128];
+    .reg .b16 %h<3>;
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<24>;
+    ld.param.u64 %rd1, [shared_arrays_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    mul.wide.u32 %rd4, %r1, 8;
+    mul.wide.u32 %rd5, %r1, 2;
+    mov.u64 %rd6, s_a;
+    add.s64 %rd7, %rd6, %rd3;
+    add.s32 %r2, %r1, 1000;
+    st.shared.u32 [%rd7], %r2;
+    mov.u64 %rd8, s_b;
+    add.s64 %rd9, %rd8, %rd4;
+    cvt.u64.u32 %rd10, %r1;
+    add.s64 %rd10, %rd10, 2000;
+    st.shared.u64 [%rd9], %rd10;
+    mov.u64 %rd11, s_c;
+    add.s64 %rd12, %rd11, %rd5;
+    add.s32 %r3, %r1, 3000;
+    cvt.u16.u32 %h1, %r3;
+    st.shared.u16 [%rd12], %h1;
+    mov.u64 %rd13, s_d;
+    add.s64 %rd14, %rd13, %rd3;
+    add.s32 %r4, %r1, 4000;
+    st.shared.u32 [%rd14], %r4;
+    bar.sync 0;
+    mov.u32 %r5, 31;
+    sub.s32 %r6, %r5, %r1;
+    mul.wide.u32 %rd15, %r6, 4;
+    mul.wide.u32 %rd16, %r6, 8;
+    mul.wide.u32 %rd17, %r6, 2;
+    mul.wide.u32 %rd18, %r1, 16;
+    add.s64 %rd19, %rd2, %rd18;
+    add.s64 %rd20, %rd6, %rd15;
+    ld.shared.u32 %r7, [%rd20];
+    st.global.u32 [%rd19], %r7;
+    add.s64 %rd21, %rd8, %rd16;
+    ld.shared.u64 %rd22, [%rd21];
+    cvt.u32.u64 %r8, %rd22;
+    st.global.u32 [%rd19+4], %r8;
+    add.s64 %rd23, %rd11, %rd17;
+    ld.shared.u16 %h2, [%rd23];
+    cvt.u32.u16 %r9, %h2;
+    st.global.u32 [%rd19+8], %r9;
+    add.s64 %rd20, %rd13, %rd15;
+    ld.shared.u32 %r10, [%rd20];
+    st.global.u32 [%rd19+12], %r10;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-114")
+def test_a_kernels_shared_arrays_are_each_its_own(device, stream, require):
+    """Each of a kernel's `.shared` declarations gets memory of its own, at its own alignment: four arrays, each
+    thread writes its slot of each and reads another thread's slot of each. A compiler or driver that lays them
+    out wrong (two at one offset, an entry found for the wrong declaration) makes them overwrite each other; the
+    conformance kernels declare at most two."""
+    require("lang.ptx")
+    t = np.arange(32, dtype=np.uint32)
+    with device.compile(PTX_SHARED_ARRAYS, "ptx") as module, poisoned(device, stream, 4 * 4 * 32) as out:
+        stream.launch(module.kernel("shared_arrays"), 1, 32, (out,))
+        got = read(stream, out, np.uint32).reshape(32, 4)
+    want = np.stack([1000 + 31 - t, 2000 + 31 - t, 3000 + 31 - t, 4000 + 31 - t], axis=1)
+    wrong = [name for k, name in enumerate(("first (u32)", "second (u64)", "third (u16)", "fourth (u32)"))
+             if not (got[:, k] == want[:, k]).all()]
+    assert not wrong, f"the {', '.join(wrong)} shared array(s) read back wrong: {got[:2].tolist()} for {want[:2].tolist()}"
+
+
+#: one warp of 32 threads: lane i loads in[i] and reduces it over the full mask with each redux.sync operation
+#: (add.u32, min.u32, max.u32, min.s32, max.s32, and.b32, or.b32, xor.b32, add.s32); every lane stores the nine
+#: results to out[9 i .. 9 i + 8]
+PTX_REDUXES = """.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry reduxes(.param .u64 reduxes_param_0, .param .u64 reduxes_param_1)
+{
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [reduxes_param_0];
+    ld.param.u64 %rd2, [reduxes_param_1];
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    mov.u32 %r1, %laneid;
+    mul.wide.u32 %rd5, %r1, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    ld.global.u32 %r2, [%rd6];
+    redux.sync.add.u32 %r3, %r2, 0xffffffff;
+    redux.sync.min.u32 %r4, %r2, 0xffffffff;
+    redux.sync.max.u32 %r5, %r2, 0xffffffff;
+    redux.sync.min.s32 %r6, %r2, 0xffffffff;
+    redux.sync.max.s32 %r7, %r2, 0xffffffff;
+    redux.sync.and.b32 %r8, %r2, 0xffffffff;
+    redux.sync.or.b32 %r9, %r2, 0xffffffff;
+    redux.sync.xor.b32 %r10, %r2, 0xffffffff;
+    redux.sync.add.s32 %r11, %r2, 0xffffffff;
+    mul.wide.u32 %rd5, %r1, 36;
+    add.s64 %rd7, %rd4, %rd5;
+    st.global.u32 [%rd7], %r3;
+    st.global.u32 [%rd7+4], %r4;
+    st.global.u32 [%rd7+8], %r5;
+    st.global.u32 [%rd7+12], %r6;
+    st.global.u32 [%rd7+16], %r7;
+    st.global.u32 [%rd7+20], %r8;
+    st.global.u32 [%rd7+24], %r9;
+    st.global.u32 [%rd7+28], %r10;
+    st.global.u32 [%rd7+32], %r11;
+    ret;
+}
+"""
+
+
+def _needs_sm80(device) -> None:
+    """redux.sync is sm_80's: a CUDA device of an older capability cannot load it."""
+    if device.info.backend == "cuda" and tuple(device.info.extra["compute_capability"]) < (8, 0):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}redux.sync (compute capability 8.0)")
+
+
+@pytest.mark.clause("KERNEL-115")
+def test_ptx_redux_sync_gives_every_lane_the_reduction_of_all_lanes(device, stream, require):
+    """Each of redux.sync's operations over a full warp gives every lane the reduction of the 32 lanes' values:
+    the 32-bit wrapping sum (as .u32 and as .s32), the unsigned and the signed minimum and maximum (the values
+    mix signs, so the two orders differ), and the bitwise and, or and xor. A warp reduction that skips one
+    operation, or starts from a value no lane gave, answers what the lanes did not hold."""
+    require("lang.ptx")
+    _needs_sm80(device)
+    values = rng(115).integers(0, 1 << 32, 32, dtype=np.uint64).astype(np.uint32)
+    values = (values & np.uint32(0x0FF0FFF0)) | np.uint32(0x10000005)  # common bits, so that and is not 0
+    values[1::2] |= np.uint32(0x80000000)  # the odd lanes' values negative as s32
+    signed = values.view(np.int32)
+    want = [int(values.astype(np.uint64).sum()) & 0xFFFFFFFF, int(values.min()), int(values.max()),
+            int(signed.min()) & 0xFFFFFFFF, int(signed.max()) & 0xFFFFFFFF,
+            int(np.bitwise_and.reduce(values)), int(np.bitwise_or.reduce(values)),
+            int(np.bitwise_xor.reduce(values)), int(values.astype(np.uint64).sum()) & 0xFFFFFFFF]
+    names = ["add.u32", "min.u32", "max.u32", "min.s32", "max.s32", "and.b32", "or.b32", "xor.b32", "add.s32"]
+    with device.compile(PTX_REDUXES, "ptx") as module, upload(device, stream, values) as src, \
+            poisoned(device, stream, 9 * 4 * 32) as out:
+        stream.launch(module.kernel("reduxes"), 1, 32, (src, out))
+        got = read(stream, out, np.uint32).reshape(32, 9)
+    wrong = [f"{name}: lane 0 got {int(got[0, k]):#x}, want {want[k]:#x}" for k, name in enumerate(names)
+             if not (got[:, k] == want[k]).all()]
+    assert not wrong, "redux.sync over 32 lanes: " + "; ".join(wrong)
+
+
+#: a block of two warps; in each, lane 0 leaves at once and lanes 1..31 run warp collectives over the member mask
+#: 0xfffffffe: bar.warp.sync, redux.sync.add of the lane id, shfl.sync.idx of 3 * tid from lane 7, shfl.sync.down
+#: by 1 (its value and its in-range predicate), vote.sync.ballot of "lane odd", vote.sync.all of "lane > 0",
+#: match.any.sync of lane & 1 and redux.sync.min of 3 * tid; thread tid stores the eight results and its lane id
+#: to out[9 tid .. 9 tid + 8]
+PTX_WITHOUT_LANE_0 = """.version 7.0
+.target sm_80
+.address_size 64
+
+.visible .entry without_lane_0(.param .u64 without_lane_0_param_0)
+{
+    .reg .pred %p<6>;
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [without_lane_0_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %laneid;
+    setp.eq.u32 %p1, %r1, 0;
+    @%p1 bra DONE;
+    mov.u32 %r2, %tid.x;
+    mul.lo.u32 %r3, %r2, 3;
+    and.b32 %r4, %r1, 1;
+    setp.ne.u32 %p2, %r4, 0;
+    setp.gt.u32 %p3, %r1, 0;
+    bar.warp.sync 0xfffffffe;
+    redux.sync.add.u32 %r5, %r1, 0xfffffffe;
+    shfl.sync.idx.b32 %r6, %r3, 7, 31, 0xfffffffe;
+    shfl.sync.down.b32 %r7|%p4, %r3, 1, 31, 0xfffffffe;
+    selp.u32 %r8, 1, 0, %p4;
+    vote.sync.ballot.b32 %r9, %p2, 0xfffffffe;
+    vote.sync.all.pred %p5, %p3, 0xfffffffe;
+    selp.u32 %r10, 1, 0, %p5;
+    match.any.sync.b32 %r11, %r4, 0xfffffffe;
+    redux.sync.min.u32 %r13, %r3, 0xfffffffe;
+    mul.wide.u32 %rd3, %r2, 36;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r5;
+    st.global.u32 [%rd4+4], %r6;
+    st.global.u32 [%rd4+8], %r7;
+    st.global.u32 [%rd4+12], %r8;
+    st.global.u32 [%rd4+16], %r9;
+    st.global.u32 [%rd4+20], %r10;
+    st.global.u32 [%rd4+24], %r11;
+    st.global.u32 [%rd4+28], %r13;
+    st.global.u32 [%rd4+32], %r1;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-116")
+def test_ptx_warp_collectives_of_lanes_without_lane_0(device, stream, require):
+    """Warp collectives whose member mask leaves out lane 0 (it has returned): the lanes that take part are
+    1..31 of each warp, and each collective computes over exactly those. A warp that looks for the instruction
+    its lanes wait at, or for the lanes taking part, by starting from lane 0 finds nothing there (or another
+    warp's lane) and answers with something none of these lanes computed."""
+    require("lang.ptx")
+    _needs_sm80(device)
+    with device.compile(PTX_WITHOUT_LANE_0, "ptx") as module, poisoned(device, stream, 9 * 4 * 64) as out:
+        stream.launch(module.kernel("without_lane_0"), 1, 64, (out,))
+        got = read(stream, out, np.uint32).reshape(64, 9)
+    poison = POISON * 0x01010101
+    names = ["redux.add(lane)", "shfl.idx(3 tid, 7)", "shfl.down(3 tid, 1)", "shfl.down's predicate",
+             "ballot(lane odd)", "vote.all(lane > 0)", "match.any(lane & 1)", "redux.min(3 tid)", "%laneid"]
+    wrong = []
+    for tid in range(64):
+        lane, warp = tid % 32, tid // 32
+        if lane == 0:
+            if (got[tid] != poison).any():
+                wrong.append(f"thread {tid} (lane 0, returned first) wrote {[hex(v) for v in got[tid].tolist()]}")
+            continue
+        want = [496, 3 * (32 * warp + 7), 3 * (tid + 1) if lane < 31 else 3 * tid, int(lane < 31), 0xAAAAAAAA, 1,
+                0xAAAAAAAA if lane & 1 else 0x55555554, 3 * (32 * warp + 1), lane]
+        wrong += [f"thread {tid}: {name} gave {int(g):#x}, want {w:#x}"
+                  for name, g, w in zip(names, got[tid].tolist(), want) if g != w]
+    assert not wrong, f"{len(wrong)} wrong results, the first: " + "; ".join(wrong[:4])
+
+
+#: two PTX inputs for the driver's linker: a library that defines `triple` (.visible) and `bump` (.weak), and a
+#: kernel module that declares `triple` (.extern), defines the same .weak `bump` again, and whose kernel `linked`
+#: stores bump(triple(tid)) = 3 tid + 1000 to out[tid]
+PTX_LINK_LIBRARY = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .func (.param .b32 func_retval0) triple(.param .b32 triple_param_0)
+{
+    .reg .b32 %r<3>;
+    ld.param.u32 %r1, [triple_param_0];
+    mul.lo.u32 %r2, %r1, 3;
+    st.param.b32 [func_retval0+0], %r2;
+    ret;
+}
+
+.weak .func (.param .b32 func_retval0) bump(.param .b32 bump_param_0)
+{
+    .reg .b32 %r<3>;
+    ld.param.u32 %r1, [bump_param_0];
+    add.u32 %r2, %r1, 1000;
+    st.param.b32 [func_retval0+0], %r2;
+    ret;
+}
+"""
+
+PTX_LINK_KERNEL = """.version 7.0
+.target sm_70
+.address_size 64
+
+.extern .func (.param .b32 func_retval0) triple(.param .b32 triple_param_0);
+
+.weak .func (.param .b32 func_retval0) bump(.param .b32 bump_param_0)
+{
+    .reg .b32 %r<3>;
+    ld.param.u32 %r1, [bump_param_0];
+    add.u32 %r2, %r1, 1000;
+    st.param.b32 [func_retval0+0], %r2;
+    ret;
+}
+
+.visible .entry linked(.param .u64 linked_param_0)
+{
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [linked_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    {
+    .param .b32 param0;
+    st.param.b32 [param0+0], %r1;
+    .param .b32 retval0;
+    call.uni (retval0), triple, (param0);
+    ld.param.b32 %r2, [retval0+0];
+    }
+    {
+    .param .b32 param0;
+    st.param.b32 [param0+0], %r2;
+    .param .b32 retval0;
+    call.uni (retval0), bump, (param0);
+    ld.param.b32 %r3, [retval0+0];
+    }
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r3;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-117")
+@pytest.mark.parametrize("order", ["library first", "kernel first"])
+def test_a_module_the_drivers_linker_made_of_two_ptx_inputs_runs_on_the_librarys_stream(device, stream, require,
+                                                                                       order):
+    """A client links its PTX with a library's (cuLinkCreate, cuLinkAddData of each, cuLinkComplete), as
+    numba-cuda links PTX files, loads the image in the device's context and launches its kernel on
+    `Stream.native` into a library Buffer. One input calls a function only the other defines (declared there
+    .extern), and both define the same .weak function, as two inputs compiled from one header do: the linker
+    resolves the declaration to the definition, before or after it, and keeps one of the weak definitions."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
+    cu = device.native.driver
+    inputs = [(PTX_LINK_LIBRARY, b"library.ptx"), (PTX_LINK_KERNEL, b"kernel.ptx")]
+    if order == "kernel first":
+        inputs.reverse()
+    with poisoned(device, stream, 4 * 32) as out:
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        state = module = None
+        try:
+            err, state = cu.cuLinkCreate(0, [], [])
+            assert not err, f"cuLinkCreate: {err}"
+            for text, name in inputs:
+                data = text.encode() + b"\0"
+                err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), name, 0, [], [])
+                assert not err, f"cuLinkAddData of {name.decode()}: {err}"
+            err, image, size = cu.cuLinkComplete(state)
+            assert not err, f"cuLinkComplete of the {order}: {err}"
+            err, module = cu.cuModuleLoadData(image)
+            assert not err, f"cuModuleLoadData of the linked image: {err}"
+            err, function = cu.cuModuleGetFunction(module, b"linked")
+            assert not err, f"cuModuleGetFunction: {err}"
+            err, = cu.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, stream.native,
+                                     ((out.handle,), (ctypes.c_void_p,)), 0)
+            assert not err, f"cuLaunchKernel: {err}"
+        finally:
+            if module is not None:
+                cu.cuCtxSynchronize()  # the kernel has run before its module goes
+                cu.cuModuleUnload(module)
+            if state is not None:
+                cu.cuLinkDestroy(state)
+            cu.cuCtxPopCurrent()
+        got = read(stream, out, np.uint32).tolist()
+    assert got == [3 * t + 1000 for t in range(32)], got
+
+
+def _long_kernel(steps: int) -> str:
+    """PTX of a kernel `long_kernel` that sets r = tid + 1, then runs `mad.lo.u32 r, r, 5, 7` ``steps`` times (as
+    a fully unrolled loop does) and stores r to out[tid]."""
+    body = "\n".join("    mad.lo.u32 %r1, %r1, 5, 7;" for _ in range(steps))
+    return f""".version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry long_kernel(.param .u64 long_kernel_param_0)
+{{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [long_kernel_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r2, %tid.x;
+    add.u32 %r1, %r2, 1;
+{body}
+    mul.wide.u32 %rd3, %r2, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r1;
+    ret;
+}}
+"""
+
+
+@pytest.mark.clause("KERNEL-118")
+def test_a_long_kernel_that_repeats_its_immediates_runs_with_a_full_block(device, stream, require):
+    """A kernel of 24,000 instructions that each name the same two immediates (`mad.lo.u32 r, r, 5, 7`, a fully
+    unrolled loop) needs a handful of registers, and launches with a block of 1024 threads. An immediate is part
+    of its instruction: an implementation that gives each use of one storage of its own (a register, a constant
+    slot) needs 48,000 of them a thread, and refuses the launch for want of resources or runs out of memory."""
+    require("lang.ptx")
+    steps, threads = 24000, 1024
+    want = np.arange(threads, dtype=np.uint32) + np.uint32(1)
+    for _ in range(steps):
+        want = want * np.uint32(5) + np.uint32(7)
+    with device.compile(_long_kernel(steps), "ptx") as module, poisoned(device, stream, 4 * threads) as out:
+        stream.launch(module.kernel("long_kernel"), 1, threads, (out,))
+        got = read(stream, out, np.uint32)
+    wrong = np.flatnonzero(got != want)
+    assert not wrong.size, (f"{wrong.size} threads wrong, the first {int(wrong[0])}: {int(got[wrong[0]]):#x}, "
+                            f"want {int(want[wrong[0]]):#x}")

@@ -12,6 +12,7 @@ from hypothesis import example, given, strategies as st
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.pool import FRONT_SLOTS, MemPool, PoolStats
 
 from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, in_forked_child, random_bytes,
@@ -51,6 +52,29 @@ def test_pooled_buffers_have_the_requested_size_and_round_trip(pool, stream, nby
         expect = data.copy()
         expect[0] = POISON
         np.testing.assert_array_equal(read(stream, buf), expect)
+
+
+@pytest.mark.clause("POOL-67")
+def test_a_pooled_buffer_past_a_gibibyte_has_its_size_after_small_ones_were_freed(device, pool, stream):
+    """A size past 2**30 is a two-digit Python int (30-bit digits): a fast path that reads sizes in place must
+    not take its low digit alone, or a request of 1 GiB and 64 bytes looks like one of 128 and gets a small
+    block the pool holds (freed 128-byte buffers put such blocks there first), while reading as 1 GiB long."""
+    n = (1 << 30) + 64
+    memory = device.info.memory
+    if device.info.limits.max_alloc < n or (memory and memory < 4 * n):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}an allocation of 1 GiB and 64 bytes (max_alloc, a quarter of memory)")
+    for _ in range(2):
+        for size in (64, 128, 256):
+            pool.alloc(size).free()
+    stream.synchronize()
+    data = random_bytes(4096, seed=30)
+    with pool.alloc(n) as buf:
+        assert buf.nbytes == n
+        stream.copy_htod(buf, data, dst_offset=n - 4096)
+        back = np.zeros(4096, np.uint8)
+        stream.copy_dtoh(back, buf, src_offset=n - 4096)
+        stream.synchronize()
+        np.testing.assert_array_equal(back, data, err_msg=f"the last 4 KiB of a pooled buffer of {n} bytes")
 
 
 @pytest.mark.clause("POOL-1")
@@ -431,6 +455,20 @@ def test_the_cap_bounds_what_stays_cached(device, stream):
         s = pool.stats()
         assert (s.bytes_cached, s.bytes_live, s.misses) == (cached, 0, 5)
         pool.close()
+
+
+@pytest.mark.clause("POOL-7")
+def test_a_pool_made_without_caps_has_the_documented_defaults(device, stream):
+    """MemPool's defaults are part of its contract (a program sizes its memory by them): 1 GiB of cached blocks
+    and 64 blocks of one size. The second is shown by use: 65 blocks of one size freed, 64 stay cached."""
+    pool = MemPool(device, stream)
+    assert (pool.max_cached_bytes, pool.max_per_bucket) == (1 << 30, 64)
+    bufs = [pool.alloc(KiB) for _ in range(65)]
+    for buf in bufs:
+        buf.free()
+    s = pool.stats()
+    assert (s.bytes_cached, s.bytes_live) == (64 * KiB, 0), s
+    pool.close()
 
 
 def block_size(nbytes: int, max_alloc: int) -> int | None:

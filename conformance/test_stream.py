@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import (RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, poll_until_complete,
                       random_bytes, read)
@@ -211,6 +212,9 @@ def test_timeout_edge_values(device, stream, kernels, waiter):
         with device.alloc(4) as marker:
             stream.fill(marker, 1)
             stream.synchronize()
+            # earlier tests' garbage collected now, not in the loop below: a live Buffer in a reference cycle is
+            # freed by its finalizer, stream-ordered work that Device.synchronize(timeout=1e-9) may find pending
+            gc.collect()
             wait = _waits(device, stream, stream.record())[waiter]
             wait()
             for tiny in (1e-9, 1e-9, np.float64(1e-6), np.float32(1e-3), 1):  # complete work: no Timeout, however short
@@ -299,3 +303,36 @@ def test_a_wait_is_work_of_its_stream(device, stream, kernels, then):
     an event recorded on it after the wait) returns only once that work is done. A backend that keeps a wait
     until the stream's next submission, or that synchronizes only what it submitted itself, returns at once."""
     assert_wait_outlasts_running_work(device, stream, kernels, _wait_then(then), f"Stream.wait then {then}")
+
+
+@pytest.mark.clause("STREAM-12")
+def test_a_cuda_stream_created_with_a_priority_reports_it(device):
+    """Clients that mix libraries create streams of their own at the context's greatest priority (a latency-
+    critical copy beside bulk work) and read the priority back: a stream made by cuStreamCreateWithPriority
+    with a priority inside cuCtxGetStreamPriorityRange is a stream like any other (queryable, destroyable) and
+    cuStreamGetPriority gives the priority it was created with, for the greatest and the least alike."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuStreamCreateWithPriority)")
+    cu = device.native.driver
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        err, least, greatest = cu.cuCtxGetStreamPriorityRange()
+        assert not err, f"cuCtxGetStreamPriorityRange: {err}"
+        got = {}
+        for priority in sorted({int(greatest), int(least)}):
+            err, handle = cu.cuStreamCreateWithPriority(1, priority)  # CU_STREAM_NON_BLOCKING
+            assert not err, f"cuStreamCreateWithPriority(priority={priority}): {err}"
+            try:
+                err, reported = cu.cuStreamGetPriority(handle)
+                got[priority] = (int(err), None if err else int(reported))
+                err, = cu.cuStreamQuery(handle)
+                assert not err, f"cuStreamQuery of a new stream of priority {priority}: {err}"
+            finally:
+                err, = cu.cuStreamDestroy(handle)
+                assert not err, f"cuStreamDestroy of the stream of priority {priority}: {err}"
+    finally:
+        cu.cuCtxPopCurrent()
+    want = {priority: (0, priority) for priority in got}
+    assert got == want, f"(status, priority) cuStreamGetPriority gave per priority created with: {got}, " \
+                        f"want {want} (range: least {int(least)}, greatest {int(greatest)})"

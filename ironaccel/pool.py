@@ -239,8 +239,9 @@ class PooledBuffer(_compiled.PooledCore if _compiled else _PooledCore, Buffer): 
 class MemPool(_compiled.PoolCore if _compiled else _PoolCore):  # type: ignore[misc]
     """A cache of device buffers for ``device``, reused in the order of ``stream``; see the module docstring.
 
-    ``max_cached_bytes`` caps the bytes of cached blocks, ``max_per_bucket`` the number of cached blocks of
-    one size, both counted over every tier. Not thread-safe to ``close()`` while other threads use it.
+    ``max_cached_bytes`` caps the bytes of cached blocks (default 1 GiB), ``max_per_bucket`` the number of
+    cached blocks of one size (default 64), both counted over every tier. Not thread-safe to ``close()`` while
+    other threads use it.
     """
 
     def __init__(
@@ -567,4 +568,4 @@ def _orphan_after_fork() -> None:
 os.register_at_fork(after_in_child=_orphan_after_fork)
 
 if _compiled:
-    _compiled.configure_pool(PooledBuffer, _PoolCore.alloc, _PooledCore.free, FRONT_BUCKETS, MIN_SHIFT, _Slots)
+    _compiled.configure_pool(PooledBuffer, _PoolCore.alloc, _PooledCore.free, FRONT_BUCKETS, MIN_SHIFT, _Slots, MemPool)

@@ -47,7 +47,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=300)
     python = venv / "bin" / "python"
-    pip = run([str(python), "-m", "pip", "install", "-q", "--no-deps", *map(str, sorted(wheels.glob("*.whl")))], tmp)
+    # --ignore-installed: the same version installed on this machine (seen through the system site-packages)
+    # must not keep pip from installing the wheels just built
+    pip = run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--ignore-installed",
+               *map(str, sorted(wheels.glob("*.whl")))], tmp)
     assert pip.returncode == 0, pip.stderr
     return python
 

@@ -336,6 +336,26 @@ def test_the_coverage_build_tells_the_c_lines_no_test_ran(tmp_path):
     assert unrun == {"a.c": [3]} and summary == {"a.c": [4, 3, 0, 0]}
 
 
+def test_the_coverage_build_tells_the_c_lines_an_if_branch_not_taken_drops(tmp_path):
+    """The lines of an ``#if`` branch the build does not take hold no code: no mutant is drawn there (one in the
+    Python 3.12 branch of _fast_c on 3.11 was drawn and could only survive); the taken branch, a macro's
+    definition and a line ending in a comment are kept."""
+    import subprocess
+
+    (tmp_path / "part.h").write_text("#if NEVER\nint g(void) { return 5; }\n#endif\n")
+    (tmp_path / "a.c").write_text('#include "part.h"\n#define TWICE(x) \\\n    ((x) * 2)\nint f(int x) {\n'
+                                  "#if NEVER\n    return x + 1;\n#else\n    return TWICE(x); // the other\n#endif\n}\n")
+    objects = tmp_path / "objects"
+    env = {**os.environ, "IRONACCEL_MUTANTS_OBJECTS": str(objects), "IRONACCEL_MUTANTS_GCOV": "1"}
+    subprocess.run([sys.executable, str(ROOT / "ci" / "mutants" / "cc.py"), "-fPIC", "-shared", "-o",
+                    str(tmp_path / "a.so"), str(tmp_path / "a.c")], check=True, env=env)
+    assert covered.inactive_lines(objects, tmp_path) == {"a.c": [6], "part.h": [2]}
+    cov = covered.Coverage({}, {}, {}, 0.0, {"t": "pass"}, {}, {}, c_inactive={"fakes/cuda/a.c": [6]})
+    finder = generated.tests_finder("fakes/cuda/a.c", lambda build, cov: {"f": ["t"]}, cov, {"t"})
+    at = lambda line: operators.Mutant("x", "fakes/cuda/a.c", line, "f", "const", 0, 1, "1", "2")  # noqa: E731
+    assert finder(at(6)) == [] and finder(at(8)) == ["t"]
+
+
 # -- the judging of a generated mutant: covering tests first, then the rest of the suite (judging.py) ------------
 
 import judging  # noqa: E402
@@ -394,6 +414,33 @@ def test_a_survivor_is_one_the_whole_suite_misses(monkeypatch, tmp_path):
     assert "2 covering tests and the suite's 2 others" in outcome.detail
     everything, calls = judged(monkeypatch, tmp_path, ["a", "b", "c", "d"], {})
     assert everything.status == "survived" and len(calls) == 1 and not everything.escalation_s  # nothing left
+
+
+class FlakyOnce(FakeCertify):
+    """FakeCertify whose ``differs`` hold for the first call alone: a test flaky under load, as in the baseline
+    when run again."""
+
+    def __call__(self, tree, target, env, results, only, limit, test_timeout=60):
+        doc = super().__call__(tree, target, env, results, only, limit, test_timeout)
+        self.differs = {}
+        return doc
+
+
+def test_a_kill_by_flaky_outcomes_alone_is_confirmed_by_one_more_run(monkeypatch, tmp_path):
+    """A test that passed only when re-run may be the machine's load, not the mutant: its kill stands only when
+    a second run of the flaky tests differs from the baseline again; a failure needs no confirmation."""
+    again, calls = judged(monkeypatch, tmp_path, ["a", "b"], {"b": "flaky"})
+    assert (again.status, again.killers) == ("killed", ["b (flaky)"]) and [c[0] for c in calls] == [("a", "b"), ("b",)]
+    failed, calls = judged(monkeypatch, tmp_path, ["a", "b"], {"a": "fail", "b": "flaky"})
+    assert failed.status == "killed" and [c[0] for c in calls] == [("a", "b")]
+    fake = FlakyOnce({"b": "flaky"})
+    monkeypatch.setattr(judging, "certify", fake)
+    run = modules.Run("t/fake", "t/fake")
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2", toplevel=True)
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, dict.fromkeys(SUITE, 2.0), {})
+    once = judging.run_candidate(judging.Candidate(mutant, "area", run, ["a", "b"]), tmp_path, {run.name: base},
+                                 300, 30, False)
+    assert once.status == "survived" and [c[0] for c in fake.calls][:2] == [("a", "b"), ("b",)]
 
 
 def test_a_line_run_at_import_is_judged_on_every_run_that_imports_it(monkeypatch, tmp_path):

@@ -30,7 +30,7 @@ class Coverage:
     """One recorded run: file -> line -> tests executing it; test -> fake entry points / compiled methods it
     calls; file -> (statements, covered, branches, covered branches); and, per test, its outcome, seconds and
     clauses (the baseline: what a mutant's run is compared with); and the lines of the C builds that hold code no
-test ran (gcov, over the whole run: not per test)."""
+test ran (gcov, over the whole run: not per test), and those compiled into nothing."""
     lines: dict[str, dict[int, list[str]]]
     calls: dict[str, dict[str, list[str]]]
     summary: dict[str, list[int]]
@@ -39,6 +39,8 @@ test ran (gcov, over the whole run: not per test)."""
     durations: dict[str, float]
     clauses: dict[str, list[str]]
     c_unrun: dict[str, list[int]] = field(default_factory=dict)  # C file -> lines of code no test ran (gcov)
+    #: C file -> its lines the build's preprocessor dropped (an ``#if`` branch not taken: no code; ``cc.py``)
+    c_inactive: dict[str, list[int]] = field(default_factory=dict)
     #: Python file -> what the whole run executed, by any test or none (coverage.py's JSON report): "lines" and
     #: "missing_lines", branch arcs "taken" and "missing" ([from, to]; to < 0: leaving the function). The
     #: branch coverage of a module over several runs is the union of their "taken" arcs (``union.py``).
@@ -101,7 +103,7 @@ def _cached(name: str) -> Path:
 def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, limit: float) -> Coverage:
     """The whole suite certified on ``run`` with the probe loaded: coverage and baseline in one run (cached per
     tree and run when the run finished)."""
-    cached = _cached(f"{digest}-{run.name}-v4")
+    cached = _cached(f"{digest}-{run.name}-v5")
     if cached.is_file():
         return Coverage.from_json(json.loads(cached.read_text()))
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutants-probe-") as tmp:
@@ -123,6 +125,7 @@ def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, li
                           {t["id"]: t.get("duration") or 0.0 for t in doc["tests"]},
                           {t["id"]: t.get("clauses", []) for t in doc["tests"]}, executed=executed)
         result.c_unrun, c_summary = gcov_lines(probe_dir / "objects", tree)
+        result.c_inactive = inactive_lines(probe_dir / "objects", tree)
         result.summary.update({f: s for f, s in c_summary.items() if f in files})
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(asdict(result)))
@@ -175,6 +178,17 @@ def gcov_lines(objects: Path, tree: Path) -> tuple[dict[str, list[int]], dict[st
                 executed[rel].update(ln["line_number"] for ln in entry["lines"] if ln["count"])
     return ({f: sorted(lines - executed[f]) for f, lines in code.items()},
             {f: [len(lines), len(executed[f]), 0, 0] for f, lines in code.items()})
+
+
+def inactive_lines(objects: Path, tree: Path) -> dict[str, list[int]]:
+    """C file (relative to ``tree``) -> the lines every compile of the build that includes it dropped (what
+    ``cc.py`` wrote beside the objects of a coverage build); empty without them."""
+    dropped: dict[str, set[int]] = {}
+    for found in sorted(objects.glob("*.inactive.json")) if objects.is_dir() else ():
+        for path, lines in json.loads(found.read_text()).items():
+            rel = os.path.relpath(path, tree)
+            dropped[rel] = dropped[rel] & set(lines) if rel in dropped else set(lines)
+    return {f: sorted(lines) for f, lines in dropped.items()}
 
 
 # -- C: which functions a test reaches --------------------------------------------------------------------

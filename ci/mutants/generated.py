@@ -151,10 +151,10 @@ def tests_finder(f: str, c_functions, cov: Coverage, usable: set[str], unused: s
     attributed to the test that imported the module first: its mutant gets the tests that run any line of the
     file, unless it lies in the body of a class of ``unused`` (one the run's compiled module stands in for:
     none). A C mutant gets the tests that reach its function (``c_functions(build, cov)``: function -> tests),
-    unless gcov saw no test run its line."""
+    unless gcov saw no test run its line or the build's preprocessor dropped it."""
     if f.endswith(C_SUFFIXES):
         by_fn = c_functions(modules.c_build_of(f), cov)
-        unrun = set(cov.c_unrun.get(f, ()))  # lines gcov saw no test run: no mutant there
+        unrun = {*cov.c_unrun.get(f, ()), *cov.c_inactive.get(f, ())}  # no mutant there
         return lambda m: [t for t in by_fn.get(m.function, ()) if t in usable] if m.line not in unrun else []
     by_line = cov.lines.get(f, {})
     anywhere = sorted({t for ts in by_line.values() for t in ts})

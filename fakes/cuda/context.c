@@ -168,6 +168,7 @@ API CUresult cuCtxSynchronize(void) {
     NEED_INIT();
     Context *c = current_context();
     if (!c || !c->alive) return CUDA_ERROR_INVALID_CONTEXT;
+    if (streams_invalidate_context_captures(c)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     streams_sync_context(c);
     return c->sticky;
 }

@@ -275,6 +275,7 @@ Stream *stream_new(Context *ctx, unsigned flags, int priority, int is_null);
 void stream_close(Stream *s);
 /* Waits until every stream of ctx (NULL: of every context) has drained. */
 void streams_sync_context(Context *ctx);
+int streams_invalidate_context_captures(Context *ctx);
 /* Closes every stream of a context being destroyed, after their queues drain. */
 void streams_close_context(Context *ctx);
 

@@ -144,10 +144,13 @@ static void handle_insert_locked(const void *p, int kind) {
 
 void handle_add(void *p, int kind) {
     pthread_mutex_lock(&g_handle_mu);
-    if ((g_handle_count + 1) * 2 > g_handle_cap) {
+    if ((g_handle_count + 1) * 2 > g_handle_cap) { /* half full, tombstones counted: rebuilt without them */
         HandleSlot *old = g_handles;
-        size_t oldcap = g_handle_cap;
-        g_handle_cap = oldcap ? oldcap * 2 : 256;
+        size_t oldcap = g_handle_cap, live = 0;
+        for (size_t i = 0; i < oldcap; i++) live += old[i].p && old[i].p != TOMBSTONE;
+        /* sized by the live handles (a quarter full at most), not the old size: a program that creates and
+         * destroys handles forever (a graph a step) keeps a table of the size its live handles need */
+        for (g_handle_cap = 256; (live + 1) * 4 > g_handle_cap;) g_handle_cap *= 2;
         g_handles = calloc(g_handle_cap, sizeof *g_handles);
         g_handle_count = 0;
         for (size_t i = 0; i < oldcap; i++)

@@ -553,6 +553,21 @@ static CUresult invalidate_capture(Stream *s, CUresult rc, const char *what) {
     return rc;
 }
 
+/* cuCtxSynchronize while a stream of the context captures: the wait would include the capture, so (as the driver
+ * does) the call fails and every such capture is invalidated. Returns how many there were. */
+int streams_invalidate_context_captures(Context *ctx) {
+    int n = 0;
+    pthread_mutex_lock(&g_cap_mu);
+    for (int i = 0; i < g_ncaptures; i++)
+        if (g_captures[i]->origin && g_captures[i]->origin->ctx == ctx) {
+            g_captures[i]->invalidated = 1;
+            n++;
+        }
+    pthread_mutex_unlock(&g_cap_mu);
+    if (n) fake_log("cuCtxSynchronize during stream capture: the capture is invalidated");
+    return n;
+}
+
 CUresult stream_capture_unsupported(Stream *s, const char *what) {
     char text[160];
     snprintf(text, sizeof text, "%s is not supported", what);

@@ -226,6 +226,13 @@ def test_capture_errors(cuda, saxpy):
     assert cuda.err(d.cuStreamEndCapture(s)) == E.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
     assert cuda.ok(d.cuStreamIsCapturing(s)) == d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
     cuda.ok(d.cuStreamSynchronize(s))  # usable again
+
+    # so does synchronizing its context (the H200 answers so, also in relaxed mode); no capture: it waits
+    cuda.ok(d.cuStreamBeginCapture(s, mode))
+    assert cuda.err(d.cuCtxSynchronize()) == E.CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+    assert cuda.ok(d.cuStreamIsCapturing(s)) == d.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_INVALIDATED
+    assert cuda.err(d.cuStreamEndCapture(s)) == E.CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+    cuda.ok(d.cuCtxSynchronize())
     cuda.ok(d.cuEventDestroy(fork))
     for h in (s, side):
         cuda.ok(d.cuStreamDestroy(h))

@@ -123,6 +123,9 @@ CASES = [
      LAUNCH_TIMEOUT, "IRONACCEL_FAKE_WATCHDOG_S"),
     ("loop-free calls that multiply", launch(calls_ptx(12, 8), env={"IRONACCEL_FAKE_WATCHDOG_S": "1"}),
      LAUNCH_TIMEOUT, "IRONACCEL_FAKE_WATCHDOG_S"),
+    # ... and lets a kernel within its time run to the end (the clients runner sets it for every test)
+    ("a short kernel under a watchdog", launch(ptx("add.u32 %r1, %r1, 1;"), env={"IRONACCEL_FAKE_WATCHDOG_S": "60"}),
+     SUCCESS, None),
     # launch memory bounded
     ("a block's registers past the limit", launch(ptx(".reg .b32 %q<1000000>;"), block=(1024, 1, 1)),
      LAUNCH_OUT_OF_RESOURCES, None),

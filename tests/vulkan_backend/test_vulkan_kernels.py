@@ -108,6 +108,17 @@ def test_spirv_reader_never_raises_anything_but_compile_error_on_mutants(data):
     _entry_points_or_compile_error(words[:cut].tobytes())
 
 
+def test_spirv_reader_refuses_a_binding_no_launch_could_fill_without_building_its_parameters():
+    """A Binding decoration of 0xFFFFFFFF (a flipped word, found by the fuzz below: the reader built four billion
+    parameters and the process was killed for memory) is a CompileError, at once."""
+    from ironaccel.backends.vulkan.spirv import spirv_interfaces
+
+    words = np.frombuffer(SAXPY_SPV, dtype="<u4").copy()
+    words[147] = 0xFFFFFFFF  # the Binding of saxpy's first buffer
+    with pytest.raises(ia.CompileError, match="binding 4294967295"):
+        spirv_interfaces(words.tobytes())
+
+
 @pytest.mark.parametrize("code", [
     SAXPY_SPV[:24],  # a header and one word
     np.array([0x07230203, 0x10500, 0, 9, 0, 15 | 2 << 16, 5], "<u4").tobytes(),  # OpEntryPoint with 1 operand

@@ -154,8 +154,10 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         self._spare_events: dict[bool, list[Any]] = {False: [], True: []}  # timing -> CUevents to reuse
         self._modules: dict[int, Any] = {}  # CUmodules loaded and not yet unloaded, by address
         self._dropped_modules: list[int] = []  # of CudaModules collected unclosed: unloaded at the next compile
-        self._graphs: dict[int, Any] = {}  # id -> CudaGraph not yet closed: close destroys their executables
+        self._graphs: dict[int, Any] = {}  # CUgraphExecs not yet destroyed, by address: close destroys them
+        self._dropped_graphs: list[int] = []  # of CudaGraphs collected unclosed: destroyed when no capture is open
         self._capture_streams: list[Any] = []  # private streams captures run on, kept for the next capture
+        self._capturing: set[int] = set()  # those of them a capture is open on: no cuCtxSynchronize meanwhile
         self._staging = StagingRing(self)
         cc = self._info.extra["compute_capability"]
         self._arch = cc[0] * 10 + cc[1]
@@ -249,7 +251,12 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
         self._unload(dropped)
 
     def _unload(self, addresses: list[int]) -> None:
-        """Unload these CUmodules once the work queued so far is done (a queued launch may use them)."""
+        """Unload these CUmodules once the work queued so far is done (a queued launch may use them); while a
+        capture is open on this device, at the next compile or close instead: a cuCtxSynchronize would fail and
+        invalidate the capture (the driver's rule)."""
+        if self._capturing:
+            self._dropped_modules.extend(addresses)
+            return
         handles = [self._modules.pop(a) for a in addresses if a in self._modules]
         if handles:
             self._make_current()
@@ -322,9 +329,10 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
             release(cu.cuMemFree, ptr)
         self._orphans.clear()
         self._staging.close(release)
-        for graph in list(self._graphs.values()):
-            release(cu.cuGraphExecDestroy, graph._exec)
+        for handle in self._graphs.values():
+            release(cu.cuGraphExecDestroy, handle)
         self._graphs.clear()
+        self._dropped_graphs.clear()
         for handle in self._capture_streams:
             release(cu.cuStreamDestroy, handle)
         self._capture_streams.clear()

@@ -5,12 +5,14 @@ meanwhile), never on the stream itself: the legacy default stream cannot be capt
 handle stays usable for what is not captured (its ``synchronize`` waits for the work enqueued before the
 capture; a buffer freed meanwhile is freed on it, not into the graph). Relaxed capture mode: allocating
 (``Device.alloc`` waits on its own stream) stays allowed while a capture is open. The executable graph is
-independent of the captured one, which is destroyed at once. The device holds every graph not yet closed
-and destroys their executables when it closes.
+independent of the captured one, which is destroyed at once. The device holds every executable graph not
+yet destroyed and destroys them when it closes; a graph collected unclosed has its executable destroyed by
+the device's next capture (never while one is open: a collector may run inside it) or close.
 """
 
 from __future__ import annotations
 
+import weakref
 from typing import TYPE_CHECKING, Any
 
 from ... import api
@@ -41,17 +43,34 @@ class CudaGraph(api.Graph):
         if err:
             fail(launch, err)
 
-    def _release(self) -> None:
+    def _instantiated(self, handle: Any) -> None:
         dev: CudaDevice = self._device  # type: ignore[assignment]
-        dev._graphs.pop(id(self), None)
+        self._exec = handle
+        dev._graphs[int(handle)] = handle
+        self._dropped = weakref.finalize(self, dev._dropped_graphs.append, int(handle))
+        self._dropped.atexit = False  # at exit the device's close destroys it
+
+    def _release(self) -> None:
+        self._dropped.detach()
+        dev: CudaDevice = self._device  # type: ignore[assignment]
         dev._make_current()
-        calls.cuGraphExecDestroy(self._exec)
+        calls.cuGraphExecDestroy(dev._graphs.pop(int(self._exec)))
         self._exec = None
+
+
+def destroy_dropped(dev: CudaDevice) -> None:
+    """Destroy the executables of the graphs collected unclosed, unless a capture is open (then at the next
+    capture or close): the caller made the device's context current."""
+    while dev._dropped_graphs and not dev._capturing:  # pop by pop: a collector may append meanwhile
+        handle = dev._graphs.pop(dev._dropped_graphs.pop(), None)
+        if handle is not None:
+            calls.cuGraphExecDestroy(handle)
 
 
 def begin_capture(stream: CudaStream) -> CudaGraph:
     dev = stream._dev
     dev._make_current()
+    destroy_dropped(dev)
     cu = native.cu
     handle = dev._capture_streams.pop() if dev._capture_streams else \
         calls.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
@@ -60,6 +79,7 @@ def begin_capture(stream: CudaStream) -> CudaGraph:
     except Exception:
         dev._capture_streams.append(handle)
         raise
+    dev._capturing.add(int(handle))
     stream._work, stream._work_address = handle, int(handle)
     return CudaGraph(dev)
 
@@ -72,9 +92,9 @@ def end_capture(stream: CudaStream, graph: CudaGraph, keep: bool) -> None:
     try:
         captured = calls.cuStreamEndCapture(handle)
         if keep:
-            graph._exec = calls.cuGraphInstantiate(captured, 0)
-            dev._graphs[id(graph)] = graph
+            graph._instantiated(calls.cuGraphInstantiate(captured, 0))
     finally:
+        dev._capturing.discard(int(handle))
         if captured is not None:
             dev._capture_streams.append(handle)
             calls.cuGraphDestroy(captured)

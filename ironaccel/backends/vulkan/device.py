@@ -480,6 +480,7 @@ class VulkanDevice(api.Device):
 
     def _create_graph(self) -> VulkanGraph:
         with self._lock:
+            self._release_dropped()
             return VulkanGraph(self)
 
     def _create_stream(self) -> VulkanStream:

@@ -13,11 +13,14 @@ command gets, with the next command after another, so the replay is ordered afte
 and before its later work on any driver; what the batch had bound for launches is undefined after it, so
 the next launch binds everything again. ``close()`` hands the graph's resources to the device, which
 releases them once every stream that replayed the graph has completed its last replay (a replay still
-running keeps working); the device releases the graphs still open when it closes.
+running keeps working); a graph collected unclosed is handed over the same way, at the device's next
+capture, allocation, compile or synchronize; the device releases the graphs still open when it closes.
 """
 
 from __future__ import annotations
 
+import weakref
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ... import api
@@ -73,6 +76,9 @@ class VulkanGraph(api.Graph):
             self._resources.destroy(device)
             raise
         self._replays: dict[VulkanStream, int] = {}  # stream -> the timeline value of its last replay
+        self._dropped = weakref.finalize(self, device._dropped.append,
+                                         partial(release_after_replays, device, self._resources, self._replays))
+        self._dropped.atexit = False  # at exit the device's close releases it
 
     # -- capture (called by VulkanStream) ---------------------------------------------------------------
 
@@ -101,9 +107,11 @@ class VulkanGraph(api.Graph):
             try:
                 native.call.vkEndCommandBuffer(self._resources.recording.cmd)
             except BaseException:
+                self._dropped.detach()
                 self._resources.destroy(dev)
                 raise
             if not keep:  # never submitted: nothing to wait for
+                self._dropped.detach()
                 self._resources.destroy(dev)
 
     # -- the private API --------------------------------------------------------------------------------
@@ -119,9 +127,13 @@ class VulkanGraph(api.Graph):
             self._replays[s] = s._pending_value()
 
     def _release(self) -> None:
-        dev: VulkanDevice = self._device  # type: ignore[assignment]
-        with dev._lock:
-            points = [(s, v) for s, v in self._replays.items() if v > s._completed]
-            self._replays.clear()
-            resources = self._resources
-            dev._release_after(points, lambda: resources.destroy(dev))
+        self._dropped.detach()
+        release_after_replays(self._device, self._resources, self._replays)  # type: ignore[arg-type]
+
+
+def release_after_replays(dev: VulkanDevice, resources: GraphResources, replays: dict[VulkanStream, int]) -> None:
+    """Destroy a graph's resources once every stream that replayed it has completed its last replay."""
+    with dev._lock:
+        points = [(s, v) for s, v in replays.items() if v > s._completed]
+        replays.clear()
+        dev._release_after(points, lambda: resources.destroy(dev))

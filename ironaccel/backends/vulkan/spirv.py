@@ -29,6 +29,12 @@ _MIN_OPERANDS = {15: 3, 16: 2, 21: 2, 22: 2, 23: 3, 30: 1, 32: 3, 43: 3, 44: 2, 
 _LOCAL_SIZE, _OFFSET = 17, 35  # the ExecutionMode and the member Decoration the reader wants
 
 
+#: The most buffer parameters a kernel may have (its highest binding + 1): far above any device's storage buffers
+#: per stage that a launch could fill (KERNEL-86 refuses more than the device binds), and it keeps a binding number
+#: such as 0xFFFFFFFF (a flipped word) from making the reader build four billion parameters.
+MAX_BUFFER_PARAMS = 1 << 16
+
+
 def _malformed(detail: str) -> CompileError:
     return CompileError("Device.compile", "spirv", f"malformed SPIR-V: {detail}")
 
@@ -140,6 +146,10 @@ def spirv_interfaces(code: bytes) -> dict[str, KernelInterface]:
                 scalar_bytes = max(ends, default=0)
                 scalars = [Param("scalar", sizes.get(t, 0), scalar_kinds.get(t, "")) for _, t in members]
         buffers = max(bindings, default=-1) + 1
+        if buffers > MAX_BUFFER_PARAMS:
+            raise _malformed(f"entry point {name!r} has a storage buffer at binding {buffers - 1}: buffers are "
+                             f"bound by position, and more than {MAX_BUFFER_PARAMS} buffer parameters is none a "
+                             "launch could pass")
         return KernelInterface(buffers, scalar_bytes, fixed_block(name, function), (*[Param("buffer")] * buffers, *scalars))
 
     return {name: interface(name, function, globals_) for name, (function, globals_) in entries.items()}

@@ -68,6 +68,9 @@ class WebGPUDevice(api.Device):
         self._readbacks: list[tuple[int, Any, int, np.ndarray]] = []  # (seq, mappable buffer, start, host)
         self._readback_seq = 0
         self._lock = threading.RLock()  # the queue, the encoders and the readback list (see the package docstring)
+        #: id of a GPU buffer -> (kernel's weak reference, key) of each cached dispatch that binds it: its release
+        #: drops them, so a kernel's cache never keeps a freed buffer's memory (LIFE-74)
+        self._dispatch_users: dict[int, list[tuple[Any, tuple]]] = {}
         self._fencer = Fencer()
         self._submissions = 0  # queue submissions and writes so far
         self._last_fence: Fence | None = None  # the fence after the latest submission that has one

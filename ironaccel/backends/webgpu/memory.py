@@ -19,5 +19,14 @@ class WebGPUBuffer(api.Buffer):
         return self._gpu_buffer
 
     def _release(self) -> None:
-        # Release, not destroy: work already submitted that uses the buffer keeps it alive until done.
+        # Release, not destroy: work already submitted that uses the buffer keeps it alive until done. The
+        # kernels' cached dispatches that bind it go too (their bind groups would keep its memory).
+        dev: WebGPUDevice = self._device  # type: ignore[assignment]
+        with dev._lock:
+            for kernel_ref, key in dev._dispatch_users.pop(id(self._gpu_buffer), ()):
+                kernel = kernel_ref()
+                if kernel is not None:
+                    dispatch = kernel._dispatches.pop(key, None)
+                    if dispatch is not None and kernel._last is not None and kernel._last[2] is dispatch:
+                        kernel._last = None
         self._gpu_buffer = None

@@ -4,6 +4,7 @@ with its uniform buffer) cached per (block, buffers, scalars)."""
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -114,7 +115,9 @@ class WebGPUKernel(api.Kernel):
         super().__init__(module, name)
         #: (pipeline, bind group) by (block, GPU buffers..., each scalar's bytes...), least recently used first
         self._dispatches: OrderedDict[tuple, tuple[Any, Any]] = OrderedDict()
-        self._last: tuple[api.Dim3, list[Any], tuple[Any, Any]] | None = None  # the last launch's (see Stream)
+        #: the last launch's (block, a getter of each argument: a weak reference for buffers, dispatch) (see Stream)
+        self._last: tuple[api.Dim3, list[Any], tuple[Any, Any]] | None = None
+        self._ref = weakref.ref(self)  # what the device's _dispatch_users holds of it
 
     def _prepare_args(self, types: tuple[type, ...], buffers: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The positions of the buffers and of the scalars, which key a launch's cached dispatch."""
@@ -131,10 +134,19 @@ class WebGPUKernel(api.Kernel):
         pipe = module._pipeline(self.name, block)
         group = module._bind_group(buffers, packed)
         module._validate(self.name, block, pipe, group, tuple(b.size for b in buffers))
-        self._dispatches[key] = pipe, group
+        self._dispatches[key] = dispatch = pipe, group  # the one object: a release compares it with _last's
+        users = module.device._dispatch_users  # type: ignore[attr-defined]
+        for buffer in buffers:  # a buffer's release drops the entry (WebGPUBuffer._release)
+            users.setdefault(id(buffer), []).append((self._ref, key))
         if len(self._dispatches) > DISPATCH_CACHE:
-            self._dispatches.popitem(last=False)
-        return pipe, group
+            evicted, _ = self._dispatches.popitem(last=False)
+            for buffer in evicted[1:]:  # the block, then its GPU buffers and its scalars' bytes
+                entries = None if isinstance(buffer, bytes) else users.get(id(buffer))
+                if entries:
+                    entries.remove((self._ref, evicted))
+                    if not entries:
+                        del users[id(buffer)]
+        return dispatch
 
     def _params(self) -> tuple[api.Param, ...]:
         return self.module._interface.params  # type: ignore[attr-defined]

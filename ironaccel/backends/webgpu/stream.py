@@ -6,9 +6,11 @@ queue, an encoder or the device's readback list holds the device lock; waits for
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import operator
 import threading
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -325,8 +327,8 @@ class WebGPUStream(api.Stream):
         kernel: WebGPUKernel = plan.kernel  # type: ignore[assignment]
         block, grid = plan.block, plan.grid
         with self._dev._lock:
-            last = kernel._last  # (block, arguments, dispatch); a kernel's argument count is fixed
-            if last is not None and last[0] == block and all(map(operator.is_, last[1], args)):
+            last = kernel._last  # (block, argument getters, dispatch); a kernel's argument count is fixed
+            if last is not None and last[0] == block and all(map(operator.is_, [get() for get in last[1]], args)):
                 dispatch = last[2]
             else:
                 buffer_at, scalar_at = packing
@@ -337,7 +339,13 @@ class WebGPUStream(api.Stream):
                                                 [args[i] for i in scalar_at])
                 else:
                     kernel._dispatches.move_to_end(key)
-                kernel._last = block, args, dispatch
+                # The Buffers by weak reference: a kernel that held its last launch's Buffers kept them alive
+                # after the caller dropped them, for as long as the kernel lived (LIFE-73).
+                # A dead reference answers None, never an argument, so a new Buffer at a reused address misses.
+                getters = [itertools.repeat(a).__next__ for a in args]
+                for i in buffer_at:
+                    getters[i] = weakref.ref(args[i])
+                kernel._last = block, getters, dispatch
             p = self._pass
             if p is None:
                 p = self._pass = self._enc().begin_compute_pass()
