@@ -118,11 +118,12 @@ def test_farm_run_gives_the_same_results_files_as_a_plain_run(tmp_path):
         assert any(t["outcome"] == "pass" for t in tests), name
 
 
-def cuda_fake_results(folder: Path, outcome: str = "pass", duration: float = 0.1) -> Path:
-    """A cuda/fake results file (one test, messages naming ``folder``) with its JUnit and certificate."""
+def cuda_fake_results(folder: Path, outcome: str = "pass", duration: float = 0.1, measured: float = 42.57) -> Path:
+    """A cuda/fake results file (one test, messages naming ``folder`` and a ``measured`` number) with its JUnit
+    and certificate."""
     folder.mkdir(parents=True, exist_ok=True)
     test = {"id": "test_err.py::test_one", "clauses": ["ERR-1"], "outcome": outcome, "duration": duration,
-            "message": f"see {folder}/one.log"}
+            "message": f"see {folder}/one.log: {measured} MiB"}
     out = folder / "cuda-fake.json"
     results.dump(results.document(targets.get("cuda/fake"), spec.current(["cuda/fake"]).parts("cuda/fake"),
                                   results.now(), "ok", f"log: {folder}/run.log", tests=[test],
@@ -145,6 +146,11 @@ def test_the_comparison_ignores_times_and_folders_and_names_what_differs(tmp_pat
     assert farm.main(["compare", str(plain.parent), str(farmed.parent)]) == 0
     assert "note: cuda-fake.json: test_err.py::test_one flaky in the farm run only" in capsys.readouterr().out
 
+    cuda_fake_results(tmp_path / "farm", outcome="fail", measured=42.87)  # a failing measurement says another number
+    cuda_fake_results(tmp_path / "plain", outcome="fail")
+    assert farm.differences(plain.parent, farmed.parent) == []
+    cuda_fake_results(tmp_path / "plain")
+
     cuda_fake_results(tmp_path / "farm", outcome="fail")
     (tmp_path / "farm" / "extra.json").write_text("{}")
     doc = results.load(farmed)
@@ -157,7 +163,7 @@ def test_the_comparison_ignores_times_and_folders_and_names_what_differs(tmp_pat
                          "the farm run" for o in ("fail", "pass")] + [
         f"cuda-fake.json.target.packages.numpy: {results.load(plain)['target']['packages']['numpy']!r} in the plain "
         "run, '0.0' in the farm run",
-        "cuda-fake.json.tests.test_err.py::test_one.message: '' in the plain run, 'see {results}/one.log' in the farm run",
+        "cuda-fake.json.tests.test_err.py::test_one.message: '' in the plain run, 'see {results}/one.log: # MiB' in the farm run",
         "cuda-fake.json.tests.test_err.py::test_one.outcome: 'pass' in the plain run, 'fail' in the farm run"]
     assert farm.main(["compare", str(plain.parent), str(farmed.parent), "--show", "1"]) == 1
     assert capsys.readouterr().err.splitlines() == [

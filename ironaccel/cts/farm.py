@@ -41,6 +41,7 @@ import argparse
 import json
 import math
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -388,13 +389,17 @@ def _resumed(job: Job, results_dir: Path, folder: Path) -> bool:
 
 # -- a farm run against a plain one -----------------------------------------------------------------------
 
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
 def comparable(doc: dict[str, Any], folder: Path) -> dict[str, Any]:
     """A results document without what two runs of the same tests on one machine differ in: when they
-    ran (started, finished, each test's duration), the results folder named in messages, and whether a test
-    that passed needed its re-run (flaky: a pass whose first attempt failed, which is chance, not where it
-    ran; ``flaky_in_one_run`` names them); tests by id."""
+    ran (started, finished, each test's duration), the results folder named in messages, the numbers in
+    messages (a failing measurement, such as LIFE-76's resident MiB in an expected failure, says another number
+    each run, as a duration does), and whether a test that passed needed its re-run (flaky: a pass whose first
+    attempt failed, which is chance, not where it ran; ``flaky_in_one_run`` names them); tests by id."""
     def local(message: str) -> str:
-        return message.replace(str(folder), "{results}")
+        return _NUMBER.sub("#", message.replace(str(folder), "{results}"))
 
     def settled(test: dict[str, Any]) -> dict[str, Any]:
         if test["outcome"] in (results.Outcome.PASS, results.Outcome.FLAKY):  # a flaky one's message: its first try's
