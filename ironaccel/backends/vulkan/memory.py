@@ -128,12 +128,16 @@ class MemoryPool:
         self.keep_bytes = keep_bytes
         self._blocks: list[Block] = []
         self._spare: list[Block] = []  # freed dedicated blocks, kept for reuse (at most keep_bytes in all)
+        #: dedicated blocks of live buffers: destroyed with the pool even while a caller holds their buffer (a
+        #: VkDeviceMemory left at vkDestroyDevice stays allocated on NVIDIA's driver: DEV-83)
+        self._dedicated: set[Block] = set()
 
     def alloc(self, nbytes: int) -> Allocation:
         size = -(-nbytes // ALIGNMENT) * ALIGNMENT
         if size > self.block_size // 2:
             block = self._take_spare(size) or Block(self._dev, self.type_index, size, self.mapped, dedicated=True)
             block.used = size
+            self._dedicated.add(block)
             return Allocation(block, 0, size)
         for block in self._blocks:
             offset = block.take(size)
@@ -156,6 +160,7 @@ class MemoryPool:
         block = a.block
         if block.dedicated:
             block.used = 0
+            self._dedicated.discard(block)
             if block.size + sum(b.size for b in self._spare) <= self.keep_bytes:
                 self._spare.append(block)
             else:
@@ -174,10 +179,11 @@ class MemoryPool:
         self._spare.clear()
 
     def destroy(self) -> None:
-        for block in self._blocks + self._spare:
+        for block in self._blocks + self._spare + list(self._dedicated):
             block.destroy(self._dev)
         self._blocks.clear()
         self._spare.clear()
+        self._dedicated.clear()
 
 
 class VulkanBuffer(api.Buffer):
