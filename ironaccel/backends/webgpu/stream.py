@@ -17,6 +17,7 @@ import numpy as np
 
 from ... import api
 from ...errors import Timeout
+from .memory import WebGPUBuffer
 from .native import call, wait
 from .module import WebGPUKernel
 
@@ -151,6 +152,33 @@ class WebGPUEvent(api.Event):
         return (end._nanoseconds() - self._nanoseconds()) / 1e6
 
 
+#: The dtype kinds of the host arrays the public copies' inline checks admit: plain numbers (bool, int, uint,
+#: float, complex), which hold no Python objects and have a buffer layout (api._host_bytes's rule, narrowed).
+PLAIN_KINDS = "biufc"
+
+
+def _inline_htod(checked: Any) -> Any:
+    """``checked`` (api.Stream.copy_htod or copy_htod_deferred) with its common case admitted inline: a
+    C-contiguous ndarray of plain numbers, word-aligned and in range, into a live plain buffer of this open
+    device (WebGPU has no graphs: no stream captures) goes to ``write_buffer`` at once, as a raw wgpu-py
+    program's one call (issue 30: the public checks cost as much as the driver call). Anything else,
+    errors included, takes ``checked``."""
+
+    def copy(self: WebGPUStream, dst: api.Buffer, src: object, *, dst_offset: int = 0) -> None:
+        dev = self._dev
+        if type(src) is np.ndarray and type(dst) is WebGPUBuffer and type(dst_offset) is int \
+                and dst._device is dev and not dst._freed and not dev._closed:
+            n = src.nbytes
+            if 0 < n and 0 <= dst_offset and dst_offset + n <= dst._nbytes and not (n | dst_offset) & 3 \
+                    and src.dtype.kind in PLAIN_KINDS and src.flags.c_contiguous:
+                self._write(dst._gpu_buffer, dst_offset, src)
+                return
+        checked(self, dst, src, dst_offset=dst_offset)
+
+    copy.__name__, copy.__qualname__, copy.__doc__ = checked.__name__, f"WebGPUStream.{checked.__name__}", checked.__doc__
+    return copy
+
+
 class WebGPUStream(api.Stream):
     def __init__(self, device: WebGPUDevice):
         super().__init__(device)
@@ -205,21 +233,31 @@ class WebGPUStream(api.Stream):
         p.dispatch_workgroups(gx, gy, 1)
         p.end()
 
-    # -- the private API --------------------------------------------------------------------------------
-    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+    def _write(self, gpu_buffer: Any, offset: int, src: Any) -> None:
+        """``write_buffer`` of word-aligned host bytes, after what this stream recorded before."""
         dev = self._dev
-        n = src.nbytes
         with dev._lock:
             if self._encoder is not None:  # write_buffer lands on the queue timeline now: what came before goes first
                 self._flush()
             dev._submissions += 1  # a write_buffer is queue work a fence must come after
-            if dst_offset % 4 == 0 and n % 4 == 0:
-                call(dev._queue.write_buffer, dst._gpu_buffer, dst_offset, src)
-                return
-            padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
-            padded[:n] = src
+            call(dev._queue.write_buffer, gpu_buffer, offset, src)
+
+    # -- the public API's hot paths --------------------------------------------------------------------
+    copy_htod = _inline_htod(api.Stream.copy_htod)
+    copy_htod_deferred = _inline_htod(api.Stream.copy_htod_deferred)  # write_buffer copies: the stronger promise
+
+    # -- the private API --------------------------------------------------------------------------------
+    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+        n = src.nbytes
+        if dst_offset % 4 == 0 and n % 4 == 0:
+            self._write(dst._gpu_buffer, dst_offset, src)
+            return
+        padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
+        padded[:n] = src
+        dev = self._dev
+        with dev._lock:
             staging = dev._new_buffer(n, dev._usage.STORAGE | dev._usage.COPY_DST)
-            call(dev._queue.write_buffer, staging, 0, padded)
+            self._write(staging, 0, padded)
             self._bytes(dst._native_handle(), dst_offset, staging, 0, n, 0)
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
