@@ -77,7 +77,8 @@ def main() -> None:
             burst = opts.burst if row.startswith("htod") else max(opts.burst // 4, 1)
             for k in (order if i % 2 == 0 else order[::-1]):
                 times[(row, *k)].append(impls[k][row](burst) / burst)
-    print(f"{opts.target}, {opts.clock} clock: {opts.rounds} rounds; us per call (median); ratio to raw: median [q1-q3] of per-round ratios")
+    print(f"{opts.target}, {opts.clock} clock: {opts.rounds} rounds; us per call (median); "
+          "ratio to raw: median [q1-q3] of per-round ratios")
     for row in rows:
         t = {k: np.array(times[(row, *k)]) for k in order}
         ratio = {s: t[s, "ours"] / t[s, "raw"] for s in ("old", "new")}

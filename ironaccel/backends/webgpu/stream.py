@@ -203,7 +203,8 @@ def _inline_htod(checked: Any) -> Any:
                 return
         checked(self, dst, src, dst_offset=dst_offset)
 
-    copy.__name__, copy.__qualname__, copy.__doc__ = checked.__name__, f"WebGPUStream.{checked.__name__}", checked.__doc__
+    copy.__name__, copy.__doc__ = checked.__name__, checked.__doc__
+    copy.__qualname__ = f"WebGPUStream.{checked.__name__}"
     return copy
 
 
