@@ -17,6 +17,7 @@ import numpy as np
 
 from ... import api
 from ...errors import Timeout
+from .memory import WebGPUBuffer
 from .native import call, wait
 from .module import WebGPUKernel
 
@@ -50,17 +51,24 @@ class Fence:
     its map resolves once the GPU got there. The map is started once, by the first thread to need it: a
     thread that waits without a timeout maps it itself (it blocks anyway: no hop to another thread), the
     others have the Fencer start it. ``position``: the queue submissions it comes after; once a fence is
-    seen complete, every fence at or before its position is too (the device's ``_completed``)."""
+    seen complete, every fence at or before its position is too (the device's ``_completed``).
 
-    __slots__ = ("buffer", "position", "_dev", "_mapping", "_claimed", "_queued", "_lock")
+    The started map's promise is kept on the fence itself; a Future to hand it over is made only for a
+    thread that must wait for a map another thread is starting (issue 30: a Future per fence cost ~5 us
+    of every synchronize and readback on lavapipe's host). ``_mapped``: a wait saw the map resolve, so a
+    readback's delivery after its own fence's wait does not wait again."""
+
+    __slots__ = ("buffer", "position", "_dev", "_started", "_handover", "_claimed", "_queued", "_mapped", "_lock")
 
     def __init__(self, device: WebGPUDevice, buffer: Any):
         self.buffer = buffer
         self.position = device._submissions
         self._dev = device
-        self._mapping: concurrent.futures.Future = concurrent.futures.Future()  # the map's promise, once started
+        self._started: tuple[Any, BaseException | None] | None = None  # (map promise, or its start's error)
+        self._handover: concurrent.futures.Future | None = None  # _started for a waiter with a timeout
         self._claimed = False  # a thread has started (or is starting) the map
         self._queued = False  # the Fencer was asked to
+        self._mapped = False  # the map resolved: its buffer is readable
         self._lock = threading.Lock()
 
     def map(self) -> None:
@@ -70,9 +78,14 @@ class Fence:
                 return
             self._claimed = True
         try:
-            self._mapping.set_result(call(self.buffer.map_async, self._dev._fencer.read_mode))
+            started = (call(self.buffer.map_async, self._dev._fencer.read_mode), None)
         except Exception as exc:  # the waiters' to raise
-            self._mapping.set_exception(exc)
+            started = (None, exc)
+        with self._lock:
+            self._started = started
+            handover = self._handover
+        if handover is not None:
+            handover.set_result(started)
 
     def start(self) -> None:
         """Have the Fencer start the map, unless some thread has: a later query() sees the GPU's progress."""
@@ -86,29 +99,44 @@ class Fence:
         if self.position <= self._dev._completed:
             return True
         self.start()
-        if not self._mapping.done() or self._mapping.result()._state == "pending":
+        started = self._started
+        if started is None:
+            return False
+        promise, error = started
+        if error is not None:
+            raise error
+        if promise._state == "pending":
             return False
         self._dev._complete(self.position)
         return True
 
     def wait(self, op: str, timeout: float | None) -> None:
-        """Wait until the GPU got here; Timeout(op) past ``timeout`` seconds."""
+        """Wait until the GPU got here and the map resolved; Timeout(op) past ``timeout`` seconds."""
+        if self._mapped:
+            return
+        deadline = None
         if timeout is None:
             self.map()
         else:
+            deadline = time.monotonic() + timeout
             self.start()
-        wait_fence(self._mapping, op, timeout)
+        with self._lock:
+            started = self._started
+            if started is None:  # another thread is starting the map
+                if self._handover is None:
+                    self._handover = concurrent.futures.Future()
+                handover = self._handover
+        if started is None:
+            try:
+                started = handover.result(timeout)
+            except concurrent.futures.TimeoutError:
+                raise Timeout(op, timeout, "the GPU has not reached this point yet") from None  # type: ignore[arg-type]
+        promise, error = started
+        if error is not None:
+            raise error
+        wait(promise, op, timeout, deadline)
+        self._mapped = True
         self._dev._complete(self.position)
-
-
-def wait_fence(mapping: concurrent.futures.Future, op: str, timeout: float | None) -> None:
-    """Wait for a started fence map; Timeout(op) past ``timeout`` seconds."""
-    deadline = None if timeout is None else time.monotonic() + timeout
-    try:
-        promise = mapping.result(timeout)
-    except concurrent.futures.TimeoutError:
-        raise Timeout(op, timeout, "the GPU has not reached this point yet") from None  # type: ignore[arg-type]
-    wait(promise, op, timeout, deadline)
 
 
 class WebGPUEvent(api.Event):
@@ -149,6 +177,35 @@ class WebGPUEvent(api.Event):
     def _elapsed_ms(self, end: api.Event) -> float:
         assert isinstance(end, WebGPUEvent)
         return (end._nanoseconds() - self._nanoseconds()) / 1e6
+
+
+#: The dtype kinds of the host arrays the public copies' inline checks admit: plain numbers (bool, int, uint,
+#: float, complex), which hold no Python objects and have a buffer layout (api._host_bytes's rule, narrowed).
+PLAIN_KINDS = "biufc"
+UINT8 = np.dtype(np.uint8)
+
+
+def _inline_htod(checked: Any) -> Any:
+    """``checked`` (api.Stream.copy_htod or copy_htod_deferred) with its common case admitted inline: a
+    C-contiguous ndarray of plain numbers, word-aligned and in range, into a live plain buffer of this open
+    device (WebGPU has no graphs: no stream captures) goes to ``write_buffer`` at once, as a raw wgpu-py
+    program's one call (issue 30: the public checks cost as much as the driver call). Anything else,
+    errors included, takes ``checked``."""
+
+    def copy(self: WebGPUStream, dst: api.Buffer, src: object, *, dst_offset: int = 0) -> None:
+        dev = self._dev
+        if type(src) is np.ndarray and type(dst) is WebGPUBuffer and type(dst_offset) is int \
+                and dst._device is dev and not dst._freed and not dev._closed:
+            n = src.nbytes
+            if 0 < n and 0 <= dst_offset and dst_offset + n <= dst._nbytes and not (n | dst_offset) & 3 \
+                    and src.dtype.kind in PLAIN_KINDS and src.flags.c_contiguous:
+                self._write(dst._gpu_buffer, dst_offset, src)
+                return
+        checked(self, dst, src, dst_offset=dst_offset)
+
+    copy.__name__, copy.__doc__ = checked.__name__, checked.__doc__
+    copy.__qualname__ = f"WebGPUStream.{checked.__name__}"
+    return copy
 
 
 class WebGPUStream(api.Stream):
@@ -205,21 +262,46 @@ class WebGPUStream(api.Stream):
         p.dispatch_workgroups(gx, gy, 1)
         p.end()
 
-    # -- the private API --------------------------------------------------------------------------------
-    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+    def _write(self, gpu_buffer: Any, offset: int, src: Any) -> None:
+        """``write_buffer`` of word-aligned host bytes, after what this stream recorded before."""
         dev = self._dev
-        n = src.nbytes
         with dev._lock:
             if self._encoder is not None:  # write_buffer lands on the queue timeline now: what came before goes first
                 self._flush()
             dev._submissions += 1  # a write_buffer is queue work a fence must come after
-            if dst_offset % 4 == 0 and n % 4 == 0:
-                call(dev._queue.write_buffer, dst._gpu_buffer, dst_offset, src)
-                return
-            padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
-            padded[:n] = src
+            call(dev._queue.write_buffer, gpu_buffer, offset, src)
+
+    # -- the public API's hot paths --------------------------------------------------------------------
+    copy_htod = _inline_htod(api.Stream.copy_htod)
+    copy_htod_deferred = _inline_htod(api.Stream.copy_htod_deferred)  # write_buffer copies: the stronger promise
+
+    def copy_dtoh(self, dst: object, src: api.Buffer, *, src_offset: int = 0) -> None:
+        """api.Stream.copy_dtoh with its common case admitted inline (as ``_inline_htod``'s: a writable
+        C-contiguous ndarray of plain numbers, any offset and size in range); anything else takes its checks."""
+        dev = self._dev
+        if type(dst) is np.ndarray and type(src) is WebGPUBuffer and type(src_offset) is int \
+                and src._device is dev and not src._freed and not dev._closed:
+            n = dst.nbytes
+            if 0 < n and 0 <= src_offset and src_offset + n <= src._nbytes and dst.dtype.kind in PLAIN_KINDS:
+                flags = dst.flags
+                if flags.c_contiguous and flags.writeable:
+                    self._copy_dtoh(dst if dst.dtype is UINT8 and dst.ndim == 1 else dst.reshape(-1).view(UINT8),
+                                    src, src_offset)
+                    return
+        api.Stream.copy_dtoh(self, dst, src, src_offset=src_offset)
+
+    # -- the private API --------------------------------------------------------------------------------
+    def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
+        n = src.nbytes
+        if dst_offset % 4 == 0 and n % 4 == 0:
+            self._write(dst._gpu_buffer, dst_offset, src)
+            return
+        padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
+        padded[:n] = src
+        dev = self._dev
+        with dev._lock:
             staging = dev._new_buffer(n, dev._usage.STORAGE | dev._usage.COPY_DST)
-            call(dev._queue.write_buffer, staging, 0, padded)
+            self._write(staging, 0, padded)
             self._bytes(dst._native_handle(), dst_offset, staging, 0, n, 0)
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
