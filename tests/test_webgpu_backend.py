@@ -121,7 +121,71 @@ def relaunches_through_the_dispatch_cache(target: str) -> dict:
     return seen
 
 
-SCENARIOS = {f.__name__: f for f in (undersized_binding_after_fill, relaunches_through_the_dispatch_cache)}
+def inline_copies_against_the_api(target: str) -> dict:
+    """WebGPUStream's copy_htod, copy_htod_deferred and copy_dtoh admit their common case inline (issue 30): each
+    call on each side of api.Stream's rules, made through them and through api.Stream's own definition on the
+    same stream, must end alike (the error's type and text, or success and the bytes moved): the inline check
+    admits no more than api.py, the one place the rules and their errors are written."""
+    import numpy as np
+
+    import ironaccel as ia
+    from ironaccel import api
+
+    dev = ia.open_device("webgpu", 0)
+    seen: dict = {"device": dev.info.name, "matches": targets.get(target).matches(dev.info), "differ": [],
+                  "outcomes": []}
+    s = dev.create_stream()
+
+    def outcome(call) -> list:
+        try:
+            call()
+            s.synchronize(timeout=60)
+        except Exception as exc:  # noqa: BLE001 - the outcome compared is any error
+            return [type(exc).__name__, str(exc)]
+        return ["ok", ""]
+
+    readonly = np.arange(16, dtype=np.uint8)
+    readonly.flags.writeable = False
+    hosts = [np.arange(16, dtype=np.uint8), np.arange(32, dtype=np.uint8)[::2], np.zeros(3, np.uint8),
+             np.asfortranarray(np.arange(16, dtype=np.uint8).reshape(4, 4)), np.arange(4, dtype=np.float32),
+             np.array([1, 2], dtype=object), np.zeros(0, np.uint8), np.zeros(65, np.uint8), readonly,
+             np.zeros(2, "datetime64[s]"), bytearray(8), [1, 2]]
+    buf, freed = dev.alloc(64), dev.alloc(64)
+    freed.free()
+    other = ia.open_device("webgpu", 0)
+    theirs = other.alloc(64)
+    for method, keyword in (("copy_htod", "dst_offset"), ("copy_htod_deferred", "dst_offset"),
+                            ("copy_dtoh", "src_offset")):
+        inline, python = getattr(type(s), method), getattr(api.Stream, method)
+        for target_buf in (buf, freed, theirs, "a buffer"):
+            for host in hosts:
+                for offset in (0, 1, 48, 49, 61, 64, -1, 1.0, True, np.int64(8), None):
+                    kwargs = {} if offset is None else {keyword: offset}
+                    got = []
+                    for how in (inline, python):
+                        if target_buf is buf and method != "copy_dtoh":
+                            s.fill(target_buf, 0)
+                        args = (target_buf, host) if method != "copy_dtoh" else (host, target_buf)
+                        if method == "copy_dtoh" and isinstance(host, np.ndarray) and host.flags.writeable:
+                            host[...] = 0
+                        result = outcome(lambda: how(s, *args, **kwargs))
+                        moved = None
+                        if result[0] == "ok" and target_buf is buf:
+                            out = np.zeros(64, np.uint8)
+                            s.copy_dtoh(out, buf)
+                            s.synchronize(timeout=60)
+                            moved = out.tolist() if method != "copy_dtoh" else bytes(np.asarray(host).tobytes()).hex()
+                        got.append((result, moved))
+                    seen["outcomes"].append(got[0][0][0])
+                    if got[0] != got[1]:
+                        seen["differ"].append([method, repr(target_buf)[:40], repr(host)[:60], repr(offset), got])
+    other.close()
+    dev.close()
+    return seen
+
+
+SCENARIOS = {f.__name__: f for f in (undersized_binding_after_fill, relaunches_through_the_dispatch_cache,
+                                     inline_copies_against_the_api)}
 
 
 def run_scenario(name: str, target: str) -> dict:
@@ -159,6 +223,13 @@ def test_relaunches_through_the_dispatch_cache_bind_their_own_buffers_and_scalar
     assert seen["new buffer after a free"] == bits(1.5)
     assert seen["blocks"] == [32, 64, 32], "a relaunch on the same argument objects kept the first block size"
     assert seen["diagnostics"] == []
+
+
+@pytest.mark.parametrize("target", WEBGPU)
+def test_inline_copies_admit_what_the_api_admits(target):
+    seen = run_scenario("inline_copies_against_the_api", target)
+    assert seen["differ"] == [], seen["differ"][:3]
+    assert {"ok", "InvalidArgument", "UseAfterFree"} <= set(seen["outcomes"])  # each side of the rules is reached
 
 
 if __name__ == "__main__":
