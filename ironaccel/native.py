@@ -13,8 +13,9 @@ a tampered cache) is never used: ``load()`` builds the sources into the cache in
 runs pure Python, and says which once (a RuntimeWarning; ``why_not``). ``loaded_hash()`` is what a results
 file records: the hash the loaded module reports, not one computed from the sources.
 
-Two users: the CUDA backend (``native.fast``, once libcuda is loaded) and the MemPool, on every backend
-(``pool.py`` picks its base classes when it is imported, so a checkout's first ``import ironaccel`` builds it).
+Three users: the CUDA backend (``native.fast``, once libcuda is loaded), the MemPool, on every backend
+(``pool.py`` picks its base classes when it is imported, so a checkout's first ``import ironaccel`` builds it),
+and the Vulkan backend's recording of launches and graph replays (``backends/vulkan/record.py``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-/* ironaccel._fast: the hot paths of the CUDA backend and of the MemPool, in C through the CPython C API.
+/* ironaccel._fast: the hot paths of the CUDA backend, of the MemPool and of the Vulkan backend's command
+ * recording, in C through the CPython C API.
  *
  * One translation unit in parts, one per concern, included below in order: core.inc (entry points, interned
  * names, the types' structs from one field list each, shared helpers), launch.inc (launches, KernelCore),
  * stream.inc (events and streams), buffers.inc (device buffers, alloc), copy.inc (copies, the staging ring's
- * C side, copy threads), pool.inc (the MemPool's front cache). One unit rather than several objects so the
- * small helpers every hot path calls (make_current, used_on, fast_stream) stay inlined without LTO.
+ * C side, copy threads), pool.inc (the MemPool's front cache), vulkan.inc (Vulkan command recording). One unit
+ * rather than several objects so the small helpers every hot path calls (make_current, used_on, fast_stream)
+ * stay inlined without LTO.
  *
  * Why C and the C API rather than Cython over cuda.bindings.cydriver: nothing to add at build time beyond
  * the system compiler and Python's headers (the fake libcuda is built the same way), and the calls here
@@ -64,6 +66,9 @@
  *        [offset, offset + n) into the pinned ring at staged by the caller and `threads` copy threads (no
  *        GIL), each piece's DMA enqueued in order as soon as it is filled (so DMAs overlap the filling)
  *   PoolCore, PooledCore, configure_pool(...)    the MemPool's warm alloc and free (backend-agnostic; below)
+ *   vk_configure(...), vk_dispatch(...), vk_execute(...)  the Vulkan backend's recording of a launch and of a
+ *        graph replay, each command's vkCmd* calls in one call (vulkan.inc; leaves: the Python side decided
+ *        what to record)
  */
 #include "core.inc"
 #include "launch.inc"
@@ -71,6 +76,7 @@
 #include "buffers.inc"
 #include "copy.inc"
 #include "pool.inc"
+#include "vulkan.inc"
 
 static PyMethodDef methods[] = {
     {"init", fast_init, METH_NOARGS, "Take the driver entry points from the loaded libcuda.so.1."},
@@ -99,10 +105,16 @@ static PyMethodDef methods[] = {
     {"copy_dtoh", (PyCFunction)(void (*)(void))fast_copy_dtoh, METH_FASTCALL, "cuMemcpyDtoHAsync into a buffer."},
     {"staged_htod", (PyCFunction)(void (*)(void))fast_staged_htod, METH_FASTCALL,
      "A small pageable copy_htod: room in the pinned ring, memcpy, cuMemcpyHtoDAsync."},
+    {"vk_configure", (PyCFunction)(void (*)(void))fast_vk_configure, METH_FASTCALL,
+     "Give the Vulkan recording the vkCmd* entry points' addresses."},
+    {"vk_dispatch", (PyCFunction)(void (*)(void))fast_vk_dispatch, METH_FASTCALL,
+     "Record a Vulkan launch: barrier, binds that changed, push constants, dispatch."},
+    {"vk_execute", (PyCFunction)(void (*)(void))fast_vk_execute, METH_FASTCALL,
+     "Record a Vulkan graph replay: barrier, vkCmdExecuteCommands."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", "The CUDA backend's hot paths in C.", -1, methods};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_fast", "ironaccel's hot paths in C.", -1, methods};
 
 PyMODINIT_FUNC PyInit__fast(void) {
     struct { PyObject **name; const char *text; } names[] = {

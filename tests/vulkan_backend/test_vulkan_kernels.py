@@ -1,7 +1,7 @@
 """The Vulkan backend's own behaviour, beyond the shared conformance suite:
 kernels: scalars, GLSL naming and its compile time limit, the SPIR-V reader
 on hostile bytes, validation of invalid SPIR-V, launch checks against the SPIR-V interface, reflected
-parameters and out-of-bounds writes.
+parameters, out-of-bounds writes, and the binds a launch records in a batch (compiled and cffi recording).
 
 Runs on every software driver this machine has (lavapipe, SwiftShader), with the validation layer on when it
 is installed; each device must end its test with no validation message (the fixtures: conftest.py).
@@ -258,3 +258,39 @@ def test_a_glsl_compile_has_a_time_limit(device, monkeypatch):
     with pytest.raises(ia.CompileError, match="ran past 2 s and was stopped"):
         device.compile(macro_bomb("#version 450\nlayout(local_size_x = 1) in;"), "glsl")
     assert time.monotonic() - started < 60  # the limit plus killing glslang, with room for a loaded CI machine
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["compiled-recording", "cffi-recording"])
+def test_launches_in_one_batch_bind_what_changed_in_either_recording(device, monkeypatch, compiled):
+    """A launch records only the binds its batch does not have (record.Recording: one call of the compiled
+    extension, or cffi calls without it): launches in one batch that change the buffer, then the scalars, then
+    the kernel, around a graph replay (after which nothing is bound), each find their own arguments."""
+    if not compiled:
+        monkeypatch.setenv("IRONACCEL_PURE_PYTHON", "1")
+    elif ia.native.load() is None:
+        pytest.skip(f"no compiled extension here: {ia.native.why_not}")
+    from ironaccel.backends.vulkan import VulkanBackend
+    from ironaccel.backends.vulkan import stream as vulkan_stream
+
+    monkeypatch.setattr(vulkan_stream, "SUBMIT_GAP_S", 60.0)  # after the first launch's batch, one batch
+    dev = VulkanBackend().open_device(0)
+    try:
+        s = dev.create_stream()
+        fill, add = spirv(dev, "fill_u32"), spirv(dev, "add_one")
+        a, b = dev.alloc(64), dev.alloc(64)
+        with s.capture() as graph:
+            s.launch(add, 1, 16, [a, np.uint32(16)])
+        s.launch(fill, 1, 16, [a, np.uint32(5), np.uint32(16)])  # submitted at once: the device was idle
+        s.launch(fill, 1, 16, [b, np.uint32(5), np.uint32(16)])  # a new batch: everything bound
+        s.launch(fill, 1, 16, [a, np.uint32(3), np.uint32(16)])  # another buffer, other scalars
+        s.launch(fill, 1, 16, [b, np.uint32(7), np.uint32(16)])  # another buffer
+        s.launch(fill, 1, 16, [b, np.uint32(9), np.uint32(8)])  # other scalars
+        graph.launch(s)  # a += 1
+        s.launch(fill, 1, 16, [b, np.uint32(9), np.uint32(4)])  # after the replay: everything bound again
+        s.launch(add, 1, 16, [b, np.uint32(16)])  # another kernel
+        assert s._submitted == 1  # the rest was one batch
+        assert read(s, a).view(np.uint32).tolist() == [4] * 16
+        assert read(s, b).view(np.uint32).tolist() == [10] * 8 + [8] * 8
+        graph.close()
+    finally:
+        dev.close()

@@ -45,14 +45,16 @@ How the shared API maps onto Vulkan:
   types (``module.LaunchBinding``); a launch skips the binds (pipeline, descriptor set, push constants) its
   command buffer already has, which last until the next batch or graph replay (``stream.Batch``). A
   launch's descriptor set is made once per (argument layout, exact buffer ranges in order) and kept across
-  batches until its VkBuffer is destroyed or its pool fills. A
-  module is validated by ``spirv-val`` before any driver sees it (by the validation layer when spirv-val is
+  batches until its VkBuffer is destroyed or its pool fills. A launch's commands (and a graph replay's) are
+  recorded in one call of the compiled extension where it is built, else one cffi call each
+  (``record.Recording``). A module is validated by ``spirv-val`` before any driver sees it (by the validation layer when spirv-val is
   missing and validation is on): an invalid one is a CompileError.
 
 Modules, one concern each, named as every backend names them (``ironaccel.backends``): ``native`` (loading
 the package, the checked call proxy, VkResult errors), ``spirv`` (reading a module's kernel interface),
 ``instance`` (VkInstance, validation), ``memory`` (the sub-allocator, buffers), ``stream`` (streams, events,
-timestamps), ``graph`` (captured work and its replay), ``module`` (modules, kernels, pipelines, descriptors,
+timestamps), ``graph`` (captured work and its replay), ``record`` (recording a launch's and a replay's
+commands), ``module`` (modules, kernels, pipelines, descriptors,
 SPIR-V validation), ``device`` (the logical device and device-wide synchronisation), ``backend`` (the
 registered Backend).
 """

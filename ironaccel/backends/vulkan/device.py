@@ -21,6 +21,7 @@ from ...errors import InvalidArgument, NotAvailable, OutOfMemory
 from . import native
 from .graph import GraphResources, VulkanGraph
 from .instance import Instance
+from .record import Recording
 from .memory import ALIGNMENT, BLOCK_SIZE, MemoryPool, VulkanBuffer, Allocation
 from .module import (DescriptorSets, PipelineLayouts, ShaderResources, VulkanModule, compile_glsl,
                        spirv_target_env)
@@ -354,6 +355,8 @@ class VulkanDevice(api.Device):
         self._to_host = (all_commands, vk.VK_PIPELINE_STAGE_HOST_BIT, 0, 1, ffi.new("VkMemoryBarrier*", {
             "sType": vk.VK_STRUCTURE_TYPE_MEMORY_BARRIER, "srcAccessMask": vk.VK_ACCESS_MEMORY_WRITE_BIT,
             "dstAccessMask": vk.VK_ACCESS_HOST_READ_BIT | vk.VK_ACCESS_HOST_WRITE_BIT}), 0, ffi.NULL, 0, ffi.NULL)
+        self._record = Recording()  # how launches and graph replays are recorded
+        self._between_handle = self._record.handle(self._between_commands[4])
         cache_info = ffi.new("VkPipelineCacheCreateInfo*", {"sType": vk.VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO})
         cache = ffi.new("VkPipelineCache*")
         native.call.vkCreatePipelineCache(self._handle, cache_info, ffi.NULL, cache)

@@ -37,10 +37,11 @@ class GraphResources:
     """What a graph's recorded commands use: the secondary command buffer, its descriptor pools (the last
     one in use), its staging. Released once, by the device."""
 
-    __slots__ = ("cmds", "recording", "descriptor_pools")
+    __slots__ = ("cmds", "cmds_handle", "recording", "descriptor_pools")
 
-    def __init__(self, cmds: Any, recording: Batch):
+    def __init__(self, cmds: Any, cmds_handle: Any, recording: Batch):
         self.cmds = cmds  # VkCommandBuffer[1], as vkCmdExecuteCommands takes it
+        self.cmds_handle = cmds_handle  # the same, as the device's Recording takes it
         self.recording = recording
         self.descriptor_pools: list[DescriptorPool] = []
 
@@ -68,7 +69,8 @@ class VulkanGraph(api.Graph):
         })
         cmds = ffi.new("VkCommandBuffer[1]")
         native.call.vkAllocateCommandBuffers(device._handle, info, cmds)
-        self._resources = GraphResources(cmds, Batch(cmds[0]))
+        handle = device._record.handle
+        self._resources = GraphResources(cmds, handle(cmds), Batch(cmds[0], handle(cmds[0])))
         device._graphs.add(self._resources)
         try:
             native.call.vkBeginCommandBuffer(cmds[0], device._graph_begin_info)
@@ -80,16 +82,7 @@ class VulkanGraph(api.Graph):
                                          partial(release_after_replays, device, self._resources, self._replays))
         self._dropped.atexit = False  # at exit the device's close releases it
 
-    # -- capture (called by VulkanStream) ---------------------------------------------------------------
-
-    def _next_command(self) -> Batch:
-        """The recording, with a barrier that orders the next command after the ones before it."""
-        recording = self._resources.recording
-        if recording.commands:
-            dev: VulkanDevice = self._device  # type: ignore[assignment]
-            dev._barrier(recording.cmd, dev._between_commands)
-        recording.commands += 1
-        return recording
+    # -- capture (called by VulkanStream, which records into ``_resources.recording``) ----------------------
 
     def _descriptor_set(self, set_layout: Any, ranges: list[Binds]) -> Any:
         """A set of the graph's own binding ``ranges``: it lives as long as the recorded commands."""
@@ -120,8 +113,10 @@ class VulkanGraph(api.Graph):
         s: VulkanStream = stream  # type: ignore[assignment]
         dev: VulkanDevice = self._device  # type: ignore[assignment]
         with dev._lock:
-            batch = s._recording()
-            native.vk.lib.vkCmdExecuteCommands(batch.cmd, 1, self._resources.cmds)
+            batch = s._open()
+            dev._record.execute(batch.handle, s._barrier_handle if batch.commands else None,
+                                self._resources.cmds_handle)
+            batch.commands += 1
             batch.pipeline = None  # what the batch had bound is undefined after a secondary command buffer
             s._recorded()
             self._replays[s] = s._pending_value()

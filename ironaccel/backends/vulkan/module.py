@@ -350,7 +350,7 @@ class LaunchBinding:
     only packs its scalars, finds its descriptor set and records its commands."""
 
     __slots__ = ("kernel", "buffers", "scalars", "scalar_bytes", "packer", "take_scalars", "float32", "layout",
-                 "set_layout", "pipelines")
+                 "layout_handle", "set_layout", "pipelines")
 
     def __init__(self, kernel: VulkanKernel, types: tuple[type, ...], buffers: tuple[int, ...]):
         op = "Stream.launch"
@@ -380,7 +380,8 @@ class LaunchBinding:
             raise InvalidArgument(op, f"{len(buffers)} buffer arguments; a launch binds at most {DescriptorPool.DESCRIPTORS}")
         with dev._lock:
             self.layout, self.set_layout = dev._layouts.get(len(buffers), offset)
-        self.pipelines: dict[Dim3, Any] = {}
+        self.layout_handle = dev._record.handle(self.layout)
+        self.pipelines: dict[Dim3, Any] = {}  # block -> the pipeline's handle, as the device's Recording takes it
 
     def pack(self, args: list[Any]) -> bytes:
         """The push-constant bytes of the scalar arguments, as ``api.pack_scalars`` packs them: by ``struct``
@@ -392,13 +393,14 @@ class LaunchBinding:
         return self.packer.pack(*self.take_scalars(args))
 
     def pipeline(self, block: Dim3) -> Any:
-        """The pipeline for ``block``, checked and made at its first launch (the launch checked the device is
-        open); kept here for the next launches of up to 256 blocks."""
+        """The pipeline for ``block`` (its handle, as the device's ``Recording`` takes it), checked and made at its
+        first launch (the launch checked the device is open); kept here for the next launches of up to 256 blocks."""
         kernel = self.kernel
         kernel.module._check_block(kernel.name, block)
         dev: VulkanDevice = kernel.module.device  # type: ignore[assignment]
         with dev._lock:
-            pipeline = kernel.module._pipeline(kernel.name, block, len(self.buffers), self.scalar_bytes, self.layout)
+            pipeline = dev._record.handle(
+                kernel.module._pipeline(kernel.name, block, len(self.buffers), self.scalar_bytes, self.layout))
             if len(self.pipelines) < 256:
                 self.pipelines[block] = pipeline
         return pipeline

@@ -69,15 +69,16 @@ class Batch:
     ``vkCmdExecuteCommands`` (after which the spec leaves it undefined) starts from nothing. (A bound set
     stays valid while the batch is open: its buffers and pool are released only after the work enqueued.)"""
 
-    __slots__ = ("cmd", "commands", "value", "staging", "on_complete", "pipeline", "ranges", "scalars")
+    __slots__ = ("cmd", "handle", "commands", "value", "staging", "on_complete", "pipeline", "ranges", "scalars")
 
-    def __init__(self, cmd: Any):
+    def __init__(self, cmd: Any, handle: Any = None):
         self.cmd = cmd
+        self.handle = handle  # cmd as the device's ``Recording`` takes it
         self.commands = 0
         self.value = 0
         self.staging: list[Allocation] = []
         self.on_complete: list[Callable[[], None]] = []
-        self.pipeline: Any = None  # the bound VkPipeline's cdata; the other two are valid only with it
+        self.pipeline: Any = None  # the bound VkPipeline's handle; the other two are valid only with it
         self.ranges: list[Binds] | None = None
         self.scalars: bytes | None = None
 
@@ -338,6 +339,7 @@ class VulkanStream(api.Stream):
         self._free_cmds = handles.free_cmds
         self._pipeline_barrier = native.vk.lib.vkCmdPipelineBarrier  # looked up once: every command records one
         self._between_commands = device._between_commands
+        self._barrier_handle = device._between_handle  # the barrier as the device's ``Recording`` takes it
         # When the stream is collected (the device holds busy ones) its handles go back to the device's spares.
         self._give_back = weakref.finalize(self, device._spare_handles.append, handles)
 
@@ -346,17 +348,20 @@ class VulkanStream(api.Stream):
     def _recording(self) -> Batch:
         """The open batch (while capturing: the graph's recording), with a barrier that orders the next
         command after the ones before it."""
-        if self._capturing is not None:
-            return self._capturing._next_command()
-        if self._flush_error is not None:
-            raise self._flush_error
-        batch = self._batch
-        if batch is None:
-            batch = self._begin()
-        elif batch.commands:
+        batch = self._open()
+        if batch.commands:
             self._pipeline_barrier(batch.cmd, *self._between_commands)
         batch.commands += 1
         return batch
+
+    def _open(self) -> Batch:
+        """The batch the next command goes into (while capturing: the graph's recording), begun if need be;
+        the caller records the barrier when ``commands`` is not 0, and counts its command."""
+        if self._capturing is not None:
+            return self._capturing._resources.recording
+        if self._flush_error is not None:
+            raise self._flush_error
+        return self._batch or self._begin()
 
     def _begin(self) -> Batch:
         """Open a batch: a recycled command buffer (a new one when none is free), begun."""
@@ -374,7 +379,7 @@ class VulkanStream(api.Stream):
             native.call.vkAllocateCommandBuffers(self._device._handle, info, out)
             cmd = out[0]
         native.call.vkBeginCommandBuffer(cmd, self._device._begin_info)
-        batch = self._batch = Batch(cmd)
+        batch = self._batch = Batch(cmd, self._device._record.handle(cmd))
         self._device._busy.add(self)
         return batch
 
@@ -595,32 +600,31 @@ class VulkanStream(api.Stream):
         self._device._wait([(self, value)], limit)
 
     def _launch_prepared(self, plan: api.LaunchPlan, binding: LaunchBinding, args: list[Any]) -> None:
-        """Record bind-pipeline, bind-descriptors (a set made once for these buffers), push constants and
-        dispatch: what ``binding`` worked out for these argument types is not worked out again, and what the
-        command buffer already has bound is not bound again (``Batch``)."""
+        """Record barrier, bind-pipeline, bind-descriptors (a set made once for these buffers), push constants and
+        dispatch in one call of the device's ``Recording``: what ``binding`` worked out for these argument types
+        is not worked out again, and what the command buffer already has bound is not bound again (``Batch``,
+        which says so only once the commands are recorded: a set lookup that raises leaves it as it was)."""
         pipeline = binding.pipelines.get(plan.block) or binding.pipeline(plan.block)
         scalars = binding.pack(args) if binding.scalars else None
         dev = self._device
         with dev._lock:
-            batch = self._recording()
-            cmd = batch.cmd
-            vk = native.vk
-            lib = vk.lib
-            if batch.pipeline is not pipeline:
-                lib.vkCmdBindPipeline(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, pipeline)
-                batch.pipeline, batch.ranges, batch.scalars = pipeline, None, None
+            batch = self._open()
+            bind = pipeline if batch.pipeline is not pipeline else None
+            sets = None
             if binding.buffers:
                 ranges = [args[i]._binds for i in binding.buffers]
-                if ranges != batch.ranges:
+                if bind is not None or ranges != batch.ranges:
                     graph = self._capturing
-                    descriptor_set = (dev._descriptor_sets.get(binding.set_layout, ranges) if graph is None
-                                      else graph._descriptor_set(binding.set_layout, ranges))
-                    lib.vkCmdBindDescriptorSets(cmd, vk.VK_PIPELINE_BIND_POINT_COMPUTE, binding.layout, 0, 1,
-                                                descriptor_set, 0, vk.ffi.NULL)
-                    batch.ranges = ranges
-            if scalars is not None and scalars != batch.scalars:
-                lib.vkCmdPushConstants(cmd, binding.layout, vk.VK_SHADER_STAGE_COMPUTE_BIT, 0, binding.scalar_bytes,
-                                       scalars)
-                batch.scalars = scalars
-            lib.vkCmdDispatch(cmd, *plan.grid)
+                    sets = dev._record.handle(dev._descriptor_sets.get(binding.set_layout, ranges) if graph is None
+                                              else graph._descriptor_set(binding.set_layout, ranges))
+            push = scalars if scalars is not None and (bind is not None or scalars != batch.scalars) else None
+            dev._record.dispatch(batch.handle, self._barrier_handle if batch.commands else None, bind,
+                                 binding.layout_handle, sets, push, *plan.grid)
+            batch.commands += 1
+            if bind is not None:
+                batch.pipeline, batch.ranges, batch.scalars = pipeline, None, None
+            if sets is not None:
+                batch.ranges = ranges
+            if push is not None:
+                batch.scalars = push
             self._recorded()
