@@ -33,6 +33,8 @@ the above:
 * ``cuda.staging`` — the pinned ring and copy threads behind ``copy_htod`` from pageable memory;
 * ``opengl.context`` — EGL devices and the GL thread that owns each context: GL calls run on that thread only;
 * ``vulkan.instance`` — the VkInstance and its validation, shared by the Backend's probe and each Device;
+* ``vulkan.record`` — a launch's and a graph replay's vkCmd* calls in one call of the compiled extension
+  (``_fast_c/vulkan.inc``), or through cffi without it: shared by streams and graphs;
 * ``vulkan.spirv`` — reading a SPIR-V module's kernel interface, without a driver;
 * ``webgpu.reflect`` — WGSL bindings, uniform members and entry points, which wgpu does not reflect.
 """
