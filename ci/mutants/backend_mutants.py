@@ -16,8 +16,8 @@ START_ON_WAIT = {"IRONACCEL_FAKE_CUDA_START_ON_WAIT": "1"}
 #: the WebGPU backend (certified on webgpu/lavapipe)
 WEBGPU: list[Mutant] = [
     Mutant("wgpu-htod-offset-dropped", "webgpu", WGPU + "stream.py",
-           "call(dev._queue.write_buffer, dst._gpu_buffer, dst_offset, src)",
-           "call(dev._queue.write_buffer, dst._gpu_buffer, 0, src)",
+           "call(dev._queue.write_buffer, gpu_buffer, offset, src)",
+           "call(dev._queue.write_buffer, gpu_buffer, 0, src)",
            "webgpu/lavapipe", "an aligned copy_htod at an offset lands at the start of the buffer", ("COPY-1",)),
     Mutant("wgpu-dtoh-subword-offset-ignored", "webgpu", WGPU + "stream.py",
            "dev._readbacks.append((dev._readback_seq, readback, src_offset - start, dst))",
@@ -48,8 +48,8 @@ WEBGPU: list[Mutant] = [
            "webgpu/lavapipe", "fill(value=0) of an aligned range at an offset zeroes the start of the buffer",
            ("FILL-1",)),
     Mutant("wgpu-query-true-before-gpu", "webgpu", WGPU + "stream.py",
-           'if not self._mapping.done() or self._mapping.result()._state == "pending":',
-           "if not self._mapping.done():",
+           'if promise._state == "pending":',
+           "if False:",
            "webgpu/lavapipe", "Event.query() says complete as soon as the fence map was started, not when the GPU got there",
            ("EVENT-5",),
            equivalent="with wgpu-py 0.32 the Fencer's map_async returns only once wgpu-native's poll has drained the "
@@ -248,8 +248,8 @@ VULKAN: list[Mutant] = [
            "vulkan/lavapipe", "a staged fill with an unaligned start and end leaves its last bytes unwritten",
            ("FILL-1",), env=STAGED),
     Mutant("vk-launch-grid-yz-swapped", "vulkan", VK + "stream.py",
-           "lib.vkCmdDispatch(cmd, *plan.grid)",
-           "lib.vkCmdDispatch(cmd, plan.grid[0], plan.grid[2], plan.grid[1])",
+           "binding.layout_handle, sets, push, *plan.grid)",
+           "binding.layout_handle, sets, push, plan.grid[0], plan.grid[2], plan.grid[1])",
            "vulkan/lavapipe", "a 3-D launch runs grid y and z swapped", ("KERNEL-4",)),
     Mutant("vk-staged-dtod-offsets-swapped", "vulkan", VK + "stream.py",
            "            self._copy_region(batch.cmd, src._allocation.block.buffer, src._allocation.offset + src_offset,\n"
