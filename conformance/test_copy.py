@@ -738,3 +738,34 @@ def test_offsets_passed_positionally_raise_type_error_and_copy_nothing(device, s
             POSITIONAL_OFFSETS[op](stream, buf, host)
         assert (read(stream, buf) == POISON).all(), f"{op} wrote the buffer"
     assert (host == 7).all(), f"{op} wrote the host array"
+
+
+#: each op with its offset keyword (fill: its range's), as (name, call on (stream, buf, host, extra keywords))
+OFFSET_KEYWORDS = {
+    "copy_htod": lambda s, b, h, kw: s.copy_htod(b, np.ones(16, np.uint8), **kw),
+    "copy_htod_deferred": lambda s, b, h, kw: s.copy_htod_deferred(b, np.ones(16, np.uint8), **kw),
+    "copy_dtoh": lambda s, b, h, kw: s.copy_dtoh(h, b, **kw),
+    "copy_dtod": lambda s, b, h, kw: s.copy_dtod(b, b, 8, **kw),
+    "fill": lambda s, b, h, kw: s.fill(b, 1, **kw),
+}
+OFFSET_KEYWORD = {"copy_htod": "dst_offset", "copy_htod_deferred": "dst_offset", "copy_dtoh": "src_offset",
+                  "copy_dtod": "dst_offset", "fill": "offset"}
+
+
+@pytest.mark.clause("COPY-70")
+@pytest.mark.parametrize("where", ["alone", "after the offset", "before the offset"])
+@pytest.mark.parametrize("op", sorted(OFFSET_KEYWORDS))
+def test_an_unknown_keyword_raises_type_error_and_copies_nothing(device, stream, op, where):
+    """A misspelt or foreign keyword (`bogus=1`) is refused as by any Python function, also right after a good call
+    of the op: a fast path that reads the offset keyword and ignores the rest would copy as if the caller's other
+    keyword were not there."""
+    offset = {OFFSET_KEYWORD[op]: 16}
+    keywords = {"alone": {"bogus": 1}, "after the offset": {**offset, "bogus": 1},
+                "before the offset": {"bogus": 1, **offset}}[where]
+    host = np.full(16, 7, np.uint8)
+    with poisoned(device, stream, 32) as scratch, poisoned(device, stream, 32) as buf:
+        OFFSET_KEYWORDS[op](stream, scratch, np.zeros(16, np.uint8), offset)  # the op's paths warm (CUDA: the ring)
+        with pytest.raises(TypeError):
+            OFFSET_KEYWORDS[op](stream, buf, host, keywords)
+        assert (read(stream, buf) == POISON).all(), f"{op} wrote the buffer"
+    assert (host == 7).all(), f"{op} wrote the host array"

@@ -2798,6 +2798,59 @@ def test_a_module_the_drivers_linker_made_of_two_ptx_inputs_runs_on_the_librarys
     assert got == [3 * t + 1000 for t in range(32)], got
 
 
+LINK_LOG_BYTES = 4096
+
+
+def _log_text(log: bytearray, which: str) -> str:
+    """The log the driver wrote into a zeroed buffer: its bytes up to the NUL that ends it, checked to be text."""
+    assert 0 in log, f"the {which} log fills its {len(log)}-byte buffer without the NUL that ends a string"
+    text = bytes(log[:log.index(0)])
+    assert all(32 <= b < 127 or b in b"\t\n\r" for b in text), f"the {which} log is not text: {text[:80]!r}"
+    return text.decode()
+
+
+@pytest.mark.clause("KERNEL-120")
+@pytest.mark.parametrize("inputs", ["library and kernel", "kernel alone"])
+def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, inputs):
+    """A client gives the linker info and error log buffers (CU_JIT_INFO_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER,
+    zeroed, as numba-cuda does) and shows or raises what they hold: each is a string, empty or text, whether
+    the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), and a failed
+    link says why in the error log."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
+    cu = device.native.driver
+    opt = cu.CUjit_option
+    texts = [PTX_LINK_LIBRARY, PTX_LINK_KERNEL] if inputs == "library and kernel" else [PTX_LINK_KERNEL]
+    info, error = bytearray(LINK_LOG_BYTES), bytearray(LINK_LOG_BYTES)
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    state = None
+    try:
+        err, state = cu.cuLinkCreate(4, [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                                         opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+                                     [info, LINK_LOG_BYTES, error, LINK_LOG_BYTES])
+        assert not err, f"cuLinkCreate: {err}"
+        for i, text in enumerate(texts):
+            data = text.encode() + b"\0"
+            err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), b"input%d.ptx" % i,
+                                    0, [], [])
+            if err:
+                break
+        else:
+            err = cu.cuLinkComplete(state)[0]
+        info_text, error_text = _log_text(info, "info"), _log_text(error, "error")
+    finally:
+        if state is not None:
+            cu.cuLinkDestroy(state)
+        cu.cuCtxPopCurrent()
+    if inputs == "library and kernel":
+        assert not err, f"the link of the library and the kernel: {err} ({error_text!r})"
+    else:
+        assert err, "the kernel linked alone, with `triple` defined nowhere"
+        assert error_text.strip(), f"the failed link ({err}) left the error log empty"
+
+
 def _long_kernel(steps: int) -> str:
     """PTX of a kernel `long_kernel` that sets r = tid + 1, then runs `mad.lo.u32 r, r, 5, 7` ``steps`` times (as
     a fully unrolled loop does) and stores r to out[tid]."""
