@@ -390,6 +390,8 @@ def test_wgsl_outside_the_argument_convention_is_refused_at_compile(device, kern
     with pytest.raises((ia.CompileError, ia.InvalidArgument)) as info:
         device.compile(WGSL_PRELUDE + body, "wgsl")
     assert info.value.op == "Device.compile" and what in str(info.value), info.value
+    if isinstance(info.value, ia.CompileError):  # as KERNEL-69's: the language compiled, the reason in its log
+        assert info.value.lang == "wgsl" and what in info.value.log, (info.value.lang, info.value.log)
     assert_device_works(device, kernels)
 
 

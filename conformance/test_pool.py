@@ -601,6 +601,35 @@ def test_a_thread_that_ended_leaves_its_blocks_and_no_reservation_behind(device,
         assert (s.bytes_live, s.bytes_cached) == (0, 2 * KiB), f"a cap of two blocks kept {s.bytes_cached} bytes"
 
 
+@pytest.mark.clause("POOL-68")
+@pytest.mark.parametrize("cap", [dict(max_per_bucket=2), dict(max_cached_bytes=2 * KiB)], ids=["blocks", "bytes"])
+def test_a_trim_leaves_no_reservation_of_its_thread_behind(device, stream, cap):
+    """A thread caches two 1 KiB blocks (its front cache reserves the cap's room for both) and trims them:
+    the trim gives that room back with them, so a block another thread then frees fits under a cap of two
+    and stays cached, and that thread's next request of the bucket takes it back. Only the owner of a front
+    cache can take its empty slots' reservation back, and the other thread cannot."""
+    with MemPool(device, stream, **cap) as pool:
+        a, b = pool.alloc(1000), pool.alloc(1000)
+        a.free()
+        b.free()
+        assert pool.trim() == 2 * KiB
+        seen: list[PoolStats] = []
+
+        def free_one_then_take_it_back() -> None:
+            x = pool.alloc(1000)
+            x.free()
+            seen.append(pool.stats())
+            pool.alloc(1000).free()
+            seen.append(pool.stats())
+
+        thread = threading.Thread(target=free_one_then_take_it_back)
+        thread.start()
+        thread.join()
+        freed, taken = seen
+        assert freed.bytes_cached == KiB, f"a block freed under an emptied cap went to the device: {freed}"
+        assert (taken.hits, taken.misses) == (1, 3), f"the next request of the bucket missed: {taken}"
+
+
 @pytest.mark.clause("POOL-3")
 def test_the_largest_bucket_is_256_mib(pool, device):
     """A request above 128 MiB holds a 256 MiB block where the device allows one, and goes back to the cache;
