@@ -15,7 +15,7 @@ import pytest
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
 __all__ = ["NOP", "POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
-           "memory_churn", "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "rng", "rss_bytes",
+           "memory_churn", "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "rng", "resident_growth", "rss_bytes",
            "nop_kernels", "upload"]
 
 POISON = 0xA5
@@ -99,6 +99,21 @@ def rss_bytes() -> int:
 
     with open("/proc/self/statm", encoding="ascii") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def resident_growth(repeat, batch: int, most: int, seconds: float = 10.0) -> tuple[int, int]:
+    """(done, grown bytes): ``repeat(2 * batch)`` first, so what the first rounds set up once (pools, caches) is
+    not counted, then ``repeat(batch)`` until ``most`` are done or ``seconds`` have passed (a slow driver does fewer);
+    ``repeat`` leaves its work completed and collected."""
+    import time
+
+    repeat(2 * batch)
+    before = rss_bytes()
+    done, deadline = 0, time.monotonic() + seconds
+    while done < most and time.monotonic() < deadline:
+        repeat(batch)
+        done += batch
+    return done, rss_bytes() - before
 
 
 def memory_churn(device, target) -> tuple[int, int, int]:

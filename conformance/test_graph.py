@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import time
 import weakref
 
 import numpy as np
@@ -14,7 +13,7 @@ from ironaccel.backends import get as get_backend
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, poisoned, raises_naming, random_bytes, read,
-                      rng, rss_bytes, upload)
+                      resident_growth, rng, upload)
 
 N = 1000
 
@@ -443,15 +442,7 @@ def test_closed_and_dropped_graphs_give_their_driver_resources_back(device, stre
             stream.synchronize()
             gc.collect()
 
-        capture_and_drop(200)  # what the first graphs set up once (pools, caches) is not counted
-        before = rss_bytes()
-        made, deadline = 0, time.monotonic() + 10
-        while made < 20_000 and time.monotonic() < deadline:
-            capture_and_drop(100)
-            made += 100
-        device.synchronize()
-        gc.collect()
-        grown = rss_bytes() - before
+        made, grown = resident_growth(capture_and_drop, 100, 20_000)
         got = read(stream, buf, np.uint32)
         replays = 200 + made
         assert (got[:-1] == 8 * replays).all() and got[-1] == 0, f"{replays} replays: {got[:3]} ... {got[-1]}"

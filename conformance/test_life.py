@@ -26,6 +26,7 @@ from .helpers import (
     memory_churn,
     random_bytes,
     read,
+    resident_growth,
     rng,
     rss_bytes,
 )
@@ -687,14 +688,7 @@ def test_dropped_events_give_their_driver_resources_back(device, stream, kernels
         stream.synchronize()
         gc.collect()
 
-    record_and_drop(2000)  # what the first events set up once (pools, caches) is not counted
-    before = rss_bytes()
-    recorded, deadline = 0, time.monotonic() + 10
-    while recorded < 200_000 and time.monotonic() < deadline:
-        record_and_drop(1000)
-        recorded += 1000
-    device.synchronize()
-    grown = rss_bytes() - before
+    recorded, grown = resident_growth(record_and_drop, 1000, 200_000)
     assert grown < 16 << 20, f"{recorded} events recorded and dropped left {grown / 2**20:.1f} MiB more resident memory"
     assert_device_works(device, kernels)
 
