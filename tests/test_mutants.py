@@ -596,6 +596,20 @@ def test_the_union_section_gives_reasons_and_flags_stale_entries(tmp_path):
     assert "No run recorded" in "\n".join(union.section({"opengl/llvmpipe": _run_cov({})}, {}))
 
 
+def test_renumbering_moves_entries_with_their_code_and_leaves_changed_lines(tmp_path):
+    f = "mod.py"
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / f).write_text("def a(x):\n    if x:\n        return 1\n    if not x:\n        return 2\n")
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", f], check=True)
+    subprocess.run(git + ["commit", "-qm", "m"], check=True)
+    (tmp_path / f).write_text("import os\n\ndef a(x):\n    if x:\n        return 1\n    if x is None:\n        return 2\n")
+    listed = tmp_path / "unreachable.txt"
+    listed.write_text(f"# kept\n{f}:2->3 only a real driver\n{f}:4->exit changed since\n")
+    assert union.renumber("HEAD", listed, tmp_path) == [f"{f}:2->3 -> {f}:4->5"]
+    assert listed.read_text() == f"# kept\n{f}:4->5 only a real driver\n{f}:4->exit changed since\n"
+
+
 def test_every_unreachable_entry_names_a_backend_branch_with_a_reason():
     for branch, reason in union.read_unreachable().items():
         assert re.fullmatch(r"[\w./-]+\.py:\d+->(\d+|exit)", branch) and union.backend_of(branch.rpartition(":")[0]), branch

@@ -6,7 +6,10 @@ can take it."""
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,6 +19,7 @@ from covered import Coverage
 from ironaccel.cts import tables
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
 UNREACHABLE = HERE / "unreachable.txt"
 BACKENDS = ("cuda", "vulkan", "webgpu", "opengl", "opencl")  # the areas of modules.SUITE_AREAS that are backends
 GOAL = 0.85
@@ -122,5 +126,44 @@ def section(covs: dict[str, Coverage], unreachable: dict[str, str] | None = None
     if stale:
         lines += ["", "### Stale entries of `unreachable.txt`", "",
                   "Branches it lists that no module's union leaves untaken (a run takes them now, or the code "
-                  "moved): remove or renumber them.", ""] + [f"- `{b}`" for b in stale]
+                  "moved): remove them, or renumber them (`union.py --renumber COMMIT`).", ""] + [f"- `{b}`" for b in stale]
     return lines
+
+
+def moved_lines(file: str, since: str, repo: Path = REPO) -> dict[int, int]:
+    """Line number in ``file`` at commit ``since`` -> its number now, for the lines no change since touched
+    (difflib's equal blocks between the two texts)."""
+    old = subprocess.run(["git", "show", f"{since}:{file}"], cwd=repo, capture_output=True, text=True, check=True)
+    a, b = old.stdout.splitlines(), (repo / file).read_text(encoding="utf-8").splitlines()
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return {i + k + 1: j + k + 1 for i, j, size in matcher.get_matching_blocks() for k in range(size)}
+
+
+def renumber(since: str, path: Path = UNREACHABLE, repo: Path = REPO) -> list[str]:
+    """Rewrite ``path``'s branches to the lines their code has now, given the commit whose code its numbers
+    were read against; an entry whose line changed since is left as it is (the report lists it as stale, for a
+    person to read again). Returns the entries moved, as ``old -> new``."""
+    maps: dict[str, dict[int, int]] = {}
+    moved, out = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        branch, _, reason = line.partition(" ")
+        if line.strip() and not line.lstrip().startswith("#"):
+            file, _, arc = branch.rpartition(":")
+            start, _, end = arc.partition("->")
+            lines = maps.setdefault(file, moved_lines(file, since, repo))
+            if int(start) in lines and (end == "exit" or int(end) in lines):
+                new = branch_name(file, (lines[int(start)], lines[int(end)] if end != "exit" else -1))
+                if new != branch:
+                    moved.append(f"{branch} -> {new}")
+                line = f"{new} {reason}"
+        out.append(line)
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return moved
+
+
+if __name__ == "__main__":
+    # python3 ci/mutants/union.py --renumber COMMIT: after the backend modules changed, the entries moved with
+    # their code (COMMIT: the one their numbers were read against, e.g. unreachable.txt's last change).
+    if len(sys.argv) != 3 or sys.argv[1] != "--renumber":
+        sys.exit("usage: union.py --renumber COMMIT")
+    print("\n".join(renumber(sys.argv[2])) or "nothing moved")
