@@ -1029,3 +1029,36 @@ def test_dropped_streams_are_given_back_without_a_device_synchronize(device, ker
                                   "the fills of the streams dropped with their work queued did not land")
     assert (got[1024:1032] == 1999 & 0xFF).all(), "the last stream's fill did not land"
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-81")
+def test_objects_dropped_while_an_exception_propagates_leave_it_unchanged(device, stream, kernels):
+    """An object made in an expression that raises is dropped while the interpreter unwinds, with the exception
+    pending: a finalizer written in C (CUDA's buffers and events) runs then, and one that sets the pending
+    exception aside and puts it back with its parts swapped hands the caller the exception's class, its traceback
+    or another error instead. Each kind, dropped so three times, leaves the ZeroDivisionError as it was raised."""
+    zero = 0
+    try:
+        1 // zero
+    except ZeroDivisionError as exc:
+        expected = str(exc)
+    pool = ia.MemPool(device, stream)
+    makers = {"a Buffer never freed": lambda: device.alloc(64), "an Event": stream.record,
+              "a created Stream": device.create_stream, "a PooledBuffer never freed": lambda: pool.alloc(64)}
+    if device.supports("events.timing"):
+        makers["a timed Event"] = lambda: stream.record(timing=True)
+    for what, make in makers.items():
+        for _ in range(3):
+            caught: object = None
+            try:
+                (make(), 1 // zero)  # the new object is dropped as the ZeroDivisionError unwinds this expression
+            except BaseException as exc:  # noqa: BLE001 - whatever arrives is what is checked
+                caught = exc
+            assert type(caught) is ZeroDivisionError and str(caught) == expected, (
+                f"{what} dropped while a ZeroDivisionError propagated: the caller caught {caught!r}")
+            assert caught.__traceback__ is not None and caught.__traceback__.tb_frame is sys._getframe(), (
+                f"{what} dropped while a ZeroDivisionError propagated: its traceback was replaced")
+    del caught  # its traceback holds this frame
+    stream.synchronize()
+    pool.close()
+    assert_device_works(device, kernels)

@@ -26,7 +26,9 @@ DROPPED_QUEUES_KEPT = 64  # past this many dropped streams' queues, creating a s
 
 def _device_info(device: Any, index: int) -> DeviceInfo:
     cl = native.cl
-    sizes = tuple(device.max_work_item_sizes[:3])
+    # every device clGetDeviceIDs(CL_DEVICE_TYPE_ALL) lists has at least 3 work-item dimensions (only
+    # CL_DEVICE_TYPE_CUSTOM devices, never listed there and without OpenCL C, may have fewer)
+    x, y, z, *_ = device.max_work_item_sizes
     return DeviceInfo(
         backend=BACKEND,
         index=index,
@@ -39,7 +41,7 @@ def _device_info(device: Any, index: int) -> DeviceInfo:
         limits=Limits(
             max_alloc=device.max_mem_alloc_size,
             max_threads_per_block=device.max_work_group_size,
-            max_block=(sizes + (1, 1, 1))[:3],
+            max_block=(x, y, z),
             # OpenCL bounds only the global size (a size_t): grid x block must fit 32 bits here, as ids are uint
             max_grid=(2**31 - 1, 65535, 65535),
             max_shared_memory=device.local_mem_size,

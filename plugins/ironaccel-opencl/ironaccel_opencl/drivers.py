@@ -23,7 +23,7 @@ VENDORS = Path("/etc/OpenCL/vendors")
 KERNELS = (KernelDialect("opencl", HERE / "kernels", ".cl"),)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)  # rows name their fields: a bare True or False says nothing on its own
 class KnownDriver:
     driver: str
     simulated: bool
@@ -33,14 +33,14 @@ class KnownDriver:
 
 #: Library stem (no lib prefix, no .so suffix, lower case) -> the driver.
 KNOWN_LIBRARIES = {
-    "pocl": KnownDriver("pocl", True, ("portable computing language",),
-                        "apt-get install pocl-opencl-icd ocl-icd-libopencl1"),
-    "nvidia-opencl": KnownDriver("nvidia", False, ("nvidia",)),
-    "rusticlopencl": KnownDriver("rusticl", False, ("rusticl",)),
-    "mesaopencl": KnownDriver("clover", False, ("clover",)),
-    "amdocl64": KnownDriver("amd", False, ("amd accelerated parallel processing",)),
-    "igdrcl": KnownDriver("intel", False, ("intel(r) opencl",)),
-    "intelocl": KnownDriver("intel-cpu", True, ("intel(r) opencl",)),
+    "pocl": KnownDriver(driver="pocl", simulated=True, words=("portable computing language",),
+                        fix="apt-get install pocl-opencl-icd ocl-icd-libopencl1"),
+    "nvidia-opencl": KnownDriver(driver="nvidia", simulated=False, words=("nvidia",)),
+    "rusticlopencl": KnownDriver(driver="rusticl", simulated=False, words=("rusticl",)),
+    "mesaopencl": KnownDriver(driver="clover", simulated=False, words=("clover",)),
+    "amdocl64": KnownDriver(driver="amd", simulated=False, words=("amd accelerated parallel processing",)),
+    "igdrcl": KnownDriver(driver="intel", simulated=False, words=("intel(r) opencl",)),
+    "intelocl": KnownDriver(driver="intel-cpu", simulated=True, words=("intel(r) opencl",)),
 }
 ALWAYS_DECLARED = ("pocl",)
 
@@ -61,7 +61,7 @@ class ICD:
         if stem in KNOWN_LIBRARIES:
             return KNOWN_LIBRARIES[stem]
         name = re.sub(r"[^a-z0-9_-]+", "_", stem) or "unknown"
-        return KnownDriver(name, False, (name,))
+        return KnownDriver(driver=name, simulated=False, words=(name,))
 
 
 def discover() -> dict[str, ICD]:
