@@ -804,3 +804,63 @@ def test_closing_a_device_gives_back_the_buffers_its_caller_still_holds(device, 
     finally:
         held.clear()
     assert_device_works(device, kernels)
+
+
+#: the child of DEV-84: opens the target's device and closes it (the primary context inactive again), sets the
+#: primary context's flags to CU_CTX_SCHED_BLOCKING_SYNC, opens the device again (the library retains the
+#: context, which CUDA creates now, with those flags), and prints what the driver reports and whether a fill works
+PRIMARY_FLAGS_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+target = get(sys.argv[1])
+device = _open(target)
+cu, dev = device.native.driver, device.native.device
+device.close()
+blocking = int(cu.CUctx_flags.CU_CTX_SCHED_BLOCKING_SYNC)
+out = {"wanted": blocking, "set": int(cu.cuDevicePrimaryCtxSetFlags(dev, blocking)[0])}
+device = _open(target)
+err, flags, active = cu.cuDevicePrimaryCtxGetState(dev)
+out["state"] = [int(err), int(flags), int(active)]
+err, flags = cu.cuCtxGetFlags()
+out["current"] = [int(err), int(flags)]
+stream = device.create_stream()
+with device.alloc(256) as buf:
+    stream.fill(buf, 7)
+    got = np.zeros(256, np.uint8)
+    stream.copy_dtoh(got, buf)
+    stream.synchronize()
+out["filled"] = sorted(set(got.tolist()))
+device.close()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.clause("DEV-84")
+def test_the_primary_context_is_created_with_the_flags_set_for_it(device, target):
+    """cuDevicePrimaryCtxSetFlags sets the flags the primary context is created with (a client picks how its
+    thread waits for the GPU this way before any library retains the context). In a child process, with the
+    flags set to CU_CTX_SCHED_BLOCKING_SYNC while the context is inactive, the context the library retains when it
+    opens the device again has them: cuCtxGetFlags (the context current) and cuDevicePrimaryCtxGetState report
+    that scheduling mode (CU_CTX_SCHED_MASK's bits; a driver may set others, as CU_CTX_MAP_HOST), and the device
+    works."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDevicePrimaryCtxSetFlags)")
+    proc = subprocess.run([sys.executable, "-c", PRIMARY_FLAGS_CHILD, target.name], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    sched_mask = int(device.native.driver.CUctx_flags.CU_CTX_SCHED_MASK)
+    wanted = got["wanted"]
+    assert got["set"] == 0, f"cuDevicePrimaryCtxSetFlags({wanted:#x}) of the inactive primary context: {got['set']}"
+    err, flags, active = got["state"]
+    assert err == 0 and active == 1, f"cuDevicePrimaryCtxGetState with the device open again: {got['state']}"
+    assert flags & sched_mask == wanted, \
+        f"cuDevicePrimaryCtxGetState reports flags {flags:#x}, scheduling mode {flags & sched_mask:#x}, not {wanted:#x}"
+    err, flags = got["current"]
+    assert err == 0, f"cuCtxGetFlags: {err}"
+    assert flags & sched_mask == wanted, (
+        f"the primary context, created after its flags were set to {wanted:#x} (CU_CTX_SCHED_BLOCKING_SYNC), has "
+        f"flags {flags:#x} (cuCtxGetFlags): scheduling mode {flags & sched_mask:#x}")
+    assert got["filled"] == [7], f"a fill of 7 read back as {got['filled']}"
