@@ -17,7 +17,8 @@ from ironaccel.backends import get as get_backend, registry
 from ironaccel.api import CAPABILITIES
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import NOP, RunningWork, assert_device_works, poisoned, raises_naming, read
+from .helpers import (NOP, RunningWork, assert_device_works, host_pages_above, host_pages_low, poisoned, raises_naming,
+                      read)
 
 
 @pytest.mark.clause("DEV-1")
@@ -563,50 +564,6 @@ def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
     assert re.match(rf"{re.escape(name)}\b", device.info.driver_version), (device.info.driver_version, version)
 
 
-_HOST_PAGES_CALLS = [0]
-
-
-def _host_pages_above(address: int, size: int) -> tuple[int, object]:
-    """Anonymous host pages, mapped above ``address`` where there is room (else wherever the system puts them),
-    and the function that unmaps them. Each call starts one GiB higher, so that a rerun of a failed test does
-    not meet what the failed run left registered."""
-    # a driver reserving its device address range in one piece reserves at most 256 GiB above ``address``
-    return _host_pages_from((address + (1 << 38)) & ~((1 << 30) - 1), size)
-
-
-def _host_pages_low(size: int) -> tuple[int, object]:
-    """As _host_pages_above, from 64 GiB up: far below where Linux puts a process's shared libraries and the
-    anonymous memory it maps without an address (just under the stack, near 128 TiB), so below the memory a
-    driver maps for itself there."""
-    return _host_pages_from(1 << 36, size)
-
-
-def _host_pages_from(start: int, size: int) -> tuple[int, object]:
-    """Anonymous host pages at the first free GiB boundary from ``start`` (else wherever the system puts
-    them), and the function that unmaps them."""
-    import ctypes
-    import mmap
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-    fixed_noreplace, failed = 0x100000, ctypes.c_void_p(-1).value
-    start += _HOST_PAGES_CALLS[0] * (1 << 30)
-    for i in range(256):
-        p = libc.mmap(start + i * (1 << 30), size, prot, flags | fixed_noreplace, -1, 0)
-        if p not in (None, failed) and p == start + i * (1 << 30):
-            _HOST_PAGES_CALLS[0] += i + 1
-            break
-        if p not in (None, failed):
-            libc.munmap(p, size)
-    else:
-        p = libc.mmap(None, size, prot, flags, -1, 0)
-        assert p not in (None, failed), f"mmap of {size} bytes failed"
-    ctypes.memset(p, 5, size)
-    return p, lambda: libc.munmap(p, size)
-
-
 @pytest.mark.clause("DEV-78")
 def test_destroying_a_cuda_context_releases_its_memory_and_host_registrations(device):
     """A client's own context (a profiler, a second library) allocates device memory and page-locks host memory
@@ -630,7 +587,7 @@ def test_destroying_a_cuda_context_releases_its_memory_and_host_registrations(de
             assert err == ok, f"cuCtxCreate: {err}"
             err, dptr = cu.cuMemAlloc(size)
             assert err == ok, f"cuMemAlloc({size}) in the new context: {err}"
-            host, unmap = _host_pages_above(int(dptr), pages) if place == "above" else _host_pages_low(pages)
+            host, unmap = host_pages_above(int(dptr), pages) if place == "above" else host_pages_low(pages)
             where = f"{pages} bytes at {host:#x} ({place} the device memory at {int(dptr):#x})"
             err, = cu.cuMemHostRegister(host, pages, 0)
             assert err == ok, f"cuMemHostRegister of {where} in the new context: {err}"

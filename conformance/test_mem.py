@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import assert_device_works, memory_churn, random_bytes, read, rss_bytes
+from .helpers import assert_device_works, host_pages_above, host_pages_low, memory_churn, random_bytes, read, rss_bytes
 
 
 @pytest.mark.clause("MEM-1")
@@ -206,3 +208,49 @@ def test_the_drivers_own_free_takes_back_what_its_alloc_gave_and_only_that(devic
     assert err_free == cu.CUresult.CUDA_SUCCESS, f"cuMemFree of what cuMemAlloc gave: {err_free}"
     assert err_again != cu.CUresult.CUDA_SUCCESS, "cuMemFree of a pointer already freed succeeded"
     assert err_host == cu.CUresult.CUDA_SUCCESS, f"cuMemFreeHost of what cuMemHostAlloc gave: {err_host}"
+
+
+@pytest.mark.clause("MEM-54")
+def test_host_memory_registered_once_cannot_be_registered_again(device):
+    """Clients that mix libraries page-lock their host memory with the driver's own cuMemHostRegister: a range of
+    which part or all is registered already is refused with CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (the same
+    range again, and one containing it), and after cuMemHostUnregister the whole range registers. Done with the
+    pages far below every other allocation of the driver, then above a device buffer, so that the registration
+    is the first, then a later entry of a driver table kept in address order. A driver that takes an overlapping
+    registration makes two owners of the pages: the first unregister unpins them under the other."""
+    if device.info.backend != "cuda" or not sys.platform.startswith("linux"):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver on Linux (cuMemHostRegister)")
+    cu = device.native.driver
+    ok, already = cu.CUresult.CUDA_SUCCESS, cu.CUresult.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+    size, half = 1 << 20, 1 << 19
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        with device.alloc(size) as buf:
+            for place in ("below", "above"):
+                host, unmap = host_pages_low(size) if place == "below" else host_pages_above(int(buf.handle), size)
+                where = f"the {size} bytes at {host:#x} ({place} the device buffer at {int(buf.handle):#x})"
+                registered = False
+                try:
+                    err, = cu.cuMemHostRegister(host, half, 0)
+                    assert err == ok, f"cuMemHostRegister of the first half of {where}: {err}"
+                    registered = True
+                    err, = cu.cuMemHostRegister(host, half, 0)
+                    assert err == already, f"cuMemHostRegister of the first half of {where} again: {err}"
+                    err, = cu.cuMemHostRegister(host, size, 0)
+                    assert err == already, \
+                        f"cuMemHostRegister of {where}, whose first half is registered already: {err}"
+                    err, = cu.cuMemHostUnregister(host)
+                    assert err == ok, f"cuMemHostUnregister of the first half of {where}: {err}"
+                    registered = False
+                    err, = cu.cuMemHostRegister(host, size, 0)
+                    assert err == ok, f"cuMemHostRegister of {where} after its first half was unregistered: {err}"
+                    registered = True
+                finally:  # a driver that took a second registration has two to drop: a rerun must not meet them
+                    for _ in range(3 if registered else 0):
+                        if cu.cuMemHostUnregister(host)[0] != ok:
+                            break
+                    unmap()
+    finally:
+        err, _ = cu.cuCtxPopCurrent()
+    assert not err, f"cuCtxPopCurrent: {err}"
