@@ -14,9 +14,9 @@ import pytest
 
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
-__all__ = ["NOP", "POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
-           "host_pages_above", "host_pages_low", "memory_churn", "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "rng", "rss_bytes",
-           "nop_kernels", "upload"]
+__all__ = ["NOP", "POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div",
+           "lcg", "host_pages_above", "host_pages_low", "memory_churn", "poisoned", "poll_until_complete",
+           "raises_naming", "random_bytes", "read", "rng", "rss_bytes", "nop_kernels", "upload"]
 
 POISON = 0xA5
 
