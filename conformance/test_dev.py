@@ -821,3 +821,29 @@ def test_the_primary_context_is_created_with_the_flags_set_for_it(device, target
         f"the primary context, created after its flags were set to {wanted:#x} (CU_CTX_SCHED_BLOCKING_SYNC), has "
         f"flags {flags:#x} (cuCtxGetFlags): scheduling mode {flags & sched_mask:#x}")
     assert got["filled"] == [7], f"a fill of 7 read back as {got['filled']}"
+
+
+@pytest.mark.clause("DEV-85")
+def test_a_cuda_devices_uuid_identifies_it(device):
+    """Clients tell devices apart, and match them to NVML's and nvidia-smi's, by the UUID cuDeviceGetUuid gives:
+    16 bytes that are not the nil UUID (all zero, which identifies nothing), the same each time asked, and what
+    `DeviceInfo.extra["uuid"]` spells as nvidia-smi does (GPU-8-4-4-4-12 hex digits); an ordinal past
+    cuDeviceGetCount's is refused with CUDA_ERROR_INVALID_DEVICE, never answered with some UUID."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetUuid)")
+    cu = device.native.driver
+    answers = []
+    for _ in range(2):
+        err, uuid = cu.cuDeviceGetUuid(device.native.device)
+        assert err == cu.CUresult.CUDA_SUCCESS, f"cuDeviceGetUuid: {err}"
+        answers.append(bytes(uuid.bytes)[:16])
+    assert answers[0] != bytes(16), "cuDeviceGetUuid gave the nil UUID (16 zero bytes)"
+    assert answers[0] == answers[1], f"cuDeviceGetUuid gave {answers[0].hex()}, then {answers[1].hex()}"
+    h = answers[0].hex()
+    assert device.info.extra["uuid"] == f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}", \
+        f"DeviceInfo.extra['uuid'] is {device.info.extra['uuid']!r}, cuDeviceGetUuid's bytes {h}"
+    err, count = cu.cuDeviceGetCount()
+    assert err == cu.CUresult.CUDA_SUCCESS, f"cuDeviceGetCount: {err}"
+    err, _ = cu.cuDeviceGetUuid(cu.CUdevice(count))
+    assert err == cu.CUresult.CUDA_ERROR_INVALID_DEVICE, \
+        f"cuDeviceGetUuid of device {count} (cuDeviceGetCount says {count}): {err}, not CUDA_ERROR_INVALID_DEVICE"
