@@ -2895,3 +2895,51 @@ def test_a_long_kernel_that_repeats_its_immediates_runs_with_a_full_block(device
     wrong = np.flatnonzero(got != want)
     assert not wrong.size, (f"{wrong.size} threads wrong, the first {int(wrong[0])}: {int(got[wrong[0]]):#x}, "
                             f"want {int(want[wrong[0]]):#x}")
+
+
+@pytest.mark.clause("KERNEL-121")
+def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, stream, require):
+    """A cooperative launch (cuLaunchCooperativeKernel, for kernels whose blocks wait for each other) runs only
+    when every block of the grid can be resident at once: CUDA refuses a grid of more blocks than
+    cuOccupancyMaxActiveBlocksPerMultiprocessor times MULTIPROCESSOR_COUNT with
+    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE. The blocks are those of all three dimensions: a grid of (limit, 1,
+    2) is refused, and (limit // 2, 1, 2) and (limit, 1, 1) run. A driver that miscounts a dimension lets a grid
+    through whose blocks cannot all be resident, and a kernel whose blocks wait for each other then hangs."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLaunchCooperativeKernel)")
+    cu = device.native.driver
+    attribute = cu.CUdevice_attribute
+    err, cooperative = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, device.native.device)
+    assert not err, f"cuDeviceGetAttribute(COOPERATIVE_LAUNCH): {err}"
+    if not cooperative:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a device that launches cooperatively")
+    err, sms = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device.native.device)
+    assert not err and sms > 0, f"cuDeviceGetAttribute(MULTIPROCESSOR_COUNT): {err}, {sms}"
+    threads = 32
+    with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 4) as out:
+        kernel = module.kernel("fill7")
+        stream.synchronize()
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        results = {}
+        try:
+            err, per_sm = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, threads, 0)
+            assert not err and per_sm > 0, f"cuOccupancyMaxActiveBlocksPerMultiprocessor: {err}, {per_sm}"
+            limit = per_sm * sms
+            grids = [(limit, 1, 2), (limit, 1, 1)] + ([(limit // 2, 1, 2)] if limit >= 2 else [])
+            for grid in grids:
+                results[grid], = cu.cuLaunchCooperativeKernel(kernel.native, *grid, threads, 1, 1, 0, stream.native,
+                                                              ((out.handle,), (ctypes.c_void_p,)))
+            err_sync, = cu.cuStreamSynchronize(stream.native)
+        finally:
+            cu.cuCtxPopCurrent()
+        too_large = cu.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+        assert results[(limit, 1, 2)] == too_large, (
+            f"a cooperative launch of a grid (limit, 1, 2) = {2 * limit} blocks, {per_sm} per multiprocessor on {sms} "
+            f"fitting at once: {results[(limit, 1, 2)]}, not CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE")
+        ran = {grid: err for grid, err in results.items() if grid != (limit, 1, 2)}
+        assert all(err == cu.CUresult.CUDA_SUCCESS for err in ran.values()), \
+            f"cooperative launches of grids of at most {limit} blocks ({per_sm} per multiprocessor on {sms}): {ran}"
+        assert not err_sync, f"cuStreamSynchronize: {err_sync}"
+        assert read(stream, out, np.uint32).tolist() == [7]
