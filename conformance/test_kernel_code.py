@@ -2943,3 +2943,57 @@ def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, 
             f"cooperative launches of grids of at most {limit} blocks ({per_sm} per multiprocessor on {sms}): {ran}"
         assert not err_sync, f"cuStreamSynchronize: {err_sync}"
         assert read(stream, out, np.uint32).tolist() == [7]
+
+
+def _immediate_chain(name: str, immediates: list[int]) -> str:
+    """PTX: each thread adds the immediates, one `add.u32` each, to its index and stores the sum at its word."""
+    adds = "\n".join(f"    add.u32 %r1, %r1, {k};" for k in immediates)
+    return f""".version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry {name}(.param .u64 {name}_out)
+{{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [{name}_out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+{adds}
+    st.global.u32 [%rd2], %r1;
+    ret;
+}}
+"""
+
+
+@pytest.mark.clause("KERNEL-122")
+def test_a_kernels_register_count_does_not_grow_with_its_distinct_immediates(device, stream, require):
+    """NUM_REGS counts the registers each thread uses, and an immediate is part of its instruction: two kernels
+    that differ only in their immediates (100 `add.u32` of the same 5, and of 1, 2, ..., 100) run (each thread
+    stores its index plus the sum) and report register counts within 16 of each other. An implementation that
+    counts a register for each distinct immediate reports about 100 more for the second, which an occupancy
+    calculator (the multiprocessor's registers divided by NUM_REGS) takes for a kernel that fits a third as
+    many blocks."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
+    cu = device.native.driver
+    threads, count = 32, 100
+    chains = {"same_immediate": [5] * count, "distinct_immediates": list(range(1, count + 1))}
+    registers = {}
+    for name, immediates in chains.items():
+        with device.compile(_immediate_chain(name, immediates), "ptx") as module, \
+                poisoned(device, stream, 4 * threads) as out:
+            kernel = module.kernel(name)
+            stream.launch(kernel, 1, threads, (out,))
+            got = read(stream, out, np.uint32)
+            want = np.arange(threads, dtype=np.uint32) + np.uint32(sum(immediates))
+            assert (got == want).all(), f"{name}: {got.tolist()}, want {want.tolist()}"
+            err, registers[name] = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
+                                                         kernel.native)
+            assert not err, f"cuFuncGetAttribute(NUM_REGS) of {name}: {err}"
+    assert abs(registers["distinct_immediates"] - registers["same_immediate"]) <= 16, (
+        f"NUM_REGS {registers['same_immediate']} for 100 adds of the same immediate, "
+        f"{registers['distinct_immediates']} for 100 adds of distinct ones")
