@@ -2997,3 +2997,50 @@ def test_a_kernels_register_count_does_not_grow_with_its_distinct_immediates(dev
     assert abs(registers["distinct_immediates"] - registers["same_immediate"]) <= 16, (
         f"NUM_REGS {registers['same_immediate']} for 100 adds of the same immediate, "
         f"{registers['distinct_immediates']} for 100 adds of distinct ones")
+
+
+#: lane 0 alone runs a warp shuffle (member mask 1) in a branch the other lanes skip; then every lane votes with
+#: the full member mask and stores the ballot (plus the shuffle's result, 0, on lane 0)
+PTX_LATE_LANE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry late_lane(.param .u64 late_lane_out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [late_lane_out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    mov.u32 %r2, 0;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra VOTE;
+    shfl.sync.idx.b32 %r2, %r1, 0, 31, 1;
+VOTE:
+    setp.lt.u32 %p2, %r1, 32;
+    vote.sync.ballot.b32 %r3, %p2, -1;
+    add.u32 %r4, %r3, %r2;
+    st.global.u32 [%rd2], %r4;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-123")
+def test_a_full_warp_vote_waits_for_the_lane_that_ran_a_collective_alone(device, stream, require):
+    """A `.sync` warp collective names the lanes that take part (its member mask), and each named lane takes
+    part, wherever it comes from: lane 0 alone runs a shuffle (member mask 1) in a branch the other 31 lanes
+    skip, then all 32 vote (`vote.sync.ballot` with the full mask, each voting true), and every lane's ballot is
+    0xFFFFFFFF. An implementation that runs the vote of the lanes that got there first, without the lane still
+    in its branch, gives them 0xFFFFFFFE."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX warp collectives)")
+    with device.compile(PTX_LATE_LANE, "ptx") as module, poisoned(device, stream, 4 * 32) as out:
+        stream.launch(module.kernel("late_lane"), 1, 32, (out,))
+        got = read(stream, out, np.uint32)
+    wrong = {lane: f"{int(v):#x}" for lane, v in enumerate(got) if v != 0xFFFFFFFF}
+    assert not wrong, f"ballots of the full warp other than 0xffffffff (lane: ballot): {wrong}"
