@@ -2897,14 +2897,35 @@ def test_a_long_kernel_that_repeats_its_immediates_runs_with_a_full_block(device
                             f"want {int(want[wrong[0]]):#x}")
 
 
+def _cooperative_config(cu, grid: tuple[int, int, int], threads: int, stream: object) -> object:
+    """cuLaunchKernelEx's configuration of a cooperative launch, CU_LAUNCH_ATTRIBUTE_COOPERATIVE given after
+    another attribute (the stream's own priority, 0): a driver must read every attribute, not the first."""
+    priority = cu.CUlaunchAttribute()
+    priority.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PRIORITY
+    priority.value.priority = 0
+    cooperative = cu.CUlaunchAttribute()
+    cooperative.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+    cooperative.value.cooperative = 1
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
+    config.sharedMemBytes = 0
+    config.hStream = stream
+    config.attrs = [priority, cooperative]
+    config.numAttrs = 2
+    return config
+
+
 @pytest.mark.clause("KERNEL-121")
 def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, stream, require):
     """A cooperative launch (cuLaunchCooperativeKernel, for kernels whose blocks wait for each other) runs only
     when every block of the grid can be resident at once: CUDA refuses a grid of more blocks than
     cuOccupancyMaxActiveBlocksPerMultiprocessor times MULTIPROCESSOR_COUNT with
     CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE. The blocks are those of all three dimensions: a grid of (limit, 1,
-    2) is refused, and (limit // 2, 1, 2) and (limit, 1, 1) run. A driver that miscounts a dimension lets a grid
-    through whose blocks cannot all be resident, and a kernel whose blocks wait for each other then hangs."""
+    2) is refused, and (limit // 2, 1, 2) and (limit, 1, 1) run; the same through cuLaunchKernelEx with
+    CU_LAUNCH_ATTRIBUTE_COOPERATIVE after another attribute. A driver that miscounts a dimension, or reads only a
+    launch's first attribute, lets a grid through whose blocks cannot all be resident, and a kernel whose blocks
+    wait for each other then hangs."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLaunchCooperativeKernel)")
@@ -2931,14 +2952,18 @@ def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, 
             for grid in grids:
                 results[grid], = cu.cuLaunchCooperativeKernel(kernel.native, *grid, threads, 1, 1, 0, stream.native,
                                                               ((out.handle,), (ctypes.c_void_p,)))
+                results["cuLaunchKernelEx", grid], = cu.cuLaunchKernelEx(
+                    _cooperative_config(cu, grid, threads, stream.native), kernel.native,
+                    ((out.handle,), (ctypes.c_void_p,)), 0)
             err_sync, = cu.cuStreamSynchronize(stream.native)
         finally:
             cu.cuCtxPopCurrent()
         too_large = cu.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
-        assert results[(limit, 1, 2)] == too_large, (
-            f"a cooperative launch of a grid (limit, 1, 2) = {2 * limit} blocks, {per_sm} per multiprocessor on {sms} "
-            f"fitting at once: {results[(limit, 1, 2)]}, not CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE")
-        ran = {grid: err for grid, err in results.items() if grid != (limit, 1, 2)}
+        for how in ((limit, 1, 2), ("cuLaunchKernelEx", (limit, 1, 2))):
+            assert results[how] == too_large, (
+                f"a cooperative launch ({how}) of a grid (limit, 1, 2) = {2 * limit} blocks, {per_sm} per "
+                f"multiprocessor on {sms} fitting at once: {results[how]}, not CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE")
+        ran = {how: err for how, err in results.items() if (limit, 1, 2) not in (how, how[1])}
         assert all(err == cu.CUresult.CUDA_SUCCESS for err in ran.values()), \
             f"cooperative launches of grids of at most {limit} blocks ({per_sm} per multiprocessor on {sms}): {ran}"
         assert not err_sync, f"cuStreamSynchronize: {err_sync}"
