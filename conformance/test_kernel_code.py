@@ -3069,3 +3069,86 @@ def test_a_full_warp_vote_waits_for_the_lane_that_ran_a_collective_alone(device,
         got = read(stream, out, np.uint32)
     wrong = {lane: f"{int(v):#x}" for lane, v in enumerate(got) if v != 0xFFFFFFFF}
     assert not wrong, f"ballots of the full warp other than 0xffffffff (lane: ballot): {wrong}"
+
+
+
+#: a kernel that stores each thread's index in a module-scope .shared array, calls the module's first function (which
+#: does nothing) and then its last (which stores index + 100 in another module-scope .shared array, named nowhere
+#: else, and returns what it reads back), and stores the sum of its own word read back and the returned value
+PTX_SHARED_THROUGH_CALLS = """.version 7.5
+.target sm_75
+.address_size 64
+
+.shared .align 4 .b32 kernel_words[32];
+.shared .align 4 .b32 callee_words[32];
+
+.func first_fn()
+{
+    ret;
+}
+
+.func (.param .b32 back) store_in_callee_words(.param .b32 tid);
+
+.visible .entry calls_two(.param .u64 calls_two_out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [calls_two_out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    mov.u64 %rd4, kernel_words;
+    add.s64 %rd5, %rd4, %rd3;
+    st.shared.u32 [%rd5], %r1;
+    call.uni first_fn, ();
+    {
+    .param .b32 p0;
+    .param .b32 r0;
+    st.param.b32 [p0], %r1;
+    call.uni (r0), store_in_callee_words, (p0);
+    ld.param.b32 %r3, [r0];
+    }
+    bar.sync 0;
+    ld.shared.u32 %r2, [%rd5];
+    add.u32 %r4, %r2, %r3;
+    add.s64 %rd2, %rd2, %rd3;
+    st.global.u32 [%rd2], %r4;
+    ret;
+}
+
+.func (.param .b32 back) store_in_callee_words(.param .b32 tid)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.b32 %r1, [tid];
+    add.u32 %r2, %r1, 100;
+    mul.wide.u32 %rd1, %r1, 4;
+    mov.u64 %rd2, callee_words;
+    add.s64 %rd3, %rd2, %rd1;
+    st.shared.u32 [%rd3], %r2;
+    ld.shared.u32 %r3, [%rd3];
+    st.param.b32 [back], %r3;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-124")
+def test_a_shared_array_only_a_called_function_names_is_apart_from_the_kernels_own(device, stream, require):
+    """Module-scope `.shared` variables are distinct memory of each block, whichever function names them: a kernel
+    stores each thread's index in one, calls the module's first function and then its last, which stores index
+    + 100 in another (named by no other function) and returns it read back; the kernel reads its own word back
+    and stores the sum, 2 * index + 100. An implementation that lays out a block's shared memory from the
+    functions each kernel calls, and loses a call (the module's first and last functions taken for one), places
+    the callee's array on the kernel's, and the kernel reads back the callee's value."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX with module-scope .shared variables)")
+    threads = 32
+    with device.compile(PTX_SHARED_THROUGH_CALLS, "ptx") as module, poisoned(device, stream, 4 * threads) as out:
+        stream.launch(module.kernel("calls_two"), 1, threads, (out,))
+        got = read(stream, out, np.uint32)
+    want = 2 * np.arange(threads, dtype=np.uint32) + np.uint32(100)
+    wrong = np.flatnonzero(got != want)
+    assert not wrong.size, (f"{wrong.size} threads wrong, the first {int(wrong[0])}: {int(got[wrong[0]])}, want "
+                            f"{int(want[wrong[0]])} (its own word {int(wrong[0])} plus the callee's)")
