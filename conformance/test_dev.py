@@ -847,3 +847,55 @@ def test_a_cuda_devices_uuid_identifies_it(device):
     err, _ = cu.cuDeviceGetUuid(cu.CUdevice(count))
     assert err == cu.CUresult.CUDA_ERROR_INVALID_DEVICE, \
         f"cuDeviceGetUuid of device {count} (cuDeviceGetCount says {count}): {err}, not CUDA_ERROR_INVALID_DEVICE"
+
+
+#: (attribute, the attribute it implies): support for a location of an API family is support for that family
+CUDA_IMPLIED_SUPPORT = [("HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"),
+                        ("HOST_NUMA_MEMORY_POOLS_SUPPORTED", "MEMORY_POOLS_SUPPORTED"),
+                        ("HOST_MEMORY_POOLS_SUPPORTED", "MEMORY_POOLS_SUPPORTED")]
+
+
+@pytest.mark.clause("DEV-86")
+def test_a_cuda_devices_host_numa_support_attributes_agree_with_the_apis(device, stream):
+    """CUDA documents HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED as support for the HOST_NUMA location with
+    cuMemCreate, cuMemMap and related APIs, and HOST_NUMA_MEMORY_POOLS_SUPPORTED (HOST_MEMORY_POOLS_SUPPORTED) as
+    support for the HOST_NUMA (HOST) location with cuMemAllocAsync and the cuMemPool family: a device can only
+    say so where it supports those APIs at all (VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, MEMORY_POOLS_SUPPORTED), and
+    where it says HOST_NUMA pools are supported, a pool of pinned memory on host NUMA node HOST_NUMA_ID is made
+    and gives an allocation. Allocators (PyTorch's, RMM) pick their paths by these attributes."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    cu, dev = device.native.driver, device.native.device
+
+    def value(name: str) -> int:
+        err, v = cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), dev)
+        assert not err, f"cuDeviceGetAttribute({name}): {err}"
+        return v
+
+    claimed = {(name, implied): (value(name), value(implied)) for name, implied in CUDA_IMPLIED_SUPPORT}
+    wrong = {f"{name} without {implied}": got for (name, implied), got in claimed.items() if got[0] and not got[1]}
+    assert not wrong, f"support for a location of an API family the device does not support (values): {wrong}"
+    if not value("HOST_NUMA_MEMORY_POOLS_SUPPORTED"):
+        return
+    props = cu.CUmemPoolProps()
+    props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    props.handleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+    props.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST_NUMA
+    props.location.id = value("HOST_NUMA_ID")
+    stream.synchronize()
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        err_create, pool = cu.cuMemPoolCreate(props)
+        if not err_create:
+            err_alloc, p = cu.cuMemAllocFromPoolAsync(1 << 16, pool, stream.native)
+            if not err_alloc:
+                cu.cuMemFreeAsync(p, stream.native)
+            err_sync, = cu.cuStreamSynchronize(stream.native)
+            err_destroy, = cu.cuMemPoolDestroy(pool)
+    finally:
+        cu.cuCtxPopCurrent()
+    where = f"host NUMA node {props.location.id} (HOST_NUMA_MEMORY_POOLS_SUPPORTED is 1)"
+    assert not err_create, f"cuMemPoolCreate of pinned memory on {where}: {err_create}"
+    assert not err_alloc, f"cuMemAllocFromPoolAsync of 64 KiB from the pool on {where}: {err_alloc}"
+    assert not err_sync and not err_destroy, f"cuStreamSynchronize: {err_sync}, cuMemPoolDestroy: {err_destroy}"
