@@ -3046,7 +3046,7 @@ PTX_LATE_LANE = """.version 7.5
     shfl.sync.idx.b32 %r2, %r1, 0, 31, 1;
 VOTE:
     setp.lt.u32 %p2, %r1, 32;
-    vote.sync.ballot.b32 %r3, %p2, -1;
+    vote.sync.ballot.b32 %r3, %p2, 0xffffffff;
     add.u32 %r4, %r3, %r2;
     st.global.u32 [%rd2], %r4;
     ret;
