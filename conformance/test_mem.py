@@ -254,3 +254,62 @@ def test_host_memory_registered_once_cannot_be_registered_again(device):
     finally:
         err, _ = cu.cuCtxPopCurrent()
     assert not err, f"cuCtxPopCurrent: {err}"
+
+
+#: PTX with a 16 MiB module-scope .global array and a kernel that stores into it
+PTX_BIG_GLOBAL = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .global .align 4 .b8 big_words[16777216];
+
+.visible .entry touch_big_words()
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd1, %r1, 4;
+    mov.u64 %rd2, big_words;
+    add.s64 %rd3, %rd2, %rd1;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("MEM-55")
+def test_linking_ptx_takes_no_device_memory_it_keeps(device, stream):
+    """The driver's linker (cuLinkCreate, cuLinkAddData, cuLinkComplete, cuLinkDestroy, as numba-cuda links PTX)
+    makes an image; the device memory of the image's .global variables is the module's, taken when the image
+    is loaded. Eight links of PTX with a 16 MiB .global array, none of them loaded, leave cuMemGetInfo's free
+    memory within 16 MiB of where it was. A linker that checks the image by loading it and keeps what that load
+    allocated takes 128 MiB here, and a client linking in a loop runs out of memory it never asked for."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
+    cu = device.native.driver
+    data = PTX_BIG_GLOBAL.encode() + b"\0"
+    links, array = 8, 16 << 20
+    stream.synchronize()
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        err, free_before, _ = cu.cuMemGetInfo()
+        assert not err, f"cuMemGetInfo: {err}"
+        for i in range(links):
+            err, state = cu.cuLinkCreate(0, [], [])
+            assert not err, f"cuLinkCreate: {err}"
+            try:
+                err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), b"big.ptx", 0,
+                                        [], [])
+                assert not err, f"cuLinkAddData: {err}"
+                err, _, size = cu.cuLinkComplete(state)
+                assert not err and size > 0, f"cuLinkComplete of link {i}: {err}, {size} bytes"
+            finally:
+                cu.cuLinkDestroy(state)
+        err, free_after, _ = cu.cuMemGetInfo()
+        assert not err, f"cuMemGetInfo: {err}"
+    finally:
+        cu.cuCtxPopCurrent()
+    assert free_after > free_before - array, (
+        f"{links} links of PTX with a {array >> 20} MiB .global array, none loaded, took "
+        f"{(free_before - free_after) >> 20} MiB of device memory (cuMemGetInfo)")
