@@ -14,9 +14,9 @@ import pytest
 
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
-__all__ = ["NOP", "POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div", "lcg",
-           "memory_churn", "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "rng", "resident_growth", "rss_bytes",
-           "nop_kernels", "upload"]
+__all__ = ["NOP", "POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div",
+           "lcg", "host_pages_above", "host_pages_low", "memory_churn", "poisoned", "poll_until_complete",
+           "raises_naming", "random_bytes", "read", "resident_growth", "rng", "rss_bytes", "nop_kernels", "upload"]
 
 POISON = 0xA5
 
@@ -203,3 +203,47 @@ def in_forked_child(check, seconds: float = 30.0) -> str:
     if not os.WIFEXITED(status) or os.WEXITSTATUS(status):
         return f"crashed ({status:#x}) after saying {said!r}"
     return said
+
+
+_HOST_PAGES_CALLS = [0]
+
+
+def host_pages_above(address: int, size: int) -> tuple[int, object]:
+    """Anonymous host pages, mapped above ``address`` where there is room (else wherever the system puts them),
+    and the function that unmaps them. Each call starts one GiB higher, so that a rerun of a failed test does
+    not meet what the failed run left registered."""
+    # a driver reserving its device address range in one piece reserves at most 256 GiB above ``address``
+    return _host_pages_from((address + (1 << 38)) & ~((1 << 30) - 1), size)
+
+
+def host_pages_low(size: int) -> tuple[int, object]:
+    """As host_pages_above, from 64 GiB up: far below where Linux puts a process's shared libraries and the
+    anonymous memory it maps without an address (just under the stack, near 128 TiB), so below the memory a
+    driver maps for itself there."""
+    return _host_pages_from(1 << 36, size)
+
+
+def _host_pages_from(start: int, size: int) -> tuple[int, object]:
+    """Anonymous host pages at the first free GiB boundary from ``start`` (else wherever the system puts
+    them), and the function that unmaps them."""
+    import ctypes
+    import mmap
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+    fixed_noreplace, failed = 0x100000, ctypes.c_void_p(-1).value
+    start += _HOST_PAGES_CALLS[0] * (1 << 30)
+    for i in range(256):
+        p = libc.mmap(start + i * (1 << 30), size, prot, flags | fixed_noreplace, -1, 0)
+        if p not in (None, failed) and p == start + i * (1 << 30):
+            _HOST_PAGES_CALLS[0] += i + 1
+            break
+        if p not in (None, failed):
+            libc.munmap(p, size)
+    else:
+        p = libc.mmap(None, size, prot, flags, -1, 0)
+        assert p not in (None, failed), f"mmap of {size} bytes failed"
+    ctypes.memset(p, 5, size)
+    return p, lambda: libc.munmap(p, size)

@@ -17,7 +17,8 @@ from ironaccel.backends import get as get_backend, registry
 from ironaccel.api import CAPABILITIES
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import NOP, RunningWork, assert_device_works, poisoned, raises_naming, read
+from .helpers import (NOP, RunningWork, assert_device_works, host_pages_above, host_pages_low, poisoned, raises_naming,
+                      read)
 
 
 @pytest.mark.clause("DEV-1")
@@ -563,50 +564,6 @@ def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
     assert re.match(rf"{re.escape(name)}\b", device.info.driver_version), (device.info.driver_version, version)
 
 
-_HOST_PAGES_CALLS = [0]
-
-
-def _host_pages_above(address: int, size: int) -> tuple[int, object]:
-    """Anonymous host pages, mapped above ``address`` where there is room (else wherever the system puts them),
-    and the function that unmaps them. Each call starts one GiB higher, so that a rerun of a failed test does
-    not meet what the failed run left registered."""
-    # a driver reserving its device address range in one piece reserves at most 256 GiB above ``address``
-    return _host_pages_from((address + (1 << 38)) & ~((1 << 30) - 1), size)
-
-
-def _host_pages_low(size: int) -> tuple[int, object]:
-    """As _host_pages_above, from 64 GiB up: far below where Linux puts a process's shared libraries and the
-    anonymous memory it maps without an address (just under the stack, near 128 TiB), so below the memory a
-    driver maps for itself there."""
-    return _host_pages_from(1 << 36, size)
-
-
-def _host_pages_from(start: int, size: int) -> tuple[int, object]:
-    """Anonymous host pages at the first free GiB boundary from ``start`` (else wherever the system puts
-    them), and the function that unmaps them."""
-    import ctypes
-    import mmap
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    prot, flags = mmap.PROT_READ | mmap.PROT_WRITE, mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
-    fixed_noreplace, failed = 0x100000, ctypes.c_void_p(-1).value
-    start += _HOST_PAGES_CALLS[0] * (1 << 30)
-    for i in range(256):
-        p = libc.mmap(start + i * (1 << 30), size, prot, flags | fixed_noreplace, -1, 0)
-        if p not in (None, failed) and p == start + i * (1 << 30):
-            _HOST_PAGES_CALLS[0] += i + 1
-            break
-        if p not in (None, failed):
-            libc.munmap(p, size)
-    else:
-        p = libc.mmap(None, size, prot, flags, -1, 0)
-        assert p not in (None, failed), f"mmap of {size} bytes failed"
-    ctypes.memset(p, 5, size)
-    return p, lambda: libc.munmap(p, size)
-
-
 @pytest.mark.clause("DEV-78")
 def test_destroying_a_cuda_context_releases_its_memory_and_host_registrations(device):
     """A client's own context (a profiler, a second library) allocates device memory and page-locks host memory
@@ -630,7 +587,7 @@ def test_destroying_a_cuda_context_releases_its_memory_and_host_registrations(de
             assert err == ok, f"cuCtxCreate: {err}"
             err, dptr = cu.cuMemAlloc(size)
             assert err == ok, f"cuMemAlloc({size}) in the new context: {err}"
-            host, unmap = _host_pages_above(int(dptr), pages) if place == "above" else _host_pages_low(pages)
+            host, unmap = host_pages_above(int(dptr), pages) if place == "above" else host_pages_low(pages)
             where = f"{pages} bytes at {host:#x} ({place} the device memory at {int(dptr):#x})"
             err, = cu.cuMemHostRegister(host, pages, 0)
             assert err == ok, f"cuMemHostRegister of {where} in the new context: {err}"
@@ -804,3 +761,141 @@ def test_closing_a_device_gives_back_the_buffers_its_caller_still_holds(device, 
     finally:
         held.clear()
     assert_device_works(device, kernels)
+
+
+#: the child of DEV-84: opens the target's device and closes it (the primary context inactive again), sets the
+#: primary context's flags to CU_CTX_SCHED_BLOCKING_SYNC, opens the device again (the library retains the
+#: context, which CUDA creates now, with those flags), and prints what the driver reports and whether a fill works
+PRIMARY_FLAGS_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+target = get(sys.argv[1])
+device = _open(target)
+cu, dev = device.native.driver, device.native.device
+device.close()
+blocking = int(cu.CUctx_flags.CU_CTX_SCHED_BLOCKING_SYNC)
+out = {"wanted": blocking, "set": int(cu.cuDevicePrimaryCtxSetFlags(dev, blocking)[0])}
+device = _open(target)
+err, flags, active = cu.cuDevicePrimaryCtxGetState(dev)
+out["state"] = [int(err), int(flags), int(active)]
+err, flags = cu.cuCtxGetFlags()
+out["current"] = [int(err), int(flags)]
+stream = device.create_stream()
+with device.alloc(256) as buf:
+    stream.fill(buf, 7)
+    got = np.zeros(256, np.uint8)
+    stream.copy_dtoh(got, buf)
+    stream.synchronize()
+out["filled"] = sorted(set(got.tolist()))
+device.close()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.clause("DEV-84")
+def test_the_primary_context_is_created_with_the_flags_set_for_it(device, target):
+    """cuDevicePrimaryCtxSetFlags sets the flags the primary context is created with (a client picks how its
+    thread waits for the GPU this way before any library retains the context). In a child process, with the
+    flags set to CU_CTX_SCHED_BLOCKING_SYNC while the context is inactive, the context the library retains when it
+    opens the device again has them: cuCtxGetFlags (the context current) and cuDevicePrimaryCtxGetState report
+    that scheduling mode (CU_CTX_SCHED_MASK's bits; a driver may set others, as CU_CTX_MAP_HOST), and the device
+    works."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDevicePrimaryCtxSetFlags)")
+    proc = subprocess.run([sys.executable, "-c", PRIMARY_FLAGS_CHILD, target.name], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    sched_mask = int(device.native.driver.CUctx_flags.CU_CTX_SCHED_MASK)
+    wanted = got["wanted"]
+    assert got["set"] == 0, f"cuDevicePrimaryCtxSetFlags({wanted:#x}) of the inactive primary context: {got['set']}"
+    err, flags, active = got["state"]
+    assert err == 0 and active == 1, f"cuDevicePrimaryCtxGetState with the device open again: {got['state']}"
+    assert flags & sched_mask == wanted, \
+        f"cuDevicePrimaryCtxGetState reports flags {flags:#x}, scheduling mode {flags & sched_mask:#x}, not {wanted:#x}"
+    err, flags = got["current"]
+    assert err == 0, f"cuCtxGetFlags: {err}"
+    assert flags & sched_mask == wanted, (
+        f"the primary context, created after its flags were set to {wanted:#x} (CU_CTX_SCHED_BLOCKING_SYNC), has "
+        f"flags {flags:#x} (cuCtxGetFlags): scheduling mode {flags & sched_mask:#x}")
+    assert got["filled"] == [7], f"a fill of 7 read back as {got['filled']}"
+
+
+@pytest.mark.clause("DEV-85")
+def test_a_cuda_devices_uuid_identifies_it(device):
+    """Clients tell devices apart, and match them to NVML's and nvidia-smi's, by the UUID cuDeviceGetUuid gives:
+    16 bytes that are not the nil UUID (all zero, which identifies nothing), the same each time asked, and what
+    `DeviceInfo.extra["uuid"]` spells as nvidia-smi does (GPU-8-4-4-4-12 hex digits); an ordinal past
+    cuDeviceGetCount's is refused with CUDA_ERROR_INVALID_DEVICE, never answered with some UUID."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetUuid)")
+    cu = device.native.driver
+    answers = []
+    for _ in range(2):
+        err, uuid = cu.cuDeviceGetUuid(device.native.device)
+        assert err == cu.CUresult.CUDA_SUCCESS, f"cuDeviceGetUuid: {err}"
+        answers.append(bytes(uuid.bytes)[:16])
+    assert answers[0] != bytes(16), "cuDeviceGetUuid gave the nil UUID (16 zero bytes)"
+    assert answers[0] == answers[1], f"cuDeviceGetUuid gave {answers[0].hex()}, then {answers[1].hex()}"
+    h = answers[0].hex()
+    assert device.info.extra["uuid"] == f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}", \
+        f"DeviceInfo.extra['uuid'] is {device.info.extra['uuid']!r}, cuDeviceGetUuid's bytes {h}"
+    err, count = cu.cuDeviceGetCount()
+    assert err == cu.CUresult.CUDA_SUCCESS, f"cuDeviceGetCount: {err}"
+    err, _ = cu.cuDeviceGetUuid(cu.CUdevice(count))
+    assert err == cu.CUresult.CUDA_ERROR_INVALID_DEVICE, \
+        f"cuDeviceGetUuid of device {count} (cuDeviceGetCount says {count}): {err}, not CUDA_ERROR_INVALID_DEVICE"
+
+
+#: (attribute, the attribute it implies): support for a location of an API family is support for that family
+CUDA_IMPLIED_SUPPORT = [("HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"),
+                        ("HOST_NUMA_MEMORY_POOLS_SUPPORTED", "MEMORY_POOLS_SUPPORTED"),
+                        ("HOST_MEMORY_POOLS_SUPPORTED", "MEMORY_POOLS_SUPPORTED")]
+
+
+@pytest.mark.clause("DEV-86")
+def test_a_cuda_devices_host_numa_support_attributes_agree_with_the_apis(device, stream):
+    """CUDA documents HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED as support for the HOST_NUMA location with
+    cuMemCreate, cuMemMap and related APIs, and HOST_NUMA_MEMORY_POOLS_SUPPORTED (HOST_MEMORY_POOLS_SUPPORTED) as
+    support for the HOST_NUMA (HOST) location with cuMemAllocAsync and the cuMemPool family: a device can only
+    say so where it supports those APIs at all (VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, MEMORY_POOLS_SUPPORTED), and
+    where it says HOST_NUMA pools are supported, a pool of pinned memory on host NUMA node HOST_NUMA_ID is made
+    and gives an allocation. Allocators (PyTorch's, RMM) pick their paths by these attributes."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    cu, dev = device.native.driver, device.native.device
+
+    def value(name: str) -> int:
+        err, v = cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, f"CU_DEVICE_ATTRIBUTE_{name}"), dev)
+        assert not err, f"cuDeviceGetAttribute({name}): {err}"
+        return v
+
+    claimed = {(name, implied): (value(name), value(implied)) for name, implied in CUDA_IMPLIED_SUPPORT}
+    wrong = {f"{name} without {implied}": got for (name, implied), got in claimed.items() if got[0] and not got[1]}
+    assert not wrong, f"support for a location of an API family the device does not support (values): {wrong}"
+    if not value("HOST_NUMA_MEMORY_POOLS_SUPPORTED"):
+        return
+    props = cu.CUmemPoolProps()
+    props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    props.handleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+    props.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST_NUMA
+    props.location.id = value("HOST_NUMA_ID")
+    stream.synchronize()
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        err_create, pool = cu.cuMemPoolCreate(props)
+        if not err_create:
+            err_alloc, p = cu.cuMemAllocFromPoolAsync(1 << 16, pool, stream.native)
+            if not err_alloc:
+                cu.cuMemFreeAsync(p, stream.native)
+            err_sync, = cu.cuStreamSynchronize(stream.native)
+            err_destroy, = cu.cuMemPoolDestroy(pool)
+    finally:
+        cu.cuCtxPopCurrent()
+    where = f"host NUMA node {props.location.id} (HOST_NUMA_MEMORY_POOLS_SUPPORTED is 1)"
+    assert not err_create, f"cuMemPoolCreate of pinned memory on {where}: {err_create}"
+    assert not err_alloc, f"cuMemAllocFromPoolAsync of 64 KiB from the pool on {where}: {err_alloc}"
+    assert not err_sync and not err_destroy, f"cuStreamSynchronize: {err_sync}, cuMemPoolDestroy: {err_destroy}"

@@ -2895,3 +2895,260 @@ def test_a_long_kernel_that_repeats_its_immediates_runs_with_a_full_block(device
     wrong = np.flatnonzero(got != want)
     assert not wrong.size, (f"{wrong.size} threads wrong, the first {int(wrong[0])}: {int(got[wrong[0]]):#x}, "
                             f"want {int(want[wrong[0]]):#x}")
+
+
+def _cooperative_config(cu, grid: tuple[int, int, int], threads: int, stream: object) -> object:
+    """cuLaunchKernelEx's configuration of a cooperative launch, CU_LAUNCH_ATTRIBUTE_COOPERATIVE given after
+    another attribute (the stream's own priority, 0): a driver must read every attribute, not the first."""
+    priority = cu.CUlaunchAttribute()
+    priority.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PRIORITY
+    priority.value.priority = 0
+    cooperative = cu.CUlaunchAttribute()
+    cooperative.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_COOPERATIVE
+    cooperative.value.cooperative = 1
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = threads, 1, 1
+    config.sharedMemBytes = 0
+    config.hStream = stream
+    config.attrs = [priority, cooperative]
+    config.numAttrs = 2
+    return config
+
+
+@pytest.mark.clause("KERNEL-121")
+def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, stream, require):
+    """A cooperative launch (cuLaunchCooperativeKernel, for kernels whose blocks wait for each other) runs only
+    when every block of the grid can be resident at once: CUDA refuses a grid of more blocks than
+    cuOccupancyMaxActiveBlocksPerMultiprocessor times MULTIPROCESSOR_COUNT with
+    CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE. The blocks are those of all three dimensions: a grid of (limit, 1,
+    2) is refused, and (limit // 2, 1, 2) and (limit, 1, 1) run; the same through cuLaunchKernelEx with
+    CU_LAUNCH_ATTRIBUTE_COOPERATIVE after another attribute. A driver that miscounts a dimension, or reads only a
+    launch's first attribute, lets a grid through whose blocks cannot all be resident, and a kernel whose blocks
+    wait for each other then hangs."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLaunchCooperativeKernel)")
+    cu = device.native.driver
+    attribute = cu.CUdevice_attribute
+    err, cooperative = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, device.native.device)
+    assert not err, f"cuDeviceGetAttribute(COOPERATIVE_LAUNCH): {err}"
+    if not cooperative:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a device that launches cooperatively")
+    err, sms = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device.native.device)
+    assert not err and sms > 0, f"cuDeviceGetAttribute(MULTIPROCESSOR_COUNT): {err}, {sms}"
+    threads = 32
+    with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 4) as out:
+        kernel = module.kernel("fill7")
+        stream.synchronize()
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        results = {}
+        try:
+            err, per_sm = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, threads, 0)
+            assert not err and per_sm > 0, f"cuOccupancyMaxActiveBlocksPerMultiprocessor: {err}, {per_sm}"
+            limit = per_sm * sms
+            grids = [(limit, 1, 2), (limit, 1, 1)] + ([(limit // 2, 1, 2)] if limit >= 2 else [])
+            for grid in grids:
+                results[grid], = cu.cuLaunchCooperativeKernel(kernel.native, *grid, threads, 1, 1, 0, stream.native,
+                                                              ((out.handle,), (ctypes.c_void_p,)))
+                results["cuLaunchKernelEx", grid], = cu.cuLaunchKernelEx(
+                    _cooperative_config(cu, grid, threads, stream.native), kernel.native,
+                    ((out.handle,), (ctypes.c_void_p,)), 0)
+            err_sync, = cu.cuStreamSynchronize(stream.native)
+        finally:
+            cu.cuCtxPopCurrent()
+        too_large = cu.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
+        for how in ((limit, 1, 2), ("cuLaunchKernelEx", (limit, 1, 2))):
+            assert results[how] == too_large, (
+                f"a cooperative launch ({how}) of a grid (limit, 1, 2) = {2 * limit} blocks, {per_sm} per "
+                f"multiprocessor on {sms} fitting at once: {results[how]}, not CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE")
+        ran = {how: err for how, err in results.items() if (limit, 1, 2) not in (how, how[1])}
+        assert all(err == cu.CUresult.CUDA_SUCCESS for err in ran.values()), \
+            f"cooperative launches of grids of at most {limit} blocks ({per_sm} per multiprocessor on {sms}): {ran}"
+        assert not err_sync, f"cuStreamSynchronize: {err_sync}"
+        assert read(stream, out, np.uint32).tolist() == [7]
+
+
+def _immediate_chain(name: str, immediates: list[int]) -> str:
+    """PTX: each thread adds the immediates, one `add.u32` each, to its index and stores the sum at its word."""
+    adds = "\n".join(f"    add.u32 %r1, %r1, {k};" for k in immediates)
+    return f""".version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry {name}(.param .u64 {name}_out)
+{{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [{name}_out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+{adds}
+    st.global.u32 [%rd2], %r1;
+    ret;
+}}
+"""
+
+
+@pytest.mark.clause("KERNEL-122")
+def test_a_kernels_register_count_does_not_grow_with_its_distinct_immediates(device, stream, require):
+    """NUM_REGS counts the registers each thread uses, and an immediate is part of its instruction: two kernels
+    that differ only in their immediates (100 `add.u32` of the same 5, and of 1, 2, ..., 100) run (each thread
+    stores its index plus the sum) and report register counts within 16 of each other. An implementation that
+    counts a register for each distinct immediate reports about 100 more for the second, which an occupancy
+    calculator (the multiprocessor's registers divided by NUM_REGS) takes for a kernel that fits a third as
+    many blocks."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
+    cu = device.native.driver
+    threads, count = 32, 100
+    chains = {"same_immediate": [5] * count, "distinct_immediates": list(range(1, count + 1))}
+    registers = {}
+    for name, immediates in chains.items():
+        with device.compile(_immediate_chain(name, immediates), "ptx") as module, \
+                poisoned(device, stream, 4 * threads) as out:
+            kernel = module.kernel(name)
+            stream.launch(kernel, 1, threads, (out,))
+            got = read(stream, out, np.uint32)
+            want = np.arange(threads, dtype=np.uint32) + np.uint32(sum(immediates))
+            assert (got == want).all(), f"{name}: {got.tolist()}, want {want.tolist()}"
+            err, registers[name] = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
+                                                         kernel.native)
+            assert not err, f"cuFuncGetAttribute(NUM_REGS) of {name}: {err}"
+    assert abs(registers["distinct_immediates"] - registers["same_immediate"]) <= 16, (
+        f"NUM_REGS {registers['same_immediate']} for 100 adds of the same immediate, "
+        f"{registers['distinct_immediates']} for 100 adds of distinct ones")
+
+
+#: lane 0 alone runs a warp shuffle (member mask 1) in a branch the other lanes skip; then every lane votes with
+#: the full member mask and stores the ballot (plus the shuffle's result, 0, on lane 0)
+PTX_LATE_LANE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry late_lane(.param .u64 late_lane_out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [late_lane_out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd2, %rd2, %rd3;
+    mov.u32 %r2, 0;
+    setp.ne.u32 %p1, %r1, 0;
+    @%p1 bra VOTE;
+    shfl.sync.idx.b32 %r2, %r1, 0, 31, 1;
+VOTE:
+    setp.lt.u32 %p2, %r1, 32;
+    vote.sync.ballot.b32 %r3, %p2, 0xffffffff;
+    add.u32 %r4, %r3, %r2;
+    st.global.u32 [%rd2], %r4;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-123")
+def test_a_full_warp_vote_waits_for_the_lane_that_ran_a_collective_alone(device, stream, require):
+    """A `.sync` warp collective names the lanes that take part (its member mask), and each named lane takes
+    part, wherever it comes from: lane 0 alone runs a shuffle (member mask 1) in a branch the other 31 lanes
+    skip, then all 32 vote (`vote.sync.ballot` with the full mask, each voting true), and every lane's ballot is
+    0xFFFFFFFF. An implementation that runs the vote of the lanes that got there first, without the lane still
+    in its branch, gives them 0xFFFFFFFE."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX warp collectives)")
+    with device.compile(PTX_LATE_LANE, "ptx") as module, poisoned(device, stream, 4 * 32) as out:
+        stream.launch(module.kernel("late_lane"), 1, 32, (out,))
+        got = read(stream, out, np.uint32)
+    wrong = {lane: f"{int(v):#x}" for lane, v in enumerate(got) if v != 0xFFFFFFFF}
+    assert not wrong, f"ballots of the full warp other than 0xffffffff (lane: ballot): {wrong}"
+
+
+
+#: a kernel that stores each thread's index in a module-scope .shared array, calls the module's first function (which
+#: does nothing) and then its last (which stores index + 100 in another module-scope .shared array, named nowhere
+#: else, and returns what it reads back), and stores the sum of its own word read back and the returned value
+PTX_SHARED_THROUGH_CALLS = """.version 7.5
+.target sm_75
+.address_size 64
+
+.shared .align 4 .b32 kernel_words[32];
+.shared .align 4 .b32 callee_words[32];
+
+.func first_fn()
+{
+    ret;
+}
+
+.func (.param .b32 back) store_in_callee_words(.param .b32 tid);
+
+.visible .entry calls_two(.param .u64 calls_two_out)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [calls_two_out];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 4;
+    mov.u64 %rd4, kernel_words;
+    add.s64 %rd5, %rd4, %rd3;
+    st.shared.u32 [%rd5], %r1;
+    call.uni first_fn, ();
+    {
+    .param .b32 p0;
+    .param .b32 r0;
+    st.param.b32 [p0], %r1;
+    call.uni (r0), store_in_callee_words, (p0);
+    ld.param.b32 %r3, [r0];
+    }
+    bar.sync 0;
+    ld.shared.u32 %r2, [%rd5];
+    add.u32 %r4, %r2, %r3;
+    add.s64 %rd2, %rd2, %rd3;
+    st.global.u32 [%rd2], %r4;
+    ret;
+}
+
+.func (.param .b32 back) store_in_callee_words(.param .b32 tid)
+{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<4>;
+    ld.param.b32 %r1, [tid];
+    add.u32 %r2, %r1, 100;
+    mul.wide.u32 %rd1, %r1, 4;
+    mov.u64 %rd2, callee_words;
+    add.s64 %rd3, %rd2, %rd1;
+    st.shared.u32 [%rd3], %r2;
+    ld.shared.u32 %r3, [%rd3];
+    st.param.b32 [back], %r3;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-124")
+def test_a_shared_array_only_a_called_function_names_is_apart_from_the_kernels_own(device, stream, require):
+    """Module-scope `.shared` variables are distinct memory of each block, whichever function names them: a kernel
+    stores each thread's index in one, calls the module's first function and then its last, which stores index
+    + 100 in another (named by no other function) and returns it read back; the kernel reads its own word back
+    and stores the sum, 2 * index + 100. An implementation that lays out a block's shared memory from the
+    functions each kernel calls, and loses a call (the module's first and last functions taken for one), places
+    the callee's array on the kernel's, and the kernel reads back the callee's value."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX with module-scope .shared variables)")
+    threads = 32
+    with device.compile(PTX_SHARED_THROUGH_CALLS, "ptx") as module, poisoned(device, stream, 4 * threads) as out:
+        stream.launch(module.kernel("calls_two"), 1, threads, (out,))
+        got = read(stream, out, np.uint32)
+    want = 2 * np.arange(threads, dtype=np.uint32) + np.uint32(100)
+    wrong = np.flatnonzero(got != want)
+    assert not wrong.size, (f"{wrong.size} threads wrong, the first {int(wrong[0])}: {int(got[wrong[0]])}, want "
+                            f"{int(want[wrong[0]])} (its own word {int(wrong[0])} plus the callee's)")

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
 import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import assert_device_works, memory_churn, random_bytes, read, rss_bytes
+from .helpers import assert_device_works, host_pages_above, host_pages_low, memory_churn, random_bytes, read, rss_bytes
 
 
 @pytest.mark.clause("MEM-1")
@@ -206,3 +208,108 @@ def test_the_drivers_own_free_takes_back_what_its_alloc_gave_and_only_that(devic
     assert err_free == cu.CUresult.CUDA_SUCCESS, f"cuMemFree of what cuMemAlloc gave: {err_free}"
     assert err_again != cu.CUresult.CUDA_SUCCESS, "cuMemFree of a pointer already freed succeeded"
     assert err_host == cu.CUresult.CUDA_SUCCESS, f"cuMemFreeHost of what cuMemHostAlloc gave: {err_host}"
+
+
+@pytest.mark.clause("MEM-54")
+def test_host_memory_registered_once_cannot_be_registered_again(device):
+    """Clients that mix libraries page-lock their host memory with the driver's own cuMemHostRegister: a range of
+    which part or all is registered already is refused with CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (the same
+    range again, and one containing it), and after cuMemHostUnregister the whole range registers. Done with the
+    pages far below every other allocation of the driver, then above a device buffer, so that the registration
+    is the first, then a later entry of a driver table kept in address order. A driver that takes an overlapping
+    registration makes two owners of the pages: the first unregister unpins them under the other."""
+    if device.info.backend != "cuda" or not sys.platform.startswith("linux"):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver on Linux (cuMemHostRegister)")
+    cu = device.native.driver
+    ok, already = cu.CUresult.CUDA_SUCCESS, cu.CUresult.CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+    size, half = 1 << 20, 1 << 19
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        with device.alloc(size) as buf:
+            for place in ("below", "above"):
+                host, unmap = host_pages_low(size) if place == "below" else host_pages_above(int(buf.handle), size)
+                where = f"the {size} bytes at {host:#x} ({place} the device buffer at {int(buf.handle):#x})"
+                registered = False
+                try:
+                    err, = cu.cuMemHostRegister(host, half, 0)
+                    assert err == ok, f"cuMemHostRegister of the first half of {where}: {err}"
+                    registered = True
+                    err, = cu.cuMemHostRegister(host, half, 0)
+                    assert err == already, f"cuMemHostRegister of the first half of {where} again: {err}"
+                    err, = cu.cuMemHostRegister(host, size, 0)
+                    assert err == already, \
+                        f"cuMemHostRegister of {where}, whose first half is registered already: {err}"
+                    err, = cu.cuMemHostUnregister(host)
+                    assert err == ok, f"cuMemHostUnregister of the first half of {where}: {err}"
+                    registered = False
+                    err, = cu.cuMemHostRegister(host, size, 0)
+                    assert err == ok, f"cuMemHostRegister of {where} after its first half was unregistered: {err}"
+                    registered = True
+                finally:  # a driver that took a second registration has two to drop: a rerun must not meet them
+                    for _ in range(3 if registered else 0):
+                        if cu.cuMemHostUnregister(host)[0] != ok:
+                            break
+                    unmap()
+    finally:
+        err, _ = cu.cuCtxPopCurrent()
+    assert not err, f"cuCtxPopCurrent: {err}"
+
+
+#: PTX with a 16 MiB module-scope .global array and a kernel that stores into it
+PTX_BIG_GLOBAL = """.version 7.0
+.target sm_70
+.address_size 64
+
+.visible .global .align 4 .b8 big_words[16777216];
+
+.visible .entry touch_big_words()
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd1, %r1, 4;
+    mov.u64 %rd2, big_words;
+    add.s64 %rd3, %rd2, %rd1;
+    st.global.u32 [%rd3], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("MEM-55")
+def test_linking_ptx_takes_no_device_memory_it_keeps(device, stream):
+    """The driver's linker (cuLinkCreate, cuLinkAddData, cuLinkComplete, cuLinkDestroy, as numba-cuda links PTX)
+    makes an image; the device memory of the image's .global variables is the module's, taken when the image
+    is loaded. Eight links of PTX with a 16 MiB .global array, none of them loaded, leave cuMemGetInfo's free
+    memory within 16 MiB of where it was. A linker that checks the image by loading it and keeps what that load
+    allocated takes 128 MiB here, and a client linking in a loop runs out of memory it never asked for."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
+    cu = device.native.driver
+    data = PTX_BIG_GLOBAL.encode() + b"\0"
+    links, array = 8, 16 << 20
+    stream.synchronize()
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        err, free_before, _ = cu.cuMemGetInfo()
+        assert not err, f"cuMemGetInfo: {err}"
+        for i in range(links):
+            err, state = cu.cuLinkCreate(0, [], [])
+            assert not err, f"cuLinkCreate: {err}"
+            try:
+                err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), b"big.ptx", 0,
+                                        [], [])
+                assert not err, f"cuLinkAddData: {err}"
+                err, _, size = cu.cuLinkComplete(state)
+                assert not err and size > 0, f"cuLinkComplete of link {i}: {err}, {size} bytes"
+            finally:
+                cu.cuLinkDestroy(state)
+        err, free_after, _ = cu.cuMemGetInfo()
+        assert not err, f"cuMemGetInfo: {err}"
+    finally:
+        cu.cuCtxPopCurrent()
+    assert free_after > free_before - array, (
+        f"{links} links of PTX with a {array >> 20} MiB .global array, none loaded, took "
+        f"{(free_before - free_after) >> 20} MiB of device memory (cuMemGetInfo)")

@@ -12,7 +12,7 @@ import pytest
 import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import (RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, poll_until_complete,
+from .helpers import (POISON, RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, poll_until_complete,
                       random_bytes, read)
 
 N = 1 << 16
@@ -336,3 +336,61 @@ def test_a_cuda_stream_created_with_a_priority_reports_it(device):
     want = {priority: (0, priority) for priority in got}
     assert got == want, f"(status, priority) cuStreamGetPriority gave per priority created with: {got}, " \
                         f"want {want} (range: least {int(least)}, greatest {int(greatest)})"
+
+
+@pytest.mark.clause("STREAM-13")
+def test_a_capture_forked_onto_a_second_stream_and_joined_back_ends_with_both_streams_work(device, stream):
+    """CUDA's stream capture follows events across streams: an event recorded on the capturing stream and waited
+    by a second stream draws that stream into the capture (a fork), and an event recorded there and waited by the
+    capturing stream joins it back. Through `Stream.native` (clients that mix libraries capture so, e.g. a
+    library's own streams inside a framework's capture): a memset captured on each stream, forked and joined
+    back, ends with a graph (cuStreamEndCapture succeeds: every forked stream was joined), and its launch sets
+    both ranges. A driver that takes a joined stream for an unjoined one refuses every fork-join capture
+    (CUDA_ERROR_STREAM_CAPTURE_UNJOINED)."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuStreamBeginCapture)")
+    cu = device.native.driver
+    side = device.create_stream()
+    with poisoned(device, stream, 128) as out:
+        stream.synchronize()
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        forked = joined = graph = executable = None
+        errors: dict[str, object] = {}
+        try:
+            err, forked = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            assert not err, f"cuEventCreate: {err}"
+            err, joined = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            assert not err, f"cuEventCreate: {err}"
+            mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+            errors["cuStreamBeginCapture"], = cu.cuStreamBeginCapture(stream.native, mode)
+            errors["cuMemsetD8Async on the capturing stream"], = cu.cuMemsetD8Async(out.handle, 0x11, 64,
+                                                                                     stream.native)
+            errors["cuEventRecord (the fork)"], = cu.cuEventRecord(forked, stream.native)
+            errors["cuStreamWaitEvent of the second stream"], = cu.cuStreamWaitEvent(side.native, forked, 0)
+            errors["cuMemsetD8Async on the second stream"], = cu.cuMemsetD8Async(int(out.handle) + 64, 0x22, 64,
+                                                                                  side.native)
+            errors["cuEventRecord on the second stream (the join)"], = cu.cuEventRecord(joined, side.native)
+            errors["cuStreamWaitEvent of the capturing stream"], = cu.cuStreamWaitEvent(stream.native, joined, 0)
+            errors["cuStreamEndCapture"], graph = cu.cuStreamEndCapture(stream.native)
+            if not any(errors.values()):
+                before = read(stream, out, np.uint8).tolist()
+                errors["cuGraphInstantiate"], executable = cu.cuGraphInstantiate(graph, 0)
+                if not errors["cuGraphInstantiate"]:
+                    errors["cuGraphLaunch"], = cu.cuGraphLaunch(executable, stream.native)
+        finally:
+            if executable is not None:
+                cu.cuGraphExecDestroy(executable)
+            if graph is not None and int(graph):
+                cu.cuGraphDestroy(graph)
+            for event in (forked, joined):
+                if event is not None:
+                    cu.cuEventDestroy(event)
+            cu.cuCtxPopCurrent()
+        failed = {name: err for name, err in errors.items() if err}
+        assert not failed, f"the fork-join capture: {failed}"
+        assert before == [POISON] * 128, "the captured memsets ran while they were captured"
+        got = read(stream, out, np.uint8).tolist()
+        assert got == [0x11] * 64 + [0x22] * 64, \
+            f"the graph's launch left {sorted(set(got[:64]))} in the first half (0x11), {sorted(set(got[64:]))} in " \
+            "the second (0x22)"
