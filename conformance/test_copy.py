@@ -829,3 +829,35 @@ def test_calls_the_signature_refuses_raise_type_error_and_copy_nothing(device, s
                 pytest.fail(f"{op}, {what}: accepted")
             assert (read(stream, buf) == POISON).all(), f"{op}, {what}: the buffer was written"
             assert (host == 7).all(), f"{op}, {what}: the host array was written"
+
+
+@pytest.mark.clause("ERR-58")
+def test_refused_copies_keep_no_reference_to_their_host_arrays(device, stream):
+    """A copy refused with a typed error takes nothing from the caller: the host array it was given (made for
+    the call, dropped after) is collected. A path that exports the array's buffer before its checks and keeps
+    the export when it hands the refusal on (CUDA's compiled copies) keeps every refused array alive."""
+    freed = device.alloc(64)
+    freed.free()
+    gone, seen = [], []
+    with device.alloc(64) as buf:
+        stream.copy_htod(buf, np.ones(16, np.uint8), dst_offset=8)  # the copy paths warm
+        cases = {
+            "copy_htod into a freed buffer": (ia.UseAfterFree, lambda h: stream.copy_htod(freed, h)),
+            "copy_htod past the buffer's end": (ia.InvalidArgument, lambda h: stream.copy_htod(buf, h, dst_offset=60)),
+            "copy_htod at a negative offset": (ia.InvalidArgument, lambda h: stream.copy_htod(buf, h, dst_offset=-8)),
+            "copy_htod_deferred past the buffer's end": (
+                ia.InvalidArgument, lambda h: stream.copy_htod_deferred(buf, h, dst_offset=60)),
+            "copy_dtoh from a freed buffer": (ia.UseAfterFree, lambda h: stream.copy_dtoh(h, freed)),
+            "copy_dtoh past the buffer's end": (ia.InvalidArgument, lambda h: stream.copy_dtoh(h, buf, src_offset=60)),
+        }
+        for what, (error, call) in cases.items():
+            for _ in range(3):
+                host = np.full(16, 7, np.uint8)
+                with pytest.raises(error):
+                    call(host)
+                gone.append((what, weakref.ref(host)))
+        del host
+        stream.synchronize()
+        gc.collect()
+        held = sorted({what for what, ref in gone if ref() is not None})
+    assert not held, f"host arrays of refused copies are still referenced after them: {', '.join(held)}"
