@@ -769,3 +769,95 @@ def test_an_unknown_keyword_raises_type_error_and_copies_nothing(device, stream,
             OFFSET_KEYWORDS[op](stream, buf, host, keywords)
         assert (read(stream, buf) == POISON).all(), f"{op} wrote the buffer"
     assert (host == 7).all(), f"{op} wrote the host array"
+
+
+#: each op called as its signature refuses, other than COPY-65's and COPY-70's: (name, call on (stream, buf, host))
+#: for each op; the wrong keywords are the other ops' offset and range keywords and `stream`
+MISCALLS = {
+    "copy_htod": {
+        "the source missing": lambda s, b, h: s.copy_htod(b),
+        "the source missing, the offset given": lambda s, b, h: s.copy_htod(b, dst_offset=8),
+        "an extra positional argument beside the offset": lambda s, b, h: s.copy_htod(b, np.ones(8, np.uint8), 8,
+                                                                                        dst_offset=8),
+    },
+    "copy_htod_deferred": {
+        "the source missing": lambda s, b, h: s.copy_htod_deferred(b),
+        "the source missing, the offset given": lambda s, b, h: s.copy_htod_deferred(b, dst_offset=8),
+        "an extra positional argument beside the offset": lambda s, b, h: s.copy_htod_deferred(
+            b, np.ones(8, np.uint8), 8, dst_offset=8),
+    },
+    "copy_dtoh": {
+        "the source missing": lambda s, b, h: s.copy_dtoh(h),
+        "the source missing, the offset given": lambda s, b, h: s.copy_dtoh(h, src_offset=8),
+        "an extra positional argument beside the offset": lambda s, b, h: s.copy_dtoh(h, b, 8, src_offset=8),
+    },
+    "copy_dtod": {
+        "nbytes missing": lambda s, b, h: s.copy_dtod(b, b),
+        "nbytes missing, the offset given": lambda s, b, h: s.copy_dtod(b, b, dst_offset=16),
+        "an extra positional argument beside the offset": lambda s, b, h: s.copy_dtod(b, b, 8, 16, dst_offset=16),
+    },
+    "fill": {
+        "the value missing": lambda s, b, h: s.fill(b),
+        "the value missing, the offset given": lambda s, b, h: s.fill(b, offset=8),
+        "an extra positional argument beside the offset": lambda s, b, h: s.fill(b, 1, 8, offset=8),
+    },
+}
+WRONG_KEYWORDS = ("dst_offset", "src_offset", "offset", "nbytes", "stream")
+TAKEN_KEYWORDS = {"copy_htod": {"dst_offset"}, "copy_htod_deferred": {"dst_offset"}, "copy_dtoh": {"src_offset"},
+                  "copy_dtod": {"dst_offset", "src_offset"}, "fill": {"offset", "nbytes"}}
+
+
+@pytest.mark.clause("COPY-74")
+@pytest.mark.parametrize("op", sorted(MISCALLS))
+def test_calls_the_signature_refuses_raise_type_error_and_copy_nothing(device, stream, op):
+    """An argument missing (alone, and beside the offset keyword), an extra positional argument beside the offset
+    keyword, and another op's keyword in place of this op's: each raises TypeError, as the signature does, right
+    after a good call of the op (its fast path warm), and writes neither the buffer nor the host array. A compiled
+    path that reads the offset from the third argument, or takes any one keyword that is not its own for the
+    offset, copies where the caller asked for an error."""
+    calls = dict(MISCALLS[op])
+    for keyword in WRONG_KEYWORDS:
+        if keyword not in TAKEN_KEYWORDS[op]:
+            calls[f"{keyword}= in place of its own keyword"] = (
+                lambda s, b, h, keyword=keyword: OFFSET_KEYWORDS[op](s, b, h, {keyword: 8}))
+    host = np.full(16, 7, np.uint8)
+    with poisoned(device, stream, 32) as scratch, poisoned(device, stream, 32) as buf:
+        for what, call in calls.items():
+            OFFSET_KEYWORDS[op](stream, scratch, np.zeros(16, np.uint8), {OFFSET_KEYWORD[op]: 16})  # warm
+            with pytest.raises(TypeError):
+                call(stream, buf, host)
+                pytest.fail(f"{op}, {what}: accepted")
+            assert (read(stream, buf) == POISON).all(), f"{op}, {what}: the buffer was written"
+            assert (host == 7).all(), f"{op}, {what}: the host array was written"
+
+
+@pytest.mark.clause("ERR-58")
+def test_refused_copies_keep_no_reference_to_their_host_arrays(device, stream):
+    """A copy refused with a typed error takes nothing from the caller: the host array it was given (made for
+    the call, dropped after) is collected. A path that exports the array's buffer before its checks and keeps
+    the export when it hands the refusal on (CUDA's compiled copies) keeps every refused array alive."""
+    freed = device.alloc(64)
+    freed.free()
+    gone, seen = [], []
+    with device.alloc(64) as buf:
+        stream.copy_htod(buf, np.ones(16, np.uint8), dst_offset=8)  # the copy paths warm
+        cases = {
+            "copy_htod into a freed buffer": (ia.UseAfterFree, lambda h: stream.copy_htod(freed, h)),
+            "copy_htod past the buffer's end": (ia.InvalidArgument, lambda h: stream.copy_htod(buf, h, dst_offset=60)),
+            "copy_htod at a negative offset": (ia.InvalidArgument, lambda h: stream.copy_htod(buf, h, dst_offset=-8)),
+            "copy_htod_deferred past the buffer's end": (
+                ia.InvalidArgument, lambda h: stream.copy_htod_deferred(buf, h, dst_offset=60)),
+            "copy_dtoh from a freed buffer": (ia.UseAfterFree, lambda h: stream.copy_dtoh(h, freed)),
+            "copy_dtoh past the buffer's end": (ia.InvalidArgument, lambda h: stream.copy_dtoh(h, buf, src_offset=60)),
+        }
+        for what, (error, call) in cases.items():
+            for _ in range(3):
+                host = np.full(16, 7, np.uint8)
+                with pytest.raises(error):
+                    call(host)
+                gone.append((what, weakref.ref(host)))
+        del host
+        stream.synchronize()
+        gc.collect()
+        held = sorted({what for what, ref in gone if ref() is not None})
+    assert not held, f"host arrays of refused copies are still referenced after them: {', '.join(held)}"

@@ -767,3 +767,33 @@ def test_float32_scalars_reach_the_kernel_bit_for_bit(device, stream, kernels):
                                                            np.int32(2), out_f, np.uint32(3)))
                 got = read(stream, out_f, np.uint32)[0]
                 assert got == bits, f"the float32 scalar with bits {bits:#010x} reached the kernel as {got:#010x}"
+
+
+@pytest.mark.clause("KERNEL-125")
+def test_launches_the_signature_refuses_raise_type_error_and_run_nothing(device, stream, kernels):
+    """Stream.launch(kernel, grid, block, args=()) called as its signature refuses: block missing, an argument
+    after args, a keyword it does not take (alone and beside args=), args given twice. Each, right after good
+    launches of the same kernel, dims and argument types (a compiled path remembers them), raises TypeError and
+    runs nothing. A compiled launch that counts its positional arguments wrongly launches with no arguments, or
+    reads one past the caller's."""
+    fill = kernels("fill_u32")  # (out: u32[], value: u32, n: u32)
+    with poisoned(device, stream, 64) as warm, poisoned(device, stream, 64) as out:
+        good = (warm, np.uint32(1), np.uint32(16))
+        args = (out, np.uint32(2), np.uint32(16))
+        calls = {
+            "block missing": lambda: stream.launch(fill, 1),
+            "an argument after args": lambda: stream.launch(fill, 1, 16, args, ()),
+            "an unknown keyword": lambda: stream.launch(fill, 1, 16, bogus=1),
+            "an unknown keyword beside args=": lambda: stream.launch(fill, 1, 16, args=args, bogus=1),
+            "args given twice": lambda: stream.launch(fill, 1, 16, args, args=args),
+        }
+        for what, call in calls.items():
+            for _ in range(2):
+                stream.launch(fill, 1, 16, good)
+            with pytest.raises(TypeError):
+                call()
+                pytest.fail(f"{what}: the launch was accepted")
+            assert (read(stream, out) == POISON).all(), f"{what}: a refused launch ran"
+        stream.launch(fill, 1, 16, args=args)  # args= by keyword is the signature's too
+        assert (read(stream, out, np.uint32) == 2).all(), "launch(..., args=...) did not run"
+    assert_device_works(device, kernels)

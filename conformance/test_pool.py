@@ -717,3 +717,32 @@ def test_a_forked_child_gets_none_of_the_parents_blocks(device, stream, kernels)
         for b in (live, *again, *ours):
             b.free()
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("POOL-69")
+def test_a_free_the_signature_refuses_raises_type_error_and_frees_nothing(device, pool, stream):
+    """PooledBuffer.free(stream=None) called as its signature refuses — two positional arguments, the stream both
+    positionally and by keyword, a keyword it does not take (one sorting before `stream`, one after) — on a warm
+    pool (this thread's front cache holds the bucket's blocks, the quickest free path) raises TypeError and frees
+    nothing: the buffer stays live, holds its bytes, and the pool's live bytes are unchanged. A compiled free that
+    parses its arguments itself and takes whichever it finds frees the block while the caller still uses it."""
+    for _ in range(3):
+        pool.alloc(4 * KiB).free()
+    buf = pool.alloc(4 * KiB)
+    stream.fill(buf, 0x5A)
+    live = pool.stats().bytes_live
+    calls = {
+        "two positional arguments": lambda: buf.free(stream, stream),
+        "the stream positionally and by keyword": lambda: buf.free(stream, stream=stream),
+        "bogus= (sorts before stream)": lambda: buf.free(bogus=1),
+        "timeout= (sorts after stream)": lambda: buf.free(timeout=1),
+        "bogus= beside stream=": lambda: buf.free(stream=stream, bogus=1),
+    }
+    for what, call in calls.items():
+        with pytest.raises(TypeError):
+            call()
+            pytest.fail(f"free() with {what}: accepted")
+        assert not buf.freed and pool.stats().bytes_live == live, f"free() with {what}: the buffer was freed"
+    assert (read(stream, buf) == 0x5A).all(), "a refused free() changed the buffer"
+    buf.free(stream=stream)
+    assert buf.freed and pool.stats().bytes_live == live - 4 * KiB
