@@ -2104,6 +2104,28 @@ def test_a_free_the_driver_refuses_leaves_the_buffer_live(device, target, requir
     assert not outcomes["unraisable"], f"a buffer dropped unfreed after the fault: {outcomes['unraisable']}"
 
 
+#: KERNEL-129: PTX_SM75's `mov.u32 %r1, 7;` made into instructions the PTX ISA does not define
+UNDEFINED_INSTRUCTIONS = {
+    "an undefined modifier": "mov.bogus.u32 %r1, 7;",
+    "a type the instruction has no form for": "mov.u32 %r1, 7;\n    not.f32 %r1, %r1;",
+    "a state space on an arithmetic instruction": "mov.u32 %r1, 7;\n    add.global.u32 %r1, %r1, 1;",
+}
+
+
+@pytest.mark.clause("KERNEL-129")
+@pytest.mark.parametrize("what", list(UNDEFINED_INSTRUCTIONS))
+def test_ptx_with_an_instruction_the_isa_does_not_define_is_refused(device, kernels, require, what):
+    """An instruction is its opcode with the modifiers and types the PTX ISA defines for it: one with others is
+    not PTX, and a driver refuses the module (a CompileError from the module load, with the driver's log) —
+    it never builds a kernel from a guess at what was meant, ignoring the word it does not know."""
+    require("lang.ptx")
+    source = PTX_SM75.replace("mov.u32 %r1, 7;", UNDEFINED_INSTRUCTIONS[what])
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(source, "ptx")
+    assert info.value.op == "cuModuleLoadDataEx", info.value
+    assert_device_works(device, kernels)
+
+
 #: the PTX ISA version that first has each architecture newer than sm_90 (PTX ISA notes)
 NEWER_ARCHITECTURES = {100: "8.6", 120: "8.7", 121: "8.8"}
 
