@@ -2997,10 +2997,11 @@ def _immediate_chain(name: str, immediates: list[int]) -> str:
 def test_a_kernels_register_count_does_not_grow_with_its_distinct_immediates(device, stream, require):
     """NUM_REGS counts the registers each thread uses, and an immediate is part of its instruction: two kernels
     that differ only in their immediates (100 `add.u32` of the same 5, and of 1, 2, ..., 100) run (each thread
-    stores its index plus the sum) and report register counts within 16 of each other. An implementation that
+    stores its index plus the sum) and report register counts within 16 of each other, and no local memory
+    (LOCAL_SIZE_BYTES 0: they declare none, call nothing and hold a value or two). An implementation that
     counts a register for each distinct immediate reports about 100 more for the second, which an occupancy
     calculator (the multiprocessor's registers divided by NUM_REGS) takes for a kernel that fits a third as
-    many blocks."""
+    many blocks; one that gives every kernel a frame reports local memory a launch must reserve for nothing."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
@@ -3019,6 +3020,10 @@ def test_a_kernels_register_count_does_not_grow_with_its_distinct_immediates(dev
             err, registers[name] = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
                                                          kernel.native)
             assert not err, f"cuFuncGetAttribute(NUM_REGS) of {name}: {err}"
+            err, local = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                                               kernel.native)
+            assert not err and local == 0, \
+                f"{name}, which declares no local memory and calls nothing, reports LOCAL_SIZE_BYTES {local} ({err})"
     assert abs(registers["distinct_immediates"] - registers["same_immediate"]) <= 16, (
         f"NUM_REGS {registers['same_immediate']} for 100 adds of the same immediate, "
         f"{registers['distinct_immediates']} for 100 adds of distinct ones")
