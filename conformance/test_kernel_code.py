@@ -2816,8 +2816,9 @@ def _log_text(log: bytearray, which: str) -> str:
 def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, inputs):
     """A client gives the linker info and error log buffers (CU_JIT_INFO_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER,
     zeroed, as numba-cuda does) and shows or raises what they hold: each is a string, empty or text, whether
-    the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), and a failed
-    link says why in the error log."""
+    the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), a failed
+    link says why in the error log, and a successful one, asked for verbose logs (CU_JIT_LOG_VERBOSE), says
+    something in the info log."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
@@ -2829,9 +2830,10 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     assert not err, err
     state = None
     try:
-        err, state = cu.cuLinkCreate(4, [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                                         opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
-                                     [info, LINK_LOG_BYTES, error, LINK_LOG_BYTES])
+        err, state = cu.cuLinkCreate(5, [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                                         opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                                         opt.CU_JIT_LOG_VERBOSE],
+                                     [info, LINK_LOG_BYTES, error, LINK_LOG_BYTES, 1])
         assert not err, f"cuLinkCreate: {err}"
         for i, text in enumerate(texts):
             data = text.encode() + b"\0"
@@ -2848,6 +2850,7 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
         cu.cuCtxPopCurrent()
     if inputs == "library and kernel":
         assert not err, f"the link of the library and the kernel: {err} ({error_text!r})"
+        assert info_text.strip(), "the verbose link (CU_JIT_LOG_VERBOSE 1) succeeded and left the info log empty"
     else:
         assert err, "the kernel linked alone, with `triple` defined nowhere"
         assert error_text.strip(), f"the failed link ({err}) left the error log empty"
