@@ -861,8 +861,9 @@ def test_a_cuda_devices_host_numa_support_attributes_agree_with_the_apis(device,
     cuMemCreate, cuMemMap and related APIs, and HOST_NUMA_MEMORY_POOLS_SUPPORTED (HOST_MEMORY_POOLS_SUPPORTED) as
     support for the HOST_NUMA (HOST) location with cuMemAllocAsync and the cuMemPool family: a device can only
     say so where it supports those APIs at all (VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, MEMORY_POOLS_SUPPORTED), and
-    where it says HOST_NUMA pools are supported, a pool of pinned memory on host NUMA node HOST_NUMA_ID is made
-    and gives an allocation. Allocators (PyTorch's, RMM) pick their paths by these attributes."""
+    a pool of pinned memory at the location (host NUMA node HOST_NUMA_ID; the host) is made, and gives an
+    allocation, exactly where the attribute says so. Allocators (PyTorch's, RMM) pick their paths by these
+    attributes."""
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
     cu, dev = device.native.driver, device.native.device
@@ -875,27 +876,33 @@ def test_a_cuda_devices_host_numa_support_attributes_agree_with_the_apis(device,
     claimed = {(name, implied): (value(name), value(implied)) for name, implied in CUDA_IMPLIED_SUPPORT}
     wrong = {f"{name} without {implied}": got for (name, implied), got in claimed.items() if got[0] and not got[1]}
     assert not wrong, f"support for a location of an API family the device does not support (values): {wrong}"
-    if not value("HOST_NUMA_MEMORY_POOLS_SUPPORTED"):
-        return
-    props = cu.CUmemPoolProps()
-    props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
-    props.handleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
-    props.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_HOST_NUMA
-    props.location.id = value("HOST_NUMA_ID")
+    locations = {"HOST_NUMA_MEMORY_POOLS_SUPPORTED": ("CU_MEM_LOCATION_TYPE_HOST_NUMA", value("HOST_NUMA_ID")),
+                 "HOST_MEMORY_POOLS_SUPPORTED": ("CU_MEM_LOCATION_TYPE_HOST", 0)}
     stream.synchronize()
     err, = cu.cuCtxPushCurrent(device.native.context)
     assert not err, err
+    made = {}
     try:
-        err_create, pool = cu.cuMemPoolCreate(props)
-        if not err_create:
+        for name, (location, node) in locations.items():
+            props = cu.CUmemPoolProps()
+            props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+            props.handleTypes = cu.CUmemAllocationHandleType.CU_MEM_HANDLE_TYPE_NONE
+            props.location.type = getattr(cu.CUmemLocationType, location)
+            props.location.id = node
+            err_create, pool = cu.cuMemPoolCreate(props)
+            made[name] = err_create
+            if err_create:
+                continue
             err_alloc, p = cu.cuMemAllocFromPoolAsync(1 << 16, pool, stream.native)
             if not err_alloc:
                 cu.cuMemFreeAsync(p, stream.native)
             err_sync, = cu.cuStreamSynchronize(stream.native)
             err_destroy, = cu.cuMemPoolDestroy(pool)
+            assert not (err_alloc or err_sync or err_destroy), (
+                f"a pool at {location} {node}: cuMemAllocFromPoolAsync of 64 KiB {err_alloc}, cuStreamSynchronize "
+                f"{err_sync}, cuMemPoolDestroy {err_destroy}")
     finally:
         cu.cuCtxPopCurrent()
-    where = f"host NUMA node {props.location.id} (HOST_NUMA_MEMORY_POOLS_SUPPORTED is 1)"
-    assert not err_create, f"cuMemPoolCreate of pinned memory on {where}: {err_create}"
-    assert not err_alloc, f"cuMemAllocFromPoolAsync of 64 KiB from the pool on {where}: {err_alloc}"
-    assert not err_sync and not err_destroy, f"cuStreamSynchronize: {err_sync}, cuMemPoolDestroy: {err_destroy}"
+    disagree = {name: (value(name), str(err)) for name, err in made.items() if bool(value(name)) != (not err)}
+    assert not disagree, ("support attributes that disagree with cuMemPoolCreate of a pinned pool at that location "
+                          f"(attribute, cuMemPoolCreate's status): {disagree}")

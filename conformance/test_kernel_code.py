@@ -2838,8 +2838,9 @@ def _log_text(log: bytearray, which: str) -> str:
 def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, inputs):
     """A client gives the linker info and error log buffers (CU_JIT_INFO_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER,
     zeroed, as numba-cuda does) and shows or raises what they hold: each is a string, empty or text, whether
-    the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), and a failed
-    link says why in the error log."""
+    the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), a failed
+    link says why in the error log, and a successful one, asked for verbose logs (CU_JIT_LOG_VERBOSE), says
+    something in the info log."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
@@ -2851,9 +2852,10 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     assert not err, err
     state = None
     try:
-        err, state = cu.cuLinkCreate(4, [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                                         opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
-                                     [info, LINK_LOG_BYTES, error, LINK_LOG_BYTES])
+        err, state = cu.cuLinkCreate(5, [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                                         opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                                         opt.CU_JIT_LOG_VERBOSE],
+                                     [info, LINK_LOG_BYTES, error, LINK_LOG_BYTES, 1])
         assert not err, f"cuLinkCreate: {err}"
         for i, text in enumerate(texts):
             data = text.encode() + b"\0"
@@ -2870,6 +2872,7 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
         cu.cuCtxPopCurrent()
     if inputs == "library and kernel":
         assert not err, f"the link of the library and the kernel: {err} ({error_text!r})"
+        assert info_text.strip(), "the verbose link (CU_JIT_LOG_VERBOSE 1) succeeded and left the info log empty"
     else:
         assert err, "the kernel linked alone, with `triple` defined nowhere"
         assert error_text.strip(), f"the failed link ({err}) left the error log empty"
@@ -3019,10 +3022,11 @@ def _immediate_chain(name: str, immediates: list[int]) -> str:
 def test_a_kernels_register_count_does_not_grow_with_its_distinct_immediates(device, stream, require):
     """NUM_REGS counts the registers each thread uses, and an immediate is part of its instruction: two kernels
     that differ only in their immediates (100 `add.u32` of the same 5, and of 1, 2, ..., 100) run (each thread
-    stores its index plus the sum) and report register counts within 16 of each other. An implementation that
+    stores its index plus the sum) and report register counts within 16 of each other, and no local memory
+    (LOCAL_SIZE_BYTES 0: they declare none, call nothing and hold a value or two). An implementation that
     counts a register for each distinct immediate reports about 100 more for the second, which an occupancy
     calculator (the multiprocessor's registers divided by NUM_REGS) takes for a kernel that fits a third as
-    many blocks."""
+    many blocks; one that gives every kernel a frame reports local memory a launch must reserve for nothing."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
@@ -3041,6 +3045,10 @@ def test_a_kernels_register_count_does_not_grow_with_its_distinct_immediates(dev
             err, registers[name] = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS,
                                                          kernel.native)
             assert not err, f"cuFuncGetAttribute(NUM_REGS) of {name}: {err}"
+            err, local = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                                               kernel.native)
+            assert not err and local == 0, \
+                f"{name}, which declares no local memory and calls nothing, reports LOCAL_SIZE_BYTES {local} ({err})"
     assert abs(registers["distinct_immediates"] - registers["same_immediate"]) <= 16, (
         f"NUM_REGS {registers['same_immediate']} for 100 adds of the same immediate, "
         f"{registers['distinct_immediates']} for 100 adds of distinct ones")

@@ -394,3 +394,34 @@ def test_a_capture_forked_onto_a_second_stream_and_joined_back_ends_with_both_st
         assert got == [0x11] * 64 + [0x22] * 64, \
             f"the graph's launch left {sorted(set(got[:64]))} in the first half (0x11), {sorted(set(got[64:]))} in " \
             "the second (0x22)"
+    unjoined = _unjoined_fork_status(cu, device, stream, side)
+    assert unjoined == cu.CUresult.CUDA_ERROR_STREAM_CAPTURE_UNJOINED, \
+        f"cuStreamEndCapture of a capture forked onto a second stream and never joined back: {unjoined}"
+
+
+def _unjoined_fork_status(cu, device, stream, side) -> object:
+    """What cuStreamEndCapture answers for a capture forked onto ``side`` (a memset there) and never joined back:
+    CUDA refuses it with CUDA_ERROR_STREAM_CAPTURE_UNJOINED (the forked work has nothing after it to wait on)."""
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    forked = graph = None
+    try:
+        with device.alloc(64) as buf:
+            err, forked = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+            assert not err, f"cuEventCreate: {err}"
+            err, = cu.cuStreamBeginCapture(stream.native, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+            assert not err, f"cuStreamBeginCapture: {err}"
+            for step in (lambda: cu.cuMemsetD8Async(buf.handle, 1, 32, stream.native),
+                         lambda: cu.cuEventRecord(forked, stream.native),
+                         lambda: cu.cuStreamWaitEvent(side.native, forked, 0),
+                         lambda: cu.cuMemsetD8Async(int(buf.handle) + 32, 2, 32, side.native)):
+                err, = step()
+                assert not err, f"a step of the unjoined fork's capture: {err}"
+            err, graph = cu.cuStreamEndCapture(stream.native)
+    finally:
+        if graph is not None and int(graph):
+            cu.cuGraphDestroy(graph)
+        if forked is not None:
+            cu.cuEventDestroy(forked)
+        cu.cuCtxPopCurrent()
+    return err
