@@ -797,3 +797,25 @@ def test_launches_the_signature_refuses_raise_type_error_and_run_nothing(device,
         stream.launch(fill, 1, 16, args=args)  # args= by keyword is the signature's too
         assert (read(stream, out, np.uint32) == 2).all(), "launch(..., args=...) did not run"
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-126", "ERR-1")
+def test_an_argument_of_another_type_in_any_one_place_is_refused(device, stream, kernels):
+    """KERNEL-15 with one argument of another type at a time, in each place, the others as in the good launches
+    before it: a launch path that remembers resolved launches by their argument types (CUDA's compiled one) and
+    compares only some places finds the good launches' packing and passes a scalar as a buffer. Each raises
+    InvalidArgument naming Stream.launch, and nothing runs."""
+    saxpy = kernels("saxpy")  # (x: buffer, y: buffer, a: float32, n: uint32)
+    with poisoned(device, stream, 64) as x, poisoned(device, stream, 64) as y:
+        good = [x, y, np.float32(0), np.uint32(0)]
+        other = [np.float32(1), np.uint32(1), y, x]  # per place: a value of a type the kernel does not take there
+        for place in range(len(good)):
+            args = list(good)
+            args[place] = other[place]
+            for _ in range(2):  # good launches first: a compiled path remembers them
+                stream.launch(saxpy, 1, 16, tuple(good))
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: "):
+                stream.launch(saxpy, 1, 16, tuple(args))
+                pytest.fail(f"argument {place} of another type: the launch was accepted")
+        assert (read(stream, y) == POISON).all(), "a refused launch ran"
+    assert_device_works(device, kernels)
