@@ -819,3 +819,31 @@ def test_an_argument_of_another_type_in_any_one_place_is_refused(device, stream,
                 pytest.fail(f"argument {place} of another type: the launch was accepted")
         assert (read(stream, y) == POISON).all(), "a refused launch ran"
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-127", "ERR-1")
+def test_a_freed_pooled_buffer_is_refused_by_warm_launches(device, stream, kernels):
+    """A MemPool's buffer launched with (by Stream.launch and by a prepared plan, twice each: a compiled path
+    remembers the launches), then freed: the next launch with it raises UseAfterFree naming Stream.launch, by
+    either way, and nothing runs. A compiled launch that meets the refusal while packing the arguments and
+    hands the launch on to the Python path with the error still pending answers a SystemError instead."""
+    fill = kernels("fill_u32")  # (out: u32[], value: u32, n: u32)
+    plan = fill.prepare(1, 16)
+    pool = ia.MemPool(device, stream)
+    try:
+        with poisoned(device, stream, 64) as out:
+            for way, launch in (("Stream.launch", lambda b, v: stream.launch(fill, 1, 16, (b, v, np.uint32(16)))),
+                                ("a prepared plan", lambda b, v: plan(stream, b, v, np.uint32(16)))):
+                pooled = pool.alloc(64)
+                for _ in range(2):
+                    launch(pooled, np.uint32(1))
+                stream.synchronize()
+                pooled.free()
+                with pytest.raises(ia.UseAfterFree, match=r"^Stream\.launch: "):
+                    launch(pooled, np.uint32(2))
+                    pytest.fail(f"{way}: a launch with a freed pooled buffer was accepted")
+                launch(out, np.uint32(3))  # the way still launches
+                assert (read(stream, out, np.uint32) == 3).all(), f"{way}: a good launch after the refused one"
+    finally:
+        pool.close()
+    assert_device_works(device, kernels)
