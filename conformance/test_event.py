@@ -642,3 +642,29 @@ def test_a_graph_holding_an_event_record_node_instantiates_and_launches(device, 
         assert got == [0x33] * 64 + [0x44] * 64, \
             f"the graph's launch left {sorted(set(got[:64]))} in the first half (0x33), {sorted(set(got[64:]))} in " \
             "the second (0x44)"
+
+
+@pytest.mark.clause("EVENT-56")
+def test_re_record_checks_every_keyword_whatever_their_order(device, stream):
+    """record(event=e, timing=...) is record(timing=..., event=e): the keywords' order changes nothing. With
+    event= first, a timing that is not the event's raises InvalidArgument and a keyword record does not take
+    raises TypeError, each leaving the event where it was; the event's own timing re-records it. A compiled
+    record that looks only at the first keyword re-records the event whatever follows."""
+    untimed = stream.record()
+    other = device.create_stream()
+    cases = {"event=e, timing=True for an untimed event": (ia.InvalidArgument,
+                                                            lambda: other.record(event=untimed, timing=True)),
+             "event=e, bogus=1": (TypeError, lambda: other.record(event=untimed, bogus=1))}
+    if device.supports("events.timing"):
+        timed = stream.record(timing=True)
+        cases["event=e, timing=False for a timed event"] = (ia.InvalidArgument,
+                                                            lambda: other.record(event=timed, timing=False))
+        cases["event=e, bogus=1 for a timed event"] = (TypeError, lambda: other.record(event=timed, bogus=1))
+    for what, (error, call) in cases.items():
+        other.record(event=other.record())  # a good re-record first: the path warm
+        with pytest.raises(error):
+            call()
+            pytest.fail(f"record({what}): accepted")
+        assert untimed.stream is stream, f"record({what}) moved the event"
+    assert other.record(event=untimed, timing=False) is untimed and untimed.stream is other
+    untimed.synchronize()

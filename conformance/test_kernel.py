@@ -797,3 +797,53 @@ def test_launches_the_signature_refuses_raise_type_error_and_run_nothing(device,
         stream.launch(fill, 1, 16, args=args)  # args= by keyword is the signature's too
         assert (read(stream, out, np.uint32) == 2).all(), "launch(..., args=...) did not run"
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-126", "ERR-1")
+def test_an_argument_of_another_type_in_any_one_place_is_refused(device, stream, kernels):
+    """KERNEL-15 with one argument of another type at a time, in each place, the others as in the good launches
+    before it: a launch path that remembers resolved launches by their argument types (CUDA's compiled one) and
+    compares only some places finds the good launches' packing and passes a scalar as a buffer. Each raises
+    InvalidArgument naming Stream.launch, and nothing runs."""
+    saxpy = kernels("saxpy")  # (x: buffer, y: buffer, a: float32, n: uint32)
+    with poisoned(device, stream, 64) as x, poisoned(device, stream, 64) as y:
+        good = [x, y, np.float32(0), np.uint32(0)]
+        other = [np.float32(1), np.uint32(1), y, x]  # per place: a value of a type the kernel does not take there
+        for place in range(len(good)):
+            args = list(good)
+            args[place] = other[place]
+            for _ in range(2):  # good launches first: a compiled path remembers them
+                stream.launch(saxpy, 1, 16, tuple(good))
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: "):
+                stream.launch(saxpy, 1, 16, tuple(args))
+                pytest.fail(f"argument {place} of another type: the launch was accepted")
+        assert (read(stream, y) == POISON).all(), "a refused launch ran"
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-127", "ERR-1")
+def test_a_freed_pooled_buffer_is_refused_by_warm_launches(device, stream, kernels):
+    """A MemPool's buffer launched with (by Stream.launch and by a prepared plan, twice each: a compiled path
+    remembers the launches), then freed: the next launch with it raises UseAfterFree naming Stream.launch, by
+    either way, and nothing runs. A compiled launch that meets the refusal while packing the arguments and
+    hands the launch on to the Python path with the error still pending answers a SystemError instead."""
+    fill = kernels("fill_u32")  # (out: u32[], value: u32, n: u32)
+    plan = fill.prepare(1, 16)
+    pool = ia.MemPool(device, stream)
+    try:
+        with poisoned(device, stream, 64) as out:
+            for way, launch in (("Stream.launch", lambda b, v: stream.launch(fill, 1, 16, (b, v, np.uint32(16)))),
+                                ("a prepared plan", lambda b, v: plan(stream, b, v, np.uint32(16)))):
+                pooled = pool.alloc(64)
+                for _ in range(2):
+                    launch(pooled, np.uint32(1))
+                stream.synchronize()
+                pooled.free()
+                with pytest.raises(ia.UseAfterFree, match=r"^Stream\.launch: "):
+                    launch(pooled, np.uint32(2))
+                    pytest.fail(f"{way}: a launch with a freed pooled buffer was accepted")
+                launch(out, np.uint32(3))  # the way still launches
+                assert (read(stream, out, np.uint32) == 3).all(), f"{way}: a good launch after the refused one"
+    finally:
+        pool.close()
+    assert_device_works(device, kernels)

@@ -425,3 +425,30 @@ def _unjoined_fork_status(cu, device, stream, side) -> object:
             cu.cuEventDestroy(forked)
         cu.cuCtxPopCurrent()
     return err
+
+
+@pytest.mark.clause("STREAM-15")
+def test_waits_the_signature_refuses_raise_type_error(device, stream):
+    """Stream.synchronize(timeout=None) and Event.synchronize(timeout=None) called as their signatures refuse —
+    a second positional argument after None, the timeout both positionally and by keyword, a keyword they do not
+    take — raise TypeError, each right after a good wait (its fast path warm); then both still wait. A compiled
+    wait that reads a first None as "no timeout" and ignores what follows waits where Python raises."""
+    event = stream.record()
+    calls = {
+        "Stream.synchronize(None, None)": lambda: stream.synchronize(None, None),
+        "Stream.synchronize(None, timeout=5.0)": lambda: stream.synchronize(None, timeout=5.0),
+        "Stream.synchronize(None, bogus=1)": lambda: stream.synchronize(None, bogus=1),
+        "Stream.synchronize(bogus=1)": lambda: stream.synchronize(bogus=1),
+        "Event.synchronize(None, None)": lambda: event.synchronize(None, None),
+        "Event.synchronize(None, timeout=5.0)": lambda: event.synchronize(None, timeout=5.0),
+        "Event.synchronize(None, bogus=1)": lambda: event.synchronize(None, bogus=1),
+        "Event.synchronize(bogus=1)": lambda: event.synchronize(bogus=1),
+    }
+    for what, call in calls.items():
+        stream.synchronize()
+        event.synchronize(None)
+        with pytest.raises(TypeError):
+            call()
+            pytest.fail(f"{what}: accepted")
+    stream.synchronize(None)
+    event.synchronize(timeout=5.0)
