@@ -582,13 +582,15 @@ PTX_FP8_PAIRS = """.version 8.1
 
 #: (a, b) -> the e4m3 and e5m2 bytes of each (OCP FP8: e4m3 bias 7, max 448; e5m2 bias 15, max 57344) and
 #: the values those bytes hold. Ties round to even (1.0625, 1.1875 in e4m3); past the largest finite value
-#: .satfinite gives it (1000 and -1e6 in e4m3, -1e6 in e5m2; 1000 rounds to 1024 in e5m2).
+#: .satfinite gives it (1000 and -1e6 in e4m3, -1e6 in e5m2; 1000 rounds to 1024 in e5m2); e5m2's top binade
+#: (exponent 30: 32768 and 57344, its largest) holds its values exactly.
 FP8_CASES = [
     ((1.0, 2.0), (0x38, 0x40), (0x3C, 0x40), (1.0, 2.0), (1.0, 2.0)),
     ((-1.5, 0.5), (0xBC, 0x30), (0xBE, 0x38), (-1.5, 0.5), (-1.5, 0.5)),
     ((1000.0, -1e6), (0x7E, 0xFE), (0x64, 0xFB), (448.0, -448.0), (1024.0, -57344.0)),
     ((1.0625, 1.1875), (0x38, 0x3A), (0x3C, 0x3D), (1.0, 1.25), (1.0, 1.25)),
     ((0.0, -0.0), (0x00, 0x80), (0x00, 0x80), (0.0, -0.0), (0.0, -0.0)),
+    ((32768.0, 57344.0), (0x7E, 0x7E), (0x78, 0x7B), (448.0, 448.0), (32768.0, 57344.0)),
 ]
 #: a NaN and 448 (e4m3's largest finite value, 0x7E, which e5m2 holds exactly, 0x5F): the NaN is a NaN in both
 #: formats (e4m3 has one, 0x7F or 0xFF; e5m2 any exponent 31 with a mantissa) and back in f16
