@@ -126,7 +126,8 @@ def section(covs: dict[str, Coverage], unreachable: dict[str, str] | None = None
     if stale:
         lines += ["", "### Stale entries of `unreachable.txt`", "",
                   "Branches it lists that no module's union leaves untaken (a run takes them now, or the code "
-                  "moved): remove them, or renumber them (`union.py --renumber COMMIT`).", ""] + [f"- `{b}`" for b in stale]
+                  "moved): remove them, or renumber them (`union.py --renumber COMMIT`).", ""] + \
+            [f"- `{b}`" for b in stale]
     return lines
 
 
@@ -150,7 +151,9 @@ def renumber(since: str, path: Path = UNREACHABLE, repo: Path = REPO) -> list[st
         if line.strip() and not line.lstrip().startswith("#"):
             file, _, arc = branch.rpartition(":")
             start, _, end = arc.partition("->")
-            lines = maps.setdefault(file, moved_lines(file, since, repo))
+            if file not in maps:
+                maps[file] = moved_lines(file, since, repo)
+            lines = maps[file]
             if int(start) in lines and (end == "exit" or int(end) in lines):
                 new = branch_name(file, (lines[int(start)], lines[int(end)] if end != "exit" else -1))
                 if new != branch:
