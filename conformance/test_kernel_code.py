@@ -2106,6 +2106,35 @@ def test_a_free_the_driver_refuses_leaves_the_buffer_live(device, target, requir
     assert not outcomes["unraisable"], f"a buffer dropped unfreed after the fault: {outcomes['unraisable']}"
 
 
+@pytest.mark.clause("KERNEL-130")
+def test_occupancy_answers_for_every_block_size(device, require):
+    """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel (KERNEL-83's fill7, through Kernel.native) answers
+    for every block size from one thread to the kernel's MAX_THREADS_PER_BLOCK: at least one block, and never
+    more blocks as the block grows (1, 32, the largest). Launch tuners sweep the block size from 1 up; a driver
+    that refuses a one-thread block (a bound check off by one) breaks the sweep at its first step."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuOccupancyMaxActiveBlocksPerMultiprocessor)")
+    cu = device.native.driver
+    with device.compile(PTX_SM75, "ptx") as module:
+        kernel = module.kernel("fill7")
+        err, largest = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                             kernel.native)
+        assert not err and largest >= 32, f"cuFuncGetAttribute(MAX_THREADS_PER_BLOCK): {err}, {largest}"
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        try:
+            blocks = {size: cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, size, 0)
+                      for size in (1, 32, largest)}
+        finally:
+            cu.cuCtxPopCurrent()
+    failed = {size: err for size, (err, _) in blocks.items() if err}
+    assert not failed, f"cuOccupancyMaxActiveBlocksPerMultiprocessor refused block sizes {failed}"
+    counts = [blocks[size][1] for size in (1, 32, largest)]
+    assert counts[-1] >= 1 and counts == sorted(counts, reverse=True), \
+        f"blocks a multiprocessor holds for blocks of 1, 32 and {largest} threads: {counts}"
+
+
 #: KERNEL-129: PTX_SM75's `mov.u32 %r1, 7;` made into instructions the PTX ISA does not define
 UNDEFINED_INSTRUCTIONS = {
     "an undefined modifier": "mov.bogus.u32 %r1, 7;",

@@ -10,7 +10,8 @@ import pytest
 import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import assert_device_works, host_pages_above, host_pages_low, memory_churn, random_bytes, read, rss_bytes
+from .helpers import (POISON, assert_device_works, host_pages_above, host_pages_low, memory_churn, poisoned,
+                      random_bytes, read, rss_bytes)
 
 
 @pytest.mark.clause("MEM-1")
@@ -313,3 +314,33 @@ def test_linking_ptx_takes_no_device_memory_it_keeps(device, stream):
     assert free_after > free_before - array, (
         f"{links} links of PTX with a {array >> 20} MiB .global array, none loaded, took "
         f"{(free_before - free_after) >> 20} MiB of device memory (cuMemGetInfo)")
+
+
+@pytest.mark.clause("MEM-60")
+def test_the_drivers_16_bit_memsets_write_16_bit_values(device, stream):
+    """cuMemsetD16Async and cuMemsetD2D16Async (through `Stream.native`, the device's context pushed) set each
+    16-bit element they cover to the value, and nothing else: 8 elements at a buffer's start, then 2 rows of 4
+    elements at a pitch of 16 bytes further on; every other byte keeps its poison. A driver that stores 16-bit
+    memsets as 32-bit words writes twice the bytes, zeros between the values."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemsetD16Async)")
+    cu = device.native.driver
+    with poisoned(device, stream, 128) as buf:
+        stream.synchronize()
+        base = int(buf.handle)
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        try:
+            errors = {"cuMemsetD16Async": cu.cuMemsetD16Async(base, 0xBEEF, 8, stream.native)[0],
+                      "cuMemsetD2D16Async": cu.cuMemsetD2D16Async(base + 64, 16, 0x1234, 4, 2, stream.native)[0],
+                      "cuStreamSynchronize": cu.cuStreamSynchronize(stream.native)[0]}
+        finally:
+            cu.cuCtxPopCurrent()
+        assert not any(errors.values()), errors
+        got = read(stream, buf, np.uint8)
+    want = np.full(128, POISON, np.uint8)
+    want[:16] = np.full(8, 0xBEEF, np.uint16).view(np.uint8)
+    for row in range(2):
+        start = 64 + 16 * row
+        want[start:start + 8] = np.full(4, 0x1234, np.uint16).view(np.uint8)
+    assert got.tolist() == want.tolist(), f"after the 16-bit memsets the buffer holds {got.tolist()}"
