@@ -1,7 +1,9 @@
 """Driver API behaviour of the fake: errors for bad handles and sizes, memcheck, faults, streams, leaks."""
 
+import ctypes
 import os
 import subprocess
+import threading
 import sys
 import textwrap
 
@@ -167,16 +169,22 @@ def test_stream_ordering_events_and_stale_reads(cuda):
     host = cuda.ok(d.cuMemAllocHost(4 * 32))
     view = np.ctypeslib.as_array((np.ctypeslib.ctypes.c_uint32 * 32).from_address(int(host)))
     view[:] = 0
+    gate = threading.Event()
+    hold = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: gate.wait(60))  # holds s1 until released
     cuda.ok(d.cuEventRecord(e0, s1))
     cuda.launch(f, (1,), (32,), out, np.uint32(200000), stream=s1, sync=False)
+    cuda.ok(d.cuLaunchHostFunc(s1, d.CUhostFn(ctypes.cast(hold, ctypes.c_void_p).value), 0))
     cuda.ok(d.cuEventRecord(e1, s1))
     cuda.ok(d.cuStreamWaitEvent(s2, e1, 0))
     cuda.ok(d.cuMemcpyDtoHAsync(host, out, 4 * 32, s2))
     cuda.ok(d.cuEventRecord(done, s2))
-    stale = view.copy()
-    assert cuda.err(d.cuEventQuery(done)) in (d.CUresult.CUDA_ERROR_NOT_READY, d.CUresult.CUDA_SUCCESS)
+    try:
+        assert cuda.err(d.cuEventQuery(done)) == d.CUresult.CUDA_ERROR_NOT_READY
+        assert not view.any()  # s2's copy waits for s1's event, which waits for the gate
+    finally:
+        gate.set()
     cuda.ok(d.cuEventSynchronize(done))
-    assert not np.array_equal(stale, view)  # the copy had not happened before the event completed
+    assert view.all()  # the copy happened once the event completed
     assert cuda.ok(d.cuEventElapsedTime(e0, e1)) > 0
     assert cuda.err(d.cuStreamQuery(s2)) == d.CUresult.CUDA_SUCCESS
     for h in (e0, e1, done):
