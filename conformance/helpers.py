@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import re
 import select
 import signal
+import subprocess
+import sys
 import time
 import warnings
 
 import numpy as np
 import pytest
 
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.cts.testing.work import RunningWork, ceil_div, lcg, read
 
 __all__ = ["NOP", "POISON", "RunningWork", "assert_device_works", "assert_wait_outlasts_running_work", "ceil_div",
-           "lcg", "host_pages_above", "host_pages_low", "memory_churn", "poisoned", "poll_until_complete",
-           "raises_naming", "random_bytes", "read", "resident_growth", "rng", "rss_bytes", "nop_kernels", "upload"]
+           "child_json", "context_current", "cuda_driver", "host_pages_above", "host_pages_low", "lcg", "memory_churn",
+           "nop_kernels", "poisoned", "poll_until_complete", "raises_naming", "random_bytes", "read", "resident_growth",
+           "rng", "rss_bytes", "upload"]
 
 POISON = 0xA5
 
@@ -34,6 +40,38 @@ def raises_naming(error: type[BaseException], op: str, what: str):
     """``pytest.raises`` for ``error`` whose message is "op: detail" with ``what`` in the detail: the public op
     that was called (never another one the library went through) and the argument or object that was wrong."""
     return pytest.raises(error, match=f"(?s)^{re.escape(op)}: .*{re.escape(what)}")
+
+
+def child_json(target, script: str, *args: str, timeout: float = 120, env: dict[str, str] | None = None):
+    """The JSON value that ``script`` prints as its last line, run with ``python -c`` in a child process on
+    ``target`` (argv: the target's name, then ``args``; its environment plus ``env``): for the clauses about
+    process-wide state (primary contexts, faults that end a context, the environment, resident memory), which
+    a fresh process alone shows as it is."""
+    proc = subprocess.run([sys.executable, "-c", script, target.name, *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **target.environment(), **(env or {})})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def cuda_driver(device, calls: str):
+    """The CUDA driver module behind a cuda device, for the clauses that call the driver's own API beside the
+    library (as clients mixing libraries do); on any other backend the test is not-supported, naming ``calls``."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver ({calls})")
+    return device.native.driver
+
+
+@contextlib.contextmanager
+def context_current(device):
+    """The device's CUDA context pushed current on this thread for the test's own driver calls, popped on exit
+    (the library pushes it around its own calls only)."""
+    cu = device.native.driver
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, f"cuCtxPushCurrent: {err}"
+    try:
+        yield cu
+    finally:
+        cu.cuCtxPopCurrent()
 
 
 def poisoned(device, stream, nbytes: int):

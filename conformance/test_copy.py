@@ -18,7 +18,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import POISON, RunningWork, poisoned, raises_naming, random_bytes, read
+from .helpers import POISON, RunningWork, context_current, cuda_driver, poisoned, raises_naming, random_bytes, read
 
 BUF = 4096
 
@@ -456,15 +456,10 @@ def test_deferred_htod_checks_as_copy_htod(device, stream):
 def page_locked(device, stream, n: int):
     """``n`` bytes of page-locked host memory from the CUDA driver (cuMemHostAlloc), as a numpy array; freed on
     exit once the device is idle (the library lets go of the arrays it was given at a synchronize)."""
-    driver = device.native.driver
-    stream.synchronize()  # the library's context is current on this thread: pushed again for the host allocation
-    err, = driver.cuCtxPushCurrent(device.native.context)
-    assert not err, f"cuCtxPushCurrent: {err}"
-    try:
+    stream.synchronize()
+    with context_current(device) as driver:
         err, address = driver.cuMemHostAlloc(n, 0)
         assert not err, f"cuMemHostAlloc({n}): {err}"
-    finally:
-        driver.cuCtxPopCurrent()
     host = np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(int(address)))
     try:
         yield host
@@ -482,8 +477,7 @@ def test_a_deferred_copy_from_page_locked_memory_does_not_wait_for_the_streams_w
     when the stream gets to the copy. A backend that stages it through its ring instead (copy_htod's way) copies
     it twice, and a source larger than the ring (32 MiB) must wait for the DMA of its own first chunks, behind
     the running work, before it can fill the ring again: the call then returns only once that work is done."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemHostAlloc)")
+    cuda_driver(device, "cuMemHostAlloc")
     n = BIG
     with page_locked(device, stream, n) as host:
         expect = random_bytes(n, seed=67)
@@ -513,8 +507,7 @@ def test_a_page_locked_copy_on_an_idle_stream_does_not_wait_for_another_streams_
     which takes only the copy's own time. A backend that stages it through its ring instead (a pageable source's
     way) needs ring segments that another stream's copies, queued behind that stream's running work, have filled:
     it waits for that work before it can fill them again, though the two streams share nothing."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemHostAlloc)")
+    cuda_driver(device, "cuMemHostAlloc")
     n = PINNED_ON_IDLE
     other = device.create_stream()
     with page_locked(device, stream, n) as host:
@@ -838,7 +831,7 @@ def test_refused_copies_keep_no_reference_to_their_host_arrays(device, stream):
     the export when it hands the refusal on (CUDA's compiled copies) keeps every refused array alive."""
     freed = device.alloc(64)
     freed.free()
-    gone, seen = [], []
+    gone = []
     with device.alloc(64) as buf:
         stream.copy_htod(buf, np.ones(16, np.uint8), dst_offset=8)  # the copy paths warm
         cases = {

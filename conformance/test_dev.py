@@ -17,8 +17,8 @@ from ironaccel.backends import get as get_backend, registry
 from ironaccel.api import CAPABILITIES
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import (NOP, RunningWork, assert_device_works, host_pages_above, host_pages_low, poisoned, raises_naming,
-                      read)
+from .helpers import (NOP, RunningWork, assert_device_works, child_json, context_current, cuda_driver, host_pages_above,
+                      host_pages_low, poisoned, raises_naming, read)
 
 
 @pytest.mark.clause("DEV-1")
@@ -412,8 +412,7 @@ def test_a_cuda_devices_yes_no_attributes_are_0_or_1(device):
     """Clients test these attributes as CUDA documents them (``== 1``, or as flags ANDed together); and every
     64-bit platform CUDA runs on gives the device one address space with the host (UVA), which the library's
     pointer queries (is a host source pinned?) and a pointer passed as a plain integer rely on."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    cuda_driver(device, "cuDeviceGetAttribute")
     native = device.native
     attribute = native.driver.CUdevice_attribute
     values = {}
@@ -439,8 +438,7 @@ def test_a_cuda_devices_alignment_and_register_attributes_are_what_cuda_document
     not a power of two, or a register count off by one, gives them wrong answers without an error. CUDA's
     programming guide gives 64 K 32-bit registers per block and per multiprocessor for every compute
     capability from 7.0 on (earlier ones: 32 K or 64 K)."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    cuda_driver(device, "cuDeviceGetAttribute")
     native = device.native
     attribute = native.driver.CUdevice_attribute
     values = {}
@@ -470,8 +468,7 @@ def test_a_cuda_devices_launch_limits_and_cooperative_launch_are_what_cuda_docum
     short, or a device that says it cannot launch cooperatively, sends them down a slower or failing path with
     no error. The programming guide fixes these for every capability from 5.0 on; cooperative launch is there
     from 6.0 on (Linux; Windows' WDDM is not asserted)."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    cuda_driver(device, "cuDeviceGetAttribute")
     native = device.native
     attribute = native.driver.CUdevice_attribute
 
@@ -495,9 +492,7 @@ def test_destroying_the_current_cuda_context_makes_the_one_below_current_again(d
     device's context, creates its own (cuCtxCreate makes it current above that), and destroys it: CUDA's
     cuCtxDestroy pops a context that is current to the calling thread, as cuCtxPopCurrent would, so the
     device's context is current again and the library's next call on this thread still works."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuCtxCreate, cuCtxDestroy)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuCtxCreate, cuCtxDestroy")
     primary = device.native.context
     err, = cu.cuCtxPushCurrent(primary)
     assert not err, err
@@ -527,9 +522,7 @@ def test_cuda_get_proc_address_answers_names_it_does_not_know_consistently(devic
     a status other than SUCCESS, and CUDA_ERROR_NOT_FOUND or, as the H200's driver 580 answers, CUDA_SUCCESS) or
     a function of its own, the same function every time it is asked for, and the driver's known entry points
     still resolve."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuGetProcAddress)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuGetProcAddress")
     flags = cu.CUdriverProcAddress_flags.CU_GET_PROC_ADDRESS_DEFAULT
     found = cu.CUdriverProcAddressQueryResult.CU_GET_PROC_ADDRESS_SUCCESS
     names = [f"cuIronaccelNoSuchEntry{c}".encode() for c in "ABC"] * 2 + [b"cuIronaccelNoSuchEntryA"]
@@ -555,8 +548,7 @@ def test_a_cuda_devices_driver_version_is_the_drivers_own(device):
     """CUDA's driver API documents its version as 1000 * major + 10 * minor: DeviceInfo.driver_version names
     that version, read through the device's native handles, so a backend or driver that computes it otherwise
     (another scale, another field) shows here."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDriverGetVersion)")
+    cuda_driver(device, "cuDriverGetVersion")
     err, version = device.native.driver.cuDriverGetVersion()
     assert not err and version > 0, (err, version)
     assert version % 10 == 0, f"cuDriverGetVersion gave {version}: not 1000 * major + 10 * minor"
@@ -639,11 +631,7 @@ print(json.dumps({name: [value, os.environ.get(name)] for name, value in before.
 def test_the_variables_a_process_set_are_left_as_they_were(target, tmp_path):
     runtime = tmp_path / "runtime"
     runtime.mkdir(mode=0o700)
-    env = {**os.environ, **target.environment(), "XDG_RUNTIME_DIR": str(runtime), "IRONACCEL_DEV81": "kept"}
-    proc = subprocess.run([sys.executable, "-c", ENVIRONMENT_CHILD, target.name], capture_output=True, text=True,
-                          timeout=120, env=env)
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    changed = json.loads(proc.stdout.splitlines()[-1])
+    changed = child_json(target, ENVIRONMENT_CHILD, env={"XDG_RUNTIME_DIR": str(runtime), "IRONACCEL_DEV81": "kept"})
     assert not changed, f"variables the process had set were changed (name: [before, after]): {changed}"
 
 
@@ -673,12 +661,8 @@ def test_closing_the_only_cuda_device_releases_the_primary_context(device, targe
     CUDA resets the context when its last reference is released, and refuses a release of a context no longer
     retained. In a process where nothing else retains it (a child), the context is active while the device is
     open and inactive after close(), and one more release is refused."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDevicePrimaryCtxGetState)")
-    proc = subprocess.run([sys.executable, "-c", PRIMARY_RELEASE_CHILD, target.name], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    cuda_driver(device, "cuDevicePrimaryCtxGetState")
+    got = child_json(target, PRIMARY_RELEASE_CHILD)
     assert got["open"] == [0, 1], f"cuDevicePrimaryCtxGetState while the device is open: [status, active] {got['open']}"
     assert got["closed"] == [0, 0], \
         f"cuDevicePrimaryCtxGetState after close() released the only reference: [status, active] {got['closed']}"
@@ -802,12 +786,8 @@ def test_the_primary_context_is_created_with_the_flags_set_for_it(device, target
     opens the device again has them: cuCtxGetFlags (the context current) and cuDevicePrimaryCtxGetState report
     that scheduling mode (CU_CTX_SCHED_MASK's bits; a driver may set others, as CU_CTX_MAP_HOST), and the device
     works."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDevicePrimaryCtxSetFlags)")
-    proc = subprocess.run([sys.executable, "-c", PRIMARY_FLAGS_CHILD, target.name], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    cuda_driver(device, "cuDevicePrimaryCtxSetFlags")
+    got = child_json(target, PRIMARY_FLAGS_CHILD)
     sched_mask = int(device.native.driver.CUctx_flags.CU_CTX_SCHED_MASK)
     wanted = got["wanted"]
     assert got["set"] == 0, f"cuDevicePrimaryCtxSetFlags({wanted:#x}) of the inactive primary context: {got['set']}"
@@ -829,9 +809,7 @@ def test_a_cuda_devices_uuid_identifies_it(device):
     16 bytes that are not the nil UUID (all zero, which identifies nothing), the same each time asked, and what
     `DeviceInfo.extra["uuid"]` spells as nvidia-smi does (GPU-8-4-4-4-12 hex digits); an ordinal past
     cuDeviceGetCount's is refused with CUDA_ERROR_INVALID_DEVICE, never answered with some UUID."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetUuid)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuDeviceGetUuid")
     answers = []
     for _ in range(2):
         err, uuid = cu.cuDeviceGetUuid(device.native.device)
@@ -864,8 +842,7 @@ def test_a_cuda_devices_host_numa_support_attributes_agree_with_the_apis(device,
     a pool of pinned memory at the location (host NUMA node HOST_NUMA_ID; the host) is made, and gives an
     allocation, exactly where the attribute says so. Allocators (PyTorch's, RMM) pick their paths by these
     attributes."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuDeviceGetAttribute)")
+    cuda_driver(device, "cuDeviceGetAttribute")
     cu, dev = device.native.driver, device.native.device
 
     def value(name: str) -> int:
@@ -879,10 +856,8 @@ def test_a_cuda_devices_host_numa_support_attributes_agree_with_the_apis(device,
     locations = {"HOST_NUMA_MEMORY_POOLS_SUPPORTED": ("CU_MEM_LOCATION_TYPE_HOST_NUMA", value("HOST_NUMA_ID")),
                  "HOST_MEMORY_POOLS_SUPPORTED": ("CU_MEM_LOCATION_TYPE_HOST", 0)}
     stream.synchronize()
-    err, = cu.cuCtxPushCurrent(device.native.context)
-    assert not err, err
-    made = {}
-    try:
+    with context_current(device):
+        made = {}
         for name, (location, node) in locations.items():
             props = cu.CUmemPoolProps()
             props.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
@@ -901,8 +876,6 @@ def test_a_cuda_devices_host_numa_support_attributes_agree_with_the_apis(device,
             assert not (err_alloc or err_sync or err_destroy), (
                 f"a pool at {location} {node}: cuMemAllocFromPoolAsync of 64 KiB {err_alloc}, cuStreamSynchronize "
                 f"{err_sync}, cuMemPoolDestroy {err_destroy}")
-    finally:
-        cu.cuCtxPopCurrent()
     disagree = {name: (value(name), str(err)) for name, err in made.items() if bool(value(name)) != (not err)}
     assert not disagree, ("support attributes that disagree with cuMemPoolCreate of a pinned pool at that location "
                           f"(attribute, cuMemPoolCreate's status): {disagree}")

@@ -12,10 +12,9 @@ import pytest
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
-from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import (RunningWork, assert_wait_outlasts_running_work, ceil_div, lcg, poisoned, poll_until_complete,
-                      read)
+from .helpers import (RunningWork, assert_wait_outlasts_running_work, ceil_div, context_current, cuda_driver, lcg,
+                      poisoned, poll_until_complete, read)
 
 N = 1 << 16
 
@@ -597,43 +596,40 @@ def test_a_graph_holding_an_event_record_node_instantiates_and_launches(device, 
     cuGraphInstantiate with flags 0 takes (only CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH limits a graph to
     kernel, memcpy and memset nodes); its launch sets both ranges and the event is complete once the stream is
     synchronized."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuEventRecordWithFlags, cuGraphInstantiate)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuEventRecordWithFlags, cuGraphInstantiate")
     with poisoned(device, stream, 128) as out:
         stream.synchronize()
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        event = graph = executable = None
-        errors: dict[str, object] = {}
-        kinds: list[object] = []
-        try:
-            err, event = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-            assert not err, f"cuEventCreate: {err}"
-            errors["cuStreamBeginCapture"], = cu.cuStreamBeginCapture(
-                stream.native, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
-            errors["cuMemsetD8Async"], = cu.cuMemsetD8Async(out.handle, 0x33, 64, stream.native)
-            errors["cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL)"], = cu.cuEventRecordWithFlags(
-                event, stream.native, cu.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL)
-            errors["the second cuMemsetD8Async"], = cu.cuMemsetD8Async(int(out.handle) + 64, 0x44, 64, stream.native)
-            errors["cuStreamEndCapture"], graph = cu.cuStreamEndCapture(stream.native)
-            if not any(errors.values()):
-                errors["cuGraphGetNodes"], _, count = cu.cuGraphGetNodes(graph, 0)
-                errors["cuGraphGetNodes"], nodes, _ = cu.cuGraphGetNodes(graph, count)
-                kinds = [cu.cuGraphNodeGetType(node)[1] for node in nodes[:count]]
-                errors["cuGraphInstantiate(flags 0)"], executable = cu.cuGraphInstantiate(graph, 0)
-                if not errors["cuGraphInstantiate(flags 0)"]:
-                    errors["cuGraphLaunch"], = cu.cuGraphLaunch(executable, stream.native)
-                    errors["cuStreamSynchronize"], = cu.cuStreamSynchronize(stream.native)
-                    errors["cuEventQuery after the launch"], = cu.cuEventQuery(event)
-        finally:
-            if executable is not None:
-                cu.cuGraphExecDestroy(executable)
-            if graph is not None and int(graph):
-                cu.cuGraphDestroy(graph)
-            if event is not None:
-                cu.cuEventDestroy(event)
-            cu.cuCtxPopCurrent()
+        with context_current(device):
+            event = graph = executable = None
+            errors: dict[str, object] = {}
+            kinds: list[object] = []
+            try:
+                err, event = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+                assert not err, f"cuEventCreate: {err}"
+                errors["cuStreamBeginCapture"], = cu.cuStreamBeginCapture(
+                    stream.native, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+                errors["cuMemsetD8Async"], = cu.cuMemsetD8Async(out.handle, 0x33, 64, stream.native)
+                errors["cuEventRecordWithFlags(CU_EVENT_RECORD_EXTERNAL)"], = cu.cuEventRecordWithFlags(
+                    event, stream.native, cu.CUevent_record_flags.CU_EVENT_RECORD_EXTERNAL)
+                errors["the second cuMemsetD8Async"], = cu.cuMemsetD8Async(int(out.handle) + 64, 0x44, 64,
+                                                                           stream.native)
+                errors["cuStreamEndCapture"], graph = cu.cuStreamEndCapture(stream.native)
+                if not any(errors.values()):
+                    errors["cuGraphGetNodes"], _, count = cu.cuGraphGetNodes(graph, 0)
+                    errors["cuGraphGetNodes"], nodes, _ = cu.cuGraphGetNodes(graph, count)
+                    kinds = [cu.cuGraphNodeGetType(node)[1] for node in nodes[:count]]
+                    errors["cuGraphInstantiate(flags 0)"], executable = cu.cuGraphInstantiate(graph, 0)
+                    if not errors["cuGraphInstantiate(flags 0)"]:
+                        errors["cuGraphLaunch"], = cu.cuGraphLaunch(executable, stream.native)
+                        errors["cuStreamSynchronize"], = cu.cuStreamSynchronize(stream.native)
+                        errors["cuEventQuery after the launch"], = cu.cuEventQuery(event)
+            finally:
+                if executable is not None:
+                    cu.cuGraphExecDestroy(executable)
+                if graph is not None and int(graph):
+                    cu.cuGraphDestroy(graph)
+                if event is not None:
+                    cu.cuEventDestroy(event)
         failed = {name: err for name, err in errors.items() if err}
         assert not failed, f"the graph with an event record node: {failed}"
         assert cu.CUgraphNodeType.CU_GRAPH_NODE_TYPE_EVENT_RECORD in kinds, \

@@ -10,10 +10,9 @@ import pytest
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
-from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, poisoned, raises_naming, random_bytes, read,
-                      resident_growth, rng, upload)
+from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, context_current, cuda_driver, poisoned,
+                      raises_naming, random_bytes, read, resident_growth, rng, upload)
 
 N = 1000
 
@@ -349,30 +348,26 @@ def test_the_driver_captures_a_cuda_devices_stream_in_each_capture_mode(device, 
     capture mode is the caller's choice: cuStreamBeginCapture takes each of CUDA's three modes (GLOBAL is the
     default of the runtime's cudaStreamBeginCapture, so most clients ask for it), the captured memset does not
     run, and cuStreamEndCapture gives a graph whose replay sets the bytes."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuStreamBeginCapture)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuStreamBeginCapture")
     with poisoned(device, stream, 64) as out:
         stream.synchronize()
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        graph = executable = None
-        try:
-            err_begin, = cu.cuStreamBeginCapture(stream.native, getattr(cu.CUstreamCaptureMode,
-                                                                        f"CU_STREAM_CAPTURE_MODE_{mode}"))
-            err_set, = cu.cuMemsetD8Async(out.handle, 0x5A, 64, stream.native)
-            err_end, graph = cu.cuStreamEndCapture(stream.native)
-            if not (err_begin or err_set or err_end):
-                err_inst, executable = cu.cuGraphInstantiate(graph, 0)
-                if not err_inst:
-                    before = read(stream, out, np.uint8).tolist()
-                    err_launch, = cu.cuGraphLaunch(executable, stream.native)
-        finally:
-            if executable is not None:
-                cu.cuGraphExecDestroy(executable)
-            if graph is not None:
-                cu.cuGraphDestroy(graph)
-            cu.cuCtxPopCurrent()
+        with context_current(device):
+            graph = executable = None
+            try:
+                err_begin, = cu.cuStreamBeginCapture(stream.native, getattr(cu.CUstreamCaptureMode,
+                                                                            f"CU_STREAM_CAPTURE_MODE_{mode}"))
+                err_set, = cu.cuMemsetD8Async(out.handle, 0x5A, 64, stream.native)
+                err_end, graph = cu.cuStreamEndCapture(stream.native)
+                if not (err_begin or err_set or err_end):
+                    err_inst, executable = cu.cuGraphInstantiate(graph, 0)
+                    if not err_inst:
+                        before = read(stream, out, np.uint8).tolist()
+                        err_launch, = cu.cuGraphLaunch(executable, stream.native)
+            finally:
+                if executable is not None:
+                    cu.cuGraphExecDestroy(executable)
+                if graph is not None:
+                    cu.cuGraphDestroy(graph)
         assert not err_begin, f"cuStreamBeginCapture(CU_STREAM_CAPTURE_MODE_{mode}): {err_begin}"
         assert not err_set, f"cuMemsetD8Async while capturing: {err_set}"
         assert not err_end, f"cuStreamEndCapture: {err_end}"

@@ -18,7 +18,8 @@ import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.cts.spec import conformance_dir
 
-from .helpers import POISON, assert_device_works, ceil_div, poisoned, raises_naming, read, rng, upload
+from .helpers import (POISON, assert_device_works, ceil_div, child_json, context_current, cuda_driver, poisoned,
+                      raises_naming, read, rng, upload)
 
 
 @pytest.mark.clause("KERNEL-22")
@@ -905,9 +906,7 @@ def test_a_cuda_kernels_native_handle_describes_it(device, stream, require):
     """`Kernel.native` is there for the driver's own API: the CUfunction of that kernel, whose attributes say
     what its code was built for (a profiler or a JIT cache reads them) and which ran on the device."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuFuncGetAttribute")
     attribute = cu.CUfunction_attribute
     major, minor = device.info.extra["compute_capability"]
     with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 4) as out:
@@ -930,9 +929,7 @@ def test_the_drivers_own_launch_and_memset_work_on_a_cuda_devices_handles(device
     memory) runs the kernel, and cuMemsetD32Async sets 32-bit words, on the library's stream in its order. The
     device's context is pushed for the calls and popped after, as a library that shares the context does."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLaunchKernelEx, cuMemsetD32Async)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuLaunchKernelEx, cuMemsetD32Async")
     with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 64) as out:
         kernel = module.kernel("fill7")
         config = cu.CUlaunchConfig()
@@ -941,13 +938,9 @@ def test_the_drivers_own_launch_and_memset_work_on_a_cuda_devices_handles(device
         config.sharedMemBytes = 0
         config.hStream = stream.native
         config.numAttrs = 0
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        try:
+        with context_current(device):
             err_set, = cu.cuMemsetD32Async(out.handle + 16, 0x01020304, 8, stream.native)
             err_launch, = cu.cuLaunchKernelEx(config, kernel.native, ((out.handle,), (ctypes.c_void_p,)), 0)
-        finally:
-            cu.cuCtxPopCurrent()
         assert not err_set, f"cuMemsetD32Async: {err_set}"
         assert not err_launch, f"cuLaunchKernelEx: {err_launch}"
         got = read(stream, out, np.uint32).tolist()
@@ -964,18 +957,12 @@ def test_the_drivers_own_launch_refuses_a_block_of_more_threads_than_the_device_
     nothing, however the axes share the threads. The library checks a block itself before it launches, so a
     driver that multiplies the wrong axes shows only through its own API, as clients that mix libraries call it."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLaunchKernel)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuLaunchKernel")
     with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 16) as out:
         kernel = module.kernel("fill7")
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        try:
+        with context_current(device):
             err_launch, = cu.cuLaunchKernel(kernel.native, 1, 1, 1, *block, 0, stream.native,
                                             ((out.handle,), (ctypes.c_void_p,)), 0)
-        finally:
-            cu.cuCtxPopCurrent()
         got = read(stream, out, np.uint32).tolist()
     assert err_launch == cu.CUresult.CUDA_ERROR_INVALID_VALUE, \
         f"cuLaunchKernel of a block {block} ({block[0] * block[1] * block[2]} threads) gave {err_launch}"
@@ -1010,9 +997,7 @@ def test_a_cuda_kernels_register_count_is_what_its_code_holds(device, stream, re
     holds an address and a value at once (a module loaded without CU_JIT_MAX_REGISTERS, capped anyway) makes
     it promise more resident blocks than the device runs."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuFuncGetAttribute")
     with device.compile(PTX_PER_THREAD, "ptx") as module, poisoned(device, stream, 4 * 32) as out:
         kernel = module.kernel("per_thread")
         stream.launch(kernel, 1, 32, (out,))
@@ -1463,8 +1448,7 @@ def test_a_kernels_printf_reaches_the_processs_standard_output(device, target, r
     """printf is how kernels are debugged: the driver copies what a launch's vprintf calls wrote to the host's
     standard output. A child process runs it, since that output is the process's own (not the test's)."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (vprintf)")
+    cuda_driver(device, "vprintf")
     proc = subprocess.run([sys.executable, "-c", PRINTF_CHILD, target.name, PTX_PRINTF], capture_output=True,
                           text=True, timeout=120, env={**os.environ, **target.environment()})
     assert proc.returncode == 0, proc.stderr[-1500:]
@@ -1527,8 +1511,7 @@ def test_a_kernels_printf_returns_the_number_of_arguments_it_read(device, stream
     of characters as C's does: a kernel that checks it for an error (a negative value) sees what the driver
     gave back from the call."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (vprintf)")
+    cuda_driver(device, "vprintf")
     with device.compile(PTX_PRINTF_COUNTED, "ptx") as module, poisoned(device, stream, 8) as out:
         stream.launch(module.kernel("counted"), 1, 1, (out,))
         got = read(stream, out, np.int32).tolist()
@@ -1605,13 +1588,8 @@ def far_store_outcomes(device, target, require, ptx: str = PTX_FAR_STORE, kernel
     """How each step of FAR_STORE_CHILD ended with `kernel` of `ptx` (far_store unless told) launched with
     `dims` (grid, block: one thread unless told), on a CUDA device with PTX (else the test skips)."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
-    proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, ptx, kernel,
-                           *(json.dumps(list(d)) for d in dims)], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    cuda_driver(device, "its fault codes")
+    return child_json(target, FAR_STORE_CHILD, ptx, kernel, *(json.dumps(list(d)) for d in dims))
 
 
 @pytest.mark.clause("KERNEL-92")
@@ -1845,8 +1823,7 @@ def test_device_malloc_gives_16_byte_aligned_memory(device, stream, require):
     fault as misaligned. Four threads each take 8 bytes and store and load a 64-bit word through the pointer;
     their pointers, all held at once, are distinct and 16-byte aligned; then each thread frees its own."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (the device heap's malloc)")
+    cuda_driver(device, "the device heap's malloc")
     with device.compile(PTX_DEVICE_MALLOC, "ptx") as module, poisoned(device, stream, 64) as out:
         stream.launch(module.kernel("heap_words"), 1, 4, (out,))
         got = read(stream, out, np.uint64).tolist()
@@ -1895,12 +1872,8 @@ def test_device_malloc_works_again_after_the_primary_context_is_released_and_ret
     the only reference, KERNEL-98's four threads malloc, store through, load back and free, in two rounds with
     the device closed and opened between them; both rounds give the same kind of result."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (the device heap's malloc)")
-    proc = subprocess.run([sys.executable, "-c", HEAP_AGAIN_CHILD, target.name, PTX_DEVICE_MALLOC],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    rounds = json.loads(proc.stdout.strip().splitlines()[-1])
+    cuda_driver(device, "the device heap's malloc")
+    rounds = child_json(target, HEAP_AGAIN_CHILD, PTX_DEVICE_MALLOC)
     want = [(t * 4294967297 + 81985529216486895) % 2**64 for t in range(4)]
     for k, got in enumerate(rounds):
         name = ["first round", "second round, after close() and a new device"][k]
@@ -1980,8 +1953,7 @@ def test_device_heap_memory_that_is_freed_is_given_again(device, stream, require
     that does not take freed blocks back returns null pointers. free(NULL) first, which CUDA's programming
     guide says is ignored."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (the device heap's malloc and free)")
+    cuda_driver(device, "the device heap's malloc and free")
     rounds = 64
     with device.compile(PTX_DEVICE_HEAP_REUSE, "ptx") as module, \
             upload(device, stream, np.array([rounds, 0, 0, 0, 0, 0], dtype=np.uint32)) as out:
@@ -2091,12 +2063,8 @@ def test_a_free_the_driver_refuses_leaves_the_buffer_live(device, target, requir
     refusal as a DriverError) turns the retry into a silent no-op and the dropped buffer's refusal into an
     unraisable exception."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its lost context)")
-    proc = subprocess.run([sys.executable, "-c", FREE_AFTER_FAULT_CHILD, target.name, PTX_FAR_STORE],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, FREE_AFTER_FAULT_CHILD, PTX_FAR_STORE)
     assert outcomes["synchronize"] is not None, f"the store 1 TiB past its buffer raised nothing: {outcomes}"
     if outcomes["free"] is None:
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a driver that refuses a free once the context is lost")
@@ -2113,21 +2081,15 @@ def test_occupancy_answers_for_every_block_size(device, require):
     more blocks as the block grows (1, 32, the largest). Launch tuners sweep the block size from 1 up; a driver
     that refuses a one-thread block (a bound check off by one) breaks the sweep at its first step."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuOccupancyMaxActiveBlocksPerMultiprocessor)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
     with device.compile(PTX_SM75, "ptx") as module:
         kernel = module.kernel("fill7")
         err, largest = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
                                              kernel.native)
         assert not err and largest >= 32, f"cuFuncGetAttribute(MAX_THREADS_PER_BLOCK): {err}, {largest}"
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        try:
+        with context_current(device):
             blocks = {size: cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, size, 0)
                       for size in (1, 32, largest)}
-        finally:
-            cu.cuCtxPopCurrent()
     failed = {size: err for size, (err, _) in blocks.items() if err}
     assert not failed, f"cuOccupancyMaxActiveBlocksPerMultiprocessor refused block sizes {failed}"
     counts = [blocks[size][1] for size in (1, 32, largest)]
@@ -2224,8 +2186,7 @@ def test_shared_variables_are_placed_at_their_alignment_and_dynamic_memory_after
     a float4) there. A layout that rounds the end of the static memory to another multiple puts the dynamic
     array at an address where such a store faults as misaligned."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX's .shared state space)")
+    cuda_driver(device, "PTX's .shared state space")
     with device.compile(PTX_SHARED_PLACES, "ptx") as module, poisoned(device, stream, 24) as out:
         stream.launch(module.kernel("shared_places"), 1, 32, (out,))
         small, mid, dyn, _ = read(stream, out, np.uint32).tolist()[:4]
@@ -2386,8 +2347,7 @@ def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, re
     16-bit wide multiplies at their extremes: where an interpreter written in C would hit undefined shifts or
     an off-by-one bound, PTX defines every result."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX's integer instructions)")
+    cuda_driver(device, "PTX's integer instructions")
     with device.compile(PTX_INT_EDGES, "ptx") as module, poisoned(device, stream, 8 * len(INT_EDGES)) as out:
         stream.launch(module.kernel("int_edges"), 1, 1, (out, np.uint32(31)))
         got = read(stream, out, np.uint64).tolist()
@@ -2432,8 +2392,7 @@ def test_a_launch_runs_with_its_own_block_when_its_arguments_equal_another_block
     remembered launch is used too) with a 32-thread block and the arguments (64, 1, 1): value-equal, and equal in
     hash, to the first block. Each launch must run with the block it was given."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (a PTX module's global variable)")
+    cuda_driver(device, "a PTX module's global variable")
     u32 = np.uint32
     with device.compile(PTX_NTID_PROBE, "ptx") as module, poisoned(device, stream, 4) as out:
         probe, fetch = module.kernel("probe"), module.kernel("fetch")
@@ -2816,39 +2775,35 @@ def test_a_module_the_drivers_linker_made_of_two_ptx_inputs_runs_on_the_librarys
     .extern), and both define the same .weak function, as two inputs compiled from one header do: the linker
     resolves the declaration to the definition, before or after it, and keeps one of the weak definitions."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuLinkCreate")
     inputs = [(PTX_LINK_LIBRARY, b"library.ptx"), (PTX_LINK_KERNEL, b"kernel.ptx")]
     if order == "kernel first":
         inputs.reverse()
     with poisoned(device, stream, 4 * 32) as out:
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        state = module = None
-        try:
-            err, state = cu.cuLinkCreate(0, [], [])
-            assert not err, f"cuLinkCreate: {err}"
-            for text, name in inputs:
-                data = text.encode() + b"\0"
-                err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), name, 0, [], [])
-                assert not err, f"cuLinkAddData of {name.decode()}: {err}"
-            err, image, size = cu.cuLinkComplete(state)
-            assert not err, f"cuLinkComplete of the {order}: {err}"
-            err, module = cu.cuModuleLoadData(image)
-            assert not err, f"cuModuleLoadData of the linked image: {err}"
-            err, function = cu.cuModuleGetFunction(module, b"linked")
-            assert not err, f"cuModuleGetFunction: {err}"
-            err, = cu.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, stream.native,
-                                     ((out.handle,), (ctypes.c_void_p,)), 0)
-            assert not err, f"cuLaunchKernel: {err}"
-        finally:
-            if module is not None:
-                cu.cuCtxSynchronize()  # the kernel has run before its module goes
-                cu.cuModuleUnload(module)
-            if state is not None:
-                cu.cuLinkDestroy(state)
-            cu.cuCtxPopCurrent()
+        with context_current(device):
+            state = module = None
+            try:
+                err, state = cu.cuLinkCreate(0, [], [])
+                assert not err, f"cuLinkCreate: {err}"
+                for text, name in inputs:
+                    data = text.encode() + b"\0"
+                    err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), name, 0, [], [])
+                    assert not err, f"cuLinkAddData of {name.decode()}: {err}"
+                err, image, size = cu.cuLinkComplete(state)
+                assert not err, f"cuLinkComplete of the {order}: {err}"
+                err, module = cu.cuModuleLoadData(image)
+                assert not err, f"cuModuleLoadData of the linked image: {err}"
+                err, function = cu.cuModuleGetFunction(module, b"linked")
+                assert not err, f"cuModuleGetFunction: {err}"
+                err, = cu.cuLaunchKernel(function, 1, 1, 1, 32, 1, 1, 0, stream.native,
+                                         ((out.handle,), (ctypes.c_void_p,)), 0)
+                assert not err, f"cuLaunchKernel: {err}"
+            finally:
+                if module is not None:
+                    cu.cuCtxSynchronize()  # the kernel has run before its module goes
+                    cu.cuModuleUnload(module)
+                if state is not None:
+                    cu.cuLinkDestroy(state)
         got = read(stream, out, np.uint32).tolist()
     assert got == [3 * t + 1000 for t in range(32)], got
 
@@ -2873,34 +2828,30 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     link says why in the error log, and a successful one, asked for verbose logs (CU_JIT_LOG_VERBOSE), says
     something in the info log."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuLinkCreate")
     opt = cu.CUjit_option
     texts = [PTX_LINK_LIBRARY, PTX_LINK_KERNEL] if inputs == "library and kernel" else [PTX_LINK_KERNEL]
     info, error = bytearray(LINK_LOG_BYTES), bytearray(LINK_LOG_BYTES)
-    err, = cu.cuCtxPushCurrent(device.native.context)
-    assert not err, err
-    state = None
-    try:
-        err, state = cu.cuLinkCreate(5, [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
-                                         opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
-                                         opt.CU_JIT_LOG_VERBOSE],
-                                     [info, LINK_LOG_BYTES, error, LINK_LOG_BYTES, 1])
-        assert not err, f"cuLinkCreate: {err}"
-        for i, text in enumerate(texts):
-            data = text.encode() + b"\0"
-            err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), b"input%d.ptx" % i,
-                                    0, [], [])
-            if err:
-                break
-        else:
-            err = cu.cuLinkComplete(state)[0]
-        info_text, error_text = _log_text(info, "info"), _log_text(error, "error")
-    finally:
-        if state is not None:
-            cu.cuLinkDestroy(state)
-        cu.cuCtxPopCurrent()
+    with context_current(device):
+        state = None
+        try:
+            err, state = cu.cuLinkCreate(5, [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
+                                             opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
+                                             opt.CU_JIT_LOG_VERBOSE],
+                                         [info, LINK_LOG_BYTES, error, LINK_LOG_BYTES, 1])
+            assert not err, f"cuLinkCreate: {err}"
+            for i, text in enumerate(texts):
+                data = text.encode() + b"\0"
+                err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), b"input%d.ptx" % i,
+                                        0, [], [])
+                if err:
+                    break
+            else:
+                err = cu.cuLinkComplete(state)[0]
+            info_text, error_text = _log_text(info, "info"), _log_text(error, "error")
+        finally:
+            if state is not None:
+                cu.cuLinkDestroy(state)
     if inputs == "library and kernel":
         assert not err, f"the link of the library and the kernel: {err} ({error_text!r})"
         assert info_text.strip(), "the verbose link (CU_JIT_LOG_VERBOSE 1) succeeded and left the info log empty"
@@ -2983,9 +2934,7 @@ def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, 
     launch's first attribute, lets a grid through whose blocks cannot all be resident, and a kernel whose blocks
     wait for each other then hangs."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLaunchCooperativeKernel)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuLaunchCooperativeKernel")
     attribute = cu.CUdevice_attribute
     err, cooperative = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, device.native.device)
     assert not err, f"cuDeviceGetAttribute(COOPERATIVE_LAUNCH): {err}"
@@ -2997,10 +2946,8 @@ def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, 
     with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 4) as out:
         kernel = module.kernel("fill7")
         stream.synchronize()
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        results = {}
-        try:
+        with context_current(device):
+            results = {}
             err, per_sm = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, threads, 0)
             assert not err and per_sm > 0, f"cuOccupancyMaxActiveBlocksPerMultiprocessor: {err}, {per_sm}"
             limit = per_sm * sms
@@ -3012,8 +2959,6 @@ def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, 
                     _cooperative_config(cu, grid, threads, stream.native), kernel.native,
                     ((out.handle,), (ctypes.c_void_p,)), 0)
             err_sync, = cu.cuStreamSynchronize(stream.native)
-        finally:
-            cu.cuCtxPopCurrent()
         too_large = cu.CUresult.CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE
         for how in ((limit, 1, 2), ("cuLaunchKernelEx", (limit, 1, 2))):
             assert results[how] == too_large, (
@@ -3059,9 +3004,7 @@ def test_a_kernels_register_count_does_not_grow_with_its_distinct_immediates(dev
     calculator (the multiprocessor's registers divided by NUM_REGS) takes for a kernel that fits a third as
     many blocks; one that gives every kernel a frame reports local memory a launch must reserve for nothing."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuFuncGetAttribute)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuFuncGetAttribute")
     threads, count = 32, 100
     chains = {"same_immediate": [5] * count, "distinct_immediates": list(range(1, count + 1))}
     registers = {}
@@ -3123,8 +3066,7 @@ def test_a_full_warp_vote_waits_for_the_lane_that_ran_a_collective_alone(device,
     0xFFFFFFFF. An implementation that runs the vote of the lanes that got there first, without the lane still
     in its branch, gives them 0xFFFFFFFE."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX warp collectives)")
+    cuda_driver(device, "PTX warp collectives")
     with device.compile(PTX_LATE_LANE, "ptx") as module, poisoned(device, stream, 4 * 32) as out:
         stream.launch(module.kernel("late_lane"), 1, 32, (out,))
         got = read(stream, out, np.uint32)
@@ -3203,8 +3145,7 @@ def test_a_shared_array_only_a_called_function_names_is_apart_from_the_kernels_o
     functions each kernel calls, and loses a call (the module's first and last functions taken for one), places
     the callee's array on the kernel's, and the kernel reads back the callee's value."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (PTX with module-scope .shared variables)")
+    cuda_driver(device, "PTX with module-scope .shared variables")
     threads = 32
     with device.compile(PTX_SHARED_THROUGH_CALLS, "ptx") as module, poisoned(device, stream, 4 * threads) as out:
         stream.launch(module.kernel("calls_two"), 1, threads, (out,))

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
-import os
-import subprocess
 import sys
 import threading
 import time
@@ -18,18 +15,8 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import (
-    RunningWork,
-    assert_device_works,
-    ceil_div,
-    lcg,
-    memory_churn,
-    random_bytes,
-    read,
-    resident_growth,
-    rng,
-    rss_bytes,
-)
+from .helpers import (RunningWork, assert_device_works, ceil_div, child_json, lcg, memory_churn, random_bytes, read,
+                      resident_growth, rng, rss_bytes)
 
 
 @pytest.mark.clause("LIFE-1")
@@ -831,10 +818,7 @@ def _child_growth(script: str, target, *args: int) -> int:
     """The resident-memory growth in bytes that ``script`` prints as its last line, run in a child process on
     ``target`` with ``args`` (a fresh process: what earlier tests left in the allocators hides a leak or shows
     one that is not there)."""
-    proc = subprocess.run([sys.executable, "-c", script, target.name, *map(str, args)], capture_output=True,
-                          text=True, timeout=600, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout.splitlines()[-1])["grown"]
+    return child_json(target, script, *map(str, args), timeout=600)["grown"]
 
 
 #: LIFE-74's churn in a child process (a fresh allocator: what a first try freed would otherwise hide what a re-run

@@ -10,8 +10,8 @@ import pytest
 import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import (POISON, assert_device_works, host_pages_above, host_pages_low, memory_churn, poisoned,
-                      random_bytes, read, rss_bytes)
+from .helpers import (POISON, assert_device_works, context_current, cuda_driver, host_pages_above, host_pages_low,
+                      memory_churn, poisoned, random_bytes, read, rss_bytes)
 
 
 @pytest.mark.clause("MEM-1")
@@ -183,13 +183,9 @@ def test_the_drivers_own_free_takes_back_what_its_alloc_gave_and_only_that(devic
     an allocation (not its start) and one already freed are refused, and the refused free leaves the memory
     allocated and its bytes unchanged. A driver whose free fails (or frees the wrong allocation) leaks every
     allocation, or frees memory still in use, without a word."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemAlloc, cuMemFree)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuMemAlloc, cuMemFree")
     stream.synchronize()
-    err, = cu.cuCtxPushCurrent(device.native.context)
-    assert not err, err
-    try:
+    with context_current(device):
         err, p = cu.cuMemAlloc(1 << 20)
         assert not err, f"cuMemAlloc: {err}"
         err, = cu.cuMemsetD8(p, 0x3C, 1 << 20)
@@ -202,8 +198,6 @@ def test_the_drivers_own_free_takes_back_what_its_alloc_gave_and_only_that(devic
         err, h = cu.cuMemHostAlloc(1 << 16, 0)
         assert not err, f"cuMemHostAlloc: {err}"
         err_host, = cu.cuMemFreeHost(h)
-    finally:
-        cu.cuCtxPopCurrent()
     assert err_inner != cu.CUresult.CUDA_SUCCESS, "cuMemFree of a pointer 4 KiB inside an allocation succeeded"
     assert not err_read and (host == 0x3C).all(), f"after the refused free: {err_read}, bytes {set(host.tolist())}"
     assert err_free == cu.CUresult.CUDA_SUCCESS, f"cuMemFree of what cuMemAlloc gave: {err_free}"
@@ -285,15 +279,11 @@ def test_linking_ptx_takes_no_device_memory_it_keeps(device, stream):
     is loaded. Eight links of PTX with a 16 MiB .global array, none of them loaded, leave cuMemGetInfo's free
     memory within 16 MiB of where it was. A linker that checks the image by loading it and keeps what that load
     allocated takes 128 MiB here, and a client linking in a loop runs out of memory it never asked for."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuLinkCreate")
     data = PTX_BIG_GLOBAL.encode() + b"\0"
     links, array = 8, 16 << 20
     stream.synchronize()
-    err, = cu.cuCtxPushCurrent(device.native.context)
-    assert not err, err
-    try:
+    with context_current(device):
         err, free_before, _ = cu.cuMemGetInfo()
         assert not err, f"cuMemGetInfo: {err}"
         for i in range(links):
@@ -309,8 +299,6 @@ def test_linking_ptx_takes_no_device_memory_it_keeps(device, stream):
                 cu.cuLinkDestroy(state)
         err, free_after, _ = cu.cuMemGetInfo()
         assert not err, f"cuMemGetInfo: {err}"
-    finally:
-        cu.cuCtxPopCurrent()
     assert free_after > free_before - array, (
         f"{links} links of PTX with a {array >> 20} MiB .global array, none loaded, took "
         f"{(free_before - free_after) >> 20} MiB of device memory (cuMemGetInfo)")
@@ -322,20 +310,14 @@ def test_the_drivers_16_bit_memsets_write_16_bit_values(device, stream):
     16-bit element they cover to the value, and nothing else: 8 elements at a buffer's start, then 2 rows of 4
     elements at a pitch of 16 bytes further on; every other byte keeps its poison. A driver that stores 16-bit
     memsets as 32-bit words writes twice the bytes, zeros between the values."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuMemsetD16Async)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuMemsetD16Async")
     with poisoned(device, stream, 128) as buf:
         stream.synchronize()
         base = int(buf.handle)
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        try:
+        with context_current(device):
             errors = {"cuMemsetD16Async": cu.cuMemsetD16Async(base, 0xBEEF, 8, stream.native)[0],
                       "cuMemsetD2D16Async": cu.cuMemsetD2D16Async(base + 64, 16, 0x1234, 4, 2, stream.native)[0],
                       "cuStreamSynchronize": cu.cuStreamSynchronize(stream.native)[0]}
-        finally:
-            cu.cuCtxPopCurrent()
         assert not any(errors.values()), errors
         got = read(stream, buf, np.uint8)
     want = np.full(128, POISON, np.uint8)

@@ -10,10 +10,9 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
-from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import (POISON, RunningWork, assert_wait_outlasts_running_work, ceil_div, poisoned, poll_until_complete,
-                      random_bytes, read)
+from .helpers import (POISON, RunningWork, assert_wait_outlasts_running_work, ceil_div, context_current, cuda_driver,
+                      poisoned, poll_until_complete, random_bytes, read)
 
 N = 1 << 16
 
@@ -311,12 +310,8 @@ def test_a_cuda_stream_created_with_a_priority_reports_it(device):
     critical copy beside bulk work) and read the priority back: a stream made by cuStreamCreateWithPriority
     with a priority inside cuCtxGetStreamPriorityRange is a stream like any other (queryable, destroyable) and
     cuStreamGetPriority gives the priority it was created with, for the greatest and the least alike."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuStreamCreateWithPriority)")
-    cu = device.native.driver
-    err, = cu.cuCtxPushCurrent(device.native.context)
-    assert not err, err
-    try:
+    cu = cuda_driver(device, "cuStreamCreateWithPriority")
+    with context_current(device):
         err, least, greatest = cu.cuCtxGetStreamPriorityRange()
         assert not err, f"cuCtxGetStreamPriorityRange: {err}"
         got = {}
@@ -331,8 +326,6 @@ def test_a_cuda_stream_created_with_a_priority_reports_it(device):
             finally:
                 err, = cu.cuStreamDestroy(handle)
                 assert not err, f"cuStreamDestroy of the stream of priority {priority}: {err}"
-    finally:
-        cu.cuCtxPopCurrent()
     want = {priority: (0, priority) for priority in got}
     assert got == want, f"(status, priority) cuStreamGetPriority gave per priority created with: {got}, " \
                         f"want {want} (range: least {int(least)}, greatest {int(greatest)})"
@@ -347,46 +340,42 @@ def test_a_capture_forked_onto_a_second_stream_and_joined_back_ends_with_both_st
     back, ends with a graph (cuStreamEndCapture succeeds: every forked stream was joined), and its launch sets
     both ranges. A driver that takes a joined stream for an unjoined one refuses every fork-join capture
     (CUDA_ERROR_STREAM_CAPTURE_UNJOINED)."""
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuStreamBeginCapture)")
-    cu = device.native.driver
+    cu = cuda_driver(device, "cuStreamBeginCapture")
     side = device.create_stream()
     with poisoned(device, stream, 128) as out:
         stream.synchronize()
-        err, = cu.cuCtxPushCurrent(device.native.context)
-        assert not err, err
-        forked = joined = graph = executable = None
-        errors: dict[str, object] = {}
-        try:
-            err, forked = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-            assert not err, f"cuEventCreate: {err}"
-            err, joined = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-            assert not err, f"cuEventCreate: {err}"
-            mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
-            errors["cuStreamBeginCapture"], = cu.cuStreamBeginCapture(stream.native, mode)
-            errors["cuMemsetD8Async on the capturing stream"], = cu.cuMemsetD8Async(out.handle, 0x11, 64,
-                                                                                     stream.native)
-            errors["cuEventRecord (the fork)"], = cu.cuEventRecord(forked, stream.native)
-            errors["cuStreamWaitEvent of the second stream"], = cu.cuStreamWaitEvent(side.native, forked, 0)
-            errors["cuMemsetD8Async on the second stream"], = cu.cuMemsetD8Async(int(out.handle) + 64, 0x22, 64,
-                                                                                  side.native)
-            errors["cuEventRecord on the second stream (the join)"], = cu.cuEventRecord(joined, side.native)
-            errors["cuStreamWaitEvent of the capturing stream"], = cu.cuStreamWaitEvent(stream.native, joined, 0)
-            errors["cuStreamEndCapture"], graph = cu.cuStreamEndCapture(stream.native)
-            if not any(errors.values()):
-                before = read(stream, out, np.uint8).tolist()
-                errors["cuGraphInstantiate"], executable = cu.cuGraphInstantiate(graph, 0)
-                if not errors["cuGraphInstantiate"]:
-                    errors["cuGraphLaunch"], = cu.cuGraphLaunch(executable, stream.native)
-        finally:
-            if executable is not None:
-                cu.cuGraphExecDestroy(executable)
-            if graph is not None and int(graph):
-                cu.cuGraphDestroy(graph)
-            for event in (forked, joined):
-                if event is not None:
-                    cu.cuEventDestroy(event)
-            cu.cuCtxPopCurrent()
+        with context_current(device):
+            forked = joined = graph = executable = None
+            errors: dict[str, object] = {}
+            try:
+                err, forked = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+                assert not err, f"cuEventCreate: {err}"
+                err, joined = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+                assert not err, f"cuEventCreate: {err}"
+                mode = cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL
+                errors["cuStreamBeginCapture"], = cu.cuStreamBeginCapture(stream.native, mode)
+                errors["cuMemsetD8Async on the capturing stream"], = cu.cuMemsetD8Async(out.handle, 0x11, 64,
+                                                                                         stream.native)
+                errors["cuEventRecord (the fork)"], = cu.cuEventRecord(forked, stream.native)
+                errors["cuStreamWaitEvent of the second stream"], = cu.cuStreamWaitEvent(side.native, forked, 0)
+                errors["cuMemsetD8Async on the second stream"], = cu.cuMemsetD8Async(int(out.handle) + 64, 0x22, 64,
+                                                                                      side.native)
+                errors["cuEventRecord on the second stream (the join)"], = cu.cuEventRecord(joined, side.native)
+                errors["cuStreamWaitEvent of the capturing stream"], = cu.cuStreamWaitEvent(stream.native, joined, 0)
+                errors["cuStreamEndCapture"], graph = cu.cuStreamEndCapture(stream.native)
+                if not any(errors.values()):
+                    before = read(stream, out, np.uint8).tolist()
+                    errors["cuGraphInstantiate"], executable = cu.cuGraphInstantiate(graph, 0)
+                    if not errors["cuGraphInstantiate"]:
+                        errors["cuGraphLaunch"], = cu.cuGraphLaunch(executable, stream.native)
+            finally:
+                if executable is not None:
+                    cu.cuGraphExecDestroy(executable)
+                if graph is not None and int(graph):
+                    cu.cuGraphDestroy(graph)
+                for event in (forked, joined):
+                    if event is not None:
+                        cu.cuEventDestroy(event)
         failed = {name: err for name, err in errors.items() if err}
         assert not failed, f"the fork-join capture: {failed}"
         assert before == [POISON] * 128, "the captured memsets ran while they were captured"
@@ -402,28 +391,26 @@ def test_a_capture_forked_onto_a_second_stream_and_joined_back_ends_with_both_st
 def _unjoined_fork_status(cu, device, stream, side) -> object:
     """What cuStreamEndCapture answers for a capture forked onto ``side`` (a memset there) and never joined back:
     CUDA refuses it with CUDA_ERROR_STREAM_CAPTURE_UNJOINED (the forked work has nothing after it to wait on)."""
-    err, = cu.cuCtxPushCurrent(device.native.context)
-    assert not err, err
-    forked = graph = None
-    try:
-        with device.alloc(64) as buf:
-            err, forked = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
-            assert not err, f"cuEventCreate: {err}"
-            err, = cu.cuStreamBeginCapture(stream.native, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
-            assert not err, f"cuStreamBeginCapture: {err}"
-            for step in (lambda: cu.cuMemsetD8Async(buf.handle, 1, 32, stream.native),
-                         lambda: cu.cuEventRecord(forked, stream.native),
-                         lambda: cu.cuStreamWaitEvent(side.native, forked, 0),
-                         lambda: cu.cuMemsetD8Async(int(buf.handle) + 32, 2, 32, side.native)):
-                err, = step()
-                assert not err, f"a step of the unjoined fork's capture: {err}"
-            err, graph = cu.cuStreamEndCapture(stream.native)
-    finally:
-        if graph is not None and int(graph):
-            cu.cuGraphDestroy(graph)
-        if forked is not None:
-            cu.cuEventDestroy(forked)
-        cu.cuCtxPopCurrent()
+    with context_current(device):
+        forked = graph = None
+        try:
+            with device.alloc(64) as buf:
+                err, forked = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DISABLE_TIMING)
+                assert not err, f"cuEventCreate: {err}"
+                err, = cu.cuStreamBeginCapture(stream.native, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_GLOBAL)
+                assert not err, f"cuStreamBeginCapture: {err}"
+                for step in (lambda: cu.cuMemsetD8Async(buf.handle, 1, 32, stream.native),
+                             lambda: cu.cuEventRecord(forked, stream.native),
+                             lambda: cu.cuStreamWaitEvent(side.native, forked, 0),
+                             lambda: cu.cuMemsetD8Async(int(buf.handle) + 32, 2, 32, side.native)):
+                    err, = step()
+                    assert not err, f"a step of the unjoined fork's capture: {err}"
+                err, graph = cu.cuStreamEndCapture(stream.native)
+        finally:
+            if graph is not None and int(graph):
+                cu.cuGraphDestroy(graph)
+            if forked is not None:
+                cu.cuEventDestroy(forked)
     return err
 
 
