@@ -417,6 +417,8 @@ def test_wgsl_binding_smaller_than_its_fixed_array_is_refused_naming_the_kernel(
             assert "fixed_array" in str(info.value), f"the refusal does not name the kernel: {info.value}"
             assert re.search(r"\b16\b", str(info.value)) and re.search(r"\b1024\b", str(info.value)), \
                 f"the refusal does not carry wgpu's explanation (16 bytes bound, 1024 expected): {info.value}"
+            assert re.search(r"failed: GPUValidationError\b", str(info.value)), \
+                f"the refusal does not name the kind of wgpu error it was: {info.value}"
         assert (read(stream, small, np.uint8) == POISON).all(), "a refused launch wrote"
         stream.launch(k, 4, 64, (fits,))
         np.testing.assert_array_equal(read(stream, fits, np.uint32), np.arange(256, dtype=np.uint32))
