@@ -2106,6 +2106,63 @@ def test_a_free_the_driver_refuses_leaves_the_buffer_live(device, target, requir
     assert not outcomes["unraisable"], f"a buffer dropped unfreed after the fault: {outcomes['unraisable']}"
 
 
+#: the child of GRAPH-13: opens the target's device, captures a fill into a graph on stream a and replays it, then
+#: opens a second capture on a and, inside it, faults far_store (PTX argv[2]) on stream b and waits for b; then
+#: replays the first graph; prints how each step ended (None: it raised nothing)
+GRAPH_AFTER_FAULT_CHILD = """
+import json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+a, b = device.create_stream(), device.create_stream()
+kept, faulting = device.alloc(4096), device.alloc(4096)
+with a.capture() as graph:
+    a.fill(kept, 1)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+outcomes = {}
+def step(name, call):
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+step("replay before", lambda: (graph.launch(a), a.synchronize()))
+def capture_across_the_fault():
+    with a.capture():
+        b.launch(far_store, 1, 1, (faulting,))
+        step("synchronize", b.synchronize)
+step("end capture", capture_across_the_fault)
+step("replay after", lambda: graph.launch(a))
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.clause("GRAPH-13")
+def test_graph_calls_after_a_lost_context_raise_driver_errors(device, target, require):
+    """Once a fault has lost the context, the driver refuses the graph calls too, and the caller hears it
+    from the call that failed: a capture open when the fault was reported (on another stream) ends by raising
+    DriverError naming cuStreamEndCapture, and the replay of a graph captured before raises DriverError
+    naming cuGraphLaunch. A backend that takes the refused replay for queued work reports the fault later,
+    naming a call that did nothing wrong; one that treats a refused end of capture as a captured graph goes
+    on with a graph it never got."""
+    require("graphs")
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its lost context)")
+    proc = subprocess.run([sys.executable, "-c", GRAPH_AFTER_FAULT_CHILD, target.name, PTX_FAR_STORE],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert outcomes["replay before"] is None, f"the graph did not replay before the fault: {outcomes}"
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    for step, call in (("end capture", "cuStreamEndCapture"), ("replay after", "cuGraphLaunch")):
+        got = outcomes[step]
+        assert got is not None, f"{step}: {call} after the lost context raised nothing: {outcomes}"
+        assert got["type"] == "DriverError" and got["op"] == call, f"{step}: want DriverError naming {call}: {got}"
+
+
 @pytest.mark.clause("KERNEL-130")
 def test_occupancy_answers_for_every_block_size(device, require):
     """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel (KERNEL-83's fill7, through Kernel.native) answers
