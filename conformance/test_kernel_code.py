@@ -2076,6 +2076,139 @@ def test_a_free_the_driver_refuses_leaves_the_buffer_live(device, target, requir
     assert not outcomes["unraisable"], f"a buffer dropped unfreed after the fault: {outcomes['unraisable']}"
 
 
+#: the child of GRAPH-13: opens the target's device, captures a fill into a graph on stream a and replays it, then
+#: opens a second capture on a and, inside it, faults far_store (PTX argv[2]) on stream b and waits for b; then
+#: replays the first graph; prints how each step ended (None: it raised nothing)
+GRAPH_AFTER_FAULT_CHILD = """
+import json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+a, b = device.create_stream(), device.create_stream()
+kept, faulting = device.alloc(4096), device.alloc(4096)
+with a.capture() as graph:
+    a.fill(kept, 1)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+outcomes = {}
+def step(name, call):
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+step("replay before", lambda: (graph.launch(a), a.synchronize()))
+def capture_across_the_fault():
+    with a.capture():
+        b.launch(far_store, 1, 1, (faulting,))
+        step("synchronize", b.synchronize)
+step("end capture", capture_across_the_fault)
+step("replay after", lambda: graph.launch(a))
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.clause("GRAPH-13")
+def test_graph_calls_after_a_lost_context_raise_driver_errors(device, target, require):
+    """Once a fault has lost the context, the driver refuses the graph calls too, and the caller hears it
+    from the call that failed: a capture open when the fault was reported (on another stream) ends by raising
+    DriverError naming cuStreamEndCapture, and the replay of a graph captured before raises DriverError
+    naming cuGraphLaunch. A backend that takes the refused replay for queued work reports the fault later,
+    naming a call that did nothing wrong; one that treats a refused end of capture as a captured graph goes
+    on with a graph it never got."""
+    require("graphs")
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its lost context)")
+    proc = subprocess.run([sys.executable, "-c", GRAPH_AFTER_FAULT_CHILD, target.name, PTX_FAR_STORE],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert outcomes["replay before"] is None, f"the graph did not replay before the fault: {outcomes}"
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    for step, call in (("end capture", "cuStreamEndCapture"), ("replay after", "cuGraphLaunch")):
+        got = outcomes[step]
+        assert got is not None, f"{step}: {call} after the lost context raised nothing: {outcomes}"
+        assert got["type"] == "DriverError" and got["op"] == call, f"{step}: want DriverError naming {call}: {got}"
+
+
+#: the child of ERR-59: opens the target's device, copies 16 bytes to a buffer, records two events and a timing
+#: one and waits for them, keeping one of each kind and dropping the others (the paths a warm program takes: spare
+#: events, a staging ring), faults far_store (PTX argv[2]) on the buffer and waits; then on the same stream copies
+#: from and to the buffer (an ndarray, and bytes or a bytearray, which take the Python path), records (plain,
+#: timing, and the kept timing event again), launches far_store again (its dims, and new ones), queries and waits
+#: for the kept event, and compiles the PTX again; prints how each step ended (None: it raised nothing)
+WARM_AFTER_FAULT_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+buf = device.alloc(4096)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+stream.copy_htod(buf, np.zeros(16, np.uint8))
+kept, timed = stream.record(), stream.record(timing=True)
+stream.record().synchronize()
+stream.record(timing=True).synchronize()
+kept.synchronize()
+stream.launch(far_store, 1, 1, (buf,))
+outcomes = {}
+def step(name, call):
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+step("synchronize", stream.synchronize)
+step("copy_dtoh", lambda: stream.copy_dtoh(np.zeros(16, np.uint8), buf))
+step("copy_dtoh into a bytearray", lambda: stream.copy_dtoh(bytearray(16), buf))
+step("copy_htod", lambda: stream.copy_htod(buf, np.ones(16, np.uint8)))
+step("copy_htod of bytes", lambda: stream.copy_htod(buf, bytes(16)))
+step("record", stream.record)
+step("record(timing=True)", lambda: stream.record(timing=True))
+step("record(timing=True, event=)", lambda: stream.record(timing=True, event=timed))
+step("launch", lambda: stream.launch(far_store, 1, 1, (buf,)))
+step("launch with new dims", lambda: stream.launch(far_store, 2, 1, (buf,)))
+step("Event.query", kept.query)
+step("Event.synchronize", kept.synchronize)
+step("compile", lambda: device.compile(sys.argv[2], "ptx"))
+print(json.dumps(outcomes))
+"""
+
+#: ERR-59's steps after the fault -> the driver call that refuses each
+REFUSED_AFTER_FAULT = {
+    "copy_dtoh": "cuMemcpyDtoHAsync", "copy_dtoh into a bytearray": "cuMemcpyDtoHAsync",
+    "copy_htod": "cuMemcpyHtoDAsync", "copy_htod of bytes": "cuMemcpyHtoDAsync", "record": "cuEventRecord",
+    "record(timing=True)": "cuEventRecord", "record(timing=True, event=)": "cuEventRecord",
+    "launch": "cuLaunchKernel", "launch with new dims": "cuLaunchKernel", "Event.query": "cuEventQuery",
+    "Event.synchronize": "cuEventSynchronize", "compile": "cuModuleLoadDataEx"}
+
+
+@pytest.mark.clause("ERR-59")
+def test_each_call_after_a_lost_context_names_the_driver_call_that_refused_it(device, target, require):
+    """Once a fault has lost the context, every later call on the faulting stream is refused by the driver, and
+    the DriverError names the call that was refused (ERR-4), whichever path took it (the compiled one a warm
+    program takes, or Python's): copies each way, records, launches, an event's query and wait, and the compile
+    of PTX that compiled before, which is a DriverError, not a CompileError blaming the source. A call whose
+    refusal is dropped returns as though its work were queued (or done); a compile refused for the context and
+    reported as a bad image sends the user to fix code that is fine."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its lost context)")
+    proc = subprocess.run([sys.executable, "-c", WARM_AFTER_FAULT_CHILD, target.name, PTX_FAR_STORE],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    wrong = {step: outcomes[step] for step, call in REFUSED_AFTER_FAULT.items()
+             if outcomes[step] is None or outcomes[step]["type"] != "DriverError" or outcomes[step]["op"] != call}
+    assert not wrong, f"want each a DriverError naming {REFUSED_AFTER_FAULT}, got: {wrong}"
+
+
 @pytest.mark.clause("KERNEL-130")
 def test_occupancy_answers_for_every_block_size(device, require):
     """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel (KERNEL-83's fill7, through Kernel.native) answers
