@@ -2117,12 +2117,8 @@ def test_graph_calls_after_a_lost_context_raise_driver_errors(device, target, re
     on with a graph it never got."""
     require("graphs")
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its lost context)")
-    proc = subprocess.run([sys.executable, "-c", GRAPH_AFTER_FAULT_CHILD, target.name, PTX_FAR_STORE],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, GRAPH_AFTER_FAULT_CHILD, PTX_FAR_STORE)
     assert outcomes["replay before"] is None, f"the graph did not replay before the fault: {outcomes}"
     fault = outcomes["synchronize"]
     assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
@@ -2195,12 +2191,8 @@ def test_each_call_after_a_lost_context_names_the_driver_call_that_refused_it(de
     refusal is dropped returns as though its work were queued (or done); a compile refused for the context and
     reported as a bad image sends the user to fix code that is fine."""
     require("lang.ptx")
-    if device.info.backend != "cuda":
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its lost context)")
-    proc = subprocess.run([sys.executable, "-c", WARM_AFTER_FAULT_CHILD, target.name, PTX_FAR_STORE],
-                          capture_output=True, text=True, timeout=120, env={**os.environ, **target.environment()})
-    assert proc.returncode == 0, proc.stderr[-1500:]
-    outcomes = json.loads(proc.stdout.strip().splitlines()[-1])
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, WARM_AFTER_FAULT_CHILD, PTX_FAR_STORE)
     fault = outcomes["synchronize"]
     assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
         f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
