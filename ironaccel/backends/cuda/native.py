@@ -17,7 +17,7 @@ import ctypes
 import os
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, NoReturn
 
 from ... import native as fast_c  # ironaccel.native: the compiled hot paths (_fast_c/)
 from ...errors import DriverError, NotAvailable, OutOfMemory, Timeout
@@ -183,7 +183,7 @@ EXPLANATIONS = {
 }
 
 
-def fail(function: Any, err: Any) -> None:
+def fail(function: Any, err: Any) -> NoReturn:
     """Raise the typed error for a failed driver call, named after ``function`` (off the success path only)."""
     op = function.__name__
     name = error_name(cu, err)

@@ -176,7 +176,6 @@ class CudaEvent(api.Event):
         if err == cu.CUresult.CUDA_ERROR_NOT_READY:
             return False
         fail(cu.cuEventQuery, err)
-        return False
 
     def _synchronize(self, timeout: float | None = None) -> None:
         stream, mark = self._stream, self._mark  # the point waited for: a re-record may move the event meanwhile
