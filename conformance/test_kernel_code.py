@@ -2909,6 +2909,70 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
         assert error_text.strip(), f"the failed link ({err}) left the error log empty"
 
 
+#: the register cap KERNEL-131 gives the JIT, and the values its kernel holds at once (more than the cap)
+JIT_REGISTER_CAP, CAPPED_LIVE = 32, 100
+
+
+def _load_capped(cu, way: str, text: bytes) -> tuple[object, object]:
+    """Loads PTX ``text`` with CU_JIT_MAX_REGISTERS JIT_REGISTER_CAP given to the linker (``link``:
+    cuLinkCreate's option, then cuLinkAddData, cuLinkComplete and cuModuleLoadData of the image) or to the load
+    itself (``load``: cuModuleLoadDataEx's option); the device's context is current. Returns (err, module)."""
+    cap = cu.CUjit_option.CU_JIT_MAX_REGISTERS
+    if way == "load":
+        return cu.cuModuleLoadDataEx(text, 1, [cap], [JIT_REGISTER_CAP])
+    err, state = cu.cuLinkCreate(1, [cap], [JIT_REGISTER_CAP])
+    assert not err, f"cuLinkCreate with CU_JIT_MAX_REGISTERS {JIT_REGISTER_CAP}: {err}"
+    try:
+        err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, text, len(text), b"many_live.ptx", 0, [],
+                                [])
+        assert not err, f"cuLinkAddData: {err}"
+        err, image, _ = cu.cuLinkComplete(state)
+        assert not err, f"cuLinkComplete: {err}"
+        return cu.cuModuleLoadData(image)  # before cuLinkDestroy, which frees the image
+    finally:
+        cu.cuLinkDestroy(state)
+
+
+@pytest.mark.clause("KERNEL-131")
+@pytest.mark.parametrize("way", ["link", "load"])
+def test_a_register_cap_given_to_the_jit_bounds_the_kernels_register_count(device, stream, require, way):
+    """A client caps the registers a thread may use (CU_JIT_MAX_REGISTERS, numba-cuda's `max_registers`, given
+    to cuLinkCreate or to cuModuleLoadDataEx) to fit more blocks on a multiprocessor: the kernel it loads, one
+    thread holding 100 values at once (KERNEL-90's `many_live`), reports NUM_REGS within the cap of 32 (the
+    compiler spills the rest) and still stores their sum. A driver that drops the cap of a linked image reports
+    the kernel's uncapped count, and the client's occupancy arithmetic (the multiprocessor's registers divided
+    by NUM_REGS) promises fewer resident blocks than the launch gets."""
+    require("lang.ptx")
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (CU_JIT_MAX_REGISTERS)")
+    cu = device.native.driver
+    values = np.arange(CAPPED_LIVE, dtype=np.uint32) * np.uint32(2654435761) + np.uint32(7)
+    text = ptx_many_live(CAPPED_LIVE).encode() + b"\0"
+    with upload(device, stream, values) as src, poisoned(device, stream, 4) as out:
+        err, = cu.cuCtxPushCurrent(device.native.context)
+        assert not err, err
+        module = None
+        try:
+            err, module = _load_capped(cu, way, text)
+            assert not err, f"loading the {way}ed image: {err}"
+            err, function = cu.cuModuleGetFunction(module, b"many_live")
+            assert not err, f"cuModuleGetFunction: {err}"
+            err, regs = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, function)
+            assert not err, f"cuFuncGetAttribute(NUM_REGS): {err}"
+            err, = cu.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream.native,
+                                     ((src.handle, out.handle), (ctypes.c_void_p, ctypes.c_void_p)), 0)
+            assert not err, f"cuLaunchKernel: {err}"
+        finally:
+            if module is not None:
+                cu.cuCtxSynchronize()  # the kernel has run before its module goes
+                cu.cuModuleUnload(module)
+            cu.cuCtxPopCurrent()
+        got = read(stream, out, np.uint32).tolist()
+    assert got == [int(values.sum(dtype=np.uint32))], f"the {way}ed kernel stored {got}"
+    assert regs <= JIT_REGISTER_CAP, \
+        f"{CAPPED_LIVE} values held at once, {way}ed with CU_JIT_MAX_REGISTERS {JIT_REGISTER_CAP}: NUM_REGS {regs}"
+
+
 def _long_kernel(steps: int) -> str:
     """PTX of a kernel `long_kernel` that sets r = tid + 1, then runs `mad.lo.u32 r, r, 5, 7` ``steps`` times (as
     a fully unrolled loop does) and stores r to out[tid]."""
