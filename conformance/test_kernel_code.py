@@ -1340,6 +1340,105 @@ def test_ptx_saturating_conversions_to_narrower_integers_clamp(device, stream, r
                        f"sat.u16.s64, sat.u32.s64, sat.s8.s32, sat.s16.s32, sat.s32.u64]: {wrong}")
 
 
+#: thread i converts the 64-bit integer ints[i] (x) and its low half (x32) without .sat between signed integers
+#: of different widths, the narrow result held in a wider register: out32[7i + k] (u32) for k = 0..6 is
+#: cvt.s8.s32 and cvt.s16.s32 of x32 into 32-bit registers, cvt.s8.s32 into a 16-bit register widened by
+#: cvt.s32.s16 (which reads all 16 bits), cvt.s32.s8 and cvt.s32.s16 of x32 (which read only their own bits) and
+#: cvt.rn.f32.s8 and cvt.rn.f32.s16 of x32 (as f32 bits); out64[5i + k] (u64) for k = 0..4 is cvt.s8.s64,
+#: cvt.s16.s64 and cvt.s32.s64 of x into 64-bit registers and cvt.s64.s8 and cvt.s64.s16 of x32
+PTX_WRAP_SIGNED = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry wrap_signed(.param .u64 wrap_signed_param_0, .param .u64 wrap_signed_param_1,
+                            .param .u64 wrap_signed_param_2)
+{
+    .reg .b16 %rs<2>;
+    .reg .b32 %r<10>;
+    .reg .f32 %f<3>;
+    .reg .b64 %rd<17>;
+    ld.param.u64 %rd1, [wrap_signed_param_0];
+    ld.param.u64 %rd2, [wrap_signed_param_1];
+    ld.param.u64 %rd3, [wrap_signed_param_2];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    cvta.to.global.u64 %rd3, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 8;
+    add.s64 %rd4, %rd1, %rd4;
+    ld.global.u64 %rd5, [%rd4];
+    cvt.u32.u64 %r2, %rd5;
+    mul.wide.u32 %rd6, %r1, 28;
+    add.s64 %rd6, %rd2, %rd6;
+    mul.wide.u32 %rd7, %r1, 40;
+    add.s64 %rd7, %rd3, %rd7;
+    cvt.s8.s32 %r3, %r2;
+    st.global.u32 [%rd6], %r3;
+    cvt.s16.s32 %r4, %r2;
+    st.global.u32 [%rd6+4], %r4;
+    cvt.s8.s32 %rs1, %r2;
+    cvt.s32.s16 %r5, %rs1;
+    st.global.u32 [%rd6+8], %r5;
+    cvt.s32.s8 %r6, %r2;
+    st.global.u32 [%rd6+12], %r6;
+    cvt.s32.s16 %r7, %r2;
+    st.global.u32 [%rd6+16], %r7;
+    cvt.rn.f32.s8 %f1, %r2;
+    st.global.f32 [%rd6+20], %f1;
+    cvt.rn.f32.s16 %f2, %r2;
+    st.global.f32 [%rd6+24], %f2;
+    cvt.s8.s64 %rd8, %rd5;
+    st.global.u64 [%rd7], %rd8;
+    cvt.s16.s64 %rd9, %rd5;
+    st.global.u64 [%rd7+8], %rd9;
+    cvt.s32.s64 %rd10, %rd5;
+    st.global.u64 [%rd7+16], %rd10;
+    cvt.s64.s8 %rd11, %r2;
+    st.global.u64 [%rd7+24], %rd11;
+    cvt.s64.s16 %rd12, %r2;
+    st.global.u64 [%rd7+32], %rd12;
+    ret;
+}
+"""
+
+#: 64-bit integers whose low 8, 16 and 32 bits are each range's ends and -1 (as signed), with other bits above
+WRAP_SIGNED_INTS = [-1, 0, 1, 127, 128, -128, -129, 255, 256, 0x17F, 0x180, -32768, -32769, 32767, 32768, 65535,
+                    65536, 0x18000, 0x1FFFF, -(2 ** 31), 2 ** 31 - 1, 2 ** 31, -(2 ** 31) - 1, 2 ** 32 - 1,
+                    3 * 2 ** 31, -(2 ** 40) - 5, 2 ** 63 - 128, -(2 ** 63)]
+
+
+@pytest.mark.clause("KERNEL-132")
+def test_ptx_conversions_to_narrower_signed_integers_wrap_and_sign_extend_into_the_register(device, stream,
+                                                                                          require):
+    """A conversion without `.sat` to a narrower signed integer keeps the destination type's low bits and, held
+    in a wider register, sign-extends them to the register's width (PTX's rules for operands wider than the
+    instruction type); a conversion from a narrower signed integer reads only the source type's bits of its
+    register and sign-extends them. Each result is checked against numpy's wrapping casts (astype) for values
+    whose low 8, 16 and 32 bits are -1, the ends of each range and just past them: one register bit left
+    unextended turns -128 into 0xFFFFFE80, which a later 32-bit add or compare sees."""
+    require("lang.ptx")
+    ints = np.array(WRAP_SIGNED_INTS, np.int64)
+    n = len(ints)
+    with device.compile(PTX_WRAP_SIGNED, "ptx") as module, upload(device, stream, ints) as src, \
+            poisoned(device, stream, 28 * n) as out32, poisoned(device, stream, 40 * n) as out64:
+        stream.launch(module.kernel("wrap_signed"), 1, n, (src, out32, out64))
+        got32 = read(stream, out32, np.uint32).reshape(n, 7)
+        got64 = read(stream, out64, np.uint64).reshape(n, 5)
+    low = ints.astype(np.int32)
+    s8, s16 = low.astype(np.int8).astype(np.int32), low.astype(np.int16).astype(np.int32)
+    want32 = np.stack([s8, s16, s8, s8, s16, s8.astype(np.float32).view(np.int32),
+                       s16.astype(np.float32).view(np.int32)], axis=1).view(np.uint32)
+    want64 = np.stack([ints.astype(np.int8), ints.astype(np.int16), ints.astype(np.int32), s8, s16],
+                      axis=1).astype(np.int64).view(np.uint64)
+    wrong = {ints[k].item(): ([hex(v) for v in got32[k].tolist()], [hex(v) for v in want32[k].tolist()])
+             for k in range(n) if (got32[k] != want32[k]).any()}
+    assert not wrong, ("in: (got, want) as u32 of [s8.s32, s16.s32, s8.s32 in 16 bits widened, s32.s8, s32.s16, "
+                       f"rn.f32.s8, rn.f32.s16]: {wrong}")
+    wrong = {ints[k].item(): ([hex(v) for v in got64[k].tolist()], [hex(v) for v in want64[k].tolist()])
+             for k in range(n) if (got64[k] != want64[k]).any()}
+    assert not wrong, f"in: (got, want) as u64 of [s8.s64, s16.s64, s32.s64, s64.s8, s64.s16]: {wrong}"
+
+
 #: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
 #: whole block (bar.sync: every thread's writes are done), reads them back and stores them to out[2t], out[2t + 1]
 PTX_LOCAL_OWN = """.version 7.5
