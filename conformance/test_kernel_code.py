@@ -1700,15 +1700,16 @@ print(json.dumps(outcomes))
 
 
 def far_store_outcomes(device, target, require, ptx: str = PTX_FAR_STORE, kernel: str = "far_store",
-                       dims: tuple = ()) -> dict:
+                       dims: tuple = (), seconds: float = 120) -> dict:
     """How each step of FAR_STORE_CHILD ended with `kernel` of `ptx` (far_store unless told) launched with
-    `dims` (grid, block: one thread unless told), on a CUDA device with PTX (else the test skips)."""
+    `dims` (grid, block: one thread unless told), on a CUDA device with PTX (else the test skips); the child
+    not ended after `seconds` raises subprocess.TimeoutExpired."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (its fault codes)")
     proc = subprocess.run([sys.executable, "-c", FAR_STORE_CHILD, target.name, ptx, kernel,
                            *(json.dumps(list(d)) for d in dims)], capture_output=True,
-                          text=True, timeout=120, env={**os.environ, **target.environment()})
+                          text=True, timeout=seconds, env={**os.environ, **target.environment()})
     assert proc.returncode == 0, proc.stderr[-1500:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -2090,6 +2091,112 @@ def test_device_heap_memory_that_is_freed_is_given_again(device, stream, require
     assert nulls == 0, f"{nulls} of {rounds} rounds of malloc(1 MiB) then free got a null pointer: freed memory " \
         "did not go back to the device heap"
     assert last and last % 16 == 0, hex(last)
+
+
+#: one thread takes two 64-byte blocks (p, then q) from the device heap and, while q is live, frees p twice
+#: (free_twice_beside) or frees p + 16 (free_inside): pointers malloc did not return (or no longer holds); then
+#: stores 7 to out[0]
+PTX_BAD_FREES = """.version 7.5
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b64 func_retval0) malloc
+(
+    .param .b64 malloc_param_0
+)
+;
+.extern .func free
+(
+    .param .b64 free_param_0
+)
+;
+
+.visible .entry free_twice_beside(.param .u64 free_twice_beside_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [free_twice_beside_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u64 %rd3, 64;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd4, [retval0];
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd5, [retval0];
+    }
+    add.s64 %rd6, %rd4, 16;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd4;
+    call.uni free, (param0);
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd4;
+    call.uni free, (param0);
+    }
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+
+.visible .entry free_inside(.param .u64 free_inside_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [free_inside_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u64 %rd3, 64;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd4, [retval0];
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd5, [retval0];
+    }
+    add.s64 %rd6, %rd4, 16;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd6;
+    call.uni free, (param0);
+    }
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-133")
+@pytest.mark.parametrize("kernel", ["free_twice_beside", "free_inside"])
+def test_a_kernel_that_frees_what_malloc_did_not_return_ends(device, target, require, kernel):
+    """A heap bug in a kernel (a block freed twice, a pointer into a block freed) must end the launch, fault
+    or not: CUDA leaves what such a free does undefined, and a memory checker reports it, but a driver whose
+    free searches its blocks for the pointer and never stops when it is not there hangs the process that made
+    the mistake, with nothing to debug from. A second block stays live meanwhile, so the search has blocks on
+    both sides of the pointer. The context may be lost, so a child process runs it (KERNEL-92's)."""
+    try:
+        outcomes = far_store_outcomes(device, target, require, PTX_BAD_FREES, kernel, seconds=60)
+    except subprocess.TimeoutExpired:
+        outcomes = None
+    assert outcomes is not None, f"{kernel}: the child process had not ended 60 s after it started (the launch hangs)"
+    outcome = outcomes["synchronize"]
+    assert outcome is None or outcome["type"] == "DriverError", f"{kernel}: the stream's synchronize(): {outcome}"
 
 
 #: of a grid of 2 x 2 blocks of 4 x 2 threads, only thread (3,1,0) of block (0,1,0) stores 1 TiB past its buffer
