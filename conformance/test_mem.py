@@ -11,7 +11,7 @@ import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import (POISON, assert_device_works, host_pages_above, host_pages_low, memory_churn, poisoned,
-                      random_bytes, read, rss_bytes)
+                      random_bytes, read, resident_growth, rss_bytes)
 
 
 @pytest.mark.clause("MEM-1")
@@ -314,6 +314,57 @@ def test_linking_ptx_takes_no_device_memory_it_keeps(device, stream):
     assert free_after > free_before - array, (
         f"{links} links of PTX with a {array >> 20} MiB .global array, none loaded, took "
         f"{(free_before - free_after) >> 20} MiB of device memory (cuMemGetInfo)")
+
+
+#: bytes of PTX each MEM-61 link takes in: a small kernel padded with comment lines (as generated PTX carries
+#: its source lines), so that a link state kept after cuLinkDestroy holds about this much of the process
+LINKED_PTX_BYTES = 1 << 20
+
+
+def _padded_ptx(size: int) -> bytes:
+    """PTX of an empty kernel `padded` and comment lines, ``size`` bytes with the NUL that ends it."""
+    kernel = b".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry padded()\n{\n    ret;\n}\n"
+    lines, rest = divmod(size - 1 - len(kernel), 128)
+    last = b"// " + b"p" * (rest - 4) + b"\n" if rest >= 4 else b"\n" * rest
+    return kernel + (b"// " + b"p" * 124 + b"\n") * lines + last + b"\0"
+
+
+@pytest.mark.clause("MEM-61")
+def test_destroying_a_link_gives_its_memory_back(device):
+    """cuLinkDestroy ends a link and frees what it holds (CUDA: the inputs, the linked image): a client that
+    links in a loop (numba-cuda links each kernel it compiles) keeps the process's memory bounded. Links of
+    1 MiB of PTX (cuLinkCreate, cuLinkAddData, cuLinkComplete, cuLinkDestroy), 16 first and then up to 64 more
+    (or 30 s of them), grow the process by less than half a MiB a link; a driver that keeps each destroyed
+    link's state grows it by more than the PTX each one took in."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
+    cu = device.native.driver
+    data = _padded_ptx(LINKED_PTX_BYTES)
+    assert len(data) == LINKED_PTX_BYTES
+
+    def link(count: int) -> None:
+        for _ in range(count):
+            err, state = cu.cuLinkCreate(0, [], [])
+            assert not err, f"cuLinkCreate: {err}"
+            try:
+                err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), b"padded.ptx",
+                                        0, [], [])
+                assert not err, f"cuLinkAddData: {err}"
+                err, _, size = cu.cuLinkComplete(state)
+                assert not err and size > 0, f"cuLinkComplete: {err}, {size} bytes"
+            finally:
+                err, = cu.cuLinkDestroy(state)
+            assert not err, f"cuLinkDestroy: {err}"
+
+    err, = cu.cuCtxPushCurrent(device.native.context)
+    assert not err, err
+    try:
+        linked, grown = resident_growth(link, 8, 64, seconds=30)
+    finally:
+        cu.cuCtxPopCurrent()
+    assert grown < linked * LINKED_PTX_BYTES // 2, (
+        f"{linked} links of {LINKED_PTX_BYTES >> 20} MiB of PTX, each destroyed, left {grown / 2**20:.1f} MiB more "
+        "resident memory")
 
 
 @pytest.mark.clause("MEM-60")
