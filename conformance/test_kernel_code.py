@@ -1791,10 +1791,15 @@ def test_a_misaligned_shared_access_is_reported_as_a_misaligned_address(device, 
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
 
+#: the 64-bit access of misaligned_global_load64 (kept: stored to the buffer) and misaligned_global_store64
+_MISALIGNED_64_ACCESS = {"load": "    ld.global.u64 %rd5, [%rd4];\n    st.global.u64 [%rd2+8], %rd5;",
+                         "store": "    st.global.u64 [%rd4+8], %rd3;"}
+
 #: one thread loads (misaligned_global_load) or stores (misaligned_global_store) the 32-bit word `%ntid.x` times
 #: the kernel's scalar bytes into its buffer (ld/st.global.u32; the offset computed from %ntid.x, with a block of
-#: one thread, so no compiler folds it: 1 and 2 bytes, both inside the allocation, neither a multiple of 4), then
-#: writes 7 to its buffer's first word
+#: one thread, so no compiler folds it: 1 and 2 bytes, both inside the allocation, neither a multiple of 4), or
+#: (misaligned_global_load64, misaligned_global_store64) the 64-bit word 1, 2 or 4 bytes in (ld/st.global.u64:
+#: none a multiple of 8), then writes 7 to its buffer's first word
 PTX_MISALIGNED_GLOBAL = """.version 7.5
 .target sm_75
 .address_size 64
@@ -1862,18 +1867,36 @@ PTX_MISALIGNED_GLOBAL = """.version 7.5
     st.global.u32 [%rd2], %r3;
     ret;
 }
-"""
+""" + "".join(f"""
+.visible .entry misaligned_global_{op}64_{k}(.param .u64 misaligned_global_{op}64_{k}_param_0)
+{{
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [misaligned_global_{op}64_{k}_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %ntid.x;
+    mul.lo.u32 %r4, %r1, {k};
+    cvt.u64.u32 %rd3, %r4;
+    add.s64 %rd4, %rd2, %rd3;
+{_MISALIGNED_64_ACCESS[op]}
+    mov.u32 %r3, 7;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}}
+""" for op in ("load", "store") for k in (1, 2, 4))
 
 
 @pytest.mark.clause("KERNEL-110")
 @pytest.mark.parametrize("kernel", ["misaligned_global_load_1", "misaligned_global_load_2",
-                                    "misaligned_global_store_1", "misaligned_global_store_2"])
+                                    "misaligned_global_store_1", "misaligned_global_store_2",
+                                    *(f"misaligned_global_{op}64_{k}" for op in ("load", "store") for k in (1, 2, 4))])
 def test_a_misaligned_global_word_access_is_reported_as_a_misaligned_address(device, target, require, kernel):
-    """A 4-byte global load or store 1 or 2 bytes past a word boundary, inside its buffer, faults as
-    MISALIGNED_ADDRESS: the hardware does not split it, and ILLEGAL_ADDRESS would send the user looking for a
-    pointer outside every allocation. The context is lost after the fault, so a child process runs it."""
+    """A 4-byte global load or store 1 or 2 bytes past a word boundary, or an 8-byte one 1, 2 or 4 bytes past
+    a multiple of 8, inside its buffer, faults as MISALIGNED_ADDRESS: the hardware does not split it, and
+    ILLEGAL_ADDRESS would send the user looking for a pointer outside every allocation. The context is lost
+    after the fault, so a child process runs it."""
     outcome = far_store_outcomes(device, target, require, PTX_MISALIGNED_GLOBAL, kernel)["synchronize"]
-    assert outcome is not None, f"{kernel}: a 4-byte global access inside its buffer, not at a multiple of 4, " \
+    assert outcome is not None, f"{kernel}: a global access inside its buffer, not at a multiple of its size, " \
                                 "raised nothing"
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
