@@ -1439,6 +1439,122 @@ def test_ptx_conversions_to_narrower_signed_integers_wrap_and_sign_extend_into_t
     assert not wrong, f"in: (got, want) as u64 of [s8.s64, s16.s64, s32.s64, s64.s8, s64.s16]: {wrong}"
 
 
+#: each of 32 threads applies its 64-bit value v (vals[t]) to words[0..8] with one 64-bit global atomic each —
+#: add.u64, and.b64, or.b64, xor.b64, min.s64, max.u64, exch.b64, cas.b64 (expecting words[9], the cas word's
+#: first value) and add.f64 of (double)(v >> 20) — and stores what each returned to olds[9t .. 9t + 8]
+PTX_ATOMICS_64 = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry atomics64(.param .u64 atomics64_words, .param .u64 atomics64_vals, .param .u64 atomics64_olds)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<21>;
+    .reg .f64 %fd<3>;
+    ld.param.u64 %rd1, [atomics64_words];
+    ld.param.u64 %rd2, [atomics64_vals];
+    ld.param.u64 %rd3, [atomics64_olds];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    cvta.to.global.u64 %rd3, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 8;
+    add.s64 %rd5, %rd2, %rd4;
+    ld.global.u64 %rd6, [%rd5];
+    mul.wide.u32 %rd7, %r1, 72;
+    add.s64 %rd8, %rd3, %rd7;
+    atom.global.add.u64 %rd10, [%rd1], %rd6;
+    st.global.u64 [%rd8], %rd10;
+    atom.global.and.b64 %rd11, [%rd1+8], %rd6;
+    st.global.u64 [%rd8+8], %rd11;
+    atom.global.or.b64 %rd12, [%rd1+16], %rd6;
+    st.global.u64 [%rd8+16], %rd12;
+    atom.global.xor.b64 %rd13, [%rd1+24], %rd6;
+    st.global.u64 [%rd8+24], %rd13;
+    atom.global.min.s64 %rd14, [%rd1+32], %rd6;
+    st.global.u64 [%rd8+32], %rd14;
+    atom.global.max.u64 %rd15, [%rd1+40], %rd6;
+    st.global.u64 [%rd8+40], %rd15;
+    atom.global.exch.b64 %rd16, [%rd1+48], %rd6;
+    st.global.u64 [%rd8+48], %rd16;
+    ld.global.u64 %rd9, [%rd1+72];
+    atom.global.cas.b64 %rd17, [%rd1+56], %rd9, %rd6;
+    st.global.u64 [%rd8+56], %rd17;
+    shr.u64 %rd18, %rd6, 20;
+    cvt.rn.f64.u64 %fd1, %rd18;
+    atom.global.add.f64 %fd2, [%rd1+64], %fd1;
+    st.global.f64 [%rd8+64], %fd2;
+    ret;
+}
+"""
+
+
+def _atomics64_start() -> np.ndarray:
+    """words[0..9] before KERNEL-134's kernel: each with bits in both halves (the add's about to carry out of its
+    low half, the min's the largest s64), the f64 add's an integer below 2^53, and words[9] the cas word's."""
+    start = np.array([0x1FFFFFFF0, 2 ** 64 - 1, 0x8000000000000001, 0x0123456789ABCDEF, 2 ** 63 - 1, 0,
+                      0x1111111122222222, 0x3333333344444444, 0, 0x3333333344444444], np.uint64)
+    start[8] = np.array([2.0 ** 45 + 3], np.float64).view(np.uint64)[0]
+    return start
+
+
+@pytest.mark.clause("KERNEL-134")
+def test_ptx_64_bit_global_atomics_act_on_the_whole_word(device, stream, require):
+    """64-bit atomics (CUDA C++'s atomicAdd, atomicMin, atomicCAS, ... of unsigned long long and double) update
+    all 64 bits of their word: 32 threads each apply a value with bits in both halves to one word per operation,
+    and every word ends as numpy's reduction of its first value and the 32 values; the values the threads got
+    back chain from the first value to the last (each old value, with the thread's own applied, is another's old
+    value or the final word), cas succeeds for exactly one thread, and exch hands every value on once. A driver
+    that treats a 64-bit atomic as a 32-bit one changes only the low half: the add's carry, the high bits of
+    and/or/xor and exch, a minimum decided by the sign bit, are lost."""
+    require("lang.ptx")
+    threads = 32
+    vals = (np.arange(1, threads + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(0xFFFF0000)
+    start = _atomics64_start()
+    with device.compile(PTX_ATOMICS_64, "ptx") as module, upload(device, stream, start) as words, \
+            upload(device, stream, vals) as src, poisoned(device, stream, 72 * threads) as olds:
+        stream.launch(module.kernel("atomics64"), 1, threads, (words, src, olds))
+        got = [int(w) for w in read(stream, words, np.uint64)]
+        old = read(stream, olds, np.uint64).reshape(threads, 9).T.tolist()
+    v = [int(x) for x in vals]
+    first = [int(w) for w in start]
+    mask = 2 ** 64 - 1
+
+    def signed(x: int) -> int:
+        return x - 2 ** 64 if x >> 63 else x
+
+    def f64(x: int) -> float:
+        return float(np.array([x], np.uint64).view(np.float64)[0])
+
+    def bits(x: float) -> int:
+        return int(np.array([x], np.float64).view(np.uint64)[0])
+
+    ops = {"add.u64": lambda a, b: (a + b) & mask, "and.b64": lambda a, b: a & b, "or.b64": lambda a, b: a | b,
+           "xor.b64": lambda a, b: a ^ b, "min.s64": lambda a, b: min(a, b, key=signed),
+           "max.u64": max, "exch.b64": lambda a, b: b, "cas.b64": None,
+           "add.f64": lambda a, b: bits(f64(a) + float(b >> 20))}
+    wrong = {}
+    for k, (name, op) in enumerate(ops.items()):
+        if op is None:
+            continue
+        want = first[k]
+        for x in v:
+            want = op(want, x)
+        chained = sorted([first[k]] + [op(o, x) for o, x in zip(old[k], v)]) == sorted(old[k] + [got[k]])
+        if name == "exch.b64":
+            want = got[k] if got[k] in v else None  # the last value applied, whichever thread's it was
+        if got[k] != want or not chained:
+            wrong[name] = (hex(got[k]), hex(want) if want is not None else "one of the values",
+                           "chained" if chained else f"olds {[hex(o) for o in old[k]]}")
+    assert not wrong, f"64-bit atomics: (final word, want, the values returned): {wrong}"
+    cas = old[7]
+    winners = [t for t in range(threads) if cas[t] == first[7]]
+    assert len(winners) == 1 and got[7] == v[winners[0]] and \
+        all(cas[t] == got[7] for t in range(threads) if t != winners[0]), (
+        f"cas.b64 of 32 threads expecting {first[7]:#x}: the word ends {got[7]:#x}, the values returned "
+        f"{[hex(c) for c in cas]}")
+
+
 #: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
 #: whole block (bar.sync: every thread's writes are done), reads them back and stores them to out[2t], out[2t + 1]
 PTX_LOCAL_OWN = """.version 7.5
