@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -365,6 +368,64 @@ def test_destroying_a_link_gives_its_memory_back(device):
     assert grown < linked * LINKED_PTX_BYTES // 2, (
         f"{linked} links of {LINKED_PTX_BYTES >> 20} MiB of PTX, each destroyed, left {grown / 2**20:.1f} MiB more "
         "resident memory")
+
+
+#: MEM-62's child: opens the target's device (argv[1]) and, its context pushed, creates an interprocess event,
+#: takes its IPC handle, memsets 1 MiB on stream a and records the event there; stream b waits for it and copies
+#: the buffer's last word to the host; then b, the event and a query of it. Prints what each call returned.
+IPC_EVENT_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+cu = device.native.driver
+a, b = device.create_stream(), device.create_stream()
+words = 1 << 18
+buf = device.alloc(4 * words)
+host = np.zeros(1, np.uint32)
+got = {}
+cu.cuCtxPushCurrent(device.native.context)
+flags = cu.CUevent_flags.CU_EVENT_INTERPROCESS | cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+err, event = cu.cuEventCreate(flags)
+got["cuEventCreate"] = err.name
+got["cuIpcGetEventHandle"] = cu.cuIpcGetEventHandle(event)[0].name
+got["cuMemsetD32Async"] = cu.cuMemsetD32Async(buf.handle, 0x5EED5EED, words, a.native)[0].name
+got["cuEventRecord"] = cu.cuEventRecord(event, a.native)[0].name
+got["cuStreamWaitEvent"] = cu.cuStreamWaitEvent(b.native, event, 0)[0].name
+got["cuMemcpyDtoHAsync"] = cu.cuMemcpyDtoHAsync(host.ctypes.data, buf.handle + 4 * (words - 1), 4, b.native)[0].name
+got["cuStreamSynchronize"] = cu.cuStreamSynchronize(b.native)[0].name
+got["cuEventSynchronize"] = cu.cuEventSynchronize(event)[0].name
+got["cuEventQuery"] = cu.cuEventQuery(event)[0].name
+got["last word"] = hex(int(host[0]))
+cu.cuEventDestroy(event)
+cu.cuCtxPopCurrent()
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.clause("MEM-62")
+def test_an_interprocess_event_orders_work_like_any_event(device, target):
+    """An event made to be shared with other processes (CU_EVENT_INTERPROCESS, with timing disabled, as CUDA
+    requires; cuIpcGetEventHandle, in the driver API's memory management with cuIpcGetMemHandle, hands it over)
+    works in the process that made it as any event does: another stream's wait for it (cuStreamWaitEvent) lets
+    that stream's copy see the memset recorded before it, and cuEventSynchronize of it returns. A driver that
+    keeps such an event's state where other processes read it, and takes a record as done only once a later one
+    has completed, never ends either wait. A child process runs it, so that a wait that never ends is seen."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (CU_EVENT_INTERPROCESS)")
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}Linux (CUDA's interprocess events)")
+    try:
+        proc = subprocess.run([sys.executable, "-c", IPC_EVENT_CHILD, target.name], capture_output=True, text=True,
+                              timeout=60, env={**os.environ, **target.environment()})
+    except subprocess.TimeoutExpired:
+        proc = None
+    assert proc is not None, "the child had not ended 60 s after it started: a wait for the interprocess event hangs"
+    assert proc.returncode == 0, proc.stderr[-1500:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(v == "CUDA_SUCCESS" for k, v in got.items() if k != "last word"), got
+    assert got["last word"] == hex(0x5EED5EED), f"stream b's copy after its wait for the event: {got['last word']}"
 
 
 @pytest.mark.clause("MEM-60")
