@@ -2385,6 +2385,32 @@ def test_a_fault_report_that_locates_the_thread_names_the_one_that_faulted(devic
     assert all(place == "block (0,1,0), thread (3,1,0)" for place in located), (located, outcome["message"])
 
 
+#: KERNEL-102's grid and thread, which executes `trap` instead of its store
+PTX_ONE_TRAP = PTX_ONE_FAR_STORE.replace("one_far_store", "one_trap").replace(
+    "    add.s64 %rd3, %rd2, 1099511627776;\n    mov.u32 %r5, 7;\n    st.global.u32 [%rd3], %r5;\n", "    trap;\n")
+#: how a memcheck report describes a free of what the device heap did not hand out
+FREE_DESCRIBED = re.compile(r"invalid free")
+
+
+@pytest.mark.clause("KERNEL-135")
+def test_a_trap_is_reported_as_a_launch_failure_of_the_thread_that_trapped(device, target, require):
+    """A kernel that executes `trap` (CUDA C++'s __trap(), a failed check that gives up) fails its launch with
+    CUDA_ERROR_LAUNCH_FAILED, and a fault text that locates the thread (the fake's report, appended to the
+    DriverError) names the one thread that trapped, coordinates in order, and describes no memory access: a
+    trap touches no memory, and a report of an invalid read, write or free at address 0 sends the user after a
+    pointer. A driver whose text locates nothing ("unspecified launch failure") has nothing here to be wrong."""
+    outcome = far_store_outcomes(device, target, require, PTX_ONE_TRAP, "one_trap",
+                                 ((2, 2, 1), (4, 2, 1)))["synchronize"]
+    assert outcome is not None, "a kernel whose thread executed trap raised nothing"
+    message = outcome["message"]
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_LAUNCH_FAILED" in message, outcome
+    located = re.findall(r"block \(\d+,\d+,\d+\), thread \(\d+,\d+,\d+\)", message)
+    assert all(place == "block (0,1,0), thread (3,1,0)" for place in located), (located, message)
+    described = [pattern.pattern for pattern in (ACCESS_DESCRIBED, FREE_DESCRIBED, BLOCK_MEMORY, ALLOCATION_NAMED)
+                 if pattern.search(message)]
+    assert not described, f"a trap's report describes a memory access ({described}): {message}"
+
+
 @pytest.mark.clause("ERR-52")
 def test_operations_after_a_lost_context_raise_driver_errors(device, target, require):
     """Once a fault has lost the context, using the faulting kernel's buffer from another stream (which fences
