@@ -1555,6 +1555,138 @@ def test_ptx_64_bit_global_atomics_act_on_the_whole_word(device, stream, require
         f"{[hex(c) for c in cas]}")
 
 
+#: thread i takes x = xs[i], y = ys[i] (u64; x32, y32 their low halves) and k = ks[i] (u32: pos = k & 63,
+#: len = (k >> 6) & 63, n = k & 63, sel = k >> 16) and stores out[10i .. 10i + 9] (u64): brev.b32 x32, brev.b64 x,
+#: popc.b64 x, clz.b64 x, bfe.u32 and bfe.s32 of x32 at pos, len, bfi.b32 of x32 into y32 at pos, len,
+#: prmt.b32 x32, y32, sel, shf.l.wrap.b32 and shf.r.clamp.b32 of x32 (low word), y32 (high word) by n
+PTX_BIT_OPS = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry bit_ops(.param .u64 bit_ops_xs, .param .u64 bit_ops_ys, .param .u64 bit_ops_ks,
+                        .param .u64 bit_ops_out)
+{
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<20>;
+    ld.param.u64 %rd1, [bit_ops_xs];
+    ld.param.u64 %rd2, [bit_ops_ys];
+    ld.param.u64 %rd3, [bit_ops_ks];
+    ld.param.u64 %rd4, [bit_ops_out];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    cvta.to.global.u64 %rd3, %rd3;
+    cvta.to.global.u64 %rd4, %rd4;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd5, %r1, 8;
+    add.s64 %rd6, %rd1, %rd5;
+    ld.global.u64 %rd7, [%rd6];
+    add.s64 %rd6, %rd2, %rd5;
+    ld.global.u64 %rd8, [%rd6];
+    mul.wide.u32 %rd5, %r1, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    ld.global.u32 %r2, [%rd6];
+    mul.wide.u32 %rd5, %r1, 80;
+    add.s64 %rd9, %rd4, %rd5;
+    cvt.u32.u64 %r3, %rd7;
+    cvt.u32.u64 %r4, %rd8;
+    and.b32 %r5, %r2, 63;
+    shr.u32 %r6, %r2, 6;
+    and.b32 %r6, %r6, 63;
+    shr.u32 %r7, %r2, 16;
+    brev.b32 %r10, %r3;
+    cvt.u64.u32 %rd10, %r10;
+    st.global.u64 [%rd9], %rd10;
+    brev.b64 %rd11, %rd7;
+    st.global.u64 [%rd9+8], %rd11;
+    popc.b64 %r11, %rd7;
+    cvt.u64.u32 %rd12, %r11;
+    st.global.u64 [%rd9+16], %rd12;
+    clz.b64 %r12, %rd7;
+    cvt.u64.u32 %rd13, %r12;
+    st.global.u64 [%rd9+24], %rd13;
+    bfe.u32 %r13, %r3, %r5, %r6;
+    cvt.u64.u32 %rd14, %r13;
+    st.global.u64 [%rd9+32], %rd14;
+    bfe.s32 %r14, %r3, %r5, %r6;
+    cvt.u64.u32 %rd15, %r14;
+    st.global.u64 [%rd9+40], %rd15;
+    bfi.b32 %r15, %r3, %r4, %r5, %r6;
+    cvt.u64.u32 %rd16, %r15;
+    st.global.u64 [%rd9+48], %rd16;
+    prmt.b32 %r16, %r3, %r4, %r7;
+    cvt.u64.u32 %rd17, %r16;
+    st.global.u64 [%rd9+56], %rd17;
+    shf.l.wrap.b32 %r17, %r3, %r4, %r5;
+    cvt.u64.u32 %rd18, %r17;
+    st.global.u64 [%rd9+64], %rd18;
+    shf.r.clamp.b32 %r18, %r3, %r4, %r5;
+    cvt.u64.u32 %rd19, %r18;
+    st.global.u64 [%rd9+72], %rd19;
+    ret;
+}
+"""
+
+
+def _bit_ops_want(x: int, y: int, k: int) -> list[int]:
+    """What PTX_BIT_OPS stores for one thread, from the PTX ISA's definitions of each instruction."""
+    m32 = 2 ** 32 - 1
+    x32, y32, pos, length, n, sel = x & m32, y & m32, k & 63, (k >> 6) & 63, k & 63, k >> 16
+
+    def bit(v: int, i: int) -> int:
+        return v >> i & 1
+
+    def bfe(signed: bool) -> int:
+        sbit = bit(x32, min(pos + length - 1, 31)) if signed and length else 0
+        return sum((bit(x32, pos + i) if i < length and pos + i <= 31 else sbit) << i for i in range(32))
+
+    bfi = y32
+    for i in range(length):
+        if pos + i <= 31:
+            bfi = bfi & ~(1 << pos + i) | bit(x32, i) << pos + i
+    source = (y32 << 32 | x32).to_bytes(8, "little")
+    prmt = 0
+    for i in range(4):
+        nibble = sel >> 4 * i & 15
+        byte = source[nibble & 7]
+        prmt |= ((0xFF if byte & 0x80 else 0) if nibble & 8 else byte) << 8 * i
+    pair = y32 << 32 | x32
+    return [int(f"{x32:032b}"[::-1], 2), int(f"{x:064b}"[::-1], 2), bin(x).count("1"), 64 - x.bit_length(),
+            bfe(False), bfe(True), bfi, prmt, (pair << (n & 31)) >> 32 & m32, pair >> min(n, 32) & m32]
+
+
+@pytest.mark.clause("KERNEL-136")
+def test_ptx_bit_manipulation_instructions_match_their_definitions(device, stream, require):
+    """brev, popc and clz of 64-bit values, bfe (unsigned and signed), bfi, prmt and the funnel shifts (shf.l
+    .wrap, shf.r.clamp) as the PTX ISA defines them, for 64 threads of random and edge values with positions,
+    lengths, selectors and shift counts reaching past the word (pos and len up to 63, counts up to 63): what
+    CUDA C++'s __brev, __brevll, __popcll, __clzll, __byte_perm and __funnelshift_* and bit-field code compile
+    to. A driver that gets one step of a bit reversal wrong (a shift the wrong way) reverses only some values
+    right; the conformance kernels use none of these instructions."""
+    require("lang.ptx")
+    r = rng(136)
+    edges = [0, 2 ** 64 - 1, 1, 2 ** 63, 0x5555555555555555, 0xAAAAAAAAAAAAAAAA, 0x00000000FFFFFFFF,
+             0x0123456789ABCDEF]
+    xs = np.concatenate([np.array(edges, np.uint64), r.integers(0, 2 ** 64, 64 - len(edges), dtype=np.uint64)])
+    ys = r.integers(0, 2 ** 64, 64, dtype=np.uint64)
+    ks = r.integers(0, 2 ** 32, 64, dtype=np.uint32)
+    ks[:4] = [0, 63 | 63 << 6, 32 | 32 << 6, 31 | 1 << 6]  # nothing, everything past the word, a word's worth
+    n = len(xs)
+    with device.compile(PTX_BIT_OPS, "ptx") as module, upload(device, stream, xs) as bx, \
+            upload(device, stream, ys) as by, upload(device, stream, ks) as bk, poisoned(device, stream, 80 * n) as out:
+        stream.launch(module.kernel("bit_ops"), 1, n, (bx, by, bk, out))
+        got = read(stream, out, np.uint64).reshape(n, 10).tolist()
+    names = ["brev.b32", "brev.b64", "popc.b64", "clz.b64", "bfe.u32", "bfe.s32", "bfi.b32", "prmt.b32",
+             "shf.l.wrap", "shf.r.clamp"]
+    wrong = {}
+    for t in range(n):
+        want = _bit_ops_want(int(xs[t]), int(ys[t]), int(ks[t]))
+        for name, g, w in zip(names, got[t], want):
+            if g != w:
+                wrong.setdefault(name, []).append((hex(int(xs[t])), hex(int(ys[t])), hex(int(ks[t])), hex(g), hex(w)))
+    assert not wrong, ("(x, y, k, got, want) of the first wrong threads: "
+                       f"{ {name: cases[:3] for name, cases in wrong.items()} }")
+
+
 #: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
 #: whole block (bar.sync: every thread's writes are done), reads them back and stores them to out[2t], out[2t + 1]
 PTX_LOCAL_OWN = """.version 7.5
