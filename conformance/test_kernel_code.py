@@ -3374,7 +3374,7 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     zeroed, as numba-cuda does) and shows or raises what they hold: each is a string, empty or text, whether
     the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), a failed
     link says why in the error log, and a successful one, asked for verbose logs (CU_JIT_LOG_VERBOSE), says
-    something in the info log."""
+    something in the info log; where that counts the inputs linked, it counts the two added."""
     require("lang.ptx")
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver (cuLinkCreate)")
@@ -3407,6 +3407,9 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     if inputs == "library and kernel":
         assert not err, f"the link of the library and the kernel: {err} ({error_text!r})"
         assert info_text.strip(), "the verbose link (CU_JIT_LOG_VERBOSE 1) succeeded and left the info log empty"
+        counted = re.findall(r"(-?\d+) inputs?\b", info_text)  # "2 inputs", "2 input(s)"
+        assert all(int(n) == len(texts) for n in counted), \
+            f"the info log of a link of {len(texts)} inputs counts {counted}: {info_text!r}"
     else:
         assert err, "the kernel linked alone, with `triple` defined nowhere"
         assert error_text.strip(), f"the failed link ({err}) left the error log empty"
