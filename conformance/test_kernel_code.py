@@ -1327,6 +1327,353 @@ def test_ptx_saturating_conversions_to_narrower_integers_clamp(device, stream, r
                        f"sat.u16.s64, sat.u32.s64, sat.s8.s32, sat.s16.s32, sat.s32.u64]: {wrong}")
 
 
+#: thread i converts the 64-bit integer ints[i] (x) and its low half (x32) without .sat between signed integers
+#: of different widths, the narrow result held in a wider register: out32[7i + k] (u32) for k = 0..6 is
+#: cvt.s8.s32 and cvt.s16.s32 of x32 into 32-bit registers, cvt.s8.s32 into a 16-bit register widened by
+#: cvt.s32.s16 (which reads all 16 bits), cvt.s32.s8 and cvt.s32.s16 of x32 (which read only their own bits) and
+#: cvt.rn.f32.s8 and cvt.rn.f32.s16 of x32 (as f32 bits); out64[5i + k] (u64) for k = 0..4 is cvt.s8.s64,
+#: cvt.s16.s64 and cvt.s32.s64 of x into 64-bit registers and cvt.s64.s8 and cvt.s64.s16 of x32
+PTX_WRAP_SIGNED = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry wrap_signed(.param .u64 wrap_signed_param_0, .param .u64 wrap_signed_param_1,
+                            .param .u64 wrap_signed_param_2)
+{
+    .reg .b16 %rs<2>;
+    .reg .b32 %r<10>;
+    .reg .f32 %f<3>;
+    .reg .b64 %rd<17>;
+    ld.param.u64 %rd1, [wrap_signed_param_0];
+    ld.param.u64 %rd2, [wrap_signed_param_1];
+    ld.param.u64 %rd3, [wrap_signed_param_2];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    cvta.to.global.u64 %rd3, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 8;
+    add.s64 %rd4, %rd1, %rd4;
+    ld.global.u64 %rd5, [%rd4];
+    cvt.u32.u64 %r2, %rd5;
+    mul.wide.u32 %rd6, %r1, 28;
+    add.s64 %rd6, %rd2, %rd6;
+    mul.wide.u32 %rd7, %r1, 40;
+    add.s64 %rd7, %rd3, %rd7;
+    cvt.s8.s32 %r3, %r2;
+    st.global.u32 [%rd6], %r3;
+    cvt.s16.s32 %r4, %r2;
+    st.global.u32 [%rd6+4], %r4;
+    cvt.s8.s32 %rs1, %r2;
+    cvt.s32.s16 %r5, %rs1;
+    st.global.u32 [%rd6+8], %r5;
+    cvt.s32.s8 %r6, %r2;
+    st.global.u32 [%rd6+12], %r6;
+    cvt.s32.s16 %r7, %r2;
+    st.global.u32 [%rd6+16], %r7;
+    cvt.rn.f32.s8 %f1, %r2;
+    st.global.f32 [%rd6+20], %f1;
+    cvt.rn.f32.s16 %f2, %r2;
+    st.global.f32 [%rd6+24], %f2;
+    cvt.s8.s64 %rd8, %rd5;
+    st.global.u64 [%rd7], %rd8;
+    cvt.s16.s64 %rd9, %rd5;
+    st.global.u64 [%rd7+8], %rd9;
+    cvt.s32.s64 %rd10, %rd5;
+    st.global.u64 [%rd7+16], %rd10;
+    cvt.s64.s8 %rd11, %r2;
+    st.global.u64 [%rd7+24], %rd11;
+    cvt.s64.s16 %rd12, %r2;
+    st.global.u64 [%rd7+32], %rd12;
+    ret;
+}
+"""
+
+#: 64-bit integers whose low 8, 16 and 32 bits are each range's ends and -1 (as signed), with other bits above
+WRAP_SIGNED_INTS = [-1, 0, 1, 127, 128, -128, -129, 255, 256, 0x17F, 0x180, -32768, -32769, 32767, 32768, 65535,
+                    65536, 0x18000, 0x1FFFF, -(2 ** 31), 2 ** 31 - 1, 2 ** 31, -(2 ** 31) - 1, 2 ** 32 - 1,
+                    3 * 2 ** 31, -(2 ** 40) - 5, 2 ** 63 - 128, -(2 ** 63)]
+
+
+@pytest.mark.clause("KERNEL-132")
+def test_ptx_conversions_to_narrower_signed_integers_wrap_and_sign_extend_into_the_register(device, stream,
+                                                                                          require):
+    """A conversion without `.sat` to a narrower signed integer keeps the destination type's low bits and, held
+    in a wider register, sign-extends them to the register's width (PTX's rules for operands wider than the
+    instruction type); a conversion from a narrower signed integer reads only the source type's bits of its
+    register and sign-extends them. Each result is checked against numpy's wrapping casts (astype) for values
+    whose low 8, 16 and 32 bits are -1, the ends of each range and just past them: one register bit left
+    unextended turns -128 into 0xFFFFFE80, which a later 32-bit add or compare sees."""
+    require("lang.ptx")
+    ints = np.array(WRAP_SIGNED_INTS, np.int64)
+    n = len(ints)
+    with device.compile(PTX_WRAP_SIGNED, "ptx") as module, upload(device, stream, ints) as src, \
+            poisoned(device, stream, 28 * n) as out32, poisoned(device, stream, 40 * n) as out64:
+        stream.launch(module.kernel("wrap_signed"), 1, n, (src, out32, out64))
+        got32 = read(stream, out32, np.uint32).reshape(n, 7)
+        got64 = read(stream, out64, np.uint64).reshape(n, 5)
+    low = ints.astype(np.int32)
+    s8, s16 = low.astype(np.int8).astype(np.int32), low.astype(np.int16).astype(np.int32)
+    want32 = np.stack([s8, s16, s8, s8, s16, s8.astype(np.float32).view(np.int32),
+                       s16.astype(np.float32).view(np.int32)], axis=1).view(np.uint32)
+    want64 = np.stack([ints.astype(np.int8), ints.astype(np.int16), ints.astype(np.int32), s8, s16],
+                      axis=1).astype(np.int64).view(np.uint64)
+    wrong = {ints[k].item(): ([hex(v) for v in got32[k].tolist()], [hex(v) for v in want32[k].tolist()])
+             for k in range(n) if (got32[k] != want32[k]).any()}
+    assert not wrong, ("in: (got, want) as u32 of [s8.s32, s16.s32, s8.s32 in 16 bits widened, s32.s8, s32.s16, "
+                       f"rn.f32.s8, rn.f32.s16]: {wrong}")
+    wrong = {ints[k].item(): ([hex(v) for v in got64[k].tolist()], [hex(v) for v in want64[k].tolist()])
+             for k in range(n) if (got64[k] != want64[k]).any()}
+    assert not wrong, f"in: (got, want) as u64 of [s8.s64, s16.s64, s32.s64, s64.s8, s64.s16]: {wrong}"
+
+
+#: each of 32 threads applies its 64-bit value v (vals[t]) to words[0..8] with one 64-bit global atomic each —
+#: add.u64, and.b64, or.b64, xor.b64, min.s64, max.u64, exch.b64, cas.b64 (expecting words[9], the cas word's
+#: first value) and add.f64 of (double)(v >> 20) — and stores what each returned to olds[9t .. 9t + 8]
+PTX_ATOMICS_64 = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry atomics64(.param .u64 atomics64_words, .param .u64 atomics64_vals, .param .u64 atomics64_olds)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<21>;
+    .reg .f64 %fd<3>;
+    ld.param.u64 %rd1, [atomics64_words];
+    ld.param.u64 %rd2, [atomics64_vals];
+    ld.param.u64 %rd3, [atomics64_olds];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    cvta.to.global.u64 %rd3, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 8;
+    add.s64 %rd5, %rd2, %rd4;
+    ld.global.u64 %rd6, [%rd5];
+    mul.wide.u32 %rd7, %r1, 72;
+    add.s64 %rd8, %rd3, %rd7;
+    atom.global.add.u64 %rd10, [%rd1], %rd6;
+    st.global.u64 [%rd8], %rd10;
+    atom.global.and.b64 %rd11, [%rd1+8], %rd6;
+    st.global.u64 [%rd8+8], %rd11;
+    atom.global.or.b64 %rd12, [%rd1+16], %rd6;
+    st.global.u64 [%rd8+16], %rd12;
+    atom.global.xor.b64 %rd13, [%rd1+24], %rd6;
+    st.global.u64 [%rd8+24], %rd13;
+    atom.global.min.s64 %rd14, [%rd1+32], %rd6;
+    st.global.u64 [%rd8+32], %rd14;
+    atom.global.max.u64 %rd15, [%rd1+40], %rd6;
+    st.global.u64 [%rd8+40], %rd15;
+    atom.global.exch.b64 %rd16, [%rd1+48], %rd6;
+    st.global.u64 [%rd8+48], %rd16;
+    ld.global.u64 %rd9, [%rd1+72];
+    atom.global.cas.b64 %rd17, [%rd1+56], %rd9, %rd6;
+    st.global.u64 [%rd8+56], %rd17;
+    shr.u64 %rd18, %rd6, 20;
+    cvt.rn.f64.u64 %fd1, %rd18;
+    atom.global.add.f64 %fd2, [%rd1+64], %fd1;
+    st.global.f64 [%rd8+64], %fd2;
+    ret;
+}
+"""
+
+
+def _atomics64_start() -> np.ndarray:
+    """words[0..9] before KERNEL-134's kernel: each with bits in both halves (the add's about to carry out of its
+    low half, the min's the largest s64), the f64 add's an integer below 2^53, and words[9] the cas word's."""
+    start = np.array([0x1FFFFFFF0, 2 ** 64 - 1, 0x8000000000000001, 0x0123456789ABCDEF, 2 ** 63 - 1, 0,
+                      0x1111111122222222, 0x3333333344444444, 0, 0x3333333344444444], np.uint64)
+    start[8] = np.array([2.0 ** 45 + 3], np.float64).view(np.uint64)[0]
+    return start
+
+
+@pytest.mark.clause("KERNEL-134")
+def test_ptx_64_bit_global_atomics_act_on_the_whole_word(device, stream, require):
+    """64-bit atomics (CUDA C++'s atomicAdd, atomicMin, atomicCAS, ... of unsigned long long and double) update
+    all 64 bits of their word: 32 threads each apply a value with bits in both halves to one word per operation,
+    and every word ends as numpy's reduction of its first value and the 32 values; the values the threads got
+    back chain from the first value to the last (each old value, with the thread's own applied, is another's old
+    value or the final word), cas succeeds for exactly one thread, and exch hands every value on once. A driver
+    that treats a 64-bit atomic as a 32-bit one changes only the low half: the add's carry, the high bits of
+    and/or/xor and exch, a minimum decided by the sign bit, are lost."""
+    require("lang.ptx")
+    threads = 32
+    vals = (np.arange(1, threads + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(0xFFFF0000)
+    start = _atomics64_start()
+    with device.compile(PTX_ATOMICS_64, "ptx") as module, upload(device, stream, start) as words, \
+            upload(device, stream, vals) as src, poisoned(device, stream, 72 * threads) as olds:
+        stream.launch(module.kernel("atomics64"), 1, threads, (words, src, olds))
+        got = [int(w) for w in read(stream, words, np.uint64)]
+        old = read(stream, olds, np.uint64).reshape(threads, 9).T.tolist()
+    v = [int(x) for x in vals]
+    first = [int(w) for w in start]
+    mask = 2 ** 64 - 1
+
+    def signed(x: int) -> int:
+        return x - 2 ** 64 if x >> 63 else x
+
+    def f64(x: int) -> float:
+        return float(np.array([x], np.uint64).view(np.float64)[0])
+
+    def bits(x: float) -> int:
+        return int(np.array([x], np.float64).view(np.uint64)[0])
+
+    ops = {"add.u64": lambda a, b: (a + b) & mask, "and.b64": lambda a, b: a & b, "or.b64": lambda a, b: a | b,
+           "xor.b64": lambda a, b: a ^ b, "min.s64": lambda a, b: min(a, b, key=signed),
+           "max.u64": max, "exch.b64": lambda a, b: b, "cas.b64": None,
+           "add.f64": lambda a, b: bits(f64(a) + float(b >> 20))}
+    wrong = {}
+    for k, (name, op) in enumerate(ops.items()):
+        if op is None:
+            continue
+        want = first[k]
+        for x in v:
+            want = op(want, x)
+        chained = sorted([first[k]] + [op(o, x) for o, x in zip(old[k], v)]) == sorted(old[k] + [got[k]])
+        if name == "exch.b64":
+            want = got[k] if got[k] in v else None  # the last value applied, whichever thread's it was
+        if got[k] != want or not chained:
+            wrong[name] = (hex(got[k]), hex(want) if want is not None else "one of the values",
+                           "chained" if chained else f"olds {[hex(o) for o in old[k]]}")
+    assert not wrong, f"64-bit atomics: (final word, want, the values returned): {wrong}"
+    cas = old[7]
+    winners = [t for t in range(threads) if cas[t] == first[7]]
+    assert len(winners) == 1 and got[7] == v[winners[0]] and \
+        all(cas[t] == got[7] for t in range(threads) if t != winners[0]), (
+        f"cas.b64 of 32 threads expecting {first[7]:#x}: the word ends {got[7]:#x}, the values returned "
+        f"{[hex(c) for c in cas]}")
+
+
+#: thread i takes x = xs[i], y = ys[i] (u64; x32, y32 their low halves) and k = ks[i] (u32: pos = k & 63,
+#: len = (k >> 6) & 63, n = k & 63, sel = k >> 16) and stores out[10i .. 10i + 9] (u64): brev.b32 x32, brev.b64 x,
+#: popc.b64 x, clz.b64 x, bfe.u32 and bfe.s32 of x32 at pos, len, bfi.b32 of x32 into y32 at pos, len,
+#: prmt.b32 x32, y32, sel, shf.l.wrap.b32 and shf.r.clamp.b32 of x32 (low word), y32 (high word) by n
+PTX_BIT_OPS = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry bit_ops(.param .u64 bit_ops_xs, .param .u64 bit_ops_ys, .param .u64 bit_ops_ks,
+                        .param .u64 bit_ops_out)
+{
+    .reg .b32 %r<24>;
+    .reg .b64 %rd<20>;
+    ld.param.u64 %rd1, [bit_ops_xs];
+    ld.param.u64 %rd2, [bit_ops_ys];
+    ld.param.u64 %rd3, [bit_ops_ks];
+    ld.param.u64 %rd4, [bit_ops_out];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    cvta.to.global.u64 %rd3, %rd3;
+    cvta.to.global.u64 %rd4, %rd4;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd5, %r1, 8;
+    add.s64 %rd6, %rd1, %rd5;
+    ld.global.u64 %rd7, [%rd6];
+    add.s64 %rd6, %rd2, %rd5;
+    ld.global.u64 %rd8, [%rd6];
+    mul.wide.u32 %rd5, %r1, 4;
+    add.s64 %rd6, %rd3, %rd5;
+    ld.global.u32 %r2, [%rd6];
+    mul.wide.u32 %rd5, %r1, 80;
+    add.s64 %rd9, %rd4, %rd5;
+    cvt.u32.u64 %r3, %rd7;
+    cvt.u32.u64 %r4, %rd8;
+    and.b32 %r5, %r2, 63;
+    shr.u32 %r6, %r2, 6;
+    and.b32 %r6, %r6, 63;
+    shr.u32 %r7, %r2, 16;
+    brev.b32 %r10, %r3;
+    cvt.u64.u32 %rd10, %r10;
+    st.global.u64 [%rd9], %rd10;
+    brev.b64 %rd11, %rd7;
+    st.global.u64 [%rd9+8], %rd11;
+    popc.b64 %r11, %rd7;
+    cvt.u64.u32 %rd12, %r11;
+    st.global.u64 [%rd9+16], %rd12;
+    clz.b64 %r12, %rd7;
+    cvt.u64.u32 %rd13, %r12;
+    st.global.u64 [%rd9+24], %rd13;
+    bfe.u32 %r13, %r3, %r5, %r6;
+    cvt.u64.u32 %rd14, %r13;
+    st.global.u64 [%rd9+32], %rd14;
+    bfe.s32 %r14, %r3, %r5, %r6;
+    cvt.u64.u32 %rd15, %r14;
+    st.global.u64 [%rd9+40], %rd15;
+    bfi.b32 %r15, %r3, %r4, %r5, %r6;
+    cvt.u64.u32 %rd16, %r15;
+    st.global.u64 [%rd9+48], %rd16;
+    prmt.b32 %r16, %r3, %r4, %r7;
+    cvt.u64.u32 %rd17, %r16;
+    st.global.u64 [%rd9+56], %rd17;
+    shf.l.wrap.b32 %r17, %r3, %r4, %r5;
+    cvt.u64.u32 %rd18, %r17;
+    st.global.u64 [%rd9+64], %rd18;
+    shf.r.clamp.b32 %r18, %r3, %r4, %r5;
+    cvt.u64.u32 %rd19, %r18;
+    st.global.u64 [%rd9+72], %rd19;
+    ret;
+}
+"""
+
+
+def _bit_ops_want(x: int, y: int, k: int) -> list[int]:
+    """What PTX_BIT_OPS stores for one thread, from the PTX ISA's definitions of each instruction."""
+    m32 = 2 ** 32 - 1
+    x32, y32, pos, length, n, sel = x & m32, y & m32, k & 63, (k >> 6) & 63, k & 63, k >> 16
+
+    def bit(v: int, i: int) -> int:
+        return v >> i & 1
+
+    def bfe(signed: bool) -> int:
+        sbit = bit(x32, min(pos + length - 1, 31)) if signed and length else 0
+        return sum((bit(x32, pos + i) if i < length and pos + i <= 31 else sbit) << i for i in range(32))
+
+    bfi = y32
+    for i in range(length):
+        if pos + i <= 31:
+            bfi = bfi & ~(1 << pos + i) | bit(x32, i) << pos + i
+    source = (y32 << 32 | x32).to_bytes(8, "little")
+    prmt = 0
+    for i in range(4):
+        nibble = sel >> 4 * i & 15
+        byte = source[nibble & 7]
+        prmt |= ((0xFF if byte & 0x80 else 0) if nibble & 8 else byte) << 8 * i
+    pair = y32 << 32 | x32
+    return [int(f"{x32:032b}"[::-1], 2), int(f"{x:064b}"[::-1], 2), bin(x).count("1"), 64 - x.bit_length(),
+            bfe(False), bfe(True), bfi, prmt, (pair << (n & 31)) >> 32 & m32, pair >> min(n, 32) & m32]
+
+
+@pytest.mark.clause("KERNEL-136")
+def test_ptx_bit_manipulation_instructions_match_their_definitions(device, stream, require):
+    """brev, popc and clz of 64-bit values, bfe (unsigned and signed), bfi, prmt and the funnel shifts (shf.l
+    .wrap, shf.r.clamp) as the PTX ISA defines them, for 64 threads of random and edge values with positions,
+    lengths, selectors and shift counts reaching past the word (pos and len up to 63, counts up to 63): what
+    CUDA C++'s __brev, __brevll, __popcll, __clzll, __byte_perm and __funnelshift_* and bit-field code compile
+    to. A driver that gets one step of a bit reversal wrong (a shift the wrong way) reverses only some values
+    right; the conformance kernels use none of these instructions."""
+    require("lang.ptx")
+    r = rng(136)
+    edges = [0, 2 ** 64 - 1, 1, 2 ** 63, 0x5555555555555555, 0xAAAAAAAAAAAAAAAA, 0x00000000FFFFFFFF,
+             0x0123456789ABCDEF]
+    xs = np.concatenate([np.array(edges, np.uint64), r.integers(0, 2 ** 64, 64 - len(edges), dtype=np.uint64)])
+    ys = r.integers(0, 2 ** 64, 64, dtype=np.uint64)
+    ks = r.integers(0, 2 ** 32, 64, dtype=np.uint32)
+    ks[:4] = [0, 63 | 63 << 6, 32 | 32 << 6, 31 | 1 << 6]  # nothing, everything past the word, a word's worth
+    n = len(xs)
+    with device.compile(PTX_BIT_OPS, "ptx") as module, upload(device, stream, xs) as bx, \
+            upload(device, stream, ys) as by, upload(device, stream, ks) as bk, poisoned(device, stream, 80 * n) as out:
+        stream.launch(module.kernel("bit_ops"), 1, n, (bx, by, bk, out))
+        got = read(stream, out, np.uint64).reshape(n, 10).tolist()
+    names = ["brev.b32", "brev.b64", "popc.b64", "clz.b64", "bfe.u32", "bfe.s32", "bfi.b32", "prmt.b32",
+             "shf.l.wrap", "shf.r.clamp"]
+    wrong = {}
+    for t in range(n):
+        want = _bit_ops_want(int(xs[t]), int(ys[t]), int(ks[t]))
+        for name, g, w in zip(names, got[t], want):
+            if g != w:
+                wrong.setdefault(name, []).append((hex(int(xs[t])), hex(int(ys[t])), hex(int(ks[t])), hex(g), hex(w)))
+    assert not wrong, ("(x, y, k, got, want) of the first wrong threads: "
+                       f"{ {name: cases[:3] for name, cases in wrong.items()} }")
+
+
 #: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
 #: whole block (bar.sync: every thread's writes are done), reads them back and stores them to out[2t], out[2t + 1]
 PTX_LOCAL_OWN = """.version 7.5
@@ -1586,12 +1933,13 @@ print(json.dumps(outcomes))
 
 
 def far_store_outcomes(device, target, require, ptx: str = PTX_FAR_STORE, kernel: str = "far_store",
-                       dims: tuple = ()) -> dict:
+                       dims: tuple = (), seconds: float = 120) -> dict:
     """How each step of FAR_STORE_CHILD ended with `kernel` of `ptx` (far_store unless told) launched with
-    `dims` (grid, block: one thread unless told), on a CUDA device with PTX (else the test skips)."""
+    `dims` (grid, block: one thread unless told), on a CUDA device with PTX (else the test skips); the child
+    not ended after `seconds` raises subprocess.TimeoutExpired."""
     require("lang.ptx")
     cuda_driver(device, "its fault codes")
-    return child_json(target, FAR_STORE_CHILD, ptx, kernel, *(json.dumps(list(d)) for d in dims))
+    return child_json(target, FAR_STORE_CHILD, ptx, kernel, *(json.dumps(list(d)) for d in dims), timeout=seconds)
 
 
 @pytest.mark.clause("KERNEL-92")
@@ -1671,10 +2019,15 @@ def test_a_misaligned_shared_access_is_reported_as_a_misaligned_address(device, 
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
 
+#: the 64-bit access of misaligned_global_load64 (kept: stored to the buffer) and misaligned_global_store64
+_MISALIGNED_64_ACCESS = {"load": "    ld.global.u64 %rd5, [%rd4];\n    st.global.u64 [%rd2+8], %rd5;",
+                         "store": "    st.global.u64 [%rd4+8], %rd3;"}
+
 #: one thread loads (misaligned_global_load) or stores (misaligned_global_store) the 32-bit word `%ntid.x` times
 #: the kernel's scalar bytes into its buffer (ld/st.global.u32; the offset computed from %ntid.x, with a block of
-#: one thread, so no compiler folds it: 1 and 2 bytes, both inside the allocation, neither a multiple of 4), then
-#: writes 7 to its buffer's first word
+#: one thread, so no compiler folds it: 1 and 2 bytes, both inside the allocation, neither a multiple of 4), or
+#: (misaligned_global_load64, misaligned_global_store64) the 64-bit word 1, 2 or 4 bytes in (ld/st.global.u64:
+#: none a multiple of 8), then writes 7 to its buffer's first word
 PTX_MISALIGNED_GLOBAL = """.version 7.5
 .target sm_75
 .address_size 64
@@ -1742,18 +2095,36 @@ PTX_MISALIGNED_GLOBAL = """.version 7.5
     st.global.u32 [%rd2], %r3;
     ret;
 }
-"""
+""" + "".join(f"""
+.visible .entry misaligned_global_{op}64_{k}(.param .u64 misaligned_global_{op}64_{k}_param_0)
+{{
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [misaligned_global_{op}64_{k}_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %ntid.x;
+    mul.lo.u32 %r4, %r1, {k};
+    cvt.u64.u32 %rd3, %r4;
+    add.s64 %rd4, %rd2, %rd3;
+{_MISALIGNED_64_ACCESS[op]}
+    mov.u32 %r3, 7;
+    st.global.u32 [%rd2], %r3;
+    ret;
+}}
+""" for op in ("load", "store") for k in (1, 2, 4))
 
 
 @pytest.mark.clause("KERNEL-110")
 @pytest.mark.parametrize("kernel", ["misaligned_global_load_1", "misaligned_global_load_2",
-                                    "misaligned_global_store_1", "misaligned_global_store_2"])
+                                    "misaligned_global_store_1", "misaligned_global_store_2",
+                                    *(f"misaligned_global_{op}64_{k}" for op in ("load", "store") for k in (1, 2, 4))])
 def test_a_misaligned_global_word_access_is_reported_as_a_misaligned_address(device, target, require, kernel):
-    """A 4-byte global load or store 1 or 2 bytes past a word boundary, inside its buffer, faults as
-    MISALIGNED_ADDRESS: the hardware does not split it, and ILLEGAL_ADDRESS would send the user looking for a
-    pointer outside every allocation. The context is lost after the fault, so a child process runs it."""
+    """A 4-byte global load or store 1 or 2 bytes past a word boundary, or an 8-byte one 1, 2 or 4 bytes past
+    a multiple of 8, inside its buffer, faults as MISALIGNED_ADDRESS: the hardware does not split it, and
+    ILLEGAL_ADDRESS would send the user looking for a pointer outside every allocation. The context is lost
+    after the fault, so a child process runs it."""
     outcome = far_store_outcomes(device, target, require, PTX_MISALIGNED_GLOBAL, kernel)["synchronize"]
-    assert outcome is not None, f"{kernel}: a 4-byte global access inside its buffer, not at a multiple of 4, " \
+    assert outcome is not None, f"{kernel}: a global access inside its buffer, not at a multiple of its size, " \
                                 "raised nothing"
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
@@ -1967,6 +2338,112 @@ def test_device_heap_memory_that_is_freed_is_given_again(device, stream, require
     assert last and last % 16 == 0, hex(last)
 
 
+#: one thread takes two 64-byte blocks (p, then q) from the device heap and, while q is live, frees p twice
+#: (free_twice_beside) or frees p + 16 (free_inside): pointers malloc did not return (or no longer holds); then
+#: stores 7 to out[0]
+PTX_BAD_FREES = """.version 7.5
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b64 func_retval0) malloc
+(
+    .param .b64 malloc_param_0
+)
+;
+.extern .func free
+(
+    .param .b64 free_param_0
+)
+;
+
+.visible .entry free_twice_beside(.param .u64 free_twice_beside_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [free_twice_beside_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u64 %rd3, 64;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd4, [retval0];
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd5, [retval0];
+    }
+    add.s64 %rd6, %rd4, 16;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd4;
+    call.uni free, (param0);
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd4;
+    call.uni free, (param0);
+    }
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+
+.visible .entry free_inside(.param .u64 free_inside_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [free_inside_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u64 %rd3, 64;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd4, [retval0];
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd5, [retval0];
+    }
+    add.s64 %rd6, %rd4, 16;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd6;
+    call.uni free, (param0);
+    }
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-133")
+@pytest.mark.parametrize("kernel", ["free_twice_beside", "free_inside"])
+def test_a_kernel_that_frees_what_malloc_did_not_return_ends(device, target, require, kernel):
+    """A heap bug in a kernel (a block freed twice, a pointer into a block freed) must end the launch, fault
+    or not: CUDA leaves what such a free does undefined, and a memory checker reports it, but a driver whose
+    free searches its blocks for the pointer and never stops when it is not there hangs the process that made
+    the mistake, with nothing to debug from. A second block stays live meanwhile, so the search has blocks on
+    both sides of the pointer. The context may be lost, so a child process runs it (KERNEL-92's)."""
+    try:
+        outcomes = far_store_outcomes(device, target, require, PTX_BAD_FREES, kernel, seconds=60)
+    except subprocess.TimeoutExpired:
+        outcomes = None
+    assert outcomes is not None, f"{kernel}: the child process had not ended 60 s after it started (the launch hangs)"
+    outcome = outcomes["synchronize"]
+    assert outcome is None or outcome["type"] == "DriverError", f"{kernel}: the stream's synchronize(): {outcome}"
+
+
 #: of a grid of 2 x 2 blocks of 4 x 2 threads, only thread (3,1,0) of block (0,1,0) stores 1 TiB past its buffer
 PTX_ONE_FAR_STORE = """.version 7.5
 .target sm_75
@@ -2012,6 +2489,32 @@ def test_a_fault_report_that_locates_the_thread_names_the_one_that_faulted(devic
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], outcome
     located = re.findall(r"block \(\d+,\d+,\d+\), thread \(\d+,\d+,\d+\)", outcome["message"])
     assert all(place == "block (0,1,0), thread (3,1,0)" for place in located), (located, outcome["message"])
+
+
+#: KERNEL-102's grid and thread, which executes `trap` instead of its store
+PTX_ONE_TRAP = PTX_ONE_FAR_STORE.replace("one_far_store", "one_trap").replace(
+    "    add.s64 %rd3, %rd2, 1099511627776;\n    mov.u32 %r5, 7;\n    st.global.u32 [%rd3], %r5;\n", "    trap;\n")
+#: how a memcheck report describes a free of what the device heap did not hand out
+FREE_DESCRIBED = re.compile(r"invalid free")
+
+
+@pytest.mark.clause("KERNEL-135")
+def test_a_trap_is_reported_as_a_launch_failure_of_the_thread_that_trapped(device, target, require):
+    """A kernel that executes `trap` (CUDA C++'s __trap(), a failed check that gives up) fails its launch with
+    CUDA_ERROR_LAUNCH_FAILED, and a fault text that locates the thread (the fake's report, appended to the
+    DriverError) names the one thread that trapped, coordinates in order, and describes no memory access: a
+    trap touches no memory, and a report of an invalid read, write or free at address 0 sends the user after a
+    pointer. A driver whose text locates nothing ("unspecified launch failure") has nothing here to be wrong."""
+    outcome = far_store_outcomes(device, target, require, PTX_ONE_TRAP, "one_trap",
+                                 ((2, 2, 1), (4, 2, 1)))["synchronize"]
+    assert outcome is not None, "a kernel whose thread executed trap raised nothing"
+    message = outcome["message"]
+    assert outcome["type"] == "DriverError" and "CUDA_ERROR_LAUNCH_FAILED" in message, outcome
+    located = re.findall(r"block \(\d+,\d+,\d+\), thread \(\d+,\d+,\d+\)", message)
+    assert all(place == "block (0,1,0), thread (3,1,0)" for place in located), (located, message)
+    described = [pattern.pattern for pattern in (ACCESS_DESCRIBED, FREE_DESCRIBED, BLOCK_MEMORY, ALLOCATION_NAMED)
+                 if pattern.search(message)]
+    assert not described, f"a trap's report describes a memory access ({described}): {message}"
 
 
 @pytest.mark.clause("ERR-52")
@@ -2953,7 +3456,7 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     zeroed, as numba-cuda does) and shows or raises what they hold: each is a string, empty or text, whether
     the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), a failed
     link says why in the error log, and a successful one, asked for verbose logs (CU_JIT_LOG_VERBOSE), says
-    something in the info log."""
+    something in the info log; where that counts the inputs linked, it counts the two added."""
     require("lang.ptx")
     cu = cuda_driver(device, "cuLinkCreate")
     opt = cu.CUjit_option
@@ -2982,9 +3485,72 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     if inputs == "library and kernel":
         assert not err, f"the link of the library and the kernel: {err} ({error_text!r})"
         assert info_text.strip(), "the verbose link (CU_JIT_LOG_VERBOSE 1) succeeded and left the info log empty"
+        counted = re.findall(r"(-?\d+) inputs?\b", info_text)  # "2 inputs", "2 input(s)"
+        assert all(int(n) == len(texts) for n in counted), \
+            f"the info log of a link of {len(texts)} inputs counts {counted}: {info_text!r}"
     else:
         assert err, "the kernel linked alone, with `triple` defined nowhere"
         assert error_text.strip(), f"the failed link ({err}) left the error log empty"
+
+
+#: the register cap KERNEL-131 gives the JIT, and the values its kernel holds at once (more than the cap)
+JIT_REGISTER_CAP, CAPPED_LIVE = 32, 100
+
+
+def _load_capped(cu, way: str, text: bytes) -> tuple[object, object]:
+    """Loads PTX ``text`` with CU_JIT_MAX_REGISTERS JIT_REGISTER_CAP given to the linker (``link``:
+    cuLinkCreate's option, then cuLinkAddData, cuLinkComplete and cuModuleLoadData of the image) or to the load
+    itself (``load``: cuModuleLoadDataEx's option); the device's context is current. Returns (err, module)."""
+    cap = cu.CUjit_option.CU_JIT_MAX_REGISTERS
+    if way == "load":
+        return cu.cuModuleLoadDataEx(text, 1, [cap], [JIT_REGISTER_CAP])
+    err, state = cu.cuLinkCreate(1, [cap], [JIT_REGISTER_CAP])
+    assert not err, f"cuLinkCreate with CU_JIT_MAX_REGISTERS {JIT_REGISTER_CAP}: {err}"
+    try:
+        err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, text, len(text), b"many_live.ptx", 0, [],
+                                [])
+        assert not err, f"cuLinkAddData: {err}"
+        err, image, _ = cu.cuLinkComplete(state)
+        assert not err, f"cuLinkComplete: {err}"
+        return cu.cuModuleLoadData(image)  # before cuLinkDestroy, which frees the image
+    finally:
+        cu.cuLinkDestroy(state)
+
+
+@pytest.mark.clause("KERNEL-131")
+@pytest.mark.parametrize("way", ["link", "load"])
+def test_a_register_cap_given_to_the_jit_bounds_the_kernels_register_count(device, stream, require, way):
+    """A client caps the registers a thread may use (CU_JIT_MAX_REGISTERS, numba-cuda's `max_registers`, given
+    to cuLinkCreate or to cuModuleLoadDataEx) to fit more blocks on a multiprocessor: the kernel it loads, one
+    thread holding 100 values at once (KERNEL-90's `many_live`), reports NUM_REGS within the cap of 32 (the
+    compiler spills the rest) and still stores their sum. A driver that drops the cap of a linked image reports
+    the kernel's uncapped count, and the client's occupancy arithmetic (the multiprocessor's registers divided
+    by NUM_REGS) promises fewer resident blocks than the launch gets."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "CU_JIT_MAX_REGISTERS")
+    values = np.arange(CAPPED_LIVE, dtype=np.uint32) * np.uint32(2654435761) + np.uint32(7)
+    text = ptx_many_live(CAPPED_LIVE).encode() + b"\0"
+    with upload(device, stream, values) as src, poisoned(device, stream, 4) as out:
+        with context_current(device):
+            module = None
+            try:
+                err, module = _load_capped(cu, way, text)
+                assert not err, f"loading the {way}ed image: {err}"
+                err, function = cu.cuModuleGetFunction(module, b"many_live")
+                assert not err, f"cuModuleGetFunction: {err}"
+                err, regs = cu.cuFuncGetAttribute(cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_NUM_REGS, function)
+                assert not err, f"cuFuncGetAttribute(NUM_REGS): {err}"
+                err, = cu.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream.native,
+                                         ((src.handle, out.handle), (ctypes.c_void_p, ctypes.c_void_p)), 0)
+                assert not err, f"cuLaunchKernel: {err}"
+            finally:
+                if module is not None:
+                    cu.cuCtxSynchronize()  # the kernel has run before its module goes
+                    cu.cuModuleUnload(module)
+        got = read(stream, out, np.uint32).tolist()
+    assert got == [int(values.sum(dtype=np.uint32))], f"the {way}ed kernel stored {got}"
+    assert regs <= JIT_REGISTER_CAP, \
+        f"{CAPPED_LIVE} values held at once, {way}ed with CU_JIT_MAX_REGISTERS {JIT_REGISTER_CAP}: NUM_REGS {regs}"
 
 
 def _long_kernel(steps: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 
 import numpy as np
@@ -10,8 +11,8 @@ import pytest
 import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import (POISON, assert_device_works, context_current, cuda_driver, host_pages_above, host_pages_low,
-                      memory_churn, poisoned, random_bytes, read, rss_bytes)
+from .helpers import (POISON, assert_device_works, child_json, context_current, cuda_driver, host_pages_above,
+                      host_pages_low, memory_churn, poisoned, random_bytes, read, resident_growth, rss_bytes)
 
 
 @pytest.mark.clause("MEM-1")
@@ -302,6 +303,104 @@ def test_linking_ptx_takes_no_device_memory_it_keeps(device, stream):
     assert free_after > free_before - array, (
         f"{links} links of PTX with a {array >> 20} MiB .global array, none loaded, took "
         f"{(free_before - free_after) >> 20} MiB of device memory (cuMemGetInfo)")
+
+
+#: bytes of PTX each MEM-61 link takes in: a small kernel padded with comment lines (as generated PTX carries
+#: its source lines), so that a link state kept after cuLinkDestroy holds about this much of the process
+LINKED_PTX_BYTES = 1 << 20
+
+
+def _padded_ptx(size: int) -> bytes:
+    """PTX of an empty kernel `padded` and comment lines, ``size`` bytes with the NUL that ends it."""
+    kernel = b".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry padded()\n{\n    ret;\n}\n"
+    lines, rest = divmod(size - 1 - len(kernel), 128)
+    last = b"// " + b"p" * (rest - 4) + b"\n" if rest >= 4 else b"\n" * rest
+    return kernel + (b"// " + b"p" * 124 + b"\n") * lines + last + b"\0"
+
+
+@pytest.mark.clause("MEM-61")
+def test_destroying_a_link_gives_its_memory_back(device):
+    """cuLinkDestroy ends a link and frees what it holds (CUDA: the inputs, the linked image): a client that
+    links in a loop (numba-cuda links each kernel it compiles) keeps the process's memory bounded. Links of
+    1 MiB of PTX (cuLinkCreate, cuLinkAddData, cuLinkComplete, cuLinkDestroy), 16 first and then up to 64 more
+    (or 30 s of them), grow the process by less than half a MiB a link; a driver that keeps each destroyed
+    link's state grows it by more than the PTX each one took in."""
+    cu = cuda_driver(device, "cuLinkCreate")
+    data = _padded_ptx(LINKED_PTX_BYTES)
+    assert len(data) == LINKED_PTX_BYTES
+
+    def link(count: int) -> None:
+        for _ in range(count):
+            err, state = cu.cuLinkCreate(0, [], [])
+            assert not err, f"cuLinkCreate: {err}"
+            try:
+                err, = cu.cuLinkAddData(state, cu.CUjitInputType.CU_JIT_INPUT_PTX, data, len(data), b"padded.ptx",
+                                        0, [], [])
+                assert not err, f"cuLinkAddData: {err}"
+                err, _, size = cu.cuLinkComplete(state)
+                assert not err and size > 0, f"cuLinkComplete: {err}, {size} bytes"
+            finally:
+                err, = cu.cuLinkDestroy(state)
+            assert not err, f"cuLinkDestroy: {err}"
+
+    with context_current(device):
+        linked, grown = resident_growth(link, 8, 64, seconds=30)
+    assert grown < linked * LINKED_PTX_BYTES // 2, (
+        f"{linked} links of {LINKED_PTX_BYTES >> 20} MiB of PTX, each destroyed, left {grown / 2**20:.1f} MiB more "
+        "resident memory")
+
+
+#: MEM-62's child: opens the target's device (argv[1]) and, its context pushed, creates an interprocess event,
+#: takes its IPC handle, memsets 1 MiB on stream a and records the event there; stream b waits for it and copies
+#: the buffer's last word to the host; then b, the event and a query of it. Prints what each call returned.
+IPC_EVENT_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+cu = device.native.driver
+a, b = device.create_stream(), device.create_stream()
+words = 1 << 18
+buf = device.alloc(4 * words)
+host = np.zeros(1, np.uint32)
+got = {}
+cu.cuCtxPushCurrent(device.native.context)
+flags = cu.CUevent_flags.CU_EVENT_INTERPROCESS | cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+err, event = cu.cuEventCreate(flags)
+got["cuEventCreate"] = err.name
+got["cuIpcGetEventHandle"] = cu.cuIpcGetEventHandle(event)[0].name
+got["cuMemsetD32Async"] = cu.cuMemsetD32Async(buf.handle, 0x5EED5EED, words, a.native)[0].name
+got["cuEventRecord"] = cu.cuEventRecord(event, a.native)[0].name
+got["cuStreamWaitEvent"] = cu.cuStreamWaitEvent(b.native, event, 0)[0].name
+got["cuMemcpyDtoHAsync"] = cu.cuMemcpyDtoHAsync(host.ctypes.data, buf.handle + 4 * (words - 1), 4, b.native)[0].name
+got["cuStreamSynchronize"] = cu.cuStreamSynchronize(b.native)[0].name
+got["cuEventSynchronize"] = cu.cuEventSynchronize(event)[0].name
+got["cuEventQuery"] = cu.cuEventQuery(event)[0].name
+got["last word"] = hex(int(host[0]))
+cu.cuEventDestroy(event)
+cu.cuCtxPopCurrent()
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.clause("MEM-62")
+def test_an_interprocess_event_orders_work_like_any_event(device, target):
+    """An event made to be shared with other processes (CU_EVENT_INTERPROCESS, with timing disabled, as CUDA
+    requires; cuIpcGetEventHandle, in the driver API's memory management with cuIpcGetMemHandle, hands it over)
+    works in the process that made it as any event does: another stream's wait for it (cuStreamWaitEvent) lets
+    that stream's copy see the memset recorded before it, and cuEventSynchronize of it returns. A driver that
+    keeps such an event's state where other processes read it, and takes a record as done only once a later one
+    has completed, never ends either wait. A child process runs it, so that a wait that never ends is seen."""
+    cuda_driver(device, "CU_EVENT_INTERPROCESS")
+    if not sys.platform.startswith("linux"):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}Linux (CUDA's interprocess events)")
+    try:
+        got = child_json(target, IPC_EVENT_CHILD, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the child had not ended 60 s after it started: a wait for the interprocess event hangs")
+    assert all(v == "CUDA_SUCCESS" for k, v in got.items() if k != "last word"), got
+    assert got["last word"] == hex(0x5EED5EED), f"stream b's copy after its wait for the event: {got['last word']}"
 
 
 @pytest.mark.clause("MEM-60")

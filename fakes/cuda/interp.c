@@ -431,12 +431,15 @@ CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_
         if (F->fault_space == SPACE_GLOBAL || F->fault_space == SPACE_GENERIC) mem_describe(F->fault_addr, where, sizeof where);
         else snprintf(where, sizeof where, "the block has %llu bytes of %s memory", (unsigned long long)
                       (F->fault_space == SPACE_SHARED ? F->shared_size : F->local_size), space_name(F->fault_space));
+        char access[96]; /* a fault of no size is a device free of what the device heap did not hand out */
+        if (F->fault_size) snprintf(access, sizeof access, "%s %s of %u bytes", space_name(F->fault_space),
+                                    F->fault_store ? "write" : "read", F->fault_size);
+        else snprintf(access, sizeof access, "free (not a block the device heap's malloc handed out and kept)");
         snprintf(report, report_len,
-                 "memcheck: %s %s %s of %u bytes at 0x%llx in kernel %s, block (%u,%u,%u), thread (%u,%u,%u), "
-                 "PTX line %d: %s",
-                 F->fault == CUDA_ERROR_MISALIGNED_ADDRESS ? "misaligned" : "invalid", space_name(F->fault_space),
-                 F->fault_store ? "write" : "read", F->fault_size, (unsigned long long)F->fault_addr, name,
-                 F->block_id[0], F->block_id[1], F->block_id[2], tx, ty, tz, line, where);
+                 "memcheck: %s %s at 0x%llx in kernel %s, block (%u,%u,%u), thread (%u,%u,%u), PTX line %d: %s",
+                 F->fault == CUDA_ERROR_MISALIGNED_ADDRESS ? "misaligned" : "invalid", access,
+                 (unsigned long long)F->fault_addr, name, F->block_id[0], F->block_id[1], F->block_id[2], tx, ty,
+                 tz, line, where);
     } else if (F->fault == CUDA_ERROR_LAUNCH_TIMEOUT) {
         char limit[96];
         if (F->watch_cause == WATCH_BUDGET)

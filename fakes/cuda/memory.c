@@ -337,13 +337,15 @@ void mem_describe(uint64_t addr, char *buf, size_t n) {
         uint64_t d = addr < a->base ? a->base - addr : addr >= end ? addr - end + 1 : 0;
         if (d < best_dist) best_dist = d, best = a;
     }
-    if (best)
-        snprintf(buf, n, "nearest allocation: %s #%llu [0x%llx, +%llu), address is %lld bytes %s it",
+    if (best) {
+        uint64_t end = best->base + best->size; /* inside it: an access that is misaligned, or a bad free */
+        snprintf(buf, n, "nearest allocation: %s #%llu [0x%llx, +%llu), address is %llu bytes %s it",
                  kind_name(best), (unsigned long long)best->serial, (unsigned long long)best->base,
                  (unsigned long long)best->size,
-                 (long long)(addr < best->base ? best->base - addr : addr - (best->base + best->size)),
-                 addr < best->base ? "before" : "past the end of");
-    else
+                 (unsigned long long)(addr < best->base ? best->base - addr : addr < end ? addr - best->base
+                                                                                          : addr - end),
+                 addr < best->base ? "before" : addr < end ? "into" : "past the end of");
+    } else
         snprintf(buf, n, "no live allocation");
     pthread_mutex_unlock(&g_mem_mu);
 }

@@ -3,6 +3,7 @@ and device malloc/free (numba's runtime, NRT, needs all three), compiled by NVRT
 Python."""
 
 import numpy as np
+import pytest
 
 RECURSION = r'''
 __device__ __noinline__ long long fib(int n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
@@ -106,6 +107,11 @@ extern "C" __global__ void per_thread_blocks(unsigned long long* where, int* sum
 }
 extern "C" __global__ void too_big(unsigned long long* where) { where[0] = (unsigned long long)malloc(1ull << 40); }
 extern "C" __global__ void free_twice(int* out) { void* p = malloc(64); free(p); free(p); out[0] = 1; }
+extern "C" __global__ void free_inside(unsigned long long* where) {
+    char* p = (char*)malloc(64);
+    where[0] = (unsigned long long)malloc(64);  /* live after p: the free's search has a block on each side */
+    free(p + 16);
+}
 '''
 
 
@@ -136,6 +142,20 @@ def test_device_malloc_past_the_heap_returns_null_and_a_double_free_ends_the_lau
                              ptrs.ctypes.data, 0))
     assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
 
+
+
+@pytest.mark.timeout(60, method="thread")  # a free whose search never ends hangs the launch
+def test_a_device_free_of_a_pointer_into_a_block_ends_the_launch_with_a_report_that_says_so(cuda):
+    d = cuda.d
+    module = cuda.module(HEAP)
+    ptrs, _ = cuda.args(cuda.poisoned(np.zeros(1, np.uint64)))
+    cuda.ok(d.cuLaunchKernel(cuda.ok(d.cuModuleGetFunction(module, b"free_inside")), 1, 1, 1, 1, 1, 1, 0, 0,
+                             ptrs.ctypes.data, 0))
+    assert cuda.err(d.cuCtxSynchronize()) == d.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS
+    report = cuda.control.last_report()
+    assert report.startswith("memcheck: invalid free (not a block the device heap's malloc handed out and kept) "
+                             "at 0x"), report
+    assert "address is " in report and " bytes into it" in report, report
 
 PRINTF = r'''
 extern "C" __global__ void say(int* counts, const char* word) {

@@ -183,6 +183,14 @@ EXPLANATIONS = {
 }
 
 
+#: the sticky errors a kernel's fault causes, for which the fake's last report (a memcheck report, or the fault's
+#: kind, kernel, block, thread and PTX line) describes the launch that caused them: a lost context runs nothing
+#: more, so no later launch replaces the report
+FAKE_REPORTED = frozenset({"CUDA_ERROR_ILLEGAL_ADDRESS", "CUDA_ERROR_MISALIGNED_ADDRESS", "CUDA_ERROR_ASSERT",
+                           "CUDA_ERROR_LAUNCH_FAILED", "CUDA_ERROR_HARDWARE_STACK_ERROR", "CUDA_ERROR_INVALID_PC",
+                           "CUDA_ERROR_LAUNCH_TIMEOUT"})
+
+
 def fail(function: Any, err: Any) -> NoReturn:
     """Raise the typed error for a failed driver call, named after ``function`` (off the success path only)."""
     op = function.__name__
@@ -192,7 +200,7 @@ def fail(function: Any, err: Any) -> NoReturn:
     explanation = EXPLANATIONS.get(name)
     if explanation:
         detail = f"{detail} ({explanation})" if detail else explanation
-    if fake is not None and int(err) == int(cu.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS):
+    if fake is not None and name in FAKE_REPORTED:
         fake.ironaccel_fake_last_report.restype = ctypes.c_char_p
         report = fake.ironaccel_fake_last_report()
         if report:
