@@ -125,6 +125,13 @@ def test_capture_errors(device, stream, kernels, require):
         with raises_naming(ia.UseAfterFree, "Graph.launch", "a graph was used after it was closed"):
             broken.launch(stream)
         np.testing.assert_array_equal(read(stream, buf, np.uint8), 3)
+        with stream.capture() as scoped:
+            stream.fill(buf, 4)
+        with scoped:  # a with block closes the graph at its end
+            scoped.launch(stream)
+        with raises_naming(ia.UseAfterFree, "Graph.launch", "a graph was used after it was closed"):
+            scoped.launch(stream)
+        np.testing.assert_array_equal(read(stream, buf, np.uint8), 4)
 
     scratch = device.alloc(64)
     with stream.capture() as uses_freed:
