@@ -2710,15 +2710,17 @@ UNDEFINED_INSTRUCTIONS = {
     "an undefined modifier": "mov.bogus.u32 %r1, 7;",
     "a type the instruction has no form for": "mov.u32 %r1, 7;\n    not.f32 %r1, %r1;",
     "a state space on an arithmetic instruction": "mov.u32 %r1, 7;\n    add.global.u32 %r1, %r1, 1;",
+    "a register past its declared range": "mov.u32 %r1, 7;\n    mov.u32 %r2, %r1;",  # %r<2>: %r0 and %r1
 }
 
 
 @pytest.mark.clause("KERNEL-129")
 @pytest.mark.parametrize("what", list(UNDEFINED_INSTRUCTIONS))
 def test_ptx_with_an_instruction_the_isa_does_not_define_is_refused(device, kernels, require, what):
-    """An instruction is its opcode with the modifiers and types the PTX ISA defines for it: one with others is
-    not PTX, and a driver refuses the module (a CompileError from the module load, with the driver's log) —
-    it never builds a kernel from a guess at what was meant, ignoring the word it does not know."""
+    """An instruction is its opcode with the modifiers and types the PTX ISA defines for it, on registers the
+    function declares: one with others is not PTX, and a driver refuses the module (a CompileError from the
+    module load, with the driver's log) — it never builds a kernel from a guess at what was meant, ignoring the
+    word it does not know or taking an undeclared register for another's storage."""
     require("lang.ptx")
     source = PTX_SM75.replace("mov.u32 %r1, 7;", UNDEFINED_INSTRUCTIONS[what])
     with pytest.raises(ia.CompileError) as info:
