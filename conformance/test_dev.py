@@ -879,3 +879,59 @@ def test_a_cuda_devices_host_numa_support_attributes_agree_with_the_apis(device,
     disagree = {name: (value(name), str(err)) for name, err in made.items() if bool(value(name)) != (not err)}
     assert not disagree, ("support attributes that disagree with cuMemPoolCreate of a pinned pool at that location "
                           f"(attribute, cuMemPoolCreate's status): {disagree}")
+
+
+@pytest.mark.clause("DEV-87")
+def test_a_cuda_device_says_whether_mapped_host_memory_keeps_its_host_address(device):
+    """CUDA documents what CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM promises about mapped host memory: where
+    every visible device reports it non-zero, cuMemHostGetDevicePointer gives back the host pointer itself
+    (kernels may use either), and where any reports zero, a pointer that does not match. Clients pick the
+    pointer they hand a kernel by the attribute; a driver whose attribute and pointers disagree has them use a
+    pointer the device cannot, or copy needlessly. Checked for pages registered with
+    CU_MEMHOSTREGISTER_DEVICEMAP and for cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP."""
+    if device.info.backend != "cuda" or not sys.platform.startswith("linux"):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA driver on Linux (cuMemHostRegister)")
+    import ctypes
+    import mmap
+
+    cu = device.native.driver
+    attribute = cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM
+    size = 1 << 16
+    pages = mmap.mmap(-1, size)
+    view = ctypes.c_char.from_buffer(pages)
+    host = ctypes.addressof(view)
+    try:
+        with context_current(device):
+            err, count = cu.cuDeviceGetCount()
+            assert not err, f"cuDeviceGetCount: {err}"
+            claims = []
+            for i in range(count):
+                err, ordinal = cu.cuDeviceGet(i)
+                assert not err, f"cuDeviceGet({i}): {err}"
+                err, value = cu.cuDeviceGetAttribute(attribute, ordinal)
+                assert not err, \
+                    f"cuDeviceGetAttribute(CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM) of device {i}: {err}"
+                claims.append(value)
+            err, = cu.cuMemHostRegister(host, size, cu.CU_MEMHOSTREGISTER_DEVICEMAP)
+            assert not err, f"cuMemHostRegister(DEVICEMAP): {err}"
+            try:
+                err, registered = cu.cuMemHostGetDevicePointer(host, 0)
+                assert not err, f"cuMemHostGetDevicePointer of the registered pages: {err}"
+            finally:
+                cu.cuMemHostUnregister(host)
+            err, allocated = cu.cuMemHostAlloc(4096, cu.CU_MEMHOSTALLOC_DEVICEMAP)
+            assert not err, f"cuMemHostAlloc(DEVICEMAP): {err}"
+            try:
+                err, allocated_device = cu.cuMemHostGetDevicePointer(allocated, 0)
+                assert not err, f"cuMemHostGetDevicePointer of cuMemHostAlloc's memory: {err}"
+            finally:
+                cu.cuMemFreeHost(allocated)
+    finally:
+        del view
+        pages.close()
+    every = all(claims)
+    for what, host_pointer, device_pointer in (("registered pages", host, registered),
+                                                ("cuMemHostAlloc's memory", allocated, allocated_device)):
+        assert (int(device_pointer) == int(host_pointer)) == every, (
+            f"CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM {claims} (per visible device), and the device pointer of "
+            f"{what} is {int(device_pointer):#x} for the host pointer {int(host_pointer):#x}")

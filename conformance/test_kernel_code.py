@@ -1674,6 +1674,73 @@ def test_ptx_bit_manipulation_instructions_match_their_definitions(device, strea
                        f"{ {name: cases[:3] for name, cases in wrong.items()} }")
 
 
+#: thread i widens the float16 halves[i] (u16 bits): out32[i] = cvt.f32.f16 of it, out64[i] = cvt.f64.f16 of it
+PTX_WIDEN_HALF = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry widen_half(.param .u64 widen_half_in, .param .u64 widen_half_out32, .param .u64 widen_half_out64)
+{
+    .reg .b16 %rs<2>;
+    .reg .b32 %r<2>;
+    .reg .f32 %f<2>;
+    .reg .f64 %fd<2>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [widen_half_in];
+    ld.param.u64 %rd2, [widen_half_out32];
+    ld.param.u64 %rd3, [widen_half_out64];
+    cvta.to.global.u64 %rd1, %rd1;
+    cvta.to.global.u64 %rd2, %rd2;
+    cvta.to.global.u64 %rd3, %rd3;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 2;
+    add.s64 %rd4, %rd1, %rd4;
+    ld.global.u16 %rs1, [%rd4];
+    cvt.f32.f16 %f1, %rs1;
+    mul.wide.u32 %rd5, %r1, 4;
+    add.s64 %rd5, %rd2, %rd5;
+    st.global.f32 [%rd5], %f1;
+    cvt.f64.f16 %fd1, %rs1;
+    mul.wide.u32 %rd6, %r1, 8;
+    add.s64 %rd6, %rd3, %rd6;
+    st.global.f64 [%rd6], %fd1;
+    ret;
+}
+"""
+
+#: float16 bits: +-0, the smallest and largest subnormals, the smallest normal, 1, the largest finite, +-inf, and
+#: NaNs (quiet, signalling, negative)
+HALF_SPECIALS = [0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0x7BFF, 0xFBFF, 0x7C00, 0xFC00, 0x7E00,
+                 0x7C01, 0xFE00]
+
+
+@pytest.mark.clause("KERNEL-137")
+def test_ptx_widening_a_half_keeps_infinities_nans_and_subnormals(device, stream, require):
+    """cvt.f32.f16 and cvt.f64.f16 widen exactly (every float16 is a float32 and a float64): +-inf stays +-inf,
+    a NaN stays a NaN, and zeros, subnormals and the largest finite keep their values and signs, as numpy's
+    astype. SEM-42 checks the finite normal float16s only (GLSL and WGSL leave the rest undefined); a converter
+    that builds the all-ones exponent from the wrong mask turns an infinity into the largest float32 and a NaN
+    into a number, and a kernel's overflow check (isinf, isnan) passes data that overflowed."""
+    require("lang.ptx")
+    halves = np.array(HALF_SPECIALS, np.uint16)
+    n = len(halves)
+    with device.compile(PTX_WIDEN_HALF, "ptx") as module, upload(device, stream, halves) as src, \
+            poisoned(device, stream, 4 * n) as out32, poisoned(device, stream, 8 * n) as out64:
+        stream.launch(module.kernel("widen_half"), 1, n, (src, out32, out64))
+        got32 = read(stream, out32, np.float32)
+        got64 = read(stream, out64, np.float64)
+    values = halves.view(np.float16)
+    wrong = {}
+    for got, width in ((got32, np.float32), (got64, np.float64)):
+        want = values.astype(width)
+        for k in range(n):
+            nan = bool(np.isnan(want[k]))
+            if (nan and not np.isnan(got[k])) or (not nan and got[k].tobytes() != want[k].tobytes()):
+                wrong.setdefault(f"f{np.dtype(width).itemsize * 8}", []).append(
+                    (hex(int(halves[k])), float(got[k]), float(want[k])))
+    assert not wrong, f"cvt.f32.f16 / cvt.f64.f16: (float16 bits, got, want): {wrong}"
+
+
 #: each thread writes two 64-bit words made from its index to its own 16 bytes of .local memory, waits for the
 #: whole block (bar.sync: every thread's writes are done), reads them back and stores them to out[2t], out[2t + 1]
 PTX_LOCAL_OWN = """.version 7.5
@@ -2732,15 +2799,17 @@ UNDEFINED_INSTRUCTIONS = {
     "an undefined modifier": "mov.bogus.u32 %r1, 7;",
     "a type the instruction has no form for": "mov.u32 %r1, 7;\n    not.f32 %r1, %r1;",
     "a state space on an arithmetic instruction": "mov.u32 %r1, 7;\n    add.global.u32 %r1, %r1, 1;",
+    "a register past its declared range": "mov.u32 %r1, 7;\n    mov.u32 %r2, %r1;",  # %r<2>: %r0 and %r1
 }
 
 
 @pytest.mark.clause("KERNEL-129")
 @pytest.mark.parametrize("what", list(UNDEFINED_INSTRUCTIONS))
 def test_ptx_with_an_instruction_the_isa_does_not_define_is_refused(device, kernels, require, what):
-    """An instruction is its opcode with the modifiers and types the PTX ISA defines for it: one with others is
-    not PTX, and a driver refuses the module (a CompileError from the module load, with the driver's log) —
-    it never builds a kernel from a guess at what was meant, ignoring the word it does not know."""
+    """An instruction is its opcode with the modifiers and types the PTX ISA defines for it, on registers the
+    function declares: one with others is not PTX, and a driver refuses the module (a CompileError from the
+    module load, with the driver's log) — it never builds a kernel from a guess at what was meant, ignoring the
+    word it does not know or taking an undeclared register for another's storage."""
     require("lang.ptx")
     source = PTX_SM75.replace("mov.u32 %r1, 7;", UNDEFINED_INSTRUCTIONS[what])
     with pytest.raises(ia.CompileError) as info:
