@@ -114,6 +114,30 @@ class EGLSyncs:
         self._destroy(self._display, sync)
 
 
+class _SharedEntryPoints:
+    """glcontext's context, handing moderngl one int object per GL entry point for the whole process:
+    moderngl 5.13 keeps a reference to every address ``load`` returns (~900 ints, ~38 KiB a context, never
+    freed), which costs nothing when the int is one it already holds."""
+
+    _addresses: dict[int, int] = {}
+
+    def __init__(self, native: Any):
+        self._native = native
+
+    def load(self, name: str) -> int:
+        address = self._native.load(name)
+        return self._addresses.setdefault(address, address)
+
+    def __enter__(self) -> Any:
+        return self._native.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self._native.__exit__(*exc)
+
+    def release(self) -> None:
+        self._native.release()
+
+
 class GLThread:
     """The thread that owns one device's GL context (see the module docstring): ``run`` executes a function
     there and returns its result, ``submit`` queues one and returns at once."""
@@ -145,14 +169,16 @@ class GLThread:
     def _open(self, device_index: int) -> None:
         try:
             import moderngl
+            from glcontext import egl
         except ImportError as exc:
             raise NotAvailable(BACKEND, "moderngl", f"{exc}: pip install moderngl glcontext") from None
         failures = []
         for version in GL_VERSIONS:
             try:
                 # Sonames, not find_library's answer: that misses libraries found only through LD_LIBRARY_PATH.
-                self.ctx = moderngl.create_standalone_context(backend="egl", require=version, device_index=device_index,
-                                                              libgl="libGL.so.1", libegl="libEGL.so.1")
+                native = egl.create_context(mode="standalone", glversion=version, device_index=device_index,
+                                            libgl="libGL.so.1", libegl="libEGL.so.1")
+                self.ctx = moderngl.create_context(require=version, context=_SharedEntryPoints(native))
                 break
             except Exception as exc:  # glcontext raises plain Exception; the next older version may work
                 failures.append(f"{version}: {exc}")
