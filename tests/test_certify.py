@@ -428,6 +428,27 @@ def test_shards_that_do_not_merge_are_an_error_not_a_results_file(tmp_path):
     assert not (tmp_path / results.file_name("webgpu/lavapipe")).exists()
 
 
+def test_shards_that_crash_before_collecting_are_kept_with_their_log_and_say_why(tmp_path, mem_target):
+    """A selection's shards whose processes die before collecting a test are a crash, not a selection that
+    matched nothing (the run folder and the logs used to be removed) nor shards that do not merge."""
+    folder = suite(tmp_path, "def test_a():\n    pass\n")
+    with (folder / "conftest.py").open("a") as conftest:
+        conftest.write("raise ImportError('the suite does not import')\n")
+
+    def runner(name, results_dir, timeout_s, test_timeout_s, selection):
+        if name != NAME:
+            return certify.TargetRun(name, results_dir / "x.json", "ok", {"pass": 1}, 0.1)
+        return certify.run_target(name, results_dir, timeout_s, test_timeout_s, suite=folder, selection=selection)
+
+    out = tmp_path / "out"
+    run = certify.certify(["a/x", "b/y", NAME], out, jobs=2, runner=runner, stream=io.StringIO(),
+                          selection=Selection(only=("test_suite.py::*",)))[2]
+    assert run.status == "crashed" and "shard 1/2: crashed: exit code" in run.message
+    assert "do not merge" not in run.message and "the suite does not import" in run.message
+    assert run.results_file.parent.parent == out / "runs" and not (out / results.file_name(NAME)).exists()
+    assert list(run.results_file.parent.glob(f"{certify.SHARDS_FOLDER}/*/.mem-test.log"))
+
+
 def test_progress_line_counts_finished_tests_from_the_results_file(tmp_path):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"tests": [{"outcome": "pass"}, {"outcome": "not-run"}, {"outcome": "fail"}]}))

@@ -108,9 +108,11 @@ def pytest_args(name: str, results_file: Path, test_timeout_s: float, suite: Pat
 
 def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed_out: bool, exit_code: int | None,
             timeout_s: float, stopped: tuple[str, ...] = (), interrupted: bool = False,
-            test_timeout_s: float = TEST_TIMEOUT_S) -> TargetRun:
+            test_timeout_s: float = TEST_TIMEOUT_S, selection: Selection = Selection()) -> TargetRun:
     """Record how the target's process ended in its results file, write its certificate, return the run.
-    ``stopped``: the tests the watchdog stopped or a process died in (``run_target``), for the run's message."""
+    ``stopped``: the tests the watchdog stopped or a process died in (``run_target``), for the run's message.
+    A process that died before writing one gets a crash record with its ``selection``, so that a crashed shard
+    still merges with its siblings (its tests not-run) and its message says why."""
     if out.exists():
         doc = results.read_json(out)
         if timed_out:
@@ -129,7 +131,8 @@ def _finish(name: str, out: Path, log: Path, started: str, seconds: float, timed
         tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
         results.dump(results.document(targets.get(name), spec.current([name]).parts(name), started,
                                       RunStatus.TIMEOUT if timed_out else RunStatus.CRASHED,
-                                      f"exit code {exit_code}: " + " / ".join(tail), test_timeout=test_timeout_s), out)
+                                      f"exit code {exit_code}: " + " / ".join(tail), test_timeout=test_timeout_s,
+                                      selection=None if selection.everything else selection.record()), out)
     doc = write_junit_and_certificate(out)
     run = TargetRun(name, out, doc["run"]["status"], doc["summary"], seconds, doc["run"]["message"],
                     interrupted=interrupted)
@@ -184,7 +187,8 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             log_file.flush()
             into, sel = part, Selection(only=tuple(left))
     return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped),
-                   interrupted=STOP.is_set() and exit_code not in (0, 1), test_timeout_s=test_timeout_s)
+                   interrupted=STOP.is_set() and exit_code not in (0, 1), test_timeout_s=test_timeout_s,
+                   selection=selection)
 
 
 def _run_watched(cmd: list[str], env: dict[str, str], cwd: str, log_file: Any, watch: Path,
@@ -491,9 +495,11 @@ def settle(run: TargetRun, folder: Path, results_dir: Path, selection: Selection
     """Record a target's run: its forced flag into the results file, its signature (``signer``), RUN.json, the
     folder's final name; then
     promote it over ``results_dir``'s files if ``runs.promotable``, or say in ``run.kept`` why not. A run whose
-    selection matched nothing is removed (``run.status`` "empty")."""
+    selection matched nothing is removed (``run.status`` "empty"); one that crashed or timed out before
+    collecting a test is kept, with its log."""
     doc = results.load(run.results_file) if run.results_file.is_file() else None
-    if doc is not None and not doc["tests"] and not selection.everything and not run.interrupted:
+    if (doc is not None and not doc["tests"] and not selection.everything and not run.interrupted
+            and doc["run"]["status"] not in (RunStatus.CRASHED, RunStatus.TIMEOUT)):
         shutil.rmtree(folder)
         with contextlib.suppress(OSError):
             folder.parent.rmdir()  # runs/, when this was its only run
