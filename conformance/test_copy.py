@@ -538,6 +538,42 @@ def test_a_page_locked_copy_on_an_idle_stream_does_not_wait_for_another_streams_
                         f"most of another stream's work had run, however long the work: it waited for that stream")
 
 
+IDLE_COPY = 16 << 10  # COPY-75: the smallest copy CUDA's ring refills its segment for (REUSE_BYTES)
+IDLE_COPIES = 2560  # COPY-75: 40 MiB of them, more than any staging ring a backend keeps
+
+
+@pytest.mark.clause("COPY-75")
+def test_an_idle_streams_small_copies_do_not_wait_for_another_streams_work(device, stream, kernels):
+    """CUDA: a device's streams share its staging ring, fenced per segment, so a copy that enters a segment again
+    waits for every stream that copied from it: the busy stream's copy, queued behind its work, is in one. An
+    idle stream that alone uses its segment may fill it again from its start (from 16 KiB), and so never comes
+    back round to that one; a ring that does not (at 16 KiB exactly: a comparison off by one) takes the next
+    segments in turn, and after 32 MiB waits for the other stream's work, which its copies have nothing to do
+    with."""
+    if device.info.backend != "cuda":
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA device (its staging ring shared by streams)")
+    other = device.create_stream()
+    busy_data = random_bytes(BUF, seed=75)
+    idle_data = random_bytes(IDLE_COPY * IDLE_COPIES, seed=76)
+    with poisoned(device, stream, BUF) as busy_buf, poisoned(device, other, idle_data.nbytes) as idle_buf:
+        for work in RunningWork.tries(device, stream, kernels, seconds=1.0):
+            stream.synchronize()
+            work.enqueue(stream)
+            stream.copy_htod(busy_buf, busy_data)  # staged: its segment fenced behind the work
+            for at in range(0, idle_data.nbytes, IDLE_COPY):
+                other.synchronize()  # idle: its own copies done, the busy stream's still queued
+                other.copy_htod(idle_buf, idle_data[at:at + IDLE_COPY], dst_offset=at)
+            in_time = work.looked_in_time()
+            for name, s, buf, data in (("busy", stream, busy_buf, busy_data), ("idle", other, idle_buf, idle_data)):
+                wrong = np.flatnonzero(read(s, buf) != data)
+                assert not wrong.size, f"the {name} stream's copies: {wrong.size} bytes differ, the first at {wrong[0]}"
+            work.check(stream)
+            if in_time:
+                return
+        pytest.fail(f"{IDLE_COPIES} copy_htods of {IDLE_COPY >> 10} KiB on an idle stream returned only after most of "
+                    f"another stream's work had run, however long the work: they waited for that stream")
+
+
 #: ops on a pooled buffer of 1000 bytes (its block is 1 KiB), each at or past its end: (op, what the error
 #: names, the call on (stream, pooled, plain)); a check against the block's size accepts all but the last two
 POOLED_PAST_END = {

@@ -1052,6 +1052,40 @@ def test_objects_dropped_while_an_exception_propagates_leave_it_unchanged(device
 CLOSED_EVENTS = 256
 
 
+def _paired_close_growth(device, use) -> tuple[int, int, int]:
+    """LIFE-82's measure: Devices opened on the index the tests' device keeps open (so the driver's context
+    outlives each), in alternating batches of ten cycles that call ``use(other)`` before ``other.close()``
+    (what it returns is dropped only after the close) and cycles that do not, for 200 cycles of each or 10 s
+    (after 20 cycles with ``use`` not counted). Returns the cycles of each kind counted and the process's
+    resident growth over those with ``use`` and over those without: the pairing takes out what an open and
+    close costs by itself."""
+    backend = get_backend(device.info.backend)
+
+    def cycles(n: int, used: bool) -> int:
+        gc.collect()
+        before = rss_bytes()
+        for _ in range(n):
+            other = backend.open_device(device.info.index)
+            kept = None
+            try:
+                if used:
+                    kept = use(other)
+            finally:
+                other.close()
+            del kept
+        gc.collect()
+        return rss_bytes() - before
+
+    cycles(20, True)  # what the first devices set up once is not counted
+    done, grown = 0, {False: 0, True: 0}
+    deadline = time.monotonic() + 10
+    while done < 200 and time.monotonic() < deadline:
+        for used in grown:
+            grown[used] += cycles(10, used)
+        done += 10
+    return done, grown[True], grown[False]
+
+
 @pytest.mark.clause("LIFE-82")
 def test_a_closed_device_gives_back_the_events_it_kept(device, kernels):
     """A backend may keep the native events (fences) of dropped Events for reuse, but close() must give them
@@ -1060,32 +1094,51 @@ def test_a_closed_device_gives_back_the_events_it_kept(device, kernels):
     alternating batches of cycles that record and wait for 256 events or none before close(), grow the process
     by less than 4 MiB plus 2 KiB a cycle more with the events than without (the pairing takes out what an open
     and close costs by itself). A backend that keeps its spare events past close() leaks them all each cycle."""
-    backend = get_backend(device.info.backend)
 
-    def cycles(n: int, events: int) -> int:
-        gc.collect()
-        before = rss_bytes()
-        for _ in range(n):
-            other = backend.open_device(device.info.index)
-            try:
-                s = other.create_stream()
-                recorded = [s.record() for _ in range(events)]
-                s.synchronize()
-                del recorded, s
-            finally:
-                other.close()
-        gc.collect()
-        return rss_bytes() - before
+    def record_events(other) -> None:
+        s = other.create_stream()
+        recorded = [s.record() for _ in range(CLOSED_EVENTS)]
+        s.synchronize()
+        del recorded, s
 
-    cycles(20, CLOSED_EVENTS)  # what the first devices set up once is not counted
-    done, grown = 0, {0: 0, CLOSED_EVENTS: 0}
-    deadline = time.monotonic() + 10
-    while done < 200 and time.monotonic() < deadline:
-        for events in grown:
-            grown[events] += cycles(10, events)
-        done += 10
-    more = grown[CLOSED_EVENTS] - grown[0]
+    done, with_events, without = _paired_close_growth(device, record_events)
+    more = with_events - without
     assert more < (4 << 20) + 2048 * done, (
-        f"{done} devices each closed after {CLOSED_EVENTS} events grew the process by {grown[CLOSED_EVENTS]} bytes, "
-        f"{more} more than {done} closed after none ({grown[0]}): the events outlive their Device")
+        f"{done} devices each closed after {CLOSED_EVENTS} events grew the process by {with_events} bytes, "
+        f"{more} more than {done} closed after none ({without}): the events outlive their Device")
+    assert_device_works(device, kernels)
+
+
+#: LIFE-83: graphs each Device of a cycle captures and leaves open at its close, and the fills each captures
+CLOSED_GRAPHS, GRAPH_FILLS = 16, 64
+
+
+@pytest.mark.clause("LIFE-83")
+def test_a_closed_device_gives_back_the_graphs_left_open(device, kernels, require):
+    """close() ends every graph of the Device, and so must give back their executables (CUDA: the CUgraphExecs
+    it holds until a graph is closed): the driver's context outlives the Device while anyone else holds it (the
+    tests' device here), and an executable left in it stays for as long. LIFE-82's paired cycles, with 16
+    graphs of 64 fills each captured, launched once and left open at close() (dropped after it), grow the
+    process by less than 4 MiB plus 2 KiB a cycle more than cycles without. A close that forgets them leaks
+    every graph of every cycle (the fake libcuda: a copy of each graph's nodes)."""
+    require("graphs")
+
+    def capture_graphs(other) -> list:
+        s = other.create_stream()
+        buf = other.alloc(4 * GRAPH_FILLS)
+        graphs = []
+        for _ in range(CLOSED_GRAPHS):
+            with s.capture() as graph:
+                for i in range(GRAPH_FILLS):
+                    s.fill(buf, i, offset=4 * i, nbytes=4)
+            graph.launch(s)
+            graphs.append(graph)
+        s.synchronize()
+        return graphs  # open at close(), dropped after it
+
+    done, with_graphs, without = _paired_close_growth(device, capture_graphs)
+    more = with_graphs - without
+    assert more < (4 << 20) + 2048 * done, (
+        f"{done} devices each closed with {CLOSED_GRAPHS} graphs open grew the process by {with_graphs} bytes, "
+        f"{more} more than {done} closed with none ({without}): the graphs' executables outlive their Device")
     assert_device_works(device, kernels)
