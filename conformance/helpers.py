@@ -49,7 +49,7 @@ def child_json(target, script: str, *args: str, timeout: float = 120, env: dict[
     a fresh process alone shows as it is."""
     proc = subprocess.run([sys.executable, "-c", script, target.name, *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **target.environment(), **(env or {})})
-    assert proc.returncode == 0, proc.stderr[-1500:]
+    assert proc.returncode == 0, f"the child exited with status {proc.returncode}: {proc.stderr[-1500:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

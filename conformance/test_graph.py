@@ -11,8 +11,8 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, context_current, cuda_driver, poisoned,
-                      raises_naming, random_bytes, read, resident_growth, rng, upload)
+from .helpers import (POISON, RunningWork, assert_device_works, ceil_div, child_json, context_current, cuda_driver,
+                      poisoned, raises_naming, random_bytes, read, resident_growth, rng, upload)
 
 N = 1000
 
@@ -452,3 +452,61 @@ def test_closed_and_dropped_graphs_give_their_driver_resources_back(device, stre
     assert grown < bound, f"{made} graphs captured, replayed and closed or dropped left {grown / 2**20:.1f} MiB " \
         f"more resident memory (at most {bound / 2**20:.1f} MiB)"
     assert_device_works(device, kernels)
+
+
+#: GRAPH-14's child: on the target's device (its context pushed) three user objects whose destructor notes
+#: their pointer (1, 2, 3): a graph with an empty node holds the first (the caller's reference moved to it), the
+#: second twice (retained, then the caller's own reference released) and the third (moved); the graph is
+#: instantiated, then destroyed, then its executable graph; prints which were destroyed after each step
+USER_OBJECTS_CHILD = """
+import ctypes, json, sys, time
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+cu = device.native.driver
+
+
+def ok(result):
+    err, *value = result
+    assert not err, err
+    return value[0] if value else None
+
+
+destroyed = []
+destroy = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(destroyed.append)
+ok(cu.cuCtxPushCurrent(device.native.context))
+function = cu.CUhostFn(ctypes.cast(destroy, ctypes.c_void_p).value)
+objects = [ok(cu.cuUserObjectCreate(ptr, function, 1, cu.CUuserObject_flags.CU_USER_OBJECT_NO_DESTRUCTOR_SYNC))
+           for ptr in (1, 2, 3)]
+move = cu.CUuserObjectRetain_flags.CU_GRAPH_USER_OBJECT_MOVE
+graph = ok(cu.cuGraphCreate(0))
+ok(cu.cuGraphAddEmptyNode(graph, None, 0))
+ok(cu.cuGraphRetainUserObject(graph, objects[0], 1, move))
+ok(cu.cuGraphRetainUserObject(graph, objects[1], 2, 0))
+ok(cu.cuUserObjectRelease(objects[1], 1))
+ok(cu.cuGraphRetainUserObject(graph, objects[2], 1, move))
+executable = ok(cu.cuGraphInstantiate(graph, 0))
+ok(cu.cuGraphDestroy(graph))
+after_graph = sorted(destroyed)
+ok(cu.cuGraphExecDestroy(executable))
+deadline = time.monotonic() + 10
+while len(destroyed) < 3 and time.monotonic() < deadline:  # CUDA may run destructors on a thread of its own
+    ok(cu.cuCtxSynchronize())
+    time.sleep(0.01)
+print(json.dumps({"after graph": after_graph, "after executable": sorted(destroyed)}))
+"""
+
+
+@pytest.mark.clause("GRAPH-14")
+def test_user_objects_a_graph_holds_are_released_with_it(device, target):
+    """A graph holds references to the user objects retained to it (CUDA's way of tying a resource's life to
+    the graphs that use it: cuda.core and CUDA Graphs-based runtimes free buffers so), and so does each
+    executable graph instantiated from it: destroying the graph leaves every object alive while its
+    executable graph holds it, and destroying the executable graph then runs each destructor once, however
+    the references came (moved from the caller, retained twice). A driver that releases only some of a graph's
+    references leaks the resources; one that walks the references wrong crashes the process (a child process
+    runs it)."""
+    cuda_driver(device, "cuUserObjectCreate")
+    outcome = child_json(target, USER_OBJECTS_CHILD, timeout=60)
+    assert outcome == {"after graph": [], "after executable": [1, 2, 3]}, \
+        f"the user objects destroyed after the graph, then after its executable graph: {outcome}"

@@ -971,6 +971,31 @@ def test_the_drivers_own_launch_refuses_a_block_of_more_threads_than_the_device_
     assert got == [POISON * 0x01010101] * 4, f"the refused launch ran: {got}"
 
 
+@pytest.mark.clause("KERNEL-138")
+@pytest.mark.parametrize("axis", ["block z", "grid y", "grid z"])
+def test_the_drivers_own_launch_refuses_an_axis_past_its_limit(device, stream, require, axis):
+    """A launch one past an axis's limit (MAX_BLOCK_DIM_Z, 64 on every capability from 2.0 on, with the block's
+    threads well within MAX_THREADS_PER_BLOCK; MAX_GRID_DIM_Y or _Z, 65,535) cannot run, and cuLaunchKernel of
+    `Kernel.native` on `Stream.native` must say so (CUDA_ERROR_INVALID_VALUE) and run nothing. The library checks
+    the limits itself (`limits.max_block`, `limits.max_grid`) before it launches, so a driver that lets one axis
+    one past its limit through shows only through its own API, as clients that mix libraries call it."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "cuLaunchKernel")
+    limits = device.info.limits
+    grid, block = [1, 1, 1], [1, 1, 1]
+    dims, index = {"block z": (block, 2), "grid y": (grid, 1), "grid z": (grid, 2)}[axis]
+    dims[index] = (limits.max_block if dims is block else limits.max_grid)[index] + 1
+    with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 16) as out:
+        kernel = module.kernel("fill7")
+        with context_current(device):
+            err_launch, = cu.cuLaunchKernel(kernel.native, *grid, *block, 0, stream.native,
+                                            ((out.handle,), (ctypes.c_void_p,)), 0)
+        got = read(stream, out, np.uint32).tolist()
+    assert err_launch == cu.CUresult.CUDA_ERROR_INVALID_VALUE, \
+        f"cuLaunchKernel of a grid {tuple(grid)} and a block {tuple(block)} gave {err_launch}"
+    assert got == [POISON * 0x01010101] * 4, f"the refused launch ran: {got}"
+
+
 #: each thread writes 3 * its index + 1 to its own word: a per-thread 64-bit address and a value, so the code
 #: holds at least two registers at once on any architecture
 PTX_PER_THREAD = """.version 7.5
@@ -2957,6 +2982,37 @@ def test_a_fault_report_describes_the_access_that_faulted(device, target, requir
             f"in {space}): {message}")
 
 
+#: KERNEL-92's far_store, storing 1 TiB before its buffer instead of past it
+PTX_FAR_STORE_BEFORE = PTX_FAR_STORE.replace("%rd2, 1099511627776;", "%rd2, -1099511627776;")
+#: how a memcheck report relates a global address to the allocation nearest it: base, size, distance, relation
+NEAREST_ALLOCATION = re.compile(r"nearest allocation: [\w ]+ #\d+ \[0x([0-9a-f]+), \+(\d+)\), "
+                                r"address is (\d+) bytes (before|into|past the end of) it")
+
+
+@pytest.mark.clause("KERNEL-139")
+@pytest.mark.parametrize("where", ["past", "before"])
+def test_a_fault_report_measures_the_address_from_the_allocation_it_names(device, target, require, where):
+    """KERNEL-105's report, of where the access was: a fault text that relates the faulting address to the
+    allocation nearest it (`nearest allocation: ... [0xBASE, +SIZE), address is N bytes before|into|past the end
+    of it`) gives the distance from the address it reports the access at, for a store 1 TiB past its buffer and
+    one 1 TiB before it. The user goes looking for an index off by N; a distance measured wrong (the address
+    added to the base instead of subtracted) sends them after one no code computes. A driver whose text names no
+    allocation has nothing here to get wrong."""
+    ptx = PTX_FAR_STORE if where == "past" else PTX_FAR_STORE_BEFORE
+    outcome = far_store_outcomes(device, target, require, ptx)["synchronize"]
+    assert outcome is not None and outcome["type"] == "DriverError", f"a store 1 TiB {where} its buffer: {outcome}"
+    message = outcome["message"]
+    accesses = [int(address, 16) for address in re.findall(r"of \d+ bytes at 0x([0-9a-f]+)", message)]
+    named = NEAREST_ALLOCATION.findall(message)
+    assert not named or len(accesses) == 1, f"the report names an allocation but not the one access: {message}"
+    for base, size, distance, relation in named:
+        base, end, address = int(base, 16), int(base, 16) + int(size), accesses[0]
+        want = {"before": base - address, "into": address - base, "past the end of": address - end}[relation]
+        assert int(distance) == want, (
+            f"the access at {address:#x} is {want} bytes {relation} [{base:#x}, {end:#x}), the report says "
+            f"{distance}: {message}")
+
+
 #: int_edges(out, s): thread 0 stores, as 64-bit words, shifts by amounts at and past the register's width (from
 #: s = 31, so no compiler folds them), bfind of values whose sign bit alone is set, and 16-bit wide products
 PTX_INT_EDGES = """.version 7.5
@@ -3916,3 +3972,141 @@ def test_a_shared_array_only_a_called_function_names_is_apart_from_the_kernels_o
     wrong = np.flatnonzero(got != want)
     assert not wrong.size, (f"{wrong.size} threads wrong, the first {int(wrong[0])}: {int(got[wrong[0]])}, want "
                             f"{int(want[wrong[0]])} (its own word {int(wrong[0])} plus the callee's)")
+
+
+#: negated_floats(out): hexadecimal float immediates after a unary minus (a PTX constant expression), as mov and
+#: add operands: out32 = [-1.0, 1.5, 1.5 - pi], out64 (from byte 16) = [-1.5, 1.0]
+PTX_NEGATED_FLOATS = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry negated_floats(.param .u64 negated_floats_param_0)
+{
+    .reg .f32 %f<4>;
+    .reg .f64 %fd<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [negated_floats_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.f32 %f1, -0f3F800000;
+    st.global.f32 [%rd2], %f1;
+    mov.f32 %f2, -0fBFC00000;
+    st.global.f32 [%rd2+4], %f2;
+    add.f32 %f3, %f2, -0f40490FDB;
+    st.global.f32 [%rd2+8], %f3;
+    mov.f64 %fd1, -0d3FF8000000000000;
+    st.global.f64 [%rd2+16], %fd1;
+    mov.f64 %fd2, -0dBFF0000000000000;
+    st.global.f64 [%rd2+24], %fd2;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-140")
+def test_ptx_negated_hexadecimal_float_immediates(device, stream, require):
+    """A unary minus before a hexadecimal float immediate (`-0f3F800000`, `-0d3FF8000000000000`: a PTX constant
+    expression) negates the float: its sign bit flips and every other bit stays, so a negative one gives a
+    positive float. NVRTC writes the negative float's own bits (0fBF800000) instead, so a reader that flips a
+    bit too many (the lowest, of a mask one off) is found only by hand-written PTX, here."""
+    require("lang.ptx")
+    with device.compile(PTX_NEGATED_FLOATS, "ptx") as module, poisoned(device, stream, 32) as out:
+        stream.launch(module.kernel("negated_floats"), 1, 1, (out,))
+        got32 = read(stream, out, np.uint32, count=3).tolist()
+        got64 = read(stream, out, np.uint64)[2:].tolist()
+    want32 = np.array([-1.0, 1.5, np.float32(1.5) - np.float32(np.pi)], np.float32).view(np.uint32).tolist()
+    want64 = np.array([-1.5, 1.0], np.float64).view(np.uint64).tolist()
+    assert (got32, got64) == (want32, want64), (
+        f"float32 bits {[hex(v) for v in got32]}, want {[hex(v) for v in want32]}; "
+        f"float64 bits {[hex(v) for v in got64]}, want {[hex(v) for v in want64]}")
+
+
+#: the 64-bit comparisons of KERNEL-141, each setting bit i of a thread's word when it holds
+COMPARE64 = [("eq", "s64"), ("ne", "s64"), ("lt", "s64"), ("le", "s64"), ("gt", "s64"), ("ge", "s64"),
+             ("lt", "u64"), ("le", "u64"), ("gt", "u64"), ("ge", "u64")]
+#: compare64(a, b, out): thread t compares a[t] with b[t] (64-bit words) by each of COMPARE64 (`setp`, then
+#: `selp` of the comparison's bit) and stores the sum of the bits that hold as out[t] (32-bit)
+PTX_COMPARE64 = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry compare64(.param .u64 compare64_a, .param .u64 compare64_b, .param .u64 compare64_out)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<10>;
+    ld.param.u64 %rd1, [compare64_a];
+    ld.param.u64 %rd2, [compare64_b];
+    ld.param.u64 %rd3, [compare64_out];
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd4, %r1, 8;
+    add.s64 %rd5, %rd1, %rd4;
+    ld.global.u64 %rd6, [%rd5];
+    add.s64 %rd5, %rd2, %rd4;
+    ld.global.u64 %rd7, [%rd5];
+    mov.u32 %r2, 0;
+""" + "".join(f"""    setp.{op}.{ty} %p1, %rd6, %rd7;
+    selp.u32 %r3, {1 << i}, 0, %p1;
+    add.u32 %r2, %r2, %r3;
+""" for i, (op, ty) in enumerate(COMPARE64)) + """    mul.wide.u32 %rd8, %r1, 4;
+    add.s64 %rd9, %rd3, %rd8;
+    st.global.u32 [%rd9], %r2;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-141")
+def test_ptx_64_bit_comparisons_match_their_definitions(device, stream, require):
+    """setp of 64-bit integers, signed (eq, ne, lt, le, gt, ge) and unsigned (lt, le, gt, ge), for 64 pairs:
+    equal ones, ones that differ only in the sign, only in the high word or only in the low word (the two words
+    ordered opposite ways), and random ones: what CUDA C++'s comparisons of long long and size_t (loop bounds
+    over 64-bit sizes, pointer comparisons) compile to. A driver that mixes up a comparison's operands or its
+    kind gets some pairs right by chance; the conformance kernels compare 32-bit values or against 0."""
+    require("lang.ptx")
+    top, word = 2 ** 63, 2 ** 32
+    pairs = [(0, 0), (5, 5), (-5, -5), (-1, 0), (0, -1), (top - 1, -top), (-top, top - 1), (word, 1), (1, word),
+             (-word, -1), (-1, -word), (word + 1, 2 * word), (3 * word + 7, 3 * word + 6), (-top, -top)]
+    r = rng(141)
+    random = r.integers(-top, top, (64 - len(pairs), 2), dtype=np.int64).tolist()
+    a, b = (np.array(side, np.int64) for side in zip(*pairs, *random))
+
+    def holds(x: int, y: int, op: str, ty: str) -> bool:
+        if ty == "u64":
+            x, y = x % 2 ** 64, y % 2 ** 64
+        return {"eq": x == y, "ne": x != y, "lt": x < y, "le": x <= y, "gt": x > y, "ge": x >= y}[op]
+
+    want = [sum(holds(x, y, op, ty) << i for i, (op, ty) in enumerate(COMPARE64))
+            for x, y in zip(a.tolist(), b.tolist())]
+    with device.compile(PTX_COMPARE64, "ptx") as module, upload(device, stream, a) as ba, \
+            upload(device, stream, b) as bb, poisoned(device, stream, 4 * len(want)) as out:
+        stream.launch(module.kernel("compare64"), 1, len(want), (ba, bb, out))
+        got = read(stream, out, np.uint32).tolist()
+    wrong = [(int(a[t]), int(b[t]), [f"{op}.{ty}" for i, (op, ty) in enumerate(COMPARE64)
+                                     if (got[t] ^ want[t]) >> i & 1]) for t in range(len(want)) if got[t] != want[t]]
+    assert not wrong, f"(a, b, the comparisons that came out wrong) of the first wrong threads: {wrong[:5]}"
+
+
+@pytest.mark.clause("KERNEL-142")
+def test_occupancy_counts_the_shared_memory_of_a_block(device, require):
+    """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel (KERNEL-83's fill7, 32 threads a block, through
+    `Kernel.native`) given the most dynamic shared memory a block may have without opting in
+    (MAX_SHARED_MEMORY_PER_BLOCK) answers at least one block, and no more blocks than the multiprocessor's shared
+    memory (MAX_SHARED_MEMORY_PER_MULTIPROCESSOR) holds at that size. Launch tuners and cooperative launches
+    size grids by the answer; a driver that counts shared memory wrongly (multiplies by a block's bytes
+    instead of dividing) answers the thread limit and promises blocks that cannot all be resident."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    attribute = cu.CUdevice_attribute
+    err_block, per_block = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK,
+                                                   device.native.device)
+    err_sm, per_sm = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+                                             device.native.device)
+    assert not err_block and not err_sm and 0 < per_block <= per_sm, (
+        f"MAX_SHARED_MEMORY_PER_BLOCK {err_block}, {per_block}; _PER_MULTIPROCESSOR {err_sm}, {per_sm}")
+    with device.compile(PTX_SM75, "ptx") as module:
+        kernel = module.kernel("fill7")
+        with context_current(device):
+            err, blocks = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, 32, per_block)
+    assert not err, f"cuOccupancyMaxActiveBlocksPerMultiprocessor with {per_block} bytes of shared memory: {err}"
+    assert 1 <= blocks <= per_sm // per_block, (
+        f"{blocks} blocks of {per_block} bytes of shared memory each on a multiprocessor of {per_sm} bytes")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 
@@ -425,3 +427,57 @@ def test_the_drivers_16_bit_memsets_write_16_bit_values(device, stream):
         start = 64 + 16 * row
         want[start:start + 8] = np.full(4, 0x1234, np.uint16).view(np.uint8)
     assert got.tolist() == want.tolist(), f"after the 16-bit memsets the buffer holds {got.tolist()}"
+
+
+#: MEM-63's child: opens the target's device, fills a 64 KiB buffer with a conformance kernel, copies pageable
+#: memory into it and back (the staging path), and closes the device with the buffer and the kernel's module
+#: never closed; told "leak", it also allocates 512 bytes through the driver's own API in the device's context
+#: first and never frees them. Prints the words it read back.
+LEAK_CHECK_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+target = get(sys.argv[1])
+device = _open(target)
+stream = device.create_stream()
+buf = device.alloc(1 << 16)
+stream.launch(target.compile_kernel(device, "fill_u32"), 128, 128, (buf, np.uint32(7), np.uint32(1 << 14)))
+stream.copy_htod(buf, np.arange(4, dtype=np.uint32))
+out = np.zeros(8, np.uint32)
+stream.copy_dtoh(out, buf)
+stream.synchronize()
+if sys.argv[2:] == ["leak"]:
+    cu = device.native.driver
+    assert not cu.cuCtxPushCurrent(device.native.context)[0]
+    err, _ = cu.cuMemAlloc(512)
+    assert not err, err
+    cu.cuCtxPopCurrent()
+device.close()
+print(json.dumps(out.tolist()))
+"""
+
+
+@pytest.mark.clause("MEM-63")
+def test_closing_a_device_leaves_the_drivers_leak_check_nothing_to_report(device, target):
+    """Closing a device gives back everything the library allocated in the driver for it, the buffers its
+    caller never freed, a module never closed and the staging memory of pageable copies included: the driver's
+    own leak check (where the target has one: the fake libcuda's), asked for, finds nothing when the context
+    ends or the process exits. The driver counts every allocation, where LIFE's resident-memory bounds see only
+    what grows past them. The same program that also leaves 512 bytes it allocated through the driver's own API
+    must fail the check: a check that cannot fail shows nothing."""
+    cuda_driver(device, "its own cuMemAlloc, for the leak the check must find")
+    if not target.leak_check:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a driver leak check (Target.leak_check)")
+    runs = {}
+    for case in ("closed", "leak"):
+        runs[case] = subprocess.run([sys.executable, "-c", LEAK_CHECK_CHILD, target.name, case], capture_output=True,
+                                    text=True, timeout=120,
+                                    env={**os.environ, **target.environment(), **target.leak_check})
+    closed, leak = runs["closed"], runs["leak"]
+    assert closed.returncode == 0, f"closing the device left the driver's leak check something: {closed.stderr[-1500:]}"
+    for run in (closed, leak):  # each ran to its end
+        assert run.stdout.strip().endswith("[0, 1, 2, 3, 7, 7, 7, 7]"), f"{run.stdout[-500:]}; {run.stderr[-1500:]}"
+    assert leak.returncode != 0, (
+        f"the driver's leak check did not find 512 bytes allocated through cuMemAlloc and never freed: the "
+        f"program exited with status {leak.returncode}; {leak.stderr[-1500:]}")

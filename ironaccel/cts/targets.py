@@ -103,6 +103,10 @@ class Target:
     #: the judge counts a run as hardware only when it loaded this driver's and no simulated driver's. Empty:
     #: the driver has no library to tell (its runs never count as hardware).
     library: str = ""
+    #: The environment that turns on this driver's leak check (as compute-sanitizer's ``--leak-check``): memory
+    #: still allocated when a context is destroyed or the process exits makes the process's exit status nonzero.
+    #: Empty: the driver has no such check (MEM-63 is not-supported on it).
+    leak_check: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
