@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -439,3 +440,34 @@ def test_waits_the_signature_refuses_raise_type_error(device, stream):
             pytest.fail(f"{what}: accepted")
     stream.synchronize(None)
     event.synchronize(timeout=5.0)
+
+
+#: STREAM-16's timeout: long enough that a wait giving up early is seen, short against the work it waits for
+PATIENT_TIMEOUT = 0.25
+
+
+@pytest.mark.clause("STREAM-16")
+@pytest.mark.parametrize("waiter", ["Stream.synchronize", "Event.synchronize", "Device.synchronize"])
+def test_synchronize_timeout_waits_out_its_timeout(device, stream, kernels, waiter):
+    """A wait with a timeout raises Timeout only once that timeout has passed: a wait that stops polling with
+    time still left (WebGPU's once less than a second was left) gives up on work that would have finished in
+    time, which STREAM-8's 0.01 s timeout cannot tell from a correct wait. The work runs about four times the
+    timeout and more; a wait that returned (the work done sooner than timed) concludes nothing."""
+    for work in RunningWork.tries(device, stream, kernels, seconds=4 * PATIENT_TIMEOUT, count=2):
+        work.enqueue(stream)
+        ev = stream.record()
+        wait = {"Stream.synchronize": stream.synchronize, "Event.synchronize": ev.synchronize,
+                "Device.synchronize": device.synchronize}[waiter]
+        start = time.monotonic()
+        try:
+            wait(timeout=PATIENT_TIMEOUT)
+        except ia.Timeout:
+            waited = time.monotonic() - start
+        else:
+            continue
+        assert waited >= PATIENT_TIMEOUT - 0.001, \
+            f"{waiter}(timeout={PATIENT_TIMEOUT}) raised Timeout after {waited:.3f} s, before its timeout"
+        wait(timeout=600)  # the work still completes, and the results are right
+        work.check(stream)
+        return
+    pytest.fail(f"{waiter}(timeout={PATIENT_TIMEOUT}) never raised Timeout, however long the work")
