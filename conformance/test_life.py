@@ -821,9 +821,9 @@ def _child_growth(script: str, target, *args: int) -> int:
     return child_json(target, script, *map(str, args), timeout=600)["grown"]
 
 
-#: LIFE-74's churn in a child process (a fresh allocator: what a first try freed would otherwise hide what a re-run
-#: pins): buffers of argv's size, each filled, launched with add_one (unless argv says 0) and freed; prints the
-#: process's growth
+#: LIFE-74's and LIFE-84's churn in a child process (a fresh allocator: what a first try freed would otherwise hide
+#: what a re-run pins): buffers of argv's size, each filled, launched with add_one (compiled in argv's number of
+#: modules, used in turn; 0: unlaunched) and freed; prints the process's growth
 FREED_AFTER_LAUNCH_CHILD = """
 import json, sys
 import numpy as np
@@ -833,19 +833,20 @@ def rss():
     with open("/proc/self/statm", encoding="ascii") as statm:
         return int(statm.read().split()[1]) * 4096
 target = get(sys.argv[1])
-size, rounds, touched, launched = map(int, sys.argv[2:6])
+size, rounds, touched, kernels = map(int, sys.argv[2:6])
 device = _open(target)
 stream = device.create_stream()
-add_one = target.compile_kernel(device, "add_one")
-warm = device.alloc(4096)  # a driver may build the kernel at its first launch (PoCL): not counted
-stream.launch(add_one, 1, 64, (warm, np.uint32(64)))
+add_ones = [target.compile_kernel(device, "add_one") for _ in range(max(kernels, 1))]
+warm = device.alloc(4096)  # a driver may build a kernel at its first launch (PoCL): not counted
+for add_one in add_ones:
+    stream.launch(add_one, 1, 64, (warm, np.uint32(64)))
 device.synchronize()
 before = rss()
 for i in range(rounds):
     buf = device.alloc(size)
     stream.fill(buf, 0, nbytes=touched)
-    if launched:
-        stream.launch(add_one, 1, 64, (buf, np.uint32(64)))
+    if kernels:
+        stream.launch(add_ones[i % kernels], 1, 64, (buf, np.uint32(64)))
     buf.free()
     if i % 4 == 3:
         stream.synchronize()
@@ -863,13 +864,34 @@ def test_freed_buffers_a_kernel_launched_with_give_their_memory_back(device, tar
     together several times what the device holds: no OutOfMemory; on a CPU driver the process grows by at most
     four buffers more than in a child that frees the same buffers unlaunched (a driver's allocator may keep what
     was freed: PoCL's keeps more than a third of them either way)."""
+    _freed_after_launch(device, target, kernels=1)
+
+
+def _freed_after_launch(device, target, kernels: int) -> None:
+    """LIFE-74's and LIFE-84's churn: memory_churn's buffers, each launched with one of ``kernels`` add_one kernels
+    in turn and freed, in a child process (no OutOfMemory); on a CPU driver the child grows by at most four buffers
+    more than a child that frees the same buffers unlaunched."""
     size, rounds, touched = memory_churn(device, target)
 
-    grown = _child_growth(FREED_AFTER_LAUNCH_CHILD, target, size, rounds, touched, 1)
+    grown = _child_growth(FREED_AFTER_LAUNCH_CHILD, target, size, rounds, touched, kernels)
     if target.memory_kind != "device":
         unlaunched = _child_growth(FREED_AFTER_LAUNCH_CHILD, target, size, rounds, touched, 0)
-        assert grown - unlaunched < 4 * size, f"{rounds} freed {size >> 20} MiB buffers that a kernel was launched " \
-            f"with grew the process by {grown >> 20} MiB, {(grown - unlaunched) >> 20} MiB more than unlaunched"
+        assert grown - unlaunched < 4 * size, f"{rounds} freed {size >> 20} MiB buffers that {kernels} kernel(s) " \
+            f"were launched with (in turn) grew the process by {grown >> 20} MiB, " \
+            f"{(grown - unlaunched) >> 20} MiB more than unlaunched"
+
+
+#: LIFE-84's kernels: more than LIFE-74's bound of four buffers, so one pinned buffer a kernel is seen
+KERNELS_LAUNCHED_IN_TURN = 8
+
+
+@pytest.mark.clause("LIFE-84")
+def test_a_freed_buffer_a_kernel_last_launched_with_gives_its_memory_back(device, target):
+    """A backend may remember a kernel's last launch to repeat it cheaply (WebGPU: its dispatch, whose bind group
+    binds the buffers); a freed buffer must go from that too, or every kernel pins the last buffer it ran on for as
+    long as it lives. LIFE-74's one kernel pins one buffer, which its bound of four cannot tell from an allocator's
+    slack: here 8 kernels (add_one compiled 8 times) take the freed buffers in turn."""
+    _freed_after_launch(device, target, kernels=KERNELS_LAUNCHED_IN_TURN)
 
 
 #: LIFE-75's and LIFE-76's devices in a child process (in the suite's process LIFE-76 came out flaky on llvmpipe
