@@ -3581,7 +3581,8 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     zeroed, as numba-cuda does) and shows or raises what they hold: each is a string, empty or text, whether
     the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), a failed
     link says why in the error log, and a successful one, asked for verbose logs (CU_JIT_LOG_VERBOSE), says
-    something in the info log; where that counts the inputs linked, it counts the two added."""
+    something in the info log; where that counts the inputs linked, it counts the two added, and where it states
+    the linked image's size, it is the size cuLinkComplete hands back."""
     require("lang.ptx")
     cu = cuda_driver(device, "cuLinkCreate")
     opt = cu.CUjit_option
@@ -3602,7 +3603,7 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
                 if err:
                     break
             else:
-                err = cu.cuLinkComplete(state)[0]
+                err, _, size = cu.cuLinkComplete(state)
             info_text, error_text = _log_text(info, "info"), _log_text(error, "error")
         finally:
             if state is not None:
@@ -3613,6 +3614,9 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
         counted = re.findall(r"(-?\d+) inputs?\b", info_text)  # "2 inputs", "2 input(s)"
         assert all(int(n) == len(texts) for n in counted), \
             f"the info log of a link of {len(texts)} inputs counts {counted}: {info_text!r}"
+        stated = re.findall(r"\bimage \((-?\d+) bytes\)", info_text)  # "the linked image (N bytes)"
+        assert all(int(n) == size for n in stated), \
+            f"the info log states the image's size as {stated} bytes, cuLinkComplete {size}: {info_text!r}"
     else:
         assert err, "the kernel linked alone, with `triple` defined nowhere"
         assert error_text.strip(), f"the failed link ({err}) left the error log empty"
