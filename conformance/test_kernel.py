@@ -11,7 +11,8 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.cts.spec import conformance_dir
 
-from .helpers import POISON, assert_device_works, ceil_div, poisoned, raises_naming, read, rng, upload
+from .helpers import (POISON, assert_device_works, ceil_div, child_json, poisoned, raises_naming, read, rng,
+                      upload)
 
 BROKEN = {
     "wgsl": "@compute @workgroup_size(1) fn broken() { let x: u32 = undefined_thing; }",
@@ -85,6 +86,50 @@ def test_a_ptx_compile_error_names_its_line(device, kernels, require):
     lines = [int(n) for n in re.findall(r"\bline (-?\d+)", err.log)]
     assert lines and set(lines) == {12}, f"the log names lines {lines}, not line 12 alone: {err.log!r}"
     assert_device_works(device, kernels)
+
+
+#: A PTX module whose line 6 moves an integer literal of 70 decimal digits (10^69, past 2^64) into a register
+PTX_LONG_LITERAL_ON_LINE_6 = """.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry long_literal() {
+    .reg .b32 %r<2>;
+    mov.u32 %r1, 1""" + "0" * 69 + """;
+    ret;
+}
+"""
+
+#: KERNEL-143's child: compiles the module of argv[2] on the target's device, then NOP-like PTX (argv[3]);
+#: prints the first's error class and the lines its log names, and whether the second compiled
+LONG_LITERAL_CHILD = """
+import json, re, sys
+import ironaccel as ia
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+try:
+    device.compile(sys.argv[2], "ptx")
+    outcome = {"error": None, "lines": []}
+except ia.IronAccelError as err:
+    lines = re.findall(r"\\bline (-?\\d+)", getattr(err, "log", ""))
+    outcome = {"error": type(err).__name__, "lines": [int(n) for n in lines]}
+device.compile(sys.argv[3], "ptx")
+print(json.dumps(outcome))
+"""
+
+
+@pytest.mark.clause("KERNEL-143")
+def test_a_ptx_literal_too_long_for_64_bits_is_a_compile_error_naming_its_line(device, target, require):
+    """A generator that prints a constant it should have folded (or a person who typed one digit too many)
+    writes a literal no 64-bit value holds: the load fails with a log naming the literal's line, like any
+    other mistake (KERNEL-96), and the process goes on to load the next module. The literal is longer than
+    any buffer a reader might keep a number in, and a reader's message about it is the code path that runs
+    (a child process runs it: a reader that formats its message wrong may crash)."""
+    require("lang.ptx")
+    outcome = child_json(target, LONG_LITERAL_CHILD, PTX_LONG_LITERAL_ON_LINE_6, NOP_PTX, timeout=120)
+    assert outcome["error"] == "CompileError", f"a 70-digit literal: {outcome}"
+    lines = outcome["lines"]
+    assert lines and set(lines) == {6}, f"the log names lines {lines}, not line 6 alone"
 
 
 #: A PTX module that loads on every device that takes PTX (the suite has no PTX kernel files: CUDA's are CUDA C)

@@ -3581,7 +3581,8 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
     zeroed, as numba-cuda does) and shows or raises what they hold: each is a string, empty or text, whether
     the link succeeds or fails (the kernel alone calls `triple`, which only the library defines), a failed
     link says why in the error log, and a successful one, asked for verbose logs (CU_JIT_LOG_VERBOSE), says
-    something in the info log; where that counts the inputs linked, it counts the two added."""
+    something in the info log; where that counts the inputs linked, it counts the two added, and where it states
+    the linked image's size, it is the size cuLinkComplete hands back."""
     require("lang.ptx")
     cu = cuda_driver(device, "cuLinkCreate")
     opt = cu.CUjit_option
@@ -3602,7 +3603,7 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
                 if err:
                     break
             else:
-                err = cu.cuLinkComplete(state)[0]
+                err, _, size = cu.cuLinkComplete(state)
             info_text, error_text = _log_text(info, "info"), _log_text(error, "error")
         finally:
             if state is not None:
@@ -3613,9 +3614,94 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
         counted = re.findall(r"(-?\d+) inputs?\b", info_text)  # "2 inputs", "2 input(s)"
         assert all(int(n) == len(texts) for n in counted), \
             f"the info log of a link of {len(texts)} inputs counts {counted}: {info_text!r}"
+        stated = re.findall(r"\bimage \((-?\d+) bytes\)", info_text)  # "the linked image (N bytes)"
+        assert all(int(n) == size for n in stated), \
+            f"the info log states the image's size as {stated} bytes, cuLinkComplete {size}: {info_text!r}"
     else:
         assert err, "the kernel linked alone, with `triple` defined nowhere"
         assert error_text.strip(), f"the failed link ({err}) left the error log empty"
+
+
+#: KERNEL-144's fatbins: `scale` (y = 2x + 1) as compute_90 PTX, one compressed with each codec nvcc has, and
+#: the library each codec's decompressor comes in on a Linux system (where a driver loads it rather than
+#: carrying its own), with the other codec's name, which a message about this codec has no reason to name
+COMPRESSED_FATBINS = {"lz4": ("liblz4.so.1", "zstd"), "zstd": ("libzstd.so.1", "lz4")}
+
+#: KERNEL-144's child: loads each fatbin of argv[2:] (cuModuleLoadDataEx with a 4 KiB error log) on the target's
+#: device, its context pushed; prints, for each, the load's CUresult and the error log
+FATBIN_LOAD_CHILD = """
+import json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+cu = device.native.driver
+err, = cu.cuCtxPushCurrent(device.native.context)
+assert not err, err
+opt = cu.CUjit_option
+outcome = {}
+for path in sys.argv[2:]:
+    log = bytearray(4096)
+    with open(path, "rb") as f:
+        image = f.read()
+    err, _ = cu.cuModuleLoadDataEx(image, 2, [opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+                                   [log, len(log)])
+    outcome[path] = [int(err), bytes(log[:log.index(0)]).decode(errors="replace")]
+print(json.dumps(outcome))
+"""
+
+
+def _host_library(stem: str) -> str:
+    """The file of a shared library this process has loaded (libm: Python links it), for KERNEL-144's shadows."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split()[-1]
+            if os.path.basename(path).startswith(stem + ".so"):
+                return os.path.realpath(path)
+    pytest.fail(f"{stem} is not loaded in this process (/proc/self/maps)")
+
+
+@pytest.mark.clause("KERNEL-144")
+def test_a_compressed_fatbin_runs_or_is_refused_naming_its_codec(device, stream, target, tmp_path, require):
+    """nvcc compresses a fatbin's entries (LZ4 by default since CUDA 12.x, zstd when asked), and CuPy's and
+    PyTorch's prebuilt kernels ship so: each codec's fatbin loads (cuModuleLoadData) and its kernel runs. A driver
+    that decompresses with the system's libraries (as the fake libcuda does) cannot where they are missing: run
+    in a child process whose library path shadows liblz4.so.1 and libzstd.so.1 with a library that has neither
+    codec (libm), each fatbin loads, or is refused with CUDA_ERROR_NOT_SUPPORTED and an error log naming the
+    library that codec needs and not the other codec, which is what the user must install."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "cuModuleLoadData")
+    folder = conformance_dir() / "kernels" / "fatbin"
+    paths = {codec: folder / f"scale.{codec}.fatbin" for codec in COMPRESSED_FATBINS}
+    x = np.arange(256, dtype=np.float32)
+    for codec, path in paths.items():
+        with upload(device, stream, x) as px, poisoned(device, stream, x.nbytes) as py:
+            with context_current(device):
+                err, module = cu.cuModuleLoadData(path.read_bytes())
+                assert not err, f"cuModuleLoadData of the {codec}-compressed fatbin: {err}"
+                try:
+                    err, function = cu.cuModuleGetFunction(module, b"scale")
+                    assert not err, f"cuModuleGetFunction: {err}"
+                    err, = cu.cuLaunchKernel(function, 4, 1, 1, 64, 1, 1, 0, stream.native,
+                                             ((py.handle, px.handle, x.size),
+                                              (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)), 0)
+                    assert not err, f"cuLaunchKernel: {err}"
+                finally:
+                    cu.cuCtxSynchronize()  # the kernel has run before its module goes
+                    cu.cuModuleUnload(module)
+            np.testing.assert_array_equal(read(stream, py, np.float32), 2 * x + 1, err_msg=f"{codec}: y = 2x + 1")
+    libm = _host_library("libm")
+    for library, _ in COMPRESSED_FATBINS.values():
+        (tmp_path / library).symlink_to(libm)
+    shadowed = f"{tmp_path}:{os.environ.get('LD_LIBRARY_PATH', '')}".rstrip(":")
+    outcome = child_json(target, FATBIN_LOAD_CHILD, *map(str, paths.values()), timeout=120,
+                         env={"LD_LIBRARY_PATH": shadowed})
+    not_supported = int(cu.CUresult.CUDA_ERROR_NOT_SUPPORTED)
+    for codec, path in paths.items():
+        err, log = outcome[str(path)]
+        library, other = COMPRESSED_FATBINS[codec]
+        if err:
+            assert err == not_supported and library in log and other not in log.lower(), \
+                f"the {codec}-compressed fatbin, {library} shadowed: CUresult {err}, log {log!r}"
 
 
 #: the register cap KERNEL-131 gives the JIT, and the values its kernel holds at once (more than the cap)
