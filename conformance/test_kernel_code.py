@@ -4196,3 +4196,187 @@ def test_occupancy_counts_the_shared_memory_of_a_block(device, require):
     assert not err, f"cuOccupancyMaxActiveBlocksPerMultiprocessor with {per_block} bytes of shared memory: {err}"
     assert 1 <= blocks <= per_sm // per_block, (
         f"{blocks} blocks of {per_block} bytes of shared memory each on a multiprocessor of {per_sm} bytes")
+
+
+#: a module whose dynamic (.extern) shared array comes first, used by two kernels of 64 threads: each thread
+#: stores its index + 1 to dyn's word t and, after a barrier, writes word t ^ 63 to out[t]; dynamic_and_static
+#: also stores 1000 + t to word 960 + t of its 4 KiB static array (the end nearest the dynamic memory) and
+#: writes word 960 + (t ^ 63) to out[64 + t]
+PTX_DYNAMIC_BESIDE_STATIC = """.version 7.5
+.target sm_75
+.address_size 64
+
+.extern .shared .align 16 .b8 dyn[];
+
+.visible .entry dynamic_only(.param .u64 dynamic_only_param_0)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [dynamic_only_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, dyn;
+    shl.b32 %r3, %r1, 2;
+    add.s32 %r4, %r2, %r3;
+    add.s32 %r5, %r1, 1;
+    st.shared.u32 [%r4], %r5;
+    bar.sync 0;
+    xor.b32 %r6, %r1, 63;
+    shl.b32 %r6, %r6, 2;
+    add.s32 %r6, %r2, %r6;
+    ld.shared.u32 %r7, [%r6];
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r7;
+    ret;
+}
+
+.visible .entry dynamic_and_static(.param .u64 dynamic_and_static_param_0)
+{
+    .shared .align 16 .b8 big[4096];
+    .reg .b32 %r<12>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [dynamic_and_static_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mov.u32 %r2, dyn;
+    mov.u32 %r8, big;
+    shl.b32 %r3, %r1, 2;
+    add.s32 %r4, %r2, %r3;
+    add.s32 %r5, %r1, 1;
+    st.shared.u32 [%r4], %r5;
+    add.s32 %r9, %r8, %r3;
+    add.s32 %r10, %r1, 1000;
+    st.shared.u32 [%r9+3840], %r10;
+    bar.sync 0;
+    xor.b32 %r6, %r1, 63;
+    shl.b32 %r6, %r6, 2;
+    add.s32 %r11, %r8, %r6;
+    add.s32 %r6, %r2, %r6;
+    ld.shared.u32 %r7, [%r6];
+    ld.shared.u32 %r10, [%r11+3840];
+    mul.wide.u32 %rd3, %r1, 4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u32 [%rd4], %r7;
+    st.global.u32 [%rd4+256], %r10;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-145")
+def test_every_kernel_has_all_its_dynamic_shared_memory_beside_another_kernels_static(device, stream, require):
+    """A kernel's dynamic shared memory (the `.extern .shared` array) is as many bytes as its launch asks for,
+    after that kernel's own static variables: here 256 bytes for 64 threads, in a module where another kernel
+    naming the same array has 4 KiB of static shared memory. A PTX reader that places the dynamic array after
+    the largest static memory of any kernel naming it must give each such kernel that much static memory;
+    one that misses the first variable of the module does not, and the smaller kernel's stores to its
+    dynamic memory land past the end of its block's shared memory (the launch faults)."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "cuLaunchKernel with dynamic shared memory")
+    flipped = [(t ^ 63) for t in range(64)]
+    with device.compile(PTX_DYNAMIC_BESIDE_STATIC, "ptx") as module:
+        for name, want in (("dynamic_only", [t + 1 for t in flipped]),
+                           ("dynamic_and_static", [t + 1 for t in flipped] + [1000 + t for t in flipped])):
+            with poisoned(device, stream, 512) as out:
+                with context_current(device):
+                    err, = cu.cuLaunchKernel(module.kernel(name).native, 1, 1, 1, 64, 1, 1, 256, stream.native,
+                                             ((out.handle,), (ctypes.c_void_p,)), 0)
+                assert not err, f"cuLaunchKernel of {name} with 256 bytes of dynamic shared memory: {err}"
+                got = read(stream, out, np.uint32).tolist()[:len(want)]
+            assert got == want, f"{name}: [dynamic word t ^ 63] (+ [static word 960 + (t ^ 63)]): {got}"
+
+
+#: last_byte(edge, out) loads the byte one past a 7-byte buffer's end (edge + 7) with ld.global.u8,
+#: last_word and last_word_signed the aligned word at edge + 4 (bytes 4 to 7) with ld.global.u32 and .s32;
+#: each stores what it loaded to out[0]
+PTX_EDGE_LOADS = """.version 7.5
+.target sm_75
+.address_size 64
+""" + "".join(f"""
+.visible .entry {name}(.param .u64 {name}_param_0, .param .u64 {name}_param_1)
+{{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [{name}_param_0];
+    ld.param.u64 %rd2, [{name}_param_1];
+    cvta.to.global.u64 %rd3, %rd1;
+    cvta.to.global.u64 %rd4, %rd2;
+    ld.global.{ty} %r1, [%rd3+{offset}];
+    st.global.u32 [%rd4], %r1;
+    ret;
+}}
+""" for name, ty, offset in (("last_byte", "u8", 7), ("last_word", "u32", 4), ("last_word_signed", "s32", 4)))
+
+#: the child of KERNEL-146: opens the target's device, copies bytes 1..7 into a 7-byte buffer, runs kernel
+#: argv[3] of the PTX argv[2] on it (one thread) and prints how the wait ended (None: it raised nothing) and
+#: the word the kernel stored
+EDGE_LOAD_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+edge, out = device.alloc(7), device.alloc(4)
+stream.copy_htod(edge, np.arange(1, 8, dtype=np.uint8))
+stream.fill(out, 0)
+stream.launch(device.compile(sys.argv[2], "ptx").kernel(sys.argv[3]), 1, 1, (edge, out))
+try:
+    stream.synchronize()
+    word = np.zeros(1, np.uint32)
+    stream.copy_dtoh(word, out)
+    print(json.dumps({"fault": None, "word": int(word[0])}))
+except Exception as exc:
+    print(json.dumps({"fault": {"type": type(exc).__name__, "message": str(exc)}, "word": None}))
+"""
+
+
+@pytest.mark.clause("KERNEL-146")
+def test_a_load_faults_by_every_byte_it_touches(device, target, require):
+    """Whether a load faults depends on every byte it touches: the word at bytes 4 to 7 of a 7-byte buffer
+    (`ld.global.u32`, `.s32`) includes the byte one past the end, so it faults exactly when a byte load of that
+    byte does. Hardware maps memory in pages, so none of them faults there (the H200's driver); a memory check
+    that reports the byte load (the fake libcuda's, compute-sanitizer) must report the word loads too, or a
+    kernel that reads one element past a buffer in words goes unseen. A completed word load has the buffer's
+    bytes 4 to 6 in its low three bytes. The context may be lost, so each load runs in its own child process."""
+    require("lang.ptx")
+    cuda_driver(device, "its fault codes")
+    got = {name: child_json(target, EDGE_LOAD_CHILD, PTX_EDGE_LOADS, name)
+           for name in ("last_byte", "last_word", "last_word_signed")}
+    faulted = {name: outcome["fault"] is not None for name, outcome in got.items()}
+    assert len(set(faulted.values())) == 1, f"some loads of byte 7 of a 7-byte buffer faulted, some not: {faulted}"
+    for name, outcome in got.items():
+        if outcome["fault"] is not None:
+            assert outcome["fault"]["type"] == "DriverError", outcome
+            assert "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["fault"]["message"], outcome
+        elif name != "last_byte":
+            assert outcome["word"] & 0xFFFFFF == 0x070605, f"{name} loaded {outcome['word']:#x}: bytes 4..6 are 5, 6, 7"
+
+
+@pytest.mark.clause("KERNEL-147")
+@pytest.mark.parametrize("block", [32, 64])
+def test_occupancy_without_shared_memory_is_the_multiprocessors_block_limit(device, require, block):
+    """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel without shared memory (KERNEL-83's fill7, a few
+    registers) for small blocks answers what the multiprocessor's limits allow: MAX_BLOCKS_PER_MULTIPROCESSOR
+    blocks, or fewer where MAX_THREADS_PER_MULTIPROCESSOR holds fewer such blocks. Launch tuners size grids by the
+    answer; a driver that counts a kernel with no shared memory as one limited by it, by a block less than the
+    hardware's limit, leaves a multiprocessor's last block slot idle in every grid sized so."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+    attribute = cu.CUdevice_attribute
+    err_blocks, max_blocks = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR,
+                                                     device.native.device)
+    err_threads, max_threads = cu.cuDeviceGetAttribute(
+        attribute.CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, device.native.device)
+    assert not err_blocks and not err_threads and max_blocks > 0 and max_threads >= block, (
+        f"MAX_BLOCKS_PER_MULTIPROCESSOR {err_blocks}, {max_blocks}; MAX_THREADS_PER_MULTIPROCESSOR {err_threads}, "
+        f"{max_threads}")
+    with device.compile(PTX_SM75, "ptx") as module:
+        kernel = module.kernel("fill7")
+        with context_current(device):
+            err, blocks = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, block, 0)
+    assert not err, f"cuOccupancyMaxActiveBlocksPerMultiprocessor of blocks of {block} threads: {err}"
+    assert blocks == min(max_blocks, max_threads // block), (
+        f"{blocks} blocks of {block} threads without shared memory; the multiprocessor runs {max_blocks} blocks and "
+        f"{max_threads} threads")
