@@ -4336,7 +4336,7 @@ except Exception as exc:
 def test_a_load_faults_by_every_byte_it_touches(device, target, require):
     """Whether a load faults depends on every byte it touches: the word at bytes 4 to 7 of a 7-byte buffer
     (`ld.global.u32`, `.s32`) includes the byte one past the end, so it faults exactly when a byte load of that
-    byte does. Hardware maps memory in pages, so none of them faults there (the H200's driver); a memory check
+    byte does. Hardware maps memory in pages, so none of them is expected to fault there (not yet run on one); a memory check
     that reports the byte load (the fake libcuda's, compute-sanitizer) must report the word loads too, or a
     kernel that reads one element past a buffer in words goes unseen. A completed word load has the buffer's
     bytes 4 to 6 in its low three bytes. The context may be lost, so each load runs in its own child process."""
@@ -4380,3 +4380,93 @@ def test_occupancy_without_shared_memory_is_the_multiprocessors_block_limit(devi
     assert blocks == min(max_blocks, max_threads // block), (
         f"{blocks} blocks of {block} threads without shared memory; the multiprocessor runs {max_blocks} blocks and "
         f"{max_threads} threads")
+
+
+#: spin_while_set(flag): one thread loads the word at flag until it reads 0 (a volatile load each time, so no
+#: compiler folds the loop); with a flag that stays set it runs until something ends the launch
+PTX_SPIN = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry spin_while_set(.param .u64 spin_while_set_param_0)
+{
+    .reg .pred %p<2>;
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [spin_while_set_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+$L_spin:
+    ld.volatile.global.u32 %r1, [%rd2];
+    setp.ne.s32 %p1, %r1, 0;
+    @%p1 bra $L_spin;
+    ret;
+}
+"""
+
+#: the child of KERNEL-148: prints the device's KERNEL_EXEC_TIMEOUT and, given "run", whether a short kernel's
+#: result read back right, how spin_while_set (of the PTX argv[2]) over a set flag ended (None: it raised
+#: nothing) and how long after its launch
+KERNEL_TIME_LIMIT_CHILD = """
+import json, sys, time
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+target = get(sys.argv[1])
+device = _open(target)
+cu = device.native.driver
+err, limited = cu.cuDeviceGetAttribute(cu.CUdevice_attribute.CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT,
+                                       device.native.device)
+assert not err, f"cuDeviceGetAttribute(KERNEL_EXEC_TIMEOUT): {err}"
+report = {"limited": limited}
+if sys.argv[3:] == ["run"]:
+    stream = device.create_stream()
+    buf, flag = device.alloc(1 << 16), device.alloc(4)
+    stream.launch(target.compile_kernel(device, "fill_u32"), 128, 128, (buf, np.uint32(7), np.uint32(1 << 14)))
+    words = np.zeros(1 << 14, np.uint32)
+    stream.copy_dtoh(words, buf)
+    stream.fill(flag, 1)
+    stream.synchronize()
+    report["short"] = bool((words == 7).all())
+    spin = device.compile(sys.argv[2], "ptx").kernel("spin_while_set")
+    start = time.monotonic()
+    stream.launch(spin, 1, 1, (flag,))
+    try:
+        stream.synchronize()
+        report["spin"] = None
+    except Exception as exc:
+        report["spin"] = {"type": type(exc).__name__, "message": str(exc)}
+    report["seconds"] = time.monotonic() - start
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.clause("KERNEL-148")
+def test_a_kernel_past_the_drivers_time_limit_ends_with_launch_timeout(device, target, require):
+    """A driver that limits a kernel's run time (a display GPU's watchdog; the fake libcuda's, set by
+    `Target.kernel_time_limit`) says so by KERNEL_EXEC_TIMEOUT, lets a short kernel finish, and ends one that runs
+    past the limit with CUDA_ERROR_LAUNCH_TIMEOUT no sooner than the limit: a limit measured from the wrong time
+    ends every kernel (or none), and one the attribute hides lets tuners plan work that runs into it. In child
+    processes (the timeout loses the context), one with the limit set to 1 s and one without it."""
+    require("lang.ptx")
+    cuda_driver(device, "KERNEL_EXEC_TIMEOUT and CUDA_ERROR_LAUNCH_TIMEOUT")
+    if not target.kernel_time_limit:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a settable limit on a kernel's run time (Target.kernel_time_limit)")
+    unset = {k: v for k, v in os.environ.items() if k != target.kernel_time_limit}
+    got = {}
+    for case, limit in (("without", {}), ("with", {target.kernel_time_limit: "1"})):
+        args = [sys.executable, "-c", KERNEL_TIME_LIMIT_CHILD, target.name, PTX_SPIN] + (["run"] if limit else [])
+        try:
+            proc = subprocess.run(args, capture_output=True, text=True, timeout=30,
+                                  env={**unset, **target.environment(), **limit})
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a kernel that spins forever still ran 30 s after its launch {case} a 1 s limit")
+        assert proc.returncode == 0, f"the child {case} the limit exited with status {proc.returncode}: {proc.stderr[-1500:]}"
+        got[case] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["without"]["limited"] == 0, f"KERNEL_EXEC_TIMEOUT is {got['without']['limited']} with no limit set"
+    run = got["with"]
+    assert run["limited"] == 1, f"KERNEL_EXEC_TIMEOUT is {run['limited']} with a 1 s limit set"
+    assert run["short"], "a short kernel (fill_u32 over 64 KiB) did not write its result under a 1 s limit"
+    assert run["spin"] is not None and run["spin"]["type"] == "DriverError" and (
+        "CUDA_ERROR_LAUNCH_TIMEOUT" in run["spin"]["message"]), (
+        f"a kernel spinning past a 1 s limit ended with {run['spin']}, not DriverError naming CUDA_ERROR_LAUNCH_TIMEOUT")
+    assert run["seconds"] >= 1.0, f"a kernel under a 1 s limit was ended {run['seconds']:.3f} s after its launch"

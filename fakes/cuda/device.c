@@ -95,7 +95,8 @@ static int attribute_value(int attr, int *known) {
     case 14: return 512;
     case 15: return 1;
     case 16: return g_block_threads; /* one "multiprocessor" per host thread running blocks */
-    case 17: case 18: return 0;
+    case 17: return watchdog_armed(); /* KERNEL_EXEC_TIMEOUT: whether kernels have a run-time limit */
+    case 18: return 0;
     case 19: return 1;
     case 20: return 0;
     case 21: case 22: return 131072; /* texture and array extents: 1-D, 2-D width (arrays.c) */

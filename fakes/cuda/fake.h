@@ -417,6 +417,7 @@ typedef struct LaunchSpec {
 uint64_t interp_block_bytes(const PtxModule *m, const PtxFunction *kernel, uint64_t n);
 /* Runs a whole grid in ctx; returns CUDA_SUCCESS or the error that ended it (with a report in report). */
 CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_t report_len);
+int watchdog_armed(void); /* interp.c: IRONACCEL_FAKE_WATCHDOG_S or _INSTRUCTIONS limits a launch */
 
 /* ---- mbarriers (mbarrier.c): the 64-bit barrier objects of PTX's mbarrier instructions, in shared memory ---- */
 #define MB_HAS_COUNT 0x1   /* Inst.flags of an arrive: the count operand is given (else 1) */

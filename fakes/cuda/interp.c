@@ -359,6 +359,12 @@ static void watchdog_from_env(Watchdog *W) {
     }
 }
 
+int watchdog_armed(void) {
+    Watchdog W = {0};
+    watchdog_from_env(&W);
+    return W.seconds > 0 || W.budget > 0;
+}
+
 CUresult interp_launch(Context *ctx, const LaunchSpec *spec, char *report, size_t report_len) {
     const PtxModule *m = spec->fn->module->ptx;
     Grid G = {0};

@@ -107,6 +107,10 @@ class Target:
     #: still allocated when a context is destroyed or the process exits makes the process's exit status nonzero.
     #: Empty: the driver has no such check (MEM-63 is not-supported on it).
     leak_check: Mapping[str, str] = field(default_factory=dict)
+    #: The environment variable that sets this driver's limit on a kernel's run time, in seconds (a display
+    #: GPU's watchdog; the fake libcuda's ``IRONACCEL_FAKE_WATCHDOG_S``): KERNEL-148 sets it in a child process.
+    #: Empty: the limit cannot be set (KERNEL-148 is not-supported on it).
+    kernel_time_limit: str = ""
 
     @property
     def name(self) -> str:

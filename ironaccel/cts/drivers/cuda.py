@@ -77,7 +77,8 @@ def drivers() -> list[Target]:
         # the fake's memory is its own: a limit (16 GiB, IRONACCEL_FAKE_CUDA_MEMORY) it enforces like a GPU
         Target("cuda", "fake", True, {"IRONACCEL_CUDA_DRIVER": "fake"}, _is_fake, _fake_requirements, kernels,
                native_op=native_op, memory="device", sources=_fake_sources(), build_hash=_fake_build_hash,
-               library=r"/fakecuda/[^/]+/libcuda\.so", leak_check={"IRONACCEL_FAKE_CUDA_LEAKS": "error"}),
+               library=r"/fakecuda/[^/]+/libcuda\.so", leak_check={"IRONACCEL_FAKE_CUDA_LEAKS": "error"},
+               kernel_time_limit="IRONACCEL_FAKE_WATCHDOG_S"),
         Target("cuda", "nvidia", False, {"IRONACCEL_CUDA_DRIVER": "nvidia"}, _is_nvidia, _nvidia_requirements, kernels,
                native_op=native_op, library=r"/libcuda\.so"),  # the fake's name too: the judge tells them apart
     ]
