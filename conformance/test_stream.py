@@ -471,3 +471,33 @@ def test_synchronize_timeout_waits_out_its_timeout(device, stream, kernels, wait
         work.check(stream)
         return
     pytest.fail(f"{waiter}(timeout={PATIENT_TIMEOUT}) never raised Timeout, however long the work")
+
+
+@pytest.mark.clause("STREAM-17")
+@pytest.mark.parametrize("early_on", ["the same stream", "another stream"])
+def test_an_earlier_event_seen_complete_completes_nothing_after_it(device, stream, kernels, early_on):
+    """An event recorded before running work, polled with query() until True (no wait called), says nothing of
+    an event recorded behind that work: the later one still answers False. A backend that counts its points
+    in one sequence and, on seeing a point complete, marks everything submitted so far complete (instead of
+    up to that point) answers True for the later event while its work still runs."""
+    here = stream if early_on == "the same stream" else device.create_stream()
+    with device.alloc(4) as marker:
+        for work in RunningWork.tries(device, stream, kernels):
+            stream.synchronize()
+            here.synchronize()
+            here.fill(marker, 1)  # work of its own before the early event: its own point (not the last one waited for)
+            early = here.record()
+            work.enqueue(stream)
+            late = stream.record()
+            while not early.query():  # nothing before it still runs: it completes without the work
+                time.sleep(1e-4)
+            answer = late.query()
+            in_time = work.looked_in_time()
+            late.synchronize()
+            assert late.query(), "an event waited for answers query() False"
+            work.check(stream)
+            if in_time:
+                assert answer is False, ("an event recorded behind running work answered query() True once an "
+                                         "event recorded before the work had")
+                return
+    pytest.fail("the host never queried the later event within a third of the work's time, however long the work")
