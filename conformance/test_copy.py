@@ -574,6 +574,33 @@ def test_an_idle_streams_small_copies_do_not_wait_for_another_streams_work(devic
                     f"another stream's work had run, however long the work: they waited for that stream")
 
 
+PINNED_REUSED = 64 << 20  # COPY-76: a DMA of it takes a millisecond or more, a page's overwrite microseconds
+OVERWRITE_STRIDE = 4 << 20  # COPY-76: one page overwritten in every 4 MiB, head to tail, at once
+
+
+@pytest.mark.clause("COPY-76")
+def test_a_page_locked_source_of_an_idle_stream_is_reusable_on_return(device, stream):
+    """CUDA: an idle stream's copy_htod of a page-locked array is the one the driver may DMA straight from the
+    array, asynchronously; the call must wait for that DMA before it returns (COPY-4). A page in every 4 MiB,
+    overwritten the moment it returns, lands as it was at the call: a copy still running then reads at least
+    the last of them (a DMA front to back) or the first (back to front). Three rounds, each on an idle stream."""
+    cuda_driver(device, "cuMemHostAlloc")
+    n = PINNED_REUSED
+    expect = random_bytes(n, seed=76)
+    with page_locked(device, stream, n) as host, poisoned(device, stream, n) as buf:
+        pages = host.reshape(-1, OVERWRITE_STRIDE)[:, :4096]
+        flipped = ~expect.reshape(-1, OVERWRITE_STRIDE)[:, :4096]  # every byte differs from what the call saw
+        for _ in range(3):
+            host[:] = expect
+            stream.synchronize()  # idle: nothing queued before the copy
+            stream.copy_htod(buf, host)
+            pages[:] = flipped  # COPY-4: the source may be reused once the call returns
+            got = read(stream, buf)
+            wrong = np.flatnonzero(got != expect)
+            assert not wrong.size, (f"copy_htod of {n >> 20} MiB of page-locked memory on an idle stream read the "
+                                    f"array after it returned: {wrong.size} bytes differ, the first at {wrong[0]}")
+
+
 #: ops on a pooled buffer of 1000 bytes (its block is 1 KiB), each at or past its end: (op, what the error
 #: names, the call on (stream, pooled, plain)); a check against the block's size accepts all but the last two
 POOLED_PAST_END = {

@@ -2796,6 +2796,63 @@ def test_each_call_after_a_lost_context_names_the_driver_call_that_refused_it(de
     assert not wrong, f"want each a DriverError naming {REFUSED_AFTER_FAULT}, got: {wrong}"
 
 
+#: the child of COPY-77: opens the target's device, runs each copy and fill below once (their paths warm: the compiled
+#: one for an ndarray, Python's for bytes), faults far_store (PTX argv[2]) on the first buffer and waits; then runs
+#: each again on the same stream and prints how each ended (None: it raised nothing)
+COPIES_AFTER_FAULT_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+buf, other = device.alloc(4096), device.alloc(4096)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+steps = {
+    "fill": lambda: stream.fill(buf, 1),
+    "fill of a range": lambda: stream.fill(buf, 2, offset=4, nbytes=8),
+    "copy_dtod": lambda: stream.copy_dtod(other, buf, 16),
+    "copy_htod_deferred": lambda: stream.copy_htod_deferred(buf, np.ones(16, np.uint8)),
+    "copy_htod_deferred of bytes": lambda: stream.copy_htod_deferred(buf, bytes(16)),
+}
+for call in steps.values():
+    call()
+stream.synchronize()
+stream.launch(far_store, 1, 1, (buf,))
+outcomes = {}
+for name, call in [("synchronize", stream.synchronize), *steps.items()]:
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+print(json.dumps(outcomes))
+"""
+
+#: COPY-77's steps after the fault -> the driver call that refuses each
+COPIES_REFUSED_AFTER_FAULT = {
+    "fill": "cuMemsetD8Async", "fill of a range": "cuMemsetD8Async", "copy_dtod": "cuMemcpyDtoDAsync",
+    "copy_htod_deferred": "cuMemcpyHtoDAsync", "copy_htod_deferred of bytes": "cuMemcpyHtoDAsync"}
+
+
+@pytest.mark.clause("COPY-77")
+def test_fills_and_copies_after_a_lost_context_name_the_driver_call_that_refused_them(device, target, require):
+    """ERR-59 for the copies and fills it leaves out: once a fault has lost the context, `fill` (whole and a
+    range), `copy_dtod` and `copy_htod_deferred` (an ndarray and bytes) on the faulting stream, each warm, are
+    refused by the driver, and each DriverError names the call refused (ERR-4). A fill or copy whose status is
+    dropped returns as though its work were queued: the caller learns of the fault only at the next wait, from
+    a call that did not fail."""
+    require("lang.ptx")
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, COPIES_AFTER_FAULT_CHILD, PTX_FAR_STORE)
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    wrong = {step: outcomes[step] for step, call in COPIES_REFUSED_AFTER_FAULT.items()
+             if outcomes[step] is None or outcomes[step]["type"] != "DriverError" or outcomes[step]["op"] != call}
+    assert not wrong, f"want each a DriverError naming {COPIES_REFUSED_AFTER_FAULT}, got: {wrong}"
+
+
 @pytest.mark.clause("KERNEL-130")
 def test_occupancy_answers_for_every_block_size(device, require):
     """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel (KERNEL-83's fill7, through Kernel.native) answers
