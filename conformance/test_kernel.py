@@ -894,6 +894,31 @@ def test_a_freed_pooled_buffer_is_refused_by_warm_launches(device, stream, kerne
     assert_device_works(device, kernels)
 
 
+@pytest.mark.clause("KERNEL-150", "ERR-1")
+def test_a_freed_buffer_is_refused_by_warm_launches(device, stream, kernels):
+    """KERNEL-127 for a plain Buffer: one launched with (by Stream.launch and by a prepared plan, twice each: a
+    compiled path remembers the launches), then freed: the next launch with it raises UseAfterFree naming
+    Stream.launch, by either way, and nothing runs. A warm launch that packs the freed buffer's old address
+    writes memory the buffer no longer owns (on a GPU, an illegal address that loses the context, or another
+    allocation's bytes)."""
+    fill = kernels("fill_u32")  # (out: u32[], value: u32, n: u32)
+    plan = fill.prepare(1, 16)
+    with poisoned(device, stream, 64) as out:
+        for way, launch in (("Stream.launch", lambda b, v: stream.launch(fill, 1, 16, (b, v, np.uint32(16)))),
+                            ("a prepared plan", lambda b, v: plan(stream, b, v, np.uint32(16)))):
+            buf = device.alloc(64)
+            for _ in range(2):
+                launch(buf, np.uint32(1))
+            stream.synchronize()
+            buf.free()
+            with pytest.raises(ia.UseAfterFree, match=r"^Stream\.launch: "):
+                launch(buf, np.uint32(2))
+                pytest.fail(f"{way}: a launch with a freed buffer was accepted")
+            launch(out, np.uint32(3))  # the way still launches
+            assert (read(stream, out, np.uint32) == 3).all(), f"{way}: a good launch after the refused one"
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("KERNEL-149", "ERR-1")
 def test_a_launch_refuses_a_narrower_scalar_where_a_64_bit_one_is_declared(device, stream, kernels, require):
     """A scalar argument binds only to a parameter of its own width: a float32 where daxpy declares its float64
