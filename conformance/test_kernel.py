@@ -814,6 +814,23 @@ def test_float32_scalars_reach_the_kernel_bit_for_bit(device, stream, kernels):
                 assert got == bits, f"the float32 scalar with bits {bits:#010x} reached the kernel as {got:#010x}"
 
 
+@pytest.mark.clause("KERNEL-151")
+def test_a_float32_scalar_equal_in_value_to_the_last_launchs_reaches_the_kernel_bit_for_bit(device, stream, kernels):
+    """KERNEL-89 for a launch that follows one with the same buffers and a float32 equal in value but of other
+    bits: 0.0 after -0.0 and -0.0 after 0.0 (equal as numbers), and the quiet NaNs of either sign (each unequal
+    to itself). A backend that remembers a launch's bindings keyed by its scalars' values, not their bytes,
+    replays the last launch's zero: the sign a caller set (a -0.0 bias, a sign mask) is lost."""
+    pack = kernels("pack_args")
+    with poisoned(device, stream, 16) as out_u, poisoned(device, stream, 8) as out_f:
+        for bits in (0x00000000, 0x80000000, 0x00000000, 0x7FC00000, 0xFFC00000):
+            for _ in range(2):  # the second launch takes a cached path
+                stream.launch(pack, 1, 1, (out_u, np.uint32(1), np.uint32(bits).view(np.float32), np.int32(2), out_f,
+                                           np.uint32(3)))
+                got = read(stream, out_f, np.uint32)[0]
+                assert got == bits, f"the float32 scalar with bits {bits:#010x}, launched after the same kernel " \
+                    f"with the same buffers, reached the kernel as {got:#010x}"
+
+
 @pytest.mark.clause("KERNEL-125")
 def test_launches_the_signature_refuses_raise_type_error_and_run_nothing(device, stream, kernels):
     """Stream.launch(kernel, grid, block, args=()) called as its signature refuses: block missing, an argument
