@@ -814,6 +814,23 @@ def test_float32_scalars_reach_the_kernel_bit_for_bit(device, stream, kernels):
                 assert got == bits, f"the float32 scalar with bits {bits:#010x} reached the kernel as {got:#010x}"
 
 
+@pytest.mark.clause("KERNEL-151")
+def test_a_float32_scalar_equal_in_value_to_the_last_launchs_reaches_the_kernel_bit_for_bit(device, stream, kernels):
+    """KERNEL-89 for a launch that follows one with the same buffers and a float32 equal in value but of other
+    bits: 0.0 after -0.0 and -0.0 after 0.0 (equal as numbers), and the quiet NaNs of either sign (each unequal
+    to itself). A backend that remembers a launch's bindings keyed by its scalars' values, not their bytes,
+    replays the last launch's zero: the sign a caller set (a -0.0 bias, a sign mask) is lost."""
+    pack = kernels("pack_args")
+    with poisoned(device, stream, 16) as out_u, poisoned(device, stream, 8) as out_f:
+        for bits in (0x00000000, 0x80000000, 0x00000000, 0x7FC00000, 0xFFC00000):
+            for _ in range(2):  # the second launch takes a cached path
+                stream.launch(pack, 1, 1, (out_u, np.uint32(1), np.uint32(bits).view(np.float32), np.int32(2), out_f,
+                                           np.uint32(3)))
+                got = read(stream, out_f, np.uint32)[0]
+                assert got == bits, f"the float32 scalar with bits {bits:#010x}, launched after the same kernel " \
+                    f"with the same buffers, reached the kernel as {got:#010x}"
+
+
 @pytest.mark.clause("KERNEL-125")
 def test_launches_the_signature_refuses_raise_type_error_and_run_nothing(device, stream, kernels):
     """Stream.launch(kernel, grid, block, args=()) called as its signature refuses: block missing, an argument
@@ -891,6 +908,31 @@ def test_a_freed_pooled_buffer_is_refused_by_warm_launches(device, stream, kerne
                 assert (read(stream, out, np.uint32) == 3).all(), f"{way}: a good launch after the refused one"
     finally:
         pool.close()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-150", "ERR-1")
+def test_a_freed_buffer_is_refused_by_warm_launches(device, stream, kernels):
+    """KERNEL-127 for a plain Buffer: one launched with (by Stream.launch and by a prepared plan, twice each: a
+    compiled path remembers the launches), then freed: the next launch with it raises UseAfterFree naming
+    Stream.launch, by either way, and nothing runs. A warm launch that packs the freed buffer's old address
+    writes memory the buffer no longer owns (on a GPU, an illegal address that loses the context, or another
+    allocation's bytes)."""
+    fill = kernels("fill_u32")  # (out: u32[], value: u32, n: u32)
+    plan = fill.prepare(1, 16)
+    with poisoned(device, stream, 64) as out:
+        for way, launch in (("Stream.launch", lambda b, v: stream.launch(fill, 1, 16, (b, v, np.uint32(16)))),
+                            ("a prepared plan", lambda b, v: plan(stream, b, v, np.uint32(16)))):
+            buf = device.alloc(64)
+            for _ in range(2):
+                launch(buf, np.uint32(1))
+            stream.synchronize()
+            buf.free()
+            with pytest.raises(ia.UseAfterFree, match=r"^Stream\.launch: "):
+                launch(buf, np.uint32(2))
+                pytest.fail(f"{way}: a launch with a freed buffer was accepted")
+            launch(out, np.uint32(3))  # the way still launches
+            assert (read(stream, out, np.uint32) == 3).all(), f"{way}: a good launch after the refused one"
     assert_device_works(device, kernels)
 
 

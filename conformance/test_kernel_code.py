@@ -2853,6 +2853,63 @@ def test_fills_and_copies_after_a_lost_context_name_the_driver_call_that_refused
     assert not wrong, f"want each a DriverError naming {COPIES_REFUSED_AFTER_FAULT}, got: {wrong}"
 
 
+#: the child of ERR-60: opens the target's device and two streams, records an event on the first and waits for it
+#: (kept), faults far_store (PTX argv[2]) on that stream and waits; then runs each wait below and prints how each
+#: ended (None: it raised nothing)
+WAITS_AFTER_FAULT_CHILD = """
+import json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream, other = device.create_stream(), device.create_stream()
+buf = device.alloc(4096)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+kept = stream.record()
+other.wait(kept)
+kept.synchronize(timeout=5.0)
+stream.synchronize(timeout=5.0)
+device.synchronize()
+stream.launch(far_store, 1, 1, (buf,))
+outcomes = {}
+for name, call in [("synchronize", stream.synchronize),
+                   ("Stream.wait", lambda: other.wait(kept)),
+                   ("Stream.synchronize(timeout)", lambda: stream.synchronize(timeout=5.0)),
+                   ("Event.synchronize(timeout)", lambda: kept.synchronize(timeout=5.0)),
+                   ("Device.synchronize", device.synchronize),
+                   ("Device.synchronize(timeout)", lambda: device.synchronize(timeout=5.0))]:
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+print(json.dumps(outcomes))
+"""
+
+#: ERR-60's waits after the fault -> the driver call that refuses each
+WAITS_REFUSED_AFTER_FAULT = {
+    "Stream.wait": "cuStreamWaitEvent", "Stream.synchronize(timeout)": "cuStreamQuery",
+    "Event.synchronize(timeout)": "cuEventQuery", "Device.synchronize": "cuCtxSynchronize",
+    "Device.synchronize(timeout)": "cuStreamQuery"}
+
+
+@pytest.mark.clause("ERR-60")
+def test_waits_after_a_lost_context_name_the_driver_call_that_refused_them(device, target, require):
+    """ERR-59 for the waits it leaves out: once a fault has lost the context, `Stream.wait` on an event,
+    `synchronize(timeout=)` of a stream and of an event (a poll, not the blocking wait) and `Device.synchronize`
+    with and without a timeout are refused by the driver, and each DriverError names the call refused (ERR-4). A
+    wait whose refusal is dropped returns as though the work it waits for were done (or ordered), and the next
+    call, which did not fail, is blamed."""
+    require("lang.ptx")
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, WAITS_AFTER_FAULT_CHILD, PTX_FAR_STORE)
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    wrong = {step: outcomes[step] for step, call in WAITS_REFUSED_AFTER_FAULT.items()
+             if outcomes[step] is None or outcomes[step]["type"] != "DriverError" or outcomes[step]["op"] != call}
+    assert not wrong, f"want each a DriverError naming {WAITS_REFUSED_AFTER_FAULT}, got: {wrong}"
+
+
 @pytest.mark.clause("KERNEL-130")
 def test_occupancy_answers_for_every_block_size(device, require):
     """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel (KERNEL-83's fill7, through Kernel.native) answers

@@ -822,9 +822,10 @@ def _child_growth(script: str, target, *args: int) -> int:
     return child_json(target, script, *map(str, args), timeout=600)["grown"]
 
 
-#: LIFE-74's and LIFE-84's churn in a child process (a fresh allocator: what a first try freed would otherwise hide
-#: what a re-run pins): buffers of argv's size, each filled, launched with add_one (compiled in argv's number of
-#: modules, used in turn; 0: unlaunched) and freed; prints the process's growth
+#: LIFE-74's, LIFE-84's and KERNEL-152's churn in a child process (a fresh allocator: what a first try freed would
+#: otherwise hide what a re-run pins): buffers of argv's size, each filled, launched with add_one (compiled in argv's
+#: number of modules, used in turn; 0: unlaunched; with argv's beside 1: saxpy, its x a buffer kept throughout) and
+#: freed; prints the process's growth
 FREED_AFTER_LAUNCH_CHILD = """
 import json, sys
 import numpy as np
@@ -834,20 +835,25 @@ def rss():
     with open("/proc/self/statm", encoding="ascii") as statm:
         return int(statm.read().split()[1]) * 4096
 target = get(sys.argv[1])
-size, rounds, touched, kernels = map(int, sys.argv[2:6])
+size, rounds, touched, kernels, beside = map(int, sys.argv[2:7])
 device = _open(target)
 stream = device.create_stream()
-add_ones = [target.compile_kernel(device, "add_one") for _ in range(max(kernels, 1))]
+kept = device.alloc(4096)
+stream.fill(kept, 0)
+def args(buf):
+    return (kept, buf, np.float32(1), np.uint32(64)) if beside else (buf, np.uint32(64))
+launched = [target.compile_kernel(device, "saxpy" if beside else "add_one") for _ in range(max(kernels, 1))]
 warm = device.alloc(4096)  # a driver may build a kernel at its first launch (PoCL): not counted
-for add_one in add_ones:
-    stream.launch(add_one, 1, 64, (warm, np.uint32(64)))
+stream.fill(warm, 0)
+for kernel in launched:
+    stream.launch(kernel, 1, 64, args(warm))
 device.synchronize()
 before = rss()
 for i in range(rounds):
     buf = device.alloc(size)
     stream.fill(buf, 0, nbytes=touched)
     if kernels:
-        stream.launch(add_ones[i % kernels], 1, 64, (buf, np.uint32(64)))
+        stream.launch(launched[i % kernels], 1, 64, args(buf))
     buf.free()
     if i % 4 == 3:
         stream.synchronize()
@@ -868,15 +874,16 @@ def test_freed_buffers_a_kernel_launched_with_give_their_memory_back(device, tar
     _freed_after_launch(device, target, kernels=1)
 
 
-def _freed_after_launch(device, target, kernels: int) -> None:
-    """LIFE-74's and LIFE-84's churn: memory_churn's buffers, each launched with one of ``kernels`` add_one kernels
-    in turn and freed, in a child process (no OutOfMemory); on a CPU driver the child grows by at most four buffers
-    more than a child that frees the same buffers unlaunched."""
+def _freed_after_launch(device, target, kernels: int, beside: bool = False) -> None:
+    """LIFE-74's, LIFE-84's and KERNEL-152's churn: memory_churn's buffers, each launched with one of ``kernels``
+    add_one kernels in turn (``beside``: saxpy, beside a buffer kept throughout) and freed, in a child process (no
+    OutOfMemory); on a CPU driver the child grows by at most four buffers more than a child that frees the same
+    buffers unlaunched."""
     size, rounds, touched = memory_churn(device, target)
 
-    grown = _child_growth(FREED_AFTER_LAUNCH_CHILD, target, size, rounds, touched, kernels)
+    grown = _child_growth(FREED_AFTER_LAUNCH_CHILD, target, size, rounds, touched, kernels, int(beside))
     if target.memory_kind != "device":
-        unlaunched = _child_growth(FREED_AFTER_LAUNCH_CHILD, target, size, rounds, touched, 0)
+        unlaunched = _child_growth(FREED_AFTER_LAUNCH_CHILD, target, size, rounds, touched, 0, 0)
         assert grown - unlaunched < 4 * size, f"{rounds} freed {size >> 20} MiB buffers that {kernels} kernel(s) " \
             f"were launched with (in turn) grew the process by {grown >> 20} MiB, " \
             f"{(grown - unlaunched) >> 20} MiB more than unlaunched"
@@ -893,6 +900,16 @@ def test_a_freed_buffer_a_kernel_last_launched_with_gives_its_memory_back(device
     long as it lives. LIFE-74's one kernel pins one buffer, which its bound of four cannot tell from an allocator's
     slack: here 8 kernels (add_one compiled 8 times) take the freed buffers in turn."""
     _freed_after_launch(device, target, kernels=KERNELS_LAUNCHED_IN_TURN)
+
+
+@pytest.mark.clause("KERNEL-152")
+def test_a_freed_buffer_a_kernel_launched_beside_a_kept_one_gives_its_memory_back(device, target):
+    """LIFE-74 for a kernel's other buffers: LIFE-74's churn, each buffer launched with `saxpy` as its y beside
+    one x buffer kept for the whole churn. A backend that caches a launch's bindings under every buffer they bind
+    must forget the entry under each of them when one is freed; one that forgets it only under the freed buffer
+    leaves an entry a launch under the kept buffer, each holding a freed buffer's driver object, and with it
+    (WebGPU releases, not destroys, a freed buffer) its memory, for as long as the kept buffer lives."""
+    _freed_after_launch(device, target, kernels=1, beside=True)
 
 
 #: LIFE-75's and LIFE-76's devices in a child process (in the suite's process LIFE-76 came out flaky on llvmpipe

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ... import api
+from .module import forget_dispatch
 
 if TYPE_CHECKING:
     from .device import WebGPUDevice
@@ -23,7 +24,9 @@ class WebGPUBuffer(api.Buffer):
         # kernels' cached dispatches that bind it go too (their bind groups would keep its memory).
         dev: WebGPUDevice = self._device  # type: ignore[assignment]
         with dev._lock:
-            for kernel_ref, key in dev._dispatch_users.pop(id(self._gpu_buffer), ()):
+            users = dev._dispatch_users
+            for kernel_ref, key in users.pop(id(self._gpu_buffer), ()):
+                forget_dispatch(users, kernel_ref, key)  # its entries under the other buffers it binds
                 kernel = kernel_ref()
                 if kernel is not None:
                     dispatch = kernel._dispatches.pop(key, None)

@@ -106,6 +106,19 @@ class WebGPUModule(api.Module):
         self._validated.add(key)
 
 
+def forget_dispatch(users: dict[int, list[tuple[Any, tuple]]], kernel_ref: Any, key: tuple) -> None:
+    """Drop a cached dispatch's entries (``kernel_ref``'s, keyed ``key``) from the device's ``_dispatch_users``,
+    one under each GPU buffer it binds: an entry left under a live buffer keeps the key, and with it the other
+    GPU buffers, for as long as that buffer lives (KERNEL-152). The caller holds the device lock."""
+    entry = (kernel_ref, key)
+    for buffer in key[1:]:  # the block, then its GPU buffers and its scalars' bytes
+        entries = None if isinstance(buffer, bytes) else users.get(id(buffer))
+        if entries and entry in entries:
+            entries.remove(entry)
+            if not entries:
+                del users[id(buffer)]
+
+
 class WebGPUKernel(api.Kernel):
     # Storage buffers and the uniform block are separate binding spaces: buffer arguments bind in their
     # order and scalars pack in theirs, however the two are interleaved in the call.
@@ -140,12 +153,7 @@ class WebGPUKernel(api.Kernel):
             users.setdefault(id(buffer), []).append((self._ref, key))
         if len(self._dispatches) > DISPATCH_CACHE:
             evicted, _ = self._dispatches.popitem(last=False)
-            for buffer in evicted[1:]:  # the block, then its GPU buffers and its scalars' bytes
-                entries = None if isinstance(buffer, bytes) else users.get(id(buffer))
-                if entries:
-                    entries.remove((self._ref, evicted))
-                    if not entries:
-                        del users[id(buffer)]
+            forget_dispatch(users, self._ref, evicted)
         return dispatch
 
     def _params(self) -> tuple[api.Param, ...]:
