@@ -4584,3 +4584,57 @@ def test_a_kernel_past_the_drivers_time_limit_ends_with_launch_timeout(device, t
         "CUDA_ERROR_LAUNCH_TIMEOUT" in run["spin"]["message"]), (
         f"a kernel spinning past a 1 s limit ended with {run['spin']}, not DriverError naming CUDA_ERROR_LAUNCH_TIMEOUT")
     assert run["seconds"] >= 1.0, f"a kernel under a 1 s limit was ended {run['seconds']:.3f} s after its launch"
+
+
+#: lane_masks(out): each thread stores its %laneid and its five lane masks (eq, lt, le, gt, ge) as six u32 words
+#: at out + 24 * %tid.x
+PTX_LANE_MASKS = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry lane_masks(.param .u64 lane_masks_param_0)
+{
+    .reg .b32 %r<8>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [lane_masks_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    mul.wide.u32 %rd3, %r1, 24;
+    add.s64 %rd4, %rd2, %rd3;
+    mov.u32 %r2, %laneid;
+    mov.u32 %r3, %lanemask_eq;
+    mov.u32 %r4, %lanemask_lt;
+    mov.u32 %r5, %lanemask_le;
+    mov.u32 %r6, %lanemask_gt;
+    mov.u32 %r7, %lanemask_ge;
+    st.global.u32 [%rd4], %r2;
+    st.global.u32 [%rd4+4], %r3;
+    st.global.u32 [%rd4+8], %r4;
+    st.global.u32 [%rd4+12], %r5;
+    st.global.u32 [%rd4+16], %r6;
+    st.global.u32 [%rd4+20], %r7;
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-153")
+def test_each_lane_sees_its_own_lane_masks(device, stream, require):
+    """%laneid and the lane masks, as the PTX ISA defines them for a thread of lane L: eq 1 << L, lt the lanes
+    below L, le those and L, gt the lanes above L, ge L and those. Warp-level code counts the lanes of a ballot
+    below a thread with them (stream compaction, a warp's prefix sum); one wrong mask puts a thread's element in
+    another thread's slot."""
+    require("lang.ptx")
+    threads = 64  # two warps: the lane is the thread's index modulo the warp
+    with device.compile(PTX_LANE_MASKS, "ptx") as module, device.alloc(24 * threads) as out:
+        stream.fill(out, 0xEE)
+        stream.launch(module.kernel("lane_masks"), 1, threads, (out,))
+        got = read(stream, out, np.uint32).reshape(threads, 6)
+    full = 0xFFFFFFFF
+    for t in range(threads):
+        lane = t % 32
+        below = (1 << lane) - 1
+        want = [lane, 1 << lane, below, below | 1 << lane, full & ~(below | 1 << lane), full & ~below]
+        assert got[t].tolist() == want, (
+            f"thread {t} (lane {lane}): [laneid, eq, lt, le, gt, ge] = {[hex(v) for v in got[t]]}, "
+            f"want {[hex(v) for v in want]}")
