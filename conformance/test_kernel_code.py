@@ -4638,3 +4638,98 @@ def test_each_lane_sees_its_own_lane_masks(device, stream, require):
         assert got[t].tolist() == want, (
             f"thread {t} (lane {lane}): [laneid, eq, lt, le, gt, ge] = {[hex(v) for v in got[t]]}, "
             f"want {[hex(v) for v in want]}")
+
+
+#: dyn_bytes(out, n), blocks of 128 threads: the threads store byte i of the dynamic shared array as
+#: (7 i + 3) & 255 for every i < n, meet at a barrier, and copy byte n - 1 - i of it to out[i]
+PTX_DYNAMIC_BYTES = """.version 7.5
+.target sm_75
+.address_size 64
+
+.extern .shared .align 16 .b8 dyn_bytes_shared[];
+
+.visible .entry dyn_bytes(.param .u64 dyn_bytes_param_0, .param .u32 dyn_bytes_param_1)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<9>;
+    .reg .b64 %rd<5>;
+    ld.param.u64 %rd1, [dyn_bytes_param_0];
+    ld.param.u32 %r1, [dyn_bytes_param_1];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r2, %tid.x;
+    mov.u32 %r3, dyn_bytes_shared;
+    mov.u32 %r4, %r2;
+$L_store:
+    setp.ge.u32 %p1, %r4, %r1;
+    @%p1 bra $L_stored;
+    mad.lo.u32 %r5, %r4, 7, 3;
+    add.s32 %r6, %r3, %r4;
+    st.shared.u8 [%r6], %r5;
+    add.s32 %r4, %r4, 128;
+    bra $L_store;
+$L_stored:
+    bar.sync 0;
+    mov.u32 %r4, %r2;
+$L_load:
+    setp.ge.u32 %p2, %r4, %r1;
+    @%p2 bra $L_done;
+    sub.s32 %r7, %r1, 1;
+    sub.s32 %r7, %r7, %r4;
+    add.s32 %r6, %r3, %r7;
+    ld.shared.u8 %r8, [%r6];
+    cvt.u64.u32 %rd3, %r4;
+    add.s64 %rd4, %rd2, %rd3;
+    st.global.u8 [%rd4], %r8;
+    add.s32 %r4, %r4, 128;
+    bra $L_load;
+$L_done:
+    ret;
+}
+"""
+
+#: the child of KERNEL-159: launches dyn_bytes (of the PTX argv[2]) with each byte count of argv[3:] of dynamic
+#: shared memory, in that order, and prints for each what out read back, or the error that ended the launch
+DYNAMIC_BYTES_CHILD = """
+import ctypes, json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+from ironaccel.cts.testing.work import read
+device = _open(get(sys.argv[1]))
+cu = device.native.driver
+stream = device.create_stream()
+kernel = device.compile(sys.argv[2], "ptx").kernel("dyn_bytes")
+got = {}
+for n in map(int, sys.argv[3:]):
+    out = device.alloc(n)
+    stream.fill(out, 0)
+    assert not cu.cuCtxPushCurrent(device.native.context)[0]
+    err, = cu.cuLaunchKernel(kernel.native, 1, 1, 1, 128, 1, 1, n, stream.native,
+                             ((out.handle, n), (ctypes.c_void_p, ctypes.c_uint32)), 0)
+    cu.cuCtxPopCurrent()
+    try:
+        assert not err, f"cuLaunchKernel: {err}"
+        got[n] = read(stream, out).tolist()
+    except Exception as exc:
+        got[n] = f"{type(exc).__name__}: {exc}"
+        break
+print(json.dumps(got))
+"""
+
+
+@pytest.mark.clause("KERNEL-159")
+def test_a_kernel_has_every_byte_of_dynamic_shared_memory_its_launch_asks_for(device, target, require):
+    """A launch's dynamic shared memory is exactly as many bytes as it asks for, however few: 1, 129 and 4097
+    bytes (a byte past a multiple of 128, the granularity a driver may round a block's shared memory up to),
+    each byte stored and read back by another thread. A driver that rounds the request down where it means up
+    gives the block a unit less than it asked for, and the stores to the last bytes fault (or land in another
+    block's memory). In a child process, since a fault loses the context."""
+    require("lang.ptx")
+    cuda_driver(device, "cuLaunchKernel with dynamic shared memory")
+    sizes = (1, 129, 4097)
+    got = child_json(target, DYNAMIC_BYTES_CHILD, PTX_DYNAMIC_BYTES, *map(str, sizes))
+    for n in sizes:
+        want = [(7 * (n - 1 - i) + 3) & 255 for i in range(n)]
+        assert got.get(str(n)) == want, (
+            f"{n} bytes of dynamic shared memory: byte n - 1 - i of what the threads stored should reach out[i]; "
+            f"got {str(got.get(str(n)))[:300]}")
