@@ -510,3 +510,29 @@ def test_user_objects_a_graph_holds_are_released_with_it(device, target):
     outcome = child_json(target, USER_OBJECTS_CHILD, timeout=60)
     assert outcome == {"after graph": [], "after executable": [1, 2, 3]}, \
         f"the user objects destroyed after the graph, then after its executable graph: {outcome}"
+
+
+@pytest.mark.clause("KERNEL-154")
+def test_a_launch_after_a_replay_uses_its_own_arguments_not_the_graphs(device, stream, kernels, require):
+    """KERNEL-18 across a replay: the graph launches the same kernel on another buffer, and the launches
+    around the replay, in one burst behind running work, each reach their own buffer."""
+    require("graphs")
+    work = RunningWork(device, stream, kernels, 0.05)
+    try:
+        with poisoned(device, stream, 4 * N) as a, poisoned(device, stream, 4 * N) as b:
+            stream.fill(a, 0)
+            stream.fill(b, 0)
+            with stream.capture() as graph:
+                add_one(stream, kernels, b)
+            with graph:
+                work.enqueue(stream)  # the launches and the replay queue behind it, as one burst
+                add_one(stream, kernels, a)
+                graph.launch(stream)
+                add_one(stream, kernels, a)
+                np.testing.assert_array_equal(read(stream, a, np.uint32), 2, err_msg="a launch after the replay "
+                                                                                    "did not reach its own buffer")
+                np.testing.assert_array_equal(read(stream, b, np.uint32), 1, err_msg="the replay's buffer was "
+                                                                                    "written by another launch")
+        work.check(stream)
+    finally:
+        work.free()

@@ -324,6 +324,47 @@ def test_free_while_queued_work_still_reads_the_buffer(device, stream, kernels, 
         work.free()
 
 
+@pytest.mark.clause("LIFE-85")
+@pytest.mark.parametrize("reader", ["copy_dtod", "kernel"])
+def test_free_right_after_a_queued_read_waits_for_the_read_not_for_the_work_before_it(device, stream, kernels,
+                                                                                      reader):
+    """LIFE-5 with the work before the read known complete when the freed memory is handed out again: the
+    read, queued behind one more busy launch in the same burst, must still see the old contents. (A backend
+    that orders the free after the work it has handed to the driver, not after all the work enqueued, frees
+    the memory while the read is still queued.) The burst is a few calls; it is repeated, as a backend may
+    hand it over partway."""
+    n = 1 << 14
+    data = rng(22).standard_normal(n).astype(np.float32)
+    before = RunningWork(device, stream, kernels, 0.02)
+    between = RunningWork(device, stream, kernels, 0.02)
+    try:
+        with device.alloc(4 * n) as zeros, device.alloc(4 * n) as out:
+            stream.fill(zeros, 0)
+            for attempt in range(5):
+                src = device.alloc(4 * n)
+                stream.copy_htod(src, data)
+                stream.fill(out, 0xEE)
+                before.enqueue(stream)
+                done = stream.record()
+                between.enqueue(stream)  # the read queues behind it, in the same burst as the free
+                if reader == "copy_dtod":
+                    stream.copy_dtod(out, src, 4 * n)
+                else:
+                    stream.launch(kernels("vecadd"), ceil_div(n, 128), 128, (src, zeros, out, np.uint32(n)))
+                src.free()
+                done.synchronize()  # the work before the read is complete; the read may still be queued
+                reused = _reuse_at_once(device, 4 * n, 0x3F)
+                got = read(stream, out, np.float32)
+                np.testing.assert_array_equal(got, data, err_msg=f"attempt {attempt}: the {reader} read memory "
+                                                                 "handed out again after the free")
+                for b in reused:
+                    b.free()
+        between.check(stream)
+    finally:
+        before.free()
+        between.free()
+
+
 @pytest.mark.clause("LIFE-6", "ERR-1")
 def test_a_closed_modules_queued_launches_run_and_its_kernels_raise(device, stream, kernels, target):
     n = 1 << 16

@@ -501,3 +501,27 @@ def test_an_earlier_event_seen_complete_completes_nothing_after_it(device, strea
                                          "event recorded before the work had")
                 return
     pytest.fail("the host never queried the later event within a third of the work's time, however long the work")
+
+
+@pytest.mark.clause("STREAM-18")
+@pytest.mark.parametrize("timeout", [None, 30.0], ids=["Device.synchronize", "Device.synchronize(timeout)"])
+def test_device_synchronize_completes_the_work_of_a_dropped_stream(device, stream, kernels, timeout):
+    """STREAM-5 for a stream dropped before the synchronize: its work still runs (LIFE-11), and
+    Device.synchronize() returns only once it has."""
+    for work in RunningWork.tries(device, stream, kernels, 0.3):
+        with poisoned(device, stream, 4096) as flag:
+            stream.fill(flag, 0)
+            stream.synchronize()
+            doomed = device.create_stream()
+            work.enqueue(doomed)
+            doomed.fill(flag, 1)  # behind the running work
+            del doomed  # no event, no wait: nothing but the device holds its work
+            gc.collect()
+            in_time = work.looked_in_time()  # the fill was still queued when the synchronize began
+            device.synchronize(timeout=timeout)
+            if not in_time:
+                continue  # the host got here only after most of the work: this try tells nothing
+            got = read(stream, flag)
+            assert (got == 1).all(), "Device.synchronize() returned before the work of a dropped stream completed"
+            return
+    pytest.fail("the host was too slow to drop the stream while its work was running, in every try")
