@@ -2853,6 +2853,60 @@ def test_fills_and_copies_after_a_lost_context_name_the_driver_call_that_refused
     assert not wrong, f"want each a DriverError naming {COPIES_REFUSED_AFTER_FAULT}, got: {wrong}"
 
 
+#: the child of COPY-78: opens the target's device and two streams, stages a 128 KiB copy_htod on each into one buffer
+#: (the first allocates the staging ring; with two streams listed, the ring's segment is not refilled from its start,
+#: so no stream query comes before the DMA), faults far_store (PTX argv[2]) on the first stream and waits; then runs
+#: each staged copy below on that stream and prints how each ended (None: it raised nothing)
+STAGED_AFTER_FAULT_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream, other = device.create_stream(), device.create_stream()
+buf = device.alloc(4 << 20)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+for s in (stream, other):
+    s.copy_htod(buf, np.ones(128 << 10, np.uint8))
+    s.synchronize()
+stream.launch(far_store, 1, 1, (buf,))
+outcomes = {}
+for name, call in [("synchronize", stream.synchronize),
+                   ("copy_htod of 128 KiB", lambda: stream.copy_htod(buf, np.full(128 << 10, 3, np.uint8))),
+                   ("copy_htod of 3 MiB", lambda: stream.copy_htod(buf, np.full(3 << 20, 4, np.uint8))),
+                   ("copy_htod_deferred of 128 KiB",
+                    lambda: stream.copy_htod_deferred(buf, np.full(128 << 10, 5, np.uint8)))]:
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+print(json.dumps(outcomes))
+"""
+
+#: COPY-78's staged copies after the fault: each one's DMA from the ring is what the driver refuses
+STAGED_REFUSED_AFTER_FAULT = ("copy_htod of 128 KiB", "copy_htod of 3 MiB", "copy_htod_deferred of 128 KiB")
+
+
+@pytest.mark.clause("COPY-78")
+def test_staged_copies_after_a_lost_context_name_the_driver_call_that_refused_them(device, target, require):
+    """COPY-77 for the copies staged through the pinned ring: once a fault has lost the context, a pageable
+    `copy_htod` of 128 KiB (one DMA, or DMAs of pieces) and of 3 MiB (pieces filled by several threads), and a
+    pageable `copy_htod_deferred` of 128 KiB (staged too), are each refused by the driver at their DMA, and the
+    DriverError names cuMemcpyHtoDAsync (ERR-4). A staged copy whose refused DMA is dropped returns as though its
+    bytes were on their way, and the fault is blamed on the next call."""
+    require("lang.ptx")
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, STAGED_AFTER_FAULT_CHILD, PTX_FAR_STORE)
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    wrong = {step: outcomes[step] for step in STAGED_REFUSED_AFTER_FAULT
+             if outcomes[step] is None or outcomes[step]["type"] != "DriverError"
+             or outcomes[step]["op"] != "cuMemcpyHtoDAsync"}
+    assert not wrong, f"want each a DriverError naming cuMemcpyHtoDAsync, got: {wrong}"
+
+
 #: the child of ERR-60: opens the target's device and two streams, records an event on the first and waits for it
 #: (kept), faults far_store (PTX argv[2]) on that stream and waits; then runs each wait below and prints how each
 #: ended (None: it raised nothing)
