@@ -693,3 +693,28 @@ def test_a_wait_for_the_first_point_after_a_stream_was_waited_for_is_kept(device
         work.check(stream)
     finally:
         work.free()
+
+
+@pytest.mark.clause("EVENT-58")
+def test_the_first_point_after_a_synchronize_is_pending_while_its_launch_runs(device, stream, kernels):
+    """EVENT-5 at its edge: the stream was just synchronized, then gets one running launch and an event, nothing
+    else, so the event is the very next point after the last one seen complete; its query() is False while the
+    launch runs. A backend that answers query() from the last point it saw complete, off by one, says True for
+    exactly this event (EVENT-5's work is several points, and its event is not the next one)."""
+    work = RunningWork(device, stream, kernels, seconds=0)  # one launch (10 ms or more): one point after the synchronize
+    looked = 0
+    try:
+        for _ in range(10):
+            stream.synchronize()
+            work.enqueue(stream)
+            event = stream.record()
+            answer = event.query()
+            if work.looked_in_time():  # the launch certainly still ran when query() answered
+                looked += 1
+                assert answer is False, "query() of an event behind a running launch answered True"
+            event.synchronize()
+            assert event.query() is True, "an event waited for answers query() False"
+        work.check(stream)
+    finally:
+        work.free()
+    assert looked, "the host never queried the event within a third of the launch's time"
