@@ -2964,6 +2964,63 @@ def test_waits_after_a_lost_context_name_the_driver_call_that_refused_them(devic
     assert not wrong, f"want each a DriverError naming {WAITS_REFUSED_AFTER_FAULT}, got: {wrong}"
 
 
+#: the child of ERR-61: opens the target's device and two streams, records an untimed event on the first and
+#: re-records it there and on the second (the compiled re-record warm), waits, faults far_store (PTX argv[2]) on the
+#: first stream and waits; then re-records the kept event each way below and prints how each ended (None: it raised
+#: nothing)
+RERECORDS_AFTER_FAULT_CHILD = """
+import json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream, other = device.create_stream(), device.create_stream()
+buf = device.alloc(4096)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+kept = stream.record()
+for _ in range(2):
+    stream.record(event=kept)
+    other.record(event=kept)
+    stream.record(timing=False, event=kept)
+kept.synchronize()
+stream.launch(far_store, 1, 1, (buf,))
+outcomes = {}
+for name, call in [("synchronize", stream.synchronize),
+                   ("record(event=)", lambda: stream.record(event=kept)),
+                   ("record(event=) on another stream", lambda: other.record(event=kept)),
+                   ("record(timing=False, event=)", lambda: stream.record(timing=False, event=kept))]:
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+print(json.dumps(outcomes))
+"""
+
+#: ERR-61's re-records after the fault: each is refused at cuEventRecord
+RERECORDS_REFUSED_AFTER_FAULT = ("record(event=)", "record(event=) on another stream", "record(timing=False, event=)")
+
+
+@pytest.mark.clause("ERR-61")
+def test_re_records_of_an_untimed_event_after_a_lost_context_name_the_driver_call_that_refused_them(
+        device, target, require):
+    """ERR-59 for the re-record it leaves out: ERR-59 re-records a timing event, which a backend may take by
+    another path than an untimed one (CUDA's compiled module takes `record(event=e)` of an untimed event itself,
+    and `record(timing=False, event=e)` by the Python method). Once a fault has lost the context, each of these,
+    warm, on the faulting stream and on another one, is refused by the driver, and the DriverError names
+    cuEventRecord (ERR-4). A re-record whose refusal is dropped returns the event as though it marked a new
+    point, and a wait on it then orders nothing."""
+    require("lang.ptx")
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, RERECORDS_AFTER_FAULT_CHILD, PTX_FAR_STORE)
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    wrong = {step: outcomes[step] for step in RERECORDS_REFUSED_AFTER_FAULT
+             if outcomes[step] is None or outcomes[step]["type"] != "DriverError"
+             or outcomes[step]["op"] != "cuEventRecord"}
+    assert not wrong, f"want each a DriverError naming cuEventRecord, got: {wrong}"
+
+
 @pytest.mark.clause("KERNEL-130")
 def test_occupancy_answers_for_every_block_size(device, require):
     """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel (KERNEL-83's fill7, through Kernel.native) answers
