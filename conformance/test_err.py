@@ -13,7 +13,7 @@ from ironaccel.backends import get as get_backend
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.pool import MemPool
 
-from .helpers import assert_device_works, in_forked_child, nop_kernels, raises_naming, read
+from .helpers import assert_device_works, in_forked_child, nop_kernels, raises_naming, read, upload
 
 KIB = 1024
 
@@ -249,3 +249,31 @@ def test_a_thread_of_a_forked_child_gets_driver_errors(device, stream):
         assert verdict == "ok", f"in a thread of the forked child: {verdict}"
     finally:
         buf.free()
+
+
+@pytest.mark.clause("ERR-63", "ERR-1")
+def test_a_warm_kernel_launched_with_a_prefix_or_an_extension_of_its_arguments_refuses_it(device, stream, kernels):
+    """saxpy launched the right way twice (a compiled path remembers a launch it has seen twice), then with its
+    first three arguments only and with a fifth one added, of the same types as the warm launch's so far: each
+    raises InvalidArgument naming Stream.launch and runs nothing, and the right launch still runs. A launch cache
+    that matches the argument types only over the shorter of the two lists launches the prefix with a parameter
+    left unset (the kernel reads whatever the slot held) and reads past the end of a cached list."""
+    k = kernels("saxpy")
+    n = 64
+    x = np.arange(n, dtype=np.float32)
+    bx, by = upload(device, stream, x), upload(device, stream, np.zeros(n, np.float32))
+    try:
+        good = (bx, by, np.float32(2.0), np.uint32(n))
+        for _ in range(2):
+            stream.launch(k, 1, n, good)
+        stream.synchronize()
+        want = read(stream, by, np.float32)
+        for args in (good[:3], (*good, np.uint32(1)), good[:3], (*good, np.uint32(1))):
+            with pytest.raises(ia.InvalidArgument, match=r"^Stream\.launch: "):
+                stream.launch(k, 1, n, args)
+        np.testing.assert_array_equal(read(stream, by, np.float32), want, err_msg="a refused launch ran")
+        stream.launch(k, 1, n, good)
+        np.testing.assert_array_equal(read(stream, by, np.float32), want + 2 * x, err_msg="the right launch after")
+    finally:
+        bx.free()
+        by.free()

@@ -664,3 +664,57 @@ def test_re_record_checks_every_keyword_whatever_their_order(device, stream):
         assert untimed.stream is stream, f"record({what}) moved the event"
     assert other.record(event=untimed, timing=False) is untimed and untimed.stream is other
     untimed.synchronize()
+
+
+@pytest.mark.clause("EVENT-57")
+@pytest.mark.parametrize("then", ["Stream.synchronize", "Stream.synchronize(timeout)", "Event.synchronize"])
+def test_a_wait_for_the_first_point_after_a_stream_was_waited_for_is_kept(device, stream, kernels, then):
+    """STREAM-11 at its edge: the stream was just synchronized (everything it did is known complete), then gets
+    one running launch and an event, nothing else, so the event is the very next point after the last one seen
+    complete. A second stream's wait for it must hold that stream until the launch is done. A backend that skips
+    a wait for an event it believes complete, comparing the event's point with the last completed one off by one,
+    skips exactly this wait (STREAM-11 records more points after the last one waited for)."""
+    work = RunningWork(device, stream, kernels, seconds=0)  # one launch (10 ms or more): one point after the synchronize
+    try:
+        for _ in range(3):  # the wait must hold each time; a skipped one shows when the host looks within the launch
+            stream.synchronize()
+            work.enqueue(stream)
+            event = stream.record()
+            other = device.create_stream()
+            other.wait(event)
+            if then == "Stream.synchronize":
+                other.synchronize()
+            elif then == "Stream.synchronize(timeout)":
+                other.synchronize(timeout=60)
+            else:
+                other.record().synchronize()
+            assert event.query() is True, (f"Stream.wait then {then} on the waiting stream returned while the "
+                                           "event it waited for was still pending")
+        work.check(stream)
+    finally:
+        work.free()
+
+
+@pytest.mark.clause("EVENT-58")
+def test_the_first_point_after_a_synchronize_is_pending_while_its_launch_runs(device, stream, kernels):
+    """EVENT-5 at its edge: the stream was just synchronized, then gets one running launch and an event, nothing
+    else, so the event is the very next point after the last one seen complete; its query() is False while the
+    launch runs. A backend that answers query() from the last point it saw complete, off by one, says True for
+    exactly this event (EVENT-5's work is several points, and its event is not the next one)."""
+    work = RunningWork(device, stream, kernels, seconds=0)  # one launch (10 ms or more): one point after the synchronize
+    looked = 0
+    try:
+        for _ in range(10):
+            stream.synchronize()
+            work.enqueue(stream)
+            event = stream.record()
+            answer = event.query()
+            if work.looked_in_time():  # the launch certainly still ran when query() answered
+                looked += 1
+                assert answer is False, "query() of an event behind a running launch answered True"
+            event.synchronize()
+            assert event.query() is True, "an event waited for answers query() False"
+        work.check(stream)
+    finally:
+        work.free()
+    assert looked, "the host never queried the event within a third of the launch's time"

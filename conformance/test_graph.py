@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import time
 import weakref
 
 import numpy as np
@@ -536,3 +537,35 @@ def test_a_launch_after_a_replay_uses_its_own_arguments_not_the_graphs(device, s
         work.check(stream)
     finally:
         work.free()
+
+
+@pytest.mark.clause("GRAPH-15")
+def test_a_graph_closed_behind_an_event_it_follows_outlives_that_events_completion(device, stream, kernels, require):
+    """GRAPH-8 with an event between the running work and the replay: the graph is closed right after its launch,
+    and the event recorded before the launch is polled with query() until True while the replay may still be
+    waiting to be submitted. Closing must wait for the replay itself, not for the last point the stream had
+    submitted when it was launched: released at the event's point, the replay's recorded commands are gone before
+    the replay runs."""
+    require("graphs")
+    n = 1 << 14
+    data = rng(32).standard_normal(n).astype(np.float32)
+    work = RunningWork(device, stream, kernels)
+    try:
+        with poisoned(device, stream, 4 * n) as out, upload(device, stream, data) as src, device.alloc(4 * n) as zeros:
+            stream.fill(zeros, 0)
+            with stream.capture() as graph:  # a launch: the graph holds a recorded dispatch and its descriptor set
+                stream.launch(kernels("vecadd"), ceil_div(n, 128), 128, (src, zeros, out, np.uint32(n)))
+            stream.synchronize()
+            work.enqueue(stream)
+            before = stream.record()
+            graph.launch(stream)
+            work.enqueue(stream)  # more running work behind the replay: the replay is still pending once `before` is done
+            graph.close()
+            while not before.query():
+                time.sleep(1e-4)
+            np.testing.assert_array_equal(read(stream, out, np.float32), data,
+                                          err_msg="a replay of a graph closed right after its launch did not run")
+        work.check(stream)
+    finally:
+        work.free()
+    assert_device_works(device, kernels)

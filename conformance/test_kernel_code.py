@@ -2853,6 +2853,60 @@ def test_fills_and_copies_after_a_lost_context_name_the_driver_call_that_refused
     assert not wrong, f"want each a DriverError naming {COPIES_REFUSED_AFTER_FAULT}, got: {wrong}"
 
 
+#: the child of COPY-78: opens the target's device and two streams, stages a 128 KiB copy_htod on each into one buffer
+#: (the first allocates the staging ring; with two streams listed, the ring's segment is not refilled from its start,
+#: so no stream query comes before the DMA), faults far_store (PTX argv[2]) on the first stream and waits; then runs
+#: each staged copy below on that stream and prints how each ended (None: it raised nothing)
+STAGED_AFTER_FAULT_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream, other = device.create_stream(), device.create_stream()
+buf = device.alloc(4 << 20)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+for s in (stream, other):
+    s.copy_htod(buf, np.ones(128 << 10, np.uint8))
+    s.synchronize()
+stream.launch(far_store, 1, 1, (buf,))
+outcomes = {}
+for name, call in [("synchronize", stream.synchronize),
+                   ("copy_htod of 128 KiB", lambda: stream.copy_htod(buf, np.full(128 << 10, 3, np.uint8))),
+                   ("copy_htod of 3 MiB", lambda: stream.copy_htod(buf, np.full(3 << 20, 4, np.uint8))),
+                   ("copy_htod_deferred of 128 KiB",
+                    lambda: stream.copy_htod_deferred(buf, np.full(128 << 10, 5, np.uint8)))]:
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+print(json.dumps(outcomes))
+"""
+
+#: COPY-78's staged copies after the fault: each one's DMA from the ring is what the driver refuses
+STAGED_REFUSED_AFTER_FAULT = ("copy_htod of 128 KiB", "copy_htod of 3 MiB", "copy_htod_deferred of 128 KiB")
+
+
+@pytest.mark.clause("COPY-78")
+def test_staged_copies_after_a_lost_context_name_the_driver_call_that_refused_them(device, target, require):
+    """COPY-77 for the copies staged through the pinned ring: once a fault has lost the context, a pageable
+    `copy_htod` of 128 KiB (one DMA, or DMAs of pieces) and of 3 MiB (pieces filled by several threads), and a
+    pageable `copy_htod_deferred` of 128 KiB (staged too), are each refused by the driver at their DMA, and the
+    DriverError names cuMemcpyHtoDAsync (ERR-4). A staged copy whose refused DMA is dropped returns as though its
+    bytes were on their way, and the fault is blamed on the next call."""
+    require("lang.ptx")
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, STAGED_AFTER_FAULT_CHILD, PTX_FAR_STORE)
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    wrong = {step: outcomes[step] for step in STAGED_REFUSED_AFTER_FAULT
+             if outcomes[step] is None or outcomes[step]["type"] != "DriverError"
+             or outcomes[step]["op"] != "cuMemcpyHtoDAsync"}
+    assert not wrong, f"want each a DriverError naming cuMemcpyHtoDAsync, got: {wrong}"
+
+
 #: the child of ERR-60: opens the target's device and two streams, records an event on the first and waits for it
 #: (kept), faults far_store (PTX argv[2]) on that stream and waits; then runs each wait below and prints how each
 #: ended (None: it raised nothing)
@@ -2908,6 +2962,63 @@ def test_waits_after_a_lost_context_name_the_driver_call_that_refused_them(devic
     wrong = {step: outcomes[step] for step, call in WAITS_REFUSED_AFTER_FAULT.items()
              if outcomes[step] is None or outcomes[step]["type"] != "DriverError" or outcomes[step]["op"] != call}
     assert not wrong, f"want each a DriverError naming {WAITS_REFUSED_AFTER_FAULT}, got: {wrong}"
+
+
+#: the child of ERR-61: opens the target's device and two streams, records an untimed event on the first and
+#: re-records it there and on the second (the compiled re-record warm), waits, faults far_store (PTX argv[2]) on the
+#: first stream and waits; then re-records the kept event each way below and prints how each ended (None: it raised
+#: nothing)
+RERECORDS_AFTER_FAULT_CHILD = """
+import json, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream, other = device.create_stream(), device.create_stream()
+buf = device.alloc(4096)
+far_store = device.compile(sys.argv[2], "ptx").kernel("far_store")
+kept = stream.record()
+for _ in range(2):
+    stream.record(event=kept)
+    other.record(event=kept)
+    stream.record(timing=False, event=kept)
+kept.synchronize()
+stream.launch(far_store, 1, 1, (buf,))
+outcomes = {}
+for name, call in [("synchronize", stream.synchronize),
+                   ("record(event=)", lambda: stream.record(event=kept)),
+                   ("record(event=) on another stream", lambda: other.record(event=kept)),
+                   ("record(timing=False, event=)", lambda: stream.record(timing=False, event=kept))]:
+    try:
+        call()
+        outcomes[name] = None
+    except Exception as exc:
+        outcomes[name] = {"type": type(exc).__name__, "message": str(exc), "op": getattr(exc, "op", None)}
+print(json.dumps(outcomes))
+"""
+
+#: ERR-61's re-records after the fault: each is refused at cuEventRecord
+RERECORDS_REFUSED_AFTER_FAULT = ("record(event=)", "record(event=) on another stream", "record(timing=False, event=)")
+
+
+@pytest.mark.clause("ERR-61")
+def test_re_records_of_an_untimed_event_after_a_lost_context_name_the_driver_call_that_refused_them(
+        device, target, require):
+    """ERR-59 for the re-record it leaves out: ERR-59 re-records a timing event, which a backend may take by
+    another path than an untimed one (CUDA's compiled module takes `record(event=e)` of an untimed event itself,
+    and `record(timing=False, event=e)` by the Python method). Once a fault has lost the context, each of these,
+    warm, on the faulting stream and on another one, is refused by the driver, and the DriverError names
+    cuEventRecord (ERR-4). A re-record whose refusal is dropped returns the event as though it marked a new
+    point, and a wait on it then orders nothing."""
+    require("lang.ptx")
+    cuda_driver(device, "its lost context")
+    outcomes = child_json(target, RERECORDS_AFTER_FAULT_CHILD, PTX_FAR_STORE)
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    wrong = {step: outcomes[step] for step in RERECORDS_REFUSED_AFTER_FAULT
+             if outcomes[step] is None or outcomes[step]["type"] != "DriverError"
+             or outcomes[step]["op"] != "cuEventRecord"}
+    assert not wrong, f"want each a DriverError naming cuEventRecord, got: {wrong}"
 
 
 @pytest.mark.clause("KERNEL-130")

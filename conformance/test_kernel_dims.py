@@ -50,3 +50,30 @@ def test_a_kernel_sees_its_grid(device, stream, kernels, grid):
         stream.launch(kernels("grid_dims"), grid, (4, 2, 1), (out,))
         got = read(stream, out, np.uint32)
     np.testing.assert_array_equal(got, [*grid, *grid], err_msg=f"grid {grid}: first block, then last block")
+
+
+#: grids as tuples, each one the last one extended by an axis (or cut back): the same first axes, other lengths
+GRIDS_OF_OTHER_LENGTHS = [(3,), (3, 2), (3, 2, 5), (3,), (3, 2, 5), (3, 2)]
+
+
+@pytest.mark.clause("ERR-62")
+def test_a_grid_tuple_that_extends_a_cached_ones_launches_with_its_own_axes(device, stream, kernels):
+    """grid_dims (KERNEL-78) launched by Stream.launch with grids given as tuples of one, two and three axes that
+    share their first axes, each twice in a row (a compiled path remembers a launch it has seen twice), then
+    back to shorter ones: each launch sees its own grid, the missing axes 1. A launch cache that compares two
+    tuples only over the cached one's length runs (3, 2) with (3,)'s grid, and reads past the end of a shorter
+    one."""
+    k = kernels("grid_dims")
+    outs = [poisoned(device, stream, 4 * 6) for _ in range(2 * len(GRIDS_OF_OTHER_LENGTHS))]
+    try:
+        for i, grid in enumerate(GRIDS_OF_OTHER_LENGTHS):
+            for out in outs[2 * i:2 * i + 2]:
+                stream.launch(k, grid, (4, 2, 1), (out,))
+        for i, grid in enumerate(GRIDS_OF_OTHER_LENGTHS):
+            full = (*grid, 1, 1)[:3]
+            for out in outs[2 * i:2 * i + 2]:
+                np.testing.assert_array_equal(read(stream, out, np.uint32), [*full, *full],
+                                              err_msg=f"grid {grid}: another launch's grid (first block, then last)")
+    finally:
+        for out in outs:
+            out.free()

@@ -746,3 +746,48 @@ def test_a_free_the_signature_refuses_raises_type_error_and_frees_nothing(device
     assert (read(stream, buf) == 0x5A).all(), "a refused free() changed the buffer"
     buf.free(stream=stream)
     assert buf.freed and pool.stats().bytes_live == live - 4 * KiB
+
+
+@pytest.mark.clause("POOL-70")
+def test_a_child_forked_while_another_thread_uses_the_pool_does_not_hang_on_it(device, stream, kernels):
+    """POOL-9 with a second thread of the parent using the pool at each fork (allocs and frees of a shared-tier
+    size and `stats()`, in a loop, all of which take the pool's lock): in each child, `stats()`, an alloc, a
+    free of what the parent lent, `trim()` and `close()` return within seconds. A fork copies a lock another
+    thread held at that moment as held, and no thread of the child will release it: a pool that keeps its lock
+    into the child hangs there on the first call that takes it."""
+    if not hasattr(os, "fork"):
+        pytest.fail("POOL-70 needs os.fork: run the suite on a POSIX host")
+    with MemPool(device, stream) as pool:
+        lent = [pool.alloc(3 << 20) for _ in range(5)]
+        stop = threading.Event()
+
+        def busy() -> None:
+            while not stop.is_set():
+                pool.alloc(3 << 20).free()  # a shared-tier size: the slow path, under the lock
+                pool.stats()
+
+        def child(buf) -> str:
+            pool.stats()
+            try:
+                pool.alloc(1000).free()
+            except ia.IronAccelError as err:
+                if not str(err).startswith("MemPool.alloc: "):
+                    return f"alloc raised an error that does not name MemPool.alloc: {err}"
+            buf.free()
+            pool.trim()
+            pool.close()
+            return ""
+
+        user = threading.Thread(target=busy, daemon=True)
+        user.start()
+        try:
+            verdicts = [in_forked_child(lambda buf=buf: child(buf), seconds=10.0) for buf in lent]
+        finally:
+            stop.set()
+            user.join()
+        assert verdicts == ["ok"] * len(lent), f"the forked children: {verdicts}"
+        for buf in lent:  # the parent's pool is untouched by what the children did
+            stream.fill(buf, 0x5A)
+            assert (read(stream, buf) == 0x5A).all()
+            buf.free()
+    assert_device_works(device, kernels)
