@@ -56,7 +56,7 @@ def test_a_kernel_sees_its_grid(device, stream, kernels, grid):
 GRIDS_OF_OTHER_LENGTHS = [(3,), (3, 2), (3, 2, 5), (3,), (3, 2, 5), (3, 2)]
 
 
-@pytest.mark.clause("ERR-62")
+@pytest.mark.clause("KERNEL-155")
 def test_a_grid_tuple_that_extends_a_cached_ones_launches_with_its_own_axes(device, stream, kernels):
     """grid_dims (KERNEL-78) launched by Stream.launch with grids given as tuples of one, two and three axes that
     share their first axes, each twice in a row (a compiled path remembers a launch it has seen twice), then
