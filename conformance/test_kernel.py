@@ -961,3 +961,31 @@ def test_a_launch_refuses_a_narrower_scalar_where_a_64_bit_one_is_declared(devic
                     launch((bx, by, narrow, np.uint32(n)))
                     pytest.fail(f"{how} took a {type(narrow).__name__} where daxpy declares a float64")
         np.testing.assert_array_equal(read(stream, by, np.float64), y, err_msg="a refused launch ran")
+
+
+#: A PTX kernel whose line 7 declares what is no PTX name (``{decl}``: a lone `.`, a name starting with a digit)
+PTX_NOT_A_NAME_ON_LINE_7 = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry not_a_name(.param .u64 not_a_name_param_0)
+{{
+    {decl}
+    ret;
+}}
+"""
+
+
+@pytest.mark.clause("KERNEL-156")
+@pytest.mark.parametrize("decl", [".reg .b32 .;", ".reg .b32 %r<2>, .;", ".reg .b32 %r<2>, 7r;", ".local .u32 .;"])
+def test_a_ptx_declaration_of_what_is_no_name_is_refused_naming_its_line(device, kernels, require, decl):
+    """A PTX name starts with a letter or one of `_`, `$`, `%` (the PTX ISA's identifiers): ptxas refuses a
+    declaration of anything else as a syntax error on its line. A reader that takes any token for the name it
+    declares accepts `.reg .b32 .;`, and the module the user's generator got wrong loads."""
+    require("lang.ptx")
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(PTX_NOT_A_NAME_ON_LINE_7.format(decl=decl), "ptx")
+        pytest.fail(f"PTX declaring {decl!r} compiled")
+    lines = [int(n) for n in re.findall(r"\bline (-?\d+)", info.value.log)]
+    assert lines and set(lines) == {7}, f"the log names lines {lines}, not line 7 alone: {info.value.log!r}"
+    assert_device_works(device, kernels)

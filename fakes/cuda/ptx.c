@@ -91,6 +91,8 @@ static void parse_decl(Parser *P, Decl *d) {
         }
     }
     d->name = *next(P);
+    if (!isalpha((unsigned char)d->name.s[0]) && !strchr("_$%", d->name.s[0])) /* ptxas: a syntax error */
+        fail(P, d->name.line, "%.*s is not a name to declare", d->name.len, d->name.s);
     if (tok_is(peek(P), "<")) {
         next(P);
         int f;
