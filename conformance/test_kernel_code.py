@@ -2671,6 +2671,20 @@ def test_a_free_the_driver_refuses_leaves_the_buffer_live(device, target, requir
     assert not outcomes["unraisable"], f"a buffer dropped unfreed after the fault: {outcomes['unraisable']}"
 
 
+def refused_after_fault(target, child: str, refused: dict[str, str]) -> dict:
+    """Run ``child`` (a child script that faults far_store, waits, then runs each step named in ``refused``) and
+    check what a lost context must give: the wait reports an illegal address, and each step raises DriverError
+    naming the driver call ``refused`` gives for it. Returns every step's outcome."""
+    outcomes = child_json(target, child, PTX_FAR_STORE)
+    fault = outcomes["synchronize"]
+    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
+        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
+    wrong = {step: outcomes[step] for step, call in refused.items()
+             if outcomes[step] is None or outcomes[step]["type"] != "DriverError" or outcomes[step]["op"] != call}
+    assert not wrong, f"want each a DriverError naming {refused}, got: {wrong}"
+    return outcomes
+
+
 #: the child of GRAPH-13: opens the target's device, captures a fill into a graph on stream a and replays it, then
 #: opens a second capture on a and, inside it, faults far_store (PTX argv[2]) on stream b and waits for b; then
 #: replays the first graph; prints how each step ended (None: it raised nothing)
@@ -2713,15 +2727,9 @@ def test_graph_calls_after_a_lost_context_raise_driver_errors(device, target, re
     require("graphs")
     require("lang.ptx")
     cuda_driver(device, "its lost context")
-    outcomes = child_json(target, GRAPH_AFTER_FAULT_CHILD, PTX_FAR_STORE)
+    outcomes = refused_after_fault(target, GRAPH_AFTER_FAULT_CHILD,
+                                   {"end capture": "cuStreamEndCapture", "replay after": "cuGraphLaunch"})
     assert outcomes["replay before"] is None, f"the graph did not replay before the fault: {outcomes}"
-    fault = outcomes["synchronize"]
-    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
-        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
-    for step, call in (("end capture", "cuStreamEndCapture"), ("replay after", "cuGraphLaunch")):
-        got = outcomes[step]
-        assert got is not None, f"{step}: {call} after the lost context raised nothing: {outcomes}"
-        assert got["type"] == "DriverError" and got["op"] == call, f"{step}: want DriverError naming {call}: {got}"
 
 
 #: the child of ERR-59: opens the target's device, copies 16 bytes to a buffer, records two events and a timing
@@ -2787,13 +2795,7 @@ def test_each_call_after_a_lost_context_names_the_driver_call_that_refused_it(de
     reported as a bad image sends the user to fix code that is fine."""
     require("lang.ptx")
     cuda_driver(device, "its lost context")
-    outcomes = child_json(target, WARM_AFTER_FAULT_CHILD, PTX_FAR_STORE)
-    fault = outcomes["synchronize"]
-    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
-        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
-    wrong = {step: outcomes[step] for step, call in REFUSED_AFTER_FAULT.items()
-             if outcomes[step] is None or outcomes[step]["type"] != "DriverError" or outcomes[step]["op"] != call}
-    assert not wrong, f"want each a DriverError naming {REFUSED_AFTER_FAULT}, got: {wrong}"
+    refused_after_fault(target, WARM_AFTER_FAULT_CHILD, REFUSED_AFTER_FAULT)
 
 
 #: the child of COPY-77: opens the target's device, runs each copy and fill below once (their paths warm: the compiled
@@ -2844,13 +2846,7 @@ def test_fills_and_copies_after_a_lost_context_name_the_driver_call_that_refused
     a call that did not fail."""
     require("lang.ptx")
     cuda_driver(device, "its lost context")
-    outcomes = child_json(target, COPIES_AFTER_FAULT_CHILD, PTX_FAR_STORE)
-    fault = outcomes["synchronize"]
-    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
-        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
-    wrong = {step: outcomes[step] for step, call in COPIES_REFUSED_AFTER_FAULT.items()
-             if outcomes[step] is None or outcomes[step]["type"] != "DriverError" or outcomes[step]["op"] != call}
-    assert not wrong, f"want each a DriverError naming {COPIES_REFUSED_AFTER_FAULT}, got: {wrong}"
+    refused_after_fault(target, COPIES_AFTER_FAULT_CHILD, COPIES_REFUSED_AFTER_FAULT)
 
 
 #: the child of COPY-78: opens the target's device and two streams, stages a 128 KiB copy_htod on each into one buffer
@@ -2885,7 +2881,8 @@ print(json.dumps(outcomes))
 """
 
 #: COPY-78's staged copies after the fault: each one's DMA from the ring is what the driver refuses
-STAGED_REFUSED_AFTER_FAULT = ("copy_htod of 128 KiB", "copy_htod of 3 MiB", "copy_htod_deferred of 128 KiB")
+STAGED_REFUSED_AFTER_FAULT = dict.fromkeys(
+    ("copy_htod of 128 KiB", "copy_htod of 3 MiB", "copy_htod_deferred of 128 KiB"), "cuMemcpyHtoDAsync")
 
 
 @pytest.mark.clause("COPY-78")
@@ -2897,14 +2894,7 @@ def test_staged_copies_after_a_lost_context_name_the_driver_call_that_refused_th
     bytes were on their way, and the fault is blamed on the next call."""
     require("lang.ptx")
     cuda_driver(device, "its lost context")
-    outcomes = child_json(target, STAGED_AFTER_FAULT_CHILD, PTX_FAR_STORE)
-    fault = outcomes["synchronize"]
-    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
-        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
-    wrong = {step: outcomes[step] for step in STAGED_REFUSED_AFTER_FAULT
-             if outcomes[step] is None or outcomes[step]["type"] != "DriverError"
-             or outcomes[step]["op"] != "cuMemcpyHtoDAsync"}
-    assert not wrong, f"want each a DriverError naming cuMemcpyHtoDAsync, got: {wrong}"
+    refused_after_fault(target, STAGED_AFTER_FAULT_CHILD, STAGED_REFUSED_AFTER_FAULT)
 
 
 #: the child of ERR-60: opens the target's device and two streams, records an event on the first and waits for it
@@ -2955,13 +2945,7 @@ def test_waits_after_a_lost_context_name_the_driver_call_that_refused_them(devic
     call, which did not fail, is blamed."""
     require("lang.ptx")
     cuda_driver(device, "its lost context")
-    outcomes = child_json(target, WAITS_AFTER_FAULT_CHILD, PTX_FAR_STORE)
-    fault = outcomes["synchronize"]
-    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
-        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
-    wrong = {step: outcomes[step] for step, call in WAITS_REFUSED_AFTER_FAULT.items()
-             if outcomes[step] is None or outcomes[step]["type"] != "DriverError" or outcomes[step]["op"] != call}
-    assert not wrong, f"want each a DriverError naming {WAITS_REFUSED_AFTER_FAULT}, got: {wrong}"
+    refused_after_fault(target, WAITS_AFTER_FAULT_CHILD, WAITS_REFUSED_AFTER_FAULT)
 
 
 #: the child of ERR-61: opens the target's device and two streams, records an untimed event on the first and
@@ -2997,7 +2981,8 @@ print(json.dumps(outcomes))
 """
 
 #: ERR-61's re-records after the fault: each is refused at cuEventRecord
-RERECORDS_REFUSED_AFTER_FAULT = ("record(event=)", "record(event=) on another stream", "record(timing=False, event=)")
+RERECORDS_REFUSED_AFTER_FAULT = dict.fromkeys(
+    ("record(event=)", "record(event=) on another stream", "record(timing=False, event=)"), "cuEventRecord")
 
 
 @pytest.mark.clause("ERR-61")
@@ -3011,14 +2996,7 @@ def test_re_records_of_an_untimed_event_after_a_lost_context_name_the_driver_cal
     point, and a wait on it then orders nothing."""
     require("lang.ptx")
     cuda_driver(device, "its lost context")
-    outcomes = child_json(target, RERECORDS_AFTER_FAULT_CHILD, PTX_FAR_STORE)
-    fault = outcomes["synchronize"]
-    assert fault is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in fault["message"], \
-        f"the store 1 TiB past its buffer was not reported as an illegal address: {outcomes}"
-    wrong = {step: outcomes[step] for step in RERECORDS_REFUSED_AFTER_FAULT
-             if outcomes[step] is None or outcomes[step]["type"] != "DriverError"
-             or outcomes[step]["op"] != "cuEventRecord"}
-    assert not wrong, f"want each a DriverError naming cuEventRecord, got: {wrong}"
+    refused_after_fault(target, RERECORDS_AFTER_FAULT_CHILD, RERECORDS_REFUSED_AFTER_FAULT)
 
 
 @pytest.mark.clause("KERNEL-130")
