@@ -87,6 +87,24 @@ def upload(device, stream, host: np.ndarray):
     return buf
 
 
+def wait_then(then: str):
+    """``wait(stream, event)``: ``other.wait(event)`` on a new stream ``other`` (nothing else enqueued on it), then
+    ``then`` on it: "Stream.synchronize", "Stream.synchronize(timeout)" or "Event.synchronize" (of an event
+    recorded on it)."""
+
+    def wait(stream, event) -> None:
+        other = stream.device.create_stream()
+        other.wait(event)
+        if then == "Stream.synchronize":
+            other.synchronize()
+        elif then == "Stream.synchronize(timeout)":
+            other.synchronize(timeout=60)
+        else:
+            other.record().synchronize()
+
+    return wait
+
+
 def assert_wait_outlasts_running_work(device, stream, kernels, wait, op: str) -> None:
     """Running work, a marker's fill and an event on ``stream``, then ``wait(stream, event)``: once it returns the
     event's query() is True and the marker has landed for a stream not ordered after the work (seen from

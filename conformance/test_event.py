@@ -14,7 +14,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
 from .helpers import (RunningWork, assert_wait_outlasts_running_work, ceil_div, context_current, cuda_driver, lcg,
-                      poisoned, poll_until_complete, read)
+                      poisoned, poll_until_complete, read, wait_then)
 
 N = 1 << 16
 
@@ -680,14 +680,7 @@ def test_a_wait_for_the_first_point_after_a_stream_was_waited_for_is_kept(device
             stream.synchronize()
             work.enqueue(stream)
             event = stream.record()
-            other = device.create_stream()
-            other.wait(event)
-            if then == "Stream.synchronize":
-                other.synchronize()
-            elif then == "Stream.synchronize(timeout)":
-                other.synchronize(timeout=60)
-            else:
-                other.record().synchronize()
+            wait_then(then)(stream, event)
             assert event.query() is True, (f"Stream.wait then {then} on the waiting stream returned while the "
                                            "event it waited for was still pending")
         work.check(stream)

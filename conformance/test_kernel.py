@@ -889,23 +889,9 @@ def test_a_freed_pooled_buffer_is_refused_by_warm_launches(device, stream, kerne
     remembers the launches), then freed: the next launch with it raises UseAfterFree naming Stream.launch, by
     either way, and nothing runs. A compiled launch that meets the refusal while packing the arguments and
     hands the launch on to the Python path with the error still pending answers a SystemError instead."""
-    fill = kernels("fill_u32")  # (out: u32[], value: u32, n: u32)
-    plan = fill.prepare(1, 16)
     pool = ia.MemPool(device, stream)
     try:
-        with poisoned(device, stream, 64) as out:
-            for way, launch in (("Stream.launch", lambda b, v: stream.launch(fill, 1, 16, (b, v, np.uint32(16)))),
-                                ("a prepared plan", lambda b, v: plan(stream, b, v, np.uint32(16)))):
-                pooled = pool.alloc(64)
-                for _ in range(2):
-                    launch(pooled, np.uint32(1))
-                stream.synchronize()
-                pooled.free()
-                with pytest.raises(ia.UseAfterFree, match=r"^Stream\.launch: "):
-                    launch(pooled, np.uint32(2))
-                    pytest.fail(f"{way}: a launch with a freed pooled buffer was accepted")
-                launch(out, np.uint32(3))  # the way still launches
-                assert (read(stream, out, np.uint32) == 3).all(), f"{way}: a good launch after the refused one"
+        _assert_warm_launches_refuse_once_freed(device, stream, kernels, pool.alloc)
     finally:
         pool.close()
     assert_device_works(device, kernels)
@@ -918,22 +904,29 @@ def test_a_freed_buffer_is_refused_by_warm_launches(device, stream, kernels):
     Stream.launch, by either way, and nothing runs. A warm launch that packs the freed buffer's old address
     writes memory the buffer no longer owns (on a GPU, an illegal address that loses the context, or another
     allocation's bytes)."""
+    _assert_warm_launches_refuse_once_freed(device, stream, kernels, device.alloc)
+    assert_device_works(device, kernels)
+
+
+def _assert_warm_launches_refuse_once_freed(device, stream, kernels, alloc) -> None:
+    """For each way to launch (Stream.launch, a prepared plan): a 64-byte buffer from ``alloc`` launched with
+    twice (the way warm), then freed, is refused by the next launch with UseAfterFree naming Stream.launch, and
+    a good launch by the same way still runs."""
     fill = kernels("fill_u32")  # (out: u32[], value: u32, n: u32)
     plan = fill.prepare(1, 16)
     with poisoned(device, stream, 64) as out:
         for way, launch in (("Stream.launch", lambda b, v: stream.launch(fill, 1, 16, (b, v, np.uint32(16)))),
                             ("a prepared plan", lambda b, v: plan(stream, b, v, np.uint32(16)))):
-            buf = device.alloc(64)
+            buf = alloc(64)
             for _ in range(2):
                 launch(buf, np.uint32(1))
             stream.synchronize()
             buf.free()
             with pytest.raises(ia.UseAfterFree, match=r"^Stream\.launch: "):
                 launch(buf, np.uint32(2))
-                pytest.fail(f"{way}: a launch with a freed buffer was accepted")
+                pytest.fail(f"{way}: a launch with a freed {type(buf).__name__} was accepted")
             launch(out, np.uint32(3))  # the way still launches
             assert (read(stream, out, np.uint32) == 3).all(), f"{way}: a good launch after the refused one"
-    assert_device_works(device, kernels)
 
 
 @pytest.mark.clause("KERNEL-149")

@@ -13,7 +13,7 @@ import pytest
 import ironaccel as ia
 
 from .helpers import (POISON, RunningWork, assert_wait_outlasts_running_work, ceil_div, context_current, cuda_driver,
-                      poisoned, poll_until_complete, random_bytes, read)
+                      poisoned, poll_until_complete, random_bytes, read, wait_then)
 
 N = 1 << 16
 
@@ -280,29 +280,13 @@ def test_a_new_thread_may_start_with_a_wait(device, kernels, which, first):
                                       f"{first} as a new thread's first call")
 
 
-def _wait_then(then: str):
-    """``other.wait(event)``, then ``then`` on ``other`` (a new stream, nothing else enqueued on it)."""
-
-    def wait(stream, event) -> None:
-        other = stream.device.create_stream()
-        other.wait(event)
-        if then == "Stream.synchronize":
-            other.synchronize()
-        elif then == "Stream.synchronize(timeout)":
-            other.synchronize(timeout=60)
-        else:
-            other.record().synchronize()
-
-    return wait
-
-
 @pytest.mark.clause("STREAM-11")
 @pytest.mark.parametrize("then", ["Stream.synchronize", "Stream.synchronize(timeout)", "Event.synchronize"])
 def test_a_wait_is_work_of_its_stream(device, stream, kernels, then):
     """A stream whose only work is a wait for another stream's running work is not idle: its synchronize (or
     an event recorded on it after the wait) returns only once that work is done. A backend that keeps a wait
     until the stream's next submission, or that synchronizes only what it submitted itself, returns at once."""
-    assert_wait_outlasts_running_work(device, stream, kernels, _wait_then(then), f"Stream.wait then {then}")
+    assert_wait_outlasts_running_work(device, stream, kernels, wait_then(then), f"Stream.wait then {then}")
 
 
 @pytest.mark.clause("STREAM-12")
