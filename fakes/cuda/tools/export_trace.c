@@ -215,11 +215,18 @@ static int read_maps(Mapping *out, int max) {
 
 #define MAX_MAPPINGS 8192
 
-/* The protection of every byte of [lo, hi) if one mapping covers it all, else -1. */
+/* The protection of every byte of [lo, hi) if contiguous mappings of one protection cover it all, else -1 (a
+ * table may cross from one mapping into the next, as a sanitized build lays the fake's tables out). */
 static int protection(const Mapping *maps, int n, uintptr_t lo, uintptr_t hi) {
-    for (int i = 0; i < n; i++)
-        if (maps[i].start <= lo && hi <= maps[i].end) return maps[i].prot;
-    return -1;
+    int prot = -1;
+    for (uintptr_t at = lo; at < hi;) {
+        int i = 0;
+        while (i < n && !(maps[i].start <= at && at < maps[i].end)) i++;
+        if (i == n || (prot >= 0 && maps[i].prot != prot)) return -1;
+        prot = maps[i].prot;
+        at = maps[i].end;
+    }
+    return prot;
 }
 
 /* Is p executable code of the object that holds the driver's cuGetExportTable? */
@@ -270,7 +277,7 @@ static void wrap(const void **table, const unsigned char *uuid) {
     if (limit == 0) why = "length unknown";
     else if (!wrap_mode(known >= 0)) why = "IRONACCEL_EXPORT_TRACE_WRAP";
     else if (g_nwrapped == MAX_TABLES) why = "too many tables";
-    else if (prot < 0 || !(prot & PROT_READ)) why = "the table is not in one readable mapping";
+    else if (prot < 0 || !(prot & PROT_READ)) why = "the table is not in readable mappings of one protection";
     else if (!(prot & PROT_WRITE) && mprotect((void *)lo, hi - lo, prot | PROT_WRITE) != 0) why = "cannot write the table";
     if (why) {
         if (log) fprintf(log, "note %s: its slots are not traced (%s)\n", text, why);
