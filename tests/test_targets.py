@@ -242,15 +242,32 @@ def test_lavapipe_with_staging_forced_is_a_vulkan_target_of_its_own(tmp_path, mo
     got = {t.name: t for t in vulkan_drivers.vulkan_drivers()}
     staged, plain = got["vulkan/lavapipe-staged"], got["vulkan/lavapipe"]
     assert staged.simulated and staged.always and staged.memory_kind == "host"
-    assert staged.select == {**plain.select, "IRONACCEL_VK_DIRECT_MAPPING": "0"}
+    assert staged.select == {**plain.select, "IRONACCEL_VK_DIRECT_MAPPING": "0", "IRONACCEL_VK_VALIDATION": "sync"}
     assert staged.select["VK_DRIVER_FILES"] == str(lvp) and "IRONACCEL_VK_DIRECT_MAPPING" not in plain.select
+    assert "IRONACCEL_VK_VALIDATION" not in plain.select
     assert staged.expectations_file.name == "vulkan-lavapipe-staged.txt" and staged.expectations_file.is_file()
     lavapipe = dict(name="llvmpipe (LLVM 15.0.6, 256 bits)", simulated=True)
-    assert staged.matches(_info(**lavapipe, extra={"direct_mapping": False}))
-    assert not staged.matches(_info(**lavapipe, extra={"direct_mapping": True}))  # staging was not forced
+    checked = {"direct_mapping": False, "synchronization_validation": True}
+    assert staged.matches(_info(**lavapipe, extra=checked))
+    assert not staged.matches(_info(**lavapipe, extra={**checked, "direct_mapping": True}))  # staging was not forced
+    assert not staged.matches(_info(**lavapipe, extra={**checked, "synchronization_validation": False}))
     assert not staged.matches(_info(**lavapipe))
     assert plain.matches(_info(**lavapipe, extra={"direct_mapping": True}))
     assert not any(t.driver.endswith("-staged") for t in vulkan_drivers.webgpu_drivers())
+
+
+def test_lavapipe_staged_needs_the_validation_layer(tmp_path, monkeypatch, no_device_answers):
+    """Its synchronization validation is the layer's: without the layer's manifest where the loader looks, the
+    target says what to install (and the plain target does not need it)."""
+    manifest(tmp_path / "icd.d", "lvp_icd.x86_64.json", "libvulkan_lvp.so")
+    monkeypatch.setattr(vulkan_drivers, "icd_folders", lambda: [tmp_path / "icd.d"])
+    monkeypatch.setenv("VK_LAYER_PATH", str(tmp_path / "layers"))
+    got = {t.name: t for t in vulkan_drivers.vulkan_drivers()}
+    staged, plain = got["vulkan/lavapipe-staged"], got["vulkan/lavapipe"]
+    assert "apt-get install vulkan-validationlayers" in (staged.requirements() or "")
+    (tmp_path / "layers").mkdir()
+    (tmp_path / "layers" / vulkan_drivers.VALIDATION_LAYER_MANIFEST).write_text("{}")
+    assert staged.requirements() == plain.requirements()
 
 
 LAVAPIPE_LIBRARY = Path("/usr/lib/x86_64-linux-gnu/libvulkan_lvp.so")

@@ -16,7 +16,8 @@ import pytest
 
 import ironaccel as ia
 from ironaccel.backends.vulkan import stream as vulkan_stream
-from vulkan_helpers import missing, read, spirv
+from ironaccel.cts import targets
+from vulkan_helpers import LAYER, missing, read, spirv
 
 
 def test_timing_measures_a_busy_kernel(device, stream):
@@ -162,6 +163,57 @@ def test_validation_requested_without_the_layer_is_not_available(monkeypatch):
     monkeypatch.setattr(instance, "instance_layers", lambda: set())
     with pytest.raises(ia.NotAvailable, match="VK_LAYER_KHRONOS_validation"):
         backend.VulkanBackend().open_device(0, validation=True)
+
+
+@pytest.mark.parametrize("validation, barrier, hazard", [
+    ("sync", True, False), ("sync", False, True), (True, False, False)],
+    ids=["sync-with the barrier", "sync-barrier dropped", "plain-barrier dropped"])
+def test_synchronization_validation_reports_launches_left_unordered_in_one_batch(monkeypatch, validation, barrier,
+                                                                                  hazard):
+    """With ``validation="sync"`` a launch that reads what the launch before it in its batch wrote, with no
+    barrier between them, is a hazard the layer reports; lavapipe runs them in order (the result is right),
+    and the layer without synchronization validation says nothing. (The layer of SDK 1.3.239 reports a read
+    after a write and a write after a read, not two writes: a storage buffer the kernel does not declare
+    NonWritable counts as written only.)"""
+    why = missing("vulkan/lavapipe") or (None if LAYER.exists() else "VK_LAYER_KHRONOS_validation is not installed")
+    if why:
+        pytest.skip(why)
+    from ironaccel.backends.vulkan import VulkanBackend
+
+    for key, value in targets.get("vulkan/lavapipe").environment().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(vulkan_stream, "SUBMIT_GAP_S", 60.0)  # the launches below share a batch
+    dev = VulkanBackend().open_device(0, validation=validation)
+    try:
+        assert dev.info.extra["synchronization_validation"] == (validation == "sync")
+        s = dev.create_stream()
+        if not barrier:
+            s._barrier_handle = None
+        fill, saxpy = spirv(dev, "fill_u32"), spirv(dev, "saxpy")
+        x, y = dev.alloc(4 * 64), dev.alloc(4 * 64)
+        one, two = (np.float32(v).view(np.uint32) for v in (1, 2))
+        s.launch(fill, grid=1, block=64, args=(y, two, np.uint32(64)))  # submitted at once: the device is idle
+        s.launch(fill, grid=1, block=64, args=(x, one, np.uint32(64)))  # these two share a batch
+        s.launch(saxpy, grid=1, block=64, args=(x, y, np.float32(2), np.uint32(64)))  # y = 2 * x + y
+        assert (read(s, y).view(np.float32) == 4).all()
+        x.free()
+        y.free()
+        messages = dev.diagnostics()
+    finally:
+        dev.close()
+    assert any("SYNC-HAZARD-READ-AFTER-WRITE" in m for m in messages) == hazard and len(messages) == hazard, messages
+
+
+def test_validation_is_true_false_or_sync(monkeypatch):
+    from ironaccel.backends.vulkan import VulkanBackend
+    from ironaccel.backends.vulkan.instance import validation_requested
+
+    for value, wanted in (("", (False, False)), ("0", (False, False)), ("1", (True, False)), ("sync", (True, True))):
+        monkeypatch.setenv("IRONACCEL_VK_VALIDATION", value)
+        assert validation_requested(None) == wanted, value
+    assert validation_requested(False) == (False, False) and validation_requested("sync") == (True, True)
+    with pytest.raises(ia.InvalidArgument, match="open_device: validation must be True, False or 'sync', not 'yes'"):
+        VulkanBackend().open_device(0, validation="yes")
 
 
 def test_dropped_streams_give_their_handles_to_the_next_streams(device):

@@ -3,8 +3,9 @@
 How the shared API maps onto Vulkan:
 
 * **Device** — one VkInstance (validation layer and a debug-utils messenger when ``IRONACCEL_VK_VALIDATION=1``
-  or ``open_device(..., validation=True)``), one physical device, one logical device with up to four queues
-  of a compute-capable family. Physical devices older than Vulkan 1.2 (no timeline semaphores) are not listed.
+  or ``open_device(..., validation=True)``; with its synchronization validation for ``sync``: ``instance``), one
+  physical device, one logical device with up to four queues of a compute-capable family. Physical devices older
+  than Vulkan 1.2 (no timeline semaphores) are not listed.
 * **Stream** — a timeline semaphore and a command pool (handed to the next new stream when the stream is
   collected: the device keeps only streams with work outstanding); streams take the device's queues in turn.
   Work is recorded into the stream's open command buffer (a full memory barrier between commands keeps stream

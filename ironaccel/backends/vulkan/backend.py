@@ -40,9 +40,10 @@ class VulkanBackend(api.Backend):
         finally:
             instance.destroy()
 
-    def _open_device(self, index: int, *, validation: bool | None = None) -> VulkanDevice:
-        """``validation`` defaults to the ``IRONACCEL_VK_VALIDATION`` variable."""
-        instance = Instance(validation_requested(validation))
+    def _open_device(self, index: int, *, validation: bool | str | None = None) -> VulkanDevice:
+        """``validation`` (True, False, or ``"sync"``: with synchronization validation) defaults to the
+        ``IRONACCEL_VK_VALIDATION`` variable."""
+        instance = Instance(*validation_requested(validation))
         try:
             return VulkanDevice(instance, instance.physical_devices()[index], index)
         except BaseException:

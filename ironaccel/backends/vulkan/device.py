@@ -324,6 +324,8 @@ class VulkanDevice(api.Device):
                 "queue_family": self._family,
                 "queues": queue_count,
                 "validation": self._instance._messenger is not None,
+                # its hazards, too, are collected (diagnostics())
+                "synchronization_validation": self._instance._messenger is not None and self._instance.synchronization,
                 "direct_mapping": self._direct_mapping,
                 "robust_buffer_access": bool(self._robust_buffer_access),
                 "robust_buffer_access2": self._robust_buffer_access2,

@@ -1,6 +1,15 @@
 """The VkInstance: the validation layer and a messenger that collects its messages when asked, and the
 physical devices the backend can use (Vulkan 1.2 or later: timeline semaphores are core there).
 
+The layer's synchronization validation (``IRONACCEL_VK_VALIDATION=sync``, ``open_device(validation="sync")``)
+also reports hazards: two commands of one command buffer that touch the same memory with no barrier between
+them. CPU drivers run a command buffer's commands one after another, so a missing barrier gives the right
+result there and only this check sees it. The layer of Vulkan SDK 1.3.239 (Debian 12) checks within command
+buffers only: it does not model timeline semaphores, so its check across submissions
+(``VALIDATION_CHECK_ENABLE_SYNCHRONIZATION_VALIDATION_QUEUE_SUBMIT``) is left off; it reports every ordering
+by a timeline wait as a hazard. Between two dispatches it sees a read after a write and a write after a read,
+not two writes (a storage buffer a kernel does not declare NonWritable counts as written, not read).
+
 Apart from the device because the backend's ``probe`` and ``device_count`` need an instance and no device.
 """
 
@@ -9,11 +18,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ...errors import NotAvailable
+from ...errors import InvalidArgument, NotAvailable
 from . import native
 
 VALIDATION_ENV = "IRONACCEL_VK_VALIDATION"
 VALIDATION_LAYER = "VK_LAYER_KHRONOS_validation"
+SYNC = "sync"  # the validation setting that adds synchronization validation
 
 
 def instance_layers() -> set[str]:
@@ -27,15 +37,17 @@ def instance_extensions(layer: Any) -> set[str]:
 
 
 class Instance:
-    """A VkInstance, with the validation layer and a messenger that collects its messages when asked."""
+    """A VkInstance, with the validation layer and a messenger that collects its messages when asked, and
+    the layer's synchronization validation when ``synchronization`` (which needs ``validation``)."""
 
-    def __init__(self, validation: bool):
+    def __init__(self, validation: bool, synchronization: bool = False):
         vk = native.load()
         ffi, lib = vk.ffi, vk.lib
         self.messages: list[str] = []
         layers: list[bytes] = []
         extensions: list[bytes] = []
         messenger_info = ffi.NULL
+        self.synchronization = validation and synchronization
         if validation:
             if VALIDATION_LAYER not in instance_layers():
                 searched = os.environ.get("VK_LAYER_PATH") or "/usr/share/vulkan/explicit_layer.d, /etc/vulkan/explicit_layer.d"
@@ -55,6 +67,15 @@ class Instance:
                     | vk.VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
                     "pfnUserCallback": self._callback,
                 })
+        chain = messenger_info
+        if self.synchronization:
+            extensions.append(b"VK_EXT_validation_features")  # the layer's own extension
+            enabled = ffi.new("VkValidationFeatureEnableEXT[1]",
+                              [vk.VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT])
+            chain = ffi.new("VkValidationFeaturesEXT*", {
+                "sType": vk.VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT, "pNext": messenger_info,
+                "enabledValidationFeatureCount": 1, "pEnabledValidationFeatures": enabled,
+            })
         # cffi does not keep an initializer's pointees alive: every pointed-to object is a local here.
         c_layers, layer_names = native.c_strings(layers)
         c_exts, extension_names = native.c_strings(extensions)
@@ -65,7 +86,7 @@ class Instance:
         })
         info = ffi.new("VkInstanceCreateInfo*", {
             "sType": vk.VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-            "pNext": messenger_info,
+            "pNext": chain,
             "pApplicationInfo": app,
             "enabledLayerCount": len(layers),
             "ppEnabledLayerNames": layer_names,
@@ -118,8 +139,17 @@ def device_name(physical: Any) -> str:
     return native.string(props.deviceName)
 
 
-def validation_requested(validation: bool | None) -> bool:
-    return os.environ.get(VALIDATION_ENV, "") not in ("", "0") if validation is None else validation
+def validation_requested(validation: bool | str | None) -> tuple[bool, bool]:
+    """(the validation layer, its synchronization validation) that ``validation`` asks for: False, True or
+    ``"sync"``; None reads ``IRONACCEL_VK_VALIDATION`` ("" or "0": off, "sync", anything else: on)."""
+    if validation is None:
+        value = os.environ.get(VALIDATION_ENV, "")
+        return value not in ("", "0"), value == SYNC
+    if validation is True or validation is False:
+        return validation, False
+    if validation == SYNC:
+        return True, True
+    raise InvalidArgument("open_device", f"validation must be True, False or {SYNC!r}, not {validation!r}")
 
 
 

@@ -16,7 +16,17 @@ how to get them and CI's job matrix has a fixed list (``Target.always``).
 A Vulkan driver can also be run in a configuration of its own, a target named ``<driver>-<configuration>``
 (``STAGED``): lavapipe maps device memory into the host, so the backend's staging path (copies through
 host-visible staging buffers, the path discrete GPUs take) never runs on it unless IRONACCEL_VK_DIRECT_MAPPING=0
-forces it; ``vulkan/lavapipe-staged`` is lavapipe so forced, recognised only when its device says it stages.
+forces it; ``vulkan/lavapipe-staged`` is lavapipe so forced, and with the validation layer's synchronization
+validation on (IRONACCEL_VK_VALIDATION=sync), recognised only when its device says it stages and validates
+synchronization.
+
+Why synchronization validation, and why there (issue 23): lavapipe and SwiftShader run a command buffer's
+commands one after another, so a barrier missing between two of them gives the right result on them and only
+the layer's check sees it (a hazard is a validation message, and the conformance plugin fails the test that
+left one). On the staged target every copy and fill is a recorded command too, so the check covers the most
+commands; a target of its own would cost CI a fourth Vulkan run for the same tests. The layer's own memory
+grows with the command buffers it checks, which two tests that measure the process's memory growth see: they
+are expected to fail there (conformance/expectations/vulkan-lavapipe-staged.txt) and run on the other targets.
 """
 
 from __future__ import annotations
@@ -74,16 +84,30 @@ KNOWN_LIBRARIES["EGL_nvidia"] = KNOWN_LIBRARIES["GLX_nvidia"]  # headless and co
 ALWAYS_DECLARED = ("vulkan_lvp", "vk_swiftshader", "GLX_nvidia")
 
 
-def icd_folders() -> list[Path]:
-    """Where manifests are searched, in the Linux loader's order, then the provisioned SwiftShader."""
+def loader_folders(kind: str) -> list[Path]:
+    """Where the Linux loader searches manifests of ``kind`` (``icd.d``, ``explicit_layer.d``), in its order."""
     home = Path.home()
     config_home = os.environ.get("XDG_CONFIG_HOME") or str(home / ".config")
     config_dirs = (os.environ.get("XDG_CONFIG_DIRS") or "/etc/xdg").split(":")
     data_home = os.environ.get("XDG_DATA_HOME") or str(home / ".local" / "share")
     data_dirs = (os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share").split(":")
     bases = [config_home, *config_dirs, "/etc", data_home, *data_dirs, "/usr/local/nvidia/share"]
-    folders = [Path(b) / "vulkan" / "icd.d" for b in bases if b]
-    return list(dict.fromkeys(folders)) + [cache_dir() / "swiftshader"]
+    return list(dict.fromkeys(Path(b) / "vulkan" / kind for b in bases if b))
+
+
+def icd_folders() -> list[Path]:
+    """Where ICD manifests are searched, in the Linux loader's order, then the provisioned SwiftShader."""
+    return loader_folders("icd.d") + [cache_dir() / "swiftshader"]
+
+
+VALIDATION_LAYER_MANIFEST = "VkLayer_khronos_validation.json"
+
+
+def validation_layer_found() -> bool:
+    """Is the Khronos validation layer's manifest where the loader looks (VK_LAYER_PATH replaces the folders)?"""
+    paths = os.environ.get("VK_LAYER_PATH", "")
+    folders = [Path(p) for p in paths.split(os.pathsep) if p] if paths else loader_folders("explicit_layer.d")
+    return any((folder / VALIDATION_LAYER_MANIFEST).is_file() for folder in folders)
 
 
 @dataclass(frozen=True)
@@ -300,15 +324,23 @@ def _drivers(backend: str, kernels: tuple[KernelDialect, ...], python_package: t
 
 
 def staged(target: Target) -> Target:
-    """``target`` with the Vulkan backend's staging path forced (IRONACCEL_VK_DIRECT_MAPPING=0), as a target of
-    its own: its device must say it stages (``DeviceInfo.extra["direct_mapping"]`` False)."""
+    """``target`` with the Vulkan backend's staging path forced (IRONACCEL_VK_DIRECT_MAPPING=0) and synchronization
+    validation on (IRONACCEL_VK_VALIDATION=sync), as a target of its own: its device must say it stages
+    (``DeviceInfo.extra["direct_mapping"]`` False) and validates synchronization; it needs the validation layer."""
     from ...backends.vulkan.device import DIRECT_MAPPING_ENV
+    from ...backends.vulkan.instance import SYNC, VALIDATION_ENV
 
     def recognise(info: DeviceInfo) -> bool:
-        return target.recognise(info) and info.extra.get("direct_mapping") is False
+        return (target.recognise(info) and info.extra.get("direct_mapping") is False
+                and info.extra.get("synchronization_validation") is True)
 
-    return replace(target, driver=f"{target.driver}-staged", select={**target.select, DIRECT_MAPPING_ENV: "0"},
-                   recognise=recognise)
+    def requirements() -> str | None:
+        return target.requirements() or (None if validation_layer_found() else (
+            f"the Khronos validation layer ({VALIDATION_LAYER_MANIFEST}) is not installed: "
+            "apt-get install vulkan-validationlayers (or run ci/provision)"))
+
+    return replace(target, driver=f"{target.driver}-staged", recognise=recognise, requirements=requirements,
+                   select={**target.select, DIRECT_MAPPING_ENV: "0", VALIDATION_ENV: SYNC})
 
 
 def vulkan_drivers() -> list[Target]:
