@@ -207,6 +207,33 @@ def test_the_drivers_own_free_takes_back_what_its_alloc_gave_and_only_that(devic
     assert err_host == cu.CUresult.CUDA_SUCCESS, f"cuMemFreeHost of what cuMemHostAlloc gave: {err_host}"
 
 
+@pytest.mark.clause("MEM-64")
+def test_a_cuda_buffer_comes_from_the_devices_memory_pool(device):
+    """Where the device has memory pools, a Buffer is a stream-ordered allocation from the device's current pool
+    (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, which the driver documents as the pool an allocation came from): the
+    pool's release threshold and cuMemPoolTrimTo, which clients that mix libraries set for the whole process,
+    then govern it, and it costs no synchronous cuMemAlloc. A backend whose Device.alloc falls back to cuMemAlloc
+    on one path (the pure-Python one) while its free stays stream-ordered mixes the two allocators."""
+    cu = cuda_driver(device, "cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE)")
+    if not device.info.extra.get("memory_pools"):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}memory pools (CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED)")
+    buffers = [device.alloc(n) for n in (4, 1 << 20)]
+    try:
+        with context_current(device):
+            err, pool = cu.cuDeviceGetMemPool(device.native.device)
+            assert not err, f"cuDeviceGetMemPool: {err}"
+            got = {}
+            for buf in buffers:
+                err, handle = cu.cuPointerGetAttribute(
+                    cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, buf.handle)
+                got[buf.nbytes] = (int(err), int(handle) if not err else None)
+    finally:
+        for buf in buffers:
+            buf.free()
+    want = {n: (0, int(pool)) for n in got}
+    assert got == want, f"(status, pool) of each buffer by size: {got}, want the device's pool {int(pool):#x}"
+
+
 @pytest.mark.clause("MEM-54")
 def test_host_memory_registered_once_cannot_be_registered_again(device):
     """Clients that mix libraries page-lock their host memory with the driver's own cuMemHostRegister: a range of

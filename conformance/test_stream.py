@@ -280,6 +280,30 @@ def test_a_new_thread_may_start_with_a_wait(device, kernels, which, first):
                                       f"{first} as a new thread's first call")
 
 
+#: STREAM-19's first calls: ``other`` is a stream made on the test's thread, with no work of its own
+ORDERING_FIRST_CALLS = {
+    "Stream.record(event=)": lambda s, other, event: s.record(event=event).synchronize(),
+    "Stream.record(timing=False, event=)": lambda s, other, event: s.record(timing=False, event=event).synchronize(),
+    "Stream.wait": lambda s, other, event: (other.wait(event), other.record().synchronize()),
+}
+
+
+@pytest.mark.clause("STREAM-19")
+@pytest.mark.parametrize("which", ["the default stream", "a created stream"])
+@pytest.mark.parametrize("first", list(ORDERING_FIRST_CALLS))
+def test_a_new_thread_may_start_by_ordering_on_an_event(device, kernels, which, first):
+    """STREAM-10 for the calls that order work on an event rather than wait: a re-record (``record(event=)``, both
+    forms) or a ``wait`` as a new thread's first call. A backend that sets up its per-thread state (a current
+    context) in the other calls but not here fails on the thread that only hands events on (a producer's
+    helper thread), or records nothing."""
+    s = device.default_stream if which == "the default stream" else device.create_stream()
+    other = device.create_stream()
+    call = ORDERING_FIRST_CALLS[first]
+    assert_wait_outlasts_running_work(device, s, kernels,
+                                      lambda s, event: _in_a_new_thread(lambda: call(s, other, event)),
+                                      f"{first} as a new thread's first call")
+
+
 @pytest.mark.clause("STREAM-11")
 @pytest.mark.parametrize("then", ["Stream.synchronize", "Stream.synchronize(timeout)", "Event.synchronize"])
 def test_a_wait_is_work_of_its_stream(device, stream, kernels, then):

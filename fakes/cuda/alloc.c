@@ -357,9 +357,12 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t size, const Pool *pool, vo
         return rc;
     }
     /* The address is needed now; memory is usable by work queued after this on the stream either way. */
-    if (pool->shared) return shared_pool_alloc(pool->shared, c, size, dptr);
-    if (pool->type == ALLOCATION_MANAGED) return mem_alloc_managed(c, size, dptr);
-    return mem_alloc_from_pool(c, size, pool->location.type == LOCATION_DEVICE ? A_DEVICE : A_HOST_PINNED, dptr);
+    CUresult rc;
+    if (pool->shared) rc = shared_pool_alloc(pool->shared, c, size, dptr);
+    else if (pool->type == ALLOCATION_MANAGED) rc = mem_alloc_managed(c, size, dptr);
+    else rc = mem_alloc_from_pool(c, size, pool->location.type == LOCATION_DEVICE ? A_DEVICE : A_HOST_PINNED, dptr);
+    if (rc == CUDA_SUCCESS) mem_set_pool(*dptr, pool); /* what CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE answers */
+    return rc;
 }
 
 API CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t size, void *hStream) {
@@ -476,7 +479,7 @@ static CUresult pointer_attribute(void *out, int attr, CUdeviceptr p) {
     case 14: *(uint64_t *)out = 0; break;
     case 15: *(int *)out = 0; break;
     case 16: *(int *)out = 0; break; /* PROT_READWRITE */
-    case 17: *(void **)out = NULL; break;
+    case 17: *(void **)out = found ? (void *)a.pool : NULL; break; /* MEMPOOL_HANDLE: NULL for cuMemAlloc's */
     default: return CUDA_ERROR_INVALID_VALUE;
     }
     return CUDA_SUCCESS;

@@ -152,6 +152,7 @@ typedef struct AllocInfo {
     Context *ctx;
     uint64_t serial;
     unsigned flags;
+    const void *pool; /* the pool a stream-ordered allocation came from (CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE), or NULL */
 } AllocInfo;
 
 /* Reserves the device address range; called once from cuInit. 0 on success. */
@@ -168,6 +169,8 @@ CUresult mem_alloc_managed(Context *ctx, uint64_t size, uint64_t *out);
 /* Made by a stream-ordered pool (cuMemAllocAsync, cuMemAllocFromPoolAsync): what cuMemFreeAsync frees. */
 #define MEM_FROM_POOL 0x10000000u
 CUresult mem_alloc_from_pool(Context *ctx, uint64_t size, int kind, uint64_t *out);
+/* Records the pool the allocation at ``base`` came from (cuMemAllocAsync, cuMemAllocFromPoolAsync). */
+void mem_set_pool(uint64_t base, const void *pool);
 /* A range of a shared pool's file (pool_share.c), made here or imported. */
 #define MEM_POOL_SHARED 0x08000000u
 #define MEM_SHARED_MASK (MEM_IPC_EXPORTED | MEM_IPC_IMPORTED | MEM_POOL_SHARED)

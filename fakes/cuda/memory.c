@@ -268,6 +268,13 @@ CUresult mem_free(uint64_t base, int kind_mask) {
     return CUDA_SUCCESS;
 }
 
+void mem_set_pool(uint64_t base, const void *pool) {
+    pthread_mutex_lock(&g_mem_mu);
+    int i = find_index_locked(base);
+    if (i >= 0 && g_allocs[i].base == base) g_allocs[i].pool = pool;
+    pthread_mutex_unlock(&g_mem_mu);
+}
+
 int mem_find(uint64_t addr, AllocInfo *out) {
     pthread_mutex_lock(&g_mem_mu);
     int i = find_index_locked(addr);
