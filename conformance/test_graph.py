@@ -569,3 +569,66 @@ def test_a_graph_closed_behind_an_event_it_follows_outlives_that_events_completi
     finally:
         work.free()
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-16")
+def test_a_node_of_many_dependencies_keeps_them_in_a_clone_and_runs_after_them(device, stream):
+    """A graph node may depend on any number of nodes: a driver that copies a node's dependencies through a
+    fixed array (the fake libcuda's graph_clone, which instantiation and cuGraphClone use, keeps up to 64 on its
+    stack) must move to a larger one past it, exactly at the 65th. Memset nodes through the driver's own API:
+    for each count, that many one-byte memsets to 1 and one memset to 2 of all those bytes depending on them."""
+    cu = cuda_driver(device, "cuGraphClone")
+    counts = (1, 64, 65, 200)
+    with poisoned(device, stream, sum(counts)) as out:
+        stream.synchronize()
+        with context_current(device):
+            graph = clone = None
+            executables, ran, wrong = [], {}, {}
+            try:
+                graph = _ok(cu.cuGraphCreate(0), "cuGraphCreate")
+                context = _ok(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+
+                def memset(at: int, n: int, value: int, deps: list) -> object:
+                    params = cu.CUDA_MEMSET_NODE_PARAMS()
+                    params.dst, params.value, params.elementSize = int(out.handle) + at, value, 1
+                    params.width, params.height, params.pitch = n, 1, n
+                    return _ok(cu.cuGraphAddMemsetNode(graph, deps, len(deps), params, context), "cuGraphAddMemsetNode")
+                nodes, at = {}, 0
+                for k in counts:
+                    roots = [memset(at + i, 1, 1, []) for i in range(k)]
+                    nodes[k] = (memset(at, k, 2, roots), roots)
+                    at += k
+                clone = _ok(cu.cuGraphClone(graph), "cuGraphClone")
+                for k, (node, roots) in nodes.items():
+                    mine = _ok(cu.cuGraphNodeFindInClone(node, clone), "cuGraphNodeFindInClone")
+                    err, deps, _, count = cu.cuGraphNodeGetDependencies(mine, k)
+                    assert not err, f"cuGraphNodeGetDependencies of a cloned node of {k}: {err}"
+                    want = {int(_ok(cu.cuGraphNodeFindInClone(r, clone), "cuGraphNodeFindInClone")) for r in roots}
+                    if count != k or {int(d) for d in deps[:count]} != want:
+                        wrong[k] = count
+                for name, g in (("graph", graph), ("clone", clone)):
+                    stream.fill(out, POISON)
+                    stream.synchronize()
+                    executables.append(_ok(cu.cuGraphInstantiate(g, 0), f"cuGraphInstantiate of the {name}"))
+                    _ok(cu.cuGraphLaunch(executables[-1], stream.native), f"cuGraphLaunch of the {name}")
+                    _ok(cu.cuStreamSynchronize(stream.native), "cuStreamSynchronize")
+                    ran[name] = read(stream, out, np.uint8)
+            finally:
+                for executable in executables:
+                    cu.cuGraphExecDestroy(executable)
+                for g in (clone, graph):
+                    if g is not None:
+                        cu.cuGraphDestroy(g)
+        assert not wrong, "the cloned node of k dependencies does not depend on the clones of the k nodes: " + \
+            ", ".join(f"{k}: {n} dependencies" for k, n in wrong.items())
+        for name, got in ran.items():
+            assert got.tolist() == [2] * sum(counts), f"the {name}'s replay left bytes other than the node run after " \
+                f"all it depends on sets (1: a memset it depends on ran after it): at {np.flatnonzero(got != 2)[:8]}"
+
+
+def _ok(result: tuple, call: str):
+    """The value of a driver call that returned (CUresult, value) or (CUresult,), asserting it succeeded."""
+    err, *value = result
+    assert not err, f"{call}: {err}"
+    return value[0] if value else None
+
