@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -480,3 +483,42 @@ def test_closing_a_device_leaves_the_drivers_leak_check_nothing_to_report(device
     assert leak.returncode != 0, (
         f"the driver's leak check did not find 512 bytes allocated through cuMemAlloc and never freed: the "
         f"program exited with status {leak.returncode}; {leak.stderr[-1500:]}")
+
+
+@pytest.mark.clause("MEM-68")
+def test_a_memset_on_the_legacy_stream_waits_for_the_blocking_streams_alone(device, stream):
+    """CUDA's legacy default stream (the NULL stream, what cuMemsetD8Async(..., 0) and every runtime call without
+    a stream use) starts its work only after the work queued before it on each blocking stream of its context
+    (cuStreamCreate with flags 0), and never waits for a CU_STREAM_NON_BLOCKING one: clients that mix the
+    runtime's default stream with streams of their own rely on the first, libraries like this one (whose streams
+    are non-blocking) on the second. A host function (cuLaunchHostFunc) holds each stream until released."""
+    cu = cuda_driver(device, "cuLaunchHostFunc")
+    released = threading.Event()
+    hold = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: released.wait(20) and None)
+    function = cu.CUhostFn(ctypes.cast(hold, ctypes.c_void_p).value)
+    waited, done = {}, {}
+    with poisoned(device, stream, 64) as buf:
+        stream.synchronize()
+        with context_current(device):
+            for kind, flags in (("blocking", 0), ("non-blocking", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)):
+                released.clear()
+                err, held = cu.cuStreamCreate(flags)
+                assert not err, f"cuStreamCreate({kind}): {err}"
+                try:
+                    assert not cu.cuLaunchHostFunc(held, function, 0)[0], "cuLaunchHostFunc"
+                    assert not cu.cuMemsetD8Async(int(buf.handle), 0x11, 64, 0)[0], "cuMemsetD8Async on the NULL stream"
+                    deadline, states = time.monotonic() + (0.3 if kind == "blocking" else 10), []
+                    while time.monotonic() < deadline and cu.CUresult.CUDA_SUCCESS not in states:
+                        states.append(cu.cuStreamQuery(0)[0])
+                        time.sleep(0.01)
+                    waited[kind] = cu.CUresult.CUDA_SUCCESS not in states
+                    assert set(states) <= {cu.CUresult.CUDA_SUCCESS, cu.CUresult.CUDA_ERROR_NOT_READY}, states
+                finally:
+                    released.set()
+                    done[kind] = cu.cuCtxSynchronize()[0]
+                    cu.cuStreamDestroy(held)
+        assert done == {"blocking": 0, "non-blocking": 0}, f"cuCtxSynchronize after the release: {done}"
+        assert read(stream, buf, np.uint8).tolist() == [0x11] * 64
+    assert waited == {"blocking": True, "non-blocking": False}, \
+        f"the NULL stream's memset waited for the held stream (True) or completed while it was held: {waited}"
+
