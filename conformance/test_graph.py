@@ -626,6 +626,58 @@ def test_a_node_of_many_dependencies_keeps_them_in_a_clone_and_runs_after_them(d
                 f"all it depends on sets (1: a memset it depends on ran after it): at {np.flatnonzero(got != 2)[:8]}"
 
 
+
+@pytest.mark.clause("GRAPH-17")
+def test_nodes_use_the_memory_of_an_allocation_node_before_it_is_mapped(device, stream):
+    """CUDA's graph allocations (cuGraphAddMemAllocNode) have their address when the node is added, and the
+    nodes that depend on it may name it from then on, though the memory is mapped only when a launch reaches
+    the allocation: a driver that checks a memset's or a copy's range against the memory mapped at that moment
+    refuses them. Through the driver's own API: allocation, memset of the allocation, copy out of it into a
+    buffer, free, each depending on the one before; the graph instantiated and launched twice."""
+    cu = cuda_driver(device, "cuGraphAddMemAllocNode")
+    n = 256
+    with poisoned(device, stream, n) as out:
+        stream.synchronize()
+        with context_current(device):
+            graph = executable = None
+            replays = []
+            try:
+                graph = _ok(cu.cuGraphCreate(0), "cuGraphCreate")
+                context = _ok(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+                alloc = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
+                alloc.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+                alloc.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+                alloc.poolProps.location.id = int(_ok(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
+                alloc.bytesize = n
+                node = _ok(cu.cuGraphAddMemAllocNode(graph, None, 0, alloc), "cuGraphAddMemAllocNode")
+                mine = int(alloc.dptr)
+                assert mine, "cuGraphAddMemAllocNode gave no address"
+                memset = cu.CUDA_MEMSET_NODE_PARAMS()
+                memset.dst, memset.value, memset.elementSize, memset.width, memset.height, memset.pitch = \
+                    mine, 0x5A, 1, n, 1, n
+                node = _ok(cu.cuGraphAddMemsetNode(graph, [node], 1, memset, context),
+                           "cuGraphAddMemsetNode on the allocation node's memory")
+                copy = cu.CUDA_MEMCPY3D()
+                copy.srcMemoryType = copy.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+                copy.srcDevice, copy.dstDevice = mine, int(out.handle)
+                copy.WidthInBytes, copy.Height, copy.Depth = n, 1, 1
+                node = _ok(cu.cuGraphAddMemcpyNode(graph, [node], 1, copy, context),
+                           "cuGraphAddMemcpyNode out of the allocation node's memory")
+                _ok(cu.cuGraphAddMemFreeNode(graph, [node], 1, mine), "cuGraphAddMemFreeNode")
+                executable = _ok(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+                for _ in range(2):
+                    stream.fill(out, POISON)
+                    stream.synchronize()
+                    _ok(cu.cuGraphLaunch(executable, stream.native), "cuGraphLaunch")
+                    _ok(cu.cuStreamSynchronize(stream.native), "cuStreamSynchronize")
+                    replays.append(read(stream, out, np.uint8).tolist())
+            finally:
+                if executable is not None:
+                    cu.cuGraphExecDestroy(executable)
+                if graph is not None:
+                    cu.cuGraphDestroy(graph)
+        assert replays == [[0x5A] * n] * 2, "a replay did not copy out what it set in the allocation node's memory"
+
 def _ok(result: tuple, call: str):
     """The value of a driver call that returned (CUresult, value) or (CUresult,), asserting it succeeded."""
     err, *value = result
