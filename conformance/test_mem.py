@@ -522,3 +522,29 @@ def test_a_memset_on_the_legacy_stream_waits_for_the_blocking_streams_alone(devi
     assert waited == {"blocking": True, "non-blocking": False}, \
         f"the NULL stream's memset waited for the held stream (True) or completed while it was held: {waited}"
 
+
+@pytest.mark.clause("MEM-69")
+def test_the_driver_finds_the_allocation_of_an_address_and_none_for_a_freed_one(device):
+    """cuMemGetAddressRange names the allocation that holds an address (clients find a buffer's start and size
+    from an interior pointer so), and fails for an address no allocation holds any more: a driver whose lookup
+    answers some other allocation for an address it does not find hands a freed pointer the range of memory
+    that is not its own, and every check built on that lookup (a copy's or a memset's range) lets it through."""
+    cu = cuda_driver(device, "cuMemGetAddressRange")
+    n = 4 << 20  # of a size a driver maps on its own, not one it carves out of a larger mapping
+    with context_current(device):
+        err, kept = cu.cuMemAlloc(n)
+        assert not err, f"cuMemAlloc: {err}"
+        try:
+            err, freed = cu.cuMemAlloc(n)
+            assert not err, f"cuMemAlloc: {err}"
+            assert not cu.cuMemFree(freed)[0], "cuMemFree"
+            err_kept, base, size = cu.cuMemGetAddressRange(int(kept) + 100)
+            after_free = {at: cu.cuMemGetAddressRange(int(freed) + at)[0] for at in (0, 100)}
+        finally:
+            cu.cuMemFree(kept)
+    assert not err_kept, f"cuMemGetAddressRange of byte 100 of a live allocation: {err_kept}"
+    assert int(base) == int(kept) and int(size) >= n, \
+        f"byte 100 of the allocation at {int(kept):#x} of {n} bytes is said to lie in [{int(base):#x}, +{int(size)})"
+    found = {at: err for at, err in after_free.items() if err == cu.CUresult.CUDA_SUCCESS}
+    assert not found, f"cuMemGetAddressRange found an allocation for bytes {sorted(found)} of a freed one"
+
