@@ -678,6 +678,62 @@ def test_nodes_use_the_memory_of_an_allocation_node_before_it_is_mapped(device, 
                     cu.cuGraphDestroy(graph)
         assert replays == [[0x5A] * n] * 2, "a replay did not copy out what it set in the allocation node's memory"
 
+
+@pytest.mark.clause("GRAPH-18")
+def test_a_capture_forked_to_other_streams_joins_back_through_events(device, stream):
+    """CUDA's fork and join of a stream capture (how clients capture concurrent branches): the capturing stream
+    records an event, other streams wait for it and so join the capture, each records an event after its own
+    work, and the capturing stream waits for all of them before its next work, which then depends on every
+    branch. Through the driver's own API (the library's own capture is one stream's): 4 branches."""
+    cu = cuda_driver(device, "cuStreamBeginCapture")
+    k, n = 4, 64
+    with poisoned(device, stream, n) as out:
+        stream.synchronize()
+        base = int(out.handle)
+        with context_current(device):
+            made, graph, executable, counts, got = [], None, None, None, None
+            try:
+                def new(result: tuple, call: str):
+                    made.append((call, _ok(result, call)))
+                    return made[-1][1]
+                no_timing = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+                branches = [new(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+                            for _ in range(k)]
+                fork = new(cu.cuEventCreate(no_timing), "cuEventCreate")
+                joins = [new(cu.cuEventCreate(no_timing), "cuEventCreate") for _ in range(k)]
+                _ok(cu.cuStreamBeginCapture(stream.native, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED),
+                    "cuStreamBeginCapture")
+                _ok(cu.cuMemsetD8Async(base, 1, n, stream.native), "cuMemsetD8Async")
+                _ok(cu.cuEventRecord(fork, stream.native), "cuEventRecord of the fork")
+                for i, (branch, join) in enumerate(zip(branches, joins)):
+                    _ok(cu.cuStreamWaitEvent(branch, fork, 0), "cuStreamWaitEvent of a branch on the fork")
+                    _ok(cu.cuMemsetD8Async(base + 8 * i, 2 + i, 8, branch), "cuMemsetD8Async on a branch")
+                    _ok(cu.cuEventRecord(join, branch), "cuEventRecord of a join")
+                for join in joins:
+                    _ok(cu.cuStreamWaitEvent(stream.native, join, 0), "cuStreamWaitEvent of the capture on a join")
+                _ok(cu.cuMemsetD8Async(base + 48, 9, 16, stream.native), "cuMemsetD8Async after the joins")
+                graph = _ok(cu.cuStreamEndCapture(stream.native), "cuStreamEndCapture")
+                _, _, found = cu.cuGraphGetNodes(graph, 0)
+                err, nodes, found = cu.cuGraphGetNodes(graph, found)
+                assert not err, f"cuGraphGetNodes: {err}"
+                counts = sorted(cu.cuGraphNodeGetDependencies(node, 0)[3] for node in nodes[:found])
+                executable = _ok(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+                _ok(cu.cuGraphLaunch(executable, stream.native), "cuGraphLaunch")
+                _ok(cu.cuStreamSynchronize(stream.native), "cuStreamSynchronize")
+                got = read(stream, out, np.uint8).tolist()
+            finally:
+                if executable is not None:
+                    cu.cuGraphExecDestroy(executable)
+                if graph is not None:
+                    cu.cuGraphDestroy(graph)
+                for call, handle in made:
+                    (cu.cuStreamDestroy if call == "cuStreamCreate" else cu.cuEventDestroy)(handle)
+    # the last memset depends on every branch (and maybe on the first memset too, which each branch follows)
+    assert counts[:-1] == [0] + [1] * k and counts[-1] in (k, k + 1), \
+        f"the captured nodes' dependency counts are {counts}: the memset after the joins must follow all {k} branches"
+    want = [2 + i for i in range(k) for _ in range(8)] + [1] * (48 - 8 * k) + [9] * 16
+    assert got == want, f"the replay of the forked capture left {got}"
+
 def _ok(result: tuple, call: str):
     """The value of a driver call that returned (CUresult, value) or (CUresult,), asserting it succeeded."""
     err, *value = result
