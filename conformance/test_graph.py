@@ -569,3 +569,174 @@ def test_a_graph_closed_behind_an_event_it_follows_outlives_that_events_completi
     finally:
         work.free()
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("GRAPH-16")
+def test_a_node_of_many_dependencies_keeps_them_in_a_clone_and_runs_after_them(device, stream):
+    """A graph node may depend on any number of nodes: a driver that copies a node's dependencies through a
+    fixed array (the fake libcuda's graph_clone, which instantiation and cuGraphClone use, keeps up to 64 on its
+    stack) must move to a larger one past it, exactly at the 65th. Memset nodes through the driver's own API:
+    for each count, that many one-byte memsets to 1 and one memset to 2 of all those bytes depending on them."""
+    cu = cuda_driver(device, "cuGraphClone")
+    counts = (1, 64, 65, 200)
+    with poisoned(device, stream, sum(counts)) as out:
+        stream.synchronize()
+        with context_current(device):
+            graph = clone = None
+            executables, ran, wrong = [], {}, {}
+            try:
+                graph = _ok(cu.cuGraphCreate(0), "cuGraphCreate")
+                context = _ok(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+
+                def memset(at: int, n: int, value: int, deps: list) -> object:
+                    params = cu.CUDA_MEMSET_NODE_PARAMS()
+                    params.dst, params.value, params.elementSize = int(out.handle) + at, value, 1
+                    params.width, params.height, params.pitch = n, 1, n
+                    return _ok(cu.cuGraphAddMemsetNode(graph, deps, len(deps), params, context), "cuGraphAddMemsetNode")
+                nodes, at = {}, 0
+                for k in counts:
+                    roots = [memset(at + i, 1, 1, []) for i in range(k)]
+                    nodes[k] = (memset(at, k, 2, roots), roots)
+                    at += k
+                clone = _ok(cu.cuGraphClone(graph), "cuGraphClone")
+                for k, (node, roots) in nodes.items():
+                    mine = _ok(cu.cuGraphNodeFindInClone(node, clone), "cuGraphNodeFindInClone")
+                    err, deps, _, count = cu.cuGraphNodeGetDependencies(mine, k)
+                    assert not err, f"cuGraphNodeGetDependencies of a cloned node of {k}: {err}"
+                    want = {int(_ok(cu.cuGraphNodeFindInClone(r, clone), "cuGraphNodeFindInClone")) for r in roots}
+                    if count != k or {int(d) for d in deps[:count]} != want:
+                        wrong[k] = count
+                for name, g in (("graph", graph), ("clone", clone)):
+                    stream.fill(out, POISON)
+                    stream.synchronize()
+                    executables.append(_ok(cu.cuGraphInstantiate(g, 0), f"cuGraphInstantiate of the {name}"))
+                    _ok(cu.cuGraphLaunch(executables[-1], stream.native), f"cuGraphLaunch of the {name}")
+                    _ok(cu.cuStreamSynchronize(stream.native), "cuStreamSynchronize")
+                    ran[name] = read(stream, out, np.uint8)
+            finally:
+                for executable in executables:
+                    cu.cuGraphExecDestroy(executable)
+                for g in (clone, graph):
+                    if g is not None:
+                        cu.cuGraphDestroy(g)
+        assert not wrong, "the cloned node of k dependencies does not depend on the clones of the k nodes: " + \
+            ", ".join(f"{k}: {n} dependencies" for k, n in wrong.items())
+        for name, got in ran.items():
+            assert got.tolist() == [2] * sum(counts), f"the {name}'s replay left bytes other than the node run after " \
+                f"all it depends on sets (1: a memset it depends on ran after it): at {np.flatnonzero(got != 2)[:8]}"
+
+
+
+@pytest.mark.clause("GRAPH-17")
+def test_nodes_use_the_memory_of_an_allocation_node_before_it_is_mapped(device, stream):
+    """CUDA's graph allocations (cuGraphAddMemAllocNode) have their address when the node is added, and the
+    nodes that depend on it may name it from then on, though the memory is mapped only when a launch reaches
+    the allocation: a driver that checks a memset's or a copy's range against the memory mapped at that moment
+    refuses them. Through the driver's own API: allocation, memset of the allocation, copy out of it into a
+    buffer, free, each depending on the one before; the graph instantiated and launched twice."""
+    cu = cuda_driver(device, "cuGraphAddMemAllocNode")
+    n = 256
+    with poisoned(device, stream, n) as out:
+        stream.synchronize()
+        with context_current(device):
+            graph = executable = None
+            replays = []
+            try:
+                graph = _ok(cu.cuGraphCreate(0), "cuGraphCreate")
+                context = _ok(cu.cuCtxGetCurrent(), "cuCtxGetCurrent")
+                alloc = cu.CUDA_MEM_ALLOC_NODE_PARAMS()
+                alloc.poolProps.allocType = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+                alloc.poolProps.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+                alloc.poolProps.location.id = int(_ok(cu.cuCtxGetDevice(), "cuCtxGetDevice"))
+                alloc.bytesize = n
+                node = _ok(cu.cuGraphAddMemAllocNode(graph, None, 0, alloc), "cuGraphAddMemAllocNode")
+                mine = int(alloc.dptr)
+                assert mine, "cuGraphAddMemAllocNode gave no address"
+                memset = cu.CUDA_MEMSET_NODE_PARAMS()
+                memset.dst, memset.value, memset.elementSize, memset.width, memset.height, memset.pitch = \
+                    mine, 0x5A, 1, n, 1, n
+                node = _ok(cu.cuGraphAddMemsetNode(graph, [node], 1, memset, context),
+                           "cuGraphAddMemsetNode on the allocation node's memory")
+                copy = cu.CUDA_MEMCPY3D()
+                copy.srcMemoryType = copy.dstMemoryType = cu.CUmemorytype.CU_MEMORYTYPE_DEVICE
+                copy.srcDevice, copy.dstDevice = mine, int(out.handle)
+                copy.WidthInBytes, copy.Height, copy.Depth = n, 1, 1
+                node = _ok(cu.cuGraphAddMemcpyNode(graph, [node], 1, copy, context),
+                           "cuGraphAddMemcpyNode out of the allocation node's memory")
+                _ok(cu.cuGraphAddMemFreeNode(graph, [node], 1, mine), "cuGraphAddMemFreeNode")
+                executable = _ok(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+                for _ in range(2):
+                    stream.fill(out, POISON)
+                    stream.synchronize()
+                    _ok(cu.cuGraphLaunch(executable, stream.native), "cuGraphLaunch")
+                    _ok(cu.cuStreamSynchronize(stream.native), "cuStreamSynchronize")
+                    replays.append(read(stream, out, np.uint8).tolist())
+            finally:
+                if executable is not None:
+                    cu.cuGraphExecDestroy(executable)
+                if graph is not None:
+                    cu.cuGraphDestroy(graph)
+        assert replays == [[0x5A] * n] * 2, "a replay did not copy out what it set in the allocation node's memory"
+
+
+@pytest.mark.clause("GRAPH-18")
+def test_a_capture_forked_to_other_streams_joins_back_through_events(device, stream):
+    """CUDA's fork and join of a stream capture (how clients capture concurrent branches): the capturing stream
+    records an event, other streams wait for it and so join the capture, each records an event after its own
+    work, and the capturing stream waits for all of them before its next work, which then depends on every
+    branch. Through the driver's own API (the library's own capture is one stream's): 4 branches."""
+    cu = cuda_driver(device, "cuStreamBeginCapture")
+    k, n = 4, 64
+    with poisoned(device, stream, n) as out:
+        stream.synchronize()
+        base = int(out.handle)
+        with context_current(device):
+            made, graph, executable, counts, got = [], None, None, None, None
+            try:
+                def new(result: tuple, call: str):
+                    made.append((call, _ok(result, call)))
+                    return made[-1][1]
+                no_timing = cu.CUevent_flags.CU_EVENT_DISABLE_TIMING
+                branches = [new(cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING), "cuStreamCreate")
+                            for _ in range(k)]
+                fork = new(cu.cuEventCreate(no_timing), "cuEventCreate")
+                joins = [new(cu.cuEventCreate(no_timing), "cuEventCreate") for _ in range(k)]
+                _ok(cu.cuStreamBeginCapture(stream.native, cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_RELAXED),
+                    "cuStreamBeginCapture")
+                _ok(cu.cuMemsetD8Async(base, 1, n, stream.native), "cuMemsetD8Async")
+                _ok(cu.cuEventRecord(fork, stream.native), "cuEventRecord of the fork")
+                for i, (branch, join) in enumerate(zip(branches, joins)):
+                    _ok(cu.cuStreamWaitEvent(branch, fork, 0), "cuStreamWaitEvent of a branch on the fork")
+                    _ok(cu.cuMemsetD8Async(base + 8 * i, 2 + i, 8, branch), "cuMemsetD8Async on a branch")
+                    _ok(cu.cuEventRecord(join, branch), "cuEventRecord of a join")
+                for join in joins:
+                    _ok(cu.cuStreamWaitEvent(stream.native, join, 0), "cuStreamWaitEvent of the capture on a join")
+                _ok(cu.cuMemsetD8Async(base + 48, 9, 16, stream.native), "cuMemsetD8Async after the joins")
+                graph = _ok(cu.cuStreamEndCapture(stream.native), "cuStreamEndCapture")
+                _, _, found = cu.cuGraphGetNodes(graph, 0)
+                err, nodes, found = cu.cuGraphGetNodes(graph, found)
+                assert not err, f"cuGraphGetNodes: {err}"
+                counts = sorted(cu.cuGraphNodeGetDependencies(node, 0)[3] for node in nodes[:found])
+                executable = _ok(cu.cuGraphInstantiate(graph, 0), "cuGraphInstantiate")
+                _ok(cu.cuGraphLaunch(executable, stream.native), "cuGraphLaunch")
+                _ok(cu.cuStreamSynchronize(stream.native), "cuStreamSynchronize")
+                got = read(stream, out, np.uint8).tolist()
+            finally:
+                if executable is not None:
+                    cu.cuGraphExecDestroy(executable)
+                if graph is not None:
+                    cu.cuGraphDestroy(graph)
+                for call, handle in made:
+                    (cu.cuStreamDestroy if call == "cuStreamCreate" else cu.cuEventDestroy)(handle)
+    # the last memset depends on every branch (and maybe on the first memset too, which each branch follows)
+    assert counts[:-1] == [0] + [1] * k and counts[-1] in (k, k + 1), \
+        f"the captured nodes' dependency counts are {counts}: the memset after the joins must follow all {k} branches"
+    want = [2 + i for i in range(k) for _ in range(8)] + [1] * (48 - 8 * k) + [9] * 16
+    assert got == want, f"the replay of the forked capture left {got}"
+
+def _ok(result: tuple, call: str):
+    """The value of a driver call that returned (CUresult, value) or (CUresult,), asserting it succeeded."""
+    err, *value = result
+    assert not err, f"{call}: {err}"
+    return value[0] if value else None
+

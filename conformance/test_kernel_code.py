@@ -4822,3 +4822,52 @@ def test_a_kernel_has_every_byte_of_dynamic_shared_memory_its_launch_asks_for(de
         assert got.get(str(n)) == want, (
             f"{n} bytes of dynamic shared memory: byte n - 1 - i of what the threads stored should reach out[i]; "
             f"got {str(got.get(str(n)))[:300]}")
+
+
+PLUS7_CU = b"""extern "C" __global__ void plus7(unsigned *a, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) a[i] += 7u;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-170")
+def test_a_cubin_nvrtc_builds_for_the_device_loads_and_runs(device, stream):
+    """NVRTC compiles CUDA C to a CUDA binary for the device's architecture (nvrtcGetCUBIN, -arch=sm_XY), an ELF
+    image, which cuModuleLoadData loads as it is and whose kernel runs: how clients that compile ahead (cached
+    cubins, JIT libraries) load their code. A driver that takes an ELF image for PTX text refuses it."""
+    cu = cuda_driver(device, "cuModuleLoadData")
+    from cuda.bindings import nvrtc
+
+    major, minor = device.info.extra["compute_capability"]
+    err, prog = nvrtc.nvrtcCreateProgram(PLUS7_CU, b"plus7.cu", 0, [], [])
+    assert not err, f"nvrtcCreateProgram: {err}"
+    try:
+        err, = nvrtc.nvrtcCompileProgram(prog, 1, [f"-arch=sm_{major}{minor}".encode()])
+        assert not err, f"nvrtcCompileProgram -arch=sm_{major}{minor}: {err}"
+        err, size = nvrtc.nvrtcGetCUBINSize(prog)
+        assert not err and size, f"nvrtcGetCUBINSize: {err}, {size}"
+        cubin = b" " * size
+        assert not nvrtc.nvrtcGetCUBIN(prog, cubin)[0], "nvrtcGetCUBIN"
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    assert cubin[:4] == b"\x7fELF", f"NVRTC's CUBIN is no ELF image: {cubin[:16]!r}"
+    n = 300
+    with poisoned(device, stream, 4 * n) as buf:
+        stream.fill(buf, 0)
+        stream.synchronize()
+        with context_current(device):
+            err, module = cu.cuModuleLoadData(cubin)
+            assert not err, f"cuModuleLoadData of NVRTC's sm_{major}{minor} cubin: {err}"
+            try:
+                err, function = cu.cuModuleGetFunction(module, b"plus7")
+                assert not err, f"cuModuleGetFunction: {err}"
+                err, = cu.cuLaunchKernel(function, ceil_div(n, 128), 1, 1, 128, 1, 1, 0, stream.native,
+                                         ((buf.handle, n), (ctypes.c_void_p, ctypes.c_uint)), 0)
+                assert not err, f"cuLaunchKernel: {err}"
+            finally:
+                cu.cuCtxSynchronize()  # the kernel has run before its module goes
+                cu.cuModuleUnload(module)
+        got = read(stream, buf, np.uint32)
+    assert got.tolist() == [7] * n, f"the cubin's kernel left {got[:8].tolist()}..."
+

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -507,3 +510,68 @@ def test_closing_a_device_leaves_the_drivers_leak_check_nothing_to_report(device
     assert leak.returncode != 0, (
         f"the driver's leak check did not find 512 bytes allocated through cuMemAlloc and never freed: the "
         f"program exited with status {leak.returncode}; {leak.stderr[-1500:]}")
+
+
+@pytest.mark.clause("MEM-68")
+def test_a_memset_on_the_legacy_stream_waits_for_the_blocking_streams_alone(device, stream):
+    """CUDA's legacy default stream (the NULL stream, what cuMemsetD8Async(..., 0) and every runtime call without
+    a stream use) starts its work only after the work queued before it on each blocking stream of its context
+    (cuStreamCreate with flags 0), and never waits for a CU_STREAM_NON_BLOCKING one: clients that mix the
+    runtime's default stream with streams of their own rely on the first, libraries like this one (whose streams
+    are non-blocking) on the second. A host function (cuLaunchHostFunc) holds each stream until released."""
+    cu = cuda_driver(device, "cuLaunchHostFunc")
+    released = threading.Event()
+    hold = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: released.wait(20) and None)
+    function = cu.CUhostFn(ctypes.cast(hold, ctypes.c_void_p).value)
+    waited, done = {}, {}
+    with poisoned(device, stream, 64) as buf:
+        stream.synchronize()
+        with context_current(device):
+            for kind, flags in (("blocking", 0), ("non-blocking", cu.CUstream_flags.CU_STREAM_NON_BLOCKING)):
+                released.clear()
+                err, held = cu.cuStreamCreate(flags)
+                assert not err, f"cuStreamCreate({kind}): {err}"
+                try:
+                    assert not cu.cuLaunchHostFunc(held, function, 0)[0], "cuLaunchHostFunc"
+                    assert not cu.cuMemsetD8Async(int(buf.handle), 0x11, 64, 0)[0], "cuMemsetD8Async on the NULL stream"
+                    deadline, states = time.monotonic() + (0.3 if kind == "blocking" else 10), []
+                    while time.monotonic() < deadline and cu.CUresult.CUDA_SUCCESS not in states:
+                        states.append(cu.cuStreamQuery(0)[0])
+                        time.sleep(0.01)
+                    waited[kind] = cu.CUresult.CUDA_SUCCESS not in states
+                    assert set(states) <= {cu.CUresult.CUDA_SUCCESS, cu.CUresult.CUDA_ERROR_NOT_READY}, states
+                finally:
+                    released.set()
+                    done[kind] = cu.cuCtxSynchronize()[0]
+                    cu.cuStreamDestroy(held)
+        assert done == {"blocking": 0, "non-blocking": 0}, f"cuCtxSynchronize after the release: {done}"
+        assert read(stream, buf, np.uint8).tolist() == [0x11] * 64
+    assert waited == {"blocking": True, "non-blocking": False}, \
+        f"the NULL stream's memset waited for the held stream (True) or completed while it was held: {waited}"
+
+
+@pytest.mark.clause("MEM-69")
+def test_the_driver_finds_the_allocation_of_an_address_and_none_for_a_freed_one(device):
+    """cuMemGetAddressRange names the allocation that holds an address (clients find a buffer's start and size
+    from an interior pointer so), and fails for an address no allocation holds any more: a driver whose lookup
+    answers some other allocation for an address it does not find hands a freed pointer the range of memory
+    that is not its own, and every check built on that lookup (a copy's or a memset's range) lets it through."""
+    cu = cuda_driver(device, "cuMemGetAddressRange")
+    n = 4 << 20  # of a size a driver maps on its own, not one it carves out of a larger mapping
+    with context_current(device):
+        err, kept = cu.cuMemAlloc(n)
+        assert not err, f"cuMemAlloc: {err}"
+        try:
+            err, freed = cu.cuMemAlloc(n)
+            assert not err, f"cuMemAlloc: {err}"
+            assert not cu.cuMemFree(freed)[0], "cuMemFree"
+            err_kept, base, size = cu.cuMemGetAddressRange(int(kept) + 100)
+            after_free = {at: cu.cuMemGetAddressRange(int(freed) + at)[0] for at in (0, 100)}
+        finally:
+            cu.cuMemFree(kept)
+    assert not err_kept, f"cuMemGetAddressRange of byte 100 of a live allocation: {err_kept}"
+    assert int(base) == int(kept) and int(size) >= n, \
+        f"byte 100 of the allocation at {int(kept):#x} of {n} bytes is said to lie in [{int(base):#x}, +{int(size)})"
+    found = {at: err for at, err in after_free.items() if err == cu.CUresult.CUDA_SUCCESS}
+    assert not found, f"cuMemGetAddressRange found an allocation for bytes {sorted(found)} of a freed one"
+

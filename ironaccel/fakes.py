@@ -27,7 +27,7 @@ from . import cbuild, sourcehash
 from .errors import NotAvailable
 
 __all__ = ["IDENTITY", "source_dir", "build", "source_hash", "driver_dir", "toolchain", "load", "child_env", "check",
-           "in_fake_env", "exec_with_fake", "Control"]
+           "in_fake_env", "exec_with_fake", "sanitizer_env", "Control"]
 
 #: What ``ironaccel_fake_identity()`` returns; the CUDA backend compares against it.
 IDENTITY = "ironaccel fake libcuda"
@@ -42,8 +42,37 @@ CFLAGS = ("-std=gnu11", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-ffp-
 LIBS = ("-lpthread", "-lm", "-ldl")  # dl: the driver version looks for a loadable NVRTC
 #: With IRONACCEL_FAKE_SANITIZE=1 the fake is built with AddressSanitizer and UndefinedBehaviorSanitizer (every
 #: report fatal), cached apart (the flags are part of the cache key). A Python process can load that build only
-#: with the compiler's libasan preloaded: tests/fakes/fakeprobe.py's sanitizer_env() says how.
+#: with the compiler's libasan preloaded: ``sanitizer_env()`` says how.
 SANITIZE_CFLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=undefined", "-fno-omit-frame-pointer", "-g")
+
+
+def sanitizer_env(base: dict[str, str] | None = None) -> dict[str, str] | None:
+    """``base`` (default: this process's environment) made one in which a Python process and its children load
+    the fake's ASan/UBSan build, or None without libasan: how tests/fakes runs under the sanitizers, and the
+    mutant engine's sanitized run of cuda/fake (ci/mutants/modules.py), where a memory error ends the run.
+
+    The ASan runtime must be the first library of the process, and python is not built with it: it is
+    preloaded (the compiler's own libasan, ``cc -print-file-name=libasan.so``). detect_leaks=0: the
+    interpreter's own allocations at exit are not the fake's; allocator_may_return_null=1: an allocation too
+    large fails with NULL as without ASan (the fake must cope), instead of a report. Every UBSan report is fatal
+    (-fno-sanitize-recover in SANITIZE_CFLAGS), every ASan report too (halt_on_error, the default). NVRTC's own
+    folder goes on LD_LIBRARY_PATH: under ASan's dlopen interceptor NVRTC no longer finds libnvrtc-builtins
+    beside itself through its $ORIGIN run path.
+    """
+    compiler = cbuild.find_compiler()
+    found = subprocess.run([compiler, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
+    if not found or not Path(found).is_absolute() or not Path(found).exists():
+        return None
+    env = dict(base if base is not None else os.environ)
+    env["LD_PRELOAD"] = ":".join([found] + [p for p in env.get("LD_PRELOAD", "").split(":") if p and p != found])
+    env["ASAN_OPTIONS"] = "detect_leaks=0:allocator_may_return_null=1:halt_on_error=1:abort_on_error=0"
+    env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
+    env["IRONACCEL_FAKE_SANITIZE"] = "1"
+    nvrtc = _real_toolchain().get("nvrtc")
+    if nvrtc:
+        folders = [str(Path(nvrtc).parent)] + [p for p in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if p]
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys(folders))
+    return env
 
 
 def source_dir() -> Path:

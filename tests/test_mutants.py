@@ -482,6 +482,44 @@ def test_a_survivor_is_escalated_on_the_other_configuration_of_its_target_too(mo
     assert (outcome.status, outcome.stage, outcome.killers, outcome.escalated) == ("killed", "suite", ["c (fail)"], 6)
 
 
+def test_a_fake_mutant_is_judged_on_the_fakes_sanitized_build_too(monkeypatch, tmp_path):
+    """A memory error of the fake that changes no result on its plain build (a write one past a stack array into
+    the frame's padding) ends the run on its ASan build: a survivor of cuda/fake's covering tests is judged on the
+    sanitized run next, with that run's own build of the mutant made first and checked as the one it loaded, and
+    the kill names the run; a sanitized build that cannot be made is "not built", never a survivor."""
+    from ironaccel import fakes
+
+    monkeypatch.setattr(fakes, "sanitizer_env", lambda base=None: {**base, "IRONACCEL_FAKE_SANITIZE": "1"})
+    calls, builds = [], []
+
+    def certify(tree, target, env, results, only, limit, test_timeout=60):
+        sanitized = env.get("IRONACCEL_FAKE_SANITIZE") == "1"
+        calls.append((sanitized, tuple(only)))
+        status = ("crashed", "AddressSanitizer: stack-buffer-overflow") if sanitized else ("ok", "")
+        return {"run": dict(zip(("status", "message"), status)), "builds": {"driver": "h"},
+                "tests": [{"id": t, "outcome": SUITE[t]} for t in only]}, ""
+
+    def build_mutant(c, tree, env):
+        builds.append((c.run.name, env.get("IRONACCEL_FAKE_SANITIZE", "")))
+        return "h", ""
+    monkeypatch.setattr(judging, "certify", certify)
+    monkeypatch.setattr(judging, "build_mutant", build_mutant)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (
+        (dest / "fakes" / "cuda").mkdir(parents=True), (dest / "fakes" / "cuda" / "x.c").write_text("x = 1\n")))
+    mutant = operators.Mutant("fakes/cuda/x.c:f:const:00000000", "fakes/cuda/x.c", 1, "f", "const", 4, 5, "1", "2")
+    plain, sanitized = (r for name in ("cuda/fake", "cuda/fake sanitized") for r in modules.RUNS if r.name == name)
+    assert sanitized.sanitized and sanitized.target == plain.target and "fake" in sanitized.areas
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, dict.fromkeys(SUITE, 2.0), {})
+    candidate = judging.Candidate(mutant, "fake", plain, ["a"], [(sanitized, ["a", "b"])])
+    outcome = judging.run_candidate(candidate, tmp_path, {plain.name: base, sanitized.name: base}, 300, 30, False)
+    assert calls == [(False, ("a",)), (True, ("a", "b"))] and builds == [(plain.name, ""), (sanitized.name, "1")]
+    assert (outcome.status, outcome.stage, outcome.killed_on) == ("killed", "other run", "cuda/fake sanitized")
+    assert "stack-buffer-overflow" in outcome.detail
+    monkeypatch.setattr(judging, "build_mutant", lambda c, tree, env: ("h", "") if c.run is plain else (None, "no"))
+    unbuilt = judging.run_candidate(candidate, tmp_path, {plain.name: base, sanitized.name: base}, 300, 30, False)
+    assert (unbuilt.status, unbuilt.detail) == ("not built", "cuda/fake sanitized: no")
+
+
 def test_generated_mutants_go_to_every_run_that_executes_their_line(tmp_path):
     (tmp_path / "m.py").write_text("LIMIT = 4\n\n\ndef f(n):\n    return n < 2\n")
     cov = covered.Coverage({"m.py": {1: ["a"], 5: ["b"]}}, {}, {}, 1.0, SUITE, {}, {})

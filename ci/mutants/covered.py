@@ -108,8 +108,8 @@ def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, li
         return Coverage.from_json(json.loads(cached.read_text()))
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutants-probe-") as tmp:
         probe_dir = Path(tmp)
-        env = {**os.environ, **run.env, "HYPOTHESIS_PROFILE": "ci", "PYTEST_ADDOPTS": "-p probe",
-               **probe_env(probe_dir, tree, files)}
+        env = run.environment({**os.environ, "HYPOTHESIS_PROFILE": "ci", "PYTEST_ADDOPTS": "-p probe",
+                               **probe_env(probe_dir, tree, files)})
         builds = [b for b in modules.C_BUILDS if any(f.startswith(b.folder + "/") for f in files)]
         if builds and set(run.areas) & {a for a, globs in modules.SUITE_AREAS.items()
                                         if any(g.startswith(b.folder + "/") for b in builds for g in globs)}:

@@ -30,7 +30,9 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    is escalated: certified again with every other test that passes unmutated on its run (fail-fast, within
    60 s + 4 times the recorded run's time), and the same on another configuration of that target that
    executes the line (cuda/fake's pure-Python run: the suite reaches the code the compiled module stands in
-   for only there); it survives only if those runs miss it too. Other targets that execute the line run its
+   for only there; for a mutant of the fake, cuda/fake on the fake's ASan/UBSan build, where the suite's tests
+   drive it as on the plain build and a memory error that changes no result ends the run: the sanitizer is the
+   instrument, the tests the suite's); it survives only if those runs miss it too. Other targets that execute the line run its
    covering tests only: escalating there too would cost a survivor of api.py six whole runs. A C mutant whose build
    is not what the run loaded (the results file's ``builds``) is "not built": not counted, and the run fails.
 The platform (issue 32, --platform): the same with ``modules.PLATFORM_AREAS``, judged by the unit tests of
@@ -255,6 +257,9 @@ def record(args, snapshot: Path, every_file: list[str], digest: str, notes: list
         return {"unit tests": cov}
     covs = {}
     needed = [r for r in args.runs if set(r.areas) & set(args.areas)]
+    missing = [r.name for r in needed if not r.available()]
+    notes += [f"run {name}: not made, the compiler has no libasan (apt-get install gcc)" for name in missing]
+    needed = [r for r in needed if r.name not in missing]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for r, cov in zip(needed, pool.map(lambda r: record_suite(r, snapshot, every_file, digest, args.record_timeout), needed)):
             covs[r.name] = cov

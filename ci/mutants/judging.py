@@ -50,6 +50,7 @@ class Candidate:
 class Other:
     """Another run that executes the mutant's line: its judge, its covering tests and their time limit, its
     baseline, and whether it is another configuration of the first run's target (escalated too)."""
+    name: str
     judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]]
     tests: list[str]
     base: Coverage
@@ -69,6 +70,7 @@ class Outcome:
     # or "suite" (the escalation to the rest of the suite)
     escalated: int = 0  # tests the escalation ran
     escalation_s: float = 0.0
+    killed_on: str = ""  # a kill's run, when not the mutant's first (``Candidate.run``): another run's tests killed it
 
 
 def mutant_env(c: Candidate, tree: Path, scratch: Path) -> dict[str, str]:
@@ -77,7 +79,7 @@ def mutant_env(c: Candidate, tree: Path, scratch: Path) -> dict[str, str]:
     cache (``modules.CACHE_WRITERS``) fills one of its own."""
     env = {**os.environ, "PYTHONPATH": python_path(tree), "HYPOTHESIS_PROFILE": "ci", "PYTEST_ADDOPTS": "--maxfail=1"}
     if c.run is not None:
-        env.update(c.run.env)
+        env = c.run.environment(env)
     if is_c(c.mutant.file):
         env.update(private_cache(scratch / "cache", (modules.c_build_of(c.mutant.file).cache,),
                                  cache_dir() / "mutants" / "objects"))
@@ -130,15 +132,24 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
         base = baselines[c.run.name]
 
         def on(run: modules.Run) -> Callable[[list[str], str, float], tuple[str, list[str], str, int]]:
-            """The judge of another run that executes the line, against that run's baseline."""
+            """The judge of another run that executes the line, against that run's baseline; a C mutant's build
+            for that run made first (its own flags: the sanitized run's is another build), when it is judged."""
             other = replace(c, run=run)
             folder = scratch / run.name.replace("/", "-").replace(" ", "-")
-            return lambda tests, stage, seconds: _judged(other, tree, mutant_env(other, tree, scratch),
-                                                         folder / stage, baselines[run.name], tests, seconds,
-                                                         test_timeout, None)
+
+            def judge(tests: list[str], stage: str, seconds: float) -> tuple[str, list[str], str, int]:
+                other_env = mutant_env(other, tree, scratch)
+                made = None
+                if built is not None:
+                    made, problem = build_mutant(other, tree, other_env)  # a cache hit once made
+                    if made is None:
+                        return "not built", [], f"{run.name}: {problem}", 0
+                return _judged(other, tree, other_env, folder / stage, baselines[run.name], tests, seconds,
+                               test_timeout, made)
+            return judge
         return escalated(c, base, covering_limit(base, c.tests, limit), t0, lambda tests, stage, seconds: _judged(
             c, tree, env, scratch / stage, base, tests, seconds, test_timeout, built),
-            [Other(on(r), tests, baselines[r.name], covering_limit(baselines[r.name], tests, limit),
+            [Other(r.name, on(r), tests, baselines[r.name], covering_limit(baselines[r.name], tests, limit),
                    r.target == c.run.target) for r, tests in c.others])
 
 
@@ -165,11 +176,12 @@ def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
         ran += more
         if status != "survived":
             return Outcome(c, status, time.monotonic() - t0, killers, detail, ran,
-                           stage="other run" if status == "killed" else "")
+                           stage="other run" if status == "killed" else "",
+                           killed_on=other.name if status == "killed" else "")
     t1 = time.monotonic()
-    escalations = [(judge, base, c.tests)] + [(o.judge, o.base, o.tests) for o in others if o.same_target]
+    escalations = [("", judge, base, c.tests)] + [(o.name, o.judge, o.base, o.tests) for o in others if o.same_target]
     more = 0
-    for judge_on, base_on, tests_on in escalations:
+    for name, judge_on, base_on, tests_on in escalations:
         rest = sorted(base_on.usable() - set(tests_on))
         if not rest:
             continue
@@ -177,7 +189,8 @@ def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
         more += count
         if status != "survived":
             return Outcome(c, status, time.monotonic() - t0, killers, detail, ran, stage="suite",
-                           escalated=more, escalation_s=time.monotonic() - t1)
+                           escalated=more, escalation_s=time.monotonic() - t1,
+                           killed_on=name if status == "killed" else "")
     if status == "survived" and more:
         runs = f" (on {len(c.others) + 1} runs)" if c.others else ""
         detail = f"{ran} covering tests{runs} and the suite's {more} others ran, all as in the baseline"

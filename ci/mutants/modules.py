@@ -51,6 +51,9 @@ class Run:
     target: str
     env: dict[str, str] = field(default_factory=dict)
     areas: tuple[str, ...] = ()  # areas whose mutants this run may judge (first run that covers a line wins)
+    #: the fake libcuda's ASan/UBSan build loaded (``fakes.sanitizer_env``): a memory error of the fake that
+    #: changes no result (a write past a buffer into memory nothing reads) ends the run there
+    sanitized: bool = False
 
     @property
     def compiled(self) -> bool:
@@ -58,12 +61,32 @@ class Run:
         the pure-Python ones, whose bodies still run at import (``generated.compiled_standins``)."""
         return self.env.get("IRONACCEL_PURE_PYTHON") != "1"
 
+    def environment(self, base: dict[str, str]) -> dict[str, str]:
+        """``base`` with this run's variables (``available`` says whether a sanitized one can be made)."""
+        env = {**base, **self.env}
+        if self.sanitized:
+            from ironaccel import fakes
+
+            env = fakes.sanitizer_env(env)
+            if env is None:
+                raise RuntimeError(f"{self.name}: the compiler has no libasan (apt-get install gcc)")
+        return env
+
+    def available(self) -> bool:
+        """False for a sanitized run on a machine whose compiler has no libasan."""
+        from ironaccel import fakes
+
+        return not self.sanitized or fakes.sanitizer_env({}) is not None
+
 
 #: In order of preference: a mutant is certified on the first run (of those its area lists) covering its line.
 RUNS: tuple[Run, ...] = (
     Run("cuda/fake", "cuda/fake", {}, ("cuda", "fast", "fake", "core", "pool")),
     # the code the compiled hot path (ironaccel/_fast_c/) replaces when it loads: CUDA's and the MemPool's
     Run("cuda/fake pure-python", "cuda/fake", {"IRONACCEL_PURE_PYTHON": "1"}, ("cuda", "core", "pool")),
+    # the fake's ASan/UBSan build: a memory error of a fake mutant (a write one past a stack array into the frame's
+    # padding) changes no result on the -O2 build, but the sanitizer ends the run; judged after cuda/fake's
+    Run("cuda/fake sanitized", "cuda/fake", {}, ("fake",), sanitized=True),
     # the compiled module loads on every backend (its MemPool core is backend-agnostic): one other backend's run
     # judges its mutants too (a non-CUDA device handed to code that assumed a CUDA one: invisible on cuda/fake)
     Run("vulkan/lavapipe", "vulkan/lavapipe", {}, ("vulkan", "fast", "core", "pool")),

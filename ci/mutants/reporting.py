@@ -146,8 +146,10 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
                      (o.candidate.run.name if o.candidate.run else "unit tests")
                      + (f" (+{len(o.candidate.others)} runs)" if o.candidate.others else ""),
                      f"{o.ran}/{len(o.candidate.tests)}" + (f" + {o.escalated}" if o.escalated else ""),
-                     o.status + (f" ({o.stage})" if o.stage else ""), tables.cell(caught, 140), f"{o.seconds:.0f}"])
+                     o.status + (f" ({o.stage}{' on ' + o.killed_on if o.killed_on else ''})" if o.stage else ""),
+                     tables.cell(caught, 140), f"{o.seconds:.0f}"])
     lines += ["", "## Every mutant", "", "tests: the covering tests run of those chosen, + those the escalation "
-              "ran; result: a kill's stage (covering tests, or the rest of the suite).", ""]
+              "ran; result: a kill's stage (covering tests, another run's, or the rest of the suite), and its run "
+              "when not the mutant's first (cuda/fake sanitized: the fake's ASan/UBSan build).", ""]
     lines += tables.markdown(["mutant", "area", "line", "change", "run", "tests", "result", "caught by", "s"], rows)
     return "\n".join(lines) + "\n"

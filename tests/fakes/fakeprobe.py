@@ -152,29 +152,6 @@ def main() -> None:
         answers.flush()
 
 
-def sanitizer_env(base: dict[str, str] | None = None) -> dict[str, str] | None:
-    """The environment in which a Python process can load the fake's ASan/UBSan build, or None without libasan.
-
-    The ASan runtime must be the first library of the process, and python is not built with it: it is
-    preloaded (the compiler's own libasan, ``cc -print-file-name=libasan.so``). detect_leaks=0: the
-    interpreter's own allocations at exit are not the fake's; allocator_may_return_null=1: an allocation too
-    large fails with NULL as without ASan (the fake must cope), instead of a report. Every UBSan report is fatal
-    (-fno-sanitize-recover in fakes.SANITIZE_CFLAGS), every ASan report too (halt_on_error, the default).
-    """
-    from ironaccel import cbuild
-
-    compiler = cbuild.find_compiler()
-    found = subprocess.run([compiler, "-print-file-name=libasan.so"], capture_output=True, text=True).stdout.strip()
-    if not found or not Path(found).is_absolute() or not Path(found).exists():
-        return None
-    env = dict(base if base is not None else os.environ)
-    env["LD_PRELOAD"] = ":".join([found] + [p for p in env.get("LD_PRELOAD", "").split(":") if p])
-    env["ASAN_OPTIONS"] = "detect_leaks=0:allocator_may_return_null=1:halt_on_error=1:abort_on_error=0"
-    env["UBSAN_OPTIONS"] = "print_stacktrace=1:halt_on_error=1"
-    env["IRONACCEL_FAKE_SANITIZE"] = "1"
-    return env
-
-
 class ProbeDied(Exception):
     """The child crashed, hung past its time limit, or a sanitizer stopped it: what it printed is the message."""
 

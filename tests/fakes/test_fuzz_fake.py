@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from ironaccel import fakes
-from fakeprobe import Probe, ProbeDied, sanitizer_env
+from fakeprobe import Probe, ProbeDied
 from images import calls_ptx, pack_elf, pack_fatbin, printf_ptx
 
 pytestmark = pytest.mark.fuzz
@@ -190,7 +190,7 @@ def make_case(index: int, texts: list[bytes], images: list[bytes]) -> dict:
 
 
 def test_seeded_fuzz_of_ptx_and_images_is_clean_under_asan_and_ubsan(monkeypatch, record_property):
-    env = sanitizer_env()
+    env = fakes.sanitizer_env()
     if env is None:
         pytest.skip("the compiler has no libasan (apt-get install gcc): the ASan/UBSan build cannot load")
     texts, images = seed_corpus()

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from ironaccel import fakes
-from fakeprobe import Probe, ProbeDied, sanitizer_env
+from fakeprobe import Probe, ProbeDied
 from images import calls_ptx, pack_elf, pack_fatbin, printf_ptx, ptx
 
 SUCCESS, INVALID_VALUE, OUT_OF_MEMORY = 0, 1, 2
@@ -165,7 +165,7 @@ def probe(request, tmp_path_factory):
     """A build of the fake and a probe factory for it (a fresh child per case: a crash ends one case only)."""
     env = None
     if request.param == "sanitized":
-        env = sanitizer_env()
+        env = fakes.sanitizer_env()
         if env is None:
             pytest.skip("the compiler has no libasan (apt-get install gcc): the ASan/UBSan build cannot load")
     old = os.environ.get("IRONACCEL_FAKE_SANITIZE")
