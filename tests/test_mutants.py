@@ -443,6 +443,24 @@ def test_a_kill_by_flaky_outcomes_alone_is_confirmed_by_one_more_run(monkeypatch
     assert once.status == "survived" and [c[0] for c in fake.calls][:2] == [("a", "b"), ("b",)]
 
 
+def test_a_test_slower_unmutated_than_a_quarter_of_the_test_timeout_gets_four_times_its_time(monkeypatch, tmp_path):
+    """The per-test timeout of a judged run is --test-timeout, or 4 times its slowest test's unmutated time where
+    that is more: GLSL's endless-macro refusal takes 31 s unmutated and timed out at 30 s under every mutant."""
+    timeouts = []
+
+    def certify(tree, target, env, results, only, limit, test_timeout=60):
+        timeouts.append((tuple(only), test_timeout))
+        return {"run": {"status": "ok", "message": ""}, "builds": {},
+                "tests": [{"id": t, "outcome": SUITE[t]} for t in only]}, ""
+    monkeypatch.setattr(judging, "certify", certify)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2", toplevel=True)
+    run = modules.Run("t/fake", "t/fake")
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, {**dict.fromkeys(SUITE, 2.0), "d": 31.0}, {})
+    judging.run_candidate(judging.Candidate(mutant, "area", run, ["a"]), tmp_path, {run.name: base}, 300, 30, False)
+    assert timeouts == [(("a",), 30), (("b", "c", "d"), 4 * 31.0)]
+
+
 def test_a_line_run_at_import_is_judged_on_every_run_that_imports_it(monkeypatch, tmp_path):
     """A survivor of its first run's covering tests is judged by its tests of each other run (against that
     run's baseline, with its environment) before the escalation: a default one backend leaves to it."""

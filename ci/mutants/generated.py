@@ -226,7 +226,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant's covering tests at most "
                         "(default 300; less where they took less unmutated: 60 s + 4 times their time; the "
                         "escalation of a survivor to the rest of the suite: 60 s + 4 times the recorded run's time)")
-    parser.add_argument("--test-timeout", type=float, default=30, help="seconds per test (default 30)")
+    parser.add_argument("--test-timeout", type=float, default=30, help="seconds per test (default 30; a run of a "
+                        "test that took more than a quarter of it unmutated gets 4 times that test's time)")
     parser.add_argument("--record-timeout", type=float, default=1800, help="seconds for the coverage and baseline "
                         "recording of one run at most (default 1800; a 2-core machine shared with other work needs more)")
     parser.add_argument("--threshold", type=float, default=None, help="overall kill rate required (default 0.90; "

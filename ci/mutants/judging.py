@@ -147,6 +147,13 @@ def covering_limit(base: Coverage, tests: list[str], limit: float) -> float:
     return min(limit, 60 + SLOWDOWN * sum(base.durations.get(t, 1.0) for t in tests))
 
 
+def test_limit(base: Coverage, tests: list[str], test_timeout: float) -> float:
+    """The per-test timeout of a run of ``tests``: ``test_timeout``, or SLOWDOWN times the slowest of them
+    unmutated where that is more (a test that takes 31 s unmutated, GLSL's endless-macro refusal, timed out at
+    30 s under any mutant: a kill of the machine, not of the mutant)."""
+    return max(test_timeout, SLOWDOWN * max((base.durations.get(t, 0.0) for t in tests), default=0.0))
+
+
 def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
               judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]],
               others: list[Other] = ()) -> Outcome:
@@ -200,6 +207,7 @@ def _judged(c: Candidate, tree: Path, env: dict[str, str], results: Path, base: 
     flaky outcomes alone (a test that passed only when re-run) is confirmed by one more run of those tests: a
     loaded machine makes a timing-sensitive test flaky unmutated too, and such a kill is none when they then all
     come out as in the baseline."""
+    test_timeout = test_limit(base, tests, test_timeout)
     doc, problem = certify(tree, c.run.target, env, results, tuple(tests), limit, test_timeout)
     if doc is None:
         return "killed", [], problem, len(tests)
