@@ -407,6 +407,39 @@ def test_a_survivor_of_its_covering_tests_is_killed_by_the_rest_of_the_suite(mon
     assert outcome.escalated == 3 and outcome.escalation_s > 0 and outcome.ran == 1
 
 
+def test_the_escalation_runs_the_likely_killers_first():
+    """Those that execute the line but --max-tests left out, and the rest of their files, in a run of their own
+    before the others (fail-fast: a kill there skips the rest of the suite); each run in the suite's order."""
+    rest = ["f.py::x", "g.py::late", "g.py::y", "h.py::z"]
+    assert judging.likely_first(rest, ["g.py::y", "k.py::w"]) == [["g.py::late", "g.py::y"], ["f.py::x", "h.py::z"]]
+    assert judging.likely_first(rest, ["k.py::w"]) == [rest]
+    assert judging.likely_first(rest, ["f.py::a", "g.py::b", "h.py::c"]) == [rest]
+
+
+def test_a_survivor_is_escalated_to_its_likely_killers_then_the_rest(monkeypatch, tmp_path):
+    """A mutant whose line 3 tests execute, of which --max-tests chose 1: the escalation runs the 2 left out
+    first, then the rest; a kill among the first ends it there."""
+    suite = {"t1.py::a": "pass", "t1.py::b": "pass", "t2.py::c": "pass", "t3.py::d": "pass"}
+    calls = []
+
+    def certify(tree, target, env, results, only, limit, test_timeout=60):
+        calls.append(tuple(only))
+        return {"run": {"status": "ok", "message": ""}, "builds": {},
+                "tests": [{"id": t, "outcome": "fail" if t == killer else suite[t]} for t in only]}, ""
+    monkeypatch.setattr(judging, "certify", certify)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2")
+    run = modules.Run("t/fake", "t/fake")
+    base = covered.Coverage({}, {}, {}, 100.0, suite, dict.fromkeys(suite, 2.0), {})
+    candidate = judging.Candidate(mutant, "area", run, ["t1.py::a"], executing={run.name: ["t1.py::a", "t3.py::d"]})
+    runs = [("t1.py::a",), ("t1.py::b", "t3.py::d"), ("t2.py::c",)]
+    for killer, status, escalated in (("t3.py::d", "killed", 2), ("t2.py::c", "killed", 3), ("", "survived", 3)):
+        calls.clear()
+        outcome = judging.run_candidate(candidate, tmp_path, {run.name: base}, 300, 30, False)
+        assert (outcome.status, outcome.escalated) == (status, escalated)
+        assert calls == runs[:2 if killer == "t3.py::d" else 3]
+
+
 def test_a_survivor_is_one_the_whole_suite_misses(monkeypatch, tmp_path):
     outcome, calls = judged(monkeypatch, tmp_path, ["a", "d"], {"e": "pass", "c": "not-supported"})  # as unmutated
     assert (outcome.status, outcome.stage, outcome.ran, outcome.escalated) == ("survived", "", 2, 2)

@@ -27,10 +27,11 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    ``certify --target T --only TEST...`` (the tests that execute the line, at most --max-tests, fail-fast:
    pytest --maxfail=1). Killed: a test's outcome differs from the baseline (a baseline pass that does not
    pass), or the run did not finish; by the conformance suite alone. A mutant that survives its covering tests
-   is escalated: certified again with every other test that passes unmutated on its run (fail-fast, within
-   60 s + 4 times the recorded run's time), and the same on another configuration of that target that
-   executes the line (cuda/fake's pure-Python run: the suite reaches the code the compiled module stands in
-   for only there); it survives only if those runs miss it too. Other targets that execute the line run its
+   is escalated: certified again with every other test that passes unmutated on its run (fail-fast; first
+   those that execute the line but --max-tests left out and the rest of their files, then the others: two
+   runs, each within 60 s + 4 times the recorded run's time), and the same on another configuration of that
+   target that executes the line (cuda/fake's pure-Python run: the suite reaches the code the compiled module
+   stands in for only there); it survives only if those runs miss it too. Other targets that execute the line run its
    covering tests only: escalating there too would cost a survivor of api.py six whole runs. A C mutant whose build
    is not what the run loaded (the results file's ``builds``) is "not built": not counted, and the run fails.
 The platform (issue 32, --platform): the same with ``modules.PLATFORM_AREAS``, judged by the unit tests of
@@ -297,6 +298,7 @@ def main() -> int:
         for area in args.areas:
             chosen, counts[area][2] = draw(pools[area], share[area], random.Random(f"{seed}:{area}"), snapshot)
             for c in chosen:
+                c.executing = {c.run.name if c.run else "unit tests": c.tests, **{r.name: t for r, t in c.others}}
                 rng = random.Random(f"{seed}:{c.mutant.id}")
                 c.tests, c.others = capped(c.tests, args.max_tests, rng), \
                     [(r, capped(t, args.max_tests, rng)) for r, t in c.others]
