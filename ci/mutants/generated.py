@@ -28,8 +28,8 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    pytest --maxfail=1). Killed: a test's outcome differs from the baseline (a baseline pass that does not
    pass), or the run did not finish; by the conformance suite alone. A mutant that survives its covering tests
    is escalated: certified again with every other test that passes unmutated on its run (fail-fast; first
-   those that execute the line but --max-tests left out and the rest of their files, then the others: two
-   runs, each within 60 s + 4 times the recorded run's time), and the same on another configuration of that
+   those that execute the line but --max-tests left out, then the others: two runs, each within 60 s + 4
+   times the recorded run's time), and the same on another configuration of that
    target that executes the line (cuda/fake's pure-Python run: the suite reaches the code the compiled module
    stands in for only there); it survives only if those runs miss it too. Other targets that execute the line run its
    covering tests only: escalating there too would cost a survivor of api.py six whole runs. A C mutant whose build

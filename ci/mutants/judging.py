@@ -45,7 +45,7 @@ class Candidate:
     #: file; its value may be used on one run only: a default another backend leaves to it)
     others: list[tuple[modules.Run, list[str]]] = field(default_factory=list)
     #: run name ("unit tests": the platform's) -> every test that executes the line there, before --max-tests
-    #: chose ``tests``: the escalation runs those and the rest of their files first (``likely_first``)
+    #: chose ``tests``: the escalation runs those first (``likely_first``)
     executing: dict[str, list[str]] = field(default_factory=dict)
 
 
@@ -161,13 +161,12 @@ def test_limit(base: Coverage, tests: list[str], test_timeout: float) -> float:
 
 
 def likely_first(rest: list[str], executing: list[str]) -> list[list[str]]:
-    """The escalation's tests in two runs, fail-fast, the likely killers first: those that execute the line
-    but --max-tests left out, and the other tests of their files (a session fixture's setup is credited to a
-    file's first test); then the rest. Either may be empty (not run). Each run keeps the suite's order."""
+    """The escalation's tests in two runs, fail-fast, the likely killers first: those that execute the line but
+    --max-tests left out (of the suite kills of a full sample, most were by one of them, hundreds of tests into
+    the suite's order); then the rest. Either may be empty (not run). Each run keeps the suite's order."""
     ran = set(executing)
-    files = {t.split("::")[0] for t in executing}
-    likely = [t for t in rest if t in ran or t.split("::")[0] in files]
-    return [part for part in (likely, [t for t in rest if t not in likely]) if part]
+    likely = [t for t in rest if t in ran]
+    return [part for part in (likely, [t for t in rest if t not in ran]) if part]
 
 
 def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
