@@ -407,6 +407,41 @@ def test_a_survivor_of_its_covering_tests_is_killed_by_the_rest_of_the_suite(mon
     assert outcome.escalated == 3 and outcome.escalation_s > 0 and outcome.ran == 1
 
 
+def test_the_escalation_runs_the_likely_killers_first():
+    """Those that execute the line but --max-tests left out, in a run of their own before the others (fail-fast:
+    a kill there skips the rest of the suite); each run in the suite's order."""
+    rest = ["f.py::x", "g.py::late", "g.py::y", "h.py::z"]
+    assert judging.likely_first(rest, ["h.py::z", "g.py::y", "k.py::w"]) == [["g.py::y", "h.py::z"],
+                                                                             ["f.py::x", "g.py::late"]]
+    assert judging.likely_first(rest, ["k.py::w"]) == [rest]
+    assert judging.likely_first(rest, rest) == [rest]
+
+
+def test_a_survivor_is_escalated_to_its_likely_killers_then_the_rest(monkeypatch, tmp_path):
+    """A mutant whose line 3 tests execute, of which --max-tests chose 1: the escalation runs the 2 left out
+    first, then the rest; a kill among the first ends it there."""
+    suite = {"t1.py::a": "pass", "t1.py::b": "pass", "t2.py::c": "pass", "t3.py::d": "pass"}
+    calls = []
+
+    def certify(tree, target, env, results, only, limit, test_timeout=60):
+        calls.append(tuple(only))
+        return {"run": {"status": "ok", "message": ""}, "builds": {},
+                "tests": [{"id": t, "outcome": "fail" if t == killer else suite[t]} for t in only]}, ""
+    monkeypatch.setattr(judging, "certify", certify)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2")
+    run = modules.Run("t/fake", "t/fake")
+    base = covered.Coverage({}, {}, {}, 100.0, suite, dict.fromkeys(suite, 2.0), {})
+    candidate = judging.Candidate(mutant, "area", run, ["t1.py::a"],
+                                  executing={run.name: ["t1.py::a", "t1.py::b", "t3.py::d"]})
+    runs = [("t1.py::a",), ("t1.py::b", "t3.py::d"), ("t2.py::c",)]
+    for killer, status, escalated in (("t3.py::d", "killed", 2), ("t2.py::c", "killed", 3), ("", "survived", 3)):
+        calls.clear()
+        outcome = judging.run_candidate(candidate, tmp_path, {run.name: base}, 300, 30, False)
+        assert (outcome.status, outcome.escalated) == (status, escalated)
+        assert calls == runs[:2 if killer == "t3.py::d" else 3]
+
+
 def test_a_survivor_is_one_the_whole_suite_misses(monkeypatch, tmp_path):
     outcome, calls = judged(monkeypatch, tmp_path, ["a", "d"], {"e": "pass", "c": "not-supported"})  # as unmutated
     assert (outcome.status, outcome.stage, outcome.ran, outcome.escalated) == ("survived", "", 2, 2)
@@ -441,6 +476,24 @@ def test_a_kill_by_flaky_outcomes_alone_is_confirmed_by_one_more_run(monkeypatch
     once = judging.run_candidate(judging.Candidate(mutant, "area", run, ["a", "b"]), tmp_path, {run.name: base},
                                  300, 30, False)
     assert once.status == "survived" and [c[0] for c in fake.calls][:2] == [("a", "b"), ("b",)]
+
+
+def test_a_test_slower_unmutated_than_a_quarter_of_the_test_timeout_gets_four_times_its_time(monkeypatch, tmp_path):
+    """The per-test timeout of a judged run is --test-timeout, or 4 times its slowest test's unmutated time where
+    that is more: GLSL's endless-macro refusal takes 31 s unmutated and timed out at 30 s under every mutant."""
+    timeouts = []
+
+    def certify(tree, target, env, results, only, limit, test_timeout=60):
+        timeouts.append((tuple(only), test_timeout))
+        return {"run": {"status": "ok", "message": ""}, "builds": {},
+                "tests": [{"id": t, "outcome": SUITE[t]} for t in only]}, ""
+    monkeypatch.setattr(judging, "certify", certify)
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2", toplevel=True)
+    run = modules.Run("t/fake", "t/fake")
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, {**dict.fromkeys(SUITE, 2.0), "d": 31.0}, {})
+    judging.run_candidate(judging.Candidate(mutant, "area", run, ["a"]), tmp_path, {run.name: base}, 300, 30, False)
+    assert timeouts == [(("a",), 30), (("b", "c", "d"), 4 * 31.0)]
 
 
 def test_a_line_run_at_import_is_judged_on_every_run_that_imports_it(monkeypatch, tmp_path):

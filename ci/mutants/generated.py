@@ -27,12 +27,13 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    ``certify --target T --only TEST...`` (the tests that execute the line, at most --max-tests, fail-fast:
    pytest --maxfail=1). Killed: a test's outcome differs from the baseline (a baseline pass that does not
    pass), or the run did not finish; by the conformance suite alone. A mutant that survives its covering tests
-   is escalated: certified again with every other test that passes unmutated on its run (fail-fast, within
-   60 s + 4 times the recorded run's time), and the same on another configuration of that target that
-   executes the line (cuda/fake's pure-Python run: the suite reaches the code the compiled module stands in
-   for only there; for a mutant of the fake, cuda/fake on the fake's ASan/UBSan build, where the suite's tests
-   drive it as on the plain build and a memory error that changes no result ends the run: the sanitizer is the
-   instrument, the tests the suite's); it survives only if those runs miss it too. Other targets that execute the line run its
+   is escalated: certified again with every other test that passes unmutated on its run (fail-fast; first
+   those that execute the line but --max-tests left out, then the others: two runs, each within 60 s + 4
+   times the recorded run's time), and the same on another configuration of that target that executes the
+   line (cuda/fake's pure-Python run: the suite reaches the code the compiled module stands in for only there;
+   for a mutant of the fake, cuda/fake on the fake's ASan/UBSan build, where the suite's tests drive it as on
+   the plain build and a memory error that changes no result ends the run: the sanitizer is the instrument,
+   the tests the suite's); it survives only if those runs miss it too. Other targets that execute the line run its
    covering tests only: escalating there too would cost a survivor of api.py six whole runs. A C mutant whose build
    is not what the run loaded (the results file's ``builds``) is "not built": not counted, and the run fails.
 The platform (issue 32, --platform): the same with ``modules.PLATFORM_AREAS``, judged by the unit tests of
@@ -228,7 +229,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300, help="seconds per mutant's covering tests at most "
                         "(default 300; less where they took less unmutated: 60 s + 4 times their time; the "
                         "escalation of a survivor to the rest of the suite: 60 s + 4 times the recorded run's time)")
-    parser.add_argument("--test-timeout", type=float, default=30, help="seconds per test (default 30)")
+    parser.add_argument("--test-timeout", type=float, default=30, help="seconds per test (default 30; a run of a "
+                        "test that took more than a quarter of it unmutated gets 4 times that test's time)")
     parser.add_argument("--record-timeout", type=float, default=1800, help="seconds for the coverage and baseline "
                         "recording of one run at most (default 1800; a 2-core machine shared with other work needs more)")
     parser.add_argument("--threshold", type=float, default=None, help="overall kill rate required (default 0.90; "
@@ -301,6 +303,7 @@ def main() -> int:
         for area in args.areas:
             chosen, counts[area][2] = draw(pools[area], share[area], random.Random(f"{seed}:{area}"), snapshot)
             for c in chosen:
+                c.executing = {c.run.name if c.run else "unit tests": c.tests, **{r.name: t for r, t in c.others}}
                 rng = random.Random(f"{seed}:{c.mutant.id}")
                 c.tests, c.others = capped(c.tests, args.max_tests, rng), \
                     [(r, capped(t, args.max_tests, rng)) for r, t in c.others]

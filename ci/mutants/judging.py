@@ -44,6 +44,9 @@ class Candidate:
     #: the area's other runs that execute the line, with their tests that do (a line run at import: that run its
     #: file; its value may be used on one run only: a default another backend leaves to it)
     others: list[tuple[modules.Run, list[str]]] = field(default_factory=list)
+    #: run name ("unit tests": the platform's) -> every test that executes the line there, before --max-tests
+    #: chose ``tests``: the escalation runs those first (``likely_first``)
+    executing: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Other:
     base: Coverage
     covering: float
     same_target: bool
+    executing: list[str]
 
 
 @dataclass
@@ -123,7 +127,8 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
         env = mutant_env(c, tree, scratch)
         if platform:
             return escalated(c, baselines["unit tests"], limit, t0,
-                             lambda tests, stage, seconds: _unit_tests(tree, env, tests, seconds, test_timeout))
+                             lambda tests, stage, seconds: _unit_tests(tree, env, tests, seconds, test_timeout),
+                             executing=c.executing.get("unit tests", c.tests))
         built = None
         if is_c(c.mutant.file):
             built, problem = build_mutant(c, tree, env)
@@ -150,7 +155,8 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
         return escalated(c, base, covering_limit(base, c.tests, limit), t0, lambda tests, stage, seconds: _judged(
             c, tree, env, scratch / stage, base, tests, seconds, test_timeout, built),
             [Other(r.name, on(r), tests, baselines[r.name], covering_limit(baselines[r.name], tests, limit),
-                   r.target == c.run.target) for r, tests in c.others])
+                   r.target == c.run.target, c.executing.get(r.name, tests)) for r, tests in c.others],
+            c.executing.get(c.run.name, c.tests))
 
 
 def covering_limit(base: Coverage, tests: list[str], limit: float) -> float:
@@ -158,12 +164,29 @@ def covering_limit(base: Coverage, tests: list[str], limit: float) -> float:
     return min(limit, 60 + SLOWDOWN * sum(base.durations.get(t, 1.0) for t in tests))
 
 
+def test_limit(base: Coverage, tests: list[str], test_timeout: float) -> float:
+    """The per-test timeout of a run of ``tests``: ``test_timeout``, or SLOWDOWN times the slowest of them
+    unmutated where that is more (a test that takes 31 s unmutated, GLSL's endless-macro refusal, timed out at
+    30 s under any mutant: a kill of the machine, not of the mutant)."""
+    return max(test_timeout, SLOWDOWN * max((base.durations.get(t, 0.0) for t in tests), default=0.0))
+
+
+def likely_first(rest: list[str], executing: list[str]) -> list[list[str]]:
+    """The escalation's tests in two runs, fail-fast, the likely killers first: those that execute the line but
+    --max-tests left out (of the suite kills of a full sample, most were by one of them, hundreds of tests into
+    the suite's order); then the rest. Either may be empty (not run). Each run keeps the suite's order."""
+    ran = set(executing)
+    likely = [t for t in rest if t in ran]
+    return [part for part in (likely, [t for t in rest if t not in ran]) if part]
+
+
 def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
               judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]],
-              others: list[Other] = ()) -> Outcome:
+              others: list[Other] = (), executing: list[str] = ()) -> Outcome:
     """The rule of both runners: the mutant's covering tests first (within ``covering`` seconds), then its tests
     on each other run that executes its line (``others``); a survivor of those is escalated to every other test
-    that passes unmutated on its run (fail-fast, within 60 s + SLOWDOWN times the recorded run's time), and on
+    that passes unmutated on its run (fail-fast, the likely killers first: ``likely_first``; each of its two runs
+    within 60 s + SLOWDOWN times the recorded run's time), and on
     each other configuration of the same target (the pure-Python run: the suite reaches the code the compiled
     module stands in for only there), and survives only if those miss it too.
     ``judge(tests, stage, seconds)`` runs ``tests`` on the mutant: (status, killers, detail, tests run)."""
@@ -179,18 +202,17 @@ def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
                            stage="other run" if status == "killed" else "",
                            killed_on=other.name if status == "killed" else "")
     t1 = time.monotonic()
-    escalations = [("", judge, base, c.tests)] + [(o.name, o.judge, o.base, o.tests) for o in others if o.same_target]
+    escalations = [("", judge, base, c.tests, executing or c.tests)] + \
+        [(o.name, o.judge, o.base, o.tests, o.executing) for o in others if o.same_target]
     more = 0
-    for name, judge_on, base_on, tests_on in escalations:
-        rest = sorted(base_on.usable() - set(tests_on))
-        if not rest:
-            continue
-        status, killers, detail, count = judge_on(rest, "suite", 60 + SLOWDOWN * base_on.seconds)
-        more += count
-        if status != "survived":
-            return Outcome(c, status, time.monotonic() - t0, killers, detail, ran, stage="suite",
-                           escalated=more, escalation_s=time.monotonic() - t1,
-                           killed_on=name if status == "killed" else "")
+    for name, judge_on, base_on, tests_on, executing_on in escalations:
+        for i, part in enumerate(likely_first(sorted(base_on.usable() - set(tests_on)), executing_on)):
+            status, killers, detail, count = judge_on(part, f"suite-{i}", 60 + SLOWDOWN * base_on.seconds)
+            more += count
+            if status != "survived":
+                return Outcome(c, status, time.monotonic() - t0, killers, detail, ran, stage="suite",
+                               escalated=more, escalation_s=time.monotonic() - t1,
+                               killed_on=name if status == "killed" else "")
     if status == "survived" and more:
         runs = f" (on {len(c.others) + 1} runs)" if c.others else ""
         detail = f"{ran} covering tests{runs} and the suite's {more} others ran, all as in the baseline"
@@ -213,6 +235,7 @@ def _judged(c: Candidate, tree: Path, env: dict[str, str], results: Path, base: 
     flaky outcomes alone (a test that passed only when re-run) is confirmed by one more run of those tests: a
     loaded machine makes a timing-sensitive test flaky unmutated too, and such a kill is none when they then all
     come out as in the baseline."""
+    test_timeout = test_limit(base, tests, test_timeout)
     doc, problem = certify(tree, c.run.target, env, results, tuple(tests), limit, test_timeout)
     if doc is None:
         return "killed", [], problem, len(tests)
