@@ -830,6 +830,21 @@ def test_a_cuda_devices_uuid_identifies_it(device):
         f"cuDeviceGetUuid of device {count} (cuDeviceGetCount says {count}): {err}, not CUDA_ERROR_INVALID_DEVICE"
 
 
+@pytest.mark.clause("DEV-85")
+def test_a_cuda_devices_pci_bus_id_is_the_drivers(device):
+    """Clients match a device to NVML's, nvidia-smi's and the system's PCI tree by its bus id: what
+    `DeviceInfo.extra["pci_bus_id"]` says is what cuDeviceGetPCIBusId writes (up to its NUL), in the form the
+    driver documents, [domain]:[bus]:[device].[function] in hexadecimal; never the bytes after the NUL."""
+    cu = cuda_driver(device, "cuDeviceGetPCIBusId")
+    err, raw = cu.cuDeviceGetPCIBusId(32, device.native.device)
+    assert err == cu.CUresult.CUDA_SUCCESS, f"cuDeviceGetPCIBusId: {err}"
+    text = bytes(raw).split(b"\0", 1)[0].decode()
+    assert re.fullmatch(r"[0-9A-Fa-f]+:[0-9A-Fa-f]+:[0-9A-Fa-f]+\.[0-9A-Fa-f]+", text), \
+        f"cuDeviceGetPCIBusId gave {text!r}, not domain:bus:device.function"
+    assert device.info.extra["pci_bus_id"] == text, \
+        f"DeviceInfo.extra['pci_bus_id'] is {device.info.extra['pci_bus_id']!r}, cuDeviceGetPCIBusId's {text!r}"
+
+
 #: (attribute, the attribute it implies): support for a location of an API family is support for that family
 CUDA_IMPLIED_SUPPORT = [("HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED"),
                         ("HOST_NUMA_MEMORY_POOLS_SUPPORTED", "MEMORY_POOLS_SUPPORTED"),
