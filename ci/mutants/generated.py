@@ -260,7 +260,7 @@ def record(args, snapshot: Path, every_file: list[str], digest: str, notes: list
     covs = {}
     needed = [r for r in args.runs if set(r.areas) & set(args.areas)]
     missing = [r.name for r in needed if not r.available()]
-    notes += [f"run {name}: not made, the compiler has no libasan (apt-get install gcc)" for name in missing]
+    notes += [f"run {name}: not made, {modules.NO_LIBASAN}" for name in missing]
     needed = [r for r in needed if r.name not in missing]
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         for r, cov in zip(needed, pool.map(lambda r: record_suite(r, snapshot, every_file, digest, args.record_timeout), needed)):

@@ -44,6 +44,10 @@ PLATFORM_TESTS = ("tests/test_results.py", "tests/test_status.py", "tests/test_c
                   "tests/test_platform_rules.py")
 
 
+#: Why a sanitized run cannot be made here (``Run.available``).
+NO_LIBASAN = "the compiler has no libasan (apt-get install gcc)"
+
+
 @dataclass(frozen=True)
 class Run:
     """A certify run whose coverage is recorded: a target, with extra environment (a second code path)."""
@@ -69,7 +73,7 @@ class Run:
 
             env = fakes.sanitizer_env(env)
             if env is None:
-                raise RuntimeError(f"{self.name}: the compiler has no libasan (apt-get install gcc)")
+                raise RuntimeError(f"{self.name}: {NO_LIBASAN}")
         return env
 
     def available(self) -> bool:
