@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.wait import WebDriverWait
 
 from ironaccel.cts import judge, spec, status, targets
 from ironaccel.cts.report import model
@@ -143,6 +145,16 @@ def link(driver, scope: str, text: str):
     return driver.find_element(By.CSS_SELECTOR, scope).find_element(By.LINK_TEXT, text)
 
 
+def follow(driver, element) -> None:
+    """Click a link and wait until the page it opens has loaded whole: a click can return while a large page (a
+    client suite's 2,000 rows) is still being parsed, and what is counted then is a part of it."""
+    page = driver.find_element(By.TAG_NAME, "html")
+    element.click()
+    wait = WebDriverWait(driver, 60)
+    wait.until(expected_conditions.staleness_of(page))
+    wait.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
 def test_matrix_to_test_to_diff_and_search_in_chromium(two_runs, browser, tmp_path):
     before_dir, after_dir, before, after = two_runs
     out = tmp_path / "site"
@@ -154,8 +166,8 @@ def test_matrix_to_test_to_diff_and_search_in_chromium(two_runs, browser, tmp_pa
     browser.get((out / "index.html").as_uri())
     shoot(browser, "matrix", tmp_path)
     clause = next(t for t in before["tests"] if t["id"] == CHANGED[1])["clauses"][0]
-    link(browser, "#matrix-simulated", clause).click()
-    link(browser, "main", CHANGED[1]).click()
+    follow(browser, link(browser, "#matrix-simulated", clause))
+    follow(browser, link(browser, "main", CHANGED[1]))
     assert browser.find_element(By.TAG_NAME, "h1").text == f"Test {CHANGED[1]}"
     shoot(browser, "test", tmp_path)
     # the outcome shown per target is its results file's: cuda/fake's from the first run (the second ran with
@@ -170,8 +182,9 @@ def test_matrix_to_test_to_diff_and_search_in_chromium(two_runs, browser, tmp_pa
     assert history[-2:] == ["pass", "xpass"]  # the two runs, in time order
     seen += problems(browser)
 
-    link(browser, "nav", "Runs & diffs").click()
-    browser.find_element(By.CSS_SELECTOR, f"#diffs tr[data-old='{before_dir}'][data-new='{after_dir}'] a").click()
+    follow(browser, link(browser, "nav", "Runs & diffs"))
+    diff = f"#diffs tr[data-old='{before_dir}'][data-new='{after_dir}'] a"
+    follow(browser, browser.find_element(By.CSS_SELECTOR, diff))
     shoot(browser, "diff", tmp_path)
     section = "section.diff-target[data-target='cuda/fake']"
     assert sorted(texts(browser, f"{section} ul.new_failures li")) == sorted(CHANGED)
@@ -186,7 +199,7 @@ def test_matrix_to_test_to_diff_and_search_in_chromium(two_runs, browser, tmp_pa
     box.send_keys("query_never_blocks" + Keys.ENTER)
     browser.find_element(By.CSS_SELECTOR, "#results li")
     assert browser.find_element(By.ID, "count").text == "1 found"
-    browser.find_element(By.CSS_SELECTOR, "#results a").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "#results a"))
     assert browser.find_element(By.TAG_NAME, "h1").text == f"Test {CHANGED[0]}"
     seen += problems(browser)
 
@@ -199,7 +212,7 @@ def test_matrix_to_test_to_diff_and_search_in_chromium(two_runs, browser, tmp_pa
     ids = set(fake["tests"]) | {tid for p in (ROOT / "clients" / "results").glob("numba-cuda--*.json")
                                 for tid in json.loads(p.read_text())["tests"]}
     browser.get((out / "clients.html").as_uri())
-    link(browser, "#comparisons", "numba-cuda").click()
+    follow(browser, link(browser, "#comparisons", "numba-cuda"))
     assert len(browser.find_elements(By.CSS_SELECTOR, "#client-tests tr[id]")) == len(ids)
     failing = next(tid for tid, t in sorted(fake["tests"].items()) if t["outcome"] == "fail")
     browser.find_element(By.ID, "filter").send_keys(failing)
