@@ -4263,50 +4263,50 @@ def test_a_shared_array_only_a_called_function_names_is_apart_from_the_kernels_o
                             f"{int(want[wrong[0]])} (its own word {int(wrong[0])} plus the callee's)")
 
 
-#: negated_floats(out): hexadecimal float immediates after a unary minus (a PTX constant expression), as mov and
-#: add operands: out32 = [-1.0, 1.5, 1.5 - pi], out64 (from byte 16) = [-1.5, 1.0]
-PTX_NEGATED_FLOATS = """.version 7.5
+#: hex_floats(out): a hexadecimal float32 immediate moved to out's first word (line 12) and a float64 one to its
+#: second 8 bytes (line 14); a case fills in {f32} and {f64}
+PTX_HEX_FLOATS = """.version 7.5
 .target sm_75
 .address_size 64
 
-.visible .entry negated_floats(.param .u64 negated_floats_param_0)
-{
-    .reg .f32 %f<4>;
-    .reg .f64 %fd<3>;
+.visible .entry hex_floats(.param .u64 hex_floats_param_0)
+{{
+    .reg .f32 %f<2>;
+    .reg .f64 %fd<2>;
     .reg .b64 %rd<3>;
-    ld.param.u64 %rd1, [negated_floats_param_0];
+    ld.param.u64 %rd1, [hex_floats_param_0];
     cvta.to.global.u64 %rd2, %rd1;
-    mov.f32 %f1, -0f3F800000;
+    mov.f32 %f1, {f32};
     st.global.f32 [%rd2], %f1;
-    mov.f32 %f2, -0fBFC00000;
-    st.global.f32 [%rd2+4], %f2;
-    add.f32 %f3, %f2, -0f40490FDB;
-    st.global.f32 [%rd2+8], %f3;
-    mov.f64 %fd1, -0d3FF8000000000000;
-    st.global.f64 [%rd2+16], %fd1;
-    mov.f64 %fd2, -0dBFF0000000000000;
-    st.global.f64 [%rd2+24], %fd2;
+    mov.f64 %fd1, {f64};
+    st.global.f64 [%rd2+8], %fd1;
     ret;
-}
+}}
 """
 
 
 @pytest.mark.clause("KERNEL-140")
-def test_ptx_negated_hexadecimal_float_immediates(device, stream, require):
-    """A unary minus before a hexadecimal float immediate (`-0f3F800000`, `-0d3FF8000000000000`: a PTX constant
-    expression) negates the float: its sign bit flips and every other bit stays, so a negative one gives a
-    positive float. NVRTC writes the negative float's own bits (0fBF800000) instead, so a reader that flips a
-    bit too many (the lowest, of a mask one off) is found only by hand-written PTX, here."""
+def test_ptx_hexadecimal_float_immediates_take_no_unary_minus(device, kernels, stream, require):
+    """A negative float in PTX is written as its own bits (`0fBF800000` for -1, as NVRTC writes it): ptxas refuses
+    a unary minus before a hexadecimal float (`-0f3F800000`: "Parsing error near '0f3F800000'", CUDA 13.0 on the
+    H200). A reader that takes the minus instead runs a kernel ptxas would not load, so PTX tested on it fails
+    on a GPU; the refusal names the line, like any other mistake (KERNEL-96)."""
     require("lang.ptx")
-    with device.compile(PTX_NEGATED_FLOATS, "ptx") as module, poisoned(device, stream, 32) as out:
-        stream.launch(module.kernel("negated_floats"), 1, 1, (out,))
-        got32 = read(stream, out, np.uint32, count=3).tolist()
-        got64 = read(stream, out, np.uint64)[2:].tolist()
-    want32 = np.array([-1.0, 1.5, np.float32(1.5) - np.float32(np.pi)], np.float32).view(np.uint32).tolist()
-    want64 = np.array([-1.5, 1.0], np.float64).view(np.uint64).tolist()
-    assert (got32, got64) == (want32, want64), (
-        f"float32 bits {[hex(v) for v in got32]}, want {[hex(v) for v in want32]}; "
-        f"float64 bits {[hex(v) for v in got64]}, want {[hex(v) for v in want64]}")
+    for f32, f64, line in (("-0f3F800000", "0dBFF8000000000000", 12), ("0fBF800000", "-0d3FF8000000000000", 14)):
+        with pytest.raises(ia.CompileError) as info:
+            device.compile(PTX_HEX_FLOATS.format(f32=f32, f64=f64), "ptx")
+        lines = [int(n) for n in re.findall(r"\bline (-?\d+)", info.value.log)]
+        assert lines and set(lines) == {line}, (
+            f"mov of {f32 if line == 12 else f64}: the log names lines {lines}, not line {line} alone: "
+            f"{info.value.log!r}")
+    with device.compile(PTX_HEX_FLOATS.format(f32="0fBF800000", f64="0dBFF8000000000000"), "ptx") as module, \
+            poisoned(device, stream, 16) as out:
+        stream.launch(module.kernel("hex_floats"), 1, 1, (out,))
+        got32 = read(stream, out, np.uint32, count=1).tolist()
+        got64 = read(stream, out, np.uint64)[1:].tolist()
+    assert (got32, got64) == ([0xBF800000], [0xBFF8000000000000]), (
+        f"the negative floats' own bits: float32 {[hex(v) for v in got32]}, float64 {[hex(v) for v in got64]}")
+    assert_device_works(device, kernels)
 
 
 #: the 64-bit comparisons of KERNEL-141, each setting bit i of a thread's word when it holds

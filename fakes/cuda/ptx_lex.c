@@ -205,6 +205,11 @@ int has_mod(const Opcode *o, const char *m) {
 /* ---- operands ---- */
 
 
+/* ptxas refuses a unary minus before a hexadecimal float ("Parsing error near '0f3F800000': syntax error", CUDA
+ * 13.0): a negative float is written as its own bits */
+#define NEGATED_HEX_FLOAT "syntax error near '%s': a hexadecimal float takes no unary minus (write the negative " \
+    "float's own bits)"
+
 uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm) {
     char buf[64];
     if (t->len >= (int)sizeof buf) fail(P, t->line, "cannot parse number %.*s", t->len, t->s);
@@ -212,14 +217,14 @@ uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm) {
     *is_float_imm = 0;
     int hex_float = buf[0] == '0' && buf[1] && strchr("fFdD", buf[1]) && strspn(buf + 2, "0123456789abcdefABCDEF") == strlen(buf + 2);
     if (hex_float && (buf[1] == 'f' || buf[1] == 'F') && strlen(buf) == 10) {
+        if (negative) fail(P, t->line, NEGATED_HEX_FLOAT, buf);
         *is_float_imm = 1;
-        uint32_t bits = (uint32_t)strtoul(buf + 2, NULL, 16);
-        return negative ? bits ^ 0x80000000u : bits;
+        return (uint32_t)strtoul(buf + 2, NULL, 16);
     }
     if (hex_float && (buf[1] == 'd' || buf[1] == 'D') && strlen(buf) == 18) {
+        if (negative) fail(P, t->line, NEGATED_HEX_FLOAT, buf);
         *is_float_imm = 2;
-        uint64_t bits = strtoull(buf + 2, NULL, 16);
-        return negative ? bits ^ 0x8000000000000000ull : bits;
+        return strtoull(buf + 2, NULL, 16);
     }
     char *end;
     /* PTX's integer notations: 0x or 0X hexadecimal, 0b or 0B binary, a leading 0 octal, else decimal */
