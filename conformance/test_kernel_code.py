@@ -335,6 +335,10 @@ def test_an_option_nvrtc_does_not_take_is_its_error(device, kernels, require):
         device.compile(source, "cuda", options=["--no-such-option"])
     assert info.value.op == "nvrtcCompileProgram", info.value
     assert "INVALID_OPTION" in str(info.value) or "no-such-option" in str(info.value), info.value
+    if isinstance(info.value, ia.DriverError):  # NVRTC's status as NVRTC names and numbers it
+        err = info.value
+        assert (err.name, err.code) == ("NVRTC_ERROR_INVALID_OPTION", 5), f"name {err.name!r}, code {err.code!r}"
+        assert "failed: NVRTC_ERROR_INVALID_OPTION (5)" in str(err), str(err)
     assert_device_works(device, kernels)
 
 
