@@ -4878,9 +4878,11 @@ def test_a_cubin_nvrtc_builds_for_the_device_loads_and_runs(device, stream):
 
 
 def _ptx_storing_scalars(count: int) -> str:
-    """PTX of ``store_scalars(out, s0, ..., s<count-1>)``: thread 0 stores each u32 scalar s_i at out[i]."""
-    params = ",\n    ".join([".param .u64 out"] + [f".param .u32 s{i}" for i in range(count)])
-    stores = "\n".join(f"    ld.param.u32 %r1, [s{i}];\n    st.global.u32 [%rd2+{4 * i}], %r1;" for i in range(count))
+    """PTX of ``store_scalars(out, s0, ..., s<count-1>)``, its parameters named as NVRTC names them: thread 0 stores
+    each u32 scalar s_i at out[i]."""
+    params = ",\n    ".join(f".param .u{64 if i == 0 else 32} store_scalars_param_{i}" for i in range(count + 1))
+    stores = "\n".join(f"    ld.param.u32 %r1, [store_scalars_param_{i + 1}];\n    st.global.u32 [%rd2+{4 * i}], %r1;"
+                       for i in range(count))
     return f""".version 7.0
 .target sm_70
 .address_size 64
@@ -4890,7 +4892,7 @@ def _ptx_storing_scalars(count: int) -> str:
 {{
     .reg .b32 %r<2>;
     .reg .b64 %rd<3>;
-    ld.param.u64 %rd1, [out];
+    ld.param.u64 %rd1, [store_scalars_param_0];
     cvta.to.global.u64 %rd2, %rd1;
 {stores}
     ret;
