@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import re
@@ -953,3 +954,36 @@ def test_a_cuda_device_says_whether_mapped_host_memory_keeps_its_host_address(de
         assert (int(device_pointer) == int(host_pointer)) == every, (
             f"CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM {claims} (per visible device), and the device pointer of "
             f"{what} is {int(device_pointer):#x} for the host pointer {int(host_pointer):#x}")
+
+
+def _egl_device_strings() -> list[str]:
+    """EGL_EXTENSIONS of every EGL device, in eglQueryDevicesEXT's order, asked of libEGL by this test itself."""
+    egl = ctypes.CDLL("libEGL.so.1")
+    egl.eglGetProcAddress.restype = ctypes.c_void_p
+    egl.eglGetProcAddress.argtypes = [ctypes.c_char_p]
+    query = ctypes.CFUNCTYPE(ctypes.c_uint, ctypes.c_int32, ctypes.POINTER(ctypes.c_void_p),
+                             ctypes.POINTER(ctypes.c_int32))(egl.eglGetProcAddress(b"eglQueryDevicesEXT"))
+    string = ctypes.CFUNCTYPE(ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int32)(
+        egl.eglGetProcAddress(b"eglQueryDeviceStringEXT"))
+    count = ctypes.c_int32()
+    assert query(0, None, ctypes.byref(count)), "eglQueryDevicesEXT could not count the devices"
+    devices = (ctypes.c_void_p * max(count.value, 1))()
+    assert query(count.value, devices, ctypes.byref(count)), "eglQueryDevicesEXT could not list the devices"
+    return [(string(devices[i], 0x3055) or b"").decode() for i in range(count.value)]  # EGL_EXTENSIONS
+
+
+@pytest.mark.clause("DEV-88")
+def test_an_opengl_device_reports_its_egl_devices_extensions(device, require):
+    """An EGL device's extensions say what it is (EGL_MESA_device_software: Mesa's software rasterizer;
+    EGL_EXT_device_drm: a kernel driver's device) before any context is made. eglQueryDeviceStringEXT takes
+    the device handle, a pointer, first: bound with its argument types swapped, the handle is cut to 32 bits,
+    the driver refuses it (EGL_BAD_DEVICE) and every device reads as having no extensions at all."""
+    require("lang.glsl430")
+    strings = _egl_device_strings()
+    assert device.info.index < len(strings), f"device {device.info.index} of {len(strings)} EGL devices"
+    want = strings[device.info.index]
+    assert want, f"EGL device {device.info.index} has no extensions at all"
+    got = device.info.extra.get("egl_device_extensions")
+    assert got == want, f"DeviceInfo.extra['egl_device_extensions'] is {got!r}, the EGL device's {want!r}"
+    if "EGL_MESA_device_software" in want.split():
+        assert device.info.simulated is True, "an EGL device of Mesa's software rasterizer is not simulated"

@@ -13,8 +13,8 @@ import pytest
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
-from .helpers import (RunningWork, assert_wait_outlasts_running_work, ceil_div, context_current, cuda_driver, lcg,
-                      poisoned, poll_until_complete, read, wait_then)
+from .helpers import (RunningWork, assert_device_works, assert_wait_outlasts_running_work, ceil_div, context_current,
+                      cuda_driver, lcg, poisoned, poll_until_complete, read, resident_growth, wait_then)
 
 N = 1 << 16
 
@@ -714,3 +714,107 @@ def test_the_first_point_after_a_synchronize_is_pending_while_its_launch_runs(de
     finally:
         work.free()
     assert looked, "the host never queried the event within a third of the launch's time"
+
+
+#: A draw that covers the framebuffer with one triangle, each fragment running an ``iters``-step LCG: work that
+#: a GL driver runs after the flush (llvmpipe rasterizes it on its own threads), unlike a compute dispatch,
+#: which llvmpipe runs to its end inside the GL call that issues it.
+DRAW_VERTEX = """#version 430
+void main() { gl_Position = vec4(float((gl_VertexID & 1) * 4 - 1), float((gl_VertexID & 2) * 2 - 1), 0.0, 1.0); }
+"""
+DRAW_FRAGMENT = """#version 430
+uniform int iters;
+out vec4 color;
+void main() {
+    uint v = uint(gl_FragCoord.x) * 7u + uint(gl_FragCoord.y);
+    for (int i = 0; i < iters; i++) v = v * 1664525u + 1013904223u;
+    color = vec4(float(v & 255u) / 255.0, 0.0, 0.0, 1.0);
+}
+"""
+
+
+class _GLDraw:
+    """DRAW_FRAGMENT over 512 x 512 pixels on the device's own GL context, issued on its GL thread through
+    ``Device.native.run`` (as a client that renders beside the library does)."""
+
+    def __init__(self, native):
+        self.native = native
+        self.bound = native.run(lambda: native.context.fbo)  # bound again before the release: moderngl binds
+        self.program, self.framebuffer, self.vertices = native.run(self._make)  # it back after making one
+
+    def _make(self):
+        ctx = self.native.context
+        program = ctx.program(vertex_shader=DRAW_VERTEX, fragment_shader=DRAW_FRAGMENT)
+        return program, ctx.simple_framebuffer((512, 512)), ctx.vertex_array(program, [])
+
+    def issue(self, iters: int) -> None:
+        def draw():
+            self.program["iters"].value = iters
+            self.framebuffer.use()
+            self.vertices.render(mode=self.native.context.TRIANGLES, vertices=3)
+        self.native.run(draw)
+
+    def seconds(self, iters: int) -> float:
+        """The draw's wall time, glFinish included."""
+        t0 = time.perf_counter()
+        self.issue(iters)
+        self.native.run(self.native.context.finish)
+        return time.perf_counter() - t0
+
+    def release(self) -> None:
+        def release():
+            self.bound.use()
+            for obj in (self.vertices, self.framebuffer, self.program):
+                obj.release()
+        self.native.run(release)
+
+
+@pytest.mark.clause("EVENT-64")
+def test_query_of_an_event_behind_a_running_draw_never_blocks(device, stream, kernels, require):
+    """EVENT-4 for work the driver runs after the fence's flush: a GL backend waits on its fence with a
+    timeout, 0 for a query; a timeout computed wrong (from the deadline plus the clock, say) turns query() into
+    a wait for the work. llvmpipe finishes a compute dispatch inside glDispatchCompute, so behind the library's
+    own work every fence has signalled when it is placed; a client's draw is still being rasterized."""
+    require("lang.glsl430")
+    draw = _GLDraw(device.native)
+    try:
+        iters = 64
+        while (took := draw.seconds(iters)) < 0.1:  # ~1 s of drawing, measured, not guessed
+            iters *= 4
+        iters = max(iters, round(iters / took))
+        draw.issue(iters)
+        event = stream.record()
+        start, longest, answers = time.perf_counter(), 0.0, []
+        while not (answers and answers[-1]):
+            assert time.perf_counter() - start < 120, "query() never became True behind a draw"
+            t0 = time.perf_counter()
+            answers.append(event.query())
+            longest = max(longest, time.perf_counter() - t0)
+        total = time.perf_counter() - start
+        assert answers[0] is False, "query() of an event behind a running draw answered True at once"
+        assert longest < total / 2, (f"one query() took {longest:.3f} s of the {total:.3f} s the draw ran on after "
+                                     f"the record: a query waited for the work ({len(answers)} calls)")
+    finally:
+        draw.release()
+    assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("EVENT-65")
+def test_a_re_recorded_event_gives_back_what_its_last_point_held(device, stream, kernels):
+    """LIFE-70 for ``record(event=e)``: the event keeps one point, so each re-record must give back the driver
+    objects of the point it leaves (a fence or sync, a timestamp query), as a dropped event does; a backend that
+    forgets them leaks with every re-record of an event kept in a loop. One event (timed where the device has
+    timing) re-recorded in thousands, synchronized every 1,000; at most 200,000 or 10 s of them."""
+    timing = device.supports("events.timing")
+    event = stream.record(timing=timing)
+
+    def rerecord(count: int) -> None:
+        for _ in range(count):
+            assert stream.record(event=event, timing=timing) is event
+        stream.synchronize()
+        gc.collect()
+
+    done, grown = resident_growth(rerecord, 1000, 200_000)
+    assert event.query() is True
+    assert grown < 16 << 20, f"one event re-recorded {done} times left {grown / 2**20:.1f} MiB more resident memory"
+    assert_device_works(device, kernels)

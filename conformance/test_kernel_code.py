@@ -335,6 +335,10 @@ def test_an_option_nvrtc_does_not_take_is_its_error(device, kernels, require):
         device.compile(source, "cuda", options=["--no-such-option"])
     assert info.value.op == "nvrtcCompileProgram", info.value
     assert "INVALID_OPTION" in str(info.value) or "no-such-option" in str(info.value), info.value
+    if isinstance(info.value, ia.DriverError):  # NVRTC's status as NVRTC names and numbers it
+        err = info.value
+        assert (err.name, err.code) == ("NVRTC_ERROR_INVALID_OPTION", 5), f"name {err.name!r}, code {err.code!r}"
+        assert "failed: NVRTC_ERROR_INVALID_OPTION (5)" in str(err), str(err)
     assert_device_works(device, kernels)
 
 
@@ -4871,3 +4875,50 @@ def test_a_cubin_nvrtc_builds_for_the_device_loads_and_runs(device, stream):
         got = read(stream, buf, np.uint32)
     assert got.tolist() == [7] * n, f"the cubin's kernel left {got[:8].tolist()}..."
 
+
+
+def _ptx_storing_scalars(count: int) -> str:
+    """PTX of ``store_scalars(out, s0, ..., s<count-1>)``, its parameters named as NVRTC names them: thread 0 stores
+    each u32 scalar s_i at out[i]."""
+    params = ",\n    ".join(f".param .u{64 if i == 0 else 32} store_scalars_param_{i}" for i in range(count + 1))
+    stores = "\n".join(f"    ld.param.u32 %r1, [store_scalars_param_{i + 1}];\n    st.global.u32 [%rd2+{4 * i}], %r1;"
+                       for i in range(count))
+    return f""".version 7.0
+.target sm_70
+.address_size 64
+
+.visible .entry store_scalars(
+    {params})
+{{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [store_scalars_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+{stores}
+    ret;
+}}
+"""
+
+
+@pytest.mark.clause("KERNEL-160")
+def test_a_kernel_of_hundreds_of_parameters_gets_every_one(device, stream, require):
+    """A launch path that packs the arguments into a table of its own has a fixed size (the compiled CUDA path:
+    512 arguments, 4 KiB of 8-byte slots); a launch of more arguments than it holds must go another way, never
+    write past it. The counts on both sides of 512, and the most that 4 KiB of parameters hold."""
+    require("lang.ptx")
+    for count in (511, 512, 999):  # scalars after the buffer: 512, 513 and 1,000 arguments (4,004 bytes)
+        k = device.compile(_ptx_storing_scalars(count), "ptx").kernel("store_scalars")
+        assert len(k.params) == count + 1, f"{count} scalars and a buffer: Kernel.params has {len(k.params)}"
+        plan = k.prepare(1, 1)
+        with poisoned(device, stream, 4 * count) as out:
+            for turn in range(6):  # three by Stream.launch, three by the plan: a compiled path has remembered them
+                values = np.arange(count, dtype=np.uint32) * 7 + 1000 * turn + 1
+                args = [out, *map(np.uint32, values)]
+                if turn < 3:
+                    stream.launch(k, 1, 1, args)
+                else:
+                    plan(stream, *args)
+                got = read(stream, out, np.uint32)
+                wrong = np.flatnonzero(got != values)
+                assert not wrong.size, (f"{count + 1} arguments, launch {turn + 1}: {wrong.size} scalars wrong, the "
+                                        f"first s{wrong[0]} = {got[wrong[0]]:#x}, want {values[wrong[0]]:#x}")
