@@ -959,7 +959,8 @@ print(json.dumps(wrong))
 def test_large_copies_on_a_one_cpu_host(target):
     """COPY-79: a backend that spreads large host copies over helper threads has none on a one-core host."""
     wrong = child_json(target, ONE_CPU_CHILD)
-    assert not wrong, f"copies whose bytes came back wrong in a process that sees one CPU ([bytes, behind a fill]): {wrong}"
+    assert not wrong, f"copies whose bytes came back wrong in a process that sees one CPU ([bytes, behind a fill]): " \
+        f"{wrong}"
 
 
 @pytest.mark.clause("COPY-80")
