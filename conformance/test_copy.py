@@ -18,7 +18,8 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
-from .helpers import POISON, RunningWork, context_current, cuda_driver, poisoned, raises_naming, random_bytes, read
+from .helpers import (POISON, RunningWork, child_json, context_current, cuda_driver, poisoned, raises_naming,
+                      random_bytes, read)
 
 BUF = 4096
 
@@ -917,3 +918,65 @@ def test_refused_copies_keep_no_reference_to_their_host_arrays(device, stream):
         gc.collect()
         held = sorted({what for what, ref in gone if ref() is not None})
     assert not held, f"host arrays of refused copies are still referenced after them: {', '.join(held)}"
+
+
+#: the child of COPY-79: a process that sees one CPU (its affinity one CPU, and ``os.cpu_count()`` 1 as on a
+#: one-core host) copies 8 MiB and 8 MiB + 3 bytes each way on an idle stream and behind a fill; prints the sizes
+#: whose bytes came back wrong
+ONE_CPU_CHILD = """
+import json, os, sys
+if hasattr(os, "sched_setaffinity"):  # Linux
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+os.cpu_count = lambda: 1
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+wrong = []
+with device.alloc(1 << 20) as other:
+    for nbytes in (8 << 20, (8 << 20) + 3):
+        for behind in (False, True):
+            src = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+            back = np.zeros(nbytes, np.uint8)
+            with device.alloc(nbytes) as buf:
+                stream.synchronize()
+                if behind:
+                    stream.fill(other, 1)
+                stream.copy_htod(buf, src)
+                if behind:
+                    stream.fill(other, 2)
+                stream.copy_dtoh(back, buf)
+                stream.synchronize()
+            if not np.array_equal(back, src):
+                wrong.append([nbytes, behind])
+device.close()
+print(json.dumps(wrong))
+"""
+
+
+@pytest.mark.clause("COPY-79")
+def test_large_copies_on_a_one_cpu_host(target):
+    """COPY-79: a backend that spreads large host copies over helper threads has none on a one-core host."""
+    wrong = child_json(target, ONE_CPU_CHILD)
+    assert not wrong, f"copies whose bytes came back wrong in a process that sees one CPU ([bytes, behind a fill]): " \
+        f"{wrong}"
+
+
+@pytest.mark.clause("COPY-80")
+@pytest.mark.parametrize("dtype", [np.uint8, np.float32])
+def test_zero_dimensional_host_arrays(device, stream, dtype):
+    """COPY-80: a 0-d array is the bytes of its one element, as a 1-element 1-D array is."""
+    itemsize = np.dtype(dtype).itemsize
+    value = np.array(0x7B, dtype)
+    with device.alloc(4 * itemsize) as buf:
+        stream.fill(buf, 0)
+        stream.copy_htod(buf, value, dst_offset=itemsize)
+        stream.copy_htod_deferred(buf, np.array(0x5C, dtype), dst_offset=3 * itemsize)
+        back = np.array(0, dtype)
+        stream.copy_dtoh(back, buf, src_offset=itemsize)
+        stream.synchronize()
+        assert back.shape == () and back[()] == value[()], f"copy_dtoh into a 0-d {np.dtype(dtype)} array got {back!r}"
+        expect = np.array([0, 0x7B, 0, 0x5C], dtype).view(np.uint8)
+        got = read(stream, buf)
+        np.testing.assert_array_equal(got, expect, err_msg="copy_htod/copy_htod_deferred of 0-d arrays")

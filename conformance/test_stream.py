@@ -533,3 +533,32 @@ def test_device_synchronize_completes_the_work_of_a_dropped_stream(device, strea
             assert (got == 1).all(), "Device.synchronize() returned before the work of a dropped stream completed"
             return
     pytest.fail("the host was too slow to drop the stream while its work was running, in every try")
+
+
+BURST = 160  # commands enqueued behind running work by STREAM-20: more than a backend's 64 outstanding submissions
+
+
+@pytest.mark.clause("STREAM-20")
+def test_a_burst_of_commands_behind_running_work_does_not_wait_for_it(device, stream, kernels):
+    """STREAM-20: enqueueing is asynchronous. A backend that submits each command on its own and bounds its
+    outstanding submissions (Vulkan: 64 a stream) makes the host wait for the running work within a burst;
+    one that batches the burst does not."""
+    with device.alloc(4 * BURST) as marks:
+        for work in RunningWork.tries(device, stream, kernels, 0.3):
+            stream.fill(marks, 0)
+            stream.synchronize()
+            work.enqueue(stream)
+            behind = stream.record()
+            for i in range(BURST):
+                stream.fill(marks, i % 251 + 1, offset=4 * i, nbytes=4)
+            in_time = work.looked_in_time()
+            answer = behind.query()
+            stream.synchronize()
+            work.check(stream)
+            got = read(stream, marks, np.uint32)
+            np.testing.assert_array_equal(got, (np.arange(BURST) % 251 + 1) * 0x01010101, err_msg="the burst's fills")
+            if in_time:
+                assert answer is False, "an event recorded behind running work answered query() True"
+                return
+    pytest.fail(f"{BURST} fills enqueued behind running work returned only after most of the work had run, "
+                "however long the work: an enqueue waited for running work")
