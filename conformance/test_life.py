@@ -1090,6 +1090,58 @@ def test_a_closed_device_gives_back_the_memory_of_its_buffers(target):
         f"{grown / 2**20:.1f} MiB more resident memory")
 
 
+#: LIFE-87's uploads in a child process: on a fresh stream of a Device, argv's count of copy_htod of argv's size into
+#: one buffer, the host array refilled after each returns (COPY-4) and 10 ms apart, nothing waited for (4 first on
+#: another stream, then synchronized, not counted); prints the process's growth after the uploads, checked once waited for
+UPLOADS_ONLY_CHILD = """
+import json, sys, time
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+def rss():
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * 4096
+target = get(sys.argv[1])
+size, uploads = map(int, sys.argv[2:4])
+device = _open(target)
+buf = device.alloc(size)
+host = np.empty(size, np.uint8)
+def upload(stream, value):
+    host[:] = value
+    stream.copy_htod(buf, host)
+first = device.create_stream()
+for i in range(4):  # what the first copies set up once (staging, the driver's pools) is not counted
+    upload(first, i)
+first.synchronize()
+stream = device.create_stream()  # fresh: it has never waited for (nor recycled) anything
+before = rss()
+for i in range(uploads):
+    upload(stream, 0x80 + i)
+    time.sleep(0.01)
+grown = rss() - before
+back = np.zeros(size, np.uint8)
+stream.copy_dtoh(back, buf)
+stream.synchronize()
+assert (back == 0x80 + uploads - 1).all(), "the last upload did not land"
+print(json.dumps({"grown": grown}))
+"""
+
+
+@pytest.mark.clause("LIFE-87")
+def test_a_program_that_only_uploads_stays_bounded(target):
+    """LIFE-87: a backend may stage a copy_htod (copy it into memory of its own so the host array can be reused at
+    once) and give the staging back when the copy is done; a program that only uploads, never waiting, must get
+    it back too. In a child process, 48 copy_htod of 8 MiB on a fresh stream, 10 ms apart, grow the process by
+    less than 64 MiB (8 of them). Vulkan: a stream whose free command buffers ran out recycles none of its
+    batches until 64 are in flight (every batch's staging held); WebGPU: ``write_buffer`` staging waits in
+    wgpu's pending writes for the next queue submission, which a program that only uploads never makes."""
+    size, uploads = 8 << 20, 48
+    grown = _child_growth(UPLOADS_ONLY_CHILD, target, size, uploads)
+    assert grown < 8 * size, (
+        f"{uploads} copy_htod of {size >> 20} MiB on one stream, nothing waited for, grew the process by "
+        f"{grown / 2**20:.1f} MiB")
+
+
 def _opencl_queues(device):
     """On an OpenCL device, a count that each command queue of the device's context adds one to: the context's
     reference count (CL_CONTEXT_REFERENCE_COUNT, which OpenCL offers for finding leaks; PoCL's queues retain

@@ -73,6 +73,7 @@ class WebGPUDevice(api.Device):
         self._dispatch_users: dict[int, list[tuple[Any, tuple]]] = {}
         self._fencer = Fencer()
         self._submissions = 0  # queue submissions and writes so far
+        self._pending_writes = 0  # bytes of write_buffer since the last submission (stream.PENDING_WRITES_BOUND)
         self._last_fence: Fence | None = None  # the fence after the latest submission that has one
         self._completed = 0  # the position of the latest fence seen complete (see Fence)
         self._default = WebGPUStream(self)

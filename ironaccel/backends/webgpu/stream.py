@@ -179,6 +179,15 @@ class WebGPUEvent(api.Event):
         return (end._nanoseconds() - self._nanoseconds()) / 1e6
 
 
+#: Bytes of ``write_buffer`` the device leaves in wgpu's pending writes before it submits them (an empty
+#: submission). wgpu copies each write into staging of its own, freed only after the queue submission that
+#: carries it completes: a program that only uploads would hold every upload's staging until it waits (LIFE-87).
+#: 8 MiB: a submission costs ~20-30 us on lavapipe beyond the copies it carries, so the small-copy path (issue
+#: 30: 256 B-64 KiB, ~7-10 us a call) pays one per 128 or more calls, and a program that only uploads holds at
+#: most 8 MiB (plus one write) unsubmitted, as Vulkan's staged path holds ~8 MiB in LIFE-87's program.
+PENDING_WRITES_BOUND = 8 << 20
+
+
 #: The dtype kinds of the host arrays the public copies' inline checks admit: plain numbers (bool, int, uint,
 #: float, complex), which hold no Python objects and have a buffer layout (api._host_bytes's rule, narrowed).
 PLAIN_KINDS = "biufc"
@@ -199,7 +208,7 @@ def _inline_htod(checked: Any) -> Any:
             n = src.nbytes
             if 0 < n and 0 <= dst_offset and dst_offset + n <= dst._nbytes and not (n | dst_offset) & 3 \
                     and src.dtype.kind in PLAIN_KINDS and src.flags.c_contiguous:
-                self._write(dst._gpu_buffer, dst_offset, src)
+                self._write(dst._gpu_buffer, dst_offset, src, n)
                 return
         checked(self, dst, src, dst_offset=dst_offset)
 
@@ -236,6 +245,7 @@ class WebGPUStream(api.Stream):
             enc, self._encoder = self._enc(), None
             self._dev._unsubmitted.discard(self)
             self._dev._submissions += 1
+            self._dev._pending_writes = 0  # a submission carries the queue's pending writes first
             call(self._dev._queue.submit, [call(enc.finish)])
 
     def _bytes(self, dst: Any, dst_offset: int, src: Any, src_offset: int, nbytes: int, fill: int) -> None:
@@ -262,14 +272,19 @@ class WebGPUStream(api.Stream):
         p.dispatch_workgroups(gx, gy, 1)
         p.end()
 
-    def _write(self, gpu_buffer: Any, offset: int, src: Any) -> None:
-        """``write_buffer`` of word-aligned host bytes, after what this stream recorded before."""
+    def _write(self, gpu_buffer: Any, offset: int, src: Any, nbytes: int) -> None:
+        """``write_buffer`` of word-aligned host bytes (``nbytes`` of them), after what this stream recorded
+        before."""
         dev = self._dev
         with dev._lock:
             if self._encoder is not None:  # write_buffer lands on the queue timeline now: what came before goes first
                 self._flush()
             dev._submissions += 1  # a write_buffer is queue work a fence must come after
             call(dev._queue.write_buffer, gpu_buffer, offset, src)
+            dev._pending_writes += nbytes
+            if dev._pending_writes > PENDING_WRITES_BOUND:  # LIFE-87: their staging is freed only once submitted
+                dev._pending_writes = 0
+                call(dev._queue.submit, [])
 
     # -- the public API's hot paths --------------------------------------------------------------------
     copy_htod = _inline_htod(api.Stream.copy_htod)
@@ -294,14 +309,14 @@ class WebGPUStream(api.Stream):
     def _copy_htod(self, dst: api.Buffer, dst_offset: int, src: np.ndarray) -> None:
         n = src.nbytes
         if dst_offset % 4 == 0 and n % 4 == 0:
-            self._write(dst._gpu_buffer, dst_offset, src)
+            self._write(dst._gpu_buffer, dst_offset, src, n)
             return
         padded = np.zeros(-(-n // 4) * 4, dtype=np.uint8)
         padded[:n] = src
         dev = self._dev
         with dev._lock:
             staging = dev._new_buffer(n, dev._usage.STORAGE | dev._usage.COPY_DST)
-            self._write(staging, 0, padded)
+            self._write(staging, 0, padded, padded.nbytes)
             self._bytes(dst._native_handle(), dst_offset, staging, 0, n, 0)
 
     def _copy_dtoh(self, dst: np.ndarray, src: api.Buffer, src_offset: int) -> None:
