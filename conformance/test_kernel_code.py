@@ -185,6 +185,39 @@ def test_a_scalar_block_laid_out_otherwise_is_refused_or_read_whole(device, stre
             assert list(got) == [5, 7], f"the scalars reached the kernel as {list(got)}, not [5, 7]"
 
 
+#: KERNEL-23's vector member: a uvec2 after two uints (at offset 8, the convention's place for an 8-byte scalar)
+VECTOR_PUSH_CONSTANTS = """#version 450
+layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;
+layout(set = 0, binding = 0) buffer Out { uint data[]; } o;
+layout(push_constant) uniform Args { uint a; uint b; uvec2 v; } args;
+void main() { if (gl_GlobalInvocationID.x == 0u) { o.data[0] = args.a; o.data[1] = args.b; o.data[2] = args.v.x;
+                                                   o.data[3] = args.v.y; } }
+"""
+
+
+@pytest.mark.clause("KERNEL-23")
+def test_a_vector_in_the_scalar_block_is_refused_or_one_scalar_of_its_size(device, stream, require):
+    """A push-constant block with a vector member (a uvec2 after two uints) is refused by Device.compile, or
+    the vector is one parameter of its size: Kernel.params lists it as an 8-byte scalar, and a u64 passed for
+    it reaches the kernel whole (its low word is the vector's x). A reader of the module that loses the
+    vector's size lists a 0-byte scalar no launch can pass and a block 8 bytes short."""
+    require("lang.glsl")
+    try:
+        k = device.compile(VECTOR_PUSH_CONSTANTS, "glsl", options=["-e", "vector"]).kernel("vector")
+    except ia.InvalidArgument as exc:
+        assert str(exc).startswith("Device.compile: "), exc
+        return
+    sizes = [(p.kind, p.nbytes) for p in k.params]
+    assert sizes == [("buffer", 0), ("scalar", 4), ("scalar", 4), ("scalar", 8)], (
+        f"Kernel.params of (buffer, uint, uint, uvec2) read {sizes}")
+    if not device.supports("kernel.int64"):
+        return  # no u64 argument to pass for it (SwiftShader): its size in Kernel.params is what can be checked
+    with poisoned(device, stream, 16) as out:
+        stream.launch(k, 1, 1, (out, np.uint32(5), np.uint32(7), np.uint64(0x0000000B_00000009)))
+        got = read(stream, out, np.uint32)
+    assert list(got) == [5, 7, 9, 11], f"the scalars reached the kernel as {list(got)}, not [5, 7, 9, 11]"
+
+
 #: The SPIR-V instructions that declare a module's interface: OpEntryPoint, OpExecutionMode, OpTypeInt,
 #: OpTypeFloat, OpTypeVector, OpTypeStruct, OpTypePointer, OpConstant, OpConstantComposite, OpSpecConstant,
 #: OpSpecConstantComposite, OpVariable, OpDecorate, OpMemberDecorate.
