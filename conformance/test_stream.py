@@ -562,3 +562,36 @@ def test_a_burst_of_commands_behind_running_work_does_not_wait_for_it(device, st
                 return
     pytest.fail(f"{BURST} fills enqueued behind running work returned only after most of the work had run, "
                 "however long the work: an enqueue waited for running work")
+
+
+#: STREAM-21: fills enqueued behind running work one at a time, each its own submission: more than a backend's 64
+#: outstanding submissions, and fewer than 64 past them (Vulkan's batch of 64 commands, which the host submits itself)
+SPACED, SPACED_GAP_S = 100, 0.004
+
+
+@pytest.mark.clause("STREAM-21")
+def test_commands_spaced_out_behind_running_work_do_not_wait_for_it(device, stream, kernels):
+    """STREAM-21: STREAM-20 with the fills 4 ms apart, so a batching backend submits each on its own (Vulkan:
+    its flusher, 0.5 ms after the last submission, late on a loaded host) and reaches its bound of outstanding submissions; the next
+    fills must wait in the open batch, not make the host (or the flusher, holding the device's lock) wait for the
+    running work."""
+    with device.alloc(4 * SPACED) as marks:
+        for work in RunningWork.tries(device, stream, kernels, 1.5):
+            stream.fill(marks, 0)
+            stream.synchronize()
+            work.enqueue(stream)
+            behind = stream.record()
+            for i in range(SPACED):
+                stream.fill(marks, i % 251 + 1, offset=4 * i, nbytes=4)
+                time.sleep(SPACED_GAP_S)
+            in_time = work.looked_in_time()
+            answer = behind.query()
+            stream.synchronize()
+            work.check(stream)
+            got = read(stream, marks, np.uint32)
+            np.testing.assert_array_equal(got, (np.arange(SPACED) % 251 + 1) * 0x01010101, err_msg="the fills")
+            if in_time:
+                assert answer is False, "an event recorded behind running work answered query() True"
+                return
+    pytest.fail(f"{SPACED} fills enqueued {SPACED_GAP_S * 1e3:.0f} ms apart behind running work returned only after "
+                "most of the work had run, however long the work: an enqueue waited for running work")
