@@ -980,3 +980,46 @@ def test_zero_dimensional_host_arrays(device, stream, dtype):
         expect = np.array([0, 0x7B, 0, 0x5C], dtype).view(np.uint8)
         got = read(stream, buf)
         np.testing.assert_array_equal(got, expect, err_msg="copy_htod/copy_htod_deferred of 0-d arrays")
+
+
+#: (op, the argument's name in the error, a call of the op with ``bad`` in that argument's place)
+NON_INTEGER_ARGUMENTS = {
+    "copy_htod dst_offset": ("Stream.copy_htod", "dst offset",
+                             lambda s, b, o, h, bad: s.copy_htod(b, np.ones(16, np.uint8), dst_offset=bad)),
+    "copy_htod_deferred dst_offset": ("Stream.copy_htod_deferred", "dst offset",
+                                      lambda s, b, o, h, bad: s.copy_htod_deferred(b, np.ones(16, np.uint8),
+                                                                                   dst_offset=bad)),
+    "copy_dtoh src_offset": ("Stream.copy_dtoh", "src offset", lambda s, b, o, h, bad: s.copy_dtoh(h, b, src_offset=bad)),
+    "copy_dtod dst_offset": ("Stream.copy_dtod", "dst offset", lambda s, b, o, h, bad: s.copy_dtod(b, o, 8, dst_offset=bad)),
+    "copy_dtod src_offset": ("Stream.copy_dtod", "src offset", lambda s, b, o, h, bad: s.copy_dtod(o, b, 8, src_offset=bad)),
+    "copy_dtod nbytes": ("Stream.copy_dtod", "nbytes", lambda s, b, o, h, bad: s.copy_dtod(b, o, bad)),
+    "fill offset": ("Stream.fill", "offset", lambda s, b, o, h, bad: s.fill(b, 1, offset=bad, nbytes=8)),
+    "fill nbytes": ("Stream.fill", "nbytes", lambda s, b, o, h, bad: s.fill(b, 1, nbytes=bad)),
+    "fill value": ("Stream.fill", "value", lambda s, b, o, h, bad: s.fill(b, bad)),
+}
+NON_INTEGERS = {"True": True, "False": False, "4.0": 4.0, "'4'": "4", "None": None, "numpy 4.0": np.float32(4.0)}
+
+
+@pytest.mark.clause("COPY-85", "ERR-1")
+@pytest.mark.parametrize("case", list(NON_INTEGER_ARGUMENTS))
+def test_offsets_and_sizes_that_are_not_integers_are_named_and_copy_nothing(device, stream, case):
+    """A bool, a float, a str or None as an offset, size or fill value raises InvalidArgument naming the op and
+    the argument, right after good calls of the op with integers (its fast path warm: a Python int, a numpy
+    integer), and writes neither the buffer nor the host array. A fast path that admits an offset by its type
+    alone and the wrong one (a bool is an int to isinstance; WebGPU's inline copy_dtoh tested `is int`) copies
+    from offset 1 for True, or fails with an untyped error for None."""
+    op, what, call = NON_INTEGER_ARGUMENTS[case]
+    host = np.full(16, 7, np.uint8)
+    with poisoned(device, stream, 64) as buf, poisoned(device, stream, 64) as other:
+        for name, bad in NON_INTEGERS.items():
+            if case == "fill nbytes" and bad is None:
+                continue  # fill's nbytes=None is its default: to the end
+            with poisoned(device, stream, 64) as scratch, poisoned(device, stream, 64) as scratch2:
+                for good in (8, np.int64(8)):  # warm, with the integers the op takes
+                    call(stream, scratch, scratch2, np.zeros(16, np.uint8), good)
+            with raises_naming(ia.InvalidArgument, op, what):
+                call(stream, buf, other, host, bad)
+                pytest.fail(f"{case}={name}: accepted")
+            assert (read(stream, buf) == POISON).all(), f"{case}={name}: the buffer was written"
+            assert (read(stream, other) == POISON).all(), f"{case}={name}: the other buffer was written"
+            assert (host == 7).all(), f"{case}={name}: the host array was written"

@@ -373,16 +373,24 @@ def _open_use_close(device, target=None) -> tuple:
     return other, s, ev
 
 
+def _new_threads(before: set) -> list[str]:
+    """The names of the threads alive now that were not in ``before``: counted by identity, not by
+    ``threading.active_count()``, whose difference a thread of an earlier test's device ending meanwhile (its
+    pool collected with it) offsets, so that a close() that ends no thread passed after other tests (DEV-30/66
+    missed WebGPU's Fencer.close() returning at once in the mutant run)."""
+    return sorted(t.name for t in threading.enumerate() if t not in before)
+
+
 @pytest.mark.clause("DEV-30")
 def test_closing_a_device_gives_its_threads_back(device):
     """A backend may run threads of its own for a device (a thread that starts the waits of events, say):
     close() must end them, or a process that opens and closes devices gathers threads without bound."""
     _open_use_close(device)  # what the first device sets up once for the process (a runtime's own threads) is not counted
-    before = threading.active_count()
+    before = set(threading.enumerate())
     for _ in range(6):
         _open_use_close(device)
-    grown = threading.active_count() - before
-    assert grown < 3, f"6 devices opened, used and closed left {grown} more threads"
+    grown = _new_threads(before)
+    assert len(grown) < 3, f"6 devices opened, used and closed left {len(grown)} more threads: {grown}"
 
 
 @pytest.mark.clause("DEV-66")
@@ -392,10 +400,10 @@ def test_closing_a_device_ends_its_threads_while_it_is_still_referenced(device, 
     events stay referenced (as a caller's registry or a traceback keeps them), so only close() can end them;
     their fill waits behind running work, so a backend's background submitter (Vulkan's flusher) has started."""
     _open_use_close(device, target)  # what the first device sets up once for the process is not counted
-    before = threading.active_count()
+    before = set(threading.enumerate())
     kept = [_open_use_close(device, target) for _ in range(4)]
-    grown = threading.active_count() - before
-    assert grown < 3, f"4 devices opened, used and closed, still referenced, left {grown} more threads"
+    grown = _new_threads(before)
+    assert len(grown) < 3, f"4 devices opened, used and closed, still referenced, left {len(grown)} more threads: {grown}"
     assert all(d.closed for d, _, _ in kept)
 
 
