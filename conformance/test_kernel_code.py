@@ -3217,7 +3217,8 @@ def test_a_fault_report_measures_the_address_from_the_allocation_it_names(device
 
 
 #: int_edges(out, s): thread 0 stores, as 64-bit words, shifts by amounts at and past the register's width (from
-#: s = 31, so no compiler folds them), bfind of values whose sign bit alone is set, and 16-bit wide products
+#: s = 31, so no compiler folds them), bfind of values whose sign bit alone is set, 16-bit wide products, and
+#: bfind.s32 of the largest positive power of two
 PTX_INT_EDGES = """.version 7.5
 .target sm_75
 .address_size 64
@@ -3284,26 +3285,31 @@ PTX_INT_EDGES = """.version 7.5
     mul.wide.s16 %r10, %h2, %h3;
     cvt.u64.u32 %rd3, %r10;
     st.global.u64 [%rd2+112], %rd3;
+    mov.u32 %r8, 1073741824;
+    bfind.s32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+120], %rd3;
     ret;
 }
 """
 
 #: what each word of int_edges holds (PTX ISA: shl/shr clamp the amount to the width, so a left or logical
 #: shift by it gives 0 and an arithmetic one the sign; bfind.s32 of a negative finds the highest bit that
-#: differs from the sign bit, and none gives 0xffffffff)
+#: differs from the sign bit, and none gives 0xffffffff; of a positive, its highest set bit, as bfind.u32)
 INT_EDGES = {"shl.b32 0x12345679 << 31": 0x80000000, "shl.b32 << 32": 0, "shl.b32 << 33": 0,
              "shr.s64 -5 >> 63": 2 ** 64 - 1, "shr.s64 -5 >> 64": 2 ** 64 - 1, "shr.s64 5 >> 64": 0,
              "shr.u64 ~0 >> 64": 0, "shl.b64 ~0 << 63": 2 ** 63, "bfind.s32 0x80000000": 30,
              "bfind.u32 0x80000000": 31, "bfind.s32 -1": 0xFFFFFFFF, "bfind.s64 INT64_MIN": 62,
              "mul.wide.u16 65535 * 65535": 0xFFFE0001, "mul.wide.s16 -32768 * -32768": 0x40000000,
-             "mul.wide.s16 -32768 * 3 (as u32)": 2 ** 32 - 98304}
+             "mul.wide.s16 -32768 * 3 (as u32)": 2 ** 32 - 98304, "bfind.s32 0x40000000": 30}
 
 
 @pytest.mark.clause("KERNEL-106")
 def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, require):
-    """Shifts by amounts at and past the register's width, bfind of values whose sign bit alone is set, and
-    16-bit wide multiplies at their extremes: where an interpreter written in C would hit undefined shifts or
-    an off-by-one bound, PTX defines every result."""
+    """Shifts by amounts at and past the register's width, bfind of values whose sign bit alone is set (and
+    bfind.s32 of a positive one, which only a negative is inverted for), and 16-bit wide multiplies at their
+    extremes: where an interpreter written in C would hit undefined shifts or an off-by-one bound (or a sign
+    test that is always true), PTX defines every result."""
     require("lang.ptx")
     cuda_driver(device, "PTX's integer instructions")
     with device.compile(PTX_INT_EDGES, "ptx") as module, poisoned(device, stream, 8 * len(INT_EDGES)) as out:
