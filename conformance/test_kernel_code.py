@@ -3069,6 +3069,25 @@ def test_ptx_for_a_newer_architecture_is_refused(device, stream, kernels, requir
     assert_device_works(device, kernels)
 
 
+#: KERNEL-166: `.target` words that name no architecture: one letter before an architecture's number, and sm_75
+#: without its underscore (the PTX ISA's targets are sm_XY and compute_XY, with an optional a or f suffix)
+UNKNOWN_TARGETS = ("x75", "sm75")
+
+
+@pytest.mark.clause("KERNEL-166")
+@pytest.mark.parametrize("word", UNKNOWN_TARGETS)
+def test_ptx_for_a_target_that_names_no_architecture_is_refused(device, kernels, require, word):
+    """`.target` names the architecture the PTX was written for, and ptxas knows each by its whole name: a word
+    that only ends in an architecture's number is no target, and the module is a CompileError from the module
+    load, never a kernel built for a number read from the wrong place of the word."""
+    require("lang.ptx")
+    source = PTX_SM75.replace(".target sm_75", f".target {word}")
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(source, "ptx")
+    assert info.value.op == "cuModuleLoadDataEx", info.value
+    assert_device_works(device, kernels)
+
+
 #: shared_places(out): thread 0 stores the shared-window addresses of two static .shared arrays (align 4 and 8)
 #: and of the module's dynamic (.extern) one (align 16), then the generic address of the dynamic one (cvta.shared)
 PTX_SHARED_PLACES = """.version 7.5
