@@ -3338,6 +3338,76 @@ def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, re
     assert not wrong, f"(got, want): {wrong}"
 
 
+#: int_to_float(out, a, b): out[k] (u32) holds, as float bits, integer-to-float conversions of a = 2^24 + 3 and
+#: -a to f32 and of b = 2049 and -b to f16 (zero-extended), each with the rounding modifier INT_TO_FLOAT names
+PTX_INT_TO_FLOAT = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry int_to_float(.param .u64 int_to_float_param_0, .param .u32 int_to_float_param_1,
+                             .param .u32 int_to_float_param_2)
+{
+    .reg .b16 %h<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [int_to_float_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    ld.param.u32 %r1, [int_to_float_param_1];
+    ld.param.u32 %r2, [int_to_float_param_2];
+    neg.s32 %r3, %r1;
+    neg.s32 %r4, %r2;
+    cvt.rn.f32.u32 %f1, %r1;
+    st.global.f32 [%rd2], %f1;
+    cvt.rz.f32.u32 %f1, %r1;
+    st.global.f32 [%rd2+4], %f1;
+    cvt.rp.f32.u32 %f1, %r1;
+    st.global.f32 [%rd2+8], %f1;
+    cvt.rm.f32.s32 %f1, %r3;
+    st.global.f32 [%rd2+12], %f1;
+    cvt.rp.f32.s32 %f1, %r3;
+    st.global.f32 [%rd2+16], %f1;
+    cvt.rz.f32.s32 %f1, %r3;
+    st.global.f32 [%rd2+20], %f1;
+    cvt.rn.f16.u32 %h1, %r2;
+    cvt.u32.u16 %r5, %h1;
+    st.global.u32 [%rd2+24], %r5;
+    cvt.rp.f16.u32 %h1, %r2;
+    cvt.u32.u16 %r5, %h1;
+    st.global.u32 [%rd2+28], %r5;
+    cvt.rz.f16.s32 %h1, %r4;
+    cvt.u32.u16 %r5, %h1;
+    st.global.u32 [%rd2+32], %r5;
+    cvt.rm.f16.s32 %h1, %r4;
+    cvt.u32.u16 %r5, %h1;
+    st.global.u32 [%rd2+36], %r5;
+    ret;
+}
+"""
+
+#: what each word of int_to_float holds: 2^24 + 3 lies halfway between the f32s 2^24 + 2 (odd significand) and
+#: 2^24 + 4 (even), 2049 halfway between the f16s 2048 (even) and 2050 (odd): .rn takes the even one, .rz the one
+#: nearer 0, .rm the lower, .rp the higher (IEEE 754, as the PTX ISA's cvt rounding modifiers say)
+INT_TO_FLOAT = {"cvt.rn.f32.u32 2^24+3": 0x4B800002, "cvt.rz.f32.u32 2^24+3": 0x4B800001,
+                "cvt.rp.f32.u32 2^24+3": 0x4B800002, "cvt.rm.f32.s32 -(2^24+3)": 0xCB800002,
+                "cvt.rp.f32.s32 -(2^24+3)": 0xCB800001, "cvt.rz.f32.s32 -(2^24+3)": 0xCB800001,
+                "cvt.rn.f16.u32 2049": 0x6800, "cvt.rp.f16.u32 2049": 0x6801, "cvt.rz.f16.s32 -2049": 0xE800,
+                "cvt.rm.f16.s32 -2049": 0xE801}
+
+
+@pytest.mark.clause("KERNEL-167")
+def test_ptx_integer_to_float_conversions_round_as_their_modifier_says(device, stream, require):
+    """An integer past the destination's significand converts with the rounding modifier the instruction names,
+    into the destination's own format: an interpreter that converts with the host's cast (round to nearest f32)
+    whatever the modifier and the destination gets every .rz/.rm/.rp and every f16 result wrong here."""
+    require("lang.ptx")
+    with device.compile(PTX_INT_TO_FLOAT, "ptx") as module, poisoned(device, stream, 4 * len(INT_TO_FLOAT)) as out:
+        stream.launch(module.kernel("int_to_float"), 1, 1, (out, np.uint32(2 ** 24 + 3), np.uint32(2049)))
+        got = read(stream, out, np.uint32).tolist()
+    wrong = {name: (hex(g), hex(w)) for (name, w), g in zip(INT_TO_FLOAT.items(), got) if g != w}
+    assert not wrong, f"(got, want): {wrong}"
+
+
 #: probe(a, b, c: u32) stores its block's x size (%ntid.x) in the module's global seen_ntid, whatever its scalar
 #: arguments; fetch(out) copies seen_ntid to out[0]. No buffer among probe's arguments, so they can be value-equal
 #: to a block tuple (np.uint32(64) == 64, with the same hash).
