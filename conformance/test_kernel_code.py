@@ -3106,6 +3106,25 @@ def test_ptx_for_a_newer_architecture_is_refused(device, stream, kernels, requir
     assert_device_works(device, kernels)
 
 
+#: KERNEL-166: `.target` words that name no architecture: one letter before an architecture's number, and sm_75
+#: without its underscore (the PTX ISA's targets are sm_XY and compute_XY, with an optional a or f suffix)
+UNKNOWN_TARGETS = ("x75", "sm75")
+
+
+@pytest.mark.clause("KERNEL-166")
+@pytest.mark.parametrize("word", UNKNOWN_TARGETS)
+def test_ptx_for_a_target_that_names_no_architecture_is_refused(device, kernels, require, word):
+    """`.target` names the architecture the PTX was written for, and ptxas knows each by its whole name: a word
+    that only ends in an architecture's number is no target, and the module is a CompileError from the module
+    load, never a kernel built for a number read from the wrong place of the word."""
+    require("lang.ptx")
+    source = PTX_SM75.replace(".target sm_75", f".target {word}")
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(source, "ptx")
+    assert info.value.op == "cuModuleLoadDataEx", info.value
+    assert_device_works(device, kernels)
+
+
 #: shared_places(out): thread 0 stores the shared-window addresses of two static .shared arrays (align 4 and 8)
 #: and of the module's dynamic (.extern) one (align 16), then the generic address of the dynamic one (cvta.shared)
 PTX_SHARED_PLACES = """.version 7.5
@@ -3254,7 +3273,8 @@ def test_a_fault_report_measures_the_address_from_the_allocation_it_names(device
 
 
 #: int_edges(out, s): thread 0 stores, as 64-bit words, shifts by amounts at and past the register's width (from
-#: s = 31, so no compiler folds them), bfind of values whose sign bit alone is set, and 16-bit wide products
+#: s = 31, so no compiler folds them), bfind of values whose sign bit alone is set, 16-bit wide products, and
+#: bfind.s32 of the largest positive power of two
 PTX_INT_EDGES = """.version 7.5
 .target sm_75
 .address_size 64
@@ -3321,32 +3341,107 @@ PTX_INT_EDGES = """.version 7.5
     mul.wide.s16 %r10, %h2, %h3;
     cvt.u64.u32 %rd3, %r10;
     st.global.u64 [%rd2+112], %rd3;
+    mov.u32 %r8, 1073741824;
+    bfind.s32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+120], %rd3;
     ret;
 }
 """
 
 #: what each word of int_edges holds (PTX ISA: shl/shr clamp the amount to the width, so a left or logical
 #: shift by it gives 0 and an arithmetic one the sign; bfind.s32 of a negative finds the highest bit that
-#: differs from the sign bit, and none gives 0xffffffff)
+#: differs from the sign bit, and none gives 0xffffffff; of a positive, its highest set bit, as bfind.u32)
 INT_EDGES = {"shl.b32 0x12345679 << 31": 0x80000000, "shl.b32 << 32": 0, "shl.b32 << 33": 0,
              "shr.s64 -5 >> 63": 2 ** 64 - 1, "shr.s64 -5 >> 64": 2 ** 64 - 1, "shr.s64 5 >> 64": 0,
              "shr.u64 ~0 >> 64": 0, "shl.b64 ~0 << 63": 2 ** 63, "bfind.s32 0x80000000": 30,
              "bfind.u32 0x80000000": 31, "bfind.s32 -1": 0xFFFFFFFF, "bfind.s64 INT64_MIN": 62,
              "mul.wide.u16 65535 * 65535": 0xFFFE0001, "mul.wide.s16 -32768 * -32768": 0x40000000,
-             "mul.wide.s16 -32768 * 3 (as u32)": 2 ** 32 - 98304}
+             "mul.wide.s16 -32768 * 3 (as u32)": 2 ** 32 - 98304, "bfind.s32 0x40000000": 30}
 
 
 @pytest.mark.clause("KERNEL-106")
 def test_ptx_integer_instructions_at_the_edges_of_their_width(device, stream, require):
-    """Shifts by amounts at and past the register's width, bfind of values whose sign bit alone is set, and
-    16-bit wide multiplies at their extremes: where an interpreter written in C would hit undefined shifts or
-    an off-by-one bound, PTX defines every result."""
+    """Shifts by amounts at and past the register's width, bfind of values whose sign bit alone is set (and
+    bfind.s32 of a positive one, which only a negative is inverted for), and 16-bit wide multiplies at their
+    extremes: where an interpreter written in C would hit undefined shifts or an off-by-one bound (or a sign
+    test that is always true), PTX defines every result."""
     require("lang.ptx")
     cuda_driver(device, "PTX's integer instructions")
     with device.compile(PTX_INT_EDGES, "ptx") as module, poisoned(device, stream, 8 * len(INT_EDGES)) as out:
         stream.launch(module.kernel("int_edges"), 1, 1, (out, np.uint32(31)))
         got = read(stream, out, np.uint64).tolist()
     wrong = {name: (hex(g), hex(w)) for (name, w), g in zip(INT_EDGES.items(), got) if g != w}
+    assert not wrong, f"(got, want): {wrong}"
+
+
+#: int_to_float(out, a, b): out[k] (u32) holds, as float bits, integer-to-float conversions of a = 2^24 + 3 and
+#: -a to f32 and of b = 2049 and -b to f16 (zero-extended), each with the rounding modifier INT_TO_FLOAT names
+PTX_INT_TO_FLOAT = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry int_to_float(.param .u64 int_to_float_param_0, .param .u32 int_to_float_param_1,
+                             .param .u32 int_to_float_param_2)
+{
+    .reg .b16 %h<2>;
+    .reg .b32 %r<6>;
+    .reg .f32 %f<2>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [int_to_float_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    ld.param.u32 %r1, [int_to_float_param_1];
+    ld.param.u32 %r2, [int_to_float_param_2];
+    neg.s32 %r3, %r1;
+    neg.s32 %r4, %r2;
+    cvt.rn.f32.u32 %f1, %r1;
+    st.global.f32 [%rd2], %f1;
+    cvt.rz.f32.u32 %f1, %r1;
+    st.global.f32 [%rd2+4], %f1;
+    cvt.rp.f32.u32 %f1, %r1;
+    st.global.f32 [%rd2+8], %f1;
+    cvt.rm.f32.s32 %f1, %r3;
+    st.global.f32 [%rd2+12], %f1;
+    cvt.rp.f32.s32 %f1, %r3;
+    st.global.f32 [%rd2+16], %f1;
+    cvt.rz.f32.s32 %f1, %r3;
+    st.global.f32 [%rd2+20], %f1;
+    cvt.rn.f16.u32 %h1, %r2;
+    cvt.u32.u16 %r5, %h1;
+    st.global.u32 [%rd2+24], %r5;
+    cvt.rp.f16.u32 %h1, %r2;
+    cvt.u32.u16 %r5, %h1;
+    st.global.u32 [%rd2+28], %r5;
+    cvt.rz.f16.s32 %h1, %r4;
+    cvt.u32.u16 %r5, %h1;
+    st.global.u32 [%rd2+32], %r5;
+    cvt.rm.f16.s32 %h1, %r4;
+    cvt.u32.u16 %r5, %h1;
+    st.global.u32 [%rd2+36], %r5;
+    ret;
+}
+"""
+
+#: what each word of int_to_float holds: 2^24 + 3 lies halfway between the f32s 2^24 + 2 (odd significand) and
+#: 2^24 + 4 (even), 2049 halfway between the f16s 2048 (even) and 2050 (odd): .rn takes the even one, .rz the one
+#: nearer 0, .rm the lower, .rp the higher (IEEE 754, as the PTX ISA's cvt rounding modifiers say)
+INT_TO_FLOAT = {"cvt.rn.f32.u32 2^24+3": 0x4B800002, "cvt.rz.f32.u32 2^24+3": 0x4B800001,
+                "cvt.rp.f32.u32 2^24+3": 0x4B800002, "cvt.rm.f32.s32 -(2^24+3)": 0xCB800002,
+                "cvt.rp.f32.s32 -(2^24+3)": 0xCB800001, "cvt.rz.f32.s32 -(2^24+3)": 0xCB800001,
+                "cvt.rn.f16.u32 2049": 0x6800, "cvt.rp.f16.u32 2049": 0x6801, "cvt.rz.f16.s32 -2049": 0xE800,
+                "cvt.rm.f16.s32 -2049": 0xE801}
+
+
+@pytest.mark.clause("KERNEL-167")
+def test_ptx_integer_to_float_conversions_round_as_their_modifier_says(device, stream, require):
+    """An integer past the destination's significand converts with the rounding modifier the instruction names,
+    into the destination's own format: an interpreter that converts with the host's cast (round to nearest f32)
+    whatever the modifier and the destination gets every .rz/.rm/.rp and every f16 result wrong here."""
+    require("lang.ptx")
+    with device.compile(PTX_INT_TO_FLOAT, "ptx") as module, poisoned(device, stream, 4 * len(INT_TO_FLOAT)) as out:
+        stream.launch(module.kernel("int_to_float"), 1, 1, (out, np.uint32(2 ** 24 + 3), np.uint32(2049)))
+        got = read(stream, out, np.uint32).tolist()
+    wrong = {name: (hex(g), hex(w)) for (name, w), g in zip(INT_TO_FLOAT.items(), got) if g != w}
     assert not wrong, f"(got, want): {wrong}"
 
 
