@@ -3995,6 +3995,27 @@ def _host_library(stem: str) -> str:
     pytest.fail(f"{stem} is not loaded in this process (/proc/self/maps)")
 
 
+def _run_scale_fatbin(device, stream, cu, path, what: str) -> None:
+    """Loads the fatbin at `path` (`what`, for messages) with cuModuleLoadData, the device's context pushed, and
+    checks that its `scale` launched with cuLaunchKernel over 256 floats writes y = 2x + 1."""
+    x = np.arange(256, dtype=np.float32)
+    with upload(device, stream, x) as px, poisoned(device, stream, x.nbytes) as py:
+        with context_current(device):
+            err, module = cu.cuModuleLoadData(path.read_bytes())
+            assert not err, f"cuModuleLoadData of {what}: {err}"
+            try:
+                err, function = cu.cuModuleGetFunction(module, b"scale")
+                assert not err, f"cuModuleGetFunction: {err}"
+                err, = cu.cuLaunchKernel(function, 4, 1, 1, 64, 1, 1, 0, stream.native,
+                                         ((py.handle, px.handle, x.size),
+                                          (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)), 0)
+                assert not err, f"cuLaunchKernel: {err}"
+            finally:
+                cu.cuCtxSynchronize()  # the kernel has run before its module goes
+                cu.cuModuleUnload(module)
+        np.testing.assert_array_equal(read(stream, py, np.float32), 2 * x + 1, err_msg=f"{what}: y = 2x + 1")
+
+
 @pytest.mark.clause("KERNEL-144")
 def test_a_compressed_fatbin_runs_or_is_refused_naming_its_codec(device, stream, target, tmp_path, require):
     """nvcc compresses a fatbin's entries (LZ4 by default since CUDA 12.x, zstd when asked), and CuPy's and
@@ -4007,23 +4028,8 @@ def test_a_compressed_fatbin_runs_or_is_refused_naming_its_codec(device, stream,
     cu = cuda_driver(device, "cuModuleLoadData")
     folder = conformance_dir() / "kernels" / "fatbin"
     paths = {codec: folder / f"scale.{codec}.fatbin" for codec in COMPRESSED_FATBINS}
-    x = np.arange(256, dtype=np.float32)
     for codec, path in paths.items():
-        with upload(device, stream, x) as px, poisoned(device, stream, x.nbytes) as py:
-            with context_current(device):
-                err, module = cu.cuModuleLoadData(path.read_bytes())
-                assert not err, f"cuModuleLoadData of the {codec}-compressed fatbin: {err}"
-                try:
-                    err, function = cu.cuModuleGetFunction(module, b"scale")
-                    assert not err, f"cuModuleGetFunction: {err}"
-                    err, = cu.cuLaunchKernel(function, 4, 1, 1, 64, 1, 1, 0, stream.native,
-                                             ((py.handle, px.handle, x.size),
-                                              (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint)), 0)
-                    assert not err, f"cuLaunchKernel: {err}"
-                finally:
-                    cu.cuCtxSynchronize()  # the kernel has run before its module goes
-                    cu.cuModuleUnload(module)
-            np.testing.assert_array_equal(read(stream, py, np.float32), 2 * x + 1, err_msg=f"{codec}: y = 2x + 1")
+        _run_scale_fatbin(device, stream, cu, path, f"the {codec}-compressed fatbin")
     libm = _host_library("libm")
     for library, _ in COMPRESSED_FATBINS.values():
         (tmp_path / library).symlink_to(libm)
@@ -4037,6 +4043,18 @@ def test_a_compressed_fatbin_runs_or_is_refused_naming_its_codec(device, stream,
         if err:
             assert err == not_supported and library in log and other not in log.lower(), \
                 f"the {codec}-compressed fatbin, {library} shadowed: CUresult {err}, log {log!r}"
+
+
+@pytest.mark.clause("KERNEL-168")
+def test_an_uncompressed_fatbin_runs(device, stream, require):
+    """nvcc leaves a fatbin's entries uncompressed when told (`--compress-mode=none`): the entry's flags then
+    name no codec and its payload is the PTX text itself. A driver that takes every entry as compressed refuses
+    such a fatbin or runs garbage; KERNEL-144's `scale`, built so (`kernels/fatbin/scale.plain.fatbin`), loads
+    and its kernel runs."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "cuModuleLoadData")
+    _run_scale_fatbin(device, stream, cu, conformance_dir() / "kernels" / "fatbin" / "scale.plain.fatbin",
+                      "the uncompressed fatbin")
 
 
 #: the register cap KERNEL-131 gives the JIT, and the values its kernel holds at once (more than the cap)
