@@ -2468,8 +2468,8 @@ def test_device_heap_memory_that_is_freed_is_given_again(device, stream, require
 
 
 #: one thread takes two 64-byte blocks (p, then q) from the device heap and, while q is live, frees p twice
-#: (free_twice_beside) or frees p + 16 (free_inside): pointers malloc did not return (or no longer holds); then
-#: stores 7 to out[0]
+#: (free_twice_beside) or frees p + 16 (free_inside), or, while p is live, frees q twice (free_last_twice):
+#: pointers malloc did not return (or no longer holds); then stores 7 to out[0]
 PTX_BAD_FREES = """.version 7.5
 .target sm_75
 .address_size 64
@@ -2522,6 +2522,42 @@ PTX_BAD_FREES = """.version 7.5
     ret;
 }
 
+.visible .entry free_last_twice(.param .u64 free_last_twice_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [free_last_twice_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u64 %rd3, 64;
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd4, [retval0];
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd3;
+    .param .b64 retval0;
+    call.uni (retval0), malloc, (param0);
+    ld.param.b64 %rd5, [retval0];
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd5;
+    call.uni free, (param0);
+    }
+    {
+    .param .b64 param0;
+    st.param.b64 [param0], %rd5;
+    call.uni free, (param0);
+    }
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd2], %r1;
+    ret;
+}
+
 .visible .entry free_inside(.param .u64 free_inside_param_0)
 {
     .reg .b32 %r<2>;
@@ -2557,13 +2593,15 @@ PTX_BAD_FREES = """.version 7.5
 
 
 @pytest.mark.clause("KERNEL-133")
-@pytest.mark.parametrize("kernel", ["free_twice_beside", "free_inside"])
+@pytest.mark.parametrize("kernel", ["free_twice_beside", "free_inside", "free_last_twice"])
 def test_a_kernel_that_frees_what_malloc_did_not_return_ends(device, target, require, kernel):
     """A heap bug in a kernel (a block freed twice, a pointer into a block freed) must end the launch, fault
     or not: CUDA leaves what such a free does undefined, and a memory checker reports it, but a driver whose
     free searches its blocks for the pointer and never stops when it is not there hangs the process that made
     the mistake, with nothing to debug from. A second block stays live meanwhile, so the search has blocks on
-    both sides of the pointer. The context may be lost, so a child process runs it (KERNEL-92's)."""
+    both sides of the pointer, or (free_last_twice) only below it on a first-fit heap, where a search that reads
+    one entry past its block list finds the freed block's stale entry. The context may be lost, so a child
+    process runs it (KERNEL-92's)."""
     try:
         outcomes = far_store_outcomes(device, target, require, PTX_BAD_FREES, kernel, seconds=60)
     except subprocess.TimeoutExpired:
