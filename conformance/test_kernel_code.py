@@ -7,6 +7,7 @@ import ctypes
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 import time
@@ -4093,6 +4094,41 @@ def test_an_uncompressed_fatbin_runs(device, stream, require):
     cu = cuda_driver(device, "cuModuleLoadData")
     _run_scale_fatbin(device, stream, cu, conformance_dir() / "kernels" / "fatbin" / "scale.plain.fatbin",
                       "the uncompressed fatbin")
+
+
+def _fatbin_of_machine_code(cubin: bytes, arch: int) -> bytes:
+    """A fatbin whose one entry is ``cubin``, machine code (kind 2, ELF) for sm_<arch>, laid out as nvcc lays out
+    `scale.plain.fatbin` (fakes/cuda/image.c describes the layout): that fatbin's 16-byte header and its entry's
+    header, with the entry's kind, payload size and architecture changed, then the cubin padded to 8 bytes."""
+    template = (conformance_dir() / "kernels" / "fatbin" / "scale.plain.fatbin").read_bytes()
+    header_size, = struct.unpack_from("<I", template, 16 + 4)
+    entry = bytearray(template[16:16 + header_size])
+    payload = cubin + bytes(-len(cubin) % 8)
+    struct.pack_into("<H", entry, 0, 2)
+    struct.pack_into("<Q", entry, 8, len(payload))
+    struct.pack_into("<I", entry, 28, arch)
+    head = bytearray(template[:16])
+    struct.pack_into("<Q", head, 8, len(entry) + len(payload))
+    return bytes(head + entry + payload)
+
+
+@pytest.mark.clause("KERNEL-169")
+def test_a_fatbin_of_machine_code_for_another_architecture_is_refused(device, target, tmp_path):
+    """Machine code runs only on devices of its own major architecture, and a prebuilt library built without the
+    user's architecture ships a fatbin of machine code alone for others: loading it must be refused, never crash.
+    A driver that takes the absent PTX entry for a compressed one reads through a null pointer. The fatbin is
+    built here from a committed NVRTC cubin, so a driver may also call it an invalid image; a child process
+    loads it (KERNEL-144's), so that a crash fails the test rather than the run."""
+    cu = cuda_driver(device, "cuModuleLoadDataEx")
+    major, _ = device.info.extra["compute_capability"]
+    arch = 80 if major == 7 else 75
+    cubin = (conformance_dir() / "kernels" / "cubin" / f"saxpy.sm_{arch}.cubin").read_bytes()
+    path = tmp_path / f"saxpy.sm_{arch}.fatbin"
+    path.write_bytes(_fatbin_of_machine_code(cubin, arch))
+    err, log = child_json(target, FATBIN_LOAD_CHILD, str(path), timeout=120)[str(path)]
+    refusals = {int(cu.CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU), int(cu.CUresult.CUDA_ERROR_INVALID_IMAGE)}
+    assert err in refusals, f"a fatbin of sm_{arch} machine code alone on a {major}.x device: CUresult {err}, " \
+        f"log {log!r}"
 
 
 #: the register cap KERNEL-131 gives the JIT, and the values its kernel holds at once (more than the cap)
