@@ -538,30 +538,39 @@ def test_device_synchronize_completes_the_work_of_a_dropped_stream(device, strea
 BURST = 160  # commands enqueued behind running work by STREAM-20: more than a backend's 64 outstanding submissions
 
 
-@pytest.mark.clause("STREAM-20")
-def test_a_burst_of_commands_behind_running_work_does_not_wait_for_it(device, stream, kernels):
-    """STREAM-20: enqueueing is asynchronous. A backend that submits each command on its own and bounds its
-    outstanding submissions (Vulkan: 64 a stream) makes the host wait for the running work within a burst;
-    one that batches the burst does not."""
-    with device.alloc(4 * BURST) as marks:
-        for work in RunningWork.tries(device, stream, kernels, 0.3):
+def _fills_behind_running_work(device, stream, kernels, count: int, gap_s: float, seconds: float) -> None:
+    """STREAM-20's and STREAM-21's check: ``count`` one-word fills enqueued ``gap_s`` apart behind running work of
+    about ``seconds`` all land, and an event recorded before them answers query() False while the work runs (in
+    the first try where the host got through them before most of the work had run)."""
+    with device.alloc(4 * count) as marks:
+        for work in RunningWork.tries(device, stream, kernels, seconds):
             stream.fill(marks, 0)
             stream.synchronize()
             work.enqueue(stream)
             behind = stream.record()
-            for i in range(BURST):
+            for i in range(count):
                 stream.fill(marks, i % 251 + 1, offset=4 * i, nbytes=4)
+                if gap_s:
+                    time.sleep(gap_s)
             in_time = work.looked_in_time()
             answer = behind.query()
             stream.synchronize()
             work.check(stream)
             got = read(stream, marks, np.uint32)
-            np.testing.assert_array_equal(got, (np.arange(BURST) % 251 + 1) * 0x01010101, err_msg="the burst's fills")
+            np.testing.assert_array_equal(got, (np.arange(count) % 251 + 1) * 0x01010101, err_msg="the fills")
             if in_time:
                 assert answer is False, "an event recorded behind running work answered query() True"
                 return
-    pytest.fail(f"{BURST} fills enqueued behind running work returned only after most of the work had run, "
-                "however long the work: an enqueue waited for running work")
+    pytest.fail(f"{count} fills enqueued {gap_s * 1e3:.0f} ms apart behind running work returned only after most of "
+                "the work had run, however long the work: an enqueue waited for running work")
+
+
+@pytest.mark.clause("STREAM-20")
+def test_a_burst_of_commands_behind_running_work_does_not_wait_for_it(device, stream, kernels):
+    """STREAM-20: enqueueing is asynchronous. A backend that submits each command on its own and bounds its
+    outstanding submissions (Vulkan: 64 a stream) makes the host wait for the running work within a burst;
+    one that batches the burst does not."""
+    _fills_behind_running_work(device, stream, kernels, BURST, 0, 0.3)
 
 
 #: STREAM-21: fills enqueued behind running work one at a time, each its own submission: more than a backend's 64
@@ -575,23 +584,4 @@ def test_commands_spaced_out_behind_running_work_do_not_wait_for_it(device, stre
     its flusher, 0.5 ms after the last submission, late on a loaded host) and reaches its bound of outstanding submissions; the next
     fills must wait in the open batch, not make the host (or the flusher, holding the device's lock) wait for the
     running work."""
-    with device.alloc(4 * SPACED) as marks:
-        for work in RunningWork.tries(device, stream, kernels, 1.5):
-            stream.fill(marks, 0)
-            stream.synchronize()
-            work.enqueue(stream)
-            behind = stream.record()
-            for i in range(SPACED):
-                stream.fill(marks, i % 251 + 1, offset=4 * i, nbytes=4)
-                time.sleep(SPACED_GAP_S)
-            in_time = work.looked_in_time()
-            answer = behind.query()
-            stream.synchronize()
-            work.check(stream)
-            got = read(stream, marks, np.uint32)
-            np.testing.assert_array_equal(got, (np.arange(SPACED) % 251 + 1) * 0x01010101, err_msg="the fills")
-            if in_time:
-                assert answer is False, "an event recorded behind running work answered query() True"
-                return
-    pytest.fail(f"{SPACED} fills enqueued {SPACED_GAP_S * 1e3:.0f} ms apart behind running work returned only after "
-                "most of the work had run, however long the work: an enqueue waited for running work")
+    _fills_behind_running_work(device, stream, kernels, SPACED, SPACED_GAP_S, 1.5)
