@@ -5142,3 +5142,133 @@ def test_a_kernel_of_hundreds_of_parameters_gets_every_one(device, stream, requi
                 wrong = np.flatnonzero(got != values)
                 assert not wrong.size, (f"{count + 1} arguments, launch {turn + 1}: {wrong.size} scalars wrong, the "
                                         f"first s{wrong[0]} = {got[wrong[0]]:#x}, want {values[wrong[0]]:#x}")
+
+
+#: a kernel name as long as generated ones are (fused-kernel and template names run past 100 characters)
+LONG_KERNEL_NAME = ("fused_layernorm_gelu_dropout_residual_add_bf16_rows_4096_cols_1024_tile_128x64_stages_3_warps_8_"
+                    "split_k_1_vectorized_v4_kernel")
+#: LONG_KERNEL_NAME(out): a module-level static .shared array of {nbytes} bytes that the one kernel uses: its
+#: one thread stores 12345 + %tid.x to the array's first and last words and copies both to out[1] and out[0]
+PTX_STATIC_SHARED_OF_SIZE = """.version 7.5
+.target sm_75
+.address_size 64
+
+.shared .align 4 .b8 tile[{nbytes}];
+
+.visible .entry {name}(.param .u64 {name}_param_0)
+{{
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [{name}_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    mov.u32 %r1, %tid.x;
+    add.u32 %r2, %r1, 12345;
+    st.shared.u32 [tile], %r2;
+    st.shared.u32 [tile+{last}], %r2;
+    bar.sync 0;
+    ld.shared.u32 %r3, [tile+{last}];
+    st.global.u32 [%rd2], %r3;
+    ld.shared.u32 %r3, [tile];
+    st.global.u32 [%rd2+4], %r3;
+    ret;
+}}
+"""
+
+
+@pytest.mark.clause("KERNEL-171")
+def test_static_shared_memory_past_48_kib_is_refused_naming_the_kernel(device, stream, kernels, require):
+    """A block has 48 KiB of static shared memory (0xc000 bytes, what ptxas allows a kernel's `.shared`
+    variables): a kernel that declares exactly that much loads and uses both ends of it, and one that declares
+    16 bytes more is refused at load with a log that names the kernel (ptxas: "Entry function '...' uses too
+    much shared data"), so that the user knows which of a module's kernels to shrink. Generated kernels have
+    long names: the log gives at least the name's first 100 characters (the fake libcuda shortens a name past
+    that; ptxas gives it whole)."""
+    require("lang.ptx")
+    with device.compile(PTX_STATIC_SHARED_OF_SIZE.format(name=LONG_KERNEL_NAME, nbytes=49152, last=49148),
+                        "ptx") as module, poisoned(device, stream, 8) as out:
+        stream.launch(module.kernel(LONG_KERNEL_NAME), 1, 1, (out,))
+        got = read(stream, out, np.uint32).tolist()
+    assert got == [12345, 12345], f"a kernel with 48 KiB of static shared memory: its last and first words {got}"
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(PTX_STATIC_SHARED_OF_SIZE.format(name=LONG_KERNEL_NAME, nbytes=49168, last=49164), "ptx")
+    assert LONG_KERNEL_NAME[:100] in info.value.log, (
+        f"a kernel with 48 KiB + 16 bytes of static shared memory was refused with a log that does not name it "
+        f"(the first 100 characters of its {len(LONG_KERNEL_NAME)}-character name): {info.value.log!r}")
+    assert_device_works(device, kernels)
+
+
+#: what far_printf prints (if anything), with one argument
+FAR_PRINTF_FORMAT = b"kernel printf far: %d|\n"
+#: far_printf(out): one thread calls vprintf(FAR_PRINTF_FORMAT, out + 1 TiB) as NVRTC writes a printf call, but
+#: with its argument buffer where no allocation is, and stores the call's return value to out[0]
+PTX_FAR_PRINTF = f""".version 7.8
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
+.global .align 1 .b8 far_format[{len(FAR_PRINTF_FORMAT) + 1}] = {{{", ".join(str(b) for b in FAR_PRINTF_FORMAT + bytes(1))}}};
+
+.visible .entry far_printf(.param .u64 far_printf_param_0)
+{{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [far_printf_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd1, 1099511627776;
+    mov.u64 %rd4, far_format;
+    cvta.global.u64 %rd5, %rd4;
+    {{
+    .param .b64 param0; st.param.b64 [param0], %rd5;
+    .param .b64 param1; st.param.b64 [param1], %rd3;
+    .param .b32 retval0;
+    call.uni (retval0), vprintf, (param0, param1);
+    ld.param.b32 %r1, [retval0];
+    }}
+    st.global.u32 [%rd2], %r1;
+    ret;
+}}
+"""
+
+#: the child of KERNEL-172: launches far_printf (of the PTX argv[2]) on one thread over a word set to 0x7F7F7F7F
+#: and waits; prints how the wait ended (None: it raised nothing) and, if it raised nothing, the word after it
+FAR_PRINTF_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+buf = device.alloc(4)
+stream.copy_htod(buf, np.array([0x7F7F7F7F], np.uint32))
+stream.launch(device.compile(sys.argv[2], "ptx").kernel("far_printf"), 1, 1, (buf,))
+report = {"synchronize": None, "returned": None}
+try:
+    stream.synchronize()
+except Exception as exc:
+    report["synchronize"] = {"type": type(exc).__name__, "message": str(exc)}
+else:
+    word = np.zeros(1, np.int32)
+    stream.copy_dtoh(word, buf)
+    stream.synchronize()
+    report["returned"] = int(word[0])
+print(json.dumps(report))
+"""
+
+
+@pytest.mark.clause("KERNEL-172")
+def test_a_printf_whose_arguments_are_unreadable_faults_or_returns_an_internal_error(device, target, require):
+    """A printf call reads its arguments from a buffer (vprintf's second parameter); one whose buffer lies where
+    no allocation is (a bad pointer handed to a hand-written vprintf call, a corrupted stack) must not pass as a
+    print: the read faults (the wait raises DriverError), or the call returns -2, the one value CUDA documents
+    for printf's internal error (KERNEL-111: -1 is a null format). A driver (or simulator) that notices the bad
+    read and returns some other value lets a kernel that checks for -2 run on as if it had printed. The context
+    may be lost, so a child process runs it (KERNEL-92's)."""
+    require("lang.ptx")
+    cuda_driver(device, "vprintf")
+    got = child_json(target, FAR_PRINTF_CHILD, PTX_FAR_PRINTF, timeout=120)
+    if got["synchronize"] is not None:
+        assert got["synchronize"]["type"] == "DriverError", f"the wait after far_printf: {got['synchronize']}"
+    else:
+        assert got["returned"] == -2, (
+            f"printf with its argument buffer 1 TiB past an allocation raised nothing and returned "
+            f"{got['returned']} (0x7F7F7F7F: nothing stored), not -2 (CUDA's internal error)")

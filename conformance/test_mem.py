@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import subprocess
 import sys
@@ -575,3 +576,61 @@ def test_the_driver_finds_the_allocation_of_an_address_and_none_for_a_freed_one(
     found = {at: err for at, err in after_free.items() if err == cu.CUresult.CUDA_SUCCESS}
     assert not found, f"cuMemGetAddressRange found an allocation for bytes {sorted(found)} of a freed one"
 
+
+
+#: the child of MEM-70: with a host function holding a CU_STREAM_NON_BLOCKING stream, allocates 1 MiB on it
+#: (cuMemAllocAsync), frees it on it (cuMemFreeAsync) and queues after the free a copy into it (argv[2]
+#: "copy_to": cuMemcpyHtoDAsync from pinned memory), out of it ("copy_from": cuMemcpyDtoHAsync into pinned
+#: memory) or a memset of it ("memset": cuMemsetD8Async); then releases the stream and waits for it; prints the
+#: queueing call's and the wait's results
+USE_AFTER_STREAM_FREE_CHILD = """
+import ctypes, json, sys, threading
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+case, n = sys.argv[2], 1 << 20
+cu = device.native.driver
+assert not cu.cuCtxPushCurrent(device.native.context)[0], "cuCtxPushCurrent"
+released = threading.Event()
+hold = ctypes.CFUNCTYPE(None, ctypes.c_void_p)(lambda _: released.wait(20) and None)
+err, held = cu.cuStreamCreate(cu.CUstream_flags.CU_STREAM_NON_BLOCKING)
+assert not err, f"cuStreamCreate: {err}"
+err, host = cu.cuMemAllocHost(n)
+assert not err, f"cuMemAllocHost: {err}"
+assert not cu.cuLaunchHostFunc(held, cu.CUhostFn(ctypes.cast(hold, ctypes.c_void_p).value), 0)[0], "cuLaunchHostFunc"
+err, p = cu.cuMemAllocAsync(n, held)
+assert not err, f"cuMemAllocAsync: {err}"
+assert not cu.cuMemFreeAsync(p, held)[0], "cuMemFreeAsync"
+if case == "copy_to":
+    call = cu.cuMemcpyHtoDAsync(p, host, n, held)[0]
+elif case == "copy_from":
+    call = cu.cuMemcpyDtoHAsync(host, p, n, held)[0]
+else:
+    call = cu.cuMemsetD8Async(p, 0x5A, n, held)[0]
+released.set()
+sync = cu.cuStreamSynchronize(held)[0]
+print(json.dumps({"call": call.name, "sync": sync.name}))
+"""
+
+
+@pytest.mark.clause("MEM-70")
+@pytest.mark.parametrize("case", ["copy_to", "copy_from", "memset"])
+def test_a_copy_queued_after_its_memorys_stream_ordered_free_ends_without_a_crash(device, target, case):
+    """A copy or memset queued on a stream after that stream's cuMemFreeAsync of its memory (a use after free
+    that the call cannot see: the memory is live when the call is made, freed by the time the stream reaches
+    the copy) is undefined in CUDA, but the program that made the mistake must be able to see it: the copy
+    completes into memory the pool still maps, or the stream's wait reports a fault. A driver (or simulator)
+    that notices the memory is gone and still touches it kills the process with a segmentation fault, with
+    nothing to debug from. A host function holds the stream until all three are queued; a child process runs it,
+    since a fault loses the context."""
+    cuda_driver(device, "cuMemAllocAsync, cuMemFreeAsync and cuLaunchHostFunc")
+    try:
+        proc = subprocess.run([sys.executable, "-c", USE_AFTER_STREAM_FREE_CHILD, target.name, case],
+                              capture_output=True, text=True, timeout=60, env={**os.environ, **target.environment()})
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{case}: the child had not ended 60 s after it started (the stream's wait hangs)")
+    assert proc.returncode == 0, (
+        f"{case} after the memory's stream-ordered free: the child exited with status {proc.returncode} "
+        f"(a negative status is the signal that killed it): {proc.stderr[-1500:]}")
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["sync"].startswith("CUDA_"), f"{case}: cuStreamSynchronize gave {got}"
