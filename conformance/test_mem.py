@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import subprocess
 import sys
@@ -577,7 +576,6 @@ def test_the_driver_finds_the_allocation_of_an_address_and_none_for_a_freed_one(
     assert not found, f"cuMemGetAddressRange found an allocation for bytes {sorted(found)} of a freed one"
 
 
-
 #: the child of MEM-70: with a host function holding a CU_STREAM_NON_BLOCKING stream, allocates 1 MiB on it
 #: (cuMemAllocAsync), frees it on it (cuMemFreeAsync) and queues after the free a copy into it (argv[2]
 #: "copy_to": cuMemcpyHtoDAsync from pinned memory), out of it ("copy_from": cuMemcpyDtoHAsync into pinned
@@ -624,13 +622,5 @@ def test_a_copy_queued_after_its_memorys_stream_ordered_free_ends_without_a_cras
     nothing to debug from. A host function holds the stream until all three are queued; a child process runs it,
     since a fault loses the context."""
     cuda_driver(device, "cuMemAllocAsync, cuMemFreeAsync and cuLaunchHostFunc")
-    try:
-        proc = subprocess.run([sys.executable, "-c", USE_AFTER_STREAM_FREE_CHILD, target.name, case],
-                              capture_output=True, text=True, timeout=60, env={**os.environ, **target.environment()})
-    except subprocess.TimeoutExpired:
-        pytest.fail(f"{case}: the child had not ended 60 s after it started (the stream's wait hangs)")
-    assert proc.returncode == 0, (
-        f"{case} after the memory's stream-ordered free: the child exited with status {proc.returncode} "
-        f"(a negative status is the signal that killed it): {proc.stderr[-1500:]}")
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = child_json(target, USE_AFTER_STREAM_FREE_CHILD, case, timeout=60)  # a negative status: the killing signal
     assert got["sync"].startswith("CUDA_"), f"{case}: cuStreamSynchronize gave {got}"
