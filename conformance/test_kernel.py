@@ -498,6 +498,10 @@ def test_arguments_are_checked_against_the_kernels_parameters(device, stream, ke
                 assert str(err).startswith("Stream.launch: ") and err.op == "Stream.launch", f"{what}: {err}"
                 continue
             pytest.fail(f"{what}: the launch was accepted")
+        for _ in range(2):  # args omitted (its default, no arguments): every parameter too few, after good launches
+            with pytest.raises(ia.InvalidArgument, match="^Stream.launch: ") as err:
+                stream.launch(saxpy, 1, 16)
+            assert err.value.op == "Stream.launch", err.value
         assert (read(stream, y) == POISON).all(), "a rejected launch ran"
     assert_device_works(device, kernels)
 
