@@ -3996,6 +3996,64 @@ def test_the_drivers_linker_writes_text_into_its_log_buffers(device, require, in
         assert error_text.strip(), f"the failed link ({err}) left the error log empty"
 
 
+#: KERNEL-173's input names: printf directives (which read and write through arguments never given), and a long
+#: run of them (a file's name is at most 255 bytes)
+HOSTILE_LINK_NAMES = ["%s%s%s%s%s%s%n%n", "%n%s%x" * 40 + ".cubin"]
+
+#: KERNEL-173's child: links, on the target's device with its context pushed, an input that is no cubin under each
+#: name of argv[3:], given by cuLinkAddData and (a file of that name in folder argv[2]) by cuLinkAddFile, each
+#: with a 4 KiB error log; prints, for each, the CUresult of the first call that failed (cuLinkAddData or
+#: cuLinkAddFile, else cuLinkComplete; 0 where none did) and the error log's bytes up to its NUL (latin-1)
+LINK_NAME_CHILD = """
+import json, os, sys
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+cu = device.native.driver
+err, = cu.cuCtxPushCurrent(device.native.context)
+assert not err, err
+opt = cu.CUjit_option
+cubin = cu.CUjitInputType.CU_JIT_INPUT_CUBIN
+junk = b"this is not a cubin, a fatbin or an ELF object\\n" * 8 + b"\\0"
+outcome = []
+for name in sys.argv[3:]:
+    path = os.path.join(sys.argv[2], name)
+    with open(path, "wb") as f:
+        f.write(junk)
+    for how in ("cuLinkAddData", "cuLinkAddFile"):
+        log = bytearray(4096)
+        err, state = cu.cuLinkCreate(2, [opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES],
+                                     [log, len(log)])
+        assert not err, err
+        if how == "cuLinkAddData":
+            err, = cu.cuLinkAddData(state, cubin, junk, len(junk), name.encode(), 0, [], [])
+        else:
+            err, = cu.cuLinkAddFile(state, cubin, path.encode(), 0, [], [])
+        if not err:
+            err, _, _ = cu.cuLinkComplete(state)
+        outcome.append([how, name, int(err), bytes(log[:log.index(0)] if 0 in log else log).decode("latin-1")])
+        cu.cuLinkDestroy(state)
+print(json.dumps(outcome))
+"""
+
+
+@pytest.mark.clause("KERNEL-173")
+def test_the_drivers_linker_takes_an_input_name_as_text(device, target, tmp_path):
+    """cuLinkAddData's name and cuLinkAddFile's path are the caller's (a file name, a user's kernel name), and a
+    driver prints them into its messages: as text, never as a printf format, which reads and writes through
+    arguments it was never given for each directive a name holds (`%s`, `%n`) and crashes the process, or, with a
+    name of none, prints the name in place of the message. Run in a child process (a crash loses the process):
+    an input that is no cubin, under names full of directives, is refused (the call returns an error) and the
+    process lives on, and the error log, where the driver writes one, is text."""
+    cuda_driver(device, "cuLinkAddData")
+    outcome = child_json(target, LINK_NAME_CHILD, str(tmp_path), *HOSTILE_LINK_NAMES, timeout=120)
+    assert len(outcome) == 2 * len(HOSTILE_LINK_NAMES), outcome
+    for how, name, err, log in outcome:
+        assert err, f"{how} of an input that is no cubin, named {name!r}: the link succeeded"
+        assert all(32 <= ord(c) < 127 or c in "\t\n\r" for c in log), \
+            f"{how} named {name!r}: the error log is not text: {log[:120]!r}"
+
+
 #: KERNEL-144's fatbins: `scale` (y = 2x + 1) as compute_90 PTX, one compressed with each codec nvcc has, and
 #: the library each codec's decompressor comes in on a Linux system (where a driver loads it rather than
 #: carrying its own), with the other codec's name, which a message about this codec has no reason to name
