@@ -995,3 +995,45 @@ def test_an_opengl_device_reports_its_egl_devices_extensions(device, require):
     assert got == want, f"DeviceInfo.extra['egl_device_extensions'] is {got!r}, the EGL device's {want!r}"
     if "EGL_MESA_device_software" in want.split():
         assert device.info.simulated is True, "an EGL device of Mesa's software rasterizer is not simulated"
+
+
+#: DEV-89's child: the calling thread's blocked signals before a device is opened and after it was used (a stream, a
+#: fill, a copy back: where a backend starts its threads), then whether SIGINT raised at that thread interrupts it
+SIGNAL_MASK_CHILD = """
+import json, signal, sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+def blocked():
+    return sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+before = blocked()
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+buf = device.alloc(1 << 20)
+stream.fill(buf, 0x59)
+back = np.zeros(1 << 20, np.uint8)
+stream.copy_dtoh(back, buf)
+stream.synchronize()
+assert (back == 0x59).all(), "the fill did not arrive"
+after = blocked()
+try:
+    signal.raise_signal(signal.SIGINT)
+    interrupted = False
+except KeyboardInterrupt:
+    interrupted = True
+print(json.dumps({"before": before, "after": after, "interrupted": interrupted}))
+"""
+
+
+@pytest.mark.clause("DEV-89")
+def test_opening_and_using_a_device_leaves_the_callers_signal_mask_as_it_was(target):
+    """A driver that starts threads of its own blocks every signal around their creation, so that a signal meant
+    for the program never lands on them, and must give the calling thread its own mask back: one that does not
+    leaves the program's thread deaf to Ctrl-C (SIGINT stays pending, KeyboardInterrupt never comes) and to every
+    other signal, for good. In a child process: the blocked signals after opening a device and using it are those
+    before, and SIGINT raised at the thread then interrupts it."""
+    got = child_json(target, SIGNAL_MASK_CHILD)
+    assert got["after"] == got["before"], (
+        f"opening and using a device changed the calling thread's blocked signals from {got['before']} to "
+        f"{got['after']}")
+    assert got["interrupted"], "SIGINT raised at the thread after it opened a device did not interrupt it"
