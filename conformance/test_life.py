@@ -1130,6 +1130,59 @@ def test_a_program_that_only_uploads_stays_bounded(target):
         f"{grown / 2**20:.1f} MiB")
 
 
+#: LIFE-88's readbacks in a child process: a buffer of argv's size (128 MiB, or the largest power of two a buffer
+#: may be) holding a pattern; argv's total of copy_dtoh of all of it queued at once on one stream into two host
+#: arrays, then synchronized, twice (the host arrays reset between); after each burst a 4 KiB readback,
+#: synchronized (a backend may give memory back lazily, by its next operation); prints the process's growth
+#: from before the first burst to after each
+READBACK_BURSTS_CHILD = """
+size, total = map(int, sys.argv[2:4])
+device = _open(target)
+size = min(size, 1 << (device.info.limits.max_alloc.bit_length() - 1))
+stream = device.create_stream()
+buf = device.alloc(size)
+pattern = np.resize(np.arange(251, dtype=np.uint8), size)
+stream.copy_htod(buf, pattern)
+hosts = [np.full(size, 0xFF, np.uint8) for _ in range(2)]
+small = np.empty(4096, np.uint8)
+stream.copy_dtoh(small, buf)  # what a first readback sets up once (the driver's pools) is not counted
+stream.synchronize()
+def burst():
+    for h in hosts:
+        h[:] = 0xFF
+    for i in range(total // size):
+        stream.copy_dtoh(hosts[i % len(hosts)], buf)
+    stream.synchronize()
+    stream.copy_dtoh(small, buf)
+    stream.synchronize()
+    assert all(np.array_equal(h, pattern) for h in hosts), "a readback did not land"
+    return rss() - before
+before = rss()
+first = burst()
+second = burst()
+print(json.dumps({"grown": [first, second], "size": size}))
+"""
+
+
+@pytest.mark.clause("LIFE-88")
+def test_a_burst_of_readbacks_leaves_a_bounded_cache(target):
+    """LIFE-88: a backend may read back through staging memory of its own (host memory a copy_dtoh lands in
+    before it is copied into the caller's array; host memory on a GPU too, where device memory is not resident)
+    and keep some of it for the next readbacks, but a bounded amount: not as much as a burst the program once
+    queued. In a child process, two bursts of 512 MiB of copy_dtoh queued at once (4 of 128 MiB), each
+    synchronized, grow the process by less than 384 MiB (three quarters of a burst). The OpenGL backend keeps up
+    to 256 MiB of staging buffers and the staged Vulkan one 256 MiB of its staging pool, 128 MiB below the bound
+    (measured: 128 MiB on both, 0.3 MiB or less on the others, which stage nothing that outlives the copy). A cache
+    whose bound check lets buffers in past the bound (OpenGL's with the buffer's size subtracted instead of
+    added: 384 MiB after the first burst, 512 MiB after the second) or that has no bound (all 512 MiB) crosses it."""
+    size, total = 128 << 20, 512 << 20
+    first, second = _child_growth(READBACK_BURSTS_CHILD, target, size, total)
+    bound = 384 << 20
+    assert max(first, second) < bound, (
+        f"bursts of {total >> 20} MiB of copy_dtoh queued at once on one stream, each synchronized, grew the "
+        f"process by {first / 2**20:.1f} MiB after the first and {second / 2**20:.1f} MiB after the second")
+
+
 def _opencl_queues(device):
     """On an OpenCL device, a count that each command queue of the device's context adds one to: the context's
     reference count (CL_CONTEXT_REFERENCE_COUNT, which OpenCL offers for finding leaks; PoCL's queues retain
