@@ -11,8 +11,8 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 from ironaccel.cts.spec import conformance_dir
 
-from .helpers import (POISON, assert_device_works, ceil_div, child_json, poisoned, raises_naming, read, rng,
-                      upload)
+from .helpers import (POISON, assert_device_works, ceil_div, child_json, nop_kernels, poisoned, raises_naming, read,
+                      rng, upload)
 
 BROKEN = {
     "wgsl": "@compute @workgroup_size(1) fn broken() { let x: u32 = undefined_thing; }",
@@ -37,6 +37,17 @@ def test_compile_error_carries_log(device, kernels, kernel_source):
     if lang not in ("spirv", "ptx"):
         assert "undefined_thing" in err.log, err.log
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("KERNEL-174")
+def test_a_module_names_its_language_and_device(device):
+    """Module.lang and Module.device are what the module was compiled from and on, in every language the device
+    lists: a caller that keeps modules of several languages (or devices) tells them apart by these, and a backend
+    that hands its base class the two the wrong way round gives a module whose language is a Device."""
+    for lang, kernel in nop_kernels(device):
+        module = kernel.module
+        assert module.lang == lang, f"a {lang} module says its language is {module.lang!r}"
+        assert module.device is device, f"a {lang} module says its device is {module.device!r}, not {device!r}"
 
 
 @pytest.mark.clause("KERNEL-69", "ERR-2")
