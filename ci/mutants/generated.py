@@ -70,7 +70,7 @@ import modules  # noqa: E402
 import operators  # noqa: E402
 from covered import Coverage, c_tests, record_platform, record_suite  # noqa: E402
 from judging import Candidate, Outcome, run_candidate  # noqa: E402
-from reporting import by, rate, report  # noqa: E402
+from reporting import UNJUDGED, by, rate, report  # noqa: E402
 from tree import area_files, copy_tree, tree_hash  # noqa: E402
 import union  # noqa: E402
 
@@ -350,7 +350,7 @@ def gate_fails(outcomes: list[Outcome], args) -> bool:
         if rate(killed, survived) < args.threshold else []
     why += [f"area {a}: {rate(k, s):.0%} killed, below {args.area_threshold:.0%}"
             for a, (k, s) in table.items() if rate(k, s) < args.area_threshold]
-    why += [f"{o.candidate.mutant.id}: not built ({o.detail})" for o in outcomes if o.status == "not built"]
+    why += [f"{o.candidate.mutant.id}: {o.status} ({o.detail})" for o in outcomes if o.status in UNJUDGED]
     for line in why:
         print(line, file=sys.stderr)
     return bool(why)

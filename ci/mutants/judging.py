@@ -9,7 +9,8 @@ misses (issue 23: killed by the conformance suite alone, any test of it). A plat
 same way by the unit tests (pytest -x): its covering tests, then the rest of the platform's (issue 32).
 
 A C mutant counts only if the run loaded the mutant's build: the results file's ``builds`` must report the
-source hash of the mutated sources, else the mutant is "not built" (never "survived", never "killed")."""
+source hash of the mutated sources, else the mutant is "not built" (never "survived", never "killed"). A run the
+machine kept from starting its processes on every try (run.certify's MACHINE_EXHAUSTED) is "not judged", likewise."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from pathlib import Path
 import modules
 from covered import Coverage
 from operators import Mutant
-from run import caught, certify, reaped
+from run import NOT_JUDGED, caught, certify, reaped
 from tree import copy_tree, private_cache, python_path, unshared_cache
 
 from ironaccel.cache import cache_dir
@@ -231,7 +232,7 @@ def _judged(c: Candidate, tree: Path, env: dict[str, str], results: Path, base: 
     test_timeout = test_limit(base, tests, test_timeout)
     doc, problem = certify(tree, c.run.target, env, results, tuple(tests), limit, test_timeout)
     if doc is None:
-        return "killed", [], problem, len(tests)
+        return ("not judged", [], problem, 0) if problem.startswith(NOT_JUDGED) else ("killed", [], problem, len(tests))
     got = {t["id"]: t["outcome"] for t in doc["tests"]}
     differing = [tid for tid in tests if tid in got and caught(base.outcomes.get(tid), got[tid])]
     if differing and doc["run"]["status"] == "ok" and all(got[tid] == "flaky" for tid in differing):

@@ -13,7 +13,8 @@ from judging import Outcome
 
 from ironaccel.cts import tables
 
-JUDGED = ("killed", "survived")  # "not built" mutants are no measurement of the suite: listed, never counted
+JUDGED = ("killed", "survived")
+UNJUDGED = ("not built", "not judged")  # no measurement of the suite: listed, never counted, and the run fails
 
 
 def rate(killed: int, survived: int) -> float:
@@ -117,10 +118,12 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
         lines.append(f"- `{m.id}` {m.file}:{m.line} ({m.function or 'module'}): {m.change}; {where}{ran}; "
                      f"should be caught by {should}")
     lines += [] if survivors else ["None."]
-    unbuilt = [o for o in outcomes if o.status == "not built"]
+    unbuilt = [o for o in outcomes if o.status in UNJUDGED]
     if unbuilt:
-        lines += ["", "## Not built (the run is not valid)", "",
-                  "C mutants whose build is not what the run loaded (the results file's `builds`): not counted.", ""]
+        lines += ["", "## Not built or not judged (the run is not valid)", "",
+                  "C mutants whose build is not what the run loaded (the results file's `builds`), and mutants "
+                  "whose run the machine kept from starting its processes (fork refused) on every try: not counted.",
+                  ""]
         lines += [f"- `{o.candidate.mutant.id}` {o.candidate.mutant.file}:{o.candidate.mutant.line}: {o.detail}"
                   for o in unbuilt]
     lines += ["", "## Coverage of each module" + ("" if platform else " per run"), "",

@@ -142,21 +142,40 @@ def _alive(stat: Path) -> bool:
         return False
 
 
+#: What a run that could not start its processes prints (fork or thread creation refused: EAGAIN, ENOMEM) — the
+#: machine's state at that moment, no verdict on the mutant: a sample saw a few seconds of it kill 7 mutants in 1 s
+MACHINE_EXHAUSTED = ("Resource temporarily unavailable", "Cannot allocate memory", "can't start new thread")
+#: The problem of a certify that the machine kept from running, its tries used up: no verdict (never a kill)
+NOT_JUDGED = "not judged: "
+EXHAUSTED_TRIES = 3
+
+
 def certify(tree: Path, target: str, env: dict[str, str], results: Path, only: tuple[str, ...], limit: float,
             test_timeout: float = 60) -> tuple[dict | None, str]:
-    """Certify ``target`` in ``tree``; (its results document or None, what went wrong)."""
+    """Certify ``target`` in ``tree``; (its results document or None, what went wrong). A run that left no results
+    file because the machine refused it processes (MACHINE_EXHAUSTED) is tried again, 10 s later, then 20 s;
+    after EXHAUSTED_TRIES the problem starts with NOT_JUDGED."""
     cmd = [sys.executable, "-m", "ironaccel", "certify", "--target", target, "--results", str(results), "--jobs", "1",
            "--test-timeout", f"{test_timeout:g}", "--timeout", f"{limit:g}", *[a for c in only for a in ("--only", c)]]
-    try:
-        proc = reaped(cmd, limit + 60, env, cwd=tree)
-    except subprocess.TimeoutExpired:
-        return None, f"certify ran past {limit + 60:g} s"
-    out = results / (target.replace("/", "-") + ".json")
-    if not out.exists():  # a run that did not finish (fail-fast stopped it) is not promoted: its run folder has it
-        out = max((results / runs.RUNS).glob(f"*/{out.name}"), default=out)
-    if not out.exists():
-        return None, f"certify exited {proc.returncode} without a results file: {proc.stderr.strip()[-300:]}"
-    return json.loads(out.read_text(encoding="utf-8")), ""
+    problem = ""
+    for attempt in range(EXHAUSTED_TRIES):
+        time.sleep(10 * attempt)
+        try:
+            proc = reaped(cmd, limit + 60, env, cwd=tree)
+        except subprocess.TimeoutExpired:
+            return None, f"certify ran past {limit + 60:g} s"
+        except OSError as exc:  # the engine's own fork refused
+            problem = f"certify could not start: {exc}"
+            continue
+        out = results / (target.replace("/", "-") + ".json")
+        if not out.exists():  # a run that did not finish (fail-fast stopped it) is not promoted: its run folder has it
+            out = max((results / runs.RUNS).glob(f"*/{out.name}"), default=out)
+        if out.exists():
+            return json.loads(out.read_text(encoding="utf-8")), ""
+        problem = f"certify exited {proc.returncode} without a results file: {proc.stderr.strip()[-300:]}"
+        if not any(sign in proc.stderr for sign in MACHINE_EXHAUSTED):
+            return None, problem
+    return None, f"{NOT_JUDGED}the machine refused processes {EXHAUSTED_TRIES} times: {problem}"
 
 
 def caught(was: str | None, got: str) -> bool:
@@ -168,6 +187,8 @@ def caught(was: str | None, got: str) -> bool:
 def verdict(doc: dict | None, problem: str, baseline: dict[str, str]) -> tuple[str, list[str], str]:
     """(killed | survived, the tests that caught it, detail) of one certify run against the baseline outcomes."""
     if doc is None:
+        if problem.startswith(NOT_JUDGED):
+            raise RuntimeError(problem)  # the catalogue's run fails loudly: no mutant is counted from it
         return "killed", [], problem
     if doc["run"]["status"] != "ok":
         return "killed", [], f"run {doc['run']['status']}: {doc['run']['message'][:200]}"
