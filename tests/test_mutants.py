@@ -487,6 +487,45 @@ def test_a_kill_by_flaky_outcomes_alone_stands_only_where_one_more_run_fails_the
             assert once.killers == ["b (fail)"]
 
 
+def test_a_run_the_machine_refused_processes_is_tried_again_and_never_a_kill(monkeypatch, tmp_path):
+    """A certify that left no results file because fork was refused (EAGAIN: a few seconds of a full process
+    table once made 8 mutants "killed" in 1 s each) is tried again; a try that writes its results is the verdict,
+    and refusals on every try make the mutant "not judged" — never killed, never counted. A run that left no
+    results for any other reason (a mutant that breaks certify itself) stays a kill."""
+    exhausted = "BlockingIOError: [Errno 11] Resource temporarily unavailable"
+    results = tmp_path / "results"
+    tries = []
+    succeed_on, stderr = 0, ""
+
+    def reaped(cmd, limit, env, **kwargs):
+        tries.append(cmd)
+        if len(tries) == succeed_on:
+            results.mkdir(exist_ok=True)
+            (results / "t-fake.json").write_text(json.dumps({"run": {"status": "ok"}, "tests": []}))
+        return subprocess.CompletedProcess(cmd, 1, "", stderr)
+
+    monkeypatch.setattr(run, "reaped", reaped)
+    monkeypatch.setattr(run.time, "sleep", lambda seconds: None)
+    for succeed_on, stderr, want in ((2, exhausted, "results"), (0, exhausted, run.NOT_JUDGED),
+                                     (0, "ImportError: a mutated certify", "certify exited 1")):
+        tries.clear()
+        shutil.rmtree(results, ignore_errors=True)
+        doc, problem = run.certify(tmp_path, "t/fake", {}, results, ("a",), 10)
+        if want == "results":
+            assert doc is not None and len(tries) == 2, (doc, problem, tries)
+        else:
+            assert doc is None and problem.startswith(want), problem
+            assert len(tries) == (run.EXHAUSTED_TRIES if want == run.NOT_JUDGED else 1), tries
+    monkeypatch.setattr(judging, "certify", lambda *args: (None, run.NOT_JUDGED + "the machine refused processes"))
+    monkeypatch.setattr(judging, "copy_tree", lambda dest, src, platform: (dest / "m.py").write_text("x = 1\n"))
+    mutant = operators.Mutant("m.py::const:00000000", "m.py", 1, "", "const", 4, 5, "1", "2", toplevel=True)
+    target = modules.Run("t/fake", "t/fake")
+    base = covered.Coverage({}, {}, {}, 100.0, SUITE, dict.fromkeys(SUITE, 2.0), {})
+    outcome = judging.run_candidate(judging.Candidate(mutant, "area", target, ["a"]), tmp_path, {target.name: base},
+                                    300, 30, False)
+    assert outcome.status == "not judged" and not outcome.killers, outcome
+
+
 def test_a_test_slower_unmutated_than_a_quarter_of_the_test_timeout_gets_four_times_its_time(monkeypatch, tmp_path):
     """The per-test timeout of a judged run is --test-timeout, or 4 times its slowest test's unmutated time where
     that is more: GLSL's endless-macro refusal takes 31 s unmutated and timed out at 30 s under every mutant."""
