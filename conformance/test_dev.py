@@ -1006,6 +1006,7 @@ from ironaccel.cts.targets import get
 from ironaccel.cts.testing.exhaust import _open
 def blocked():
     return sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+signal.signal(signal.SIGINT, signal.default_int_handler)  # a parent that ignores SIGINT (a Ray worker) passes that on
 before = blocked()
 device = _open(get(sys.argv[1]))
 stream = device.create_stream()
