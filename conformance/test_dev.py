@@ -1006,7 +1006,10 @@ from ironaccel.cts.targets import get
 from ironaccel.cts.testing.exhaust import _open
 def blocked():
     return sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
-signal.signal(signal.SIGINT, signal.default_int_handler)  # a parent that ignores SIGINT (a Ray worker) passes that on
+# a parent may ignore SIGINT and block signals (a Ray worker does both), and a child inherits both: start from
+# Python's own SIGINT handler on a thread that takes every signal
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.pthread_sigmask(signal.SIG_SETMASK, [])
 before = blocked()
 device = _open(get(sys.argv[1]))
 stream = device.create_stream()
