@@ -29,13 +29,15 @@ The suite (issue 23), per run of ``modules.RUNS`` (a target, maybe with extra en
    pass), or the run did not finish; by the conformance suite alone. A mutant that survives its covering tests
    is escalated: certified again with every other test that passes unmutated on its run (fail-fast; first
    those that execute the line but --max-tests left out, then the others: two runs, each within 60 s + 4
-   times the recorded run's time), and the same on another configuration of that target that executes the
-   line (cuda/fake's pure-Python run: the suite reaches the code the compiled module stands in for only there;
-   for a mutant of the fake, cuda/fake on the fake's ASan/UBSan build, where the suite's tests drive it as on
-   the plain build and a memory error that changes no result ends the run: the sanitizer is the instrument,
-   the tests the suite's); it survives only if those runs miss it too. Other targets that execute the line run its
-   covering tests only: escalating there too would cost a survivor of api.py six whole runs. A C mutant whose build
-   is not what the run loaded (the results file's ``builds``) is "not built": not counted, and the run fails.
+   times the recorded run's time), and the same on every other run that executes the line (cuda/fake's
+   pure-Python run: the suite reaches the code the compiled module stands in for only there; for a mutant of
+   the fake, cuda/fake on the fake's ASan/UBSan build, where the suite's tests drive it as on the plain build and
+   a memory error that changes no result ends the run: the sanitizer is the instrument, the tests the suite's;
+   another target: api.py's default `warp_size` of 1 shows only in OpenCL's KERNEL-60, which the covering
+   sample of a module-level line may leave out); it survives only if those runs miss it too: a survivor is one
+   the whole suite misses, on every target that runs its line (a survivor of api.py costs six whole runs).
+   A C mutant whose build is not what the run loaded (the results file's ``builds``) is "not built": not
+   counted, and the run fails.
 The platform (issue 32, --platform): the same with ``modules.PLATFORM_AREAS``, judged by the unit tests of
 ``modules.PLATFORM_TESTS`` (pytest -x on the tests that execute the line; killed: pytest does not exit 0;
 a survivor escalated to every other unit test that passes unmutated, as above).

@@ -1,8 +1,8 @@
 """One mutant judged in its own copy of the tree (``generated.py``): applied, its C build (if any) made in a
 cache of its own, then certified with the tests that execute it, fail-fast, and compared with the baseline (a
 line run at import: on each run that imports it, since its value may matter on one alone); a survivor is
-escalated to the rest of the suite on its run (every other test that passes unmutated, fail-fast), and on
-the other configuration of its target if one executes the line (the pure-Python run of cuda/fake), since the
+escalated to the rest of the suite (every other test that passes unmutated, fail-fast) on its run and on
+every other run that executes the line (another target's test may be the one that shows it), since the
 covering tests are a sample (at most --max-tests), a module-level line is "covered" by every test, and what
 runs in a session fixture's setup is credited to the first test alone: a survivor is one the whole suite
 misses (issue 23: killed by the conformance suite alone, any test of it). A platform mutant is judged the
@@ -53,13 +53,12 @@ class Candidate:
 @dataclass
 class Other:
     """Another run that executes the mutant's line: its judge, its covering tests and their time limit, its
-    baseline, and whether it is another configuration of the first run's target (escalated too)."""
+    baseline, and the tests of that run that execute the line."""
     name: str
     judge: Callable[[list[str], str, float], tuple[str, list[str], str, int]]
     tests: list[str]
     base: Coverage
     covering: float
-    same_target: bool
     executing: list[str]
 
 
@@ -156,7 +155,7 @@ def run_candidate(c: Candidate, snapshot: Path, baselines: dict[str, Coverage], 
         return escalated(c, base, covering_limit(base, c.tests, limit), t0, lambda tests, stage, seconds: _judged(
             c, tree, env, scratch / stage, base, tests, seconds, test_timeout, built),
             [Other(r.name, on(r), tests, baselines[r.name], covering_limit(baselines[r.name], tests, limit),
-                   r.target == c.run.target, c.executing.get(r.name, tests)) for r, tests in c.others],
+                   c.executing.get(r.name, tests)) for r, tests in c.others],
             c.executing.get(c.run.name, c.tests))
 
 
@@ -187,9 +186,9 @@ def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
     """The rule of both runners: the mutant's covering tests first (within ``covering`` seconds), then its tests
     on each other run that executes its line (``others``); a survivor of those is escalated to every other test
     that passes unmutated on its run (fail-fast, the likely killers first: ``likely_first``; each of its two runs
-    within 60 s + SLOWDOWN times the recorded run's time), and on
-    each other configuration of the same target (the pure-Python run: the suite reaches the code the compiled
-    module stands in for only there), and survives only if those miss it too.
+    within 60 s + SLOWDOWN times the recorded run's time), then on each other run that executes its line (a
+    module-level default of api.py that one backend alone leaves to it shows on that backend's run alone, by a
+    test the covering sample may leave out), and survives only if those miss it too.
     ``judge(tests, stage, seconds)`` runs ``tests`` on the mutant: (status, killers, detail, tests run)."""
     status, killers, detail, ran = judge(c.tests, "covering", covering)
     if status != "survived":
@@ -204,7 +203,7 @@ def escalated(c: Candidate, base: Coverage, covering: float, t0: float,
                            killed_on=other.name if status == "killed" else "")
     t1 = time.monotonic()
     escalations = [("", judge, base, c.tests, executing or c.tests)] + \
-        [(o.name, o.judge, o.base, o.tests, o.executing) for o in others if o.same_target]
+        [(o.name, o.judge, o.base, o.tests, o.executing) for o in others]
     more = 0
     for name, judge_on, base_on, tests_on, executing_on in escalations:
         for i, part in enumerate(likely_first(sorted(base_on.usable() - set(tests_on)), executing_on)):

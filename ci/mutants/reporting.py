@@ -69,7 +69,7 @@ def report(outcomes: list[Outcome], args, seed: str, platform: bool, covs: dict[
         "fail-fast)" if platform else \
         "the conformance suite alone (`certify --only` on the tests that execute the line, fail-fast; a " \
         "mutant that survives them is escalated to every other test of the suite that passes unmutated on its " \
-        "run and on the other configuration of its target (the pure-Python run), fail-fast: a survivor is one " \
+        "run and on every other run that executes its line, fail-fast: a survivor is one " \
         "the whole suite misses)"
     lines = [
         "# Generated mutants" + (": the platform" if platform else ": the conformance suite"),
