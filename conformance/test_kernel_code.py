@@ -219,6 +219,39 @@ def test_a_vector_in_the_scalar_block_is_refused_or_one_scalar_of_its_size(devic
     assert list(got) == [5, 7, 9, 11], f"the scalars reached the kernel as {list(got)}, not [5, 7, 9, 11]"
 
 
+#: KERNEL-175's kernel: adds 1 to the first word of each of its eight buffers.
+ADD_ONE_TO_EIGHT = (
+    "#version 450\nlayout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\n"
+    + "".join(f"layout(set = 0, binding = {b}) buffer B{b} {{ uint data[]; }} b{b};\n" for b in range(8))
+    + "void main() { if (gl_GlobalInvocationID.x == 0u) { " + " ".join(f"b{b}.data[0] += 1u;" for b in range(8))
+    + " } }\n")
+
+
+@pytest.mark.clause("KERNEL-175")
+def test_launches_binding_eight_buffers_each_bind_their_own(device, stream, kernels, require):
+    """KERNEL-87 where a pool runs out of descriptors before it runs out of sets: a Vulkan descriptor pool of
+    256 sets and 1,024 storage buffers holds 128 sets of eight. A backend that counts sets alone asks a full pool
+    for more, which a driver may refuse (SwiftShader: VK_ERROR_OUT_OF_POOL_MEMORY) or serve past its memory."""
+    require("lang.glsl")
+    k = device.compile(ADD_ONE_TO_EIGHT, "glsl", options=["-e", "add_one_to_eight"]).kernel("add_one_to_eight")
+    count = 40
+    bufs = [device.alloc(4) for _ in range(count)]
+    for buf in bufs:
+        stream.copy_htod(buf, np.zeros(1, np.uint32))
+    bound = np.zeros(count, np.int64)
+    for stride in range(1, 8):  # 280 launches, each on its own ordered choice of eight distinct buffers
+        for start in range(count):
+            picked = [(start + j * stride) % count for j in range(8)]
+            stream.launch(k, 1, 1, [bufs[i] for i in picked])
+            bound[picked] += 1
+    got = np.array([read(stream, buf, np.uint32)[0] for buf in bufs], np.int64)
+    assert (got == bound).all(), (f"{np.count_nonzero(got != bound)} of {count} buffers do not count the launches "
+                                  f"that bound them, the first: {np.flatnonzero(got != bound)[:8]}")
+    for buf in bufs:
+        buf.free()
+    assert_device_works(device, kernels)
+
+
 #: The SPIR-V instructions that declare a module's interface: OpEntryPoint, OpExecutionMode, OpTypeInt,
 #: OpTypeFloat, OpTypeVector, OpTypeStruct, OpTypePointer, OpConstant, OpConstantComposite, OpSpecConstant,
 #: OpSpecConstantComposite, OpVariable, OpDecorate, OpMemberDecorate.

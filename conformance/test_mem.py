@@ -16,7 +16,8 @@ import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import (POISON, assert_device_works, child_json, context_current, cuda_driver, host_pages_above,
-                      host_pages_low, memory_churn, poisoned, random_bytes, read, resident_growth, rss_bytes)
+                      host_pages_low, memory_churn, poisoned, raises_naming, random_bytes, read, resident_growth,
+                      rss_bytes)
 
 
 @pytest.mark.clause("MEM-1")
@@ -60,7 +61,7 @@ def test_a_kernel_reaches_the_last_word_of_the_largest_buffer(device, stream, ke
 @pytest.mark.clause("MEM-2", "ERR-1")
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "8", True])
 def test_alloc_rejects_bad_sizes(device, bad):
-    with pytest.raises(ia.InvalidArgument, match=r"Device\.alloc"):
+    with raises_naming(ia.InvalidArgument, "Device.alloc", "nbytes"):
         device.alloc(bad)
 
 
