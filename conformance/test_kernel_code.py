@@ -219,6 +219,39 @@ def test_a_vector_in_the_scalar_block_is_refused_or_one_scalar_of_its_size(devic
     assert list(got) == [5, 7, 9, 11], f"the scalars reached the kernel as {list(got)}, not [5, 7, 9, 11]"
 
 
+#: KERNEL-175's kernel: adds 1 to the first word of each of its eight buffers.
+ADD_ONE_TO_EIGHT = (
+    "#version 450\nlayout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\n"
+    + "".join(f"layout(set = 0, binding = {b}) buffer B{b} {{ uint data[]; }} b{b};\n" for b in range(8))
+    + "void main() { if (gl_GlobalInvocationID.x == 0u) { " + " ".join(f"b{b}.data[0] += 1u;" for b in range(8))
+    + " } }\n")
+
+
+@pytest.mark.clause("KERNEL-175")
+def test_launches_binding_eight_buffers_each_bind_their_own(device, stream, kernels, require):
+    """KERNEL-87 where a pool runs out of descriptors before it runs out of sets: a Vulkan descriptor pool of
+    256 sets and 1,024 storage buffers holds 128 sets of eight. A backend that counts sets alone asks a full pool
+    for more, which a driver may refuse (SwiftShader: VK_ERROR_OUT_OF_POOL_MEMORY) or serve past its memory."""
+    require("lang.glsl")
+    k = device.compile(ADD_ONE_TO_EIGHT, "glsl", options=["-e", "add_one_to_eight"]).kernel("add_one_to_eight")
+    count = 40
+    bufs = [device.alloc(4) for _ in range(count)]
+    for buf in bufs:
+        stream.copy_htod(buf, np.zeros(1, np.uint32))
+    bound = np.zeros(count, np.int64)
+    for stride in range(1, 8):  # 280 launches, each on its own ordered choice of eight distinct buffers
+        for start in range(count):
+            picked = [(start + j * stride) % count for j in range(8)]
+            stream.launch(k, 1, 1, [bufs[i] for i in picked])
+            bound[picked] += 1
+    got = np.array([read(stream, buf, np.uint32)[0] for buf in bufs], np.int64)
+    assert (got == bound).all(), (f"{np.count_nonzero(got != bound)} of {count} buffers do not count the launches "
+                                  f"that bound them, the first: {np.flatnonzero(got != bound)[:8]}")
+    for buf in bufs:
+        buf.free()
+    assert_device_works(device, kernels)
+
+
 #: The SPIR-V instructions that declare a module's interface: OpEntryPoint, OpExecutionMode, OpTypeInt,
 #: OpTypeFloat, OpTypeVector, OpTypeStruct, OpTypePointer, OpConstant, OpConstantComposite, OpSpecConstant,
 #: OpSpecConstantComposite, OpVariable, OpDecorate, OpMemberDecorate.
@@ -4312,6 +4345,20 @@ def _cooperative_config(cu, grid: tuple[int, int, int], threads: int, stream: ob
     return config
 
 
+def _cooperative_driver(device, require) -> tuple[object, int]:
+    """The CUDA driver module and MULTIPROCESSOR_COUNT of a device that launches cooperatively (PTX kernels)."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "cuLaunchCooperativeKernel")
+    attribute = cu.CUdevice_attribute
+    err, cooperative = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, device.native.device)
+    assert not err, f"cuDeviceGetAttribute(COOPERATIVE_LAUNCH): {err}"
+    if not cooperative:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a device that launches cooperatively")
+    err, sms = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device.native.device)
+    assert not err and sms > 0, f"cuDeviceGetAttribute(MULTIPROCESSOR_COUNT): {err}, {sms}"
+    return cu, sms
+
+
 @pytest.mark.clause("KERNEL-121")
 def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, stream, require):
     """A cooperative launch (cuLaunchCooperativeKernel, for kernels whose blocks wait for each other) runs only
@@ -4322,15 +4369,7 @@ def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, 
     CU_LAUNCH_ATTRIBUTE_COOPERATIVE after another attribute. A driver that miscounts a dimension, or reads only a
     launch's first attribute, lets a grid through whose blocks cannot all be resident, and a kernel whose blocks
     wait for each other then hangs."""
-    require("lang.ptx")
-    cu = cuda_driver(device, "cuLaunchCooperativeKernel")
-    attribute = cu.CUdevice_attribute
-    err, cooperative = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, device.native.device)
-    assert not err, f"cuDeviceGetAttribute(COOPERATIVE_LAUNCH): {err}"
-    if not cooperative:
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a device that launches cooperatively")
-    err, sms = cu.cuDeviceGetAttribute(attribute.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device.native.device)
-    assert not err and sms > 0, f"cuDeviceGetAttribute(MULTIPROCESSOR_COUNT): {err}, {sms}"
+    cu, sms = _cooperative_driver(device, require)
     threads = 32
     with device.compile(PTX_SM75, "ptx") as module, poisoned(device, stream, 4) as out:
         kernel = module.kernel("fill7")
@@ -4358,6 +4397,86 @@ def test_a_cooperative_launch_counts_the_blocks_of_every_grid_dimension(device, 
             f"cooperative launches of grids of at most {limit} blocks ({per_sm} per multiprocessor on {sms}): {ran}"
         assert not err_sync, f"cuStreamSynchronize: {err_sync}"
         assert read(stream, out, np.uint32).tolist() == [7]
+
+
+#: KERNEL-176: one thread a block writes its word (block + 1), arrives at the grid barrier in the cooperative
+#: launch's workspace (%envreg1:%envreg2, high:low; {u32 size; u32 barrier}) as cooperative_groups' grid.sync()
+#: does, then copies the next block's word to its word past the grid's.
+GRID_BARRIER = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry grid_barrier(.param .u64 grid_barrier_out)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<13>;
+    .reg .b64 %rd<7>;
+    mov.u32 %r3, %tid.x;
+    setp.ne.u32 %p1, %r3, 0;
+    @%p1 bra DONE;
+    ld.param.u64 %rd1, [grid_barrier_out];
+    cvta.to.global.u64 %rd1, %rd1;
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %nctaid.x;
+    mul.wide.u32 %rd2, %r1, 4;
+    add.s64 %rd2, %rd1, %rd2;
+    add.u32 %r4, %r1, 1;
+    st.global.u32 [%rd2], %r4;
+    mov.u32 %r5, %envreg1;
+    mov.u32 %r6, %envreg2;
+    mov.b64 %rd3, {%r6, %r5};
+    add.s64 %rd3, %rd3, 4;
+    mov.u32 %r7, 1;
+    setp.eq.u32 %p2, %r1, 0;
+    mov.u32 %r12, 0x80000001;
+    @%p2 sub.u32 %r7, %r12, %r2;
+    atom.release.gpu.global.add.u32 %r8, [%rd3], %r7;
+WAIT:
+    ld.acquire.gpu.global.u32 %r9, [%rd3];
+    xor.b32 %r10, %r8, %r9;
+    and.b32 %r10, %r10, 0x80000000;
+    setp.eq.u32 %p1, %r10, 0;
+    @%p1 bra WAIT;
+    rem.u32 %r4, %r4, %r2;
+    mul.wide.u32 %rd4, %r4, 4;
+    add.s64 %rd4, %rd1, %rd4;
+    ld.global.u32 %r11, [%rd4];
+    add.u32 %r4, %r1, %r2;
+    mul.wide.u32 %rd5, %r4, 4;
+    add.s64 %rd5, %rd1, %rd5;
+    st.global.u32 [%rd5], %r11;
+DONE:
+    ret;
+}
+"""
+
+
+@pytest.mark.clause("KERNEL-176")
+def test_a_cooperative_launch_gives_its_grid_a_barrier_every_block_reaches(device, stream, require):
+    """CUDA C's grid.sync() (cooperative_groups, CCCL) needs no -rdc: it reads the grid workspace's address from
+    %envreg1:%envreg2 and counts each block's arrival in its second word, with the top bit flipping once all
+    have arrived (block 0 adds 0x80000000 - (blocks - 1), the others 1). A driver that gives a cooperative launch
+    no workspace faults every grid.sync; one whose blocks do not all run at once hangs it."""
+    cu, sms = _cooperative_driver(device, require)
+    threads = 32
+    with device.compile(GRID_BARRIER, "ptx") as module:
+        kernel = module.kernel("grid_barrier")
+        with context_current(device):
+            err, per_sm = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, threads, 0)
+        assert not err and per_sm > 0, f"cuOccupancyMaxActiveBlocksPerMultiprocessor: {err}, {per_sm}"
+        blocks = min(per_sm * sms, 16)
+        with poisoned(device, stream, 8 * blocks) as out:
+            for _ in range(2):  # a second launch: a workspace left as the first left it still counts right
+                stream.synchronize()
+                with context_current(device):
+                    err, = cu.cuLaunchCooperativeKernel(kernel.native, blocks, 1, 1, threads, 1, 1, 0, stream.native,
+                                                        ((out.handle,), (ctypes.c_void_p,)))
+                    err_sync, = cu.cuStreamSynchronize(stream.native)
+                assert not err and not err_sync, f"a cooperative launch of {blocks} blocks: {err}, then {err_sync}"
+                got = read(stream, out, np.uint32)
+                want = [*range(1, blocks + 1), *[(b + 1) % blocks + 1 for b in range(blocks)]]
+                assert got.tolist() == want, (f"{blocks} blocks past the grid barrier read the next block's word as "
+                                              f"{got[blocks:].tolist()}, not {want[blocks:]}")
 
 
 def _immediate_chain(name: str, immediates: list[int]) -> str:

@@ -16,7 +16,8 @@ import ironaccel as ia
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import (POISON, assert_device_works, child_json, context_current, cuda_driver, host_pages_above,
-                      host_pages_low, memory_churn, poisoned, random_bytes, read, resident_growth, rss_bytes)
+                      host_pages_low, memory_churn, poisoned, raises_naming, random_bytes, read, resident_growth,
+                      rss_bytes)
 
 
 @pytest.mark.clause("MEM-1")
@@ -60,7 +61,7 @@ def test_a_kernel_reaches_the_last_word_of_the_largest_buffer(device, stream, ke
 @pytest.mark.clause("MEM-2", "ERR-1")
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "8", True])
 def test_alloc_rejects_bad_sizes(device, bad):
-    with pytest.raises(ia.InvalidArgument, match=r"Device\.alloc"):
+    with raises_naming(ia.InvalidArgument, "Device.alloc", "nbytes"):
         device.alloc(bad)
 
 
@@ -186,7 +187,7 @@ def test_the_drivers_own_free_takes_back_what_its_alloc_gave_and_only_that(devic
     """Clients that mix libraries allocate and free with the driver's own calls in the device's context:
     cuMemFree of what cuMemAlloc gave succeeds, and cuMemFreeHost of what cuMemHostAlloc gave; a pointer inside
     an allocation (not its start) and one already freed are refused, and the refused free leaves the memory
-    allocated and its bytes unchanged. A driver whose free fails (or frees the wrong allocation) leaks every
+    allocated and its bytes unchanged; 0 bytes are refused (as cuMemAlloc documents), 1 byte is not. A driver whose free fails (or frees the wrong allocation) leaks every
     allocation, or frees memory still in use, without a word."""
     cu = cuda_driver(device, "cuMemAlloc, cuMemFree")
     stream.synchronize()
@@ -203,6 +204,12 @@ def test_the_drivers_own_free_takes_back_what_its_alloc_gave_and_only_that(devic
         err, h = cu.cuMemHostAlloc(1 << 16, 0)
         assert not err, f"cuMemHostAlloc: {err}"
         err_host, = cu.cuMemFreeHost(h)
+        err_empty, _ = cu.cuMemAlloc(0)
+        err_byte, byte = cu.cuMemAlloc(1)
+        err_byte_free = cu.cuMemFree(byte)[0] if not err_byte else None
+    assert err_empty == cu.CUresult.CUDA_ERROR_INVALID_VALUE, f"cuMemAlloc of 0 bytes: {err_empty}"
+    assert not err_byte and err_byte_free == cu.CUresult.CUDA_SUCCESS, \
+        f"cuMemAlloc of 1 byte: {err_byte}, its cuMemFree: {err_byte_free}"
     assert err_inner != cu.CUresult.CUDA_SUCCESS, "cuMemFree of a pointer 4 KiB inside an allocation succeeded"
     assert not err_read and (host == 0x3C).all(), f"after the refused free: {err_read}, bytes {set(host.tolist())}"
     assert err_free == cu.CUresult.CUDA_SUCCESS, f"cuMemFree of what cuMemAlloc gave: {err_free}"
