@@ -1160,7 +1160,7 @@ def burst():
 before = rss()
 first = burst()
 second = burst()
-print(json.dumps({"grown": [first, second], "size": size}))
+print(json.dumps({"grown": [first, second]}))
 """
 
 
