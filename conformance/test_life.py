@@ -512,6 +512,27 @@ def test_dropped_streams_that_staged_copies_give_their_resources_back(device, ke
     assert_device_works(device, kernels)
 
 
+@pytest.mark.clause("LIFE-89")
+def test_large_copies_leave_no_threads_behind(device, stream, kernels):
+    """A backend may copy large host arrays with threads of its own (the compiled CUDA path fills its staging
+    ring with copier threads; hostcopy's pool): threads made once and reused, never one more a copy. A copier
+    start that counts a thread only when its creation failed makes an uncounted, never-ending thread each copy."""
+    size = 16 << 20
+    host = np.resize(np.arange(251, dtype=np.uint8), size)
+    with device.alloc(size) as buf:
+        for _ in range(10):  # the copy threads a backend makes once are not counted
+            stream.copy_htod(buf, host)
+        stream.synchronize()
+        threads = _thread_count()
+        for _ in range(100):
+            stream.copy_htod(buf, host)
+        stream.synchronize()
+        grown = _thread_count() - threads
+        np.testing.assert_array_equal(read(stream, buf), host)
+    assert grown < 8, f"100 copy_htod of {size >> 20} MiB of pageable memory left {grown} more threads"
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("LIFE-65")
 def test_streams_dropped_after_work_queued_behind_running_work_are_released(device, stream, kernels):
     """Work recorded behind running work may be left for a background submitter (Vulkan's flusher submits a
