@@ -196,8 +196,12 @@ def test_open_device_refuses_an_option_it_does_not_know(device):
     backend = get_backend(device.info.backend)
     with raises_naming(ia.InvalidArgument, "Backend.open_device", "no_such_option"):
         backend.open_device(device.info.index, no_such_option=True)
-    with raises_naming(ia.InvalidArgument, "Backend.open_device", "no_such_option"):
+    with raises_naming(ia.InvalidArgument, "Backend.open_device", "no_such_option") as refused:
         backend.open_device(device.info.index, **dict.fromkeys(backend.options, None), no_such_option=1)
+    takes = [name for name in backend.options if name not in str(refused.value)]
+    assert not takes if backend.options else "takes none" in str(refused.value), (
+        f"the refusal does not say which options the {backend.name} backend takes {list(backend.options)}: "
+        f"{refused.value}")
 
 
 @pytest.mark.clause("DEV-5", "ERR-1")
