@@ -4687,26 +4687,29 @@ PTX_HEX_FLOATS = """.version 7.5
 
 
 @pytest.mark.clause("KERNEL-140")
-def test_ptx_hexadecimal_float_immediates_take_no_unary_minus(device, kernels, stream, require):
-    """A negative float in PTX is written as its own bits (`0fBF800000` for -1, as NVRTC writes it): ptxas refuses
-    a unary minus before a hexadecimal float (`-0f3F800000`: "Parsing error near '0f3F800000'", CUDA 13.0 on the
-    H200). A reader that takes the minus instead runs a kernel ptxas would not load, so PTX tested on it fails
-    on a GPU; the refusal names the line, like any other mistake (KERNEL-96)."""
+def test_ptx_hexadecimal_float_immediates_take_a_minus_as_ptxas_does(device, kernels, stream, require):
+    """A negative float in PTX is written as its own bits (`0fBF800000` for -1, as NVRTC writes it). ptxas refuses
+    a unary minus before a 32-bit hexadecimal float (`-0f3F800000`: "Parsing error near '0f3F800000'", CUDA 13.0)
+    and takes one before a 64-bit float as a flip of its sign bit (`-0d3FF8000000000000` is -1.5, `-0d0` is -0.0:
+    the H100, driver 580.159.04). A reader that takes the f32 minus runs a kernel ptxas would not load; one that
+    refuses the f64 minus refuses PTX a GPU loads; one that negates the bits as an integer stores another number."""
     require("lang.ptx")
-    for f32, f64, line in (("-0f3F800000", "0dBFF8000000000000", 12), ("0fBF800000", "-0d3FF8000000000000", 14)):
-        with pytest.raises(ia.CompileError) as info:
-            device.compile(PTX_HEX_FLOATS.format(f32=f32, f64=f64), "ptx")
-        lines = [int(n) for n in re.findall(r"\bline (-?\d+)", info.value.log)]
-        assert lines and set(lines) == {line}, (
-            f"mov of {f32 if line == 12 else f64}: the log names lines {lines}, not line {line} alone: "
-            f"{info.value.log!r}")
-    with device.compile(PTX_HEX_FLOATS.format(f32="0fBF800000", f64="0dBFF8000000000000"), "ptx") as module, \
-            poisoned(device, stream, 16) as out:
-        stream.launch(module.kernel("hex_floats"), 1, 1, (out,))
-        got32 = read(stream, out, np.uint32, count=1).tolist()
-        got64 = read(stream, out, np.uint64)[1:].tolist()
-    assert (got32, got64) == ([0xBF800000], [0xBFF8000000000000]), (
-        f"the negative floats' own bits: float32 {[hex(v) for v in got32]}, float64 {[hex(v) for v in got64]}")
+    with pytest.raises(ia.CompileError) as info:
+        device.compile(PTX_HEX_FLOATS.format(f32="-0f3F800000", f64="0dBFF8000000000000"), "ptx")
+    lines = [int(n) for n in re.findall(r"\bline (-?\d+)", info.value.log)]
+    assert lines and set(lines) == {12}, (
+        f"mov of -0f3F800000: the log names lines {lines}, not line 12 alone: {info.value.log!r}")
+    for f32, f64, bits in (("0fBF800000", "0dBFF8000000000000", 0xBFF8000000000000),
+                           ("0fBF800000", "-0d3FF8000000000000", 0xBFF8000000000000),
+                           ("0fBF800000", "-0d0000000000000000", 0x8000000000000000)):
+        with device.compile(PTX_HEX_FLOATS.format(f32=f32, f64=f64), "ptx") as module, \
+                poisoned(device, stream, 16) as out:
+            stream.launch(module.kernel("hex_floats"), 1, 1, (out,))
+            got32 = read(stream, out, np.uint32, count=1).tolist()
+            got64 = read(stream, out, np.uint64)[1:].tolist()
+        assert (got32, got64) == ([0xBF800000], [bits]), (
+            f"mov of {f32} and {f64}: float32 bits {[hex(v) for v in got32]}, float64 bits {[hex(v) for v in got64]}, "
+            f"not 0xbf800000 and {bits:#x}")
     assert_device_works(device, kernels)
 
 
@@ -5353,23 +5356,29 @@ PTX_STATIC_SHARED_OF_SIZE = """.version 7.5
 
 
 @pytest.mark.clause("KERNEL-171")
-def test_static_shared_memory_past_48_kib_is_refused_naming_the_kernel(device, stream, kernels, require):
-    """A block has 48 KiB of static shared memory (0xc000 bytes, what ptxas allows a kernel's `.shared`
-    variables): a kernel that declares exactly that much loads and uses both ends of it, and one that declares
-    16 bytes more is refused at load with a log that names the kernel (ptxas: "Entry function '...' uses too
-    much shared data"), so that the user knows which of a module's kernels to shrink. Generated kernels have
-    long names: the log gives at least the name's first 100 characters (the fake libcuda shortens a name past
-    that; ptxas gives it whole)."""
+def test_static_shared_memory_past_the_block_limit_is_refused_naming_the_kernel(device, stream, kernels, require):
+    """A kernel may declare as much static shared memory as a block can have with opt-in
+    (`max_shared_memory_optin`: 227 KiB, 0x38c00 bytes, on sm_90): PTX of sm_75 JIT-compiled for the H100 loads
+    48 KiB + 16 bytes and the whole 0x38c00 and runs them (driver 580.159.04), and more is refused at load with a
+    log that names the kernel (ptxas: "Entry function '...' uses too much shared data (0x493e0 bytes, 0x38c00
+    max)"), so that the user knows which of a module's kernels to shrink. Generated kernels have long names:
+    the log gives at least the name's first 100 characters (the fake libcuda shortens a name past that; ptxas gives
+    it whole)."""
     require("lang.ptx")
-    with device.compile(PTX_STATIC_SHARED_OF_SIZE.format(name=LONG_KERNEL_NAME, nbytes=49152, last=49148),
-                        "ptx") as module, poisoned(device, stream, 8) as out:
-        stream.launch(module.kernel(LONG_KERNEL_NAME), 1, 1, (out,))
-        got = read(stream, out, np.uint32).tolist()
-    assert got == [12345, 12345], f"a kernel with 48 KiB of static shared memory: its last and first words {got}"
+    limit = device.info.extra.get("max_shared_memory_optin")
+    if not limit:
+        pytest.skip("the device reports no opt-in shared memory limit (extra['max_shared_memory_optin'])")
+    for nbytes in (49152, 49168, limit):
+        with device.compile(PTX_STATIC_SHARED_OF_SIZE.format(name=LONG_KERNEL_NAME, nbytes=nbytes, last=nbytes - 4),
+                            "ptx") as module, poisoned(device, stream, 8) as out:
+            stream.launch(module.kernel(LONG_KERNEL_NAME), 1, 1, (out,))
+            got = read(stream, out, np.uint32).tolist()
+        assert got == [12345, 12345], f"a kernel with {nbytes} bytes of static shared memory: its last and first words {got}"
     with pytest.raises(ia.CompileError) as info:
-        device.compile(PTX_STATIC_SHARED_OF_SIZE.format(name=LONG_KERNEL_NAME, nbytes=49168, last=49164), "ptx")
+        device.compile(PTX_STATIC_SHARED_OF_SIZE.format(name=LONG_KERNEL_NAME, nbytes=limit + 16, last=limit + 12),
+                       "ptx")
     assert LONG_KERNEL_NAME[:100] in info.value.log, (
-        f"a kernel with 48 KiB + 16 bytes of static shared memory was refused with a log that does not name it "
+        f"a kernel with {limit} + 16 bytes of static shared memory was refused with a log that does not name it "
         f"(the first 100 characters of its {len(LONG_KERNEL_NAME)}-character name): {info.value.log!r}")
     assert_device_works(device, kernels)
 

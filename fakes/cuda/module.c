@@ -117,7 +117,9 @@ static CUresult get_function(ModuleHandle *h, const char *name, int want_entry, 
             Function *f = calloc(1, sizeof *f);
             f->module = &h->m;
             f->index = i;
-            f->max_dynamic_shared = SHARED_PER_BLOCK - (int)p->funcs[i].shared_static;
+            /* what is left of the 48 KiB a block has without opt-in: none once static memory is past it */
+            f->max_dynamic_shared = p->funcs[i].shared_static < SHARED_PER_BLOCK
+                ? SHARED_PER_BLOCK - (int)p->funcs[i].shared_static : 0;
             h->functions[i] = f;
             handle_add(f, H_FUNCTION);
         }

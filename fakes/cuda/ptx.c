@@ -198,7 +198,8 @@ static uint64_t module_variable(Parser *P, int space, int line) {
 
 /* ---- static shared memory, per kernel ----
  * A kernel's static shared memory is the .shared variables it and the functions it reaches name (as ptxas
- * allocates it), at most SHARED_PER_BLOCK; a module of many kernels (CuPy's CUB module) may declare far more
+ * allocates it), at most SHARED_PER_BLOCK_OPTIN (ptxas, JIT-compiling for sm_90, allows a block's opt-in
+ * maximum: 0x38c00 bytes load and run on the H100, one byte more is "too much shared data"); a module of many kernels (CuPy's CUB module) may declare far more
  * in all. Each variable gets one offset (a function called by several kernels sees it at one address): after
  * the variables placed before it that share a kernel with it. Dynamic shared memory (extern .shared x[])
  * starts, 16-aligned, after the static variables of every kernel that reaches it. Done on the tokens, before
@@ -366,7 +367,7 @@ static void layout_shared(Parser *P) {
             } else {
                 snprintf(what, sizeof what, "static .shared memory");
             }
-            v->offset = place(P, v->name.line, &end, v->size, v->align, SHARED_PER_BLOCK, what);
+            v->offset = place(P, v->name.line, &end, v->size, v->align, SHARED_PER_BLOCK_OPTIN, what);
             for (int k = 0; k < v->nkernels; k++) P->layout[v->kernels[k]].shared_declared = end;
         }
     dynamic_start = align_up(dynamic_start, 16);

@@ -205,8 +205,9 @@ int has_mod(const Opcode *o, const char *m) {
 /* ---- operands ---- */
 
 
-/* ptxas refuses a unary minus before a hexadecimal float ("Parsing error near '0f3F800000': syntax error", CUDA
- * 13.0): a negative float is written as its own bits */
+/* ptxas refuses a unary minus before a 32-bit hexadecimal float ("Parsing error near '0f3F800000': syntax error",
+ * CUDA 13.0): a negative float is written as its own bits; before a 64-bit one it takes the minus and flips the sign
+ * bit (-0d3FF8000000000000 is 0xBFF8000000000000, -0d0 is 0x8000000000000000: on the H100, driver 580.159.04) */
 #define NEGATED_HEX_FLOAT "syntax error near '%s': a hexadecimal float takes no unary minus (write the negative " \
     "float's own bits)"
 
@@ -222,9 +223,8 @@ uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm) {
         return (uint32_t)strtoul(buf + 2, NULL, 16);
     }
     if (hex_float && (buf[1] == 'd' || buf[1] == 'D') && strlen(buf) == 18) {
-        if (negative) fail(P, t->line, NEGATED_HEX_FLOAT, buf);
         *is_float_imm = 2;
-        return strtoull(buf + 2, NULL, 16);
+        return strtoull(buf + 2, NULL, 16) ^ (negative ? UINT64_C(1) << 63 : 0);
     }
     char *end;
     /* PTX's integer notations: 0x or 0X hexadecimal, 0b or 0B binary, a leading 0 octal, else decimal */
