@@ -26,11 +26,16 @@ def read(stream, buf, dtype=np.uint8, count: int | None = None, offset: int = 0)
 
 
 def lcg(index: np.ndarray, iters: int) -> np.ndarray:
-    """What the ``busy`` kernel writes at these thread indices: an iters-step LCG from the index."""
-    v = np.asarray(index, dtype=np.uint32).copy()
-    for _ in range(iters):
-        v = v * np.uint32(1664525) + np.uint32(1013904223)
-    return v
+    """What the ``busy`` kernel writes at these thread indices: an iters-step LCG from the index, as the one affine
+    map the steps compose to (squared log2(iters) times: a fast GPU's launches loop millions of times)."""
+    step, total = (1664525, 1013904223), (1, 0)  # (a, c): v -> a*v + c (mod 2^32)
+    while iters:
+        if iters & 1:
+            total = ((step[0] * total[0]) & 0xFFFFFFFF, (step[0] * total[1] + step[1]) & 0xFFFFFFFF)
+        step = ((step[0] * step[0]) & 0xFFFFFFFF, (step[0] * step[1] + step[1]) & 0xFFFFFFFF)
+        iters >>= 1
+    v = np.asarray(index, dtype=np.uint64) & np.uint64(0xFFFFFFFF)
+    return ((v * np.uint64(total[0]) + np.uint64(total[1])) & np.uint64(0xFFFFFFFF)).astype(np.uint32)
 
 
 #: Per device (``_device_key``): the ``busy`` launch size RunningWork has grown to in this process, and the
@@ -38,7 +43,11 @@ def lcg(index: np.ndarray, iters: int) -> np.ndarray:
 _SIZES: dict[tuple, "_BusySize"] = {}
 
 GROWN_LAUNCH_S = 0.01  # a launch grows until it takes this long: few launches make the work, queued in no time
-MAX_ITERS = 65535  # the most loop iterations lavapipe runs
+SOFTWARE_ITERS = 65535  # the most loop iterations lavapipe runs: past them only a device that is not a CPU grows
+MAX_ITERS = 1 << 24
+#: the most launches a RunningWork makes: CUDA's cuLaunchKernel blocks once about 1,020 launches are pending (the H100,
+#: driver 580.159.04: the 1,022nd tiny launch behind a long one waited), so more would make enqueue() wait for the work
+MAX_LAUNCHES = 1000
 
 
 @dataclass
@@ -52,7 +61,8 @@ class _BusySize:
         if self.n < 1 << 20:
             self.n *= 4
         else:
-            self.iters = min(MAX_ITERS, self.iters * 4)
+            self.iters = min(MAX_ITERS, SOFTWARE_ITERS if self.iters < SOFTWARE_ITERS < self.iters * 4
+                             else self.iters * 4)
         self.per_launch = 0.0
 
     @property
@@ -71,8 +81,9 @@ class RunningWork:
     True or a synchronize that returns early then fail).
 
     The size is measured, not guessed, and kept for the device: every RunningWork times its launch, and while
-    the fastest time seen is under 10 ms the launch grows (wider up to 2^20 threads, then longer loops up to
-    65,535 iterations, the most lavapipe runs). A launch is timed with the synchronize that ends it, and on a
+    the fastest time seen is under 10 ms the launch grows (wider up to 2^20 threads, then longer loops: 65,535
+    iterations, the most lavapipe runs, take 1.4 ms on an H100, so a device that runs them in under 10 ms grows on
+    up to 2^24). At most MAX_LAUNCHES launches make the work, fewer than CUDA lets pend before a launch blocks. A launch is timed with the synchronize that ends it, and on a
     busy host that synchronize can wake up late by more than the launch itself takes: a timing of one launch
     would then stop the growth early and count too few launches, so the work would end long before
     ``expected_seconds`` says (a correct ``query()`` saying True while ``looked_in_time`` holds). So a launch's
@@ -96,7 +107,7 @@ class RunningWork:
             size.grow()
         stream.fill(self.buf, 0)  # what the timing wrote is not taken for the work's results (``check``)
         stream.synchronize()
-        self.launches = max(1, min(10_000, round(seconds / size.per_launch)))
+        self.launches = max(1, min(MAX_LAUNCHES, round(seconds / size.per_launch)))
         self.expected_seconds = self.launches * size.per_launch
         self.enqueued_at: float | None = None
 
