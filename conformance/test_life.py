@@ -512,6 +512,45 @@ def test_dropped_streams_that_staged_copies_give_their_resources_back(device, ke
     assert_device_works(device, kernels)
 
 
+@pytest.mark.clause("LIFE-90")
+def test_a_buffer_alternated_between_streams_keeps_bounded_bookkeeping(device, stream, kernels):
+    """LIFE-90: a backend orders a buffer's free after the work of every stream that used it, so it keeps a
+    fence of each stream that gave the buffer up, and must drop those that completed. After 32 alternations of a
+    buffer between two streams behind running work (every fence then pending), then 2,000 more with the work done,
+    20,000 alternations (a 4-byte fill on each stream, both synchronized every 1,000) grow the process by less than
+    4 MiB, and the buffer holds the last fills. A backend that prunes its fences only while it holds fewer than it
+    keeps (CUDA's FENCES_KEPT, with the comparison inverted) keeps every fence from the ninth on: an event each."""
+    other = device.create_stream()
+    with device.alloc(8) as buf:
+        work = RunningWork(device, stream, kernels, seconds=0.3)
+        work.enqueue(stream)
+        for i in range(32):
+            (other if i % 2 else stream).fill(buf, i + 1, offset=4 * (i % 2), nbytes=4)
+        stream.synchronize()
+        other.synchronize()
+        work.check(stream)
+
+        def alternate(count: int) -> None:
+            for i in range(count):
+                stream.fill(buf, i & 0xFF, offset=0, nbytes=4)
+                other.fill(buf, ~i & 0xFF, offset=4, nbytes=4)
+                if i % 1000 == 999:
+                    stream.synchronize()
+                    other.synchronize()
+            stream.synchronize()
+            other.synchronize()
+            gc.collect()
+
+        done, grown = resident_growth(alternate, 1000, 20_000, seconds=30)
+        got = read(stream, buf, np.uint32).tolist()
+        work.free()
+    assert grown < 4 << 20, (
+        f"{done:,} alternations of a buffer between two streams (after 32 behind running work) grew the process by "
+        f"{grown / 2**20:.1f} MiB")
+    assert got == [(999 & 0xFF) * 0x01010101, (~999 & 0xFF) * 0x01010101], f"the last fills: {[hex(v) for v in got]}"
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("LIFE-89")
 def test_large_copies_leave_no_threads_behind(device, stream, kernels):
     """A backend may copy large host arrays with threads of its own (the compiled CUDA path fills its staging
