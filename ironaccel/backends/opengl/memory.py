@@ -11,7 +11,10 @@
   an event recorded after the copy complete) copies the mapped bytes into the host array: no GL call, so it
   never waits for the GL thread. Staging buffers come in power-of-two sizes (4 KiB up) and are kept for
   reuse, up to ``STAGING_CACHE_BYTES`` in all, because mapping fresh pinned memory for every readback costs
-  about as much as the copy itself.
+  about as much as the copy itself. Staging buffers in flight count towards that bound too: a readback that would
+  make more finishes the queued copies first (on the GL thread; the caller never waits) and reuses theirs, since
+  NVIDIA's driver keeps the pinned memory of deleted staging buffers (LIFE-88: four queued readbacks of 128 MiB
+  grew the process by 512 MiB on the H100, 380 MiB of it still there after the device closed).
 """
 
 from __future__ import annotations
@@ -82,6 +85,7 @@ class Readbacks:
         self._pending: list[Readback] = []
         self._free: dict[int, list[Staging]] = {}  # size -> staging buffers ready for reuse
         self._free_bytes = 0
+        self._staging_bytes = 0  # of every staging buffer made and not deleted: pending, cached or being filled
         self.seq = 0  # of the last readback enqueued; read by fences on the GL thread
 
     def enqueue(self, host: np.ndarray, src: Any, offset: int) -> None:
@@ -97,13 +101,34 @@ class Readbacks:
             self._pending.append(Readback(self.seq, staging, host))
 
     def _take(self, size: int) -> Staging:
-        """On the GL thread: a cached staging buffer of ``size`` bytes, or a new one."""
+        """On the GL thread: a cached staging buffer of ``size`` bytes, or a new one (after the queued readbacks
+        have completed and given theirs back, if it would take the staging memory past the bound)."""
         with self._lock:
-            cached = self._free.get(size)
+            cached = self._free.get(size)  # no list in _free is empty
             if cached:
                 self._free_bytes -= size
-                return cached.pop()
+                staging = cached.pop()
+                if not cached:
+                    del self._free[size]
+                return staging
+            evicted = []  # cached buffers of other sizes make room first
+            while self._free and self._staging_bytes + size > STAGING_CACHE_BYTES:
+                other = next(iter(self._free))
+                evicted.append(self._free[other].pop())
+                if not self._free[other]:
+                    del self._free[other]
+                self._free_bytes -= other
+                self._staging_bytes -= other
+            over = self._pending and self._staging_bytes + size > STAGING_CACHE_BYTES
+            if not over:
+                self._staging_bytes += size
+        for staging in evicted:
+            self._delete(staging.name)
         gl = self._dev.gl
+        if over:
+            gl.glFinish()
+            self.deliver(self.seq)
+            return self._take(size)
         name = ctypes.c_uint()
         gl.glGenBuffers(1, ctypes.byref(name))
         gl.glBindBuffer(GL.COPY_WRITE_BUFFER, name.value)
@@ -122,6 +147,7 @@ class Readbacks:
                     self._free.setdefault(r.staging.size, []).append(r.staging)
                     self._free_bytes += r.staging.size
                 else:
+                    self._staging_bytes -= r.staging.size
                     self._dev.thread.submit_release(self._delete, r.staging.name)
 
     def _delete(self, name: int) -> None:

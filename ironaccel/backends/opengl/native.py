@@ -98,6 +98,7 @@ DEBUG_PROC = ctypes.CFUNCTYPE(None, _u, _u, _u, _u, _i, ctypes.c_char_p, _p)
 PROTOTYPES: dict[str, tuple[Any, list[Any]]] = {
     "glGetError": (_u, []),
     "glFlush": (None, []),
+    "glFinish": (None, []),
     "glGetIntegerv": (None, [_u, ctypes.POINTER(_i)]),
     "glGetInteger64v": (None, [_u, ctypes.POINTER(ctypes.c_int64)]),
     "glBindBuffer": (None, [_u, _u]),
