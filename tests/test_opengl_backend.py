@@ -211,6 +211,28 @@ def test_readback_staging_is_reused(device, stream, monkeypatch):
     assert created in ([], [4096])  # [] when an earlier test left a 4 KiB staging buffer in the cache
 
 
+def test_readbacks_in_flight_stay_within_the_staging_bound(device, stream, monkeypatch):
+    """Staging buffers of queued readbacks count towards the bound: past it, the queued copies are finished and
+    their staging reused (NVIDIA's driver keeps the pinned memory of deleted staging buffers: LIFE-88)."""
+    from ironaccel.backends.opengl import memory
+
+    monkeypatch.setattr(memory, "STAGING_CACHE_BYTES", 64 << 10)
+    created = []
+    real = device.gl.glBufferStorage
+    monkeypatch.setattr(device.gl, "glBufferStorage", lambda *a: created.append(a[1]) or real(*a))
+    size, count = 32 << 10, 8
+    pattern = np.resize(np.arange(251, dtype=np.uint8), size * count)
+    hosts = [np.zeros(size, np.uint8) for _ in range(count)]
+    with device.alloc(size * count) as buf:
+        stream.copy_htod(buf, pattern)
+        for i, host in enumerate(hosts):  # queued together, none synchronized
+            stream.copy_dtoh(host, buf, src_offset=i * size)
+        stream.synchronize()
+    for i, host in enumerate(hosts):
+        np.testing.assert_array_equal(host, pattern[i * size:(i + 1) * size], err_msg=f"readback {i}")
+    assert created.count(size) <= 2, f"{created.count(size)} staging buffers of {size} bytes for a bound of two"
+
+
 def test_copies_and_fills_are_byte_exact(device, stream):
     with device.alloc(37) as a, device.alloc(37) as b:
         stream.fill(a, 0x11)
