@@ -7,6 +7,7 @@ the ``ironaccel`` command in a child process with mem registered and the suite f
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -218,6 +219,34 @@ def test_a_second_run_into_the_same_folder_refuses_naming_the_first(tmp_path, mo
     err = capsys.readouterr().err
     assert f"pid {os.getpid()}" in err and "--wait" in err
     assert files(out) == {}
+
+
+@pytest.mark.parametrize("names_itself", [True, False])
+def test_a_holder_caught_between_locking_and_naming_itself(tmp_path, names_itself):
+    """CI saw a refusal that named "another process": the second run read the lock file in the moment after the
+    first took the lock and before it wrote its pid. A holder that names itself soon is named; one that gives the
+    lock back unnamed (a run ending) lets the next take it."""
+    out = tmp_path / "results"
+    out.mkdir()
+    fd = os.open(out / runs.LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def later() -> None:
+        time.sleep(0.3)
+        if names_itself:
+            os.pwrite(fd, b"pid 4242 (certify)\n", 0)
+        else:
+            os.close(fd)
+
+    threading.Thread(target=later).start()
+    if names_itself:
+        with pytest.raises(runs.Busy, match="in use by pid 4242"):
+            with runs.lock(out):
+                pass
+        os.close(fd)
+    else:
+        with runs.lock(out):
+            assert (out / runs.LOCK_FILE).read_text().startswith(f"pid {os.getpid()} ")
 
 
 def test_wait_waits_for_the_first_run(tmp_path, mem_suite):

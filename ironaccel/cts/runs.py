@@ -154,6 +154,9 @@ def command_line() -> str:
     return " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else "python"
 
 
+HOLDER_NAMING_S = 2.0  # how long a lock held but not yet named (or being given back) is waited for
+
+
 @contextmanager
 def lock(results_dir: Path, wait: bool = False) -> Iterator[None]:
     """Hold ``results_dir``'s lock (an fcntl lock on its ``.ironaccel.lock``, which names the holder's pid and
@@ -162,14 +165,19 @@ def lock(results_dir: Path, wait: bool = False) -> Iterator[None]:
     results_dir.mkdir(parents=True, exist_ok=True)
     fd = os.open(results_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
-        except OSError as exc:
-            if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                raise
-            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
-            raise Busy(f"{results_dir} is in use by {holder}; wait for it (--wait) or use another --results "
-                       "folder") from None
+        unnamed_until = time.monotonic() + HOLDER_NAMING_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+            if holder or time.monotonic() > unnamed_until:
+                raise Busy(f"{results_dir} is in use by {holder or 'another process'}; wait for it (--wait) or use "
+                           "another --results folder")
+            time.sleep(0.01)  # the holder has the lock but has not named itself yet, or is giving the lock back
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} ({command_line()})\n".encode(), 0)
         try:
