@@ -1442,3 +1442,61 @@ def test_a_closed_device_gives_back_the_graphs_left_open(device, kernels, requir
         f"than {PAIR_CYCLES} closed with none, at the median of {pairs} pairs: the graphs' executables outlive "
         "their Device")
     assert_device_works(device, kernels)
+
+
+@pytest.mark.clause("LIFE-91")
+def test_a_buffer_collected_with_the_stream_it_was_last_used_on(device, stream, kernels, target, monkeypatch):
+    """A buffer keeps the stream it was last used on until it is freed, so the two are collected together only
+    in a reference cycle, and the collector then finalizes them in an order of its own: the stream may be
+    destroyed before the buffer's free runs, which must then not be ordered on it, nor come before the work the
+    stream still ran."""
+    raised: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: raised.append(f"{u.exc_type.__name__}: {u.exc_value}"))
+    monkeypatch.setattr(threading, "excepthook", lambda a: raised.append(f"{a.exc_type.__name__}: {a.exc_value}"))
+
+    def dropped_in_a_cycle(stream_first: bool, fill: int, size: int, touched: int, work=None) -> None:
+        if stream_first:
+            user = device.create_stream()
+            buf = device.alloc(size)
+        else:
+            buf = device.alloc(size)
+            user = device.create_stream()
+        if work:
+            work.enqueue(user, buf)
+        else:
+            user.fill(buf, fill, nbytes=touched)
+        cycle: list = [user, buf]
+        cycle.append(cycle)
+        del user, buf, cycle
+        gc.collect()
+
+    work = RunningWork(device, stream, kernels)
+    try:
+        for stream_first in (True, False):  # dropped while a kernel on the stream still writes the buffer
+            dropped_in_a_cycle(stream_first, 0, 4 * work.n, 0, work)
+            others = [device.alloc(4 * work.n) for _ in range(4)]
+            for i, b in enumerate(others):
+                stream.fill(b, 0x60 + i)
+            device.synchronize()
+            for i, b in enumerate(others):
+                assert (read(stream, b) == 0x60 + i).all(), (
+                    "memory of a buffer collected with its stream was reused while a kernel on that stream wrote it")
+                b.free()
+    finally:
+        work.free()
+    size, rounds, touched = memory_churn(device, target)  # more than the device holds, each dropped in a cycle
+    before = rss_bytes()
+    for i in range(rounds):
+        dropped_in_a_cycle(i % 2 == 0, i & 0xFF, size, touched)
+        if i % 4 == 3:
+            device.synchronize()
+            gc.collect()
+    device.synchronize()
+    gc.collect()
+    device.synchronize()
+    assert not raised, f"collecting buffers with their streams raised: {raised[:3]}"
+    if target.memory_kind != "device":
+        grown = rss_bytes() - before
+        assert grown < rounds * size // 3, (
+            f"{rounds} {size >> 20} MiB buffers collected with their streams grew the process by {grown >> 20} MiB")
+    assert_device_works(device, kernels)

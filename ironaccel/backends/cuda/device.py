@@ -343,7 +343,6 @@ class CudaDevice(*fast.compiled_base("DeviceCore"), api.Device):  # type: ignore
             for ev in spare:
                 release(cu.cuEventDestroy, ev)
         for stream in streams:
-            stream._alive = False
             release(cu.cuStreamDestroy, stream._handle)
         release(cu.cuStreamDestroy, self._alloc_stream)
         err, = cu.cuDevicePrimaryCtxRelease(self._dev)

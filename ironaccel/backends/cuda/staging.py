@@ -177,9 +177,8 @@ class StagingRing(*((_compiled.RingCore,) if _compiled else ())):  # type: ignor
         self._fences[segment].append(event)
         calls.cuEventRecord(event, cu.CUstream(address))
 
-    def lists(self, stream: CudaStream) -> bool:
-        """Does a segment still list ``stream`` as a user (its copies from it not yet fenced)?"""
-        address = stream._address
+    def lists(self, address: int) -> bool:
+        """Does a segment still list the CUstream at ``address`` as a user (its copies from it not yet fenced)?"""
         return any(address in users for users in self._users)
 
     def drop(self, handle: Any) -> None:

@@ -82,7 +82,7 @@ class CudaBuffer(_compiled.BufferCore if _compiled else _BufferCore, api.Buffer)
         used it before gets a fence the free will wait for."""
         last = self._last_stream
         self._last_stream = stream
-        if last is None or not last._alive:
+        if last is None:
             return
         fences = self._fences
         if not fences:
@@ -102,8 +102,6 @@ class CudaBuffer(_compiled.BufferCore if _compiled else _BufferCore, api.Buffer)
             if current.device != dev._id:
                 dev._make_current()
             last = self._last_stream  # the stream the free is ordered on; None: the allocation stream
-            if last is not None and not last._alive:
-                last = None
             queue = dev._alloc_stream if last is None else last._handle
             for event in self._fences or ():  # the work of the streams that used it before the last one
                 if dev._pools:
@@ -207,7 +205,6 @@ class CudaStream(api.Stream):
         self._work = handle  # where launches, fills and copy_dtod go: a capture's own stream while capturing
         self._address = self._work_address = int(handle)  # the two as integers, for the compiled path
         self._owned = owned
-        self._alive = True  # False once the handle is destroyed (a buffer may outlive its last stream)
         # copy_dtoh destinations, each kept alive (numbered, in a deque) until work enqueued after it is known
         # complete: a synchronize, or an event recorded after it. A wait takes a mark (the next number) before
         # it waits and then releases what is numbered below it, so nothing enqueued meanwhile by another
@@ -380,10 +377,28 @@ class CudaStream(api.Stream):
             fail(launch, err)
 
     def __del__(self) -> None:
-        self._alive = False
+        """The CUstream is destroyed once this object is gone, not here: collected in a reference cycle together
+        with a buffer last used on it, the buffer's finalizer may run after this one, and it orders its free on
+        the CUstream, after the stream's work (LIFE-91)."""
+        if self._owned:
+            self._destroyer = _StreamDestroyer(self._dev, self._handle, self._address)
+
+
+class _StreamDestroyer:
+    """Destroys a dropped CudaStream's CUstream when the stream object is deallocated: made by its ``__del__``, it
+    is not among the objects of a reference cycle the stream was collected in, which are all finalized first."""
+
+    __slots__ = ("_dev", "_handle", "_address")
+
+    def __init__(self, dev: CudaDevice, handle: Any, address: int):
+        self._dev = dev
+        self._handle = handle
+        self._address = address
+
+    def __del__(self) -> None:
         dev = self._dev
-        if self._owned and not dev.closed:
-            if dev._staging.lists(self):  # its staged copies are not fenced yet: the ring fences, then destroys
+        if not dev.closed:  # closing the device destroyed it
+            if dev._staging.lists(self._address):  # its staged copies are not fenced yet: the ring fences, then destroys
                 dev._staging.drop(self._handle)
             else:
                 dev._cu.cuStreamDestroy(self._handle)
