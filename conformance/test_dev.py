@@ -205,6 +205,27 @@ def test_open_device_refuses_an_option_it_does_not_know(device):
         f"{refused.value}")
 
 
+@pytest.mark.clause("DEV-90")
+def test_a_device_says_whether_its_validation_is_on(device):
+    """A program (or a certificate) that finds no diagnostics trusts ``extra["validation"]`` to say whether
+    anything was checked at all."""
+    backend = get_backend(device.info.backend)
+    if "validation" not in backend.options:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a backend with a validation option")
+    for asked in (False, True):
+        try:
+            other = backend.open_device(device.info.index, validation=asked)
+        except ia.NotAvailable:
+            assert asked, "a device opened without validation was refused"
+            continue  # the validation layer is not installed here
+        try:
+            assert other.info.extra.get("validation") is asked, (
+                f"a device opened with validation={asked} says extra['validation'] = "
+                f"{other.info.extra.get('validation')!r}")
+        finally:
+            other.close()
+
+
 @pytest.mark.clause("DEV-5", "ERR-1")
 def test_closed_device_raises_use_after_free(device, kernels, target):
     other = get_backend(device.info.backend).open_device(device.info.index)

@@ -665,6 +665,11 @@ FP8_CASES = [
     ((1.0625, 1.1875), (0x38, 0x3A), (0x3C, 0x3D), (1.0, 1.25), (1.0, 1.25)),
     ((0.0, -0.0), (0x00, 0x80), (0x00, 0x80), (0.0, -0.0), (0.0, -0.0)),
     ((32768.0, 57344.0), (0x7E, 0x7E), (0x78, 0x7B), (448.0, 448.0), (32768.0, 57344.0)),
+    # subnormals (exponent field 0): e4m3's in units of 2^-9, e5m2's of 2^-16, ties to even among them too
+    ((2**-9, -3 * 2**-9), (0x01, 0x83), (0x18, 0x9E), (2**-9, -3 * 2**-9), (2**-9, -3 * 2**-9)),
+    ((7 * 2**-9, 2**-6), (0x07, 0x08), (0x23, 0x24), (7 * 2**-9, 2**-6), (7 * 2**-9, 2**-6)),
+    ((2**-16, 3 * 2**-16), (0x00, 0x00), (0x01, 0x03), (0.0, 0.0), (2**-16, 3 * 2**-16)),
+    ((3 * 2**-10, 5 * 2**-18), (0x02, 0x00), (0x1A, 0x01), (2**-8, 0.0), (3 * 2**-10, 2**-16)),
 ]
 #: a NaN and 448 (e4m3's largest finite value, 0x7E, which e5m2 holds exactly, 0x5F): the NaN is a NaN in both
 #: formats (e4m3 has one, 0x7F or 0xFF; e5m2 any exponent 31 with a mantissa) and back in f16
@@ -2124,6 +2129,92 @@ def test_a_misaligned_atomic_is_reported_as_a_misaligned_address(device, target,
     outcome = far_store_outcomes(device, target, require, PTX_MISALIGNED_ATOMIC, "misaligned_atomic")["synchronize"]
     assert outcome is not None, "an atomic add 2 bytes into its buffer raised nothing"
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
+
+
+#: one thread loads or stores a 32- or 64-bit word 1 TiB past its buffer (then writes what it loaded or stored
+#: into the buffer, so the access stays): the kernels' names say which access and its width
+PTX_FAR_ACCESSES = """.version 7.5
+.target sm_75
+.address_size 64
+
+.visible .entry far_load_u32(.param .u64 far_load_u32_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [far_load_u32_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd2, 1099511627776;
+    mov.u32 %r1, 7;
+    ld.global.u32 %r1, [%rd3];
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+8], %r1;
+    ret;
+}
+
+.visible .entry far_load_u64(.param .u64 far_load_u64_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [far_load_u64_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd2, 1099511627776;
+    mov.u32 %r1, 7;
+    ld.global.u64 %rd1, [%rd3];
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+8], %r1;
+    ret;
+}
+
+.visible .entry far_store_u32(.param .u64 far_store_u32_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [far_store_u32_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd2, 1099511627776;
+    mov.u32 %r1, 7;
+    st.global.u32 [%rd3], %r1;
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+8], %r1;
+    ret;
+}
+
+.visible .entry far_store_u64(.param .u64 far_store_u64_param_0)
+{
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [far_store_u64_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd2, 1099511627776;
+    mov.u32 %r1, 7;
+    st.global.u64 [%rd3], %rd1;
+    st.global.u32 [%rd2], %r1;
+    st.global.u32 [%rd2+8], %r1;
+    ret;
+}
+"""
+#: the access each far kernel faults with, as a memcheck report names it
+FAR_ACCESSES = {"far_load_u32": "global read of 4 bytes", "far_load_u64": "global read of 8 bytes",
+                "far_store_u32": "global write of 4 bytes", "far_store_u64": "global write of 8 bytes"}
+
+
+@pytest.mark.clause("KERNEL-177")
+def test_a_fault_report_names_the_access_the_kernel_made(device, target, require):
+    """A driver that explains a memory fault in its error (the fake libcuda's memcheck report, as
+    compute-sanitizer words it) sends the user to the instruction by what it says: a load reported as a write,
+    or a global access as shared memory, sends them to the wrong one. Each kernel in a child process (the fault
+    loses the context)."""
+    reports = {}
+    for kernel, access in FAR_ACCESSES.items():
+        outcome = far_store_outcomes(device, target, require, PTX_FAR_ACCESSES, kernel)["synchronize"]
+        assert outcome is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], (kernel, outcome)
+        lines = [line for line in outcome["message"].splitlines() if line.startswith("memcheck:")]
+        reports[kernel] = (access, lines)
+    if not any(lines for _, lines in reports.values()):
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a driver that describes a faulting access in its error")
+    for kernel, (access, lines) in reports.items():
+        assert lines and f"invalid {access} at " in lines[0] and f"in kernel {kernel}," in lines[0], (
+            f"{kernel}: the report says {lines[:1]}, want an invalid {access} in kernel {kernel}")
 
 
 #: one thread stores (misaligned_shared_store) or loads (misaligned_shared_load) the 32-bit word 2 bytes into a

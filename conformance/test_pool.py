@@ -392,12 +392,19 @@ def test_double_free_and_use_after_free_raise_naming_the_op(device, pool, stream
         with raises_naming(ia.InvalidArgument, "MemPool.free", "already freed"):
             buf.free(stream=again)
     host = np.zeros(64, np.uint8)
+    add_one = kernels("add_one")
+    plan = add_one.prepare(1, 16)
+    for _ in range(2):  # a launch and a prepared launch of a live pooled buffer first: the next ones are warm
+        stream.launch(add_one, 1, 16, (live, np.uint32(16)))
+        plan(stream, live, np.uint32(16))
     for op, call in [
         ("Stream.copy_htod", lambda: stream.copy_htod(buf, host)),
         ("Stream.copy_dtoh", lambda: stream.copy_dtoh(host, buf)),
         ("Stream.copy_dtod", lambda: stream.copy_dtod(live, buf, 64)),
         ("Stream.fill", lambda: stream.fill(buf, 1)),
         ("Stream.launch", lambda: stream.launch(kernels("add_one"), 1, 16, (buf, np.uint32(16)))),
+        ("Stream.launch", lambda: stream.launch(add_one, 1, 16, (buf, np.uint32(16)))),
+        ("Stream.launch", lambda: plan(stream, buf, np.uint32(16))),
         ("Buffer.handle", lambda: buf.handle),
     ]:
         with raises_naming(ia.UseAfterFree, op, "pooled buffer"):
@@ -653,11 +660,15 @@ def test_the_largest_bucket_is_256_mib(pool, device):
 def test_a_pool_of_a_closed_device_hands_out_nothing(device, kernels):
     """Whatever the pool caches (a block in this thread's front cache, one in the shared tier) or not."""
     other = get_backend(device.info.backend).open_device(device.info.index)
-    pool = MemPool(other, other.create_stream())
+    other_stream = other.create_stream()
+    pool = MemPool(other, other_stream)
     live = pool.alloc(5000)
     for n in (1000, 3 * MiB):
         pool.alloc(n).free()
     other.close()
+    with raises_naming(ia.UseAfterFree, "MemPool", "closed"):
+        MemPool(other, other_stream)
+        pytest.fail("a MemPool was made for a closed device")
     for n in (1000, 3 * MiB, 70000):
         with raises_naming(ia.UseAfterFree, "MemPool.alloc", "closed"):
             pool.alloc(n)
