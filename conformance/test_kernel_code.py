@@ -2131,71 +2131,28 @@ def test_a_misaligned_atomic_is_reported_as_a_misaligned_address(device, target,
     assert outcome["type"] == "DriverError" and "CUDA_ERROR_MISALIGNED_ADDRESS" in outcome["message"], outcome
 
 
-#: one thread loads or stores a 32- or 64-bit word 1 TiB past its buffer (then writes what it loaded or stored
-#: into the buffer, so the access stays): the kernels' names say which access and its width
-PTX_FAR_ACCESSES = """.version 7.5
-.target sm_75
-.address_size 64
-
-.visible .entry far_load_u32(.param .u64 far_load_u32_param_0)
-{
+#: far_<access>: one thread loads or stores a 32- or 64-bit word 1 TiB past its buffer (the instructions), then
+#: stores into its buffer what it loaded (7 after a store); with the access as a memcheck report names it
+FAR_ACCESSES = {
+    "far_load_u32": ("ld.global.u32 %r1, [%rd3];", "global read of 4 bytes"),
+    "far_load_u64": ("ld.global.u64 %rd1, [%rd3];\n    cvt.u32.u64 %r1, %rd1;", "global read of 8 bytes"),
+    "far_store_u32": ("st.global.u32 [%rd3], %r1;", "global write of 4 bytes"),
+    "far_store_u64": ("st.global.u64 [%rd3], %rd3;", "global write of 8 bytes"),
+}
+PTX_FAR_ACCESSES = ".version 7.5\n.target sm_75\n.address_size 64\n" + "".join(f"""
+.visible .entry {name}(.param .u64 {name}_param_0)
+{{
     .reg .b32 %r<2>;
     .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [far_load_u32_param_0];
+    ld.param.u64 %rd1, [{name}_param_0];
     cvta.to.global.u64 %rd2, %rd1;
     add.s64 %rd3, %rd2, 1099511627776;
     mov.u32 %r1, 7;
-    ld.global.u32 %r1, [%rd3];
+    {instructions}
     st.global.u32 [%rd2], %r1;
-    st.global.u32 [%rd2+8], %r1;
     ret;
-}
-
-.visible .entry far_load_u64(.param .u64 far_load_u64_param_0)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [far_load_u64_param_0];
-    cvta.to.global.u64 %rd2, %rd1;
-    add.s64 %rd3, %rd2, 1099511627776;
-    mov.u32 %r1, 7;
-    ld.global.u64 %rd1, [%rd3];
-    st.global.u32 [%rd2], %r1;
-    st.global.u32 [%rd2+8], %r1;
-    ret;
-}
-
-.visible .entry far_store_u32(.param .u64 far_store_u32_param_0)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [far_store_u32_param_0];
-    cvta.to.global.u64 %rd2, %rd1;
-    add.s64 %rd3, %rd2, 1099511627776;
-    mov.u32 %r1, 7;
-    st.global.u32 [%rd3], %r1;
-    st.global.u32 [%rd2], %r1;
-    st.global.u32 [%rd2+8], %r1;
-    ret;
-}
-
-.visible .entry far_store_u64(.param .u64 far_store_u64_param_0)
-{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<4>;
-    ld.param.u64 %rd1, [far_store_u64_param_0];
-    cvta.to.global.u64 %rd2, %rd1;
-    add.s64 %rd3, %rd2, 1099511627776;
-    mov.u32 %r1, 7;
-    st.global.u64 [%rd3], %rd1;
-    st.global.u32 [%rd2], %r1;
-    st.global.u32 [%rd2+8], %r1;
-    ret;
-}
-"""
-#: the access each far kernel faults with, as a memcheck report names it
-FAR_ACCESSES = {"far_load_u32": "global read of 4 bytes", "far_load_u64": "global read of 8 bytes",
-                "far_store_u32": "global write of 4 bytes", "far_store_u64": "global write of 8 bytes"}
+}}
+""" for name, (instructions, _) in FAR_ACCESSES.items())
 
 
 @pytest.mark.clause("KERNEL-177")
@@ -2205,7 +2162,7 @@ def test_a_fault_report_names_the_access_the_kernel_made(device, target, require
     or a global access as shared memory, sends them to the wrong one. Each kernel in a child process (the fault
     loses the context)."""
     reports = {}
-    for kernel, access in FAR_ACCESSES.items():
+    for kernel, (_, access) in FAR_ACCESSES.items():
         outcome = far_store_outcomes(device, target, require, PTX_FAR_ACCESSES, kernel)["synchronize"]
         assert outcome is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], (kernel, outcome)
         lines = [line for line in outcome["message"].splitlines() if line.startswith("memcheck:")]
