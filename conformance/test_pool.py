@@ -297,6 +297,27 @@ def test_a_warm_pool_serves_an_exact_bucket_size_from_its_own_bucket(pool, nbyte
     buf.free()
 
 
+@pytest.mark.clause("POOL-65")
+@pytest.mark.parametrize("nbytes", [2 * KiB, 512 * KiB], ids=["2KiB", "512KiB"])
+def test_a_warm_pool_serves_a_byte_past_a_bucket_from_the_next(pool, stream, nbytes):
+    """With blocks of a bucket and of the next one in this thread's front cache, a request one byte past the
+    bucket's size is served by the next bucket, and all its bytes round-trip: a quick path that takes the
+    bucket one size too low hands out a block a byte smaller than the buffer, and a write of its last byte lands
+    in another block."""
+    for _ in range(3):
+        pool.alloc(nbytes).free()
+        pool.alloc(2 * nbytes).free()
+    before = pool.stats()
+    buf = pool.alloc(nbytes + 1)
+    after = pool.stats()
+    assert after.bytes_live - before.bytes_live == 2 * nbytes, (
+        f"a request of {nbytes + 1} bytes holds a block of {after.bytes_live - before.bytes_live} bytes")
+    data = random_bytes(nbytes + 1, 65)
+    stream.copy_htod(buf, data)
+    assert bytes(read(stream, buf)) == bytes(data)
+    buf.free()
+
+
 @pytest.mark.clause("POOL-66")
 def test_a_warm_pool_files_each_freed_block_under_its_own_bucket(device, pool, stream, kernels):
     """With this thread's front caches of two buckets warm (1 KiB and 4 KiB, three blocks each), a 1 KiB block
