@@ -9,6 +9,7 @@ import pytest
 
 import ironaccel as ia
 from ironaccel.backends import get as get_backend
+from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 from ironaccel.cts.spec import conformance_dir
 
 from .helpers import (POISON, assert_device_works, ceil_div, child_json, nop_kernels, poisoned, raises_naming, read,
@@ -96,6 +97,41 @@ def test_a_ptx_compile_error_names_its_line(device, kernels, require):
     assert err.lang == "ptx" and err.log.strip(), err
     lines = [int(n) for n in re.findall(r"\bline (-?\d+)", err.log)]
     assert lines and set(lines) == {12}, f"the log names lines {lines}, not line 12 alone: {err.log!r}"
+    assert_device_works(device, kernels)
+
+
+#: a kernel in each source language whose one error (an undeclared name) is on line 7, after a blank line (and,
+#: in GLSL, after the #version line a backend may add lines behind)
+SOURCE_ERROR_ON_LINE_7 = {
+    "glsl": "#version 450\nlayout(local_size_x = 64) in;\nlayout(std430, binding = 0) buffer B { uint v[]; };\n"
+            "void main() {\n    uint i = gl_GlobalInvocationID.x;\n\n    v[i] = undeclared_name;\n}\n",
+    "glsl430": "#version 430\nlayout(std430, binding = 0) buffer B { uint v[]; };\n\n"
+               "void main() {\n    uint i = gl_GlobalInvocationID.x;\n\n    v[i] = undeclared_name;\n}\n",
+    "wgsl": "@group(0) @binding(0) var<storage, read_write> v: array<u32>;\n\n@compute @workgroup_size(64)\n"
+            "fn main(@builtin(global_invocation_id) g: vec3<u32>) {\n    let i = g.x;\n\n    v[i] = undeclared_name;\n}\n",
+    "cuda": 'extern "C" __global__ void line_seven(unsigned *v)\n{\n    unsigned i = threadIdx.x;\n\n\n\n'
+            "    v[i] = undeclared_name;\n}\n",
+    "opencl": "__kernel void line_seven(__global uint *v)\n{\n    uint i = get_global_id(0);\n\n\n\n"
+              "    v[i] = undeclared_name;\n}\n",
+}
+#: how compilers name a line in their logs: glslang "kernel.comp:7:", Mesa "0:7(9)", NVIDIA's GL "0(7) :",
+#: naga "wgsl:7:12", NVRTC "kernel.cu(7):", clang "<source>:7:5:"
+LOG_LINE = re.compile(r"[:(](\d+)[:()]")
+
+
+@pytest.mark.clause("KERNEL-178")
+def test_a_source_compile_error_names_its_line(device, kernels):
+    """The line in a compiler's log is how the user finds the mistake; a backend that adds lines to the source
+    (a block size, a header) must keep the log's lines those of the source as given (GLSL's #line)."""
+    langs = [lang for lang in device.languages if lang in SOURCE_ERROR_ON_LINE_7]
+    if not langs:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a source language ({', '.join(SOURCE_ERROR_ON_LINE_7)})")
+    for lang in langs:
+        with pytest.raises(ia.CompileError) as info:
+            device.compile(SOURCE_ERROR_ON_LINE_7[lang], lang)
+        log = info.value.log
+        named = {int(n) for n in LOG_LINE.findall(log)}
+        assert 7 in named and not named & {6, 8}, f"{lang}: the log names lines {sorted(named)}, want 7: {log!r}"
     assert_device_works(device, kernels)
 
 
