@@ -853,8 +853,10 @@ def test_objects_used_and_dropped_are_collected(device, stream, kernels, target)
     the module, its kernel and the plan; then a created stream that ran work, events recorded on it (waited by
     another stream, synchronized; timed ones and elapsed_ms where the device has them), a module whose kernel was
     launched, another whose kernel was only launched through a prepared plan, a MemPool and the pooled buffer a
-    launch used (returned, and another dropped unfreed). LaunchPlan and PooledBuffer take no weak reference: one
-    kept alive keeps its kernel's module or its pool alive, which is what is watched for them."""
+    launch used (returned, and another dropped unfreed); last, a Device opened on the same index, closed and dropped
+    with its two buffers (one freed, one not: each buffer names its device until it is collected). LaunchPlan and
+    PooledBuffer take no weak reference: one kept alive keeps its kernel's module or its pool alive, which is what
+    is watched for them."""
     watched: list[tuple[str, weakref.ref]] = []
 
     def watch(kind: str, obj: object) -> None:
@@ -914,6 +916,18 @@ def test_objects_used_and_dropped_are_collected(device, stream, kernels, target)
     watch("a Module launched through a prepared plan (or the plan)", planned.module)
     watch("a MemPool (or a PooledBuffer of it) used by launches", pool)
     del s, saxpy, planned, plan, event, pooled, unfreed, pool
+    held = collect()
+    assert not held, f"not collected once dropped: {', '.join(held)}"
+
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    freed, unfreed = other.alloc(64), other.alloc(64)
+    for b in (freed, unfreed):
+        other.default_stream.fill(b, 0)
+    other.synchronize()
+    freed.free()
+    other.close()
+    watch("a closed Device whose buffers were dropped (one freed, one not)", other)
+    del other, freed, unfreed, b
     held = collect()
     assert not held, f"not collected once dropped: {', '.join(held)}"
     assert_device_works(device, kernels)

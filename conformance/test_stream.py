@@ -481,6 +481,37 @@ def test_synchronize_timeout_waits_out_its_timeout(device, stream, kernels, wait
     pytest.fail(f"{waiter}(timeout={PATIENT_TIMEOUT}) never raised Timeout, however long the work")
 
 
+#: STREAM-16's long timeout: past 2^32 ns (4.29 s), so a wait that hands the driver its nanoseconds in 32 bits
+#: waits 4.5e9 mod 2^32 ns, 0.2 s, instead
+LONG_TIMEOUT = 4.5
+
+
+@pytest.mark.clause("STREAM-16")
+@pytest.mark.parametrize("waiter", ["Stream.synchronize", "Event.synchronize", "Device.synchronize"])
+def test_a_timeout_past_32_bits_of_nanoseconds_is_waited_out(device, stream, kernels, waiter):
+    """A timeout longer than 2^32 ns is waited for whole: work of about 1 s, waited for with a timeout of 4.5 s,
+    ends the wait with no Timeout (or with one only after 4.5 s: a host too slow to run the work in time), and the
+    work is complete when it returns. A wait that gives the driver its timeout in 32 bits of nanoseconds waits
+    0.2 s and raises Timeout on work that was to finish well within it."""
+    work = RunningWork(device, stream, kernels, seconds=1.0)
+    try:
+        work.enqueue(stream)
+        ev = stream.record()
+        wait = _waits(device, stream, ev)[waiter]
+        start = time.monotonic()
+        try:
+            wait(timeout=LONG_TIMEOUT)
+        except ia.Timeout:
+            waited = time.monotonic() - start
+            assert waited >= LONG_TIMEOUT - 0.001, \
+                f"{waiter}(timeout={LONG_TIMEOUT}) raised Timeout after {waited:.3f} s, before its timeout"
+            wait(timeout=600)
+        assert ev.query() is True, f"{waiter}(timeout={LONG_TIMEOUT}) returned before the work completed"
+        work.check(stream)
+    finally:
+        work.free()
+
+
 @pytest.mark.clause("STREAM-17")
 @pytest.mark.parametrize("early_on", ["the same stream", "another stream"])
 def test_an_earlier_event_seen_complete_completes_nothing_after_it(device, stream, kernels, early_on):
