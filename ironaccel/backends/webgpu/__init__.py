@@ -16,7 +16,8 @@ Decisions, written down here because WebGPU leaves them to us:
 * WebGPU copies need 4-byte aligned offsets and sizes; the API promises byte granularity, so unaligned
   copies and non-zero fills run an internal WGSL kernel that merges bytes into whole words.
 * ``copy_dtoh`` copies into a mappable readback buffer; the host array is filled when the stream, the
-  device or an event recorded after it is synchronized (or queried complete).
+  device or an event recorded after it is synchronized (or queried complete), or when a later ``copy_dtoh``
+  would hold more than 256 MiB of readback buffers pending (it then waits for the earlier ones).
 * Fences are copies into small mappable buffers, mapped (wgpu-py's map is the only completion signal that
   works in 0.32) by the first thread that needs it: a waiter without a timeout maps it itself; ``record``,
   ``query`` and waits with a timeout leave it to a thread of ours, since the map can block until the GPU

@@ -67,6 +67,7 @@ class WebGPUDevice(api.Device):
         self._unsubmitted: set[WebGPUStream] = set()  # streams with an open encoder: kept alive until flushed
         self._readbacks: list[tuple[int, Any, int, np.ndarray]] = []  # (seq, mappable buffer, start, host)
         self._readback_seq = 0
+        self._readback_bytes = 0  # of the mappable buffers in _readbacks (stream.PENDING_READBACK_BOUND)
         self._lock = threading.RLock()  # the queue, the encoders and the readback list (see the package docstring)
         #: id of a GPU buffer -> (kernel's weak reference, key) of each cached dispatch that binds it: its release
         #: drops them, so a kernel's cache never keeps a freed buffer's memory (LIFE-74)
@@ -139,6 +140,7 @@ class WebGPUDevice(api.Device):
                 readback.wait(op, None)
                 buf = readback.buffer
                 host[:] = np.frombuffer(buf.read_mapped(copy=False), dtype=np.uint8)[start:start + host.nbytes]
+                self._readback_bytes -= buf.size
                 buf.destroy()  # (unmaps it: no unmap call of its own, one driver call fewer per readback)
 
     def _complete(self, position: int) -> None:
@@ -174,6 +176,7 @@ class WebGPUDevice(api.Device):
             self._gpu.destroy()
             self._fence_src = self._last_fence = self._byte_kernel = None
             self._readbacks.clear()
+            self._readback_bytes = 0
             self._gpu._release()
 
     def _byte_pipeline(self) -> Any:

@@ -187,6 +187,12 @@ class WebGPUEvent(api.Event):
 #: most 8 MiB (plus one write) unsubmitted, as Vulkan's staged path holds ~8 MiB in LIFE-87's program.
 PENDING_WRITES_BOUND = 8 << 20
 
+#: Bytes of mappable readback buffers the device holds for ``copy_dtoh``s not yet delivered: a ``copy_dtoh`` that
+#: would take them past it first waits for and delivers the earlier ones, so a burst of readbacks queued at once
+#: holds this much (plus the one being enqueued), not a copy of the whole burst (LIFE-88: 512 MiB for a 512 MiB
+#: burst before). 256 MiB, as the OpenGL backend's and the staged Vulkan backend's staging caches.
+PENDING_READBACK_BOUND = 256 << 20
+
 
 #: The dtype kinds of the host arrays the public copies' inline checks admit: plain numbers (bool, int, uint,
 #: float, complex), which hold no Python objects and have a buffer layout (api._host_bytes's rule, narrowed).
@@ -325,12 +331,15 @@ class WebGPUStream(api.Stream):
         size = -(-(src_offset + dst.nbytes) // 4) * 4 - start
         u = dev._usage
         with dev._lock:
+            if dev._readbacks and dev._readback_bytes + size > PENDING_READBACK_BOUND:
+                dev._deliver_readbacks(dev._readback_seq, "Stream.copy_dtoh")
             buf = dev._new_buffer(size, u.MAP_READ | u.COPY_DST)
             self._enc().copy_buffer_to_buffer(src._native_handle(), start, buf, 0, size)
             self._flush()
             readback = Fence(dev, buf)  # the last queue work: a fence for everything submitted before it
             dev._readback_seq += 1
             dev._readbacks.append((dev._readback_seq, readback, src_offset - start, dst))
+            dev._readback_bytes += size
             dev._last_fence = readback
 
     def _copy_dtod(self, dst: api.Buffer, dst_offset: int, src: api.Buffer, src_offset: int, nbytes: int) -> None:
