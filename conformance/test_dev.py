@@ -226,6 +226,50 @@ def test_a_device_says_whether_its_validation_is_on(device):
             other.close()
 
 
+#: How each backend with a validation option is made not to find its validation layer: its environment, with
+#: ``{empty}`` an empty folder (Vulkan's loader looks for explicit layers in VK_LAYER_PATH alone when it is set)
+HIDE_VALIDATION = {"vulkan": {"VK_LAYER_PATH": "{empty}"}}
+
+#: DEV-90's child, the validation layer hidden: the backend's probe, its device count, and a device of argv's
+#: index opened without and with validation (an error's type name, or what extra["validation"] says)
+NO_VALIDATION_LAYER_CHILD = """
+import json, sys
+import ironaccel as ia
+from ironaccel.backends import get as get_backend
+backend = get_backend(sys.argv[2])
+info = backend.probe()
+opened = {}
+for asked in (False, True):
+    try:
+        other = backend.open_device(int(sys.argv[3]), validation=asked)
+    except ia.IronAccelError as exc:
+        opened[str(asked)] = type(exc).__name__
+    else:
+        opened[str(asked)] = other.info.extra.get("validation")
+        other.close()
+print(json.dumps({"available": info.available, "reason": info.reason, "count": backend.device_count(),
+                  "opened": opened}))
+"""
+
+
+@pytest.mark.clause("DEV-90")
+def test_a_backend_works_without_its_validation_layer(device, target, tmp_path):
+    """The validation layer is a developer's tool that most machines do not have (nor, most likely, the H100):
+    a backend that asks for it to probe or count its devices says it is unavailable there. In a child process
+    that cannot find the layer, the probe says available with the same device count, a device opens without
+    validation and says so, and one asked for with validation is refused with NotAvailable."""
+    backend = get_backend(device.info.backend)
+    if backend.name not in HIDE_VALIDATION:
+        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a backend with a validation layer a test can hide")
+    env = {name: value.format(empty=tmp_path) for name, value in HIDE_VALIDATION[backend.name].items()}
+    got = child_json(target, NO_VALIDATION_LAYER_CHILD, backend.name, str(device.info.index), env=env)
+    assert got["available"], f"without its validation layer the backend says it is unavailable: {got['reason']}"
+    assert got["count"] == backend.device_count(), (
+        f"without its validation layer the backend counts {got['count']} devices, not {backend.device_count()}")
+    assert got["opened"] == {"False": False, "True": "NotAvailable"}, (
+        f"without its validation layer, devices opened with validation False and True gave {got['opened']}")
+
+
 @pytest.mark.clause("DEV-5", "ERR-1")
 def test_closed_device_raises_use_after_free(device, kernels, target):
     other = get_backend(device.info.backend).open_device(device.info.index)
