@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import threading
 import warnings
 
 import numpy as np
@@ -123,6 +124,16 @@ def assert_wait_outlasts_running_work(device, stream, kernels, wait, op: str) ->
             work.check(stream)
     finally:
         work.free()
+
+
+def unreported_errors(monkeypatch) -> list[str]:
+    """The exceptions that reach ``sys.unraisablehook`` (a finalizer's, a weakref callback's) or
+    ``threading.excepthook`` (a library thread's) for the rest of the test, as "Type: message": reported nowhere
+    else, each is a release that failed and something lost."""
+    raised: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: raised.append(f"{u.exc_type.__name__}: {u.exc_value}"))
+    monkeypatch.setattr(threading, "excepthook", lambda a: raised.append(f"{a.exc_type.__name__}: {a.exc_value}"))
+    return raised
 
 
 def poll_until_complete(event, seconds: float = 60) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import statistics
 import sys
-import threading
 import time
 import weakref
 
@@ -17,7 +16,7 @@ from ironaccel.backends import get as get_backend
 from ironaccel.cts.pytest_plugin import NOT_SUPPORTED_PREFIX
 
 from .helpers import (RunningWork, assert_device_works, ceil_div, child_json, lcg, memory_churn, random_bytes, read,
-                      resident_growth, rng, rss_bytes)
+                      resident_growth, rng, rss_bytes, unreported_errors)
 
 
 @pytest.mark.clause("LIFE-1")
@@ -648,9 +647,7 @@ def test_a_stream_dropped_with_copies_queued_still_runs_them(device, stream, ker
 def test_objects_dropped_unclosed_are_released_without_an_error(device, kernels, target, monkeypatch):
     """A release that raises in a finalizer is reported nowhere but ``sys.unraisablehook`` (or, in a library
     thread, ``threading.excepthook``), and what it should have given back is lost: a leak no other test sees."""
-    raised: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: raised.append(f"{u.exc_type.__name__}: {u.exc_value}"))
-    monkeypatch.setattr(threading, "excepthook", lambda a: raised.append(f"{a.exc_type.__name__}: {a.exc_value}"))
+    raised = unreported_errors(monkeypatch)
     timing = device.supports("events.timing")
     for _ in range(3):
         kernel = target.compile_kernel(device, "fill_u32")  # a module of its own, never closed
@@ -671,28 +668,24 @@ def test_objects_dropped_unclosed_are_released_without_an_error(device, kernels,
 
 
 @pytest.mark.clause("LIFE-30")
-def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, target):
+def test_modules_dropped_unclosed_are_released_quietly(device, stream, kernels, target, monkeypatch):
     """A Module collected without close() is released by a finalizer of the backend's: one set up wrongly fails
     where nobody can see it (an exception in a finalizer or weakref callback only reaches sys.unraisablehook),
     and the driver's module is never given back. Modules compiled, used and dropped unclosed leave nothing
     unraisable behind, each collected, and the device still works."""
-    lost: list[str] = []
-    hook, sys.unraisablehook = sys.unraisablehook, lambda u: lost.append(f"{u.exc_type.__name__}: {u.exc_value}")
-    try:
-        with device.alloc(64) as x, device.alloc(64) as y:
-            gone = []
-            for i in range(8):
-                saxpy = target.compile_kernel(device, "saxpy")  # a module of its own each time
-                if i % 2:
-                    stream.launch(saxpy, 1, 16, (x, y, np.float32(1), np.uint32(16)))
-                gone.append(weakref.ref(saxpy.module))
-                del saxpy
-            stream.synchronize()
-            gc.collect()
-            device.synchronize()
-            gc.collect()
-    finally:
-        sys.unraisablehook = hook
+    lost = unreported_errors(monkeypatch)
+    with device.alloc(64) as x, device.alloc(64) as y:
+        gone = []
+        for i in range(8):
+            saxpy = target.compile_kernel(device, "saxpy")  # a module of its own each time
+            if i % 2:
+                stream.launch(saxpy, 1, 16, (x, y, np.float32(1), np.uint32(16)))
+            gone.append(weakref.ref(saxpy.module))
+            del saxpy
+        stream.synchronize()
+        gc.collect()
+        device.synchronize()
+        gc.collect()
     assert not lost, f"dropping modules lost {len(lost)} exception(s) in finalizers: {lost[0]}"
     held = sum(ref() is not None for ref in gone)
     assert not held, f"{held} of {len(gone)} modules dropped unclosed are still alive after a collection"
@@ -1480,21 +1473,18 @@ def test_a_buffer_collected_with_the_stream_it_was_last_used_on(device, stream, 
     in a reference cycle, and the collector then finalizes them in an order of its own: the stream may be
     destroyed before the buffer's free runs, which must then not be ordered on it, nor come before the work the
     stream still ran."""
-    raised: list[str] = []
-    monkeypatch.setattr(sys, "unraisablehook", lambda u: raised.append(f"{u.exc_type.__name__}: {u.exc_value}"))
-    monkeypatch.setattr(threading, "excepthook", lambda a: raised.append(f"{a.exc_type.__name__}: {a.exc_value}"))
+    raised = unreported_errors(monkeypatch)
 
-    def dropped_in_a_cycle(stream_first: bool, fill: int, size: int, touched: int, work=None) -> None:
+    def dropped_in_a_cycle(stream_first: bool, size: int, use) -> None:
+        """A new stream and a new buffer of ``size`` (made in the order ``stream_first`` says), ``use(stream,
+        buf)``, then both dropped in a reference cycle and collected."""
         if stream_first:
             user = device.create_stream()
             buf = device.alloc(size)
         else:
             buf = device.alloc(size)
             user = device.create_stream()
-        if work:
-            work.enqueue(user, buf)
-        else:
-            user.fill(buf, fill, nbytes=touched)
+        use(user, buf)
         cycle: list = [user, buf]
         cycle.append(cycle)
         del user, buf, cycle
@@ -1503,7 +1493,7 @@ def test_a_buffer_collected_with_the_stream_it_was_last_used_on(device, stream, 
     work = RunningWork(device, stream, kernels)
     try:
         for stream_first in (True, False):  # dropped while a kernel on the stream still writes the buffer
-            dropped_in_a_cycle(stream_first, 0, 4 * work.n, 0, work)
+            dropped_in_a_cycle(stream_first, 4 * work.n, work.enqueue)
             others = [device.alloc(4 * work.n) for _ in range(4)]
             for i, b in enumerate(others):
                 stream.fill(b, 0x60 + i)
@@ -1517,7 +1507,7 @@ def test_a_buffer_collected_with_the_stream_it_was_last_used_on(device, stream, 
     size, rounds, touched = memory_churn(device, target)  # more than the device holds, each dropped in a cycle
     before = rss_bytes()
     for i in range(rounds):
-        dropped_in_a_cycle(i % 2 == 0, i & 0xFF, size, touched)
+        dropped_in_a_cycle(i % 2 == 0, size, lambda user, buf: user.fill(buf, i & 0xFF, nbytes=touched))
         if i % 4 == 3:
             device.synchronize()
             gc.collect()

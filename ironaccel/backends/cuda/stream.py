@@ -398,7 +398,7 @@ class _StreamDestroyer:
     def __del__(self) -> None:
         dev = self._dev
         if not dev.closed:  # closing the device destroyed it
-            if dev._staging.lists(self._address):  # its staged copies are not fenced yet: the ring fences, then destroys
+            if dev._staging.lists(self._address):  # staged copies not fenced yet: the ring fences, then destroys
                 dev._staging.drop(self._handle)
             else:
                 dev._cu.cuStreamDestroy(self._handle)

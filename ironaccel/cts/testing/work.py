@@ -83,10 +83,11 @@ class RunningWork:
     The size is measured, not guessed, and kept for the device: every RunningWork times its launch, and while
     the fastest time seen is under 10 ms the launch grows (wider up to 2^20 threads, then longer loops: 65,535
     iterations, the most lavapipe runs, take 1.4 ms on an H100, so a device that runs them in under 10 ms grows on
-    up to 2^24). At most MAX_LAUNCHES launches make the work, fewer than CUDA lets pend before a launch blocks. A launch is timed with the synchronize that ends it, and on a
-    busy host that synchronize can wake up late by more than the launch itself takes: a timing of one launch
-    would then stop the growth early and count too few launches, so the work would end long before
-    ``expected_seconds`` says (a correct ``query()`` saying True while ``looked_in_time`` holds). So a launch's
+    up to 2^24). At most MAX_LAUNCHES launches make the work, fewer than CUDA lets pend before a launch blocks.
+    A launch is timed with the synchronize that ends it, and on a busy host that synchronize can wake up late by
+    more than the launch itself takes: a timing of one launch would then stop the growth early and count too few
+    launches, so the work would end long before ``expected_seconds`` says (a correct ``query()`` saying True
+    while ``looked_in_time`` holds). So a launch's
     time is the difference between three launches and one, each with its synchronize, which cancels the fixed
     wake-up cost; it is never taken above the one launch's timing, nor below a quarter of it. The fastest
     time seen is kept: a timing taken while the host was busy elsewhere is corrected by the next quiet one."""
