@@ -4270,6 +4270,35 @@ def test_a_fatbin_of_machine_code_for_another_architecture_is_refused(device, ta
         f"log {log!r}"
 
 
+def _fatbin_of_machine_code_then_ptx(cubin: bytes, arch: int) -> bytes:
+    """``_fatbin_of_machine_code(cubin, arch)`` with `scale.plain.fatbin`'s PTX entry (its header and payload)
+    after the machine code's: the order nvcc writes for `-gencode arch=compute_75,code=sm_75 -gencode
+    arch=compute_90,code=compute_90`."""
+    machine = _fatbin_of_machine_code(cubin, arch)
+    ptx = (conformance_dir() / "kernels" / "fatbin" / "scale.plain.fatbin").read_bytes()[16:]
+    head = bytearray(machine[:16])
+    struct.pack_into("<Q", head, 8, len(machine) - 16 + len(ptx))
+    return bytes(head) + machine[16:] + ptx
+
+
+@pytest.mark.clause("KERNEL-168")
+def test_an_uncompressed_ptx_entry_after_machine_code_runs(device, stream, tmp_path, require):
+    """A library built for an older GPU's machine code and newer PTX ships a fatbin whose PTX entry comes
+    second, after the machine code; the device runs the PTX. Its text is as long as its own entry header says:
+    a driver (or simulator) that takes the size from anywhere else (the 8 bytes before the entry, the fatbin's
+    total when the PTX comes first) cuts the text short or reads past it, which `scale.plain.fatbin` alone, its
+    PTX first and padded with NULs, never shows. The machine code is KERNEL-169's cubin for another major
+    architecture, so only the PTX can run."""
+    require("lang.ptx")
+    cu = cuda_driver(device, "cuModuleLoadData")
+    major, _ = device.info.extra["compute_capability"]
+    arch = 80 if major == 7 else 75
+    cubin = (conformance_dir() / "kernels" / "cubin" / f"saxpy.sm_{arch}.cubin").read_bytes()
+    path = tmp_path / f"scale.sm_{arch}.compute_90.fatbin"
+    path.write_bytes(_fatbin_of_machine_code_then_ptx(cubin, arch))
+    _run_scale_fatbin(device, stream, cu, path, f"the fatbin of sm_{arch} machine code, then uncompressed PTX")
+
+
 #: the register cap KERNEL-131 gives the JIT, and the values its kernel holds at once (more than the cap)
 JIT_REGISTER_CAP, CAPPED_LIVE = 32, 100
 
@@ -5463,6 +5492,42 @@ PTX_FAR_PRINTF = f""".version 7.8
 }}
 """
 
+#: what far_printf of PTX_FAR_STRING_PRINTF prints (if anything): a string
+FAR_STRING_FORMAT = b"kernel printf far: %s|\n"
+#: far_printf(out) again, but calling vprintf(FAR_STRING_FORMAT, depot) with a readable argument buffer (a local
+#: depot) whose one argument, the string's pointer, is out + 1 TiB, where no allocation is
+PTX_FAR_STRING_PRINTF = f""".version 7.8
+.target sm_75
+.address_size 64
+
+.extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
+.global .align 1 .b8 far_format[{len(FAR_STRING_FORMAT) + 1}] = {{{", ".join(str(b) for b in FAR_STRING_FORMAT + bytes(1))}}};
+
+.visible .entry far_printf(.param .u64 far_printf_param_0)
+{{
+    .local .align 8 .b8 far_printf_depot[8];
+    .reg .b32 %r<2>;
+    .reg .b64 %rd<8>;
+    ld.param.u64 %rd1, [far_printf_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    add.s64 %rd3, %rd1, 1099511627776;
+    mov.u64 %rd6, far_printf_depot;
+    cvta.local.u64 %rd7, %rd6;
+    st.local.u64 [%rd6], %rd3;
+    mov.u64 %rd4, far_format;
+    cvta.global.u64 %rd5, %rd4;
+    {{
+    .param .b64 param0; st.param.b64 [param0], %rd5;
+    .param .b64 param1; st.param.b64 [param1], %rd7;
+    .param .b32 retval0;
+    call.uni (retval0), vprintf, (param0, param1);
+    ld.param.b32 %r1, [retval0];
+    }}
+    st.global.u32 [%rd2], %r1;
+    ret;
+}}
+"""
+
 #: the child of KERNEL-172: launches far_printf (of the PTX argv[2]) on one thread over a word set to 0x7F7F7F7F
 #: and waits; prints how the wait ended (None: it raised nothing) and, if it raised nothing, the word after it
 FAR_PRINTF_CHILD = """
@@ -5505,4 +5570,21 @@ def test_a_printf_whose_arguments_are_unreadable_faults_or_returns_an_internal_e
     else:
         assert got["returned"] == -2, (
             f"printf with its argument buffer 1 TiB past an allocation raised nothing and returned "
+            f"{got['returned']} (0x7F7F7F7F: nothing stored), not -2 (CUDA's internal error)")
+
+
+@pytest.mark.clause("KERNEL-172")
+def test_a_printf_whose_string_is_unreadable_faults_or_returns_an_internal_error(device, target, require):
+    """KERNEL-172's rule for the memory a `%s` names: its argument buffer is readable, but the string's pointer
+    lies where no allocation is (a pointer never set, one to freed memory). The read of the string faults or the
+    call returns -2; a driver (or simulator) that ends the string where its read failed and prints on returns
+    the arguments parsed and prints what its own buffer held before, which nothing in the kernel wrote."""
+    require("lang.ptx")
+    cuda_driver(device, "vprintf")
+    got = child_json(target, FAR_PRINTF_CHILD, PTX_FAR_STRING_PRINTF, timeout=120)
+    if got["synchronize"] is not None:
+        assert got["synchronize"]["type"] == "DriverError", f"the wait after far_printf: {got['synchronize']}"
+    else:
+        assert got["returned"] == -2, (
+            f"printf of a %s whose string lies 1 TiB past an allocation raised nothing and returned "
             f"{got['returned']} (0x7F7F7F7F: nothing stored), not -2 (CUDA's internal error)")
