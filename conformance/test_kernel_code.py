@@ -5462,63 +5462,39 @@ def test_static_shared_memory_past_the_block_limit_is_refused_naming_the_kernel(
 
 #: what far_printf prints (if anything), with one argument
 FAR_PRINTF_FORMAT = b"kernel printf far: %d|\n"
-#: far_printf(out): one thread calls vprintf(FAR_PRINTF_FORMAT, out + 1 TiB) as NVRTC writes a printf call, but
-#: with its argument buffer where no allocation is, and stores the call's return value to out[0]
-PTX_FAR_PRINTF = f""".version 7.8
-.target sm_75
-.address_size 64
-
-.extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
-.global .align 1 .b8 far_format[{len(FAR_PRINTF_FORMAT) + 1}] = {{{", ".join(str(b) for b in FAR_PRINTF_FORMAT + bytes(1))}}};
-
-.visible .entry far_printf(.param .u64 far_printf_param_0)
-{{
-    .reg .b32 %r<2>;
-    .reg .b64 %rd<6>;
-    ld.param.u64 %rd1, [far_printf_param_0];
-    cvta.to.global.u64 %rd2, %rd1;
-    add.s64 %rd3, %rd1, 1099511627776;
-    mov.u64 %rd4, far_format;
-    cvta.global.u64 %rd5, %rd4;
-    {{
-    .param .b64 param0; st.param.b64 [param0], %rd5;
-    .param .b64 param1; st.param.b64 [param1], %rd3;
-    .param .b32 retval0;
-    call.uni (retval0), vprintf, (param0, param1);
-    ld.param.b32 %r1, [retval0];
-    }}
-    st.global.u32 [%rd2], %r1;
-    ret;
-}}
-"""
-
 #: what far_printf of PTX_FAR_STRING_PRINTF prints (if anything): a string
 FAR_STRING_FORMAT = b"kernel printf far: %s|\n"
-#: far_printf(out) again, but calling vprintf(FAR_STRING_FORMAT, depot) with a readable argument buffer (a local
-#: depot) whose one argument, the string's pointer, is out + 1 TiB, where no allocation is
-PTX_FAR_STRING_PRINTF = f""".version 7.8
+#: a readable argument buffer (a local depot) whose one argument is the pointer 1 TiB past far_printf's buffer
+FAR_ARGUMENT_IN_DEPOT = ("    .local .align 8 .b8 far_printf_depot[8];\n", """    mov.u64 %rd6, far_printf_depot;
+    cvta.local.u64 %rd7, %rd6;
+    st.local.u64 [%rd6], %rd3;
+""", "%rd7")
+
+
+def _far_printf_ptx(fmt: bytes, depot: tuple[str, str, str] = ("", "", "%rd3")) -> str:
+    """far_printf(out): one thread calls vprintf(fmt, arguments) as NVRTC writes a printf call and stores the
+    call's return value to out[0]; the argument buffer is out + 1 TiB, where no allocation is, or ``depot``'s
+    (its declaration, the code that fills it, its register)."""
+    declare, fill, arguments = depot
+    return f""".version 7.8
 .target sm_75
 .address_size 64
 
 .extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, .param .b64 vprintf_param_1);
-.global .align 1 .b8 far_format[{len(FAR_STRING_FORMAT) + 1}] = {{{", ".join(str(b) for b in FAR_STRING_FORMAT + bytes(1))}}};
+.global .align 1 .b8 far_format[{len(fmt) + 1}] = {{{", ".join(str(b) for b in fmt + bytes(1))}}};
 
 .visible .entry far_printf(.param .u64 far_printf_param_0)
 {{
-    .local .align 8 .b8 far_printf_depot[8];
-    .reg .b32 %r<2>;
+{declare}    .reg .b32 %r<2>;
     .reg .b64 %rd<8>;
     ld.param.u64 %rd1, [far_printf_param_0];
     cvta.to.global.u64 %rd2, %rd1;
     add.s64 %rd3, %rd1, 1099511627776;
-    mov.u64 %rd6, far_printf_depot;
-    cvta.local.u64 %rd7, %rd6;
-    st.local.u64 [%rd6], %rd3;
-    mov.u64 %rd4, far_format;
+{fill}    mov.u64 %rd4, far_format;
     cvta.global.u64 %rd5, %rd4;
     {{
     .param .b64 param0; st.param.b64 [param0], %rd5;
-    .param .b64 param1; st.param.b64 [param1], %rd7;
+    .param .b64 param1; st.param.b64 [param1], {arguments};
     .param .b32 retval0;
     call.uni (retval0), vprintf, (param0, param1);
     ld.param.b32 %r1, [retval0];
@@ -5527,6 +5503,12 @@ PTX_FAR_STRING_PRINTF = f""".version 7.8
     ret;
 }}
 """
+
+
+#: far_printf with its argument buffer where no allocation is
+PTX_FAR_PRINTF = _far_printf_ptx(FAR_PRINTF_FORMAT)
+#: far_printf of a %s with a readable argument buffer whose one argument, the string's pointer, is out + 1 TiB
+PTX_FAR_STRING_PRINTF = _far_printf_ptx(FAR_STRING_FORMAT, FAR_ARGUMENT_IN_DEPOT)
 
 #: the child of KERNEL-172: launches far_printf (of the PTX argv[2]) on one thread over a word set to 0x7F7F7F7F
 #: and waits; prints how the wait ended (None: it raised nothing) and, if it raised nothing, the word after it
