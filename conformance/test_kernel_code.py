@@ -4251,6 +4251,14 @@ def _fatbin_of_machine_code(cubin: bytes, arch: int) -> bytes:
     return bytes(head + entry + payload)
 
 
+def _foreign_cubin(device) -> tuple[int, bytes]:
+    """The architecture and bytes of a committed NVRTC saxpy cubin for a major architecture other than the
+    device's: sm_75, or sm_80 on a 7.x device."""
+    major, _ = device.info.extra["compute_capability"]
+    arch = 80 if major == 7 else 75
+    return arch, (conformance_dir() / "kernels" / "cubin" / f"saxpy.sm_{arch}.cubin").read_bytes()
+
+
 @pytest.mark.clause("KERNEL-169")
 def test_a_fatbin_of_machine_code_for_another_architecture_is_refused(device, target, tmp_path):
     """Machine code runs only on devices of its own major architecture, and a prebuilt library built without the
@@ -4259,14 +4267,12 @@ def test_a_fatbin_of_machine_code_for_another_architecture_is_refused(device, ta
     built here from a committed NVRTC cubin, so a driver may also call it an invalid image; a child process
     loads it (KERNEL-144's), so that a crash fails the test rather than the run."""
     cu = cuda_driver(device, "cuModuleLoadDataEx")
-    major, _ = device.info.extra["compute_capability"]
-    arch = 80 if major == 7 else 75
-    cubin = (conformance_dir() / "kernels" / "cubin" / f"saxpy.sm_{arch}.cubin").read_bytes()
+    arch, cubin = _foreign_cubin(device)
     path = tmp_path / f"saxpy.sm_{arch}.fatbin"
     path.write_bytes(_fatbin_of_machine_code(cubin, arch))
     err, log = child_json(target, FATBIN_LOAD_CHILD, str(path), timeout=120)[str(path)]
     refusals = {int(cu.CUresult.CUDA_ERROR_NO_BINARY_FOR_GPU), int(cu.CUresult.CUDA_ERROR_INVALID_IMAGE)}
-    assert err in refusals, f"a fatbin of sm_{arch} machine code alone on a {major}.x device: CUresult {err}, " \
+    assert err in refusals, f"a fatbin of sm_{arch} machine code alone on a {device.info.name}: CUresult {err}, " \
         f"log {log!r}"
 
 
@@ -4291,9 +4297,7 @@ def test_an_uncompressed_ptx_entry_after_machine_code_runs(device, stream, tmp_p
     architecture, so only the PTX can run."""
     require("lang.ptx")
     cu = cuda_driver(device, "cuModuleLoadData")
-    major, _ = device.info.extra["compute_capability"]
-    arch = 80 if major == 7 else 75
-    cubin = (conformance_dir() / "kernels" / "cubin" / f"saxpy.sm_{arch}.cubin").read_bytes()
+    arch, cubin = _foreign_cubin(device)
     path = tmp_path / f"scale.sm_{arch}.compute_90.fatbin"
     path.write_bytes(_fatbin_of_machine_code_then_ptx(cubin, arch))
     _run_scale_fatbin(device, stream, cu, path, f"the fatbin of sm_{arch} machine code, then uncompressed PTX")
@@ -5536,37 +5540,26 @@ print(json.dumps(report))
 """
 
 
+#: KERNEL-172's cases: what lies 1 TiB past far_printf's buffer, and its kernel
+FAR_PRINTF_CASES = {"its argument buffer": PTX_FAR_PRINTF, "the string of its %s": PTX_FAR_STRING_PRINTF}
+
+
 @pytest.mark.clause("KERNEL-172")
-def test_a_printf_whose_arguments_are_unreadable_faults_or_returns_an_internal_error(device, target, require):
-    """A printf call reads its arguments from a buffer (vprintf's second parameter); one whose buffer lies where
-    no allocation is (a bad pointer handed to a hand-written vprintf call, a corrupted stack) must not pass as a
-    print: the read faults (the wait raises DriverError), or the call returns -2, the one value CUDA documents
-    for printf's internal error (KERNEL-111: -1 is a null format). A driver (or simulator) that notices the bad
-    read and returns some other value lets a kernel that checks for -2 run on as if it had printed. The context
-    may be lost, so a child process runs it (KERNEL-92's)."""
+@pytest.mark.parametrize("far", list(FAR_PRINTF_CASES))
+def test_a_printf_whose_arguments_are_unreadable_faults_or_returns_an_internal_error(device, target, require, far):
+    """A printf call reads its arguments from a buffer (vprintf's second parameter), and a `%s` its string from
+    where its argument points; one whose buffer or string lies where no allocation is (a bad pointer handed to a
+    hand-written vprintf call, a corrupted stack, a string pointer never set) must not pass as a print: the read
+    faults (the wait raises DriverError), or the call returns -2, the one value CUDA documents for printf's
+    internal error (KERNEL-111: -1 is a null format). A driver (or simulator) that notices the bad read and
+    returns some other value (or ends the string where its read failed and prints on) lets a kernel that checks
+    for -2 run on as if it had printed. The context may be lost, so a child process runs it (KERNEL-92's)."""
     require("lang.ptx")
     cuda_driver(device, "vprintf")
-    got = child_json(target, FAR_PRINTF_CHILD, PTX_FAR_PRINTF, timeout=120)
+    got = child_json(target, FAR_PRINTF_CHILD, FAR_PRINTF_CASES[far], timeout=120)
     if got["synchronize"] is not None:
         assert got["synchronize"]["type"] == "DriverError", f"the wait after far_printf: {got['synchronize']}"
     else:
         assert got["returned"] == -2, (
-            f"printf with its argument buffer 1 TiB past an allocation raised nothing and returned "
-            f"{got['returned']} (0x7F7F7F7F: nothing stored), not -2 (CUDA's internal error)")
-
-
-@pytest.mark.clause("KERNEL-172")
-def test_a_printf_whose_string_is_unreadable_faults_or_returns_an_internal_error(device, target, require):
-    """KERNEL-172's rule for the memory a `%s` names: its argument buffer is readable, but the string's pointer
-    lies where no allocation is (a pointer never set, one to freed memory). The read of the string faults or the
-    call returns -2; a driver (or simulator) that ends the string where its read failed and prints on returns
-    the arguments parsed and prints what its own buffer held before, which nothing in the kernel wrote."""
-    require("lang.ptx")
-    cuda_driver(device, "vprintf")
-    got = child_json(target, FAR_PRINTF_CHILD, PTX_FAR_STRING_PRINTF, timeout=120)
-    if got["synchronize"] is not None:
-        assert got["synchronize"]["type"] == "DriverError", f"the wait after far_printf: {got['synchronize']}"
-    else:
-        assert got["returned"] == -2, (
-            f"printf of a %s whose string lies 1 TiB past an allocation raised nothing and returned "
+            f"printf with {far} 1 TiB past an allocation raised nothing and returned "
             f"{got['returned']} (0x7F7F7F7F: nothing stored), not -2 (CUDA's internal error)")
