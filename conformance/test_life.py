@@ -1520,3 +1520,56 @@ def test_a_buffer_collected_with_the_stream_it_was_last_used_on(device, stream, 
         assert grown < rounds * size // 3, (
             f"{rounds} {size >> 20} MiB buffers collected with their streams grew the process by {grown >> 20} MiB")
     assert_device_works(device, kernels)
+
+
+#: LIFE-92's rounds in a child process (a launch through a stale binding writes freed memory, which may crash the
+#: process): buffers of argv's size, each launched with fill_u32 (its round's value on its first 1,024 words), read
+#: back, freed and the device synchronized, then as many bytes of host memory allocated and filled where the freed
+#: buffer's memory may come back; prints the rounds whose buffer read back another value and the host arrays the
+#: launches wrote. The rounds run on a second device of the target's index opened without validation where the
+#: backend has it (the simulated Vulkan targets turn the layer on, and it wraps every handle in one of its own,
+#: never reused, which hides the driver's reuse of a destroyed buffer's handle).
+REUSED_HANDLE_CHILD = """
+import json, sys
+import numpy as np
+from ironaccel.backends import get as get_backend
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+target = get(sys.argv[1])
+size, rounds = map(int, sys.argv[2:4])
+kept = _open(target)
+backend = get_backend(kept.info.backend)
+device = backend.open_device(kept.info.index, **({"validation": False} if "validation" in backend.options else {}))
+stream = device.create_stream()
+kernel = target.compile_kernel(device, "fill_u32")
+wrong, hosts = [], []
+for i in range(1, rounds + 1):
+    buf = device.alloc(size)
+    stream.launch(kernel, 16, 64, (buf, np.uint32(i), np.uint32(1024)))
+    got = np.zeros(1024, np.uint32)
+    stream.copy_dtoh(got, buf)
+    stream.synchronize()
+    if not (got == i).all():
+        wrong.append(i)
+    buf.free()
+    device.synchronize()
+    hosts.append(np.full(size // 4, 0xEEEEEEEE, np.uint32))
+written = sum(int((h[:1024] != 0xEEEEEEEE).any()) for h in hosts)
+print(json.dumps({"wrong": wrong, "written": written}))
+"""
+
+
+@pytest.mark.clause("LIFE-92")
+def test_a_launch_never_binds_a_freed_buffer_whose_handle_came_back(target):
+    """A backend may cache what it works out for a launch (Vulkan: descriptor sets, WebGPU: bind groups) keyed
+    by the driver's handles of the buffers it binds. A driver hands a destroyed buffer's handle out again, to the
+    next buffer made: an entry the free did not drop then binds the destroyed buffer's memory for the new one, so
+    the launch writes memory that now belongs to something else (here, the host arrays made after each free)
+    and the new buffer never gets the writes. 12 rounds of a 40 MiB buffer (large enough for a memory block of
+    its own: Vulkan's dedicated allocations start past 32 MiB), in a child process."""
+    size = 40 << 20
+    got = child_json(target, REUSED_HANDLE_CHILD, str(size), "12", timeout=300)
+    assert not got["wrong"] and not got["written"], (
+        f"a buffer launched with fill_u32 after freed buffers of its size did not read back its own value in "
+        f"rounds {got['wrong']}, and {got['written']} host arrays made after a free were written: a launch bound "
+        f"a freed buffer whose handle came back")
