@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 import ironaccel as ia
+from ironaccel.backends import get as get_backend
 
 from .helpers import (POISON, RunningWork, assert_wait_outlasts_running_work, ceil_div, context_current, cuda_driver,
-                      poisoned, poll_until_complete, random_bytes, read, wait_then)
+                      lcg, poisoned, poll_until_complete, random_bytes, read, wait_then)
 
 N = 1 << 16
 
@@ -616,3 +617,33 @@ def test_commands_spaced_out_behind_running_work_do_not_wait_for_it(device, stre
     fills must wait in the open batch, not make the host (or the flusher, holding the device's lock) wait for the
     running work."""
     _fills_behind_running_work(device, stream, kernels, SPACED, SPACED_GAP_S, 1.5)
+
+
+@pytest.mark.clause("STREAM-22")
+@pytest.mark.parametrize("waiter", ["Stream.synchronize", "Device.synchronize"])
+def test_a_new_devices_first_work_is_waited_for(device, stream, kernels, target, waiter):
+    """A backend that counts the work it submitted, to answer a wait at once when nothing is outstanding
+    (OpenGL: the GL thread's jobs against the job of the last fence seen signalled), must not take a new device
+    for one whose work is done: a count that starts where "done" starts returns from the wait after the device's
+    first job, while it runs. On a Device opened on the tests' index, whose first work is one launch of the
+    busy kernel (RunningWork's size, measured on the tests' device: 10 ms or more), the wait returns no sooner
+    than a third of that launch's time after it was enqueued (RunningWork: the work takes at least three fifths
+    of it), and the results are right."""
+    sized = RunningWork(device, stream, kernels, seconds=0)  # one launch
+    sized.free()
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    try:
+        busy = target.compile_kernel(other, "busy")
+        on = other.create_stream()
+        buf = other.alloc(4 * sized.n)
+        start = time.perf_counter()
+        on.launch(busy, ceil_div(sized.n, 64), 64, (buf, np.uint32(sized.iters), np.uint32(sized.n)))
+        {"Stream.synchronize": on.synchronize, "Device.synchronize": other.synchronize}[waiter]()
+        waited = time.perf_counter() - start
+        assert waited >= sized.expected_seconds / 3, (
+            f"{waiter}() on a new device returned {waited * 1e3:.2f} ms after its first work, a launch of about "
+            f"{sized.expected_seconds * 1e3:.1f} ms, was enqueued")
+        where = np.linspace(0, sized.n - 1, 64).astype(np.int64)
+        np.testing.assert_array_equal(read(on, buf, np.uint32)[where], lcg(where, sized.iters))
+    finally:
+        other.close()
