@@ -98,8 +98,13 @@ def test_use_after_free_raises(device, stream, kernels):
 
 @pytest.mark.clause("MEM-5", "ERR-1", "ERR-2")
 def test_over_limit_is_out_of_memory(device, kernels):
-    with pytest.raises(ia.OutOfMemory, match=r"Device\.alloc"):
-        device.alloc(device.info.limits.max_alloc + 1)
+    """The error tells the caller what went wrong in its own words: its ``name`` says why (a string, as a driver's
+    error name would be), and its message gives the bytes asked for and the limit."""
+    limit = device.info.limits.max_alloc
+    with pytest.raises(ia.OutOfMemory, match=r"Device\.alloc") as info:
+        device.alloc(limit + 1)
+    assert isinstance(info.value.name, str) and info.value.name, f"OutOfMemory.name is {info.value.name!r}"
+    assert str(limit + 1) in str(info.value) and str(limit) in str(info.value), str(info.value)
     assert_device_works(device, kernels)
 
 
