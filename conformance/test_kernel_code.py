@@ -413,6 +413,7 @@ def test_an_option_nvrtc_does_not_take_is_its_error(device, kernels, require):
 OPENCL_BIG_LOCAL = """__kernel void big_local(__global uint *out) {
     __local uint scratch[WORDS];
     scratch[get_local_id(0)] = 1;
+    scratch[WORDS - 1 - get_local_id(0)] = 2;
     barrier(CLK_LOCAL_MEM_FENCE);
     out[get_global_id(0)] = scratch[0] + scratch[WORDS - 1];
 }
@@ -423,15 +424,21 @@ OPENCL_BIG_LOCAL = """__kernel void big_local(__global uint *out) {
 def test_opencl_local_memory_beyond_the_limit_is_refused_at_launch(device, stream, kernels):
     """OpenCL C compiles a __local array of any size; the work-group's memory is only checked when the kernel
     is enqueued. The backend refuses it before (limits.max_shared_memory is what the device reports), so the
-    caller hears what is wrong, not a driver's out-of-resources status."""
+    caller hears what is wrong, not a driver's out-of-resources status. A __local array of exactly the limit
+    is the device's to use: it launches and runs."""
     if "opencl" not in device.languages:  # the plugin's language: not a capability where it is not loaded
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}lang.opencl")
-    words = device.info.limits.max_shared_memory // 4 + 1024
-    k = device.compile(OPENCL_BIG_LOCAL.replace("WORDS", str(words)), "opencl").kernel("big_local")
+    limit = device.info.limits.max_shared_memory
+    k = device.compile(OPENCL_BIG_LOCAL.replace("WORDS", str(limit // 4 + 1024)), "opencl").kernel("big_local")
     with poisoned(device, stream, 256) as out:
         with raises_naming(ia.InvalidArgument, "Stream.launch", "__local"):
             stream.launch(k, 1, 64, (out,))
         assert (read(stream, out, np.uint8) == POISON).all(), "a refused launch wrote"
+    k = device.compile(OPENCL_BIG_LOCAL.replace("WORDS", str(limit // 4)), "opencl").kernel("big_local")
+    with poisoned(device, stream, 256) as out:
+        stream.launch(k, 1, 64, (out,))
+        got = read(stream, out, np.uint32)
+    assert (got == 3).all(), f"a kernel with a __local array of the limit, {limit} bytes, wrote {got[:4]}"
     assert_device_works(device, kernels)
 
 
