@@ -14,7 +14,7 @@ import ironaccel as ia
 from ironaccel.backends import get as get_backend
 
 from .helpers import (POISON, RunningWork, assert_wait_outlasts_running_work, ceil_div, context_current, cuda_driver,
-                      lcg, poisoned, poll_until_complete, random_bytes, read, wait_then)
+                      poisoned, poll_until_complete, random_bytes, read, wait_then)
 
 N = 1 << 16
 
@@ -175,14 +175,21 @@ def test_cross_stream_wait_on_one_running_launch(device, kernels):
     pytest.fail("the wait and the copy were never enqueued within a third of the launch's time")
 
 
+def _waits(device, stream, event=None) -> dict:
+    """The waits a test parametrizes over, by name (without an event: the stream's and the device's)."""
+    waits = {"Stream.synchronize": stream.synchronize, "Device.synchronize": device.synchronize}
+    if event is not None:
+        waits["Event.synchronize"] = event.synchronize
+    return waits
+
+
 @pytest.mark.clause("STREAM-8")
 @pytest.mark.parametrize("waiter", ["Stream.synchronize", "Event.synchronize", "Device.synchronize"])
 def test_synchronize_timeout_while_work_runs(device, stream, kernels, waiter):
     for work in RunningWork.tries(device, stream, kernels):
         work.enqueue(stream)
         ev = stream.record()
-        wait = {"Stream.synchronize": stream.synchronize, "Event.synchronize": ev.synchronize,
-                "Device.synchronize": device.synchronize}[waiter]
+        wait = _waits(device, stream, ev)[waiter]
         try:
             wait(timeout=0.01)
             timeout = None
@@ -197,11 +204,6 @@ def test_synchronize_timeout_while_work_runs(device, stream, kernels, waiter):
         work.check(stream)
         return
     pytest.fail(f"{waiter}(timeout=0.01) never returned within a third of the work's time, however long the work")
-
-
-def _waits(device, stream, event) -> dict:
-    return {"Stream.synchronize": stream.synchronize, "Event.synchronize": event.synchronize,
-            "Device.synchronize": device.synchronize}
 
 
 @pytest.mark.clause("STREAM-9", "ERR-1")
@@ -465,8 +467,7 @@ def test_synchronize_timeout_waits_out_its_timeout(device, stream, kernels, wait
     for work in RunningWork.tries(device, stream, kernels, seconds=4 * PATIENT_TIMEOUT, count=2):
         work.enqueue(stream)
         ev = stream.record()
-        wait = {"Stream.synchronize": stream.synchronize, "Event.synchronize": ev.synchronize,
-                "Device.synchronize": device.synchronize}[waiter]
+        wait = _waits(device, stream, ev)[waiter]
         start = time.monotonic()
         try:
             wait(timeout=PATIENT_TIMEOUT)
@@ -633,17 +634,14 @@ def test_a_new_devices_first_work_is_waited_for(device, stream, kernels, target,
     sized.free()
     other = get_backend(device.info.backend).open_device(device.info.index)
     try:
-        busy = target.compile_kernel(other, "busy")
         on = other.create_stream()
-        buf = other.alloc(4 * sized.n)
-        start = time.perf_counter()
-        on.launch(busy, ceil_div(sized.n, 64), 64, (buf, np.uint32(sized.iters), np.uint32(sized.n)))
-        {"Stream.synchronize": on.synchronize, "Device.synchronize": other.synchronize}[waiter]()
-        waited = time.perf_counter() - start
-        assert waited >= sized.expected_seconds / 3, (
+        work = sized.on(other, lambda name: target.compile_kernel(other, name))
+        work.enqueue(on)
+        _waits(other, on)[waiter]()
+        waited = time.perf_counter() - work.enqueued_at
+        assert waited >= work.expected_seconds / 3, (
             f"{waiter}() on a new device returned {waited * 1e3:.2f} ms after its first work, a launch of about "
-            f"{sized.expected_seconds * 1e3:.1f} ms, was enqueued")
-        where = np.linspace(0, sized.n - 1, 64).astype(np.int64)
-        np.testing.assert_array_equal(read(on, buf, np.uint32)[where], lcg(where, sized.iters))
+            f"{work.expected_seconds * 1e3:.1f} ms, was enqueued")
+        work.check(on)
     finally:
         other.close()

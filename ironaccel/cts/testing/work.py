@@ -112,6 +112,16 @@ class RunningWork:
         self.expected_seconds = self.launches * size.per_launch
         self.enqueued_at: float | None = None
 
+    def on(self, device, kernels) -> "RunningWork":
+        """The same launches (size, count, expected time) on another device, untimed: for a test whose device
+        must run nothing before the work, where this one's timing would have run launches first."""
+        work = object.__new__(RunningWork)
+        work.kernel = kernels("busy")
+        work.n, work.iters, work.launches, work.expected_seconds = self.n, self.iters, self.launches, self.expected_seconds
+        work.buf = device.alloc(4 * self.n)
+        work.enqueued_at = None
+        return work
+
     @classmethod
     def tries(cls, device, stream, kernels, seconds: float = 0.1, count: int = 3):
         """RunningWork of ``seconds``, then 3 and 9 times as long, each freed after its try: for a test that
