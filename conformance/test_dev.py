@@ -6,6 +6,7 @@ import ctypes
 import json
 import os
 import re
+import select
 import subprocess
 import sys
 import threading
@@ -1111,3 +1112,75 @@ def test_opening_and_using_a_device_leaves_the_callers_signal_mask_as_it_was(tar
         f"opening and using a device changed the calling thread's blocked signals from {got['before']} to "
         f"{got['after']}")
     assert got["interrupted"], "SIGINT raised at the thread after it opened a device did not interrupt it"
+
+
+#: DEV-91's child: a device holding 1 MiB of a known pattern; for each line on stdin it copies the buffer back and
+#: prints whether the pattern is intact
+CHECKPOINTED_CHILD = """
+import sys
+import numpy as np
+from ironaccel.cts.targets import get
+from ironaccel.cts.testing.exhaust import _open
+device = _open(get(sys.argv[1]))
+stream = device.create_stream()
+pattern = np.arange(1 << 18, dtype=np.uint32) * np.uint32(2654435761)
+buf = device.alloc(pattern.nbytes)
+stream.copy_htod(buf, pattern)
+stream.synchronize()
+print("READY", flush=True)
+for line in sys.stdin:
+    back = np.zeros_like(pattern)
+    stream.copy_dtoh(back, buf)
+    stream.synchronize()
+    print("INTACT" if (back == pattern).all() else "BROKEN", flush=True)
+"""
+
+
+def _answer(child: subprocess.Popen, timeout: float) -> str:
+    """The child's next line, "" when none comes within ``timeout`` seconds."""
+    ready, _, _ = select.select([child.stdout], [], [], timeout)
+    return child.stdout.readline().strip() if ready else ""
+
+
+@pytest.mark.clause("DEV-91")
+def test_the_drivers_checkpoint_steps_keep_a_locked_process_waiting_and_its_memory(device, target):
+    """cuda-checkpoint and CRIU move a CUDA process through the driver's checkpoint API (CUDA 12.8): lock (its
+    CUDA calls then wait), checkpoint (device memory saved to the host), restore, unlock. A driver that cannot
+    reach the process (the fake libcuda's agent in each process), lets a locked process's calls through or
+    restores other bytes breaks a checkpoint that looked successful."""
+    cu = cuda_driver(device, "cuCheckpointProcess*")
+    states, illegal = cu.CUprocessState, cu.CUresult.CUDA_ERROR_ILLEGAL_STATE
+    child = subprocess.Popen([sys.executable, "-c", CHECKPOINTED_CHILD, target.name], text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env={**os.environ, **target.environment()})
+    try:
+        assert _answer(child, 120) == "READY", f"the child did not start: {child.stderr.read()[-1500:]}"
+        pid = child.pid
+
+        def state():
+            err, got = cu.cuCheckpointProcessGetState(pid)
+            assert err == cu.CUresult.CUDA_SUCCESS, f"cuCheckpointProcessGetState: {err}"
+            return got
+
+        assert state() == states.CU_PROCESS_STATE_RUNNING
+        assert cu.cuCheckpointProcessUnlock(pid, None)[0] == illegal, "unlocked a running process"
+        assert cu.cuCheckpointProcessCheckpoint(pid, None)[0] == illegal, "checkpointed a running process"
+        assert cu.cuCheckpointProcessLock(pid, None)[0] == cu.CUresult.CUDA_SUCCESS
+        assert state() == states.CU_PROCESS_STATE_LOCKED
+        child.stdin.write("copy\n")
+        child.stdin.flush()
+        assert _answer(child, 0.5) == "", "a locked process's copy returned"
+        assert cu.cuCheckpointProcessCheckpoint(pid, None)[0] == cu.CUresult.CUDA_SUCCESS
+        assert state() == states.CU_PROCESS_STATE_CHECKPOINTED
+        assert cu.cuCheckpointProcessUnlock(pid, None)[0] == illegal, "unlocked a checkpointed process"
+        assert cu.cuCheckpointProcessRestore(pid, None)[0] == cu.CUresult.CUDA_SUCCESS
+        assert state() == states.CU_PROCESS_STATE_LOCKED
+        assert cu.cuCheckpointProcessUnlock(pid, None)[0] == cu.CUresult.CUDA_SUCCESS
+        assert state() == states.CU_PROCESS_STATE_RUNNING
+        assert _answer(child, 60) == "INTACT", "the copy that waited at the lock read other bytes"
+        child.stdin.write("copy\n")
+        child.stdin.flush()
+        assert _answer(child, 60) == "INTACT", "the restored memory reads other bytes"
+    finally:
+        child.kill()
+        child.wait()
