@@ -1184,3 +1184,10 @@ def test_the_drivers_checkpoint_steps_keep_a_locked_process_waiting_and_its_memo
     finally:
         child.kill()
         child.wait()
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        err, _ = cu.cuCheckpointProcessGetState(sleeper.pid)
+        assert err == cu.CUresult.CUDA_ERROR_NOT_INITIALIZED, f"the state of a process without CUDA: {err}"
+    finally:
+        sleeper.kill()
+        sleeper.wait()

@@ -178,15 +178,16 @@ void checkpoint_agent_start(void) {
     pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Sends one request to the agent of pid. A process without one has not initialized CUDA: INVALID_VALUE. */
+/* Sends one request to the agent of pid. A process without one has not initialized CUDA: NOT_INITIALIZED, and
+ * pid 0 or below is OPERATING_SYSTEM, as the real driver answers them (580.159.04 on an H100). */
 static CUresult ask(int pid, Request rq, int *value) {
-    if (pid <= 0) return CUDA_ERROR_INVALID_VALUE;
+    if (pid <= 0) return CUDA_ERROR_OPERATING_SYSTEM;
     struct sockaddr_un a;
     socklen_t len;
     socket_name(pid, &a, &len);
     int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (s < 0) return CUDA_ERROR_OPERATING_SYSTEM;
-    Reply rp = {CUDA_ERROR_INVALID_VALUE, 0};
+    Reply rp = {CUDA_ERROR_NOT_INITIALIZED, 0};
     if (connect(s, (struct sockaddr *)&a, len) == 0 && send(s, &rq, sizeof rq, MSG_NOSIGNAL) == (ssize_t)sizeof rq &&
         recv(s, &rp, sizeof rp, 0) != (ssize_t)sizeof rp)
         rp.rc = CUDA_ERROR_OPERATING_SYSTEM;

@@ -9,6 +9,8 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_uint64
 from errorpaths import (BAD, DEV0, DEV9, INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_RESOURCE_TYPE,
                         INVALID_VALUE, NULL, SM_RESOURCE, group_params, sm_resource, zeroed_resource)
 
+OPERATING_SYSTEM = 304  # the real driver's answer to a checkpoint call for pid 0 (580.159.04 on an H100)
+
 CASES = {
     "cuInit": [("flags must be 0", lambda e: (c_uint(1),), INVALID_VALUE)],
     "cuDriverGetVersion": [("NULL out", lambda e: (NULL,), INVALID_VALUE)],
@@ -88,14 +90,14 @@ CASES = {
                                 ("nothing current", lambda e: (e.outp,), INVALID_CONTEXT, "no context")],
     "cuCtxSetSharedMemConfig": [("unknown config", lambda e: (c_int(99),), INVALID_VALUE),
                                 ("nothing current", lambda e: (c_int(0),), INVALID_CONTEXT, "no context")],
-    "cuCheckpointProcessGetState": [("pid 0", lambda e: (0, e.outp), INVALID_VALUE),
+    "cuCheckpointProcessGetState": [("pid 0", lambda e: (0, e.outp), OPERATING_SYSTEM),
                                     ("NULL out", lambda e: (1, NULL), INVALID_VALUE)],
-    "cuCheckpointProcessGetRestoreThreadId": [("pid 0", lambda e: (0, e.outp), INVALID_VALUE),
+    "cuCheckpointProcessGetRestoreThreadId": [("pid 0", lambda e: (0, e.outp), OPERATING_SYSTEM),
                                               ("NULL out", lambda e: (1, NULL), INVALID_VALUE)],
-    "cuCheckpointProcessLock": [("pid 0", lambda e: (0, NULL), INVALID_VALUE)],
-    "cuCheckpointProcessCheckpoint": [("pid 0", lambda e: (0, NULL), INVALID_VALUE)],
-    "cuCheckpointProcessRestore": [("pid 0", lambda e: (0, NULL), INVALID_VALUE)],
-    "cuCheckpointProcessUnlock": [("pid 0", lambda e: (0, NULL), INVALID_VALUE)],
+    "cuCheckpointProcessLock": [("pid 0", lambda e: (0, NULL), OPERATING_SYSTEM)],
+    "cuCheckpointProcessCheckpoint": [("pid 0", lambda e: (0, NULL), OPERATING_SYSTEM)],
+    "cuCheckpointProcessRestore": [("pid 0", lambda e: (0, NULL), OPERATING_SYSTEM)],
+    "cuCheckpointProcessUnlock": [("pid 0", lambda e: (0, NULL), OPERATING_SYSTEM)],
     "cuDeviceGetDevResource": [("bad device", lambda e: (DEV9, e.outp, SM_RESOURCE), INVALID_DEVICE),
                                ("NULL out", lambda e: (DEV0, NULL, SM_RESOURCE), INVALID_VALUE),
                                ("unknown type", lambda e: (DEV0, e.outp, 7), INVALID_RESOURCE_TYPE)],

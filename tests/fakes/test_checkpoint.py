@@ -16,7 +16,7 @@ import pytest
 from ironaccel import fakes
 
 RUNNING, LOCKED, CHECKPOINTED = 0, 1, 2
-SUCCESS, INVALID_VALUE, ILLEGAL_STATE = 0, 1, 401
+SUCCESS, INVALID_VALUE, NOT_INITIALIZED, OPERATING_SYSTEM, ILLEGAL_STATE = 0, 1, 3, 304, 401
 
 # The child: a context and 1 MiB of device memory holding a pattern; on each line of stdin it copies the
 # memory back and prints whether the pattern is intact.
@@ -121,11 +121,11 @@ def test_a_process_without_cuda_and_bad_arguments_are_refused(lib):
     s = c_int(-1)
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        assert lib.cuCheckpointProcessGetState(sleeper.pid, byref(s)) == INVALID_VALUE
+        assert lib.cuCheckpointProcessGetState(sleeper.pid, byref(s)) == NOT_INITIALIZED
     finally:
         sleeper.kill()
         sleeper.wait()
-    assert lib.cuCheckpointProcessGetState(0, byref(s)) == INVALID_VALUE
+    assert lib.cuCheckpointProcessGetState(0, byref(s)) == OPERATING_SYSTEM  # both as the H100's driver answers
     assert lib.cuCheckpointProcessGetState(os.getpid(), None) == INVALID_VALUE
     lock_args = (ctypes.c_ubyte * 64)()
     lock_args[4] = 1  # reserved0
@@ -152,7 +152,7 @@ def test_a_dead_process_whose_forked_child_lives_is_refused_not_waited_on(lib):
         asking = threading.Thread(target=lambda: got.append(state_of(lib, parent.pid)), daemon=True)
         asking.start()
         asking.join(timeout=10)
-        assert got == [INVALID_VALUE]
+        assert got == [NOT_INITIALIZED]
     finally:
         os.kill(child, 9)
 
