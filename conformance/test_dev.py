@@ -209,7 +209,8 @@ def test_open_device_refuses_an_option_it_does_not_know(device):
 @pytest.mark.clause("DEV-90")
 def test_a_device_says_whether_its_validation_is_on(device):
     """A program (or a certificate) that finds no diagnostics trusts ``extra["validation"]`` to say whether
-    anything was checked at all."""
+    anything was checked at all; a value that is no bool (a string from a config file, 1) is refused by name, as
+    DEV-67 refuses an unknown option, rather than read as on or off."""
     backend = get_backend(device.info.backend)
     if "validation" not in backend.options:
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a backend with a validation option")
@@ -225,6 +226,9 @@ def test_a_device_says_whether_its_validation_is_on(device):
                 f"{other.info.extra.get('validation')!r}")
         finally:
             other.close()
+    for bad in ("yes", 1, 0.0):  # neither True nor False: refused by name, not taken for on or off
+        with raises_naming(ia.InvalidArgument, "Backend.open_device", "validation"):
+            backend.open_device(device.info.index, validation=bad).close()
 
 
 #: How each backend with a validation option is made not to find its validation layer: its environment, with

@@ -149,7 +149,7 @@ def validation_requested(validation: bool | str | None) -> tuple[bool, bool]:
         return validation, False
     if validation == SYNC:
         return True, True
-    raise InvalidArgument("open_device", f"validation must be True, False or {SYNC!r}, not {validation!r}")
+    raise InvalidArgument("Backend.open_device", f"validation must be True, False or {SYNC!r}, not {validation!r}")
 
 
 
