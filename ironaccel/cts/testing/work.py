@@ -117,7 +117,8 @@ class RunningWork:
         must run nothing before the work, where this one's timing would have run launches first."""
         work = object.__new__(RunningWork)
         work.kernel = kernels("busy")
-        work.n, work.iters, work.launches, work.expected_seconds = self.n, self.iters, self.launches, self.expected_seconds
+        work.n, work.iters = self.n, self.iters
+        work.launches, work.expected_seconds = self.launches, self.expected_seconds
         work.buf = device.alloc(4 * self.n)
         work.enqueued_at = None
         return work
