@@ -114,6 +114,8 @@ def test_htod_dtoh_round_trip_of_larger_copies(device, stream, nbytes):
 @example(src=(0, 257), dst_offset=256, seed=8)
 @example(src=(4, 8), dst_offset=10, seed=9)  # aligned source and size, destination off the 4-byte word
 @example(src=(8, 6), dst_offset=12, seed=10)  # word-aligned offsets, a size a multiple of 2 and 3 but not of 4
+@example(src=(4, 8), dst_offset=3, seed=11)  # aligned source and size, destination 3 bytes into a word
+@example(src=(6, 8), dst_offset=4, seed=12)  # aligned destination and size, source a multiple of 2 and 3, not of 4
 def test_dtod_any_offsets(device, src, dst_offset, seed):
     src_offset, nbytes = src
     nbytes = min(nbytes, BUF - dst_offset)
