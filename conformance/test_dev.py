@@ -66,10 +66,15 @@ def test_every_probe_gives_the_outcome_of_its_search():
     """Every probe-only backend, whatever its runtime's search paths are made of (an install folder, a Python
     package's location: libtpu's), says what its search found; a search that breaks (the absent package's
     locations read from None) is caught and reported as "probing failed", which DEV-1's any-reason passes. The
-    runtime is named in words (its title, never a repr of its library names: no quotes)."""
+    runtime is named in words (its title, never a repr of its library names: no quotes), and one not found is
+    followed by how to install it: the reason is the one place a user looking at `ironaccel doctor` learns it."""
     searched = re.compile(r"(runtime found|no [^'\"]+ \(searched |the [^'\"]+ exists only on )")
     wrong = {i.name: i.reason for i in ia.backends() if not i.compute and not searched.match(i.reason)}
     assert not wrong, f"probes whose reason is not a search's outcome: {wrong}"
+    # a runtime not found: after the paths searched, how to get it ("; install ...", "; on a ...: pip install ...")
+    unhelpful = {i.name: i.reason for i in ia.backends()
+                 if not i.compute and i.reason.startswith("no ") and not re.search(r"\); .*install", i.reason)}
+    assert not unhelpful, f"probes whose runtime was not found and that do not say how to install it: {unhelpful}"
 
 
 @pytest.mark.clause("DEV-31")
