@@ -9,7 +9,7 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_uint64
 from errorpaths import (BAD, DEV0, DEV9, INVALID_CONTEXT, INVALID_DEVICE, INVALID_HANDLE, INVALID_RESOURCE_TYPE,
                         INVALID_VALUE, NULL, SM_RESOURCE, group_params, sm_resource, zeroed_resource)
 
-OPERATING_SYSTEM = 304  # the real driver's answer to a checkpoint call for pid 0 (580.159.04 on an H100)
+OPERATING_SYSTEM = 304  # cuCheckpointProcessGetState(0) on the H100 (580.159.04); the fake asks for every call the same way
 
 CASES = {
     "cuInit": [("flags must be 0", lambda e: (c_uint(1),), INVALID_VALUE)],

@@ -212,7 +212,8 @@ def test_validation_is_true_false_or_sync(monkeypatch):
         monkeypatch.setenv("IRONACCEL_VK_VALIDATION", value)
         assert validation_requested(None) == wanted, value
     assert validation_requested(False) == (False, False) and validation_requested("sync") == (True, True)
-    with pytest.raises(ia.InvalidArgument, match="^Backend.open_device: validation must be True, False or 'sync', not 'yes'"):
+    refusal = "^Backend.open_device: validation must be True, False or 'sync', not 'yes'"
+    with pytest.raises(ia.InvalidArgument, match=refusal):
         VulkanBackend().open_device(0, validation="yes")
 
 
