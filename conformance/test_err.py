@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ctypes
 import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -192,6 +194,41 @@ def test_a_gl_error_is_named_as_gl_names_it_with_the_drivers_message(device, ker
     assert_device_works(device, kernels)
 
 
+def _delete_buffer_object(gl, name: int) -> None:
+    """On the GL thread: delete a GL buffer object behind the library's back (its later use fails in GL)."""
+    gl.glDeleteBuffers(1, ctypes.byref(ctypes.c_uint(name)))
+
+
+@pytest.mark.clause("ERR-64")
+def test_a_failure_of_queued_gl_work_reaches_the_next_device_synchronize(device, kernels, require):
+    """OpenGL work runs on the backend's GL thread after the call returned: a GL error there is kept and raised
+    by the next wait. An Event.query that sees the work complete makes the device look idle, and an idle
+    Device.synchronize that returns at once without raising the kept error loses it for good. On a Device of
+    its own: the deleted buffer object's name may be handed out again, to no one else's buffer."""
+    require("lang.glsl430")
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    try:
+        stream = other.create_stream()
+        buf = other.alloc(4096)
+        stream.fill(buf, 0)
+        stream.synchronize()
+        other.native.run(_delete_buffer_object, other.native.gl, buf.handle)
+        stream.fill(buf, 1)  # queued: fails on the GL thread
+        event = stream.record()
+        raised = []
+        for wait in (event.query, other.synchronize, other.synchronize):
+            try:
+                while wait() is False:
+                    time.sleep(0.001)
+            except ia.DriverError as exc:
+                raised.append(exc)
+        assert len(raised) == 1, f"the failed fill's GL error was raised {len(raised)} times by the waits: {raised}"
+        assert raised[0].op.startswith("gl"), f"the error names {raised[0].op!r}, not the GL function that failed"
+    finally:
+        other.close()
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("POOL-32")
 def test_a_pool_used_as_a_context_manager_is_closed_on_exit(device, stream):
     with MemPool(device, stream) as pool:
@@ -206,14 +243,21 @@ def test_a_pool_used_as_a_context_manager_is_closed_on_exit(device, stream):
 
 
 @pytest.mark.clause("ERR-53")
-def test_a_thread_of_a_forked_child_gets_driver_errors(device, stream):
+def test_a_thread_of_a_forked_child_gets_driver_errors(device, stream, kernels):
     """CUDA is not usable in a forked child: the driver refuses its calls (CUDA_ERROR_NOT_INITIALIZED), and a
     thread the child starts must first make the device's context current, which fails. Each call then raises
     that DriverError or works, never another exception type: a compiled path that takes the failed
-    context switch for success carries on with the error still set, and the caller gets a SystemError."""
+    context switch for success carries on with the error still set, and the caller gets a SystemError. The
+    launches are warm (launched twice before the fork), so a compiled launch path takes them."""
     if device.info.backend != "cuda":
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a CUDA device (the driver's contexts and fork)")
     buf = device.alloc(4096)
+    saxpy = kernels("saxpy")
+    args = (buf, buf, np.float32(1.0), np.uint32(64))
+    plan = saxpy.prepare(1, 64)
+    for _ in range(2):
+        stream.launch(saxpy, 1, 64, args)
+        plan(stream, *args)
     event = stream.record()
     stream.synchronize()
     calls = {
@@ -225,6 +269,8 @@ def test_a_thread_of_a_forked_child_gets_driver_errors(device, stream):
         "Stream.record": stream.record,
         "Stream.record(event=)": lambda: stream.record(event=event),
         "Stream.synchronize": stream.synchronize,
+        "Stream.launch": lambda: stream.launch(saxpy, 1, 64, args),
+        "LaunchPlan": lambda: plan(stream, *args),
     }
 
     def child() -> str:

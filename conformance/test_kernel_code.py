@@ -40,6 +40,34 @@ def test_spirv_for_vulkan_1_0_is_reflected_with_its_buffers(device, stream, requ
     by.free()
 
 
+@pytest.mark.clause("KERNEL-179")
+def test_each_entry_point_of_a_spirv_1_4_module_has_its_own_interface(device, stream, require):
+    """From SPIR-V 1.4 an entry point's OpEntryPoint lists every global it uses, so two entry points of one module
+    bind different buffers and push constants; before 1.4 it lists its inputs and outputs only, and a reader
+    takes every global of the module. A module of exactly version 1.4 read the old way gives each entry point
+    the other's buffers too; an interface read one word early takes the name's last word for an id (``a``'s:
+    97, the id of ``pair``'s second buffer)."""
+    require("lang.spirv")
+    code = (conformance_dir() / "kernels" / "spirv" / "spirv1.4" / "two_entries.spv").read_bytes()
+    with device.compile(code, "spirv") as module:
+        a, pair = module.kernel("a"), module.kernel("pair")
+        assert [(p.kind, p.nbytes) for p in a.params] == [("buffer", 0), ("scalar", 4)], a.params
+        assert [p.kind for p in pair.params] == ["buffer", "buffer"], pair.params
+        n = 1000
+        x = np.arange(n, dtype=np.uint32)
+        bx, by = upload(device, stream, x), upload(device, stream, np.zeros(n, np.uint32))
+        try:
+            stream.launch(a, ceil_div(n, 64), 64, (bx, np.uint32(n - 1)))
+            stream.launch(pair, ceil_div(n, 64), 64, (bx, by))
+            want = x.copy()
+            want[: n - 1] += 1
+            np.testing.assert_array_equal(read(stream, bx, np.uint32), want)
+            np.testing.assert_array_equal(read(stream, by, np.uint32), want + 7)
+        finally:
+            bx.free()
+            by.free()
+
+
 def _fill_u32_of_block(size: tuple[int, int, int], *, local_size: bool, workgroup: bool) -> bytes:
     """``fill_u32.spv`` with its block size fixed in the module, as tools other than glslang write it: its
     WorkgroupSize object made of OpConstants ``size`` (no SpecId; the decoration dropped unless ``workgroup``),

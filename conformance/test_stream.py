@@ -620,6 +620,32 @@ def test_commands_spaced_out_behind_running_work_do_not_wait_for_it(device, stre
     _fills_behind_running_work(device, stream, kernels, SPACED, SPACED_GAP_S, 1.5)
 
 
+@pytest.mark.clause("STREAM-23")
+@pytest.mark.parametrize("waiter", ["Stream.synchronize", "Device.synchronize"])
+def test_a_wait_after_an_upload_behind_running_work_waits_for_it(device, stream, kernels, waiter):
+    """A backend that answers a wait with the last fence it made when nothing was submitted since (WebGPU: the
+    device's last fence, when its queue position is the device's count of submissions) must count every piece
+    of queue work, an upload's write included: a count that an upload moves the wrong way comes back to the
+    fence's position after the launch before it, and the wait returns while the launch runs. The stream is
+    synchronized first (the device has a last fence); then RunningWork's one launch, a 4-byte copy_htod on the
+    same stream, and the wait, which returns no sooner than a third of the launch's time after it was enqueued."""
+    work = RunningWork(device, stream, kernels, seconds=0)  # one launch
+    try:
+        with device.alloc(4) as small:
+            stream.synchronize()
+            work.enqueue(stream)
+            stream.copy_htod(small, np.array([0x5A5A5A5A], np.uint32))
+            _waits(device, stream)[waiter]()
+            waited = time.perf_counter() - work.enqueued_at
+            assert waited >= work.expected_seconds / 3, (
+                f"{waiter}() after a copy_htod behind a launch of about {work.expected_seconds * 1e3:.1f} ms "
+                f"returned {waited * 1e3:.2f} ms after the launch was enqueued")
+            work.check(stream)
+            assert read(stream, small, np.uint32)[0] == 0x5A5A5A5A, "the upload did not land"
+    finally:
+        work.free()
+
+
 @pytest.mark.clause("STREAM-22")
 @pytest.mark.parametrize("waiter", ["Stream.synchronize", "Device.synchronize"])
 def test_a_new_devices_first_work_is_waited_for(device, stream, kernels, target, waiter):
