@@ -394,8 +394,9 @@ void ptx_free(PtxModule *m);
 
 typedef struct Module {
     Context *ctx;
-    PtxModule *ptx;
+    PtxModule *ptx; /* freed at the unload, or after it once the last launch or graph node using it lets go */
     int alive;
+    int refs; /* the load's, each queued launch's and each graph node's (module.c's module_lock) */
 } Module;
 
 typedef struct Function {
@@ -493,10 +494,12 @@ struct StreamOp {
     } u;
 };
 
-/* Builds a kernel operation from launch arguments (checked, parameters packed; module.c). The caller owns
- * op->u.kernel.params. */
+/* Builds a kernel operation from launch arguments (checked, parameters packed, a reference to the module
+ * taken; module.c). The caller owns the op: launch_spec_free(&op->u.kernel) lets go of it. */
 CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared, void **params,
                    void **extra, StreamOp *op);
+/* Frees a kernel op's parameters and lets go of its module (the decoded PTX goes with the last one). */
+void launch_spec_free(LaunchSpec *spec);
 /* Copy and set operations, checked against the live allocations (copies.c); a side is MEM_HOST (the
  * caller's memory), MEM_DEVICE (one live allocation) or MEM_EITHER (unified addressing). */
 enum MemSide { MEM_HOST, MEM_DEVICE, MEM_EITHER };

@@ -108,7 +108,7 @@ API CUresult cuGraphAddKernelNode_v2(void **phNode, void *hGraph, GraphNode *con
     StreamOp op;
     TRY(kernel_node_op(params, &op));
     CUresult rc = graph_add_node(phNode, hGraph, deps, ndeps, &op);
-    free(op.u.kernel.params);
+    launch_spec_free(&op.u.kernel);
     return rc;
 }
 
@@ -360,7 +360,7 @@ API CUresult cuGraphKernelNodeSetParams_v2(void *hNode, const KernelNodeParams *
     TRY(kernel_node_op(params, &op));
     op.u.kernel.cooperative = n->op.u.kernel.cooperative; /* an attribute of the node, not of its parameters */
     graph_node_set_op(n, &op);
-    free(op.u.kernel.params);
+    launch_spec_free(&op.u.kernel);
     return CUDA_SUCCESS;
 }
 
@@ -653,7 +653,7 @@ API CUresult cuGraphExecKernelNodeSetParams_v2(void *hExec, void *hNode, const K
     TRY(kernel_node_op(params, &op));
     op.u.kernel.cooperative = n->op.u.kernel.cooperative; /* an attribute of the node, not of its parameters */
     graph_node_set_op(n, &op);
-    free(op.u.kernel.params);
+    launch_spec_free(&op.u.kernel);
     return CUDA_SUCCESS;
 }
 

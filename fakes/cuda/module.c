@@ -32,7 +32,7 @@ static CUresult load_module(Context *c, const void *image, size_t size, ModuleHa
         return rc;
     }
     ModuleHandle *h = calloc(1, sizeof *h);
-    h->m = (Module){c, ptx, 1};
+    h->m = (Module){c, ptx, 1, 1};
     h->functions = calloc((size_t)ptx->nfuncs, sizeof *h->functions);
     handle_add(h, H_MODULE);
     *out = h;
@@ -93,17 +93,60 @@ static CUresult module_from(void *h, ModuleHandle **out) {
     return CUDA_SUCCESS;
 }
 
+/* A module's decoded PTX (tens of KiB) is freed once it is unloaded and nothing uses it any more: a launch from
+ * its check until it ran and a graph node's kernel each hold a reference. A reference to a live module is taken
+ * under module_lock together with the check that it is live, and the unload marks it dead under the same lock,
+ * so an unload in another thread cannot free it between a launch's check and its reference. */
+static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A reference for a new launch or node: 0 once the module is unloaded (its handle is then stale). */
+static int module_retain(Module *m) {
+    pthread_mutex_lock(&module_lock);
+    int alive = m->alive;
+    if (alive) m->refs++;
+    pthread_mutex_unlock(&module_lock);
+    return alive;
+}
+
+/* Another reference for a copy of something that holds one (a graph node cloned), live or not. */
+static void module_hold(Module *m) {
+    pthread_mutex_lock(&module_lock);
+    m->refs++;
+    pthread_mutex_unlock(&module_lock);
+}
+
+static void module_release(Module *m) {
+    pthread_mutex_lock(&module_lock);
+    int last = --m->refs == 0;
+    pthread_mutex_unlock(&module_lock);
+    if (last) {
+        ptx_free(m->ptx);
+        m->ptx = NULL;
+    }
+}
+
+void launch_spec_free(LaunchSpec *spec) {
+    free(spec->params);
+    module_release(spec->fn->module);
+}
+
 API CUresult cuModuleUnload(void *hmod) {
     ENTER(cuModuleUnload);
     ModuleHandle *h;
     TRY(module_from(hmod, &h));
-    streams_sync_context(h->m.ctx); /* queued launches may still use it (a library: in any context) */
+    pthread_mutex_lock(&module_lock);
+    int alive = h->m.alive;
+    h->m.alive = 0;
+    pthread_mutex_unlock(&module_lock);
+    if (!alive) return CUDA_ERROR_INVALID_HANDLE; /* another thread unloaded it meanwhile */
+    streams_sync_context(h->m.ctx); /* queued launches may still use its globals (a library: in any context) */
     handle_remove(h);
     for (int i = 0; i < h->m.ptx->nfuncs; i++)
         if (h->functions[i]) handle_remove(h->functions[i]);
-    h->m.alive = 0;
     for (int i = 0; i < h->m.ptx->nglobals; i++) mem_free(h->m.ptx->global_addrs[i], 1 << A_MODULE_GLOBAL);
-    /* the decoded module and function structs stay: a stale handle is rejected by the registry */
+    /* the ModuleHandle and Function structs stay (a few hundred bytes): a stale handle is rejected by the
+     * registry, and a new module's never takes its address */
+    module_release(&h->m);
     return CUDA_SUCCESS;
 }
 
@@ -415,7 +458,7 @@ static void run_launch(void *arg) {
             w->ctx->sticky = rc; /* sticky: the context is unusable afterwards, as on hardware */
         }
     }
-    free(w->spec.params);
+    launch_spec_free(&w->spec);
     free(w);
 }
 
@@ -425,31 +468,39 @@ static uint8_t *dup_params(const LaunchSpec *spec) {
     return p;
 }
 
-/* Queues the launch; its parameter buffer is the work item's from here on (freed on any outcome). */
+/* Queues the launch; its parameter buffer and module reference are the work item's from here on (let go of on
+ * any outcome). */
 static CUresult queue_launch(Stream *s, LaunchSpec spec) {
     LaunchWork *w = calloc(1, sizeof *w);
     if (!w) {
-        free(spec.params);
+        launch_spec_free(&spec);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     w->ctx = s->ctx;
     w->spec = spec;
     CUresult rc = stream_submit(s, run_launch, w);
-    if (rc) free(w->spec.params), free(w);
+    if (rc) launch_spec_free(&w->spec), free(w);
     return rc;
 }
 
 /* Queues a copy of the launch (the op keeps its parameters: a graph launches it again). */
 static CUresult submit_kernel(Stream *s, const StreamOp *op) {
-    if (!handle_ok(op->u.kernel.fn, H_FUNCTION) || !op->u.kernel.fn->module->alive)
+    if (!handle_ok(op->u.kernel.fn, H_FUNCTION) || !module_retain(op->u.kernel.fn->module))
         return CUDA_ERROR_INVALID_HANDLE; /* its module was unloaded since the node was made */
     LaunchSpec spec = op->u.kernel;
-    if (!(spec.params = dup_params(&op->u.kernel))) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!(spec.params = dup_params(&op->u.kernel))) {
+        module_release(spec.fn->module);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return queue_launch(s, spec);
 }
 
-static void hold_kernel(StreamOp *op) { op->u.kernel.params = dup_params(&op->u.kernel); }
-static void drop_kernel(StreamOp *op) { free(op->u.kernel.params); }
+static void hold_kernel(StreamOp *op) {
+    op->u.kernel.params = dup_params(&op->u.kernel);
+    module_hold(op->u.kernel.fn->module);
+}
+
+static void drop_kernel(StreamOp *op) { launch_spec_free(&op->u.kernel); }
 
 static const StreamOpClass KERNEL_CLASS = {submit_kernel, hold_kernel, drop_kernel};
 
@@ -479,10 +530,8 @@ static CUresult pack_params(const PtxFunction *pf, void **params, void **extra, 
     return CUDA_SUCCESS;
 }
 
-CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared, void **params,
-                   void **extra, StreamOp *op) {
-    Function *f;
-    TRY(function_from(hfunc, &f));
+static CUresult pack_kernel_op(Function *f, const unsigned grid[3], const unsigned block[3], unsigned shared,
+                               void **params, void **extra, StreamOp *op) {
     const PtxFunction *pf = &f->module->ptx->funcs[f->index];
     for (int i = 0; i < 3; i++)
         if (!grid[i] || !block[i]) return CUDA_ERROR_INVALID_VALUE;
@@ -516,6 +565,16 @@ CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3],
     return CUDA_SUCCESS;
 }
 
+CUresult kernel_op(void *hfunc, const unsigned grid[3], const unsigned block[3], unsigned shared, void **params,
+                   void **extra, StreamOp *op) {
+    Function *f;
+    TRY(function_from(hfunc, &f));
+    if (!module_retain(f->module)) return CUDA_ERROR_INVALID_HANDLE; /* unloaded by another thread meanwhile */
+    CUresult rc = pack_kernel_op(f, grid, block, shared, params, extra, op);
+    if (rc) module_release(f->module);
+    return rc;
+}
+
 static int blocks_per_sm(Function *f, int block_size, size_t dynamic_shared);
 
 /* cooperative: the launch's blocks all run at once and it has a grid workspace (LaunchSpec.cooperative), kept
@@ -531,12 +590,12 @@ static CUresult launch(void *hfunc, const unsigned grid[3], const unsigned block
     /* every block must be resident at once: no more than the occupancy calculator gives (as on hardware) */
     uint64_t nblocks = (uint64_t)grid[0] * grid[1] * grid[2], threads = (uint64_t)block[0] * block[1] * block[2];
     if (cooperative && nblocks > (uint64_t)g_block_threads * blocks_per_sm(op.u.kernel.fn, (int)threads, shared)) {
-        free(op.u.kernel.params);
+        launch_spec_free(&op.u.kernel);
         return CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE;
     }
     if (!s->capture) return queue_launch(s, op.u.kernel);
     CUresult rc = stream_capture(s, &op);
-    free(op.u.kernel.params);
+    launch_spec_free(&op.u.kernel);
     return rc;
 }
 

@@ -672,3 +672,35 @@ def test_edges_added_after_the_nodes_still_run_in_order(cuda, saxpy, rng, tmp_pa
     assert cuda.ok(d.cuGraphGetEdges(g, 0))[-1] == 0
     cuda.ok(d.cuGraphDestroy(g))
     cuda.ok(d.cuStreamDestroy(s))
+
+
+def test_a_graph_node_keeps_its_unloaded_modules_kernel_readable_and_refuses_its_launch(cuda):
+    """An unloaded module's decoded PTX goes once nothing holds it (issue 23's LIFE-94: it was kept forever); a
+    graph node holding one of its kernels holds it: the node's parameters still read back, the graph's launch is
+    refused as the module's handles are, and a stale function handle stays refused after another module loads
+    (run under ASan by CI: a read of the freed PTX fails there)."""
+    d = cuda.d
+    mod = cuda.module(SAXPY)
+    scale = cuda.ok(d.cuModuleGetFunction(mod, b"scale"))
+    dy = cuda.alloc(4 * N)
+    g = cuda.ok(d.cuGraphCreate(0))
+    kp, keep = _kernel_params(d, scale, dy, np.float32(2.5), np.uint32(N))
+    kernel = cuda.ok(d.cuGraphAddKernelNode(g, None, 0, kp))
+    exe = cuda.ok(d.cuGraphInstantiate(g, 0))
+    clone = cuda.ok(d.cuGraphClone(g))
+    cuda.ok(d.cuModuleUnload(mod))
+    assert cuda.err(d.cuModuleUnload(mod)) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
+    got = cuda.ok(d.cuGraphKernelNodeGetParams(kernel))
+    assert int(got.func) == int(scale) and got.gridDimX == N // 64
+    s = cuda.ok(d.cuStreamCreate(1))
+    assert cuda.err(d.cuGraphLaunch(exe, s)) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
+    again = cuda.module(SAXPY)  # may take the freed PTX's memory, never the stale handles
+    ptrs, boxes = _args(dy, np.float32(1), np.uint32(1))
+    launched = d.cuLaunchKernel(scale, 1, 1, 1, 1, 1, 1, 0, s, ptrs.ctypes.data, 0)
+    assert cuda.err(launched) == d.CUresult.CUDA_ERROR_INVALID_HANDLE
+    for graph in (g, clone):
+        cuda.ok(d.cuGraphDestroy(graph))
+    cuda.ok(d.cuGraphExecDestroy(exe))
+    cuda.ok(d.cuStreamSynchronize(s))
+    cuda.ok(d.cuStreamDestroy(s))
+    cuda.ok(d.cuModuleUnload(again))
