@@ -1231,6 +1231,32 @@ def test_ptx_narrows_infinities_and_nans_keeping_their_sign(device, stream, requ
     assert all(v & 0x7F800000 == 0x7F800000 and v & 0x007FFFFF for v in got[2]), shown
 
 
+@pytest.mark.clause("KERNEL-180")
+def test_ptx_converts_a_value_the_float_holds_exactly_to_itself_in_every_mode(device, stream, require):
+    """A double that float32 holds exactly (a normal, a subnormal, the largest float, of both signs), and a small
+    integer, convert to that float in every rounding mode: nothing is lost, so no mode has anything to round.
+    An interpreter that takes an exact value for an inexact one moves it a unit away in the directed modes
+    (-3 by .rm to the float below -3.0)."""
+    require("lang.ptx")
+    exact = np.array([1.0, -1.0, 0.5, -3.0, 2.0 ** -149, -(2.0 ** -149), 2.0 ** -126, float(np.finfo(np.float32).max),
+                      -float(np.finfo(np.float32).max), 1.0 + 2.0 ** -23])
+    want = exact.astype(np.float32).view(np.uint32)
+    with device.compile(PTX_NARROW_TINY, "ptx") as module, upload(device, stream, exact) as src, \
+            poisoned(device, stream, 16 * len(exact)) as out:
+        stream.launch(module.kernel("narrow"), 1, len(exact), (src, out))
+        got = read(stream, out, np.uint32).reshape(len(exact), 4)
+    modes = ("rn", "rz", "rm", "rp")
+    wrong = {f"{v!r} {mode}": hex(g) for v, w, row in zip(exact, want, got) for mode, g in zip(modes, row) if g != w}
+    assert not wrong, f"narrowed to another float (each should be itself): {wrong}"
+    with device.compile(PTX_INT_TO_FLOAT, "ptx") as module, poisoned(device, stream, 4 * len(INT_TO_FLOAT)) as out:
+        stream.launch(module.kernel("int_to_float"), 1, 1, (out, np.uint32(3), np.uint32(5)))
+        got = read(stream, out, np.uint32).tolist()
+    small = [0x40400000] * 3 + [0xC0400000] * 3 + [0x4500, 0x4500, 0xC500, 0xC500]  # 3.0, -3.0; f16 5.0, -5.0
+    wrong = {name.replace("2^24+3", "3").replace("2049", "5"): hex(g)
+             for name, w, g in zip(INT_TO_FLOAT, small, got) if g != w}
+    assert not wrong, f"small integers converted to another float (each should be itself): {wrong}"
+
+
 #: thread i converts the f32 in32[i] and the f64 in64[i] to signed integers: out[3i] = cvt.rzi.s32.f32,
 #: out[3i + 1] = cvt.rni.s32.f64, out[3i + 2] = cvt.rzi.s16.f32 (sign-extended to 32 bits)
 PTX_TO_SIGNED = """.version 7.5
