@@ -86,6 +86,26 @@ def test_a_dies():
     assert doc["tests"][0]["message"] == f"[call] the test process died during this test ({how})"
 
 
+def test_a_native_crash_keeps_the_stacks_the_process_printed(tmp_path, mem_target):
+    """A segfault's report (the signal and each thread's Python stack, faulthandler's) is the only clue a CI
+    log can give: it goes into the test's message and under the summary table, not only into the log file."""
+    r, doc = run(tmp_path, """
+import ctypes
+
+def read_address_eight():
+    ctypes.string_at(8, 1)
+
+@pytest.mark.clause("MEM-1")
+def test_a_crashes():
+    read_address_eight()
+""")
+    message = doc["tests"][0]["message"]
+    assert message.startswith("[call] the test process died during this test (signal 11)\nFatal Python error: Segmentation")
+    assert "read_address_eight" in message and "test_a_crashes" in message
+    table = certify.summary_table([r])
+    assert "test_suite.py::test_a_crashes: [call] the test process died" in table and "    Fatal Python error" in table
+
+
 def test_a_crash_in_a_fixture_teardown_fails_the_test_it_ended(tmp_path, mem_target):
     r, doc = run(tmp_path, """
 @pytest.fixture(scope="module")

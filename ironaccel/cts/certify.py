@@ -58,6 +58,7 @@ TEST_TIMEOUT_S = results.DEFAULT_TEST_TIMEOUT_S  # the slowest conformance test 
 RETRIES = 1  # how many more times a failing test runs (``--retries``)
 WATCHDOG_GRACE_S = 5.0  # how long past its limit a test phase may run before its process is killed
 WATCHDOG_POLL_S = 0.5
+CRASH_REPORT_LINES = 60  # of a dead test process's fatal error report kept in its test's message
 INTERRUPTED = "interrupted (Ctrl-C or SIGTERM) before the run ended"
 
 
@@ -173,13 +174,15 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
         into, sel = out, selection
         while True:
             cmd = [sys.executable, "-m", "pytest", *pytest_args(name, into, test_timeout_s, suite, sel, watch, retries)]
+            log_file.flush()
+            log_start = log_file.tell()
             exit_code, timed_out, ended = _run_watched(cmd, env, cwd, log_file, watch, deadline)
             if into == part and part.exists():
                 _go_on_with(out, results.load(part))
                 part.unlink()
             if ended is None or not out.exists() or STOP.is_set():
                 break
-            left = _record_stopped_test(out, ended, exit_code, stopped)
+            left = _record_stopped_test(out, ended, exit_code, stopped, _crash_report(log, log_start))
             if not left:  # the stopped test was the last: every test has its outcome, one a failure
                 exit_code = 1
                 break
@@ -240,9 +243,21 @@ def _read_watch(watch: Path) -> dict[str, Any] | None:
     return phase if isinstance(phase, dict) and phase.get("test") else None
 
 
-def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopped: list[str]) -> list[str]:
-    """Record the test a process was stopped (or died) in as a failure saying so, in the results file
-    ``out``; note it in ``stopped``; return the ids of the tests still not run."""
+def _crash_report(log: Path, start: int) -> str:
+    """What a test process that died printed from its fatal error on (faulthandler's report: the signal and
+    every thread's Python stack), read from its part of the target's log starting at byte ``start``; "" if none."""
+    with open(log, "rb") as f:
+        f.seek(start)
+        text = f.read().decode("utf-8", "replace")
+    at = text.find("Fatal Python error")
+    return "" if at < 0 else "\n".join(text[at:].splitlines()[:CRASH_REPORT_LINES])
+
+
+def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopped: list[str],
+                         crash: str = "") -> list[str]:
+    """Record the test a process was stopped (or died) in as a failure saying so, with the process's
+    ``crash`` report, in the results file ``out``; note it in ``stopped``; return the ids of the tests still
+    not run."""
     doc = results.load(out)
     tests = {t["id"]: t for t in doc["tests"]}
     tid, when = ended["test"], ended["when"]
@@ -254,7 +269,7 @@ def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopp
         stopped.append(f"{tid} hung past its {ended['limit']:g} s limit")
     else:
         how = f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
-        message = f"[{when}] the test process died during this test ({how})"
+        message = f"[{when}] the test process died during this test ({how})" + (f"\n{crash}" if crash else "")
         stopped.append(f"the test process died in {tid} ({how})")
     if tid in tests:
         tests[tid].update(outcome=Outcome.FAIL.value, message=message,
@@ -554,6 +569,8 @@ def summary_table(runs: list[TargetRun]) -> str:
             lines.append(f"{r.target}: {r.message}")
     for target, doc in docs.items():
         for t in doc["tests"]:
+            if t["outcome"] == Outcome.FAIL and "\nFatal Python error" in (t.get("message") or ""):
+                lines.append(f"{target}: {t['id']}: " + t["message"].replace("\n", "\n    "))
             if "tries" in t:
                 lines.append(f"{target}: {t['id']} {t['outcome']}, passed {t['passes']} of {t['tries']} tries")
     return "\n".join(lines)
