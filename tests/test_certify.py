@@ -57,10 +57,13 @@ def test_c_runs_in_a_new_process():
     pass
 """)
     assert (r.status, r.ok) == ("ok", False)  # every test has its outcome; one is a failure
-    assert "died in test_suite.py::test_b_kills_the_process (exit code 7)" in r.message and "log:" in r.message
+    assert ("died in test_suite.py::test_b_kills_the_process (exit code 7); re-run in a new process; the test process "
+            "died in test_suite.py::test_b_kills_the_process (exit code 7)") in r.message and "log:" in r.message
     assert outcomes(doc) == {"test_a_passes": "pass", "test_b_kills_the_process": "fail", "test_c_runs_in_a_new_process": "pass"}
-    died = next(t["message"] for t in doc["tests"] if "test_b" in t["id"])
-    assert died == "[call] the test process died during this test (exit code 7)"
+    died = next(t for t in doc["tests"] if "test_b" in t["id"])
+    assert died["message"] == ("[call] the test process died during this test (exit code 7)\nattempt 1 stopped its "
+                               "process: [call] the test process died during this test (exit code 7)")
+    assert (died["tries"], died["passes"]) == (2, 0)
     assert results.sibling(r.results_file, ".cert.json").is_file()
     junit = ET.parse(results.sibling(r.results_file, ".junit.xml")).getroot()
     failures = [case.get("name") for case in junit.iter("testcase") if case.find("failure") is not None]
@@ -83,7 +86,7 @@ def test_a_dies():
 """)
     assert (r.status, r.ok) == ("ok", False)
     assert f"died in test_suite.py::test_a_dies ({how})" in r.message
-    assert doc["tests"][0]["message"] == f"[call] the test process died during this test ({how})"
+    assert doc["tests"][0]["message"].startswith(f"[call] the test process died during this test ({how})\n")
 
 
 def test_a_native_crash_keeps_the_stacks_the_process_printed(tmp_path, mem_target):
@@ -106,6 +109,36 @@ def test_a_crashes():
     assert "test_suite.py::test_a_crashes: [call] the test process died" in table and "    Fatal Python error" in table
 
 
+def test_a_test_whose_process_died_once_is_flaky_when_its_re_run_passes(tmp_path, mem_target):
+    """A test that dies is a failing test like any other: re-run (in a new process), it is flaky when the re-run
+    passes, and its message keeps how the attempt that died ended; with no re-runs it fails."""
+    died_once = """
+import ctypes
+from pathlib import Path
+
+@pytest.mark.clause("MEM-1")
+def test_a_crashes_once():
+    mark = Path(__file__).with_name("crashed-once")
+    if not mark.exists():
+        mark.write_text("")
+        ctypes.string_at(8, 1)
+
+@pytest.mark.clause("MEM-2")
+def test_b_passes():
+    pass
+"""
+    r, doc = run(tmp_path, died_once)
+    assert outcomes(doc) == {"test_a_crashes_once": "flaky", "test_b_passes": "pass"} and r.ok
+    entry = doc["tests"][0]
+    assert (entry["tries"], entry["passes"]) == (2, 1)
+    assert entry["message"].startswith("passed only when re-run in a new process (at try 2)\nattempt 1 stopped its "
+                                       "process: [call] the test process died during this test (signal 11)\nFatal")
+    assert "test_suite.py::test_a_crashes_once flaky, passed 1 of 2 tries" in certify.summary_table([r])
+    (tmp_path / "again").mkdir()
+    r, doc = run(tmp_path / "again", died_once, retries=0)
+    assert outcomes(doc) == {"test_a_crashes_once": "fail", "test_b_passes": "pass"} and "tries" not in doc["tests"][0]
+
+
 def test_a_crash_in_a_fixture_teardown_fails_the_test_it_ended(tmp_path, mem_target):
     r, doc = run(tmp_path, """
 @pytest.fixture(scope="module")
@@ -118,7 +151,7 @@ def test_a_passes(dies_at_the_end):
     pass
 """)
     assert (r.status, r.ok) == ("ok", False)
-    assert doc["tests"][0]["message"] == "[teardown] the test process died during this test (exit code 7)"
+    assert doc["tests"][0]["message"].startswith("[teardown] the test process died during this test (exit code 7)\n")
 
 
 NATIVE_HANG = """

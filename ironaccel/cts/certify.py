@@ -19,9 +19,12 @@ marked "timeout". A target that wrote no file at all gets one here saying so.
 The signal reaches only Python code: a test blocked in a native wait (an endless kernel behind a
 ``synchronize()`` without timeout) would hold the run until the target's limit. So certify watches each
 test phase too (the plugin's ``--watch-file``): a phase still running ``WATCHDOG_GRACE_S`` past its limit
-has its process killed, and a process that dies in a test (a signal, ``os._exit``) is named by it; that test
-is recorded as a failure saying so, and the run goes on in a new process with the tests not yet run
-(``run_target``), into the same results file.
+has its process killed, and a process that dies in a test (a signal, ``os._exit``) is named by it, with the
+fatal error report it printed (faulthandler's stacks). The run goes on in a new process with the tests not yet
+run (``run_target``), into the same results file. A test that died is among them while it has re-runs left:
+it is a failing test like any other (``retries``), so a pass in the new process makes it ``flaky``, its message
+keeping how the attempt that died ended. A test that died in its last try, or hung (a re-run would cost its
+whole limit again), is recorded as a failure saying so.
 
 The JUnit file and the certificate are ``certificates``', their check (``verify``) is ``verifier``'s;
 their names are importable from here too. Shards of one run are joined by ``merge``;
@@ -168,6 +171,7 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
     out.unlink(missing_ok=True)
     part.unlink(missing_ok=True)
     stopped: list[str] = []  # per test the watchdog stopped, or a process died in: what happened
+    deaths: dict[str, list[str]] = {}  # test id -> how each of its attempts that stopped its process ended
     # cwd: a scratch folder away from any checkout (`ironaccel` must import from where it is installed, or
     # PYTHONPATH) that takes what tools leave in cwd (Hypothesis' .hypothesis/) away from the results folder
     with open(log, "w", encoding="utf-8") as log_file, tempfile.TemporaryDirectory(prefix="ironaccel-") as cwd:
@@ -178,11 +182,11 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
             log_start = log_file.tell()
             exit_code, timed_out, ended = _run_watched(cmd, env, cwd, log_file, watch, deadline)
             if into == part and part.exists():
-                _go_on_with(out, results.load(part))
+                _go_on_with(out, results.load(part), deaths)
                 part.unlink()
             if ended is None or not out.exists() or STOP.is_set():
                 break
-            left = _record_stopped_test(out, ended, exit_code, stopped, _crash_report(log, log_start))
+            left = _record_stopped_test(out, ended, exit_code, stopped, deaths, retries, _crash_report(log, log_start))
             if not left:  # the stopped test was the last: every test has its outcome, one a failure
                 exit_code = 1
                 break
@@ -254,10 +258,10 @@ def _crash_report(log: Path, start: int) -> str:
 
 
 def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopped: list[str],
-                         crash: str = "") -> list[str]:
-    """Record the test a process was stopped (or died) in as a failure saying so, with the process's
-    ``crash`` report, in the results file ``out``; note it in ``stopped``; return the ids of the tests still
-    not run."""
+                         deaths: dict[str, list[str]], retries: int, crash: str = "") -> list[str]:
+    """Note the test a process was stopped (or died) in, with the process's ``crash`` report, in ``stopped``
+    and ``deaths``; in the results file ``out``, leave it to run again in the next process while it has
+    ``retries`` left, else record it as a failure saying so; return the ids of the tests still to run."""
     doc = results.load(out)
     tests = {t["id"]: t for t in doc["tests"]}
     tid, when = ended["test"], ended["when"]
@@ -271,9 +275,20 @@ def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopp
         how = f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
         message = f"[{when}] the test process died during this test ({how})" + (f"\n{crash}" if crash else "")
         stopped.append(f"the test process died in {tid} ({how})")
+    attempts = deaths.setdefault(tid, [])
+    attempts.append(message)
+    rerun = not ended["hung"] and len(attempts) <= retries  # a hang's re-run would cost its whole limit again
+    if rerun:
+        stopped[-1] += "; re-run in a new process"
     if tid in tests:
-        tests[tid].update(outcome=Outcome.FAIL.value, message=message,
-                          duration=round(tests[tid]["duration"] + elapsed, 4))
+        entry = tests[tid]
+        entry["duration"] = round(entry["duration"] + elapsed, 4)
+        if rerun:
+            entry.update(outcome=Outcome.NOT_RUN.value, message="")
+        else:
+            entry.update(outcome=Outcome.FAIL.value, message=_first_attempts(message, attempts[:-1]))
+            if len(attempts) > 1:
+                entry.update(tries=len(attempts), passes=0)
     left = sorted(t["id"] for t in doc["tests"] if t["outcome"] == Outcome.NOT_RUN)
     if not left:
         doc["run"] = {"status": RunStatus.OK.value, "message": ""}
@@ -282,12 +297,30 @@ def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopp
     return left
 
 
-def _go_on_with(out: Path, part: dict[str, Any]) -> None:
+def _first_attempts(message: str, earlier: list[str]) -> str:
+    """A re-run test's message: how its last attempt ended, then how each ``earlier`` one stopped its process."""
+    return "\n".join([message, *(f"attempt {i} stopped its process: {m}" for i, m in enumerate(earlier, 1))])
+
+
+def _go_on_with(out: Path, part: dict[str, Any], deaths: dict[str, list[str]]) -> None:
     """Fold the results of a process that went on with a run into the run's results file: its tests' entries,
-    how it ended, and the device when the first process never reached one."""
+    how it ended, and the device when the first process never reached one. A test re-run after it stopped a
+    process (``deaths``) that passes now is ``flaky``, one that fails fails again; either way its tries count
+    the stopped attempts, and its message says how they ended."""
     doc = results.load(out)
     tests = {t["id"]: t for t in doc["tests"]}
     tests.update({t["id"]: t for t in part["tests"]})
+    for entry in part["tests"]:
+        earlier = deaths.get(entry["id"])
+        if not earlier or entry["outcome"] == Outcome.NOT_RUN:  # not re-run here, or it stopped this process too
+            continue
+        tries = len(earlier) + entry.get("tries", 1)
+        if entry["outcome"] == Outcome.PASS:
+            entry.update(outcome=Outcome.FLAKY.value, passes=1,
+                         message=_first_attempts(f"passed only when re-run in a new process (at try {tries})", earlier))
+        else:
+            entry.update(passes=entry.get("passes", 0), message=_first_attempts(entry["message"], earlier))
+        entry["tries"] = tries
     doc.update(tests=sorted(tests.values(), key=lambda t: t["id"]), finished=part["finished"], run=part["run"])
     doc["summary"] = results.summarize(doc["tests"])
     if not doc["target"]["device"]:
@@ -569,7 +602,7 @@ def summary_table(runs: list[TargetRun]) -> str:
             lines.append(f"{r.target}: {r.message}")
     for target, doc in docs.items():
         for t in doc["tests"]:
-            if t["outcome"] == Outcome.FAIL and "\nFatal Python error" in (t.get("message") or ""):
+            if "\nFatal Python error" in (t.get("message") or ""):  # a crash, in its last try or an earlier one
                 lines.append(f"{target}: {t['id']}: " + t["message"].replace("\n", "\n    "))
             if "tries" in t:
                 lines.append(f"{target}: {t['id']} {t['outcome']}, passed {t['passes']} of {t['tries']} tries")
