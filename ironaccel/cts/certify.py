@@ -186,11 +186,12 @@ def run_target(name: str, results_dir: Path, timeout_s: float = TARGET_TIMEOUT_S
                 part.unlink()
             if ended is None or not out.exists() or STOP.is_set():
                 break
-            left = _record_stopped_test(out, ended, exit_code, stopped, deaths, retries, _crash_report(log, log_start))
+            left, note = _record_stopped_test(out, ended, exit_code, stopped, deaths, retries,
+                                              _crash_report(log, log_start))
             if not left:  # the stopped test was the last: every test has its outcome, one a failure
                 exit_code = 1
                 break
-            log_file.write(f"\n[ironaccel certify] {stopped[-1]}; going on with {len(left)} test(s) in a new process\n")
+            log_file.write(f"\n[ironaccel certify] {note}; going on with {len(left)} test(s) in a new process\n")
             log_file.flush()
             into, sel = part, Selection(only=tuple(left))
     return _finish(name, out, log, started, time.monotonic() - t0, timed_out, exit_code, timeout_s, tuple(stopped),
@@ -258,10 +259,11 @@ def _crash_report(log: Path, start: int) -> str:
 
 
 def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopped: list[str],
-                         deaths: dict[str, list[str]], retries: int, crash: str = "") -> list[str]:
-    """Note the test a process was stopped (or died) in, with the process's ``crash`` report, in ``stopped``
-    and ``deaths``; in the results file ``out``, leave it to run again in the next process while it has
-    ``retries`` left, else record it as a failure saying so; return the ids of the tests still to run."""
+                         deaths: dict[str, list[str]], retries: int, crash: str = "") -> tuple[list[str], str]:
+    """Note the test a process was stopped (or died) in, with the process's ``crash`` report, in ``deaths``;
+    in the results file ``out``, leave it to run again in the next process while it has ``retries`` left, else
+    record it as a failure saying so and note it in ``stopped`` (the run's message); return the ids of the
+    tests still to run and what happened."""
     doc = results.load(out)
     tests = {t["id"]: t for t in doc["tests"]}
     tid, when = ended["test"], ended["when"]
@@ -270,16 +272,18 @@ def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopp
         message = (f"timeout: [{when}] still running {elapsed:.0f} s after it started, past its {ended['limit']:g} s "
                    "limit, where pytest-timeout's signal could not stop it (e.g. a native wait); the watchdog "
                    "killed the test process")
-        stopped.append(f"{tid} hung past its {ended['limit']:g} s limit")
+        note = f"{tid} hung past its {ended['limit']:g} s limit"
     else:
         how = f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
         message = f"[{when}] the test process died during this test ({how})" + (f"\n{crash}" if crash else "")
-        stopped.append(f"the test process died in {tid} ({how})")
+        note = f"the test process died in {tid} ({how})"
     attempts = deaths.setdefault(tid, [])
     attempts.append(message)
     rerun = not ended["hung"] and len(attempts) <= retries  # a hang's re-run would cost its whole limit again
     if rerun:
-        stopped[-1] += "; re-run in a new process"
+        note += "; re-run in a new process"
+    else:
+        stopped.append(note)
     if tid in tests:
         entry = tests[tid]
         entry["duration"] = round(entry["duration"] + elapsed, 4)
@@ -294,7 +298,7 @@ def _record_stopped_test(out: Path, ended: dict[str, Any], exit_code: int, stopp
         doc["run"] = {"status": RunStatus.OK.value, "message": ""}
     doc["summary"] = results.summarize(doc["tests"])
     results.dump(doc, out)
-    return left
+    return left, note
 
 
 def _first_attempts(message: str, earlier: list[str]) -> str:
