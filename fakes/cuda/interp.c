@@ -306,8 +306,7 @@ static void *grid_worker(void *arg) {
             pthread_mutex_lock(&G->mu);
             if (!G->has_failure) {
                 G->has_failure = 1;
-                G->failed = X;
-                G->failed.block_id[0] = id[0], G->failed.block_id[1] = id[1], G->failed.block_id[2] = id[2];
+                G->failed = X; /* its block_id is this block's: run_block set it */
             }
             G->stop = 1;
             pthread_mutex_unlock(&G->mu);
