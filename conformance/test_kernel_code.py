@@ -2216,12 +2216,40 @@ PTX_FAR_ACCESSES = ".version 7.5\n.target sm_75\n.address_size 64\n" + "".join(f
 """ for name, (instructions, _) in FAR_ACCESSES.items())
 
 
+#: end_load(x): over a 3 x 2 grid of 2-thread blocks, thread (1,0,0) of block (2,1,0) alone loads the 32-bit word at
+#: byte 4096 of x (the end of FAR_STORE_CHILD's 4 KiB buffer) and stores it into x
+PTX_END_LOAD = PTX_FAR_ACCESSES.split(".visible")[0] + """
+.visible .entry end_load(.param .u64 end_load_param_0)
+{
+    .reg .pred %p<4>;
+    .reg .b32 %r<5>;
+    .reg .b64 %rd<3>;
+    mov.u32 %r1, %ctaid.x;
+    mov.u32 %r2, %ctaid.y;
+    mov.u32 %r3, %tid.x;
+    setp.ne.u32 %p1, %r1, 2;
+    @%p1 bra DONE;
+    setp.ne.u32 %p2, %r2, 1;
+    @%p2 bra DONE;
+    setp.ne.u32 %p3, %r3, 1;
+    @%p3 bra DONE;
+    ld.param.u64 %rd1, [end_load_param_0];
+    cvta.to.global.u64 %rd2, %rd1;
+    ld.global.u32 %r4, [%rd2+4096];
+    st.global.u32 [%rd2], %r4;
+DONE:
+    ret;
+}
+"""
+
+
 @pytest.mark.clause("KERNEL-177")
 def test_a_fault_report_names_the_access_the_kernel_made(device, target, require):
     """A driver that explains a memory fault in its error (the fake libcuda's memcheck report, as
     compute-sanitizer words it) sends the user to the instruction by what it says: a load reported as a write,
-    or a global access as shared memory, sends them to the wrong one. Each kernel in a child process (the fault
-    loses the context)."""
+    or a global access as shared memory, sends them to the wrong one; and to the thread and the element by
+    their ids and the distance: a load just past the end of a buffer is 0 bytes past it (the classic off-by-one),
+    made by the one thread of the grid that made it. Each kernel in a child process (the fault loses the context)."""
     reports = {}
     for kernel, (_, access) in FAR_ACCESSES.items():
         outcome = far_store_outcomes(device, target, require, PTX_FAR_ACCESSES, kernel)["synchronize"]
@@ -2233,6 +2261,14 @@ def test_a_fault_report_names_the_access_the_kernel_made(device, target, require
     for kernel, (access, lines) in reports.items():
         assert lines and f"invalid {access} at " in lines[0] and f"in kernel {kernel}," in lines[0], (
             f"{kernel}: the report says {lines[:1]}, want an invalid {access} in kernel {kernel}")
+    outcome = far_store_outcomes(device, target, require, PTX_END_LOAD, "end_load", ((3, 2, 1), (2, 1, 1)))["synchronize"]
+    assert outcome is not None and "CUDA_ERROR_ILLEGAL_ADDRESS" in outcome["message"], (
+        f"a 4-byte load at the end of a 4,096-byte buffer (the only one): {outcome}")
+    report = "\n".join(line for line in outcome["message"].splitlines() if line.startswith("memcheck:"))
+    assert "block (2,1,0)" in report and "thread (1,0,0)" in report, (
+        f"a load by thread (1,0,0) of block (2,1,0) is reported as {report!r}")
+    assert re.search(r"\b0 bytes (past the end of|after)\b", report), (
+        f"a load at the buffer's very end, 0 bytes past it, is reported as {report!r}")
 
 
 #: one thread stores (misaligned_shared_store) or loads (misaligned_shared_load) the 32-bit word 2 bytes into a
@@ -3462,7 +3498,7 @@ PTX_INT_EDGES = """.version 7.5
 
 .visible .entry int_edges(.param .u64 int_edges_param_0, .param .u32 int_edges_param_1)
 {
-    .reg .b16 %h<4>;
+    .reg .b16 %h<6>;
     .reg .b32 %r<16>;
     .reg .b64 %rd<16>;
     ld.param.u64 %rd1, [int_edges_param_0];
@@ -3526,6 +3562,45 @@ PTX_INT_EDGES = """.version 7.5
     bfind.s32 %r9, %r8;
     cvt.u64.u32 %rd3, %r9;
     st.global.u64 [%rd2+120], %rd3;
+    mov.u32 %r11, -2147483647;
+    shr.u32 %r12, %r11, %r1;
+    cvt.u64.u32 %rd3, %r12;
+    st.global.u64 [%rd2+128], %rd3;
+    shr.u32 %r12, %r11, %r2;
+    cvt.u64.u32 %rd3, %r12;
+    st.global.u64 [%rd2+136], %rd3;
+    shr.u32 %r12, %r11, %r3;
+    cvt.u64.u32 %rd3, %r12;
+    st.global.u64 [%rd2+144], %rd3;
+    mov.u32 %r11, -5;
+    shr.s32 %r12, %r11, %r1;
+    cvt.u64.u32 %rd3, %r12;
+    st.global.u64 [%rd2+152], %rd3;
+    shr.s32 %r12, %r11, %r2;
+    cvt.u64.u32 %rd3, %r12;
+    st.global.u64 [%rd2+160], %rd3;
+    mov.u32 %r11, 5;
+    shr.s32 %r12, %r11, %r2;
+    cvt.u64.u32 %rd3, %r12;
+    st.global.u64 [%rd2+168], %rd3;
+    sub.u32 %r13, %r1, 16;
+    sub.u32 %r14, %r1, 15;
+    mov.u16 %h4, -32767;
+    shl.b16 %h5, %h4, %r13;
+    cvt.u64.u16 %rd3, %h5;
+    st.global.u64 [%rd2+176], %rd3;
+    shl.b16 %h5, %h4, %r14;
+    cvt.u64.u16 %rd3, %h5;
+    st.global.u64 [%rd2+184], %rd3;
+    shr.u16 %h5, %h4, %r14;
+    cvt.u64.u16 %rd3, %h5;
+    st.global.u64 [%rd2+192], %rd3;
+    shr.s16 %h5, %h4, %r13;
+    cvt.u64.u16 %rd3, %h5;
+    st.global.u64 [%rd2+200], %rd3;
+    shr.s16 %h5, %h4, %r14;
+    cvt.u64.u16 %rd3, %h5;
+    st.global.u64 [%rd2+208], %rd3;
     ret;
 }
 """
@@ -3538,7 +3613,11 @@ INT_EDGES = {"shl.b32 0x12345679 << 31": 0x80000000, "shl.b32 << 32": 0, "shl.b3
              "shr.u64 ~0 >> 64": 0, "shl.b64 ~0 << 63": 2 ** 63, "bfind.s32 0x80000000": 30,
              "bfind.u32 0x80000000": 31, "bfind.s32 -1": 0xFFFFFFFF, "bfind.s64 INT64_MIN": 62,
              "mul.wide.u16 65535 * 65535": 0xFFFE0001, "mul.wide.s16 -32768 * -32768": 0x40000000,
-             "mul.wide.s16 -32768 * 3 (as u32)": 2 ** 32 - 98304, "bfind.s32 0x40000000": 30}
+             "mul.wide.s16 -32768 * 3 (as u32)": 2 ** 32 - 98304, "bfind.s32 0x40000000": 30,
+             "shr.u32 0x80000001 >> 31": 1, "shr.u32 0x80000001 >> 32": 0, "shr.u32 0x80000001 >> 33": 0,
+             "shr.s32 -5 >> 31": 0xFFFFFFFF, "shr.s32 -5 >> 32": 0xFFFFFFFF, "shr.s32 5 >> 32": 0,
+             "shl.b16 0x8001 << 15": 0x8000, "shl.b16 0x8001 << 16": 0, "shr.u16 0x8001 >> 16": 0,
+             "shr.s16 0x8001 >> 15": 0xFFFF, "shr.s16 0x8001 >> 16": 0xFFFF}
 
 
 @pytest.mark.clause("KERNEL-106")
@@ -5131,23 +5210,34 @@ def test_occupancy_without_shared_memory_is_the_multiprocessors_block_limit(devi
         f"{max_threads} threads")
 
 
-#: spin_while_set(flag): one thread loads the word at flag until it reads 0 (a volatile load each time, so no
-#: compiler folds the loop); with a flag that stays set it runs until something ends the launch
+#: spin_while_set(flag): thread (1,0,0) of block (1,1,0) (KERNEL-148 launches 2 x 2 x 2 blocks of 2 threads) loads
+#: the word at flag until it reads 0 (a volatile load each time, so no compiler folds the loop), the others return;
+#: with a flag that stays set it runs until something ends the launch
 PTX_SPIN = """.version 7.5
 .target sm_75
 .address_size 64
 
 .visible .entry spin_while_set(.param .u64 spin_while_set_param_0)
 {
-    .reg .pred %p<2>;
-    .reg .b32 %r<2>;
+    .reg .pred %p<3>;
+    .reg .b32 %r<4>;
     .reg .b64 %rd<3>;
+    mov.u32 %r2, %ctaid.z;
+    mov.u32 %r3, %ctaid.y;
+    mad.lo.u32 %r2, %r2, 2, %r3;
+    mov.u32 %r3, %ctaid.x;
+    mad.lo.u32 %r2, %r2, 2, %r3;
+    mov.u32 %r3, %tid.x;
+    mad.lo.u32 %r2, %r3, 8, %r2;
+    setp.ne.u32 %p2, %r2, 11;
+    @%p2 bra $L_done;
     ld.param.u64 %rd1, [spin_while_set_param_0];
     cvta.to.global.u64 %rd2, %rd1;
 $L_spin:
     ld.volatile.global.u32 %r1, [%rd2];
     setp.ne.s32 %p1, %r1, 0;
     @%p1 bra $L_spin;
+$L_done:
     ret;
 }
 """
@@ -5178,7 +5268,7 @@ if sys.argv[3:] == ["run"]:
     report["short"] = bool((words == 7).all())
     spin = device.compile(sys.argv[2], "ptx").kernel("spin_while_set")
     start = time.monotonic()
-    stream.launch(spin, 1, 1, (flag,))
+    stream.launch(spin, (2, 2, 2), (2, 1, 1), (flag,))
     try:
         stream.synchronize()
         report["spin"] = None
@@ -5194,8 +5284,10 @@ def test_a_kernel_past_the_drivers_time_limit_ends_with_launch_timeout(device, t
     """A driver that limits a kernel's run time (a display GPU's watchdog; the fake libcuda's, set by
     `Target.kernel_time_limit`) says so by KERNEL_EXEC_TIMEOUT, lets a short kernel finish, and ends one that runs
     past the limit with CUDA_ERROR_LAUNCH_TIMEOUT no sooner than the limit: a limit measured from the wrong time
-    ends every kernel (or none), and one the attribute hides lets tuners plan work that runs into it. In child
-    processes (the timeout loses the context), one with the limit set to 1 s and one without it."""
+    ends every kernel (or none), and one the attribute hides lets tuners plan work that runs into it. Where the
+    error's text locates the thread it stopped (`block (x,y,z), thread (x,y,z)`, as KERNEL-102's fault report), it
+    is the one thread of the grid that spins, coordinates in order. In child processes (the timeout loses the
+    context), one with the limit set to 1 s and one without it."""
     require("lang.ptx")
     cuda_driver(device, "KERNEL_EXEC_TIMEOUT and CUDA_ERROR_LAUNCH_TIMEOUT")
     if not target.kernel_time_limit:
@@ -5219,6 +5311,9 @@ def test_a_kernel_past_the_drivers_time_limit_ends_with_launch_timeout(device, t
         "CUDA_ERROR_LAUNCH_TIMEOUT" in run["spin"]["message"]), (
         f"a kernel spinning past a 1 s limit ended with {run['spin']}, not DriverError naming CUDA_ERROR_LAUNCH_TIMEOUT")
     assert run["seconds"] >= 1.0, f"a kernel under a 1 s limit was ended {run['seconds']:.3f} s after its launch"
+    located = re.findall(r"block \(\d+,\d+,\d+\), thread \(\d+,\d+,\d+\)", run["spin"]["message"])
+    assert all(place == "block (1,1,0), thread (1,0,0)" for place in located), (
+        f"the one thread that spun, thread (1,0,0) of block (1,1,0), is located as {located}: {run['spin']['message']}")
 
 
 #: lane_masks(out): each thread stores its %laneid and its five lane masks (eq, lt, le, gt, ge) as six u32 words

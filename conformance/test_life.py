@@ -716,19 +716,25 @@ PTX_BIG_VARIABLE = """.version 7.0
 """
 
 
-@pytest.mark.clause("LIFE-66")
-def test_closing_a_module_gives_back_its_variables_memory(device, stream, kernels, require):
-    """A module's `.global` (`__device__`) variables live in device memory from its load to its unload: a
-    backend that never unloads closed modules, or a driver that keeps a variable past its module's unload,
-    leaks that memory with every module a program compiles and closes (a JIT that builds kernels as it goes)."""
+def _big_variable_modules(device, require) -> tuple[str, int]:
+    """PTX_BIG_VARIABLE with an eighth of the device's memory (1 GiB at most), and how many of its modules
+    together need more than the device holds; the test skips without PTX or a reported memory size."""
     require("lang.ptx")
     memory = device.info.memory
     if not memory:
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}a device that reports its memory")
     size = min(1 << 30, memory // 8) // 4 * 4
-    source = PTX_BIG_VARIABLE.replace("BYTES", str(size)).replace("LAST", str(size - 4))
+    return PTX_BIG_VARIABLE.replace("BYTES", str(size)).replace("LAST", str(size - 4)), memory // size + 2
+
+
+@pytest.mark.clause("LIFE-66")
+def test_closing_a_module_gives_back_its_variables_memory(device, stream, kernels, require):
+    """A module's `.global` (`__device__`) variables live in device memory from its load to its unload: a
+    backend that never unloads closed modules, or a driver that keeps a variable past its module's unload,
+    leaks that memory with every module a program compiles and closes (a JIT that builds kernels as it goes)."""
+    source, count = _big_variable_modules(device, require)
     with device.alloc(4) as out:
-        for i in range(memory // size + 2):  # together more than the device holds
+        for i in range(count):
             with device.compile(source, "ptx") as module:
                 stream.launch(module.kernel("touch_big"), 1, 1, (out,))
                 assert read(stream, out, np.uint32)[0] == 0, f"module {i}: its variable did not start zeroed"
@@ -739,14 +745,9 @@ def test_closing_a_device_unloads_the_modules_left_open(device, kernels, require
     """A module left open when its Device closes is the close's to unload: while another Device holds the
     driver's context (the tests' device, on the same index), nothing else ever will, and its `.global`
     variables keep their device memory. The Modules are kept, so no finalizer unloads them first."""
-    require("lang.ptx")
-    memory = device.info.memory
-    if not memory:
-        pytest.skip(f"{NOT_SUPPORTED_PREFIX}a device that reports its memory")
-    size = min(1 << 30, memory // 8) // 4 * 4
-    source = PTX_BIG_VARIABLE.replace("BYTES", str(size)).replace("LAST", str(size - 4))
+    source, count = _big_variable_modules(device, require)
     kept = []
-    for i in range(memory // size + 2):  # together more than the device holds
+    for i in range(count):
         other = get_backend(device.info.backend).open_device(device.info.index)
         try:
             stream = other.create_stream()
@@ -1282,8 +1283,8 @@ def test_a_burst_of_readbacks_leaves_a_bounded_cache(target):
     synchronized, grow the process by less than 384 MiB (three quarters of a burst). The OpenGL backend keeps up
     to 256 MiB of staging buffers and the staged Vulkan one 256 MiB of its staging pool, 128 MiB below the bound
     (measured: 128 MiB on both, 0.3 MiB or less on the others, which stage nothing that outlives the copy). A cache
-    whose bound check lets buffers in past the bound (OpenGL's with the buffer's size subtracted instead of
-    added: 384 MiB after the first burst, 512 MiB after the second) or that has no bound (all 512 MiB) crosses it.
+    whose bound check lets buffers in past the bound (384 MiB after the first burst, 512 MiB after the second) or
+    that has no bound (all 512 MiB) crosses it.
     And while the bursts run, the process's peak stays below PEAK_READBACK_BOUND: staging for the readbacks still
     pending is bounded too (WebGPU held a mappable buffer for every pending copy_dtoh, 512 MiB at the peak)."""
     size, total = 128 << 20, 512 << 20
@@ -1669,6 +1670,10 @@ def copies():
         stream.copy_htod(buf, host)
         stream.copy_dtod(buf, buf, 2048, dst_offset=2048)
         stream.copy_dtoh(host, buf)
+def bindings():
+    for x in bound:
+        for y in bound:
+            stream.launch(saxpy, 1, 64, (y, x, np.float32(2.0), np.uint32(64)))
 def modules():
     for i in range(each):
         kernels("reduce_sum").module.close()
@@ -1680,6 +1685,8 @@ def graphs():
         graph.close()
 if operation == "timed_out_waits":
     work = RunningWork(device, stream, kernels, 3.0)
+if operation == "bindings":  # every ordered pair of isqrt(each) buffers: each launch of a round binds its own pair
+    saxpy, bound = kernels("saxpy"), [device.alloc(256) for _ in range(int(each ** 0.5))]
 step = globals()[operation]
 done, heaps = [], []
 for r in range(rounds):
@@ -1725,8 +1732,8 @@ def test_waits_that_time_out_keep_nothing(target):
 
 
 #: LIFE-94's operations (HEAP_ROUNDS_CHILD's functions) and how many of each make a round.
-EVERYDAY_OPERATIONS = {"streams": 300, "events": 2000, "buffers": 300, "launches": 1000, "copies": 500, "modules": 100,
-                       "graphs": 300}
+EVERYDAY_OPERATIONS = {"streams": 300, "events": 2000, "buffers": 300, "launches": 1000, "bindings": 900, "copies": 500,
+                       "modules": 100, "graphs": 300}
 
 
 @pytest.mark.clause("LIFE-94")
@@ -1735,7 +1742,8 @@ def test_everyday_operations_keep_nothing(target, device, operation):
     """What an operation makes in the driver or the backend (a stream's queue and semaphore, an event's fence or
     query, a buffer's memory and bindings, a launch's descriptors or bind group, a copy's staging, a graph's
     executable, a module's code) is given back once the operation's work is done and its objects dropped or
-    closed. Four rounds of each operation, the device synchronized after each: after the first two, the next two
+    closed; "bindings" launches saxpy over every ordered pair of 30 buffers, more distinct bindings than a
+    backend's cache of descriptor sets keeps, so the sets it retires must go back to the pools. Four rounds of each operation, the device synchronized after each: after the first two, the next two
     grow the heap in use by less than HEAP_ROUNDS_BOUND (a leak of 450 bytes an operation crosses it, of 1.3 KiB
     a module)."""
     if operation == "graphs" and not device.supports("graphs"):

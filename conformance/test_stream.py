@@ -620,6 +620,15 @@ def test_commands_spaced_out_behind_running_work_do_not_wait_for_it(device, stre
     _fills_behind_running_work(device, stream, kernels, SPACED, SPACED_GAP_S, 1.5)
 
 
+def _assert_waited_for(work: RunningWork, waiter: str) -> None:
+    """A wait (``waiter``, described) that just returned after RunningWork's one launch waited for it: no sooner
+    than a third of the launch's time after it was enqueued (RunningWork: the work takes at least three fifths)."""
+    waited = time.perf_counter() - work.enqueued_at
+    assert waited >= work.expected_seconds / 3, (
+        f"a launch of about {work.expected_seconds * 1e3:.1f} ms: {waiter} returned {waited * 1e3:.2f} ms after "
+        "the launch was enqueued")
+
+
 @pytest.mark.clause("STREAM-23")
 @pytest.mark.parametrize("waiter", ["Stream.synchronize", "Device.synchronize"])
 def test_a_wait_after_an_upload_behind_running_work_waits_for_it(device, stream, kernels, waiter):
@@ -636,10 +645,7 @@ def test_a_wait_after_an_upload_behind_running_work_waits_for_it(device, stream,
             work.enqueue(stream)
             stream.copy_htod(small, np.array([0x5A5A5A5A], np.uint32))
             _waits(device, stream)[waiter]()
-            waited = time.perf_counter() - work.enqueued_at
-            assert waited >= work.expected_seconds / 3, (
-                f"{waiter}() after a copy_htod behind a launch of about {work.expected_seconds * 1e3:.1f} ms "
-                f"returned {waited * 1e3:.2f} ms after the launch was enqueued")
+            _assert_waited_for(work, f"{waiter}() after a copy_htod behind it")
             work.check(stream)
             assert read(stream, small, np.uint32)[0] == 0x5A5A5A5A, "the upload did not land"
     finally:
@@ -664,10 +670,7 @@ def test_a_new_devices_first_work_is_waited_for(device, stream, kernels, target,
         work = sized.on(other, lambda name: target.compile_kernel(other, name))
         work.enqueue(on)
         _waits(other, on)[waiter]()
-        waited = time.perf_counter() - work.enqueued_at
-        assert waited >= work.expected_seconds / 3, (
-            f"{waiter}() on a new device returned {waited * 1e3:.2f} ms after its first work, a launch of about "
-            f"{work.expected_seconds * 1e3:.1f} ms, was enqueued")
+        _assert_waited_for(work, f"{waiter}() on a new device whose first work it was")
         work.check(on)
     finally:
         other.close()
