@@ -3601,6 +3601,14 @@ PTX_INT_EDGES = """.version 7.5
     shr.s16 %h5, %h4, %r14;
     cvt.u64.u16 %rd3, %h5;
     st.global.u64 [%rd2+208], %rd3;
+    mov.u64 %rd7, 1;
+    bfind.shiftamt.u64 %r9, %rd7;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+216], %rd3;
+    mov.u32 %r8, 1;
+    bfind.shiftamt.u32 %r9, %r8;
+    cvt.u64.u32 %rd3, %r9;
+    st.global.u64 [%rd2+224], %rd3;
     ret;
 }
 """
@@ -3617,7 +3625,8 @@ INT_EDGES = {"shl.b32 0x12345679 << 31": 0x80000000, "shl.b32 << 32": 0, "shl.b3
              "shr.u32 0x80000001 >> 31": 1, "shr.u32 0x80000001 >> 32": 0, "shr.u32 0x80000001 >> 33": 0,
              "shr.s32 -5 >> 31": 0xFFFFFFFF, "shr.s32 -5 >> 32": 0xFFFFFFFF, "shr.s32 5 >> 32": 0,
              "shl.b16 0x8001 << 15": 0x8000, "shl.b16 0x8001 << 16": 0, "shr.u16 0x8001 >> 16": 0,
-             "shr.s16 0x8001 >> 15": 0xFFFF, "shr.s16 0x8001 >> 16": 0xFFFF}
+             "shr.s16 0x8001 >> 15": 0xFFFF, "shr.s16 0x8001 >> 16": 0xFFFF, "bfind.shiftamt.u64 1": 63,
+             "bfind.shiftamt.u32 1": 31}
 
 
 @pytest.mark.clause("KERNEL-106")
