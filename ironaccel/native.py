@@ -53,10 +53,7 @@ def load() -> ModuleType | None:
         why_not = f"{PURE_PYTHON}=1"
         return None
     if _loaded is None:
-        try:
-            from . import _fast  # type: ignore[attr-defined]  # installed by pip
-        except ImportError:
-            _fast = None
+        _fast = _installed()
         stale = _stale(_fast)
         if _fast is None or stale:
             try:
@@ -75,7 +72,7 @@ def load() -> ModuleType | None:
             if stale:
                 warnings.warn(f"{stale}: it is not used: a fresh build of the sources is, {_fast.__file__}",
                               RuntimeWarning, stacklevel=2)
-            sys.modules[_fast.__name__] = _fast
+        sys.modules[_fast.__name__] = _fast
         _loaded = _fast
     return _loaded
 
@@ -106,6 +103,20 @@ def build() -> Path:
     include = sysconfig.get_paths()["include"]
     suffix = sysconfig.get_config_var("EXT_SUFFIX") or ".so"
     return cbuild.build("fast", f"_fast{suffix}", SOURCES, (*CFLAGS, f"-I{include}"), ("-ldl",), key=suffix)
+
+
+def _installed() -> ModuleType | None:
+    """The build pip installed in this package's own folder, if any. Not ``from . import _fast``: where another
+    checkout is installed editable, its import hook answers for ``ironaccel._fast`` too, so a copy of the tree
+    (the mutation engine's) would run that checkout's build, of the same sources but not built from these files
+    (and not with the copy's coverage counters)."""
+    spec = importlib.machinery.PathFinder.find_spec("ironaccel._fast", [str(Path(__file__).parent)])
+    if spec is None or spec.origin is None:
+        return None
+    try:
+        return _import(Path(spec.origin))
+    except ImportError:
+        return None
 
 
 def _import(path: Path) -> ModuleType:

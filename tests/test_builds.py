@@ -69,6 +69,22 @@ def test_the_loader_never_uses_a_stale_in_tree_build(tmp_path, monkeypatch):
     assert f"built from sources hashed {stale}" in none.stderr and "pure Python" in none.stderr
 
 
+def test_a_copy_of_the_tree_runs_a_build_of_its_own_files(tmp_path):
+    """A copy of the checkout with no build in it (the mutation engine's) builds its own sources into its cache:
+    it never runs the build of the checkout pip installed (editable: its import hook answers for
+    ``ironaccel._fast`` whichever ``ironaccel`` imported it), which was not built from these files."""
+    tree = tmp_path / "copy"
+    for name in ("ironaccel", "fakes"):
+        shutil.copytree(ROOT / name, tree / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    cache = tmp_path / "cache"
+    run = run_python(tree, "from ironaccel import native; m = native.load(); print(m and m.__file__, native.why_not)",
+                     IRONACCEL_CACHE=str(cache))
+    assert run.returncode == 0, run.stderr
+    if run.stdout.startswith("None"):
+        pytest.skip(f"cannot build the compiled extension here: {run.stdout}")
+    assert Path(run.stdout.split()[0]).is_relative_to(cache / "fast"), run.stdout
+
+
 def test_a_build_that_does_not_record_its_sources_is_stale(tmp_path, monkeypatch):
     """A build made without the hash (not through cbuild or setup.py) reports "unrecorded" and is not used."""
     monkeypatch.setenv("IRONACCEL_CACHE", str(tmp_path))

@@ -103,13 +103,14 @@ def _cached(name: str) -> Path:
 def record_suite(run: modules.Run, tree: Path, files: list[str], digest: str, limit: float) -> Coverage:
     """The whole suite certified on ``run`` with the probe loaded: coverage and baseline in one run (cached per
     tree and run when the run finished)."""
-    cached = _cached(f"{digest}-{run.name}-v5")
+    cached = _cached(f"{digest}-{run.name}-v6")
     if cached.is_file():
         return Coverage.from_json(json.loads(cached.read_text()))
     with tempfile.TemporaryDirectory(prefix="ironaccel-mutants-probe-") as tmp:
         probe_dir = Path(tmp)
         env = run.environment({**os.environ, "HYPOTHESIS_PROFILE": "ci", "PYTEST_ADDOPTS": "-p probe",
-                               **probe_env(probe_dir, tree, files)})
+                               **probe_env(probe_dir, tree, files),
+                               **({"IRONACCEL_MUTANTS_FAST_CALLS": "1"} if "fast" in run.areas else {})})
         builds = [b for b in modules.C_BUILDS if any(f.startswith(b.folder + "/") for f in files)]
         if builds and set(run.areas) & {a for a, globs in modules.SUITE_AREAS.items()
                                         if any(g.startswith(b.folder + "/") for b in builds for g in globs)}:

@@ -5,7 +5,8 @@ with ``-p probe`` (PYTEST_ADDOPTS, so certify's child loads it unchanged): per t
   context per test (its node id; lines run at import, between tests or in child processes get the empty one);
 - the fake libcuda: the entry points a test calls (the fake's own call counters, read before and after);
 - the compiled hot path (``ironaccel._fast``): the methods a test calls on its objects and module (a profile
-  hook: c_call events), which the engine maps to C functions through the module's method tables.
+  hook: c_call events, on the runs that judge its mutants: $IRONACCEL_MUTANTS_FAST_CALLS), which the engine maps
+  to C functions through the module's method tables.
 
 Writes into $IRONACCEL_MUTANTS_PROBE: ``coverage.*`` (coverage.py data, one file per process) and
 ``calls-<pid>.json`` ({test id: {"fake": [entry points], "fast": [method names]}}) and ``outcomes-<pid>.json``
@@ -23,6 +24,7 @@ import coverage
 import pytest
 
 OUT = os.environ["IRONACCEL_MUTANTS_PROBE"]
+FAST_CALLS = "IRONACCEL_MUTANTS_FAST_CALLS"  # "1": record the compiled module's methods (a run that judges its mutants)
 # Started at interpreter start-up (COVERAGE_PROCESS_START, through the .pth coverage installs), so that what
 # pytest imports before loading this plugin (ironaccel, through its own plugin) is measured, and so are the
 # child processes the tests start (their lines have no test's context); started here where that hook is missing.
@@ -66,7 +68,7 @@ def _fake_counts() -> dict[str, int]:
 
 
 def pytest_configure(config):  # noqa: ARG001
-    if os.environ.get("IRONACCEL_TARGET", "").startswith("cuda/"):
+    if os.environ.get(FAST_CALLS) == "1":
         threading.setprofile(_profile)
         sys.setprofile(_profile)
 
