@@ -1746,9 +1746,9 @@ def test_everyday_operations_keep_nothing(target, device, operation):
     query, a buffer's memory and bindings, a launch's descriptors or bind group, a copy's staging, a graph's
     executable, a module's code) is given back once the operation's work is done and its objects dropped or
     closed; "bindings" launches saxpy over every ordered pair of two of 30 buffers, more distinct bindings than a
-    backend's cache of descriptor sets keeps, so the sets it retires must go back to the pools. Four rounds of each operation, the device synchronized after each: after the first two, the next two
-    grow the heap in use by less than HEAP_ROUNDS_BOUND (a leak of 450 bytes an operation crosses it, of 1.3 KiB
-    a module)."""
+    backend's cache of descriptor sets keeps, so the sets it retires must go back to the pools. Four rounds of
+    each operation, the device synchronized after each: after the first two, the next two grow the heap in use by
+    less than HEAP_ROUNDS_BOUND (a leak of 450 bytes an operation crosses it, of 1.3 KiB a module)."""
     if operation == "graphs" and not device.supports("graphs"):
         pytest.skip(f"{NOT_SUPPORTED_PREFIX}graphs")
     each = EVERYDAY_OPERATIONS[operation]
