@@ -67,8 +67,7 @@ static void parse_decl(Parser *P, Decl *d) {
         Tok *t = peek(P);
         if (tok_is(t, ".align")) {
             next(P);
-            int f;
-            uint64_t a = bounded(P, t->line, parse_number(P, next(P), 0, &f), ALIGN_MAX, ".align");
+            uint64_t a = bounded(P, t->line, parse_number(P, next(P), 0), ALIGN_MAX, ".align");
             if (!a || (a & (a - 1))) fail(P, t->line, ".align %llu is not a power of two", (unsigned long long)a);
             d->align = (uint32_t)a;
         } else if (t->len > 1 && t->s[0] == '.') {
@@ -95,8 +94,7 @@ static void parse_decl(Parser *P, Decl *d) {
         fail(P, d->name.line, "%.*s is not a name to declare", d->name.len, d->name.s);
     if (tok_is(peek(P), "<")) {
         next(P);
-        int f;
-        d->count = bounded(P, d->name.line, parse_number(P, next(P), 0, &f), REGISTERS_MAX, "a register range");
+        d->count = bounded(P, d->name.line, parse_number(P, next(P), 0), REGISTERS_MAX, "a register range");
         d->range = 1;
         expect(P, ">");
     }
@@ -106,8 +104,7 @@ static void parse_decl(Parser *P, Decl *d) {
             d->unsized = 1;
             d->count = 0;
         } else {
-            int f;
-            d->count = bounded_product(P, d->name.line, d->count, parse_number(P, next(P), 0, &f), DECL_BYTES_MAX,
+            d->count = bounded_product(P, d->name.line, d->count, parse_number(P, next(P), 0), DECL_BYTES_MAX,
                                        "an array's element count");
         }
         expect(P, "]");
@@ -132,8 +129,7 @@ static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint64_t ma
             if (tok_is(t, "-")) { neg = 1; t = next(P); }
             uint64_t v;
             if (is_number_start(t)) {
-                int f;
-                v = parse_number(P, t, neg, &f);
+                v = parse_number(P, t, neg);
             } else { /* the address of a variable or a function declared before (a table of pointers): name,
                       * generic(name) (the same address: the spaces share one), either + a byte offset */
                 int generic = !neg && tok_is(t, "generic") && tok_is(peek(P), "(");
@@ -147,8 +143,7 @@ static void skip_initializer(Parser *P, uint8_t *dst, uint32_t elem, uint64_t ma
                 if (generic) expect(P, ")");
                 if (tok_is(peek(P), "+")) {
                     next(P);
-                    int f;
-                    v += parse_number(P, next(P), 0, &f);
+                    v += parse_number(P, next(P), 0);
                 }
             }
             if (dst && i < max / elem) memcpy(dst + i * elem, &v, elem);
@@ -556,8 +551,7 @@ static void function_decl(Parser *P, int is_entry) {
             next(P);
             uint64_t total = 1;
             for (;;) { /* each extent, and their product, at most the 1024 threads of a block */
-                int fl;
-                total *= bounded(P, t->line, parse_number(P, next(P), 0, &fl), 1024, t->s[1] == 'r' ? ".reqntid" : ".maxntid");
+                total *= bounded(P, t->line, parse_number(P, next(P), 0), 1024, t->s[1] == 'r' ? ".reqntid" : ".maxntid");
                 bounded(P, t->line, total, 1024, "the threads of a block");
                 if (!tok_is(peek(P), ",")) break;
                 next(P);
@@ -567,8 +561,7 @@ static void function_decl(Parser *P, int is_entry) {
             else proto.maxntid = total;
         } else if (tok_is(t, ".maxnreg")) {
             next(P);
-            int fl;
-            proto.maxnreg = (uint32_t)bounded(P, t->line, parse_number(P, next(P), 0, &fl), 255, ".maxnreg");
+            proto.maxnreg = (uint32_t)bounded(P, t->line, parse_number(P, next(P), 0), 255, ".maxnreg");
         } else if (tok_is(t, ".minnctapersm") || tok_is(t, ".maxclusterrank") || tok_is(t, ".noreturn")) {
             next(P);
             if (!tok_is(t, ".noreturn")) next(P);
@@ -690,8 +683,7 @@ PtxModule *ptx_load(const char *text, Context *ctx, unsigned newest_target, char
                 next(P);
             }
         } else if (tok_is(t, ".address_size")) {
-            int f;
-            if (parse_number(P, next(P), 0, &f) != 64) fail(P, t->line, "only .address_size 64 is supported");
+            if (parse_number(P, next(P), 0) != 64) fail(P, t->line, "only .address_size 64 is supported");
         } else if (tok_is(t, ".visible") || tok_is(t, ".extern") || tok_is(t, ".weak") || tok_is(t, ".common")) {
             P->weak |= tok_is(t, ".weak");
             continue;

@@ -211,19 +211,16 @@ int has_mod(const Opcode *o, const char *m) {
 #define NEGATED_HEX_FLOAT "syntax error near '%s': a hexadecimal float takes no unary minus (write the negative " \
     "float's own bits)"
 
-uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm) {
+uint64_t parse_number(Parser *P, Tok *t, int negative) {
     char buf[64];
     if (t->len >= (int)sizeof buf) fail(P, t->line, "cannot parse number %.*s", t->len, t->s);
     snprintf(buf, sizeof buf, "%.*s", t->len, t->s);
-    *is_float_imm = 0;
     int hex_float = buf[0] == '0' && buf[1] && strchr("fFdD", buf[1]) && strspn(buf + 2, "0123456789abcdefABCDEF") == strlen(buf + 2);
     if (hex_float && (buf[1] == 'f' || buf[1] == 'F') && strlen(buf) == 10) {
         if (negative) fail(P, t->line, NEGATED_HEX_FLOAT, buf);
-        *is_float_imm = 1;
         return (uint32_t)strtoul(buf + 2, NULL, 16);
     }
     if (hex_float && (buf[1] == 'd' || buf[1] == 'D') && strlen(buf) == 18) {
-        *is_float_imm = 2;
         return strtoull(buf + 2, NULL, 16) ^ (negative ? UINT64_C(1) << 63 : 0);
     }
     char *end;
@@ -250,13 +247,12 @@ static void parse_operand(Parser *P, Operand *o) {
         o->kind = O_MEM;
         Tok *b = next(P);
         if (b->s[0] == '%') o->slot = reg_slot(P, b);
-        else if (is_number_start(b)) { int f; o->imm = parse_number(P, b, 0, &f); }
+        else if (is_number_start(b)) o->imm = parse_number(P, b, 0);
         else o->sym = *b;
         while (tok_is(peek(P), "+") || tok_is(peek(P), "-")) {
             int neg = tok_is(next(P), "-");
             if (tok_is(peek(P), "-")) { next(P); neg = !neg; }
-            int f;
-            o->imm += parse_number(P, next(P), neg, &f);
+            o->imm += parse_number(P, next(P), neg);
         }
         expect(P, "]");
         return;
@@ -267,7 +263,7 @@ static void parse_operand(Parser *P, Operand *o) {
         for (;;) {
             Tok *r = next(P);
             if (o->nvec == (int)(sizeof o->vec / sizeof o->vec[0])) fail(P, r->line, "vector operand too long");
-            if (is_number_start(r)) { int f; o->vec[o->nvec++] = (int)const_slot(P, parse_number(P, r, 0, &f)); }
+            if (is_number_start(r)) o->vec[o->nvec++] = (int)const_slot(P, parse_number(P, r, 0));
             else o->vec[o->nvec++] = reg_slot(P, r);
             if (tok_is(peek(P), "}")) break;
             expect(P, ",");
@@ -285,7 +281,7 @@ static void parse_operand(Parser *P, Operand *o) {
     if (is_number_start(t)) {
         next(P);
         o->kind = O_IMM;
-        o->imm = parse_number(P, t, neg == 2, &o->is_fimm);
+        o->imm = parse_number(P, t, neg == 2);
         return;
     }
     next(P);

@@ -105,7 +105,6 @@ typedef struct Operand {
     int neg;        /* !%p */
     int slot2;      /* %p|%q second register, or -1 */
     uint64_t imm;   /* O_IMM bits; O_MEM offset */
-    int is_fimm;    /* 0f / 0d immediate */
     Tok sym;        /* O_SYM, or O_MEM symbol base (len 0: none) */
     int vec[8], nvec; /* up to .v8 */
     int line;
@@ -136,7 +135,7 @@ int function_index(Parser *P, const Tok *name, int create);
 int type_of(const Tok *t);
 void split_opcode(Parser *P, const Tok *t, Opcode *o);
 int has_mod(const Opcode *o, const char *m);
-uint64_t parse_number(Parser *P, Tok *t, int negative, int *is_float_imm);
+uint64_t parse_number(Parser *P, Tok *t, int negative);
 int is_number_start(Tok *t);
 Inst *emit(Parser *P, int op, int line);
 uint32_t value_slot(Parser *P, Operand *o);
