@@ -781,3 +781,24 @@ def test_a_mutant_of_a_file_that_fills_a_cache_fills_one_of_its_own(tmp_path, mo
     assert env_of("ironaccel/backends/cuda/device.py", tmp_path / "b")["IRONACCEL_CACHE"] == str(shared)
     assert set(modules.CACHE_WRITERS) <= {f for globs in modules.SUITE_AREAS.values() for g in globs
                                           for f in map(str, [p.relative_to(ROOT) for p in ROOT.glob(g)])}
+
+
+def test_the_compiled_modules_calls_are_recorded_on_every_run_that_judges_its_mutants(tmp_path, monkeypatch):
+    """The probe maps a test to the compiled module's C functions through the methods it calls; a run of the
+    ``fast`` area that records none (vulkan/lavapipe did not: the probe recorded on cuda/ targets alone) never
+    judges a mutant there, and the MemPool core's non-CUDA path went unjudged."""
+    monkeypatch.setenv("IRONACCEL_CACHE", str(tmp_path))
+    asked: dict[str, str] = {}
+
+    def refuse(tree, target, env, results, only, limit):  # noqa: ARG001
+        asked[target] = env.get("IRONACCEL_MUTANTS_FAST_CALLS", "")
+        return None, "not run"
+
+    monkeypatch.setattr(covered, "certify", refuse)
+    for r in modules.RUNS:
+        asked.clear()
+        with pytest.raises(RuntimeError):
+            covered.record_suite(r, ROOT, [], f"test-{r.name}", 1)
+        assert (asked[r.target] == "1") == ("fast" in r.areas), r.name
+    with open(ROOT / "ci" / "mutants" / "probe.py", encoding="utf-8") as f:
+        assert 'FAST_CALLS = "IRONACCEL_MUTANTS_FAST_CALLS"' in f.read()  # the name the probe reads
