@@ -406,8 +406,8 @@ def test_modules_compiled_closed_or_collected_while_capturing_leave_the_capture_
     assert_device_works(device, kernels)
 
 
-#: GRAPH-12's ways to end a graph: "dropped" closes every other one and drops the rest; "kept" closes each and
-#: keeps it referenced until the measure (a closed Graph object holds nothing of the driver's), with the bound
+#: GRAPH-12's ways to end a graph: "closed or dropped" closes every other one and drops the rest; "closed and kept"
+#: closes each and keeps it referenced until the measure (a closed Graph object holds nothing of the driver's), with the bound
 #: per graph that a kept closed object may cost
 GRAPHS_ENDED = {"closed or dropped": 1024, "closed and kept": 4096}
 

@@ -1966,11 +1966,12 @@ def test_each_threads_local_memory_is_its_own(device, stream, require):
     assert not wrong, f"threads that loaded other words than they stored to .local: {dict(list(wrong.items())[:6])}"
 
 
-#: say(): one thread's printf(PRINTF_FORMAT, -7, 0xbeef, 2^40, 2.5, "ok", 0x12345, 70000, -129), as NVRTC writes a
-#: printf call: the arguments packed in a local buffer, each at a multiple of its size (4, 4, 8, 8, 8, 4, 4, 4 bytes:
-#: offsets 0, 4, 8, 16, 24, 32, 36, 40); the last three printed as short and char (h, hh: the int converted)
-PRINTF_FORMAT = b"kernel printf: %5d %-6x| %lld %.3f %s| %hx %hu %hhd|\n"
-PRINTF_SAYS = "kernel printf:    -7 beef  | 1099511627776 2.500 ok| 2345 4464 127|"
+#: say(): one thread's printf(PRINTF_FORMAT, -7, 0xbeef, 2^40, 2.5, "ok", 0x12345, 70000), as NVRTC writes a printf
+#: call: the arguments packed in a local buffer, each at a multiple of its size (4, 4, 8, 8, 8, 4, 4 bytes: offsets 0,
+#: 4, 8, 16, 24, 32, 36); the last two printed as short (h: the int converted). Not hh: CUDA's printf documents the
+#: sizes h, l and ll only, and an H100 printed 107 for %hhd of -129 (C's printf: 127)
+PRINTF_FORMAT = b"kernel printf: %5d %-6x| %lld %.3f %s| %hx %hu|\n"
+PRINTF_SAYS = "kernel printf:    -7 beef  | 1099511627776 2.500 ok| 2345 4464|"
 PTX_PRINTF = f""".version 7.8
 .target sm_75
 .address_size 64
@@ -1981,7 +1982,7 @@ PTX_PRINTF = f""".version 7.8
 
 .visible .entry say()
 {{
-    .local .align 8 .b8 say_depot[48];
+    .local .align 8 .b8 say_depot[40];
     .reg .b32 %r<4>;
     .reg .b64 %rd<8>;
     .reg .f64 %fd<2>;
@@ -2000,8 +2001,6 @@ PTX_PRINTF = f""".version 7.8
     mov.u32 %r1, 74565;
     mov.u32 %r2, 70000;
     st.local.v2.u32 [%rd1+32], {{%r1, %r2}};
-    mov.u32 %r1, -129;
-    st.local.u32 [%rd1+40], %r1;
     mov.u64 %rd6, say_format;
     cvta.global.u64 %rd7, %rd6;
     {{
