@@ -30,8 +30,9 @@ CERTIFY_DESCRIPTION = """\
 Runs the conformance suite on each target in its own process (in parallel, bounded by cores; hardware targets
 one at a time, as they share the GPU) and writes, per target, into a run folder of its own
 (results/runs/<time>-<target>-<id>): <backend>-<driver>.json (results), .junit.xml (JUnit), .cert.json and
-.cert.md (certificate), RUN.json; a run that finished with
-every test reported replaces the results folder's files of its target (README: Runs are records). Each test has a time limit and a failing test is re-run up to --retries times (default 1; a pass on re-run: flaky, with its passes/tries).
+.cert.md (certificate), RUN.json; a run that finished with every test reported replaces the results folder's
+files of its target (README: Runs are records). Each test has a time limit and a failing test is re-run up to
+--retries times (default 1; a pass on re-run: flaky, with its passes/tries).
 
 Selection (the same options on `pytest --target`): --only/--skip GLOB (repeatable) match test ids
 (test_copy.py::*) or cited clause ids (KERNEL-*); --shard K/N runs every N-th selected test from the K-th
