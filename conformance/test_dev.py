@@ -313,6 +313,7 @@ def test_closed_device_raises_use_after_free(device, kernels, target):
         ("Stream.wait", lambda: s.wait(ev)),
         ("Stream.native", lambda: s.native),
         ("Kernel.prepare", lambda: saxpy.prepare(1, 32)),
+        ("Kernel.native", lambda: saxpy.native),
         *([("Event.elapsed_ms", lambda: timed.elapsed_ms(timed))] if timed is not None else []),
         ("Device.alloc", lambda: other.alloc(16)),
         ("Device.create_stream", other.create_stream),
@@ -327,7 +328,7 @@ def test_closed_device_raises_use_after_free(device, kernels, target):
     ]:
         with pytest.raises(ia.UseAfterFree, match="^" + op.replace(".", r"\.") + ": ") as info:
             call()
-        if op.startswith("Device.") or op in ("Module.kernel", "Buffer.handle"):  # the device is what was wrong
+        if op.startswith("Device.") or op in ("Module.kernel", "Kernel.native", "Buffer.handle"):  # the device is what was wrong
             said = f"device {other.info.backend}:{other.info.index}"
             assert re.search(rf"{re.escape(said)}\b.*\bclosed\b", str(info.value)), \
                 f"a closed device should say it is the device {said} that is closed: {info.value}"

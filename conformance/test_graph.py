@@ -406,9 +406,9 @@ def test_modules_compiled_closed_or_collected_while_capturing_leave_the_capture_
     assert_device_works(device, kernels)
 
 
-#: GRAPH-12's ways to end a graph: "closed or dropped" closes every other one and drops the rest; "closed and kept"
-#: closes each and keeps it referenced until the measure (a closed Graph object holds nothing of the driver's), with the bound
-#: per graph that a kept closed object may cost
+#: GRAPH-12's ways to end a graph: "closed or dropped" closes every other one and drops the rest; "closed and
+#: kept" closes each and keeps it referenced until the measure (a closed Graph object holds nothing of the
+#: driver's), with the bound per graph that a kept closed object may cost
 GRAPHS_ENDED = {"closed or dropped": 1024, "closed and kept": 4096}
 
 
@@ -759,3 +759,31 @@ def _ok(result: tuple, call: str):
     assert not err, f"{call}: {err}"
     return value[0] if value else None
 
+
+
+@pytest.mark.clause("GRAPH-19")
+def test_graphs_dropped_unclosed_then_released_by_a_capture_close_with_their_device(device, kernels, target, require):
+    """GRAPH-13 keeps its device open; a graph dropped unclosed is released by the backend later (CUDA: at the
+    next capture), and the device's close must not release it a second time."""
+    require("graphs")
+    n = 256
+    other = get_backend(device.info.backend).open_device(device.info.index)
+    try:
+        s = other.create_stream()
+        add = target.compile_kernel(other, "add_one")
+        buf = other.alloc(4 * n)
+        s.fill(buf, 0)
+        for _ in range(3):
+            with s.capture() as graph:
+                s.launch(add, ceil_div(n, 128), 128, (buf, np.uint32(n)))
+            graph.launch(s)
+            del graph
+        s.synchronize()
+        gc.collect()
+        with s.capture() as kept:  # the dropped graphs are released here, or later
+            s.launch(add, ceil_div(n, 128), 128, (buf, np.uint32(n)))
+        kept.launch(s)
+        assert (read(s, buf, np.uint32) == 4).all(), "three replays of dropped graphs and one of a kept one"
+    finally:
+        other.close()  # raises what the driver refused: a graph's executable released twice
+    assert_device_works(device, kernels)

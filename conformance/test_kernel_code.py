@@ -40,17 +40,28 @@ def test_spirv_for_vulkan_1_0_is_reflected_with_its_buffers(device, stream, requ
     by.free()
 
 
+#: KERNEL-179: two_entries.spv's OpEntryPoint of ``a`` (GLCompute, %1, "a", its interface %2 %3 %4), and the
+#: same entry named ``abc`` with its interface listed from its storage buffer, %3 (the order is free)
+ENTRY_A = np.array([0x7000F, 5, 1, 0x61, 2, 3, 4], "<u4").tobytes()
+ENTRY_ABC = np.array([0x7000F, 5, 1, 0x636261, 3, 2, 4], "<u4").tobytes()
+
+
 @pytest.mark.clause("KERNEL-179")
-def test_each_entry_point_of_a_spirv_1_4_module_has_its_own_interface(device, stream, require):
+@pytest.mark.parametrize("name", ["a", "abc"])
+def test_each_entry_point_of_a_spirv_1_4_module_has_its_own_interface(device, stream, require, name):
     """From SPIR-V 1.4 an entry point's OpEntryPoint lists every global it uses, so two entry points of one module
     bind different buffers and push constants; before 1.4 it lists its inputs and outputs only, and a reader
     takes every global of the module. A module of exactly version 1.4 read the old way gives each entry point
     the other's buffers too; an interface read one word early takes the name's last word for an id (``a``'s:
-    97, the id of ``pair``'s second buffer)."""
+    97, the id of ``pair``'s second buffer). ``abc`` fills its word to the last byte, the nul, and lists its
+    buffer first: a reader that counts the name's words wrong (3 bytes a word) starts the interface one word
+    late, past that buffer."""
     require("lang.spirv")
     code = (conformance_dir() / "kernels" / "spirv" / "spirv1.4" / "two_entries.spv").read_bytes()
+    assert code.count(ENTRY_A) == 1, "two_entries.spv no longer has the entry point a as KERNEL-179 knows it"
+    code = code.replace(ENTRY_A, ENTRY_A if name == "a" else ENTRY_ABC)
     with device.compile(code, "spirv") as module:
-        a, pair = module.kernel("a"), module.kernel("pair")
+        a, pair = module.kernel(name), module.kernel("pair")
         assert [(p.kind, p.nbytes) for p in a.params] == [("buffer", 0), ("scalar", 4)], a.params
         assert [p.kind for p in pair.params] == ["buffer", "buffer"], pair.params
         n = 1000
@@ -367,6 +378,10 @@ GLSL430_OUTSIDE_CONVENTION = {
                         "layout(std140, binding = 0) uniform Args { uvec2 value; uint n; } args;\n"
                         "void main() { if (gl_GlobalInvocationID.x < args.n) out_.data[gl_GlobalInvocationID.x] = "
                         "args.value.y; }", "value"),
+    "an array member": ("layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
+                        "layout(std140, binding = 0) uniform Args { uint value[2]; uint n; } args;\n"
+                        "void main() { if (gl_GlobalInvocationID.x < args.n) out_.data[gl_GlobalInvocationID.x] = "
+                        "args.value[1]; }", "not a scalar"),
     "a member past its packed offset": ("#extension GL_ARB_enhanced_layouts : require\n"
                                         "layout(std430, binding = 0) buffer Out { uint data[]; } out_;\n"
                                         "layout(std140, binding = 0) uniform Args { uint value; layout(offset = 8) "
@@ -3264,8 +3279,10 @@ def test_re_records_of_an_untimed_event_after_a_lost_context_name_the_driver_cal
 def test_occupancy_answers_for_every_block_size(device, require):
     """cuOccupancyMaxActiveBlocksPerMultiprocessor of a kernel (KERNEL-83's fill7, through Kernel.native) answers
     for every block size from one thread to the kernel's MAX_THREADS_PER_BLOCK: at least one block, and never
-    more blocks as the block grows (1, 32, the largest). Launch tuners sweep the block size from 1 up; a driver
-    that refuses a one-thread block (a bound check off by one) breaks the sweep at its first step."""
+    more blocks as the block grows (1, 32, the largest); one thread past the largest, no block (0, or the size
+    refused). Launch tuners sweep the block size from 1 up; a driver that refuses a one-thread block (a bound
+    check off by one) breaks the sweep at its first step, and one that counts a block no launch may have stops
+    it past the end with a size every launch of it refuses."""
     require("lang.ptx")
     cu = cuda_driver(device, "cuOccupancyMaxActiveBlocksPerMultiprocessor")
     with device.compile(PTX_SM75, "ptx") as module:
@@ -3276,11 +3293,14 @@ def test_occupancy_answers_for_every_block_size(device, require):
         with context_current(device):
             blocks = {size: cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, size, 0)
                       for size in (1, 32, largest)}
+            err_past, past = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(kernel.native, largest + 1, 0)
     failed = {size: err for size, (err, _) in blocks.items() if err}
     assert not failed, f"cuOccupancyMaxActiveBlocksPerMultiprocessor refused block sizes {failed}"
     counts = [blocks[size][1] for size in (1, 32, largest)]
     assert counts[-1] >= 1 and counts == sorted(counts, reverse=True), \
         f"blocks a multiprocessor holds for blocks of 1, 32 and {largest} threads: {counts}"
+    assert err_past == cu.CUresult.CUDA_ERROR_INVALID_VALUE or (not err_past and past == 0), \
+        f"a block of {largest + 1} threads, one past the kernel's limit, answered {err_past} and {past} blocks"
 
 
 #: KERNEL-129: PTX_SM75's `mov.u32 %r1, 7;` made into instructions the PTX ISA does not define

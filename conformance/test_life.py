@@ -385,6 +385,7 @@ def test_a_closed_modules_queued_launches_run_and_its_kernels_raise(device, stre
         for op, call in (("Stream.launch", lambda: stream.launch(kernel, grid, 64, (out[0], np.uint32(9), np.uint32(n)))),
                          ("Stream.launch", lambda: plan(stream, out[0], np.uint32(9), np.uint32(n))),
                          ("Kernel.prepare", lambda: kernel.prepare(grid, 64)),
+                         ("Kernel.native", lambda: kernel.native),
                          ("Module.kernel", lambda: module.kernel(kernel.name))):
             # ERR-1: the op, then what was used after it ended: the module, closed
             with pytest.raises(ia.UseAfterFree, match=rf"^{op.replace('.', '[.]')}: .*\bmodule\b.*\bclosed\b"):
