@@ -760,10 +760,9 @@ def _ok(result: tuple, call: str):
     return value[0] if value else None
 
 
-
 @pytest.mark.clause("GRAPH-19")
 def test_graphs_dropped_unclosed_then_released_by_a_capture_close_with_their_device(device, kernels, target, require):
-    """GRAPH-13 keeps its device open; a graph dropped unclosed is released by the backend later (CUDA: at the
+    """GRAPH-12 keeps its device open; a graph dropped unclosed is released by the backend later (CUDA: at the
     next capture), and the device's close must not release it a second time."""
     require("graphs")
     n = 256

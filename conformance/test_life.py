@@ -741,6 +741,22 @@ def test_closing_a_module_gives_back_its_variables_memory(device, stream, kernel
                 assert read(stream, out, np.uint32)[0] == 0, f"module {i}: its variable did not start zeroed"
 
 
+@pytest.mark.clause("LIFE-96")
+def test_a_module_that_fails_to_load_keeps_no_memory(device, stream, kernels, require):
+    """LIFE-66 for a load that fails: a driver that places a module's `.global` variables as it reads them and
+    then meets an error further on must give them back with the rest of the failed module; a JIT that retries
+    bad source (a tuner trying variants) otherwise loses the variables' memory with each try."""
+    source, count = _big_variable_modules(device, require)
+    broken = source.replace("    ret;\n", "    not_an_instruction.u32 %r1, %r2;\n    ret;\n")
+    for _ in range(count):
+        with pytest.raises(ia.CompileError):
+            device.compile(broken, "ptx")
+    with device.alloc(4) as out, device.compile(source, "ptx") as module:
+        stream.launch(module.kernel("touch_big"), 1, 1, (out,))
+        assert read(stream, out, np.uint32)[0] == 0, "a module loaded after the failed loads: its variable is not zeroed"
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("LIFE-95")
 def test_closing_a_device_unloads_the_modules_left_open(device, kernels, require):
     """A module left open when its Device closes is the close's to unload: while another Device holds the

@@ -674,3 +674,29 @@ def test_a_new_devices_first_work_is_waited_for(device, stream, kernels, target,
         work.check(on)
     finally:
         other.close()
+
+
+@pytest.mark.clause("STREAM-24")
+def test_enqueued_work_runs_with_no_further_call(device, stream, kernels):
+    """Work starts once enqueued, not at the next wait: a backend that gathers the commands recorded while the
+    device is busy into one submission (Vulkan's open batch) must submit them with no further call from the
+    host (Vulkan's flusher), or a program that enqueues work and then does its own gets no overlap: the work
+    runs only inside its next wait. After the host sleeps for three times the work's time, the wait finds it
+    done; the same work is tried again when the wait was slow (a host busy elsewhere). Longer work would not do:
+    past 64 commands a batch submits itself, and the few left over would take too little time to tell."""
+    waited = []
+    work = RunningWork(device, stream, kernels, seconds=0.3)
+    try:
+        for _ in range(3):
+            work.enqueue(stream)
+            time.sleep(3 * work.expected_seconds + 0.5)
+            start = time.perf_counter()
+            stream.synchronize()
+            waited.append(round(time.perf_counter() - start, 3))
+            work.check(stream)
+            if waited[-1] < work.expected_seconds / 3:
+                return
+    finally:
+        work.free()
+    pytest.fail(f"after sleeping three times the work's time, synchronize() still waited {waited} s of "
+                f"its {work.expected_seconds:.2f} s: the work enqueued before the sleep started only at the wait")
