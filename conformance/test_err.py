@@ -178,17 +178,25 @@ def _dispatch_with_no_program(gl) -> None:
     gl.glDispatchCompute(1, 1, 1)
 
 
+def _bind_to_no_target(gl) -> None:
+    """On the GL thread: glBindBuffer to a target GL does not have, which GL refuses (GL_INVALID_ENUM)."""
+    gl.glBindBuffer(0x1234, 0)
+
+
 @pytest.mark.clause("ERR-51")
-def test_a_gl_error_is_named_as_gl_names_it_with_the_drivers_message(device, kernels, require):
+@pytest.mark.parametrize("call, op, name", [(_dispatch_with_no_program, "glDispatchCompute", "GL_INVALID_OPERATION"),
+                                            (_bind_to_no_target, "glBindBuffer", "GL_INVALID_ENUM")],
+                         ids=["invalid_operation", "invalid_enum"])
+def test_a_gl_error_is_named_as_gl_names_it_with_the_drivers_message(device, kernels, require, call, op, name):
     """A GL error is a flag read by glGetError: the backend turns the code into its GL name through a table,
     and asks the driver (KHR_debug, GL 4.3 core) for its own message, which says what was wrong."""
     require("lang.glsl430")
     native = device.native
     with pytest.raises(ia.DriverError) as info:
-        native.run(_dispatch_with_no_program, native.gl)
+        native.run(call, native.gl)
     err = info.value
-    assert type(err) is ia.DriverError and err.op == "glDispatchCompute", repr(err)
-    assert err.name == "GL_INVALID_OPERATION" and "failed: GL_INVALID_OPERATION" in str(err), str(err)
+    assert type(err) is ia.DriverError and err.op == op, repr(err)
+    assert err.name == name and f"failed: {name}" in str(err), str(err)
     assert "GL API ERROR" in err.detail, f"no KHR_debug message of the driver's in the error: {err}"
     explained = [note for note in err.detail.split(" / ") if note and not note.startswith("GL ")]
     assert explained, f"the error says nothing of what {err.name} means beside the driver's messages: {err}"

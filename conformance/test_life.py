@@ -741,6 +741,22 @@ def test_closing_a_module_gives_back_its_variables_memory(device, stream, kernel
                 assert read(stream, out, np.uint32)[0] == 0, f"module {i}: its variable did not start zeroed"
 
 
+@pytest.mark.clause("LIFE-98")
+def test_a_module_dropped_unclosed_gives_back_its_variables_memory(device, stream, kernels, require):
+    """LIFE-66 for modules the program drops without closing them: a backend that may not unload a module from its
+    finalizer (CUDA: the finalizer may run on any thread, inside any call) keeps it for a later unload, and must
+    do that unload, or every module compiled and dropped keeps its variables' memory for the device's life."""
+    source, count = _big_variable_modules(device, require)
+    with device.alloc(4) as out:
+        for i in range(count):
+            module = device.compile(source, "ptx")
+            stream.launch(module.kernel("touch_big"), 1, 1, (out,))
+            assert read(stream, out, np.uint32)[0] == 0, f"module {i}: its variable did not start zeroed"
+            del module
+            gc.collect()
+    assert_device_works(device, kernels)
+
+
 @pytest.mark.clause("LIFE-96")
 def test_a_module_that_fails_to_load_keeps_no_memory(device, stream, kernels, require):
     """LIFE-66 for a load that fails: a driver that places a module's `.global` variables as it reads them and
