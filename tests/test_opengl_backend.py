@@ -119,6 +119,21 @@ def test_block_is_injected_after_version_and_extensions():
     assert lines[4] == "#line 4" and lines[5] == "void main() {}"
 
 
+@pytest.mark.parametrize("comment", ["/* SPDX-License-Identifier: MIT */", "/*\n * a licence\n */"])
+def test_block_is_injected_after_a_leading_block_comment_and_version(device, stream, comment):
+    """GLSL allows comments before #version; a local size declared above the #version fails to compile."""
+    src = f"{comment}\n#version 430\nlayout(std430, binding = 0) buffer B {{ uint v[]; }};\nvoid main() {{ v[0] = 7u; }}"
+    after_version = comment.count("\n") + 2
+    layout = _with_block(src, (1, 1, 1)).split("\n")[after_version]
+    assert layout == "layout(local_size_x = 1, local_size_y = 1, local_size_z = 1) in;"
+    with device.compile(src, "glsl430") as module, device.alloc(4) as buf:
+        stream.launch(module.kernel("main"), 1, 1, (buf,))
+        out = np.zeros(1, np.uint32)
+        stream.copy_dtoh(out, buf)
+        stream.synchronize()
+        assert out[0] == 7
+
+
 def test_compile_errors_keep_the_source_line_numbers(device):
     src = "#version 430\nlayout(std430, binding = 0) buffer B { uint d[]; } b;\n\nvoid main() { b.d[0] = nope; }"
     with pytest.raises(ia.CompileError, match=r"glCompileShader") as info:

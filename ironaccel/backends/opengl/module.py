@@ -39,13 +39,16 @@ if TYPE_CHECKING:
 LANG = "glsl430"
 _LOCAL_SIZE_RE = re.compile(r"layout\s*\([^)]*\blocal_size_[xyz]\b[^)]*\)\s*in\s*;")
 _HEADER_LINE_RE = re.compile(r"\s*(#\s*(version|extension)\b.*)?(//.*)?$")
+_BLOCK_COMMENT_RE = re.compile(r"/\*.*?\*/", re.DOTALL)
 
 
 def _with_block(source: str, block: api.Dim3) -> str:
-    """``source`` with the local size of ``block`` declared after its #version and #extension lines."""
+    """``source`` with the local size of ``block`` declared after its #version and #extension lines, and the
+    comments and blank lines around them (GLSL lets comments come before #version: a licence block)."""
     lines = source.split("\n")
+    bare = _BLOCK_COMMENT_RE.sub(lambda m: "\n" * m.group().count("\n"), source).split("\n")  # same line count
     at = 0
-    while at < len(lines) and _HEADER_LINE_RE.fullmatch(lines[at]):
+    while at < len(bare) and _HEADER_LINE_RE.fullmatch(bare[at]):
         at += 1
     layout = "layout(local_size_x = {}, local_size_y = {}, local_size_z = {}) in;".format(*block)
     return "\n".join([*lines[:at], layout, f"#line {at + 1}", *lines[at:]])
