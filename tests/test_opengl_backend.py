@@ -128,10 +128,7 @@ def test_block_is_injected_after_a_leading_block_comment_and_version(device, str
     assert layout == "layout(local_size_x = 1, local_size_y = 1, local_size_z = 1) in;"
     with device.compile(src, "glsl430") as module, device.alloc(4) as buf:
         stream.launch(module.kernel("main"), 1, 1, (buf,))
-        out = np.zeros(1, np.uint32)
-        stream.copy_dtoh(out, buf)
-        stream.synchronize()
-        assert out[0] == 7
+        assert read(stream, buf)[0] == 7
 
 
 def test_compile_errors_keep_the_source_line_numbers(device):
